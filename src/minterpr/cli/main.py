@@ -1,0 +1,53 @@
+"""The ``minterpr`` console command.
+
+Each subcommand lives in its own module exposing ``register(subparsers)``; the module is listed
+below, imported only when the parser is built (so ``import minterpr`` stays light) and its
+handler receives the parsed namespace and returns an exit code.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import Sequence
+
+# Modules contributing top-level subcommands, in the order --help lists them.
+COMMAND_MODULES = (
+    "minterpr.cli.data",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="minterpr",
+        description="Interactive, multi-turn, multimodal person retrieval.",
+    )
+    from minterpr import __version__
+
+    parser.add_argument("--version", action="version", version=f"minterpr {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for module_name in COMMAND_MODULES:
+        importlib.import_module(module_name).register(subparsers)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point: parse ``argv`` and run the chosen subcommand; returns the exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        # A command group without its subcommand prints that group's help.
+        (getattr(args, "group_parser", None) or parser).print_help()
+        return 0 if args.command is None else 2
+    try:
+        return int(handler(args) or 0)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # `minterpr ... | head` closed the pipe: not an error
+        return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
