@@ -31,6 +31,11 @@ _COLOUR_PHRASES: dict[str, tuple[str, ...]] = {
     "white": ("white", "off-white", "cream"),
     "yellow": ("yellow", "mustard"),
 }
+# Hair is described with its own words; the other colours read as dyed hair.
+_HAIR_PHRASES: dict[str, tuple[str, ...]] = {
+    "black": ("black", "jet black"), "brown": ("brown", "dark brown", "chestnut"), "grey": ("grey", "gray", "silver"),
+    "white": ("white", "snow-white"), "red": ("red", "ginger", "auburn"), "yellow": ("blond", "blonde", "fair"),
+}
 # Vague colour words that witnesses use; each names the set of colours it may mean.
 VAGUE_COLOURS: dict[str, tuple[str, ...]] = {
     "dark": ("black", "blue", "brown", "grey"),
@@ -92,21 +97,19 @@ _SLOTS: tuple[Slot, ...] = (
     Slot("hair_length", "hair length", (_v("bald", "bald", "shaved head"), _v("short", "short hair", "short"),
                                          _v("long", "long hair", "long", "shoulder-length hair")),
          questions=("Was {possessive} hair long or short?", "How long was {possessive} hair?"), body_part="head"),
-    Slot("hair_colour", "hair colour", tuple(
-        Value(c, ("blond", "blonde", "fair") if c == "yellow" else _COLOUR_PHRASES[c]) for c in COLOURS
-    ), questions=("What colour was {possessive} hair?", "Do you remember {possessive} hair colour?"), body_part="head"),
+    Slot("hair_colour", "hair colour", tuple(Value(c, _HAIR_PHRASES.get(c, (c, f"dyed {c}"))) for c in COLOURS), questions=("What colour was {possessive} hair?", "Do you remember {possessive} hair colour?"), body_part="head"),
     Slot("upper_type", "top", (
         _v("tshirt", "t-shirt", "tee", "tee shirt"), _v("shirt", "shirt", "blouse", "button-up shirt"),
         _v("jacket", "jacket", "windbreaker", "coat"), _v("sweater", "sweater", "jumper", "pullover", "hoodie"),
-        _v("suit", "suit jacket", "blazer", "suit"), _v("dress", "dress", "long dress"),
+        _v("suit", "suit jacket", "blazer", "suit"),
         _v("vest", "vest", "tank top", "sleeveless top"), _v("other", "top", "upper garment"),
     ), questions=("What was {pronoun} wearing on top?", "What kind of top did {pronoun} have on?"), body_part="upper"),
     Slot("upper_colour", "top colour", _colour_values(), multi=True,
          questions=("What colour was {possessive} top?", "Which colour was the top {pronoun} wore?"), body_part="upper"),
     Slot("upper_pattern", "top pattern", (
         _v("plain", "plain", "solid-coloured"), _v("logo", "logo", "print", "graphic"),
-        _v("plaid", "plaid", "checked", "tartan"), _v("thin_stripes", "thin stripes", "pinstripes", "stripes"),
-        _v("thick_stripes", "thick stripes", "broad stripes", "stripes"),
+        _v("plaid", "plaid", "checked", "tartan"), _v("thin_stripes", "thin stripes", "pinstripes"),
+        _v("thick_stripes", "thick stripes", "broad stripes"),
     ), questions=("Did {possessive} top have a pattern or a logo?", "Was {possessive} top plain or patterned?"), body_part="upper"),
     Slot("sleeve_length", "sleeve length", (_v("long", "long sleeves", "long-sleeved"), _v("short", "short sleeves", "short-sleeved"),
                                             _v("sleeveless", "no sleeves", "sleeveless")),
@@ -119,7 +122,7 @@ _SLOTS: tuple[Slot, ...] = (
         _v("jeans", "jeans", "denim trousers"), _v("trousers", "trousers", "pants", "slacks"),
         _v("suit_trousers", "suit trousers", "dress pants", "formal trousers"), _v("shorts", "shorts"),
         _v("hot_pants", "hot pants", "very short shorts"), _v("capri", "capri pants", "cropped pants", "three-quarter pants"),
-        _v("short_skirt", "short skirt", "miniskirt", "skirt"), _v("long_skirt", "long skirt", "maxi skirt", "skirt"),
+        _v("short_skirt", "short skirt", "miniskirt"), _v("long_skirt", "long skirt", "maxi skirt"),
         _v("dress", "dress", "long dress"),
     ), questions=("What was {pronoun} wearing on {possessive} legs?", "Did {pronoun} wear trousers, shorts or a skirt?"),
          body_part="lower"),
@@ -127,8 +130,8 @@ _SLOTS: tuple[Slot, ...] = (
          questions=("What colour were {possessive} trousers or skirt?", "What colour was {possessive} lower garment?"),
          body_part="lower"),
     Slot("lower_pattern", "bottoms pattern", (
-        _v("plain", "plain", "solid-coloured"), _v("plaid", "plaid", "checked"), _v("thin_stripes", "thin stripes", "stripes"),
-        _v("thick_stripes", "thick stripes", "stripes"), _v("logo", "logo", "print"),
+        _v("plain", "plain", "solid-coloured"), _v("plaid", "plaid", "checked"), _v("thin_stripes", "thin stripes", "pinstripes"),
+        _v("thick_stripes", "thick stripes", "broad stripes"), _v("logo", "logo", "print"),
     ), questions=("Did {possessive} bottoms have a pattern?",), body_part="lower"),
     Slot("lower_length", "bottoms length", (_v("long", "long", "full-length"), _v("short", "short", "knee-length or shorter")),
          questions=("Were {possessive} trousers or skirt long or short?",), body_part="lower"),

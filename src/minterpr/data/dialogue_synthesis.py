@@ -1,0 +1,205 @@
+"""The dialogue synthesiser: MInterPEDES-style dialogues from attribute-labelled images.
+
+For each target image it writes an initial description (1 to 4 remembered attributes), text Q&A
+turns about slots not yet known (answers from the labels, "not sure" when a label is unknown),
+and reference-image turns: another identity's image, chosen by a reference strategy, with
+feedback on how it differs from the target. Every sentence's facts are kept, so callers can
+measure ambiguity and check truthfulness.
+
+Example:
+    >>> from minterpr.types import GalleryImage
+    >>> a = GalleryImage("a.jpg", "demo:1", attributes={"gender": ("male",), "upper_colour": ("red",)})
+    >>> b = GalleryImage("b.jpg", "demo:2", attributes={"gender": ("male",), "upper_colour": ("blue",)})
+    >>> config = DialogueSynthesisConfig(seed=0, min_qa_turns=0, max_qa_turns=0, min_image_turns=1, max_image_turns=1)
+    >>> record = synthesize_records([a], [a, b], config)[0]
+    >>> record.sample.dialogue.reference_turns[0].reference_path
+    'b.jpg'
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import numpy as np
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.data.phrasing import Fact
+from minterpr.data.utterances import (ASKABLE_SLOTS, SALIENCE, answer, choose_description_slots, description,
+                                      feedback, question)
+from minterpr.registry import Registry
+from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
+
+
+@dataclass(frozen=True)
+class DialogueSynthesisConfig:
+    """How dialogues are written; the same config and seed give the same records."""
+
+    seed: int = 0  # master seed; each record derives its own from (seed, target index, copy)
+    min_qa_turns: int = 1  # text Q&A turns per dialogue are drawn uniformly in [min, max]
+    max_qa_turns: int = 3
+    min_image_turns: int = 1  # reference-image turns per dialogue, uniformly in [min, max]
+    max_image_turns: int = 3
+    max_description_slots: int = 4  # a description mentions 1..this many attributes
+    vague_rate: float = 0.25  # chance a single colour is said vaguely ("dark top")
+    strategies: tuple[str, ...] = ("hard_negative", "attribute_rank")  # record k of an image uses strategies[k % n]
+    records_per_image: int = 2  # MInterPEDES writes two dialogues per target image
+    hard_negative_pool: int = 5  # hard negatives are drawn from this many most similar other identities' images
+
+    def __post_init__(self) -> None:
+        if not (0 <= self.min_qa_turns <= self.max_qa_turns and 0 <= self.min_image_turns <= self.max_image_turns):
+            raise ValueError("turn counts need 0 <= min <= max")
+        for name in self.strategies:
+            REFERENCE_STRATEGIES.get(name)  # raises "must be one of ..." early
+
+
+@dataclass
+class SynthesizedDialogue:
+    """A record plus what each round asserted about the target (round 0 = description)."""
+
+    sample: RetrievalSample
+    strategy: str  # reference strategy used for the image turns
+    round_facts: list[tuple[Fact, ...]] = field(default_factory=list)
+    asked_slots: list[str] = field(default_factory=list)  # slot of each Q&A turn, in order
+
+
+class AttributeTable:
+    """Gallery attributes as a binary matrix over the ontology's (slot, value) labels."""
+
+    def __init__(self, gallery: Sequence[GalleryImage]) -> None:
+        self.gallery = list(gallery)
+        labels = ONTOLOGY.flat_labels()
+        self.column = {label: j for j, label in enumerate(labels)}
+        self.matrix = np.zeros((len(self.gallery), len(labels)), dtype=np.float32)  # (G, L)
+        for i, image in enumerate(self.gallery):
+            for slot, values in (image.attributes or {}).items():
+                for value in values:
+                    self.matrix[i, self.column[(slot, value)]] = 1.0
+        self.person_ids = np.array([g.person_id for g in self.gallery])
+
+    def fact_scores(self, facts: Sequence[Fact]) -> np.ndarray:
+        """(G,) how well each image agrees with the facts: +1 per fact held, -1 per fact broken."""
+        weights = np.zeros(self.matrix.shape[1], dtype=np.float32)
+        for fact in facts:
+            for value in fact.values:
+                weights[self.column[(fact.slot, value)]] += (-1.0 if fact.negated else 1.0 / len(fact.values))
+        return self.matrix @ weights
+
+
+ReferenceStrategy = Callable[[int, AttributeTable, Sequence[Fact], set[int], random.Random, DialogueSynthesisConfig], int]
+REFERENCE_STRATEGIES: Registry[int] = Registry("reference strategy")
+
+
+def _candidates(target: int, table: AttributeTable, used: set[int]) -> np.ndarray:
+    ok = table.person_ids != table.person_ids[target]
+    if used:
+        ok[list(used)] = False
+    return np.flatnonzero(ok)
+
+
+def _pick_top(scores: np.ndarray, candidates: np.ndarray, pool: int, rng: random.Random) -> int:
+    # Random tie-break keeps equal-scoring images from always resolving to the lowest index.
+    jitter = np.array([rng.random() for _ in range(len(candidates))]) * 1e-3
+    order = np.argsort(-(scores[candidates] + jitter), kind="stable")
+    return int(candidates[order[rng.randrange(min(pool, len(order)))]])
+
+
+@REFERENCE_STRATEGIES.register("hard_negative")
+def hard_negative(target, table, facts, used, rng, config) -> int:
+    """An image of another identity sharing the most labels with the target."""
+    candidates = _candidates(target, table, used)
+    return _pick_top(table.matrix @ table.matrix[target], candidates, config.hard_negative_pool, rng)
+
+
+@REFERENCE_STRATEGIES.register("attribute_rank")
+def attribute_rank(target, table, facts, used, rng, config) -> int:
+    """The top-ranked non-target of an attribute ranking by what the dialogue has said so far."""
+    return _pick_top(table.fact_scores(facts), _candidates(target, table, used), 1, rng)
+
+
+@REFERENCE_STRATEGIES.register("random")
+def random_reference(target, table, facts, used, rng, config) -> int:
+    """Any image of another identity."""
+    candidates = _candidates(target, table, used)
+    return int(candidates[rng.randrange(len(candidates))])
+
+
+def _known(facts: Sequence[Fact]) -> dict[str, tuple[str, ...]]:
+    """Slots the system has heard a positive fact about (for pronouns and question choice)."""
+    return {f.slot: f.values for f in facts if not f.negated}
+
+
+def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: random.Random,
+                        config: DialogueSynthesisConfig) -> SynthesizedDialogue:
+    """One dialogue about gallery image ``target`` using reference ``strategy``."""
+    image = table.gallery[target]
+    attributes = image.attributes or {}
+    said = description(attributes, choose_description_slots(attributes, rng, max_slots=config.max_description_slots),
+                       rng, vague_rate=config.vague_rate)
+    round_facts: list[tuple[Fact, ...]] = [said.facts]
+    facts = list(said.facts)
+    qa_turns, asked = [], []
+    for _ in range(rng.randint(config.min_qa_turns, config.max_qa_turns)):
+        known = _known(facts)
+        open_slots = [s for s in ASKABLE_SLOTS if s not in known and s not in asked]
+        if not open_slots:
+            break
+        slot = rng.choices(open_slots, [SALIENCE[s] for s in open_slots])[0]
+        reply = answer(slot, attributes, rng)
+        qa_turns.append(QATurn(question(slot, known, rng), reply.text))
+        asked.append(slot)
+        round_facts.append(reply.facts)
+        facts.extend(reply.facts)
+    reference_turns, used = [], set()
+    choose = REFERENCE_STRATEGIES.get(strategy)
+    for _ in range(rng.randint(config.min_image_turns, config.max_image_turns)):
+        if len(_candidates(target, table, used)) == 0:
+            break
+        ref = choose(target, table, facts, used, rng, config)
+        used.add(ref)
+        reply = feedback(attributes, table.gallery[ref].attributes or {}, rng)
+        reference_turns.append(ReferenceTurn(table.gallery[ref].path, reply.text))
+        round_facts.append(reply.facts)
+        facts.extend(reply.facts)
+    dialogue = Dialogue(said.text, tuple(qa_turns), tuple(reference_turns))
+    sample = RetrievalSample(image.path, image.person_id, dialogue)
+    return SynthesizedDialogue(sample, strategy, round_facts, asked)
+
+
+def synthesize_records(targets: Sequence[GalleryImage], gallery: Sequence[GalleryImage],
+                       config: DialogueSynthesisConfig = DialogueSynthesisConfig()) -> list[SynthesizedDialogue]:
+    """``config.records_per_image`` dialogues per target, references drawn from ``gallery``.
+
+    Targets must be gallery images (matched by path). Deterministic for a given config.
+    """
+    table = AttributeTable(gallery)
+    index = {g.path: i for i, g in enumerate(table.gallery)}
+    records = []
+    for t, image in enumerate(targets):
+        if image.path not in index:
+            raise ValueError(f"target {image.path!r} is not in the gallery")
+        for copy in range(config.records_per_image):
+            rng = random.Random(f"{config.seed}:{t}:{copy}")
+            strategy = config.strategies[copy % len(config.strategies)]
+            records.append(synthesize_dialogue(index[image.path], table, strategy, rng, config))
+    return records
+
+
+def ambiguity(records: Sequence[SynthesizedDialogue], gallery: Sequence[GalleryImage], *, rounds: int | None = None,
+              min_others: int = 5) -> float:
+    """Fraction of records whose facts up to ``rounds`` (None = all text rounds) also hold for at
+    least ``min_others`` other identities of the gallery (in percent).
+
+    A fact on an unknown slot counts as compatible, as a witness's words would be.
+    """
+    by_person: dict[str, dict] = {}
+    for image in gallery:
+        by_person.setdefault(image.person_id, image.attributes or {})
+    ambiguous = 0
+    for record in records:
+        n_text = 1 + len(record.sample.dialogue.qa_turns)
+        facts = [f for r in record.round_facts[: n_text if rounds is None else rounds] for f in r]
+        compatible = sum(1 for pid, attrs in by_person.items() if pid != record.sample.person_id
+                         and all(f.holds(attrs) is not False for f in facts))
+        ambiguous += compatible >= min_others
+    return 100.0 * ambiguous / max(1, len(records))
