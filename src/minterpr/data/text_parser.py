@@ -34,11 +34,16 @@ _IGNORED = {"top", "upper garment", "shoes", "regular shoes", "long", "short", "
 _EXTRA = {  # common real-caption words the ontology's phrases do not list
     ("gender", "male"): ("boy", "he", "his", "him"), ("gender", "female"): ("she", "her", "hers", "women"),
     ("age", "senior"): ("elderly",), ("lower_type", "trousers"): ("pants", "slacks"),
+    ("carried", "backpack"): ("back pack", "backpacks"),
     ("carried", "messenger_bag"): ("bag", "shoulder bag", "cross body bag", "crossbody bag"),
     ("footwear_type", "sneakers"): ("tennis shoes", "sports shoes"),
     ("lower_type", "short_skirt"): ("skirt",), ("lower_type", "long_skirt"): ("skirt",),
     ("upper_pattern", "thin_stripes"): ("stripes", "striped"), ("upper_pattern", "thick_stripes"): ("stripes", "striped"),
 }
+# Nouns a colour word may describe that are not garments: the colour is then not a garment's.
+_NON_GARMENT = {"belt", "bag", "bags", "backpack", "back", "hat", "cap", "umbrella", "object", "objects", "hood",
+                "scarf", "purse", "handbag", "suitcase", "folder", "box", "phone", "cup", "bottle", "headphones",
+                "glasses", "sunglasses", "watch", "necklace", "stripe", "stripes", "logo", "design", "car", "bike"}
 _NEGATORS = {"no", "not", "without", "never", "n't", "nothing", "neither", "nor", "rather"}
 _CONTRAST = ("rather than", "instead of", "not", "but not")
 _TOKEN = re.compile(r"[a-z]+(?:-[a-z]+)*|n't|[.,;:!?]")
@@ -57,7 +62,7 @@ def _lexicon() -> dict[tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
                     continue
                 key = tuple(_TOKEN.findall(phrase.lower()))
                 table.setdefault(key, {}).setdefault(slot.name, []).append(value.name)
-    return {k: [(s, tuple(dict.fromkeys(v))) for s, v in slots.items()] for k, slots in table.items()}
+    return {k: [(s, tuple(sorted(set(v)))) for s, v in slots.items()] for k, slots in table.items()}
 
 
 @lru_cache(maxsize=1)
@@ -74,14 +79,26 @@ def _colour_words() -> dict[tuple[str, ...], tuple[str, ...]]:
     return {k: tuple(sorted(v)) for k, v in words.items() if v}
 
 
+@lru_cache(maxsize=1)
+def _part_nouns() -> dict[str, tuple[str, ...]]:
+    """Generic garment nouns plus every phrase of the garment-type slots."""
+    nouns = {part: list(words) for part, words in _PART_NOUNS.items()}
+    for slot, part in (("upper_type", "upper"), ("lower_type", "lower"), ("footwear_type", "feet")):
+        for value in ONTOLOGY.slot(slot).values:
+            nouns[part].extend(p for p in value.phrases if p not in ("regular shoes",))
+    # Longest first, so "suit trousers" is not read as the upper "suit".
+    return {part: tuple(sorted(set(words), key=lambda w: -len(w.split()))) for part, words in nouns.items()}
+
+
 def _part_at(tokens: list[str], i: int) -> str | None:
     """The body part named by a garment noun starting at token i, if any."""
-    for part, nouns in _PART_NOUNS.items():
+    best: tuple[int, str] | None = None
+    for part, nouns in _part_nouns().items():
         for noun in nouns:
-            n = noun.split()
-            if tokens[i:i + len(n)] == n:
-                return part
-    return None
+            n = _TOKEN.findall(noun.lower())
+            if tokens[i:i + len(n)] == n and (best is None or len(n) > best[0]):
+                best = (len(n), part)
+    return best[1] if best else None
 
 
 def _part_of(tokens: list[str], start: int, stop: int) -> str | None:
@@ -107,6 +124,16 @@ def _phrase_end(tokens: list[str], start: int, limit: int = 5) -> int:
             break
         end += 1
     return end
+
+
+def _length_fact(tokens: list[str], i: int, negated: bool) -> Fact | None:
+    """'long blue skirt', 'short grey hair': a length word a few words before its noun."""
+    window = tokens[i + 1:_phrase_end(tokens, i + 1, limit=3)]
+    if "hair" in window and window[:1] != ["hair"]:  # "long hair" itself is a lexicon phrase
+        return Fact("hair_length", (tokens[i],), negated)
+    if "skirt" in window and window[:1] != ["skirt"]:
+        return Fact("lower_type", ("long_skirt" if tokens[i] == "long" else "short_skirt",), negated)
+    return None
 
 
 def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
@@ -139,6 +166,10 @@ def _parse_clause(tokens: list[str], context_slot: str | None) -> list[Fact]:
             negated = not (token == "not" and i + 1 < len(tokens) and tokens[i + 1] in ("sure",))
             i += 1
             continue
+        if token in ("long", "short"):
+            length_fact = _length_fact(tokens, i, negated)
+            if length_fact is not None:
+                facts.append(length_fact)
         noun_part = _part_at(tokens, i)
         if noun_part is not None:
             last_part = noun_part
@@ -152,6 +183,11 @@ def _parse_clause(tokens: list[str], context_slot: str | None) -> list[Fact]:
             i += 1
             continue
         if match in colours and match not in lexicon:
+            following = tokens[i + len(match):_phrase_end(tokens, i + len(match))]
+            if following and following[0] in _NON_GARMENT or (following[:1] == ["and"] and
+                                                             following[2:3] and following[2] in _NON_GARMENT):
+                i += len(match)
+                continue
             # A colour word belongs to the next garment noun in the clause, else the last one.
             part = _part_of(tokens, i + len(match), _phrase_end(tokens, i + len(match))) or last_part
             if part is None and context_slot and context_slot.endswith("_colour"):
@@ -179,12 +215,31 @@ def _parse_clause(tokens: list[str], context_slot: str | None) -> list[Fact]:
         part = _part_of(list(match), 0, len(match))
         last_part = part or last_part
         i += len(match)
+    if context_slot and not facts:
+        facts.extend(_bare_answer(tokens, context_slot))
     if context_slot and not facts and any(t in ("nothing", "none", "anything") for t in tokens):
         slot = ONTOLOGY.slot(context_slot)
         none = [v.name for v in slot.values if v.excludes_others]
         if none:
             facts.append(Fact(context_slot, tuple(none)))
     return facts
+
+
+def _bare_answer(tokens: list[str], slot_name: str) -> list[Fact]:
+    """'Long.' answering 'Were her trousers long or short?': the asked slot's own words."""
+    slot = ONTOLOGY.slot(slot_name)
+    found: dict[str, bool] = {}  # value -> negated (a negator right before the phrase)
+    for value in slot.values:
+        for phrase in value.phrases:
+            words = _TOKEN.findall(phrase.lower())
+            starts = [i for i in range(len(tokens)) if tokens[i:i + len(words)] == words]
+            if starts:
+                found[value.name] = starts[0] > 0 and tokens[starts[0] - 1] in _NEGATORS
+                break
+    if len(found) != 1 or slot_name.endswith("_colour"):
+        return []
+    (value, negated), = found.items()
+    return [Fact(slot_name, (value,), negated)]
 
 
 def facts_to_evidence(facts: list[Fact]) -> dict[str, dict[str, float]]:

@@ -24,6 +24,7 @@ SALIENCE: dict[str, float] = {
     "gender": 3.0, "upper_colour": 3.0, "upper_type": 1.5, "lower_colour": 2.0, "lower_type": 2.0,
     "hair_length": 1.2, "hair_colour": 0.8, "carried": 1.5, "footwear_colour": 0.8, "footwear_type": 0.6,
     "upper_pattern": 0.6, "sleeve_length": 0.6, "age": 0.5, "headwear": 0.5, "accessories": 0.4,
+    "lower_pattern": 0.2, "lower_length": 0.2, "neckline": 0.1, "upper_style": 0.1, "lower_style": 0.1,
 }
 ASKABLE_SLOTS = tuple(SALIENCE)
 # Values too unremarkable to volunteer in a description (they are still answered when asked).

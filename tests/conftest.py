@@ -1,0 +1,41 @@
+"""Shared fixtures: a random attribute gallery and the location of ../shared/data."""
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.types import GalleryImage
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def shared_data_dir() -> Path:
+    """Where the research-only real data lies (never copied into the repository)."""
+    return Path(os.environ.get("MINTERPR_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
+
+
+def random_attributes(rng: random.Random, unknown_rate: float = 0.1) -> dict[str, tuple[str, ...]]:
+    """A valid attribute dict with every slot known except a random few."""
+    attributes = {}
+    for slot in ONTOLOGY.slots:
+        if rng.random() < unknown_rate:
+            continue
+        names = [v.name for v in slot.values]
+        attributes[slot.name] = (rng.choice(names),)
+    return ONTOLOGY.validate(attributes)
+
+
+@pytest.fixture(scope="session")
+def attribute_gallery() -> list[GalleryImage]:
+    """300 identities x 3 images with random (full-coverage) attributes."""
+    rng = random.Random(0)
+    gallery = []
+    for pid in range(300):
+        attributes = random_attributes(rng)
+        gallery += [GalleryImage(f"{pid}_{k}.jpg", f"test:{pid}", camera_id=f"test:cam{k}", attributes=attributes)
+                    for k in range(3)]
+    return gallery
