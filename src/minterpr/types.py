@@ -71,6 +71,24 @@ class ReferenceTurn:
 
 
 @dataclass(frozen=True)
+class DescriptionTurn:
+    """A free-text turn: the initial description, or a later volunteered remark."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class ExampleTurn:
+    """Query by example: an image of the person sought (re-identification)."""
+
+    image_path: str
+
+
+# One step of a conversation, in the order the user gave them.
+Turn = DescriptionTurn | QATurn | ReferenceTurn | ExampleTurn
+
+
+@dataclass(frozen=True)
 class Dialogue:
     """A multi-turn query: the initial description, then text turns, then image turns.
 
@@ -85,6 +103,10 @@ class Dialogue:
     def num_rounds(self) -> int:
         """Number of rounds: the description plus one per turn."""
         return 1 + len(self.qa_turns) + len(self.reference_turns)
+
+    def turns(self) -> tuple[Turn, ...]:
+        """The turns in order: description, Q&A turns, reference turns (MInterPEDES order)."""
+        return (DescriptionTurn(self.description), *self.qa_turns, *self.reference_turns)
 
 
 @dataclass(frozen=True)
