@@ -64,63 +64,89 @@ class SynthesizedDialogue:
 
 
 class AttributeTable:
-    """Gallery attributes as a binary matrix over the ontology's (slot, value) labels."""
+    """Gallery attributes as a binary matrix over the ontology's (slot, value) labels.
+
+    Images of one identity share their labels, so scores are computed once per distinct label
+    row and gathered per image.
+    """
 
     def __init__(self, gallery: Sequence[GalleryImage]) -> None:
         self.gallery = list(gallery)
         labels = ONTOLOGY.flat_labels()
         self.column = {label: j for j, label in enumerate(labels)}
-        self.matrix = np.zeros((len(self.gallery), len(labels)), dtype=np.float32)  # (G, L)
+        rows: dict[tuple[int, ...], int] = {}
+        self.row_of = np.zeros(len(self.gallery), dtype=np.int64)  # (G,) image -> distinct label row
         for i, image in enumerate(self.gallery):
-            for slot, values in (image.attributes or {}).items():
-                for value in values:
-                    self.matrix[i, self.column[(slot, value)]] = 1.0
-        self.person_ids = np.array([g.person_id for g in self.gallery])
+            key = tuple(sorted(self.column[(slot, v)] for slot, values in (image.attributes or {}).items() for v in values))
+            self.row_of[i] = rows.setdefault(key, len(rows))
+        # Column-major: scores only ever read the few columns a query names.
+        self.unique = np.zeros((len(rows), len(labels)), dtype=np.float32, order="F")  # (U, L)
+        for key, r in rows.items():
+            self.unique[r, list(key)] = 1.0
+        people: dict[str, int] = {}
+        self.person_index = np.array([people.setdefault(g.person_id, len(people)) for g in self.gallery])  # (G,)
+        self._shared_cache: dict[int, np.ndarray] = {}
+
+    def shared_labels(self, image: int) -> np.ndarray:
+        """(G,) number of labels each image shares with ``image`` (cached per label row)."""
+        row = int(self.row_of[image])
+        if row not in self._shared_cache:
+            self._shared_cache[row] = self._scores(self.unique[row])
+        return self._shared_cache[row]
 
     def fact_scores(self, facts: Sequence[Fact]) -> np.ndarray:
         """(G,) how well each image agrees with the facts: +1 per fact held, -1 per fact broken."""
-        weights = np.zeros(self.matrix.shape[1], dtype=np.float32)
+        weights = np.zeros(self.unique.shape[1], dtype=np.float32)
         for fact in facts:
             for value in fact.values:
                 weights[self.column[(fact.slot, value)]] += (-1.0 if fact.negated else 1.0 / len(fact.values))
-        return self.matrix @ weights
+        return self._scores(weights)
+
+    def _scores(self, weights: np.ndarray) -> np.ndarray:
+        """(G,) unique @ weights gathered per image, reading only the non-zero weights' columns."""
+        columns = np.flatnonzero(weights)
+        return (self.unique[:, columns] @ weights[columns])[self.row_of]
 
 
 ReferenceStrategy = Callable[[int, AttributeTable, Sequence[Fact], set[int], random.Random, DialogueSynthesisConfig], int]
 REFERENCE_STRATEGIES: Registry[int] = Registry("reference strategy")
 
 
-def _candidates(target: int, table: AttributeTable, used: set[int]) -> np.ndarray:
-    ok = table.person_ids != table.person_ids[target]
+def _allowed(target: int, table: AttributeTable, used: set[int]) -> np.ndarray:
+    """(G,) images that may be shown: other identities, not shown before."""
+    ok = table.person_index != table.person_index[target]
     if used:
         ok[list(used)] = False
-    return np.flatnonzero(ok)
+    return ok
 
 
-def _pick_top(scores: np.ndarray, candidates: np.ndarray, pool: int, rng: random.Random) -> int:
-    # Random tie-break keeps equal-scoring images from always resolving to the lowest index.
-    jitter = np.array([rng.random() for _ in range(len(candidates))]) * 1e-3
-    order = np.argsort(-(scores[candidates] + jitter), kind="stable")
-    return int(candidates[order[rng.randrange(min(pool, len(order)))]])
+def _pick_top(scores: np.ndarray, allowed: np.ndarray, pool: int, rng: random.Random) -> int:
+    """One of the ``pool`` best allowed images, uniformly; ties broken at random."""
+    # Random jitter keeps equal-scoring images from always resolving to the lowest index.
+    jitter = np.random.default_rng(rng.getrandbits(64)).random(len(scores)) * 1e-3
+    masked = np.where(allowed, scores + jitter, -np.inf)
+    pool = min(pool, int(allowed.sum()))
+    top = np.argpartition(-masked, pool - 1)[:pool]
+    top = top[np.argsort(-masked[top], kind="stable")]
+    return int(top[rng.randrange(pool)])
 
 
 @REFERENCE_STRATEGIES.register("hard_negative")
 def hard_negative(target, table, facts, used, rng, config) -> int:
     """An image of another identity sharing the most labels with the target."""
-    candidates = _candidates(target, table, used)
-    return _pick_top(table.matrix @ table.matrix[target], candidates, config.hard_negative_pool, rng)
+    return _pick_top(table.shared_labels(target), _allowed(target, table, used), config.hard_negative_pool, rng)
 
 
 @REFERENCE_STRATEGIES.register("attribute_rank")
 def attribute_rank(target, table, facts, used, rng, config) -> int:
     """The top-ranked non-target of an attribute ranking by what the dialogue has said so far."""
-    return _pick_top(table.fact_scores(facts), _candidates(target, table, used), 1, rng)
+    return _pick_top(table.fact_scores(facts), _allowed(target, table, used), 1, rng)
 
 
 @REFERENCE_STRATEGIES.register("random")
 def random_reference(target, table, facts, used, rng, config) -> int:
     """Any image of another identity."""
-    candidates = _candidates(target, table, used)
+    candidates = np.flatnonzero(_allowed(target, table, used))
     return int(candidates[rng.randrange(len(candidates))])
 
 
@@ -153,7 +179,7 @@ def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: 
     reference_turns, used = [], set()
     choose = REFERENCE_STRATEGIES.get(strategy)
     for _ in range(rng.randint(config.min_image_turns, config.max_image_turns)):
-        if len(_candidates(target, table, used)) == 0:
+        if not _allowed(target, table, used).any():
             break
         ref = choose(target, table, facts, used, rng, config)
         used.add(ref)
@@ -195,11 +221,23 @@ def ambiguity(records: Sequence[SynthesizedDialogue], gallery: Sequence[GalleryI
     by_person: dict[str, dict] = {}
     for image in gallery:
         by_person.setdefault(image.person_id, image.attributes or {})
+    people = list(by_person)
+    position = {pid: i for i, pid in enumerate(people)}
+    compatible_cache: dict[Fact, np.ndarray] = {}
+
+    def compatible(fact: Fact) -> np.ndarray:  # (P,) identities the fact does not contradict
+        if fact not in compatible_cache:
+            compatible_cache[fact] = np.array([fact.holds(by_person[p]) is not False for p in people])
+        return compatible_cache[fact]
+
     ambiguous = 0
     for record in records:
         n_text = 1 + len(record.sample.dialogue.qa_turns)
-        facts = [f for r in record.round_facts[: n_text if rounds is None else rounds] for f in r]
-        compatible = sum(1 for pid, attrs in by_person.items() if pid != record.sample.person_id
-                         and all(f.holds(attrs) is not False for f in facts))
-        ambiguous += compatible >= min_others
+        ok = np.ones(len(people), dtype=bool)
+        for facts in record.round_facts[: n_text if rounds is None else rounds]:
+            for fact in facts:
+                ok &= compatible(fact)
+        if record.sample.person_id in position:
+            ok[position[record.sample.person_id]] = False
+        ambiguous += int(ok.sum()) >= min_others
     return 100.0 * ambiguous / max(1, len(records))

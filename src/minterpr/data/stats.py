@@ -134,7 +134,7 @@ def _scalar(value: object) -> str:
     if value is None:
         return "-"
     if isinstance(value, float):
-        return f"{value:.2f}"
+        return f"{value:,.0f}" if value.is_integer() else f"{value:.2f}"
     if isinstance(value, int) and not isinstance(value, bool):
         return f"{value:,}"
     return str(value)
