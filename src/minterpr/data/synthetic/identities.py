@@ -1,0 +1,312 @@
+"""Sample synthetic pedestrian identities: full ontology attribute dicts with real-world correlations.
+
+Each identity sets every slot of :data:`~minterpr.data.ontology.ONTOLOGY`. The frequencies are
+hand-set to resemble pedestrian attribute datasets (PETA, PA-100K): dark and neutral colours
+dominate, most people carry nothing or a backpack, skirts and dresses are worn mostly by women,
+formal tops go with suit trousers and leather shoes, seniors have grey hair more often.
+
+:func:`sample_population` adds *near-twins*: copies of another identity that differ in exactly
+one visible slot (a colour, the bag, the shoes...), so that a short description matches both
+and only interaction (a question, a reference image) can tell them apart.
+
+Example:
+    >>> import numpy as np
+    >>> attrs = sample_identity(np.random.default_rng(0))
+    >>> ONTOLOGY.validate(dict(attrs)) == attrs
+    True
+    >>> people, twin_of = sample_population_with_twins(10, np.random.default_rng(1), twin_fraction=0.3)
+    >>> sum(t is not None for t in twin_of)
+    3
+"""
+from __future__ import annotations
+
+from typing import Mapping
+
+import numpy as np
+
+from minterpr.data.ontology import ONTOLOGY
+
+Attrs = dict[str, tuple[str, ...]]
+
+# Garment colour frequencies (roughly PETA/PA-100K): neutrals common, pink/purple/orange rare.
+_COLOUR_FREQ = {"black": 0.25, "white": 0.17, "grey": 0.14, "blue": 0.14, "red": 0.07, "brown": 0.06,
+                "green": 0.05, "yellow": 0.04, "pink": 0.03, "purple": 0.025, "orange": 0.025}
+_FORMAL_COLOURS = {"black": 0.42, "grey": 0.25, "blue": 0.2, "brown": 0.08, "white": 0.05}
+_SHIRT_UNDER_SUIT = {"white": 0.7, "blue": 0.15, "grey": 0.05, "pink": 0.05, "black": 0.05}
+_HAIR_COLOUR = {"black": 0.5, "brown": 0.3, "yellow": 0.12, "red": 0.03, "grey": 0.025, "white": 0.005,
+                "blue": 0.005, "pink": 0.005, "purple": 0.005, "green": 0.0025, "orange": 0.0025}
+_CARRIED = {"nothing": 0.42, "backpack": 0.22, "messenger_bag": 0.14, "handbag": 0.07, "plastic_bag": 0.05,
+            "other": 0.035, "umbrella": 0.03, "suitcase": 0.02, "luggage": 0.02, "folder": 0.02,
+            "baby_buggy": 0.01, "shopping_trolley": 0.01}
+_ACCESSORIES = {"none": 0.7, "glasses": 0.12, "sunglasses": 0.05, "scarf": 0.05, "headphones": 0.04,
+                "face_mask": 0.025, "kerchief": 0.01, "shawl": 0.005}
+_LOWER_LENGTH = {"jeans": "long", "trousers": "long", "suit_trousers": "long", "long_skirt": "long",
+                 "shorts": "short", "hot_pants": "short", "capri": "short", "short_skirt": "short"}
+
+# Tops that are the upper part of a dress (drawn as one garment with the lower_type "dress").
+DRESS_BODICES = ("vest", "tshirt", "other")
+# Slots a near-twin may differ in: all clearly visible in at least one view.
+TWIN_SLOTS = ("upper_colour", "lower_colour", "footwear_colour", "carried", "hair_colour", "headwear",
+              "accessories", "upper_pattern", "footwear_type")
+
+
+def _pick(rng: np.random.Generator, probs: Mapping[str, float]) -> str:
+    names = list(probs)
+    p = np.asarray([probs[n] for n in names], dtype=np.float64)
+    return names[int(rng.choice(len(names), p=p / p.sum()))]
+
+
+def _reweight(probs: Mapping[str, float], **factors: float) -> dict[str, float]:
+    return {k: v * factors.get(k, 1.0) for k, v in probs.items()}
+
+
+def _colours(rng: np.random.Generator, probs: Mapping[str, float], p_two: float) -> tuple[str, ...]:
+    first = _pick(rng, probs)
+    if rng.random() < p_two:
+        rest = {k: v for k, v in probs.items() if k != first}
+        return (first, _pick(rng, rest))
+    return (first,)
+
+
+def _head(rng: np.random.Generator, gender: str, age: str) -> Attrs:
+    older = age in ("middle_aged", "senior")
+    if gender == "male":
+        hair_len = {"bald": 0.2 if older else 0.04, "short": 0.88, "long": 0.06}
+    else:
+        hair_len = {"bald": 0.005, "short": 0.3, "long": 0.695}
+    if age == "child":
+        hair_len["bald"] = 0.0
+    hair_col = dict(_HAIR_COLOUR)
+    if age == "senior":
+        hair_col = _reweight(hair_col, grey=18.0, white=60.0)
+    elif age == "middle_aged":
+        hair_col = _reweight(hair_col, grey=8.0, white=5.0)
+    length = _pick(rng, hair_len)
+    headwear = {"none": 0.85, "hat": 0.12, "hair_band": 0.03 if length == "long" else 0.0}
+    acc = dict(_ACCESSORIES)
+    if older:
+        acc = _reweight(acc, glasses=2.5, headphones=0.3)
+    if gender == "male":
+        acc["shawl"] = 0.0
+    accessories = [_pick(rng, acc)]
+    if accessories[0] != "none" and rng.random() < 0.12:  # a second accessory, e.g. glasses + scarf
+        accessories.append(_pick(rng, {k: v for k, v in acc.items() if k not in ("none", accessories[0])}))
+    return {"hair_length": (length,), "hair_colour": (_pick(rng, hair_col),),
+            "headwear": (_pick(rng, headwear),), "accessories": tuple(accessories)}
+
+
+def _upper(rng: np.random.Generator, gender: str, age: str, dress: bool) -> Attrs:
+    p_formal = {"child": 0.01, "young": 0.08, "adult": 0.2, "middle_aged": 0.25, "senior": 0.12}[age]
+    style = "formal" if rng.random() < p_formal and not dress else "casual"
+    if style == "formal":
+        kind = _pick(rng, {"suit": 0.6, "shirt": 0.35, "sweater": 0.05})
+    elif dress:  # the dress's own bodice (vest, tshirt, other), or a top worn over it
+        kind = _pick(rng, {"vest": 0.35, "tshirt": 0.3, "other": 0.1, "jacket": 0.15, "sweater": 0.1})
+    else:
+        kind = _pick(rng, {"tshirt": 0.34, "shirt": 0.13, "jacket": 0.26, "sweater": 0.15, "vest": 0.05, "other": 0.04})
+    sleeves = {"tshirt": {"short": 0.92, "long": 0.08}, "shirt": {"long": 0.6, "short": 0.4},
+               "jacket": {"long": 1.0}, "suit": {"long": 1.0}, "sweater": {"long": 0.97, "short": 0.03},
+               "vest": {"sleeveless": 1.0}, "other": {"long": 0.5, "short": 0.4, "sleeveless": 0.1}}[kind]
+    neck = {"tshirt": 0.25, "shirt": 0.7, "suit": 1.0, "sweater": 0.3, "jacket": 0.5, "vest": 0.4, "other": 0.4}[kind]  # P(v-neck)
+    if kind == "suit":
+        colours = (_pick(rng, _FORMAL_COLOURS),)
+        if rng.random() < 0.8:  # the shirt shows in the V of the lapels
+            shirt = _pick(rng, {k: v for k, v in _SHIRT_UNDER_SUIT.items() if k != colours[0]})
+            colours = (colours[0], shirt)
+    elif style == "formal":
+        colours = _colours(rng, _reweight(_FORMAL_COLOURS, white=10.0), p_two=0.1)
+    else:
+        probs = _reweight(_COLOUR_FREQ, pink=2.5, purple=2.0, red=1.4) if gender == "female" else _COLOUR_FREQ
+        colours = _colours(rng, probs, p_two=0.45 if kind == "jacket" else 0.22)
+    if style == "formal":
+        pattern = _pick(rng, {"plain": 0.85, "thin_stripes": 0.1, "plaid": 0.05})
+    else:
+        logo = 0.2 if kind in ("tshirt", "sweater") else 0.04
+        plaid = 0.15 if kind == "shirt" else 0.03
+        pattern = _pick(rng, {"plain": 0.68, "logo": logo, "plaid": plaid, "thin_stripes": 0.06, "thick_stripes": 0.06})
+    if pattern in ("thin_stripes", "thick_stripes", "plaid") and len(colours) == 1 and rng.random() < 0.6:
+        colours = (colours[0], _pick(rng, {k: v for k, v in _COLOUR_FREQ.items() if k != colours[0]}))
+    return {"upper_type": (kind,), "upper_colour": colours, "upper_pattern": (pattern,),
+            "sleeve_length": (_pick(rng, sleeves),), "upper_style": (style,),
+            "neckline": ("v_neck" if rng.random() < neck else "round",)}
+
+
+def _lower(rng: np.random.Generator, gender: str, upper: Attrs, dress: bool) -> Attrs:
+    kind_up, style_up = upper["upper_type"][0], upper["upper_style"][0]
+    if dress:
+        if kind_up in DRESS_BODICES:  # one garment: the skirt carries the bodice's labels
+            colours, pattern = upper["upper_colour"], upper["upper_pattern"][0]
+            pattern = "plain" if pattern == "logo" else pattern
+        else:  # a jacket or sweater over the dress
+            colours = _colours(rng, _reweight(_COLOUR_FREQ, pink=2.0, purple=2.0, red=1.5), p_two=0.15)
+            pattern = _pick(rng, {"plain": 0.8, "plaid": 0.06, "thin_stripes": 0.07, "thick_stripes": 0.07})
+        return {"lower_type": ("dress",), "lower_colour": colours, "lower_pattern": (pattern,),
+                "lower_length": (_pick(rng, {"short": 0.6, "long": 0.4}),), "lower_style": ("casual",)}
+    p_formal = 0.97 if kind_up == "suit" else 0.85 if style_up == "formal" else 0.03
+    style = "formal" if rng.random() < p_formal else "casual"
+    if style == "formal" and kind_up == "suit":  # a suit: its own trousers, or a skirt suit
+        probs = ({"suit_trousers": 0.95, "trousers": 0.05} if gender == "male" else
+                 {"suit_trousers": 0.6, "trousers": 0.1, "short_skirt": 0.18, "long_skirt": 0.12})
+    elif style == "formal":
+        probs = ({"suit_trousers": 0.6, "trousers": 0.4} if gender == "male" else
+                 {"suit_trousers": 0.35, "trousers": 0.3, "long_skirt": 0.15, "short_skirt": 0.2})
+    elif gender == "male":
+        probs = {"jeans": 0.45, "trousers": 0.33, "shorts": 0.18, "capri": 0.03, "short_skirt": 0.005, "long_skirt": 0.005}
+    else:
+        probs = {"jeans": 0.32, "trousers": 0.2, "shorts": 0.08, "hot_pants": 0.05, "capri": 0.07,
+                 "short_skirt": 0.15, "long_skirt": 0.13}
+    kind = _pick(rng, probs)
+    if kind == "jeans":
+        colours = (_pick(rng, {"blue": 0.8, "black": 0.12, "grey": 0.05, "white": 0.03}),)
+    elif kind == "suit_trousers" and kind_up == "suit" and rng.random() < 0.85:
+        colours = upper["upper_colour"][:1]  # the suit's trousers match its jacket
+    elif style == "formal":
+        colours = (_pick(rng, _FORMAL_COLOURS),)
+    else:
+        neutral = _reweight(_COLOUR_FREQ, black=1.6, grey=1.3, brown=1.5, blue=1.2, white=0.5, yellow=0.5)
+        colours = _colours(rng, neutral, p_two=0.08)
+    if kind == "jeans" or style == "formal":
+        pattern = _pick(rng, {"plain": 0.97, "thin_stripes": 0.03})
+    elif kind in ("short_skirt", "long_skirt"):
+        pattern = _pick(rng, {"plain": 0.82, "plaid": 0.09, "thin_stripes": 0.03, "thick_stripes": 0.03, "logo": 0.03})
+    else:
+        pattern = _pick(rng, {"plain": 0.93, "plaid": 0.02, "thin_stripes": 0.02, "thick_stripes": 0.01, "logo": 0.02})
+    return {"lower_type": (kind,), "lower_colour": colours, "lower_pattern": (pattern,),
+            "lower_length": (_LOWER_LENGTH[kind],), "lower_style": (style,)}
+
+
+def _feet(rng: np.random.Generator, gender: str, lower: Attrs, formal: bool) -> Attrs:
+    kind_low, short = lower["lower_type"][0], lower["lower_length"][0] == "short"
+    if formal:
+        probs = {"leather_shoes": 0.75, "shoes": 0.2, "boots": 0.05}
+    else:
+        probs = {"sneakers": 0.5, "shoes": 0.25, "boots": 0.1, "sandals": 0.18 if short else 0.05, "leather_shoes": 0.07}
+    if gender == "female" and kind_low in ("short_skirt", "long_skirt", "dress", "hot_pants"):
+        probs["stockings"] = 0.45 if kind_low != "long_skirt" else 0.2
+    kind = _pick(rng, probs)
+    colour_probs = {
+        "leather_shoes": {"black": 0.75, "brown": 0.25},
+        "sneakers": {"white": 0.4, "black": 0.3, "grey": 0.1, "blue": 0.07, "red": 0.04, "pink": 0.03,
+                     "green": 0.02, "yellow": 0.02, "orange": 0.01, "purple": 0.01},
+        "shoes": {"black": 0.5, "brown": 0.2, "white": 0.1, "grey": 0.1, "blue": 0.05, "red": 0.05},
+        "boots": {"black": 0.5, "brown": 0.4, "grey": 0.05, "white": 0.05},
+        "sandals": {"brown": 0.35, "black": 0.35, "white": 0.15, "pink": 0.08, "blue": 0.07},
+        "stockings": {"black": 0.7, "grey": 0.12, "brown": 0.1, "white": 0.08},
+    }[kind]
+    return {"footwear_type": (kind,), "footwear_colour": _colours(rng, colour_probs, 0.15 if kind == "sneakers" else 0.0)}
+
+
+def _carried(rng: np.random.Generator, gender: str, age: str) -> tuple[str, ...]:
+    probs = dict(_CARRIED)
+    if gender == "female":
+        probs = _reweight(probs, handbag=2.3, baby_buggy=1.8, messenger_bag=1.1)
+    else:
+        probs = _reweight(probs, handbag=0.4, baby_buggy=0.5)
+    if age == "child":
+        probs = _reweight(probs, backpack=2.0, suitcase=0.0, luggage=0.3, baby_buggy=0.0, shopping_trolley=0.0, folder=0.3)
+    first = _pick(rng, probs)
+    if first == "nothing" or rng.random() >= 0.1:
+        return (first,)
+    rest = {k: v for k, v in probs.items() if k not in ("nothing", first)}
+    return (first, _pick(rng, rest))
+
+
+def sample_identity(rng: np.random.Generator) -> Attrs:
+    """Draw one identity: every ontology slot set, with realistic correlations.
+
+    Deterministic given the generator's state.
+
+    >>> import numpy as np
+    >>> a = sample_identity(np.random.default_rng(3))
+    >>> sorted(a) == sorted(ONTOLOGY.slot_names)
+    True
+    """
+    gender = "female" if rng.random() < 0.5 else "male"
+    age = _pick(rng, {"child": 0.05, "young": 0.35, "adult": 0.33, "middle_aged": 0.17, "senior": 0.1})
+    attrs: Attrs = {"gender": (gender,), "age": (age,)}
+    attrs.update(_head(rng, gender, age))
+    dress = gender == "female" and rng.random() < 0.08
+    upper = _upper(rng, gender, age, dress)
+    attrs.update(upper)
+    lower = _lower(rng, gender, upper, dress)
+    attrs.update(lower)
+    attrs.update(_feet(rng, gender, lower, formal=lower["lower_style"][0] == "formal" or upper["upper_style"][0] == "formal"))
+    attrs["carried"] = _carried(rng, gender, age)
+    return ONTOLOGY.validate(attrs)
+
+
+def _twin_values(rng: np.random.Generator, attrs: Attrs, slot: str) -> tuple[str, ...] | None:
+    """A plausible replacement for ``attrs[slot]`` that differs from it, or None when there is none."""
+    current = attrs[slot]
+    if (slot in ("upper_colour", "lower_colour", "upper_pattern") and attrs["lower_type"] == ("dress",)
+            and attrs["upper_type"][0] in DRESS_BODICES):
+        return None  # a dress's colours and pattern are shared by the upper and lower slots
+    if slot in ("upper_colour", "lower_colour", "footwear_colour", "hair_colour"):
+        if slot == "hair_colour" and attrs["hair_length"] == ("bald",):
+            return None  # a bald twin with other hair colour would be invisible
+        base = _HAIR_COLOUR if slot == "hair_colour" else _COLOUR_FREQ
+        i = int(rng.integers(len(current)))  # replace one of the colours
+        others = {k: v for k, v in base.items() if k not in current}
+        return current[:i] + (_pick(rng, others),) + current[i + 1:]
+    if slot == "carried":
+        options = {k: v for k, v in _CARRIED.items() if (k,) != current and k not in ("baby_buggy", "shopping_trolley")}
+        return (_pick(rng, options),)
+    if slot == "headwear":
+        return ("none",) if current != ("none",) else ("hat",)
+    if slot == "accessories":
+        options = {k: v for k, v in _ACCESSORIES.items() if k != "none" and (k,) != current and k != "shawl"}
+        return ("none",) if current != ("none",) and rng.random() < 0.5 else (_pick(rng, options),)
+    if slot == "upper_pattern":
+        options = {"plain": 1.0, "logo": 1.0, "thick_stripes": 1.0, "plaid": 1.0}
+        options.pop(current[0], None)
+        return (_pick(rng, options),)
+    if slot == "footwear_type":
+        if current[0] in ("stockings", "sandals"):
+            return None  # a swap would break the footwear colour correlations
+        options = {k: 1.0 for k in ("sneakers", "shoes", "boots", "leather_shoes") if k != current[0]}
+        return (_pick(rng, options),)
+    raise ValueError(f"slot {slot!r} cannot make a twin: must be one of {', '.join(TWIN_SLOTS)}")
+
+
+def make_twin(attrs: Attrs, rng: np.random.Generator) -> Attrs:
+    """Copy ``attrs`` with exactly one visible slot (see :data:`TWIN_SLOTS`) changed."""
+    for _ in range(50):
+        slot = TWIN_SLOTS[int(rng.integers(len(TWIN_SLOTS)))]
+        values = _twin_values(rng, attrs, slot)
+        if values is not None and tuple(sorted(values)) != attrs[slot]:
+            return ONTOLOGY.validate({**attrs, slot: values})
+    raise RuntimeError("no twin slot applies")  # unreachable: upper_colour always applies
+
+
+def sample_population_with_twins(
+    n: int, rng: np.random.Generator, *, twin_fraction: float = 0.3
+) -> tuple[list[Attrs], list[int | None]]:
+    """Draw ``n`` identities of which ``round(n * twin_fraction)`` are near-twins of another.
+
+    Returns the identities and, for each, the index of the identity it was copied from
+    (None for independent ones). Twins are spread through the list, not adjacent.
+    """
+    if n < 0 or not 0.0 <= twin_fraction <= 0.5:
+        raise ValueError(f"need n >= 0 and 0 <= twin_fraction <= 0.5, got n={n}, twin_fraction={twin_fraction}")
+    n_twins = int(round(n * twin_fraction))
+    bases = [sample_identity(rng) for _ in range(n - n_twins)]
+    # each base has at most one twin, so a pair is the whole ambiguity set
+    sources = rng.choice(len(bases), size=n_twins, replace=False) if n_twins else np.zeros(0, dtype=int)
+    people = bases + [make_twin(bases[int(s)], rng) for s in sources]
+    source_of: list[int | None] = [None] * len(bases) + [int(s) for s in sources]
+    order = rng.permutation(n)  # new position -> old position
+    new_index = np.empty(n, dtype=int)
+    new_index[order] = np.arange(n)
+    shuffled = [people[int(o)] for o in order]
+    twin_of = [None if source_of[int(o)] is None else int(new_index[source_of[int(o)]]) for o in order]
+    return shuffled, twin_of
+
+
+def sample_population(n: int, rng: np.random.Generator, *, twin_fraction: float = 0.3) -> list[Attrs]:
+    """Draw ``n`` identities, ``twin_fraction`` of them near-twins (one slot different) of another.
+
+    >>> import numpy as np
+    >>> len(sample_population(20, np.random.default_rng(0)))
+    20
+    """
+    return sample_population_with_twins(n, rng, twin_fraction=twin_fraction)[0]
