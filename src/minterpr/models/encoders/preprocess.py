@@ -1,0 +1,76 @@
+"""Image preprocessing that each image encoder carries with it.
+
+The encoder and the way its inputs are prepared belong together (a backbone trained
+with TF-style normalisation gives wrong features on torchvision-normalised inputs), so
+every image encoder exposes ``encoder.preprocess``: resize to a person-shaped size,
+scale to [0, 1], normalise per channel.
+
+Example:
+    >>> from PIL import Image
+    >>> prep = ImagePreprocess(size=(256, 128))
+    >>> prep(Image.new("RGB", (64, 160))).shape
+    torch.Size([3, 256, 128])
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from os import PathLike
+from typing import Iterable, Literal
+
+import numpy as np
+import torch
+from PIL import Image
+
+IMAGENET_MEAN = (0.485, 0.456, 0.406)
+IMAGENET_STD = (0.229, 0.224, 0.225)
+
+Interpolation = Literal["nearest", "bilinear", "bicubic", "lanczos"]
+
+_PIL_FILTERS = {
+    "nearest": Image.Resampling.NEAREST,
+    "bilinear": Image.Resampling.BILINEAR,
+    "bicubic": Image.Resampling.BICUBIC,
+    "lanczos": Image.Resampling.LANCZOS,
+}
+
+
+@dataclass(frozen=True)
+class ImagePreprocess:
+    """Resize + normalise a PIL image into the tensor layout an encoder expects."""
+
+    size: tuple[int, int] = (256, 128)  # (H, W) fed to the network; pedestrians are ~2:1 tall
+    mean: tuple[float, float, float] = IMAGENET_MEAN  # per-channel mean of [0, 1] RGB
+    std: tuple[float, float, float] = IMAGENET_STD  # per-channel std of [0, 1] RGB
+    interpolation: Interpolation = "bilinear"  # PIL resampling filter for the resize
+
+    def __post_init__(self) -> None:
+        if self.interpolation not in _PIL_FILTERS:
+            raise ValueError(f"interpolation must be one of {sorted(_PIL_FILTERS)}, got {self.interpolation!r}")
+        if len(self.size) != 2 or min(self.size) <= 0:
+            raise ValueError(f"size must be a positive (H, W) pair, got {self.size!r}")
+
+    def with_size(self, height: int, width: int) -> "ImagePreprocess":
+        """The same normalisation at another input size."""
+        return replace(self, size=(height, width))
+
+    def __call__(self, image: Image.Image) -> torch.Tensor:
+        """PIL image (any mode) -> float tensor (3, H, W), normalised."""
+        height, width = self.size
+        rgb = image.convert("RGB").resize((width, height), _PIL_FILTERS[self.interpolation])
+        array = np.asarray(rgb, dtype=np.float32) / 255.0  # (H, W, 3)
+        tensor = torch.from_numpy(array).permute(2, 0, 1)  # (3, H, W)
+        mean = torch.tensor(self.mean, dtype=torch.float32).view(3, 1, 1)
+        std = torch.tensor(self.std, dtype=torch.float32).view(3, 1, 1)
+        return (tensor - mean) / std
+
+    def load(self, path: str | PathLike[str]) -> torch.Tensor:
+        """Open one image file -> (3, H, W)."""
+        with Image.open(path) as image:
+            return self(image)
+
+    def load_batch(self, paths: Iterable[str | PathLike[str]]) -> torch.Tensor:
+        """Open image files -> (B, 3, H, W); an empty list gives (0, 3, H, W)."""
+        tensors = [self.load(path) for path in paths]
+        if not tensors:
+            return torch.empty(0, 3, *self.size)
+        return torch.stack(tensors)

@@ -1,0 +1,191 @@
+"""The retrieval model: image embeddings for the gallery, dialogue queries for the user.
+
+Image side: encoder stem (frozen, cacheable) -> encoder head -> :class:`ImageHead`
+(embedding over global + stripe features, attribute logits, identity logits).
+Text side: a frozen text encoder gives cacheable features (Dt), which the turn encoder
+projects to D. Dialogue side: every turn -> one vector (:class:`TurnEncoder`), then the
+causal :class:`DialogueMemory` gives the query after every round in one pass.
+
+A dialogue batch is a dict of tensors (R = rounds, padded):
+
+* ``turn_types`` (B, R) long: 0 description, 1 Q&A, 2 reference image + feedback,
+  3 example image, -1 padding;
+* ``turn_text`` (B, R, Dt): text features (:meth:`RetrievalModel.text_features`) of the
+  description / "question answer" / feedback; zeros for example and padding turns;
+* ``turn_image`` (B, R, D): ``encode_image_features(...)["embedding"]`` of the reference or
+  example image; zeros otherwise;
+* ``turn_mask`` (B, R) bool, True = real turn (optional: ``turn_types >= 0`` by default).
+
+Example:
+    >>> import torch
+    >>> model = create_model("tiny").eval()
+    >>> images = model.encode_images(torch.randn(3, 3, 64, 32))
+    >>> images["embedding"].shape, images["attribute_logits"].shape
+    (torch.Size([3, 32]), torch.Size([3, 120]))
+    >>> text = model.text_features(["a man in a red jacket", "what shoes? white"])  # (2, Dt)
+    >>> batch = {"turn_types": torch.tensor([[0, 1]]), "turn_text": text.unsqueeze(0),
+    ...          "turn_image": torch.zeros(1, 2, 32)}
+    >>> model.encode_dialogues(batch).shape
+    torch.Size([1, 2, 32])
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import Mapping, Sequence
+
+import torch
+from torch import nn
+
+from .config import MODEL_CONFIGS, ModelConfig
+from .encoders import ImagePreprocess, create_image_encoder, create_text_encoder
+from .heads import ImageHead, ontology_label_slots
+from .memory import DialogueMemory
+from .turn_encoder import PADDING, TurnEncoder
+
+MAX_LOGIT_SCALE = 100.0  # CLIP's cap on 1/temperature: beyond it training becomes unstable
+
+
+class RetrievalModel(nn.Module):
+    """Image encoder + heads, text encoder + turn encoder + dialogue memory, and a learnable temperature."""
+
+    def __init__(self, config: ModelConfig) -> None:
+        super().__init__()
+        self.config = config
+        image_kwargs = {"num_stripes": config.num_stripes, **config.image_kwargs()}
+        if config.image_encoder == "clip":
+            image_kwargs.setdefault("image_size", config.image_size)  # CLIP builds its patch grid from it
+        self.image_encoder = create_image_encoder(config.image_encoder, pretrained=config.pretrained, **image_kwargs)
+        self.image_encoder.preprocess = self.image_encoder.preprocess.with_size(*config.image_size)
+        self.image_encoder.freeze(self._frozen_stages(config.frozen_image_stages))
+        self.text_encoder = create_text_encoder(config.text_encoder, pretrained=config.pretrained, **config.text_kwargs())
+        if config.freeze_text:
+            self.text_encoder.requires_grad_(False)
+        self.text_dim = int(self.text_encoder.out_dim)  # Dt
+        self.image_head = ImageHead(
+            global_dim=self.image_encoder.out_dim,
+            stripe_dim=self.image_encoder.stripe_dim,
+            num_stripes=self.image_encoder.num_stripes,
+            embed_dim=config.embed_dim,
+            label_slots=ontology_label_slots(),
+            num_identities=config.num_identities,
+            dropout=config.dropout,
+        )
+        self.turn_encoder = TurnEncoder(self.text_dim, config.embed_dim, config.dropout)
+        self.memory = DialogueMemory(
+            config.embed_dim, config.memory_layers, config.memory_heads, config.max_turns, config.dropout
+        )
+        # learnable temperature in log space, as CLIP: logit_scale = exp(.) = 1 / temperature
+        self.log_logit_scale = nn.Parameter(torch.tensor(math.log(1.0 / config.init_temperature)))
+        self.train()
+
+    def _frozen_stages(self, frozen: int | str) -> int | str:
+        if isinstance(frozen, int) and frozen < 0:  # "all but the last |frozen| stages"
+            return max(0, len(self.image_encoder.stages) + frozen)
+        return frozen
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def logit_scale(self) -> torch.Tensor:
+        """Scalar multiplier of cosine similarities in the contrastive losses (1 / temperature)."""
+        return self.log_logit_scale.clamp(max=math.log(MAX_LOGIT_SCALE)).exp()
+
+    @property
+    def preprocess(self) -> ImagePreprocess:
+        """PIL image -> (3, H, W) tensor at ``config.image_size``, as the image encoder expects."""
+        return self.image_encoder.preprocess
+
+    @property
+    def embed_dim(self) -> int:
+        return self.config.embed_dim
+
+    @property
+    def device(self) -> torch.device:
+        return self.log_logit_scale.device
+
+    def train(self, mode: bool = True) -> "RetrievalModel":
+        super().train(mode)
+        if self.config.freeze_text:
+            self.text_encoder.eval()  # a frozen encoder must give the same (cacheable) features always
+        return self
+
+    # ------------------------------------------------------------------ image side
+    def image_stem(self, pixels: torch.Tensor) -> torch.Tensor:
+        """(B, 3, H, W) preprocessed images -> output of the frozen stem (cacheable; no grad)."""
+        frozen = self.image_encoder.frozen_stages == self.image_encoder.split_stage
+        with torch.no_grad() if frozen else contextlib.nullcontext():
+            return self.image_encoder.forward_stem(pixels)
+
+    def encode_image_features(self, stem_out: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        """Stem output -> {"embedding": (B, D) L2-normalised, "attribute_logits": (B, L), "id_logits": (B, K) | None}.
+
+        L = ``len(ONTOLOGY.flat_labels())``; K = ``config.num_identities`` (None when 0).
+        """
+        features = self.image_encoder.forward_head(stem_out)
+        return self.image_head(features["global"], features["stripes"])
+
+    def encode_images(self, pixels: torch.Tensor) -> dict[str, torch.Tensor | None]:
+        """(B, 3, H, W) -> the dict of :meth:`encode_image_features`."""
+        return self.encode_image_features(self.image_stem(pixels))
+
+    # ------------------------------------------------------------------ text side
+    def text_features(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:
+        """Texts -> (B, Dt) raw text-encoder features (no grad when the text encoder is frozen)."""
+        texts = list(texts)
+        if not texts:
+            return torch.zeros(0, self.text_dim, device=self.device)
+        # batches of similar length: short Q&A turns are not padded to a long description's length
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        chunks = []
+        with torch.no_grad() if self.config.freeze_text else contextlib.nullcontext():
+            for start in range(0, len(texts), batch_size):
+                tokens = self.text_encoder.tokenize([texts[i] for i in order[start : start + batch_size]])
+                tokens = {k: v.to(self.device) for k, v in tokens.items()}
+                chunks.append(self.text_encoder(tokens)["global"])
+        features = torch.cat(chunks)  # (B, Dt) in length order
+        inverse = torch.empty(len(order), dtype=torch.long)
+        inverse[torch.tensor(order)] = torch.arange(len(order))
+        return features[inverse.to(features.device)]
+
+    # ------------------------------------------------------------------ dialogues
+    def encode_dialogues(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Dialogue batch (see the module docstring) -> (B, R, D) L2-normalised query after each round.
+
+        Round r depends on turns 0..r only; padded rounds repeat the last real query.
+        """
+        turn_types = batch["turn_types"]
+        turn_text, turn_image = batch["turn_text"], batch["turn_image"]
+        turn_mask = batch.get("turn_mask")
+        if turn_mask is None:
+            turn_mask = turn_types >= 0
+        turn_mask = turn_mask.bool()
+        b, r = turn_types.shape
+        if turn_text.shape != (b, r, self.text_dim):
+            raise ValueError(f"turn_text must be (B, R, Dt) = {(b, r, self.text_dim)}, got {tuple(turn_text.shape)}")
+        if turn_image.shape != (b, r, self.embed_dim):
+            raise ValueError(f"turn_image must be (B, R, D) = {(b, r, self.embed_dim)}, got {tuple(turn_image.shape)}")
+        turn_types = torch.where(turn_mask, turn_types, torch.full_like(turn_types, PADDING))
+        turns = self.turn_encoder(turn_types, turn_text, turn_image)  # (B, R, D)
+        return self.memory(turns, turn_types, turn_mask)
+
+    def forward(self, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+        """Same as :meth:`encode_dialogues`."""
+        return self.encode_dialogues(batch)
+
+
+def create_model(config: ModelConfig | str = "efficientnet_minilm", **overrides: object) -> RetrievalModel:
+    """Build a :class:`RetrievalModel` from a config or a ``MODEL_CONFIGS`` name, with field overrides.
+
+    Example:
+        >>> model = create_model("tiny", embed_dim=16, num_identities=10)
+        >>> model.config.embed_dim, model.image_head.classifier.out_features
+        (16, 10)
+    """
+    if isinstance(config, str):
+        config = MODEL_CONFIGS.create(config)
+    if overrides:
+        config = config.replace(**overrides)
+    for name, kwargs in ((config.image_encoder, config.image_kwargs()), (config.text_encoder, config.text_kwargs())):
+        if name == "clip" and "model_dir" not in kwargs:
+            raise ValueError("clip encoders need a local CLIP directory: encoder_kwargs={'model_dir': ...}")
+    return RetrievalModel(config)
