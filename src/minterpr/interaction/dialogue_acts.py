@@ -1,0 +1,126 @@
+"""What a turn means: the facts it asserts, the slot a question asks, whether feedback says "match".
+
+Sessions, the attribute backend and the simulators read turns the same way through these
+functions, so a recorded conversation replays to the same facts.
+
+Example:
+    >>> question_slot("What colour were her shoes?")
+    'footwear_colour'
+    >>> verdict("Yes, that's her."), verdict("No, that's not her."), verdict("Maybe, I can't tell.")
+    (True, False, None)
+    >>> [f.slot for f in turn_facts(QATurn("What colour were her shoes?", "White."))]
+    ['footwear_colour']
+"""
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.data.phrasing import Fact
+from minterpr.data.text_parser import parse_facts
+from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
+
+_PRONOUN_SETS = (
+    {"pronoun": "he", "possessive": "his", "object": "him"},
+    {"pronoun": "she", "possessive": "her", "object": "her"},
+    {"pronoun": "they", "possessive": "their", "object": "them"},
+)
+# Keyword rules for questions not written from the ontology's templates (recorded LLM questions),
+# tried in order: the first rule whose words all occur names the slot.
+_KEYWORD_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
+    (("hair", "colo"), "hair_colour"), (("hair",), "hair_length"), (("bald",), "hair_length"),
+    (("shoe", "colo"), "footwear_colour"), (("footwear", "colo"), "footwear_colour"),
+    (("trouser", "colo"), "lower_colour"), (("pants", "colo"), "lower_colour"), (("skirt", "colo"), "lower_colour"),
+    (("lower", "colo"), "lower_colour"), (("colo",), "upper_colour"),
+    (("sleeve",), "sleeve_length"), (("pattern",), "upper_pattern"), (("logo",), "upper_pattern"),
+    (("stripe",), "upper_pattern"), (("shoe",), "footwear_type"), (("footwear",), "footwear_type"),
+    (("carry",), "carried"), (("carrying",), "carried"), (("bag",), "carried"), (("holding",), "carried"),
+    (("hat",), "headwear"), (("head",), "headwear"), (("glasses",), "accessories"), (("accessor",), "accessories"),
+    (("scarf",), "accessories"), (("old",), "age"), (("age",), "age"), (("man or",), "gender"),
+    (("male",), "gender"), (("gender",), "gender"), (("trouser",), "lower_type"), (("skirt",), "lower_type"),
+    (("legs",), "lower_type"), (("pants",), "lower_type"), (("on top",), "upper_type"), (("jacket",), "upper_type"),
+    (("shirt",), "upper_type"), (("top",), "upper_type"),
+)
+_NEGATION = re.compile(r"\b(no|not|nope|n't|isn't|wasn't|wrong|never)\b|n't\b")
+_AFFIRMATIVE = re.compile(
+    r"^\s*(yes|yep|yeah|correct|exactly|found (him|her|them))\b"
+    r"|\b(that'?s|that is|this is|it'?s|it is)\s+(definitely\s+)?(her|him|them|the (one|person|man|woman|guy|lady))\b"
+    r"|\bthis one\b|\bthat one\b|\bmatch(es)?\b")
+_UNDECIDED = re.compile(r"^\s*(maybe|perhaps|possibly|could be|might be)\b|\b(not sure|can'?t tell|cannot tell|no idea)\b")
+
+
+@lru_cache(maxsize=1)
+def _template_slots() -> dict[str, str]:
+    """Every ontology question template, filled with every pronoun set -> its slot."""
+    table: dict[str, str] = {}
+    for slot in ONTOLOGY.slots:
+        for template in slot.questions:
+            for pronouns in _PRONOUN_SETS:
+                text = template.format(**pronouns).replace("was they", "were they").replace("Was they", "Were they")
+                table[_normalise(text[:1].upper() + text[1:])] = slot.name
+    return table
+
+
+def _normalise(text: str) -> str:
+    return " ".join(text.lower().replace("’", "'").split())
+
+
+def question_slot(question: str) -> str | None:
+    """The slot a question asks about: exact for minterpr's own questions, by keywords otherwise."""
+    text = _normalise(question)
+    exact = _template_slots().get(text)
+    if exact is not None:
+        return exact
+    for words, slot in _KEYWORD_RULES:
+        if all(word in text for word in words):
+            return slot
+    return None
+
+
+def verdict(feedback: str) -> bool | None:
+    """What feedback on a shown image says: True = it is the person ("Yes, that's her."),
+    None = undecided ("Maybe, I can't tell."), False = it is not (anything else: corrections).
+
+    Any negation before the affirmation ("No, that's not her", "not this one") means no.
+    """
+    text = _normalise(feedback)
+    first_clause = re.split(r"[.;!?]", text, maxsplit=1)[0]
+    if _UNDECIDED.search(first_clause):
+        return None
+    found = _AFFIRMATIVE.search(first_clause)
+    if found is None:
+        return False
+    return _NEGATION.search(first_clause[: found.end()]) is None
+
+
+def is_match(feedback: str) -> bool:
+    """Does feedback on a shown image say it *is* the person sought? (see :func:`verdict`)"""
+    return verdict(feedback) is True
+
+
+@lru_cache(maxsize=4096)
+def parse_cached(text: str, context_slot: str | None) -> tuple[Fact, ...]:
+    """parse_facts, memoised: a session re-reads its whole conversation every turn."""
+    return tuple(parse_facts(text, context_slot=context_slot))
+
+
+def turn_facts(turn: Turn, context_slot: str | None = None) -> tuple[Fact, ...]:
+    """Facts a turn asserts about the person sought; an answer is read in the light of its question.
+
+    ``context_slot`` overrides the slot found from the question text (a session knows what it asked).
+    """
+    if isinstance(turn, DescriptionTurn):
+        return parse_cached(turn.text, None)
+    if isinstance(turn, QATurn):
+        return parse_cached(turn.answer, context_slot or question_slot(turn.question))
+    if isinstance(turn, ReferenceTurn):
+        return parse_cached(turn.feedback, None)
+    if isinstance(turn, ExampleTurn):
+        return ()
+    raise TypeError(f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)")
+
+
+def known_attributes(facts: tuple[Fact, ...] | list[Fact]) -> dict[str, tuple[str, ...]]:
+    """Positive claims so far, last one per slot (what the system believes; used for pronouns)."""
+    return {f.slot: f.values for f in facts if not f.negated}

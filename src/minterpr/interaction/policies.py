@@ -1,0 +1,389 @@
+"""The system's moves: which question to ask, which reference images to show, and when to do which.
+
+* Question policies (:data:`QUESTION_POLICIES`): ``info_gain`` asks the slot whose answer best
+  splits the current candidates (expected entropy reduction of the candidate distribution),
+  ``fixed`` asks in salience order, ``random`` asks any open slot. None asks a slot already
+  known (any fact on it so far) or already asked.
+* Reference policies (:data:`REFERENCE_POLICIES`): ``top1`` shows the best result, ``topk``
+  the k best, ``diverse`` picks varied high-ranked images by maximal marginal relevance (as
+  PlugIR shows candidates), ``uncertain`` shows the images near the decision boundary, whose
+  comparison with the person best splits the candidates. None shows an image already judged.
+* Schedules (:func:`make_schedule`): a fixed pattern of ``"question"`` / ``"reference"`` moves
+  per round (the last repeats), a named preset, or ``"auto"``.
+
+Example:
+    >>> sorted(QUESTION_POLICIES.names()), sorted(REFERENCE_POLICIES.names())
+    (['fixed', 'info_gain', 'random'], ['diverse', 'top1', 'topk', 'uncertain'])
+    >>> make_schedule("questions_then_references").kind(4)
+    'reference'
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from typing import Protocol, Sequence
+
+import numpy as np
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.data.phrasing import Fact
+from minterpr.data.utterances import ASKABLE_SLOTS
+from minterpr.index.gallery_index import GalleryIndex
+from minterpr.interaction.attribute_backend import SLOT_COLUMNS
+from minterpr.registry import Registry
+
+
+# Softmax temperature turning final scores into a candidate distribution. 0.02 is the usual
+# contrastive temperature of text-image person retrieval (IRRA); on the attribute backend it is
+# calibrated: candidates it gives mass p are the person about p of the time.
+TEMPERATURE = 0.02
+
+
+@dataclass
+class PolicyContext:
+    """What a policy sees of the conversation after a turn."""
+
+    index: GalleryIndex
+    scores: np.ndarray  # (N,) final scores, gallery order
+    ranking: np.ndarray  # (N,) gallery indices, best first
+    facts: Sequence[Fact]  # every fact parsed so far
+    asked_slots: frozenset[str]  # slots already asked (answered or not)
+    judged: frozenset[int]  # gallery indices the user has judged
+    rng: random.Random  # the session's generator (random choices stay reproducible)
+
+    @property
+    def known_slots(self) -> frozenset[str]:
+        return frozenset(f.slot for f in self.facts)
+
+    def open_slots(self) -> list[str]:
+        """Askable slots, salience order, neither known nor asked."""
+        closed = self.known_slots | self.asked_slots
+        return [s for s in ASKABLE_SLOTS if s not in closed]
+
+
+def candidate_distribution(ctx: PolicyContext, top_k: int = 50,
+                           temperature: float = TEMPERATURE) -> tuple[np.ndarray, np.ndarray]:
+    """The top-k candidates (K,) and their weights softmax(score / T) (K,), summing to 1."""
+    top = ctx.ranking[:top_k]
+    logits = ctx.scores[top] / temperature
+    weights = np.exp(logits - logits.max())
+    return top, weights / weights.sum()
+
+
+def _entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
+    return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=axis)
+
+
+def answer_distribution(probs: np.ndarray, slot: str) -> np.ndarray:
+    """(K, V) predicted answer per candidate from (K, L) label probabilities.
+
+    Single-valued slots: the slot's probabilities normalised. Multi-valued slots: the most
+    likely value, one-hot (the answer a user gives first).
+    """
+    p = probs[:, SLOT_COLUMNS[slot]].astype(np.float64)  # (K, V)
+    if ONTOLOGY.slot(slot).multi:
+        return np.eye(p.shape[1])[np.argmax(p, axis=1)]
+    total = p.sum(axis=1, keepdims=True)
+    return np.where(total > 0, p / np.where(total > 0, total, 1.0), 1.0 / p.shape[1])
+
+
+def expected_information_gain(weights: np.ndarray, answers: np.ndarray) -> float:
+    """I(candidate; answer) = H(candidates) - E_answer H(candidates | answer), in nats.
+
+    ``weights`` (K,) candidate probabilities, ``answers`` (K, V) P(answer | candidate).
+    """
+    marginal = weights @ answers  # (V,)
+    return float(_entropy(marginal) - weights @ _entropy(answers))
+
+
+@dataclass(frozen=True)
+class QuestionChoice:
+    """A slot to ask and, when the policy estimates it, the expected information gain (nats)."""
+
+    slot: str
+    gain: float | None = None
+
+
+class QuestionPolicy(Protocol):
+    name: str
+
+    def choose(self, ctx: PolicyContext) -> QuestionChoice | None:
+        """The slot to ask next, or None when nothing is left to ask."""
+        ...
+
+
+class ReferencePolicy(Protocol):
+    name: str
+
+    def choose(self, ctx: PolicyContext, k: int) -> list[int]:
+        """Up to k gallery indices to show, none already judged."""
+        ...
+
+
+QUESTION_POLICIES: Registry[QuestionPolicy] = Registry("question policy")
+REFERENCE_POLICIES: Registry[ReferencePolicy] = Registry("reference policy")
+
+
+@dataclass
+class FixedQuestions:
+    """Ask the open slots in salience order (SALIENCE: gender, top colour, ...)."""
+
+    name: str = "fixed"
+
+    def choose(self, ctx: PolicyContext) -> QuestionChoice | None:
+        slots = ctx.open_slots()
+        return QuestionChoice(slots[0]) if slots else None
+
+
+@dataclass
+class RandomQuestions:
+    """Ask any open slot, uniformly (the session's generator makes it reproducible)."""
+
+    name: str = "random"
+
+    def choose(self, ctx: PolicyContext) -> QuestionChoice | None:
+        slots = ctx.open_slots()
+        return QuestionChoice(ctx.rng.choice(slots)) if slots else None
+
+
+@dataclass
+class InfoGainQuestions:
+    """Ask the open slot with the largest expected information gain over the top candidates."""
+
+    name: str = "info_gain"
+    top_k: int = 50  # candidates considered
+    temperature: float = TEMPERATURE  # softmax temperature of the candidate distribution over scores
+
+    def choose(self, ctx: PolicyContext) -> QuestionChoice | None:
+        slots = ctx.open_slots()
+        if not slots:
+            return None
+        if ctx.index.attribute_probs is None:  # nothing to predict answers with: salience order
+            return QuestionChoice(slots[0])
+        top, weights = candidate_distribution(ctx, self.top_k, self.temperature)
+        probs = ctx.index.attribute_probs[top]  # (K, L)
+        gains = [expected_information_gain(weights, answer_distribution(probs, s)) for s in slots]
+        best = int(np.argmax(gains))  # first of equals: salience breaks ties
+        return QuestionChoice(slots[best], gains[best])
+
+
+@QUESTION_POLICIES.register("fixed")
+def _fixed() -> QuestionPolicy:
+    return FixedQuestions()
+
+
+@QUESTION_POLICIES.register("random")
+def _random() -> QuestionPolicy:
+    return RandomQuestions()
+
+
+@QUESTION_POLICIES.register("info_gain")
+def _info_gain(top_k: int = 50, temperature: float = TEMPERATURE) -> QuestionPolicy:
+    return InfoGainQuestions(top_k=top_k, temperature=temperature)
+
+
+def _unjudged(ctx: PolicyContext, pool: int) -> np.ndarray:
+    """The best ``pool`` images not yet judged, best first."""
+    if not ctx.judged:
+        return ctx.ranking[:pool]
+    return ctx.ranking[~np.isin(ctx.ranking, list(ctx.judged))][:pool]
+
+
+@dataclass
+class TopReferences:
+    """Show the best unjudged results in rank order (``limit`` of them at most: top1 shows one)."""
+
+    name: str = "topk"
+    limit: int | None = None  # cap on the number shown, whatever the session asks for
+
+    def choose(self, ctx: PolicyContext, k: int) -> list[int]:
+        return [int(i) for i in _unjudged(ctx, k if self.limit is None else min(k, self.limit))]
+
+
+@dataclass
+class DiverseReferences:
+    """Maximal marginal relevance over the top ``pool``: relevant, but unlike what is already picked."""
+
+    name: str = "diverse"
+    pool: int = 20  # how deep in the ranking candidates are drawn from
+    trade_off: float = 0.7  # weight of relevance against dissimilarity to the images already picked
+    duplicate_threshold: float = 0.9  # a near-duplicate of a picked image (same person) comes only when nothing else is left
+
+    def choose(self, ctx: PolicyContext, k: int) -> list[int]:
+        pool = _unjudged(ctx, self.pool)
+        if len(pool) == 0:
+            return []
+        s = ctx.scores[pool]
+        relevance = (s - s.min()) / max(s.max() - s.min(), 1e-12)  # (P,) in [0, 1]
+        emb = ctx.index.embeddings[pool]
+        similarity = emb @ emb.T  # (P, P)
+        picked = [0]
+        while len(picked) < min(k, len(pool)):
+            redundancy = similarity[:, picked].max(axis=1)
+            value = self.trade_off * relevance - (1.0 - self.trade_off) * redundancy
+            value[redundancy > self.duplicate_threshold] -= 2.0  # below any non-duplicate (values lie in [-1, 1])
+            value[picked] = -np.inf
+            picked.append(int(np.argmax(value)))
+        return [int(pool[j]) for j in picked]
+
+
+def predicted_labels(probs: np.ndarray) -> np.ndarray:
+    """(K, S) most likely value index per askable slot from (K, L) label probabilities."""
+    return np.stack([np.argmax(probs[:, SLOT_COLUMNS[s]], axis=1) for s in ASKABLE_SLOTS], axis=1)
+
+
+def comparison_entropy(weights: np.ndarray, labels: np.ndarray, same: np.ndarray, j: int) -> float:
+    """Entropy (nats) of the outcome of comparing the person with candidate j.
+
+    Each candidate c would answer "it is this one" (``same[c, j]``) or name the slots where it
+    differs from j; candidates with the same answer stay indistinguishable. ``weights`` (K,),
+    ``labels`` (K, S) predicted values, ``same`` (K, K) near-duplicate matrix.
+    """
+    differs = labels != labels[j]  # (K, S)
+    outcome = np.concatenate([same[:, j:j + 1], differs], axis=1)  # (K, 1 + S)
+    outcome[same[:, j], 1:] = False  # "that's her" says nothing else
+    _, group = np.unique(outcome, axis=0, return_inverse=True)
+    return float(_entropy(np.bincount(group.ravel(), weights=weights)))
+
+
+@dataclass
+class UncertainReferences:
+    """Show the images whose comparison with the person best splits the candidates.
+
+    Near the decision boundary between the top candidates, an image is informative whatever the
+    answer: "it is this one", or the differences the user names (as the candidates' predicted
+    attributes would give them) divide the candidate distribution into even parts. Images are
+    ranked by that expected information (:func:`comparison_entropy`), near-duplicates of a picked
+    image skipped. Without attribute predictions only the yes/no part counts.
+    """
+
+    name: str = "uncertain"
+    top_k: int = 50  # candidates considered
+    pool: int = 20  # images considered for showing (the best unjudged ones)
+    temperature: float = TEMPERATURE  # softmax temperature of the candidate distribution
+    duplicate_threshold: float = 0.9  # cosine above which two images are the same person
+
+    def choose(self, ctx: PolicyContext, k: int) -> list[int]:
+        top, weights = candidate_distribution(ctx, self.top_k, self.temperature)
+        pool = [int(i) for i in _unjudged(ctx, self.pool)]
+        if not pool:
+            return []
+        candidates = np.concatenate([top, [i for i in pool if i not in set(top.tolist())]]).astype(int)
+        weights = np.concatenate([weights, np.zeros(len(candidates) - len(top))])
+        emb = ctx.index.embeddings[candidates]
+        same = emb @ emb.T > self.duplicate_threshold  # (C, C)
+        probs = ctx.index.attribute_probs
+        labels = predicted_labels(probs[candidates]) if probs is not None else np.zeros((len(candidates), 0), int)
+        position = {int(c): n for n, c in enumerate(candidates)}
+        info = [comparison_entropy(weights, labels, same, position[i]) for i in pool]
+        picked: list[int] = []
+        for n in np.argsort(-np.asarray(info), kind="stable"):
+            j = position[pool[n]]
+            if not any(same[j, position[q]] for q in picked):
+                picked.append(pool[n])
+            if len(picked) == k:
+                break
+        return picked
+
+
+@REFERENCE_POLICIES.register("top1")
+def _top1() -> ReferencePolicy:
+    return TopReferences(name="top1", limit=1)
+
+
+@REFERENCE_POLICIES.register("topk")
+def _topk() -> ReferencePolicy:
+    return TopReferences()
+
+
+@REFERENCE_POLICIES.register("diverse")
+def _diverse(pool: int = 20, trade_off: float = 0.7, duplicate_threshold: float = 0.9) -> ReferencePolicy:
+    return DiverseReferences(pool=pool, trade_off=trade_off, duplicate_threshold=duplicate_threshold)
+
+
+@REFERENCE_POLICIES.register("uncertain")
+def _uncertain(top_k: int = 50, pool: int = 20, temperature: float = TEMPERATURE,
+               duplicate_threshold: float = 0.9) -> ReferencePolicy:
+    return UncertainReferences(top_k=top_k, pool=pool, temperature=temperature, duplicate_threshold=duplicate_threshold)
+
+
+# Named schedules: the move of rounds 1, 2, ...; the last entry repeats.
+SCHEDULES: dict[str, tuple[str, ...]] = {
+    "questions": ("question",),
+    "references": ("reference",),
+    "alternate": ("question", "reference"),
+    "questions_then_references": ("question", "question", "question", "reference"),
+}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """Which move comes at each round: a fixed pattern, or ``auto`` (decided from the candidates)."""
+
+    pattern: tuple[str, ...] = ()  # moves of rounds 1, 2, ... (last repeats); empty = auto
+    # auto: show references when the people shown hold at least this much candidate mass (the
+    # user will likely recognise one); below it, the move with more expected information wins
+    # (a question policy that estimates no gain, e.g. fixed or random, then always asks)
+    confident: float = 0.35
+
+    @property
+    def auto(self) -> bool:
+        return not self.pattern
+
+    def kind(self, round_number: int) -> str:
+        """'question' or 'reference' for round ``round_number`` (1 = the first move after the description)."""
+        if self.auto:
+            raise ValueError("an auto schedule decides from the candidates, not the round number")
+        return self.pattern[min(round_number, len(self.pattern)) - 1]
+
+    def describe(self) -> str | list[str]:
+        return "auto" if self.auto else list(self.pattern)
+
+
+def make_schedule(schedule: str | Sequence[str] | Schedule) -> Schedule:
+    """A :class:`Schedule` from ``"auto"``, a preset name of :data:`SCHEDULES`, or a sequence of moves."""
+    if isinstance(schedule, Schedule):
+        return schedule
+    if isinstance(schedule, str):
+        if schedule == "auto":
+            return Schedule()
+        if schedule not in SCHEDULES:
+            raise ValueError(f"unknown schedule {schedule!r}: must be 'auto', one of {', '.join(SCHEDULES)}, "
+                             "or a sequence of 'question' / 'reference'")
+        return Schedule(SCHEDULES[schedule])
+    pattern = tuple(schedule)
+    bad = [m for m in pattern if m not in ("question", "reference")]
+    if not pattern or bad:
+        raise ValueError(f"a schedule is a non-empty sequence of 'question' / 'reference', got {list(pattern)}")
+    return Schedule(pattern)
+
+
+def _shown_answer(ctx: PolicyContext, shown: Sequence[int], top_k: int, temperature: float,
+                  duplicate_threshold: float) -> np.ndarray:
+    """(S + 1,) P(the person is the one of shown image j), last entry P(none of them)."""
+    top, weights = candidate_distribution(ctx, top_k, temperature)
+    similar = ctx.index.embeddings[top] @ ctx.index.embeddings[list(shown)].T > duplicate_threshold  # (K, S)
+    owner = np.where(similar.any(axis=1), similar.argmax(axis=1), len(shown))  # (K,) shown image, or "none"
+    return np.bincount(owner, weights=weights, minlength=len(shown) + 1)
+
+
+def shown_person_mass(ctx: PolicyContext, shown: Sequence[int], top_k: int = 50, temperature: float = TEMPERATURE,
+                      duplicate_threshold: float = 0.9) -> float:
+    """Candidate mass of the people in ``shown`` (images and their near-duplicates): P(a hit)."""
+    if not len(shown):
+        return 0.0
+    return float(1.0 - _shown_answer(ctx, shown, top_k, temperature, duplicate_threshold)[-1])
+
+
+def reference_information(ctx: PolicyContext, shown: Sequence[int], top_k: int = 50, temperature: float = TEMPERATURE,
+                          duplicate_threshold: float = 0.9) -> float:
+    """Expected information (nats) of showing ``shown`` to a user who recognises the person.
+
+    The answer is "it is the person of image j" or "none of them": its entropy, with P(j) the
+    candidate mass of image j's near-duplicates (each candidate counted for the first image it
+    resembles). Corrective feedback adds more, so this is a lower bound comparable with a
+    question's expected information gain.
+    """
+    if not len(shown):
+        return 0.0
+    return float(_entropy(_shown_answer(ctx, shown, top_k, temperature, duplicate_threshold)))
