@@ -44,7 +44,7 @@ def test_references_are_other_identities_and_not_repeated(records, attribute_gal
     pid = {g.path: g.person_id for g in attribute_gallery}
     for record in records:
         refs = [t.reference_path for t in record.sample.dialogue.reference_turns]
-        assert len(set(refs)) == len(refs)
+        assert len({pid[r] for r in refs}) == len(refs)  # each reference shows a new identity
         assert all(pid[r] != record.sample.person_id for r in refs)
 
 
@@ -57,6 +57,12 @@ def test_every_stated_and_parsed_fact_is_true(records, attribute_gallery):
         for text, slot in _texts(record):
             for fact in parse_facts(text, context_slot=slot):
                 assert fact.holds(attributes) is not False, (text, fact)
+
+
+def test_descriptions_are_never_empty(records):
+    for record in records:
+        assert record.round_facts[0], record.sample.dialogue.description
+        assert len(record.sample.dialogue.description.split()) >= 3
 
 
 def test_every_ontology_value_is_expressed_and_read_back(records):

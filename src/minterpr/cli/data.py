@@ -9,6 +9,8 @@ import importlib
 
 DATA_MODULES = (
     "minterpr.cli.data_check",  # validate, stats
+    "minterpr.cli.data_build",  # synth, peta
+    "minterpr.cli.data_show",  # show
 )
 
 

@@ -113,11 +113,9 @@ REFERENCE_STRATEGIES: Registry[int] = Registry("reference strategy")
 
 
 def _allowed(target: int, table: AttributeTable, used: set[int]) -> np.ndarray:
-    """(G,) images that may be shown: other identities, not shown before."""
-    ok = table.person_index != table.person_index[target]
-    if used:
-        ok[list(used)] = False
-    return ok
+    """(G,) images that may be shown: other identities, none already shown in this dialogue."""
+    excluded = [table.person_index[target]] + [table.person_index[i] for i in used]
+    return ~np.isin(table.person_index, excluded)
 
 
 def _pick_top(scores: np.ndarray, allowed: np.ndarray, pool: int, rng: random.Random) -> int:

@@ -149,7 +149,7 @@ _SLOTS: tuple[Slot, ...] = (
         _v("handbag", "handbag", "purse"), _v("suitcase", "suitcase", "briefcase"), _v("luggage", "rolling luggage", "trolley case"),
         _v("plastic_bag", "plastic bag", "shopping bag"), _v("umbrella", "umbrella"), _v("folder", "folder", "file folder"),
         _v("baby_buggy", "baby buggy", "pushchair", "stroller"), _v("shopping_trolley", "shopping trolley", "shopping cart"),
-        _v("other", "something in hand", "an object"), _v("nothing", "nothing", "no bag", "empty hands", none=True),
+        _v("other", "object in hand", "item in hand"), _v("nothing", "nothing", "no bag", "empty hands", none=True),
     ), multi=True, questions=("Was {pronoun} carrying anything?", "Did {pronoun} have a bag with {object}?"), body_part="whole"),
     Slot("headwear", "headwear", (_v("hat", "hat", "cap", "beanie"), _v("hair_band", "hair band", "headband"),
                                    _v("none", "nothing on the head", "no hat", none=True)),

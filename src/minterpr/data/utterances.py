@@ -59,7 +59,8 @@ def _mentionable(slot: str, attributes: Attrs) -> bool:
 
 def choose_description_slots(attributes: Attrs, rng: random.Random, *, max_slots: int = 4) -> list[str]:
     """1 to ``max_slots`` slots a witness would remember, weighted by salience."""
-    candidates = [s for s in SALIENCE if _mentionable(s, attributes)]
+    describable = {s for members in _GROUPS.values() for s in members}
+    candidates = [s for s in SALIENCE if s in describable and _mentionable(s, attributes)]
     count = min(len(candidates), rng.choice([1, 2, 2, 3, 3, 4][: max(1, 2 * max_slots - 2)]))
     chosen: list[str] = []
     while len(chosen) < count:
@@ -67,8 +68,9 @@ def choose_description_slots(attributes: Attrs, rng: random.Random, *, max_slots
         pick = rng.choices(candidates, weights)[0]
         candidates.remove(pick)
         chosen.append(pick)
-    if chosen == ["gender"] and candidates:  # a description needs more than "a man"
-        chosen.append(rng.choices(candidates, [SALIENCE[s] for s in candidates])[0])
+    others = [s for s in candidates if s not in _GROUPS["person"]]
+    if set(chosen) <= set(_GROUPS["person"]) and others:  # a description needs more than "a man"
+        chosen.append(rng.choices(others, [SALIENCE[s] for s in others])[0])
     return chosen
 
 
@@ -213,7 +215,8 @@ def _difference(slot: str, target: Attrs, reference: Attrs, rng: random.Random) 
         missing = [v for v in r_values if v not in t_values and not ONTOLOGY.slot(slot).value(v).excludes_others]
         if missing:
             item = value_word(slot, missing[0], rng)
-            text = rng.choice([f"{p['pronoun']} had no {item}", f"there was no {item}"])
+            text = rng.choice([f"{p['pronoun']} had no {item}",
+                               f"there {'were' if _is_plural(item) else 'was'} no {item}"])
             return Phrase(text, (Fact(slot, (missing[0],), negated=True),))
         items = items_phrase(slot, target, rng)
         if ONTOLOGY.slot(slot).value(t_values[0]).excludes_others:
