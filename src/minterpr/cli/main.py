@@ -13,7 +13,12 @@ from typing import Sequence
 
 # Modules contributing top-level subcommands, in the order --help lists them.
 COMMAND_MODULES = (
+    "minterpr.cli.demo",
     "minterpr.cli.data",
+    "minterpr.cli.simulate",
+    "minterpr.cli.chat",
+    "minterpr.cli.train",
+    "minterpr.cli.eval",
 )
 
 

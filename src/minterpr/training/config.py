@@ -1,0 +1,377 @@
+"""Training configuration: typed dataclasses loaded from YAML with ``--set`` overrides.
+
+A config is a YAML file (a path, or the name of one shipped in ``minterpr/configs``) whose
+top-level keys are the fields of :class:`TrainConfig`; ``data``, ``model``, ``loss_weights``
+and ``stages`` are nested sections. Unknown keys are errors naming the key and the file, so a
+typo never silently falls back to a default. ``model`` takes the fields of
+:class:`minterpr.models.config.ModelConfig`, optionally on top of a named ``preset``.
+
+``stages`` lists the progressive tuning stages (as ChatReID): ``attributes`` (attribute and
+identity losses on images), ``alignment`` (round-0 descriptions against images: ITC + SDM),
+``dialogue`` (every round of full dialogues, deep supervision, reference loss). An entry may be
+a mapping or just a stage name, which picks that stage from the file (or its defaults): so
+``--set stages=[attributes,alignment]`` trains the description-only baseline.
+
+Example:
+    >>> cfg = load_config("tiny", ["batch_size=4", "stages.0.epochs=2"])
+    >>> cfg.batch_size, cfg.stages[0].name, cfg.stages[0].epochs
+    (4, 'attributes', 2)
+    >>> load_config("tiny", ["selection_split=test"])
+    Traceback (most recent call last):
+    ...
+    minterpr.training.config.ConfigError: selection_split='test' is refused: ...
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import importlib.resources
+import os
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from minterpr.models.config import ModelConfig
+from minterpr.models.losses import LossWeights
+
+STAGE_NAMES = ("attributes", "alignment", "dialogue")
+LOSS_NAMES = ("itc", "sdm", "id", "attribute", "reference")  # LossWeights fields a stage can switch on
+DATA_KINDS = ("synthetic", "peta")
+ROUND_METRICS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits5", "hits10")  # selectable per round
+CONFIG_PACKAGE = "minterpr"  # shipped configs are package data: minterpr/configs/<name>.yaml
+
+# per-stage defaults: which losses are on, how many dialogue rounds are used, validate or not
+STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
+    "attributes": {"losses": ["attribute", "id"], "max_rounds": 0, "validate": False},
+    "alignment": {"losses": ["itc", "sdm", "id", "attribute"], "max_rounds": 1, "validate": True},
+    "dialogue": {"losses": ["itc", "sdm", "id", "attribute", "reference"], "max_rounds": None,
+                 "validate": True},
+}
+
+
+class ConfigError(ValueError):
+    """A config that cannot be used; the message names the key and the file."""
+
+    def __init__(self, message: str, key: str | None = None) -> None:
+        super().__init__(message)
+        self.key = key  # dotted path of an unknown key, when that is the problem
+
+
+@dataclass
+class DataConfig:
+    """Where the dataset lies and which files make its splits (paths relative to ``root``)."""
+
+    root: str = ""  # dataset directory (e.g. made by `minterpr data synth`); `--data DIR` sets it
+    kind: str = "synthetic"  # "synthetic" or "peta": which builder made root (recorded in reports)
+    train: str = "train.jsonl"  # MInterPEDES dialogues of the training split
+    val: str = "val.jsonl"  # dialogues used for validation and model selection
+    test: str = "test.jsonl"  # dialogues of the test split (never used for selection)
+    train_gallery: str = "gallery_train.jsonl"  # gallery manifest: identities + attributes of train images
+    val_gallery: str = "gallery_val.jsonl"  # gallery manifest of the validation split
+    test_gallery: str = "gallery_test.jsonl"  # gallery manifest of the test split
+    image_root: str | None = None  # where image paths resolve; None = root
+    max_train_samples: int = 0  # smoke runs: first N training dialogues (and N images for stage 1); 0 = all
+    max_val_samples: int = 0  # keep only the first N validation dialogues; 0 = all
+
+
+@dataclass
+class StageConfig:
+    """One stage of progressive tuning; unset fields take the stage's defaults."""
+
+    name: str = "dialogue"  # "attributes" | "alignment" | "dialogue" (see the module doc)
+    epochs: int = 1  # passes over the stage's training items
+    lr: float = 1e-3  # peak learning rate of the trainable heads (AdamW)
+    encoder_lr_scale: float = 0.1  # encoder parameters (unfrozen image stages, text) get lr * this
+    weight_decay: float = 0.01  # AdamW decoupled weight decay
+    warmup_steps: int = 0  # linear warm-up steps, then cosine decay to 0 over the stage
+    losses: list[str] | None = None  # loss terms switched on (LossWeights fields); None = stage default
+    max_rounds: int | None = None  # dialogue rounds fed to the model (1 = description only); None = default
+    frozen_image_stages: int | str | None = None  # image stages kept frozen; None = model.frozen_image_stages
+    validate: bool | None = None  # validate each epoch (and allow selecting it); None = stage default
+
+    def resolved_losses(self) -> list[str]:
+        return list(STAGE_DEFAULTS[self.name]["losses"] if self.losses is None else self.losses)
+
+    def resolved_max_rounds(self) -> int | None:
+        """0 = images only (no dialogue), None = every round, N = the first N rounds."""
+        return STAGE_DEFAULTS[self.name]["max_rounds"] if self.max_rounds is None else self.max_rounds
+
+    def resolved_validate(self) -> bool:
+        return bool(STAGE_DEFAULTS[self.name]["validate"] if self.validate is None else self.validate)
+
+
+@dataclass
+class TrainConfig:
+    """Everything a training run needs; saved resolved as RUN_DIR/config.yaml."""
+
+    seed: int = 0  # seeds python, numpy and torch: same seed + config => same weights
+    device: str = "cpu"  # "cpu", "cuda", "cuda:N" or "auto" (cuda when available)
+    batch_size: int = 32  # training items per optimiser step (per process under torchrun)
+    eval_batch_size: int = 128  # images / dialogues per forward pass when validating
+    workers: int = 0  # DataLoader worker processes for image decoding (0 = main process)
+    cache_features: bool = True  # cache frozen image-stem outputs and frozen text features
+    augment: bool = False  # random crop/flip/brightness on pixels; disables the stem cache (slower)
+    checkpoint_every_steps: int = 200  # write RUN_DIR/last.pt every N optimiser steps (and per epoch)
+    log_every: int = 20  # write a train.log line every N steps
+    grad_clip: float = 5.0  # clip the gradient norm to this; 0 = off
+    selection_metric: str = "r1@last"  # "<metric>@<round|last>" or "bri" on the selection split
+    selection_split: str = "val"  # split used to pick best.pt; "test" is refused
+    progress: bool = True  # tqdm progress bars
+    data: DataConfig = field(default_factory=DataConfig)  # dataset files
+    model: ModelConfig = field(default_factory=ModelConfig)  # the retrieval model
+    loss_weights: LossWeights = field(default_factory=LossWeights)  # weight of each loss when on
+    stages: list[StageConfig] = field(default_factory=lambda: [StageConfig(n) for n in STAGE_NAMES])
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain-YAML dict of every field (the resolved config)."""
+        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)
+               if f.name not in ("data", "model", "loss_weights", "stages")}
+        out["data"] = dataclasses.asdict(self.data)
+        out["model"] = _plain(self.model.to_dict())
+        out["loss_weights"] = _plain(dataclasses.asdict(self.loss_weights))
+        out["stages"] = [dataclasses.asdict(s) for s in self.stages]
+        return out
+
+
+def parse_selection_metric(spec: str) -> tuple[str, int | None, bool]:
+    """``"r1@last"`` -> ("r1", None, True): metric key, round (None = last), higher is better.
+
+    Example:
+        >>> parse_selection_metric("mAP@0"), parse_selection_metric("bri")
+        (('mAP', 0, True), ('bri', None, False))
+    """
+    if spec == "bri":
+        return "bri", None, False
+    key, sep, where = spec.partition("@")
+    if not sep or key not in ROUND_METRICS or not (where == "last" or where.isdigit()):
+        raise ConfigError(f"selection_metric {spec!r} is not '<metric>@<round|last>' with metric one of "
+                          f"{', '.join(ROUND_METRICS)}, nor 'bri'")
+    return key, None if where == "last" else int(where), True
+
+
+def _plain(value: Any) -> Any:
+    """Tuples -> lists (YAML safe_dump writes plain lists only)."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    return value
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """Check ``value`` against a simple type hint, converting int -> float and "1e-3" -> 1e-3."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if value is None and type(None) in options:
+            return None
+        errors = []
+        for option in (o for o in options if o is not type(None)):
+            try:
+                return _coerce(value, option, where)
+            except ConfigError as err:
+                errors.append(str(err))
+        raise ConfigError(errors[-1] if errors else f"{where}: {value!r} is not allowed")
+    if origin is list:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {value!r}")
+        (item,) = typing.get_args(hint) or (Any,)
+        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
+    if hint is float and not isinstance(value, bool):
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            pass
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint is bool and isinstance(value, bool) or hint is str and isinstance(value, str):
+        return value
+    if hint is Any:
+        return value
+    name = getattr(hint, "__name__", str(hint))
+    raise ConfigError(f"{where}: expected {name}, got {value!r}")
+
+
+def _build(cls: type, raw: Any, where: str, source: str) -> Any:
+    """Dataclass ``cls`` from a mapping; unknown keys are errors naming key and file."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: '{where}' must be a mapping, got {raw!r}")
+    names = [f.name for f in dataclasses.fields(cls)]
+    unknown = [k for k in raw if k not in names]
+    if unknown:
+        key = f"{where}.{unknown[0]}" if where else str(unknown[0])
+        raise ConfigError(f"{source}: unknown key '{key}' (allowed: {', '.join(names)})", key)
+    hints = typing.get_type_hints(cls)
+    prefix = f"{where}." if where else ""
+    return cls(**{k: _coerce(v, hints[k], f"{source}: '{prefix}{k}'") for k, v in raw.items()})
+
+
+def _model_config(raw: Any, source: str) -> ModelConfig:
+    """``model:`` section: ModelConfig fields, on top of ``preset`` (a MODEL_CONFIGS name) if given."""
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: 'model' must be a mapping, got {raw!r}")
+    raw = dict(raw)
+    preset = raw.pop("preset", None)
+    base: dict[str, Any] = {}
+    if preset is not None:
+        from minterpr.models.config import MODEL_CONFIGS
+
+        base = MODEL_CONFIGS.create(preset).to_dict()
+    try:
+        return ModelConfig.from_dict({**base, **raw})
+    except (KeyError, TypeError, ValueError) as err:
+        raise ConfigError(f"{source}: model: {err}") from None
+
+
+def _expand_stage_names(stages: Any, file_stages: list[Any]) -> Any:
+    """A bare stage name becomes that stage as the file defines it (else ``{"name": name}``)."""
+    if not isinstance(stages, list):
+        return stages
+    return [copy.deepcopy(next((s for s in file_stages if isinstance(s, Mapping) and s.get("name") == item),
+                               {"name": item})) if isinstance(item, str) else item for item in stages]
+
+
+def _stages(raw: Any, file_stages: list[Any], source: str) -> list[StageConfig]:
+    if not isinstance(raw, list) or not raw:
+        raise ConfigError(f"{source}: 'stages' must be a non-empty list, got {raw!r}")
+    stages = []
+    for i, item in enumerate(_expand_stage_names(raw, file_stages)):
+        stage = _build(StageConfig, item, f"stages.{i}", source)
+        if stage.name not in STAGE_NAMES:
+            raise ConfigError(f"{source}: 'stages.{i}.name' is {stage.name!r}: must be one of {', '.join(STAGE_NAMES)}")
+        bad = [n for n in stage.resolved_losses() if n not in LOSS_NAMES]
+        if bad:
+            raise ConfigError(f"{source}: 'stages.{i}.losses' has unknown loss {bad[0]!r}: "
+                              f"must be one of {', '.join(LOSS_NAMES)}")
+        rounds = stage.resolved_max_rounds()
+        if stage.name != "attributes" and rounds is not None and rounds < 1:
+            raise ConfigError(f"{source}: 'stages.{i}.max_rounds' must be >= 1 (or null = all rounds), got {rounds}")
+        if stage.epochs < 0 or stage.lr <= 0:
+            raise ConfigError(f"{source}: 'stages.{i}' needs epochs >= 0 and lr > 0")
+        stages.append(stage)
+    return stages
+
+
+def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
+                     file_stages: list[Any] | None = None) -> TrainConfig:
+    """Build and check a TrainConfig; ``source`` names the file in error messages."""
+    raw = dict(raw)
+    sections = {name: raw.pop(name) for name in ("data", "model", "loss_weights", "stages") if name in raw}
+    cfg = _build(TrainConfig, raw, "", source)
+    if "data" in sections:
+        cfg.data = _build(DataConfig, sections["data"] or {}, "data", source)
+    if "model" in sections:
+        cfg.model = _model_config(sections["model"] or {}, source)
+    if "loss_weights" in sections:
+        cfg.loss_weights = _build(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)
+    if "stages" in sections:
+        cfg.stages = _stages(sections["stages"], file_stages or [], source)
+    validate_config(cfg, source)
+    return cfg
+
+
+def validate_config(cfg: TrainConfig, source: str = "<config>") -> None:
+    """Checks that need several fields; raises ConfigError naming the key and file."""
+    if cfg.selection_split == "test":
+        raise ConfigError(
+            "selection_split='test' is refused: picking the model on the test split leaks the test "
+            "set into training decisions and makes the reported test figures optimistic; select on "
+            f"'val' and evaluate on test once, at the end ({source})")
+    if cfg.selection_split != "val":
+        raise ConfigError(f"{source}: 'selection_split' must be 'val', got {cfg.selection_split!r}")
+    parse_selection_metric(cfg.selection_metric)
+    if cfg.data.kind not in DATA_KINDS:
+        raise ConfigError(f"{source}: 'data.kind' must be one of {', '.join(DATA_KINDS)}, got {cfg.data.kind!r}")
+    for key in ("batch_size", "eval_batch_size", "checkpoint_every_steps", "log_every"):
+        if getattr(cfg, key) < 1:
+            raise ConfigError(f"{source}: '{key}' must be >= 1, got {getattr(cfg, key)}")
+    if cfg.workers < 0 or cfg.grad_clip < 0:
+        raise ConfigError(f"{source}: 'workers' and 'grad_clip' must be >= 0")
+    if not (cfg.device in ("cpu", "cuda", "auto") or cfg.device.startswith("cuda:")):
+        raise ConfigError(f"{source}: 'device' must be cpu, cuda, cuda:N or auto, got {cfg.device!r}")
+
+
+def _set_path(raw: dict[str, Any], dotted: str, value: Any, source: str) -> None:
+    """Set ``a.b.0.c`` in nested dicts/lists; list items are addressed by index."""
+    parts = dotted.split(".")
+    node: Any = raw
+    for depth, part in enumerate(parts):
+        last = depth == len(parts) - 1
+        if isinstance(node, list):
+            if not part.isdigit() or int(part) >= len(node):
+                raise ConfigError(f"{source}: '{'.'.join(parts[:depth + 1])}' is not an index of a "
+                                  f"{len(node)}-item list")
+            if last:
+                node[int(part)] = value
+            else:
+                node = node[int(part)]
+        elif isinstance(node, dict):
+            if last:
+                node[part] = value
+            else:
+                node = node.setdefault(part, {})
+        else:
+            raise ConfigError(f"{source}: cannot set '{dotted}': '{'.'.join(parts[:depth])}' is not a section")
+
+
+def resolve_config_path(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
+    """(YAML text, source name) of a config file path or a shipped config name."""
+    path = Path(name_or_path)
+    if path.suffix in (".yaml", ".yml") or path.exists():
+        if not path.is_file():
+            raise ConfigError(f"config file {str(path)!r} does not exist")
+        return path.read_text(encoding="utf-8"), str(path)
+    configs = importlib.resources.files(CONFIG_PACKAGE).joinpath("configs")
+    resource = configs.joinpath(f"{name_or_path}.yaml")
+    if not resource.is_file():
+        names = sorted(p.name[:-5] for p in configs.iterdir() if p.name.endswith(".yaml"))
+        raise ConfigError(f"unknown config {str(name_or_path)!r}: not a file, and not one of {', '.join(names)}")
+    return resource.read_text(encoding="utf-8"), f"minterpr/configs/{name_or_path}.yaml"
+
+
+def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> TrainConfig:
+    """Load a config file or shipped config name, apply ``key.path=value`` overrides, check it.
+
+    Override values are parsed as YAML (``3``, ``1e-3``, ``true``, ``[a, b]``).
+    """
+    text, source = resolve_config_path(name_or_path)
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    file_stages = copy.deepcopy(raw.get("stages") or [])
+    set_by: dict[str, str] = {}  # dotted key -> the --set item that wrote it
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not key=value")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            parsed = value
+        _set_path(raw, key.strip(), parsed, f"{source} (--set {item})")
+        if "stages" in raw:  # bare names -> mappings, so a later stages.N.key=... edits the file's stage
+            raw["stages"] = _expand_stage_names(raw["stages"], file_stages)
+        set_by[key.strip()] = item
+    try:
+        return config_from_dict(raw, source, file_stages)
+    except ConfigError as err:
+        if err.key is not None and err.key in set_by:
+            raise ConfigError(f"{err} (from --set {set_by[err.key]})", err.key) from None
+        raise
+
+
+def save_config(cfg: TrainConfig, path: str | os.PathLike[str]) -> Path:
+    """Write the resolved config as YAML (atomically); ``load_config(path)`` reads it back."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
+    os.replace(tmp, path)
+    return path

@@ -1,0 +1,151 @@
+"""Static evaluation: round replay rules, protocol, and the eval command's JSON, table and plot."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from minterpr.cli.main import main
+from minterpr.data.formats.gallery import write_gallery
+from minterpr.data.formats.minterpedes import write_minterpedes
+from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.report import PERCENT_KEYS, EvaluationReport
+from minterpr.evaluation.static import dialogue_turns, evaluate_dialogues, gallery_from_samples
+from minterpr.index.gallery_index import GalleryIndex
+from minterpr.types import DescriptionTurn, Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
+
+# 3 people, 2 images each; the toy backend embeds person k's images at axis k
+GALLERY = [GalleryImage(f"p{k}_{v}.png", f"toy:{k}") for k in range(3) for v in range(2)]
+
+
+class AxisBackend:
+    """Embeds an image by the person in its file name and a turn by the digit its text ends with."""
+
+    def __init__(self) -> None:
+        self.indexed = 0
+
+    def index_images(self, images, root=None, *, progress=False):
+        self.indexed += 1
+        emb = np.zeros((len(images), 3), np.float32)
+        for i, image in enumerate(images):
+            emb[i, int(image.path[1])] = 1.0 - 0.01 * int(image.path[3])  # view 0 ranks before view 1
+        return GalleryIndex(list(images), emb, root=root)
+
+    def encode_turns(self, turns, index):
+        out = np.zeros((len(turns), 3), np.float32)
+        for r, turn in enumerate(turns):
+            text = turn.text if isinstance(turn, DescriptionTurn) else getattr(turn, "answer", None) or turn.feedback
+            out[r, int(text[-1])] = 1.0
+        return out
+
+
+def sample(target: str, pid: int, description_digit: int, answers: list[int]) -> RetrievalSample:
+    qa = tuple(QATurn("which one?", f"number {a}") for a in answers)
+    return RetrievalSample(target, f"minterpedes:{pid}", Dialogue(f"person {description_digit}", qa))
+
+
+def test_rounds_ended_dialogues_keep_their_last_query():
+    samples = [sample("p0_0.png", 0, 1, [2, 0]),  # wrong, wrong, right: rank 1 only at round 2
+               sample("p1_0.png", 1, 1, [])]  # right at once, and ended after round 0
+    report = evaluate_dialogues(AxisBackend(), samples, GALLERY, None, {"dataset": "toy", "split": "test"})
+    assert [row["r1"] for row in report.rounds] == [50.0, 50.0, 100.0]  # the 1-round dialogue stays right
+    assert [row["hits1"] for row in report.rounds] == [50.0, 50.0, 100.0]
+    assert report.protocol["ended_dialogues"] == "keep_last_query"
+    assert report.protocol["num_queries"] == 2 and report.protocol["num_gallery"] == 6
+    assert report.protocol["num_rounds"] == 3 and report.protocol["dataset"] == "toy"
+    # the same numbers straight from the metrics on hand-made per-round queries
+    axis = np.eye(3, dtype=np.float32)
+    gallery = AxisBackend().index_images(GALLERY).embeddings
+    rounds = [(np.stack([axis[1], axis[1]]), gallery), (np.stack([axis[2], axis[1]]), gallery),
+              (np.stack([axis[0], axis[1]]), gallery)]
+    expected = per_round_metrics(rounds, ["toy:0", "toy:1"], [g.person_id for g in GALLERY])
+    assert report.rounds == expected["rounds"] and report.bri == pytest.approx(expected["bri"])
+
+
+def test_max_rounds_and_description_only():
+    samples = [sample("p0_0.png", 0, 1, [2, 0])]
+    assert len(evaluate_dialogues(AxisBackend(), samples, GALLERY, None, max_rounds=2).rounds) == 2
+    flat = evaluate_dialogues(AxisBackend(), samples, GALLERY, None, description_only=True)
+    assert [row["r1"] for row in flat.rounds] == [0.0, 0.0, 0.0]  # as many rounds, description alone
+    assert flat.protocol["queries"] == "description_only"
+    assert [type(t).__name__ for t in dialogue_turns(samples[0], description_only=True)] == ["DescriptionTurn"]
+    with pytest.raises(ValueError, match="max_rounds"):
+        evaluate_dialogues(AxisBackend(), samples, GALLERY, None, max_rounds=0)
+
+
+def test_identity_comes_from_the_gallery_manifest():
+    # the dialogue says "minterpedes:9" but the manifest says the target image shows toy:0
+    report = evaluate_dialogues(AxisBackend(), [sample("p0_0.png", 9, 0, [])], GALLERY, None)
+    assert report.rounds[0]["r1"] == 100.0
+
+
+def test_gallery_from_samples_adds_unlabelled_references():
+    refs = (ReferenceTurn("b.png", "no"), ReferenceTurn("a.png", "yes"))
+    s = RetrievalSample("a.png", "x:1", Dialogue("d", (), refs))
+    t = RetrievalSample("b.png", "x:2", Dialogue("e"))
+    pairs = [(g.path, g.person_id) for g in gallery_from_samples([s])]
+    assert pairs == [("a.png", "x:1"), ("b.png", "unlabelled:b.png")]
+    assert [g.person_id for g in gallery_from_samples([s, t])] == ["x:1", "x:2"]  # a target's id wins
+
+
+@pytest.fixture(scope="module")
+def eval_setup(tmp_path_factory):
+    """A tiny (untrained) model saved as a run, and a test split with its manifest."""
+    from minterpr.models import create_model, save_model
+
+    root = tmp_path_factory.mktemp("eval_data")
+    colours = [(200, 30, 30), (30, 60, 200), (30, 160, 60), (230, 210, 40)]
+    gallery = []
+    for k, colour in enumerate(colours):
+        for v in range(2):
+            Image.new("RGB", (32, 64), tuple(max(0, c - 40 * v) for c in colour)).save(root / f"p{k}_{v}.png")
+            gallery.append(GalleryImage(f"p{k}_{v}.png", f"toy:{k}"))
+    samples = [RetrievalSample(f"p{k}_0.png", f"minterpedes:{k}", Dialogue(
+        f"a person in colour {k}", tuple(QATurn("Bag?", "no") for _ in range(k)),
+        (ReferenceTurn(f"p{(k + 1) % 4}_1.png", "not this one"),) if k % 2 else ())) for k in range(4)]
+    write_gallery(gallery, root / "gallery_test.jsonl")
+    write_minterpedes(samples, root / "test.jsonl")
+    run = tmp_path_factory.mktemp("run")
+    save_model(create_model("tiny"), run / "model.pt", extra={"stage": "dialogue", "epoch": 2})
+    return root, run
+
+
+def test_eval_command_writes_json_table_and_plot(eval_setup, tmp_path, capsys):
+    root, run = eval_setup
+    out, plot = tmp_path / "eval.json", tmp_path / "r1.png"
+    code = main(["eval", "--run", str(run), "--data", str(root / "test.jsonl"), "--image-root", str(root),
+                 "--json", str(out), "--plot", str(plot), "--quiet"])
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert printed.splitlines()[0].split()[:3] == ["round", "R@1", "R@5"] and "BRI:" in printed
+    report = EvaluationReport.load(out)
+    data = json.loads(out.read_text())
+    assert set(data) >= {"protocol", "rounds", "bri", "num_queries"}
+    assert len(report.rounds) == 5  # the longest dialogue: description + 3 Q&A + 1 reference
+    assert all(key in row for row in report.rounds for key in PERCENT_KEYS)
+    protocol = report.protocol
+    assert protocol["split"] == "test" and protocol["gallery"].endswith("gallery_test.jsonl")
+    assert protocol["num_queries"] == 4 and protocol["num_gallery"] == 8
+    assert protocol["image_encoder"] == "tiny_cnn" and protocol["selected"] == {"stage": "dialogue", "epoch": 2}
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_eval_command_without_manifest_and_with_max_rounds(eval_setup, tmp_path):
+    root, run = eval_setup
+    lone = tmp_path / "dialogues.jsonl"
+    lone.write_text((root / "test.jsonl").read_text())  # no gallery_dialogues.jsonl beside it
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--run", str(run), "--data", str(lone), "--image-root", str(root), "--json", str(out),
+                 "--max-rounds", "2", "--quiet"]) == 0
+    report = EvaluationReport.load(out)
+    assert len(report.rounds) == 2 and report.protocol["gallery"] == "targets+references"
+    assert report.protocol["num_gallery"] == 4 + 2  # 4 targets + 2 references that are nobody's target
+
+
+def test_eval_command_reports_a_missing_model(eval_setup, tmp_path, capsys):
+    root, _ = eval_setup
+    args = ["eval", "--run", str(tmp_path), "--data", str(root / "test.jsonl"), "--json", str(tmp_path / "x.json")]
+    assert main(args) == 2
+    assert "model.pt does not exist" in capsys.readouterr().err
