@@ -22,6 +22,7 @@ from typing import Mapping, Sequence
 
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig, ambiguity, synthesize_records
 from minterpr.data.formats.gallery import write_gallery
+from minterpr.data.formats.jsonl import atomic_writer
 from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.types import GalleryImage, RetrievalSample, split_person_id
 
@@ -62,9 +63,8 @@ def write_split(out_dir: Path, split: str, gallery: Sequence[GalleryImage], conf
 
 def write_dataset_info(out_dir: Path, info: Mapping[str, object]) -> None:
     """Write DIR/dataset.json atomically (written last: its presence means the build finished)."""
-    tmp = out_dir / f".{DATASET_FILE}.tmp"
-    tmp.write_text(json.dumps(info, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-    os.replace(tmp, out_dir / DATASET_FILE)
+    with atomic_writer(out_dir / DATASET_FILE) as f:
+        f.write(json.dumps(info, indent=2, sort_keys=True) + "\n")
 
 
 def read_dataset_info(data_dir: str | os.PathLike[str]) -> dict:

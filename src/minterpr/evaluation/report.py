@@ -27,12 +27,13 @@ import json
 import math
 import os
 import re
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from minterpr.data.formats.jsonl import atomic_writer
 
 TOP_KEYS = ("protocol", "rounds", "bri")  # required top-level keys
 PERCENT_KEYS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits10")  # required in every round
@@ -143,17 +144,8 @@ class EvaluationReport:
         so a reader never sees a half-written report."""
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
-        text = self.to_json() + "\n"
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as f:
-                f.write(text)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, path)
-        except BaseException:
-            Path(tmp).unlink(missing_ok=True)
-            raise
+        with atomic_writer(path) as f:
+            f.write(self.to_json() + "\n")
         return path
 
     @classmethod
