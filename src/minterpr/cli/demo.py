@@ -14,9 +14,9 @@ import time
 from pathlib import Path
 
 # Small enough to build, train and evaluate in a few minutes on 2 CPU cores.
-DEMO_IDENTITIES = {"train_identities": 800, "val_identities": 150, "test_identities": 300}
+DEMO_IDENTITIES = {"train_identities": 500, "val_identities": 100, "test_identities": 300}
 DEMO_IMAGE_SIZE = (128, 64)  # the model's input size: rendering larger would only be downscaled
-DEMO_TRAIN_OVERRIDES = ("stages.0.epochs=2", "stages.1.epochs=3", "stages.2.epochs=4")
+DEMO_TRAIN_OVERRIDES = ("stages.0.epochs=4", "stages.1.epochs=2", "stages.2.epochs=2")
 DEMO_SETTINGS = {  # name -> simulate() options; the first is the headline result
     "info_gain questions + diverse references": {"question_policy": "info_gain", "reference_policy": "diverse",
                                                  "schedule": "auto"},
@@ -43,12 +43,13 @@ def build_data(out: Path, seed: int) -> Path:
     return data_dir
 
 
-def train_model(out: Path, data_dir: Path, seed: int) -> Path:
+def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic") -> Path:
     from minterpr.training.config import load_config
     from minterpr.training.trainer import train
 
     run_dir = out / "run"
-    cfg = load_config("synthetic", [f"data.root={data_dir}", f"seed={seed}", *DEMO_TRAIN_OVERRIDES])
+    overrides = DEMO_TRAIN_OVERRIDES if config == "synthetic" else ()
+    cfg = load_config(config, [f"data.root={data_dir}", f"seed={seed}", *overrides])
     wanted = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
     stamp = run_dir / "demo_config.json"
     if (run_dir / "model.pt").is_file() and stamp.is_file() and stamp.read_text() == wanted:
@@ -100,7 +101,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     started = time.time()
     try:
         data_dir = build_data(out, args.seed)
-        run_dir = train_model(out, data_dir, args.seed)
+        run_dir = train_model(out, data_dir, args.seed, args.config)
         evaluate(run_dir, data_dir, args)
     except ImportError as err:
         print(f"minterpr demo: {err}", file=sys.stderr)
@@ -116,6 +117,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", default="outputs/demo", metavar="DIR", help="cache directory (default outputs/demo)")
     parser.add_argument("--json", metavar="OUT", help="write the evaluation JSON of the headline setting")
     parser.add_argument("--rounds", type=int, default=5, help="interaction rounds after the description (default 5)")
-    parser.add_argument("--limit", type=int, default=200, help="simulated searches, one per identity (default 200)")
+    parser.add_argument("--limit", type=int, default=100, help="simulated searches, one per identity (default 100)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--config", default="synthetic", help="training config name or YAML (default synthetic)")
     parser.set_defaults(handler=cmd_demo)
