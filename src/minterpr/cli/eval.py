@@ -39,6 +39,7 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.data.formats.minterpedes import read_minterpedes
     from minterpr.evaluation.report import format_table, plot_metric_per_round
+    from minterpr.evaluation.scoring import ScoringConfig
     from minterpr.evaluation.static import evaluate_dialogues, gallery_from_samples
     from minterpr.index.neural_backend import NeuralBackend
     from minterpr.models import load_model, read_checkpoint
@@ -52,6 +53,8 @@ def _run(args: argparse.Namespace) -> int:
     gallery = read_gallery(gallery_path) if gallery_path else gallery_from_samples(samples)
     model = load_model(model_path, map_location=args.device)
     selected = read_checkpoint(model_path)["extra"]
+    stored = ScoringConfig.from_dict(selected.get("scoring"))  # chosen on the validation split at training time
+    scoring = stored if args.attribute_weight is None else ScoringConfig(args.attribute_weight, stored.prob_floor)
     backend = NeuralBackend(model, device=args.device, batch_size=args.batch_size)
     protocol = {
         "dataset": str(data.parent), "split": data.stem, "dialogues": str(data),
@@ -62,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     }
     report = evaluate_dialogues(backend, samples, gallery, args.image_root or str(data.parent), protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=not args.quiet)
+                                progress=not args.quiet, scoring=scoring)
     print(format_table(report))
     report.save(args.json)
     print(f"wrote {args.json}")
@@ -88,6 +91,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-rounds", type=int, metavar="N", help="replay rounds 0..N-1 only")
     parser.add_argument("--description-only", action="store_true",
                         help="single-shot baseline: every round uses the description alone")
+    parser.add_argument("--attribute-weight", type=float, metavar="W",
+                        help="score = cosine + W * attribute log-likelihood of the parsed facts "
+                             "(default: the weight stored with the model, chosen on val; 0 = embedding only)")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--batch-size", type=int, default=64, help="images / dialogues per forward pass")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

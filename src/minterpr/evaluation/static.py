@@ -8,6 +8,11 @@ Dialogues of different lengths: a dialogue that has ended keeps its last query f
 rounds (the user has nothing more to say; the ranking they see stays), so every round has
 all queries and the rounds remain comparable. ``protocol["ended_dialogues"]`` records this.
 
+Scores: the query-image cosine, plus (``scoring=ScoringConfig(attribute_weight=w)``) ``w`` times
+the attribute log-likelihood of every fact parsed from the replayed turns so far (see
+:mod:`minterpr.evaluation.scoring`); :func:`select_attribute_weight` picks ``w`` on a validation
+split. ``protocol["scoring"]`` records the setting.
+
 ``description_only=True`` is the single-shot baseline protocol: every round uses the
 description alone (a text-to-image model that ignores the conversation), so its curve is flat
 and the gap to the dialogue curve is what interaction adds.
@@ -38,6 +43,7 @@ import numpy as np
 
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
+from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, FactScorer, ScoringConfig, combine
 from minterpr.types import GalleryImage, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
@@ -81,38 +87,92 @@ def _encode_all(backend: Any, dialogues: list[list[Turn]], index: Any) -> list[n
     return [np.asarray(backend.encode_turns(turns, index), np.float32) for turns in dialogues]
 
 
+class _Replay:
+    """A gallery indexed once and every dialogue's per-round queries (and facts), ready to score."""
+
+    def __init__(self, backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
+                 image_root: str | os.PathLike[str] | None, max_rounds: int | None, description_only: bool,
+                 progress: bool) -> None:
+        if not samples:
+            raise ValueError("no dialogues to evaluate")
+        if not gallery_images:
+            raise ValueError("the gallery is empty")
+        if max_rounds is not None and max_rounds < 1:
+            raise ValueError(f"max_rounds must be >= 1 (round 0 is the description), got {max_rounds}")
+        root = None if image_root is None else os.fspath(image_root)
+        self.index = backend.index_images(list(gallery_images), root, progress=progress)
+        pid_of = {image.path: image.person_id for image in gallery_images}
+        self.query_pids = [pid_of.get(s.target_path, s.person_id) for s in samples]
+        self.gallery_pids = [image.person_id for image in gallery_images]
+        self.lengths = [len(dialogue_turns(s, max_rounds)) for s in samples]  # rounds each dialogue really has
+        self.turns = [dialogue_turns(s, max_rounds, description_only) for s in samples]
+        self.queries = _encode_all(backend, self.turns, self.index)
+        self.num_rounds = max(self.lengths)
+        self.gallery = np.asarray(self.index.embeddings, np.float32)
+        self._scorer: FactScorer | None = None
+
+    def _pick(self, q: np.ndarray, r: int, n: int) -> Any:  # an ended dialogue keeps its last round
+        return q[min(r, len(q) - 1, n - 1)]
+
+    def loglik(self, r: int, floor: float) -> np.ndarray:
+        """(Q, G) attribute log-likelihood of each dialogue's facts up to round r."""
+        probs = getattr(self.index, "attribute_probs", None)
+        if probs is None:
+            raise ValueError("attribute fusion needs a backend whose index has attribute_probs")
+        if self._scorer is None or self._scorer.floor != floor:
+            self._scorer = FactScorer(np.asarray(probs, np.float32), floor)
+            self._facts = [self._scorer.rounds(t) for t in self.turns]  # (R_i, G) each
+        return np.stack([self._pick(f, r, n) for f, n in zip(self._facts, self.lengths)])
+
+    def round_scores(self, r: int, scoring: ScoringConfig) -> np.ndarray:
+        """(Q, G) final scores of round r."""
+        cosine = np.stack([self._pick(q, r, n) for q, n in zip(self.queries, self.lengths)]) @ self.gallery.T
+        loglik = self.loglik(r, scoring.prob_floor) if scoring.attribute_weight > 0 else None
+        return combine(cosine, loglik, scoring)
+
+    def metrics(self, scoring: ScoringConfig) -> dict[str, Any]:
+        return per_round_metrics((self.round_scores(r, scoring) for r in range(self.num_rounds)),
+                                 self.query_pids, self.gallery_pids)
+
+
 def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                        image_root: str | os.PathLike[str] | None, protocol: Mapping[str, Any] | None = None, *,
                        max_rounds: int | None = None, description_only: bool = False,
-                       progress: bool = False) -> EvaluationReport:
+                       progress: bool = False, scoring: ScoringConfig | None = None) -> EvaluationReport:
     """Replay ``samples`` round by round with ``backend`` (a RetrievalBackend) against the gallery.
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
     gallery's person id of its image (the manifest is the truth), else the sample's.
+    ``scoring`` (default: embedding cosine only) adds ``w · Σ log P(fact | image)`` over the
+    facts of the replayed turns (:mod:`minterpr.evaluation.scoring`; needs ``attribute_probs``).
     ``protocol`` (dataset, split, model, ...) is recorded in the report with what this adds:
-    ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``.
+    ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``, ``scoring``.
     """
-    if not samples:
-        raise ValueError("no dialogues to evaluate")
-    if not gallery_images:
-        raise ValueError("the gallery is empty")
-    if max_rounds is not None and max_rounds < 1:
-        raise ValueError(f"max_rounds must be >= 1 (round 0 is the description), got {max_rounds}")
-    root = None if image_root is None else os.fspath(image_root)
-    index = backend.index_images(list(gallery_images), root, progress=progress)
-    pid_of = {image.path: image.person_id for image in gallery_images}
-    query_pids = [pid_of.get(s.target_path, s.person_id) for s in samples]
-    lengths = [len(dialogue_turns(s, max_rounds)) for s in samples]  # rounds each dialogue really has
-    queries = _encode_all(backend, [dialogue_turns(s, max_rounds, description_only) for s in samples], index)
-    num_rounds = max(lengths)
-    gallery = np.asarray(index.embeddings, np.float32)
-
-    def round_queries(r: int) -> np.ndarray:  # (Q, D): an ended dialogue keeps its last query
-        return np.stack([q[min(r, len(q) - 1, n - 1)] for q, n in zip(queries, lengths)])
-
-    result = per_round_metrics(((round_queries(r), gallery) for r in range(num_rounds)),
-                               query_pids, [image.person_id for image in gallery_images])
+    scoring = scoring or ScoringConfig()
+    replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress)
+    result = replay.metrics(scoring)
     full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
-            "num_rounds": num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",
-            "queries": "description_only" if description_only else "dialogue"}
+            "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",
+            "queries": "description_only" if description_only else "dialogue", "scoring": scoring.to_dict()}
     return build_report(full, result)
+
+
+def select_attribute_weight(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
+                            image_root: str | os.PathLike[str] | None,
+                            grid: Sequence[float] = DEFAULT_WEIGHT_GRID, *, prob_floor: float = 0.02,
+                            progress: bool = False) -> tuple[ScoringConfig, dict[float, float]]:
+    """The ``attribute_weight`` of ``grid`` with the best R@1 after the last round (ties: mean R@1
+    over rounds), and every candidate's R@1@last. Use a validation split, never the test split.
+
+    The gallery is indexed and the dialogues encoded once; only the score sum changes per w.
+    """
+    replay = _Replay(backend, samples, gallery_images, image_root, None, False, progress)
+    tried: dict[float, float] = {}
+    best_key, best = None, ScoringConfig(prob_floor=prob_floor)
+    for w in grid:
+        rounds = replay.metrics(ScoringConfig(float(w), prob_floor))["rounds"]
+        tried[float(w)] = rounds[-1]["r1"]
+        key = (rounds[-1]["r1"], float(np.mean([row["r1"] for row in rounds])))
+        if best_key is None or key > best_key:
+            best_key, best = key, ScoringConfig(float(w), prob_floor)
+    return best, tried

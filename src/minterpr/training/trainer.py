@@ -188,9 +188,12 @@ class Trainer:
 
     def _run_stage(self, si: int) -> None:
         stage = self.cfg.stages[si]
+        if stage.epochs == 0:  # skipped before its items and feature tables are built (that costs minutes)
+            self.state.update(stage_index=si + 1, epoch=0, step_in_epoch=0, order=None)
+            return
         apply_freezing(self.model, stage)
         data = stage_data(stage, self.train_split, self.identities, self.source, self.model.config.max_turns)
-        if len(data) == 0 or stage.epochs == 0:
+        if len(data) == 0:
             self.state.update(stage_index=si + 1, epoch=0, step_in_epoch=0, order=None)
             return
         per_rank = -(-len(data) // self.world)

@@ -1,0 +1,72 @@
+"""Attribute-evidence fusion in static evaluation and the neural backend."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.evaluation.scoring import ScoringConfig, combine, round_log_likelihoods
+from minterpr.evaluation.static import evaluate_dialogues, select_attribute_weight
+from minterpr.index.gallery_index import GalleryIndex
+from minterpr.types import Dialogue, DescriptionTurn, GalleryImage, QATurn, RetrievalSample
+
+RED = ONTOLOGY.flat_labels().index(("upper_colour", "red"))
+BLUE = ONTOLOGY.flat_labels().index(("upper_colour", "blue"))
+
+
+def _probs() -> np.ndarray:
+    """Image 0 predicted blue on top, image 1 red on top."""
+    probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.05, np.float32)
+    probs[0, BLUE] = probs[1, RED] = 0.9
+    return probs
+
+
+class FlatBackend:
+    """Every image and query has the same embedding: only the attribute term can rank."""
+
+    def index_images(self, images, root=None, *, progress=False):
+        return GalleryIndex(list(images), np.ones((len(images), 2), np.float32) / np.sqrt(2), _probs(), root)
+
+    def encode_turns(self, turns, index):
+        return np.ones((len(turns), 2), np.float32) / np.sqrt(2)
+
+
+GALLERY = [GalleryImage("blue.jpg", "x:1"), GalleryImage("red.jpg", "x:2")]
+
+
+def _sample(*answers: str) -> RetrievalSample:
+    qa = tuple(QATurn("What colour was the top?", a) for a in answers)
+    return RetrievalSample("red.jpg", "x:2", Dialogue("a person", qa))
+
+
+def test_loglik_follows_stated_and_negated_facts() -> None:
+    ll = round_log_likelihoods([DescriptionTurn("someone in a red top"), DescriptionTurn("the top was not red")],
+                               _probs())  # (R, N)
+    assert ll.shape == (2, 2)
+    assert ll[0, 1] > ll[0, 0]  # "red top" favours the red image
+    step = ll[1] - ll[0]  # what "not red" added
+    assert step[0] > step[1]  # the negation counts against the red image
+
+
+def test_fusion_changes_the_ranking_only_with_a_weight() -> None:
+    samples = [_sample("red")]
+    off = evaluate_dialogues(FlatBackend(), samples, GALLERY, None)
+    on = evaluate_dialogues(FlatBackend(), samples, GALLERY, None, scoring=ScoringConfig(attribute_weight=0.1))
+    assert [r["r1"] for r in off.rounds] == [0.0, 0.0]  # ties keep gallery order: blue first
+    assert [r["r1"] for r in on.rounds] == [0.0, 100.0]  # round 1 says "red"
+    assert on.protocol["scoring"]["attribute_weight"] == 0.1
+
+
+def test_select_attribute_weight_prefers_evidence_when_it_helps() -> None:
+    best, tried = select_attribute_weight(FlatBackend(), [_sample("red")], GALLERY, None, grid=(0.0, 0.1))
+    assert best.attribute_weight == 0.1 and tried == {0.0: 0.0, 0.1: 100.0}
+
+
+def test_scoring_config_validates_and_round_trips() -> None:
+    with pytest.raises(ValueError, match="attribute_weight"):
+        ScoringConfig(attribute_weight=-1.0)
+    config = ScoringConfig(0.3)
+    assert ScoringConfig.from_dict(config.to_dict()) == config and ScoringConfig.from_dict(None) == ScoringConfig()
+    cosine = np.zeros((1, 2), np.float32)
+    assert combine(cosine, None, config) is cosine
+
