@@ -19,7 +19,7 @@ COLOURS = ("black", "blue", "brown", "green", "grey", "orange", "pink", "purple"
 
 # Colour words: canonical first, then synonyms a person would use.
 _COLOUR_PHRASES: dict[str, tuple[str, ...]] = {
-    "black": ("black", "jet black"),
+    "black": ("black", "jet black", "dark black"),
     "blue": ("blue", "navy", "dark blue", "light blue", "denim blue"),
     "brown": ("brown", "khaki", "tan", "beige", "dark brown"),
     "green": ("green", "olive", "dark green"),
