@@ -203,4 +203,3 @@ class NeuralBackend:
         if not turns:
             return np.zeros((0, self.model.embed_dim), np.float32)
         return self.encode_dialogues([turns], index)[0]
-
