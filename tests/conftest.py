@@ -39,3 +39,16 @@ def attribute_gallery() -> list[GalleryImage]:
         gallery += [GalleryImage(f"{pid}_{k}.jpg", f"test:{pid}", camera_id=f"test:cam{k}", attributes=attributes)
                     for k in range(3)]
     return gallery
+
+
+@pytest.fixture(scope="module")
+def one_torch_thread():
+    """One intra-op torch thread for a test module: tiny models gain nothing from threads, on a
+    busy 2-core machine spinning OpenMP threads make them many times slower, and one thread
+    fixes the float reduction order, so in-process and subprocess runs compute the same numbers."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

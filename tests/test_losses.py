@@ -22,14 +22,8 @@ from minterpr.models.losses import (  # noqa: E402
 )
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors gain nothing from intra-op threads, and on a busy 2-core machine
-    OpenMP spinning makes these tests several times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# One intra-op thread (see conftest.one_torch_thread).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def unit(*shape: int, seed: int = 0) -> torch.Tensor:

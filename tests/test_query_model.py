@@ -42,14 +42,8 @@ TEXTS = ["a woman in a long red coat", "what colour were her shoes? white", "no,
 TURN_TYPES = [0, 1, 2, 3, 1, -1]
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """Tiny tensors gain nothing from intra-op threads, and on a busy 2-core machine
-    OpenMP spinning makes these tests several times slower."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+# One intra-op thread (see conftest.one_torch_thread).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_every_registered_config_is_covered():

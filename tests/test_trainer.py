@@ -34,15 +34,8 @@ def make_tiny_dataset(root: Path) -> Path:
     return root
 
 
-@pytest.fixture(scope="module", autouse=True)
-def one_thread():
-    """One intra-op thread here and in the subprocesses: on a busy 2-core machine, two spinning
-    OpenMP threads per process make tiny models 20x slower; it also fixes the float reduction
-    order, so the in-process and the subprocess runs compute the very same numbers."""
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+# One intra-op thread (see conftest.one_torch_thread).
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def subprocess_env() -> dict[str, str]:
