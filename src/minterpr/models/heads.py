@@ -5,6 +5,8 @@ garment colours), so the image embedding projects the global feature *and* the P
 (part) features. The attribute head lets every ontology slot attend over the stripes (a
 shoe colour lives in the bottom stripe, hair in the top one), and the identity head is a
 BNNeck-style classifier (BatchNorm, then a bias-free linear) used only in training.
+With a colour branch (:mod:`minterpr.models.colour`), its per-stripe palette histograms
+become extra tokens beside the stripes, so both the attributes and the embedding see colour.
 
 Example:
     >>> import torch
@@ -70,15 +72,30 @@ class ImageHead(nn.Module):
         label_slots: Sequence[int],
         num_identities: int = 0,
         dropout: float = 0.0,
+        colour_dim: int = 0,
+        colour_stripes: int = 0,
     ) -> None:
         super().__init__()
+        if (colour_dim > 0) != (colour_stripes > 0):
+            raise ValueError(f"colour_dim ({colour_dim}) and colour_stripes ({colour_stripes}) must both be 0 or > 0")
         # LayerNorm first: backbone features (post-ReLU6 averages, CLIP projections) have
         # scales unrelated to the new layers'
         self.global_proj = nn.Sequential(nn.LayerNorm(global_dim), nn.Linear(global_dim, embed_dim))
         self.stripe_proj = nn.Sequential(nn.LayerNorm(stripe_dim), nn.Linear(stripe_dim, embed_dim))
         self.part_embedding = nn.Parameter(torch.zeros(num_stripes, embed_dim))  # (P, D): which stripe
         # fuse: a linear over [global; stripe_1..stripe_P] keeps the part layout in the embedding
-        self.fuse = nn.Sequential(nn.Dropout(dropout), nn.Linear((1 + num_stripes) * embed_dim, embed_dim))
+        self.colour_stripes = colour_stripes
+        if colour_stripes:
+            # histograms -> tokens; the square root (Hellinger map) lifts small but telling
+            # fractions such as the shoes' share of the bottom stripe
+            self.colour_proj: nn.Module | None = nn.Sequential(
+                nn.Linear(colour_dim, embed_dim), nn.GELU(), nn.Linear(embed_dim, embed_dim)
+            )
+            self.colour_position = nn.Parameter(torch.zeros(colour_stripes, embed_dim))  # (P_c, D)
+        else:
+            self.colour_proj = None
+        num_tokens = 1 + num_stripes + colour_stripes
+        self.fuse = nn.Sequential(nn.Dropout(dropout), nn.Linear(num_tokens * embed_dim, embed_dim))
         self.attributes = SlotAttributeHead(embed_dim, label_slots)
         self.num_identities = num_identities
         if num_identities > 0:
@@ -89,11 +106,20 @@ class ImageHead(nn.Module):
         else:
             self.classifier = None
 
-    def forward(self, global_feat: torch.Tensor, stripes: torch.Tensor) -> dict[str, torch.Tensor | None]:
-        """global (B, C_g), stripes (B, P, C_s) -> {"embedding", "attribute_logits", "id_logits"}."""
+    def forward(
+        self, global_feat: torch.Tensor, stripes: torch.Tensor, colour: torch.Tensor | None = None
+    ) -> dict[str, torch.Tensor | None]:
+        """global (B, C_g), stripes (B, P, C_s), colour (B, P_c, K) histograms when the head has a
+        colour branch -> {"embedding", "attribute_logits", "id_logits"}."""
         g = self.global_proj(global_feat)  # (B, D)
         parts = self.stripe_proj(stripes) + self.part_embedding  # (B, P, D)
-        tokens = torch.cat([g.unsqueeze(1), parts], dim=1)  # (B, 1 + P, D)
+        token_list = [g.unsqueeze(1), parts]
+        if self.colour_proj is not None:
+            if colour is None or colour.shape[1] != self.colour_stripes:
+                got = None if colour is None else tuple(colour.shape)
+                raise ValueError(f"this head needs colour histograms (B, {self.colour_stripes}, K), got {got}")
+            token_list.append(self.colour_proj(colour.clamp(min=0).sqrt()) + self.colour_position)  # (B, P_c, D)
+        tokens = torch.cat(token_list, dim=1)  # (B, 1 + P + P_c, D)
         features = g + self.fuse(tokens.flatten(1))  # (B, D); the global path stays a residual
         id_logits = None
         if self.classifier is not None:

@@ -1,7 +1,9 @@
 """The retrieval model: image embeddings for the gallery, dialogue queries for the user.
 
 Image side: encoder stem (frozen, cacheable) -> encoder head -> :class:`ImageHead`
-(embedding over global + stripe features, attribute logits, identity logits).
+(embedding over global + stripe features, attribute logits, identity logits). With
+``config.colour_stripes`` the stem output also carries the colour branch's stripe
+histograms (both packed in one flat tensor, so caches store one row per image).
 Text side: a frozen text encoder gives cacheable features (Dt), which the turn encoder
 projects to D. Dialogue side: every turn -> one vector (:class:`TurnEncoder`), then the
 causal :class:`DialogueMemory` gives the query after every round in one pass.
@@ -35,8 +37,10 @@ import math
 from typing import Mapping, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from .colour import PALETTE, ColourBranch
 from .config import MODEL_CONFIGS, ModelConfig
 from .encoders import ImagePreprocess, create_image_encoder, create_text_encoder
 from .heads import ImageHead, ontology_label_slots
@@ -70,7 +74,13 @@ class RetrievalModel(nn.Module):
             label_slots=ontology_label_slots(),
             num_identities=config.num_identities,
             dropout=config.dropout,
+            colour_dim=len(PALETTE) if config.colour_stripes else 0,
+            colour_stripes=config.colour_stripes,
         )
+        preprocess = self.image_encoder.preprocess
+        self.colour_branch = (ColourBranch(mean=preprocess.mean, std=preprocess.std)
+                              if config.colour_stripes else None)
+        self._stem_shape: tuple[int, ...] | None = None  # per-image stem output shape, found lazily
         self.turn_encoder = TurnEncoder(self.text_dim, config.embed_dim, config.dropout)
         self.memory = DialogueMemory(
             config.embed_dim, config.memory_layers, config.memory_heads, config.max_turns, config.dropout
@@ -111,18 +121,47 @@ class RetrievalModel(nn.Module):
 
     # ------------------------------------------------------------------ image side
     def image_stem(self, pixels: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) preprocessed images -> output of the frozen stem (cacheable; no grad)."""
+        """(B, 3, H, W) preprocessed images -> output of the frozen stem (cacheable; no grad).
+
+        With a colour branch: (B, S + P_c * K), the flattened stem and the stripe histograms.
+        """
         frozen = self.image_encoder.frozen_stages == self.image_encoder.split_stage
         with torch.no_grad() if frozen else contextlib.nullcontext():
-            return self.image_encoder.forward_stem(pixels)
+            stem = self.image_encoder.forward_stem(pixels)
+        if self.colour_branch is None:
+            return stem
+        self._stem_shape = tuple(stem.shape[1:])
+        with torch.no_grad():  # no parameters: nothing to train
+            membership = self.colour_branch(pixels)  # (B, K, H, W)
+            colour = F.adaptive_avg_pool2d(membership, (self.config.colour_stripes, 1)).flatten(2)  # (B, K, P_c)
+        return torch.cat([stem.flatten(1), colour.transpose(1, 2).flatten(1).to(stem.dtype)], dim=1)
+
+    def _split_stem(self, stem_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """Inverse of the packing in :meth:`image_stem`: -> (stem, colour (B, P_c, K) | None)."""
+        if self.colour_branch is None:
+            return stem_out, None
+        if self._stem_shape is None:  # e.g. stems read from a cache: run the stem once to learn its shape
+            h, w = self.config.image_size
+            was_training = self.image_encoder.training
+            with torch.no_grad():
+                self._stem_shape = tuple(self.image_encoder.eval().forward_stem(
+                    torch.zeros(1, 3, h, w, device=self.device)).shape[1:])
+            self.image_encoder.train(was_training)
+        k, p = self.colour_branch.num_colours, self.config.colour_stripes
+        expected = math.prod(self._stem_shape) + p * k
+        if stem_out.dim() != 2 or stem_out.shape[1] != expected:
+            raise ValueError(f"packed stem output must be (B, {expected}), got {tuple(stem_out.shape)}")
+        stem = stem_out[:, : -p * k].reshape(-1, *self._stem_shape)
+        return stem, stem_out[:, -p * k:].reshape(-1, p, k)
 
     def encode_image_features(self, stem_out: torch.Tensor) -> dict[str, torch.Tensor | None]:
         """Stem output -> {"embedding": (B, D) L2-normalised, "attribute_logits": (B, L), "id_logits": (B, K) | None}.
 
         L = ``len(ONTOLOGY.flat_labels())``; K = ``config.num_identities`` (None when 0).
         """
-        features = self.image_encoder.forward_head(stem_out)
-        return self.image_head(features["global"], features["stripes"])
+        stem, colour = self._split_stem(stem_out)
+        features = self.image_encoder.forward_head(stem)
+        return self.image_head(features["global"], features["stripes"], colour)
 
     def encode_images(self, pixels: torch.Tensor) -> dict[str, torch.Tensor | None]:
         """(B, 3, H, W) -> the dict of :meth:`encode_image_features`."""

@@ -51,10 +51,11 @@ def _hash_module(h: Any, module: nn.Module) -> None:
 
 
 def stem_fingerprint(model: RetrievalModel) -> str:
-    """Hash of what the stem output depends on: encoder, image size, frozen stages and their weights."""
+    """Hash of what the stem output depends on: encoder, image size, frozen stages and their weights,
+    and the colour branch packed with it."""
     enc = model.image_encoder
     h = hashlib.sha1(repr((model.config.image_encoder, tuple(model.config.image_size), enc.preprocess,
-                           enc.split_stage)).encode())
+                           enc.split_stage, model.config.colour_stripes)).encode())
     for stage in list(enc.stages)[: enc.split_stage]:
         _hash_module(h, stage)
     return h.hexdigest()
