@@ -19,7 +19,8 @@ from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
 from minterpr.data.synthetic.world import SyntheticWorldConfig
-from minterpr.models import create_model, load_model
+from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
+from minterpr.models import create_model, load_model, read_checkpoint
 from minterpr.training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
 from minterpr.training.config import load_config, save_config
 from minterpr.training.data import (FeatureTable, attribute_targets, gather_rows, identity_index, load_split,
@@ -195,6 +196,11 @@ def test_train_command_writes_the_run(finished_run):
     best = torch.load(finished_run / "best.pt", weights_only=True)
     assert all(torch.equal(v, best["state_dict"][k]) for k, v in model.state_dict().items())
     assert any(finished_run.joinpath("cache", "stems").iterdir())
+    extra = read_checkpoint(finished_run / "model.pt")["extra"]  # the attribute weight, chosen on val
+    tried = extra["scoring_selection"]["r1_last_by_weight"]
+    assert extra["scoring_selection"]["split"] == "val" and len(tried) == len(DEFAULT_WEIGHT_GRID)
+    assert extra["scoring"]["attribute_weight"] in DEFAULT_WEIGHT_GRID
+    assert tried[str(float(extra["scoring"]["attribute_weight"]))] == max(tried.values())
 
 
 def test_existing_run_needs_resume_and_the_same_config(finished_run, dataset, capsys):

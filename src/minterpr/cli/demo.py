@@ -59,7 +59,12 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic")
     resume = (run_dir / "last.pt").is_file() and stamp.is_file() and stamp.read_text() == wanted
     run_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(wanted)
-    train(cfg, run_dir, resume=resume)
+    result = train(cfg, run_dir, resume=resume)
+    if cfg.select_attribute_weight:  # as `minterpr train` does, so `minterpr eval` finds the weight
+        from minterpr.cli.train import choose_attribute_weight
+
+        weight, _ = choose_attribute_weight(cfg, result.model_path)
+        _say(f"attribute weight {weight:g} (chosen on val for `minterpr eval`)")
     _say(f"model: {run_dir / 'model.pt'} (trained in {time.time() - started:.0f} s)")
     return run_dir
 

@@ -56,7 +56,39 @@ def run(args: argparse.Namespace) -> int:
         print(f"best {cfg.selection_metric} = {best['value']:.2f} (stage {best['stage']}, epoch {best['epoch'] + 1})")
     for stage, rate in result.samples_per_second.items():
         print(f"{stage}: {rate:.1f} training samples/s")
+    if cfg.select_attribute_weight:
+        try:
+            weight, tried = choose_attribute_weight(cfg, result.model_path)
+        except (ValueError, OSError) as exc:
+            print(f"minterpr train: error while choosing the attribute weight: {exc}", file=sys.stderr)
+            return 2
+        table = ", ".join(f"w={w:g}: {r1:.1f}" for w, r1 in tried.items())
+        print(f"attribute weight {weight:g} chosen on {cfg.selection_split} (R@1 after the last round: {table})")
     return 0
+
+
+def choose_attribute_weight(cfg, model_path: Path) -> tuple[float, dict[float, float]]:
+    """Pick the static score's attribute-evidence weight on the selection split; store it in model.pt.
+
+    ``minterpr eval`` reads it back (checkpoint extra ``"scoring"``) unless ``--attribute-weight``
+    overrides it. Returns the weight and R@1 after the last round for every candidate.
+    """
+    from minterpr.evaluation.static import select_attribute_weight
+    from minterpr.index.neural_backend import NeuralBackend
+    from minterpr.models import load_model, update_extra
+    from minterpr.training.data import load_split
+    from minterpr.training.trainer import resolve_device
+
+    split = load_split(cfg.data, cfg.selection_split)  # the config refuses "test"
+    device = resolve_device(cfg.device)
+    backend = NeuralBackend(load_model(model_path, map_location=device), device=device,
+                            batch_size=cfg.eval_batch_size)
+    best, tried = select_attribute_weight(backend, split.samples, split.gallery, split.image_root,
+                                          progress=cfg.progress)
+    update_extra(model_path, {"scoring": best.to_dict(),
+                              "scoring_selection": {"split": cfg.selection_split,
+                                                    "r1_last_by_weight": {str(w): r1 for w, r1 in tried.items()}}})
+    return best.attribute_weight, tried
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -14,7 +14,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ImportError("minterpr.models needs torch: pip install 'minterpr[model]'") from error
 
 from .config import MODEL_CONFIGS, ModelConfig
-from .io import load_model, read_checkpoint, save_model
+from .io import load_model, read_checkpoint, save_model, update_extra
 from .losses import LossWeights, compute_losses
 from .query_model import RetrievalModel, create_model
 
@@ -28,4 +28,5 @@ __all__ = [
     "load_model",
     "read_checkpoint",
     "save_model",
+    "update_extra",
 ]

@@ -44,10 +44,30 @@ def save_model(model: RetrievalModel, path: str | PathLike[str], extra: Mapping[
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "extra": dict(extra or {}),
     }
-    handle, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=directory)
+    _save_atomic(payload, path)
+
+
+def update_extra(path: str | PathLike[str], changes: Mapping[str, Any]) -> None:
+    """Merge ``changes`` into the ``extra`` of the model file at ``path`` (rewritten atomically).
+
+    Example:
+        >>> path = os.path.join(tempfile.mkdtemp(), "model.pt")
+        >>> save_model(create_model("tiny"), path, extra={"epoch": 3})
+        >>> update_extra(path, {"scoring": {"attribute_weight": 0.1}})
+        >>> read_checkpoint(path)["extra"]
+        {'epoch': 3, 'scoring': {'attribute_weight': 0.1}}
+    """
+    payload = read_checkpoint(path)
+    payload["extra"] = {**payload["extra"], **dict(changes)}
+    _save_atomic(payload, os.fspath(path))
+
+
+def _save_atomic(payload: Mapping[str, Any], path: str) -> None:
+    # a kill mid-write leaves the old file or the new one, never half of one
+    handle, tmp_path = tempfile.mkstemp(prefix=".tmp-", suffix=".pt", dir=os.path.dirname(os.path.abspath(path)))
     try:
         with os.fdopen(handle, "wb") as file:
-            torch.save(payload, file)
+            torch.save(dict(payload), file)
         os.replace(tmp_path, path)
     except BaseException:
         if os.path.exists(tmp_path):

@@ -7,10 +7,11 @@ typo never silently falls back to a default. ``model`` takes the fields of
 :class:`minterpr.models.config.ModelConfig`, optionally on top of a named ``preset``.
 
 ``stages`` lists the progressive tuning stages (as ChatReID): ``attributes`` (attribute and
-identity losses on images), ``alignment`` (round-0 descriptions against images: ITC + SDM),
-``dialogue`` (every round of full dialogues, deep supervision, reference loss). An entry may be
-a mapping or just a stage name, which picks that stage from the file (or its defaults): so
-``--set stages=[attributes,alignment]`` trains the description-only baseline.
+identity losses on images), ``alignment`` (round-0 descriptions against images: ITC + SDM,
+with the identity and attribute terms kept on), ``dialogue`` (every round of full dialogues,
+deep supervision, reference loss). An entry may be a mapping or just a stage name, which
+picks that stage from the file (or its defaults): so ``--set stages=[attributes,alignment]``
+trains the description-only baseline.
 
 Example:
     >>> cfg = load_config("tiny", ["batch_size=4", "stages.0.epochs=2"])
@@ -120,6 +121,9 @@ class TrainConfig:
     grad_clip: float = 5.0  # clip the gradient norm to this; 0 = off
     selection_metric: str = "r1@last"  # "<metric>@<round|last>" or "bri" on the selection split
     selection_split: str = "val"  # split used to pick best.pt; "test" is refused
+    # after training, `minterpr train` also picks the weight of the attribute evidence in the
+    # static score (cosine + w * log-likelihood) on the selection split and stores it in model.pt
+    select_attribute_weight: bool = True
     progress: bool = True  # tqdm progress bars
     data: DataConfig = field(default_factory=DataConfig)  # dataset files
     model: ModelConfig = field(default_factory=ModelConfig)  # the retrieval model
