@@ -111,6 +111,13 @@ def test_simulate_compare(dataset, tmp_path, capsys):
     data = json.loads(out_json.read_text())
     assert len(data["settings"]) >= 5
     assert all(EvaluationReport.from_dict(r).protocol["num_targets"] == 8 for r in data["settings"].values())
+    noisy = data["settings"]["auto, noisy oracle"]["protocol"]["simulator"]
+    assert noisy["dont_know_rate"] == 0.2 and noisy["wrong_answer_rate"] == 0.1
+    assert data["settings"]["questions: random"]["protocol"]["simulator"]["wrong_answer_rate"] == 0.0
+    switches = {name: data["settings"][name]["protocol"]["reranking"]
+                for name in ("auto, no attribute evidence", "auto, no rejection", "auto, no anchor")}
+    assert [(s["attributes"], s["rejection"], s["anchor"]) for s in switches.values()] == \
+        [(False, True, True), (True, False, True), (True, True, False)]
     assert out_png.read_bytes()[:4] == b"\x89PNG"
 
 

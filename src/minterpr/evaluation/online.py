@@ -43,8 +43,20 @@ DEFAULT_COMPARISON: dict[str, dict[str, Any]] = {
     "references: top1": {"reference_policy": "top1", "schedule": "references"},
     "references: topk": {"reference_policy": "topk", "schedule": "references"},
     "references: uncertain": {"reference_policy": "uncertain", "schedule": "references"},
+    "both: alternate": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "alternate"},
     "auto, no re-ranking": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
                             "rerank": RerankConfig.off()},
+    # each re-ranking term switched off alone (the others on)
+    "auto, no attribute evidence": {"question_policy": "info_gain", "reference_policy": "diverse",
+                                    "schedule": "auto", "rerank": RerankConfig(attributes=False)},
+    "auto, no rejection": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
+                           "rerank": RerankConfig(rejection=False)},
+    "auto, no anchor": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
+                        "rerank": RerankConfig(anchor=False)},
+    # a fallible witness: forgets a fifth of what is asked, misremembers a tenth
+    "auto, noisy oracle": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
+                           "simulator": "oracle",
+                           "simulator_options": {"dont_know_rate": 0.2, "wrong_answer_rate": 0.1}},
 }
 
 
