@@ -104,7 +104,7 @@ def test_simulate_command_writes_report_and_plot(dataset, tmp_path, capsys):
 def test_simulate_compare(dataset, tmp_path, capsys):
     out_json, out_png = tmp_path / "c.json", tmp_path / "c.png"
     code = main(["simulate", "--backend", "attribute", "--data", str(dataset), "--rounds", "1", "--limit", "8",
-                 "--compare", "--json", str(out_json), "--plot", str(out_png)])
+                 "--compare", "--json", str(out_json), "--plot", str(out_png), "--attribute-weight", "0.3"])
     assert code == 0
     printed = capsys.readouterr().out
     assert "questions: info_gain" in printed and "references: top1" in printed
@@ -118,7 +118,14 @@ def test_simulate_compare(dataset, tmp_path, capsys):
                 for name in ("auto, no attribute evidence", "auto, no rejection", "auto, no anchor")}
     assert [(s["attributes"], s["rejection"], s["anchor"]) for s in switches.values()] == \
         [(False, True, True), (True, False, True), (True, True, False)]
+    assert {s["attribute_weight"] for s in switches.values()} == {0.3}  # the shared config, one term switched
+    assert data["settings"]["auto: info_gain + diverse"]["protocol"]["reranking"]["attribute_weight"] == 0.3
     assert out_png.read_bytes()[:4] == b"\x89PNG"
+
+
+def test_simulate_rejects_a_negative_attribute_weight(dataset, capsys):
+    assert main(["simulate", "--backend", "attribute", "--data", str(dataset), "--attribute-weight", "-1"]) == 2
+    assert "--attribute-weight must be >= 0" in capsys.readouterr().err
 
 
 def test_simulate_missing_gallery(tmp_path, capsys):

@@ -211,6 +211,17 @@ def test_existing_run_needs_resume_and_the_same_config(finished_run, dataset, ca
     assert main(["train", "--out", str(finished_run), "--resume"]) == 0  # finished: nothing to do
 
 
+def test_runs_can_share_a_feature_cache(dataset, tmp_path):
+    shared = tmp_path / "shared_cache"
+    first = ["stages=[attributes,alignment]", f"cache_dir={shared}"]
+    assert main(train_args(dataset, tmp_path / "a", *first)) == 0
+    files = {p: p.stat().st_mtime_ns for p in shared.rglob("*.pt")}
+    assert files and not (tmp_path / "a" / "cache").exists()
+    # another run with the same frozen encoders (same seed: tiny ones are random) reads every entry, writes none
+    assert main(train_args(dataset, tmp_path / "b", *first, "loss_weights.id=0.1")) == 0
+    assert {p: p.stat().st_mtime_ns for p in shared.rglob("*.pt")} == files
+
+
 def test_resume_before_the_first_checkpoint_starts_over(dataset, tmp_path, capsys):
     out = tmp_path / "early"
     cfg = load_config("tiny", [f"data.root={dataset}", "stages=[alignment]"])

@@ -76,7 +76,11 @@ def _rerank_config(args: argparse.Namespace) -> Any:
 
     if args.no_rerank:
         return RerankConfig.off()
-    return RerankConfig(attributes=not args.no_attributes, rejection=not args.no_rejection, anchor=not args.no_anchor)
+    if args.attribute_weight is not None and args.attribute_weight < 0:
+        raise CLIError(f"--attribute-weight must be >= 0, got {args.attribute_weight}")
+    weight = {} if args.attribute_weight is None else {"attribute_weight": args.attribute_weight}
+    return RerankConfig(attributes=not args.no_attributes, rejection=not args.no_rejection, anchor=not args.no_anchor,
+                        **weight)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -104,6 +108,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
+                  rerank=_rerank_config(args),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {})})
     if args.compare:
@@ -121,7 +126,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             plot_metric_per_round(reports, args.plot, "r1", title="R@1 per round by interaction policy")
         return 0
     report = simulate(backend, index, targets, question_policy=args.questions, reference_policy=args.references,
-                      schedule=args.schedule, rerank=_rerank_config(args), **common)
+                      schedule=args.schedule, **common)
     print(format_table(report))
     print(f"mean turns to rank 1: {report.extra['mean_turns_to_rank1']:.2f}   moves: {report.extra['moves']}   "
           f"confirmed: {report.extra['confirmed']:.1f}%")
@@ -163,6 +168,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-attributes", action="store_true", help="re-ranking without the attribute likelihood")
     p.add_argument("--no-rejection", action="store_true", help="re-ranking without demoting rejected images")
     p.add_argument("--no-anchor", action="store_true", help="re-ranking without anchor refinement")
+    p.add_argument("--attribute-weight", type=float, metavar="W",
+                   help="re-ranking: weight of the attribute log-likelihood (default 0.05); choose it with --split val")
     p.add_argument("--compare", action="store_true", help="run the standard policy comparison instead of one setting")
     p.add_argument("--json", metavar="OUT", help="write the report (with --compare: {settings: {name: report}})")
     p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG")

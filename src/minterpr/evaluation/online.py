@@ -33,7 +33,9 @@ from minterpr.interaction.session import AskQuestion, Session, ShowReferences
 from minterpr.interaction.simulators import SIMULATORS, Simulator
 from minterpr.types import GalleryImage
 
-# Settings compared by `minterpr simulate --compare`: name -> simulate() keyword arguments.
+# Settings compared by `minterpr simulate --compare`: name -> simulate() keyword arguments, where
+# "rerank_changes" switches fields of the shared re-ranking config (compare's ``rerank``) instead
+# of replacing it, so a setting like "no anchor" keeps the caller's attribute weight.
 DEFAULT_COMPARISON: dict[str, dict[str, Any]] = {
     "auto: info_gain + diverse": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto"},
     "questions: info_gain": {"question_policy": "info_gain", "schedule": "questions"},
@@ -48,11 +50,11 @@ DEFAULT_COMPARISON: dict[str, dict[str, Any]] = {
                             "rerank": RerankConfig.off()},
     # each re-ranking term switched off alone (the others on)
     "auto, no attribute evidence": {"question_policy": "info_gain", "reference_policy": "diverse",
-                                    "schedule": "auto", "rerank": RerankConfig(attributes=False)},
+                                    "schedule": "auto", "rerank_changes": {"attributes": False}},
     "auto, no rejection": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
-                           "rerank": RerankConfig(rejection=False)},
+                           "rerank_changes": {"rejection": False}},
     "auto, no anchor": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
-                        "rerank": RerankConfig(anchor=False)},
+                        "rerank_changes": {"anchor": False}},
     # a fallible witness: forgets a fifth of what is asked, misremembers a tenth
     "auto, noisy oracle": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
                            "simulator": "oracle",
@@ -123,7 +125,15 @@ def compare(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[Ga
             settings: Mapping[str, Mapping[str, Any]] | None = None, **common: Any) -> dict[str, EvaluationReport]:
     """Run :func:`simulate` once per named setting (``common`` keyword arguments shared); name -> report."""
     settings = DEFAULT_COMPARISON if settings is None else settings
-    return {name: simulate(backend, index, targets, **{**common, **dict(options)}) for name, options in settings.items()}
+    base: RerankConfig = common.get("rerank", RerankConfig())
+    reports = {}
+    for name, options in settings.items():
+        options = dict(options)
+        changes = options.pop("rerank_changes", None)
+        if changes is not None:
+            options["rerank"] = base.with_(**changes)
+        reports[name] = simulate(backend, index, targets, **{**common, **options})
+    return reports
 
 
 def one_target_per_identity(images: Sequence[GalleryImage], limit: int | None = None,

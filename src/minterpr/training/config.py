@@ -115,6 +115,9 @@ class TrainConfig:
     eval_batch_size: int = 128  # images / dialogues per forward pass when validating
     workers: int = 0  # DataLoader worker processes for image decoding (0 = main process)
     cache_features: bool = True  # cache frozen image-stem outputs and frozen text features
+    # where the caches live ("" = RUN_DIR/cache); runs with the same frozen encoders can share
+    # one directory: every entry is keyed by a fingerprint of the weights and settings it came from
+    cache_dir: str = ""
     augment: bool = False  # random crop/flip/brightness on pixels; disables the stem cache (slower)
     checkpoint_every_steps: int = 200  # write RUN_DIR/last.pt every N optimiser steps (and per epoch)
     log_every: int = 20  # write a train.log line every N steps

@@ -41,7 +41,7 @@ from .stages import (FeatureSource, StageData, StepForward, apply_freezing, buil
 
 
 # fields that do not change the computed weights, so a resumed run may set them anew
-RESUME_MUTABLE = ("progress", "workers", "log_every", "device")
+RESUME_MUTABLE = ("progress", "workers", "log_every", "device", "cache_dir")
 
 
 @dataclass
@@ -105,7 +105,8 @@ class Trainer:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.step_module = torch.nn.parallel.DistributedDataParallel(
                 self.step_module, device_ids=ids, find_unused_parameters=True)
-        cache = self.run_dir / "cache" if self.is_main else None  # other ranks keep features in memory
+        cache_root = Path(self.cfg.cache_dir) if self.cfg.cache_dir else self.run_dir / "cache"
+        cache = cache_root if self.is_main else None  # other ranks keep features in memory
         self.source = FeatureSource(self.model, self.cfg, cache, self.device, self.cfg.progress and self.is_main)
         self.state: dict[str, Any] = {"stage_index": 0, "epoch": 0, "step_in_epoch": 0, "global_step": 0,
                                       "order": None, "best": None, "history": [], "done": False,
@@ -132,6 +133,8 @@ class Trainer:
         if ckpt.get("format") != CHECKPOINT_FORMAT:
             raise ValueError(f"{self.last_path}: unsupported training checkpoint format {ckpt.get('format')!r}")
         saved, now = ckpt["config"], self.cfg.to_dict()
+        # a field added to TrainConfig after the checkpoint was written counts at its default
+        saved = {**{k: v for k, v in TrainConfig().to_dict().items() if k not in saved}, **saved}
         differing = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k) and k not in RESUME_MUTABLE)
         if differing:
             raise ConfigError(f"cannot resume {self.run_dir}: the config differs from the checkpoint's in "
