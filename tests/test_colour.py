@@ -32,9 +32,26 @@ def test_every_prototype_is_its_own_best_match(name: str) -> None:
     assert PALETTE_NAMES[int(membership[0, :, 0, 0].argmax())] == name
 
 
-def test_branch_rejects_bad_sigma() -> None:
+def test_branch_rejects_bad_settings() -> None:
     with pytest.raises(ValueError, match="sigma"):
         ColourBranch(mean=(0, 0, 0), std=(1, 1, 1), sigma=0)
+    with pytest.raises(ValueError, match="grid"):
+        ColourBranch(mean=(0, 0, 0), std=(1, 1, 1), grid=(0, 4))
+
+
+def test_pooling_large_inputs_keeps_the_stripe_histograms() -> None:
+    torch.manual_seed(0)
+    mean, std = (0.5, 0.5, 0.5), (0.25, 0.25, 0.25)
+    blocks = torch.rand(2, 3, 8, 4).repeat_interleave(32, dim=2).repeat_interleave(32, dim=3)  # garment-like patches
+    pixels = _normalised(blocks + 0.02 * torch.randn(2, 3, 256, 128), mean, std)
+    fast = ColourBranch(mean=mean, std=std)(pixels)  # pooled to 64 x 32 first
+    full = ColourBranch(mean=mean, std=std, grid=(256, 128))(pixels)
+    assert fast.shape[-2:] == (64, 32) and full.shape[-2:] == (256, 128)
+
+    def stripes(m: torch.Tensor) -> torch.Tensor:
+        return torch.nn.functional.adaptive_avg_pool2d(m, (8, 1))
+
+    assert (stripes(fast) - stripes(full)).abs().max() < 0.05
 
 
 def test_stripes_follow_the_layout_of_the_image() -> None:

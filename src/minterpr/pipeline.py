@@ -24,6 +24,17 @@ class Pipeline:
 
     backend: Any  # minterpr.index.neural_backend.NeuralBackend (a RetrievalBackend)
     run_dir: Path | None  # where the model came from
+    # weight of the attribute evidence in re-ranking: the one `minterpr train` chose on the
+    # validation split and stored in model.pt; None = the re-ranking default
+    attribute_weight: float | None = None
+
+    def rerank_config(self) -> Any:
+        """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default."""
+        from minterpr.interaction.reranking import RerankConfig
+
+        if self.attribute_weight is None:
+            return RerankConfig()
+        return RerankConfig(attribute_weight=self.attribute_weight)
 
     @property
     def model(self) -> Any:
@@ -52,10 +63,12 @@ class Pipeline:
     def session(self, gallery: GalleryIndex, **options: Any) -> Any:
         """A new interactive :class:`~minterpr.interaction.session.Session` over ``gallery``.
 
-        Options are Session's keywords (question_policy, reference_policy, reranking, seed, ...).
+        Options are Session's keywords (question_policy, reference_policy, reranking, seed, ...);
+        ``reranking`` defaults to :meth:`rerank_config`.
         """
         from minterpr.interaction.session import Session
 
+        options.setdefault("reranking", self.rerank_config())
         return Session(self.backend, gallery, **options)
 
 
@@ -67,7 +80,10 @@ def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int =
         raise FileNotFoundError(f"{model_path} not found: train a model first "
                                 f"(`minterpr train --config synthetic --data DATA --out {run_dir}`)")
     from minterpr.index.neural_backend import NeuralBackend
-    from minterpr.models.io import load_model
+    from minterpr.models.io import load_model, read_checkpoint
 
     model = load_model(model_path, map_location=device)
-    return Pipeline(NeuralBackend(model, device=device, batch_size=batch_size), path if path.is_dir() else None)
+    scoring = read_checkpoint(model_path)["extra"].get("scoring") or {}
+    weight = scoring.get("attribute_weight")
+    return Pipeline(NeuralBackend(model, device=device, batch_size=batch_size), path if path.is_dir() else None,
+                    None if weight is None else float(weight))

@@ -144,16 +144,18 @@ class ChatLoop:
 
 
 def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
+    from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.session import Session
 
     images_dir = Path(args.images)
     if not images_dir.is_dir():
         raise CLIError(f"image directory not found: {images_dir}")
     images = gallery_images(images_dir, args.gallery, args.split)
-    backend = load_backend(args)
+    backend, stored_weight = load_backend(args)
     index = build_index(backend, images, str(images_dir))
+    reranking = RerankConfig() if stored_weight is None else RerankConfig(attribute_weight=stored_weight)
     session = Session(backend, index, question_policy=args.questions, reference_policy=args.references,
-                      schedule=args.schedule, seed=args.seed)
+                      schedule=args.schedule, seed=args.seed, reranking=reranking)
     return ChatLoop(session, stdout or sys.stdout, top=args.top).run(stdin or sys.stdin)
 
 

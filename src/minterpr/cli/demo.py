@@ -82,7 +82,7 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
     _say(f"simulating {len(targets)} searches x {args.rounds} rounds over {len(gallery)} gallery images "
          "(oracle user: answers from the target's true attributes)")
     reports = compare(pipe.backend, index, targets, DEMO_SETTINGS, rounds=args.rounds, simulator="oracle",
-                      seed=args.seed)
+                      seed=args.seed, rerank=pipe.rerank_config())
     headline = next(iter(reports))
     print()
     print(format_table(reports[headline]))

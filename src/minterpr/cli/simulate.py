@@ -39,12 +39,13 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                         help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)")
 
 
-def load_backend(args: argparse.Namespace) -> RetrievalBackend:
-    """The backend chosen on the command line."""
+def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, float | None]:
+    """The backend chosen on the command line, and the re-ranking attribute weight stored with
+    its model (chosen on val at training time; None when there is none)."""
     if args.backend == "attribute":
         from minterpr.interaction.attribute_backend import AttributeBackend
 
-        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0))
+        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), None
     try:
         from minterpr.pipeline import load_pipeline
     except ModuleNotFoundError as err:
@@ -54,7 +55,8 @@ def load_backend(args: argparse.Namespace) -> RetrievalBackend:
                        "installation; use --backend attribute") from None
     if not Path(args.run).is_dir():
         raise CLIError(f"run directory not found: {args.run}")
-    return load_pipeline(args.run).backend
+    pipe = load_pipeline(args.run)
+    return pipe.backend, pipe.attribute_weight
 
 
 def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str) -> GalleryIndex:
@@ -71,14 +73,15 @@ def _gallery(data_dir: Path, split: str) -> list[GalleryImage]:
     return read_gallery(path)
 
 
-def _rerank_config(args: argparse.Namespace) -> Any:
+def _rerank_config(args: argparse.Namespace, stored_weight: float | None = None) -> Any:
     from minterpr.interaction.reranking import RerankConfig
 
     if args.no_rerank:
         return RerankConfig.off()
     if args.attribute_weight is not None and args.attribute_weight < 0:
         raise CLIError(f"--attribute-weight must be >= 0, got {args.attribute_weight}")
-    weight = {} if args.attribute_weight is None else {"attribute_weight": args.attribute_weight}
+    chosen = args.attribute_weight if args.attribute_weight is not None else stored_weight
+    weight = {} if chosen is None else {"attribute_weight": chosen}
     return RerankConfig(attributes=not args.no_attributes, rejection=not args.no_rejection, anchor=not args.no_anchor,
                         **weight)
 
@@ -103,12 +106,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         elif args.initial_slots is not None:
             options["initial_slots"] = args.initial_slots
         simulator = SIMULATORS.create(args.simulator, **options)
-    backend = load_backend(args)
+    backend, stored_weight = load_backend(args)
     index = build_index(backend, gallery, str(data_dir))
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
-                  rerank=_rerank_config(args),
+                  rerank=_rerank_config(args, stored_weight),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {})})
     if args.compare:
@@ -169,7 +172,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--no-rejection", action="store_true", help="re-ranking without demoting rejected images")
     p.add_argument("--no-anchor", action="store_true", help="re-ranking without anchor refinement")
     p.add_argument("--attribute-weight", type=float, metavar="W",
-                   help="re-ranking: weight of the attribute log-likelihood (default 0.05); choose it with --split val")
+                   help="re-ranking: weight of the attribute log-likelihood (default: the weight stored with --run's "
+                        "model, chosen on val at training time, else 0.05)")
     p.add_argument("--compare", action="store_true", help="run the standard policy comparison instead of one setting")
     p.add_argument("--json", metavar="OUT", help="write the report (with --compare: {settings: {name: report}})")
     p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG")

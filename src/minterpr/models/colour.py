@@ -26,6 +26,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 # Named colour prototypes (sRGB 0-255). More than the ontology's 11 colours: dark and light
@@ -82,11 +83,17 @@ class ColourBranch(nn.Module):
     nearest-prototype votes, 12 lets a shade between two prototypes count for both.
     """
 
-    def __init__(self, *, mean: Sequence[float], std: Sequence[float], sigma: float = 12.0) -> None:
+    def __init__(self, *, mean: Sequence[float], std: Sequence[float], sigma: float = 12.0,
+                 grid: tuple[int, int] = (64, 32)) -> None:
         super().__init__()
         if sigma <= 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
+        if min(grid) < 1:
+            raise ValueError(f"grid must be a positive (H, W) pair, got {grid}")
         self.sigma = float(sigma)
+        # larger inputs are average-pooled to at most this (H, W) first: stripe histograms barely
+        # change, and at 256x128 the per-pixel Lab conversion otherwise costs as much as the CNN
+        self.grid = (int(grid[0]), int(grid[1]))
         self.register_buffer("mean", torch.tensor(list(mean), dtype=torch.float32).view(1, 3, 1, 1), persistent=False)
         self.register_buffer("std", torch.tensor(list(std), dtype=torch.float32).view(1, 3, 1, 1), persistent=False)
         palette = torch.tensor(list(PALETTE.values()), dtype=torch.float32) / 255.0
@@ -98,8 +105,15 @@ class ColourBranch(nn.Module):
         return int(self.palette_lab.shape[0])
 
     def forward(self, pixels: torch.Tensor) -> torch.Tensor:
-        rgb = pixels.float() * self.std + self.mean  # (B, 3, H, W) in [0, 1]
-        lab = rgb_to_lab(rgb.permute(0, 2, 3, 1))  # (B, H, W, 3)
-        distance2 = (lab.unsqueeze(-2) - self.palette_lab).pow(2).sum(-1)  # (B, H, W, K)
-        membership = torch.softmax(-distance2 / (2.0 * self.sigma**2), dim=-1)
-        return membership.permute(0, 3, 1, 2).contiguous()  # (B, K, H, W)
+        """(B, 3, H, W) -> (B, K, h, w) with (h, w) = (H, W) capped at ``grid``."""
+        pixels = pixels.float()
+        h, w = min(pixels.shape[-2], self.grid[0]), min(pixels.shape[-1], self.grid[1])
+        if (h, w) != tuple(pixels.shape[-2:]):
+            pixels = F.adaptive_avg_pool2d(pixels, (h, w))
+        rgb = pixels * self.std + self.mean  # (B, 3, h, w) in [0, 1]
+        lab = rgb_to_lab(rgb.permute(0, 2, 3, 1))  # (B, h, w, 3)
+        # squared distances as |x|^2 - 2 x.p + |p|^2: one matmul instead of a (B, h, w, K, 3) tensor
+        palette = self.palette_lab  # (K, 3)
+        distance2 = (lab.pow(2).sum(-1, keepdim=True) - 2.0 * lab @ palette.T + palette.pow(2).sum(-1))
+        membership = torch.softmax(-distance2.clamp(min=0) / (2.0 * self.sigma**2), dim=-1)  # (B, h, w, K)
+        return membership.permute(0, 3, 1, 2).contiguous()  # (B, K, h, w)

@@ -55,7 +55,9 @@ def stem_fingerprint(model: RetrievalModel) -> str:
     and the colour branch packed with it."""
     enc = model.image_encoder
     h = hashlib.sha1(repr((model.config.image_encoder, tuple(model.config.image_size), enc.preprocess,
-                           enc.split_stage, model.config.colour_stripes)).encode())
+                           enc.split_stage, model.config.colour_stripes,
+                           None if model.colour_branch is None else (model.colour_branch.sigma,
+                                                                     model.colour_branch.grid))).encode())
     for stage in list(enc.stages)[: enc.split_stage]:
         _hash_module(h, stage)
     return h.hexdigest()

@@ -1,0 +1,46 @@
+"""The public entry point: load_pipeline -> index_images -> session, with the stored re-ranking weight."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from minterpr import load_pipeline
+from minterpr.interaction.reranking import RerankConfig
+from minterpr.models import create_model, save_model, update_extra
+
+
+@pytest.fixture()
+def run_dir(tmp_path):
+    save_model(create_model("tiny"), tmp_path / "run" / "model.pt")
+    rng = np.random.default_rng(0)
+    for k in range(4):
+        pixels = rng.integers(0, 255, size=(64, 32, 3), dtype=np.uint8)
+        Image.fromarray(pixels).save(tmp_path / f"{k}.png")
+    return tmp_path / "run"
+
+
+def test_pipeline_indexes_and_converses(run_dir):
+    pipe = load_pipeline(run_dir)
+    gallery = pipe.index_images([f"{k}.png" for k in range(4)], person_ids=["p:1", "p:1", "p:2", "p:3"],
+                                root=str(run_dir.parent), progress=False)
+    assert len(gallery) == 4 and gallery.person_ids[0] == "p:1"
+    session = pipe.session(gallery)
+    step = session.describe("a man in a red jacket")
+    assert sorted(step.ranking.tolist()) == [0, 1, 2, 3]
+    assert pipe.attribute_weight is None and session.reranking == RerankConfig()  # nothing stored: defaults
+
+
+def test_sessions_use_the_weight_chosen_at_training_time(run_dir):
+    update_extra(run_dir / "model.pt", {"scoring": {"attribute_weight": 0.2, "prob_floor": 0.02}})
+    pipe = load_pipeline(run_dir)
+    assert pipe.attribute_weight == 0.2
+    gallery = pipe.index_images([f"{k}.png" for k in range(4)], root=str(run_dir.parent), progress=False)
+    assert pipe.session(gallery).reranking.attribute_weight == 0.2
+    explicit = RerankConfig(attribute_weight=0.01)
+    assert pipe.session(gallery, reranking=explicit).reranking is explicit
+
+
+def test_missing_run_names_the_fix(tmp_path):
+    with pytest.raises(FileNotFoundError, match="minterpr train"):
+        load_pipeline(tmp_path / "nothing")
