@@ -25,3 +25,6 @@ def test_demo_end_to_end_and_cached(tmp_path, monkeypatch, capsys):
     stamp = model.stat().st_mtime_ns
     assert main(args) == 0  # second run reuses data and model
     assert "(cached)" in capsys.readouterr().out and model.stat().st_mtime_ns == stamp
+    # another minterpr's (or another seed's) run in the cache is replaced, not resumed or refused
+    assert main([*args, "--seed", "1"]) == 0
+    assert "holds a run with other settings" in capsys.readouterr().out and model.stat().st_mtime_ns != stamp

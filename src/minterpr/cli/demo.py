@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 import time
 from pathlib import Path
 
 # Small enough to build, train and evaluate in a few minutes on 2 CPU cores.
 DEMO_IDENTITIES = {"train_identities": 500, "val_identities": 100, "test_identities": 300}
-DEMO_IMAGE_SIZE = (128, 64)  # the model's input size: rendering larger would only be downscaled
+DEMO_IMAGE_SIZE = (256, 128)  # the default model's input size
 DEMO_TRAIN_OVERRIDES = ("stages.0.epochs=4", "stages.1.epochs=2", "stages.2.epochs=2")
 DEMO_SETTINGS = {  # name -> simulate() options; the first is the headline result
     "info_gain questions + diverse references": {"question_policy": "info_gain", "reference_policy": "diverse",
@@ -57,6 +58,9 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic")
         return run_dir
     started = time.time()
     resume = (run_dir / "last.pt").is_file() and stamp.is_file() and stamp.read_text() == wanted
+    if not resume and run_dir.exists():  # a run of other settings (e.g. an older minterpr): start afresh
+        _say(f"model: {run_dir} holds a run with other settings; training a new one")
+        shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(wanted)
     result = train(cfg, run_dir, resume=resume)
