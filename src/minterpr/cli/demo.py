@@ -52,8 +52,9 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic")
     overrides = DEMO_TRAIN_OVERRIDES if config == "synthetic" else ()
     cfg = load_config(config, [f"data.root={data_dir}", f"seed={seed}", *overrides])
     wanted = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
-    stamp = run_dir / "demo_config.json"
-    if (run_dir / "model.pt").is_file() and stamp.is_file() and stamp.read_text() == wanted:
+    stamp = run_dir / "demo_config.json"  # the settings of the run in run_dir (written before training)
+    finished = run_dir / "demo_finished.json"  # the same, written once training and the weight choice ended
+    if (run_dir / "model.pt").is_file() and finished.is_file() and finished.read_text() == wanted:
         _say(f"model: {run_dir / 'model.pt'} (cached)")
         return run_dir
     started = time.time()
@@ -69,6 +70,7 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic")
 
         weight, _ = choose_attribute_weight(cfg, result.model_path)
         _say(f"attribute weight {weight:g} (chosen on val for `minterpr eval`)")
+    finished.write_text(wanted)
     _say(f"model: {run_dir / 'model.pt'} (trained in {time.time() - started:.0f} s)")
     return run_dir
 
