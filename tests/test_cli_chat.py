@@ -111,7 +111,7 @@ def test_simulate_compare(dataset, tmp_path, capsys):
     data = json.loads(out_json.read_text())
     assert len(data["settings"]) >= 5
     assert all(EvaluationReport.from_dict(r).protocol["num_targets"] == 8 for r in data["settings"].values())
-    noisy = data["settings"]["auto, noisy oracle"]["protocol"]["simulator"]
+    noisy = data["settings"]["both: alternate, noisy oracle"]["protocol"]["simulator"]
     assert noisy["dont_know_rate"] == 0.2 and noisy["wrong_answer_rate"] == 0.1
     assert data["settings"]["questions: random"]["protocol"]["simulator"]["wrong_answer_rate"] == 0.0
     switches = {name: data["settings"][name]["protocol"]["reranking"]
