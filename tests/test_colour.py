@@ -61,7 +61,7 @@ def test_stripes_follow_the_layout_of_the_image() -> None:
     rgb[:, 0, :32] = 200 / 255  # red top half
     rgb[:, 2, 32:] = 200 / 255  # blue bottom half
     packed = model.image_stem(_normalised(rgb, prep.mean, prep.std))
-    _, colour = model._split_stem(packed)  # (1, 4, K)
+    _, colour = model.unpack_stem(packed)  # (1, 4, K)
     names = [PALETTE_NAMES[int(i)] for i in colour[0].argmax(-1)]
     assert names[:2] == ["red", "red"] and names[2:] == ["blue", "blue"]
 
@@ -72,7 +72,7 @@ def test_packed_stem_round_trips_and_matches_the_direct_path() -> None:
     pixels = torch.randn(3, 3, 64, 32)
     packed = model.image_stem(pixels)
     assert packed.dim() == 2
-    stem, colour = model._split_stem(packed)
+    stem, colour = model.unpack_stem(packed)
     assert torch.equal(stem, model.image_encoder.forward_stem(pixels))
     assert colour is not None and colour.shape == (3, 4, len(PALETTE))
     fresh = create_model("tiny").eval()  # a stem read from a cache: shape not yet known
@@ -88,7 +88,7 @@ def test_colour_changes_the_embedding_and_the_attributes() -> None:
     model = create_model("tiny").eval()
     pixels = torch.randn(2, 3, 64, 32)
     packed = model.image_stem(pixels)
-    stem, colour = model._split_stem(packed)
+    stem, colour = model.unpack_stem(packed)
     other = torch.cat([stem.flatten(1), colour.flip(-1).flatten(1)], dim=1)  # same stem, other colours
     a, b = model.encode_image_features(packed), model.encode_image_features(other)
     assert not torch.allclose(a["embedding"], b["embedding"])

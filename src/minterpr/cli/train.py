@@ -16,6 +16,10 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # the CLI imports torch-heavy modules only when a command runs
+    from minterpr.training.config import TrainConfig
 
 
 def _load(args: argparse.Namespace):  # -> TrainConfig
@@ -67,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def choose_attribute_weight(cfg, model_path: Path) -> tuple[float, dict[float, float]]:
+def choose_attribute_weight(cfg: "TrainConfig", model_path: Path) -> tuple[float, dict[float, float]]:
     """Pick the static score's attribute-evidence weight on the selection split; store it in model.pt.
 
     ``minterpr eval`` reads it back (checkpoint extra ``"scoring"``) unless ``--attribute-weight``

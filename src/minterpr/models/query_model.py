@@ -132,11 +132,11 @@ class RetrievalModel(nn.Module):
             return stem
         self._stem_shape = tuple(stem.shape[1:])
         with torch.no_grad():  # no parameters: nothing to train
-            membership = self.colour_branch(pixels)  # (B, K, H, W)
+            membership = self.colour_branch(pixels)  # (B, K, h, w), pooled to at most its grid
             colour = F.adaptive_avg_pool2d(membership, (self.config.colour_stripes, 1)).flatten(2)  # (B, K, P_c)
         return torch.cat([stem.flatten(1), colour.transpose(1, 2).flatten(1).to(stem.dtype)], dim=1)
 
-    def _split_stem(self, stem_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def unpack_stem(self, stem_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
         """Inverse of the packing in :meth:`image_stem`: -> (stem, colour (B, P_c, K) | None)."""
         if self.colour_branch is None:
             return stem_out, None
@@ -159,7 +159,7 @@ class RetrievalModel(nn.Module):
 
         L = ``len(ONTOLOGY.flat_labels())``; K = ``config.num_identities`` (None when 0).
         """
-        stem, colour = self._split_stem(stem_out)
+        stem, colour = self.unpack_stem(stem_out)
         features = self.image_encoder.forward_head(stem)
         return self.image_head(features["global"], features["stripes"], colour)
 
