@@ -32,9 +32,7 @@ class Pipeline:
         """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default."""
         from minterpr.interaction.reranking import RerankConfig
 
-        if self.attribute_weight is None:
-            return RerankConfig()
-        return RerankConfig(attribute_weight=self.attribute_weight)
+        return RerankConfig.with_attribute_weight(self.attribute_weight)
 
     @property
     def model(self) -> Any:
@@ -80,10 +78,11 @@ def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int =
         raise FileNotFoundError(f"{model_path} not found: train a model first "
                                 f"(`minterpr train --config synthetic --data DATA --out {run_dir}`)")
     from minterpr.index.neural_backend import NeuralBackend
-    from minterpr.models.io import load_model, read_checkpoint
+    from minterpr.models.io import model_from_checkpoint, read_checkpoint
 
-    model = load_model(model_path, map_location=device)
-    scoring = read_checkpoint(model_path)["extra"].get("scoring") or {}
+    payload = read_checkpoint(model_path, map_location=device)
+    model = model_from_checkpoint(payload, map_location=device)
+    scoring = payload["extra"].get("scoring") or {}
     weight = scoring.get("attribute_weight")
     return Pipeline(NeuralBackend(model, device=device, batch_size=batch_size), path if path.is_dir() else None,
                     None if weight is None else float(weight))

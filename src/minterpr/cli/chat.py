@@ -153,9 +153,9 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
     images = gallery_images(images_dir, args.gallery, args.split)
     backend, stored_weight = load_backend(args)
     index = build_index(backend, images, str(images_dir))
-    reranking = RerankConfig() if stored_weight is None else RerankConfig(attribute_weight=stored_weight)
     session = Session(backend, index, question_policy=args.questions, reference_policy=args.references,
-                      schedule=args.schedule, seed=args.seed, reranking=reranking)
+                      schedule=args.schedule, seed=args.seed,
+                      reranking=RerankConfig.with_attribute_weight(stored_weight))
     return ChatLoop(session, stdout or sys.stdout, top=args.top).run(stdin or sys.stdin)
 
 

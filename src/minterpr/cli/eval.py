@@ -42,7 +42,7 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.evaluation.scoring import ScoringConfig
     from minterpr.evaluation.static import evaluate_dialogues, gallery_from_samples
     from minterpr.index.neural_backend import NeuralBackend
-    from minterpr.models import load_model, read_checkpoint
+    from minterpr.models.io import model_from_checkpoint, read_checkpoint
 
     run_dir, data = Path(args.run), Path(args.data)
     model_path = run_dir / "model.pt" if run_dir.is_dir() else run_dir
@@ -51,8 +51,9 @@ def _run(args: argparse.Namespace) -> int:
     samples = read_minterpedes(data)
     gallery_path = Path(args.gallery) if args.gallery else default_gallery(data)
     gallery = read_gallery(gallery_path) if gallery_path else gallery_from_samples(samples)
-    model = load_model(model_path, map_location=args.device)
-    selected = read_checkpoint(model_path)["extra"]
+    payload = read_checkpoint(model_path, map_location=args.device)
+    model = model_from_checkpoint(payload, map_location=args.device)
+    selected = payload["extra"]
     stored = ScoringConfig.from_dict(selected.get("scoring"))  # chosen on the validation split at training time
     scoring = stored if args.attribute_weight is None else ScoringConfig(args.attribute_weight, stored.prob_floor)
     backend = NeuralBackend(model, device=args.device, batch_size=args.batch_size)

@@ -54,6 +54,12 @@ class RerankConfig:
         """The backend's scores alone (every term switched off)."""
         return cls(attributes=False, rejection=False, anchor=False, pin_confirmed=False)
 
+    @classmethod
+    def with_attribute_weight(cls, weight: float | None) -> "RerankConfig":
+        """The defaults with ``attribute_weight`` set (None keeps the default), e.g. the weight a
+        trained model stores, chosen on its validation split."""
+        return cls() if weight is None else cls(attribute_weight=weight)
+
     def with_(self, **changes: object) -> "RerankConfig":
         """A copy with some fields changed."""
         return replace(self, **changes)

@@ -87,7 +87,12 @@ def read_checkpoint(path: str | PathLike[str], map_location: str | torch.device 
 
 def load_model(path: str | PathLike[str], map_location: str | torch.device = "cpu") -> RetrievalModel:
     """Re-create the model saved at ``path`` (in eval mode, on ``map_location``)."""
-    payload = read_checkpoint(path, map_location)
+    return model_from_checkpoint(read_checkpoint(path, map_location), map_location)
+
+
+def model_from_checkpoint(payload: Mapping[str, Any], map_location: str | torch.device = "cpu") -> RetrievalModel:
+    """The model of a :func:`read_checkpoint` payload, for callers that also need its ``extra``
+    (one read of the file instead of two)."""
     config = ModelConfig.from_dict(payload["config"]).replace(pretrained=False)  # weights come from the file
     model = create_model(config)
     model.load_state_dict(payload["state_dict"], strict=True)
