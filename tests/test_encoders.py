@@ -130,6 +130,35 @@ def test_stem_head_split_and_freeze(name, clip_dir):
     assert_all_grads(encoder)
 
 
+@pytest.mark.parametrize("name", list_image_encoders())
+def test_whole_encoder_stem_is_pooled_grid(name, clip_dir):
+    # every stage frozen: the stem returns the pooled features (flat), so a cache holds
+    # exactly what the head needs, and the stripe stage may be a mid-level one
+    stripe_stage = {"clip": "layer0"}.get(name, "stage1")
+    encoder = build_image(name, clip_dir, stripe_stage=stripe_stage, num_stripes=4, stripe_columns=2).eval()
+    x = images()
+    with torch.no_grad():
+        whole = encoder(x)
+        encoder.freeze(len(encoder.stages))
+        assert encoder.stem_is_pooled
+        cached = encoder.forward_stem(x)
+        parts = encoder.forward_head(cached)
+    assert cached.shape == (x.shape[0], encoder.out_dim + 8 * encoder.stripe_dim)
+    assert whole["stripes"].shape == (x.shape[0], 8, encoder.stripe_dim)
+    torch.testing.assert_close(parts["global"], whole["global"], rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(parts["stripes"], whole["stripes"], rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match="pooled stem output"):
+        encoder.forward_head(cached[:, :-1])
+
+
+def test_grid_cells_are_row_by_row():
+    from minterpr.models.encoders.base import stripe_pool
+    fmap = torch.arange(16.0).view(1, 1, 4, 4)  # value = 4 * row + column
+    cells = stripe_pool(fmap, 2, 2)[0, :, 0]  # (P*Q,)
+    assert cells.tolist() == [2.5, 4.5, 10.5, 12.5]  # top-left, top-right, bottom-left, bottom-right
+    assert stripe_pool(fmap, 2)[0, :, 0].tolist() == [3.5, 11.5]
+
+
 def test_split_cannot_hide_the_stripe_stage(clip_dir):
     encoder = build_image("tiny_cnn", clip_dir, stripe_stage="stage1")
     encoder.freeze("stage1")  # the stripe stage may end the stem ...

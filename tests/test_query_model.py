@@ -22,6 +22,7 @@ from minterpr.models import (  # noqa: E402
     save_model,
 )
 from minterpr.models.encoders.tiny import save_tiny_clip  # noqa: E402
+from minterpr.models.heads import ImageHead  # noqa: E402
 from minterpr.registry import RegistryError  # noqa: E402
 
 IMAGE_SIZE = (64, 32)  # small person-shaped input keeps the real backbones fast
@@ -33,6 +34,7 @@ WEIGHT_PACKAGES = {
 }
 CONFIGS = [
     "tiny",
+    "tiny_grid",
     "clip",
     pytest.param("efficientnet_minilm", marks=pytest.mark.slow),
     pytest.param("mobilenet_minilm", marks=pytest.mark.slow),
@@ -203,7 +205,7 @@ def test_padding_does_not_change_earlier_rounds(model: RetrievalModel):
     torch.testing.assert_close(queries[1, 3:], queries[1, 2:3].expand(r - 3, -1))
 
 
-@pytest.mark.parametrize("name", ["tiny", "clip"])
+@pytest.mark.parametrize("name", ["tiny", "tiny_grid", "clip"])
 def test_seeded_build_is_deterministic(name: str, clip_dir: Path):
     first, second = build(name, clip_dir, seed=3).eval(), build(name, clip_dir, seed=3).eval()
     batch = make_batch(first)
@@ -315,3 +317,28 @@ def test_text_features_keep_input_order(clip_dir: Path):
     one_by_one = torch.cat([model.text_features([t]) for t in texts])
     torch.testing.assert_close(together, one_by_one, rtol=1e-5, atol=1e-5)
     assert model.text_features([]).shape == (0, model.text_dim)
+
+
+def test_grid_head_shapes_and_one_column_layout_is_unchanged():
+    # Q = 1 must keep the parameter names and shapes of heads saved before the grid existed
+    kwargs = dict(global_dim=12, stripe_dim=10, num_stripes=4, embed_dim=8, label_slots=[0, 0, 1],
+                  colour_dim=5, colour_stripes=3)
+    one = ImageHead(**kwargs)
+    shapes = {k: tuple(v.shape) for k, v in one.state_dict().items()}
+    assert shapes["part_embedding"] == (4, 8) and shapes["colour_position"] == (3, 8)
+    assert shapes["stripe_proj.0.weight"] == (10,) and shapes["fuse.1.weight"] == (8, 8 * 8)
+    assert not any(k.startswith("cell_") for k in shapes)
+    grid = ImageHead(**kwargs, num_columns=2).eval()
+    assert grid.cell_embedding.shape == (8, 8) and grid.cell_proj.norm.num_features == 10 + 5  # cells + colours
+    assert grid.fuse[1].weight.shape == (8, 8 * 8)  # the embedding fuses row means: same width as Q = 1
+    grid_inputs = (torch.randn(3, 12), torch.randn(3, 8, 10), torch.rand(3, 6, 5))
+    one_inputs = (grid_inputs[0], grid_inputs[1][:, :4], grid_inputs[2][:, :3])
+    for head, inputs in ((one, one_inputs), (grid, grid_inputs)):
+        out = head.eval()(*inputs)
+        assert out["embedding"].shape == (3, 8) and out["attribute_logits"].shape == (3, 3)
+        picked = head(*inputs, attribute_rows=torch.tensor([2, 0, 2]))  # targets may repeat
+        torch.testing.assert_close(picked["attribute_logits"], out["attribute_logits"][[2, 0, 2]])
+        torch.testing.assert_close(picked["embedding"], out["embedding"])
+    with pytest.raises(ValueError, match=r"\(B, 6, K\)"):
+        grid(torch.randn(2, 12), torch.randn(2, 8, 10), torch.rand(2, 3, 5))
+    grid.train()(torch.randn(1, 12), torch.randn(1, 8, 10), torch.rand(1, 6, 5))  # a batch of one trains too

@@ -142,6 +142,19 @@ def test_feature_table_computes_each_chunk_once(tmp_path):
 
 
 # ------------------------------------------------------------------------ checkpoints
+def test_text_cache_matches_direct_encoding_in_input_order(tmp_path):
+    # the cache encodes several chunks at once, re-sorted by length: rows must still match keys
+    from minterpr.training.stages import FeatureSource
+
+    model = create_model("tiny").eval()
+    texts = [f"text {i} " + "word " * (i % 37) for i in range(700)]  # 3 chunks of mixed lengths
+    source = FeatureSource(model, load_config("tiny"), tmp_path, torch.device("cpu"), progress=False)
+    table = source.text_table(texts, "texts")
+    expected = model.text_features(texts)
+    torch.testing.assert_close(table.rows(texts), expected, atol=2e-3, rtol=2e-3)  # stored as float16
+    assert len(list((tmp_path / "texts").glob("*.pt"))) == 3
+
+
 def test_checkpoint_write_interrupted_midway_keeps_the_old_one(tmp_path):
     path = tmp_path / "last.pt"
     save_checkpoint({"step": 1}, path)

@@ -56,7 +56,9 @@ class RetrievalModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        image_kwargs = {"num_stripes": config.num_stripes, **config.image_kwargs()}
+        image_kwargs = {"num_stripes": config.num_stripes, "stripe_columns": config.stripe_columns,
+                        **({"stripe_stage": config.stripe_stage} if config.stripe_stage is not None else {}),
+                        **config.image_kwargs()}
         if config.image_encoder == "clip":
             image_kwargs.setdefault("image_size", config.image_size)  # CLIP builds its patch grid from it
         self.image_encoder = create_image_encoder(config.image_encoder, pretrained=config.pretrained, **image_kwargs)
@@ -76,6 +78,7 @@ class RetrievalModel(nn.Module):
             dropout=config.dropout,
             colour_dim=len(PALETTE) if config.colour_stripes else 0,
             colour_stripes=config.colour_stripes,
+            num_columns=config.stripe_columns,
         )
         preprocess = self.image_encoder.preprocess
         self.colour_branch = (ColourBranch(mean=preprocess.mean, std=preprocess.std)
@@ -123,7 +126,7 @@ class RetrievalModel(nn.Module):
     def image_stem(self, pixels: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) preprocessed images -> output of the frozen stem (cacheable; no grad).
 
-        With a colour branch: (B, S + P_c * K), the flattened stem and the stripe histograms.
+        With a colour branch: (B, S + P_c*Q * K), the flattened stem and the histograms of the P_c x Q colour grid.
         """
         frozen = self.image_encoder.frozen_stages == self.image_encoder.split_stage
         with torch.no_grad() if frozen else contextlib.nullcontext():
@@ -133,11 +136,12 @@ class RetrievalModel(nn.Module):
         self._stem_shape = tuple(stem.shape[1:])
         with torch.no_grad():  # no parameters: nothing to train
             membership = self.colour_branch(pixels)  # (B, K, h, w), pooled to at most its grid
-            colour = F.adaptive_avg_pool2d(membership, (self.config.colour_stripes, 1)).flatten(2)  # (B, K, P_c)
+            grid = (self.config.colour_stripes, self.config.stripe_columns)
+            colour = F.adaptive_avg_pool2d(membership, grid).flatten(2)  # (B, K, P_c*Q)
         return torch.cat([stem.flatten(1), colour.transpose(1, 2).flatten(1).to(stem.dtype)], dim=1)
 
     def unpack_stem(self, stem_out: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """Inverse of the packing in :meth:`image_stem`: -> (stem, colour (B, P_c, K) | None)."""
+        """Inverse of the packing in :meth:`image_stem`: -> (stem, colour (B, P_c*Q, K) | None)."""
         if self.colour_branch is None:
             return stem_out, None
         if self._stem_shape is None:  # e.g. stems read from a cache: run the stem once to learn its shape
@@ -147,25 +151,28 @@ class RetrievalModel(nn.Module):
                 self._stem_shape = tuple(self.image_encoder.eval().forward_stem(
                     torch.zeros(1, 3, h, w, device=self.device)).shape[1:])
             self.image_encoder.train(was_training)
-        k, p = self.colour_branch.num_colours, self.config.colour_stripes
+        k, p = self.colour_branch.num_colours, self.config.colour_stripes * self.config.stripe_columns
         expected = math.prod(self._stem_shape) + p * k
         if stem_out.dim() != 2 or stem_out.shape[1] != expected:
             raise ValueError(f"packed stem output must be (B, {expected}), got {tuple(stem_out.shape)}")
         stem = stem_out[:, : -p * k].reshape(-1, *self._stem_shape)
         return stem, stem_out[:, -p * k:].reshape(-1, p, k)
 
-    def encode_image_features(self, stem_out: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    def encode_image_features(self, stem_out: torch.Tensor,
+                              attribute_rows: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
         """Stem output -> {"embedding": (B, D) L2-normalised, "attribute_logits": (B, L), "id_logits": (B, K) | None}.
 
         L = ``len(ONTOLOGY.flat_labels())``; K = ``config.num_identities`` (None when 0).
+        ``attribute_rows`` (long (B',)) limits the attribute logits to those rows: (B', L).
         """
         stem, colour = self.unpack_stem(stem_out)
         features = self.image_encoder.forward_head(stem)
-        return self.image_head(features["global"], features["stripes"], colour)
+        return self.image_head(features["global"], features["stripes"], colour, attribute_rows=attribute_rows)
 
-    def encode_images(self, pixels: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    def encode_images(self, pixels: torch.Tensor,
+                      attribute_rows: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
         """(B, 3, H, W) -> the dict of :meth:`encode_image_features`."""
-        return self.encode_image_features(self.image_stem(pixels))
+        return self.encode_image_features(self.image_stem(pixels), attribute_rows)
 
     # ------------------------------------------------------------------ text side
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:

@@ -3,8 +3,12 @@
 Every image encoder is a :class:`StagedImageEncoder`: a list of named stages whose
 first ``split_stage`` ones form the *stem* (typically frozen, so training can cache its
 output once) and the rest the *head*; ``forward(x) == forward_head(forward_stem(x))``.
-It returns ``{"global": (B, D), "stripes": (B, P, D_s)}`` where the stripes are P
-horizontal average pools of one stage's feature map (part features for attributes).
+It returns ``{"global": (B, D), "stripes": (B, P*Q, D_s)}`` where the stripes are a P x Q
+grid of average pools of one stage's feature map, row by row (Q = 1: P horizontal bands,
+PCB-style parts; Q > 1 keeps left/right too, e.g. a bag at one side). When every stage is
+frozen the stem *is* the whole network, so ``forward_stem`` returns the pooled features
+packed flat (B, C_g + P*Q*C_s): a cache then holds what the head needs, and the stripe stage
+may be any stage (a mid-level, higher-resolution map is better for small parts such as shoes).
 
 Every text encoder is a :class:`TextEncoder`: ``tokenize(texts)`` then ``forward`` to
 ``{"global": (B, D), "tokens": (B, T, D), "mask": (B, T)}``.
@@ -68,9 +72,12 @@ def load_renamed_state_dict(
     module.load_state_dict(renamed, strict=True)
 
 
-def stripe_pool(feature_map: torch.Tensor, num_stripes: int) -> torch.Tensor:
-    """(B, C, H, W) -> (B, P, C): average over P horizontal bands (PCB-style parts)."""
-    pooled = F.adaptive_avg_pool2d(feature_map, (num_stripes, 1))  # (B, C, P, 1)
+def stripe_pool(feature_map: torch.Tensor, num_stripes: int, columns: int = 1) -> torch.Tensor:
+    """(B, C, H, W) -> (B, P*Q, C): averages over a P x Q grid of cells, row by row.
+
+    Q = 1 gives P horizontal bands (PCB-style parts).
+    """
+    pooled = F.adaptive_avg_pool2d(feature_map, (num_stripes, columns))  # (B, C, P, Q)
     return pooled.flatten(2).transpose(1, 2)
 
 
@@ -85,12 +92,13 @@ class StagedImageEncoder(nn.Module):
     stage_names: list[str]
     stage_channels: list[int]
 
-    def __init__(self, preprocess: ImagePreprocess, *, num_stripes: int = 6) -> None:
+    def __init__(self, preprocess: ImagePreprocess, *, num_stripes: int = 6, stripe_columns: int = 1) -> None:
         super().__init__()
-        if num_stripes < 1:
-            raise ValueError(f"num_stripes must be >= 1, got {num_stripes}")
+        if num_stripes < 1 or stripe_columns < 1:
+            raise ValueError(f"num_stripes and stripe_columns must be >= 1, got {num_stripes}, {stripe_columns}")
         self.preprocess = preprocess  # how to turn a PIL image into this encoder's input
-        self.num_stripes = num_stripes  # P, number of horizontal part stripes
+        self.num_stripes = num_stripes  # P, rows of the part grid (horizontal stripes)
+        self.stripe_columns = stripe_columns  # Q, columns of the part grid (1: whole-width stripes)
         self.channels_last = False
         self.split_stage = 0  # stages [0, split_stage) form forward_stem
         self.frozen_stages = 0  # stages [0, frozen_stages) have requires_grad False
@@ -116,6 +124,7 @@ class StagedImageEncoder(nn.Module):
         self.stripe_proj = nn.Linear(c_stripe, embed_dim) if embed_dim else nn.Identity()
         self.out_dim = embed_dim or c_global  # D of "global"
         self.stripe_dim = embed_dim or c_stripe  # D_s of "stripes"
+        self._pooled_channels = (c_global, c_stripe)  # what pool() returns, before the projections
         self.set_split(split_stage)
         self.set_channels_last(channels_last)
 
@@ -134,7 +143,7 @@ class StagedImageEncoder(nn.Module):
         split = self._stage_index(split_stage) + 1 if isinstance(split_stage, str) else int(split_stage)
         if not 0 <= split <= len(self.stages):
             raise ValueError(f"split_stage must be in [0, {len(self.stages)}], got {split_stage!r}")
-        if self.stripe_stage < split - 1:
+        if self.stripe_stage < split - 1 and split != len(self.stages):
             raise ValueError(
                 f"split after stage {split - 1} would hide the stripe stage "
                 f"{self.stage_names[self.stripe_stage]!r} inside the stem; choose a later stripe_stage"
@@ -189,28 +198,53 @@ class StagedImageEncoder(nn.Module):
             return x.contiguous(memory_format=torch.channels_last)
         return x
 
+    @property
+    def stem_is_pooled(self) -> bool:
+        """True when every stage is in the stem: its output is then the pooled features, packed flat."""
+        return self.split_stage == len(self.stages)
+
     def forward_stem(self, x: torch.Tensor) -> torch.Tensor:
-        """(B, 3, H, W) -> output of stage ``split_stage - 1`` (x itself when split is 0)."""
+        """(B, 3, H, W) -> output of stage ``split_stage - 1`` (x itself when split is 0), or,
+        when every stage is in the stem, the pooled features packed as (B, C_g + P*Q*C_s)."""
         x = self._layout(x)
+        if self.stem_is_pooled:
+            global_feat, stripes = self._run_from(x, 0)
+            return torch.cat([global_feat, stripes.flatten(1)], dim=1)
         for stage in list(self.stages)[: self.split_stage]:
             x = stage(x)
         return x
 
     def forward_head(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
-        """Stem output -> {"global": (B, D), "stripes": (B, P, D_s)}."""
-        x = self._layout(features)
-        stripe_source = x if self.stripe_stage == self.split_stage - 1 else None
-        for index in range(self.split_stage, len(self.stages)):
+        """Stem output -> {"global": (B, D), "stripes": (B, P*Q, D_s)}."""
+        if self.stem_is_pooled:
+            c_global, c_stripe = self._pooled_channels
+            if features.dim() != 2 or features.shape[1] != c_global + self.num_cells * c_stripe:
+                raise ValueError(f"pooled stem output must be (B, {c_global + self.num_cells * c_stripe}), "
+                                 f"got {tuple(features.shape)}")
+            global_feat = features[:, :c_global]
+            stripes = features[:, c_global:].reshape(features.shape[0], self.num_cells, c_stripe)
+        else:
+            global_feat, stripes = self._run_from(self._layout(features), self.split_stage)
+        return {"global": self.global_proj(global_feat), "stripes": self.stripe_proj(stripes)}
+
+    @property
+    def num_cells(self) -> int:
+        """P * Q, the number of stripe tokens."""
+        return self.num_stripes * self.stripe_columns
+
+    def _run_from(self, x: torch.Tensor, start: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """Output of stage ``start - 1`` -> run the remaining stages -> pooled (global, stripes)."""
+        stripe_source = x if self.stripe_stage == start - 1 else None
+        for index in range(start, len(self.stages)):
             x = self.stages[index](x)
             if index == self.stripe_stage:
                 stripe_source = x
         assert stripe_source is not None  # guaranteed by set_split
-        global_feat, stripes = self.pool(x, stripe_source)
-        return {"global": self.global_proj(global_feat), "stripes": self.stripe_proj(stripes)}
+        return self.pool(x, stripe_source)
 
     def pool(self, final: torch.Tensor, stripe_source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Final map (B, C, H, W) -> (B, C) global average; stripe map -> (B, P, C_s)."""
-        return final.mean(dim=(2, 3)), stripe_pool(stripe_source, self.num_stripes)
+        """Final map (B, C, H, W) -> (B, C) global average; stripe map -> (B, P*Q, C_s)."""
+        return final.mean(dim=(2, 3)), stripe_pool(stripe_source, self.num_stripes, self.stripe_columns)
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
         """(B, 3, H, W) preprocessed images -> {"global": (B, D), "stripes": (B, P, D_s)}."""

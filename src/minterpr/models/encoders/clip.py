@@ -129,11 +129,13 @@ class CLIPImageEncoder(StagedImageEncoder):
         *,
         preprocess: ImagePreprocess,
         num_stripes: int = 6,
+        stripe_columns: int = 1,
         stripe_stage: int | str | None = None,
         split_stage: int | str = 0,
         embed_dim: int | None = None,
     ) -> None:
-        super().__init__(preprocess, num_stripes=num_stripes)
+        super().__init__(preprocess, num_stripes=num_stripes,
+                         stripe_columns=stripe_columns)
         vision = clip_model.vision_model
         patch = int(vision.config.patch_size)
         height, width = preprocess.size
@@ -160,11 +162,12 @@ class CLIPImageEncoder(StagedImageEncoder):
         return self.visual_projection(self.post_layernorm(tokens))
 
     def pool(self, final: torch.Tensor, stripe_source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """[CLS] of the last layer -> (B, E); patch tokens of the stripe layer -> (B, P, E)."""
+        """[CLS] of the last layer -> (B, E); patch tokens of the stripe layer -> (B, P*Q, E)."""
         grid = self.stages[0].grid
         patches = stripe_source[:, 1:]  # (B, N, D)
         feature_map = patches.transpose(1, 2).reshape(patches.shape[0], -1, *grid)  # (B, D, gh, gw)
-        return self._project(final[:, 0]), self._project(stripe_pool(feature_map, self.num_stripes))
+        cells = stripe_pool(feature_map, self.num_stripes, self.stripe_columns)  # (B, P*Q, D)
+        return self._project(final[:, 0]), self._project(cells)
 
 
 class CLIPTextEncoder(TextEncoder):

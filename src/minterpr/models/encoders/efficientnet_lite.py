@@ -65,13 +65,15 @@ class EfficientNetLite0(StagedImageEncoder):
         *,
         preprocess: ImagePreprocess | None = None,
         num_stripes: int = 6,
+        stripe_columns: int = 1,
         stripe_stage: int | str | None = None,
         split_stage: int | str = 0,
         embed_dim: int | None = None,
         channels_last: bool = False,
         with_classifier: bool = False,
     ) -> None:
-        super().__init__(preprocess or ImagePreprocess(mean=LITE_MEAN, std=LITE_STD), num_stripes=num_stripes)
+        super().__init__(preprocess or ImagePreprocess(mean=LITE_MEAN, std=LITE_STD), num_stripes=num_stripes,
+                         stripe_columns=stripe_columns)
         bn = dict(tf_same_padding=True, bn_eps=BN_EPS, bn_momentum=BN_MOMENTUM)
         stages: list[nn.Module] = [ConvBNAct(3, STEM_CHANNELS, 3, stride=2, **bn)]
         channels = [STEM_CHANNELS]
@@ -148,7 +150,7 @@ def lite0_weights_path() -> str:
 def create_efficientnet_lite0(*, pretrained: bool | None = None, **kwargs: object) -> EfficientNetLite0:
     """EfficientNet-Lite0; ``pretrained`` (None/True) loads the packaged ImageNet weights.
 
-    Keyword arguments go to :class:`EfficientNetLite0` (num_stripes, stripe_stage,
+    Keyword arguments go to :class:`EfficientNetLite0` (num_stripes, stripe_columns, stripe_stage,
     split_stage, embed_dim, channels_last, with_classifier, preprocess).
     """
     encoder = EfficientNetLite0(**kwargs)  # type: ignore[arg-type]

