@@ -247,7 +247,7 @@ class StagedImageEncoder(nn.Module):
         return final.mean(dim=(2, 3)), stripe_pool(stripe_source, self.num_stripes, self.stripe_columns)
 
     def forward(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        """(B, 3, H, W) preprocessed images -> {"global": (B, D), "stripes": (B, P, D_s)}."""
+        """(B, 3, H, W) preprocessed images -> {"global": (B, D), "stripes": (B, P*Q, D_s)}."""
         return self.forward_head(self.forward_stem(x))
 
 
