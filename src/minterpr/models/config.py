@@ -111,7 +111,7 @@ class ModelConfig:
 # The default CPU layout, measured on the synthetic world's val split (docs/benchmarks.md): the
 # whole backbone frozen and cached (fine-tuning its last stages overfit the attribute head), a
 # 256x128 input (val R@1 46 % at 128x64 vs 68 %), and a 16x8 part grid read from the stride-16
-# stage 5 with a colour grid of the same shape (mean val slot accuracy 77 -> 85 %, R@1 68 -> 80 %).
+# stage 5 with a colour grid of the same shape (mean val slot accuracy 77 -> 85 %, val R@1 67 -> 81 %).
 _GRID_LAYOUT = dict(image_size=(256, 128), frozen_image_stages="head", stripe_stage="stage5",
                     num_stripes=16, stripe_columns=8, colour_stripes=16,
                     encoder_kwargs={"image": {"channels_last": True}})  # NHWC: faster CPU convs

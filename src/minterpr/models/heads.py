@@ -88,12 +88,9 @@ class GridProjection(nn.Module):
     def forward(self, cells: torch.Tensor) -> torch.Tensor:
         b, n, c = cells.shape
         grid = cells.transpose(1, 2).reshape(b, c, self.rows, self.columns)  # (B, C, P, Q)
-        if self.training and b == 1:  # no batch statistics from one image: use the running ones
-            self.norm.eval()
-            grid = self.norm(grid)
-            self.norm.train()
-        else:
-            grid = self.norm(grid)
+        bn = self.norm  # one image has no batch statistics: it uses the running ones (as _bnneck)
+        grid = F.batch_norm(grid, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                            training=self.training and b > 1, momentum=bn.momentum, eps=bn.eps)
         return self.out(F.gelu(self.conv(grid)).flatten(2).transpose(1, 2))  # (B, P*Q, D)
 
 
