@@ -181,14 +181,14 @@ class StepForward(nn.Module):
     def forward(self, images: torch.Tensor, from_stems: bool, plan: DialoguePlan | None = None,
                 texts: torch.Tensor | list[str] | None = None) -> dict[str, torch.Tensor | None]:
         model = self.model
+        device = images.device
         # dialogues: attribute logits only for the targets (references need just their embedding)
-        targets = None if plan is None else plan.target_index.to(images.device)
-        out = (model.encode_image_features(images, targets) if from_stems
-               else model.encode_images(images, targets))
+        t = None if plan is None else plan.target_index.to(device)
+        out = model.encode_image_features(images, t) if from_stems else model.encode_images(images, t)
         if plan is None:  # image items: the batch rows are the images
             return {"image_embedding": out["embedding"], "attribute_logits": out["attribute_logits"],
                     "id_logits": out["id_logits"]}
-        device = images.device
+        assert t is not None
         text = texts if isinstance(texts, torch.Tensor) else model.text_features(texts or [])
         turn_types, turn_mask = plan.turn_types.to(device), plan.turn_mask.to(device)
         turn_image = gather_rows(out["embedding"], plan.image_index.to(device))  # (B, R, D)
@@ -196,10 +196,9 @@ class StepForward(nn.Module):
             "turn_types": turn_types, "turn_mask": turn_mask, "turn_image": turn_image,
             "turn_text": gather_rows(text, plan.text_index.to(device)),  # (B, R, Dt)
         })  # (B, R, D)
-        t = plan.target_index.to(device)
         id_logits = out["id_logits"]
         return {"queries": queries, "turn_mask": turn_mask, "logit_scale": model.logit_scale,
-                "image_embedding": out["embedding"][t], "attribute_logits": out["attribute_logits"],
+                "image_embedding": out["embedding"][t], "attribute_logits": out["attribute_logits"],  # (B, L): targets
                 "id_logits": None if id_logits is None else id_logits[t],
                 # the reference shown at round k is what round k and later must rank below the
                 # target, unless it shows the target's own person

@@ -218,9 +218,9 @@ class StagedImageEncoder(nn.Module):
         """Stem output -> {"global": (B, D), "stripes": (B, P*Q, D_s)}."""
         if self.stem_is_pooled:
             c_global, c_stripe = self._pooled_channels
-            if features.dim() != 2 or features.shape[1] != c_global + self.num_cells * c_stripe:
-                raise ValueError(f"pooled stem output must be (B, {c_global + self.num_cells * c_stripe}), "
-                                 f"got {tuple(features.shape)}")
+            width = c_global + self.num_cells * c_stripe
+            if features.dim() != 2 or features.shape[1] != width:
+                raise ValueError(f"pooled stem output must be (B, {width}), got {tuple(features.shape)}")
             global_feat = features[:, :c_global]
             stripes = features[:, c_global:].reshape(features.shape[0], self.num_cells, c_stripe)
         else:
