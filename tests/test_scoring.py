@@ -70,3 +70,31 @@ def test_scoring_config_validates_and_round_trips() -> None:
     cosine = np.zeros((1, 2), np.float32)
     assert combine(cosine, None, config) is cosine
 
+
+
+def _keep_below_loop(scores: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """Plain reference of keep_rejected_below: one row and one image at a time."""
+    scores = scores.astype(np.float64)
+    out = scores.copy()
+    for row in range(len(scores)):
+        if rejected[row].any() and not rejected[row].all():
+            best = max(s for s, r in zip(scores[row], rejected[row]) if not r)
+            for j in range(scores.shape[1]):
+                if rejected[row, j]:
+                    out[row, j] = min(scores[row, j], best - 1e-6 * (1.0 + abs(best)))
+    return out
+
+
+def test_keep_rejected_below_matches_a_loop_and_keeps_the_rest() -> None:
+    from minterpr.interaction.reranking import keep_rejected_below
+
+    rng = np.random.default_rng(0)
+    scores = rng.normal(size=(40, 9)).astype(np.float32)
+    rejected = rng.random((40, 9)) < 0.2
+    rejected[0] = True  # all rejected: nothing to keep them below, row unchanged
+    got = keep_rejected_below(scores, rejected)
+    np.testing.assert_array_equal(got, _keep_below_loop(scores, rejected))
+    np.testing.assert_array_equal(got[~rejected], scores[~rejected])  # only rejected images move
+    mixed = rejected.any(1) & ~rejected.all(1)
+    assert (got[mixed].argmax(1) == np.where(rejected[mixed], -np.inf, scores[mixed]).argmax(1)).all()
+    assert keep_rejected_below(scores[1], rejected[1]).shape == (9,)  # one row works too

@@ -149,3 +149,36 @@ def test_eval_command_reports_a_missing_model(eval_setup, tmp_path, capsys):
     args = ["eval", "--run", str(tmp_path), "--data", str(root / "test.jsonl"), "--json", str(tmp_path / "x.json")]
     assert main(args) == 2
     assert "model.pt does not exist" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------------ rejected references
+def _rejecting_sample(feedback: str) -> RetrievalSample:
+    # the description points at person 1 (wrong); the user then rejects p1_0, the image shown
+    return RetrievalSample("p0_0.png", "toy:0", Dialogue("person 1", (), (ReferenceTurn("p1_0.png", feedback + " 1"),)))
+
+
+def test_a_rejected_reference_ranks_below_the_images_not_rejected():
+    from minterpr.evaluation.scoring import ScoringConfig
+
+    # only the rejected image and the target compete; the feedback still points at person 1
+    gallery = [GalleryImage("p0_0.png", "toy:0"), GalleryImage("p1_0.png", "toy:1")]
+    samples = [_rejecting_sample("That's not the person. Shorter hair, number")]
+    on = evaluate_dialogues(AxisBackend(), samples, gallery, None)
+    off = evaluate_dialogues(AxisBackend(), samples, gallery, None, scoring=ScoringConfig(reject_references=False))
+    assert on.protocol["scoring"]["reject_references"] and not off.protocol["scoring"]["reject_references"]
+    assert [r["r1"] for r in on.rounds] == [0.0, 100.0]  # from the round it was rejected on
+    assert [r["r1"] for r in off.rounds] == [0.0, 0.0]
+    # a same-person near-duplicate of the rejected image is not touched (the replay knows no identities)
+    full = evaluate_dialogues(AxisBackend(), samples, GALLERY, None)
+    assert [r["r1"] for r in full.rounds] == [0.0, 0.0]
+
+
+def test_rejection_needs_a_no_and_a_gallery_image():
+    from minterpr.evaluation.static import rejected_by_round
+
+    position = {"p1_0.png": 2}
+    turns = [DescriptionTurn("person 1"), QATurn("which?", "number 1"), ReferenceTurn("p1_0.png", "No. A hat.")]
+    assert rejected_by_round(turns, position) == [(2, 2)]
+    assert rejected_by_round(turns[:2] + [ReferenceTurn("p1_0.png", "Yes, that's her.")], position) == []
+    assert rejected_by_round(turns[:2] + [ReferenceTurn("p1_0.png", "Maybe, I can't tell.")], position) == []
+    assert rejected_by_round(turns[:2] + [ReferenceTurn("elsewhere.png", "No.")], position) == []

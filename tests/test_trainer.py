@@ -207,13 +207,42 @@ def test_train_command_writes_the_run(finished_run):
     assert state["done"] and state["best"]["stage"] in ("alignment", "dialogue")
     model = load_model(finished_run / "model.pt")
     best = torch.load(finished_run / "best.pt", weights_only=True)
-    assert all(torch.equal(v, best["state_dict"][k]) for k, v in model.state_dict().items())
+    # model.pt = best.pt's weights, calibrated on val afterwards (the temperatures are all that differ)
+    calibrated = {k: v for k, v in model.state_dict().items() if k != "attribute_temperature"}
+    assert all(torch.equal(v, best["state_dict"][k]) for k, v in calibrated.items())
     assert any(finished_run.joinpath("cache", "stems").iterdir())
     extra = read_checkpoint(finished_run / "model.pt")["extra"]  # the attribute weight, chosen on val
     tried = extra["scoring_selection"]["r1_last_by_weight"]
     assert extra["scoring_selection"]["split"] == "val" and len(tried) == len(DEFAULT_WEIGHT_GRID)
     assert extra["scoring"]["attribute_weight"] in DEFAULT_WEIGHT_GRID
     assert tried[str(float(extra["scoring"]["attribute_weight"]))] == max(tried.values())
+    calibration = extra["calibration"]  # the tiny val gallery is too small to move any slot from 1
+    assert calibration["split"] == "val" and calibration["temperatures"] == {}
+    assert torch.equal(model.attribute_temperature, torch.ones_like(model.attribute_temperature))
+
+
+def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_path, monkeypatch):
+    import shutil
+
+    from minterpr.cli.train import calibrate_and_choose_weight
+
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    monkeypatch.setattr("minterpr.training.calibration.MIN_ANNOTATED_IMAGES", 1)
+    cfg = load_config(run / "config.yaml", ["progress=false"])  # cache_dir "": RUN_DIR/cache, the copy
+    cached = {p: p.stat().st_mtime_ns for p in (run / "cache").rglob("*.pt")}
+    assert cached
+    chosen = calibrate_and_choose_weight(cfg, run / "model.pt")
+    assert {p: p.stat().st_mtime_ns for p in (run / "cache").rglob("*.pt")} == cached  # read the val caches
+    calibration = chosen["calibration"]
+    assert calibration["temperatures"] and set(calibration["temperatures"]) <= set(ONTOLOGY.slot_names)
+    assert calibration["nll_after"] <= calibration["nll_before"] + 1e-9
+    payload = read_checkpoint(run / "model.pt")
+    assert payload["extra"]["calibration"] == calibration and payload["extra"]["scoring"] == chosen["scoring"]
+    model = load_model(run / "model.pt")
+    for j, (slot, _) in enumerate(ONTOLOGY.flat_labels()):  # every label of a fitted slot carries its T
+        expected = calibration["temperatures"].get(slot, 1.0)
+        assert model.attribute_temperature[j].item() == pytest.approx(expected, rel=1e-6)
 
 
 def test_existing_run_needs_resume_and_the_same_config(finished_run, dataset, capsys):

@@ -65,11 +65,10 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic")
     run_dir.mkdir(parents=True, exist_ok=True)
     stamp.write_text(wanted)
     result = train(cfg, run_dir, resume=resume)
-    if cfg.select_attribute_weight:  # as `minterpr train` does, so `minterpr eval` finds the weight
-        from minterpr.cli.train import choose_attribute_weight
+    if cfg.calibrate_attributes or cfg.select_attribute_weight:  # as `minterpr train` does
+        from minterpr.cli.train import calibrate_and_choose_weight, describe_choices
 
-        weight, _ = choose_attribute_weight(cfg, result.model_path)
-        _say(f"attribute weight {weight:g} (chosen on val for `minterpr eval`)")
+        _say(describe_choices(calibrate_and_choose_weight(cfg, result.model_path), cfg.selection_split))
     finished.write_text(wanted)
     _say(f"model: {run_dir / 'model.pt'} (trained in {time.time() - started:.0f} s)")
     return run_dir

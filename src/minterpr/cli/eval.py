@@ -4,7 +4,9 @@ Loads RUN_DIR/model.pt, ranks the gallery after every round (round 0 = the descr
 one round per recorded turn; an ended dialogue keeps its last query), prints the per-round
 table (R@1/5/10, mAP, mINP, Hits@k, BRI), writes the evaluation JSON and, with ``--plot``, a
 per-round R@1 PNG. The gallery is ``--gallery``, else ``gallery_<split>.jsonl`` beside the
-dialogue file, else every target and reference image of the dialogues.
+dialogue file, else every target and reference image of the dialogues. Scores are the query
+cosine plus the attribute evidence at the weight chosen on val at training time; a reference
+image the user rejected stays below the images not rejected (``--keep-rejected`` turns it off).
 
 Example:
     $ minterpr eval --run runs/synth --data data/synth/test.jsonl --image-root data/synth \\
@@ -15,6 +17,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -56,6 +59,8 @@ def _run(args: argparse.Namespace) -> int:
     selected = payload["extra"]
     stored = ScoringConfig.from_dict(selected.get("scoring"))  # chosen on the validation split at training time
     scoring = stored if args.attribute_weight is None else ScoringConfig(args.attribute_weight, stored.prob_floor)
+    if args.keep_rejected:
+        scoring = dataclasses.replace(scoring, reject_references=False)
     backend = NeuralBackend(model, device=args.device, batch_size=args.batch_size)
     protocol = {
         "dataset": str(data.parent), "split": data.stem, "dialogues": str(data),
@@ -95,6 +100,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--attribute-weight", type=float, metavar="W",
                         help="score = cosine + W * attribute log-likelihood of the parsed facts "
                              "(default: the weight stored with the model, chosen on val; 0 = embedding only)")
+    parser.add_argument("--keep-rejected", action="store_true",
+                        help="rank reference images the user rejected like any other image (default: below the rest)")
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--batch-size", type=int, default=64, help="images / dialogues per forward pass")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -42,6 +42,8 @@ class ScoringConfig:
 
     attribute_weight: float = 0.0  # w: weight of Σ log P(fact | image); 0 = embedding cosine only
     prob_floor: float = 0.02  # probabilities clipped to [floor, 1 - floor] (one wrong label costs <= ln 50)
+    reject_references: bool = True  # a reference image the user rejected ("not her") ranks below every
+    #   image not rejected from that round on, as in a session (interaction.reranking.keep_rejected_below)
 
     def __post_init__(self) -> None:
         if self.attribute_weight < 0:
@@ -49,7 +51,7 @@ class ScoringConfig:
         if not 0.0 < self.prob_floor < 0.5:
             raise ValueError(f"prob_floor must be in (0, 0.5), got {self.prob_floor}")
 
-    def to_dict(self) -> dict[str, float]:
+    def to_dict(self) -> dict[str, float | bool]:
         return asdict(self)
 
     @classmethod

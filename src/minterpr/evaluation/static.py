@@ -11,7 +11,10 @@ all queries and the rounds remain comparable. ``protocol["ended_dialogues"]`` re
 Scores: the query-image cosine, plus (``scoring=ScoringConfig(attribute_weight=w)``) ``w`` times
 the attribute log-likelihood of every fact parsed from the replayed turns so far (see
 :mod:`minterpr.evaluation.scoring`); :func:`select_attribute_weight` picks ``w`` on a validation
-split. ``protocol["scoring"]`` records the setting.
+split. A reference image the user rejected ("That's not the person.") is kept below every image
+not rejected from that round on (``ScoringConfig.reject_references``, on by default; the rule a
+session applies), so a replay never answers with an image the user has just turned down.
+``protocol["scoring"]`` records the setting.
 
 ``description_only=True`` is the single-shot baseline protocol: every round uses the
 description alone (a text-to-image model that ignores the conversation), so its curve is flat
@@ -44,7 +47,9 @@ import numpy as np
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, FactScorer, ScoringConfig, combine
-from minterpr.types import GalleryImage, RetrievalSample, Turn
+from minterpr.interaction.dialogue_acts import verdict
+from minterpr.interaction.reranking import keep_rejected_below
+from minterpr.types import GalleryImage, ReferenceTurn, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
 
@@ -79,6 +84,28 @@ def dialogue_turns(sample: RetrievalSample, max_rounds: int | None = None,
     return turns[:1] if description_only else turns
 
 
+def rejected_by_round(turns: Sequence[Turn], gallery_position: Mapping[str, int]) -> list[tuple[int, int]]:
+    """(round, gallery index) of every reference image the user rejected in ``turns``.
+
+    A reference turn at round r whose feedback's verdict is "not the person"
+    (:func:`minterpr.interaction.dialogue_acts.verdict` is False) rejects its image from round r
+    on; references outside the gallery are skipped.
+
+    Example:
+        >>> from minterpr.types import DescriptionTurn
+        >>> turns = [DescriptionTurn("a man"), ReferenceTurn("b.jpg", "That's not him. No hat."),
+        ...          ReferenceTurn("c.jpg", "Yes, that's him.")]
+        >>> rejected_by_round(turns, {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2})
+        [(1, 1)]
+    """
+    out = []
+    for r, turn in enumerate(turns):
+        rejects = isinstance(turn, ReferenceTurn) and verdict(turn.feedback) is False
+        if rejects and turn.reference_path in gallery_position:
+            out.append((r, gallery_position[turn.reference_path]))
+    return out
+
+
 def _encode_all(backend: Any, dialogues: list[list[Turn]], index: Any) -> list[np.ndarray]:
     """One (R_i, D) query array per dialogue; batched when the backend can (``encode_dialogues``)."""
     batched = getattr(backend, "encode_dialogues", None)
@@ -92,7 +119,7 @@ class _Replay:
 
     def __init__(self, backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                  image_root: str | os.PathLike[str] | None, max_rounds: int | None, description_only: bool,
-                 progress: bool) -> None:
+                 progress: bool, index: Any = None, queries: Sequence[np.ndarray] | None = None) -> None:
         if not samples:
             raise ValueError("no dialogues to evaluate")
         if not gallery_images:
@@ -100,13 +127,18 @@ class _Replay:
         if max_rounds is not None and max_rounds < 1:
             raise ValueError(f"max_rounds must be >= 1 (round 0 is the description), got {max_rounds}")
         root = None if image_root is None else os.fspath(image_root)
-        self.index = backend.index_images(list(gallery_images), root, progress=progress)
+        self.index = index if index is not None else backend.index_images(list(gallery_images), root, progress=progress)
         pid_of = {image.path: image.person_id for image in gallery_images}
         self.query_pids = [pid_of.get(s.target_path, s.person_id) for s in samples]
         self.gallery_pids = [image.person_id for image in gallery_images]
         self.lengths = [len(dialogue_turns(s, max_rounds)) for s in samples]  # rounds each dialogue really has
         self.turns = [dialogue_turns(s, max_rounds, description_only) for s in samples]
-        self.queries = _encode_all(backend, self.turns, self.index)
+        position = {image.path: i for i, image in enumerate(gallery_images)}
+        self.rejections = [rejected_by_round(turns, position) for turns in self.turns]
+        if queries is not None and len(queries) != len(samples):
+            raise ValueError(f"queries: one array per dialogue expected ({len(samples)}), got {len(queries)}")
+        self.queries = (_encode_all(backend, self.turns, self.index) if queries is None
+                        else [np.asarray(q, np.float32) for q in queries])
         self.num_rounds = max(self.lengths)
         self.gallery = np.asarray(self.index.embeddings, np.float32)
         self._scorer: FactScorer | None = None
@@ -128,7 +160,14 @@ class _Replay:
         """(Q, G) final scores of round r."""
         cosine = np.stack([self._pick(q, r, n) for q, n in zip(self.queries, self.lengths)]) @ self.gallery.T
         loglik = self.loglik(r, scoring.prob_floor) if scoring.attribute_weight > 0 else None
-        return combine(cosine, loglik, scoring)
+        scores = combine(cosine, loglik, scoring)
+        if scoring.reject_references and any(self.rejections):
+            rejected = np.zeros(scores.shape, bool)  # (Q, G)
+            for i, (rejections, n) in enumerate(zip(self.rejections, self.lengths)):
+                for round_, image in rejections:
+                    rejected[i, image] |= round_ <= min(r, len(self.turns[i]) - 1, n - 1)
+            scores = keep_rejected_below(scores, rejected)
+        return scores
 
     def metrics(self, scoring: ScoringConfig) -> dict[str, Any]:
         return per_round_metrics((self.round_scores(r, scoring) for r in range(self.num_rounds)),
@@ -160,13 +199,16 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
 def select_attribute_weight(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                             image_root: str | os.PathLike[str] | None,
                             grid: Sequence[float] = DEFAULT_WEIGHT_GRID, *, prob_floor: float = 0.02,
-                            progress: bool = False) -> tuple[ScoringConfig, dict[float, float]]:
+                            progress: bool = False, index: Any = None,
+                            queries: Sequence[np.ndarray] | None = None) -> tuple[ScoringConfig, dict[float, float]]:
     """The ``attribute_weight`` of ``grid`` with the best R@1 after the last round (ties: mean R@1
     over rounds), and every candidate's R@1@last. Use a validation split, never the test split.
 
     The gallery is indexed and the dialogues encoded once; only the score sum changes per w.
+    Outputs the caller already has skip that work: ``index`` (the gallery indexed by the same
+    model) and ``queries`` (per dialogue, its (R_i, D) queries); with both, ``backend`` is unused.
     """
-    replay = _Replay(backend, samples, gallery_images, image_root, None, False, progress)
+    replay = _Replay(backend, samples, gallery_images, image_root, None, False, progress, index, queries)
     tried: dict[float, float] = {}
     best_key, best = None, ScoringConfig(prob_floor=prob_floor)
     for w in grid:

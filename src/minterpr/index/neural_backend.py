@@ -78,25 +78,38 @@ class NeuralBackend:
                     pending = pool.submit(self.model.preprocess.load_batch, next_chunk)
                 yield batch
 
-    def embed_image_files(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Image files -> (N, D) L2-normalised embeddings and (N, L) attribute probabilities (float32)."""
+    def image_outputs(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Image files -> (N, D) L2-normalised embeddings and (N, L) raw attribute logits (float32)."""
         import torch
 
-        embeddings, probs = [], []
+        embeddings, logits = [], []
         bar = tqdm(total=len(paths), desc="indexing", unit="img", disable=not progress) if tqdm else None
         with torch.inference_mode():
             for pixels in self._load_batches(list(paths)):
                 out = self.model.encode_images(pixels.to(self.device))
                 embeddings.append(out["embedding"].float().cpu())
-                probs.append(torch.sigmoid(out["attribute_logits"].float()).cpu())
+                logits.append(out["attribute_logits"].float().cpu())
                 if bar is not None:
                     bar.update(len(pixels))
         if bar is not None:
             bar.close()
         if not embeddings:
-            labels = self.model.image_head.attributes.label_weight.shape[0]
+            labels = self.model.attribute_temperature.shape[0]
             return np.zeros((0, self.model.embed_dim), np.float32), np.zeros((0, labels), np.float32)
-        return torch.cat(embeddings).numpy(), torch.cat(probs).numpy()
+        return torch.cat(embeddings).numpy(), torch.cat(logits).numpy()
+
+    def embed_image_files(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Image files -> (N, D) L2-normalised embeddings and (N, L) calibrated attribute probabilities."""
+        embeddings, logits = self.image_outputs(paths, progress=progress)
+        return embeddings, self.attribute_probabilities(logits)
+
+    def attribute_probabilities(self, logits: np.ndarray) -> np.ndarray:
+        """(N, L) raw attribute logits -> (N, L) float32 probabilities at the model's slot temperatures."""
+        import torch
+
+        with torch.inference_mode():
+            probs = self.model.attribute_probabilities(torch.from_numpy(np.asarray(logits, np.float32)))
+        return probs.cpu().numpy()
 
     def index_images(
         self, images: Sequence[GalleryImage], root: str | None = None, *, progress: bool = False

@@ -166,8 +166,28 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
             scores = lam * scores + (1.0 - lam) * anchor_sim
     if config.pin_confirmed and confirmed:
         scores[confirmed] = scores.max() + 1.0
-    if config.rejection and rejected.any() and not rejected.all():
-        # The hard rule: a rejected image stays below the best image the user has not rejected.
-        best_other = scores[~rejected].max()
-        scores[rejected] = np.minimum(scores[rejected], best_other - 1e-6 * (1.0 + abs(best_other)))
+    if config.rejection:
+        scores = keep_rejected_below(scores, rejected)
     return RerankResult(scores, anchor, loglik)
+
+
+def keep_rejected_below(scores: np.ndarray, rejected: np.ndarray) -> np.ndarray:
+    """The hard rule: every rejected image scores below the best image the user has not rejected.
+
+    ``scores`` and ``rejected`` (bool) are (..., N); each row is handled on its own, and a row
+    whose images are all (or none) rejected is left as it is. Returns a new array.
+
+    Example:
+        >>> keep_rejected_below(np.array([0.9, 0.5, 0.1]), np.array([True, False, False])).argmax()
+        1
+    """
+    scores = np.array(scores, dtype=np.float64)  # a copy
+    rejected = np.broadcast_to(np.asarray(rejected, bool), scores.shape)
+    rows = rejected.any(axis=-1) & ~rejected.all(axis=-1)  # (...,)
+    if not rows.any():
+        return scores
+    best_other = np.where(rejected, -np.inf, scores).max(axis=-1, keepdims=True)  # (..., 1)
+    ceiling = best_other - 1e-6 * (1.0 + np.abs(best_other))
+    demote = rejected & rows[..., None]
+    scores[demote] = np.minimum(scores, ceiling)[demote]
+    return scores

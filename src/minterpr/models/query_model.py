@@ -40,6 +40,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from minterpr.data.ontology import ONTOLOGY
+
 from .colour import PALETTE, ColourBranch
 from .config import MODEL_CONFIGS, ModelConfig
 from .encoders import ImagePreprocess, create_image_encoder, create_text_encoder
@@ -90,7 +92,17 @@ class RetrievalModel(nn.Module):
         )
         # learnable temperature in log space, as CLIP: logit_scale = exp(.) = 1 / temperature
         self.log_logit_scale = nn.Parameter(torch.tensor(math.log(1.0 / config.init_temperature)))
+        # per-label temperature of the attribute probabilities, one value per slot, fitted after
+        # training on the validation split (minterpr.training.calibration); ones = uncalibrated
+        self.register_buffer("attribute_temperature", torch.ones(len(ONTOLOGY.flat_labels())))  # (L,)
         self.train()
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003
+        # models saved before calibration existed have no temperature: they load as uncalibrated
+        key = prefix + "attribute_temperature"
+        if key not in state_dict:
+            state_dict[key] = torch.ones_like(self.attribute_temperature)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def _frozen_stages(self, frozen: int | str) -> int | str:
         if isinstance(frozen, int) and frozen < 0:  # "all but the last |frozen| stages"
@@ -173,6 +185,23 @@ class RetrievalModel(nn.Module):
                       attribute_rows: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
         """(B, 3, H, W) -> the dict of :meth:`encode_image_features`."""
         return self.encode_image_features(self.image_stem(pixels), attribute_rows)
+
+    def attribute_probabilities(self, attribute_logits: torch.Tensor) -> torch.Tensor:
+        """(B, L) attribute logits -> (B, L) calibrated probabilities ``sigmoid(logit / T_slot)``."""
+        temperature = self.attribute_temperature.to(attribute_logits.device, attribute_logits.dtype)  # (L,)
+        return torch.sigmoid(attribute_logits / temperature)
+
+    def set_attribute_temperature(self, temperatures: Mapping[str, float]) -> None:
+        """Set the temperature of every label of the named slots (others keep theirs); each > 0."""
+        slots = [slot for slot, _ in ONTOLOGY.flat_labels()]
+        unknown = sorted(set(temperatures) - set(slots))
+        if unknown:
+            raise ValueError(f"unknown attribute slots {unknown}; must be among {sorted(set(slots))}")
+        for slot, value in temperatures.items():
+            if not value > 0:
+                raise ValueError(f"temperature of slot {slot!r} must be > 0, got {value}")
+            columns = torch.tensor([j for j, s in enumerate(slots) if s == slot])
+            self.attribute_temperature[columns] = float(value)
 
     # ------------------------------------------------------------------ text side
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:

@@ -127,6 +127,9 @@ class TrainConfig:
     # after training, `minterpr train` also picks the weight of the attribute evidence in the
     # static score (cosine + w * log-likelihood) on the selection split and stores it in model.pt
     select_attribute_weight: bool = True
+    # ... and, before that, fits one temperature per attribute slot to the selection split's gallery
+    # labels (calibrated probabilities; minterpr.training.calibration), stored in model.pt
+    calibrate_attributes: bool = True
     progress: bool = True  # tqdm progress bars
     data: DataConfig = field(default_factory=DataConfig)  # dataset files
     model: ModelConfig = field(default_factory=ModelConfig)  # the retrieval model

@@ -231,11 +231,21 @@ def build_optimizer(model: RetrievalModel, stage: StageConfig,
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-@torch.no_grad()
-def validate(model: RetrievalModel, split: SplitData, source: FeatureSource, batch_size: int) -> dict[str, Any]:
-    """Per-round metrics (:func:`per_round_metrics`) of the split's dialogues against its gallery.
+@dataclass
+class SplitOutputs:
+    """A split encoded by the model (eval mode): what validation and the choices after training read."""
 
-    A dialogue that has ended keeps its last query for the later rounds.
+    gallery_embeddings: np.ndarray  # (N, D) L2-normalised, in gallery order
+    gallery_attribute_logits: np.ndarray  # (N, L) raw attribute logits, in gallery order
+    queries: list[np.ndarray]  # one (R_i, D) array per dialogue: the query after each of its rounds
+
+
+@torch.no_grad()
+def encode_split(model: RetrievalModel, split: SplitData, source: FeatureSource, batch_size: int) -> SplitOutputs:
+    """Gallery embeddings and attribute logits, and every dialogue's per-round queries, of ``split``.
+
+    Images and texts come from the source's tables (the run's caches) when features are cached,
+    so this costs only the trainable parts; otherwise they are computed from pixels and text.
     """
     was_training = model.training
     model.eval()
@@ -250,7 +260,9 @@ def validate(model: RetrievalModel, split: SplitData, source: FeatureSource, bat
             chunks = (model.image_stem(p.to(source.device)) for p in iter_pixel_batches(
                 [images[i: i + batch_size] for i in range(0, len(images), batch_size)],
                 split.image_root, model.preprocess, workers=source.cfg.workers))
-        embedding = torch.cat([model.encode_image_features(s)["embedding"].float() for s in chunks])  # (N, D)
+        outputs = [model.encode_image_features(s) for s in chunks]
+        embedding = torch.cat([out["embedding"].float() for out in outputs])  # (N_all, D)
+        logits = torch.cat([out["attribute_logits"].float() for out in outputs])  # (N_all, L)
         row = {path: i for i, path in enumerate(images)}
         texts = source.text_table(dialogue_texts(split.samples, rounds), f"{split.name}: texts") \
             if source.text_cached else None
@@ -265,9 +277,19 @@ def validate(model: RetrievalModel, split: SplitData, source: FeatureSource, bat
                 "turn_image": gather_rows(image_rows, plan.image_index.to(source.device))}).float().cpu().numpy()
             lengths = plan.turn_mask.sum(1).tolist()
             per_sample += [queries[i, : lengths[i]] for i in range(len(lengths))]
-        gallery = embedding[torch.tensor([row[image.path] for image in split.gallery])].cpu().numpy()
-        num_rounds = max(len(q) for q in per_sample)
-        query_rounds = ((np.stack([q[min(r, len(q) - 1)] for q in per_sample]), gallery) for r in range(num_rounds))
-        return per_round_metrics(query_rounds, split.sample_pids, [image.person_id for image in split.gallery])
+        gallery = torch.tensor([row[image.path] for image in split.gallery], device=embedding.device)
+        return SplitOutputs(embedding[gallery].cpu().numpy(), logits[gallery].cpu().numpy(), per_sample)
     finally:
         model.train(was_training)
+
+
+def validate(model: RetrievalModel, split: SplitData, source: FeatureSource, batch_size: int) -> dict[str, Any]:
+    """Per-round metrics (:func:`per_round_metrics`) of the split's dialogues against its gallery.
+
+    A dialogue that has ended keeps its last query for the later rounds.
+    """
+    encoded = encode_split(model, split, source, batch_size)
+    per_sample, gallery = encoded.queries, encoded.gallery_embeddings
+    num_rounds = max(len(q) for q in per_sample)
+    query_rounds = ((np.stack([q[min(r, len(q) - 1)] for q in per_sample]), gallery) for r in range(num_rounds))
+    return per_round_metrics(query_rounds, split.sample_pids, [image.person_id for image in split.gallery])
