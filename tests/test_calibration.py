@@ -57,6 +57,8 @@ def test_single_valued_slots_are_fitted_on_the_normalised_true_value() -> None:
     fitted = fit_slot_temperatures(logits / 4, targets, mask)
     assert list(fitted) == ["upper_type"] and fitted["upper_type"] < 1.0  # sharpened
     assert fit_slot_temperatures(logits, targets, mask, min_images=n) == {}  # too few annotated images
+    one_value = mask & (targets[:, [columns[0]]] == 1)  # only the images holding the first value
+    assert fit_slot_temperatures(logits / 4, targets, one_value, min_images=1) == {}  # labels never vary
 
 
 def test_golden_section_agrees_with_a_fine_grid() -> None:

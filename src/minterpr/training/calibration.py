@@ -104,12 +104,15 @@ def fit_slot_temperatures(logits: np.ndarray, targets: np.ndarray, mask: np.ndar
     ``logits``, ``targets`` (0/1) and ``mask`` (True = annotated) are (N, L) over
     ``ONTOLOGY.flat_labels()``, as :func:`minterpr.training.data.attribute_targets` gives them.
     Slots with fewer than ``min_images`` (default :data:`MIN_ANNOTATED_IMAGES`) annotated images
-    get no entry (too little evidence to move them from 1).
+    get no entry (too little evidence to move them from 1), and so do slots whose labels never
+    vary (every annotated image holds the same values, as PETA's "V-neck", labelled only when
+    present): with nothing to tell apart, the likelihood grows without limit as T shrinks.
     """
     min_images = MIN_ANNOTATED_IMAGES if min_images is None else min_images
     fitted: dict[str, float] = {}
     for slot, slot_logits, slot_targets in _annotated_slots(logits, targets, mask):
-        if len(slot_logits) >= min_images:
+        varies = bool((slot_targets.min(axis=0) != slot_targets.max(axis=0)).any()) if len(slot_targets) else False
+        if len(slot_logits) >= min_images and varies:
             log_t = _minimise_log_temperature(
                 lambda x: _slot_nll(slot_logits, slot_targets, not slot.multi, math.exp(x)))
             fitted[slot.name] = float(math.exp(log_t))
