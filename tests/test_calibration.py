@@ -12,11 +12,10 @@ from minterpr.models import create_model, load_model, save_model
 from minterpr.training.calibration import _minimise_log_temperature, calibration_nll, fit_slot_temperatures
 
 LABELS = ONTOLOGY.flat_labels()
-SLOTS = {slot.name: slot for slot in ONTOLOGY.slots}
 
 
 def _columns(slot: str) -> list[int]:
-    return [j for j, (s, _) in enumerate(LABELS) if s == slot]
+    return ONTOLOGY.slot_columns()[slot]
 
 
 def _sampled(n: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

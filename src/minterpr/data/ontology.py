@@ -211,5 +211,17 @@ class Ontology:
         """Every (slot, value) pair, in a fixed order: the attribute head's output units."""
         return [(s.name, v.name) for s in self.slots for v in s.values]
 
+    def slot_columns(self) -> dict[str, list[int]]:
+        """Slot name -> the positions of its values in :meth:`flat_labels`, in value order.
+
+        Example:
+            >>> ONTOLOGY.slot_columns()["gender"]
+            [0, 1]
+        """
+        columns: dict[str, list[int]] = {}
+        for j, (slot, _) in enumerate(self.flat_labels()):
+            columns.setdefault(slot, []).append(j)
+        return columns
+
 
 ONTOLOGY = Ontology()

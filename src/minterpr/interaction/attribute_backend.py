@@ -33,14 +33,7 @@ _LABELS = ONTOLOGY.flat_labels()
 _COLUMN = {label: j for j, label in enumerate(_LABELS)}
 
 
-def _slot_columns() -> dict[str, np.ndarray]:
-    columns: dict[str, list[int]] = {}
-    for j, (slot, _) in enumerate(_LABELS):
-        columns.setdefault(slot, []).append(j)
-    return {slot: np.array(cols) for slot, cols in columns.items()}
-
-
-SLOT_COLUMNS = _slot_columns()  # slot -> its label columns in flat_labels() order
+SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
 
 
 def truth_matrix(images: Sequence[GalleryImage]) -> tuple[np.ndarray, np.ndarray]:

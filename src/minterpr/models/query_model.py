@@ -193,15 +193,14 @@ class RetrievalModel(nn.Module):
 
     def set_attribute_temperature(self, temperatures: Mapping[str, float]) -> None:
         """Set the temperature of every label of the named slots (others keep theirs); each > 0."""
-        slots = [slot for slot, _ in ONTOLOGY.flat_labels()]
-        unknown = sorted(set(temperatures) - set(slots))
+        columns = ONTOLOGY.slot_columns()
+        unknown = sorted(set(temperatures) - set(columns))
         if unknown:
-            raise ValueError(f"unknown attribute slots {unknown}; must be among {sorted(set(slots))}")
+            raise ValueError(f"unknown attribute slots {unknown}; must be among {sorted(columns)}")
         for slot, value in temperatures.items():
             if not value > 0:
                 raise ValueError(f"temperature of slot {slot!r} must be > 0, got {value}")
-            columns = torch.tensor([j for j, s in enumerate(slots) if s == slot])
-            self.attribute_temperature[columns] = float(value)
+            self.attribute_temperature[columns[slot]] = float(value)
 
     # ------------------------------------------------------------------ text side
     def text_features(self, texts: Sequence[str], batch_size: int = 256) -> torch.Tensor:

@@ -84,13 +84,13 @@ def _annotated_slots(logits: np.ndarray, targets: np.ndarray, mask: np.ndarray
 
     Single-valued slots count an image only when exactly one of its values is true.
     """
-    labels = ONTOLOGY.flat_labels()
+    labels, slot_columns = ONTOLOGY.flat_labels(), ONTOLOGY.slot_columns()
     logits, targets, mask = np.asarray(logits, np.float64), np.asarray(targets, np.float64), np.asarray(mask, bool)
     if logits.shape[1:] != (len(labels),) or targets.shape != logits.shape or mask.shape != logits.shape:
         raise ValueError(f"logits, targets and mask must all be (N, {len(labels)}); got {logits.shape}, "
                          f"{targets.shape}, {mask.shape}")
     for slot in ONTOLOGY.slots:
-        columns = [j for j, (s, _) in enumerate(labels) if s == slot.name]
+        columns = slot_columns[slot.name]
         rows = mask[:, columns].all(axis=1)
         if not slot.multi:
             rows &= targets[:, columns].sum(axis=1) == 1

@@ -93,9 +93,7 @@ def attribute_targets(images: Sequence[GalleryImage]) -> tuple[np.ndarray, np.nd
     column = {label: j for j, label in enumerate(labels)}
     targets = np.zeros((len(images), len(labels)), np.float32)
     mask = np.zeros((len(images), len(labels)), bool)
-    slot_columns: dict[str, list[int]] = {}
-    for j, (slot, _) in enumerate(labels):
-        slot_columns.setdefault(slot, []).append(j)
+    slot_columns = ONTOLOGY.slot_columns()
     for i, image in enumerate(images):
         for slot, values in (image.attributes or {}).items():
             mask[i, slot_columns[slot]] = True
