@@ -9,7 +9,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
 LAYERS = ["types", "registry", "data", "models", "training", "index", "interaction", "evaluation", "pipeline", "cli"]
-RANK = {"types": 0, "registry": 0, **{name: i for i, name in enumerate(LAYERS)}}
+RANK = {"types": 0, "registry": 0, "errors": 0, "fileio": 0, **{name: i for i, name in enumerate(LAYERS)}}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
 
 
@@ -58,7 +58,7 @@ def test_imports_flow_one_way(path, layer):
             assert target <= own_rank, f"{path.name} ({layer}) imports {module}"
 
 
-@pytest.mark.parametrize("path, layer", [(p, l) for p, l in _modules() if l in ("types", "registry", "data")],
+@pytest.mark.parametrize("path, layer", [(p, l) for p, l in _modules() if l in ("types", "registry", "errors", "fileio", "data")],
                          ids=lambda v: str(v).rsplit("src/", 1)[-1])
 def test_core_imports_no_heavy_package_at_import_time(path, layer):
     heavy = {m for m in _imports(path, top_level_only=True) if m.split(".")[0] in HEAVY}

@@ -11,6 +11,8 @@ import importlib
 import sys
 from typing import Sequence
 
+from minterpr.errors import MinterprError
+
 # Modules contributing top-level subcommands, in the order --help lists them.
 COMMAND_MODULES = (
     "minterpr.cli.demo",
@@ -47,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if args.command is None else 2
     try:
         return int(handler(args) or 0)
+    except MinterprError as err:  # a documented user error (minterpr.errors): one line, exit 2
+        name = " ".join(part for part in (args.command, getattr(args, "data_command", None)) if part)
+        print(f"minterpr {name}: error: {err}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -13,8 +13,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from minterpr.errors import MinterprError
 
-class DataError(ValueError):
+
+class DataError(MinterprError, ValueError):
     """A bad record: ``FILE:LINE: field: reason`` (line is 1-based; 0 when not line-based)."""
 
     def __init__(self, file: str, line: int, field_name: str, reason: str) -> None:
