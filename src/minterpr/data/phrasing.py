@@ -9,7 +9,7 @@ Example:
     >>> attrs = {"upper_colour": ("red",), "upper_type": ("jacket",), "gender": ("female",)}
     >>> p = upper_phrase(attrs, random.Random(0), slots=("upper_colour", "upper_type"))
     >>> p.text, [f.slot for f in p.facts]
-    ('a red jacket', ['upper_colour', 'upper_type'])
+    ('a dark red jacket', ['upper_colour', 'upper_type'])
 """
 from __future__ import annotations
 

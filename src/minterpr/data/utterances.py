@@ -8,7 +8,7 @@ Example:
     >>> import random
     >>> attrs = {"gender": ("female",), "upper_colour": ("red",), "carried": ("backpack",)}
     >>> answer("carried", attrs, random.Random(1)).text
-    'Yes, a rucksack.'
+    'Yes, a backpack.'
 """
 from __future__ import annotations
 

@@ -62,8 +62,8 @@ def rgb_to_lab(rgb: torch.Tensor) -> torch.Tensor:
     """(..., 3) sRGB in [0, 1] -> (..., 3) CIE Lab (D65): L in [0, 100], a/b roughly [-128, 127].
 
     Example:
-        >>> rgb_to_lab(torch.tensor([1.0, 1.0, 1.0])).round()
-        tensor([100., 0., 0.])
+        >>> rgb_to_lab(torch.tensor([1.0, 1.0, 1.0])).round().abs().tolist()  # abs: b rounds to -0.
+        [100.0, 0.0, 0.0]
     """
     rgb = rgb.clamp(0.0, 1.0)
     linear = torch.where(rgb > 0.04045, ((rgb + 0.055) / 1.055) ** 2.4, rgb / 12.92)
