@@ -47,6 +47,7 @@ _AFFIRMATIVE = re.compile(
     r"^\s*(yes|yep|yeah|correct|exactly|found (him|her|them))\b"
     r"|\b(that'?s|that is|this is|it'?s|it is)\s+(definitely\s+)?(her|him|them|the (one|person|man|woman|guy|lady))\b"
     r"|\bthis one\b|\bthat one\b|\bmatch(es)?\b")
+_WEAK_AFFIRMATIVE = re.compile(r"this one|that one|match(es)?")
 _UNDECIDED = re.compile(r"^\s*(maybe|perhaps|possibly|could be|might be)\b|\b(not sure|can'?t tell|cannot tell|no idea)\b")
 
 
@@ -82,7 +83,12 @@ def verdict(feedback: str) -> bool | None:
     """What feedback on a shown image says: True = it is the person ("Yes, that's her."),
     None = undecided ("Maybe, I can't tell."), False = it is not (anything else: corrections).
 
-    Any negation before the affirmation ("No, that's not her", "not this one") means no.
+    Any negation before the affirmation ("No, that's not her", "not this one") means no, and so
+    does one after a mere pointer ("this one is not her").
+
+    Example:
+        >>> verdict("Yes, that's her."), verdict("this one is not her"), verdict("Maybe."), verdict("that one")
+        (True, False, None, True)
     """
     text = _normalise(feedback)
     first_clause = re.split(r"[.;!?]", text, maxsplit=1)[0]
@@ -91,7 +97,12 @@ def verdict(feedback: str) -> bool | None:
     found = _AFFIRMATIVE.search(first_clause)
     if found is None:
         return False
-    return _NEGATION.search(first_clause[: found.end()]) is None
+    if _NEGATION.search(first_clause[: found.end()]) is not None:
+        return False
+    # "this one" / "that one" / "match" only point at the image: what follows decides
+    # ("this one is not her"); a plain "yes" or "that's her" is not undone by "no doubt" after it
+    weak = _WEAK_AFFIRMATIVE.fullmatch(found.group(0).strip()) is not None
+    return not (weak and _NEGATION.search(first_clause[found.end():]) is not None)
 
 
 def is_match(feedback: str) -> bool:
