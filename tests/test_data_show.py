@@ -120,3 +120,24 @@ def test_wrap_text_fits_and_keeps_every_word() -> None:
     lines = wrap_text(text, font, 200)
     assert len(lines) > 3 and all(font.getlength(line) <= 200 for line in lines)
     assert "".join("".join(lines).split()) == "".join(text.split())
+
+
+def test_show_confines_paths_to_the_image_root(tmp_path: Path, capsys) -> None:
+    """A record naming ``../x.png`` is refused (exit 2, file and record named) unless the user opts in."""
+    (tmp_path / "data").mkdir()
+    Image.new("RGB", (40, 80), TARGET_FILL).save(tmp_path / "outside.png")
+    Image.new("RGB", (40, 80), REFERENCE_FILL).save(tmp_path / "data" / "r.png")
+    records = tmp_path / "data" / "test.jsonl"
+    write_minterpedes([_sample("../outside.png", 1, ["r.png"])], records)
+    out = tmp_path / "x.png"
+    assert main(["data", "show", str(records), "--out", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert "record 0: target image: image path '../outside.png' leaves its root" in err and not out.exists()
+    assert main(["data", "show", str(records), "--out", str(out), "--allow-outside-root"]) == 0
+    assert _pixels(out, TARGET_FILL) == 128 * 256
+
+
+def test_show_names_an_unreadable_image(dataset: Path, capsys) -> None:
+    (dataset / "images" / "r0.png").write_bytes(b"not a png")
+    assert main(["data", "show", str(dataset / "test.jsonl"), "--out", str(dataset / "x.png")]) == 2
+    assert "r0.png: not an image" in capsys.readouterr().err

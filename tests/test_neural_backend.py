@@ -12,6 +12,7 @@ pytest.importorskip("transformers")
 from PIL import Image  # noqa: E402
 
 from minterpr.data.ontology import ONTOLOGY  # noqa: E402
+from minterpr.errors import ImageError, InputError  # noqa: E402
 from minterpr.index.gallery_index import GalleryIndex  # noqa: E402
 from minterpr.index.neural_backend import NeuralBackend, qa_text  # noqa: E402
 from minterpr.models import create_model  # noqa: E402
@@ -64,10 +65,12 @@ def test_index_images(backend: NeuralBackend, index: GalleryIndex, gallery, imag
         out = backend.model.encode_images(pixels)
     np.testing.assert_allclose(index.embeddings, out["embedding"].numpy(), atol=1e-5)
     np.testing.assert_allclose(index.attribute_probs, torch.sigmoid(out["attribute_logits"]).numpy(), atol=1e-5)
-    # absolute paths work without a root, and an empty gallery gives an empty index
+    # absolute paths work without a root; an empty gallery is refused (describe() would fail later)
     absolute = [GalleryImage(str(image_root / g.path), g.person_id) for g in gallery[:2]]
     np.testing.assert_allclose(backend.index_images(absolute).embeddings, index.embeddings[:2], atol=1e-5)
-    assert backend.index_images([]).embeddings.shape == (0, 32)
+    with pytest.raises(InputError, match="the gallery is empty"):
+        backend.index_images([])
+    assert index.skipped == () and index.skipped_summary() == ""
 
 
 def test_progress_bar_is_optional(backend: NeuralBackend, gallery, image_root: Path, capsys):
@@ -155,3 +158,95 @@ def test_index_of_other_width_is_rejected(backend: NeuralBackend, gallery):
     wrong = GalleryIndex(gallery, np.eye(5, 8, dtype=np.float32))
     with pytest.raises(ValueError, match="D=8"):
         backend.encode_turns(conversation("cam1/1.png"), wrong)
+
+
+@pytest.fixture(scope="module")
+def broken_root(image_root: Path) -> Path:
+    """Beside the good PNGs: a truncated PNG, a text file named .png, and a 16-bit greyscale PNG."""
+    good = (image_root / "cam1" / "0.png").read_bytes()
+    (image_root / "cam1" / "truncated.png").write_bytes(good[: len(good) // 2])
+    (image_root / "cam1" / "text.png").write_text("not an image")
+    Image.fromarray(np.full((40, 20), 40000, np.uint16)).save(image_root / "cam1" / "grey16.png")
+    return image_root
+
+
+def test_unreadable_images_are_skipped_and_listed(backend: NeuralBackend, gallery, broken_root: Path):
+    images = [gallery[0], GalleryImage("cam1/truncated.png", "test:9"), gallery[1],
+              GalleryImage("cam1/text.png", "test:9"), GalleryImage("cam1/missing.png", "test:9"),
+              GalleryImage("../outside.png", "test:9"), GalleryImage("cam1/grey16.png", "test:8")]
+    index = backend.index_images(images, str(broken_root))
+    assert [image.path for image in index.images] == ["cam1/0.png", "cam1/1.png", "cam1/grey16.png"]
+    reasons = dict(index.skipped)
+    assert list(reasons) == ["cam1/truncated.png", "cam1/text.png", "cam1/missing.png", "../outside.png"]
+    assert "truncated" in reasons["cam1/truncated.png"] and "not an image" in reasons["cam1/text.png"]
+    assert "not found" in reasons["cam1/missing.png"] and "leaves its root" in reasons["../outside.png"]
+    summary = index.skipped_summary()
+    assert summary.startswith("4 of 7 images skipped") and "and 1 more" in summary and "\n" not in summary
+    # the kept rows are the same as indexing the readable images alone
+    alone = backend.index_images([gallery[0], gallery[1]], str(broken_root))
+    np.testing.assert_allclose(index.embeddings[:2], alone.embeddings, atol=1e-5)
+    # strict: the first unreadable image raises, naming the file (paths are checked before any is read)
+    with pytest.raises(ImageError, match="truncated.png: truncated"):
+        backend.index_images(images[:5], str(broken_root), strict=True)
+    with pytest.raises(InputError, match="leaves its root"):
+        backend.index_images([gallery[0], GalleryImage("../outside.png", "x:1")], str(broken_root), strict=True)
+    # nothing readable at all is an error, not an empty index
+    with pytest.raises(InputError, match="no gallery image could be read: 2 of 2"):
+        backend.index_images(images[3:5], str(broken_root))
+
+
+def test_duplicate_paths_and_escaping_references_are_refused(backend: NeuralBackend, gallery, index: GalleryIndex,
+                                                             image_root: Path):
+    with pytest.raises(InputError, match="'cam1/1.png' is listed twice"):
+        backend.index_images([gallery[0], gallery[1], gallery[1]], str(image_root))
+    with pytest.raises(InputError, match="listed twice"):
+        GalleryIndex([gallery[0], gallery[0]], np.eye(2, 4, dtype=np.float32))
+    outside = image_root.parent / f"{image_root.name}_outside.png"
+    Image.new("RGB", (20, 40), (1, 2, 3)).save(outside)
+    escaping = f"../{outside.name}"
+    with pytest.raises(InputError, match="leaves its root"):
+        backend.encode_turns(conversation(escaping), index)
+    with pytest.raises(ImageError, match="cam1/missing.png: image not found"):
+        backend.encode_turns(conversation("cam1/missing.png"), index)
+    trusting = NeuralBackend(backend.model, allow_outside_root=True)
+    assert trusting.encode_turns(conversation(escaping), index).shape == (4, 32)
+    assert len(backend.index_images([GalleryImage(escaping, "x:1")], str(image_root), allow_outside_root=True)) == 1
+
+
+def test_text_cache_is_safe_across_threads(index: GalleryIndex):
+    import threading
+
+    torch.manual_seed(0)
+    small = NeuralBackend(create_model("tiny"), text_cache_size=3)
+    texts = [f"a person in {colour} {garment}" for colour in ("red", "blue", "green", "black")
+             for garment in ("coat", "shirt", "trousers")]
+    expected = {text: small.model.text_features([text])[0] for text in texts}
+    errors: list[BaseException] = []
+
+    def hammer(offset: int) -> None:
+        try:
+            for k in range(40):
+                chosen = [texts[(offset + k + j) % len(texts)] for j in range(4)]
+                features = small._text_features(chosen)
+                for text, row in zip(chosen, features):
+                    torch.testing.assert_close(row, expected[text], atol=1e-5, rtol=1e-5)
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=hammer, args=(offset,)) for offset in (0, 5, 7)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and len(small._text_cache) <= 3
+
+
+def test_pipeline_passes_strict_through(backend: NeuralBackend, broken_root: Path):
+    from minterpr.pipeline import Pipeline
+
+    pipe = Pipeline(backend, None)
+    paths = ["cam1/0.png", "cam1/text.png"]
+    index = pipe.index_images(paths, root=str(broken_root), progress=False)
+    assert len(index) == 1 and index.skipped[0][0] == "cam1/text.png"
+    with pytest.raises(ImageError, match="text.png: not an image"):
+        pipe.index_images(paths, root=str(broken_root), progress=False, strict=True)

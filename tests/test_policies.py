@@ -210,3 +210,16 @@ def test_rerank_terms_switch_and_act():
     confident = rerank(np.array([0.9, 0.9, 0.9, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1]), index, [], {},
                        RerankConfig(anchor_margin=0.3))
     assert confident.anchor == 0
+
+
+def test_attribute_backend_leaves_out_paths_outside_the_root_like_a_backend_reading_files():
+    from minterpr.errors import InputError
+
+    images = [GalleryImage(path, f"x:{k}", attributes={"gender": ("male",)})
+              for k, path in enumerate(["a.jpg", "../outside.jpg", "/abs/b.jpg"])]
+    index = AttributeBackend().index_images(images, root="gallery")
+    assert [image.path for image in index.images] == ["a.jpg"]
+    assert [path for path, _ in index.skipped] == ["../outside.jpg", "/abs/b.jpg"]
+    assert len(AttributeBackend().index_images(images).images) == 3  # no root: the paths are the user's own
+    with pytest.raises(InputError, match="leaves its root"):
+        AttributeBackend().index_images(images, root="gallery", strict=True)

@@ -8,6 +8,7 @@ import sys
 import numpy as np
 import pytest
 
+from minterpr.data.errors import DataError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import (
     EvaluationReport,
@@ -90,7 +91,7 @@ def test_invalid_json_and_bad_extra(tmp_path):
         EvaluationReport.from_json("[1, 2]")
     bad = tmp_path / "bad.json"
     bad.write_text('{"protocol": {}}')
-    with pytest.raises(ValueError, match="bad.json: evaluation report is missing"):
+    with pytest.raises(DataError, match="bad.json:0: <report>: evaluation report is missing"):
         EvaluationReport.load(bad)
     with pytest.raises(ValueError, match="clash"):
         EvaluationReport(protocol={}, rounds=make_rounds([1.0]), bri=0.0, extra={"bri": 1.0})
@@ -152,3 +153,19 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import now raises ImportError
     with pytest.raises(ImportError, match=r"minterpr\[plot\]"):
         plot_metric_per_round({"a": make_report()}, tmp_path / "x.png")
+
+
+@pytest.mark.parametrize("content, field, words", [
+    (b'{"protocol": ' + b"[" * 2000 + b"]" * 2000 + b', "rounds": [], "bri": 0}', "<report>", "nested deeper"),
+    (b'{"protocol": {}, "rounds": [], "bri": NaN}', "<report>", "NaN is not a JSON number"),
+    (b'{"protocol": {"x": "\\udc80"}, "rounds": [], "bri": 0}', "protocol.x", "lone surrogate"),
+    (b'{"protocol": {}, "rounds": [], "bri": 1e999}', "<report>", "too large"),
+    (b'{"protocol": \xff}', "<report>", "invalid UTF-8"),
+    (b'{"protocol": {}, "rounds": 1, "bri": 0}', "<report>", "'rounds' must be a non-empty list"),
+])
+def test_load_refuses_what_is_not_a_plain_report(tmp_path, content, field, words):
+    path = tmp_path / "eval.json"
+    path.write_bytes(content)
+    with pytest.raises(DataError) as info:
+        EvaluationReport.load(path)
+    assert info.value.file == str(path) and info.value.field == field and words in info.value.reason

@@ -1,7 +1,8 @@
 """``minterpr data show``: render one MInterPEDES record (target, references, dialogue) as a PNG.
 
 Exit 2 with a one-line reason for a missing file, an index out of range (the message says how
-many records there are), a malformed record or a missing image (named).
+many records there are), a malformed record, a missing or unreadable image (named), or an
+image path that leaves the image root (``--allow-outside-root`` reads it anyway).
 
 Example:
     $ minterpr data show data/synth/test.jsonl --index 3 --out record3.png
@@ -13,6 +14,7 @@ import sys
 from pathlib import Path
 
 from minterpr.data.errors import DataError
+from minterpr.errors import ImageError, InputError
 
 
 def cmd_show(args: argparse.Namespace) -> int:
@@ -40,9 +42,12 @@ def cmd_show(args: argparse.Namespace) -> int:
     root = Path(args.image_root) if args.image_root is not None else path.parent
     config = RenderConfig(width=args.width)
     try:
-        out = render_record(sample, root, args.out, config, identities=identities)
-    except FileNotFoundError as exc:
+        out = render_record(sample, root, args.out, config, identities=identities,
+                            allow_outside_root=args.allow_outside_root)
+    except (FileNotFoundError, ImageError) as exc:
         return fail(str(exc))
+    except InputError as exc:
+        return fail(f"{args.file}: record {args.index}: {exc}")
     dialogue = sample.dialogue
     print(f"record {args.index} of {count:,} ({sample.target_path}, {len(dialogue.qa_turns)} text turn(s), "
           f"{len(dialogue.reference_turns)} reference turn(s)) written to {out}")
@@ -59,4 +64,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--image-root", metavar="DIR", help="directory image paths are relative to "
                       "(default: the file's directory)")
     show.add_argument("--width", type=int, default=900, help="picture width in pixels (default 900)")
+    show.add_argument("--allow-outside-root", action="store_true",
+                      help="read image paths that leave the image root (../x.jpg, absolute paths)")
     show.set_defaults(handler=cmd_show)

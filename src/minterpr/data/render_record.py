@@ -21,6 +21,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from minterpr.data.formats.gallery import iter_gallery
 from minterpr.data.formats.minterpedes import iter_minterpedes
+from minterpr.data.images import load_rgb
+from minterpr.data.paths import resolve_under
+from minterpr.errors import InputError, MinterprError
 from minterpr.types import RetrievalSample
 
 Colour = tuple[int, int, int]
@@ -43,7 +46,7 @@ class RenderConfig:
     frame: int = 4  # width of the coloured frame around each image
 
 
-class RecordIndexError(IndexError):
+class RecordIndexError(MinterprError, IndexError):
     """The index asked for is past the file's last record; ``count`` says how many there are."""
 
     def __init__(self, path: str, index: int, count: int) -> None:
@@ -172,36 +175,41 @@ class _Canvas:
         return tile
 
 
-def _open(root: Path, rel: str, role: str) -> Image.Image:
-    path = root / rel  # an absolute rel replaces root, as the formats allow
-    if not path.is_file():
+def _open(root: Path, rel: str, role: str, allow_outside_root: bool) -> Image.Image:
+    try:
+        path = resolve_under(root, rel, allow_outside=allow_outside_root)
+    except InputError as exc:
+        raise InputError(f"{role} image: {exc}") from None
+    if not os.path.isfile(path):
         raise FileNotFoundError(f"{role} image {rel!r} not found under {root} (pass --image-root?)")
-    with Image.open(path) as img:
-        img.load()
-        return img
+    return load_rgb(path)
 
 
 def render_record(sample: RetrievalSample, image_root: str | os.PathLike[str], out_png: str | os.PathLike[str],
-                  config: RenderConfig = RenderConfig(), *, identities: Mapping[str, str] | None = None) -> Path:
+                  config: RenderConfig = RenderConfig(), *, identities: Mapping[str, str] | None = None,
+                  allow_outside_root: bool = False) -> Path:
     """Render ``sample`` into ``out_png``; image paths resolve under ``image_root``. Returns the path.
 
     ``identities`` (image path -> person id, e.g. :func:`gallery_identities`) names the target's
     and the references' real identities; without it the record's own id labels the target.
-    Raises FileNotFoundError naming a missing image before anything is written.
+    Before anything is written, raises FileNotFoundError naming a missing image,
+    :class:`~minterpr.errors.ImageError` for one that cannot be decoded and
+    :class:`~minterpr.errors.InputError` for a path that leaves ``image_root`` (unless
+    ``allow_outside_root``).
     """
     root, ids = Path(image_root), dict(identities or {})
     canvas, c = _Canvas(config), config
     dialogue = sample.dialogue
     target_id = ids.get(sample.target_path, sample.person_id)
-    target = canvas.framed(_open(root, sample.target_path, "target"), c.target_height, TARGET_COLOUR,
-                           ["TARGET", target_id])
+    target = canvas.framed(_open(root, sample.target_path, "target", allow_outside_root), c.target_height,
+                           TARGET_COLOUR, ["TARGET", target_id])
     references = []
     for turn, ref in enumerate(dialogue.reference_turns, start=len(dialogue.qa_turns) + 1):
         caption = [f"turn {turn}: not the target"]
         if ref.reference_path in ids:
             caption.append(ids[ref.reference_path])
-        references.append(canvas.framed(_open(root, ref.reference_path, "reference"), c.reference_height,
-                                        REFERENCE_COLOUR, caption))
+        references.append(canvas.framed(_open(root, ref.reference_path, "reference", allow_outside_root),
+                                        c.reference_height, REFERENCE_COLOUR, caption))
 
     # One image column for every row, so the text of every turn starts at the same x.
     column = max([target.width] + [tile.width for tile in references])

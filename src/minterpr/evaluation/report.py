@@ -33,7 +33,9 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from minterpr.data.formats.jsonl import atomic_writer
+from minterpr.data.errors import DataError
+from minterpr.data.formats.safejson import JSONProblem, loads
+from minterpr.fileio import atomic_open
 
 TOP_KEYS = ("protocol", "rounds", "bri")  # required top-level keys
 PERCENT_KEYS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits10")  # required in every round
@@ -133,27 +135,44 @@ class EvaluationReport:
 
     @classmethod
     def from_json(cls, text: str) -> EvaluationReport:
+        """Parse and validate a report; ValueError says what is wrong. Plain JSON only, nested
+        at most :data:`~minterpr.data.formats.safejson.MAX_JSON_DEPTH` deep (see that module)."""
         try:
-            data = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise ValueError(f"evaluation report is not valid JSON: {err}") from err
+            data = loads(text)
+        except JSONProblem as err:
+            where = f" (line {err.line})" if err.line else ""
+            raise ValueError(f"evaluation report is not valid JSON{where}: {err.reason}") from None
         return cls.from_dict(data)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
-        """Write the JSON atomically (temporary file in the same folder, then ``os.replace``),
-        so a reader never sees a half-written report."""
+        """Write the JSON atomically (:func:`minterpr.fileio.atomic_open`), so a reader never
+        sees a half-written report."""
         path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with atomic_writer(path) as f:
+        with atomic_open(path) as f:
             f.write(self.to_json() + "\n")
         return path
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> EvaluationReport:
+        """Read a saved report. A file that is not one raises
+        :class:`~minterpr.data.errors.DataError` (``FILE:LINE: <report>: reason``, line 0 when
+        the problem is not on one line); a missing file raises FileNotFoundError."""
+        file = os.fspath(path)
+        data = Path(path).read_bytes()
         try:
-            return cls.from_json(Path(path).read_text(encoding="utf-8"))
+            text = data.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise DataError(file, data.count(b"\n", 0, err.start) + 1, "<report>",
+                            f"invalid UTF-8 (byte 0x{data[err.start]:02x})") from None
+        try:
+            parsed = loads(text)
+        except JSONProblem as err:
+            raise DataError(file, err.line, err.field if err.field != "<record>" else "<report>",
+                            err.reason) from None
+        try:
+            return cls.from_dict(parsed)  # type: ignore[arg-type]
         except ValueError as err:
-            raise ValueError(f"{path}: {err}") from err
+            raise DataError(file, 0, "<report>", str(err)) from None
 
 
 def _plain(value: Any) -> Any:

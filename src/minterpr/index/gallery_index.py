@@ -2,7 +2,9 @@
 
 A :class:`GalleryIndex` is what a retrieval backend builds from gallery images once; sessions
 and evaluators rank it for every query. Embeddings are L2-normalised, so a dot product is the
-cosine similarity.
+cosine similarity. Each path appears once (feedback on an image is routed by its path), and
+the images a backend could not read are listed in :attr:`GalleryIndex.skipped`. An index is
+read-only once built: threads may share it.
 
 Example:
     >>> import numpy as np
@@ -11,6 +13,8 @@ Example:
     >>> index = GalleryIndex(images, np.array([[1.0, 0.0], [0.0, 1.0]], dtype=np.float32))
     >>> index.rank(np.array([0.2, 0.9], dtype=np.float32)).tolist()
     [1, 0]
+    >>> GalleryIndex(images, index.embeddings, skipped=(("c.jpg", "image not found"),)).skipped_summary()
+    "1 of 3 images skipped (unreadable): 'c.jpg' (image not found)"
 """
 from __future__ import annotations
 
@@ -19,7 +23,17 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
+from minterpr.errors import InputError
 from minterpr.types import GalleryImage, Turn
+
+SUMMARY_EXAMPLES = 3  # skipped images named in skipped_summary(); the rest are counted
+
+
+def summarise_skipped(skipped: Sequence[tuple[str, str]], total: int) -> str:
+    """``"K of N images skipped (unreadable): 'a.jpg' (reason), ... and M more"``."""
+    named = ", ".join(f"{path!r} ({reason})" for path, reason in skipped[:SUMMARY_EXAMPLES])
+    more = len(skipped) - SUMMARY_EXAMPLES
+    return f"{len(skipped)} of {total} images skipped (unreadable): {named}" + (f" and {more} more" if more > 0 else "")
 
 
 @dataclass
@@ -30,6 +44,7 @@ class GalleryIndex:
     embeddings: np.ndarray  # (N, D) float32, L2-normalised rows
     attribute_probs: np.ndarray | None = None  # (N, L) P(label) over ONTOLOGY.flat_labels(), if the backend predicts them
     root: str | None = None  # image root the paths are relative to
+    skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of each image the backend could not read
     _path_to_index: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -38,10 +53,37 @@ class GalleryIndex:
             raise ValueError(f"embeddings must be (N, D) with N = {len(self.images)} images, got {self.embeddings.shape}")
         if self.attribute_probs is not None and len(self.attribute_probs) != len(self.images):
             raise ValueError("attribute_probs must have one row per image")
-        self._path_to_index = {image.path: i for i, image in enumerate(self.images)}
+        self._path_to_index = {}
+        for i, image in enumerate(self.images):
+            first = self._path_to_index.setdefault(image.path, i)
+            if first != i:  # feedback names images by path: a second row would never get it
+                raise InputError(f"gallery image {image.path!r} is listed twice (positions {first} and {i}); "
+                                 "each path may appear once in a gallery")
+        self.skipped = tuple((str(path), str(reason)) for path, reason in self.skipped)
 
     def __len__(self) -> int:
         return len(self.images)
+
+    def skipped_summary(self) -> str:
+        """One line on the images left out because they could not be read; "" when none were."""
+        return summarise_skipped(self.skipped, len(self.images) + len(self.skipped)) if self.skipped else ""
+
+    def require_complete(self, purpose: str) -> "GalleryIndex":
+        """This index when no image was skipped; InputError otherwise. An evaluation needs every
+        image of its gallery: a skipped one would shift the positions its metrics read.
+
+        Example:
+            >>> from minterpr.types import GalleryImage
+            >>> index = GalleryIndex([GalleryImage("a.jpg", "x:1")], np.ones((1, 2), np.float32),
+            ...                      skipped=(("b.jpg", "truncated file"),))
+            >>> index.require_complete("evaluation")
+            Traceback (most recent call last):
+            ...
+            minterpr.errors.InputError: evaluation needs every gallery image: 1 of 2 images skipped (unreadable): 'b.jpg' (truncated file)
+        """
+        if self.skipped:
+            raise InputError(f"{purpose} needs every gallery image: {self.skipped_summary()}")
+        return self
 
     def index_of(self, path: str) -> int | None:
         """Position of the image at ``path`` (as stored), or None."""
@@ -68,8 +110,13 @@ class RetrievalBackend(Protocol):
     """
 
     def index_images(self, images: Sequence[GalleryImage], root: str | None = None, *,
-                     progress: bool = False) -> GalleryIndex:
-        """Embed ``images`` (paths relative to ``root``) into a searchable index."""
+                     progress: bool = False, strict: bool = False) -> GalleryIndex:
+        """Embed ``images`` (paths relative to ``root``) into a searchable index.
+
+        An image that cannot be read is left out and listed in ``GalleryIndex.skipped``
+        (``strict``: its ImageError is raised instead); no readable image at all, an empty
+        list or a path listed twice raise :class:`~minterpr.errors.InputError`.
+        """
         ...
 
     def encode_turns(self, turns: Sequence[Turn], index: GalleryIndex) -> np.ndarray:

@@ -8,6 +8,10 @@ by path (their stored embedding) and only loaded from ``index.root`` when absent
 features of a frozen text encoder are cached, so re-encoding a growing conversation only
 runs the text encoder on the new turn.
 
+Image paths stay inside the index root (:func:`minterpr.data.paths.resolve_under`) unless the
+backend is made with ``allow_outside_root=True``. An unreadable gallery image is skipped and
+listed in ``GalleryIndex.skipped`` (``strict=True`` raises its ImageError instead).
+
 Example:
     >>> from minterpr.models import create_model
     >>> from minterpr.types import DescriptionTurn, QATurn
@@ -18,15 +22,19 @@ Example:
 """
 from __future__ import annotations
 
-import os
+import threading
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Iterator, Sequence
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
 
 import numpy as np
 
-from minterpr.index.gallery_index import GalleryIndex
+from minterpr.data.paths import resolve_under
+from minterpr.errors import ImageError, InputError
+from minterpr.index.gallery_index import GalleryIndex, summarise_skipped
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn, Turn
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:  # torch stays an optional dependency of minterpr.index
     import torch
@@ -50,11 +58,19 @@ class NeuralBackend:
     ``device``: where the model runs ("cpu" by default; any torch device string).
     ``batch_size``: images per forward pass when indexing, dialogues per pass in
     :meth:`encode_dialogues`. ``text_cache_size``: texts whose features are kept.
+    ``allow_outside_root``: read image paths that leave the index root (``../x.jpg``,
+    absolute paths); off by default, so a downloaded manifest cannot make minterpr read
+    files elsewhere.
+
+    Threads: a backend and the indices it built may be shared by any number of threads (the
+    model only runs inference, an index is read-only, and the text-feature cache is guarded by
+    a lock). A :class:`~minterpr.interaction.session.Session` holds one conversation's state:
+    use one per thread (or per user), never one from two threads at once.
     """
 
     def __init__(
         self, model: "RetrievalModel", *, device: "str | torch.device" = "cpu", batch_size: int = 64,
-        text_cache_size: int = 4096,
+        text_cache_size: int = 4096, allow_outside_root: bool = False,
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -62,41 +78,77 @@ class NeuralBackend:
         self.device = model.device
         self.batch_size = batch_size
         self.text_cache_size = text_cache_size
+        self.allow_outside_root = allow_outside_root
         self._text_cache: OrderedDict[str, "torch.Tensor"] = OrderedDict()
+        self._cache_lock = threading.Lock()  # two threads encoding at once must not evict under each other
 
     # ------------------------------------------------------------------ gallery
-    def _load_batches(self, paths: Sequence[str]) -> Iterator["torch.Tensor"]:
-        """Preprocessed (b, 3, H, W) batches of ``paths``; batch i + 1 is decoded while i is used."""
+    def _prefetched(self, paths: Sequence[str], load: Callable[[Sequence[str]], T]) -> Iterator[T]:
+        """``load(chunk)`` for each chunk of ``batch_size`` paths; chunk i + 1 is decoded while i is used."""
         chunks = [paths[i : i + self.batch_size] for i in range(0, len(paths), self.batch_size)]
         if not chunks:
             return
         with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(self.model.preprocess.load_batch, chunks[0])
+            pending = pool.submit(load, chunks[0])
             for next_chunk in chunks[1:] + [None]:
                 batch = pending.result()
                 if next_chunk is not None:
-                    pending = pool.submit(self.model.preprocess.load_batch, next_chunk)
+                    pending = pool.submit(load, next_chunk)
                 yield batch
 
-    def image_outputs(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Image files -> (N, D) L2-normalised embeddings and (N, L) raw attribute logits (float32)."""
+    def _load_readable(self, paths: Sequence[str]) -> tuple["torch.Tensor", list[int], list[tuple[int, ImageError]]]:
+        """(b, 3, H, W) pixels of the readable ``paths``, their positions in ``paths``, and the
+        ImageError of each other one (by position)."""
         import torch
 
-        embeddings, logits = [], []
+        tensors, kept, failed = [], [], []
+        for i, path in enumerate(paths):
+            try:
+                tensors.append(self.model.preprocess.load(path))
+            except ImageError as exc:
+                failed.append((i, exc))
+                continue
+            kept.append(i)
+        pixels = torch.stack(tensors) if tensors else torch.empty(0, 3, *self.model.preprocess.size)
+        return pixels, kept, failed
+
+    def _outputs(self, paths: Sequence[str], *, progress: bool, strict: bool
+                 ) -> tuple[np.ndarray, np.ndarray, list[int], list[tuple[int, ImageError]]]:
+        """Embeddings and logits of the readable ``paths``, their positions, and the failures
+        (``strict``: the first failure is raised)."""
+        import torch
+
+        embeddings, logits, kept, failed = [], [], [], []
         bar = tqdm(total=len(paths), desc="indexing", unit="img", disable=not progress) if tqdm else None
-        with torch.inference_mode():
-            for pixels in self._load_batches(list(paths)):
-                out = self.model.encode_images(pixels.to(self.device))
-                embeddings.append(out["embedding"].float().cpu())
-                logits.append(out["attribute_logits"].float().cpu())
-                if bar is not None:
-                    bar.update(len(pixels))
-        if bar is not None:
-            bar.close()
+        try:
+            with torch.inference_mode():
+                for start, (pixels, ok, bad) in zip(range(0, len(paths), self.batch_size),
+                                                    self._prefetched(list(paths), self._load_readable)):
+                    if bad and strict:
+                        raise bad[0][1]
+                    kept += [start + i for i in ok]
+                    failed += [(start + i, exc) for i, exc in bad]
+                    if len(pixels):
+                        out = self.model.encode_images(pixels.to(self.device))
+                        embeddings.append(out["embedding"].float().cpu())
+                        logits.append(out["attribute_logits"].float().cpu())
+                    if bar is not None:
+                        bar.update(len(ok) + len(bad))
+        finally:
+            if bar is not None:
+                bar.close()
         if not embeddings:
             labels = self.model.attribute_temperature.shape[0]
-            return np.zeros((0, self.model.embed_dim), np.float32), np.zeros((0, labels), np.float32)
-        return torch.cat(embeddings).numpy(), torch.cat(logits).numpy()
+            return np.zeros((0, self.model.embed_dim), np.float32), np.zeros((0, labels), np.float32), kept, failed
+        return torch.cat(embeddings).numpy(), torch.cat(logits).numpy(), kept, failed
+
+    def image_outputs(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
+        """Image files -> (N, D) L2-normalised embeddings and (N, L) raw attribute logits (float32).
+
+        Every file must be readable: the first that is not raises its :class:`~minterpr.errors.ImageError`.
+        """
+        embeddings, logits, _, _ = self._outputs(paths, progress=progress, strict=True)
+        return embeddings, logits
 
     def embed_image_files(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Image files -> (N, D) L2-normalised embeddings and (N, L) calibrated attribute probabilities."""
@@ -112,35 +164,81 @@ class NeuralBackend:
         return probs.cpu().numpy()
 
     def index_images(
-        self, images: Sequence[GalleryImage], root: str | None = None, *, progress: bool = False
+        self, images: Sequence[GalleryImage], root: str | None = None, *, progress: bool = False,
+        strict: bool = False, allow_outside_root: bool | None = None,
     ) -> GalleryIndex:
-        """Embed ``images`` (paths relative to ``root``, or absolute) into a :class:`GalleryIndex`."""
-        paths = [os.path.join(root, image.path) if root else image.path for image in images]
-        embeddings, probs = self.embed_image_files(paths, progress=progress)
-        return GalleryIndex(list(images), embeddings, attribute_probs=probs, root=root)
+        """Embed ``images`` (paths relative to ``root``, or absolute when ``root`` is None) into a
+        :class:`GalleryIndex`.
+
+        An image that cannot be read (missing, not an image, truncated, too large, or a path
+        that leaves ``root``) is left out and listed in the index's ``skipped`` with the reason
+        (``index.skipped_summary()`` says it in one line); ``strict=True`` raises the first
+        such error instead (:class:`~minterpr.errors.ImageError`, or InputError for a path
+        outside the root). An empty list, a path listed twice, or no readable image at all
+        raise :class:`~minterpr.errors.InputError`. ``allow_outside_root`` overrides the
+        backend's setting for this call.
+        """
+        images = list(images)
+        if not images:
+            raise InputError("the gallery is empty: there are no images to index")
+        first: dict[str, int] = {}
+        for k, image in enumerate(images):
+            if first.setdefault(image.path, k) != k:
+                raise InputError(f"gallery image {image.path!r} is listed twice (positions {first[image.path]} "
+                                 f"and {k}); each path may appear once in a gallery")
+        outside = self.allow_outside_root if allow_outside_root is None else allow_outside_root
+        reasons: dict[int, str] = {}  # position -> why the image was skipped
+        candidates: list[int] = []
+        paths: list[str] = []
+        for k, image in enumerate(images):
+            try:
+                paths.append(resolve_under(root or None, image.path, allow_outside=outside))
+            except InputError as exc:
+                if strict:
+                    raise
+                reasons[k] = str(exc)
+                continue
+            candidates.append(k)
+        embeddings, logits, kept, failed = self._outputs(paths, progress=progress, strict=strict)
+        reasons.update({candidates[i]: exc.reason for i, exc in failed})
+        skipped = tuple((images[k].path, reasons[k]) for k in sorted(reasons))
+        if not kept:
+            raise InputError(f"no gallery image could be read: {summarise_skipped(skipped, len(images))}")
+        return GalleryIndex([images[candidates[i]] for i in kept], embeddings,
+                            attribute_probs=self.attribute_probabilities(logits), root=root, skipped=skipped)
 
     # ------------------------------------------------------------------ queries
     def _text_features(self, texts: Sequence[str]) -> "torch.Tensor":
-        """(n, Dt) features, computing only the texts not cached yet."""
+        """(n, Dt) features, computing only the texts not cached yet.
+
+        The cache is read and updated under a lock; the text encoder runs outside it, so two
+        threads may encode the same new text once each (same result), never fail.
+        """
         import torch
 
-        missing = list(dict.fromkeys(t for t in texts if t not in self._text_cache))
+        if not texts:
+            return torch.zeros(0, self.model.text_dim, device=self.device)
+        unique = list(dict.fromkeys(texts))
+        with self._cache_lock:
+            rows = {text: self._text_cache[text] for text in unique if text in self._text_cache}
+            for text in rows:  # least recently used first, so eviction drops the stalest
+                self._text_cache.move_to_end(text)
+        missing = [text for text in unique if text not in rows]
         if missing:
             with torch.inference_mode():
                 features = self.model.text_features(missing)
-            for text, row in zip(missing, features):
-                self._text_cache[text] = row
-        if not texts:
-            return torch.zeros(0, self.model.text_dim, device=self.device)
-        features = torch.stack([self._text_cache[t] for t in texts])
-        for text in texts:  # least recently used first, so eviction drops the stalest
-            self._text_cache.move_to_end(text)
-        while len(self._text_cache) > self.text_cache_size:
-            self._text_cache.popitem(last=False)
-        return features
+            computed = dict(zip(missing, features))
+            rows.update(computed)
+            with self._cache_lock:
+                self._text_cache.update(computed)
+                while len(self._text_cache) > self.text_cache_size:
+                    self._text_cache.popitem(last=False)
+        return torch.stack([rows[text] for text in texts])
 
     def _image_embeddings(self, paths: Sequence[str], index: GalleryIndex) -> "torch.Tensor":
-        """(n, D) embeddings of reference/example images: index rows, else files under ``index.root``."""
+        """(n, D) embeddings of reference/example images: index rows, else files under ``index.root``
+        (InputError for a path that leaves it, unless ``allow_outside_root``; ImageError for an
+        unreadable file)."""
         import torch
 
         if len(index) and index.embeddings.shape[1] != self.model.embed_dim:
@@ -148,13 +246,15 @@ class NeuralBackend:
                 f"index embeddings have D={index.embeddings.shape[1]} but the model embeds to D={self.model.embed_dim}"
             )
         rows = torch.zeros(len(paths), self.model.embed_dim)
-        to_load = [(i, path) for i, path in enumerate(paths) if index.index_of(path) is None]
+        to_load = []
         for i, path in enumerate(paths):
             position = index.index_of(path)
             if position is not None:
                 rows[i] = torch.from_numpy(index.embeddings[position])
+            else:
+                to_load.append((i, path))
         if to_load:
-            files = [os.path.join(index.root, p) if index.root else p for _, p in to_load]
+            files = [resolve_under(index.root or None, p, allow_outside=self.allow_outside_root) for _, p in to_load]
             loaded, _ = self.embed_image_files(files)
             for (i, _), row in zip(to_load, loaded):
                 rows[i] = torch.from_numpy(row)

@@ -25,7 +25,9 @@ import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.text_parser import facts_to_evidence
-from minterpr.index.gallery_index import GalleryIndex
+from minterpr.data.paths import resolve_under
+from minterpr.errors import InputError
+from minterpr.index.gallery_index import GalleryIndex, summarise_skipped
 from minterpr.interaction.dialogue_acts import is_match, turn_facts
 from minterpr.types import ExampleTurn, GalleryImage, ReferenceTurn, Turn
 
@@ -97,17 +99,42 @@ class AttributeBackend:
                 "explicit_probs": self.attribute_probs is not None}
 
     def index_images(self, images: Sequence[GalleryImage], root: str | None = None, *,
-                     progress: bool = False) -> GalleryIndex:
-        """Index images by their attributes; every image needs ground-truth attributes (or explicit probs)."""
+                     progress: bool = False, strict: bool = False) -> GalleryIndex:
+        """Index images by their attributes; every image needs ground-truth attributes (or explicit probs).
+
+        No file is read; only a path that leaves ``root`` is skipped (``strict``: refused), as a
+        backend reading the files would. An empty gallery, a path listed twice or an image without
+        attributes raise :class:`~minterpr.errors.InputError`.
+        """
         images = list(images)
-        if self.attribute_probs is not None:
-            probs = np.asarray(self.attribute_probs, dtype=np.float32)
-            if probs.shape != (len(images), len(_LABELS)):
-                raise ValueError(f"attribute_probs must be (N, L) = ({len(images)}, {len(_LABELS)}), got {probs.shape}")
+        if not images:
+            raise InputError("the gallery is empty: there are no images to index")
+        explicit = None if self.attribute_probs is None else np.asarray(self.attribute_probs, dtype=np.float32)
+        if explicit is not None and explicit.shape != (len(images), len(_LABELS)):
+            raise InputError(f"attribute_probs must be (N, L) = ({len(images)}, {len(_LABELS)}), got {explicit.shape}")
+        # the same rule as a backend that reads the files: a path leaving the root is left out
+        skipped = []
+        if root is not None:
+            keep = []
+            for k, image in enumerate(images):
+                try:
+                    resolve_under(root, image.path)
+                    keep.append(k)
+                except InputError as exc:
+                    if strict:
+                        raise
+                    skipped.append((image.path, str(exc)))
+            if not keep:
+                raise InputError(f"no gallery image lies under {root!r}: {summarise_skipped(skipped, len(images))}")
+            if skipped:
+                images = [images[k] for k in keep]
+                explicit = None if explicit is None else explicit[keep]
+        if explicit is not None:
+            probs = explicit
         else:
             missing = [image.path for image in images if image.attributes is None]
             if missing:
-                raise ValueError(f"the attribute backend needs ground-truth attributes; {len(missing)} images have "
+                raise InputError(f"the attribute backend needs ground-truth attributes; {len(missing)} images have "
                                  f"none (e.g. {missing[0]!r}); use a neural backend for unlabelled images")
             if self.noise is None:
                 labels, _ = truth_matrix(images)
@@ -115,7 +142,7 @@ class AttributeBackend:
             else:
                 probs = noisy_attribute_probs(images, noise=self.noise, confidence=self.confidence, seed=self.seed)
         embeddings = _normalise(probs)  # (N, L)
-        return GalleryIndex(images, embeddings, attribute_probs=probs, root=root)
+        return GalleryIndex(images, embeddings, attribute_probs=probs, root=root, skipped=tuple(skipped))
 
     def encode_turns(self, turns: Sequence[Turn], index: GalleryIndex) -> np.ndarray:
         """(R, L) normalised evidence after each turn; example images (and confirmed references) add their vector."""

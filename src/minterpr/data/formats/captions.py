@@ -31,7 +31,6 @@ Example:
 """
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -39,7 +38,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from minterpr.data.errors import DataError, ReadReport
-from minterpr.data.formats.jsonl import RECORD, ReadResult, image_checker, json_type, short
+from minterpr.data.formats.jsonl import RECORD, ReadResult, image_checker, iter_json_array, json_type, short
 from minterpr.data.stats import summary, word_count
 from minterpr.types import Dialogue, RetrievalSample, person_id
 
@@ -153,14 +152,15 @@ def _parse_record(row: object, number: int, file: str, fmt: str, namespace: str,
 
 def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str | None = None, strict: bool = True,
                          image_root: str | Path | None = None, check_images: bool = False,
-                         namespace: str | None = None) -> list[CaptionRecord] | ReadResult[CaptionRecord]:
+                         namespace: str | None = None,
+                         allow_outside_root: bool = False) -> list[CaptionRecord] | ReadResult[CaptionRecord]:
     """Read a caption dataset file into :class:`CaptionRecord` objects.
 
     ``format`` is one of ``"auto"``, ``"cuhk-pedes"``, ``"icfg-pedes"``, ``"rstpreid"``, ``"tbps"``
     (see the module docstring); ``split`` keeps only that split (for ``tbps`` files without a
     ``split`` field it also names the split of every row when the file name does not).
     ``check_images`` rejects records whose image is missing under ``image_root`` (default: the
-    file's own directory).
+    file's own directory), and those whose path leaves that root (unless ``allow_outside_root``).
     ``namespace`` overrides the person-id namespace (default: the format's name).
 
     Strict mode raises the first :class:`DataError` (``line`` = 1-based record number); lenient
@@ -180,7 +180,7 @@ def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str |
         raise ValueError(f"unknown caption format {format!r}: must be one of auto, {', '.join(CAPTION_FORMATS)}")
     if split is not None and split not in SPLITS:
         raise ValueError(f"unknown split {split!r}: must be one of {', '.join(SPLITS)}")
-    checker = image_checker(path, image_root, check_images)
+    checker = image_checker(path, image_root, check_images, allow_outside_root)
     report = ReadReport(file)
 
     def fail(error: DataError) -> None:
@@ -188,17 +188,8 @@ def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str |
             raise error
         report.add(error)
 
-    try:
-        rows = json.loads(path.read_bytes().decode("utf-8-sig"))
-    except UnicodeDecodeError as exc:
-        fail(DataError(file, 0, RECORD, f"invalid UTF-8 (byte offset {exc.start})"))
-        return ReadResult([], report)
-    except json.JSONDecodeError as exc:
-        fail(DataError(file, exc.lineno, RECORD, f"invalid JSON: {exc.msg} at column {exc.colno}"))
-        return ReadResult([], report)
-    if not isinstance(rows, list):
-        fail(DataError(file, 0, RECORD, f"expected a JSON array of records, got {json_type(rows)}"))
-        return ReadResult([], report)
+    numbered = list(iter_json_array(path, None if strict else report))  # safe parsing: see .safejson
+    rows = [value for _, _, value in numbered]
     fmt = detect_caption_format(path, rows) if format == "auto" else format
     namespace = namespace or _default_namespace(fmt, path)
     name_match = _TBPS_NAME.match(path.name.lower())
@@ -206,7 +197,7 @@ def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str |
 
     records: list[CaptionRecord] = []
     seen: dict[str, tuple[int, str]] = {}  # image path -> (record number, person id) of its first record
-    for number, row in enumerate(rows, start=1):
+    for _, number, row in numbered:
         try:
             record = _parse_record(row, number, file, fmt, namespace, name_split, split, report)
             if record.path in seen:
@@ -215,8 +206,9 @@ def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str |
                     raise DataError(file, number, _PATH_FIELD[fmt],
                                     f"image already given to {first_pid} by record {first}")
                 report.warn(DataError(file, number, _PATH_FIELD[fmt], f"image repeats record {first}"))
-            if checker is not None and not checker.exists(record.path):
-                raise DataError(file, number, _PATH_FIELD[fmt], checker.missing_reason(record.path))
+            why = checker.problem(record.path) if checker is not None else None
+            if why:
+                raise DataError(file, number, _PATH_FIELD[fmt], why)
         except DataError as error:
             fail(error)
             continue

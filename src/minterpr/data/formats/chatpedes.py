@@ -33,15 +33,12 @@ Example:
 """
 from __future__ import annotations
 
-import codecs
-import json
 import os
-import re
 from typing import Callable, Iterable, Iterator, Literal, overload
 
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import (RECORD, ReadResult, atomic_writer, dumps_record, image_checker,
-                                         json_type, local_int_id, route, short)
+                                         iter_json_array, json_type, local_int_id, route, short)
 from minterpr.types import Dialogue, QATurn, RetrievalSample, person_id
 
 FIELDS = ("id", "file_path", "chats")
@@ -51,67 +48,6 @@ OPENING_KEY = "opening_question"  # extra key holding a non-default opening ques
 ROLES = ("gpt", "user")
 
 Fail = Callable[[str, str], DataError]  # (field, reason) -> the error for the current record
-_WHITESPACE = re.compile(r"[ \t\n\r]*")
-
-
-def iter_json_array(path: str | os.PathLike[str], report: ReadReport | None = None) -> Iterator[tuple[int, int, object]]:
-    """Yield ``(line, record_number, value)`` for each element of a top-level JSON array.
-
-    Elements are decoded one at a time so each keeps the line it starts on. Invalid JSON or
-    bad UTF-8 cannot be resynchronised inside one document: it is one problem (with the line
-    from the decoder) and reading stops there.
-    """
-    file = str(path)
-    with open(path, "rb") as f:
-        data = f.read()
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        route(DataError(file, data.count(b"\n", 0, exc.start) + 1, RECORD,
-                        f"invalid UTF-8 (byte 0x{data[exc.start]:02x})"), report)
-        return
-    if text.startswith(codecs.BOM_UTF8.decode("utf-8")):
-        text = text[1:]
-    decoder = json.JSONDecoder()
-    pos = _WHITESPACE.match(text, 0).end()
-    if pos == len(text) or text[pos] != "[":
-        what = "an empty file" if pos == len(text) else (
-            "a JSON object (JSON Lines?)" if text[pos] == "{" else f"{short(text[pos:pos + 20])}")
-        route(DataError(file, text.count("\n", 0, pos) + 1, RECORD,
-                        f"expected a JSON array of records, found {what}"), report)
-        return
-    pos = _WHITESPACE.match(text, pos + 1).end()
-    line, line_pos = 1, 0  # line number of line_pos; advanced incrementally to each record start
-    number = 0
-    if text.startswith("]", pos):
-        pos += 1
-    else:
-        while True:
-            line += text.count("\n", line_pos, pos)
-            line_pos = pos
-            try:
-                value, end = decoder.raw_decode(text, pos)
-            except json.JSONDecodeError as exc:
-                reason = ("the file ends inside the array (truncated?)" if exc.pos >= len(text)
-                          else f"{exc.msg} at column {exc.colno}")
-                route(DataError(file, exc.lineno, RECORD, f"invalid JSON: {reason}"), report)
-                return
-            number += 1
-            yield line, number, value
-            pos = _WHITESPACE.match(text, end).end()
-            if text.startswith(",", pos):
-                pos = _WHITESPACE.match(text, pos + 1).end()
-                continue
-            if text.startswith("]", pos):
-                pos += 1
-                break
-            route(DataError(file, text.count("\n", 0, pos) + 1, RECORD,
-                            "invalid JSON: expected ',' or ']' after a record" if pos < len(text)
-                            else "invalid JSON: the file ends inside the array (truncated?)"), report)
-            return
-    pos = _WHITESPACE.match(text, pos).end()
-    if pos < len(text):
-        route(DataError(file, text.count("\n", 0, pos) + 1, RECORD, "invalid JSON: extra data after the array"), report)
 
 
 def _dialogues(chats: object, fail: Fail) -> list[list[list[tuple[str, object]]]]:
@@ -224,20 +160,22 @@ def parse_record(obj: object, file: str, line: int, number: int,
 
 def iter_chatpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAMESPACE,
                    report: ReadReport | None = None, image_root: str | os.PathLike[str] | None = None,
-                   check_images: bool = False) -> Iterator[RetrievalSample]:
+                   check_images: bool = False, allow_outside_root: bool = False) -> Iterator[RetrievalSample]:
     """Yield the samples of a ChatPedes file, one per dialogue.
 
     Without ``report`` the first bad record raises :class:`DataError`; with one, bad records are
     recorded and skipped. ``check_images`` makes a missing ``file_path`` (under ``image_root``,
-    default: the file's directory) an error of its record.
+    default: the file's directory) an error of its record, as is one that leaves that root
+    (unless ``allow_outside_root``).
     """
     file = str(path)
-    checker = image_checker(path, image_root, check_images)
+    checker = image_checker(path, image_root, check_images, allow_outside_root)
     for line, number, obj in iter_json_array(path, report):
         try:
             samples = parse_record(obj, file, line, number, namespace)
-            if checker is not None and not checker.exists(samples[0].target_path):
-                raise DataError(file, line, "file_path", checker.missing_reason(samples[0].target_path))
+            why = checker.problem(samples[0].target_path) if checker is not None else None
+            if why:
+                raise DataError(file, line, "file_path", why)
         except DataError as exc:
             route(exc, report)
             continue
@@ -248,18 +186,22 @@ def iter_chatpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAM
 
 @overload
 def read_chatpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[True] = ...,
-                   image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...) -> list[RetrievalSample]: ...
+                   image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
+                   allow_outside_root: bool = ...) -> list[RetrievalSample]: ...
 @overload
 def read_chatpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[False],
-                   image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...) -> ReadResult[RetrievalSample]: ...
-def read_chatpedes(path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False):
+                   image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
+                   allow_outside_root: bool = ...) -> ReadResult[RetrievalSample]: ...
+def read_chatpedes(path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False,
+                   allow_outside_root=False):
     """Read a ChatPedes file: a list of samples (strict, raises on the first bad record) or,
     with ``strict=False``, a :class:`ReadResult` ``(records, report)``."""
+    options = dict(namespace=namespace, image_root=image_root, check_images=check_images,
+                   allow_outside_root=allow_outside_root)
     if strict:
-        return list(iter_chatpedes(path, namespace=namespace, image_root=image_root, check_images=check_images))
+        return list(iter_chatpedes(path, **options))
     report = ReadReport(str(path))
-    samples = list(iter_chatpedes(path, namespace=namespace, report=report, image_root=image_root,
-                                  check_images=check_images))
+    samples = list(iter_chatpedes(path, report=report, **options))
     return ReadResult(samples, report)
 
 

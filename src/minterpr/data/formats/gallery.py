@@ -85,19 +85,22 @@ def _attributes(value: object, fail: Fail) -> dict[str, tuple[str, ...]] | None:
 
 
 def iter_gallery(path: str | os.PathLike[str], *, report: ReadReport | None = None,
-                 image_root: str | os.PathLike[str] | None = None, check_images: bool = False) -> Iterator[GalleryImage]:
+                 image_root: str | os.PathLike[str] | None = None, check_images: bool = False,
+                 allow_outside_root: bool = False) -> Iterator[GalleryImage]:
     """Stream the images of a manifest. Without ``report`` the first bad line raises
     :class:`DataError`; with one, bad lines are recorded and skipped, and a path listed twice
     is a warning. ``check_images`` makes a missing file (under ``image_root``, default: the
-    manifest's directory) an error."""
+    manifest's directory) an error, and a path that leaves that root too (unless
+    ``allow_outside_root``)."""
     file = str(path)
-    checker = image_checker(path, image_root, check_images)
+    checker = image_checker(path, image_root, check_images, allow_outside_root)
     first_line: dict[str, int] = {}  # path -> line of its first listing (lenient only)
     for line, obj in iter_json_lines(path, report):
         try:
             image = parse_record(obj, file, line)
-            if checker is not None and not checker.exists(image.path):
-                raise DataError(file, line, "path", checker.missing_reason(image.path))
+            why = checker.problem(image.path) if checker is not None else None
+            if why:
+                raise DataError(file, line, "path", why)
         except DataError as exc:
             if report is None:
                 raise
@@ -113,17 +116,20 @@ def iter_gallery(path: str | os.PathLike[str], *, report: ReadReport | None = No
 
 @overload
 def read_gallery(path: str | os.PathLike[str], *, strict: Literal[True] = ...,
-                 image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...) -> list[GalleryImage]: ...
+                 image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
+                 allow_outside_root: bool = ...) -> list[GalleryImage]: ...
 @overload
 def read_gallery(path: str | os.PathLike[str], *, strict: Literal[False],
-                 image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...) -> ReadResult[GalleryImage]: ...
-def read_gallery(path, *, strict=True, image_root=None, check_images=False):
+                 image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
+                 allow_outside_root: bool = ...) -> ReadResult[GalleryImage]: ...
+def read_gallery(path, *, strict=True, image_root=None, check_images=False, allow_outside_root=False):
     """Read a manifest: a list of images (strict, raises on the first bad line) or, with
     ``strict=False``, a :class:`ReadResult` ``(records, report)``."""
+    options = dict(image_root=image_root, check_images=check_images, allow_outside_root=allow_outside_root)
     if strict:
-        return list(iter_gallery(path, image_root=image_root, check_images=check_images))
+        return list(iter_gallery(path, **options))
     report = ReadReport(str(path))
-    images = list(iter_gallery(path, report=report, image_root=image_root, check_images=check_images))
+    images = list(iter_gallery(path, report=report, **options))
     return ReadResult(images, report)
 
 

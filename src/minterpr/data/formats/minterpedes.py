@@ -139,25 +139,28 @@ def _integer(value: object, field: str, fail: Fail, minimum: int | None) -> int:
 
 
 def _check_images(sample: RetrievalSample, checker: ImageChecker, file: str, line: int) -> None:
-    if not checker.exists(sample.target_path):
-        raise DataError(file, line, "file_path", checker.missing_reason(sample.target_path))
+    why = checker.problem(sample.target_path)
+    if why:
+        raise DataError(file, line, "file_path", why)
     for k, turn in enumerate(sample.dialogue.reference_turns):
-        if not checker.exists(turn.reference_path):
-            raise DataError(file, line, f"image[{k}]", checker.missing_reason(turn.reference_path))
+        why = checker.problem(turn.reference_path)
+        if why:
+            raise DataError(file, line, f"image[{k}]", why)
 
 
 def iter_minterpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAMESPACE,
                      report: ReadReport | None = None, image_root: str | os.PathLike[str] | None = None,
-                     check_images: bool = False) -> Iterator[RetrievalSample]:
+                     check_images: bool = False, allow_outside_root: bool = False) -> Iterator[RetrievalSample]:
     """Stream the samples of a MInterPEDES file, one line at a time (bounded memory).
 
     Without ``report`` the first bad record raises :class:`DataError`. With one, bad records are
     recorded and skipped, and once the last line is read the target images that do not occur
     exactly twice are added as warnings. ``check_images`` makes a missing target or reference
-    image (under ``image_root``, default: the file's directory) an error of its record.
+    image (under ``image_root``, default: the file's directory) an error of its record, as is
+    an image path that leaves that root (unless ``allow_outside_root``).
     """
     file = str(path)
-    checker = image_checker(path, image_root, check_images)
+    checker = image_checker(path, image_root, check_images, allow_outside_root)
     target_lines: dict[str, list[int]] = {}  # file_path -> lines where it occurs (lenient only)
     for line, obj in iter_json_lines(path, report):
         if report is not None and isinstance(obj, dict):
@@ -191,22 +194,26 @@ def _pair_warning(target: str, lines: list[int]) -> str:
 
 @overload
 def read_minterpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[True] = ...,
-                     image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...) -> list[RetrievalSample]: ...
+                     image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
+                     allow_outside_root: bool = ...) -> list[RetrievalSample]: ...
 @overload
 def read_minterpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[False],
-                     image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...) -> ReadResult[RetrievalSample]: ...
-def read_minterpedes(path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False):
+                     image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
+                     allow_outside_root: bool = ...) -> ReadResult[RetrievalSample]: ...
+def read_minterpedes(path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False,
+                     allow_outside_root=False):
     """Read a whole MInterPEDES file.
 
     ``strict=True`` (default) returns the list of samples and raises :class:`DataError` on the
     first bad record. ``strict=False`` returns a :class:`ReadResult` ``(records, report)``: the
     good samples and a report of every skipped record and every warning.
     """
+    options = dict(namespace=namespace, image_root=image_root, check_images=check_images,
+                   allow_outside_root=allow_outside_root)
     if strict:
-        return list(iter_minterpedes(path, namespace=namespace, image_root=image_root, check_images=check_images))
+        return list(iter_minterpedes(path, **options))
     report = ReadReport(str(path))
-    samples = list(iter_minterpedes(path, namespace=namespace, report=report, image_root=image_root,
-                                    check_images=check_images))
+    samples = list(iter_minterpedes(path, report=report, **options))
     return ReadResult(samples, report)
 
 

@@ -3,7 +3,11 @@
 The encoder and the way its inputs are prepared belong together (a backbone trained
 with TF-style normalisation gives wrong features on torchvision-normalised inputs), so
 every image encoder exposes ``encoder.preprocess``: resize to a person-shaped size,
-scale to [0, 1], normalise per channel.
+scale to [0, 1], normalise per channel. Files are opened with
+:func:`minterpr.data.images.load_rgb` (any mode Pillow reads, EXIF orientation applied,
+:class:`~minterpr.errors.ImageError` naming the file for anything unreadable) and images in
+memory converted with :func:`~minterpr.data.images.to_rgb` (16-bit greyscale is scaled, not
+clipped; transparency is composited).
 
 Example:
     >>> from PIL import Image
@@ -20,6 +24,8 @@ from typing import Iterable, Literal
 import numpy as np
 import torch
 from PIL import Image
+
+from minterpr.data.images import load_rgb, to_rgb
 
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -56,7 +62,7 @@ class ImagePreprocess:
     def __call__(self, image: Image.Image) -> torch.Tensor:
         """PIL image (any mode) -> float tensor (3, H, W), normalised."""
         height, width = self.size
-        rgb = image.convert("RGB").resize((width, height), _PIL_FILTERS[self.interpolation])
+        rgb = to_rgb(image).resize((width, height), _PIL_FILTERS[self.interpolation])
         array = np.asarray(rgb, dtype=np.float32) / 255.0  # (H, W, 3)
         tensor = torch.from_numpy(array).permute(2, 0, 1)  # (3, H, W)
         mean = torch.tensor(self.mean, dtype=torch.float32).view(3, 1, 1)
@@ -64,9 +70,8 @@ class ImagePreprocess:
         return (tensor - mean) / std
 
     def load(self, path: str | PathLike[str]) -> torch.Tensor:
-        """Open one image file -> (3, H, W)."""
-        with Image.open(path) as image:
-            return self(image)
+        """Open one image file -> (3, H, W); ImageError (naming the file) when it cannot be read."""
+        return self(load_rgb(path))
 
     def load_batch(self, paths: Iterable[str | PathLike[str]]) -> torch.Tensor:
         """Open image files -> (B, 3, H, W); an empty list gives (0, 3, H, W)."""
