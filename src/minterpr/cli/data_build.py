@@ -1,10 +1,24 @@
-"""``minterpr data synth`` and ``minterpr data peta``: build datasets in minterpr's layout."""
+"""``minterpr data synth``, ``data peta``: build datasets in minterpr's layout; ``data mark``:
+fingerprint a folder assembled by hand.
+
+Every build marks its folder *in progress* first and *finished* last, with a fingerprint of the
+files (:mod:`minterpr.data.build`); readers refuse an unfinished or changed build and name the
+command that rebuilds it. Rerunning a build over a broken one rebuilds it; ``synth`` reuses a
+finished build with the same settings when its fingerprint verifies.
+
+Example:
+    $ minterpr data synth --out /tmp/tiny --train-identities 20 --val-identities 6 --test-identities 8
+    $ minterpr data mark my_dataset
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from pathlib import Path
+
+from minterpr.fileio import atomic_write_text
 
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 
@@ -23,6 +37,15 @@ def _print_summary(out: Path, info: dict) -> None:
     print("ambiguous = targets whose stated attributes also fit >= 5 other identities of the split")
 
 
+def _marker_identity(out: Path) -> tuple[int, int] | None:
+    """Inode and mtime of DIR/dataset.json: unchanged after a build means it was reused."""
+    try:
+        stat = os.stat(out / "dataset.json")
+    except OSError:
+        return None
+    return stat.st_ino, stat.st_mtime_ns
+
+
 def cmd_synth(args: argparse.Namespace) -> int:
     from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
     from minterpr.data.synthetic.world import SyntheticWorldConfig
@@ -31,7 +54,11 @@ def cmd_synth(args: argparse.Namespace) -> int:
                                  val_identities=args.val_identities, test_identities=args.test_identities,
                                  cameras=args.cameras, image_size=(args.height, args.width), workers=args.workers)
     config = SyntheticDatasetConfig(world=world, dialogues=_dialogue_config(args))
+    before = _marker_identity(Path(args.out))
     info = build_synthetic_dataset(args.out, config, progress=not args.quiet, force=args.force)
+    if before is not None and before == _marker_identity(Path(args.out)):
+        print(f"{args.out} already holds this build (fingerprint verified); --force rebuilds it")
+        return 0
     _print_summary(Path(args.out), info)
     return 0
 
@@ -46,7 +73,18 @@ def cmd_peta(args: argparse.Namespace) -> int:
                               progress=not args.quiet)
     _print_summary(Path(args.out), info)
     if args.json:
-        Path(args.json).write_text(json.dumps(info, indent=2) + "\n", encoding="utf-8")
+        atomic_write_text(args.json, json.dumps(info, indent=2) + "\n")
+    return 0
+
+
+def cmd_mark(args: argparse.Namespace) -> int:
+    from minterpr.data.build import mark_dataset
+
+    marker = mark_dataset(args.dir)
+    images = marker["fingerprint"].get("images")
+    print(f"{args.dir}: marked: {len(marker['fingerprint']['files'])} files"
+          + (f", {images['files']:,} files under {images['folder']}/" if images else "")
+          + "; commands that need a built dataset now read it, and refuse it once a file changes")
     return 0
 
 
@@ -80,3 +118,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_dialogue_options(peta)
     peta.add_argument("--json", metavar="OUT", help="also write the build summary as JSON")
     peta.set_defaults(handler=cmd_peta)
+
+    mark = subparsers.add_parser("mark", help="fingerprint a dataset folder assembled by hand",
+                                 description="Read gallery_<split>.jsonl and <split>.jsonl strictly and write a "
+                                             "finished build marker (dataset.json) with their fingerprint, so that "
+                                             "train and simulate read the folder. Rerun it after editing the files.")
+    mark.add_argument("dir", metavar="DIR", help="folder with gallery_<split>.jsonl (and <split>.jsonl, images/)")
+    mark.set_defaults(handler=cmd_mark)

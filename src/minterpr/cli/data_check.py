@@ -2,7 +2,9 @@
 
 validate: every record of every file is checked (lenient reading, so each bad record is
 reported, not just the first). Problems go to stdout as ``FILE:LINE: field: reason`` and make
-the exit code 1; warnings print as ``FILE:LINE: field: warning: reason`` and do not; a valid
+the exit code 1 (so does a file in a folder minterpr built whose build marker fails: an
+unfinished build or a file changed since it, ``DIR/dataset.json: build: reason; rebuild it with
+`COMMAND` ...``); warnings print as ``FILE:LINE: field: warning: reason`` and do not; a valid
 file prints one ``FILE: OK ...`` line. Exit 2: a missing file or an undetectable format.
 
 stats: a readable block of counts (see :mod:`minterpr.data.stats`), ``--json OUT`` writes the
@@ -43,6 +45,7 @@ class ReadOptions:
 
     image_root: str | None = None  # where image paths resolve; None: the data file's directory
     check_images: bool = False  # a missing image is an error of its record
+    allow_outside_root: bool = False  # with check_images: paths leaving the image root are allowed, not errors
 
 
 @dataclass(frozen=True)
@@ -70,19 +73,24 @@ class DataFormat:
 FORMATS: tuple[DataFormat, ...] = (
     DataFormat("minterpedes", "dialogues",
                lambda path, report, o: iter_minterpedes(path, report=report, image_root=o.image_root,
-                                                        check_images=o.check_images),
+                                                        check_images=o.check_images,
+                                                        allow_outside_root=o.allow_outside_root),
                dialogue_stats, lambda s: "conversations" in s.first_keys, (".jsonl",)),
     DataFormat("chatpedes", "dialogues",
                lambda path, report, o: iter_chatpedes(path, report=report, image_root=o.image_root,
-                                                      check_images=o.check_images),
+                                                      check_images=o.check_images,
+                                                      allow_outside_root=o.allow_outside_root),
                dialogue_stats, lambda s: s.first_char == "[" and b'"chats"' in s.head, (".json",)),
     DataFormat("gallery", "images",
                lambda path, report, o: iter_gallery(path, report=report, image_root=o.image_root,
-                                                    check_images=o.check_images),
+                                                    check_images=o.check_images,
+                                                    allow_outside_root=o.allow_outside_root),
                gallery_stats, lambda s: bool({"path", "attributes"} & s.first_keys), (".jsonl",)),
     DataFormat("captions", "caption records",
                lambda path, report, o: _lenient(read_caption_dataset(path, strict=False, image_root=o.image_root,
-                                                                     check_images=o.check_images), report),
+                                                                     check_images=o.check_images,
+                                                                     allow_outside_root=o.allow_outside_root),
+                                                report),
                lambda records: dialogue_stats(captions_to_samples(list(records))),
                lambda s: s.first_char == "[" and b'"captions"' in s.head, ()),
     DataFormat("peta", "images",
@@ -127,7 +135,7 @@ def sniff(path: Path) -> Sniff:
         for raw in head.split(b"\n")[:-1] or [head]:  # the last piece may be cut mid-line
             try:
                 value = json.loads(raw)
-            except (ValueError, UnicodeDecodeError):
+            except (ValueError, UnicodeDecodeError, RecursionError):  # a deeply nested head is no reason to fail
                 continue
             if isinstance(value, dict):
                 keys = frozenset(value)
@@ -170,7 +178,8 @@ def _resolve(paths: list[str], format_name: str) -> list[tuple[str, DataFormat]]
 def _options(args: argparse.Namespace) -> ReadOptions:
     if args.image_root is not None and not Path(args.image_root).is_dir():
         raise UsageError(f"{args.image_root}: --image-root is not a directory")
-    return ReadOptions(image_root=args.image_root, check_images=args.check_images)
+    return ReadOptions(image_root=args.image_root, check_images=args.check_images,
+                       allow_outside_root=args.allow_outside_root)
 
 
 def _warning_line(warning: DataError) -> str:
@@ -204,10 +213,34 @@ def _run(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
     return run
 
 
+def check_build_markers(names: Iterable[str], image_root: str | None = None) -> bool:
+    """Verify the build marker of each folder holding one of ``names`` (and of ``image_root``)
+    that minterpr built; print a problem line per unfinished or changed build; True when none."""
+    from minterpr.data.build import DATASET_FILE, check_if_built
+    from minterpr.errors import DatasetError
+
+    folders = [Path(name).parent for name in names if not Path(name).is_dir()]
+    folders += [Path(image_root)] if image_root is not None else []
+    ok, seen = True, set()
+    for folder in folders:
+        if folder.resolve() in seen:
+            continue
+        seen.add(folder.resolve())
+        try:
+            check_if_built(folder)
+        except DatasetError as err:
+            print(f"{folder / DATASET_FILE}: build: {err.reason}")
+            ok = False
+    return ok
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
     options = _options(args)
-    results = [validate_file(name, fmt, options) for name, fmt in _resolve(args.files, args.format)]
-    return 0 if all(results) else 1
+    # build markers first: a cut file of an unfinished build may not even be detectable
+    built = check_build_markers([name for name in args.files if Path(name).exists()], args.image_root)
+    resolved = _resolve(args.files, args.format)
+    results = [validate_file(name, fmt, options) for name, fmt in resolved]
+    return 0 if all(results) and built else 1
 
 
 def cmd_stats(args: argparse.Namespace) -> int:
@@ -231,7 +264,10 @@ def _add_common(parser: argparse.ArgumentParser) -> None:
                         help="file format (default: detect from the content)")
     parser.add_argument("--image-root", metavar="DIR", help="directory image paths are relative to "
                         "(default: the data file's directory)")
-    parser.add_argument("--check-images", action="store_true", help="report records whose images are missing")
+    parser.add_argument("--check-images", action="store_true", help="report records whose images are missing "
+                        "or whose image paths leave the image root")
+    parser.add_argument("--allow-outside-root", action="store_true",
+                        help="with --check-images: accept image paths that leave the image root (../x.jpg, /abs.jpg)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -17,9 +17,11 @@ from collections import defaultdict
 from dataclasses import replace
 from pathlib import Path
 
-from minterpr.data.build import SPLITS, dialogue_config_dict, write_dataset_info, write_split
+from minterpr.data.build import (IMAGES_DIR, SPLITS, begin_build, dialogue_config_dict, finish_build,
+                                 peta_rebuild_args, split_files, write_split)
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.peta import read_peta, resolve_peta_root
+from minterpr.errors import DatasetError
 from minterpr.types import GalleryImage
 
 # Subsets whose identities are seen by more than one camera or view.
@@ -53,21 +55,26 @@ def split_identities(images: list[GalleryImage], *, seed: int = 0, val_fraction:
 
 def build_peta_dataset(peta_root: str | Path, out_dir: str | Path, *, seed: int = 0,
                        dialogues: DialogueSynthesisConfig | None = None, progress: bool = False) -> dict:
-    """Build PETA dialogues into ``out_dir``; returns the dataset info written to dataset.json."""
+    """Build PETA dialogues into ``out_dir``; returns the dataset info written to dataset.json.
+
+    The folder is marked *in progress* first and *finished* last (:mod:`minterpr.data.build`);
+    a rerun rebuilds every file. The fingerprint covers the linked release's files too, so
+    readers refuse the dataset when the release changes under it."""
     root = resolve_peta_root(peta_root).resolve()
     out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    link = out / "images"
+    config = dialogues or DialogueSynthesisConfig(seed=seed)
+    link = out / IMAGES_DIR
     if link.is_symlink() or link.exists():
         if not link.is_symlink() or link.resolve() != root:
-            raise FileExistsError(f"{link} exists and is not a link to {root}")
-    else:
+            raise DatasetError(out, f"{link} exists and is not a link to {root}: move it away or choose another --out")
+    rebuild = peta_rebuild_args(str(root), seed, dialogue_config_dict(config))
+    begin_build(out, rebuild)
+    if not link.is_symlink():
         link.symlink_to(root, target_is_directory=True)
     images = [img for img in read_peta(root) if img.attributes]
     # Paths become relative to out_dir through the images/ link.
-    images = [replace(img, path=f"images/{img.path}") for img in images]
+    images = [replace(img, path=f"{IMAGES_DIR}/{img.path}") for img in images]
     splits = split_identities(images, seed=seed)
-    config = dialogues or DialogueSynthesisConfig(seed=seed)
     info: dict = {"name": "peta", "source": str(root), "seed": seed, "dialogues": dialogue_config_dict(config),
                   "splits": {}}
     for split in SPLITS:
@@ -75,5 +82,4 @@ def build_peta_dataset(peta_root: str | Path, out_dir: str | Path, *, seed: int 
             print(f"writing {split}: {len(splits[split])} images", flush=True)
         info["splits"][split] = write_split(out, split, splits[split], replace(config, seed=config.seed + SPLITS.index(split)),
                                             namespace="peta")
-    write_dataset_info(out, info)
-    return info
+    return finish_build(out, info, rebuild, split_files())

@@ -15,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import hashlib
+import time
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,15 +26,17 @@ import torch
 from PIL import Image, ImageEnhance, ImageOps
 from tqdm import tqdm
 
+from minterpr.data.build import require_built_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
+from minterpr.data.images import load_rgb
 from minterpr.data.ontology import ONTOLOGY
+from minterpr.fileio import TEMPORARY_GLOB, atomic_write
 from minterpr.models.encoders import ImagePreprocess
 from minterpr.models.turn_encoder import DESCRIPTION, EXAMPLE, PADDING, QA, REFERENCE
 from minterpr.types import (DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn,
                             RetrievalSample, Turn)
 
-from .checkpoint import atomic_write
 from .config import DataConfig
 
 
@@ -57,10 +60,14 @@ def load_split(cfg: DataConfig, split: str, max_samples: int = 0) -> SplitData:
     """Read ``split`` ("train", "val", "test") of the dataset described by ``cfg``.
 
     Every target image must be listed in the gallery manifest (the identity comes from it).
+    ``cfg.root`` must be a finished build whose fingerprint verifies
+    (:func:`minterpr.data.build.require_built_dataset`: DatasetError naming the command that
+    rebuilds it otherwise; ``minterpr data mark DIR`` fingerprints a folder assembled by hand).
     """
     if not cfg.root:
         raise ValueError("data.root is empty: pass --data DIR or set data.root in the config")
     root = Path(cfg.root)
+    require_built_dataset(root)
     dialogues, manifest = root / getattr(cfg, split), root / getattr(cfg, f"{split}_gallery")
     for path in (dialogues, manifest):
         if not path.is_file():
@@ -238,8 +245,8 @@ class PixelBatches(torch.utils.data.Dataset):
         return len(self.batches)
 
     def _one(self, path: str, seed: int | None) -> torch.Tensor:
-        with Image.open(self.root / path) as image:
-            return self.preprocess(image if seed is None else augment_image(image, seed))
+        image = load_rgb(self.root / path)  # any mode, EXIF orientation, ImageError naming the file
+        return self.preprocess(image if seed is None else augment_image(image, seed))
 
     def __getitem__(self, k: int) -> torch.Tensor:
         seeds = self.seeds[k] if self.seeds is not None else [None] * len(self.batches[k])
@@ -267,6 +274,44 @@ def sha1_of(*parts: object) -> str:
 
 
 # ------------------------------------------------------------------------ feature cache
+STALE_TEMPORARY_SECONDS = 3600.0  # a cache chunk is written in seconds: an older temporary was left by a killed run
+
+
+def remove_old_temporaries(cache_dir: Path, older_than: float = STALE_TEMPORARY_SECONDS) -> int:
+    """Delete the temporaries killed writers left in a feature cache; returns how many.
+
+    Only those older than ``older_than`` seconds: runs may share a cache folder, and another
+    run's chunk being written right now must not be removed (fileio.remove_stale_temporaries
+    would)."""
+    if not cache_dir.is_dir():
+        return 0
+    removed, now = 0, time.time()
+    for tmp in cache_dir.glob(TEMPORARY_GLOB):
+        try:
+            if tmp.is_file() and now - tmp.stat().st_mtime > older_than:
+                tmp.unlink()
+                removed += 1
+        except FileNotFoundError:  # its writer finished (renamed it) meanwhile
+            continue
+    return removed
+
+
+def _read_chunk(file: Path, keys: list[str]) -> torch.Tensor | None:
+    """The features stored for ``keys`` in a cache chunk; None when the file is not a readable
+    chunk of exactly these keys (damaged, foreign or a hash collision): it is recomputed and
+    overwritten. Weights-only loading: a crafted file runs no code."""
+    try:
+        stored = torch.load(file, map_location="cpu", weights_only=True)
+    except Exception:  # any unreadable file (truncated, random bytes, not torch): the cache is disposable
+        return None
+    if not isinstance(stored, dict) or stored.get("keys") != keys:
+        return None
+    features = stored.get("features")
+    if not isinstance(features, torch.Tensor) or features.ndim < 1 or len(features) != len(keys):
+        return None
+    return features.to(torch.float16)
+
+
 class FeatureTable:
     """Float16 features of a fixed set of keys (image paths or texts), one row per key.
 
@@ -303,11 +348,11 @@ class FeatureTable:
         chunks = [keys[i: i + chunk_size] for i in range(0, len(keys), chunk_size)]
         files = [cache_dir / f"{sha1_of(namespace, chunk)[:24]}.pt" if cache_dir else None for chunk in chunks]
         parts: list[torch.Tensor | None] = [None] * len(chunks)
+        if cache_dir is not None:
+            remove_old_temporaries(cache_dir)
         for k, file in enumerate(files):
             if file is not None and file.is_file():
-                stored = torch.load(file, map_location="cpu", weights_only=True)
-                if stored["keys"] == chunks[k]:  # a hash collision would be caught here
-                    parts[k] = stored["features"]
+                parts[k] = _read_chunk(file, chunks[k])
         todo = [k for k, part in enumerate(parts) if part is None]
         bar = tqdm(total=len(keys), desc=desc, unit="item", disable=not progress or not todo,
                    initial=len(keys) - sum(len(chunks[k]) for k in todo), leave=False)
