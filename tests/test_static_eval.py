@@ -148,7 +148,8 @@ def test_eval_command_reports_a_missing_model(eval_setup, tmp_path, capsys):
     root, _ = eval_setup
     args = ["eval", "--run", str(tmp_path), "--data", str(root / "test.jsonl"), "--json", str(tmp_path / "x.json")]
     assert main(args) == 2
-    assert "model.pt does not exist" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no model.pt" in err and "minterpr train" in err  # names the missing file and the fix
 
 
 # ------------------------------------------------------------------------ rejected references
@@ -159,26 +160,35 @@ def _rejecting_sample(feedback: str) -> RetrievalSample:
 
 def test_a_rejected_reference_ranks_below_the_images_not_rejected():
     from minterpr.evaluation.scoring import ScoringConfig
+    from minterpr.evaluation.static import replay_scores
 
     # only the rejected image and the target compete; the feedback still points at person 1
     gallery = [GalleryImage("p0_0.png", "toy:0"), GalleryImage("p1_0.png", "toy:1")]
     samples = [_rejecting_sample("That's not the person. Shorter hair, number")]
     on = evaluate_dialogues(AxisBackend(), samples, gallery, None)
-    off = evaluate_dialogues(AxisBackend(), samples, gallery, None, scoring=ScoringConfig(reject_references=False))
-    assert on.protocol["scoring"]["reject_references"] and not off.protocol["scoring"]["reject_references"]
+    off = evaluate_dialogues(AxisBackend(), samples, gallery, None, scoring=ScoringConfig(rejection=False))
+    assert on.protocol["scoring"]["rejection"] and not off.protocol["scoring"]["rejection"]
     assert [r["r1"] for r in on.rounds] == [0.0, 100.0]  # from the round it was rejected on
     assert [r["r1"] for r in off.rounds] == [0.0, 0.0]
-    # a same-person near-duplicate of the rejected image is not touched (the replay knows no identities)
+    # as in a session, the rejected image's near-duplicate (same person, cosine 0.99) loses the
+    # penalty too; here not enough to fall below the target
+    scores = replay_scores(AxisBackend(), samples, GALLERY, scoring=ScoringConfig(anchor=False))
+    near_duplicate = [g.path for g in GALLERY].index("p1_1.png")
+    assert scores[0][0, near_duplicate] == pytest.approx(0.99)
+    assert scores[1][0, near_duplicate] == pytest.approx(0.99 - ScoringConfig().rejection_penalty)
     full = evaluate_dialogues(AxisBackend(), samples, GALLERY, None)
     assert [r["r1"] for r in full.rounds] == [0.0, 0.0]
 
 
-def test_rejection_needs_a_no_and_a_gallery_image():
-    from minterpr.evaluation.static import rejected_by_round
+def test_judgements_follow_the_session_rules():
+    from minterpr.evaluation.static import round_judgements
 
-    position = {"p1_0.png": 2}
+    position = {"p1_0.png": 2, "p2_0.png": 4}.get
     turns = [DescriptionTurn("person 1"), QATurn("which?", "number 1"), ReferenceTurn("p1_0.png", "No. A hat.")]
-    assert rejected_by_round(turns, position) == [(2, 2)]
-    assert rejected_by_round(turns[:2] + [ReferenceTurn("p1_0.png", "Yes, that's her.")], position) == []
-    assert rejected_by_round(turns[:2] + [ReferenceTurn("p1_0.png", "Maybe, I can't tell.")], position) == []
-    assert rejected_by_round(turns[:2] + [ReferenceTurn("elsewhere.png", "No.")], position) == []
+    assert round_judgements(turns, position) == [{}, {}, {2: False}]
+    assert round_judgements(turns[:2] + [ReferenceTurn("p1_0.png", "Yes, that's her.")], position)[-1] == {2: True}
+    assert round_judgements(turns[:2] + [ReferenceTurn("p1_0.png", "Maybe, I can't tell.")], position)[-1] == {2: None}
+    assert round_judgements(turns[:2] + [ReferenceTurn("elsewhere.png", "No.")], position)[-1] == {}
+    changed = round_judgements(turns + [ReferenceTurn("p2_0.png", "No."), ReferenceTurn("p1_0.png", "Yes, her.")],
+                               position)
+    assert list(changed[-1].items()) == [(4, False), (2, True)]  # the latest verdict, moved last

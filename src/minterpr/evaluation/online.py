@@ -5,7 +5,9 @@ For each target image a simulated user (:mod:`minterpr.interaction.simulators`) 
 targets form one (Q, G) matrix, fed to :func:`~minterpr.evaluation.metrics.per_round_metrics`
 one round at a time (all sessions advance together, so only one round's scores exist at once).
 The report records the whole protocol: simulator and its rates, rounds, policies, schedule,
-re-ranking switches, backend and seed.
+re-ranking switches, backend and seed. Sessions score with the one scoring configuration
+(``rerank``: a :class:`~minterpr.interaction.reranking.RerankConfig`, the same class and defaults
+as static evaluation's ``ScoringConfig``), so a model's stored config scores both alike.
 
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend

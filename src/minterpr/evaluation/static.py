@@ -4,17 +4,22 @@ Round 0 is the description alone; round r adds the r-th recorded turn. Every rou
 whole gallery, giving per-round R@1/5/10, mAP, mINP, cumulative Hits@k and BRI
 (:func:`~minterpr.evaluation.metrics.per_round_metrics`).
 
-Dialogues of different lengths: a dialogue that has ended keeps its last query for the later
-rounds (the user has nothing more to say; the ranking they see stays), so every round has
+Dialogues of different lengths: a dialogue that has ended keeps its last round's scores for the
+later rounds (the user has nothing more to say; the ranking they see stays), so every round has
 all queries and the rounds remain comparable. ``protocol["ended_dialogues"]`` records this.
 
-Scores: the query-image cosine, plus (``scoring=ScoringConfig(attribute_weight=w)``) ``w`` times
-the attribute log-likelihood of every fact parsed from the replayed turns so far (see
-:mod:`minterpr.evaluation.scoring`); :func:`select_attribute_weight` picks ``w`` on a validation
-split. A reference image the user rejected ("That's not the person.") is kept below every image
-not rejected from that round on (``ScoringConfig.reject_references``, on by default; the rule a
-session applies), so a replay never answers with an image the user has just turned down.
-``protocol["scoring"]`` records the setting.
+Scores: each round is scored exactly as a :class:`~minterpr.interaction.session.Session` fed the
+same turns would score it — one scoring path,
+:func:`~minterpr.interaction.reranking.rerank_rows`, with one configuration
+(:class:`~minterpr.evaluation.scoring.ScoringConfig`, the sessions' ``RerankConfig``): the
+query-image cosine, plus ``w`` times the attribute log-likelihood of the distinct facts parsed
+from the replayed turns so far (:func:`~minterpr.interaction.dialogue_acts.turn_facts`), with the
+user's judgements of the reference images so far (the latest
+:func:`~minterpr.interaction.dialogue_acts.verdict` per image, as ``Session.judgements``): a
+rejected image and its near-duplicates lose a penalty and the rejected image ranks below every
+image not rejected, a confirmed one becomes the anchor and ranks first, and a confident top-1
+anchors the rest. :func:`select_attribute_weight` picks ``w`` on a validation split.
+``protocol["scoring"]`` records the whole configuration.
 
 ``description_only=True`` is the single-shot baseline protocol: every round uses the
 description alone (a text-to-image model that ignores the conversation), so its curve is flat
@@ -40,18 +45,22 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from minterpr.data.phrasing import Fact
+from minterpr.errors import InputError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
-from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, FactScorer, ScoringConfig, combine
-from minterpr.interaction.dialogue_acts import verdict
-from minterpr.interaction.reranking import keep_rejected_below
+from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, ScoringConfig
+from minterpr.interaction.dialogue_acts import turn_facts, verdict
+from minterpr.interaction.reranking import FactLikelihoods, Similarities, rerank_rows
 from minterpr.types import GalleryImage, ReferenceTurn, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
+_DENSE_SIMILARITIES = 4096  # galleries up to this size keep image-image similarities in one matrix
+_CACHE_COSINES = 2 ** 27  # a weight search keeps every round's query scores up to this many (512 MB float32)
 
 
 def gallery_from_samples(samples: Sequence[RetrievalSample]) -> list[GalleryImage]:
@@ -84,25 +93,31 @@ def dialogue_turns(sample: RetrievalSample, max_rounds: int | None = None,
     return turns[:1] if description_only else turns
 
 
-def rejected_by_round(turns: Sequence[Turn], gallery_position: Mapping[str, int]) -> list[tuple[int, int]]:
-    """(round, gallery index) of every reference image the user rejected in ``turns``.
+def round_judgements(turns: Sequence[Turn], index_of: Callable[[str], int | None]) -> list[dict[int, bool | None]]:
+    """Per round r, the user's judgements after turns[0..r]: gallery index -> latest verdict.
 
-    A reference turn at round r whose feedback's verdict is "not the person"
-    (:func:`minterpr.interaction.dialogue_acts.verdict` is False) rejects its image from round r
-    on; references outside the gallery are skipped.
+    The rule of ``Session.judgements``: a reference turn's feedback judges its image
+    (:func:`~minterpr.interaction.dialogue_acts.verdict`: True = the person, False = not,
+    None = unsure), a later turn on the same image replaces the verdict (and moves it last),
+    and references outside the gallery (``index_of`` gives None) are skipped.
 
     Example:
         >>> from minterpr.types import DescriptionTurn
         >>> turns = [DescriptionTurn("a man"), ReferenceTurn("b.jpg", "That's not him. No hat."),
         ...          ReferenceTurn("c.jpg", "Yes, that's him.")]
-        >>> rejected_by_round(turns, {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2})
-        [(1, 1)]
+        >>> round_judgements(turns, {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2}.get)
+        [{}, {1: False}, {1: False, 2: True}]
     """
-    out = []
-    for r, turn in enumerate(turns):
-        rejects = isinstance(turn, ReferenceTurn) and verdict(turn.feedback) is False
-        if rejects and turn.reference_path in gallery_position:
-            out.append((r, gallery_position[turn.reference_path]))
+    out: list[dict[int, bool | None]] = []
+    judged: dict[int, bool | None] = {}
+    for turn in turns:
+        if isinstance(turn, ReferenceTurn):
+            i = index_of(turn.reference_path)
+            if i is not None:
+                judged = dict(judged)
+                judged.pop(i, None)  # re-insert: the latest verdict is last
+                judged[i] = verdict(turn.feedback)
+        out.append(judged)
     return out
 
 
@@ -115,63 +130,132 @@ def _encode_all(backend: Any, dialogues: list[list[Turn]], index: Any) -> list[n
 
 
 class _Replay:
-    """A gallery indexed once and every dialogue's per-round queries (and facts), ready to score."""
+    """A gallery indexed once and every dialogue's per-round queries, facts and judgements, ready to score."""
 
     def __init__(self, backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                  image_root: str | os.PathLike[str] | None, max_rounds: int | None, description_only: bool,
                  progress: bool, index: Any = None, queries: Sequence[np.ndarray] | None = None) -> None:
         if not samples:
-            raise ValueError("no dialogues to evaluate")
+            raise InputError("no dialogues to evaluate")
         if not gallery_images:
-            raise ValueError("the gallery is empty")
+            raise InputError("the gallery is empty")
         if max_rounds is not None and max_rounds < 1:
-            raise ValueError(f"max_rounds must be >= 1 (round 0 is the description), got {max_rounds}")
+            raise InputError(f"max_rounds must be >= 1 (round 0 is the description), got {max_rounds}")
         root = None if image_root is None else os.fspath(image_root)
-        self.index = index if index is not None else backend.index_images(list(gallery_images), root, progress=progress)
+        if index is None:
+            index = backend.index_images(list(gallery_images), root, progress=progress)
+        self.index = index.require_complete("a static evaluation")  # rows must match gallery_images
         pid_of = {image.path: image.person_id for image in gallery_images}
         self.query_pids = [pid_of.get(s.target_path, s.person_id) for s in samples]
         self.gallery_pids = [image.person_id for image in gallery_images]
-        self.lengths = [len(dialogue_turns(s, max_rounds)) for s in samples]  # rounds each dialogue really has
+        self.num_rounds = max(len(dialogue_turns(s, max_rounds)) for s in samples)  # rounds dialogues really have
         self.turns = [dialogue_turns(s, max_rounds, description_only) for s in samples]
-        position = {image.path: i for i, image in enumerate(gallery_images)}
-        self.rejections = [rejected_by_round(turns, position) for turns in self.turns]
         if queries is not None and len(queries) != len(samples):
-            raise ValueError(f"queries: one array per dialogue expected ({len(samples)}), got {len(queries)}")
+            raise InputError(f"queries: one array per dialogue expected ({len(samples)}), got {len(queries)}")
         self.queries = (_encode_all(backend, self.turns, self.index) if queries is None
                         else [np.asarray(q, np.float32) for q in queries])
-        self.num_rounds = max(self.lengths)
+        for i, (q, turns) in enumerate(zip(self.queries, self.turns)):
+            if q.ndim != 2 or len(q) < len(turns):
+                raise InputError(f"queries[{i}]: one row per replayed turn expected ({len(turns)}), got {q.shape}")
         self.gallery = np.asarray(self.index.embeddings, np.float32)
-        self._scorer: FactScorer | None = None
+        position: dict[str, int] = {}
+        for i, image in enumerate(gallery_images):
+            position.setdefault(image.path, i)
+        index_of = getattr(self.index, "index_of", None) or position.get  # the lookup a session uses
+        self.judgements = [round_judgements(turns, index_of) for turns in self.turns]
+        # every distinct fact once; per dialogue and round, the ids of the facts first stated then
+        self.facts: dict[Fact, int] = {}
+        self.new_facts: list[list[list[int]]] = []
+        for turns in self.turns:
+            seen: set[int] = set()
+            per_round = []
+            for turn in turns:
+                ids = [self.facts.setdefault(f, len(self.facts)) for f in turn_facts(turn)]
+                new = [j for j in dict.fromkeys(ids) if j not in seen]
+                seen.update(new)
+                per_round.append(new)
+            self.new_facts.append(per_round)
+        # shared by every round and every config; one N x N matrix when it is small (<= 64 MB)
+        self.similarities = Similarities(self.index, dense=len(self.gallery) <= _DENSE_SIMILARITIES)
+        self._fact_matrix: tuple[float, np.ndarray] | None = None
+        self.cache_cosines = False  # keep each round's (A, G) backend scores (for repeated scoring)
+        self._cosines: dict[int, np.ndarray] = {}
 
-    def _pick(self, q: np.ndarray, r: int, n: int) -> Any:  # an ended dialogue keeps its last round
-        return q[min(r, len(q) - 1, n - 1)]
+    @property
+    def attribute_probs(self) -> np.ndarray | None:
+        return getattr(self.index, "attribute_probs", None)
 
-    def loglik(self, r: int, floor: float) -> np.ndarray:
-        """(Q, G) attribute log-likelihood of each dialogue's facts up to round r."""
-        probs = getattr(self.index, "attribute_probs", None)
-        if probs is None:
-            raise ValueError("attribute fusion needs a backend whose index has attribute_probs")
-        if self._scorer is None or self._scorer.floor != floor:
-            self._scorer = FactScorer(np.asarray(probs, np.float32), floor)
-            self._facts = [self._scorer.rounds(t) for t in self.turns]  # (R_i, G) each
-        return np.stack([self._pick(f, r, n) for f, n in zip(self._facts, self.lengths)])
+    def fact_matrix(self, floor: float) -> np.ndarray:
+        """(F, G) float64: log P(fact | image) of every distinct fact (rows as ``self.facts`` numbers them)."""
+        if self._fact_matrix is None or self._fact_matrix[0] != floor:
+            scorer = FactLikelihoods(np.asarray(self.attribute_probs), floor)
+            matrix = np.zeros((len(self.facts), len(self.gallery)), np.float64)
+            for fact, j in self.facts.items():
+                matrix[j] = scorer.fact(fact)
+            self._fact_matrix = (floor, matrix)
+        return self._fact_matrix[1]
 
-    def round_scores(self, r: int, scoring: ScoringConfig) -> np.ndarray:
-        """(Q, G) final scores of round r."""
-        cosine = np.stack([self._pick(q, r, n) for q, n in zip(self.queries, self.lengths)]) @ self.gallery.T
-        loglik = self.loglik(r, scoring.prob_floor) if scoring.attribute_weight > 0 else None
-        scores = combine(cosine, loglik, scoring)
-        if scoring.reject_references and any(self.rejections):
-            rejected = np.zeros(scores.shape, bool)  # (Q, G)
-            for i, (rejections, n) in enumerate(zip(self.rejections, self.lengths)):
-                for round_, image in rejections:
-                    rejected[i, image] |= round_ <= min(r, len(self.turns[i]) - 1, n - 1)
-            scores = keep_rejected_below(scores, rejected)
-        return scores
+    def round_scores(self, scoring: ScoringConfig) -> Iterator[np.ndarray]:
+        """(Q, G) final scores of rounds 0, 1, ...: ``rerank_rows`` on the dialogues still talking."""
+        lengths = np.array([len(t) for t in self.turns])
+        use_facts = scoring.attributes and self.attribute_probs is not None and len(self.facts) > 0
+        matrix = self.fact_matrix(scoring.prob_floor) if use_facts else None
+        loglik = np.zeros((len(self.turns), len(self.gallery)), np.float64) if use_facts else None
+        scores = np.zeros((len(self.turns), len(self.gallery)), np.float64)
+        for r in range(self.num_rounds):
+            active = np.flatnonzero(r < lengths)  # an ended dialogue keeps its last scores
+            if len(active):
+                if loglik is not None:
+                    self._add_facts(loglik, matrix, active, r)
+                cosine = self.cosine(r, active)
+                scores = scores.copy()  # the previous round's array may still be in use
+                scores[active], _ = rerank_rows(cosine, self.index, None if loglik is None else loglik[active],
+                                                [self.judgements[i][r] for i in active], scoring, self.similarities)
+            yield scores
+
+    def cosine(self, r: int, active: np.ndarray) -> np.ndarray:
+        """(A, G) the backend's scores of round r's queries of the ``active`` dialogues.
+
+        Query by query with ``index.scores`` as a session computes them (a batched product
+        rounds differently in the last bit); kept when ``cache_cosines`` (they do not depend on
+        the scoring, so a weight search computes them once)."""
+        if r in self._cosines:
+            return self._cosines[r]
+        scores = getattr(self.index, "scores", None)
+        if callable(scores):
+            cosine = np.stack([scores(self.queries[i][r]) for i in active.tolist()])
+        else:  # a minimal index (embeddings only)
+            cosine = np.stack([self.gallery @ self.queries[i][r] for i in active.tolist()])
+        if self.cache_cosines:
+            self._cosines[r] = cosine
+        return cosine
+
+    def _add_facts(self, loglik: np.ndarray, matrix: np.ndarray, active: np.ndarray, r: int) -> None:
+        """Add round r's new facts to each active dialogue's running sum, in order of mention
+        (the order ``FactLikelihoods.total`` adds them in a session: the same float64 sums)."""
+        by_position: list[tuple[list[int], list[int]]] = []
+        for i in active.tolist():
+            for k, j in enumerate(self.new_facts[i][r]):
+                if k == len(by_position):
+                    by_position.append(([], []))
+                by_position[k][0].append(i)
+                by_position[k][1].append(j)
+        for rows, ids in by_position:  # each dialogue appears once per position
+            loglik[rows] += matrix[ids]
 
     def metrics(self, scoring: ScoringConfig) -> dict[str, Any]:
-        return per_round_metrics((self.round_scores(r, scoring) for r in range(self.num_rounds)),
-                                 self.query_pids, self.gallery_pids)
+        return per_round_metrics(self.round_scores(scoring), self.query_pids, self.gallery_pids)
+
+
+def replay_scores(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
+                  image_root: str | os.PathLike[str] | None = None, *, scoring: ScoringConfig | None = None,
+                  max_rounds: int | None = None, description_only: bool = False) -> list[np.ndarray]:
+    """The (Q, G) final scores of every replayed round (what :func:`evaluate_dialogues` ranks),
+    float64, gallery order: row q of round r is what a ``Session`` fed the first r + 1 turns of
+    dialogue q would score (an ended dialogue keeps its last row). Keeps every round in memory.
+    """
+    replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, False)
+    return list(replay.round_scores(ScoringConfig() if scoring is None else scoring))
 
 
 def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
@@ -182,39 +266,58 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
     gallery's person id of its image (the manifest is the truth), else the sample's.
-    ``scoring`` (default: embedding cosine only) adds ``w · Σ log P(fact | image)`` over the
-    facts of the replayed turns (:mod:`minterpr.evaluation.scoring`; needs ``attribute_probs``).
+    ``scoring`` (default: ``ScoringConfig()``, the sessions' defaults) says how rounds are scored
+    (see the module doc); the attribute term needs an index with ``attribute_probs``, else it is
+    skipped, as in a session (``protocol["attribute_evidence"]`` says whether it applied).
     ``protocol`` (dataset, split, model, ...) is recorded in the report with what this adds:
-    ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``, ``scoring``.
+    ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``, ``scoring``,
+    ``attribute_evidence``.
     """
-    scoring = scoring or ScoringConfig()
+    scoring = ScoringConfig() if scoring is None else scoring
+    if not isinstance(scoring, ScoringConfig):
+        raise InputError(f"scoring must be a ScoringConfig, got {type(scoring).__name__}")
     replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress)
     result = replay.metrics(scoring)
     full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
             "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",
-            "queries": "description_only" if description_only else "dialogue", "scoring": scoring.to_dict()}
+            "queries": "description_only" if description_only else "dialogue", "scoring": scoring.to_dict(),
+            "attribute_evidence": scoring.attributes and replay.attribute_probs is not None}
     return build_report(full, result)
 
 
 def select_attribute_weight(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                             image_root: str | os.PathLike[str] | None,
-                            grid: Sequence[float] = DEFAULT_WEIGHT_GRID, *, prob_floor: float = 0.02,
-                            progress: bool = False, index: Any = None,
-                            queries: Sequence[np.ndarray] | None = None) -> tuple[ScoringConfig, dict[float, float]]:
+                            grid: Sequence[float] = DEFAULT_WEIGHT_GRID, *, prob_floor: float | None = None,
+                            progress: bool = False, index: Any = None, queries: Sequence[np.ndarray] | None = None,
+                            base: ScoringConfig | None = None) -> tuple[ScoringConfig, dict[float, float]]:
     """The ``attribute_weight`` of ``grid`` with the best R@1 after the last round (ties: mean R@1
     over rounds), and every candidate's R@1@last. Use a validation split, never the test split.
 
-    The gallery is indexed and the dialogues encoded once; only the score sum changes per w.
+    Every candidate is ``base`` (default: ``ScoringConfig()``; ``prob_floor`` overrides its floor)
+    with the attributes on and that weight; the other terms stay as ``base`` has them, so the
+    weight is chosen for the scoring sessions and ``evaluate_dialogues`` apply. Returns that
+    whole config (store its ``to_dict()``).
+
+    The gallery is indexed and the dialogues encoded once; only the scores change per w.
     Outputs the caller already has skip that work: ``index`` (the gallery indexed by the same
     model) and ``queries`` (per dialogue, its (R_i, D) queries); with both, ``backend`` is unused.
     """
+    base = ScoringConfig() if base is None else base
+    if prob_floor is not None:
+        base = base.with_(prob_floor=prob_floor)
+    if not grid:
+        raise InputError("grid: at least one attribute weight to try")
     replay = _Replay(backend, samples, gallery_images, image_root, None, False, progress, index, queries)
+    if replay.attribute_probs is None:
+        raise InputError("choosing an attribute weight needs a backend whose index has attribute_probs")
+    replay.cache_cosines = len(grid) > 1 and len(samples) * len(replay.gallery) * replay.num_rounds <= _CACHE_COSINES
     tried: dict[float, float] = {}
-    best_key, best = None, ScoringConfig(prob_floor=prob_floor)
+    best_key, best = None, base
     for w in grid:
-        rounds = replay.metrics(ScoringConfig(float(w), prob_floor))["rounds"]
+        candidate = base.with_(attributes=True, attribute_weight=float(w))
+        rounds = replay.metrics(candidate)["rounds"]
         tried[float(w)] = rounds[-1]["r1"]
         key = (rounds[-1]["r1"], float(np.mean([row["r1"] for row in rounds])))
         if best_key is None or key > best_key:
-            best_key, best = key, ScoringConfig(float(w), prob_floor)
+            best_key, best = key, candidate
     return best, tried

@@ -1,15 +1,25 @@
 """Final scores: the backend's query score combined with the explicit evidence of the conversation.
 
-Three switchable terms (see :class:`RerankConfig`):
+This is the one scoring path of minterpr: a :class:`~minterpr.interaction.session.Session`
+scores every turn with :func:`rerank`, and the static replay of recorded dialogues
+(:mod:`minterpr.evaluation.static`) scores every round with :func:`rerank_rows`, the same
+function on many conversations at once, so a replayed dialogue and a session fed the same turns
+give the same scores. One :class:`RerankConfig` (alias ``minterpr.evaluation.scoring.ScoringConfig``)
+with one set of defaults says which evidence joins the backend's cosine score:
 
-* attribute likelihood — every parsed fact is evidence about each image through the index's
-  attribute probabilities: ``+ w · Σ_facts log P(fact | image)``;
+* attribute likelihood — every distinct parsed fact is evidence about each image through the
+  index's attribute probabilities: ``+ w · Σ_facts log P(fact | image)`` (a fact stated twice
+  counts once; skipped when the index has no attribute probabilities);
 * rejected references — an image the user judged "not this one", and its near-duplicates
   (embedding cosine above a threshold: the person id is unknown at run time), lose a penalty,
   and a rejected image is kept below rank 1 whatever the other terms say;
 * anchor refinement (as CTGI / ICL) — once an image is confidently the person (the user
   confirmed it, or the top-1 leads the best non-duplicate by a margin), scores blend towards it:
-  ``λ · S(q) + (1 − λ) · S(anchor)``, which lifts the same person's other images.
+  ``λ · S(q) + (1 − λ) · S(anchor)``, which lifts the same person's other images;
+* confirmed images are pinned to the top.
+
+A trained model stores its config (weight chosen on the validation split) in model.pt as the
+dict of :meth:`RerankConfig.to_dict`; :meth:`RerankConfig.from_dict` reads it back whole.
 
 Example:
     >>> import numpy as np
@@ -19,35 +29,66 @@ Example:
     >>> result = rerank(np.array([0.9, 0.5, 0.1]), index, facts=(), judgements={0: False})
     >>> int(np.argmax(result.scores))  # the rejected image no longer leads
     1
+    >>> RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05}).prob_floor  # a stored config
+    0.05
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
-from typing import Mapping, Sequence
+import math
+from dataclasses import asdict, dataclass, fields, replace
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
+from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import SLOT_COLUMNS
+
+# the key static evaluation stored for ``rejection`` before the two configs were one
+_LEGACY_KEYS = {"reject_references": "rejection"}
+_BOUNDS = {  # field -> (low, high, closed) allowed range of the numeric fields
+    "attribute_weight": (0.0, math.inf, True), "prob_floor": (0.0, 0.5, False),
+    "rejection_penalty": (0.0, math.inf, True), "duplicate_threshold": (-1.0, 1.0, True),
+    "anchor_lambda": (0.0, 1.0, True), "confirmed_lambda": (0.0, 1.0, True), "anchor_margin": (0.0, math.inf, True),
+}
 
 
 @dataclass(frozen=True)
 class RerankConfig:
-    """Which evidence joins the backend's score, and how strongly."""
+    """Which evidence joins the backend's score, and how strongly (sessions and static evaluation alike)."""
 
     attributes: bool = True  # add the attribute log-likelihood of the parsed facts (needs index.attribute_probs)
-    attribute_weight: float = 0.05  # weight of the log-likelihood (cosine scores live in [-1, 1], log-probs in nats)
+    attribute_weight: float = 0.05  # w: weight of the log-likelihood (cosine scores live in [-1, 1], log-probs in
+    #   nats); used by models that store none; `minterpr train` chooses one on the validation split
     prob_floor: float = 0.02  # probabilities are clipped to [floor, 1 - floor]: one wrong prediction costs <= ln 50
-    rejection: bool = True  # demote images the user rejected and their near-duplicates
-    rejection_penalty: float = 0.5  # subtracted from a rejected image and its near-duplicates
+    rejection: bool = True  # demote images the user rejected and their near-duplicates, rejected ones below rank 1
+    rejection_penalty: float = 0.5  # subtracted from a rejected image and its near-duplicates (once per rejection)
     duplicate_threshold: float = 0.9  # embedding cosine above which two images count as the same person
     anchor: bool = True  # blend scores towards a confident anchor image
     anchor_lambda: float = 0.7  # weight of the query score in the blend; 1 - it goes to the anchor's similarity
     confirmed_lambda: float = 0.3  # the same weight when the anchor is an image the user confirmed (trusted more)
     anchor_margin: float = 0.1  # top-1 becomes the anchor when it leads the best non-duplicate by this much
     pin_confirmed: bool = True  # images the user confirmed as the person rank first
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.type in (bool, "bool"):
+                if not isinstance(value, (bool, np.bool_)):
+                    raise InputError(f"scoring config: {f.name} must be true or false, got {value!r}")
+                object.__setattr__(self, f.name, bool(value))
+                continue
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, float, np.integer, np.floating)):
+                raise InputError(f"scoring config: {f.name} must be a number, got {value!r}")
+            low, high, closed = _BOUNDS[f.name]
+            value = float(value)
+            inside = (low <= value <= high) if closed else (low < value < high)
+            if not inside or math.isnan(value):
+                bracket = f"[{low:g}, {high:g}]" if closed else f"({low:g}, {high:g})"
+                raise InputError(f"scoring config: {f.name} must be in {bracket}, got {value!r}")
+            object.__setattr__(self, f.name, value)
 
     @classmethod
     def off(cls) -> "RerankConfig":
@@ -56,16 +97,53 @@ class RerankConfig:
 
     @classmethod
     def with_attribute_weight(cls, weight: float | None) -> "RerankConfig":
-        """The defaults with ``attribute_weight`` set (None keeps the default), e.g. the weight a
-        trained model stores, chosen on its validation split."""
+        """The defaults with ``attribute_weight`` set (None keeps the default). To keep everything
+        a model stored (its prob_floor too), use :meth:`from_dict` on the stored dict."""
         return cls() if weight is None else cls(attribute_weight=weight)
 
     def with_(self, **changes: object) -> "RerankConfig":
-        """A copy with some fields changed."""
+        """A copy with some fields changed (validated like the constructor)."""
+        unknown = sorted(set(changes) - {f.name for f in fields(self)})
+        if unknown:
+            raise InputError(f"scoring config: unknown field(s) {', '.join(unknown)}")
         return replace(self, **changes)
 
-    def to_dict(self) -> dict[str, object]:
+    def to_dict(self) -> dict[str, Any]:
+        """Every field, plain JSON values; :meth:`from_dict` reads it back to an equal config."""
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any] | None) -> "RerankConfig":
+        """The config a dict describes: fields it lacks keep their defaults; None (a model saved
+        without one) gives the defaults. Reads what :meth:`to_dict` writes and the older stored
+        form ``{"attribute_weight", "prob_floor", "reject_references"}``.
+
+        Raises :class:`~minterpr.errors.InputError` (a ValueError) naming an unknown key or a bad value.
+
+        Example:
+            >>> RerankConfig.from_dict({"attribute_weight": 0.2, "reject_references": False}).rejection
+            False
+            >>> RerankConfig.from_dict({"weight": 1})
+            Traceback (most recent call last):
+            ...
+            minterpr.errors.InputError: scoring config: unknown key 'weight' (known: attributes, ...)
+        """
+        if data is None:
+            return cls()
+        if not isinstance(data, Mapping):
+            raise InputError(f"scoring config must be a mapping of field -> value, got {type(data).__name__}")
+        values = dict(data)
+        for old, new in _LEGACY_KEYS.items():
+            if old in values:
+                legacy = values.pop(old)
+                if new in values and values[new] != legacy:
+                    raise InputError(f"scoring config: {old}={legacy!r} contradicts {new}={values[new]!r}")
+                values.setdefault(new, legacy)
+        names = [f.name for f in fields(cls)]
+        for key in values:
+            if key not in names:
+                raise InputError(f"scoring config: unknown key {key!r} (known: {', '.join(names)})")
+        return cls(**values)
 
 
 @dataclass(frozen=True)
@@ -101,33 +179,99 @@ def fact_log_likelihood(fact: Fact, probs: np.ndarray, floor: float = 0.02) -> n
     return np.log(np.clip(p, floor, 1.0 - floor))
 
 
+class FactLikelihoods:
+    """Per-fact (N,) log-likelihoods over one gallery, each computed once and reused.
+
+    :meth:`total` is the attribute term of :func:`rerank`: the float64 sum, in order of first
+    mention, of the distinct facts; the static replay adds the same arrays in the same order
+    round by round, so both get the same bits.
+    """
+
+    def __init__(self, attribute_probs: np.ndarray, prob_floor: float = 0.02) -> None:
+        probs = np.asarray(attribute_probs)
+        if probs.ndim != 2 or probs.shape[1] != len(ONTOLOGY.flat_labels()):
+            raise InputError(f"attribute_probs must be (N, {len(ONTOLOGY.flat_labels())}), got {probs.shape}")
+        self.probs = probs
+        self.floor = prob_floor
+        self._cache: dict[Fact, np.ndarray] = {}
+
+    def fact(self, fact: Fact) -> np.ndarray:
+        """(N,) log P(fact | image)."""
+        if fact not in self._cache:
+            self._cache[fact] = fact_log_likelihood(fact, self.probs, self.floor)
+        return self._cache[fact]
+
+    def total(self, facts: Sequence[Fact]) -> np.ndarray:
+        """(N,) float64 Σ over the distinct ``facts`` (a repeated fact is no new evidence)."""
+        total = np.zeros(len(self.probs), dtype=np.float64)
+        for fact in dict.fromkeys(facts):
+            total += self.fact(fact)
+        return total
+
+
 def attribute_log_likelihood(facts: Sequence[Fact], probs: np.ndarray, floor: float = 0.02) -> np.ndarray:
-    """(N,) Σ over facts of log P(fact | image); zeros when there are no facts."""
-    total = np.zeros(len(probs), dtype=np.float64)
-    for fact in facts:
-        total += fact_log_likelihood(fact, probs, floor)
-    return total
+    """(N,) Σ over the distinct facts of log P(fact | image); zeros when there are no facts."""
+    return FactLikelihoods(probs, floor).total(facts)
+
+
+class Similarities:
+    """Embedding cosine of gallery images with a few gallery images (near-duplicates, anchors).
+
+    Rows are computed one image at a time (the same way in a session and in a replay, so the
+    near-duplicate threshold decides alike) and cached: a replay shares one instance, and with
+    ``dense=True`` (small galleries: N × N floats) keeps them in one matrix for fast look-ups.
+    """
+
+    def __init__(self, index: GalleryIndex, *, dense: bool = False) -> None:
+        self.embeddings = index.embeddings
+        n = len(self.embeddings)
+        self._dense = np.zeros((n, n), self.embeddings.dtype) if dense else None
+        self._done = np.zeros(n, dtype=bool)
+        self._rows: dict[int, np.ndarray] = {}
+        self._duplicates: tuple[float, np.ndarray] | None = None  # (threshold, (N, N) bool) when dense
+
+    def _row(self, i: int) -> np.ndarray:
+        return self.embeddings @ self.embeddings[i]
+
+    def rows(self, images: Sequence[int] | np.ndarray) -> np.ndarray:
+        """(k, N) cosine of each of ``images`` (gallery indices) with every gallery image."""
+        images = np.asarray(images, dtype=np.int64)
+        if self._dense is not None:
+            for i in np.unique(images[~self._done[images]]).tolist():
+                self._dense[i] = self._row(i)
+                self._done[i] = True
+            return self._dense[images]
+        out = []
+        for i in images.tolist():
+            row = self._rows.get(i)
+            if row is None:
+                row = self._rows[i] = self._row(i)
+            out.append(row)
+        return np.stack(out) if out else np.zeros((0, len(self.embeddings)), self.embeddings.dtype)
+
+    def duplicates(self, images: Sequence[int] | np.ndarray, threshold: float) -> np.ndarray:
+        """(k, N) bool: images whose cosine with each of ``images`` exceeds ``threshold`` (itself included)."""
+        images = np.asarray(images, dtype=np.int64)
+        if self._dense is None:
+            similar = self.rows(images) > threshold
+            similar[np.arange(len(images)), images] = True
+            return similar
+        if self._duplicates is None or self._duplicates[0] != threshold:
+            n = len(self.embeddings)
+            self._duplicates = (threshold, np.zeros((n, n), dtype=bool))
+            self._dup_done = np.zeros(n, dtype=bool)
+        matrix = self._duplicates[1]
+        missing = np.unique(images[~self._dup_done[images]])
+        if len(missing):
+            matrix[missing] = self.rows(missing) > threshold
+            matrix[missing, missing] = True
+            self._dup_done[missing] = True
+        return matrix[images]
 
 
 def near_duplicates(index: GalleryIndex, i: int, threshold: float) -> np.ndarray:
     """(N,) bool: images whose embedding cosine with image i exceeds ``threshold`` (i included)."""
-    similar = index.embeddings @ index.embeddings[i] > threshold
-    similar[i] = True
-    return similar
-
-
-def _confident_top(scores: np.ndarray, index: GalleryIndex, config: RerankConfig,
-                   excluded: np.ndarray) -> int | None:
-    """The top-1 image when it leads the best image that is not its near-duplicate by the margin."""
-    order = np.argsort(-scores, kind="stable")
-    order = order[~excluded[order]]
-    if len(order) < 2:
-        return None
-    top = int(order[0])
-    others = order[~near_duplicates(index, top, config.duplicate_threshold)[order]]
-    if len(others) == 0 or scores[top] - scores[others[0]] > config.anchor_margin:
-        return top
-    return None
+    return Similarities(index).duplicates([i], threshold)[0]
 
 
 def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
@@ -135,40 +279,100 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
     """Combine the backend's (N,) query scores with the facts and judgements so far.
 
     ``judgements`` maps gallery index -> True (the user said it is the person), False (not) or
-    None (unsure: neither promoted nor demoted).
+    None (unsure: neither promoted nor demoted); a later confirmed image is the anchor.
+    One conversation of :func:`rerank_rows`.
     """
-    scores = np.asarray(query_scores, dtype=np.float64).copy()  # (N,)
-    n = len(scores)
+    scores = np.asarray(query_scores, dtype=np.float64)
+    if scores.ndim != 1 or len(scores) != len(index):
+        raise InputError(f"query_scores must be ({len(index)},), one per gallery image, got {scores.shape}")
     loglik = None
     if config.attributes and index.attribute_probs is not None and facts:
         loglik = attribute_log_likelihood(facts, index.attribute_probs, config.prob_floor)
+    final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], config)
+    return RerankResult(final[0], None if anchors[0] < 0 else int(anchors[0]), loglik)
+
+
+def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarray | None,
+                judgements: Sequence[Mapping[int, bool | None]], config: RerankConfig,
+                similarities: Similarities | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`rerank` for B conversations at once: ((B, N) scores, (B,) anchor or -1).
+
+    ``query_scores`` (B, N): the backend's scores; ``loglik`` (B, N): each conversation's
+    :meth:`FactLikelihoods.total` (None: no facts, or no attribute evidence), added when
+    ``config.attributes``; ``judgements``: one mapping per conversation. Rows never influence
+    each other, so a row scores the same alone or in a batch. ``similarities`` shares the
+    embedding-similarity rows between calls over the same index.
+    """
+    scores = np.array(query_scores, dtype=np.float64)  # a copy, (B, N)
+    b, n = scores.shape
+    if len(judgements) != b:
+        raise InputError(f"judgements: one mapping per row expected ({b}), got {len(judgements)}")
+    sims = similarities if similarities is not None else Similarities(index)
+    if config.attributes and loglik is not None:
         scores += config.attribute_weight * loglik
-    rejected = np.zeros(n, dtype=bool)  # the judged images themselves
-    demoted_any = np.zeros(n, dtype=bool)  # rejected images and their near-duplicates
-    confirmed = [i for i, ok in judgements.items() if ok is True]
-    if config.rejection:
-        for i, ok in judgements.items():
-            if ok is False:
-                rejected[i] = True
-                demoted = near_duplicates(index, i, config.duplicate_threshold)
-                demoted[confirmed] = False  # a confirmed image is never demoted for looking like a rejected one
-                scores[demoted] -= config.rejection_penalty
-                demoted_any |= demoted
-    anchor = None
+    rejected = np.zeros((b, n), dtype=bool)  # the judged images themselves
+    confirmed = np.zeros((b, n), dtype=bool)
+    last_confirmed = np.full(b, -1, dtype=np.int64)  # the latest image confirmed: the anchor
+    for row, judged in enumerate(judgements):
+        for i, ok in judged.items():
+            if not 0 <= i < n:
+                raise InputError(f"judgements: gallery index {i} out of range 0..{n - 1}")
+            if ok is True:
+                confirmed[row, i], last_confirmed[row] = True, i
+            elif ok is False:
+                rejected[row, i] = True
+    excluded = np.zeros((b, n), dtype=bool)  # never an anchor: rejected images and their near-duplicates
+    if config.rejection and rejected.any():
+        rows, images = np.nonzero(rejected)  # row-major: each row's rejections together
+        starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
+        judged_rows = rows[starts]
+        count = sims.duplicates(images[starts], config.duplicate_threshold).astype(np.int32)  # first rejections
+        nth = np.arange(len(rows)) - np.repeat(starts, np.diff(np.r_[starts, len(rows)]))  # k-th of its row
+        group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
+        for k in range(1, int(nth.max()) + 1):  # rejections each image looks like, a few vector adds
+            count[group[nth == k]] += sims.duplicates(images[nth == k], config.duplicate_threshold)
+        count[confirmed[judged_rows]] = 0  # a confirmed image is never demoted for looking like a rejected one
+        scores[judged_rows] -= config.rejection_penalty * count
+        excluded = rejected.copy()
+        excluded[judged_rows] |= count > 0
+    anchors = np.full(b, -1, dtype=np.int64)
     if config.anchor:
-        if confirmed:
-            anchor = confirmed[-1]
-        else:  # never anchor on a rejected person
-            anchor = _confident_top(scores, index, config, demoted_any | rejected)
-        if anchor is not None:
-            anchor_sim = index.embeddings @ index.embeddings[anchor]  # (N,)
-            lam = config.confirmed_lambda if confirmed else config.anchor_lambda
-            scores = lam * scores + (1.0 - lam) * anchor_sim
-    if config.pin_confirmed and confirmed:
-        scores[confirmed] = scores.max() + 1.0
+        has_confirmed = last_confirmed >= 0
+        anchors[has_confirmed] = last_confirmed[has_confirmed]
+        free = np.flatnonzero(~has_confirmed)
+        if len(free):
+            anchors[free] = _confident_tops(scores[free], excluded[free], sims, config)
+        blended = np.flatnonzero(anchors >= 0)
+        if len(blended):
+            lam = np.where(has_confirmed[blended], config.confirmed_lambda, config.anchor_lambda)[:, None]
+            if len(blended) == b:  # in place: the same products and sum, fewer copies
+                scores *= lam
+                scores += (1.0 - lam) * sims.rows(anchors)
+            else:
+                scores[blended] = lam * scores[blended] + (1.0 - lam) * sims.rows(anchors[blended])
+    if config.pin_confirmed and confirmed.any():
+        rows = np.flatnonzero(confirmed.any(axis=1))
+        top = scores[rows].max(axis=1, keepdims=True) + 1.0
+        scores[rows] = np.where(confirmed[rows], top, scores[rows])
     if config.rejection:
         scores = keep_rejected_below(scores, rejected)
-    return RerankResult(scores, anchor, loglik)
+    return scores, anchors
+
+
+def _confident_tops(scores: np.ndarray, excluded: np.ndarray, sims: Similarities, config: RerankConfig) -> np.ndarray:
+    """(k,) per row: the top-1 image not excluded when it leads the best non-excluded image that
+    is not its near-duplicate by the margin (or has no such rival); -1 otherwise, and when fewer
+    than two images are left."""
+    rows = np.arange(len(scores))
+    masked = np.where(excluded, -np.inf, scores)
+    top = masked.argmax(axis=1)  # the first of tied best, as a stable sort
+    best = masked[rows, top]
+    masked[sims.duplicates(top, config.duplicate_threshold)] = -np.inf
+    with np.errstate(invalid="ignore"):  # every image excluded: -inf - -inf is nan, never confident
+        confident = best - masked.max(axis=1) > config.anchor_margin
+    if excluded.any() or scores.shape[1] < 2:
+        confident &= (~excluded).sum(axis=1) >= 2
+    return np.where(confident, top, -1)
 
 
 def keep_rejected_below(scores: np.ndarray, rejected: np.ndarray) -> np.ndarray:
@@ -178,7 +382,7 @@ def keep_rejected_below(scores: np.ndarray, rejected: np.ndarray) -> np.ndarray:
     whose images are all (or none) rejected is left as it is. Returns a new array.
 
     Example:
-        >>> keep_rejected_below(np.array([0.9, 0.5, 0.1]), np.array([True, False, False])).argmax()
+        >>> int(keep_rejected_below(np.array([0.9, 0.5, 0.1]), np.array([True, False, False])).argmax())
         1
     """
     scores = np.array(scores, dtype=np.float64)  # a copy
