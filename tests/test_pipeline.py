@@ -6,6 +6,7 @@ import pytest
 from PIL import Image
 
 from minterpr import load_pipeline
+from minterpr.errors import InputError, RunError
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.models import create_model, save_model, update_extra
 
@@ -42,5 +43,37 @@ def test_sessions_use_the_weight_chosen_at_training_time(run_dir):
 
 
 def test_missing_run_names_the_fix(tmp_path):
-    with pytest.raises(FileNotFoundError, match="minterpr train"):
+    with pytest.raises(RunError, match="nothing: no such run directory.*minterpr train"):
         load_pipeline(tmp_path / "nothing")
+
+
+def test_the_whole_stored_scoring_reaches_sessions(run_dir):
+    """The stored prob_floor (not only the weight) is what sessions score with; a model file
+    path loads like its run directory."""
+    update_extra(run_dir / "model.pt", {"scoring": {"attribute_weight": 0.2, "prob_floor": 0.1}})
+    for path in (run_dir, run_dir / "model.pt"):
+        pipe = load_pipeline(path)
+        reranking = pipe.session(pipe.index_images(["0.png", "1.png"], root=str(run_dir.parent),
+                                                   progress=False)).reranking
+        assert (reranking.attribute_weight, reranking.prob_floor) == (0.2, 0.1)
+    assert load_pipeline(run_dir).run_dir == run_dir and load_pipeline(run_dir / "model.pt").run_dir is None
+
+
+@pytest.mark.parametrize("paths, person_ids, camera_ids, message", [
+    ("0.png", None, None, "paths must be a list of image paths"),
+    ([], None, None, "no images given"),
+    (["0.png", "1.png"], ["p:1"], None, "1 person_ids for 2 images"),
+    (["0.png", "1.png"], "p1", None, "person_ids must be a list"),
+    (["0.png", "1.png"], ["p:1", 2], None, r"person_ids\[1\] must be a string, got int"),
+    (["0.png", "1.png"], None, ["c1", "c2", "c3"], "3 camera_ids for 2 images"),
+    (["0.png", "1.png"], None, ["c1", 5], r"camera_ids\[1\] must be a string or None"),
+    (["0.png", 1.5], None, None, r"paths\[1\] must be an image path or a GalleryImage, got float"),
+])
+def test_index_images_checks_its_arguments_before_reading_any_image(run_dir, paths, person_ids, camera_ids,
+                                                                    message):
+    pipe = load_pipeline(run_dir)
+    read = []
+    pipe.backend.index_images = lambda *a, **k: read.append(a)  # nothing may be indexed
+    with pytest.raises(InputError, match=message):
+        pipe.index_images(paths, person_ids, camera_ids, root=str(run_dir.parent), progress=False)
+    assert read == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -14,6 +15,7 @@ import pytest
 import torch
 
 from minterpr.cli.main import main
+from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.data.ontology import ONTOLOGY
@@ -21,7 +23,8 @@ from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthe
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
 from minterpr.models import create_model, load_model, read_checkpoint
-from minterpr.training.checkpoint import atomic_write, load_checkpoint, save_checkpoint
+from minterpr.fileio import atomic_write
+from minterpr.training.checkpoint import load_checkpoint, save_checkpoint
 from minterpr.training.config import load_config, save_config
 from minterpr.training.data import (FeatureTable, attribute_targets, gather_rows, identity_index, load_split,
                                     plan_dialogues)
@@ -117,6 +120,7 @@ def test_load_split_takes_identities_from_the_manifest(dataset, tmp_path):
     record["file_path"] = "images/val/not_in_the_manifest.jpg"
     (tmp_path / "val.jsonl").write_text(json.dumps(record) + "\n")
     (tmp_path / "gallery_val.jsonl").write_text((dataset / "gallery_val.jsonl").read_text())
+    mark_dataset(tmp_path)  # a folder assembled by hand: fingerprinted so that training reads it
     cfg.root, cfg.val = str(tmp_path), "val.jsonl"
     with pytest.raises(ValueError, match="target images are not in .*not_in_the_manifest"):
         load_split(cfg, "val")
@@ -219,12 +223,19 @@ def test_train_command_writes_the_run(finished_run):
     calibration = extra["calibration"]  # the tiny val gallery is too small to move any slot from 1
     assert calibration["split"] == "val" and calibration["temperatures"] == {}
     assert torch.equal(model.attribute_temperature, torch.ones_like(model.attribute_temperature))
+    umask = os.umask(0)
+    os.umask(umask)
+    for name in ("model.pt", "best.pt", "last.pt", "metrics.jsonl", "config.yaml"):  # others may read them
+        assert stat.S_IMODE((finished_run / name).stat().st_mode) == 0o666 & ~umask, name
+    state = torch.load(finished_run / "last.pt", weights_only=True)  # no allow-list needed: tensors and plain data
+    assert isinstance(state["rng"]["numpy"][1], torch.Tensor)
 
 
 def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_path, monkeypatch):
     import shutil
 
-    from minterpr.cli.train import calibrate_and_choose_weight
+    from minterpr.cli.train import describe_choices
+    from minterpr.trained_run import calibrate_and_choose_weight, load_run
 
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
@@ -232,16 +243,19 @@ def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_pa
     cfg = load_config(run / "config.yaml", ["progress=false"])  # cache_dir "": RUN_DIR/cache, the copy
     cached = {p: p.stat().st_mtime_ns for p in (run / "cache").rglob("*.pt")}
     assert cached
-    chosen = calibrate_and_choose_weight(cfg, run / "model.pt")
+    extras = calibrate_and_choose_weight(cfg, run / "model.pt")
     assert {p: p.stat().st_mtime_ns for p in (run / "cache").rglob("*.pt")} == cached  # read the val caches
-    calibration = chosen["calibration"]
-    assert calibration["temperatures"] and set(calibration["temperatures"]) <= set(ONTOLOGY.slot_names)
-    assert calibration["nll_after"] <= calibration["nll_before"] + 1e-9
-    payload = read_checkpoint(run / "model.pt")
-    assert payload["extra"]["calibration"] == calibration and payload["extra"]["scoring"] == chosen["scoring"]
+    calibration = extras.calibration
+    assert calibration.split == "val" and calibration.temperatures
+    assert set(calibration.temperatures) <= set(ONTOLOGY.slot_names)
+    assert calibration.nll_after <= calibration.nll_before + 1e-9
+    assert load_run(run).extras == extras  # what was returned is what was stored
+    assert read_checkpoint(run / "model.pt")["extra"]["stage"] == extras.other["stage"]  # training's keys kept
+    assert "attribute temperatures fitted on val" in describe_choices(extras)
+    assert f"attribute weight {extras.scoring.attribute_weight:g} chosen on val" in describe_choices(extras)
     model = load_model(run / "model.pt")
     for j, (slot, _) in enumerate(ONTOLOGY.flat_labels()):  # every label of a fitted slot carries its T
-        expected = calibration["temperatures"].get(slot, 1.0)
+        expected = calibration.temperatures.get(slot, 1.0)
         assert model.attribute_temperature[j].item() == pytest.approx(expected, rel=1e-6)
 
 
@@ -270,6 +284,12 @@ def test_resume_before_the_first_checkpoint_starts_over(dataset, tmp_path, capsy
     save_config(cfg, out / "config.yaml")  # what a run killed before its first checkpoint leaves
     assert main(["train", "--out", str(out), "--resume"]) == 0
     assert load_checkpoint(out / "last.pt")["done"]
+    # a run whose last.pt was lost after it trained is refused, never silently trained over
+    (out / "last.pt").unlink()
+    stamp = (out / "model.pt").stat().st_mtime_ns
+    assert main(["train", "--out", str(out), "--resume"]) == 2
+    assert "last.pt is missing but the run has model.pt, metrics.jsonl" in capsys.readouterr().err
+    assert (out / "model.pt").stat().st_mtime_ns == stamp
     assert main(["train", "--out", str(tmp_path / "nothing"), "--resume"]) == 2
     assert "--resume without --config needs" in capsys.readouterr().err
     assert main(train_args(dataset, tmp_path / "nothing") + ["--resume"]) == 2

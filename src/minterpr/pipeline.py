@@ -1,20 +1,24 @@
 """The public entry point: load a trained run, index a gallery, converse with it.
 
-Example:
-    >>> from minterpr import load_pipeline                            # doctest: +SKIP
-    >>> pipe = load_pipeline("runs/synthetic")                        # model + preprocessing, CPU
-    >>> gallery = pipe.index_images(["a.jpg", "b.jpg"], root="photos")
-    >>> session = pipe.session(gallery)
-    >>> step = session.describe("a young woman in a red jacket and jeans")
-    >>> step.ranking[:5], step.action
+Example (with a trained run and a folder of photos):
+    >>> from minterpr import load_pipeline
+    >>> pipe = load_pipeline("runs/synthetic")  # doctest: +SKIP
+    >>> gallery = pipe.index_images(["a.jpg", "b.jpg"], root="photos")  # doctest: +SKIP
+    >>> session = pipe.session(gallery)  # doctest: +SKIP
+    >>> step = session.describe("a young woman in a red jacket and jeans")  # doctest: +SKIP
+    >>> step.ranking[:5], step.action  # doctest: +SKIP
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import os
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
+from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.trained_run import RunExtras, load_run
 from minterpr.types import GalleryImage
 
 
@@ -25,14 +29,17 @@ class Pipeline:
     backend: Any  # minterpr.index.neural_backend.NeuralBackend (a RetrievalBackend)
     run_dir: Path | None  # where the model came from
     # weight of the attribute evidence in re-ranking: the one `minterpr train` chose on the
-    # validation split and stored in model.pt; None = the re-ranking default
+    # validation split and stored in model.pt; None = the stored scoring's, else the default
     attribute_weight: float | None = None
+    extras: RunExtras = field(default_factory=RunExtras)  # what training stored with the model (scoring, ...)
 
     def rerank_config(self) -> Any:
-        """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default."""
-        from minterpr.interaction.reranking import RerankConfig
-
-        return RerankConfig.with_attribute_weight(self.attribute_weight)
+        """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default: the
+        stored scoring (attribute weight and probability floor), ``attribute_weight`` if set."""
+        config = self.extras.scoring_config()
+        if self.attribute_weight is not None:
+            config = dataclasses.replace(config, attribute_weight=self.attribute_weight)
+        return config
 
     @property
     def model(self) -> Any:
@@ -40,23 +47,40 @@ class Pipeline:
 
     def index_images(self, paths: Sequence[str | GalleryImage], person_ids: Sequence[str] | None = None,
                      camera_ids: Sequence[str | None] | None = None, *, root: str | None = None,
-                     progress: bool = True) -> GalleryIndex:
+                     progress: bool = True, strict: bool = False) -> GalleryIndex:
         """Embed gallery images (batched, with a progress bar) into a searchable index.
 
         ``paths`` are image paths (relative to ``root`` when given) or GalleryImage records.
-        Person ids are optional: an unknown person gets its own id per image.
+        Person ids are optional: an unknown person gets its own id per image. Wrong types or
+        lengths raise :class:`~minterpr.errors.InputError` before anything is read. An image
+        that cannot be read is skipped and listed in the index's ``skipped``
+        (``skipped_summary()``); ``strict=True`` raises its ImageError instead.
         """
+        items = _sequence(paths, "paths", "image paths or GalleryImage records")
+        if not items:
+            raise InputError("index_images: no images given (paths is empty)")
+        pids = None if person_ids is None else _sequence(person_ids, "person_ids", "person id strings")
+        cameras = None if camera_ids is None else _sequence(camera_ids, "camera_ids", "camera id strings or None")
+        for name, ids, optional in (("person_ids", pids, False), ("camera_ids", cameras, True)):
+            if ids is None:
+                continue
+            if len(ids) != len(items):
+                raise InputError(f"index_images: {len(ids)} {name} for {len(items)} images")
+            for k, value in enumerate(ids):
+                if not (isinstance(value, str) or (optional and value is None)):
+                    raise InputError(f"index_images: {name}[{k}] must be a string"
+                                     f"{' or None' if optional else ''}, got {type(value).__name__}")
         images = []
-        for k, item in enumerate(paths):
+        for k, item in enumerate(items):
             if isinstance(item, GalleryImage):
                 images.append(item)
-                continue
-            pid = person_ids[k] if person_ids is not None else f"gallery:{k}"
-            camera = camera_ids[k] if camera_ids is not None else None
-            images.append(GalleryImage(str(item), pid, camera_id=camera))
-        if person_ids is not None and len(person_ids) != len(images):
-            raise ValueError(f"{len(person_ids)} person ids for {len(images)} images")
-        return self.backend.index_images(images, root=root, progress=progress)
+            elif isinstance(item, (str, os.PathLike)):
+                images.append(GalleryImage(os.fspath(item), pids[k] if pids is not None else f"gallery:{k}",
+                                           camera_id=cameras[k] if cameras is not None else None))
+            else:
+                raise InputError(f"index_images: paths[{k}] must be an image path or a GalleryImage, "
+                                 f"got {type(item).__name__}")
+        return self.backend.index_images(images, root=root, progress=progress, strict=strict)
 
     def session(self, gallery: GalleryIndex, **options: Any) -> Any:
         """A new interactive :class:`~minterpr.interaction.session.Session` over ``gallery``.
@@ -70,19 +94,17 @@ class Pipeline:
         return Session(self.backend, gallery, **options)
 
 
-def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64) -> Pipeline:
-    """Load ``RUN_DIR/model.pt`` (written by ``minterpr train``) as a pipeline; CPU by default."""
-    path = Path(run_dir)
-    model_path = path / "model.pt" if path.is_dir() else path
-    if not model_path.is_file():
-        raise FileNotFoundError(f"{model_path} not found: train a model first "
-                                f"(`minterpr train --config synthetic --data DATA --out {run_dir}`)")
-    from minterpr.index.neural_backend import NeuralBackend
-    from minterpr.models.io import model_from_checkpoint, read_checkpoint
+def _sequence(values: Any, name: str, what: str) -> list[Any]:
+    """``values`` as a list; one string (or a non-sequence) is refused, not split into characters."""
+    if isinstance(values, (str, bytes, os.PathLike)) or not hasattr(values, "__iter__"):
+        raise InputError(f"index_images: {name} must be a list of {what}, got {type(values).__name__}")
+    return list(values)
 
-    payload = read_checkpoint(model_path, map_location=device)
-    model = model_from_checkpoint(payload, map_location=device)
-    scoring = payload["extra"].get("scoring") or {}
-    weight = scoring.get("attribute_weight")
-    return Pipeline(NeuralBackend(model, device=device, batch_size=batch_size), path if path.is_dir() else None,
-                    None if weight is None else float(weight))
+
+def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64) -> Pipeline:
+    """Load a run directory (its ``model.pt``, written by ``minterpr train``) or a model file as
+    a pipeline; CPU by default. A broken or missing run raises :class:`~minterpr.errors.RunError`
+    (see :func:`minterpr.trained_run.load_run`)."""
+    run = load_run(run_dir, device=device)
+    weight = run.extras.scoring.attribute_weight if run.extras.scoring is not None else None
+    return Pipeline(run.backend(batch_size), run.run_dir, weight, run.extras)

@@ -66,9 +66,10 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic")
     stamp.write_text(wanted)
     result = train(cfg, run_dir, resume=resume)
     if cfg.calibrate_attributes or cfg.select_attribute_weight:  # as `minterpr train` does
-        from minterpr.cli.train import calibrate_and_choose_weight, describe_choices
+        from minterpr.cli.train import describe_choices
+        from minterpr.trained_run import calibrate_and_choose_weight
 
-        _say(describe_choices(calibrate_and_choose_weight(cfg, result.model_path), cfg.selection_split))
+        _say(describe_choices(calibrate_and_choose_weight(cfg, result.model_path)))
     finished.write_text(wanted)
     _say(f"model: {run_dir / 'model.pt'} (trained in {time.time() - started:.0f} s)")
     return run_dir
@@ -78,16 +79,17 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.evaluation.online import compare, one_target_per_identity
     from minterpr.evaluation.report import format_comparison, format_table, plot_metric_per_round
-    from minterpr.pipeline import load_pipeline
+    from minterpr.trained_run import load_run
 
-    pipe = load_pipeline(run_dir)
+    run = load_run(run_dir)  # a broken cached run: RunError, one line naming the file
+    backend = run.backend()
     gallery = read_gallery(data_dir / "gallery_test.jsonl")
-    index = pipe.backend.index_images(gallery, root=str(data_dir), progress=True)
+    index = backend.index_images(gallery, root=str(data_dir), progress=True).require_complete("the demo")
     targets = one_target_per_identity(gallery, limit=args.limit, seed=args.seed)
     _say(f"simulating {len(targets)} searches x {args.rounds} rounds over {len(gallery)} gallery images "
          "(oracle user: answers from the target's true attributes)")
-    reports = compare(pipe.backend, index, targets, DEMO_SETTINGS, rounds=args.rounds, simulator="oracle",
-                      seed=args.seed, rerank=pipe.rerank_config())
+    reports = compare(backend, index, targets, DEMO_SETTINGS, rounds=args.rounds, simulator="oracle",
+                      seed=args.seed, rerank=run.scoring_config())
     headline = next(iter(reports))
     print()
     print(format_table(reports[headline]))

@@ -29,11 +29,13 @@ def default_gallery(data: Path) -> Path | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from minterpr.errors import MinterprError
+
     try:
         return _run(args)
-    except BrokenPipeError:  # `minterpr ... | head`: the console command handles it
+    except (BrokenPipeError, MinterprError):  # the console command reports these (one line, exit 2)
         raise
-    except (ValueError, OSError, ImportError, RuntimeError) as exc:
+    except (ValueError, OSError, ImportError) as exc:  # a missing --data file, no matplotlib for --plot
         print(f"minterpr eval: error: {exc}", file=sys.stderr)
         return 2
 
@@ -42,32 +44,30 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.data.formats.minterpedes import read_minterpedes
     from minterpr.evaluation.report import format_table, plot_metric_per_round
-    from minterpr.evaluation.scoring import ScoringConfig
     from minterpr.evaluation.static import evaluate_dialogues, gallery_from_samples
-    from minterpr.index.neural_backend import NeuralBackend
-    from minterpr.models.io import model_from_checkpoint, read_checkpoint
+    from minterpr.trained_run import load_run
 
     run_dir, data = Path(args.run), Path(args.data)
-    model_path = run_dir / "model.pt" if run_dir.is_dir() else run_dir
-    if not model_path.is_file():
-        raise FileNotFoundError(f"{model_path} does not exist (train first: minterpr train --out {run_dir})")
+    trained = load_run(run_dir, device=args.device)  # first: a broken run fails before the data is read
+    from minterpr.data.build import check_if_built
+
+    check_if_built(data.parent)  # a dataset minterpr built must be finished and unchanged; other folders read as is
     samples = read_minterpedes(data)
     gallery_path = Path(args.gallery) if args.gallery else default_gallery(data)
     gallery = read_gallery(gallery_path) if gallery_path else gallery_from_samples(samples)
-    payload = read_checkpoint(model_path, map_location=args.device)
-    model = model_from_checkpoint(payload, map_location=args.device)
-    selected = payload["extra"]
-    stored = ScoringConfig.from_dict(selected.get("scoring"))  # chosen on the validation split at training time
-    scoring = stored if args.attribute_weight is None else ScoringConfig(args.attribute_weight, stored.prob_floor)
+    scoring = trained.extras.scoring_config()  # chosen on the validation split at training time
+    if args.attribute_weight is not None:
+        scoring = dataclasses.replace(scoring, attribute_weight=args.attribute_weight)
     if args.keep_rejected:
-        scoring = dataclasses.replace(scoring, reject_references=False)
-    backend = NeuralBackend(model, device=args.device, batch_size=args.batch_size)
+        scoring = dataclasses.replace(scoring, rejection=False)
+    model = trained.model
+    backend = trained.backend(args.batch_size)
+    backend.allow_outside_root = args.allow_outside_root  # image paths leaving --image-root are refused otherwise
     protocol = {
         "dataset": str(data.parent), "split": data.stem, "dialogues": str(data),
         "gallery": str(gallery_path) if gallery_path else "targets+references",
-        "model": str(model_path), "image_encoder": model.config.image_encoder,
-        "text_encoder": model.config.text_encoder,
-        "selected": {k: selected[k] for k in ("stage", "epoch", "selection_metric", "value") if k in selected},
+        "model": str(trained.model_path), "image_encoder": model.config.image_encoder,
+        "text_encoder": model.config.text_encoder, "selected": trained.extras.model_selection(),
     }
     report = evaluate_dialogues(backend, samples, gallery, args.image_root or str(data.parent), protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
@@ -105,4 +105,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--batch-size", type=int, default=64, help="images / dialogues per forward pass")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--allow-outside-root", action="store_true",
+                        help="read image paths that leave the image root (../x.jpg, absolute paths)")
     parser.set_defaults(handler=run)

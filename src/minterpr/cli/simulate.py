@@ -3,8 +3,9 @@
 The gallery is ``DIR/gallery_<split>.jsonl`` (as ``minterpr data synth`` / ``data peta`` write
 it); targets are one image per identity (``--limit N`` draws N of them, seeded), or, with
 ``--simulator replay``, the recorded dialogues of ``DIR/<split>.jsonl``. The model is a trained
-run (``--run RUN_DIR``, through ``minterpr.pipeline.load_pipeline``) or the attribute backend
-over ground truth (``--backend attribute``, optionally ``--attribute-noise``).
+run (``--run RUN_DIR`` or a model file, through ``minterpr.trained_run.load_run``, scoring with
+the configuration stored with it) or the attribute backend over ground truth (``--backend
+attribute``, optionally ``--attribute-noise``).
 
 Example:
     $ minterpr simulate --backend attribute --data data/synth --split test --rounds 5 \\
@@ -14,6 +15,7 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -21,69 +23,77 @@ from typing import Any
 
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
+from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.types import GalleryImage
 
 
-class CLIError(Exception):
-    """A user error: printed as one line, exit code 2."""
+class CLIError(InputError):
+    """A user error on the command line: ``minterpr.cli.main`` prints it as one line, exit code 2."""
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
     """--run / --backend / --attribute-noise / --device, shared by simulate and chat."""
     which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--run", metavar="RUN_DIR", help="a trained run directory (the neural pipeline)")
+    which.add_argument("--run", metavar="RUN_DIR", help="a trained run directory (its model.pt) or a model file "
+                                                        "(the neural pipeline)")
     which.add_argument("--backend", choices=("attribute",),
                        help="no model: the attribute backend over the gallery's ground-truth attributes")
     parser.add_argument("--attribute-noise", type=float, default=None, metavar="STD",
                         help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)")
 
 
-def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, float | None]:
-    """The backend chosen on the command line, and the re-ranking attribute weight stored with
-    its model (chosen on val at training time; None when there is none)."""
+def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
+    """The backend chosen on the command line, and the scoring sessions should use with it
+    (a :class:`~minterpr.evaluation.scoring.ScoringConfig`: the one stored with ``--run``'s
+    model, chosen on val at training time, else the defaults).
+
+    ``--run`` loads through :func:`minterpr.trained_run.load_run` (a run directory or a model
+    file): a broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
+    from minterpr.evaluation.scoring import ScoringConfig
+
     if args.backend == "attribute":
         from minterpr.interaction.attribute_backend import AttributeBackend
 
-        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), None
-    try:
-        from minterpr.pipeline import load_pipeline
-    except ModuleNotFoundError as err:
-        if err.name != "minterpr.pipeline":
-            raise
-        raise CLIError("--run needs the neural pipeline (minterpr.pipeline.load_pipeline), which is not in this "
-                       "installation; use --backend attribute") from None
-    if not Path(args.run).is_dir():
-        raise CLIError(f"run directory not found: {args.run}")
-    pipe = load_pipeline(args.run)
-    return pipe.backend, pipe.attribute_weight
+        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), ScoringConfig()
+    from minterpr.trained_run import load_run
+
+    run = load_run(args.run, device=getattr(args, "device", "cpu"))
+    return run.backend(), run.scoring_config()
 
 
-def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str) -> GalleryIndex:
+def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
+                complete: bool = True) -> GalleryIndex:
+    """The gallery's index; ``complete``: refuse one with skipped (unreadable) images."""
     try:
-        return backend.index_images(images, root=root, progress=sys.stderr.isatty())
+        index = backend.index_images(images, root=root, progress=sys.stderr.isatty())
     except ValueError as err:
         raise CLIError(str(err)) from None
+    # simulate draws its targets from the gallery list: an image left out would shift their positions
+    return index.require_complete("a simulated evaluation") if complete else index
 
 
 def _gallery(data_dir: Path, split: str) -> list[GalleryImage]:
     path = data_dir / f"gallery_{split}.jsonl"
     if not path.is_file():
         raise CLIError(f"gallery manifest not found: {path}")
+    from minterpr.data.build import require_built_dataset
+
+    require_built_dataset(data_dir)  # DatasetError (exit 2) naming the rebuild command: unfinished or mixed build
     return read_gallery(path)
 
 
-def _rerank_config(args: argparse.Namespace, stored_weight: float | None = None) -> Any:
+def _rerank_config(args: argparse.Namespace, stored: Any = None) -> Any:
+    """The scoring of the simulated sessions: ``stored`` (load_backend's) with the flags applied."""
     from minterpr.interaction.reranking import RerankConfig
 
     if args.no_rerank:
         return RerankConfig.off()
     if args.attribute_weight is not None and args.attribute_weight < 0:
         raise CLIError(f"--attribute-weight must be >= 0, got {args.attribute_weight}")
-    chosen = args.attribute_weight if args.attribute_weight is not None else stored_weight
-    weight = {} if chosen is None else {"attribute_weight": chosen}
-    return RerankConfig(attributes=not args.no_attributes, rejection=not args.no_rejection, anchor=not args.no_anchor,
-                        **weight)
+    weight = {} if args.attribute_weight is None else {"attribute_weight": args.attribute_weight}
+    return dataclasses.replace(stored if stored is not None else RerankConfig(), attributes=not args.no_attributes,
+                               rejection=not args.no_rejection, anchor=not args.no_anchor, **weight)
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -106,12 +116,12 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         elif args.initial_slots is not None:
             options["initial_slots"] = args.initial_slots
         simulator = SIMULATORS.create(args.simulator, **options)
-    backend, stored_weight = load_backend(args)
+    backend, stored = load_backend(args)
     index = build_index(backend, gallery, str(data_dir))
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
-                  rerank=_rerank_config(args, stored_weight),
+                  rerank=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {})})
     if args.compare:
@@ -138,14 +148,6 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.plot:
         plot_metric_per_round({f"{args.questions} + {args.references}": report}, args.plot, "r1")
     return 0
-
-
-def _handler(args: argparse.Namespace) -> int:
-    try:
-        return cmd_simulate(args)
-    except CLIError as err:
-        print(f"minterpr simulate: error: {err}", file=sys.stderr)
-        return 2
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -179,4 +181,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate N targets (seeded draw)")
     p.add_argument("--seed", type=int, default=0)
-    p.set_defaults(handler=_handler)
+    p.set_defaults(handler=cmd_simulate)  # CLIError, RunError, ...: minterpr.cli.main prints them (exit 2)

@@ -36,6 +36,8 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from minterpr.errors import MinterprError
+from minterpr.fileio import atomic_write_text
 from minterpr.models.config import ModelConfig
 from minterpr.models.losses import LossWeights
 
@@ -54,7 +56,7 @@ STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
-class ConfigError(ValueError):
+class ConfigError(MinterprError, ValueError):
     """A config that cannot be used; the message names the key and the file."""
 
     def __init__(self, message: str, key: str | None = None) -> None:
@@ -379,9 +381,4 @@ def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] =
 
 def save_config(cfg: TrainConfig, path: str | os.PathLike[str]) -> Path:
     """Write the resolved config as YAML (atomically); ``load_config(path)`` reads it back."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(yaml.safe_dump(cfg.to_dict(), sort_keys=False), encoding="utf-8")
-    os.replace(tmp, path)
-    return path
+    return atomic_write_text(path, yaml.safe_dump(cfg.to_dict(), sort_keys=False))

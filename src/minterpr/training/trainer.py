@@ -6,7 +6,8 @@ Files written to RUN_DIR (only by rank 0 under torchrun):
 * ``last.pt``: the full training state (model, optimiser, scheduler, RNG states, stage /
   epoch / step and the epoch's shuffled order), atomically every ``checkpoint_every_steps``
   steps and at every epoch end; ``--resume`` continues from it exactly, so a run killed at
-  any moment ends with the same weights as one never interrupted;
+  any moment ends with the same weights as one never interrupted (it holds tensors and plain
+  data only and is loaded weights-only: a crafted last.pt is refused, never executed);
 * ``best.pt``: the best model on the validation selection metric (``save_model`` format, extra
   = stage, epoch, validation metrics); ``model.pt``: the final selected model (best.pt, or the
   last weights when nothing was validated), what ``minterpr eval`` loads;
@@ -30,10 +31,14 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
+from minterpr.errors import RunError
+from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.models import compute_losses, create_model, save_model
+from minterpr.models.io import FORMAT as MODEL_FORMAT
+from minterpr.models.io import state_mismatch
 
-from .checkpoint import (CHECKPOINT_FORMAT, atomic_write, capture_rng_state, copy_atomic, load_checkpoint,
-                         remove_stale_temporaries, restore_rng_state, save_checkpoint, seed_everything)
+from .checkpoint import (CHECKPOINT_FORMAT, capture_rng_state, copy_atomic, load_checkpoint, restore_rng_state,
+                         save_checkpoint, seed_everything)
 from .config import ConfigError, TrainConfig, parse_selection_metric, save_config
 from .data import identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
 from .stages import (FeatureSource, StageData, StepForward, apply_freezing, build_optimizer, stage_data,
@@ -66,6 +71,16 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
     return torch.device(name)
 
 
+# what last.pt holds besides the loop state of initial_state()
+CHECKPOINT_KEYS = ("format", "config", "model", "rng", "optimizer", "scheduler", "optimizer_stage")
+
+
+def initial_state() -> dict[str, Any]:
+    """The loop's position and records before the first step (checkpointed with the weights)."""
+    return {"stage_index": 0, "epoch": 0, "step_in_epoch": 0, "global_step": 0, "order": None, "best": None,
+            "history": [], "done": False, "loss_sums": {}, "items_seen": 0}  # running loss sums of the epoch
+
+
 class Trainer:
     """Runs the stages of a :class:`TrainConfig` in ``run_dir``; see the module doc."""
 
@@ -78,16 +93,23 @@ class Trainer:
         self.last_path = self.run_dir / "last.pt"
         if resume and not self.last_path.is_file():
             if not (self.run_dir / "config.yaml").is_file():
-                raise FileNotFoundError(f"--resume: {self.run_dir} is not a training run (no config.yaml, no last.pt)")
+                raise RunError(self.run_dir, "--resume: not a training run (no config.yaml, no last.pt)")
+            # both are written after the first last.pt (best.pt may be older: a kill between the two)
+            trained = [n for n in ("model.pt", "metrics.jsonl") if (self.run_dir / n).is_file()]
+            if trained:  # last.pt was there and is gone: starting over would overwrite what the run made
+                raise RunError(self.run_dir, f"--resume: last.pt is missing but the run has {', '.join(trained)}: "
+                                             "its training state is gone and cannot be continued exactly; train "
+                                             "into a new --out (or delete this run to start it over)")
             resume = False  # killed before its first checkpoint: nothing to continue, start over
         if not resume and self.last_path.is_file():
             raise FileExistsError(f"{self.last_path} exists: pass --resume to continue that run, or use another --out")
+        # read before the data: a broken or foreign last.pt is reported at once (and never unpickled)
+        self.checkpoint = load_checkpoint(self.last_path) if resume else None
         self.train_split = load_split(cfg.data, "train", cfg.data.max_train_samples)
         self.val_split = (load_split(cfg.data, "val", cfg.data.max_val_samples)
                           if any(s.resolved_validate() for s in cfg.stages) else None)
         self.identities = identity_index([image.person_id for image in self.train_split.gallery])
         self.cfg = self._with_identities(cfg)
-        self.checkpoint = load_checkpoint(self.last_path) if resume else None
         if self.checkpoint is not None:
             self._check_resumable(self.checkpoint)
         if self.is_main:
@@ -108,11 +130,13 @@ class Trainer:
         cache_root = Path(self.cfg.cache_dir) if self.cfg.cache_dir else self.run_dir / "cache"
         cache = cache_root if self.is_main else None  # other ranks keep features in memory
         self.source = FeatureSource(self.model, self.cfg, cache, self.device, self.cfg.progress and self.is_main)
-        self.state: dict[str, Any] = {"stage_index": 0, "epoch": 0, "step_in_epoch": 0, "global_step": 0,
-                                      "order": None, "best": None, "history": [], "done": False,
-                                      "loss_sums": {}, "items_seen": 0}  # running loss sums of the epoch
+        self.state: dict[str, Any] = initial_state()
         if self.checkpoint is not None:
-            self.model.load_state_dict(self.checkpoint["model"])
+            try:
+                self.model.load_state_dict(self.checkpoint["model"])
+            except (RuntimeError, TypeError, ValueError, AttributeError, KeyError):
+                raise RunError(self.last_path, "the model weights do not fit the run's model config: "
+                                               f"{state_mismatch(self.model, self.checkpoint['model'])}") from None
             self.state.update({k: self.checkpoint[k] for k in self.state})
         self.selection = parse_selection_metric(self.cfg.selection_metric)
         self.throughput: dict[str, list[float]] = {}
@@ -130,8 +154,17 @@ class Trainer:
         return cfg
 
     def _check_resumable(self, ckpt: dict[str, Any]) -> None:
+        if ckpt.get("format") == MODEL_FORMAT:
+            raise RunError(self.last_path, "is a model file (as model.pt), not a training checkpoint: it cannot be "
+                                           "resumed; train into a new --out")
         if ckpt.get("format") != CHECKPOINT_FORMAT:
-            raise ValueError(f"{self.last_path}: unsupported training checkpoint format {ckpt.get('format')!r}")
+            raise RunError(self.last_path, f"unsupported training checkpoint format {ckpt.get('format')!r} "
+                                           f"(this minterpr resumes format {CHECKPOINT_FORMAT})")
+        missing = [k for k in (*CHECKPOINT_KEYS, *initial_state()) if k not in ckpt]
+        if missing:
+            raise RunError(self.last_path, f"incomplete training checkpoint: no {', '.join(missing)}")
+        if not isinstance(ckpt["config"], dict) or not isinstance(ckpt["model"], dict):
+            raise RunError(self.last_path, "malformed training checkpoint: its config or model is not a dict")
         saved, now = ckpt["config"], self.cfg.to_dict()
         # a field added to TrainConfig after the checkpoint was written counts at its default
         saved = {**{k: v for k, v in TrainConfig().to_dict().items() if k not in saved}, **saved}
@@ -162,8 +195,8 @@ class Trainer:
 
     def _write_metrics(self) -> None:
         if self.is_main:  # rewritten whole from the checkpointed history: a killed run never duplicates lines
-            text = "".join(json.dumps(rec) + "\n" for rec in self.state["history"])
-            atomic_write(self.run_dir / "metrics.jsonl", lambda f: f.write(text.encode("utf-8")))
+            atomic_write_text(self.run_dir / "metrics.jsonl",
+                              "".join(json.dumps(rec) + "\n" for rec in self.state["history"]))
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> TrainResult:
