@@ -8,9 +8,11 @@ import pytest
 
 from minterpr.cli.chat import ChatLoop
 from minterpr.cli.main import main
+from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.evaluation.report import EvaluationReport
 from minterpr.interaction.attribute_backend import AttributeBackend
+from minterpr.interaction.history import read_history
 from minterpr.interaction.session import Session
 
 
@@ -18,6 +20,7 @@ from minterpr.interaction.session import Session
 def dataset(attribute_gallery, tmp_path_factory):
     root = tmp_path_factory.mktemp("chat_data")
     write_gallery(attribute_gallery[:150], root / "gallery_test.jsonl")
+    mark_dataset(root)  # simulate reads only finished (fingerprinted) datasets
     return root
 
 
@@ -131,3 +134,90 @@ def test_simulate_rejects_a_negative_attribute_weight(dataset, capsys):
 def test_simulate_missing_gallery(tmp_path, capsys):
     assert main(["simulate", "--backend", "attribute", "--data", str(tmp_path)]) == 2
     assert "gallery manifest not found" in capsys.readouterr().err
+
+
+# ----- a chat never ends on an error, and never loses the conversation (issue 11) -----------------
+def test_chat_reports_errors_and_goes_on(attribute_gallery, tmp_path):
+    gallery = attribute_gallery[:150]
+    script = b"\n".join([
+        b"a woman in a red top",
+        b":example",
+        b":example missing.jpg",
+        b"she wore \xff\xfe jeans",  # not UTF-8
+        b":feedback 1",
+        b":feedback x not her",
+        b":save",
+        b":explain 0",
+        b"Jeans.",
+    ]) + b"\n"
+    backend = AttributeBackend()
+    session = Session(backend, backend.index_images(gallery, str(tmp_path)), schedule="questions",
+                      question_policy="fixed")
+    out = io.StringIO()
+    assert ChatLoop(session, out, top=3).run(io.BytesIO(script)) == 0
+    text = out.getvalue()
+    assert "error: usage: :example PATH" in text
+    assert "error: could not add" not in text and "error: image path 'missing.jpg': no such image file" in text
+    assert "error: line 4 is not valid UTF-8 text; skipped" in text
+    assert "error: :feedback needs a text" in text and "expected a result number K or a shown reference rK" in text
+    assert "error: usage: :save FILE" in text and "error: rank 0 out of range" in text
+    assert "Traceback" not in text and text.rstrip().endswith("bye")
+    assert "(2 turns not saved: :save FILE or --transcript FILE keeps them)" in text
+    assert [type(e.turn).__name__ for e in session.history] == ["DescriptionTurn", "QATurn"]
+
+
+def test_plain_replies_to_shown_references(attribute_gallery):
+    gallery = attribute_gallery[:150]
+    # one image shown: "no ..." judges it, with its reasons as facts
+    code, text, session = _chat(gallery, "a man\nnot him, he had a backpack\n", schedule="references",
+                                num_references=1)
+    assert session.history[1].turn.feedback == "not him, he had a backpack"
+    assert list(session.judgements.values()) == [False] and any(f.slot == "carried" for f in session.facts)
+    # several shown: "no" rejects each (reasons once), "yes" asks which one, a remark is a description
+    script = "a woman\nyes\nno, she had long hair\nshe wore a hat\n:undo\n:undo\n"
+    code, text, session = _chat(gallery, script, schedule="references", num_references=3)
+    assert "error: which of the 3 shown images? e.g. :yes r1" in text
+    assert "(rejected r1..r3; :undo takes them all back)" in text
+    assert "(a remark about the person" in text
+    assert len(session.history) == 1 and session.judgements == {}  # two :undo took back the remark and the 3 rejections
+    code, text, session = _chat(gallery, "a woman\nno, she had long hair\n", schedule="references", num_references=3)
+    assert list(session.judgements.values()) == [False] * 3
+    assert sum(f.slot == "hair_length" for f in session.facts) == 1
+
+
+def test_transcript_keeps_the_conversation_and_continues_it(dataset, tmp_path, monkeypatch, capsys):
+    transcript = tmp_path / "talk.json"
+    args = ["chat", "--backend", "attribute", "--images", str(dataset), "--top", "2", "--transcript", str(transcript)]
+    stdin = io.TextIOWrapper(io.BytesIO(b"a man in a black jacket\n\xc3(\n:example /no/such.jpg\n:no 1\n"))
+    monkeypatch.setattr("sys.stdin", stdin)
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "error: line 2 is not valid UTF-8 text; skipped" in out and "no such image file" in out
+    assert f"conversation saved to {transcript}" in out
+    first = read_history(transcript)
+    assert len(first) == 2
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"he had a backpack\n")))
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert f"continuing the conversation in {transcript} (2 turns)" in out
+    assert read_history(transcript)[:2] == first and len(read_history(transcript)) == 3
+    (tmp_path / "blocker").write_text("")
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main([*args[:-1], str(tmp_path / "blocker" / "x.json")]) == 2
+    assert "cannot save the conversation" in capsys.readouterr().err
+
+
+def test_chat_reports_unreadable_images_in_one_line(dataset, monkeypatch, capsys):
+    import minterpr.cli.chat as chat
+
+    def build_index(backend, images, root, *, complete):
+        assert complete is False  # chat keeps going without the unreadable images
+        index = backend.index_images(images, root=root)
+        index.skipped = (("cam1/broken.png", "not an image"), ("cam1/gone.png", "file not found"))
+        return index
+
+    monkeypatch.setattr(chat, "build_index", build_index)
+    monkeypatch.setattr("sys.stdin", io.StringIO(":quit\n"))
+    assert main(["chat", "--backend", "attribute", "--images", str(dataset)]) == 0
+    out = capsys.readouterr().out
+    assert "2 images could not be read and were left out, e.g. cam1/broken.png: not an image" in out

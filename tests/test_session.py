@@ -204,3 +204,145 @@ def test_choose_description_slots_is_what_oracle_uses(attribute_gallery):
     rng = random.Random(2)
     said = description(target.attributes, choose_description_slots(target.attributes, rng), rng)
     assert all(f.holds(target.attributes) for f in said.facts)
+
+
+# ----- atomic turns and argument checks (issue 11) ------------------------------------------------
+class _Flaky:
+    """Wraps a backend; ``fail`` makes encode_turns raise (an unreadable image, a broken model)."""
+
+    def __init__(self, backend):
+        self.backend, self.fail, self.calls = backend, False, 0
+
+    def index_images(self, images, root=None, *, progress=False):
+        return self.backend.index_images(images, root)
+
+    def encode_turns(self, turns, index):
+        self.calls += 1
+        if self.fail:
+            raise RuntimeError("the model fell over")
+        return self.backend.encode_turns(turns, index)
+
+
+class _DrawThenFail:
+    """A question policy that draws from the session's generator, then fails on 'hat' facts."""
+
+    name = "draw_then_fail"
+
+    def choose(self, ctx):
+        ctx.rng.random()
+        if any(f.slot == "headwear" for f in ctx.facts):
+            raise KeyError("headwear")
+        return None
+
+
+def _assert_same_as_replay(session, backend, index, **options):
+    rebuilt = Session.replay(session.history, backend, index, **options)
+    assert rebuilt.history == session.history and rebuilt._rng.getstate() == session._rng.getstate()
+    assert np.array_equal(rebuilt.step.ranking, session.step.ranking) and rebuilt.step.action == session.step.action
+
+
+def test_a_failed_turn_changes_nothing_and_the_session_goes_on(truth_index):
+    from minterpr.errors import TurnError
+
+    backend, index = truth_index
+    session = Session(backend, index, schedule="alternate")
+    first = session.describe("A woman in a red top.")
+    for bad in (lambda: session.example("missing.jpg"), lambda: session.describe("\ud800"),
+                lambda: session.describe("a man \udcff"), lambda: session.example(index.images[0].path + "x")):
+        with pytest.raises(TurnError) as caught:
+            bad()
+        assert "lone surrogate" in str(caught.value) or "missing" in str(caught.value) or "x'" in str(caught.value)
+        assert len(session.history) == 1 and session.step is first
+    step = session.describe("She carried a backpack.")  # later turns work
+    assert len(session.history) == 2 and step is session.step
+    _assert_same_as_replay(session, backend, index, schedule="alternate")
+
+
+def test_exceptions_while_computing_become_turn_errors_and_are_undone(truth_index):
+    from minterpr.errors import TurnError
+
+    base, index = truth_index
+    backend = _Flaky(base)
+    session = Session(backend, index, question_policy=_DrawThenFail(), schedule="questions", seed=4)
+    session.describe("A woman.")
+    session.describe("She wore jeans.")
+    history, step, state = session.history, session.step, session._rng.getstate()
+    with pytest.raises(TurnError, match="KeyError") as caught:  # fails after drawing from the generator
+        session.describe("She wore a hat.")
+    assert isinstance(caught.value.__cause__, KeyError)
+    backend.fail = True
+    for move in (lambda: session.describe("Long hair."), session.undo):
+        with pytest.raises(TurnError, match="the model fell over") as caught:
+            move()
+        assert isinstance(caught.value.__cause__, RuntimeError)
+    assert session.history == history and session.step is step and session._rng.getstate() == state
+    backend.fail = False
+    _assert_same_as_replay(session, backend, index, question_policy=_DrawThenFail(), schedule="questions", seed=4)
+    assert session.undo() is not None and len(session.history) == 1
+
+
+@pytest.mark.parametrize("call, message", [
+    (lambda s: s.describe(""), "description text is empty"),
+    (lambda s: s.describe(" \t\n "), "description text is empty"),
+    (lambda s: s.describe(None), "description text must be a str, got NoneType"),
+    (lambda s: s.describe(b"a woman"), "must be a str, got bytes"),
+    (lambda s: s.describe("a woman " * 12_500), "too long: 100,000 characters"),
+    (lambda s: s.feedback(0, ""), "feedback text is empty"),
+    (lambda s: s.feedback(1.5, "not her"), "gallery_index must be an int, got float"),
+    (lambda s: s.feedback(True, "not her"), "gallery_index must be an int, got bool"),
+    (lambda s: s.feedback("3", "not her"), "gallery_index must be an int, got str"),
+    (lambda s: s.feedback(-1, "not her"), "gallery_index -1 out of range"),
+    (lambda s: s.feedback(10**20, "not her"), "out of range"),
+    (lambda s: s.example(""), "image path is empty"),
+    (lambda s: s.example(None), "image path must be a str or path, got NoneType"),
+    (lambda s: s.answer("Red."), "no pending question"),
+    (lambda s: s.add("a woman"), "not a turn: str"),
+    (lambda s: s.step.explain(10**6), "rank k 1000000 out of range"),
+])
+def test_bad_arguments_are_refused_with_clear_messages(truth_index, call, message):
+    from minterpr.errors import TurnError
+
+    backend, index = truth_index
+    session = Session(backend, index, schedule="references")
+    session.describe("A woman in a red top.")
+    history = session.history
+    with pytest.raises(TurnError, match=message.replace("(", r"\(")):
+        call(session)
+    assert session.history == history
+
+
+def test_text_is_cleaned_and_numpy_indices_work(truth_index):
+    backend, index = truth_index
+    session = Session(backend, index, max_text_chars=40)
+    session.describe("a\x00woman\x1b in\r a red\u2028top\twith\njeans")
+    assert session.history[0].turn.text == "a woman  in  a red top\twith\njeans"
+    assert {f.slot for f in session.facts} >= {"gender", "upper_colour"}
+    session.feedback(np.int64(5), "Not her.")
+    assert session.judgements == {5: False}
+    with pytest.raises(ValueError, match="at most 40"):
+        session.describe("x" * 41)
+
+
+def test_example_paths_stay_under_the_root_unless_allowed(attribute_gallery, tmp_path):
+    from minterpr.errors import InputError, TurnError
+
+    root = tmp_path / "gallery"
+    root.mkdir()
+    (root / "extra.jpg").write_bytes(b"\xff\xd8 not much of a jpeg")
+    (tmp_path / "secret.jpg").write_bytes(b"secret")
+    backend = _Flaky(AttributeBackend())
+    index = backend.index_images(attribute_gallery[:30], str(root))
+    session = Session(backend, index)
+    for path, message in (("../secret.jpg", "leaves its root"), (str(tmp_path / "secret.jpg"), "leaves its root"),
+                          ("nowhere.jpg", "no such image file")):
+        with pytest.raises(TurnError, match=message):
+            session.example(path)
+    assert backend.calls == 0  # refused before any computing
+    session.example(index.images[4].path)  # gallery paths are always fine (no file needed)
+    with pytest.raises(TurnError, match="cannot see 'extra.jpg'"):  # under the root: read, then refused
+        session.example("extra.jpg")
+    outside = Session(backend, index, allow_external_images=True)
+    with pytest.raises(TurnError, match="cannot see"):  # allowed now: the backend gets to try
+        outside.example(tmp_path / "secret.jpg")
+    with pytest.raises(InputError, match="empty"):
+        Session(backend, backend.index_images([]))

@@ -7,31 +7,71 @@ Commands:
     :feedback K TEXT   judge result K (or shown reference rK): "not her, no backpack"
     :no K [TEXT]       result K is not the person (optionally why)
     :yes K             result K is the person
-    :example PATH      search by an example image
+    :example PATH      search by an example image (a gallery path, or any image file)
     :explain K         all facts result K matches / contradicts
-    :undo              take back the last turn
+    :undo              take back the last line's turns
+    :save FILE         save the conversation (JSON; it replays with Session.load_history)
     :help, :quit
 
+    While reference images are shown, a plain line with a verdict answers them: with one image
+    shown, "no", "not her, no backpack", "yes" or "maybe" judges it; with several, "no ..." (or
+    "none of them ...") rejects each of them (the reasons count once) and "yes" / "maybe" asks
+    which one (:yes rK). A line with no verdict ("she had a red scarf") is a remark about the person.
+
+Nothing typed ends the chat but :quit or the end of input: an error is printed as
+``error: ...`` and the conversation is exactly as before the line (lines that are not valid
+UTF-8 are reported and skipped). ``--transcript FILE`` rewrites the conversation to FILE after
+every turn (and continues the one in FILE if it exists), so a crash loses nothing; where it was
+saved is printed on leaving. The terminal is the user's own, so ``:example`` may read any file.
+
 Example:
-    $ minterpr chat --backend attribute --images data/synth --split test
+    $ minterpr chat --backend attribute --images data/synth --split test --transcript chat.json
 """
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import sys
 from pathlib import Path
-from typing import TextIO
+from typing import Iterable, TextIO
 
 from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, load_backend
 from minterpr.data.formats.gallery import read_gallery
+from minterpr.errors import InputError, MinterprError
+from minterpr.interaction.dialogue_acts import verdict
 from minterpr.types import GalleryImage
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-HELP = __doc__.split("Commands:", 1)[1].split("Example:", 1)[0].rstrip()
+HELP = __doc__.split("Commands:", 1)[1].split("Nothing typed", 1)[0].rstrip()
+# A reply that judges shown images (the value is then read by dialogue_acts.verdict); anything
+# else said while images are shown is a remark about the person.
+_VERDICT = re.compile(
+    r"^\s*(yes|yeah|yep|yup|correct|exactly|no|nope|nah|not|none|neither|wrong|maybe|perhaps|possibly)\b"
+    r"|\b(not sure|can't tell|cannot tell|no idea|could be|might be|this one|that one|none of)\b"
+    r"|\b(that's|that is|this is|it's|it is|isn't|is not)\s+(definitely\s+)?"
+    r"(her|him|them|the (one|person|man|woman|guy|lady))\b"
+    r"|\bnot (her|him|them)\b")
+
+
+def reply_verdict(text: str) -> tuple[bool, bool | None]:
+    """(whether ``text`` judges a shown image, and its verdict: True yes, False no, None unsure).
+
+    >>> reply_verdict("Not her, no backpack."), reply_verdict("yes!"), reply_verdict("she wore a red scarf")
+    ((True, False), (True, True), (False, None))
+    """
+    first_clause = re.split(r"[.;!?]", text.lower().replace("\u2019", "'"), maxsplit=1)[0]
+    if _VERDICT.search(first_clause) is None:
+        return False, None
+    return True, verdict(text)
 
 
 def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[GalleryImage]:
-    """The manifest given, else ``gallery_<split>.jsonl`` in the directory, else every image file in it."""
+    """The manifest given, else ``gallery_<split>.jsonl`` in the directory, else every image file in it.
+    A directory minterpr built must be a finished, unchanged build (DatasetError otherwise)."""
+    from minterpr.data.build import check_if_built
+
+    check_if_built(images_dir)  # a folder without a build marker is read as it is
     if gallery is not None:
         return read_gallery(gallery)
     manifest = images_dir / f"gallery_{split}.jsonl"
@@ -44,82 +84,190 @@ def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[Ga
 
 
 class ChatLoop:
-    """Reads user lines, drives a Session, writes what the system shows (testable with StringIO)."""
+    """Reads user lines, drives a Session, writes what the system shows (testable with StringIO).
 
-    def __init__(self, session, out: TextIO, top: int = 5) -> None:
+    ``transcript``: a file the conversation is rewritten to after every turn (None: only :save).
+    """
+
+    def __init__(self, session, out: TextIO, top: int = 5, transcript: str | os.PathLike[str] | None = None) -> None:
         self.session = session
         self.out = out
         self.top = top  # results listed after each turn
+        self.transcript = None if transcript is None else os.fspath(transcript)  # saved after every turn
+        self.saved_to: str | None = None  # where the conversation was last saved
+        self._saved_history: list = []  # the history as it was saved there
+        self._line_turns: list[int] = []  # turns each line added, for :undo
 
     def say(self, text: str = "") -> None:
-        print(text, file=self.out)
+        print(text, file=self.out, flush=True)
 
-    def run(self, lines: TextIO) -> int:
+    def run(self, lines: Iterable[str | bytes]) -> int:
+        """Chat until :quit or the end of ``lines`` (text, or bytes decoded as UTF-8 one line at a time)."""
         self.say("Describe the person you are looking for (:help for commands, :quit to leave).")
-        for raw in lines:
-            line = raw.strip()
-            if not line:
-                continue
-            if line in (":quit", ":q", ":exit"):
-                break
-            try:
-                self.handle(line)
-            except (ValueError, IndexError, KeyError) as err:
-                self.say(f"error: {err.args[0] if err.args else err}")
+        try:
+            for number, raw in enumerate(lines, 1):
+                line = _decode(raw)
+                if line is None:
+                    self.say(f"error: line {number} is not valid UTF-8 text; skipped")
+                    continue
+                line = line.strip()
+                if not line:
+                    continue
+                if line in (":quit", ":q", ":exit"):
+                    break
+                self._line(line)
+        except KeyboardInterrupt:
+            self.say("interrupted")
+        self.say(self._farewell())
         self.say("bye")
         return 0
+
+    def _line(self, line: str) -> None:
+        """Handle one line; report any error on its own line, then save the transcript if the
+        conversation changed."""
+        session = self.session
+        turns, step = len(session.history), session.step
+        try:
+            self.handle(line)
+        except (MinterprError, ValueError, IndexError, KeyError) as err:
+            message = err.args[0] if isinstance(err, KeyError) and err.args else err
+            self.say(f"error: {message}")
+        except Exception as err:  # a bug: the session is unchanged (turns are atomic), so keep chatting
+            self.say(f"error: unexpected {type(err).__name__}: {err} (the conversation is kept; please report this)")
+        finally:  # even on Ctrl-C: a turn made is a turn kept
+            if self.transcript is not None and (len(session.history) != turns or session.step is not step):
+                try:
+                    self._save(self.transcript)
+                except MinterprError as err:
+                    self.say(f"error: the transcript was not saved: {err}")
+
+    def _save(self, path: str | os.PathLike[str]) -> str:
+        self.saved_to = self.session.save_history(path)
+        self._saved_history = self.session.history
+        return self.saved_to
+
+    def _farewell(self) -> str:
+        history = self.session.history
+        if self.saved_to is not None and self._saved_history == history:
+            return f"conversation saved to {self.saved_to}"
+        if self.saved_to is not None:
+            return f"conversation last saved to {self.saved_to}; the turns since are not saved"
+        if history:
+            return f"({len(history)} turns not saved: :save FILE or --transcript FILE keeps them)"
+        return "(nothing to save)"
 
     def _target(self, token: str) -> int:
         """Gallery index of 'K' (rank K of the listed results) or 'rK' (the K-th shown reference)."""
         step = self.session.step
         if step is None:
-            raise ValueError("describe the person first")
-        if token.lower().startswith("r"):
-            action = step.action
-            shown = getattr(action, "indices", None)
-            k = int(token[1:])
+            raise InputError("describe the person first")
+        reference = token[:1].lower() == "r"
+        number = token[1:] if reference else token
+        if not number.isdigit():
+            raise InputError(f"expected a result number K or a shown reference rK, got {token!r}")
+        k = int(number)
+        if reference:
+            shown = getattr(step.action, "indices", None)
             if not shown or not 1 <= k <= len(shown):
-                raise IndexError(f"no shown reference {token}")
+                raise InputError(f"no shown reference {token}" + (f" (r1..r{len(shown)})" if shown else ""))
             return shown[k - 1]
-        k = int(token)
         if not 1 <= k <= len(step.ranking):
-            raise IndexError(f"rank {k} out of range 1..{len(step.ranking)}")
+            raise InputError(f"rank {k} out of range 1..{len(step.ranking)}")
         return int(step.ranking[k - 1])
 
     def handle(self, line: str) -> None:
+        from minterpr.interaction.session import AskQuestion, ShowReferences
+
         session = self.session
         if not line.startswith(":"):
-            pending = session.action
-            from minterpr.interaction.session import AskQuestion
-
-            step = session.answer(line) if isinstance(pending, AskQuestion) else session.describe(line)
-            return self.show(step)
+            action = session.action
+            if isinstance(action, ShowReferences) and action.indices:
+                return self._reply_to_shown(line, action.indices)
+            step = session.answer(line) if isinstance(action, AskQuestion) else session.describe(line)
+            return self._turns(1, step)
         command, _, rest = line[1:].partition(" ")
         rest = rest.strip()
         if command == "help":
             return self.say(HELP)
         if command == "undo":
-            step = session.undo()
-            return self.show(step) if step is not None else self.say("(empty) Describe the person.")
+            return self._undo()
         if command in ("feedback", "no", "yes"):
             token, _, text = rest.partition(" ")
             if not token:
-                raise ValueError(f":{command} needs a result number, e.g. :{command} 2")
+                raise InputError(f":{command} needs a result number, e.g. :{command} 2")
             if command == "yes":
                 text = "Yes, this one."
             elif command == "no":
                 text = f"Not this one. {text}".strip()
-            elif not text:
-                raise ValueError(":feedback needs a text, e.g. :feedback 3 not her, no backpack")
-            return self.show(session.feedback(self._target(token), text))
+            elif not text.strip():
+                raise InputError(":feedback needs a text, e.g. :feedback 3 not her, no backpack")
+            return self._turns(1, session.feedback(self._target(token), text))
         if command == "example":
-            return self.show(session.example(rest))
+            if not rest:
+                raise InputError("usage: :example PATH (an image of the person: a gallery path or any image file)")
+            return self._turns(1, session.example(self._example_path(rest)))
+        if command == "save":
+            if not rest:
+                raise InputError("usage: :save FILE (the conversation as JSON)")
+            return self.say(f"saved {len(session.history)} turns to {self._save(rest)}")
         if command == "explain":
             step = session.step
             i = self._target(rest)
             rank = int((step.ranking == i).nonzero()[0][0])
             return self.say(f"{session.index.images[i].path}: {step.explain(rank).summary()}")
-        raise ValueError(f"unknown command :{command} (:help lists them)")
+        raise InputError(f"unknown command :{command} (:help lists them)")
+
+    def _turns(self, count: int, step) -> None:
+        self._line_turns.append(count)
+        self.show(step)
+
+    def _undo(self) -> None:
+        session = self.session
+        count = min(self._line_turns[-1] if self._line_turns else 1, len(session.history))
+        if count == 0:
+            session.undo()  # nothing to undo: its TurnError says so
+        for _ in range(count):
+            step = session.undo()
+        if self._line_turns:
+            self._line_turns.pop()
+        self.show(step) if step is not None else self.say("(empty) Describe the person.")
+
+    def _reply_to_shown(self, line: str, shown: tuple[int, ...]) -> None:
+        """A plain line while references are shown (see the module doc)."""
+        session = self.session
+        judges, value = reply_verdict(line)
+        if not judges:
+            self.say("(a remark about the person; answer the shown images with yes / no, or :feedback rK)")
+            return self._turns(1, session.describe(line))
+        if len(shown) == 1:
+            return self._turns(1, session.feedback(shown[0], line))
+        if value is not False:
+            word = "yes" if value else "feedback"
+            raise InputError(f"which of the {len(shown)} shown images? e.g. :{word} r1"
+                             + ("" if value else " maybe"))
+        added = 0
+        try:  # the reasons go with the first image only: they describe the person, once
+            for k, i in enumerate(shown):
+                step = session.feedback(i, line if k == 0 else "Not this one.")
+                added += 1
+        except BaseException:
+            for _ in range(added):  # the line is one move: all of it or none
+                session.undo()
+            raise
+        self.say(f"(rejected r1..r{len(shown)}; :undo takes them all back)")
+        self._turns(added, step)
+
+    def _example_path(self, path: str) -> str:
+        """A gallery path or a file under the image root as given; else a file relative to the
+        current directory (as a user typing a path means it), made absolute."""
+        index = self.session.index
+        path = os.path.expanduser(path)
+        if index.index_of(path) is not None:
+            return path
+        under_root = os.path.join(index.root, path) if index.root else path
+        if not os.path.isfile(under_root) and os.path.isfile(path):
+            return os.path.abspath(path)
+        return path
 
     def show(self, step) -> None:
         from minterpr.interaction.session import AskQuestion, ShowReferences
@@ -136,27 +284,57 @@ class ChatLoop:
             shown = ", ".join(f"r{j + 1} {index.images[i].path} (rank {ranks.get(i, '>1000')})"
                               for j, i in enumerate(action.indices))
             self.say(f"system: {action.text}  {shown}")
-            self.say("        (:yes rK if one is the person, :feedback rK how it differs)")
+            if len(action.indices) == 1:
+                self.say("        (reply yes, or no and how the person differs)")
+            else:
+                self.say("        (:yes rK if one is the person, \"no ...\" if none is, :feedback rK how one differs)")
         elif any(self.session.judgements.values()):
             self.say("system: found. (:undo to keep searching, :quit to leave)")
         else:
             self.say("system: nothing more to ask; add details, or judge a result.")
 
 
+def _decode(raw: str | bytes) -> str | None:
+    """A line as text; None when it is not valid UTF-8 (or holds undecodable-byte escapes)."""
+    try:
+        if isinstance(raw, bytes):
+            return raw.decode("utf-8")
+        raw.encode("utf-8")  # lone surrogates: a text stream decoded with errors="surrogateescape"
+        return raw
+    except UnicodeError:
+        return None
+
+
 def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: TextIO | None = None) -> int:
-    from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.session import Session
 
+    out = stdout or sys.stdout
     images_dir = Path(args.images)
     if not images_dir.is_dir():
         raise CLIError(f"image directory not found: {images_dir}")
     images = gallery_images(images_dir, args.gallery, args.split)
-    backend, stored_weight = load_backend(args)
-    index = build_index(backend, images, str(images_dir))
-    session = Session(backend, index, question_policy=args.questions, reference_policy=args.references,
-                      schedule=args.schedule, seed=args.seed,
-                      reranking=RerankConfig.with_attribute_weight(stored_weight))
-    return ChatLoop(session, stdout or sys.stdout, top=args.top).run(stdin or sys.stdin)
+    backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
+    index = build_index(backend, images, str(images_dir), complete=False)  # chat reports skipped images
+    skipped = tuple(getattr(index, "skipped", ()) or ())
+    if skipped:  # one line, then the chat goes on without them
+        path, reason = skipped[0]
+        print(f"{len(skipped)} images could not be read and were left out, e.g. {path}: {reason}", file=out)
+    # the user's own terminal: example images may be any file the user can read
+    options = dict(question_policy=args.questions, reference_policy=args.references, schedule=args.schedule,
+                   seed=args.seed, reranking=scoring,
+                   allow_external_images=True)
+    transcript = getattr(args, "transcript", None)
+    loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript)
+    if transcript is not None:
+        if os.path.exists(transcript):
+            loop.session = Session.load_history(transcript, backend, index, **options)
+            print(f"continuing the conversation in {transcript} ({len(loop.session.history)} turns)", file=out)
+            if loop.session.step is not None:
+                loop.show(loop.session.step)
+        loop._save(transcript)  # an unwritable FILE fails now, not after the first turn
+    # bytes, decoded line by line: a line that is not UTF-8 is that line's error, not the chat's end
+    lines = stdin if stdin is not None else getattr(sys.stdin, "buffer", sys.stdin)
+    return loop.run(lines)
 
 
 def _handler(args: argparse.Namespace) -> int:
@@ -181,4 +359,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--references", default="diverse", choices=REFERENCE_POLICIES.names())
     p.add_argument("--schedule", default="auto", choices=["auto", *SCHEDULES])
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--transcript", metavar="FILE",
+                   help="save the conversation to FILE after every turn (continues FILE if it exists)")
     p.set_defaults(handler=_handler)

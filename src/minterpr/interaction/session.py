@@ -5,7 +5,23 @@ A :class:`Session` needs only a :class:`~minterpr.index.gallery_index.RetrievalB
 turn the whole conversation is re-encoded by the backend, combined with the explicit evidence
 (:mod:`~minterpr.interaction.reranking`) and the next system move is chosen by the policies
 (:mod:`~minterpr.interaction.policies`). The state is a pure function of the turns (and the
-seed), so :meth:`Session.undo` and :meth:`Session.replay` reproduce rankings exactly.
+seed), so :meth:`Session.undo` and :meth:`Session.replay` reproduce rankings exactly, and
+:meth:`Session.save_history` / :meth:`Session.load_history` keep a conversation in a file.
+
+Errors:
+    A turn is computed first and committed second. Every move (:meth:`~Session.describe`,
+    :meth:`~Session.answer`, :meth:`~Session.feedback`, :meth:`~Session.example`,
+    :meth:`~Session.add`, :meth:`~Session.undo`) either succeeds or raises
+    :class:`~minterpr.errors.TurnError` and leaves the session exactly as it was: history,
+    random generator, current step. The message says what was wrong; anything that failed while
+    parsing, encoding (an unreadable image), scoring or choosing the next move is chained as the
+    ``__cause__``. Arguments are checked before any computing (:mod:`~minterpr.interaction.turn_inputs`):
+    texts must be ``str``, not empty (for the user's own moves), at most ``max_text_chars``
+    characters and valid Unicode (no lone surrogates); other control characters than tab and
+    newline become spaces. Gallery positions are ``int`` (or numpy integers) in range. Image
+    paths name a gallery image or an existing file under the index root; files elsewhere only
+    with ``allow_external_images=True`` (a local user's own terminal, as ``minterpr chat``).
+    A session over an empty gallery is refused with :class:`~minterpr.errors.InputError`.
 
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend
@@ -19,25 +35,37 @@ Example:
     'upper_colour'
     >>> int(session.answer("Red.").ranking[0])
     1
+    >>> session.feedback(7, "not her")
+    Traceback (most recent call last):
+    ...
+    minterpr.errors.TurnError: gallery_index 7 out of range 0..2
+    >>> len(session.history), int(session.step.ranking[0])  # as it was
+    (2, 1)
 """
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
 from minterpr.data.phrasing import Fact
 from minterpr.data.utterances import question
+from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.dialogue_acts import known_attributes, question_slot, turn_facts, verdict
 from minterpr.interaction.explain import Explanation, explain_image
+from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
                                            QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
                                            reference_information, shown_person_mass)
 from minterpr.interaction.reranking import RerankConfig, rerank
+from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
+
+__all__ = ["Action", "AskQuestion", "HistoryEntry", "Session", "ShowReferences", "Step"]
 
 _REFERENCE_PROMPTS = ("Is this the person? If not, tell me what is different.",
                       "Could it be one of these? Tell me how they differ from the person you saw.",
@@ -64,30 +92,6 @@ class ShowReferences:
 Action = AskQuestion | ShowReferences
 
 
-class HistoryEntry(NamedTuple):
-    """One turn of a session: what the user said, what it asserted, and the top results after it."""
-
-    turn: Turn
-    facts: tuple[Fact, ...]
-    top: tuple[int, ...]  # gallery indices of the best results after this turn
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...]}."""
-        kind = {DescriptionTurn: "description", QATurn: "qa", ReferenceTurn: "reference", ExampleTurn: "example"}
-        data: dict[str, Any] = {"type": kind[type(self.turn)], **self.turn.__dict__}
-        data["facts"] = [[f.slot, list(f.values), f.negated] for f in self.facts]
-        data["top"] = list(self.top)
-        return data
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "HistoryEntry":
-        kinds = {"description": DescriptionTurn, "qa": QATurn, "reference": ReferenceTurn, "example": ExampleTurn}
-        fields = {k: v for k, v in data.items() if k not in ("type", "facts", "top")}
-        turn = kinds[data["type"]](**fields)
-        facts = tuple(Fact(slot, tuple(values), bool(negated)) for slot, values, negated in data["facts"])
-        return cls(turn, facts, tuple(int(i) for i in data["top"]))
-
-
 @dataclass
 class Step:
     """The state after a turn: the ranking, its scores and the system's next move."""
@@ -100,6 +104,7 @@ class Step:
 
     def explain(self, k: int) -> Explanation:
         """Which facts so far the result at (0-based) rank ``k`` matches and contradicts."""
+        k = gallery_position(k, len(self.ranking), "rank k")
         return self._explain(int(self.ranking[k]))
 
     def gallery_scores(self) -> np.ndarray:
@@ -110,14 +115,23 @@ class Step:
 
 
 class Session:
-    """One interactive search over a gallery (see the module doc)."""
+    """One interactive search over a gallery (see the module doc, "Errors" for what each move checks)."""
 
     def __init__(self, backend: RetrievalBackend, gallery_index: GalleryIndex, *,
                  question_policy: str | QuestionPolicy = "info_gain",
                  reference_policy: str | ReferencePolicy = "diverse",
                  reranking: RerankConfig = RerankConfig(), seed: int = 0,
                  schedule: str | Sequence[str] | Schedule = "auto", num_references: int = 3,
-                 history_k: int = 10) -> None:
+                 history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+                 allow_external_images: bool = False) -> None:
+        if not isinstance(gallery_index, GalleryIndex):
+            raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
+        if len(gallery_index) == 0:
+            raise InputError("the gallery index is empty: there is nothing to search (index at least one image)")
+        for name, value, low in (("num_references", num_references, 1), ("history_k", history_k, 0),
+                                 ("max_text_chars", max_text_chars, 1)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise InputError(f"{name} must be an int >= {low}, got {value!r}")
         self.backend = backend
         self.index = gallery_index
         self.question_policy = (QUESTION_POLICIES.create(question_policy) if isinstance(question_policy, str)
@@ -129,6 +143,8 @@ class Session:
         self.schedule = make_schedule(schedule)
         self.num_references = num_references  # images per reference move
         self.history_k = history_k  # results kept per history entry
+        self.max_text_chars = max_text_chars  # longest text a turn may carry (longer is refused)
+        self.allow_external_images = bool(allow_external_images)  # example images outside the index root
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -137,52 +153,103 @@ class Session:
     # ----- the user's moves -------------------------------------------------------------------
     def describe(self, text: str) -> Step:
         """A free-text description (the first turn) or a remark volunteered later."""
-        return self.add(DescriptionTurn(text))
+        return self.add(DescriptionTurn(self._text(text, "description text")))
 
     def answer(self, text: str) -> Step:
         """Answer the question the system just asked (read with the asked slot as context)."""
         action = self.action
         if not isinstance(action, AskQuestion):
-            raise ValueError("there is no pending question to answer; use describe() for a free remark")
-        return self.add(QATurn(action.text, text), context_slot=action.slot)
+            raise TurnError("there is no pending question to answer; use describe() for a free remark")
+        return self.add(QATurn(action.text, self._text(text, "answer text")), context_slot=action.slot)
 
     def feedback(self, gallery_index: int, text: str) -> Step:
         """Judge any gallery image: "that's her" marks a match, "maybe" leaves it open, anything else
         rejects it (with its reasons as facts)."""
-        if not 0 <= gallery_index < len(self.index):
-            raise IndexError(f"gallery index {gallery_index} out of range 0..{len(self.index) - 1}")
-        return self.add(ReferenceTurn(self.index.images[gallery_index].path, text))
+        i = gallery_position(gallery_index, len(self.index), "gallery_index")
+        return self.add(ReferenceTurn(self.index.images[i].path, self._text(text, "feedback text")))
 
-    def example(self, image_path: str) -> Step:
-        """Query by an example image of the person (a gallery path, or a file under the index root)."""
-        return self.add(ExampleTurn(image_path))
+    def example(self, image_path: str | os.PathLike[str]) -> Step:
+        """Query by an example image of the person: a gallery path, or a file under the index root
+        (or anywhere, with ``allow_external_images``)."""
+        return self.add(ExampleTurn(self._image(image_path, "image path")))
 
     def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None) -> Step:
         """Add any turn. A Q&A turn answering the pending question is read with its slot as context;
-        ``facts`` (as recorded in a history) skip parsing."""
-        if isinstance(turn, QATurn) and context_slot is None:
-            pending = self.action
-            if isinstance(pending, AskQuestion) and pending.text == turn.question:
-                context_slot = pending.slot
-        if facts is None:
-            facts = turn_facts(turn, context_slot)
-        self._history.append(HistoryEntry(turn, tuple(facts), ()))
-        self._rng_states.append(self._rng.getstate())
-        step = self._compute()
-        self._history[-1] = self._history[-1]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k]))
+        ``facts`` (as recorded in a history) skip parsing. Recorded turns may carry empty text;
+        otherwise the checks of the user's moves apply. Atomic: TurnError leaves the session as it was."""
+        turn = self._checked(turn)
+        if facts is not None:
+            facts = tuple(facts)
+            if not all(isinstance(f, Fact) for f in facts):
+                raise TurnError("facts must be a sequence of Fact")
+        if context_slot is not None and not isinstance(context_slot, str):
+            raise TurnError(f"context_slot must be a str, got {type(context_slot).__name__}")
+        state = self._rng.getstate()
+        try:
+            if isinstance(turn, QATurn) and context_slot is None:
+                pending = self.action
+                if isinstance(pending, AskQuestion) and pending.text == turn.question:
+                    context_slot = pending.slot
+            if facts is None:
+                facts = tuple(turn_facts(turn, context_slot))
+            history = [*self._history, HistoryEntry(turn, facts, ())]
+            step = self._compute(history)
+        except BaseException as err:
+            self._rng.setstate(state)  # nothing of the failed turn stays, even after Ctrl-C
+            if isinstance(err, Exception):
+                raise TurnError(f"could not add the {_TURN_NAMES[type(turn)]} turn: {_reason(err)}") from err
+            raise
+        history[-1] = history[-1]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k]))
+        self._history = history
+        self._rng_states.append(state)
+        self._step = step
         return step
 
     def undo(self) -> Step | None:
         """Remove the last turn; returns the restored step (None when nothing is left)."""
         if not self._history:
-            raise ValueError("nothing to undo")
-        self._history.pop()
-        self._rng.setstate(self._rng_states.pop())
-        if not self._history:
-            self._step = None
-            return None
-        self._rng.setstate(self._rng_states[-1])
-        return self._compute()
+            raise TurnError("nothing to undo")
+        rest = self._history[:-1]
+        step = None
+        state = self._rng.getstate()
+        if rest:
+            self._rng.setstate(self._rng_states[-2])  # as before the restored step was computed
+            try:
+                step = self._compute(rest)
+            except BaseException as err:
+                self._rng.setstate(state)
+                if isinstance(err, Exception):
+                    raise TurnError(f"could not undo: {_reason(err)}") from err
+                raise
+        else:
+            self._rng.setstate(self._rng_states[0])
+        self._history = rest
+        self._rng_states.pop()
+        self._step = step
+        return step
+
+    def _text(self, text: Any, what: str) -> str:
+        return clean_text(text, what, self.max_text_chars)
+
+    def _image(self, path: Any, what: str) -> str:
+        return image_path(path, self.index, allow_external=self.allow_external_images, what=what)
+
+    def _checked(self, turn: Any) -> Turn:
+        """``turn`` with its fields checked (empty text allowed: a recorded turn may have none)."""
+        def text(value: Any, what: str) -> str:
+            return clean_text(value, what, self.max_text_chars, allow_empty=True)
+
+        if isinstance(turn, DescriptionTurn):
+            return DescriptionTurn(text(turn.text, "description text"))
+        if isinstance(turn, QATurn):
+            return QATurn(text(turn.question, "question text"), text(turn.answer, "answer text"))
+        if isinstance(turn, ReferenceTurn):
+            return ReferenceTurn(self._image(turn.reference_path, "reference image path"),
+                                 text(turn.feedback, "feedback text"))
+        if isinstance(turn, ExampleTurn):
+            return ExampleTurn(self._image(turn.image_path, "image path"))
+        raise TurnError(f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn "
+                        "or ExampleTurn)")
 
     # ----- state ------------------------------------------------------------------------------
     @property
@@ -202,24 +269,16 @@ class Session:
     @property
     def facts(self) -> tuple[Fact, ...]:
         """Every fact parsed so far, in order."""
-        return tuple(f for entry in self._history for f in entry.facts)
+        return _facts(self._history)
 
     @property
     def judgements(self) -> dict[int, bool | None]:
         """Gallery index -> the user's latest verdict (True = it is the person, False = not, None = unsure)."""
-        verdicts: dict[int, bool | None] = {}
-        for entry in self._history:
-            if isinstance(entry.turn, ReferenceTurn):
-                i = self.index.index_of(entry.turn.reference_path)
-                if i is not None:
-                    verdicts.pop(i, None)  # re-insert: the latest verdict is last
-                    verdicts[i] = verdict(entry.turn.feedback)
-        return verdicts
+        return self._judgements(self._history)
 
     @property
     def asked_slots(self) -> frozenset[str]:
-        slots = (question_slot(e.turn.question) for e in self._history if isinstance(e.turn, QATurn))
-        return frozenset(s for s in slots if s is not None)
+        return _asked_slots(self._history)
 
     def protocol(self) -> dict[str, Any]:
         """The session's settings, for evaluation records."""
@@ -227,33 +286,66 @@ class Session:
                 "schedule": self.schedule.describe(), "num_references": self.num_references,
                 "reranking": self.reranking.to_dict(), "seed": self.seed}
 
+    # ----- keeping a conversation -------------------------------------------------------------
+    def save_history(self, path: str | os.PathLike[str]) -> str:
+        """Write the conversation to ``path`` atomically (JSON, see :mod:`~minterpr.interaction.history`)."""
+        try:
+            return write_history(path, self._history, self.protocol())
+        except OSError as err:
+            raise InputError(f"{os.fspath(path)}: cannot save the conversation: {err.strerror or err}") from err
+
+    @classmethod
+    def load_history(cls, path: str | os.PathLike[str], backend: RetrievalBackend, gallery_index: GalleryIndex,
+                     **options: Any) -> "Session":
+        """The session saved by :meth:`save_history`, replayed with ``options`` (use the same as when saved)."""
+        history = read_history(path)  # DataError FILE:LINE: FIELD: reason
+        try:
+            return cls.replay(history, backend, gallery_index, **options)
+        except TurnError as err:
+            raise InputError(f"{os.fspath(path)}: {err}") from err
+
     @classmethod
     def replay(cls, history: Sequence[HistoryEntry], backend: RetrievalBackend, gallery_index: GalleryIndex,
                **options: Any) -> "Session":
-        """Rebuild a session from a history (its recorded facts, not re-parsed); same options give the same rankings."""
+        """Rebuild a session from a history (its recorded facts, not re-parsed); same options give the same
+        rankings. TurnError names the entry that could not be replayed."""
         session = cls(backend, gallery_index, **options)
-        for entry in history:
-            session.add(entry.turn, facts=entry.facts)
+        for k, entry in enumerate(history):
+            if not isinstance(entry, HistoryEntry):
+                raise TurnError(f"history entry {k}: expected a HistoryEntry, got {type(entry).__name__}")
+            try:
+                session.add(entry.turn, facts=entry.facts)
+            except TurnError as err:
+                raise TurnError(f"history entry {k}: {err}") from err
         return session
 
-    # ----- the system's side ------------------------------------------------------------------
-    def _compute(self) -> Step:
-        turns = [entry.turn for entry in self._history]
+    # ----- the system's side (reads the history it is given; changes nothing but the generator) --------
+    def _judgements(self, history: Sequence[HistoryEntry]) -> dict[int, bool | None]:
+        verdicts: dict[int, bool | None] = {}
+        for entry in history:
+            if isinstance(entry.turn, ReferenceTurn):
+                i = self.index.index_of(entry.turn.reference_path)
+                if i is not None:
+                    verdicts.pop(i, None)  # re-insert: the latest verdict is last
+                    verdicts[i] = verdict(entry.turn.feedback)
+        return verdicts
+
+    def _compute(self, history: Sequence[HistoryEntry]) -> Step:
+        turns = [entry.turn for entry in history]
         queries = self.backend.encode_turns(turns, self.index)  # (R, D)
-        judgements = self.judgements
-        result = rerank(self.index.scores(queries[-1]), self.index, self.facts, judgements, self.reranking)
+        judgements = self._judgements(history)
+        facts = _facts(history)
+        result = rerank(self.index.scores(queries[-1]), self.index, facts, judgements, self.reranking)
         ranking = np.argsort(-result.scores, kind="stable")
         done = any(judgements.values())
-        action = None if done else self._next_action(result.scores, ranking, judgements)
+        ctx = PolicyContext(self.index, result.scores, ranking, facts, _asked_slots(history), frozenset(judgements),
+                            self._rng)
+        action = None if done else self._next_action(ctx, len(history))
         use_truth = bool(getattr(self.backend, "ground_truth", False))
-        facts = self.facts
-        self._step = Step(ranking, result.scores[ranking], action, result.anchor,
-                          lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth))
-        return self._step
+        return Step(ranking, result.scores[ranking], action, result.anchor,
+                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth))
 
-    def _next_action(self, scores: np.ndarray, ranking: np.ndarray,
-                     judgements: dict[int, bool | None]) -> Action | None:
-        ctx = PolicyContext(self.index, scores, ranking, self.facts, self.asked_slots, frozenset(judgements), self._rng)
+    def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:
             choice = self.question_policy.choose(ctx)
             shown = self.reference_policy.choose(ctx, self.num_references)
@@ -267,7 +359,7 @@ class Session:
             if kind == "question" and choice is not None:
                 return self._ask(choice, ctx)
             return self._show(shown)
-        kind = self.schedule.kind(len(self._history))
+        kind = self.schedule.kind(turns)
         for move in (kind, "reference" if kind == "question" else "question"):
             if move == "question":
                 choice = self.question_policy.choose(ctx)
@@ -286,3 +378,22 @@ class Session:
         if not shown:
             return None
         return ShowReferences(tuple(int(i) for i in shown), self._rng.choice(_REFERENCE_PROMPTS))
+
+
+_TURN_NAMES = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}
+
+
+def _reason(err: BaseException) -> str:
+    """A documented error's message as it is; anything else with its type (it is unexpected)."""
+    if isinstance(err, MinterprError):
+        return str(err)
+    return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
+
+
+def _facts(history: Sequence[HistoryEntry]) -> tuple[Fact, ...]:
+    return tuple(f for entry in history for f in entry.facts)
+
+
+def _asked_slots(history: Sequence[HistoryEntry]) -> frozenset[str]:
+    slots = (question_slot(e.turn.question) for e in history if isinstance(e.turn, QATurn))
+    return frozenset(s for s in slots if s is not None)

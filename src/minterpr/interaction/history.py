@@ -1,0 +1,170 @@
+"""A session's history as plain JSON: one entry per turn, saved atomically, read back with checks.
+
+A :class:`HistoryEntry` is what a session records for each turn: the turn, the facts it
+asserted and the top results after it. :func:`write_history` saves a list of entries as
+
+    {"format": "minterpr-session-history", "version": 1, "session": {...settings...},
+     "turns": [{"type": "description", "text": ..., "facts": [[slot, [values], negated]], "top": [...]}, ...]}
+
+through :mod:`minterpr.fileio` (the file is complete or absent, never half written), and
+:func:`read_history` reads it back; every problem raises :class:`~minterpr.data.errors.DataError`
+``FILE:0: turns[K].FIELD: reason`` (not line-based: the entry and field name the spot).
+:meth:`Session.replay <minterpr.interaction.session.Session.replay>` rebuilds the session.
+
+Example:
+    >>> import tempfile, os
+    >>> from minterpr.types import DescriptionTurn
+    >>> path = os.path.join(tempfile.mkdtemp(), "chat.json")
+    >>> entry = HistoryEntry(DescriptionTurn("a woman"), (Fact("gender", ("female",)),), (1, 2))
+    >>> _ = write_history(path, [entry])
+    >>> read_history(path) == [entry]
+    True
+    >>> HistoryEntry.from_dict({"type": "qa", "question": "Hair?"})
+    Traceback (most recent call last):
+    ...
+    minterpr.errors.InputError: history entry: answer: missing
+"""
+from __future__ import annotations
+
+import json
+import os
+import reprlib
+from typing import Any, Mapping, NamedTuple, Sequence
+
+from minterpr.data.errors import DataError
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.data.phrasing import Fact
+from minterpr.errors import InputError
+from minterpr.fileio import atomic_write_text
+from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
+
+HISTORY_FORMAT = "minterpr-session-history"
+HISTORY_VERSION = 1
+MAX_HISTORY_BYTES = 64 * 1024 * 1024  # a long conversation is a few hundred kilobytes
+_KINDS: dict[str, type] = {"description": DescriptionTurn, "qa": QATurn, "reference": ReferenceTurn,
+                           "example": ExampleTurn}
+_FIELDS = {"description": ("text",), "qa": ("question", "answer"), "reference": ("reference_path", "feedback"),
+           "example": ("image_path",)}
+_NAMES = {cls: name for name, cls in _KINDS.items()}
+
+
+class _Bad(Exception):
+    """One problem in an entry: the field at fault and why."""
+
+    def __init__(self, field: str, reason: str) -> None:
+        super().__init__(field, reason)
+        self.field, self.reason = field, reason
+
+
+class HistoryEntry(NamedTuple):
+    """One turn of a session: what the user said, what it asserted, and the top results after it."""
+
+    turn: Turn
+    facts: tuple[Fact, ...]
+    top: tuple[int, ...]  # gallery indices of the best results after this turn
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...]}."""
+        data: dict[str, Any] = {"type": _NAMES[type(self.turn)], **self.turn.__dict__}
+        data["facts"] = [[f.slot, list(f.values), f.negated] for f in self.facts]
+        data["top"] = list(self.top)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Any) -> "HistoryEntry":
+        """Inverse of :meth:`to_dict`; InputError ``history entry: FIELD: reason`` for bad input."""
+        try:
+            return _parse_entry(data)
+        except _Bad as bad:
+            raise InputError(f"history entry: {bad.field}: {bad.reason}") from None
+
+
+def _parse_fact(item: Any, k: int) -> Fact:
+    where = f"facts[{k}]"
+    if not isinstance(item, (list, tuple)) or len(item) != 3:
+        raise _Bad(where, f"expected [slot, [values], negated], got {_short(item)}")
+    slot, values, negated = item
+    if not isinstance(slot, str) or slot not in ONTOLOGY.slot_names:
+        raise _Bad(where, f"unknown slot {_short(slot)}")
+    known = ONTOLOGY.slot(slot).value_names
+    valid = isinstance(values, (list, tuple)) and values and all(isinstance(v, str) and v in known for v in values)
+    if not valid:
+        raise _Bad(where, f"values of slot {slot!r} must be a non-empty list of {', '.join(known)}; "
+                          f"got {_short(values)}")
+    if not isinstance(negated, bool):
+        raise _Bad(where, f"negated must be true or false, got {_short(negated)}")
+    return Fact(slot, tuple(values), negated)
+
+
+def _parse_entry(data: Any) -> HistoryEntry:
+    if not isinstance(data, Mapping):
+        raise _Bad("<entry>", f"expected an object, got {type(data).__name__}")
+    kind = data.get("type")
+    if kind not in _KINDS:
+        raise _Bad("type", f"expected one of {', '.join(_KINDS)}, got {_short(kind)}")
+    names = _FIELDS[kind]
+    unknown = sorted(set(data) - {"type", "facts", "top", *names})
+    if unknown:
+        raise _Bad(unknown[0], f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top)")
+    for name in (*names, "facts", "top"):
+        if name not in data:
+            raise _Bad(name, "missing")
+    for name in names:
+        if not isinstance(data[name], str):
+            raise _Bad(name, f"expected a string, got {type(data[name]).__name__}")
+    if not isinstance(data["facts"], list):
+        raise _Bad("facts", f"expected a list, got {type(data['facts']).__name__}")
+    facts = tuple(_parse_fact(item, k) for k, item in enumerate(data["facts"]))
+    top = data["top"]
+    if not isinstance(top, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in top):
+        raise _Bad("top", f"expected a list of gallery indices (integers >= 0), got {_short(top)}")
+    return HistoryEntry(_KINDS[kind](**{name: data[name] for name in names}), facts, tuple(top))
+
+
+def _short(value: Any) -> str:
+    return reprlib.repr(value)  # bounded in length and depth, whatever the file holds
+
+
+def write_history(path: str | os.PathLike[str], history: Sequence[HistoryEntry],
+                  session: Mapping[str, Any] | None = None) -> str:
+    """Save ``history`` (and the session's settings, for the record) atomically; returns the path."""
+    document = {"format": HISTORY_FORMAT, "version": HISTORY_VERSION, "session": dict(session or {}),
+                "turns": [entry.to_dict() for entry in history]}
+    # ensure_ascii: a path kept with surrogate escapes (undecodable bytes) still writes as JSON
+    atomic_write_text(path, json.dumps(document, indent=1, ensure_ascii=True) + "\n")
+    return os.fspath(path)
+
+
+def read_history(path: str | os.PathLike[str]) -> list[HistoryEntry]:
+    """The entries saved by :func:`write_history`; DataError ``FILE:LINE: FIELD: reason`` otherwise."""
+    name = os.fspath(path)
+    try:
+        with open(name, "rb") as f:
+            raw = f.read(MAX_HISTORY_BYTES + 1)
+    except OSError as err:
+        raise DataError(name, 0, "<file>", f"cannot read: {err.strerror or err}") from err
+    if len(raw) > MAX_HISTORY_BYTES:
+        raise DataError(name, 0, "<file>", f"larger than {MAX_HISTORY_BYTES // 2**20} MiB; not a session history")
+    try:
+        document = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise DataError(name, raw.count(b"\n", 0, err.start) + 1, "<file>", "not UTF-8 text") from None
+    except json.JSONDecodeError as err:
+        raise DataError(name, err.lineno, "<file>", f"not JSON: {err.msg}") from None
+    except RecursionError:
+        raise DataError(name, 0, "<file>", "JSON nested too deeply") from None
+    if not isinstance(document, dict) or document.get("format") != HISTORY_FORMAT:
+        raise DataError(name, 0, "format", f"not a session history (expected \"format\": \"{HISTORY_FORMAT}\")")
+    if document.get("version") != HISTORY_VERSION:
+        raise DataError(name, 0, "version", f"unsupported version {_short(document.get('version'))} "
+                                            f"(this minterpr reads version {HISTORY_VERSION})")
+    turns = document.get("turns")
+    if not isinstance(turns, list):
+        raise DataError(name, 0, "turns", "expected a list of turns")
+    entries = []
+    for k, item in enumerate(turns):
+        try:
+            entries.append(_parse_entry(item))
+        except _Bad as bad:
+            raise DataError(name, 0, f"turns[{k}].{bad.field}", bad.reason) from None
+    return entries
