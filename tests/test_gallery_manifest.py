@@ -105,3 +105,25 @@ def test_check_images(tmp_path):
     images, report = read_gallery(path, strict=False, check_images=True)  # root: the manifest's directory
     assert [im.path for im in images] == ["a.jpg"]
     assert [(e.line, e.field) for e in report.problems] == [(2, "path")]
+
+
+def test_check_images_confines_paths_to_the_root(tmp_path, capsys):
+    """``../`` and absolute paths are problems of their line under --check-images, unless allowed."""
+    from minterpr.cli.main import main
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "a.jpg").write_bytes(b"x")
+    (tmp_path / "secret.jpg").write_bytes(b"x")
+    path = write_lines(tmp_path / "data" / "g.jsonl", [
+        line(path="a.jpg"), line(path="../secret.jpg"), line(path=str(tmp_path / "secret.jpg"))])
+    images, report = read_gallery(path, strict=False, check_images=True)
+    assert [image.path for image in images] == ["a.jpg"]
+    assert [(p.line, p.field) for p in report.problems] == [(2, "path"), (3, "path")]
+    assert all("leaves its root" in p.reason for p in report.problems)
+    with pytest.raises(DataError, match=r"g.jsonl:2: path: image path '../secret.jpg' leaves its root"):
+        read_gallery(path, check_images=True)
+    assert len(read_gallery(path, check_images=True, allow_outside_root=True)) == 3
+    # the command line: a problem per line (exit 1), and the opt-in
+    assert main(["data", "validate", str(path), "--check-images"]) == 1
+    assert f"{path}:2: path: image path '../secret.jpg' leaves its root" in capsys.readouterr().out
+    assert main(["data", "validate", str(path), "--check-images", "--allow-outside-root"]) == 0

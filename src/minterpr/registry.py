@@ -14,10 +14,12 @@ from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar
 
+from minterpr.errors import MinterprError
+
 T = TypeVar("T")
 
 
-class RegistryError(KeyError):
+class RegistryError(MinterprError, KeyError):
     """An unknown or duplicate name; the message lists the valid names."""
 
     def __str__(self) -> str:  # KeyError would repr() the message
