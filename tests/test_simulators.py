@@ -7,6 +7,7 @@ import pytest
 
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig, synthesize_records
 from minterpr.data.utterances import ASKABLE_SLOTS, DONT_KNOW, question
+from minterpr.errors import InputError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.dialogue_acts import is_match, turn_facts
 from minterpr.interaction.session import AskQuestion, ShowReferences
@@ -110,7 +111,7 @@ def test_witness_uses_given_captions(index, attribute_gallery):
     assert user.describe() == caption
     assert user.respond(AskQuestion("lower_colour", "What colour were his trousers?")).answer in DONT_KNOW
     assert "black" in user.respond(AskQuestion("upper_colour", "What colour was his top?")).answer.lower()
-    with pytest.raises(KeyError, match="no caption"):
+    with pytest.raises(InputError, match="no caption"):
         simulator.user(attribute_gallery[3], index, query=1, seed=0)
 
 

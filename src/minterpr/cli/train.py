@@ -18,6 +18,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from minterpr.errors import InputError
+
 if TYPE_CHECKING:  # the CLI imports torch-heavy modules only when a command runs
     from minterpr.trained_run import RunExtras
 
@@ -31,7 +33,7 @@ def _load(args: argparse.Namespace):  # -> TrainConfig
     else:
         saved = Path(args.out) / "config.yaml"
         if not args.resume:
-            raise ValueError("--config is required (a YAML file or one of the shipped names)")
+            raise InputError("--config is required (a YAML file or one of the shipped names)")
         if not saved.is_file():
             raise FileNotFoundError(f"--resume without --config needs {saved}")
         cfg = load_config(saved, overrides)

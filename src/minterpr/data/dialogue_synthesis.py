@@ -27,6 +27,7 @@ from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.data.utterances import (ASKABLE_SLOTS, SALIENCE, answer, choose_description_slots, description,
                                       feedback, question)
+from minterpr.errors import InputError
 from minterpr.registry import Registry
 from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
 
@@ -48,7 +49,7 @@ class DialogueSynthesisConfig:
 
     def __post_init__(self) -> None:
         if not (0 <= self.min_qa_turns <= self.max_qa_turns and 0 <= self.min_image_turns <= self.max_image_turns):
-            raise ValueError("turn counts need 0 <= min <= max")
+            raise InputError("turn counts need 0 <= min <= max")
         for name in self.strategies:
             REFERENCE_STRATEGIES.get(name)  # raises "must be one of ..." early
 
@@ -201,7 +202,7 @@ def synthesize_records(targets: Sequence[GalleryImage], gallery: Sequence[Galler
     records = []
     for t, image in enumerate(targets):
         if image.path not in index:
-            raise ValueError(f"target {image.path!r} is not in the gallery")
+            raise InputError(f"target {image.path!r} is not in the gallery")
         for copy in range(config.records_per_image):
             rng = random.Random(f"{config.seed}:{t}:{copy}")
             strategy = config.strategies[copy % len(config.strategies)]

@@ -26,6 +26,7 @@ from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from minterpr.errors import InputError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
@@ -87,13 +88,13 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
     ``protocol`` adds entries to the recorded protocol (e.g. the dataset and split).
     """
     if rounds < 0:
-        raise ValueError(f"rounds must be >= 0, got {rounds}")
+        raise InputError(f"rounds must be >= 0, got {rounds}")
     if not targets:
-        raise ValueError("no targets to simulate")
+        raise InputError("no targets to simulate")
     if isinstance(simulator, str):
         simulator = SIMULATORS.create(simulator, **dict(simulator_options or {}))
     elif simulator_options:
-        raise ValueError("simulator_options only apply when the simulator is given by name")
+        raise InputError("simulator_options only apply when the simulator is given by name")
     options = dict(question_policy=question_policy, reference_policy=reference_policy, reranking=rerank,
                    seed=seed, schedule=schedule, num_references=num_references)
     sessions = [Session(backend, index, **options) for _ in targets]

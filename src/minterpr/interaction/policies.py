@@ -28,6 +28,7 @@ import numpy as np
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.data.utterances import ASKABLE_SLOTS
+from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import SLOT_COLUMNS
 from minterpr.registry import Registry
@@ -333,7 +334,7 @@ class Schedule:
     def kind(self, round_number: int) -> str:
         """'question' or 'reference' for round ``round_number`` (1 = the first move after the description)."""
         if self.auto:
-            raise ValueError("an auto schedule decides from the candidates, not the round number")
+            raise InputError("an auto schedule decides from the candidates, not the round number")
         return self.pattern[min(round_number, len(self.pattern)) - 1]
 
     def describe(self) -> str | list[str]:
@@ -348,13 +349,13 @@ def make_schedule(schedule: str | Sequence[str] | Schedule) -> Schedule:
         if schedule == "auto":
             return Schedule()
         if schedule not in SCHEDULES:
-            raise ValueError(f"unknown schedule {schedule!r}: must be 'auto', one of {', '.join(SCHEDULES)}, "
+            raise InputError(f"unknown schedule {schedule!r}: must be 'auto', one of {', '.join(SCHEDULES)}, "
                              "or a sequence of 'question' / 'reference'")
         return Schedule(SCHEDULES[schedule])
     pattern = tuple(schedule)
     bad = [m for m in pattern if m not in ("question", "reference")]
     if not pattern or bad:
-        raise ValueError(f"a schedule is a non-empty sequence of 'question' / 'reference', got {list(pattern)}")
+        raise InputError(f"a schedule is a non-empty sequence of 'question' / 'reference', got {list(pattern)}")
     return Schedule(pattern)
 
 

@@ -32,6 +32,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact, Phrase, pronouns
 from minterpr.data.utterances import DONT_KNOW, SALIENCE, answer, choose_description_slots, description, feedback
+from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.dialogue_acts import parse_cached, turn_facts
 from minterpr.interaction.session import Action, AskQuestion, ShowReferences
@@ -186,7 +187,7 @@ class WitnessSimulator:
     def caption_for(self, target: GalleryImage, rng: random.Random) -> str:
         if self.captions is not None:
             if target.path not in self.captions:
-                raise KeyError(f"the witness has no caption for target {target.path!r}")
+                raise InputError(f"the witness has no caption for target {target.path!r}")
             return self.captions[target.path]
         truth = dict(target.attributes or {})
         candidates = [s for s in SALIENCE if truth.get(s)]
@@ -242,10 +243,10 @@ class ReplaySimulator:
 
     def user(self, target: GalleryImage, index: GalleryIndex, *, query: int, seed: int) -> SimulatedUser:
         if query >= len(self.samples):
-            raise IndexError(f"no recorded dialogue for target {query} (have {len(self.samples)})")
+            raise InputError(f"no recorded dialogue for target {query} (have {len(self.samples)})")
         sample = self.samples[query]
         if sample.target_path != target.path:
-            raise ValueError(f"recorded dialogue {query} is about {sample.target_path!r}, not {target.path!r}")
+            raise InputError(f"recorded dialogue {query} is about {sample.target_path!r}, not {target.path!r}")
         return _ReplayUser(sample)
 
     def targets(self, index: GalleryIndex) -> list[GalleryImage]:
@@ -254,7 +255,7 @@ class ReplaySimulator:
         for sample in self.samples:
             i = index.index_of(sample.target_path)
             if i is None:
-                raise ValueError(f"recorded target {sample.target_path!r} is not in the gallery")
+                raise InputError(f"recorded target {sample.target_path!r} is not in the gallery")
             out.append(index.images[i])
         return out
 

@@ -31,7 +31,7 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from minterpr.errors import RunError
+from minterpr.errors import InputError, RunError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.models import compute_losses, create_model, save_model
 from minterpr.models.io import FORMAT as MODEL_FORMAT
@@ -66,7 +66,7 @@ def resolve_device(name: str, local_rank: int = 0) -> torch.device:
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda"):
         if not torch.cuda.is_available():
-            raise ValueError(f"device {name!r} was asked for but CUDA is not available; use device=cpu")
+            raise InputError(f"device {name!r} was asked for but CUDA is not available; use device=cpu")
         return torch.device(f"cuda:{local_rank}" if name == "cuda" else name)
     return torch.device(name)
 

@@ -36,6 +36,7 @@ from minterpr.data.synthetic.cameras import CameraStyle, make_cameras, sample_vi
 from minterpr.data.synthetic.identities import sample_population_with_twins
 from minterpr.data.synthetic.render import render_person
 from minterpr.data.synthetic.render_look import Look, sample_look
+from minterpr.errors import InputError
 from minterpr.fileio import atomic_write
 from minterpr.types import GalleryImage, person_id
 
@@ -94,14 +95,14 @@ def _rng(seed: int, *key: int) -> np.random.Generator:
 def _check(config: SyntheticWorldConfig) -> None:
     lo, hi = config.images_per_identity
     if config.cameras < 2:
-        raise ValueError(f"cameras must be >= 2 (every identity is seen by two cameras), got {config.cameras}")
+        raise InputError(f"cameras must be >= 2 (every identity is seen by two cameras), got {config.cameras}")
     if not 2 <= lo <= hi:
-        raise ValueError(f"images_per_identity must satisfy 2 <= min <= max, got {config.images_per_identity}")
+        raise InputError(f"images_per_identity must satisfy 2 <= min <= max, got {config.images_per_identity}")
     if config.workers < 1:
-        raise ValueError(f"workers must be >= 1, got {config.workers}")
+        raise InputError(f"workers must be >= 1, got {config.workers}")
     for split in SPLITS:
         if config.identities(split) < 0:
-            raise ValueError(f"{split}_identities must be >= 0, got {config.identities(split)}")
+            raise InputError(f"{split}_identities must be >= 0, got {config.identities(split)}")
 
 
 def plan_world(config: SyntheticWorldConfig) -> WorldPlan:
@@ -233,7 +234,7 @@ def _label_tile(img: Image.Image, label: str, size: tuple[int, int]) -> Image.Im
 
 def _tile(tiles: list[Image.Image], columns: int, out_png: str | Path) -> Path:
     if not tiles:
-        raise ValueError("nothing to tile: the image list is empty")
+        raise InputError("nothing to tile: the image list is empty")
     w, h = tiles[0].size
     rows = (len(tiles) + columns - 1) // columns
     grid = Image.new("RGB", (columns * w, rows * h), (255, 255, 255))
