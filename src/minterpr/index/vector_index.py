@@ -31,13 +31,15 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import os
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence, Union, runtime_checkable
 
 import numpy as np
 
-from minterpr.errors import InputError
+from minterpr.errors import DatasetError, InputError
 from minterpr.registry import Registry
 
 INDEX_FORMAT = "minterpr-vector-index"  # IndexManifest.format
@@ -156,4 +158,85 @@ class VectorIndex(Protocol):
         """Write the index atomically, ``index.json`` last."""
 
 
-VECTOR_INDEXES: Registry[VectorIndex] = Registry("vector index")
+# Modules whose import registers a backend; loaded on the registry's first use (they import this one).
+# A module listed here that does not exist (a backend not written yet) is skipped.
+BACKEND_MODULES = ["minterpr.index.exact", "minterpr.index.faiss_index", "minterpr.index.qdrant_index"]
+
+
+class _BackendRegistry(Registry[VectorIndex]):
+    """A Registry that imports :data:`BACKEND_MODULES` before answering (no circular import)."""
+
+    _loaded = False
+
+    def _load(self) -> None:
+        if not self._loaded:
+            self._loaded = True
+            import importlib
+
+            for module in BACKEND_MODULES:
+                try:
+                    importlib.import_module(module)
+                except ModuleNotFoundError as error:
+                    if error.name != module:  # the module exists but something it imports does not
+                        raise
+
+    def get(self, name: str) -> Any:
+        self._load()
+        return super().get(name)
+
+    def names(self) -> list[str]:
+        self._load()
+        return super().names()
+
+    def __contains__(self, name: object) -> bool:
+        self._load()
+        return super().__contains__(name)
+
+
+VECTOR_INDEXES: Registry[VectorIndex] = _BackendRegistry("vector index")
+
+
+def write_manifest(directory: str | os.PathLike[str], manifest: IndexManifest) -> None:
+    """Write ``DIR/index.json`` atomically (the last file of a save)."""
+    from minterpr.fileio import atomic_write_text
+
+    atomic_write_text(Path(directory) / MANIFEST_FILE, json.dumps(asdict(manifest), indent=2, sort_keys=True) + "\n")
+
+
+def read_manifest(directory: str | os.PathLike[str]) -> IndexManifest:
+    """The manifest of a saved index; DatasetError for a missing, half-written or foreign one."""
+    path = Path(directory) / MANIFEST_FILE
+    if not Path(directory).is_dir():
+        raise DatasetError(directory, "no saved vector index here (not a directory)")
+    if not path.is_file():
+        raise DatasetError(directory, f"no {MANIFEST_FILE}: not a saved vector index, or its save did not finish; "
+                                      "save it again (index.save(DIR) or `minterpr index build`)")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        manifest = IndexManifest(**data)
+    except (OSError, ValueError, TypeError) as error:
+        raise DatasetError(path, f"unreadable index manifest ({error}); rebuild the index") from None
+    if manifest.format != INDEX_FORMAT or manifest.version != INDEX_VERSION:
+        raise DatasetError(directory, f"format {manifest.format!r} version {manifest.version}, this minterpr reads "
+                                      f"{INDEX_FORMAT!r} version {INDEX_VERSION}; rebuild the index")
+    return manifest
+
+
+def load_vector_index(directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None,
+                      mmap: bool = False) -> VectorIndex:
+    """Reopen a saved index with the backend that wrote it (no re-embedding).
+
+    ``expected_fingerprint``: the fingerprint of the model whose queries will search it; an index
+    built by another model is refused (DatasetError naming both). ``mmap=True`` maps the stored
+    vectors read-only instead of reading them (large galleries)."""
+    manifest = read_manifest(directory)
+    if expected_fingerprint is not None and manifest.model_fingerprint != expected_fingerprint:
+        raise DatasetError(directory, f"built by the model with fingerprint {manifest.model_fingerprint!r}, not the "
+                                      f"loaded model ({expected_fingerprint!r}); rebuild it with this model "
+                                      "(`minterpr index build`)")
+    if manifest.backend not in VECTOR_INDEXES:
+        raise DatasetError(directory, f"written by the vector index {manifest.backend!r}, which this installation "
+                                      f"lacks (it has {', '.join(VECTOR_INDEXES.names())})")
+    backend: Any = VECTOR_INDEXES.get(manifest.backend)
+    return backend.load(Path(directory), manifest, mmap)
+
