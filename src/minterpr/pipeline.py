@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -44,6 +45,14 @@ class Pipeline:
     @property
     def model(self) -> Any:
         return self.backend.model
+
+    @cached_property
+    def model_fingerprint(self) -> str:
+        """The model's fingerprint (as ``TrainedRun.fingerprint``): what a stored gallery records
+        (``minterpr.index.gallery_store``) and is checked against when reopened."""
+        from minterpr.models.fingerprint import model_fingerprint
+
+        return model_fingerprint(self.model)
 
     def index_images(self, paths: Sequence[str | GalleryImage], person_ids: Sequence[str] | None = None,
                      camera_ids: Sequence[str | None] | None = None, *, root: str | None = None,
@@ -101,10 +110,13 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
     return list(values)
 
 
-def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64) -> Pipeline:
+def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64, engine: str = "auto",
+                  onnx_cache: str | Path | None = None) -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``) or a model file as
     a pipeline; CPU by default. A broken or missing run raises :class:`~minterpr.errors.RunError`
-    (see :func:`minterpr.trained_run.load_run`)."""
+    (see :func:`minterpr.trained_run.load_run`). ``engine`` and ``onnx_cache``: what encodes
+    gallery images (:class:`~minterpr.index.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
+    on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster)."""
     run = load_run(run_dir, device=device)
     weight = run.extras.scoring.attribute_weight if run.extras.scoring is not None else None
-    return Pipeline(run.backend(batch_size), run.run_dir, weight, run.extras)
+    return Pipeline(run.backend(batch_size, engine=engine, onnx_cache=onnx_cache), run.run_dir, weight, run.extras)

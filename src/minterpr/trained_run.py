@@ -34,6 +34,7 @@ import dataclasses
 import math
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -168,11 +169,22 @@ class TrainedRun:
         """The scoring of sessions and evaluation: the stored one, else the defaults."""
         return self.extras.scoring_config()
 
-    def backend(self, batch_size: int = 64) -> "NeuralBackend":
-        """The model as a retrieval backend (indexing, query encoding) on its device."""
+    @cached_property
+    def fingerprint(self) -> str:
+        """The model's fingerprint (:func:`minterpr.models.fingerprint.model_fingerprint`), computed
+        once: stored galleries and vector indexes record it and refuse another model's."""
+        from minterpr.models.fingerprint import model_fingerprint
+
+        return model_fingerprint(self.model)
+
+    def backend(self, batch_size: int = 64, **options: Any) -> "NeuralBackend":
+        """The model as a retrieval backend (indexing, query encoding) on its device; ``options``
+        are NeuralBackend's keywords (``engine``: "auto" unless given, ``onnx_cache``, ...)."""
         from minterpr.index.neural_backend import NeuralBackend
 
-        return NeuralBackend(self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size)
+        options.setdefault("engine", "auto")  # ONNX Runtime on CPU when installed: same results, faster
+        return NeuralBackend(self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size,
+                             **options)
 
 
 def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:

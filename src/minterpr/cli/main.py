@@ -19,6 +19,7 @@ COMMAND_MODULES = (
     "minterpr.cli.data",
     "minterpr.cli.simulate",
     "minterpr.cli.chat",
+    "minterpr.cli.index",
     "minterpr.cli.train",
     "minterpr.cli.eval",
 )
@@ -50,7 +51,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(handler(args) or 0)
     except MinterprError as err:  # a documented user error (minterpr.errors): one line, exit 2
-        name = " ".join(part for part in (args.command, getattr(args, "data_command", None)) if part)
+        # a command group names its subcommand's dest "<group>_command" ("data validate", "index build")
+        name = " ".join(part for part in (args.command, getattr(args, f"{args.command}_command", None)) if part)
         print(f"minterpr {name}: error: {err}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -1,0 +1,156 @@
+"""``minterpr index``: embed a gallery once into a store that reopens in a second.
+
+``index build`` embeds the images of a folder (its gallery manifest, or every image file in it)
+with a trained run, skips and summarises the unreadable ones, and saves a gallery store
+(:mod:`minterpr.index.gallery_store`: embeddings, attribute probabilities, the images and their
+metadata, the model's fingerprint) with a vector index over it (``--backend``: ``exact``,
+``faiss_hnsw``, ``faiss_ivfpq``, ``qdrant`` where installed; ``none`` for no vector index).
+``index info`` prints a store's manifest. ``minterpr chat --run RUN --index DIR`` then searches
+the store without re-embedding, and refuses one built by another model.
+
+Example:
+    $ minterpr index build --run runs/synth --images data/synth --out galleries/synth-test
+    $ minterpr index info galleries/synth-test
+    $ minterpr chat --run runs/synth --index galleries/synth-test
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any, TextIO
+
+from minterpr.cli.simulate import CLIError
+
+DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
+NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embeddings)
+
+
+def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from minterpr.cli.chat import gallery_images
+    from minterpr.index.gallery_store import build_vector_index, save_gallery
+    from minterpr.pipeline import load_pipeline
+
+    out = out or sys.stdout
+    images_dir = Path(args.images)
+    if not images_dir.is_dir():
+        raise CLIError(f"image directory not found: {images_dir}")
+    backend = args.backend
+    if backend != NO_BACKEND:
+        from minterpr.index.vector_index import VECTOR_INDEXES
+
+        if backend not in VECTOR_INDEXES:  # before the embedding, not after it
+            raise CLIError(f"--backend {backend!r} is not available here: choose one of "
+                           f"{', '.join([*VECTOR_INDEXES.names(), NO_BACKEND])}")
+    images = gallery_images(images_dir, args.gallery, args.split)
+    if args.camera is not None:  # crops of one camera: images that name none get it
+        images = [image if image.camera_id is not None else dataclasses.replace(image, camera_id=args.camera)
+                  for image in images]
+    pipeline = load_pipeline(args.run, device=args.device, batch_size=args.batch_size)
+    start = time.perf_counter()
+    try:
+        index = pipeline.index_images(images, root=os.path.abspath(images_dir), progress=sys.stderr.isatty())
+    except ValueError as err:  # InputError: nothing readable, a path listed twice
+        raise CLIError(str(err)) from None
+    seconds = time.perf_counter() - start
+    fingerprint = pipeline.model_fingerprint
+    vectors = None if backend == NO_BACKEND else build_vector_index(backend, index, model_fingerprint=fingerprint)
+    save_gallery(index, args.out, model_fingerprint=fingerprint, vector_index=vectors, rebuild=_rebuild_command(args))
+    print(f"indexed {len(index)} images in {seconds:.1f} s ({len(index) / max(seconds, 1e-9):.0f} images/s) "
+          f"with model {fingerprint}", file=out)
+    if index.skipped:
+        print(index.skipped_summary(), file=out)
+    print(f"saved to {args.out} ({'no vector index' if vectors is None else f'{backend} vector index'}); "
+          f"search it with: minterpr chat --run {shlex.quote(str(args.run))} --index {shlex.quote(str(args.out))}",
+          file=out)
+    return 0
+
+
+def _rebuild_command(args: argparse.Namespace) -> str:
+    """The ``minterpr index build`` command line that rebuilds this store (named when it is refused)."""
+    words = ["minterpr", "index", "build", "--run", str(args.run), "--images", str(args.images)]
+    for flag, value in (("--gallery", args.gallery), ("--camera", args.camera)):
+        if value is not None:
+            words += [flag, str(value)]
+    if args.split != "test":
+        words += ["--split", args.split]
+    if args.backend != DEFAULT_BACKEND:
+        words += ["--backend", args.backend]
+    return shlex.join([*words, "--out", str(args.out)])
+
+
+def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from minterpr.index.gallery_store import VECTORS, read_manifest
+
+    out = out or sys.stdout
+    manifest = read_manifest(args.dir)  # DatasetError for a half-written store or another version
+    data = dataclasses.asdict(manifest)
+    vectors_manifest = Path(args.dir) / VECTORS / "index.json"
+    if manifest.vector_backend is not None and vectors_manifest.is_file():
+        data["vector_index"] = json.loads(vectors_manifest.read_text(encoding="utf-8"))
+    if args.json:
+        print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+        return 0
+    vector_index: Any = data.get("vector_index")
+    rows = [("store", os.fspath(args.dir)), ("format", f"{manifest.format} version {manifest.version}"),
+            ("images", f"{manifest.count} ({manifest.skipped} skipped as unreadable)"),
+            ("embeddings", f"{manifest.count} x {manifest.dim} float32"),
+            ("attribute probabilities", "none" if manifest.labels is None else f"{manifest.count} x {manifest.labels}"),
+            ("model fingerprint", manifest.model_fingerprint or "unknown"), ("image root", manifest.root or "-"),
+            ("vector index", "none" if manifest.vector_backend is None else
+             f"{manifest.vector_backend} ({vector_index.get('count', '?')} vectors, "
+             f"{json.dumps(vector_index.get('params', {}), sort_keys=True)})" if vector_index else
+             f"{manifest.vector_backend} (its index.json is missing)"),
+            ("created", manifest.created), ("rebuild", manifest.rebuild)]
+    width = max(len(name) for name, _ in rows)
+    for name, value in rows:
+        print(f"{name:>{width}}: {value}", file=out)
+    return 0
+
+
+def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """``chat --index DIR``: (backend, scoring, index) of ``--run`` and the store, which must be
+    one that model built (DatasetError otherwise: one line, exit 2)."""
+    from minterpr.index.gallery_store import load_gallery
+    from minterpr.trained_run import load_run
+
+    if getattr(args, "run", None) is None:
+        raise CLIError("--index needs --run RUN: the model that built the store embeds the queries")
+    if not Path(args.index).is_dir():
+        raise CLIError(f"gallery store not found: {args.index} (build one with `minterpr index build`)")
+    run = load_run(args.run, device=getattr(args, "device", "cpu"))
+    index = load_gallery(args.index, expected_fingerprint=run.fingerprint)
+    return run.backend(), run.scoring_config(), index
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("index", help="embed a gallery once into a store; show a store",
+                                   description="Gallery stores: embedded once, reopened without re-embedding.")
+    parser.set_defaults(group_parser=parser)
+    sub = parser.add_subparsers(dest="index_command", metavar="INDEX_COMMAND")
+    build = sub.add_parser("build", help="embed a folder of images with a trained run and save the store",
+                           description="Embed a gallery with a trained run and save it (with a vector index).")
+    build.add_argument("--run", required=True, metavar="RUN",
+                       help="a trained run directory (its model.pt) or a model file")
+    build.add_argument("--images", required=True, metavar="DIR",
+                       help="image directory (with gallery_<split>.jsonl, or image files)")
+    build.add_argument("--gallery", metavar="MANIFEST", help="gallery manifest (default: DIR/gallery_<split>.jsonl)")
+    build.add_argument("--split", default="test", help="the split whose gallery_<split>.jsonl is read (default: test)")
+    build.add_argument("--out", required=True, metavar="INDEX_DIR",
+                       help="the store's folder (new, or a store to replace)")
+    build.add_argument("--backend", default=DEFAULT_BACKEND, metavar="NAME",
+                       help="vector index saved with the store: exact, faiss_hnsw, faiss_ivfpq, qdrant (where "
+                            f"installed) or {NO_BACKEND} (default: {DEFAULT_BACKEND})")
+    build.add_argument("--camera", metavar="ID", help="camera id of the images that name none (a folder of one camera)")
+    build.add_argument("--device", default="cpu", help="device the model runs on (default: cpu)")
+    build.add_argument("--batch-size", type=int, default=64, help="images embedded per batch")
+    build.set_defaults(handler=cmd_build)
+    info = sub.add_parser("info", help="print a store's manifest", description="Print a gallery store's manifest.")
+    info.add_argument("dir", metavar="INDEX_DIR", help="the store's folder")
+    info.add_argument("--json", action="store_true", help="the manifest as JSON")
+    info.set_defaults(handler=cmd_info)
