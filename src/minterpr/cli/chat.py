@@ -26,6 +26,7 @@ saved is printed on leaving. The terminal is the user's own, so ``:example`` may
 
 Example:
     $ minterpr chat --backend attribute --images data/synth --split test --transcript chat.json
+    $ minterpr chat --run runs/synth --index galleries/synth-test  # a store from `minterpr index build`
 """
 from __future__ import annotations
 
@@ -213,8 +214,7 @@ class ChatLoop:
         if command == "explain":
             step = session.step
             i = self._target(rest)
-            rank = int((step.ranking == i).nonzero()[0][0])
-            return self.say(f"{session.index.images[i].path}: {step.explain(rank).summary()}")
+            return self.say(f"{session.index.images[i].path}: {step.explain_image(i).summary()}")  # ranked or not
         raise InputError(f"unknown command :{command} (:help lists them)")
 
     def _turns(self, count: int, step) -> None:
@@ -309,12 +309,17 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
     from minterpr.interaction.session import Session
 
     out = stdout or sys.stdout
-    images_dir = Path(args.images)
-    if not images_dir.is_dir():
-        raise CLIError(f"image directory not found: {images_dir}")
-    images = gallery_images(images_dir, args.gallery, args.split)
-    backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
-    index = build_index(backend, images, str(images_dir), complete=False)  # chat reports skipped images
+    if getattr(args, "index", None) is not None:  # a stored gallery (`minterpr index build`): no re-embedding
+        from minterpr.cli.index import open_for_chat
+
+        backend, scoring, index = open_for_chat(args)  # refuses a store another model built
+    else:
+        images_dir = Path(args.images)
+        if not images_dir.is_dir():
+            raise CLIError(f"image directory not found: {images_dir}")
+        images = gallery_images(images_dir, args.gallery, args.split)
+        backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
+        index = build_index(backend, images, str(images_dir), complete=False)  # chat reports skipped images
     skipped = tuple(getattr(index, "skipped", ()) or ())
     if skipped:  # one line, then the chat goes on without them
         path, reason = skipped[0]
@@ -351,7 +356,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p = subparsers.add_parser("chat", help="interactive search in the terminal",
                               description="Describe a person, answer the system's questions, judge results.")
     add_backend_arguments(p)
-    p.add_argument("--images", required=True, metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
+    gallery = p.add_mutually_exclusive_group(required=True)
+    gallery.add_argument("--images", metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
+    gallery.add_argument("--index", metavar="INDEX_DIR", help="a gallery store built by `minterpr index build` "
+                                                              "with --run's model (nothing is re-embedded)")
     p.add_argument("--gallery", metavar="FILE", help="gallery manifest (default: DIR/gallery_<split>.jsonl)")
     p.add_argument("--split", default="test")
     p.add_argument("--top", type=int, default=5, help="results listed per turn")

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Protocol, Sequence
+from typing import Any, Protocol, Sequence
 
 import numpy as np
 
@@ -45,6 +45,9 @@ class GalleryIndex:
     attribute_probs: np.ndarray | None = None  # (N, L) P(label) over ONTOLOGY.flat_labels(), if the backend predicts them
     root: str | None = None  # image root the paths are relative to
     skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of each image the backend could not read
+    # optional nearest-neighbour index over the same embeddings, ids = gallery positions 0..N-1 (a VectorIndex):
+    #   sessions on a shortlist search it for the query's top-K instead of scanning every row
+    vectors: Any = field(default=None, repr=False, compare=False)
     _path_to_index: dict[str, int] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
@@ -96,6 +99,26 @@ class GalleryIndex:
     def scores(self, queries: np.ndarray) -> np.ndarray:
         """Cosine similarity of (D,) or (Q, D) queries with every image: (N,) or (Q, N)."""
         return queries.astype(np.float32) @ self.embeddings.T
+
+    def subset(self, rows: np.ndarray) -> "GalleryIndex":
+        """The images at gallery positions ``rows`` (in that order) as an index of their own: embeddings and
+        attribute probabilities copied, no ``vectors``, nothing skipped (a session's shortlist).
+
+        Example:
+            >>> index = GalleryIndex([GalleryImage(f"{i}.jpg", "x") for i in range(3)], np.eye(3, dtype=np.float32))
+            >>> index.subset(np.array([2, 0])).embeddings.tolist()
+            [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(np.unique(rows)) != len(rows):
+            raise InputError("subset: rows must be distinct gallery positions")
+        sub = object.__new__(GalleryIndex)  # a valid index's distinct rows are valid: no re-check, O(K)
+        sub.images = [self.images[i] for i in rows.tolist()]
+        sub.embeddings = self.embeddings[rows]
+        sub.attribute_probs = None if self.attribute_probs is None else self.attribute_probs[rows]
+        sub.root, sub.skipped, sub.vectors = self.root, (), None
+        sub._path_to_index = {image.path: j for j, image in enumerate(sub.images)}
+        return sub
 
     def rank(self, query: np.ndarray) -> np.ndarray:
         """Gallery indices best first for one (D,) query (stable: ties keep index order)."""

@@ -8,6 +8,14 @@ turn the whole conversation is re-encoded by the backend, combined with the expl
 seed), so :meth:`Session.undo` and :meth:`Session.replay` reproduce rankings exactly, and
 :meth:`Session.save_history` / :meth:`Session.load_history` keep a conversation in a file.
 
+Large galleries:
+    From ``ShortlistConfig.min_gallery`` images on (20,000 by default), a turn re-ranks only a
+    shortlist: the query's top-K (``index.vectors`` when the index has an ANN, else one exact
+    scan) plus every image the conversation judged or named, grown when rejections exhaust it
+    (:mod:`~minterpr.interaction.shortlist`). ``step.ranking`` then holds the shortlist's ranking
+    (K ≤ N gallery indices; :meth:`Step.rank_of` is None beyond it). ``shortlist=None`` ranks
+    every image at any size, ``shortlist=K`` uses a shortlist of K at any size.
+
 Errors:
     A turn is computed first and committed second. Every move (:meth:`~Session.describe`,
     :meth:`~Session.answer`, :meth:`~Session.feedback`, :meth:`~Session.example`,
@@ -46,8 +54,7 @@ from __future__ import annotations
 
 import os
 import random
-from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -56,12 +63,14 @@ from minterpr.data.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.dialogue_acts import known_attributes, question_slot, turn_facts, verdict
-from minterpr.interaction.explain import Explanation, explain_image
+from minterpr.interaction.explain import explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
                                            QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
                                            reference_information, shown_person_mass)
-from minterpr.interaction.reranking import RerankConfig, rerank
+from minterpr.interaction.reranking import RerankConfig
+from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
+from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
 from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 
@@ -70,48 +79,6 @@ __all__ = ["Action", "AskQuestion", "HistoryEntry", "Session", "ShowReferences",
 _REFERENCE_PROMPTS = ("Is this the person? If not, tell me what is different.",
                       "Could it be one of these? Tell me how they differ from the person you saw.",
                       "Does one of these look right? If not, what is different?")
-
-
-@dataclass(frozen=True)
-class AskQuestion:
-    """The system asks about an attribute slot."""
-
-    slot: str
-    text: str
-    gain: float | None = None  # expected information gain (nats) when the policy estimates it
-
-
-@dataclass(frozen=True)
-class ShowReferences:
-    """The system shows gallery images and asks whether one is the person (or how they differ)."""
-
-    indices: tuple[int, ...]  # gallery indices, the policy's preferred first
-    text: str
-
-
-Action = AskQuestion | ShowReferences
-
-
-@dataclass
-class Step:
-    """The state after a turn: the ranking, its scores and the system's next move."""
-
-    ranking: np.ndarray  # (N,) gallery indices, best first
-    scores: np.ndarray  # (N,) final scores in ranking order
-    action: Action | None  # the next system move; None = nothing to ask (e.g. the person was confirmed)
-    anchor: int | None  # gallery index of the anchor image used in re-ranking, if any
-    _explain: Callable[[int], Explanation] = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
-
-    def explain(self, k: int) -> Explanation:
-        """Which facts so far the result at (0-based) rank ``k`` matches and contradicts."""
-        k = gallery_position(k, len(self.ranking), "rank k")
-        return self._explain(int(self.ranking[k]))
-
-    def gallery_scores(self) -> np.ndarray:
-        """(N,) the final scores in gallery order."""
-        out = np.empty_like(self.scores)
-        out[self.ranking] = self.scores
-        return out
 
 
 class Session:
@@ -123,7 +90,8 @@ class Session:
                  reranking: RerankConfig = RerankConfig(), seed: int = 0,
                  schedule: str | Sequence[str] | Schedule = "auto", num_references: int = 3,
                  history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-                 allow_external_images: bool = False) -> None:
+                 allow_external_images: bool = False,
+                 shortlist: ShortlistConfig | int | None = ShortlistConfig()) -> None:
         if not isinstance(gallery_index, GalleryIndex):
             raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
         if len(gallery_index) == 0:
@@ -145,6 +113,9 @@ class Session:
         self.history_k = history_k  # results kept per history entry
         self.max_text_chars = max_text_chars  # longest text a turn may carry (longer is refused)
         self.allow_external_images = bool(allow_external_images)  # example images outside the index root
+        # large galleries are re-ranked on the query's top-K (interaction/shortlist.py); the default ranks
+        # galleries under 20,000 images whole; None = always whole, an int K = a shortlist of K at any size
+        self.shortlist = make_shortlist(shortlist)
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -284,7 +255,8 @@ class Session:
         """The session's settings, for evaluation records."""
         return {"question_policy": self.question_policy.name, "reference_policy": self.reference_policy.name,
                 "schedule": self.schedule.describe(), "num_references": self.num_references,
-                "reranking": self.reranking.to_dict(), "seed": self.seed}
+                "reranking": self.reranking.to_dict(), "seed": self.seed,
+                "shortlist": self.shortlist.to_dict() if self.shortlist and self.shortlist.applies(len(self.index)) else None}
 
     # ----- keeping a conversation -------------------------------------------------------------
     def save_history(self, path: str | os.PathLike[str]) -> str:
@@ -335,15 +307,19 @@ class Session:
         queries = self.backend.encode_turns(turns, self.index)  # (R, D)
         judgements = self._judgements(history)
         facts = _facts(history)
-        result = rerank(self.index.scores(queries[-1]), self.index, facts, judgements, self.reranking)
-        ranking = np.argsort(-result.scores, kind="stable")
+        named = {self.index.index_of(t.image_path) for t in turns if isinstance(t, ExampleTurn)} - {None}
+        found = rank_candidates(self.index, queries[-1], facts, judgements, self.shortlist, self.reranking,
+                                named=named, min_open=self.num_references + 1)  # every image on the exact path
+        order = np.argsort(-found.scores, kind="stable")  # (K,) positions among the candidates, best first
         done = any(judgements.values())
-        ctx = PolicyContext(self.index, result.scores, ranking, facts, _asked_slots(history), frozenset(judgements),
-                            self._rng)
+        ctx = PolicyContext(found.index, found.scores, order, facts, _asked_slots(history),
+                            frozenset(found.local(judgements)), self._rng)
         action = None if done else self._next_action(ctx, len(history))
+        if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
+            action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
-        return Step(ranking, result.scores[ranking], action, result.anchor,
-                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth))
+        return Step(found.rows[order], found.scores[order], action, found.anchor,
+                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth), len(self.index))
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:

@@ -1,0 +1,203 @@
+"""Sessions over large galleries: re-rank a shortlist of the query's nearest images, not every image.
+
+Each turn of a :class:`~minterpr.interaction.session.Session` scores the gallery with the
+query, then adds the conversation's evidence (:func:`~minterpr.interaction.reranking.rerank`:
+attribute log-likelihood, rejections and their near-duplicates, the anchor) and runs the
+policies. On the **exact path** all of that runs over all N images. On a **shortlist**
+(:class:`ShortlistConfig`, the default for galleries of ``min_gallery`` images or more) it
+runs over the candidates only, so a turn costs O(K) after one nearest-neighbour search:
+
+1. the query's top-``size`` images: ``index.vectors.search(query, K)`` when the gallery has a
+   vector index (FAISS, ...), else an exact ``argpartition`` of one N × D scan;
+2. plus, always, every image the conversation judged (confirmed, rejected, unsure) and every
+   gallery image it named (example turns);
+3. the evidence is added on those rows alone (``GalleryIndex.subset``); when an anchor is
+   found (and ``anchor_search``), the top-K of the blended query ``λ·q + (1 − λ)·anchor`` join
+   the candidates (anchor refinement scores by exactly that inner product, so the images it
+   lifts are there) and the candidates are re-ranked once more;
+4. **growth**: an image left out scores at most the bound its query score allows — at most the
+   K-th best query score, plus the largest attribute term any image can get (every fact at
+   probability ``1 - prob_floor``), no penalty; blended with the anchor, at most the K-th best
+   blended score. While fewer than ``max(certify, min_open)`` unjudged candidates score at
+   least that bound (rejections demote the candidates, the facts contradict them), K grows by
+   ``growth`` and the turn starts over, up to ``max_size`` candidates (then the turn keeps
+   what it has: certification is given up for a bounded cost) or the whole gallery. So the first ``certify``
+   results are those of the exact path whenever the nearest-neighbour search is exact (the
+   ``argpartition``) and the anchor is the one the exact path finds.
+
+The result is a pure function of the turns, so replays stay identical. With K ≥ N the
+shortlist is the whole gallery and the scores are those of the exact path, bit for bit.
+
+Example:
+    >>> import numpy as np
+    >>> from minterpr.index.gallery_index import GalleryIndex
+    >>> from minterpr.types import GalleryImage
+    >>> rng = np.random.default_rng(0)
+    >>> emb = rng.normal(size=(50, 8)).astype(np.float32); emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+    >>> index = GalleryIndex([GalleryImage(f"{i}.jpg", f"x:{i}") for i in range(50)], emb)
+    >>> found = rank_candidates(index, emb[7], (), {3: False}, ShortlistConfig(size=5, min_gallery=0, certify=0))
+    >>> len(found.rows), 3 in found.rows, 7 in found.rows  # top 5 plus the judged image
+    (6, True, True)
+    >>> int(found.rows[np.argmax(found.scores)])
+    7
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any, Collection, Mapping, Sequence
+
+import numpy as np
+
+from minterpr.data.phrasing import Fact
+from minterpr.errors import InputError
+from minterpr.index.gallery_index import GalleryIndex
+from minterpr.interaction.reranking import RerankConfig, rerank
+
+__all__ = ["Candidates", "ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
+
+
+@dataclass(frozen=True)
+class ShortlistConfig:
+    """When and how a session works on a shortlist (see the module doc)."""
+
+    size: int = 2000  # K: candidates taken from the query's nearest images each turn
+    min_gallery: int = 20_000  # galleries with fewer images are ranked whole (the exact path)
+    growth: float = 2.0  # factor K grows by while rejections leave too few open candidates
+    anchor_search: bool = True  # with an anchor, also take the blended query's top-K (one more search)
+    certify: int = 10  # the shortlist grows until this many unjudged candidates provably lead every image left out
+    max_size: int | None = 16_000  # growth stops at this many candidates (a bound on a turn's cost); None = up to N
+
+    def __post_init__(self) -> None:
+        for name, low in (("size", 1), ("min_gallery", 0), ("certify", 0), ("max_size", 1)):
+            value = getattr(self, name)
+            if name == "max_size" and value is None:
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+                raise InputError(f"shortlist: {name} must be an int >= {low}, got {value!r}")
+            object.__setattr__(self, name, int(value))
+        if isinstance(self.growth, bool) or not isinstance(self.growth, (int, float)) or not self.growth > 1:
+            raise InputError(f"shortlist: growth must be a number > 1, got {self.growth!r}")
+        if not isinstance(self.anchor_search, bool):
+            raise InputError(f"shortlist: anchor_search must be true or false, got {self.anchor_search!r}")
+
+    def applies(self, num_images: int) -> bool:
+        """Whether a gallery of ``num_images`` is ranked on a shortlist."""
+        return num_images >= self.min_gallery
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def make_shortlist(option: Any) -> ShortlistConfig | None:
+    """The Session option read: None (always exact), an int K (a shortlist of K at any gallery
+    size) or a :class:`ShortlistConfig`.
+
+    Example:
+        >>> make_shortlist(500)
+        ShortlistConfig(size=500, min_gallery=0, growth=2.0, anchor_search=True, certify=10, max_size=16000)
+    """
+    if option is None or isinstance(option, ShortlistConfig):
+        return option
+    if isinstance(option, (int, np.integer)) and not isinstance(option, bool):
+        return ShortlistConfig(size=int(option), min_gallery=0)
+    raise InputError(f"shortlist must be None, an int K or a ShortlistConfig, got {option!r}")
+
+
+@dataclass(frozen=True)
+class Candidates:
+    """The images a turn ranked and their final scores."""
+
+    rows: np.ndarray  # (K,) gallery positions, ascending; arange(N) on the exact path
+    index: GalleryIndex  # those images as an index (the gallery itself on the exact path)
+    scores: np.ndarray  # (K,) float64 final scores, rows order
+    anchor: int | None  # gallery index of the anchor used in re-ranking, if any
+
+    def local(self, gallery_indices: Collection[int]) -> list[int]:
+        """Positions in ``rows`` of gallery images that are candidates (all judged images are)."""
+        wanted = np.asarray(sorted(gallery_indices), dtype=np.int64)
+        at = np.searchsorted(self.rows, wanted)
+        ok = at < len(self.rows)
+        ok[ok] &= self.rows[at[ok]] == wanted[ok]
+        return at[ok].tolist()
+
+
+def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndarray | None = None) -> np.ndarray:
+    """(≤ k,) gallery positions of the query's top-k (unordered): ``index.vectors`` when set, else an
+    exact ``argpartition`` of ``scores`` (the (N,) scan, computed when not given)."""
+    n = len(index)
+    if index.vectors is not None:
+        ids = np.asarray(index.vectors.search(np.asarray(query, np.float32)[None], min(k, n)).ids[0])
+        return ids[(ids >= 0) & (ids < n)]
+    if k >= n:
+        return np.arange(n)
+    scores = index.scores(query) if scores is None else scores
+    return np.argpartition(scores, n - k)[n - k:]
+
+
+def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact],
+                    judgements: Mapping[int, bool | None], shortlist: ShortlistConfig | None,
+                    config: RerankConfig = RerankConfig(), *, named: Collection[int] = (),
+                    min_open: int = 1) -> Candidates:
+    """Rank the gallery for one (D,) query: on the exact path when ``shortlist`` is None or does
+    not apply to this gallery's size, else on a growing shortlist (module doc). ``named``:
+    gallery images the conversation named that must be candidates; ``min_open``: leading
+    candidates below which the shortlist grows (as ``ShortlistConfig.certify``)."""
+    n = len(index)
+    if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
+        return _exact(index, query, facts, judgements, config)
+    query = np.asarray(query, dtype=np.float32)
+    full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
+    must = np.asarray(sorted({*judgements, *named}), dtype=np.int64)
+    # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
+    distinct = len(dict.fromkeys(facts)) if config.attributes and index.attribute_probs is not None else 0
+    best_evidence = config.attribute_weight * distinct * math.log(1.0 - config.prob_floor)
+    k = min(shortlist.size, n)
+    while True:
+        top = nearest_rows(index, query, k, full)
+        rows = np.union1d(top, must)
+        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, config)
+        # the most an image outside the shortlist could score: its query score is at most the K-th best
+        edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
+        bound = edge + best_evidence
+        if found.anchor is not None and config.anchor:
+            lam = config.confirmed_lambda if judgements.get(found.anchor) is True else config.anchor_lambda
+            bound = lam * (edge + best_evidence) + (1.0 - lam)  # anchor similarity <= 1
+            if shortlist.anchor_search:
+                anchor = index.embeddings[found.anchor]
+                blend = lam * query + (1.0 - lam) * anchor  # anchor refinement scores by this inner product
+                blend_scores = None if full is None else lam * full + (1.0 - lam) * index.scores(anchor)
+                near = nearest_rows(index, blend, k, blend_scores)
+                grown = np.union1d(rows, near)
+                if len(grown) > len(rows):
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config)
+                if len(near) < n:
+                    bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
+        unjudged = np.ones(len(found.rows), dtype=bool)
+        unjudged[found.local(judgements)] = False
+        if int((found.scores[unjudged] >= bound).sum()) >= max(min_open, shortlist.certify):
+            return found
+        if shortlist.max_size is not None and k >= shortlist.max_size:
+            return found  # the cap: the best the shortlist could do within its budget
+        k = int(math.ceil(k * shortlist.growth))
+        if shortlist.max_size is not None:
+            k = min(k, max(shortlist.max_size, shortlist.size))
+        if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
+            return _exact(index, query, facts, judgements, config)
+
+
+def _exact(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
+           config: RerankConfig) -> Candidates:
+    result = rerank(index.scores(query), index, facts, judgements, config)
+    return Candidates(np.arange(len(index)), index, result.scores, result.anchor)
+
+
+def _rerank_rows(index: GalleryIndex, rows: np.ndarray, query: np.ndarray, full: np.ndarray | None,
+                 facts: Sequence[Fact], judgements: Mapping[int, bool | None],
+                 config: RerankConfig) -> tuple[Candidates, np.ndarray]:
+    sub = index.subset(rows)  # (K, ...) the candidates
+    scores = full[rows] if full is not None else sub.scores(query)  # (K,) exact re-scoring of an ANN's shortlist
+    local = dict(zip(np.searchsorted(rows, list(judgements)).tolist(), judgements.values()))
+    result = rerank(scores, sub, facts, local, config)
+    anchor = None if result.anchor is None else int(rows[result.anchor])
+    return Candidates(rows, sub, result.scores, anchor), scores
