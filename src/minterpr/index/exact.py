@@ -27,7 +27,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.index.row_store import RowStore, check_k, check_queries, clear_manifest, exact_top_k
+from minterpr.index.row_store import RowStore, StoredRowsMixin, check_k, check_queries, clear_manifest, exact_top_k
 from minterpr.index.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 SUBSET_FRACTION = 0.5  # a filter matching fewer rows than this fraction scores only those rows
@@ -54,7 +54,7 @@ def to_result(store: RowStore, rows: np.ndarray, scores: np.ndarray) -> SearchRe
 
 
 @VECTOR_INDEXES.register("exact")
-class ExactIndex:
+class ExactIndex(StoredRowsMixin):
     """Exact inner-product search over fp32 or fp16 rows (see the module doc)."""
 
     name = "exact"
@@ -67,9 +67,6 @@ class ExactIndex:
     @property
     def params(self) -> dict[str, Any]:
         return {"dtype": str(self.store.dtype)}
-
-    def __len__(self) -> int:
-        return self.store.count
 
     def add(self, vectors: np.ndarray, ids: np.ndarray, metadata: Sequence[Mapping[str, Any]] | None = None) -> None:
         self.store.append(vectors, ids, metadata)
@@ -88,12 +85,6 @@ class ExactIndex:
         allowed = self.store.allowed(where)
         rows, scores = search_rows(self.store, queries, k, allowed)
         return to_result(self.store, rows, scores)
-
-    def get_vectors(self, ids: np.ndarray) -> np.ndarray:
-        return np.asarray(self.store.vectors[self.store.rows_of(ids)], dtype=np.float32)
-
-    def get_metadata(self, ids: np.ndarray) -> list[dict[str, Any]]:
-        return self.store.metadata_of(self.store.rows_of(ids))
 
     def save(self, directory: str | os.PathLike[str]) -> None:
         """Write the rows (deleted ones dropped) and index.json last."""

@@ -39,7 +39,7 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.index.exact import search_rows, to_result
-from minterpr.index.row_store import RowStore, check_k, check_queries, check_vectors, clear_manifest, finish_top_k
+from minterpr.index.row_store import RowStore, StoredRowsMixin, check_k, check_queries, check_vectors, clear_manifest, finish_top_k
 from minterpr.index.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 FAISS_FILE = "faiss.index"
@@ -55,7 +55,7 @@ def import_faiss() -> Any:
     return faiss
 
 
-class _FaissIndex:
+class _FaissIndex(StoredRowsMixin):
     """What HNSW and IVF-PQ share: the row store, filters, over-fetch, re-ranking, persistence."""
 
     name = ""
@@ -93,9 +93,6 @@ class _FaissIndex:
                 "brute_force_below": self.brute_force_below}
 
     # --- the protocol ------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return self.store.count
-
     def add(self, vectors: np.ndarray, ids: np.ndarray, metadata: Sequence[Mapping[str, Any]] | None = None) -> None:
         with self.store.lock:
             start = self.store.n
@@ -145,12 +142,6 @@ class _FaissIndex:
         if len(short):  # the ANN search missed allowed rows: answer those queries exactly
             rows[short], scores[short] = search_rows(self.store, queries[short], k, allowed)
         return to_result(self.store, rows, scores)
-
-    def get_vectors(self, ids: np.ndarray) -> np.ndarray:
-        return np.asarray(self.store.vectors[self.store.rows_of(ids)], dtype=np.float32)
-
-    def get_metadata(self, ids: np.ndarray) -> list[dict[str, Any]]:
-        return self.store.metadata_of(self.store.rows_of(ids))
 
     # --- persistence -------------------------------------------------------------------------
     def save(self, directory: str | os.PathLike[str]) -> None:

@@ -299,3 +299,19 @@ def clear_manifest(directory: str | os.PathLike[str]) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     (folder / MANIFEST_FILE).unlink(missing_ok=True)
     return folder
+
+
+class StoredRowsMixin:
+    """The protocol's reads that only need the rows (``self.store``): shared by every backend that
+    keeps its vectors and metadata in a :class:`RowStore`."""
+
+    store: RowStore
+
+    def __len__(self) -> int:
+        return self.store.count
+
+    def get_vectors(self, ids: np.ndarray) -> np.ndarray:
+        return np.asarray(self.store.vectors[self.store.rows_of(ids)], dtype=np.float32)
+
+    def get_metadata(self, ids: np.ndarray) -> list[dict[str, Any]]:
+        return self.store.metadata_of(self.store.rows_of(ids))
