@@ -39,7 +39,8 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.index.exact import search_rows, to_result
-from minterpr.index.row_store import RowStore, StoredRowsMixin, check_k, check_queries, check_vectors, clear_manifest, finish_top_k
+from minterpr.index.row_store import (RowStore, StoredRowsMixin, check_k, check_queries, check_vectors, clear_manifest,
+                                      finish_top_k)
 from minterpr.index.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 FAISS_FILE = "faiss.index"
