@@ -1,0 +1,256 @@
+"""The frozen text encoder on ONNX Runtime: the fast CPU path for a search turn's new utterance.
+
+A session turn runs the text encoder on one short utterance (earlier ones are cached by the
+backend). On CPU, eager PyTorch spends most of that in framework overhead around MiniLM's six
+small layers; ONNX Runtime runs the same float32 graph ~2-3x faster with the same features (max
+|difference| ~1e-6; ``benchmarks/bench_text_encode.py``).
+
+:func:`export_text_encoder` writes ``input_ids (B, T), attention_mask (B, T) -> features (B, Dt)``
+(the BERT model + masked mean pooling, exactly ``model.text_encoder(tokens)["global"]``) with
+dynamic batch and sequence axes; tokenisation stays in Python (the model's own tokenizer). The
+export records :func:`text_fingerprint` in the ONNX metadata and is checked against PyTorch on
+texts of several lengths before use (:class:`~minterpr.errors.RunError` above
+:data:`CHECK_TOLERANCE`). :func:`load_text_engine` with a ``cache`` path reuses an export written
+there only when its fingerprint matches; :class:`TextFeaturizer` picks the engine for a backend.
+
+Example:
+    >>> from minterpr.models import create_model
+    >>> model = create_model("tiny").eval()
+    >>> featurize = TextFeaturizer(model, "torch")
+    >>> featurize(["a man in red", "white shoes"]).shape, featurize.engine_name
+    (torch.Size([2, 32]), 'torch')
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import importlib.util
+import io
+import logging
+import os
+import threading
+import warnings
+from pathlib import Path
+from typing import TYPE_CHECKING, Sequence
+
+import numpy as np
+import torch
+from torch import nn
+
+from minterpr.errors import InputError, RunError
+from minterpr.fileio import atomic_write
+
+if TYPE_CHECKING:
+    from .query_model import RetrievalModel
+
+EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weights
+OPSET = 17
+FINGERPRINT_KEY = "minterpr.text_fingerprint"
+CHECK_TOLERANCE = 1e-4  # largest |ONNX - PyTorch| accepted on the check texts (float32 gives ~1e-6)
+INSTALL_HINT = "pip install 'minterpr[onnx]'"
+CHECK_TEXTS = ("no", "a young woman in a long red coat with black trousers, carrying a grey shoulder bag",
+               "what colour are the shoes? white")  # lengths 3..~20 tokens, padded together once
+ENGINES = ("torch", "onnx", "auto")
+
+logger = logging.getLogger(__name__)
+
+
+def text_fingerprint(model: "RetrievalModel") -> str:
+    """sha256 of what the text features depend on: the text encoder's weights and buffers, its
+    pooling options and :data:`EXPORT_VERSION`.
+
+    Example:
+        >>> from minterpr.models import create_model
+        >>> a, b = create_model("tiny"), create_model("tiny")
+        >>> text_fingerprint(a) == text_fingerprint(a), text_fingerprint(a) == text_fingerprint(b)
+        (True, False)
+    """
+    encoder = model.text_encoder
+    digest = hashlib.sha256(f"v{EXPORT_VERSION};{getattr(encoder, 'normalize', None)}".encode())
+    for name, tensor in sorted(encoder.state_dict().items()):
+        data = tensor.detach().cpu().contiguous()
+        digest.update(f"{name};{data.dtype};{tuple(data.shape)};".encode())
+        digest.update(data.numpy().tobytes() if data.dtype != torch.bfloat16 else data.float().numpy().tobytes())
+    return digest.hexdigest()
+
+
+class _TextTower(nn.Module):
+    """(input_ids, attention_mask) -> pooled features of a text encoder: the graph that is exported."""
+
+    def __init__(self, encoder: nn.Module) -> None:
+        super().__init__()
+        self.encoder = encoder
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        tokens = {"input_ids": input_ids, "attention_mask": attention_mask,
+                  "token_type_ids": torch.zeros_like(input_ids)}  # single sentences: segment 0
+        return self.encoder(tokens)["global"]  # (B, Dt)
+
+
+def export_text_encoder(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
+    """The ONNX bytes of ``model``'s text encoder (batch and sequence axes dynamic), its
+    fingerprint in the metadata (:func:`text_fingerprint` unless given)."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
+        raise ImportError(f"exporting to ONNX needs the onnx package: {INSTALL_HINT}") from None
+
+    encoder = copy.deepcopy(model.text_encoder).cpu().float().eval()
+    bert = getattr(encoder, "model", None)
+    if bert is not None and hasattr(bert, "set_attn_implementation"):
+        bert.set_attn_implementation("eager")  # traces to plain MatMul/Softmax with a dynamic length
+    tokens = encoder.tokenize(list(CHECK_TEXTS[1:]))  # two texts, padded: the mask path is traced
+    example = (tokens["input_ids"], tokens["attention_mask"])
+    buffer = io.BytesIO()
+    with warnings.catch_warnings(), torch.no_grad():
+        warnings.simplefilter("ignore")  # tracer warnings about shapes the dynamic axes cover
+        torch.onnx.export(
+            _TextTower(encoder), example, buffer, input_names=["input_ids", "attention_mask"],
+            output_names=["features"], opset_version=OPSET, dynamo=False,
+            dynamic_axes={"input_ids": {0: "batch", 1: "length"}, "attention_mask": {0: "batch", 1: "length"},
+                          "features": {0: "batch"}},
+        )
+    graph = onnx.load_from_string(buffer.getvalue())
+    entry = graph.metadata_props.add()
+    entry.key, entry.value = FINGERPRINT_KEY, fingerprint or text_fingerprint(model)
+    return graph.SerializeToString()
+
+
+class OnnxTextEngine:
+    """An ONNX Runtime session of an exported text encoder: ``engine(tokens)`` -> (B, Dt) float32
+    numpy features. Thread-safe (ONNX Runtime's ``run`` may be called from several threads)."""
+
+    def __init__(self, model_bytes: bytes, *, threads: int | None = None) -> None:
+        try:
+            import onnxruntime as ort
+        except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
+            raise ImportError(f"engine='onnx' needs onnxruntime: {INSTALL_HINT}") from None
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or torch.get_num_threads()  # as many as torch would use
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle between turns
+        self.session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+        self.fingerprint = self.session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY)
+
+    def __call__(self, tokens: dict[str, torch.Tensor]) -> np.ndarray:
+        feeds = {name: np.ascontiguousarray(tokens[name].cpu().numpy(), dtype=np.int64)
+                 for name in ("input_ids", "attention_mask")}
+        return self.session.run(None, feeds)[0]
+
+
+def check_text_engine(engine: OnnxTextEngine, model: "RetrievalModel") -> float:
+    """Max |ONNX - PyTorch| of the features of :data:`CHECK_TEXTS` (batched, so with padding, and
+    one alone); RunError above :data:`CHECK_TOLERANCE`."""
+    encoder = model.text_encoder
+    was_training = encoder.training
+    difference = 0.0
+    try:
+        encoder.eval()
+        for texts in (list(CHECK_TEXTS), [CHECK_TEXTS[0]]):
+            tokens = encoder.tokenize(texts)
+            with torch.inference_mode():
+                reference = encoder({k: v.to(model.device) for k, v in tokens.items()})["global"]
+            difference = max(difference, float(np.abs(engine(tokens) - reference.float().cpu().numpy()).max()))
+    finally:
+        encoder.train(was_training)
+    if not difference <= CHECK_TOLERANCE:
+        raise RunError("onnx export", f"the ONNX text encoder differs from the PyTorch model by {difference:.3g} "
+                                      f"(> {CHECK_TOLERANCE}): use engine='torch'")
+    return difference
+
+
+def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *,
+                     threads: int | None = None) -> OnnxTextEngine:
+    """An :class:`OnnxTextEngine` computing ``model.text_features``, checked against the model.
+
+    ``cache``: an ``.onnx`` file to reuse when its recorded fingerprint is the model's, (re)written
+    atomically otherwise; None exports in memory (a few seconds for MiniLM).
+    """
+    fingerprint = text_fingerprint(model)
+    if cache is not None and Path(cache).is_file():
+        try:
+            engine = OnnxTextEngine(Path(cache).read_bytes(), threads=threads)
+        except Exception:  # noqa: BLE001 - a corrupt or foreign file is rebuilt below
+            engine = None
+        if engine is not None and engine.fingerprint == fingerprint:
+            check_text_engine(engine, model)
+            return engine
+    data = export_text_encoder(model, fingerprint)
+    if cache is not None:
+        atomic_write(cache, lambda f: f.write(data))
+    engine = OnnxTextEngine(data, threads=threads)
+    check_text_engine(engine, model)
+    return engine
+
+
+class TextFeaturizer:
+    """``featurize(texts)`` -> (n, Dt) float32 text features on the model's device, like
+    :meth:`RetrievalModel.text_features`, on ``engine`` "torch" (the reference), "onnx" or "auto"
+    (ONNX Runtime on a CPU device when installed and the export passes its check, else torch).
+    The engine is resolved (and exported) at the first call, once, under a lock; ``cache`` is an
+    ``.onnx`` file for that export. Thread-safe.
+    """
+
+    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
+                 cache: str | os.PathLike[str] | None = None, batch_size: int = 256) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        self.model = model
+        self.engine = engine  # as asked; engine_name says what runs once resolved
+        self.cache = cache
+        self.batch_size = batch_size  # texts per encoder call (similar lengths batched together)
+        self._onnx: OnnxTextEngine | None = None
+        self._resolved: str | None = "torch" if engine == "torch" else None
+        self._lock = threading.Lock()
+
+    @property
+    def engine_name(self) -> str:
+        """"torch" or "onnx": what computes the features (resolving "auto" builds the export)."""
+        if self._resolved is None:
+            with self._lock:
+                if self._resolved is None:
+                    self._resolved = self._resolve()
+        return self._resolved
+
+    def _resolve(self) -> str:
+        on_cpu = str(self.model.device) == "cpu"
+        if self.engine == "onnx":
+            if not on_cpu:
+                raise InputError(f"engine='onnx' runs on the CPU only; the model's device is {self.model.device}")
+            self._onnx = load_text_engine(self.model, self.cache)
+            return "onnx"
+        if not on_cpu or importlib.util.find_spec("onnxruntime") is None:
+            return "torch"
+        try:  # "auto": any reason the export cannot be used means the reference engine
+            self._onnx = load_text_engine(self.model, self.cache)
+        except Exception as exc:  # noqa: BLE001
+            logger.info("engine='auto' encodes text with torch: the ONNX export failed (%s)", exc)
+            return "torch"
+        return "onnx"
+
+    def __call__(self, texts: Sequence[str]) -> torch.Tensor:
+        texts = list(texts)
+        if self.engine_name == "torch" or not texts:
+            with torch.inference_mode():
+                return self.model.text_features(texts, batch_size=self.batch_size)
+        assert self._onnx is not None
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))  # as RetrievalModel.text_features
+        features = np.empty((len(texts), self.model.text_dim), np.float32)
+        for start in range(0, len(texts), self.batch_size):
+            rows = order[start : start + self.batch_size]
+            features[rows] = self._onnx(self.model.text_encoder.tokenize([texts[i] for i in rows]))
+        return torch.from_numpy(features)
+
+
+def text_cache_path(image_cache: str | os.PathLike[str] | None) -> Path | None:
+    """Where the text export is kept next to an image export file: ``x.onnx`` -> ``x.text.onnx``.
+
+    Example:
+        >>> str(text_cache_path("cache/image.onnx")), text_cache_path(None)
+        ('cache/image.text.onnx', None)
+    """
+    if image_cache is None:
+        return None
+    path = Path(image_cache)
+    return path.with_name(f"{path.stem}.text{path.suffix or '.onnx'}")
