@@ -34,7 +34,7 @@ import os
 import threading
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import numpy as np
 import torch
@@ -226,17 +226,26 @@ def load_image_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
     for EfficientNet-Lite0).
     """
     fingerprint = image_fingerprint(model)
+    return load_checked_engine(cache, fingerprint, lambda data: OnnxImageEngine(data, threads=threads),
+                               lambda: export_image_tower(model, fingerprint), lambda e: check_engine(e, model))
+
+
+def load_checked_engine(cache: str | os.PathLike[str] | None, fingerprint: str, open_engine: Callable[[bytes], Any],
+                        export: Callable[[], bytes], check: Callable[[Any], float]) -> Any:
+    """The engine of the ``cache`` file when it opens and records ``fingerprint``, else a fresh
+    ``export()`` (written to ``cache`` atomically when given); ``check``ed either way. Shared by
+    the image tower and the text encoder (:mod:`minterpr.models.onnx_text`)."""
     if cache is not None and Path(cache).is_file():
         try:
-            engine = OnnxImageEngine(Path(cache).read_bytes(), threads=threads)
+            engine = open_engine(Path(cache).read_bytes())
         except Exception:  # noqa: BLE001 - a corrupt or foreign file is rebuilt below
             engine = None
         if engine is not None and engine.fingerprint == fingerprint:
-            check_engine(engine, model)
+            check(engine)
             return engine
-    data = export_image_tower(model, fingerprint)
+    data = export()
     if cache is not None:
         atomic_write(cache, lambda f: f.write(data))
-    engine = OnnxImageEngine(data, threads=threads)
-    check_engine(engine, model)
+    engine = open_engine(data)
+    check(engine)
     return engine

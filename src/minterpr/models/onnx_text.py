@@ -38,7 +38,7 @@ import torch
 from torch import nn
 
 from minterpr.errors import InputError, RunError
-from minterpr.fileio import atomic_write
+from minterpr.models.onnx_export import load_checked_engine
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -168,20 +168,8 @@ def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | No
     atomically otherwise; None exports in memory (a few seconds for MiniLM).
     """
     fingerprint = text_fingerprint(model)
-    if cache is not None and Path(cache).is_file():
-        try:
-            engine = OnnxTextEngine(Path(cache).read_bytes(), threads=threads)
-        except Exception:  # noqa: BLE001 - a corrupt or foreign file is rebuilt below
-            engine = None
-        if engine is not None and engine.fingerprint == fingerprint:
-            check_text_engine(engine, model)
-            return engine
-    data = export_text_encoder(model, fingerprint)
-    if cache is not None:
-        atomic_write(cache, lambda f: f.write(data))
-    engine = OnnxTextEngine(data, threads=threads)
-    check_text_engine(engine, model)
-    return engine
+    return load_checked_engine(cache, fingerprint, lambda data: OnnxTextEngine(data, threads=threads),
+                               lambda: export_text_encoder(model, fingerprint), lambda e: check_text_engine(e, model))
 
 
 class TextFeaturizer:
