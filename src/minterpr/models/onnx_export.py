@@ -137,11 +137,6 @@ def _exportable_adaptive_pool() -> Iterator[None]:
 def export_image_tower(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
     """The ONNX bytes of ``model``'s image tower (BatchNorm folded, batch axis dynamic), its
     fingerprint in the metadata (:func:`image_fingerprint` unless given)."""
-    try:
-        import onnx
-    except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
-        raise ImportError(f"exporting to ONNX needs the onnx package: {INSTALL_HINT}") from None
-
     height, width = model.config.image_size
     tower = copy.deepcopy(model, memo={id(model.text_encoder): model.text_encoder}).cpu().float().eval()
     encoder = tower.image_encoder
@@ -166,10 +161,37 @@ def export_image_tower(model: "RetrievalModel", fingerprint: str | None = None) 
             output_names=["embedding", "attribute_logits"], opset_version=OPSET, dynamo=False,
             dynamic_axes={"pixels": {0: "batch"}, "embedding": {0: "batch"}, "attribute_logits": {0: "batch"}},
         )
-    graph = onnx.load_from_string(buffer.getvalue())
+    return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or image_fingerprint(model))
+
+
+def with_fingerprint(model_bytes: bytes, key: str, fingerprint: str) -> bytes:
+    """The ONNX graph ``model_bytes`` with ``fingerprint`` recorded in its metadata under ``key``."""
+    try:
+        import onnx
+    except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
+        raise ImportError(f"exporting to ONNX needs the onnx package: {INSTALL_HINT}") from None
+    graph = onnx.load_from_string(model_bytes)
     entry = graph.metadata_props.add()
-    entry.key, entry.value = FINGERPRINT_KEY, fingerprint or image_fingerprint(model)
+    entry.key, entry.value = key, fingerprint
     return graph.SerializeToString()
+
+
+def cpu_session(model_bytes: bytes, key: str, threads: int | None = None) -> tuple[Any, str | None]:
+    """An ONNX Runtime CPU session of ``model_bytes`` and the fingerprint its metadata records
+    under ``key`` (None when absent). ``threads``: intra-op threads, torch's count by default."""
+    try:
+        import onnxruntime as ort
+    except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
+        raise ImportError(f"engine='onnx' needs onnxruntime: {INSTALL_HINT}") from None
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or torch.get_num_threads()  # as many as torch would use
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # no busy-waiting between calls: the thread decoding the next batch (or the session's other
+    # work between turns) needs those cores
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+    return session, session.get_modelmeta().custom_metadata_map.get(key)
 
 
 class OnnxImageEngine:
@@ -178,18 +200,7 @@ class OnnxImageEngine:
     ONNX Runtime's ``run`` may be called from several threads)."""
 
     def __init__(self, model_bytes: bytes, *, threads: int | None = None) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
-            raise ImportError(f"engine='onnx' needs onnxruntime: {INSTALL_HINT}") from None
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()  # as many as torch would use
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        # no busy-waiting between calls: the thread decoding the next batch needs those cores
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-        self.fingerprint = self.session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY)
+        self.session, self.fingerprint = cpu_session(model_bytes, FINGERPRINT_KEY, threads)
 
     def __call__(self, pixels: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         array = pixels.detach().cpu().float().numpy() if isinstance(pixels, torch.Tensor) else pixels

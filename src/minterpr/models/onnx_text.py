@@ -38,16 +38,14 @@ import torch
 from torch import nn
 
 from minterpr.errors import InputError, RunError
-from minterpr.models.onnx_export import load_checked_engine
+from minterpr.models.onnx_export import OPSET, cpu_session, load_checked_engine, with_fingerprint
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
 
 EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weights
-OPSET = 17
 FINGERPRINT_KEY = "minterpr.text_fingerprint"
 CHECK_TOLERANCE = 1e-4  # largest |ONNX - PyTorch| accepted on the check texts (float32 gives ~1e-6)
-INSTALL_HINT = "pip install 'minterpr[onnx]'"
 CHECK_TEXTS = ("no", "a young woman in a long red coat with black trousers, carrying a grey shoulder bag",
                "what colour are the shoes? white")  # lengths 3..~20 tokens, padded together once
 ENGINES = ("torch", "onnx", "auto")
@@ -90,11 +88,6 @@ class _TextTower(nn.Module):
 def export_text_encoder(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
     """The ONNX bytes of ``model``'s text encoder (batch and sequence axes dynamic), its
     fingerprint in the metadata (:func:`text_fingerprint` unless given)."""
-    try:
-        import onnx
-    except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
-        raise ImportError(f"exporting to ONNX needs the onnx package: {INSTALL_HINT}") from None
-
     encoder = copy.deepcopy(model.text_encoder).cpu().float().eval()
     bert = getattr(encoder, "model", None)
     if bert is not None and hasattr(bert, "set_attn_implementation"):
@@ -110,10 +103,7 @@ def export_text_encoder(model: "RetrievalModel", fingerprint: str | None = None)
             dynamic_axes={"input_ids": {0: "batch", 1: "length"}, "attention_mask": {0: "batch", 1: "length"},
                           "features": {0: "batch"}},
         )
-    graph = onnx.load_from_string(buffer.getvalue())
-    entry = graph.metadata_props.add()
-    entry.key, entry.value = FINGERPRINT_KEY, fingerprint or text_fingerprint(model)
-    return graph.SerializeToString()
+    return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or text_fingerprint(model))
 
 
 class OnnxTextEngine:
@@ -121,17 +111,7 @@ class OnnxTextEngine:
     numpy features. Thread-safe (ONNX Runtime's ``run`` may be called from several threads)."""
 
     def __init__(self, model_bytes: bytes, *, threads: int | None = None) -> None:
-        try:
-            import onnxruntime as ort
-        except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
-            raise ImportError(f"engine='onnx' needs onnxruntime: {INSTALL_HINT}") from None
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or torch.get_num_threads()  # as many as torch would use
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")  # idle between turns
-        self.session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-        self.fingerprint = self.session.get_modelmeta().custom_metadata_map.get(FINGERPRINT_KEY)
+        self.session, self.fingerprint = cpu_session(model_bytes, FINGERPRINT_KEY, threads)
 
     def __call__(self, tokens: dict[str, torch.Tensor]) -> np.ndarray:
         feeds = {name: np.ascontiguousarray(tokens[name].cpu().numpy(), dtype=np.int64)
