@@ -31,8 +31,6 @@ Example:
 """
 from __future__ import annotations
 
-import importlib.util
-import logging
 import os
 import threading
 from collections import OrderedDict
@@ -47,7 +45,6 @@ from minterpr.index.gallery_index import GalleryIndex, summarise_skipped
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn, Turn
 
 T = TypeVar("T")
-logger = logging.getLogger(__name__)
 
 IMAGE_ENGINES = ("torch", "onnx", "auto")  # what runs the image network (see NeuralBackend)
 CPU_FORWARD_BATCH = 8  # images per network call on CPU: fastest of 8..64 on 2 cores (bench_encode.py)
@@ -129,21 +126,11 @@ class NeuralBackend:
         return self._resolved
 
     def _resolve_engine(self) -> str:
-        from minterpr.models.onnx_export import load_image_engine
+        from minterpr.models.onnx_export import choose_engine, load_image_engine
 
-        if self.engine == "onnx":
-            if str(self.device) != "cpu":
-                raise InputError(f"engine='onnx' runs on the CPU only; this backend's device is {self.device}")
-            self._onnx = load_image_engine(self.model, self.onnx_cache)
-            return "onnx"
-        if str(self.device) != "cpu" or importlib.util.find_spec("onnxruntime") is None:
-            return "torch"
-        try:  # "auto": any reason the export cannot be used means the reference engine
-            self._onnx = load_image_engine(self.model, self.onnx_cache)
-        except Exception as exc:  # noqa: BLE001
-            logger.info("engine='auto' uses torch: the ONNX export failed (%s)", exc)
-            return "torch"
-        return "onnx"
+        self._onnx = choose_engine(self.engine, self.device, lambda: load_image_engine(self.model, self.onnx_cache),
+                                   "images")
+        return "torch" if self._onnx is None else "onnx"
 
     def _forward(self, pixels: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
         """(b, 3, H, W) -> float32 CPU (b, D) embeddings and (b, L) logits, ``forward_batch`` at a time."""

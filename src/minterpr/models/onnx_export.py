@@ -28,7 +28,9 @@ from __future__ import annotations
 import contextlib
 import copy
 import hashlib
+import importlib.util
 import io
+import logging
 import math
 import os
 import threading
@@ -41,10 +43,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minterpr.errors import RunError
+from minterpr.errors import InputError, RunError
 from minterpr.fileio import atomic_write
 
 from .encoders.blocks import TFSameConv2d
+
+logger = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -239,6 +243,25 @@ def load_image_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
     fingerprint = image_fingerprint(model)
     return load_checked_engine(cache, fingerprint, lambda data: OnnxImageEngine(data, threads=threads),
                                lambda: export_image_tower(model, fingerprint), lambda e: check_engine(e, model))
+
+
+def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) -> Any | None:
+    """The ONNX engine ``load()`` builds, or None where torch computes ``what``: "torch" -> None;
+    "onnx" -> ``load()`` (InputError off the CPU); "auto" -> ``load()`` on a CPU device with
+    onnxruntime installed, None otherwise and whenever the export fails (logged: the reference
+    engine then runs)."""
+    on_cpu = str(device) == "cpu"
+    if engine == "onnx":
+        if not on_cpu:
+            raise InputError(f"engine='onnx' runs on the CPU only; the device is {device}")
+        return load()
+    if engine != "auto" or not on_cpu or importlib.util.find_spec("onnxruntime") is None:
+        return None
+    try:  # any reason the export cannot be used means the reference engine
+        return load()
+    except Exception as exc:  # noqa: BLE001
+        logger.info("engine='auto' computes %s with torch: the ONNX export failed (%s)", what, exc)
+        return None
 
 
 def load_checked_engine(cache: str | os.PathLike[str] | None, fingerprint: str, open_engine: Callable[[bytes], Any],

@@ -24,9 +24,7 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 import io
-import logging
 import os
 import threading
 import warnings
@@ -37,8 +35,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from minterpr.errors import InputError, RunError
-from minterpr.models.onnx_export import OPSET, cpu_session, load_checked_engine, with_fingerprint
+from minterpr.errors import RunError
+from minterpr.models.onnx_export import OPSET, choose_engine, cpu_session, load_checked_engine, with_fingerprint
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -50,7 +48,6 @@ CHECK_TEXTS = ("no", "a young woman in a long red coat with black trousers, carr
                "what colour are the shoes? white")  # lengths 3..~20 tokens, padded together once
 ENGINES = ("torch", "onnx", "auto")
 
-logger = logging.getLogger(__name__)
 
 
 def text_fingerprint(model: "RetrievalModel") -> str:
@@ -182,20 +179,9 @@ class TextFeaturizer:
         return self._resolved
 
     def _resolve(self) -> str:
-        on_cpu = str(self.model.device) == "cpu"
-        if self.engine == "onnx":
-            if not on_cpu:
-                raise InputError(f"engine='onnx' runs on the CPU only; the model's device is {self.model.device}")
-            self._onnx = load_text_engine(self.model, self.cache)
-            return "onnx"
-        if not on_cpu or importlib.util.find_spec("onnxruntime") is None:
-            return "torch"
-        try:  # "auto": any reason the export cannot be used means the reference engine
-            self._onnx = load_text_engine(self.model, self.cache)
-        except Exception as exc:  # noqa: BLE001
-            logger.info("engine='auto' encodes text with torch: the ONNX export failed (%s)", exc)
-            return "torch"
-        return "onnx"
+        self._onnx = choose_engine(self.engine, self.model.device, lambda: load_text_engine(self.model, self.cache),
+                                   "text")
+        return "torch" if self._onnx is None else "onnx"
 
     def __call__(self, texts: Sequence[str]) -> torch.Tensor:
         texts = list(texts)
