@@ -45,7 +45,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -54,9 +54,9 @@ from minterpr.errors import InputError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, ScoringConfig
-from minterpr.interaction.dialogue_acts import turn_facts, verdict
+from minterpr.interaction.dialogue_acts import round_judgements, turn_facts
 from minterpr.interaction.reranking import FactLikelihoods, Similarities, rerank_rows
-from minterpr.types import GalleryImage, ReferenceTurn, RetrievalSample, Turn
+from minterpr.types import GalleryImage, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
 _DENSE_SIMILARITIES = 4096  # galleries up to this size keep image-image similarities in one matrix
@@ -91,34 +91,6 @@ def dialogue_turns(sample: RetrievalSample, max_rounds: int | None = None,
     if max_rounds is not None:
         turns = turns[:max_rounds]
     return turns[:1] if description_only else turns
-
-
-def round_judgements(turns: Sequence[Turn], index_of: Callable[[str], int | None]) -> list[dict[int, bool | None]]:
-    """Per round r, the user's judgements after turns[0..r]: gallery index -> latest verdict.
-
-    The rule of ``Session.judgements``: a reference turn's feedback judges its image
-    (:func:`~minterpr.interaction.dialogue_acts.verdict`: True = the person, False = not,
-    None = unsure), a later turn on the same image replaces the verdict (and moves it last),
-    and references outside the gallery (``index_of`` gives None) are skipped.
-
-    Example:
-        >>> from minterpr.types import DescriptionTurn
-        >>> turns = [DescriptionTurn("a man"), ReferenceTurn("b.jpg", "That's not him. No hat."),
-        ...          ReferenceTurn("c.jpg", "Yes, that's him.")]
-        >>> round_judgements(turns, {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2}.get)
-        [{}, {1: False}, {1: False, 2: True}]
-    """
-    out: list[dict[int, bool | None]] = []
-    judged: dict[int, bool | None] = {}
-    for turn in turns:
-        if isinstance(turn, ReferenceTurn):
-            i = index_of(turn.reference_path)
-            if i is not None:
-                judged = dict(judged)
-                judged.pop(i, None)  # re-insert: the latest verdict is last
-                judged[i] = verdict(turn.feedback)
-        out.append(judged)
-    return out
 
 
 def _encode_all(backend: Any, dialogues: list[list[Turn]], index: Any) -> list[np.ndarray]:

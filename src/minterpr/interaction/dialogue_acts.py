@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from functools import lru_cache
+from typing import Callable, Sequence
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
@@ -135,3 +136,32 @@ def turn_facts(turn: Turn, context_slot: str | None = None) -> tuple[Fact, ...]:
 def known_attributes(facts: tuple[Fact, ...] | list[Fact]) -> dict[str, tuple[str, ...]]:
     """Positive claims so far, last one per slot (what the system believes; used for pronouns)."""
     return {f.slot: f.values for f in facts if not f.negated}
+
+
+def round_judgements(turns: Sequence[Turn], index_of: Callable[[str], int | None]) -> list[dict[int, bool | None]]:
+    """Per round r, the user's judgements after turns[0..r]: gallery index -> latest verdict.
+
+    The one rule of judgements, for sessions (``Session.judgements``: the last round) and static
+    replays (every round): a reference turn's feedback judges its image (:func:`verdict`: True =
+    the person, False = not,
+    None = unsure), a later turn on the same image replaces the verdict (and moves it last),
+    and references outside the gallery (``index_of`` gives None) are skipped.
+
+    Example:
+        >>> from minterpr.types import DescriptionTurn
+        >>> turns = [DescriptionTurn("a man"), ReferenceTurn("b.jpg", "That's not him. No hat."),
+        ...          ReferenceTurn("c.jpg", "Yes, that's him.")]
+        >>> round_judgements(turns, {"a.jpg": 0, "b.jpg": 1, "c.jpg": 2}.get)
+        [{}, {1: False}, {1: False, 2: True}]
+    """
+    out: list[dict[int, bool | None]] = []
+    judged: dict[int, bool | None] = {}
+    for turn in turns:
+        if isinstance(turn, ReferenceTurn):
+            i = index_of(turn.reference_path)
+            if i is not None:
+                judged = dict(judged)
+                judged.pop(i, None)  # re-insert: the latest verdict is last
+                judged[i] = verdict(turn.feedback)
+        out.append(judged)
+    return out

@@ -62,7 +62,7 @@ from minterpr.data.phrasing import Fact
 from minterpr.data.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.dialogue_acts import known_attributes, question_slot, turn_facts, verdict
+from minterpr.interaction.dialogue_acts import known_attributes, question_slot, round_judgements, turn_facts
 from minterpr.interaction.explain import explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
@@ -293,14 +293,8 @@ class Session:
 
     # ----- the system's side (reads the history it is given; changes nothing but the generator) --------
     def _judgements(self, history: Sequence[HistoryEntry]) -> dict[int, bool | None]:
-        verdicts: dict[int, bool | None] = {}
-        for entry in history:
-            if isinstance(entry.turn, ReferenceTurn):
-                i = self.index.index_of(entry.turn.reference_path)
-                if i is not None:
-                    verdicts.pop(i, None)  # re-insert: the latest verdict is last
-                    verdicts[i] = verdict(entry.turn.feedback)
-        return verdicts
+        rounds = round_judgements([entry.turn for entry in history], self.index.index_of)
+        return rounds[-1] if rounds else {}
 
     def _compute(self, history: Sequence[HistoryEntry]) -> Step:
         turns = [entry.turn for entry in history]
