@@ -9,14 +9,14 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
 LAYERS = ["types", "registry", "data", "models", "training", "index", "interaction", "evaluation", "trained_run",
-          "pipeline", "cli"]
+          "pipeline", "ingest", "serving", "cli"]
 RANK = {"types": 0, "registry": 0, "errors": 0, "fileio": 0, **{name: i for i, name in enumerate(LAYERS)}}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
 
 
 # The metrics are plain numpy with no minterpr imports: training validates with them, so they
 # sit with the data layer.
-MODULE_RANK = {"minterpr.evaluation.metrics": RANK["data"]}
+MODULE_RANK = {"minterpr.evaluation.metrics": RANK["data"], "minterpr.evaluation.attribute_metrics": RANK["data"]}
 
 
 def _rank_of(module: str) -> int | None:

@@ -1,5 +1,5 @@
-"""``minterpr data synth``, ``data peta``: build datasets in minterpr's layout; ``data mark``:
-fingerprint a folder assembled by hand.
+"""``minterpr data synth``, ``data peta``, ``data pa100k``: build datasets in minterpr's layout;
+``data mark``: fingerprint a folder assembled by hand.
 
 Every build marks its folder *in progress* first and *finished* last, with a fingerprint of the
 files (:mod:`minterpr.data.build`); readers refuse an unfinished or changed build and name the
@@ -70,10 +70,21 @@ def cmd_peta(args: argparse.Namespace) -> int:
         print(f"minterpr data peta: error: {args.root}: no such directory", file=sys.stderr)
         return 2
     info = build_peta_dataset(args.root, args.out, seed=args.seed, dialogues=_dialogue_config(args),
-                              progress=not args.quiet)
+                              progress=not args.quiet, hold_out=args.hold_out or ())
     _print_summary(Path(args.out), info)
     if args.json:
         atomic_write_text(args.json, json.dumps(info, indent=2) + "\n")
+    return 0
+
+
+def cmd_pa100k(args: argparse.Namespace) -> int:
+    from minterpr.data.pa100k_gallery import build_pa100k_gallery
+
+    info = build_pa100k_gallery(args.root, args.out)
+    if not args.quiet:
+        print(f"gallery manifests written to {args.out}")
+        for split, s in info["splits"].items():
+            print(f"{split:6} {s['images']:7,} images  (gallery_{split}.jsonl)")
     return 0
 
 
@@ -117,7 +128,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     peta.add_argument("--root", required=True, metavar="PETA", help="the PETA folder (or its 'PETA dataset' folder)")
     _add_dialogue_options(peta)
     peta.add_argument("--json", metavar="OUT", help="also write the build summary as JSON")
+    peta.add_argument("--hold-out", action="append", metavar="SUBSET",
+                      help="cross-camera fold: test = every image of this PETA subset (repeatable, or a comma "
+                           "list: MIT, GRID, CUHK, ...); train/val = identity-disjoint parts of the others")
     peta.set_defaults(handler=cmd_peta)
+
+    pa100k = subparsers.add_parser("pa100k", help="write PA-100K gallery manifests (images linked, not copied)",
+                                   description="Gallery manifests of a PA-100K copy (annotation.mat + data/): one per "
+                                               "annotation split and gallery_all.jsonl with every image; each image is "
+                                               "its own person. For minterpr eval-attributes.")
+    pa100k.add_argument("--root", required=True, metavar="PA100K", help="folder holding annotation.mat and data/")
+    pa100k.add_argument("--out", required=True, metavar="DIR", help="output dataset directory")
+    pa100k.add_argument("--quiet", action="store_true", help="no summary")
+    pa100k.set_defaults(handler=cmd_pa100k)
 
     mark = subparsers.add_parser("mark", help="fingerprint a dataset folder assembled by hand",
                                  description="Read gallery_<split>.jsonl and <split>.jsonl strictly and write a "

@@ -22,6 +22,7 @@ COMMAND_MODULES = (
     "minterpr.cli.index",
     "minterpr.cli.train",
     "minterpr.cli.eval",
+    "minterpr.cli.eval_attributes",
 )
 
 

@@ -30,7 +30,7 @@ from minterpr.data.build import require_built_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.data.images import load_rgb
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.evaluation.attribute_metrics import attribute_targets  # noqa: F401  (one definition; re-exported here)
 from minterpr.fileio import TEMPORARY_GLOB, atomic_write
 from minterpr.models.encoders import ImagePreprocess
 from minterpr.models.turn_encoder import DESCRIPTION, EXAMPLE, PADDING, QA, REFERENCE
@@ -88,25 +88,6 @@ def load_split(cfg: DataConfig, split: str, max_samples: int = 0) -> SplitData:
 def identity_index(person_ids: Sequence[str]) -> dict[str, int]:
     """Sorted distinct person ids -> dense class indices 0..K-1 (stable across runs)."""
     return {pid: i for i, pid in enumerate(sorted(set(person_ids)))}
-
-
-def attribute_targets(images: Sequence[GalleryImage]) -> tuple[np.ndarray, np.ndarray]:
-    """(N, L) float32 targets and (N, L) bool masks over ``ONTOLOGY.flat_labels()``.
-
-    A label is known (mask True) when its slot is annotated; its target is 1 when the slot
-    holds that value. Unlabelled images (attributes None) are masked out entirely.
-    """
-    labels = ONTOLOGY.flat_labels()
-    column = {label: j for j, label in enumerate(labels)}
-    targets = np.zeros((len(images), len(labels)), np.float32)
-    mask = np.zeros((len(images), len(labels)), bool)
-    slot_columns = ONTOLOGY.slot_columns()
-    for i, image in enumerate(images):
-        for slot, values in (image.attributes or {}).items():
-            mask[i, slot_columns[slot]] = True
-            for value in values:
-                targets[i, column[(slot, value)]] = 1.0
-    return targets, mask
 
 
 def turn_parts(turn: Turn) -> tuple[int, str | None, str | None]:

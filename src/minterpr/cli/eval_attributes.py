@@ -1,0 +1,143 @@
+"""``minterpr eval-attributes``: pedestrian attribute recognition (PAR) of a trained model.
+
+Encodes the labelled images of a gallery manifest with the run's image tower, reads the
+attribute head's (calibrated) probabilities, and reports what Jia et al. 2021 report: label
+mA, instance accuracy / precision / recall / F1, a per-label table, and per slot the head's
+most probable value against always answering the majority value
+(:mod:`minterpr.evaluation.attribute_metrics`; the JSON shape is in docs/attributes.md).
+Images whose ``attributes`` are null count nowhere and are not encoded.
+
+Thresholds: ``--thresholds 0.5`` (default; any number in (0, 1)) predicts a label when
+p > that number; ``--thresholds val`` fits one threshold per label on a *validation* gallery
+(``--val-gallery``, default ``gallery_val.jsonl`` beside ``--gallery``) and applies them to
+``--gallery``; the two must be different files.
+
+Example:
+    $ minterpr eval-attributes --run runs/peta --gallery data/peta/gallery_test.jsonl --json peta_attrs.json
+    $ minterpr eval-attributes --run runs/peta --gallery data/pa100k/gallery_test.jsonl --json - --quiet
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+COMMAND = "minterpr eval-attributes"
+
+
+def thresholds_arg(text: str) -> float | str:
+    """``val`` or a number strictly between 0 and 1 (argparse type)."""
+    if text == "val":
+        return text
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not 0.0 < value < 1.0:
+        raise argparse.ArgumentTypeError(f"{text!r}: give a number between 0 and 1 (e.g. 0.5) or 'val'")
+    return value
+
+
+def run(args: argparse.Namespace) -> int:
+    from minterpr.errors import MinterprError
+
+    try:
+        return _run(args)
+    except (BrokenPipeError, MinterprError):  # the console command reports these (one line, exit 2)
+        raise
+    except (ValueError, OSError) as exc:  # a missing manifest, an unwritable --json
+        print(f"{COMMAND}: error: {exc}", file=sys.stderr)
+        return 2
+
+
+def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: bool) -> tuple[list, Any]:
+    """(labelled images, (N, L) probabilities) of one gallery manifest; every image must be read."""
+    import numpy as np
+
+    from minterpr.data.build import check_if_built
+    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.errors import InputError
+
+    if not manifest.is_file():
+        raise InputError(f"{manifest}: no such gallery manifest (a dataset's gallery_<split>.jsonl)")
+    check_if_built(manifest.parent)  # a dataset minterpr built must be finished and unchanged
+    images = [image for image in read_gallery(manifest) if image.attributes]
+    if not images:
+        raise InputError(f"{manifest}: no image has attribute labels (every 'attributes' is null or empty): "
+                         "nothing to evaluate")
+    index = backend.index_images(images, root=image_root, progress=progress)
+    index.require_complete(f"{COMMAND} ({manifest})")
+    if index.attribute_probs is None:
+        raise InputError("the model has no attribute head: nothing to evaluate")
+    return index.images, np.asarray(index.attribute_probs, dtype=np.float64)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from minterpr.errors import InputError
+    from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
+    from minterpr.fileio import atomic_write_text
+    from minterpr.trained_run import load_run
+
+    gallery = Path(args.gallery)
+    trained = load_run(args.run, device=args.device)  # first: a broken run fails before the data is read
+    backend = trained.backend(args.batch_size)
+    backend.allow_outside_root = args.allow_outside_root
+    root = args.image_root or str(gallery.parent)
+    protocol: dict[str, Any] = {
+        "gallery": str(gallery), "image_root": root, "model": str(trained.model_path),
+        "image_encoder": trained.model.config.image_encoder, "selected": trained.extras.model_selection(),
+        "calibrated_on": trained.extras.calibration.split if trained.extras.calibration else None,
+    }
+    threshold: Any = args.thresholds
+    if args.thresholds == "val":
+        val = Path(args.val_gallery) if args.val_gallery else gallery.with_name("gallery_val.jsonl")
+        if not val.is_file():
+            raise InputError(f"--thresholds val: {val}: no such validation gallery (give one with --val-gallery)")
+        if val.resolve() == gallery.resolve():
+            raise InputError(f"--thresholds val: {val} is the gallery being evaluated; thresholds fitted on it "
+                             "would see the answers: use a validation split (--val-gallery)")
+        val_root = args.val_image_root or args.image_root or str(val.parent)
+        val_images, val_probs = _labelled_probs(backend, val, val_root, not args.quiet)
+        threshold = balanced_thresholds(val_probs, val_images)
+        protocol["thresholds"] = {"mode": "val", "val_gallery": str(val), "val_images": len(val_images)}
+    else:
+        protocol["thresholds"] = {"mode": "fixed", "value": threshold}
+    images, probs = _labelled_probs(backend, gallery, root, not args.quiet)
+    result = attribute_metrics(probs, images, threshold)
+    report = {"protocol": protocol, **result.to_dict()}
+    table = format_attribute_table(result, title=f"{gallery} ({Path(args.run).name})")
+    text = json.dumps(report, indent=2, allow_nan=False) + "\n"
+    if args.json == "-":
+        print(table, file=sys.stderr)
+        sys.stdout.write(text)
+        return 0
+    print(table)
+    if args.json:
+        atomic_write_text(args.json, text)
+        print(f"wrote {args.json}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("eval-attributes", help="attribute recognition: mA, instance F1, per slot",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", required=True, metavar="RUN_DIR", help="run directory (its model.pt) or a model file")
+    parser.add_argument("--gallery", required=True, metavar="GALLERY.jsonl",
+                        help="gallery manifest whose labelled images are evaluated")
+    parser.add_argument("--image-root", metavar="ROOT", help="image paths resolve here (default: the manifest's folder)")
+    parser.add_argument("--json", metavar="OUT.json", help="write the report here ('-': to stdout, table to stderr)")
+    parser.add_argument("--thresholds", type=thresholds_arg, default=0.5, metavar="0.5|val",
+                        help="p > T predicts a label (default 0.5), or 'val': per-label thresholds "
+                             "maximising (TPR+TNR)/2 on the validation gallery")
+    parser.add_argument("--val-gallery", metavar="GALLERY.jsonl",
+                        help="validation gallery for --thresholds val (default: gallery_val.jsonl beside --gallery)")
+    parser.add_argument("--val-image-root", metavar="ROOT", help="image root of --val-gallery (default: as --image-root, "
+                                                                 "else its folder)")
+    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--allow-outside-root", action="store_true",
+                        help="read image paths that leave the image root (../x.jpg, absolute paths)")
+    parser.set_defaults(handler=run)
