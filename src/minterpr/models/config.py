@@ -46,6 +46,9 @@ class ModelConfig:
     # P_c stripes of the parameter-free colour branch (palette histograms read from the pixels,
     # cached with the stem; see models/colour.py); 0 = no colour branch (checkpoints made before it)
     colour_stripes: int = 0
+    # test-time augmentation: image features are the mean of the image's and its mirror image's
+    # (in eval mode, and in the cached stem of a wholly frozen encoder); 2x the encoding cost
+    flip_test: bool = False
     memory_layers: int = 2  # transformer layers of the dialogue memory
     memory_heads: int = 4  # attention heads of the dialogue memory (must divide embed_dim)
     max_turns: int = 16  # most turns a dialogue may have (size of the position table)

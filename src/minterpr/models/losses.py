@@ -52,6 +52,9 @@ class LossWeights:
     reference: float = 0.5  # reference-as-negative margin ranking
     reference_margin: float = 0.1  # cosine margin of the reference loss
     deep_supervision: float = 0.5  # round weight decay: decay ** (last - r); 0 = last round only, 1 = uniform
+    # weigh the attribute BCE by each label's positive share in the training gallery (Jia et al. 2021;
+    # see attribute_loss): rare labels (a green jacket) are not drowned by their negatives
+    balanced_attributes: bool = False
 
 
 def same_identity(person_index: torch.Tensor, dtype: torch.dtype = torch.float32) -> torch.Tensor:
@@ -107,11 +110,28 @@ def id_loss(id_logits: torch.Tensor, person_index: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(id_logits[known], person_index[known])
 
 
-def attribute_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    """BCE-with-logits of (B, L) attribute logits against (B, L) targets, averaged over known labels."""
-    per_label = F.binary_cross_entropy_with_logits(logits, targets.to(logits.dtype), reduction="none")
+def attribute_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
+                   positive_ratio: torch.Tensor | None = None) -> torch.Tensor:
+    """BCE-with-logits of (B, L) attribute logits against (B, L) targets, averaged over known labels.
+
+    With ``positive_ratio`` (L,) (each label's share of positives among the training images where
+    it is known), the imbalance-aware weighting of Jia et al. 2021 ("Rethinking of pedestrian
+    attribute recognition"): a positive weighs exp(1 - r), a negative exp(r), so a rare label's
+    few positives are not drowned by its negatives (a green jacket among thousands of others).
+    """
+    targets = targets.to(logits.dtype)
+    per_label = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
+    if positive_ratio is not None:
+        ratio = positive_ratio.to(logits.dtype).view(1, -1)  # (1, L)
+        per_label = per_label * torch.where(targets > 0.5, torch.exp(1.0 - ratio), torch.exp(ratio))
     mask = mask.to(logits.dtype)
     return (per_label * mask).sum() / mask.sum().clamp(min=1.0)
+
+
+def positive_ratio(targets: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """(N, L) targets and known-masks -> (L,) share of positives among known entries (0 where unknown)."""
+    known = mask.to(torch.float32).sum(0)
+    return (targets.to(torch.float32) * mask.to(torch.float32)).sum(0) / known.clamp(min=1.0)
 
 
 def reference_loss(
@@ -184,7 +204,8 @@ def compute_losses(outputs: Mapping[str, Any], batch: Mapping[str, Any], weights
     Tensors are looked up in ``outputs`` first, then in ``batch``:
     ``queries`` (B, R, D) or (B, D), ``image_embedding`` (B, D), ``logit_scale`` (scalar),
     ``person_index`` (B,) long, ``turn_mask`` (B, R) (all real when absent), ``id_logits``
-    (B, K), ``attribute_logits`` / ``attribute_targets`` / ``attribute_mask`` (B, L),
+    (B, K), ``attribute_logits`` / ``attribute_targets`` / ``attribute_mask`` (B, L), ``attribute_positive_ratio``
+    (L,) (optional: imbalance-aware weighting, see :func:`attribute_loss`),
     ``reference_embedding`` (B, R, D) and ``reference_round_mask`` (B, R).
     A term is computed when its weight is > 0 and its inputs are present (not None).
 
@@ -214,7 +235,8 @@ def compute_losses(outputs: Mapping[str, Any], batch: Mapping[str, Any], weights
     if weights.id > 0 and present("id_logits", "person_index"):
         terms["id"] = id_loss(source["id_logits"], source["person_index"])
     if weights.attribute > 0 and present("attribute_logits", "attribute_targets", "attribute_mask"):
-        terms["attribute"] = attribute_loss(source["attribute_logits"], source["attribute_targets"], source["attribute_mask"])
+        terms["attribute"] = attribute_loss(source["attribute_logits"], source["attribute_targets"], source["attribute_mask"],
+                                            source.get("attribute_positive_ratio"))
     if weights.reference > 0 and queries is not None and present("image_embedding", "reference_embedding", "reference_round_mask"):
         terms["reference"] = reference_loss(
             queries, source["image_embedding"], source["reference_embedding"], source["reference_round_mask"],

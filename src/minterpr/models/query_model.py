@@ -66,6 +66,7 @@ class RetrievalModel(nn.Module):
         self.image_encoder = create_image_encoder(config.image_encoder, pretrained=config.pretrained, **image_kwargs)
         self.image_encoder.preprocess = self.image_encoder.preprocess.with_size(*config.image_size)
         self.image_encoder.freeze(self._frozen_stages(config.frozen_image_stages))
+        self.image_encoder.flip_test = config.flip_test
         self.text_encoder = create_text_encoder(config.text_encoder, pretrained=config.pretrained, **config.text_kwargs())
         if config.freeze_text:
             self.text_encoder.requires_grad_(False)

@@ -41,9 +41,13 @@ from minterpr.fileio import atomic_write_text
 from minterpr.models.config import ModelConfig
 from minterpr.models.losses import LossWeights
 
+from .image_augment import AugmentConfig
+
 STAGE_NAMES = ("attributes", "alignment", "dialogue")
 LOSS_NAMES = ("itc", "sdm", "id", "attribute", "reference")  # LossWeights fields a stage can switch on
-DATA_KINDS = ("synthetic", "peta")
+# which builder made data.root: `data synth`, `data peta`, or "custom" for any other finished dataset
+# folder in the same layout (`minterpr data convert` wrote it, or `minterpr data mark` fingerprinted it)
+DATA_KINDS = ("synthetic", "peta", "custom")
 ROUND_METRICS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits5", "hits10")  # selectable per round
 CONFIG_PACKAGE = "minterpr"  # shipped configs are package data: minterpr/configs/<name>.yaml
 
@@ -69,7 +73,7 @@ class DataConfig:
     """Where the dataset lies and which files make its splits (paths relative to ``root``)."""
 
     root: str = ""  # dataset directory (e.g. made by `minterpr data synth`); `--data DIR` sets it
-    kind: str = "synthetic"  # "synthetic" or "peta": which builder made root (recorded in reports)
+    kind: str = "synthetic"  # "synthetic", "peta" or "custom" (data convert / data mark): which builder made root
     train: str = "train.jsonl"  # MInterPEDES dialogues of the training split
     val: str = "val.jsonl"  # dialogues used for validation and model selection
     test: str = "test.jsonl"  # dialogues of the test split (never used for selection)
@@ -108,6 +112,31 @@ class StageConfig:
 
 
 @dataclass
+class ImageTuningConfig:
+    """Fine-tuning of the image side on labelled pixels before the stages (minterpr.training.image_tuning)."""
+
+    epochs: int = 8  # passes over the labelled images
+    batch_size: int = 64  # images per optimiser step
+    lr: float = 1e-3  # peak learning rate of the image head (AdamW, warm-up then cosine decay)
+    encoder_lr_scale: float = 0.2  # the image encoder's stages get lr * this
+    weight_decay: float = 0.01  # AdamW decoupled weight decay (not on biases and norms)
+    warmup_steps: int = 100  # linear warm-up steps
+    # earliest image stages kept frozen (a count or a stage name, up to and including it); the
+    # rest of the encoder trains end to end on augmented pixels
+    frozen_image_stages: int | str = "stem"
+    attribute_weight: float = 1.0  # weight of the attribute loss
+    id_weight: float = 0.5  # weight of the identity loss (images of known training identities)
+    # more labelled images besides the training split's gallery: "MANIFEST" or "MANIFEST=IMAGE_ROOT"
+    # (e.g. a PA-100K gallery manifest); their identities are unknown to the identity loss
+    extra_galleries: list[str] = field(default_factory=list)
+    checkpoint_every_steps: int = 100  # write DIR/last.pt every N steps (and at every epoch end)
+    augment: AugmentConfig = field(default_factory=AugmentConfig)  # colour-true augmentation
+
+    def to_dict(self) -> dict[str, Any]:
+        return _plain(dataclasses.asdict(self))
+
+
+@dataclass
 class TrainConfig:
     """Everything a training run needs; saved resolved as RUN_DIR/config.yaml."""
 
@@ -137,11 +166,15 @@ class TrainConfig:
     model: ModelConfig = field(default_factory=ModelConfig)  # the retrieval model
     loss_weights: LossWeights = field(default_factory=LossWeights)  # weight of each loss when on
     stages: list[StageConfig] = field(default_factory=lambda: [StageConfig(n) for n in STAGE_NAMES])
+    # fine-tune the image side on labelled pixels before the stages (None = keep the pretrained encoder)
+    image_tuning: ImageTuningConfig | None = None
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-YAML dict of every field (the resolved config)."""
         out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)
-               if f.name not in ("data", "model", "loss_weights", "stages")}
+               if f.name not in ("data", "model", "loss_weights", "stages", "image_tuning")}
+        if self.image_tuning is not None:  # absent when off: configs and checkpoints from before it compare equal
+            out["image_tuning"] = self.image_tuning.to_dict()
         out["data"] = dataclasses.asdict(self.data)
         out["model"] = _plain(self.model.to_dict())
         out["loss_weights"] = _plain(dataclasses.asdict(self.loss_weights))
@@ -268,11 +301,29 @@ def _stages(raw: Any, file_stages: list[Any], source: str) -> list[StageConfig]:
     return stages
 
 
+def _image_tuning(raw: Any, source: str) -> ImageTuningConfig:
+    if not isinstance(raw, Mapping):
+        raise ConfigError(f"{source}: 'image_tuning' must be a mapping, got {raw!r}")
+    raw = dict(raw)
+    augment = raw.pop("augment", None)
+    tuning = _build(ImageTuningConfig, raw, "image_tuning", source)
+    if augment is not None:
+        try:
+            tuning.augment = _build(AugmentConfig, augment, "image_tuning.augment", source)
+        except (TypeError, ValueError) as err:
+            raise ConfigError(f"{source}: image_tuning.augment: {err}") from None
+    if tuning.epochs < 0 or tuning.lr <= 0 or tuning.batch_size < 1 or tuning.checkpoint_every_steps < 1:
+        raise ConfigError(f"{source}: 'image_tuning' needs epochs >= 0, lr > 0, batch_size >= 1 and "
+                          "checkpoint_every_steps >= 1")
+    return tuning
+
+
 def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
                      file_stages: list[Any] | None = None) -> TrainConfig:
     """Build and check a TrainConfig; ``source`` names the file in error messages."""
     raw = dict(raw)
-    sections = {name: raw.pop(name) for name in ("data", "model", "loss_weights", "stages") if name in raw}
+    sections = {name: raw.pop(name) for name in ("data", "model", "loss_weights", "stages", "image_tuning")
+                if name in raw}
     cfg = _build(TrainConfig, raw, "", source)
     if "data" in sections:
         cfg.data = _build(DataConfig, sections["data"] or {}, "data", source)
@@ -282,6 +333,8 @@ def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
         cfg.loss_weights = _build(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)
     if "stages" in sections:
         cfg.stages = _stages(sections["stages"], file_stages or [], source)
+    if sections.get("image_tuning") is not None:
+        cfg.image_tuning = _image_tuning(sections["image_tuning"], source)
     validate_config(cfg, source)
     return cfg
 

@@ -58,6 +58,7 @@ def stem_fingerprint(model: RetrievalModel) -> str:
     enc = model.image_encoder
     h = hashlib.sha1(repr((model.config.image_encoder, tuple(model.config.image_size), enc.preprocess,
                            enc.split_stage, model.config.colour_stripes, model.config.stripe_columns,
+                           *((True,) if enc.flip_test else ()),  # older caches (no flip) keep their key
                            # a whole-encoder stem is pooled: its output depends on the part grid
                            (enc.stripe_stage, enc.num_stripes, enc.stripe_columns) if enc.stem_is_pooled else None,
                            None if model.colour_branch is None else (model.colour_branch.sigma,

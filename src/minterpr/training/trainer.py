@@ -36,11 +36,12 @@ from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.models import compute_losses, create_model, save_model
 from minterpr.models.io import FORMAT as MODEL_FORMAT
 from minterpr.models.io import state_mismatch
+from minterpr.models.losses import positive_ratio
 
 from .checkpoint import (CHECKPOINT_FORMAT, capture_rng_state, copy_atomic, load_checkpoint, restore_rng_state,
                          save_checkpoint, seed_everything)
 from .config import ConfigError, TrainConfig, parse_selection_metric, save_config
-from .data import identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
+from .data import attribute_targets, identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
 from .stages import (FeatureSource, StageData, StepForward, apply_freezing, build_optimizer, stage_data,
                      stage_loss_weights, validate)
 
@@ -131,6 +132,9 @@ class Trainer:
         cache = cache_root if self.is_main else None  # other ranks keep features in memory
         self.source = FeatureSource(self.model, self.cfg, cache, self.device, self.cfg.progress and self.is_main)
         self.state: dict[str, Any] = initial_state()
+        self.image_tuning: dict[str, Any] | None = None  # the image-tuning record, when the config tunes
+        if self.cfg.image_tuning is not None and self.checkpoint is None and self.cfg.image_tuning.epochs > 0:
+            self._tune_images()  # resumable on its own; last.pt (written later) carries the tuned weights
         if self.checkpoint is not None:
             try:
                 self.model.load_state_dict(self.checkpoint["model"])
@@ -139,6 +143,9 @@ class Trainer:
                                                f"{state_mismatch(self.model, self.checkpoint['model'])}") from None
             self.state.update({k: self.checkpoint[k] for k in self.state})
         self.selection = parse_selection_metric(self.cfg.selection_metric)
+        # (L,) positive share of each label in the training gallery, for the balanced attribute loss
+        self.positive_ratio = positive_ratio(*(torch.from_numpy(a) for a in attribute_targets(
+            self.train_split.gallery))).to(self.device) if self.cfg.loss_weights.balanced_attributes else None
         self.throughput: dict[str, list[float]] = {}
 
     # ---------------------------------------------------------------- setup helpers
@@ -152,6 +159,32 @@ class Trainer:
             raise ConfigError(f"model.num_identities is {given} but the training gallery has {k} identities "
                               "(set it to 0 to size it automatically)")
         return cfg
+
+    def _tune_images(self) -> None:
+        """Fine-tune the image side on the labelled images (:mod:`minterpr.training.image_tuning`)."""
+        from .image_tuning import ImageTuner, concat_labelled, extra_gallery, labelled_images
+
+        tuning, progress = self.cfg.image_tuning, self.cfg.progress and self.is_main
+        assert tuning is not None
+        limit = self.cfg.data.max_train_samples
+        gallery = self.train_split.gallery[:limit] if limit > 0 else self.train_split.gallery
+        parts = [labelled_images([i for i in gallery if i.attributes], self.train_split.image_root, self.model,
+                                 self.identities, desc="image tuning: decoding train", progress=progress)]
+        for spec in tuning.extra_galleries:
+            images, root = extra_gallery(spec)
+            parts.append(labelled_images(images, root, self.model, {}, desc=f"image tuning: decoding {spec}",
+                                         progress=progress))
+        train = concat_labelled(parts)
+        val_split = self.val_split or load_split(self.cfg.data, "val", self.cfg.data.max_val_samples)
+        val = labelled_images([i for i in val_split.gallery if i.attributes], val_split.image_root, self.model,
+                              self.identities, desc="image tuning: decoding val", progress=progress)
+        self.log(f"image tuning: {len(train)} labelled images ({len(parts) - 1} extra galleries), "
+                 f"{len(val)} val images, {tuning.epochs} epochs")
+        tuner = ImageTuner(self.model, tuning, self.run_dir / "image_tuning", train=train, val=val,
+                           seed=self.cfg.seed, balanced_attributes=self.cfg.loss_weights.balanced_attributes,
+                           progress=progress, log=self.log)
+        self.image_tuning = tuner.run()
+        seed_everything(self.cfg.seed)  # the stages start from the same random state as without tuning
 
     def _check_resumable(self, ckpt: dict[str, Any]) -> None:
         if ckpt.get("format") == MODEL_FORMAT:
@@ -281,7 +314,8 @@ class Trainer:
             outputs = self.step_module(inputs, from_stems, plan, texts)
             targets = {"person_index": data.person_index[idx].to(self.device),
                        "attribute_targets": data.attr_targets[idx].to(self.device),
-                       "attribute_mask": data.attr_mask[idx].to(self.device)}
+                       "attribute_mask": data.attr_mask[idx].to(self.device),
+                       "attribute_positive_ratio": self.positive_ratio}
             terms = compute_losses(outputs, targets, weights)
             optimizer.zero_grad(set_to_none=True)
             terms["total_loss"].backward()

@@ -101,6 +101,7 @@ class StagedImageEncoder(nn.Module):
         self.stripe_columns = stripe_columns  # Q, columns of the part grid (1: whole-width stripes)
         self.channels_last = False
         self.split_stage = 0  # stages [0, split_stage) form forward_stem
+        self.flip_test = False  # average with the mirror image in forward_stem (see there)
         self.frozen_stages = 0  # stages [0, frozen_stages) have requires_grad False
         self.stripe_stage = -1  # index of the stage whose output is stripe-pooled
 
@@ -205,7 +206,28 @@ class StagedImageEncoder(nn.Module):
 
     def forward_stem(self, x: torch.Tensor) -> torch.Tensor:
         """(B, 3, H, W) -> output of stage ``split_stage - 1`` (x itself when split is 0), or,
-        when every stage is in the stem, the pooled features packed as (B, C_g + P*Q*C_s)."""
+        when every stage is in the stem, the pooled features packed as (B, C_g + P*Q*C_s).
+
+        With ``flip_test`` (test-time augmentation), the output is the mean of the image's and
+        of its mirror image's, the mirror's map or part grid flipped back so cells line up. It
+        applies in eval mode and always to a pooled stem (whose output is cached for training,
+        so training and inference see the same features); never to a stem trained live.
+        """
+        if self.flip_test and (self.stem_is_pooled or not self.training):
+            both = self._forward_stem(torch.cat([x, x.flip(-1)]))  # (2B, ...)
+            plain, mirrored = both.chunk(2)
+            return (plain + self._unflip(mirrored)) / 2
+        return self._forward_stem(x)
+
+    def _unflip(self, stem: torch.Tensor) -> torch.Tensor:
+        """Flip a stem output of a mirrored image back: the map's width, or the part grid's columns."""
+        if not self.stem_is_pooled:
+            return stem.flip(-1)
+        c_global, c_stripe = self._pooled_channels
+        cells = stem[:, c_global:].reshape(stem.shape[0], self.num_stripes, self.stripe_columns, c_stripe)
+        return torch.cat([stem[:, :c_global], cells.flip(2).flatten(1)], dim=1)
+
+    def _forward_stem(self, x: torch.Tensor) -> torch.Tensor:
         x = self._layout(x)
         if self.stem_is_pooled:
             global_feat, stripes = self._run_from(x, 0)
