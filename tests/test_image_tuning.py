@@ -193,3 +193,49 @@ def test_the_trainer_tunes_before_its_stages(tiny_data, tmp_path):
     result = Trainer(cfg, tmp_path / "run").run()
     assert (tmp_path / "run" / "image_tuning" / "tuned.pt").is_file() and result.model_path.is_file()
     assert "image tuning" in (tmp_path / "run" / "train.log").read_text()
+
+
+# ----------------------------------------------------------------------------- adaptation
+from minterpr.cli.main import main  # noqa: E402
+from minterpr.data.ontology import ONTOLOGY  # noqa: E402
+from minterpr.trained_run import load_run  # noqa: E402
+from minterpr.training.adaptation import pseudo_labels  # noqa: E402
+
+
+def test_pseudo_labels_keep_only_confident_answers():
+    labels = ONTOLOGY.flat_labels()
+    probs = torch.full((2, len(labels)), 0.5).numpy()
+    columns = ONTOLOGY.slot_columns()
+    probs[0, columns["gender"]] = [0.97, 0.03]
+    probs[1, columns["gender"]] = [0.6, 0.4]  # unsure: masked
+    colours = columns["upper_colour"]
+    probs[0, colours] = 0.02  # sure of every "no" ...
+    probs[0, colours[0]] = 0.95  # ... and of one colour
+    targets, mask = pseudo_labels(probs, confidence=0.9)
+    assert targets[0, columns["gender"]].tolist() == [1.0, 0.0] and mask[0, columns["gender"]].all()
+    assert not mask[1].any()  # nothing sure about the second crop
+    assert targets[0, colours].sum() == 1 and mask[0, colours].all()
+
+
+def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "--config", "tiny", "--data", str(tiny_data), "--out", str(run), "--set", "progress=false",
+                 "--set", "stages.0.epochs=1", "--set", "stages.1.epochs=1", "--set", "stages.2.epochs=0"]) == 0
+    crops = tiny_data / "images"
+    out = tmp_path / "adapted"
+    capsys.readouterr()
+    code = main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out), "--confidence", "0.6",
+                 "--epochs", "1", "--quiet", "--json", "-"])
+    assert code == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["pseudo_labels"]["images"] > 0 and 0 < record["pseudo_labels"]["kept"] <= record["pseudo_labels"]["images"]
+    adapted, base = load_run(out), load_run(run)
+    assert adapted.extras.other["adaptation"]["confidence"] == 0.6
+    assert adapted.extras.scoring_config() == base.extras.scoring_config()
+    changed = [k for k, v in base.model.state_dict().items() if not torch.equal(v, adapted.model.state_dict()[k])]
+    assert changed and all(k.startswith(("image_encoder.", "image_head.")) for k in changed)
+    assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out)]) == 2  # model.pt exists
+    assert "already holds" in capsys.readouterr().err
+    assert main(["adapt", "--run", str(run), "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
+    assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(tmp_path / "o"),
+                 "--confidence", "1.5"]) == 2

@@ -23,6 +23,7 @@ COMMAND_MODULES = (
     "minterpr.cli.train",
     "minterpr.cli.eval",
     "minterpr.cli.eval_attributes",
+    "minterpr.cli.adapt",
 )
 
 

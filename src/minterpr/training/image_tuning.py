@@ -95,7 +95,7 @@ def labelled_images(images: Sequence[GalleryImage], root: Path, model: Retrieval
     """Decode and label ``images`` (paths relative to ``root``)."""
     preprocess = model.preprocess
     size = tuple(preprocess.size)
-    resize = _pil_resize(preprocess)
+    resize = resize_like(preprocess)
     targets, mask = attribute_targets(images)
     return LabelledImages(decode_images(images, root, size, resize, desc=desc, progress=progress),  # type: ignore[arg-type]
                           torch.from_numpy(targets), torch.from_numpy(mask),
@@ -103,7 +103,8 @@ def labelled_images(images: Sequence[GalleryImage], root: Path, model: Retrieval
                           list(images))
 
 
-def _pil_resize(preprocess: Any) -> Callable[[Any], Any]:
+def resize_like(preprocess: Any) -> Callable[[Any], Any]:
+    """PIL image -> PIL image at the preprocessing's size, with its resampling filter."""
     from minterpr.models.encoders.preprocess import _PIL_FILTERS  # the very filter inference uses
 
     height, width = preprocess.size

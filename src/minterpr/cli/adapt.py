@@ -1,0 +1,106 @@
+"""``minterpr adapt``: adapt a trained model to a new site from its unlabelled crops.
+
+The model answers the ontology's questions for every crop of ``--images`` itself, keeps the
+answers it is sure of (``--confidence``) and fine-tunes its image side on them
+(:mod:`minterpr.training.adaptation`), optionally beside the labelled training images of its
+own dataset (``--source DATASET_DIR``: keeps it from drifting; its val split then selects the
+epoch). The adapted model goes to ``OUT/model.pt`` with the run's scoring and calibration and an
+``adaptation`` record (crops kept, share of each slot answered, settings). A killed run resumes
+when given the same arguments.
+
+Example:
+    $ minterpr adapt --run runs/peta --images /footage/site7/crops --out runs/peta_site7
+    $ minterpr eval-attributes --run runs/peta_site7 --gallery site7_labelled/gallery.jsonl --json -
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+COMMAND = "minterpr adapt"
+
+
+def run(args: argparse.Namespace) -> int:
+    import torch
+
+    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.errors import InputError
+    from minterpr.models import save_model
+    from minterpr.trained_run import load_run
+    from minterpr.training.adaptation import AdaptationConfig, list_crops, pseudo_labelled
+    from minterpr.training.image_tuning import (ImageTuner, concat_labelled, decode_images, labelled_images,
+                                                predict_probabilities, resize_like)
+    from minterpr.types import GalleryImage
+
+    images_dir, out = Path(args.images), Path(args.out)
+    if not images_dir.is_dir():
+        raise InputError(f"--images {images_dir}: not a folder of crops")
+    if (out / "model.pt").exists():
+        raise InputError(f"--out {out} already holds a model.pt: choose another folder")
+    if args.epochs < 1:
+        raise InputError(f"--epochs must be >= 1, got {args.epochs}")
+    try:
+        base = AdaptationConfig(confidence=args.confidence)
+    except ValueError as err:
+        raise InputError(f"--confidence: {err}") from None
+    config = dataclasses.replace(base, tuning=dataclasses.replace(base.tuning, epochs=args.epochs))
+    trained = load_run(args.run)
+    model = trained.model
+    crops = list_crops(images_dir)
+    if not crops:
+        raise InputError(f"--images {images_dir}: no image files (.jpg, .png, .bmp, .webp) found")
+    progress = not args.quiet
+    pixels = decode_images([GalleryImage(path=p, person_id="unlabelled") for p in crops], images_dir,
+                           tuple(model.preprocess.size), resize_like(model.preprocess),
+                           desc="adapt: decoding crops", progress=progress)
+    probs = predict_probabilities(model, pixels)
+    target, stats = pseudo_labelled(pixels, probs, crops, config.confidence)
+    if len(target) == 0:
+        raise InputError(f"the model is sure of nothing in {images_dir} at --confidence {config.confidence}: "
+                         "lower it (e.g. 0.8)")
+    parts, val = [target], None
+    if args.source:
+        source = Path(args.source)
+        train_images = [i for i in read_gallery(source / "gallery_train.jsonl") if i.attributes]
+        parts.append(labelled_images(train_images, source, model, {}, desc="adapt: decoding source", progress=progress))
+        val_images = [i for i in read_gallery(source / "gallery_val.jsonl") if i.attributes]
+        val = labelled_images(val_images, source, model, {}, desc="adapt: decoding source val", progress=progress)
+    if not args.quiet:
+        print(f"{COMMAND}: {stats.kept} of {stats.images} crops have a confident answer; "
+              f"fine-tuning on {sum(len(p) for p in parts)} images for {config.tuning.epochs} epochs", flush=True)
+    out.mkdir(parents=True, exist_ok=True)
+    tuner = ImageTuner(model, config.tuning, out / "adaptation", train=concat_labelled(parts), val=val, seed=args.seed,
+                       balanced_attributes=True, progress=progress, log=(lambda _: None) if args.quiet else print)
+    record = tuner.run()
+    model.image_encoder.freeze(model._frozen_stages(model.config.frozen_image_stages))
+    model.eval()
+    extra = trained.extras.to_dict()
+    extra["adaptation"] = {"images": str(images_dir), "source": args.source, "confidence": config.confidence,
+                           "epochs": config.tuning.epochs, "pseudo_labels": stats.to_dict(),
+                           "best": record.get("best"), "base_run": str(trained.model_path)}
+    with torch.no_grad():
+        save_model(model, out / "model.pt", extra=extra)
+    if args.json:
+        text = json.dumps(extra["adaptation"], indent=2)
+        print(text) if args.json == "-" else Path(args.json).write_text(text + "\n", encoding="utf-8")
+    if not args.quiet:
+        print(f"{COMMAND}: wrote {out / 'model.pt'}")
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("adapt", help="adapt a trained model to a new site from unlabelled crops",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--run", required=True, help="trained run directory (model.pt) or model file")
+    parser.add_argument("--images", required=True, help="folder of unlabelled crops from the new site (recursive)")
+    parser.add_argument("--out", required=True, help="folder for the adapted model.pt (and its resumable state)")
+    parser.add_argument("--source", help="the run's dataset folder: its labelled train images join the fine-tuning, "
+                                         "its val split selects the epoch")
+    parser.add_argument("--confidence", type=float, default=0.9, help="keep answers at least this sure (default 0.9)")
+    parser.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--json", help="write the adaptation record as JSON to this file ('-' = stdout)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bars or messages")
+    parser.set_defaults(handler=run)

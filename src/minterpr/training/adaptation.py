@@ -1,0 +1,110 @@
+"""Adapting a trained model to a new site without labels: confident self-answers as pseudo-labels.
+
+CTGI's multi-turn generation turns a model's answers to the ontology's questions into captions
+for images that have none. Here that idea serves domain adaptation: for every unlabelled crop
+of the new site the model answers each slot's question itself ("what colour is the top?",
+"is there a bag?"), only the answers it is confident of are kept (``confidence``), and the image
+side is fine-tuned on those pseudo-attributes (with :class:`~minterpr.training.image_tuning.ImageTuner`:
+the same balanced loss, augmentation, progress bars and resume). The site's cameras, lighting
+and resolution are then seen in training, while the labels stay the model's own best ones.
+
+A single-valued slot (gender, top type) is kept when its most probable value reaches
+``confidence`` (a one-hot target); a multi-valued slot (colours, carried items) keeps every
+label whose probability is at least ``confidence`` (a positive) or at most ``1 - confidence``
+(a negative) and masks the uncertain ones. A crop with no confident answer is left out.
+
+Example:
+    >>> import numpy as np
+    >>> from minterpr.data.ontology import ONTOLOGY
+    >>> probs = np.full((1, len(ONTOLOGY.flat_labels())), 0.5, np.float32)
+    >>> gender = ONTOLOGY.slot_columns()["gender"]
+    >>> probs[0, gender] = [0.95, 0.05]
+    >>> targets, mask = pseudo_labels(probs, confidence=0.9)
+    >>> targets[0, gender].tolist(), bool(mask[0].sum() == 2)
+    ([1.0, 0.0], True)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.types import GalleryImage
+
+from .config import ImageTuningConfig
+from .image_augment import AugmentConfig
+from .image_tuning import LabelledImages
+
+
+@dataclass
+class AdaptationConfig:
+    """How ``minterpr adapt`` pseudo-labels the new site's crops and fine-tunes on them."""
+
+    confidence: float = 0.9  # keep an answer when the model is at least this sure of it
+    # fine-tuning on the pseudo-labelled crops (a short, gentle pass: the labels are the model's own)
+    tuning: ImageTuningConfig = field(default_factory=lambda: ImageTuningConfig(
+        epochs=2, lr=3e-4, encoder_lr_scale=0.2, warmup_steps=20, id_weight=0.0, augment=AugmentConfig()))
+
+    def __post_init__(self) -> None:
+        if not 0.5 < self.confidence < 1.0:
+            raise ValueError(f"confidence must be in (0.5, 1), got {self.confidence}")
+
+
+def pseudo_labels(probs: np.ndarray, confidence: float) -> tuple[np.ndarray, np.ndarray]:
+    """(N, L) attribute probabilities -> (N, L) float32 targets and bool masks of the confident answers."""
+    probs = np.asarray(probs, dtype=np.float32)
+    targets = np.zeros_like(probs)
+    mask = np.zeros(probs.shape, dtype=bool)
+    for slot, columns in ONTOLOGY.slot_columns().items():
+        p = probs[:, columns]  # (N, V)
+        if ONTOLOGY.slot(slot).multi:
+            sure_yes, sure_no = p >= confidence, p <= 1.0 - confidence
+            targets[:, columns] = sure_yes
+            mask[:, columns] = sure_yes | sure_no
+        else:
+            sure = p.max(axis=1) >= confidence  # (N,)
+            one_hot = (p == p.max(axis=1, keepdims=True)) & sure[:, None]
+            targets[:, columns] = one_hot
+            mask[:, columns] = sure[:, None]
+    return targets, mask
+
+
+@dataclass
+class PseudoLabelStats:
+    """What the model was sure of: images kept, and the share of each slot answered."""
+
+    images: int  # unlabelled crops read
+    kept: int  # crops with at least one confident answer
+    slot_share: dict[str, float]  # slot -> share of kept crops where it was answered
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"images": self.images, "kept": self.kept,
+                "slot_share": {k: round(v, 4) for k, v in self.slot_share.items()}}
+
+
+def pseudo_labelled(pixels: torch.Tensor, probs: np.ndarray, paths: list[str],
+                    confidence: float) -> tuple[LabelledImages, PseudoLabelStats]:
+    """The crops with at least one confident answer, as training images without identities."""
+    targets, mask = pseudo_labels(probs, confidence)
+    keep = mask.any(axis=1)
+    rows = np.flatnonzero(keep)
+    columns = ONTOLOGY.slot_columns()
+    share = {slot: float(mask[rows][:, cols].any(axis=1).mean()) if len(rows) else 0.0
+             for slot, cols in columns.items()}
+    images = [GalleryImage(path=paths[i], person_id=f"unlabelled:{i}") for i in rows]
+    data = LabelledImages(pixels[torch.from_numpy(rows)], torch.from_numpy(targets[rows]),
+                          torch.from_numpy(mask[rows]), torch.full((len(rows),), -1, dtype=torch.long), images)
+    return data, PseudoLabelStats(len(paths), int(keep.sum()), share)
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
+
+
+def list_crops(folder: Path) -> list[str]:
+    """Image files under ``folder`` (recursively), as sorted paths relative to it."""
+    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
+                  if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
