@@ -112,8 +112,8 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
 
 def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64, engine: str = "auto",
                   onnx_cache: str | Path | None = None) -> Pipeline:
-    """Load a run directory (its ``model.pt``, written by ``minterpr train``) or a model file as
-    a pipeline; CPU by default. A broken or missing run raises :class:`~minterpr.errors.RunError`
+    """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file or a
+    model directory (``minterpr export``: safetensors + JSON) as a pipeline; CPU by default. A broken or missing run raises :class:`~minterpr.errors.RunError`
     (see :func:`minterpr.trained_run.load_run`). ``engine`` and ``onnx_cache``: what encodes
     gallery images (:class:`~minterpr.index.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
     on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster)."""

@@ -1,11 +1,13 @@
 """A trained run: the one way to load a model with what training chose for it.
 
-``load_run(PATH)`` takes a run directory (``minterpr train --out RUN``: its ``model.pt``) or a
-model file, and returns a :class:`TrainedRun`: the model and its :class:`RunExtras`, the typed
-record of the checkpoint's ``extra`` — the scoring chosen on the validation split (attribute
-weight, probability floor), the attribute calibration, the record of the weight choice, and the
-model-selection keys of training (stage, epoch, metric value). ``load_pipeline``, ``minterpr
-eval``, ``simulate``, ``chat`` and ``demo`` all load through it, so they score alike.
+``load_run(PATH)`` takes a run directory (``minterpr train --out RUN``: its ``model.pt``), a
+model file, or a model directory (``minterpr export``: safetensors weights, JSON config and
+extras; :func:`export_run` writes one), and returns a :class:`TrainedRun`: the model and its
+:class:`RunExtras`, the typed record of the checkpoint's ``extra`` — the scoring chosen on the
+validation split (attribute weight, probability floor), the attribute calibration, the record of
+the weight choice, and the model-selection keys of training (stage, epoch, metric value).
+``load_pipeline``, ``minterpr eval``, ``simulate``, ``chat`` and ``demo`` all load through it, so
+they score alike.
 
 Anything wrong with the path or the file raises :class:`~minterpr.errors.RunError` naming the
 file and what to do (a directory without ``model.pt``, an empty, truncated or foreign file, a
@@ -194,6 +196,8 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     (an unfinished run's ``last.pt`` / ``best.pt``, or nothing of a run)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"a run is given by its directory or model file path, got {type(path).__name__}")
+    from minterpr.models.io import is_model_dir
+
     path = Path(path)
     if not path.exists():
         raise RunError(path, f"no such run directory or model file (train one: {TRAIN_HINT})")
@@ -202,6 +206,8 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     model = path / "model.pt"
     if model.is_file():
         return model, path
+    if is_model_dir(path):  # an exported model directory: it is the model
+        return path, None
     last, best = path / "last.pt", path / "best.pt"
     if last.is_file():
         reason = f"no model.pt: training did not finish? `minterpr train --out {path} --resume` continues it"
@@ -212,7 +218,8 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     elif model.exists():
         reason = "model.pt is not a regular file"
     else:
-        reason = f"not a training run (no model.pt, last.pt or best.pt); train one: {TRAIN_HINT}"
+        reason = (f"not a training run (no model.pt, last.pt or best.pt) nor an exported model directory (no "
+                  f"config.json); train one: {TRAIN_HINT}")
     raise RunError(path, reason)
 
 
@@ -227,18 +234,46 @@ def _device(device: str) -> Any:
 
 
 def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun:
-    """Load a run directory (its ``model.pt``) or a model file on ``device`` (CPU by default).
+    """Load a run directory (its ``model.pt``), a model file or an exported model directory on
+    ``device`` (CPU by default).
 
     Raises :class:`RunError` (the file and what is wrong) for anything that is not a model
-    written by ``minterpr train`` / ``save_model``, :class:`InputError` for an unusable device."""
-    from minterpr.models.io import model_from_checkpoint, read_checkpoint
+    written by ``minterpr train`` / ``save_model`` / ``minterpr export``, :class:`InputError`
+    for an unusable device."""
+    from minterpr.models.io import EXTRAS_FILE, is_model_dir, load_model_dir, model_from_checkpoint, read_checkpoint
 
     model_path, run_dir = model_path_of(path)
     target = _device(device)
+    if is_model_dir(model_path):
+        model, extra = load_model_dir(model_path, target)
+        return TrainedRun(model, model_path, None, RunExtras.from_dict(extra, model_path / EXTRAS_FILE))
     payload = read_checkpoint(model_path, map_location="cpu")
     extras = RunExtras.from_dict(payload["extra"], model_path)  # before the model: cheap checks first
     model = model_from_checkpoint(payload, target, source=model_path)
     return TrainedRun(model, model_path, run_dir, extras)
+
+
+def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+               self_contained: bool = False) -> dict[str, Any]:
+    """Write the model of a run (directory, model file or model directory) as a shareable model
+    directory (``minterpr export``): safetensors weights, ``config.json``, the typed extras as
+    ``extras.json``; pretrained encoder weights that training left unchanged are referenced by
+    package and checksum unless ``self_contained``. Returns ``config.json``'s content.
+
+    Example:
+        >>> import tempfile
+        >>> from minterpr.models import create_model, save_model
+        >>> run_dir, out = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp()) / "shared"
+        >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"scoring": {"attribute_weight": 0.1}})
+        >>> sorted(export_run(run_dir, out)), sorted(p.name for p in out.iterdir())
+        (['extras', 'format', 'model_config', 'pretrained', 'version', 'weights'], ['config.json', 'extras.json', 'model.safetensors'])
+        >>> load_run(out).extras.scoring.attribute_weight
+        0.1
+    """
+    from minterpr.models.io import save_model_dir
+
+    run = load_run(path)
+    return save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained)
 
 
 def calibrate_and_choose_weight(cfg: "TrainConfig", model_path: str | os.PathLike[str]) -> RunExtras:

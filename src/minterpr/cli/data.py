@@ -11,6 +11,7 @@ DATA_MODULES = (
     "minterpr.cli.data_check",  # validate, stats
     "minterpr.cli.data_build",  # synth, peta
     "minterpr.cli.data_show",  # show
+    "minterpr.cli.data_convert",  # convert
 )
 
 

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "minterpr.cli.eval",
     "minterpr.cli.eval_attributes",
     "minterpr.cli.adapt",
+    "minterpr.cli.export",
 )
 
 
