@@ -4,6 +4,7 @@ from minterpr.data.dialogue_synthesis import (REFERENCE_STRATEGIES, DialogueSynt
                                               synthesize_records)
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.text_parser import parse_facts
+from minterpr.errors import InputError
 from minterpr.registry import RegistryError
 
 
@@ -102,3 +103,30 @@ def test_unknown_strategy_lists_members():
     with pytest.raises(RegistryError, match="must be one of attribute_rank, hard_negative, random"):
         DialogueSynthesisConfig(strategies=("nope",))
     assert "random" in REFERENCE_STRATEGIES
+
+
+def test_description_style_defaults_to_the_synthetic_one(attribute_gallery):
+    plain = synthesize_records(attribute_gallery[:60], attribute_gallery, DialogueSynthesisConfig(seed=7))
+    named = synthesize_records(attribute_gallery[:60], attribute_gallery,
+                               DialogueSynthesisConfig(seed=7, description_style="synthetic"))
+    assert [r.sample for r in named] == [r.sample for r in plain]
+    with pytest.raises(InputError, match="unknown description_style 'poem': must be one of synthetic, caption"):
+        DialogueSynthesisConfig(description_style="poem")
+
+
+def test_caption_style_reads_like_captions_and_stays_true(attribute_gallery):
+    records = synthesize_records(attribute_gallery[:200], attribute_gallery,
+                                 DialogueSynthesisConfig(seed=7, description_style="caption"))
+    truth = {g.path: g.attributes for g in attribute_gallery}
+    words = [len(r.sample.dialogue.description.split()) for r in records]
+    assert 15 <= sum(words) / len(words) <= 30  # real CUHK-PEDES captions: 23 words on average
+    stated = read = 0
+    for record in records:
+        attributes, description = truth[record.sample.target_path], record.sample.dialogue.description
+        assert record.round_facts[0] and all(f.holds(attributes) is not False for f in record.round_facts[0])
+        parsed = parse_facts(description)
+        assert all(f.holds(attributes) is not False for f in parsed), (description, parsed)
+        stated += len(record.round_facts[0])
+        read += sum(f in parsed for f in record.round_facts[0])
+        assert parsed[0].slot in ("gender", "age") or "gender" not in {f.slot for f in parsed}, description
+    assert read / stated > 0.97  # the parser reads back what the caption style claims

@@ -46,3 +46,27 @@ def test_registry_lists_members_on_unknown_name():
         registry.get("c")
     with pytest.raises(RegistryError, match="already registered"):
         registry.register("a")(lambda: 3)
+
+
+def test_label_layout_and_synthesiser_words_are_frozen():
+    """flat_labels() is the attribute head's output layout (trained checkpoints depend on it), and the
+    values' phrases are what the dialogue synthesiser picks from (every synthetic dataset depends on
+    them). Words for reading only go in READING_PHRASES / READING_COLOURS."""
+    import hashlib
+
+    layout = hashlib.sha256(repr(ONTOLOGY.flat_labels()).encode()).hexdigest()
+    words = hashlib.sha256(repr([(s.name, v.name, v.phrases) for s in ONTOLOGY.slots for v in s.values]).encode())
+    assert layout == "5da0ed8e5b068c69b6b7847c0560cd1af57af300c270f7566cf737aef5cb31b6"
+    assert words.hexdigest() == "8719320bc99c8c3d9f62612adc8a66c526caef7b783ad6808dc020038b4f8ad5"
+
+
+def test_reading_words_name_known_values():
+    from minterpr.data.ontology import COLOURS, DARK_HAIR, READING_COLOURS, READING_PHRASES
+
+    for (slot, value), phrases in READING_PHRASES.items():
+        ONTOLOGY.slot(slot).value(value)  # raises on an unknown slot or value
+        assert phrases and all(p.strip() == p and p.lower() == p for p in phrases), (slot, value)
+        assert not slot.endswith("_colour"), "colour words go in READING_COLOURS"
+    for word, colours in READING_COLOURS.items():
+        assert colours and set(colours) <= set(COLOURS), word
+    assert set(DARK_HAIR) <= set(ONTOLOGY.slot("hair_colour").value_names)

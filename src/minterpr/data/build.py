@@ -352,7 +352,10 @@ def mark_dataset(data_dir: str | os.PathLike[str]) -> dict:
 
 
 def dialogue_config_dict(config: DialogueSynthesisConfig) -> dict:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+    out = {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(config).items()}
+    if out.get("description_style") == "synthetic":  # the default: builds made before the option keep their marker
+        del out["description_style"]
+    return out
 
 
 def safe_name(text: str) -> str:

@@ -25,11 +25,14 @@ import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
-from minterpr.data.utterances import (ASKABLE_SLOTS, SALIENCE, answer, choose_description_slots, description,
-                                      feedback, question)
+from minterpr.data.utterances import (ASKABLE_SLOTS, SALIENCE, answer, caption_description, choose_description_slots,
+                                      description, feedback, question)
 from minterpr.errors import InputError
 from minterpr.registry import Registry
 from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
+
+
+DESCRIPTION_STYLES = ("synthetic", "caption")
 
 
 @dataclass(frozen=True)
@@ -46,10 +49,16 @@ class DialogueSynthesisConfig:
     strategies: tuple[str, ...] = ("hard_negative", "attribute_rank")  # record k of an image uses strategies[k % n]
     records_per_image: int = 2  # MInterPEDES writes two dialogues per target image
     hard_negative_pool: int = 5  # hard negatives are drawn from this many most similar other identities' images
+    # first description: "synthetic" (a witness's 1-4 remembered attributes, the default) or "caption"
+    # (written like real captions: person first, ~20 words, ~7 facts; docs/language.md)
+    description_style: str = "synthetic"
 
     def __post_init__(self) -> None:
         if not (0 <= self.min_qa_turns <= self.max_qa_turns and 0 <= self.min_image_turns <= self.max_image_turns):
             raise InputError("turn counts need 0 <= min <= max")
+        if self.description_style not in DESCRIPTION_STYLES:
+            raise InputError(f"unknown description_style {self.description_style!r}: must be one of "
+                             f"{', '.join(DESCRIPTION_STYLES)}")
         for name in self.strategies:
             REFERENCE_STRATEGIES.get(name)  # raises "must be one of ..." early
 
@@ -159,8 +168,11 @@ def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: 
     """One dialogue about gallery image ``target`` using reference ``strategy``."""
     image = table.gallery[target]
     attributes = image.attributes or {}
-    said = description(attributes, choose_description_slots(attributes, rng, max_slots=config.max_description_slots),
-                       rng, vague_rate=config.vague_rate)
+    if config.description_style == "caption":
+        said = caption_description(attributes, rng, vague_rate=config.vague_rate)
+    else:
+        said = description(attributes, choose_description_slots(attributes, rng, max_slots=config.max_description_slots),
+                           rng, vague_rate=config.vague_rate)
     round_facts: list[tuple[Fact, ...]] = [said.facts]
     facts = list(said.facts)
     qa_turns, asked = [], []

@@ -42,6 +42,95 @@ VAGUE_COLOURS: dict[str, tuple[str, ...]] = {
     "light": ("white", "grey", "yellow", "pink"),
     "bright": ("red", "orange", "yellow", "green", "pink"),
 }
+# "Dark hair" is black or brown hair, not blue.
+DARK_HAIR: tuple[str, ...] = ("black", "brown")
+
+# Words people use that the synthesiser does not write. They are for *reading* only: the
+# phrases above are what the dialogue synthesiser picks from, and adding one there would change
+# every synthetic dialogue. Each colour word names the colours it may mean.
+READING_COLOURS: dict[str, tuple[str, ...]] = {
+    "ivory": ("white",), "golden": ("yellow",), "gold": ("yellow",), "camel": ("brown",), "bronze": ("brown",),
+    "chocolate": ("brown",), "brunette": ("brown",), "crimson": ("red",), "scarlet": ("red",), "wine": ("red",),
+    "lime": ("green",), "mint": ("green",), "teal": ("blue", "green"), "turquoise": ("blue", "green"),
+    "aqua": ("blue", "green"), "cyan": ("blue",), "indigo": ("blue", "purple"), "lavender": ("purple",),
+    "magenta": ("pink", "purple"), "fuchsia": ("pink", "purple"), "peach": ("orange", "pink"),
+    "coral": ("orange", "pink"), "salmon": ("orange", "pink"), "ash": ("grey",), "redhead": ("red",), "blonde": ("yellow",),
+    "pale": VAGUE_COLOURS["light"],
+}
+# Words before a colour that shade it without changing it ("navy blue", "hot pink", "off white").
+COLOUR_SHADES = ("dark", "light", "deep", "pale", "bright", "hot", "neon", "pastel", "dull", "faded", "muted",
+                 "dusty", "baby", "sky", "royal", "navy", "jet", "off", "dirty", "medium", "very", "rich", "soft",
+                 "vivid", "kelly", "forest", "army", "half", "denim", "dyed", "snow", "solid", "mostly", "all")
+# Words after a colour that say nothing more ("light colored", "grayish toned").
+COLOUR_SUFFIXES = ("colored", "coloured", "color", "colour", "toned", "tone", "tones", "tinted", "hued", "shade",
+                   "shaded", "tint")
+# (slot, value) -> more words for it (hyphens read as spaces: "t shirt" also reads "t-shirt").
+READING_PHRASES: dict[tuple[str, str], tuple[str, ...]] = {
+    ("gender", "male"): ("boy",),
+    ("gender", "female"): ("gal",),
+    ("age", "child"): ("little boy", "little girl", "small child", "kid", "toddler", "young girl", "young boy",
+                       "teenager", "teen", "teenage boy", "teenage girl"),
+    ("age", "young"): ("young man", "young woman", "young lady", "young guy", "young male", "young female",
+                       "young person", "young pedestrian", "young gentleman", "young adult male", "young adult female", "young girl",
+                       "young boy", "teenager", "teen", "teenage boy", "teenage girl"),
+    ("age", "middle_aged"): ("middle aged", "older man", "older woman", "older lady", "older gentleman"),
+    ("age", "senior"): ("old man", "old woman", "old lady", "old person", "elderly", "senior citizen", "older man",
+                        "older woman", "older lady", "older gentleman"),
+    ("hair_length", "bald"): ("balding", "partially bald", "no hair"),
+    ("hair_length", "short"): ("short cut hair", "short trimmed hair", "shorter hair", "short haired", "buzz cut",
+                               "crew cut"),
+    ("hair_length", "long"): ("shoulder length", "longer hair", "long haired"),
+    ("upper_type", "tshirt"): ("t shirt", "tshirt", "t shirts", "tee shirt", "tees"),
+    ("upper_type", "shirt"): ("polo", "polo shirt", "dress shirt", "button up shirt", "button down shirt",
+                              "undershirt", "under shirt", "collared shirt", "blouses", "shirts"),
+    ("upper_type", "jacket"): ("parka", "raincoat", "rain coat", "overcoat", "trench coat", "winter coat", "anorak",
+                               "fleece", "hooded jacket", "jackets", "coats"),
+    ("upper_type", "sweater"): ("sweatshirt", "sweat shirt", "cardigan", "hooded sweatshirt", "sweaters", "hoodies"),
+    ("upper_type", "suit"): ("suit", "business suit", "tuxedo", "suit coat"),
+    ("upper_type", "vest"): ("tank", "camisole", "cami", "tank tops", "waistcoat"),
+    ("upper_style", "formal"): ("formally", "formal attire"),
+    ("lower_type", "jeans"): ("jean pants", "jean", "denim jeans"),
+    ("lower_type", "trousers"): ("pants", "trouser", "slacks", "sweatpants", "sweat pants", "track pants", "joggers", "khakis",
+                                 "cargo pants", "long pants", "dress slacks"),
+    ("lower_type", "shorts"): ("jean shorts", "denim shorts", "short pants", "short shorts", "cargo shorts",
+                               "jean short", "walking shorts", "bermuda shorts"),
+    ("lower_type", "capri"): ("capris", "capri", "crop pants", "cropped pants", "cropped trousers", "capri jeans"),
+    ("lower_type", "short_skirt"): ("mini skirt", "mini skirts", "skirt", "skirts"),
+    ("lower_type", "long_skirt"): ("skirt", "skirts", "ankle length skirt", "floor length skirt"),
+    ("footwear_type", "sneakers"): ("tennis shoes", "sports shoes", "sport shoes", "athletic shoes", "gym shoes",
+                                    "sneaker", "trainer shoes"),
+    ("footwear_type", "leather_shoes"): ("loafers",),
+    ("footwear_type", "boots"): ("boot", "dress boots"),
+    ("footwear_type", "sandals"): ("flip flops", "flipflops", "sandal", "sandles", "slides", "dress sandals"),
+    ("footwear_type", "stockings"): ("stocking", "pantyhose", "panty hose"),
+    ("carried", "backpack"): ("back pack", "backpacks", "book bag", "bookbag", "knapsack"),
+    ("carried", "messenger_bag"): ("bag", "bags", "shoulderbag", "cross body bag", "crossbody bag", "crossbody", "sling bag",
+                                   "satchels"),
+    ("carried", "handbag"): ("bag", "bags", "hand bag", "handbags", "purses", "tote", "tote bag", "totes", "tote bags",
+                             "pocketbook", "clutch"),
+    ("carried", "suitcase"): ("suitcases", "briefcases"),
+    ("carried", "luggage"): ("luggage", "rolling suitcase", "wheeled suitcase", "rolling bag", "roller bag"),
+    ("carried", "plastic_bag"): ("plastic bags", "shopping bags", "paper bag", "paper bags", "grocery bag"),
+    ("carried", "umbrella"): ("umbrellas", "parasol"),
+    ("carried", "baby_buggy"): ("pram", "baby stroller", "baby carriage"),
+    ("carried", "nothing"): ("empty handed", "nothing in his hands", "nothing in her hands", "nothing in their hands",
+                             "hands are empty"),
+    ("headwear", "hat"): ("hats", "caps", "baseball cap", "helmet", "visor", "beret", "bonnet"),
+    ("headwear", "hair_band"): ("hairband", "head band", "headbands"),
+    ("accessories", "glasses"): ("eyeglasses", "eye glasses"),
+    ("accessories", "sunglasses"): ("sun glasses", "sun shades"),
+    ("accessories", "headphones"): ("earbuds", "ear buds", "headset", "ear phones", "head phones"),
+    ("accessories", "scarf"): ("scarves",),
+    ("accessories", "face_mask"): ("surgical mask", "protective mask"),
+    ("upper_pattern", "logo"): ("graphic", "printed", "design", "lettering", "writing", "letters", "words",
+                                "picture", "characters", "emblem", "print"),
+    ("upper_pattern", "plaid"): ("checkered", "checks", "plaid pattern"),
+    ("upper_pattern", "thin_stripes"): ("stripes", "striped", "stripe pattern", "stripped"),
+    ("upper_pattern", "thick_stripes"): ("stripes", "striped", "stripe pattern", "stripped"),
+    ("sleeve_length", "long"): ("long sleeve", "long sleeved", "long sleeves"),
+    ("sleeve_length", "short"): ("short sleeve", "short sleeved", "short sleeves"),
+    ("sleeve_length", "sleeveless"): ("no sleeves", "no sleeve", "sleeveless"),
+}
 
 
 @dataclass(frozen=True)

@@ -189,3 +189,122 @@ def items_phrase(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
     plural = ("glasses", "sunglasses", "headphones", "earphones", "shades", "spectacles", "sneakers")
     words = [n if n in plural or n.endswith("s") else article(n) for n in names]
     return Phrase(join_words(words), tuple(Fact(slot, (v,)) for v in values))
+
+
+# ------------------------------------------------------------------------------ caption style
+# The words real caption writers use for a value, with how often (CUHK-PEDES counts, see
+# docs/language.md); a value not listed keeps its canonical phrase. "bag" states less than the
+# value it is written for: it reads as a handbag or a shoulder bag (_WORD_STATES).
+CAPTION_WORDS: dict[tuple[str, str], tuple[tuple[str, float], ...]] = {
+    ("gender", "male"): (("man", 9.0), ("male", 0.5), ("guy", 0.3)),
+    ("gender", "female"): (("woman", 7.0), ("lady", 0.8), ("girl", 0.8), ("female", 0.4)),
+    ("upper_type", "tshirt"): (("t-shirt", 4.0), ("t shirt", 1.0), ("tee shirt", 0.7)),
+    ("upper_type", "shirt"): (("shirt", 8.0), ("blouse", 1.0), ("button up shirt", 0.4), ("polo shirt", 0.4)),
+    ("upper_type", "jacket"): (("jacket", 5.0), ("coat", 1.0)),
+    ("upper_type", "sweater"): (("sweater", 3.0), ("hoodie", 0.5), ("sweatshirt", 0.5)),
+    ("upper_type", "suit"): (("suit jacket", 2.0), ("blazer", 1.0)),
+    ("upper_type", "vest"): (("tank top", 2.0), ("vest", 1.0)),
+    ("lower_type", "trousers"): (("pants", 9.0), ("slacks", 0.3), ("trousers", 0.2)),
+    ("lower_type", "suit_trousers"): (("dress pants", 2.0), ("formal trousers", 0.5)),
+    ("lower_type", "hot_pants"): (("hot pants", 1.0), ("very short shorts", 1.0)),
+    ("lower_type", "capri"): (("capris", 1.0), ("capri pants", 1.0)),
+    ("lower_type", "short_skirt"): (("short skirt", 2.0), ("mini skirt", 1.0)),
+    ("footwear_type", "sneakers"): (("sneakers", 3.0), ("tennis shoes", 2.0)),
+    ("footwear_type", "leather_shoes"): (("dress shoes", 2.0), ("leather shoes", 0.5)),
+    ("footwear_type", "sandals"): (("sandals", 3.0), ("flip flops", 0.5)),
+    ("footwear_type", "stockings"): (("stockings", 1.0), ("tights", 1.0)),
+    ("carried", "backpack"): (("backpack", 4.0), ("back pack", 0.5)),
+    ("carried", "messenger_bag"): (("shoulder bag", 2.0), ("bag", 2.0)),
+    ("carried", "handbag"): (("purse", 3.0), ("handbag", 1.0), ("bag", 2.0)),
+    ("carried", "plastic_bag"): (("shopping bag", 2.0), ("plastic bag", 1.0)),
+    ("carried", "luggage"): (("rolling suitcase", 1.0), ("luggage", 1.0)),
+    ("carried", "baby_buggy"): (("stroller", 1.0),), ("carried", "shopping_trolley"): (("shopping cart", 1.0),),
+    ("headwear", "hat"): (("hat", 2.0), ("cap", 1.0)), ("headwear", "hair_band"): (("headband", 1.0),),
+    ("upper_colour", "grey"): (("gray", 3.0), ("grey", 2.0)), ("lower_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
+    ("footwear_colour", "grey"): (("gray", 3.0), ("grey", 2.0)), ("hair_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
+}
+_WORD_STATES = {("carried", "bag"): ("handbag", "messenger_bag")}
+# Nouns written with "a pair of" in about a third of real captions.
+_PAIRS = ("pants", "jeans", "shorts", "capris", "slacks", "trousers", "sneakers", "shoes", "boots", "sandals",
+          "tennis shoes", "dress shoes", "leather shoes", "flip flops", "capri pants", "dress pants", "hot pants")
+
+
+def caption_word(slot: str, value: str, rng: random.Random) -> tuple[str, tuple[str, ...]]:
+    """A word real captions use for ``slot=value`` and the values it states.
+
+    >>> caption_word("lower_type", "trousers", random.Random(0))
+    ('pants', ('trousers',))
+    """
+    choices = CAPTION_WORDS.get((slot, value))
+    if not choices:
+        return ONTOLOGY.slot(slot).value(value).phrases[0], (value,)
+    word = rng.choices([w for w, _ in choices], [n for _, n in choices])[0]
+    return word, _WORD_STATES.get((slot, word), (value,))
+
+
+def _caption_colours(slot: str, attributes: Attrs, rng: random.Random, vague_rate: float) -> Phrase:
+    colours = attributes[slot]
+    if len(colours) == 1 and rng.random() < 0.6 * vague_rate:  # captions say "dark" less often than witnesses
+        for word, meaning in VAGUE_COLOURS.items():
+            if colours[0] in meaning and word != "bright":
+                return Phrase(word, (Fact(slot, tuple(sorted(meaning))),))
+    words = [caption_word(slot, c, rng)[0] for c in colours[:2]]
+    return Phrase(" and ".join(words), tuple(Fact(slot, (c,)) for c in colours[:2]))
+
+
+def caption_garment(part: str, attributes: Attrs, rng: random.Random, *, slots: Iterable[str],
+                    vague_rate: float = 0.0) -> Phrase:
+    """A garment as captions name it: 'a white short sleeved t-shirt', 'a pair of black pants',
+    'gray tennis shoes' (``part`` is upper, lower or feet; only ``slots`` are mentioned)."""
+    slots = set(slots)
+    colour_slot, type_slot, pattern_slot = {"upper": ("upper_colour", "upper_type", "upper_pattern"),
+                                            "lower": ("lower_colour", "lower_type", "lower_pattern"),
+                                            "feet": ("footwear_colour", "footwear_type", None)}[part]
+    facts: list[Fact] = []
+    words: list[str] = []
+    sleeve = attributes.get("sleeve_length", ("",))[0] if part == "upper" and "sleeve_length" in slots else ""
+    sleeve_first = sleeve and rng.random() < 0.4
+    if sleeve_first:
+        words.append({"long": "long sleeve", "short": "short sleeved", "sleeveless": "sleeveless"}[sleeve])
+    if colour_slot in slots and attributes.get(colour_slot):
+        colours = _caption_colours(colour_slot, attributes, rng, vague_rate)
+        words.append(colours.text)
+        facts.extend(colours.facts)
+    if sleeve and not sleeve_first:
+        words.append({"long": "long sleeved", "short": "short sleeved", "sleeveless": "sleeveless"}[sleeve])
+    if sleeve:
+        facts.append(Fact("sleeve_length", (sleeve,)))
+    pattern = attributes.get(pattern_slot, ("plain",))[0] if pattern_slot in slots else "plain"
+    if pattern in ("plaid", "thin_stripes", "thick_stripes"):
+        words.append("plaid" if pattern == "plaid" else "striped")
+        facts.append(Fact(pattern_slot, (pattern,) if pattern == "plaid" else ("thick_stripes", "thin_stripes")))
+    value = attributes.get(type_slot, ("",))[0] if type_slot in slots else ""
+    noun = {"upper": "top", "lower": "bottoms", "feet": "shoes"}[part]
+    if value and value != "other" and (type_slot, value) != ("footwear_type", "shoes"):
+        noun, states = caption_word(type_slot, value, rng)
+        facts.append(Fact(type_slot, states))
+    if sleeve == "sleeveless" and noun == "top":  # "a sleeveless top" would read as a vest
+        words.remove("sleeveless")
+        noun = "top with no sleeves"
+    text = " ".join(words + [noun]) + (" with a logo" if pattern == "logo" else "")
+    if pattern == "logo":
+        facts.append(Fact(pattern_slot, ("logo",)))
+    if noun.endswith("s") and not noun.endswith("dress"):
+        return Phrase(("a pair of " if noun in _PAIRS and rng.random() < 0.35 else "") + text, tuple(facts))
+    return Phrase(article(text), tuple(facts))
+
+
+def caption_items(slot: str, attributes: Attrs, rng: random.Random, pronoun: str) -> Phrase:
+    """Carried items, headwear or accessories as captions name them: 'a backpack and a purse'."""
+    words, facts = [], []
+    for value in attributes.get(slot, ())[:2]:
+        if ONTOLOGY.slot(slot).value(value).excludes_others:
+            continue
+        if (slot, value) == ("carried", "other"):
+            words.append(f"something in {pronoun} hand")
+            facts.append(Fact(slot, (value,)))
+            continue
+        word, states = caption_word(slot, value, rng)
+        words.append(word if word.endswith("s") and slot == "accessories" or word == "luggage" else article(word))
+        facts.append(Fact(slot, states))
+    return Phrase(join_words(words), tuple(facts))

@@ -1,139 +1,33 @@
 """Text to facts: a rule-based reader of descriptions, answers and corrective feedback.
 
-It finds the ontology's phrases (and their synonyms) in free text, attaches colour words to the
-garment they describe, and tracks negation ("no backpack", "red, not white", "rather than a
-skirt"), so that what a user says can be compared with what the model believes about images.
-It reads the synthesiser's language exactly and real captions (CUHK-PEDES) reasonably.
+It finds the ontology's phrases (and the words people use for them, ``READING_PHRASES``) in
+free text, attaches colour words to the garment they describe, and tracks negation ("no
+backpack", "red, not white", "rather than a skirt"), so that what a user says can be compared
+with what the model believes about images. Beyond the synthesiser's language it reads how people
+write captions (CUHK-PEDES; figures in docs/language.md): shaded and hedged colours ("navy
+blue", "greyish", "light coloured", "olive or dark brown"), garments, bags and shoes by many
+names, statements of absence ("is not holding anything", "no sleeves"), and a second person in
+the same sentence ("walking beside a lady in a green dress": her dress is not the target's).
 
 Example:
     >>> [(f.slot, f.values, f.negated) for f in parse_facts("A woman in a red top, no backpack.")]
     [('gender', ('female',), False), ('upper_colour', ('red',), False), ('carried', ('backpack',), True)]
+    >>> [(f.slot, f.values) for f in parse_facts("A man walking beside a lady in a pink dress, he has short hair.")]
+    [('gender', ('male',)), ('hair_length', ('short',))]
+    >>> [(f.slot, f.values) for f in parse_facts("Navy-blue shorts, a greyish tee and an olive or dark brown cap.")]
+    [('lower_colour', ('blue',)), ('lower_type', ('shorts',)), ('upper_colour', ('grey',)), ('upper_type', ('tshirt',)), ('headwear', ('hat',))]
 """
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
-from minterpr.data.ontology import COLOURS, ONTOLOGY, VAGUE_COLOURS
+from minterpr.data.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
 from minterpr.data.phrasing import Fact
-
-# Nouns that only say which garment a colour belongs to; they assert no type.
-_PART_NOUNS = {
-    "upper": ("top", "upper garment", "upper body", "shirt", "t-shirt", "tee", "jacket", "coat", "sweater", "hoodie",
-              "blouse", "blazer", "vest", "tank top", "jumper", "pullover", "windbreaker", "polo", "suit"),
-    "lower": ("bottoms", "lower garment", "trousers", "pants", "jeans", "shorts", "skirt", "slacks", "leggings",
-              "capri pants", "lower body", "lower clothes", "dress", "miniskirt", "maxi skirt", "hot pants"),
-    "feet": ("shoes", "sneakers", "trainers", "boots", "sandals", "footwear", "heels", "flats", "tights", "stockings"),
-    "head": ("hair",),
-}
-_COLOUR_SLOT = {"upper": "upper_colour", "lower": "lower_colour", "feet": "footwear_colour", "head": "hair_colour"}
-_SLOT_PART = {"upper_colour": "upper", "lower_colour": "lower", "footwear_colour": "feet", "hair_colour": "head",
-              "upper_pattern": "upper", "lower_pattern": "lower"}
-# Phrases too generic or too ambiguous to assert a value by themselves.
-_IGNORED = {"top", "upper garment", "shoes", "regular shoes", "long", "short", "young", "an object", "print", "plain", "adult", "old", "casual", "formal", "smart", "male", "female", "suit"}
-_EXTRA = {  # common real-caption words the ontology's phrases do not list
-    ("gender", "male"): ("boy", "he", "his", "him"), ("gender", "female"): ("she", "her", "hers", "women"),
-    ("age", "senior"): ("elderly",), ("lower_type", "trousers"): ("pants", "slacks"),
-    ("carried", "backpack"): ("back pack", "backpacks"),
-    ("carried", "messenger_bag"): ("bag", "shoulder bag", "cross body bag", "crossbody bag"),
-    ("footwear_type", "sneakers"): ("tennis shoes", "sports shoes"),
-    ("lower_type", "short_skirt"): ("skirt",), ("lower_type", "long_skirt"): ("skirt",),
-    ("upper_pattern", "thin_stripes"): ("stripes", "striped"), ("upper_pattern", "thick_stripes"): ("stripes", "striped"),
-}
-# Nouns a colour word may describe that are not garments: the colour is then not a garment's.
-_NON_GARMENT = {"belt", "bag", "bags", "backpack", "back", "hat", "cap", "umbrella", "object", "objects", "hood",
-                "scarf", "purse", "handbag", "suitcase", "folder", "box", "phone", "cup", "bottle", "headphones",
-                "glasses", "sunglasses", "watch", "necklace", "stripe", "stripes", "logo", "design", "car", "bike"}
-_NEGATORS = {"no", "not", "without", "never", "n't", "nothing", "neither", "nor", "rather"}
-_CONTRAST = ("rather than", "instead of", "not", "but not")
-_TOKEN = re.compile(r"[a-z]+(?:-[a-z]+)*|n't|[.,;:!?]")
-
-
-@lru_cache(maxsize=1)
-def _lexicon() -> dict[tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
-    """phrase tokens -> [(slot, values)] for every non-colour slot phrase (longest match wins)."""
-    table: dict[tuple[str, ...], dict[str, list[str]]] = {}
-    for slot in ONTOLOGY.slots:
-        if slot.name.endswith("_colour"):
-            continue
-        for value in slot.values:
-            for phrase in value.phrases + _EXTRA.get((slot.name, value.name), ()):
-                if phrase in _IGNORED or not phrase:
-                    continue
-                key = tuple(_TOKEN.findall(phrase.lower()))
-                table.setdefault(key, {}).setdefault(slot.name, []).append(value.name)
-    return {k: [(s, tuple(sorted(set(v)))) for s, v in slots.items()] for k, slots in table.items()}
-
-
-@lru_cache(maxsize=1)
-def _colour_words() -> dict[tuple[str, ...], tuple[str, ...]]:
-    words: dict[tuple[str, ...], set[str]] = {}
-    for slot in ("upper_colour", "hair_colour"):
-        for value in ONTOLOGY.slot(slot).values:
-            for phrase in value.phrases:
-                words.setdefault(tuple(_TOKEN.findall(phrase.lower())), set()).add(value.name)
-    for word, meaning in VAGUE_COLOURS.items():
-        words[(word,)] = set(meaning)
-    words[("gray",)] = {"grey"}
-    words[("dyed",)] = set()
-    return {k: tuple(sorted(v)) for k, v in words.items() if v}
-
-
-@lru_cache(maxsize=1)
-def _part_nouns() -> dict[str, tuple[str, ...]]:
-    """Generic garment nouns plus every phrase of the garment-type slots."""
-    nouns = {part: list(words) for part, words in _PART_NOUNS.items()}
-    for slot, part in (("upper_type", "upper"), ("lower_type", "lower"), ("footwear_type", "feet")):
-        for value in ONTOLOGY.slot(slot).values:
-            nouns[part].extend(p for p in value.phrases if p not in ("regular shoes",))
-    # Longest first, so "suit trousers" is not read as the upper "suit".
-    return {part: tuple(sorted(set(words), key=lambda w: -len(w.split()))) for part, words in nouns.items()}
-
-
-def _part_at(tokens: list[str], i: int) -> str | None:
-    """The body part named by a garment noun starting at token i, if any."""
-    best: tuple[int, str] | None = None
-    for part, nouns in _part_nouns().items():
-        for noun in nouns:
-            n = _TOKEN.findall(noun.lower())
-            if tokens[i:i + len(n)] == n and (best is None or len(n) > best[0]):
-                best = (len(n), part)
-    return best[1] if best else None
-
-
-def _part_of(tokens: list[str], start: int, stop: int) -> str | None:
-    """The body part of the first garment noun in tokens[start:stop]."""
-    for i in range(start, stop):
-        part = _part_at(tokens[:stop], i)
-        if part is not None:
-            return part
-    return None
-
-
-_BOUNDARIES = {",", "and", "but", "rather", "than", "not", "no", "was", "were", "is", "are", "with", "had", "has"}
-
-
-def _phrase_end(tokens: list[str], start: int, limit: int = 5) -> int:
-    """End of the noun phrase a colour word opens: 'red and white striped t-shirt' but not
-    'red, not pink and the hair'."""
-    colours = _colour_words()
-    end = start
-    while end < len(tokens) and end - start < limit:
-        token = tokens[end]
-        if token in _BOUNDARIES and not (token == "and" and end + 1 < len(tokens) and (tokens[end + 1],) in colours):
-            break
-        end += 1
-    return end
-
-
-def _length_fact(tokens: list[str], i: int, negated: bool) -> Fact | None:
-    """'long blue skirt', 'short grey hair': a length word a few words before its noun."""
-    window = tokens[i + 1:_phrase_end(tokens, i + 1, limit=3)]
-    if "hair" in window and window[:1] != ["hair"]:  # "long hair" itself is a lexicon phrase
-        return Fact("hair_length", (tokens[i],), negated)
-    if "skirt" in window and window[:1] != ["skirt"]:
-        return Fact("lower_type", ("long_skirt" if tokens[i] == "long" else "short_skirt",), negated)
-    return None
+from minterpr.data.text_reading import (BACK, COLOUR_SLOT, FILLERS, GARMENT_PARTS, HELD, HOLDING, NEGATORS, NOTHING,
+                                        PRONOUN_GENDER, RESETS, SLOT_PART, age_phrase, colour_expr, colour_term,
+                                        length_facts, lexicon, longest, noun_kind, other_person, part_at, phrase_key,
+                                        read_tokens, skirt_length)
 
 
 def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
@@ -143,78 +37,122 @@ def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
     "nothing", "long") their meaning.
     """
     facts: list[Fact] = []
-    for clause in re.split(r"[.;!?]", text.lower()):
-        tokens = _TOKEN.findall(clause.replace("’", "'").replace("wasn't", "was n't").replace("didn't", "did n't"))
-        facts.extend(_parse_clause(tokens, context_slot))
+    people: dict[str, str] = {}  # "target": the target's gender once known; "other": another person's
+    for clause in re.split(r"[.;!?]", text):
+        tokens = read_tokens(clause)
+        other = people.get("other")
+        if tokens[:1] in (["he"], ["she"]) and other == PRONOUN_GENDER[tokens[0]] and people.get("target", other) != other:
+            continue  # a sentence about the other person
+        facts.extend(_parse_clause(tokens, context_slot, people))
+        target = [f.values[0] for f in facts if f.slot == "gender" and not f.negated and len(f.values) == 1]
+        if target:
+            people.setdefault("target", target[0])
     return list(dict.fromkeys(facts))
 
 
-def _parse_clause(tokens: list[str], context_slot: str | None) -> list[Fact]:
-    lexicon, colours = _lexicon(), _colour_words()
+def _emit_colours(facts: list[Fact], part: str, groups: list[tuple[str, ...]], negated: bool) -> None:
+    for part_name in (("upper", "lower") if part == "both" else (part,)):
+        for values in groups:
+            values = DARK_HAIR if part_name == "head" and values == tuple(sorted(VAGUE_COLOURS["dark"])) else values
+            facts.append(Fact(COLOUR_SLOT[part_name], values, negated))
+
+
+def _colour_facts(facts: list[Fact], tokens: list[str], i: int, groups: list[tuple[str, ...]], end: int,
+                  negated: bool, last_part: str | None, context_slot: str | None) -> str | None:
+    """The colour facts of a colour expression tokens[i:end]; returns the garment part they went to."""
+    if i and tokens[i - 1] == "as":
+        return None  # "not as red as her bag": a comparison
+    part = noun_kind(tokens, end)
+    if part == "pattern":  # "a red shirt with white stripes": the stripes are the garment's
+        part = last_part if last_part in ("upper", "lower") else "item"
+    if part is None and i >= 2 and tokens[i - 1] in ("is", "was") and tokens[i - 2] in PRONOUN_GENDER:
+        part = "item"  # "he is tan": the person, not a garment
+    if part is None and tokens[max(0, i - 2):i] in (["dressed", "in"], ["all", "in"]):
+        part = "both"
+    if part is None:
+        part = last_part or (SLOT_PART[context_slot] if context_slot and context_slot.endswith("_colour") else None)
+    if part in (None, "item", "person", "pattern"):
+        return None
+    _emit_colours(facts, part, groups, negated)
+    return part
+
+
+def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str, str]) -> list[Fact]:
+    table = lexicon()
     facts: list[Fact] = []
     negated = False
-    last_part = _SLOT_PART.get(context_slot or "")
-    pending_colours: list[tuple[tuple[str, ...], bool]] = []
+    last_part = SLOT_PART.get(context_slot or "")
+    other = False  # inside a phrase about another person
+    holding = any(t in HOLDING for t in tokens)
+    alternative = (-1, 0)  # (end token, first fact) of the last phrase read
     i = 0
     while i < len(tokens):
         token = tokens[i]
-        if token in (",", "and", "but", "though", "also", "with"):
+        if other:  # until the sentence turns back to the target
+            other = token not in (",", "while") and not (token == "and" and tokens[i + 1:i + 2] and tokens[i + 1] in BACK)
+            i += 1
+            continue
+        who = other_person(tokens, i)
+        if who is not None:
+            other = True
+            if who:
+                people.setdefault("other", who)
+            continue
+        if token in RESETS:
             negated = False
             i += 1
             continue
-        if token in _NEGATORS and not (token == "no" and i == 0 and len(tokens) > 1 and tokens[1] == ","):
-            negated = not (token == "not" and i + 1 < len(tokens) and tokens[i + 1] in ("sure",))
+        match = longest(table, tokens, i)
+        leading = match in _leading() and len(longest(table, tokens, i + 1) or ()) < len(match)
+        if token in NEGATORS and not leading:
+            if token == "no" and i == 0 and len(tokens) > 1 and tokens[1] == ",":
+                i += 1
+                continue
+            j = i + 1
+            while j < len(tokens) and tokens[j] in FILLERS:
+                j += 1
+            if tokens[j:j + 1] in (["anything"], ["nothing"]) and {"carrying", "holding"} & set(tokens[i:j]):
+                facts.append(Fact("carried", ("nothing",)))
+                i = j + 1
+                continue
+            negated = j < len(tokens) and (longest(table, tokens, j) is not None or colour_term(tokens, j) is not None
+                                           or tokens[j] in ("long", "short"))
             i += 1
             continue
         if token in ("long", "short"):
-            length_fact = _length_fact(tokens, i, negated)
-            if length_fact is not None:
-                facts.append(length_fact)
-        noun_part = _part_at(tokens, i)
-        if noun_part is not None:
-            last_part = noun_part
-        match = None
-        for length in (4, 3, 2, 1):
-            key = tuple(tokens[i:i + length])
-            if len(key) == length and (key in colours or key in lexicon):
-                match = key
-                break
+            facts.extend(length_facts(tokens, i, negated))
+        colours = colour_expr(tokens, i)
+        if colours is not None and (match is None or colours[0] > i + len(match)):
+            end, groups = colours
+            last_part = _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot) or last_part
+            i = end
+            continue
         if match is None:
-            i += 1
+            part, n = part_at(tokens, i)
+            age = age_phrase(tokens, i)
+            if age is not None or part == "pattern":  # "young asian man", "a stripe shirt"
+                _lexicon_facts(facts, tokens, i, age or ("stripes",), negated, context_slot, last_part)
+            if token in HELD and holding:
+                facts.append(Fact("carried", ("other",)))
+            if part not in (None, "person"):
+                last_part = "upper" if part == "sleeve" else part
+            elif token == "plain" and noun_kind(tokens, i + 1) in ("upper", "lower"):
+                facts.append(Fact(f"{noun_kind(tokens, i + 1)}_pattern", ("plain",), negated))
+            i += max(n, 1)
             continue
-        if match in colours and match not in lexicon:
-            following = tokens[i + len(match):_phrase_end(tokens, i + len(match))]
-            if following and following[0] in _NON_GARMENT or (following[:1] == ["and"] and
-                                                             following[2:3] and following[2] in _NON_GARMENT):
-                i += len(match)
-                continue
-            # A colour word belongs to the next garment noun in the clause, else the last one.
-            part = _part_of(tokens, i + len(match), _phrase_end(tokens, i + len(match))) or last_part
-            if part is None and context_slot and context_slot.endswith("_colour"):
-                part = _SLOT_PART[context_slot]
-            if part is not None:
-                facts.append(Fact(_COLOUR_SLOT[part], colours[match], negated))
-                last_part = part
-            i += len(match)
+        if match in (("bag",), ("bags",)) and tokens[i - 1:i] == ["the"] and any(f.slot == "carried" for f in facts):
+            i += 1  # "the bag" again: already said
             continue
-        for slot, values in lexicon[match]:
-            if slot in ("headwear", "accessories", "carried") and any(ONTOLOGY.slot(slot).value(v).excludes_others
-                                                                   for v in values):
-                if context_slot not in (None, slot) or (context_slot is None and slot != "carried"):
-                    continue  # "nothing" answers the question asked, not every slot
-            if slot in ("upper_pattern", "lower_pattern"):
-                part = _part_of(tokens, i + len(match), _phrase_end(tokens, i + len(match))) or last_part or "upper"
-                slot = "lower_pattern" if part == "lower" else "upper_pattern"
-                values = tuple(v for v in values if v in ONTOLOGY.slot(slot).value_names)
-            if slot == "gender" and len(match) == 1 and match[0] in ("he", "his", "him", "she", "her", "hers"):
-                negated_here = False  # pronouns are never negated: "not her" still means a woman was sought
-            else:
-                negated_here = negated
-            if values:
-                facts.append(Fact(slot, values, negated_here))
-        part = _part_of(list(match), 0, len(match))
-        last_part = part or last_part
+        before = len(facts)
+        _lexicon_facts(facts, tokens, i, match, negated, context_slot, last_part)
+        if i and tokens[i - 1] == "or" and alternative[0] == i - 1:  # "a jacket or sweater": one of them
+            facts[alternative[1]:] = _merged(facts[alternative[1]:before], facts[before:])
+        alternative = (i + len(match), before)
+        part, _ = part_at(tokens, i)
+        last_part = {"sleeve": "upper", None: last_part, "person": last_part, "pattern": last_part}.get(part, part)
         i += len(match)
+        if part in ("upper", "lower", "feet", "item") and tokens[i:i + 1] not in (["or"], ["nor"]):
+            negated = False  # "without glasses in a dress": the negation ends with its noun
     if context_slot and not facts:
         facts.extend(_bare_answer(tokens, context_slot))
     if context_slot and not facts and any(t in ("nothing", "none", "anything") for t in tokens):
@@ -225,16 +163,67 @@ def _parse_clause(tokens: list[str], context_slot: str | None) -> list[Fact]:
     return facts
 
 
+def _merged(first: list[Fact], second: list[Fact]) -> list[Fact]:
+    """Facts of 'X or Y': one fact per slot with the values of both."""
+    out = list(first)
+    for fact in second:
+        k = next((n for n, f in enumerate(out) if f.slot == fact.slot and f.negated == fact.negated), None)
+        if k is None:
+            out.append(fact)
+        else:
+            out[k] = Fact(fact.slot, tuple(sorted(set(out[k].values) | set(fact.values))), fact.negated)
+    return out
+
+
+@lru_cache(maxsize=1)
+def _leading() -> frozenset[tuple[str, ...]]:
+    """Phrases that start with a negator but are read as a whole ("no sleeves", "nothing in her hands"); the
+    ontology's own "no bag"/"no hat" read as a negated item."""
+    reading = {phrase_key(p) for phrases in READING_PHRASES.values() for p in phrases} | {phrase_key(p) for p in NOTHING}
+    out = set()
+    for key, slots in lexicon().items():
+        if len(key) > 1 and key[0] in NEGATORS and (key in reading or not any(
+                ONTOLOGY.slot(s).value(v).excludes_others for s, vs in slots for v in vs)):
+            out.add(key)
+    return frozenset(out)
+
+
+def _lexicon_facts(facts: list[Fact], tokens: list[str], i: int, match: tuple[str, ...], negated: bool,
+                   context_slot: str | None, last_part: str | None) -> None:
+    """The facts of the lexicon phrase ``match`` found at token i."""
+    for slot, values in lexicon()[match]:
+        if slot in ("headwear", "accessories", "carried") and any(ONTOLOGY.slot(slot).value(v).excludes_others
+                                                               for v in values):
+            if context_slot not in (None, slot) or (context_slot is None and slot != "carried"):
+                continue  # "nothing" answers the question asked, not every slot
+        if slot in ("upper_pattern", "lower_pattern"):
+            after = i + len(match)  # "a shirt with a logo": the garment before; "a plaid top": the one after
+            noun = tokens[i - 1:i] in (["a"], ["an"], ["with"]) and part_at(tokens, after)[0] not in GARMENT_PARTS
+            part = (None if noun else noun_kind(tokens, after)) or last_part
+            if part not in ("upper", "lower"):
+                continue  # stripes on shoes, a design on a bag
+            slot = f"{part}_pattern"
+            values = tuple(v for v in values if v in ONTOLOGY.slot(slot).value_names)
+        if slot == "lower_type" and values == ("long_skirt", "short_skirt"):
+            values = (skirt_length(tokens, i),) if skirt_length(tokens, i) else values
+        if slot == "gender" and len(match) == 1 and match[0] in ("he", "his", "him", "she", "her", "hers"):
+            negated_here = False  # pronouns are never negated: "not her" still means a woman was sought
+        else:
+            negated_here = negated
+        if values:
+            facts.append(Fact(slot, values, negated_here))
+
+
 def _bare_answer(tokens: list[str], slot_name: str) -> list[Fact]:
     """'Long.' answering 'Were her trousers long or short?': the asked slot's own words."""
     slot = ONTOLOGY.slot(slot_name)
     found: dict[str, bool] = {}  # value -> negated (a negator right before the phrase)
     for value in slot.values:
         for phrase in value.phrases:
-            words = _TOKEN.findall(phrase.lower())
-            starts = [i for i in range(len(tokens)) if tokens[i:i + len(words)] == words]
+            words = phrase_key(phrase)
+            starts = [i for i in range(len(tokens)) if tuple(tokens[i:i + len(words)]) == words]
             if starts:
-                found[value.name] = starts[0] > 0 and tokens[starts[0] - 1] in _NEGATORS
+                found[value.name] = starts[0] > 0 and tokens[starts[0] - 1] in NEGATORS
                 break
     if len(found) != 1 or slot_name.endswith("_colour"):
         return []
