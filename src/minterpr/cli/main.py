@@ -25,6 +25,7 @@ COMMAND_MODULES = (
     "minterpr.cli.eval_attributes",
     "minterpr.cli.adapt",
     "minterpr.cli.export",
+    "minterpr.cli.ingest",
 )
 
 

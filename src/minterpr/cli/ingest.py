@@ -1,0 +1,145 @@
+"""``minterpr ingest``: a video, a folder of frames or a folder of crops into a gallery store.
+
+Detects people (OpenCV's HOG by default, ``--detector onnx --detector-option model=det.onnx``
+for an ONNX model of yours), tracks them (ByteTrack), keeps the best crops of each track,
+embeds them with ``--run`` and adds them to the gallery with camera, time, frame, box, track
+and source metadata (:mod:`minterpr.ingest`). Interrupted (Ctrl-C, a kill), the same command
+continues where it stopped. ``minterpr chat --run RUN --index DIR`` then searches the gallery.
+
+Example:
+    $ minterpr ingest lobby.mp4 --gallery lobby --camera lobby:cam1 --start 2026-12-01T10:00:00 --run runs/synth --every 2
+    $ minterpr ingest crops/ --gallery lobby --camera lobby:cam2 --run runs/synth
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+from typing import Any, TextIO
+
+from minterpr.cli.simulate import CLIError
+
+
+def _detector_options(pairs: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` pairs; a VALUE that is JSON (numbers, true, [640, 640]) is read as JSON."""
+    options: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise CLIError(f"--detector-option {pair!r}: expected KEY=VALUE (e.g. model=det.onnx)")
+        try:
+            options[key.strip()] = json.loads(value)
+        except ValueError:
+            options[key.strip()] = value
+    return options
+
+
+class ProgressBars:
+    """One tqdm bar per stage, on stderr, from IngestProgress events."""
+
+    def __init__(self, enabled: bool) -> None:
+        self.enabled = enabled
+        self.bar: Any = None
+        self.stage: str | None = None
+
+    def __call__(self, event: Any) -> None:
+        if not self.enabled:
+            return
+        from tqdm import tqdm
+
+        if event.stage != self.stage:
+            self.close()
+            self.stage = event.stage
+            if event.stage in ("detect", "copy", "embed"):
+                unit = {"detect": "frame", "copy": "file", "embed": "crop"}[event.stage]
+                self.bar = tqdm(total=event.total, desc=event.stage, unit=unit, file=sys.stderr)
+        if self.bar is not None:
+            self.bar.n = event.done
+            if event.stage == "detect":
+                self.bar.set_postfix(dets=event.detections, tracks=event.tracks, refresh=False)
+            self.bar.refresh()
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
+
+
+def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from minterpr.ingest import IngestOptions, gallery_dir, ingest
+
+    out = out or sys.stdout
+    if args.every is not None and args.target_fps is not None:
+        raise CLIError("give --every or --target-fps, not both")
+    options = IngestOptions(camera=args.camera, start=args.start, every=1 if args.every is None else args.every, target_fps=args.target_fps,
+                            fps=args.fps, frames=args.frames, detector=args.detector,
+                            detector_options=_detector_options(args.detector_option), best_k=args.best_k,
+                            restart=args.restart)
+    gallery = gallery_dir(args.gallery)
+    try:  # FFmpeg's own log lines (a damaged file) would break the one-line error
+        import av.logging
+
+        av.logging.set_level(av.logging.PANIC)
+    except ImportError:
+        pass
+    bars = ProgressBars(enabled=not args.quiet and sys.stderr.isatty())
+    try:
+        result = ingest(args.source, gallery, run=args.run, options=options, progress=bars)
+    except KeyboardInterrupt:
+        bars.close()
+        print("interrupted: the progress is saved; run the same command again to continue", file=sys.stderr)
+        return 130
+    finally:
+        bars.close()
+    if args.json:
+        data = {k: (str(v) if k == "gallery" else v) for k, v in result.__dict__.items()}
+        print(json.dumps(data, indent=2), file=out)
+        return 0
+    if result.already_done:
+        print(f"{result.source}: already ingested into {result.gallery} ({result.rows_added} rows; --restart redoes it)",
+              file=out)
+    elif result.kind == "crops":
+        print(f"indexed {result.crops} crops of {result.source} in {result.seconds:.1f} s", file=out)
+    else:
+        rate = result.frames_read / max(result.seconds, 1e-9)
+        speed = f", {result.duration_s / result.seconds:.2f}x real time" if result.duration_s else ""
+        print(f"ingested {result.source}: {result.frames_read} frames ({result.frames_processed} processed) in "
+              f"{result.seconds:.1f} s ({rate:.1f} frames/s{speed}){' (resumed)' if result.resumed else ''}", file=out)
+        print(f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept", file=out)
+    if result.skipped:
+        named = ", ".join(f"{p} ({r})" for p, r in result.skipped[:3])
+        print(f"{len(result.skipped)} skipped (unreadable): {named}", file=out)
+    if not result.already_done:
+        print(f"{result.rows_added} rows added to {result.gallery} ({result.rows_total} in all)", file=out)
+    print(f"search it with: minterpr chat --run {shlex.quote(str(args.run))} --index {shlex.quote(str(result.gallery))}",
+          file=out)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "ingest", help="detect, track and index the people of a video (or a folder of frames or crops)",
+        description="Ingest a video file, a folder of frames (--frames) or a folder of crops into a gallery store: "
+                    "people detected, tracked, their best crops embedded and indexed with camera, time, frame, box "
+                    "and track. Interrupted, the same command continues where it stopped.")
+    parser.add_argument("source", metavar="SOURCE", help="a video file, or a folder of crops (or of frames: --frames)")
+    parser.add_argument("--gallery", required=True, metavar="NAME_OR_DIR",
+                        help="the gallery store: a folder, or a bare name under $MINTERPR_GALLERIES (default ./galleries)")
+    parser.add_argument("--run", required=True, metavar="RUN", help="the trained run that embeds the crops")
+    parser.add_argument("--camera", metavar="ID", help="camera id stored with every row")
+    parser.add_argument("--start", metavar="ISO-TIME",
+                        help="time of the first frame (ISO 8601, e.g. 2026-12-01T10:00:00); rows get start + frame/fps")
+    skip = parser.add_mutually_exclusive_group()
+    skip.add_argument("--every", type=int, metavar="N", help="detect and track every Nth frame (default 1)")
+    skip.add_argument("--target-fps", type=float, metavar="F", help="detect and track about F frames per second")
+    parser.add_argument("--fps", type=float, help="the source's frame rate, if its file is wrong (frame folders: 25)")
+    parser.add_argument("--frames", action="store_true", help="SOURCE is a folder of one video's frames, not crops")
+    parser.add_argument("--detector", default="hog", metavar="NAME", help="people detector: hog (default) or onnx")
+    parser.add_argument("--detector-option", action="append", default=[], metavar="KEY=VALUE",
+                        help="a detector option, repeatable (onnx: model=PATH, input_size=[640,640], ...)")
+    parser.add_argument("--best-k", type=int, default=3, metavar="K", help="crops kept per track (default 3)")
+    parser.add_argument("--restart", action="store_true", help="discard this source's saved progress and redo it")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+    parser.set_defaults(handler=cmd_ingest)

@@ -1,0 +1,245 @@
+"""``ingest``: a video, a folder of frames or a folder of crops into a searchable gallery store.
+
+A video (or a folder of one video's frames) is decoded, every ``every``-th frame goes through a
+people detector and ByteTrack, each track keeps its best ``best_k`` crops (size, sharpness,
+detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG files to
+``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
+(:func:`minterpr.index.gallery_store.append_gallery`) with their metadata: ``camera``,
+``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
+``job``, ``score``, ``sharpness``. A folder of crops is indexed as it is: each image one row
+(copied, or hard-linked, into ``crops/<job>/``), with ``camera`` and ``time`` from the options.
+
+The job keeps durable progress (:mod:`minterpr.ingest.job`): a rerun after a kill, an error or
+a cancel continues and ends with the gallery an uninterrupted run makes; a finished job rerun
+changes nothing; a job redone (``restart``) replaces its rows.
+
+Example (with a trained run):
+    >>> result = ingest("cam1.mp4", "galleries/lobby", run="runs/synth",  # doctest: +SKIP
+    ...                 options=IngestOptions(camera="lobby:cam1", start="2026-12-01T10:00:00", every=2))
+    >>> result.tracks, result.rows_added  # doctest: +SKIP
+    (14, 41)
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from minterpr.errors import DatasetError
+from minterpr.index.gallery_store import STORE_ROOT
+from minterpr.fileio import atomic_write
+from minterpr.ingest.job import CROPS_DIR, JobFolder, gallery_lock, job_id
+from minterpr.ingest.options import (IngestOptions, IngestResult, check_options, create_detector, every_of,
+                                     gallery_dir)
+from minterpr.ingest.progress import IngestProgress, Reporter
+from minterpr.ingest.sources import SourceInfo, frame_time, open_source, parse_start
+from minterpr.ingest.video import detect_and_track
+from minterpr.types import GalleryImage
+
+__all__ = ["IngestOptions", "IngestResult", "gallery_dir", "ingest"]
+SHARD_SIZE = 256  # crops per embedding shard (the unit an interrupted embedding resumes from)
+
+
+def _source_stat(info: SourceInfo) -> Any:
+    if info.kind == "video":
+        stat = info.path.stat()
+        return [stat.st_size, stat.st_mtime_ns]
+    digest = hashlib.sha256()
+    for name in info.files:
+        digest.update(f"{name}\0{(info.path / name).stat().st_size}\n".encode("utf-8"))
+    return [len(info.files), digest.hexdigest()[:16]]
+
+
+def _copy_crops(info: SourceInfo, job: JobFolder, reporter: Reporter) -> None:
+    """Link (or copy) the folder's crops into the job's crops folder; files already there are kept."""
+    for k, name in enumerate(info.files):
+        source, target = info.path / name, job.crops / name
+        if not (target.is_file() and target.stat().st_size == source.stat().st_size):
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.unlink(missing_ok=True)
+            try:
+                os.link(source, target)
+            except OSError:
+                with open(source, "rb") as src:
+                    atomic_write(target, lambda f: shutil.copyfileobj(src, f), durable=False)
+        reporter.update("copy", k + 1, len(info.files))
+
+
+def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder, options: IngestOptions,
+           reporter: Reporter) -> Any:
+    """Embed the crops into resumable shards (minterpr.batch_embed's format); the EmbeddedGallery."""
+    from minterpr.batch_embed import collect, encode_chunk, write_shard
+
+    out = job.embed_dir
+    out.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256("\n".join(i.path for i in images).encode("utf-8")).hexdigest()
+    marker = out / "images.sha256"
+    if not marker.is_file() or marker.read_text(encoding="utf-8").strip() != digest:
+        shutil.rmtree(out)
+        out.mkdir(parents=True)
+        atomic_write(marker, lambda f: f.write(digest.encode("ascii") + b"\n"))
+    done = 0
+    for s, start in enumerate(range(0, len(images), SHARD_SIZE)):
+        chunk = images[start:start + SHARD_SIZE]
+        if not (out / f"shard-{s:05d}.done").is_file():  # batch_embed's marker, written last
+            parts = []
+            for b in range(0, len(chunk), options.batch_size):
+                reporter.update("embed", done + b, len(images))
+                parts.append(encode_chunk(pipeline.backend, chunk[b:b + options.batch_size], os.fspath(root)))
+            errors = {b + k: v for b, (_, _, err) in zip(range(0, len(chunk), options.batch_size), parts)
+                      for k, v in err.items()}
+            write_shard(out, s, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), errors)
+        done += len(chunk)
+        reporter.update("embed", done, len(images))
+    return collect(out, images, SHARD_SIZE)
+
+
+def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
+    """(rows of ``job``, all rows) in the store, None when there is no finished store."""
+    from minterpr.index.gallery_store import open_gallery, read_manifest
+
+    try:
+        read_manifest(gallery)
+    except DatasetError:
+        return None
+    stored = open_gallery(gallery)
+    return sum(1 for value in stored.meta_columns.get("job", []) if value == job), len(stored.index)
+
+
+def _load(run: Any) -> Any:
+    if hasattr(run, "backend") and hasattr(run, "model_fingerprint"):
+        return run
+    from minterpr.pipeline import load_pipeline
+
+    return load_pipeline(run)
+
+
+def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, run: Any,
+           options: IngestOptions = IngestOptions(), progress: Callable[[IngestProgress], None] | None = None,
+           cancel: Callable[[], bool] | None = None) -> IngestResult:
+    """Ingest ``source`` into the gallery store at ``gallery`` with ``run`` (a run directory or a
+    loaded :class:`~minterpr.pipeline.Pipeline`); see the module doc. ``progress`` receives
+    :class:`IngestProgress` events; ``cancel()`` true stops it (IngestCancelled, progress kept)."""
+    from minterpr.index.gallery_store import check_store_folder, read_manifest
+
+    started = time.perf_counter()
+    check_options(options)
+    start = parse_start(options.start)
+    folder = Path(gallery).expanduser().absolute()
+    check_store_folder(folder)
+    info = open_source(source, frames=options.frames, fps=options.fps)
+    pipeline = _load(run)
+    fingerprint = pipeline.model_fingerprint
+    if (folder / "gallery.json").is_file():
+        manifest = read_manifest(folder)
+        if manifest.model_fingerprint != fingerprint:
+            raise DatasetError(folder, f"built by another model (fingerprint {manifest.model_fingerprint}, this "
+                                       f"model's is {fingerprint}); ingest into another gallery")
+        if manifest.root != STORE_ROOT:
+            raise DatasetError(folder, f"a gallery of images under {manifest.root!r}, not an ingested one; "
+                                       "ingest into another gallery")
+    every = every_of(options, info)
+    video = info.kind != "crops"
+    detector = create_detector(options.detector, options.detector_options) if video else None
+    weights = {"detect": 0.9, "embed": 0.08, "index": 0.02} if video else {"copy": 0.1, "embed": 0.85, "index": 0.05}
+    reporter = Reporter(progress, cancel, weights=weights)
+    reporter.update("open", 0, None, force=True, message=f"open: {info.kind} {info.path}")
+    settings = {k: v for k, v in asdict(options).items() if k not in ("restart", "batch_size", "target_fps")}
+    settings.update(every=every, fps=info.fps, start=None if start is None else start.isoformat(),
+                    detector_options=None, detector=None if detector is None else detector.identity())
+    description = {"source": os.fspath(info.path), "kind": info.kind, "source_stat": _source_stat(info),
+                   "decoder": info.decoder, "model_fingerprint": fingerprint, "options": settings}
+    with gallery_lock(folder):
+        job = JobFolder(folder, job_id(info.path))
+        resumed = job.start(json.loads(json.dumps(description)), restart=options.restart)
+        done, counts = job.done(), _rows_of_job(folder, job.job)
+        if done is not None and counts is not None and counts[0] == done["rows"]:
+            reporter.update("done", 1, 1, force=True, message=f"done: already ingested ({counts[0]} rows)")
+            return IngestResult(folder, job.job, os.fspath(info.path), info.kind, counts[0], counts[1],
+                                done["frames_read"], done["frames_processed"], done["detections"], done["tracks"],
+                                done["crops"], tuple(map(tuple, done["skipped"])), time.perf_counter() - started,
+                                resumed, True, info.fps or None, info.duration_s)
+        job.clear_done()
+        skipped: list[tuple[str, str]] = []
+        base = {"source": os.fspath(info.path), "job": job.job, **({"camera": options.camera} if options.camera else {})}
+        if video:
+            assert detector is not None
+            tracking, frames_read = detect_and_track(info, job, detector, options, every, reporter, skipped)
+            chosen = tracking.picker.selection(options.min_track_detections)
+            images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{c.name}", f"{job.job}:t{c.track}", options.camera)
+                      for c in chosen]
+            when = lambda c: {} if start is None else {"time": frame_time(start, c.frame, info.fps)}  # noqa: E731
+            metadata = [{**base, **when(c), "offset_s": round(c.frame / info.fps, 3), "frame": c.frame,
+                         "box": [round(v, 1) for v in c.box], "track": c.track, "score": round(c.score, 4),
+                         "sharpness": round(c.sharpness, 1)} for c in chosen]
+            stats = (frames_read, tracking.processed, tracking.detections,
+                     tracking.picker.tracks(options.min_track_detections))
+        else:
+            _copy_crops(info, job, reporter)
+            images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{name}", f"{job.job}:{k}", options.camera)
+                      for k, name in enumerate(info.files)]
+            metadata = [{**base, **({} if start is None else {"time": start.isoformat(timespec="milliseconds")}),
+                         "file": name} for name in info.files]
+            stats = (0, 0, 0, 0)
+        rows, total = _index(pipeline, images, metadata, folder, job, options, reporter, skipped, info)
+        crops_dir = job.crops
+        if video and crops_dir.is_dir():  # crops a track later replaced by better ones
+            keep = {Path(i.path).name for i in images}
+            for path in crops_dir.iterdir():
+                if path.name not in keep:
+                    path.unlink(missing_ok=True)
+        summary = dict(zip(("frames_read", "frames_processed", "detections", "tracks"), stats),
+                       crops=len(images), rows=rows, skipped=[list(s) for s in skipped])
+        job.mark_done(summary)
+    reporter.update("done", 1, 1, force=True, crops=len(images),
+                    message=f"done: {rows} rows added to {folder} ({total} in all)")
+    return IngestResult(folder, job.job, os.fspath(info.path), info.kind, rows, total, *stats, len(images),
+                        tuple(skipped), time.perf_counter() - started, resumed, False, info.fps or None,
+                        info.duration_s)
+
+
+def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, Any]], folder: Path, job: JobFolder,
+           options: IngestOptions, reporter: Reporter, skipped: list[tuple[str, str]],
+           info: SourceInfo) -> tuple[int, int]:
+    """Embed the crops and put them in the store (this job's old rows replaced): (rows added, rows in all)."""
+    from minterpr.index.gallery_store import append_gallery
+    from minterpr.index.gallery_index import GalleryIndex
+
+    embedded = _embed(pipeline, images, folder, job, options, reporter) if images else None
+    if embedded is not None:
+        skipped.extend(embedded.skipped)
+    if embedded is None or not embedded.images:  # nothing to add; rows of an earlier run of the job go
+        counts = _rows_of_job(folder, job.job)
+        if counts is None:
+            return 0, 0
+        if counts[0] == 0:
+            return 0, counts[1]
+        return 0, _drop_rows(folder, job.job, pipeline.model_fingerprint)
+    reporter.update("index", 0, 1, force=True, message=f"index: writing {len(embedded.images)} rows to {folder}")
+    position = {image.path: k for k, image in enumerate(images)}
+    rows = [metadata[position[image.path]] for image in embedded.images]
+    index = GalleryIndex(embedded.images, embedded.embeddings, attribute_probs=embedded.attribute_probs,
+                         root=STORE_ROOT, skipped=embedded.skipped)  # the crops are inside the store's folder
+    rebuild = f"minterpr ingest {info.path} --gallery {folder} --run RUN (again for each source)"
+    total = append_gallery(index, folder, model_fingerprint=pipeline.model_fingerprint, metadata=rows,
+                           replace={"job": job.job}, backend="exact", rebuild=rebuild)
+    return len(embedded.images), total
+
+
+def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
+    """Remove ``job``'s rows from the store; the rows left."""
+    from minterpr.index.gallery_index import GalleryIndex
+    from minterpr.index.gallery_store import append_gallery, open_gallery
+
+    stored = open_gallery(folder)
+    labels = stored.manifest.labels
+    empty = GalleryIndex([], np.zeros((0, stored.manifest.dim), np.float32), root=STORE_ROOT,
+                         attribute_probs=None if labels is None else np.zeros((0, labels), np.float32))
+    return append_gallery(empty, folder, model_fingerprint=fingerprint, metadata=[], replace={"job": job})

@@ -1,0 +1,131 @@
+"""The detection stage of a video or frame folder: decode, detect, track, keep the best crops.
+
+:func:`detect_and_track` runs it, or resumes it from the job's finished chunks
+(:mod:`minterpr.ingest.job`): their detections are replayed through a fresh tracker and crop
+picker (no pixels needed; the crops they kept are on disk), then decoding goes on from the
+first frame of the first missing chunk. :func:`tracked_detections` replays a finished job for
+evaluation.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from minterpr.errors import ImageError
+from minterpr.fileio import atomic_write
+from minterpr.ingest.detectors import Detector
+from minterpr.ingest.job import JobFolder, job_id
+from minterpr.ingest.options import IngestOptions, every_of
+from minterpr.ingest.progress import Reporter
+from minterpr.ingest.sources import SourceInfo, iter_frames, open_source
+from minterpr.ingest.tracking import BestCrops, Candidate, Tracker, crop_box, crop_quality, measure_sharpness
+
+
+def _write_crop(path: Path, frame: np.ndarray, box: Any, quality: int) -> None:
+    from PIL import Image
+
+    x1, y1, x2, y2 = crop_box(box, frame.shape[1], frame.shape[0])
+    image = Image.fromarray(np.ascontiguousarray(frame[y1:y2, x1:x2, ::-1]))
+    atomic_write(path, lambda f: image.save(f, format="JPEG", quality=quality), durable=False)
+
+
+class Tracking:
+    """Tracker + crop picker over processed frames, live (with pixels) or replayed (without)."""
+
+    def __init__(self, options: IngestOptions, info: SourceInfo, every: int, job: JobFolder) -> None:
+        self.options, self.job = options, job
+        self.tracker = Tracker(options.tracker, frame_rate=info.fps / every)
+        self.picker = BestCrops(options.best_k, min_gap=round(options.min_gap_s * info.fps))
+        self.detections = self.processed = 0
+        self.log: list[tuple[int, tuple[float, ...], float, int]] | None = None  # (frame, box, score, track)
+        self.frames: list[int] | None = None  # the processed frames, when logging
+
+    def step(self, index: int, size: tuple[int, int], dets: list[list[float]], frame: np.ndarray | None) -> None:
+        rows = np.asarray(dets, np.float64).reshape(-1, 6)
+        ids = self.tracker.update(rows[:, :4], rows[:, 4])
+        self.detections += len(rows)
+        self.processed += 1
+        if self.log is not None and self.frames is not None:
+            self.frames.append(index)
+            self.log += [(index, tuple(map(float, row[:4])), float(row[4]), t) for row, t in zip(rows, ids.tolist())]
+        for k, track in enumerate(ids.tolist()):
+            if track < 0:
+                continue
+            box = tuple(float(v) for v in rows[k, :4])
+            score, sharp = float(rows[k, 4]), float(rows[k, 5])
+            candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size))  # type: ignore[arg-type]
+            if self.picker.offer(candidate) and frame is not None:
+                _write_crop(self.job.crops / candidate.name, frame, box, self.options.jpeg_quality)
+
+
+def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, options: IngestOptions, every: int,
+                      reporter: Reporter, skipped: list[tuple[str, str]]) -> tuple[Tracking, int]:
+    """Run (or resume) the detection stage; the tracking state at its end and the frames read."""
+    tracking = Tracking(options, info, every, job)
+    chunk_frames = options.chunk_frames
+    first, frames_read, eof = 0, 0, False
+    for chunk in job.finished_chunks():
+        for index, width, height, dets in chunk["frames"]:
+            tracking.step(index, (width, height), dets, None)
+        first, frames_read, eof = (chunk["chunk"] + 1) * chunk_frames, chunk["frames_read"], bool(chunk["eof"])
+        skipped.extend(tuple(s) for s in chunk.get("skipped", []))
+    report = lambda done: reporter.update(  # noqa: E731
+        "detect", done, info.frames, frames=done, detections=tracking.detections,
+        tracks=tracking.picker.tracks(options.min_track_detections), crops=tracking.picker.kept_count())
+    report(frames_read)
+    if eof:
+        return tracking, frames_read
+    current, pending, lost, last = first // chunk_frames, [], [], first - 1
+
+    def unreadable(index: int, reason: str) -> None:
+        lost.append([f"frame {index}", reason])
+
+    frames = iter_frames(info, first=first, every=every, on_error=unreadable)
+    try:
+        for index, frame in frames:
+            while index // chunk_frames > current:
+                job.write_chunk(current, pending, eof=False, frames_read=(current + 1) * chunk_frames, skipped=lost)
+                skipped.extend(tuple(s) for s in lost)
+                current, pending, lost = current + 1, [], []
+            if frame is not None:
+                found = detector.detect(frame)
+                dets = [[*map(float, box), float(score), measure_sharpness(frame, box)]
+                        for box, score in zip(found.boxes, found.scores)]
+                size = (int(frame.shape[1]), int(frame.shape[0]))
+                tracking.step(index, size, dets, frame)
+                pending.append([index, size[0], size[1], dets])
+            last = index
+            report(index + 1)
+    except ImageError as err:  # a damaged stream: it ends here, the same way on every run
+        if last < 0:
+            raise
+        lost.append([f"frame {last + 1}", err.reason])
+    finally:
+        close = getattr(frames, "close", None)
+        if close is not None:
+            close()
+    if last < 0:
+        raise ImageError(info.path, "no frame could be decoded")
+    job.write_chunk(current, pending, eof=True, frames_read=last + 1, skipped=lost)
+    skipped.extend(tuple(s) for s in lost)
+    report(last + 1)
+    return tracking, last + 1
+
+
+def tracked_detections(gallery: str | os.PathLike[str], source: str | os.PathLike[str],
+                       options: IngestOptions = IngestOptions()) -> tuple[list[int], list[tuple[Any, ...]]]:
+    """Replay the saved detections of ``source``'s job in ``gallery`` through the tracker (as a
+    resumed run does): the processed frames, and every detection as (frame, box, score, track id
+    or -1). For evaluation (:mod:`minterpr.ingest.evaluate`)."""
+    info = open_source(source, frames=options.frames, fps=options.fps)
+    every = every_of(options, info)
+    job = JobFolder(Path(gallery).expanduser().absolute(), job_id(info.path))
+    tracking = Tracking(options, info, every, job)
+    tracking.log, tracking.frames = [], []
+    for chunk in job.finished_chunks():
+        for index, width, height, dets in chunk["frames"]:
+            tracking.step(index, (width, height), dets, None)
+    return tracking.frames, tracking.log

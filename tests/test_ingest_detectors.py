@@ -1,0 +1,157 @@
+"""People detectors: the contract every registered detector passes (HOG, and the ONNX plug-in on
+a tiny random model built here with onnx.helper), the ONNX plug-in's input/output conventions,
+and clear errors for bad models and options."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from minterpr.errors import InputError, MinterprError, RunError
+from minterpr.ingest import create_detector
+from minterpr.ingest.detectors import DETECTORS, Detections, finish, iou_matrix
+from minterpr.ingest.synthetic_video import SyntheticVideoConfig, render_video
+from minterpr.ingest.sources import iter_frames, open_source
+
+onnx = pytest.importorskip("onnx")
+pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper  # noqa: E402
+
+N_BOXES = 6
+
+
+def random_detector_model(path, size=(64, 96), seed=0) -> str:
+    """A tiny random ONNX detector: mean colour -> Gemm -> sigmoid -> N normalised cxcywh boxes and N scores."""
+    rng = np.random.default_rng(seed)
+    w_box = helper.make_tensor("w_box", TensorProto.FLOAT, [3, N_BOXES * 4], rng.normal(0, 4, 3 * N_BOXES * 4).tolist())
+    w_score = helper.make_tensor("w_score", TensorProto.FLOAT, [3, N_BOXES], rng.normal(0, 4, 3 * N_BOXES).tolist())
+    b_score = helper.make_tensor("b_score", TensorProto.FLOAT, [N_BOXES], rng.normal(0, 1, N_BOXES).tolist())
+    shape = helper.make_tensor("shape", TensorProto.INT64, [3], [1, N_BOXES, 4])
+    nodes = [
+        helper.make_node("GlobalAveragePool", ["images"], ["pooled"]),
+        helper.make_node("Flatten", ["pooled"], ["flat"]),
+        helper.make_node("MatMul", ["flat", "w_box"], ["box_logits"]),
+        helper.make_node("Sigmoid", ["box_logits"], ["box_flat"]),
+        helper.make_node("Reshape", ["box_flat", "shape"], ["boxes"]),
+        helper.make_node("Gemm", ["flat", "w_score", "b_score"], ["score_logits"]),
+        helper.make_node("Sigmoid", ["score_logits"], ["scores"]),
+    ]
+    graph = helper.make_graph(
+        nodes, "random_detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, *size])],
+        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, N_BOXES, 4]),
+         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, N_BOXES])],
+        [w_box, w_score, b_score, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def constant_detector_model(path, rows, size=(64, 64)) -> str:
+    """A model whose one output is the fixed (N, 6) rows [x1, y1, x2, y2, score, class] (plus 0 x the input)."""
+    rows = np.asarray(rows, np.float32)
+    const = helper.make_tensor("rows_const", TensorProto.FLOAT, list(rows.shape), rows.ravel().tolist())
+    nodes = [helper.make_node("ReduceMean", ["images"], ["mean"], keepdims=0),
+             helper.make_node("Mul", ["mean", "zero"], ["nothing"]),
+             helper.make_node("Add", ["rows_const", "nothing"], ["rows"])]
+    graph = helper.make_graph(nodes, "constant_detector",
+                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, *size])],
+                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, list(rows.shape))],
+                              [const, helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def contract_options(tmp_path_factory):
+    """Options that make each registered detector (a new one must be added here to pass the contract)."""
+    folder = tmp_path_factory.mktemp("onnx")
+    return {"hog": {}, "onnx": {"model": random_detector_model(folder / "random.onnx"), "box_format": "cxcywh",
+                                "normalized": True, "score_threshold": 0.05}}
+
+
+@pytest.fixture(scope="module")
+def frames(tmp_path_factory):
+    """Frames with people (a synthetic walk), a blank frame, a noisy one and a tiny one."""
+    folder = tmp_path_factory.mktemp("walk")
+    render_video(folder / "walk.mp4", SyntheticVideoConfig(people=3, frames=24, size=(300, 400), person_height=180,
+                                                           seed=3))
+    video = [f for _, f in iter_frames(open_source(folder / "walk.mp4"), every=6) if f is not None]
+    rng = np.random.default_rng(0)
+    return video + [np.zeros((200, 160, 3), np.uint8), rng.integers(0, 256, (240, 320, 3), dtype=np.uint8),
+                    np.full((20, 12, 3), 128, np.uint8)]
+
+
+def test_every_registered_detector_has_contract_options(contract_options):
+    assert set(DETECTORS.names()) == set(contract_options)
+
+
+@pytest.mark.parametrize("name", DETECTORS.names())
+def test_detector_contract(name, contract_options, frames):
+    detector = create_detector(name, contract_options[name])
+    assert detector.name == name
+    identity = detector.identity()
+    assert identity["detector"] == name and isinstance(identity, dict)
+    total = 0
+    for frame in frames:
+        found = detector.detect(frame)
+        assert isinstance(found, Detections)
+        boxes, scores = found.boxes, found.scores
+        assert boxes.dtype == np.float64 and scores.dtype == np.float64
+        assert boxes.shape == (len(found), 4) and scores.shape == (len(found),)
+        height, width = frame.shape[:2]
+        assert np.all(boxes[:, 0] >= 0) and np.all(boxes[:, 1] >= 0)
+        assert np.all(boxes[:, 2] <= width) and np.all(boxes[:, 3] <= height)
+        assert np.all(boxes[:, 0] < boxes[:, 2]) and np.all(boxes[:, 1] < boxes[:, 3])
+        assert np.all((scores >= 0) & (scores <= 1)) and np.all(np.diff(scores) <= 0)  # best first
+        again = detector.detect(frame.copy())  # deterministic
+        assert np.array_equal(again.boxes, boxes) and np.array_equal(again.scores, scores)
+        total += len(found)
+    assert total > 0  # it finds something on frames with people in them
+    for bad in (np.zeros((10, 10), np.uint8), np.zeros((10, 10, 3), np.float32), "frame.jpg"):
+        with pytest.raises(InputError, match="uint8 BGR"):
+            detector.detect(bad)  # type: ignore[arg-type]
+
+
+def test_hog_finds_the_synthetic_people(frames):
+    found = [create_detector("hog").detect(f) for f in frames[:4]]
+    assert sum(len(f) for f in found) >= 3
+    assert len(create_detector("hog").detect(frames[-1])) == 0  # smaller than one detection window
+
+
+def test_onnx_single_output_rows_letterbox_and_class_filter(tmp_path):
+    # input 64 x 64; a 128 (H) x 64 (W) frame is scaled by 0.5 into a 32-wide strip at x 16..48
+    rows = [[20, 8, 40, 56, 0.9, 0], [20, 8, 40, 56, 0.8, 1], [0, 0, 4, 4, 0.1, 0]]
+    detector = create_detector("onnx", {"model": constant_detector_model(tmp_path / "c.onnx", rows)})
+    found = detector.detect(np.zeros((128, 64, 3), np.uint8))
+    assert found.boxes.tolist() == [[8.0, 16.0, 48.0, 112.0]]  # class 1 dropped, score 0.1 below threshold
+    assert found.scores.tolist() == pytest.approx([0.9])
+    stretched = create_detector("onnx", {"model": str(tmp_path / "c.onnx"), "letterbox": False, "person_class": 1})
+    assert stretched.detect(np.zeros((128, 64, 3), np.uint8)).boxes.tolist() == [[20.0, 16.0, 40.0, 112.0]]
+
+
+def test_onnx_errors_are_one_documented_error(tmp_path, contract_options):
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    with pytest.raises(RunError, match="not a loadable ONNX model"):
+        create_detector("onnx", {"model": str(tmp_path / "junk.onnx")})
+    with pytest.raises(InputError, match="needs model=PATH"):
+        create_detector("onnx")
+    with pytest.raises(InputError, match="no such ONNX model"):
+        create_detector("onnx", {"model": str(tmp_path / "absent.onnx")})
+    with pytest.raises(InputError, match="bad option"):
+        create_detector("onnx", {**contract_options["onnx"], "colour": "red"})
+    with pytest.raises(InputError, match="no output named"):
+        create_detector("onnx", {**contract_options["onnx"], "boxes_output": "dets"})
+    with pytest.raises(MinterprError, match="unknown people detector 'yolo'"):
+        create_detector("yolo")
+    with pytest.raises(InputError, match="scale > 1"):
+        create_detector("hog", {"scale": 1.0})
+
+
+def test_finish_clips_sorts_and_suppresses():
+    found = finish(np.array([[-5, 0, 50, 100], [0, 0, 48, 100], [60, 0, 70, 30], [5, 5, 6, 6]], float),
+                   np.array([0.5, 0.9, 0.7, 0.99]), 64, 80)
+    assert found.boxes.tolist() == [[0, 0, 48, 80], [60, 0, 64, 30]]  # the overlap and the sliver gone
+    assert found.scores.tolist() == [0.9, 0.7]
+    assert iou_matrix(np.zeros((0, 4)), np.ones((2, 4))).shape == (0, 2)
