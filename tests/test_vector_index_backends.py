@@ -154,3 +154,31 @@ def test_hnsw_rebuilds_after_many_deletes():
     assert index.index.ntotal == 1400 == len(index)  # past half: rebuilt from the live rows
     got = index.search(x[1600:1620], 1).ids[:, 0]
     assert got.tolist() == ids[1600:1620].tolist()
+
+
+def test_the_backend_registry_loads_once_for_concurrent_callers(monkeypatch):
+    """A thread asking while another is still importing the backends waits for them (it used to see
+    an empty registry: the loaded flag was set before the imports)."""
+    import importlib
+    import threading
+    import time
+
+    from minterpr.index import vector_index
+
+    registry = vector_index._BackendRegistry("vector index")
+    monkeypatch.setattr(vector_index._BackendRegistry, "_loaded", False)
+    monkeypatch.setattr(vector_index, "BACKEND_MODULES", ("slow_backend_module",))
+
+    def slow_import(name):
+        time.sleep(0.3)  # a backend module that takes a while to import (faiss, qdrant)
+        registry.register("slow")(lambda **kw: None)
+
+    monkeypatch.setattr(importlib, "import_module", slow_import)
+    seen = []
+    threads = [threading.Thread(target=lambda: seen.append(registry.names())) for _ in range(4)]
+    for t in threads:
+        t.start()
+        time.sleep(0.02)
+    for t in threads:
+        t.join()
+    assert seen == [["slow"]] * 4

@@ -32,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import json
+import threading
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -167,18 +168,28 @@ class _BackendRegistry(Registry[VectorIndex]):
     """A Registry that imports :data:`BACKEND_MODULES` before answering (no circular import)."""
 
     _loaded = False
+    _loading = False  # True while the importing thread is inside _load (its nested calls return at once)
+    _lock = threading.RLock()  # other threads wait until every backend module is imported
 
     def _load(self) -> None:
-        if not self._loaded:
-            self._loaded = True
-            import importlib
+        if self._loaded:
+            return
+        with self._lock:  # re-entrant: a backend module that asks the registry while being imported
+            if self._loaded or self._loading:
+                return
+            self._loading = True
+            try:
+                import importlib
 
-            for module in BACKEND_MODULES:
-                try:
-                    importlib.import_module(module)
-                except ModuleNotFoundError as error:
-                    if error.name != module:  # the module exists but something it imports does not
-                        raise
+                for module in BACKEND_MODULES:
+                    try:
+                        importlib.import_module(module)
+                    except ModuleNotFoundError as error:
+                        if error.name != module:  # the module exists but something it imports does not
+                            raise
+                self._loaded = True  # only now: a concurrent caller never sees a half-filled registry
+            finally:
+                self._loading = False
 
     def get(self, name: str) -> Any:
         self._load()
