@@ -239,3 +239,14 @@ def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data
     assert main(["adapt", "--run", str(run), "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(tmp_path / "o"),
                  "--confidence", "1.5"]) == 2
+
+
+def test_list_crops_follows_linked_folders(tmp_path):
+    from minterpr.training.adaptation import list_crops
+
+    (tmp_path / "site" / "cam1").mkdir(parents=True)
+    (tmp_path / "site" / "cam1" / "a.JPG").write_bytes(b"x")
+    (tmp_path / "site" / "notes.txt").write_text("no")
+    (tmp_path / "crops").mkdir()
+    (tmp_path / "crops" / "linked").symlink_to(tmp_path / "site", target_is_directory=True)
+    assert list_crops(tmp_path / "crops") == ["linked/cam1/a.JPG"]

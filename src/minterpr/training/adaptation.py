@@ -25,6 +25,7 @@ Example:
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -105,6 +106,9 @@ IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 
 def list_crops(folder: Path) -> list[str]:
-    """Image files under ``folder`` (recursively), as sorted paths relative to it."""
-    return sorted(str(p.relative_to(folder)) for p in folder.rglob("*")
-                  if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES)
+    """Image files under ``folder`` (recursively, through linked folders too), as sorted paths relative to it."""
+    found = []
+    for root, _, files in os.walk(folder, followlinks=True):
+        found += [str((Path(root) / name).relative_to(folder)) for name in files
+                  if Path(name).suffix.lower() in IMAGE_SUFFIXES]
+    return sorted(found)
