@@ -89,14 +89,23 @@ def test_onnx_engine_agrees_with_torch(gallery, reference):
     np.testing.assert_allclose(embedding[0], reference.embeddings[reference.index_of("3.png")], atol=1e-4)
 
 
-def test_auto_picks_onnx_or_falls_back_to_torch(gallery):
+def test_auto_picks_onnx_or_falls_back_to_torch(gallery, monkeypatch):
     pytest.importorskip("onnxruntime")
+    from minterpr.models import onnx_export
+
     assert NeuralBackend(tiny(), engine="auto").engine_name == "onnx"
-    # 3 stripes over a 4-row map: adaptive pooling the exporter cannot express exactly
+    # 3 stripes over a 4-row map: uneven adaptive-pooling windows, exported as averaging matrices
     awkward = tiny(num_stripes=3)
-    assert NeuralBackend(awkward, engine="auto").engine_name == "torch"
-    with pytest.raises(RunError, match="does not divide evenly"):
-        _ = NeuralBackend(awkward, engine="onnx").engine_name
+    assert NeuralBackend(awkward, engine="auto").engine_name == "onnx"
+    assert onnx_export.check_engine(onnx_export.load_image_engine(awkward.eval(), None), awkward) < 1e-4
+
+    def failing_export(*args, **kwargs):
+        raise RunError("onnx export", "this model cannot be exported")
+
+    monkeypatch.setattr(onnx_export, "export_image_tower", failing_export)
+    assert NeuralBackend(tiny(num_stripes=2), engine="auto").engine_name == "torch"
+    with pytest.raises(RunError, match="cannot be exported"):
+        _ = NeuralBackend(tiny(num_stripes=2), engine="onnx").engine_name
 
 
 def test_export_cache_is_reused_only_for_the_same_weights(tmp_path: Path):

@@ -113,10 +113,21 @@ def _static_padding(module: nn.Module, sizes: dict[nn.Module, tuple[int, int]]) 
             _static_padding(child, sizes)
 
 
+def _pooling_matrix(size: int, out: int) -> torch.Tensor:
+    """(out, size) matrix of adaptive average pooling along one axis: row i averages
+    [floor(i * size / out), ceil((i + 1) * size / out)), the windows torch uses."""
+    matrix = torch.zeros(out, size)
+    for i in range(out):
+        start, end = (i * size) // out, -((-(i + 1) * size) // out)
+        matrix[i, start:end] = 1.0 / (end - start)
+    return matrix
+
+
 @contextlib.contextmanager
 def _exportable_adaptive_pool() -> Iterator[None]:
-    """While tracing, ``F.adaptive_avg_pool2d`` becomes a plain average pool (the exporter cannot
-    convert adaptive pooling); only sizes that divide evenly are exact, others raise RunError."""
+    """While tracing, ``F.adaptive_avg_pool2d`` becomes a plain average pool when the sizes divide
+    evenly, else two matrix products with the same windows (the exporter cannot convert adaptive
+    pooling itself); both are exact."""
     original = F.adaptive_avg_pool2d
 
     def pool(x: torch.Tensor, output_size: int | tuple[int, int]) -> torch.Tensor:
@@ -124,12 +135,13 @@ def _exportable_adaptive_pool() -> Iterator[None]:
             return original(x, output_size)
         out_h, out_w = (output_size, output_size) if isinstance(output_size, int) else output_size
         height, width = int(x.shape[-2]), int(x.shape[-1])
-        if height % out_h or width % out_w:
-            raise RunError("onnx export", f"adaptive pooling of {height}x{width} to {out_h}x{out_w} does not "
-                                          "divide evenly: this model cannot be exported; use engine='torch'")
         if (height, width) == (out_h, out_w):
             return x
-        return F.avg_pool2d(x, (height // out_h, width // out_w))
+        if height % out_h == 0 and width % out_w == 0:
+            return F.avg_pool2d(x, (height // out_h, width // out_w))
+        # uneven windows (160x80 -> 64x32): adaptive pooling is linear, one averaging matrix per axis
+        rows, cols = _pooling_matrix(height, out_h).to(x), _pooling_matrix(width, out_w).to(x)
+        return torch.matmul(torch.matmul(rows, x), cols.t())  # (out_h, H) @ (.., H, W) @ (W, out_w)
 
     F.adaptive_avg_pool2d = pool
     try:
