@@ -1,0 +1,137 @@
+"""Screenshots of the search page for the README and docs/web.md (docs/images/web_*.png).
+
+Starts the service on a free loopback port over a synthetic gallery and lets a simulated witness
+search for one person of it in Debian's chromium (Playwright, never ``playwright install``): the
+description, answers and corrections are written from the person's true attributes by the
+dialogue synthesiser (:mod:`minterpr.data.utterances`), and the witness confirms the person once
+a result shows them. Saved at a laptop's 1366 px width:
+
+* ``web_search.png``: the results of the description, with thumbnails, camera, time, the facts each
+  result matches or contradicts, and the system's next move;
+* ``web_question.png``: the system's question with its quick answers (when it asks one);
+* ``web_confirm.png``: the explicit confirmation step on one result;
+* ``web_confirmed.png``: the confirmed match, shown as similarity, with its export button.
+
+The gallery: a trained run (``--run``; by default ``outputs/demo/run`` once ``minterpr demo`` made it)
+embeds ``--identities`` synthetic people x 3 views; without one a freshly initialised tiny model does
+(the page is the same, but its rankings and attribute guesses are random: use a trained run).
+
+Usage:
+    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images]
+"""
+from __future__ import annotations
+
+import argparse
+import random
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from test_web_support import (Server, build_gallery, chromium_path, login, open_case_and_search,  # noqa: E402
+                              prepare_service)
+
+SIZE = (256, 128)  # crop (height, width), as the demo model sees them
+TURNS = 8  # most moves before the witness gives up looking for the person
+
+
+def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, seed: int = 0) -> list[Path]:
+    """Search ``base`` for identity ``target`` (``truth`` from the gallery build); returns the PNGs saved."""
+    from playwright.sync_api import expect, sync_playwright
+
+    from minterpr.data.utterances import answer, choose_description_slots, description, feedback
+
+    rng = random.Random(seed)
+    person = next(t["attributes"] for t in truth if t["identity"] == target)
+    saved: list[Path] = []
+    expect.set_options(timeout=180_000)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.set_default_timeout(180_000)  # the first page loads the model
+
+        def save(name: str, **options) -> None:
+            page.wait_for_function("() => [...document.images].filter(i => i.getBoundingClientRect().top < innerHeight)"
+                                   ".every(i => i.complete)")
+            saved.append(out / name)
+            page.screenshot(path=saved[-1], **options)
+
+        def cards() -> list[tuple[int, object]]:
+            found = page.locator("section[aria-labelledby=results-title] li.result").all()
+            return [(int(card.get_attribute("id").split("-")[1]), card) for card in found]
+
+        def submit(button) -> None:
+            turns = page.locator("ol.timeline > li").count()
+            button.click()
+            expect(page.locator("ol.timeline > li")).to_have_count(turns + 1)
+
+        login(page, base)
+        open_case_and_search(page, base, "Missing person, Central station")
+        said = description(person, choose_description_slots(person, rng, max_slots=5), rng, vague_rate=0.0).text
+        page.get_by_role("textbox", name="Describe the person you are looking for").fill(said)
+        submit(page.get_by_role("button", name="Search"))
+        save("web_search.png", full_page=True, clip={"x": 0, "y": 0, "width": 1366, "height": 1100})
+        asked = False
+        for _ in range(TURNS):
+            shown = cards()
+            if any(truth[i]["identity"] == target for i, _ in shown[:1]):
+                break
+            ask = page.locator("section.ask[data-slot]")
+            if ask.count():
+                if not asked:
+                    ask.scroll_into_view_if_needed()
+                    save("web_question.png")
+                    asked = True
+                page.get_by_label("Your answer").fill(answer(ask.get_attribute("data-slot"), person, rng).text)
+                submit(page.get_by_role("button", name="Answer", exact=True))
+                continue
+            i, card = next((i, c) for i, c in shown if truth[i]["identity"] != target and c.locator("details").count())
+            card.get_by_text("Not this person…").click()
+            card.get_by_label("Because… (how the person you seek differs)").fill(
+                feedback(person, truth[i]["attributes"], rng).text)
+            submit(card.get_by_role("button", name=re.compile("Rule out")))
+        i, card = next(((i, c) for i, c in cards() if truth[i]["identity"] == target), cards()[0])
+        card.get_by_text("This is the person…").click()
+        card.get_by_role("checkbox").check()
+        card.scroll_into_view_if_needed()
+        save("web_confirm.png")
+        submit(card.get_by_role("button", name="Confirm match"))
+        page.evaluate("() => window.scrollTo(0, 0)")
+        save("web_confirmed.png")
+        browser.close()
+    return saved
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    default_run = ROOT / "outputs" / "demo" / "run"
+    parser.add_argument("--run", type=Path, default=default_run if (default_run / "model.pt").is_file() else None,
+                        help="a trained run directory (default: outputs/demo/run when `minterpr demo` made it, "
+                             "else an untrained tiny model)")
+    parser.add_argument("--identities", type=int, default=30, help="people in the synthetic gallery (3 views each)")
+    parser.add_argument("--target", type=int, default=4, help="the person the witness looks for")
+    parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
+    args = parser.parse_args(argv)
+    chromium = chromium_path()
+    if chromium is None:
+        print("chromium is not installed: apt-get install chromium", file=sys.stderr)
+        return 2
+    args.out.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="minterpr_shots_") as tmp:
+        folder = Path(tmp)
+        run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE)
+        prepare_service(folder / "data", run, store)
+        server = Server(folder / "data").start()
+        try:
+            for path in shoot(server.url, args.out, chromium, truth, args.target):
+                print(path)
+        finally:
+            server.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

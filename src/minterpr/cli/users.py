@@ -1,0 +1,74 @@
+"""``minterpr users``: accounts of the search service (add, list, set a password).
+
+    minterpr users add ana --role analyst --data /srv/minterpr     # password from the terminal / stdin
+    minterpr users list --data /srv/minterpr
+    minterpr users passwd ana --data /srv/minterpr
+
+Passwords are read, never printed or logged; only their scrypt hashes are stored.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import TextIO
+
+from minterpr.cli.serve import add_state_arguments, read_password, require_serve, settings_from
+
+
+def _services(args: argparse.Namespace):
+    require_serve()
+    from minterpr.serving.service import build_services
+
+    return build_services(settings_from(args))
+
+
+def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    services = _services(args)
+    try:
+        services.accounts.create_user(args.username, read_password(f"password for {args.username}"), args.role,
+                                      by="minterpr users add")
+    finally:
+        services.close()
+    print(f"user {args.username!r} ({args.role}) created", file=out or sys.stdout)
+    return 0
+
+
+def cmd_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    services = _services(args)
+    try:
+        for user in services.accounts.users():
+            fields = [user["username"], user["role"], *(["disabled"] if user["disabled"] else [])]
+            print("\t".join(fields), file=out or sys.stdout)
+    finally:
+        services.close()
+    return 0
+
+
+def cmd_passwd(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    services = _services(args)
+    try:
+        services.accounts.set_password(args.username, read_password(f"new password for {args.username}"),
+                                       by="minterpr users passwd")
+    finally:
+        services.close()
+    print(f"password of {args.username!r} changed", file=out or sys.stdout)
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("users", help="accounts of the search service",
+                                   description="Accounts of the search service (minterpr serve).")
+    parser.set_defaults(group_parser=parser)
+    sub = parser.add_subparsers(dest="users_command", metavar="USERS_COMMAND")
+    add = sub.add_parser("add", help="add a user (password from the terminal or one line of stdin)")
+    add.add_argument("username")
+    add.add_argument("--role", required=True, choices=("viewer", "analyst", "admin", "auditor"))
+    add_state_arguments(add)
+    add.set_defaults(handler=cmd_add)
+    listing = sub.add_parser("list", help="list the users and their roles")
+    add_state_arguments(listing)
+    listing.set_defaults(handler=cmd_list)
+    passwd = sub.add_parser("passwd", help="set a user's password")
+    passwd.add_argument("username")
+    add_state_arguments(passwd)
+    passwd.set_defaults(handler=cmd_passwd)

@@ -1,0 +1,64 @@
+"""Routes of ingestion jobs: start, list, read (poll), stream (server-sent events), cancel.
+
+Example:
+    >>> sorted(route.path for route in router.routes)
+    ['/api/ingest', '/api/ingest', '/api/ingest/{job_id}', '/api/ingest/{job_id}/cancel', '/api/ingest/{job_id}/events']
+"""
+from __future__ import annotations
+
+import asyncio
+from typing import AsyncIterator
+
+from fastapi import APIRouter, Depends, Path, Request
+from fastapi.responses import StreamingResponse
+
+from minterpr.serving.accounts import Principal
+from minterpr.serving.api import ERRORS
+from minterpr.serving.deps import get_services, require
+from minterpr.serving.jobs import TERMINAL
+from minterpr.serving.schemas_jobs import IngestRequest, JobView
+
+router = APIRouter(prefix="/api/ingest")
+JobId = Path(pattern=r"^[0-9a-f]{32}$", description="a job id (32 hex characters)")
+POLL_S = 0.5  # how often the event stream looks at the job
+
+
+@router.post("", response_model=JobView, status_code=202, tags=["ingest"], responses=ERRORS)
+def start(body: IngestRequest, request: Request, principal: Principal = Depends(require("ingest:run"))) -> JobView:
+    return get_services(request).jobs.start(principal, body)
+
+
+@router.get("", response_model=list[JobView], tags=["ingest"], responses=ERRORS)
+def jobs(request: Request, _: Principal = Depends(require("ingest:run"))) -> list[JobView]:
+    return get_services(request).jobs.list()
+
+
+@router.get("/{job_id}", response_model=JobView, tags=["ingest"], responses=ERRORS)
+def job(request: Request, job_id: str = JobId, _: Principal = Depends(require("ingest:run"))) -> JobView:
+    return get_services(request).jobs.view(job_id)
+
+
+@router.get("/{job_id}/events", tags=["ingest"], responses=ERRORS, response_class=StreamingResponse)
+async def events(request: Request, job_id: str = JobId, _: Principal = Depends(require("ingest:run"))) -> StreamingResponse:
+    """Server-sent events: one ``progress`` event per change, then ``end`` with the final state."""
+    jobs = get_services(request).jobs
+    first = await asyncio.to_thread(jobs.view, job_id)  # 404 before the stream starts
+
+    async def stream() -> AsyncIterator[str]:
+        view, sent = first, None
+        while True:
+            data = view.model_dump_json()
+            if data != sent:
+                sent = data
+                yield f"event: {'end' if view.status in TERMINAL else 'progress'}\ndata: {data}\n\n"
+            if view.status in TERMINAL or await request.is_disconnected():
+                return
+            await asyncio.sleep(POLL_S)
+            view = await asyncio.to_thread(jobs.view, job_id)
+
+    return StreamingResponse(stream(), media_type="text/event-stream", headers={"Cache-Control": "no-cache"})
+
+
+@router.post("/{job_id}/cancel", response_model=JobView, tags=["ingest"], responses=ERRORS)
+def cancel(request: Request, job_id: str = JobId, principal: Principal = Depends(require("ingest:run"))) -> JobView:
+    return get_services(request).jobs.cancel(principal, job_id)

@@ -1,0 +1,125 @@
+"""The application: ``create_app(settings)`` builds the FastAPI app over the service layer.
+
+The JSON API lives under ``/api`` (OpenAPI at ``/api/openapi.json``, interactive docs at
+``/api/docs``); the page routes, when the page module is installed
+(``minterpr.serving.pages.register(app)``), take the rest. Every refused request gets the one
+error shape of :mod:`~minterpr.serving.errors`; request bodies are capped at
+``settings.max_request_bytes`` before anything reads them.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from fastapi.testclient import TestClient
+    >>> client = TestClient(create_app(ServeSettings(data_dir=Path(tempfile.mkdtemp()))))
+    >>> client.get("/healthz").json()
+    {'status': 'ok', 'galleries': 0}
+    >>> response = client.get("/api/cases")
+    >>> response.status_code, response.json()["error"]["code"]
+    (401, 'unauthenticated')
+"""
+from __future__ import annotations
+
+import importlib.util
+from contextlib import asynccontextmanager
+from typing import Any, AsyncIterator
+
+from minterpr.serving.errors import ApiError, install_error_handlers
+from minterpr.serving.service import Services, build_services
+from minterpr.serving.settings import ServeSettings
+
+_SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
+                     (b"referrer-policy", b"same-origin")]
+
+
+class _Limits:
+    """ASGI middleware: bodies larger than ``max_bytes`` are refused (413) — by their Content-Length
+    up front, or when a chunked body grows past it — and security headers are added to responses."""
+
+    def __init__(self, app: Any, max_bytes: int) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
+            return await _refuse(send, self.max_bytes)
+        seen = 0
+        too_large = False  # the body grew past the cap: whatever the app answers becomes a 413
+        replaced = False
+
+        async def limited_receive() -> dict:
+            nonlocal seen, too_large
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > self.max_bytes:
+                    too_large = True
+                    raise _TooLarge()
+            return message
+
+        async def send_checked(message: dict) -> None:
+            nonlocal replaced
+            if replaced:
+                return
+            if message["type"] == "http.response.start":
+                if too_large:
+                    replaced = True
+                    return await _refuse(send, self.max_bytes)
+                message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
+            await send(message)
+
+        try:
+            await self.app(scope, limited_receive, send_checked)
+        except _TooLarge:
+            if not replaced:
+                await _refuse(send, self.max_bytes)
+
+
+class _TooLarge(Exception):
+    pass
+
+
+async def _refuse(send: Any, max_bytes: int) -> None:
+    import json
+
+    body = json.dumps(ApiError(413, "too_large", f"the request body is larger than {max_bytes} bytes").body()).encode()
+    await send({"type": "http.response.start", "status": 413,
+                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+                            *_SECURITY_HEADERS]})
+    await send({"type": "http.response.body", "body": body})
+
+
+def create_app(settings: ServeSettings, services: Services | None = None) -> Any:
+    """The FastAPI app over ``services`` (built from ``settings`` when not given; closed on shutdown)."""
+    from fastapi import FastAPI
+
+    from minterpr.serving import api, api_admin
+
+    services = services or build_services(settings)
+
+    @asynccontextmanager
+    async def lifespan(_: Any) -> AsyncIterator[None]:
+        yield
+        services.close()
+
+    app = FastAPI(title="minterpr", version="1", lifespan=lifespan, openapi_url="/api/openapi.json",
+                  docs_url="/api/docs", redoc_url=None,
+                  description="Interactive person search over gallery stores, in cases with an audit trail. "
+                              "Results are similarities, never identities.")
+    app.state.services = services
+    app.state.settings = settings
+    install_error_handlers(app)
+    app.include_router(api.router)
+    app.include_router(api_admin.router)
+    if services.jobs is not None:
+        from minterpr.serving import api_jobs
+
+        app.include_router(api_jobs.router)
+    if importlib.util.find_spec("minterpr.serving.pages") is not None:
+        from minterpr.serving import pages
+
+        pages.register(app)
+    app.add_middleware(_Limits, max_bytes=settings.max_request_bytes)
+    return app

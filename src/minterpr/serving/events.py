@@ -1,0 +1,105 @@
+"""A session's event log and what it replays to.
+
+Each move of a stored session is one event ``(seq, kind, payload)``. A turn's payload holds the
+:class:`~minterpr.interaction.history.HistoryEntry` the session recorded for it (the turn and the
+facts parsed from it) and the gallery positions it named; ``undo`` removes the last turn;
+``export`` changes nothing. :func:`fold` reduces the log to the conversation it leaves, and
+:func:`replay` rebuilds that conversation as a fresh :class:`~minterpr.interaction.session.Session`
+from the recorded facts — the plain reference the service's in-memory sessions are checked
+against (they must rank exactly as their replay).
+
+Uploaded example images are named in the payload by file name (``"upload"``) and found in the
+session's upload folder when replayed, so a moved data folder replays too.
+
+Example:
+    >>> from minterpr.data.phrasing import Fact
+    >>> from minterpr.types import DescriptionTurn
+    >>> entry = HistoryEntry(DescriptionTurn("a man"), (Fact("gender", ("male",)),), ())
+    >>> log = [Event(1, "describe", turn_payload(entry)), Event(2, "describe", turn_payload(entry)),
+    ...        Event(3, "undo", {}), Event(4, "export", {})]
+    >>> [(e.seq, h.turn.text) for h, e in fold(log, uploads=None)]
+    [(1, 'a man')]
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+from minterpr.errors import InputError, TurnError
+from minterpr.interaction.history import HistoryEntry
+from minterpr.types import ExampleTurn
+
+TURN_KINDS = ("describe", "answer", "feedback", "example", "confirm")  # events that add a turn
+EVENT_KINDS = (*TURN_KINDS, "undo", "export")
+CONFIRM_TEXT = "Yes, this is the person."  # the feedback text a confirmation records
+# the Session keywords a stored session may record (anything else in its options is ignored)
+SESSION_OPTIONS = ("seed", "question_policy", "reference_policy", "num_references", "max_text_chars")
+
+
+@dataclass(frozen=True)
+class Event:
+    """One stored move."""
+
+    seq: int
+    kind: str
+    payload: Mapping[str, Any]
+    user: str = ""
+    time: float = 0.0
+
+
+def turn_payload(entry: HistoryEntry, **extra: Any) -> dict[str, Any]:
+    """The payload of a turn event: the recorded entry (without its top results) and ``extra``."""
+    data = entry.to_dict()
+    data["top"] = []  # recomputed by a replay; not part of what the user said
+    return {"entry": data, **extra}
+
+
+def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> list[tuple[HistoryEntry, Event]]:
+    """The turns the log leaves, oldest first, each with the event that made it; InputError for a
+    log that is not a session's (an unknown kind, an undo with nothing to undo, a malformed entry)."""
+    stack: list[tuple[HistoryEntry, Event]] = []
+    for event in events:
+        if event.kind in TURN_KINDS:
+            try:
+                entry = HistoryEntry.from_dict(event.payload["entry"])
+            except (KeyError, TypeError) as err:
+                raise InputError(f"event {event.seq}: no recorded entry ({err})") from None
+            upload = event.payload.get("upload")
+            if upload is not None:
+                if uploads is None or not isinstance(upload, str) or Path(upload).name != upload:
+                    raise InputError(f"event {event.seq}: an uploaded image {upload!r} without an upload folder")
+                entry = entry._replace(turn=ExampleTurn(os.fspath(Path(uploads) / upload)))
+            stack.append((entry, event))
+        elif event.kind == "undo":
+            if not stack:
+                raise InputError(f"event {event.seq}: undo with no turn to undo")
+            stack.pop()
+        elif event.kind != "export":
+            raise InputError(f"event {event.seq}: unknown kind {event.kind!r}")
+    return stack
+
+
+def session_options(options: Mapping[str, Any], reranking: Any) -> dict[str, Any]:
+    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``),
+    and external example images allowed (the service names them itself: uploads it stored, never a
+    caller's path)."""
+    chosen = {k: v for k, v in options.items() if k in SESSION_OPTIONS}
+    return {**chosen, "reranking": reranking, "allow_external_images": True}
+
+
+def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[str, Any], reranking: Any,
+           uploads: str | os.PathLike[str] | None) -> Any:
+    """A fresh Session over ``backend`` and ``index`` rebuilt from the log (recorded facts, not
+    re-parsed); TurnError names the event that could not be replayed (an image removed since, ...)."""
+    from minterpr.interaction.session import Session
+
+    turns = fold(events, uploads)
+    session = Session(backend, index, **session_options(options, reranking))
+    for entry, event in turns:
+        try:
+            session.add(entry.turn, facts=entry.facts)
+        except TurnError as err:
+            raise TurnError(f"event {event.seq} ({event.kind}): {err}") from err
+    return session

@@ -1,0 +1,199 @@
+"""Ingestion jobs in the service: start, live progress, cancel (:mod:`minterpr.ingest` underneath).
+
+A job ingests a source on the server (a video, a folder of frames or crops) into a gallery: a
+registered one (its store and run), or a new one the service creates and owns under
+``data_dir/galleries/NAME`` (retention may then delete its crops). Jobs run one at a time in a
+background thread (two cores: a second would only slow the first); each reports
+:class:`~minterpr.ingest.IngestProgress`, kept in memory for live polling and server-sent events
+and written to the database about once a second. A cancelled job keeps its progress; starting
+the same source and options again resumes it, as does a job the server was stopped during
+(its status then reads ``interrupted``). When a job ends, the gallery is registered (or its
+version bumped), so sessions see the new images.
+
+Example (an admin's principal; the source inside ``data_dir/incoming`` or an import root):
+    >>> job = services.jobs.start(admin, IngestRequest(gallery="lobby", source="/srv/in/cam1.mp4",  # doctest: +SKIP
+    ...                           run="runs/synthetic", camera="lobby:cam1", start="2026-12-01T10:00:00Z"))
+    >>> services.jobs.wait(job.id).status  # doctest: +SKIP
+    'done'
+"""
+from __future__ import annotations
+
+import dataclasses
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+
+from minterpr.errors import MinterprError
+from minterpr.serving import audit
+from minterpr.serving.accounts import Principal
+from minterpr.serving.db import GalleryRow, IngestJob, now
+from minterpr.serving.errors import ApiError
+from minterpr.serving.schemas_jobs import IngestRequest, JobView
+
+TERMINAL = ("done", "failed", "cancelled", "interrupted")
+_PERSIST_EVERY_S = 1.0
+
+
+class Jobs:
+    """The ingestion queue of one service (``services.jobs``)."""
+
+    def __init__(self, services: Any) -> None:
+        self.services = services
+        self.db = services.db
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minterpr-ingest")
+        self._progress: dict[str, dict[str, Any]] = {}
+        self._cancel: dict[str, threading.Event] = {}
+        self._lock = threading.Lock()
+        with self.db.write() as tx:  # jobs a previous process left unfinished
+            for job in tx.scalars(select(IngestJob).where(IngestJob.status.in_(("queued", "running")))):
+                job.status, job.message, job.updated = "interrupted", "the server stopped; start it again to resume", now()
+
+    def start(self, principal: Principal, request: IngestRequest) -> JobView:
+        """Queue a job (422 for a missing source or a new gallery without a run; 409 when ingestion's
+        packages are not installed)."""
+        try:
+            from minterpr.ingest import IngestOptions
+        except ImportError as err:
+            raise ApiError(409, "unavailable", f"ingestion is not installed here ({err})") from None
+
+        source = Path(request.source).expanduser()
+        settings = self.services.settings
+        known_runs = {row.run_dir for row in self.services.galleries.rows()}  # runs already serving galleries
+        for field, path in (("source", request.source), ("run", request.run)):
+            if field == "run" and path is not None and str(Path(path).absolute()) in known_runs:
+                continue
+            if path is not None and not settings.importable(path):
+                raise ApiError(403, "outside_roots", f"{path} is outside the folders this service may read (put "
+                               f"sources in {settings.incoming_dir}, or add an import root)", field=field)
+        if not source.exists():
+            raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source")
+        with self.db.transaction() as tx:
+            row = tx.scalar(select(GalleryRow).where(GalleryRow.name == request.gallery))
+        if row is not None:
+            directory, run_dir, managed = row.directory, row.run_dir, row.managed
+            if request.run is not None and Path(request.run).absolute() != Path(run_dir):
+                raise ApiError(422, "invalid", f"gallery {request.gallery!r} was built by {run_dir}; ingest with it",
+                               field="run")
+        else:
+            if request.run is None:
+                raise ApiError(422, "invalid", "a new gallery needs the run that embeds it", field="run")
+            directory = str((self.services.settings.galleries_dir / request.gallery).absolute())
+            run_dir, managed = str(Path(request.run).absolute()), True
+        try:
+            options = IngestOptions(camera=request.camera, start=request.start, every=request.every,
+                                    target_fps=request.target_fps, frames=request.frames, best_k=request.best_k)
+        except (TypeError, ValueError) as err:
+            raise ApiError(422, "invalid", str(err)) from None
+        job_id = uuid.uuid4().hex
+        with self.db.write() as tx:
+            t = now()
+            tx.add(IngestJob(id=job_id, gallery=request.gallery, source=str(source.absolute()),
+                             options=request.model_dump(), user_id=principal.user_id, status="queued",
+                             progress={}, message="", created=t, updated=t))
+            audit.append(tx, principal.username, "ingest_start", None,
+                         {"job": job_id, "gallery": request.gallery, "source": str(source.absolute())})
+        stop = threading.Event()
+        with self._lock:
+            self._cancel[job_id] = stop
+            self._progress[job_id] = {}
+        self._pool.submit(self._run, job_id, principal, str(source.absolute()), directory, run_dir, managed,
+                          request.gallery, options, stop)
+        return self.view(job_id)
+
+    def _run(self, job_id: str, principal: Principal, source: str, directory: str, run_dir: str, managed: bool,
+             gallery: str, options: Any, stop: threading.Event) -> None:
+        from minterpr.ingest import IngestCancelled, ingest
+
+        last = [0.0]
+
+        def progress(event: Any) -> None:
+            data = dataclasses.asdict(event)
+            with self._lock:
+                self._progress[job_id] = data
+            if time.monotonic() - last[0] >= _PERSIST_EVERY_S:
+                last[0] = time.monotonic()
+                self._update(job_id, "running", data, event.message)
+
+        if stop.is_set():
+            self._finish(job_id, principal, "cancelled", "cancelled before it started", {})
+            return
+        self._update(job_id, "running", {}, "starting")
+        try:
+            pipeline = self.services.galleries.pipeline(run_dir)
+            result = ingest(source, directory, run=pipeline, options=options, progress=progress, cancel=stop.is_set)
+            self.services.galleries.register(gallery, directory, run_dir, by=principal.username, managed=managed)
+        except IngestCancelled as err:
+            self._finish(job_id, principal, "cancelled", str(err), {})
+        except (MinterprError, ApiError) as err:
+            self._finish(job_id, principal, "failed", str(err), {})
+        except Exception as err:  # noqa: BLE001 - a background job must record why it stopped
+            self._finish(job_id, principal, "failed", f"unexpected error: {type(err).__name__}: {err}", {})
+        else:
+            summary = {"rows_added": result.rows_added, "rows_total": result.rows_total, "tracks": result.tracks,
+                       "crops": result.crops, "frames_read": result.frames_read, "seconds": round(result.seconds, 2),
+                       "skipped": len(result.skipped), "resumed": result.resumed}
+            self._finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}", summary)
+
+    def _update(self, job_id: str, status: str, progress: dict[str, Any], message: str) -> None:
+        with self.db.write() as tx:
+            job = tx.get(IngestJob, job_id)
+            if job is not None and job.status not in TERMINAL:
+                job.status, job.progress, job.message, job.updated = status, progress, message, now()
+
+    def _finish(self, job_id: str, principal: Principal, status: str, message: str, summary: dict[str, Any]) -> None:
+        with self._lock:
+            progress = {**self._progress.get(job_id, {}), **({"result": summary} if summary else {})}
+            self._progress[job_id] = progress
+        with self.db.write() as tx:
+            job = tx.get(IngestJob, job_id)
+            if job is not None:
+                job.status, job.progress, job.message, job.updated = status, progress, message, now()
+            audit.append(tx, principal.username, f"ingest_{status}", None, {"job": job_id, "message": message})
+
+    def view(self, job_id: str) -> JobView:
+        with self.db.transaction() as tx:
+            job = tx.get(IngestJob, job_id) if isinstance(job_id, str) and len(job_id) <= 32 else None
+        if job is None:
+            raise ApiError(404, "not_found", f"no ingestion job {job_id!r}", field="job_id")
+        with self._lock:
+            live = self._progress.get(job_id)
+        progress = live if live and job.status not in TERMINAL else (job.progress or {})
+        return JobView(id=job.id, gallery=job.gallery, source=job.source, status=job.status, progress=progress,
+                       message=job.message, created=job.created, updated=job.updated)
+
+    def list(self) -> list[JobView]:
+        with self.db.transaction() as tx:
+            ids = list(tx.scalars(select(IngestJob.id).order_by(IngestJob.created)))
+        return [self.view(job_id) for job_id in ids]
+
+    def cancel(self, principal: Principal, job_id: str) -> JobView:
+        view = self.view(job_id)
+        if view.status in TERMINAL:
+            raise ApiError(409, "finished", f"job {job_id} has already ended ({view.status})")
+        with self._lock:
+            stop = self._cancel.get(job_id)
+        if stop is not None:
+            stop.set()
+        self.services.audit.record(principal, "ingest_cancel", None, {"job": job_id})
+        return self.view(job_id)
+
+    def wait(self, job_id: str, timeout: float = 60.0) -> JobView:
+        """Block until the job ends (tests, the command line)."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            view = self.view(job_id)
+            if view.status in TERMINAL:
+                return view
+            time.sleep(0.05)
+        return self.view(job_id)
+
+    def shutdown(self) -> None:
+        with self._lock:
+            for stop in self._cancel.values():
+                stop.set()
+        self._pool.shutdown(wait=True, cancel_futures=True)

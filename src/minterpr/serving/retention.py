@@ -1,0 +1,117 @@
+"""Retention: forget what is older than N days.
+
+:func:`purge` removes
+
+* **sessions** not touched for N days: their events, their uploaded example images;
+* **images** captured more than N days ago (the ``time`` of their metadata) from every gallery
+  store: the store is rewritten without their embeddings, attribute probabilities and records
+  (and its vector index rebuilt); in galleries the service ingested itself (``managed``) their
+  crop files are deleted too — a registered folder of someone else's images is left on disk;
+* expired logins.
+
+Images without a capture time are kept (nothing says they are old). The audit log is not
+purged: it is the record of what was done with the data, and holds paths and texts, not
+pictures. A purge is itself audited. Sessions over a rewritten store replay by image path; one
+that named a purged image can no longer be rebuilt and answers 410.
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from minterpr.serving.service import build_services
+    >>> from minterpr.serving.settings import ServeSettings
+    >>> services = build_services(ServeSettings(data_dir=Path(tempfile.mkdtemp())))
+    >>> purge(services, 30).model_dump()
+    {'days': 30, 'sessions': 0, 'events': 0, 'uploads': 0, 'images': 0, 'galleries': []}
+"""
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import numpy as np
+from sqlalchemy import delete, select
+
+from minterpr.data.paths import resolve_under
+from minterpr.errors import InputError, MinterprError
+from minterpr.serving import audit
+from minterpr.serving.db import Login, SearchSession, SessionEvent, now
+from minterpr.serving.schemas import RetentionReport
+
+DAY = 86400.0
+
+
+def purge(services: Any, days: int, *, by: str | None = None, clock: float | None = None) -> RetentionReport:
+    """Apply an N-day retention to the service's state (see the module doc); returns what was removed."""
+    if isinstance(days, bool) or not isinstance(days, int) or days < 1:
+        raise InputError(f"retention needs a whole number of days >= 1, got {days!r}")
+    cutoff = (now() if clock is None else clock) - days * DAY
+    db, settings = services.db, services.settings
+    with db.write() as tx:
+        old = list(tx.scalars(select(SearchSession.id).where(SearchSession.updated < cutoff)))
+        removed_events = 0
+        for sid in old:
+            removed_events += tx.execute(delete(SessionEvent).where(SessionEvent.session_id == sid)).rowcount or 0
+            tx.execute(delete(SearchSession).where(SearchSession.id == sid))
+        tx.execute(delete(Login).where(Login.expires < cutoff))
+    uploads = 0
+    for sid in old:
+        folder = settings.uploads_dir / sid
+        if folder.is_dir():
+            uploads += sum(1 for _ in folder.iterdir())
+            shutil.rmtree(folder, ignore_errors=True)
+    services.search.forget()
+    images, touched = 0, []
+    for row in services.galleries.rows():
+        removed = _purge_gallery(services, row, cutoff)
+        if removed:
+            images += removed
+            touched.append(row.name)
+    report = RetentionReport(days=days, sessions=len(old), events=removed_events, uploads=uploads, images=images,
+                             galleries=touched)
+    with db.write() as tx:
+        audit.append(tx, by, "retention_purge", None, report.model_dump())
+    return report
+
+
+def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
+    """Rewrite one store without its images older than ``cutoff``; returns how many were removed."""
+    from minterpr.index.gallery_store import build_vector_index, save_gallery
+
+    loaded = services.galleries.get(gallery_id=row.id)
+    old = loaded.times < cutoff  # NaN (no time) compares False: kept
+    if not old.any():
+        return 0
+    keep = np.flatnonzero(~old)
+    index = loaded.index.subset(keep)
+    index.skipped = loaded.index.skipped
+    metadata = [loaded.metadata[i] for i in keep.tolist()]
+    fingerprint = loaded.pipeline.model_fingerprint
+    backend = _vector_backend(loaded)
+    vectors = (build_vector_index(backend, index, metadata, model_fingerprint=fingerprint)
+               if backend is not None and len(keep) else None)
+    removed_paths = [loaded.index.images[i].path for i in np.flatnonzero(old).tolist()]
+    save_gallery(index, loaded.directory, model_fingerprint=fingerprint, vector_index=vectors, metadata=metadata,
+                 rebuild=_rebuild(loaded.directory))
+    if loaded.managed and loaded.index.root is not None:
+        for path in removed_paths:
+            try:
+                os.remove(resolve_under(loaded.index.root, path))
+            except (OSError, InputError):
+                pass  # already gone, or not under the root: never delete outside the gallery's folder
+    services.galleries.bump(row.name)
+    return len(removed_paths)
+
+
+def _vector_backend(loaded: Any) -> str | None:
+    vectors = getattr(loaded.index, "vectors", None)
+    return None if vectors is None else str(vectors.name)
+
+
+def _rebuild(directory: str) -> str | None:
+    from minterpr.index.gallery_store import read_manifest
+
+    try:
+        return read_manifest(directory).rebuild
+    except MinterprError:  # the old manifest's command is a nicety
+        return None

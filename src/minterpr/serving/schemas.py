@@ -1,0 +1,271 @@
+"""Typed requests and responses (pydantic): what the JSON API reads and writes, and what the
+service layer returns to the page routes.
+
+Every text field has a length bound, every number a range, and unknown fields are refused
+(``extra="forbid"``), so a malformed request is a 422 before any work is done.
+
+Example:
+    >>> DescribeRequest(text="a woman in a red jacket").text
+    'a woman in a red jacket'
+    >>> FeedbackRequest(gallery_index=-1, text="not her")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for FeedbackRequest
+    ...
+"""
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+TEXT_MAX = 1000  # longest free text a request may carry (ServeSettings.max_text_chars may lower it)
+NAME_MAX = 64
+Position = Field(ge=0, le=2**40, description="a position in the gallery (0-based)")
+
+
+def _plain_text(value: str) -> str:
+    """Refuse what no database column should hold: lone surrogates (not Unicode) and NUL characters."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("not valid Unicode text (a lone surrogate)") from None
+    if "\x00" in value:
+        raise ValueError("contains a NUL character")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_plain_text)]  # every request string goes through this
+Camera = Annotated[Text, Field(min_length=1, max_length=200)]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ErrorDetail(Strict):
+    code: str  # stable, for programs: invalid, out_of_scope, rate_limited, csrf_failed, ...
+    message: str  # for people
+    field: str | None  # the request field at fault, when one is
+
+
+class ErrorBody(Strict):
+    """Every 4xx/5xx answer."""
+
+    error: ErrorDetail
+
+
+# ----- auth ------------------------------------------------------------------------------------
+class LoginRequest(Strict):
+    username: Text = Field(min_length=1, max_length=NAME_MAX)
+    password: Text = Field(min_length=1, max_length=256)
+
+
+class UserView(Strict):
+    id: int
+    username: str
+    role: str
+    via: str | None = None  # how this request authenticated (cookie, api_key)
+    permissions: list[str] = []
+
+
+class LoginResponse(Strict):
+    user: UserView
+    csrf_token: str  # send it back as X-CSRF-Token with every state-changing request
+    expires: float  # UNIX seconds
+
+
+class CreateUserRequest(Strict):
+    username: Text = Field(min_length=2, max_length=NAME_MAX)
+    password: Text = Field(min_length=10, max_length=256)
+    role: Literal["viewer", "analyst", "admin", "auditor"]
+
+
+class CreateKeyRequest(Strict):
+    name: Text = Field(min_length=1, max_length=100)
+
+
+class KeyCreated(Strict):
+    id: int
+    key: str  # shown once; only its hash is stored
+
+
+class KeyView(Strict):
+    id: int
+    name: str
+    prefix: str
+    created: float
+    revoked: bool
+
+
+# ----- galleries and cases ---------------------------------------------------------------------
+class GalleryView(Strict):
+    name: str
+    images: int
+    cameras: list[str]
+    time_start: datetime | None  # earliest image time, None when the images carry none
+    time_end: datetime | None
+    model_fingerprint: str | None
+    version: int
+
+
+class RegisterGalleryRequest(Strict):
+    name: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    directory: Text = Field(min_length=1, max_length=4096)
+    run_dir: Text = Field(min_length=1, max_length=4096)
+
+
+class OpenCaseRequest(Strict):
+    title: Text = Field(min_length=1, max_length=200)
+    purpose: Text = Field(min_length=10, max_length=TEXT_MAX,
+                         description="why this search is made (a report number, an authorisation)")
+    # the scope is stated explicitly: null means every camera / no time bound, and must be sent as null
+    cameras: list[Camera] | None = Field(max_length=1000, description="camera ids the case may search; null = all")
+    start: datetime | None = Field(description="earliest image time the case may search; null = unbounded")
+    end: datetime | None = Field(description="latest image time the case may search; null = unbounded")
+
+
+class CaseView(Strict):
+    id: int
+    title: str
+    purpose: str
+    cameras: list[str] | None
+    start: datetime | None
+    end: datetime | None
+    created_by: str
+    created: float
+    status: Literal["open", "closed"]
+
+
+# ----- sessions --------------------------------------------------------------------------------
+class StartSessionRequest(Strict):
+    case_id: int = Field(ge=1, le=2**62)
+    gallery: Text = Field(min_length=1, max_length=NAME_MAX)
+    cameras: list[Camera] | None = Field(default=None, max_length=1000, description="within the case's cameras")
+    start: datetime | None = None  # within the case's time scope
+    end: datetime | None = None
+
+
+class DescribeRequest(Strict):
+    text: Text = Field(min_length=1, max_length=TEXT_MAX)
+
+
+class AnswerRequest(Strict):
+    text: Text = Field(min_length=1, max_length=TEXT_MAX)
+
+
+class FeedbackRequest(Strict):
+    gallery_index: int = Position
+    text: Text = Field(min_length=1, max_length=TEXT_MAX, description='"not her: no backpack", "maybe"')
+
+
+class ExampleRequest(Strict):
+    gallery_index: int = Position  # search by a gallery image (uploads: POST .../example/upload)
+
+
+class ConfirmRequest(Strict):
+    gallery_index: int = Position
+    acknowledge: bool = Field(description="must be true: I confirm this result looks like the person I am "
+                                          "searching for; this records similarity, not identity")
+
+
+class ResultView(Strict):
+    rank: int  # 1-based
+    gallery_index: int
+    path: str
+    camera: str | None
+    time: str | None
+    similarity: float  # the ranking score: how alike, never who
+    matches: list[str]
+    contradicts: list[str]
+    judgement: bool | None = None  # the user's verdict on this image, if any (True = confirmed)
+
+
+class ActionView(Strict):
+    kind: Literal["question", "references"]
+    text: str
+    slot: str | None = None
+    choices: list[str] = []  # quick answers for a question
+    gallery_indices: list[int] = []  # the images shown for references
+
+
+class ConfirmedView(Strict):
+    gallery_index: int
+    path: str
+    camera: str | None
+    time: str | None
+    similarity: float | None
+    rank: int | None
+    statement: str  # similarity, never identity
+
+
+class TimelineEntry(Strict):
+    seq: int  # the event that made this turn
+    kind: str  # describe answer feedback example confirm
+    text: str
+    gallery_index: int | None = None
+    user: str
+    time: float
+
+
+class TurnView(Strict):
+    session_id: str
+    case_id: int
+    gallery: str
+    seq: int  # events committed
+    turns: int  # turns in the conversation now
+    gallery_size: int
+    in_scope: int  # images the case's scope lets this session search
+    results: list[ResultView]
+    action: ActionView | None
+    confirmed: ConfirmedView | None
+    timeline: list[TimelineEntry]
+
+
+class SessionSummary(Strict):
+    session_id: str
+    case_id: int
+    gallery: str
+    user: str
+    created: float
+    updated: float
+    turns: int
+
+
+class ExportRecord(Strict):
+    case: CaseView
+    session_id: str
+    gallery: str
+    confirmed: ConfirmedView
+    images: list[dict]  # path, absolute_path, camera, time, metadata of each exported crop
+    conversation: list[TimelineEntry]
+    exported_by: str
+    exported_at: datetime
+    statement: str
+
+
+# ----- audit and administration ----------------------------------------------------------------
+class VerifyResponse(Strict):
+    ok: bool
+    entries: int
+    head: str
+    problems: list[str]
+
+
+class RetentionRequest(Strict):
+    days: int = Field(ge=1, le=36500)
+
+
+class RetentionReport(Strict):
+    days: int
+    sessions: int
+    events: int
+    uploads: int
+    images: int
+    galleries: list[str]
+
+
+class Health(Strict):
+    status: Literal["ok"]
+    galleries: int

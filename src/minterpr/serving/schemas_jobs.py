@@ -1,0 +1,37 @@
+"""Requests and responses of the ingestion-job routes.
+
+Example:
+    >>> IngestRequest(gallery="lobby", source="/srv/video/cam1.mp4", camera="lobby:cam1").every
+    1
+"""
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import Field
+
+from minterpr.serving.schemas import NAME_MAX, Strict, Text
+
+
+class IngestRequest(Strict):
+    gallery: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    source: Text = Field(min_length=1, max_length=4096, description="a video file, or a folder of crops / frames, "
+                                                                    "on the server")
+    run: Text | None = Field(default=None, max_length=4096, description="the run that embeds a new gallery")
+    camera: Text | None = Field(default=None, min_length=1, max_length=200)
+    start: Text | None = Field(default=None, max_length=64, description="ISO 8601 time of the first frame")
+    every: int = Field(default=1, ge=1, le=1000, description="detect every Nth frame")
+    target_fps: float | None = Field(default=None, gt=0, le=1000)
+    frames: bool = False  # a folder of one video's frames rather than crops
+    best_k: int = Field(default=3, ge=1, le=100)
+
+
+class JobView(Strict):
+    id: str
+    gallery: str
+    source: str
+    status: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
+    progress: dict[str, Any]  # the last IngestProgress (stage, fraction, frames, tracks, crops, fps, message, ...)
+    message: str
+    created: float
+    updated: float

@@ -1,0 +1,360 @@
+"""Search sessions as a service: every move of the Python API, stored as an append-only event log.
+
+A move is computed on the session held in memory (the fast path), then committed — one
+transaction adds the event, advances the session's ``seq`` and appends the audit entries — and
+only then answered. A move that fails changes nothing (the library's sessions are atomic); a
+commit that fails drops the in-memory session, which is then rebuilt from its events. A session
+not in memory (after a restart, evicted, or moved on by another process: its stored ``seq`` is
+ahead) is rebuilt by :func:`~minterpr.serving.events.replay` from the log; a gallery rewritten
+since (retention) is reopened first, and its sessions replay by image path.
+
+One lock per session orders its moves; different sessions run in parallel over one shared model
+and gallery index. Access: moving a session needs ``session:search`` and being its analyst;
+reading one needs ``session:read``; every session lies in an open case and searches only the
+images of the case's scope.
+
+Example (``services`` from :func:`~minterpr.serving.service.build_services`, a gallery registered):
+    >>> ana = services.accounts.login("ana", PASSWORD, client="cli").principal  # doctest: +SKIP
+    >>> case = services.cases.open_case(ana, "lost child", "report 17, duty officer", None, None, None)  # doctest: +SKIP
+    >>> view = services.search.start(ana, case.id, "demo")  # doctest: +SKIP
+    >>> view = services.search.describe(ana, view.session_id, "a girl in a yellow raincoat")  # doctest: +SKIP
+    >>> view.results[0].similarity, view.action.kind  # doctest: +SKIP
+    (0.61, 'question')
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+import uuid
+from collections import OrderedDict
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from typing import Any, Callable, Iterator
+
+from sqlalchemy import select
+
+from minterpr.data.paths import resolve_under
+from minterpr.errors import ImageError, InputError, TurnError
+from minterpr.interaction.dialogue_acts import verdict
+from minterpr.serving import audit, events
+from minterpr.serving.accounts import Principal
+from minterpr.serving.cases import Cases, Scope, seconds
+from minterpr.serving.db import Case, Database, GalleryRow, SearchSession, SessionEvent, User, now
+from minterpr.serving.errors import ApiError
+from minterpr.serving.galleries import Galleries, LoadedGallery
+from minterpr.serving.ratelimit import RateLimiter
+from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry, TurnView
+from minterpr.serving.security import allowed
+from minterpr.serving.settings import ServeSettings
+from minterpr.serving.uploads import store_upload, thumbnail
+from minterpr.serving.views import Live, Positions, confirmed, export_images, turn_view
+
+_AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
+                 "confirm": "confirm"}
+
+
+def need(principal: Principal, permission: str) -> None:
+    if not allowed(principal.role, permission):
+        raise ApiError(403, "forbidden", f"the {principal.role} role may not do this ({permission})")
+
+
+class Search:
+    """The session service (see the module doc)."""
+
+    def __init__(self, db: Database, settings: ServeSettings, galleries: Galleries, cases: Cases) -> None:
+        self.db, self.settings, self.galleries, self.cases = db, settings, galleries, cases
+        self.limiter = RateLimiter(settings.search_rate)
+        self._live: OrderedDict[str, Live] = OrderedDict()
+        self._locks: dict[str, threading.Lock] = {}
+        self._guard = threading.Lock()
+        self.timing = threading.local()  # .last: seconds of the calling thread's last turn, by part
+
+    # ----- starting and reading ------------------------------------------------------------------
+    def start(self, principal: Principal, case_id: int, gallery: str, cameras: list[str] | None = None,
+              start: datetime | None = None, end: datetime | None = None) -> TurnView:
+        """A new session in an open case over the gallery's images inside the case's scope (narrowed by the filters)."""
+        need(principal, "session:search")
+        case = self.cases.row(case_id)
+        if case.status != "open":
+            raise ApiError(409, "case_closed", f"case {case_id} is closed", field="case_id")
+        scope = self.cases.scope(case).narrowed(cameras, seconds(start), seconds(end))
+        loaded = self.galleries.get(gallery)
+        rows, index = loaded.scoped(scope.cameras, scope.start, scope.end)
+        if index is None:
+            raise ApiError(422, "empty_scope", f"no image of gallery {gallery!r} lies in this scope", field="gallery")
+        sid = uuid.uuid4().hex
+        options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars}
+        session = events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(), None)
+        filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
+                   "end": scope.end}
+        positions = Positions(rows, len(loaded.index))
+        with self.db.write() as tx:
+            t = now()
+            tx.add(SearchSession(id=sid, case_id=case_id, gallery_id=loaded.id, user_id=principal.user_id, created=t,
+                                 updated=t, filters=filters, options=options, seq=0))
+            audit.append(tx, principal.username, "session_start", case_id,
+                         {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope})
+        live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0)
+        self._remember(live)
+        return turn_view(live, self.settings.results_per_turn, loaded.name)
+
+    def view(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
+        """The session as it stands (no new turn)."""
+        need(principal, "session:read")
+        with self._open(principal, sid, write=False) as live:
+            return turn_view(live, self._top(top), live.gallery.name)
+
+    def summaries(self, principal: Principal, case_id: int | None = None) -> list[SessionSummary]:
+        need(principal, "session:read")
+        with self.db.transaction() as tx:
+            query = select(SearchSession, User.username).join(User, User.id == SearchSession.user_id)
+            if case_id is not None:
+                query = query.where(SearchSession.case_id == case_id)
+            rows = tx.execute(query.order_by(SearchSession.created)).all()
+        names = {row.id: row.name for row in self.galleries.rows()}
+        return [SessionSummary(session_id=s.id, case_id=s.case_id, gallery=names.get(s.gallery_id, "?"), user=name,
+                               created=s.created, updated=s.updated, turns=s.seq) for s, name in rows]
+
+    def image(self, principal: Principal, sid: str, gallery_index: int, *, thumbnail_only: bool = True) -> tuple[bytes, str]:
+        """(JPEG bytes, media type) of an in-scope gallery image of the session."""
+        need(principal, "session:read")
+        with self._open(principal, sid, write=False) as live:
+            self._local(live, gallery_index)
+            gallery = live.gallery
+            path = gallery.index.images[gallery_index].path
+        try:
+            file = resolve_under(gallery.index.root, path)
+            height = self.settings.thumbnail_height if thumbnail_only else 4096
+            return thumbnail(file, height), "image/jpeg"
+        except (ImageError, InputError) as err:
+            raise ApiError(404, "image_unavailable", f"image {gallery_index} cannot be read: {err}") from None
+
+    # ----- moves ---------------------------------------------------------------------------------
+    def describe(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
+        return self._turn(principal, sid, "describe", lambda live: live.session.describe(text), {}, text, None, top)
+
+    def answer(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
+        return self._turn(principal, sid, "answer", lambda live: live.session.answer(text), {}, text, None, top)
+
+    def feedback(self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None) -> TurnView:
+        """Judge any in-scope image ("not her: no backpack", "maybe"); saying it *is* the person is refused
+        here: that needs the explicit confirmation step (:meth:`confirm`)."""
+        if isinstance(text, str) and verdict(text) is True:
+            raise ApiError(422, "confirmation_required", "to say this is the person, use the confirmation step "
+                           "(POST /api/sessions/{id}/confirm with acknowledge: true)", field="text")
+        return self._turn(principal, sid, "feedback",
+                          lambda live: live.session.feedback(self._local(live, gallery_index), text),
+                          {"gallery_index": gallery_index}, text, gallery_index, top)
+
+    def confirm(self, principal: Principal, sid: str, gallery_index: int, acknowledge: bool,
+                top: int | None = None) -> TurnView:
+        """The explicit step: the analyst states that this image looks like the person (similarity, not identity)."""
+        need(principal, "session:confirm")
+        if acknowledge is not True:
+            raise ApiError(422, "acknowledge_required", "a confirmation needs acknowledge: true (the analyst "
+                           "confirms a visual similarity; it does not identify anyone)", field="acknowledge")
+        return self._turn(principal, sid, "confirm",
+                          lambda live: live.session.feedback(self._local(live, gallery_index), events.CONFIRM_TEXT),
+                          {"gallery_index": gallery_index}, events.CONFIRM_TEXT, gallery_index, top)
+
+    def example_gallery(self, principal: Principal, sid: str, gallery_index: int, top: int | None = None) -> TurnView:
+        def move(live: Live) -> Any:
+            self._local(live, gallery_index)
+            return live.session.example(live.gallery.index.images[gallery_index].path)
+
+        return self._turn(principal, sid, "example", move, {"gallery_index": gallery_index},
+                          f"example: gallery image {gallery_index}", gallery_index, top)
+
+    def example_upload(self, principal: Principal, sid: str, data: bytes, content_type: str | None,
+                       top: int | None = None) -> TurnView:
+        need(principal, "session:search")
+        folder = self.settings.uploads_dir / sid
+        name = store_upload(data, content_type, folder, max_bytes=self.settings.max_upload_bytes,
+                            max_pixels=self.settings.max_image_pixels)
+        return self._turn(principal, sid, "example", lambda live: live.session.example(str(folder / name)),
+                          {"upload": name}, "example: uploaded image", None, top)
+
+    def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
+        return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
+
+    def export_record(self, principal: Principal, sid: str) -> ExportRecord:
+        """What an export holds (the confirmed crop, its track, times, cameras, the conversation); recorded
+        as an ``export`` event and audited. 409 when nothing is confirmed."""
+        need(principal, "session:export")
+        with self._open(principal, sid, write=True) as live:
+            match = confirmed(live)
+            if match is None:
+                raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
+            images = export_images(live, match.gallery_index)
+            details = {"session": sid, "images": [image["path"] for image in images]}
+            self._commit(live, principal, "export", {"gallery_index": match.gallery_index}, [("export", details)])
+            case = self.cases.get_case(live.case_id)
+            return ExportRecord(case=case, session_id=sid, gallery=live.gallery.name, confirmed=match, images=images,
+                                conversation=list(live.timeline), exported_by=principal.username,
+                                exported_at=datetime.now(timezone.utc), statement=match.statement)
+
+    def reference(self, sid: str) -> Any:
+        """The plain reference: a fresh Session replayed from the stored events (what a restart builds)."""
+        with self.db.transaction() as tx:
+            row = tx.get(SearchSession, sid)
+        if row is None:
+            raise ApiError(404, "not_found", f"no session {sid}")
+        return self._build(row, self.galleries.get(gallery_id=row.gallery_id)).session
+
+    def forget(self) -> None:
+        """Drop every in-memory session (they are rebuilt from their events when next used)."""
+        with self._guard:
+            self._live.clear()
+
+    # ----- internals -----------------------------------------------------------------------------
+    def _top(self, top: int | None) -> int:
+        return self.settings.results_per_turn if top is None else max(1, min(int(top), self.settings.max_results))
+
+    def _local(self, live: Live, gallery_index: int) -> int:
+        local = live.positions.to_local(gallery_index)
+        if local is None:
+            raise ApiError(422, "out_of_scope", f"gallery_index {gallery_index} is not an image this session may "
+                           f"search (0..{live.positions.gallery_size - 1}, inside the case's scope)", field="gallery_index")
+        return local
+
+    def _turn(self, principal: Principal, sid: str, kind: str, move: Callable[[Live], Any], extra: dict[str, Any],
+              text: str, gallery_index: int | None, top: int | None) -> TurnView:
+        need(principal, "session:search")
+        wait = self.limiter.take(f"user:{principal.user_id}")
+        if wait > 0:
+            raise ApiError(429, "rate_limited", f"too many turns; try again in {wait:.1f} s",
+                           headers={"Retry-After": str(max(1, round(wait)))})
+        with self._open(principal, sid, write=True) as live:
+            limit = _max_turns(live.session)
+            if kind != "undo" and limit is not None and len(live.session.history) >= limit:
+                raise ApiError(409, "turn_limit", f"this conversation has the {limit} turns the model reads; undo a "
+                               "turn, or start a new session in the same case")
+            started = time.perf_counter()
+            try:
+                move(live)
+            except TurnError as err:
+                raise ApiError(422, "invalid_turn", str(err)) from None
+            computed = time.perf_counter()
+            shown = turn_view(live, self._top(top), live.gallery.name)
+            if kind == "undo":
+                payload: dict[str, Any] = {}
+                audits = [("undo", {"session": sid, "turns": len(live.session.history)})]
+            else:
+                payload = events.turn_payload(live.session.history[-1], **extra)
+                details = {"session": sid, "kind": kind, "text": text, **extra}
+                audits = [(_AUDIT_ACTION[kind], details),
+                          ("results_shown", {"session": sid, "results": [[r.gallery_index, r.path, r.similarity]
+                                             for r in shown.results[: self.settings.results_per_turn]]})]
+            viewed = time.perf_counter()
+            seq, t = self._commit(live, principal, kind, payload, audits)
+            self.timing.last = {"session": computed - started, "view": viewed - computed,
+                                "commit": time.perf_counter() - viewed}
+            if kind == "undo":
+                live.timeline.pop()
+            else:
+                said = _text(live.session.history[-1].turn, events.Event(seq, kind, payload))
+                live.timeline.append(TimelineEntry(seq=seq, kind=kind, text=said, gallery_index=gallery_index,
+                                                   user=principal.username, time=t))
+            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline)})
+
+    def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],
+                audits: list[tuple[str, dict[str, Any]]]) -> tuple[int, float]:
+        """Append the event and its audit entries in one transaction; on failure the in-memory
+        session (ahead of the log) is dropped and the error raised."""
+        try:
+            with self.db.write() as tx:
+                row = tx.get(SearchSession, live.session_id)
+                if row is None or row.seq != live.seq:
+                    raise ApiError(409, "conflict", "the session changed meanwhile (another request or server); "
+                                   "reload it and repeat the move")
+                t = now()
+                tx.add(SessionEvent(session_id=live.session_id, seq=live.seq + 1, time=t, user_id=principal.user_id,
+                                    kind=kind, payload=payload))
+                row.seq, row.updated = live.seq + 1, t
+                for action, details in audits:
+                    audit.append(tx, principal.username, action, live.case_id, details)
+        except BaseException:
+            self._drop(live.session_id)
+            raise
+        live.seq += 1
+        return live.seq, t
+
+    @contextmanager
+    def _open(self, principal: Principal, sid: str, *, write: bool) -> Iterator[Live]:
+        """The session's Live under its lock, rebuilt from the log when it is not current."""
+        with self._guard:
+            lock = self._locks.setdefault(sid, threading.Lock())
+        with lock:
+            with self.db.transaction() as tx:  # one read: the session, its case's status, its gallery's version
+                found = tx.execute(select(SearchSession, Case.status, GalleryRow.version)
+                                   .join(Case, Case.id == SearchSession.case_id)
+                                   .join(GalleryRow, GalleryRow.id == SearchSession.gallery_id)
+                                   .where(SearchSession.id == sid)).first() if len(sid) <= 32 else None
+            if found is None:
+                raise ApiError(404, "not_found", f"no session {sid!r}", field="session_id")
+            row, status, version = found
+            if write and row.user_id != principal.user_id:
+                raise ApiError(403, "forbidden", "only the analyst who started a session may continue it")
+            if write and status != "open":
+                raise ApiError(409, "case_closed", f"case {row.case_id} is closed")
+            loaded = self.galleries.current(row.gallery_id, version) or self.galleries.get(gallery_id=row.gallery_id)
+            with self._guard:
+                live = self._live.get(sid)
+                if live is not None:
+                    self._live.move_to_end(sid)
+            if live is None or live.seq != row.seq or live.gallery is not loaded:
+                live = self._build(row, loaded)
+                self._remember(live)
+            yield live
+
+    def _build(self, row: SearchSession, loaded: LoadedGallery) -> Live:
+        filters = row.filters or {}
+        scope = Scope(None if filters.get("cameras") is None else tuple(filters["cameras"]), filters.get("start"),
+                      filters.get("end"))
+        rows, index = loaded.scoped(scope.cameras, scope.start, scope.end)
+        if index is None:
+            raise ApiError(410, "gone", f"session {row.id}: no image of its scope is left in the gallery")
+        with self.db.transaction() as tx:
+            stored = tx.execute(select(SessionEvent, User.username).join(User, User.id == SessionEvent.user_id)
+                                .where(SessionEvent.session_id == row.id).order_by(SessionEvent.seq)).all()
+        log = [events.Event(e.seq, e.kind, e.payload, name, e.time) for e, name in stored]
+        uploads = self.settings.uploads_dir / row.id
+        try:
+            session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads)
+            turns = events.fold(log, uploads)
+        except (TurnError, InputError) as err:
+            raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
+                           f"have been removed by retention): {err}") from None
+        timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
+                                  gallery_index=e.payload.get("gallery_index")) for entry, e in turns]
+        return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
+                    dict(row.options or {}), len(log), timeline)
+
+    def _remember(self, live: Live) -> None:
+        with self._guard:
+            self._live[live.session_id] = live
+            self._live.move_to_end(live.session_id)
+            while len(self._live) > self.settings.max_live_sessions:
+                self._live.popitem(last=False)
+
+    def _drop(self, sid: str) -> None:
+        with self._guard:
+            self._live.pop(sid, None)
+
+
+def _max_turns(session: Any) -> int | None:
+    """The most turns the session's model reads (its position table), None when it says nothing."""
+    config = getattr(getattr(session.backend, "model", None), "config", None)
+    limit = getattr(config, "max_turns", None)
+    return limit if isinstance(limit, int) else None
+
+
+def _text(turn: Any, event: events.Event) -> str:
+    """The timeline text of a replayed turn (what the user said, or which image)."""
+    for name in ("text", "answer", "feedback"):
+        if isinstance(getattr(turn, name, None), str):
+            return getattr(turn, name)
+    if "upload" in event.payload:
+        return "example: uploaded image"
+    return f"example: gallery image {event.payload.get('gallery_index')}"

@@ -1,0 +1,90 @@
+"""The service layer in one container: what the JSON routes and the page routes call.
+
+:func:`build_services` opens the database (creating the schema), and wires the accounts, the
+gallery registry, the cases, the search sessions and the audit log together. Routes reach it as
+``request.app.state.services`` (:func:`minterpr.serving.deps.get_services`).
+
+Example:
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> services = build_services(ServeSettings(data_dir=Path(tempfile.mkdtemp())))
+    >>> services.accounts.create_user("root", "a long passphrase", "admin")
+    1
+    >>> services.audit.verify().ok, services.audit.head()[0]
+    (True, 1)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from minterpr.serving import audit as audit_log
+from minterpr.serving.accounts import Accounts, Principal
+from minterpr.serving.cases import Cases
+from minterpr.serving.db import Database
+from minterpr.serving.galleries import Galleries
+from minterpr.serving.search import Search
+from minterpr.serving.settings import ServeSettings
+
+
+class AuditService:
+    """Append to, export and verify the audit chain."""
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def record(self, principal: Principal | None, action: str, case_id: int | None, details: dict[str, Any]) -> dict:
+        """Append one entry in its own transaction (for moves the services do not record themselves)."""
+        with self.db.write() as tx:
+            return audit_log.append(tx, principal.username if principal else None, action, case_id, details)
+
+    def export_lines(self, upto: int | None = None) -> Iterator[str]:
+        return audit_log.export_lines(self.db, upto=upto)
+
+    def entries(self, *, after: int = 0, limit: int = 100, case_id: int | None = None) -> list[dict[str, Any]]:
+        return audit_log.entries(self.db, after=after, limit=limit, case_id=case_id)
+
+    def verify(self) -> audit_log.VerifyReport:
+        return audit_log.verify_database(self.db)
+
+    def head(self) -> tuple[int, str]:
+        with self.db.transaction() as tx:
+            return audit_log.head(tx)
+
+
+@dataclass
+class Services:
+    """Everything the routes need, built once per app."""
+
+    settings: ServeSettings
+    db: Database
+    accounts: Accounts
+    galleries: Galleries
+    cases: Cases
+    search: Search
+    audit: AuditService
+    jobs: Any = None  # minterpr.serving.jobs.Jobs (set by build_services)
+
+    def close(self) -> None:
+        if self.jobs is not None:
+            self.jobs.shutdown()
+        self.db.dispose()
+
+
+def build_services(settings: ServeSettings) -> Services:
+    """Open (or create) the service's state under ``settings.data_dir``."""
+    Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
+    if settings.torch_threads is not None:
+        import torch
+
+        torch.set_num_threads(settings.torch_threads)
+    db = Database(settings.resolved_database_url())
+    galleries = Galleries(db)
+    cases = Cases(db, settings.max_text_chars)
+    services = Services(settings, db, Accounts(db, settings), galleries, cases,
+                        Search(db, settings, galleries, cases), AuditService(db))
+    from minterpr.serving.jobs import Jobs
+
+    services.jobs = Jobs(services)
+    return services

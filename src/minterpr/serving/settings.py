@@ -1,0 +1,80 @@
+"""The service's settings: one typed dataclass, a comment per field.
+
+Example:
+    >>> settings = ServeSettings(data_dir=Path("/srv/minterpr"))
+    >>> settings.resolved_database_url()
+    'sqlite:////srv/minterpr/minterpr.db'
+    >>> settings.search_rate
+    RateSpec(rate_per_s=5.0, burst=20)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from minterpr.errors import InputError
+
+MIB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RateSpec:
+    """A token bucket: ``burst`` requests at once, refilled at ``rate_per_s`` per second."""
+
+    rate_per_s: float  # tokens added per second
+    burst: int  # bucket size: requests allowed back to back
+
+    def __post_init__(self) -> None:
+        if not self.rate_per_s > 0 or self.burst < 1:
+            raise InputError(f"rate limit needs rate_per_s > 0 and burst >= 1, got {self.rate_per_s}, {self.burst}")
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """Everything ``minterpr serve`` can be told; ``create_app(settings)`` reads nothing else."""
+
+    data_dir: Path  # the service's state: database file, uploads/, galleries/ (stores the service built)
+    database_url: str | None = None  # SQLAlchemy URL; None = SQLite (WAL) at data_dir/minterpr.db
+    cookie_secure: bool = False  # set the Secure flag on cookies (serve behind TLS)
+    login_ttl_hours: float = 12.0  # a login (cookie) expires this long after it was made
+    max_text_chars: int = 1000  # longest description / answer / feedback / title accepted
+    max_upload_bytes: int = 5 * MIB  # largest example image accepted
+    max_image_pixels: int = 40_000_000  # largest decoded example image (width x height)
+    max_request_bytes: int = 8 * MIB  # largest request body of any kind
+    login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per client address + username
+    search_rate: RateSpec = field(default_factory=lambda: RateSpec(5.0, 20))  # turns per user
+    results_per_turn: int = 10  # results a turn returns unless the request asks for another number
+    max_results: int = 100  # most results one response may carry
+    max_live_sessions: int = 256  # sessions kept computed in memory; older ones are replayed from their events
+    retention_days: int | None = None  # `minterpr serve purge` / POST /api/admin/retention default; None = keep
+    thumbnail_height: int = 256  # height of the thumbnails the image route returns
+    torch_threads: int | None = None  # torch intra-op threads in the server process; None = leave as is
+    demo_gallery: str | None = None  # gallery a page offers first (set by `minterpr serve --demo`)
+    # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
+    # the command line may register any path, a request only these
+    import_roots: tuple[Path, ...] = ()
+
+    def resolved_database_url(self) -> str:
+        """The SQLAlchemy URL in use."""
+        return self.database_url or f"sqlite:///{Path(self.data_dir).absolute() / 'minterpr.db'}"
+
+    @property
+    def uploads_dir(self) -> Path:
+        """Example images uploaded into sessions (re-encoded PNG, named by content hash)."""
+        return Path(self.data_dir) / "uploads"
+
+    @property
+    def incoming_dir(self) -> Path:
+        """Where ingestion sources may be put for the API to find (besides ``import_roots``)."""
+        return Path(self.data_dir) / "incoming"
+
+    def importable(self, path: str | Path) -> bool:
+        """Whether a request may name ``path`` (inside data_dir or one of import_roots, links resolved)."""
+        target = Path(path).expanduser().resolve()
+        return any(target == root or root in target.parents
+                   for root in (Path(r).expanduser().resolve() for r in (self.data_dir, *self.import_roots)))
+
+    @property
+    def galleries_dir(self) -> Path:
+        """Gallery stores the service builds itself (ingestion)."""
+        return Path(self.data_dir) / "galleries"

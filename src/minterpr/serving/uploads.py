@@ -1,0 +1,87 @@
+"""Example images uploaded into a session: checked, decoded safely, stored re-encoded.
+
+An upload must declare an image type (JPEG, PNG, WebP, BMP), fit ``max_upload_bytes``, have a
+header that says at most ``max_image_pixels`` (checked before decoding), and decode whole with
+:func:`minterpr.data.images.load_rgb`. It is stored as a PNG of the decoded pixels (metadata
+such as EXIF location dropped) named by the SHA-256 of that PNG, in the session's folder.
+
+Example:
+    >>> import io, tempfile
+    >>> from PIL import Image
+    >>> buffer = io.BytesIO(); Image.new("RGB", (8, 16), "red").save(buffer, "JPEG")
+    >>> name = store_upload(buffer.getvalue(), "image/jpeg", tempfile.mkdtemp(), max_bytes=10**6, max_pixels=10**6)
+    >>> name.endswith(".png") and len(name) == 68
+    True
+    >>> store_upload(b"GIF89a...", "image/gif", tempfile.mkdtemp(), max_bytes=10**6, max_pixels=10**6)
+    Traceback (most recent call last):
+    ...
+    minterpr.serving.errors.ApiError: image type 'image/gif' is not accepted: send image/jpeg, image/png, image/webp or image/bmp
+"""
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import tempfile
+from pathlib import Path
+
+from PIL import Image, UnidentifiedImageError
+
+from minterpr.data.images import load_rgb
+from minterpr.errors import ImageError
+from minterpr.fileio import atomic_write
+from minterpr.serving.errors import ApiError
+
+IMAGE_TYPES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/webp": "WEBP", "image/bmp": "BMP"}
+
+
+def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLike[str], *, max_bytes: int,
+                 max_pixels: int) -> str:
+    """Check and store one uploaded image; returns its file name in ``folder``. ApiError 413 / 415 / 422."""
+    kind = (content_type or "").split(";")[0].strip().lower()
+    if kind not in IMAGE_TYPES:
+        accepted = ", ".join(list(IMAGE_TYPES)[:-1]) + f" or {list(IMAGE_TYPES)[-1]}"
+        raise ApiError(415, "unsupported_media_type", f"image type {kind or 'none'!r} is not accepted: send {accepted}",
+                       field="file")
+    if len(data) > max_bytes:
+        raise ApiError(413, "too_large", f"the image has more than {max_bytes} bytes", field="file")
+    if not data:
+        raise ApiError(422, "bad_image", "the uploaded file is empty", field="file")
+    try:
+        with Image.open(io.BytesIO(data)) as header:  # reads the header only
+            width, height = header.size
+            actual = header.format
+    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+        raise ApiError(422, "bad_image", "the uploaded file is not an image of a supported type", field="file") from None
+    if actual != IMAGE_TYPES[kind]:
+        raise ApiError(415, "unsupported_media_type", f"declared {kind} but the file is {actual or 'unknown'}",
+                       field="file")
+    if width * height > max_pixels:
+        raise ApiError(413, "too_large", f"the image is {width}x{height}: more than {max_pixels} pixels", field="file")
+    with tempfile.TemporaryDirectory(prefix="minterpr-upload-") as scratch:
+        raw = Path(scratch) / "upload"
+        raw.write_bytes(data)
+        try:
+            image = load_rgb(raw)  # decodes whole: truncated or corrupt files fail here
+        except ImageError as err:
+            reason = str(err).split(": ", 1)[-1]
+            raise ApiError(422, "bad_image", f"the uploaded image cannot be read: {reason}", field="file") from None
+    buffer = io.BytesIO()
+    image.save(buffer, "PNG")
+    png = buffer.getvalue()
+    name = hashlib.sha256(png).hexdigest() + ".png"
+    target = Path(folder) / name
+    if not target.exists():
+        target.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write(target, lambda f: f.write(png))
+    return name
+
+
+def thumbnail(path: str | os.PathLike[str], height: int) -> bytes:
+    """A JPEG of the image at ``path``, ``height`` pixels high at most (ImageError when unreadable)."""
+    image = load_rgb(path)
+    if image.height > height:
+        image = image.resize((max(1, round(image.width * height / image.height)), height))
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=85)
+    return buffer.getvalue()

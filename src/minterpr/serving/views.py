@@ -1,0 +1,151 @@
+"""What a session shows after a turn, as plain views: results (with similarity, camera, time and
+the facts each matches or contradicts), the system's next move, the confirmed match, the timeline.
+
+Positions: a session over a case's scope searches an index of the in-scope images only;
+everything shown names images by their position in the whole stored gallery
+(``gallery_index``). :class:`Positions` converts between the two.
+
+Example:
+    >>> import numpy as np
+    >>> positions = Positions(np.array([3, 5, 9]), 10)
+    >>> positions.to_gallery(1), positions.to_local(9), positions.to_local(4)
+    (5, 2, None)
+    >>> Positions(None, 10).to_local(4)
+    4
+"""
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from minterpr.data.ontology import ONTOLOGY
+from minterpr.interaction.explain import describe_fact
+from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
+from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
+
+STATEMENT = ("This records the analyst's judgement that the image looks like the person searched for "
+             "(similarity {similarity}). It is not an identification: the system compares appearance, "
+             "and different people can look alike.")
+
+
+@dataclass(frozen=True)
+class Positions:
+    """Local positions (in the session's index) <-> gallery positions (in the stored gallery)."""
+
+    rows: np.ndarray | None  # sorted gallery positions of the session's index; None = the whole gallery
+    gallery_size: int
+
+    def to_gallery(self, local: int) -> int:
+        return int(local) if self.rows is None else int(self.rows[local])
+
+    def to_local(self, gallery_index: int) -> int | None:
+        """The local position of a gallery image; None when it is outside the session's scope."""
+        if not 0 <= gallery_index < self.gallery_size:
+            return None
+        if self.rows is None:
+            return int(gallery_index)
+        k = int(np.searchsorted(self.rows, gallery_index))
+        return k if k < len(self.rows) and int(self.rows[k]) == gallery_index else None
+
+    @property
+    def in_scope(self) -> int:
+        return self.gallery_size if self.rows is None else len(self.rows)
+
+
+@dataclass
+class Live:
+    """A stored session computed in memory: the Session, its scope and what it committed."""
+
+    session_id: str
+    case_id: int
+    user_id: int
+    gallery: LoadedGallery
+    positions: Positions
+    session: Any  # minterpr.interaction.session.Session over the scope's index
+    options: dict[str, Any]  # the recorded Session options
+    seq: int  # events committed (the session's events up to here are in this state)
+    timeline: list[TimelineEntry] = field(default_factory=list)  # one per turn of session.history
+
+    def image_info(self, gallery_index: int) -> tuple[str, str | None, str | None]:
+        """(path, camera, time) of a gallery image."""
+        image = self.gallery.index.images[gallery_index]
+        return image.path, image.camera_id, format_time(float(self.gallery.times[gallery_index]))
+
+
+def _score(value: float) -> float:
+    return round(float(value), 6) if math.isfinite(value) else 0.0
+
+
+def results(live: Live, top: int) -> list[ResultView]:
+    step = live.session.step
+    if step is None:
+        return []
+    judgements = live.session.judgements
+    out = []
+    for rank, (local, score) in enumerate(zip(step.ranking[:top].tolist(), step.scores[:top].tolist())):
+        explanation = step.explain(rank)
+        gallery_index = live.positions.to_gallery(local)
+        path, camera, time = live.image_info(gallery_index)
+        out.append(ResultView(rank=rank + 1, gallery_index=gallery_index, path=path, camera=camera, time=time,
+                              similarity=_score(score), matches=[describe_fact(f) for f in explanation.matched],
+                              contradicts=[describe_fact(f) for f in explanation.contradicted],
+                              judgement=judgements.get(local)))
+    return out
+
+
+def action(live: Live) -> ActionView | None:
+    from minterpr.interaction.steps import AskQuestion, ShowReferences
+
+    move = live.session.action
+    if isinstance(move, AskQuestion):
+        choices = [v.replace("_", " ") for v in ONTOLOGY.slot(move.slot).value_names]
+        return ActionView(kind="question", text=move.text, slot=move.slot, choices=choices)
+    if isinstance(move, ShowReferences):
+        return ActionView(kind="references", text=move.text,
+                          gallery_indices=[live.positions.to_gallery(i) for i in move.indices])
+    return None
+
+
+def confirmed(live: Live) -> ConfirmedView | None:
+    """The image the analyst confirmed (the last one judged "this is the person"), if any."""
+    chosen = [local for local, verdict in live.session.judgements.items() if verdict]
+    step = live.session.step
+    if not chosen or step is None:
+        return None
+    local = chosen[-1]
+    gallery_index = live.positions.to_gallery(local)
+    path, camera, time = live.image_info(gallery_index)
+    rank = step.rank_of(local)
+    similarity = _score(float(step.gallery_scores()[local]))
+    return ConfirmedView(gallery_index=gallery_index, path=path, camera=camera, time=time, similarity=similarity,
+                         rank=None if rank is None else rank + 1, statement=STATEMENT.format(similarity=f"{similarity:.3f}"))
+
+
+def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
+    return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
+                    turns=len(live.session.history), gallery_size=live.positions.gallery_size,
+                    in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
+                    confirmed=confirmed(live), timeline=list(live.timeline))
+
+
+def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:
+    """The confirmed crop and the other in-scope crops of its track (same source and track metadata)."""
+    gallery = live.gallery
+    meta = gallery.metadata[gallery_index]
+    chosen = [gallery_index]
+    track, source = meta.get("track"), meta.get("source")
+    if track is not None:
+        chosen += [i for i, m in enumerate(gallery.metadata) if i != gallery_index and m.get("track") == track
+                   and m.get("source") == source and live.positions.to_local(i) is not None]
+    out = []
+    for i in chosen:
+        path, camera, time = live.image_info(i)
+        root = gallery.index.root
+        out.append({"gallery_index": i, "path": path, "absolute_path": path if root is None else os.path.join(root, path),
+                    "camera": camera, "time": time if time is not None else gallery.metadata[i].get(TIME_KEY),
+                    "metadata": dict(gallery.metadata[i])})
+    return out

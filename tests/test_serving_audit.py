@@ -1,0 +1,185 @@
+"""The audit trail and retention: a hash chain of logins, queries, results shown, feedback,
+confirmations and exports that an auditor exports and verifies (any edited or removed entry is
+found), that the database refuses to change, and retention that purges sessions, crops and embeddings."""
+from __future__ import annotations
+
+import io
+import json
+import shutil
+
+import pytest
+from fastapi.testclient import TestClient
+
+from test_serving_support import login, open_case, prepare, shared_world
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+    return shared_world(tmp_path_factory)
+
+
+@pytest.fixture()
+def searched(world, tmp_path):
+    """A service where ana searched to a confirmed match and exported it; the auditor's client."""
+    from minterpr.serving.app import create_app
+
+    services = prepare(tmp_path / "state", *world)
+    client = TestClient(create_app(services.settings, services))
+    with client:
+        headers = login(client, "ana")
+        case = open_case(client, headers)
+        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
+        view = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"}, headers=headers).json()
+        client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": view["results"][1]["gallery_index"],
+                                                           "text": "not her, shorter hair"}, headers=headers)
+        client.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": view["results"][0]["gallery_index"],
+                                                          "acknowledge": True}, headers=headers)
+        assert client.post(f"/api/sessions/{sid}/export", headers=headers).status_code == 200
+        auditor = TestClient(client.app)
+        login(auditor, "aud")
+        yield services, auditor, sid, case
+
+
+def test_the_chain_records_every_kind_of_move(searched):
+    services, auditor, sid, case = searched
+    response = auditor.get("/api/audit/export")
+    assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
+    entries = [json.loads(line) for line in response.text.splitlines()]
+    actions = [e["action"] for e in entries]
+    for action in ("user_create", "gallery_register", "login", "case_open", "session_start", "query",
+                   "results_shown", "feedback", "confirm", "export", "audit_export"):
+        assert action in actions, action
+    assert entries[-1]["action"] == "audit_export" and response.headers["X-Audit-Head"] == entries[-1]["hash"]
+    query = next(e for e in entries if e["action"] == "query")
+    assert query["case"] == case and query["user"] == "ana" and query["details"]["text"] == "a woman in red"
+    shown = next(e for e in entries if e["action"] == "results_shown")
+    assert len(shown["details"]["results"]) == 10 and shown["details"]["session"] == sid
+    assert [e["seq"] for e in entries] == list(range(1, len(entries) + 1))
+    assert all(b["prev"] == a["hash"] for a, b in zip(entries, entries[1:]))
+    assert auditor.get("/api/audit/verify").json()["ok"] is True
+
+
+def _verify(path, head=None) -> tuple[int, str]:
+    from minterpr.cli.audit import cmd_verify
+    from minterpr.cli.main import build_parser
+
+    out = io.StringIO()
+    argv = ["audit", "verify", str(path)] + (["--head", head] if head else [])
+    return cmd_verify(build_parser().parse_args(argv), out), out.getvalue()
+
+
+def test_verify_finds_any_edited_or_removed_entry(searched, tmp_path):
+    _, auditor, _, _ = searched
+    response = auditor.get("/api/audit/export")
+    lines = response.text.splitlines(keepends=True)
+    head = response.headers["X-Audit-Head"]
+    original = tmp_path / "audit.jsonl"
+    original.write_text("".join(lines))
+    assert _verify(original, head) == (0, f"{original}: {len(lines)} entries, head {head}: intact\n")
+    for k in range(len(lines)):  # every single entry edited, and every single entry removed, is found
+        entry = json.loads(lines[k])
+        entry["details"] = {**entry["details"], "edited": True}
+        edited = tmp_path / "edited.jsonl"
+        edited.write_text("".join(lines[:k] + [json.dumps(entry) + "\n"] + lines[k + 1:]))
+        code, text = _verify(edited, head)
+        assert code == 1 and f"line {k + 1} (seq {k + 1}): hash does not match the entry (edited)" in text
+        removed = tmp_path / "removed.jsonl"
+        removed.write_text("".join(lines[:k] + lines[k + 1:]))
+        code, text = _verify(removed, head)
+        assert code == 1 and "NOT intact" in text, k
+    swapped = lines[:2] + [lines[3], lines[2]] + lines[4:]
+    (tmp_path / "swapped.jsonl").write_text("".join(swapped))
+    assert _verify(tmp_path / "swapped.jsonl")[0] == 1
+    # recomputing the hashes after an edit fools the file alone, not the head kept elsewhere
+    from minterpr.serving.audit import entry_hash
+
+    forged, prev = [], "0" * 64
+    for k, line in enumerate(lines):
+        entry = json.loads(line)
+        if k == 5:
+            entry["user"] = "someone else"
+        entry["prev"] = prev
+        entry["hash"] = prev = entry_hash(entry)
+        forged.append(json.dumps(entry) + "\n")
+    (tmp_path / "forged.jsonl").write_text("".join(forged))
+    assert _verify(tmp_path / "forged.jsonl")[0] == 0
+    code, text = _verify(tmp_path / "forged.jsonl", head)
+    assert code == 1 and "is not the expected head" in text
+
+
+def test_the_database_refuses_to_change_or_delete_entries(searched):
+    from sqlalchemy import text
+    from sqlalchemy.exc import DatabaseError
+
+    services, _, _, _ = searched
+    for statement in ("UPDATE audit_log SET user = 'x' WHERE seq = 2", "DELETE FROM audit_log WHERE seq = 3"):
+        with pytest.raises(DatabaseError, match="append-only"):
+            with services.db.write() as tx:
+                tx.execute(text(statement))
+    assert services.audit.verify().ok
+
+
+def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, capsys):
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.index.gallery_store import build_vector_index, load_gallery, open_gallery, save_gallery
+    from minterpr.serving.db import SearchSession
+    from minterpr.serving.errors import ApiError
+    from minterpr.serving.galleries import parse_time
+    from minterpr.serving.retention import purge
+    from minterpr.serving.service import build_services
+    from test_serving_support import PASSWORD, settings
+
+    run, store = world  # copied: the shared store must not change
+    crops = tmp_path / "crops"
+    shutil.copytree(store.parent / "crops", crops)
+    stored = open_gallery(store)
+    index = load_gallery(store, mmap=False)
+    index.root = str(crops)
+    fingerprint = stored.manifest.model_fingerprint
+    vectors = build_vector_index("exact", index, stored.metadata, model_fingerprint=fingerprint)
+    save_gallery(index, tmp_path / "owned", model_fingerprint=fingerprint, vector_index=vectors,
+                 metadata=stored.metadata)
+    services = build_services(settings(tmp_path / "state"))
+    services.accounts.create_user("ana", PASSWORD, "analyst")
+    services.galleries.register("owned", tmp_path / "owned", run, managed=True)  # its crops are the service's
+    ana = services.accounts.login("ana", PASSWORD, client="test").principal
+    case = services.cases.open_case(ana, "t", "report 12, authorised by the duty officer", None, None, None)
+    sessions = {}
+    for name, judged in (("old", 20), ("kept", 17), ("named_purged", 1)):
+        sid = services.search.start(ana, case.id, "owned").session_id
+        services.search.describe(ana, sid, "a man in a red jacket")
+        services.search.feedback(ana, sid, judged, "not him")
+        sessions[name] = sid
+    uploads = services.settings.uploads_dir / sessions["old"]
+    uploads.mkdir(parents=True)
+    (uploads / "x.png").write_bytes(b"png")
+    # "now" is 10 days after 08:35 on the first day: images p0..p3 (but p3's 08:36) are older
+    cutoff = parse_time("2026-03-02T08:35:00Z")
+    with services.db.write() as tx:
+        for name, sid in sessions.items():
+            tx.get(SearchSession, sid).updated = cutoff - 60 if name == "old" else cutoff + 86400
+    report = purge(services, 10, by="test", clock=cutoff + 10 * 86400)
+    assert (report.sessions, report.events, report.uploads, report.images, report.galleries) == (1, 2, 1, 11, ["owned"])
+    assert not uploads.exists()
+    left = open_gallery(tmp_path / "owned", expected_fingerprint=fingerprint)
+    assert len(left.index) == 13 and len(left.vectors) == 13
+    assert min(parse_time(m["time"]) for m in left.metadata) >= cutoff
+    assert sorted(p.name for p in crops.iterdir()) == sorted(image.path for image in left.index.images)
+    with pytest.raises(ApiError, match="no session"):
+        services.search.view(ana, sessions["old"])
+    kept = services.search.view(ana, sessions["kept"])  # continues over the rewritten store, by image path
+    assert kept.turns == 2 and kept.gallery_size == 13 and len(kept.results) == 10
+    assert kept.timeline[1].gallery_index == 17  # as it was recorded
+    with pytest.raises(ApiError, match="removed by retention") as gone:
+        services.search.view(ana, sessions["named_purged"])
+    assert gone.value.status == 410
+    actions = [e["action"] for e in services.audit.entries(limit=1000)]
+    assert actions[-1] == "retention_purge" and services.audit.verify().ok
+    services.close()
+    args = build_parser().parse_args(["serve", "--data", str(tmp_path / "state"), "--retention-days", "3650",
+                                      "--purge"])
+    assert cmd_serve(args) == 0
+    assert '"sessions": 0' in capsys.readouterr().out

@@ -1,0 +1,217 @@
+"""The search page in a real browser: Playwright drives Debian's chromium against a uvicorn server on
+loopback, over a small synthetic gallery embedded by a tiny model.
+
+Covered: a full search to a confirmed match (description, ruling a result out with a reason, the
+confirmation step), the export of that match, undo, a server restart in the middle of a session and
+continuing it, refused unauthenticated and cross-site requests, the viewer role, and keyboard use.
+(The system's questions and their quick answers are checked in tests/test_web_routes.py: an untrained
+tiny model leaves the system so sure of its top images that it shows images rather than ask.) Skipped, with the reason, when Playwright or chromium is not installed (`.ci/run` installs
+chromium; Playwright comes with the `dev` extra).
+"""
+from __future__ import annotations
+
+import io
+import json
+import re
+import zipfile
+
+import pytest
+
+from test_web_support import PASSWORD, Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+pytest.importorskip("fastapi", reason="the service is not installed")
+CHROMIUM = chromium_path()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+DESCRIPTION = "a young woman with long dark hair, a red jacket and blue jeans"
+TIMEOUT_MS = 60_000  # generous: the CI machine may be busy (every wait ends as soon as the page is ready)
+sync_api.expect.set_options(timeout=TIMEOUT_MS)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    """The server over a fresh data folder (users ana/analyst and vic/viewer, gallery "demo")."""
+    folder = tmp_path_factory.mktemp("web")
+    run, store, truth = build_gallery(folder)
+    prepare_service(folder / "data", run, store)
+    server = Server(folder / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture()
+def page(browser, site):
+    context = browser.new_context(viewport={"width": 1366, "height": 768}, accept_downloads=True)
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    yield page
+    context.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def ranking(page) -> list[str]:
+    """Gallery indices of the result cards, in the order shown."""
+    return [card.get_attribute("id") for card in page.locator("#workspace section[aria-labelledby=results-title] "
+                                                               "li.result").all()]
+
+
+def timeline(page) -> list[str]:
+    return [re.sub(r"\s+", " ", t).strip() for t in page.locator("ol.timeline > li").all_text_contents()]
+
+
+def describe(page, text: str = DESCRIPTION) -> None:
+    box = page.get_by_role("textbox", name="Describe the person you are looking for")
+    expect = sync_api.expect
+    expect(box).to_be_focused()  # the page puts the cursor in the description box
+    page.keyboard.type(text)
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#results-title")).to_be_visible()
+
+
+def rule_out(page, card_id: str, reason: str) -> None:
+    """Keyboard only: focus the card's "Not this person…" disclosure, open it, type the reason, Enter."""
+    card = page.locator(f"#{card_id}")
+    card.get_by_text("Not this person…").focus()
+    page.keyboard.press("Enter")
+    field = card.get_by_label("Because… (how the person you seek differs)")
+    sync_api.expect(field).to_be_visible()
+    page.keyboard.press("Tab")
+    sync_api.expect(field).to_be_focused()
+    page.keyboard.type(reason)
+    before = len(timeline(page))
+    page.keyboard.press("Enter")
+    sync_api.expect(page.locator("ol.timeline > li")).to_have_count(before + 1)
+
+
+def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -> None:
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url)
+    describe(page)
+    cards = page.locator("section[aria-labelledby=results-title] li.result")
+    expect(cards).to_have_count(10)
+    first = cards.first
+    expect(first.locator("img")).to_have_attribute("alt", re.compile(r"Result 1: camera (station|mall):\w+, 2026-03-0"))
+    page.mouse.wheel(0, 5000)  # the thumbnails load lazily: scroll them all into view, then every one shows
+    page.wait_for_function("() => [...document.querySelectorAll('li.result img')].every(i => i.complete && i.naturalWidth > 0)")
+    page.mouse.wheel(0, -5000)
+    expect(first).to_contain_text("similarity")
+    expect(first.locator("ul.facts li").first).to_be_attached()  # the facts it matches or contradicts
+    assert timeline(page)[0].startswith("describe: " + DESCRIPTION)
+
+    rejected = ranking(page)[0]
+    rule_out(page, rejected, "no, she had no backpack and her hair was shorter")
+    assert ranking(page)[0] != rejected  # re-ranked: the ruled-out image left the top
+    assert "Not this person. no, she had no backpack" in timeline(page)[1]
+    expect(page.locator("#status")).to_have_text(re.compile(r"^Turn 2: 10 results shown\."))  # announced
+
+    chosen = ranking(page)[0]
+    card = page.locator(f"#{chosen}")
+    card.get_by_text("This is the person…").click()
+    turns = len(timeline(page))
+    card.get_by_role("button", name="Confirm match").click()  # not acknowledged: the browser refuses the form
+    expect(card.get_by_role("checkbox")).to_be_visible()
+    assert len(timeline(page)) == turns and page.locator("#confirmed-title").count() == 0
+    card.get_by_role("checkbox").check()
+    card.get_by_role("button", name="Confirm match").click()
+    heading = page.get_by_role("heading", name="Match confirmed by you")
+    expect(heading).to_be_focused()
+    box = page.locator("section.confirmed-box")
+    expect(box).to_contain_text("It is not an identification")
+    expect(box).to_contain_text("similarity")
+    assert page.locator("details.act").count() == 0  # nothing left to judge once confirmed
+
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export the confirmed match (zip)").click()
+    target = tmp_path / download.value.suggested_filename
+    download.value.save_as(target)
+    assert re.fullmatch(r"match_1_[0-9a-f]{32}_\d{4}-\d\d-\d\d\.zip", target.name)
+    archive = zipfile.ZipFile(io.BytesIO(target.read_bytes()))
+    names = archive.namelist()
+    assert {"README.txt", "report.html", "match.json", "conversation.json"} <= set(names)
+    match = json.loads(archive.read("match.json"))
+    confirmed = [im for im in match["images"] if im["role"] == "confirmed"]
+    assert [im["gallery_index"] for im in confirmed] == [int(chosen.split("-")[1])]
+    assert confirmed[0]["camera"] and confirmed[0]["time"].startswith("2026-03-02")
+    assert any(im["role"] == "ruled_out" and im["gallery_index"] == int(rejected.split("-")[1])
+               for im in match["images"])
+    assert archive.read(confirmed[0]["member"])[:3] == b"\xff\xd8\xff"  # the crop, a JPEG
+    kinds = [t["kind"] for t in json.loads(archive.read("conversation.json"))["turns"]]
+    assert kinds[0] == "describe" and kinds[-1] == "confirm" and "feedback" in kinds
+    report = archive.read("report.html").decode()
+    assert "Similarity, not identity." in report and DESCRIPTION in report and "data:image/jpeg;base64," in report
+    assert "Lost child at the station" in report and "Report 2026-0312" in report
+
+    export_page = page.context.new_page()  # the self-contained report opens from the file alone
+    (tmp_path / "report.html").write_bytes(archive.read("report.html"))
+    export_page.goto((tmp_path / "report.html").as_uri())
+    assert export_page.evaluate("() => [...document.images].every(i => i.naturalWidth > 0)")
+    sync_api.expect(export_page.get_by_role("heading", name="Confirmed match")).to_be_visible()
+
+
+def test_undo_restores_the_previous_ranking(page, site) -> None:
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Undo case")
+    describe(page)
+    after_description = ranking(page)
+    rule_out(page, after_description[0], "the jacket was longer")
+    assert ranking(page) != after_description
+    page.get_by_role("button", name="Undo the last turn").click()
+    sync_api.expect(page.locator("ol.timeline > li")).to_have_count(1)
+    assert ranking(page) == after_description
+    page.get_by_role("button", name="Undo the last turn").click()
+    sync_api.expect(page.get_by_text("No turns yet.")).to_be_visible()
+    sync_api.expect(page.get_by_role("textbox", name="Describe the person you are looking for")).to_be_visible()
+
+
+def test_a_restart_in_the_middle_of_a_session_loses_nothing(page, site) -> None:
+    login(page, site.url)
+    url = open_case_and_search(page, site.url, "Restart case")
+    describe(page)
+    rule_out(page, ranking(page)[1], "she wore a skirt")
+    before, said = ranking(page), timeline(page)
+    site.restart()  # killed and started again: the session is rebuilt from its events
+    page.goto(url)
+    assert ranking(page) == before and timeline(page) == said
+    page.get_by_role("textbox", name="Add to the description").fill("she carried a black handbag")
+    page.get_by_role("button", name="Add", exact=True).click()
+    sync_api.expect(page.locator("ol.timeline > li")).to_have_count(3)
+
+
+def test_unauthenticated_and_cross_site_requests_are_refused(browser, page, site) -> None:
+    login(page, site.url)
+    url = open_case_and_search(page, site.url, "Access case")
+    describe(page)
+    sid = url.rsplit("/", 1)[1]
+    thumb = page.locator("li.result img").first.get_attribute("src")
+    stranger = browser.new_context()
+    try:
+        other = stranger.new_page()
+        other.goto(url)
+        assert other.url == f"{site.url}/login?next=%2Fsessions%2F{sid}"  # the page sends strangers to log in
+        assert other.request.get(site.url + thumb).status == 401  # no image without a login
+        refused = other.request.post(f"{site.url}/sessions/{sid}/describe", form={"text": "a man"})
+        assert refused.status == 401 and "red jacket" not in refused.text()
+    finally:
+        stranger.close()
+    # the logged-in browser without the CSRF token (what another site could make it send): 403, nothing added
+    forged = page.request.post(f"{site.url}/sessions/{sid}/describe", form={"text": "a man in black"})
+    assert forged.status == 403
+    page.reload()
+    assert len(timeline(page)) == 1
+    # a viewer reads but cannot search
+    page.context.clear_cookies()
+    login(page, site.url, "vic", PASSWORD)
+    page.goto(url)
+    assert page.locator("details.act").count() == 0 and page.locator("#description").count() == 0

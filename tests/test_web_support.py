@@ -1,0 +1,176 @@
+"""What the browser tests and ``benchmarks/screenshots_web.py`` share: a small synthetic gallery
+searched by a tiny model, a service data folder with users, a real uvicorn server on a free
+loopback port, and Debian's chromium for Playwright (never ``playwright install``).
+
+It holds no tests: ``tests/test_web_page.py`` and the screenshot script import it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import numpy as np
+
+PASSWORD = "correct horse battery staple"  # every test user's password
+USERS = {"ana": "analyst", "vic": "viewer"}
+CAMERAS = ("station:north", "station:south", "mall:east")
+START = dt.datetime(2026, 3, 2, 8, 0, 0, tzinfo=dt.timezone.utc)
+CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/lib/chromium/chromium")
+
+
+def chromium_path() -> str | None:
+    """Debian's chromium, or MINTERPR_CHROMIUM; None when neither is installed."""
+    for candidate in (os.environ.get("MINTERPR_CHROMIUM"), shutil.which("chromium"), *CHROMIUM_PATHS):
+        if candidate and os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    return None
+
+
+def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: int = 0,
+                  size: tuple[int, int] = (192, 96)) -> tuple[list, list[dict], list[dict]]:
+    """Render ``identities`` x ``views`` synthetic crops over three cameras into ``crops`` (the same
+    every time for one seed). Returns (GalleryImage list, metadata with capture time, truth): truth[i]
+    is image i's identity number and attributes (the tests know who is who; the page does not)."""
+    from minterpr.data.synthetic.cameras import make_cameras, sample_view
+    from minterpr.data.synthetic.identities import sample_population
+    from minterpr.data.synthetic.render import render_person
+    from minterpr.types import GalleryImage
+
+    rng = np.random.default_rng(seed)
+    crops.mkdir(parents=True, exist_ok=True)
+    cameras = make_cameras(len(CAMERAS), rng)
+    people = sample_population(identities, rng, twin_fraction=0.0)
+    images, metadata, truth = [], [], []
+    for pid, attributes in enumerate(people):
+        for v in range(views):
+            k = (pid + v) % len(CAMERAS)
+            image = render_person(attributes, view=sample_view(cameras[k], rng), camera=cameras[k], rng=rng,
+                                  size=size)
+            name = f"p{pid:02d}_v{v}.jpg"
+            image.save(crops / name, quality=90)
+            images.append(GalleryImage(name, f"synth:{pid}", camera_id=CAMERAS[k]))
+            when = START + dt.timedelta(minutes=7 * pid + 23 * v)
+            metadata.append({"time": when.isoformat(), "track": f"t{pid}_{v}", "source": CAMERAS[k]})
+            truth.append({"identity": pid, "attributes": attributes})
+    return images, metadata, truth
+
+
+def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Path | None = None,
+                  seed: int = 0, size: tuple[int, int] = (192, 96)) -> tuple[Path, Path, list[dict]]:
+    """:func:`render_people` into ``folder/crops``, embedded by ``run`` (default: a freshly initialised
+    tiny model) into the gallery store ``folder/store``. Returns (run, store, truth)."""
+    import torch
+
+    from minterpr.index.gallery_store import save_gallery
+    from minterpr.models import create_model, save_model
+    from minterpr.pipeline import load_pipeline
+
+    crops = folder / "crops"
+    images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size)
+    if run is None:
+        run = folder / "run"
+        torch.manual_seed(seed)
+        save_model(create_model("tiny"), run / "model.pt", extra={"epoch": 1})
+    pipeline = load_pipeline(run, engine="torch")
+    index = pipeline.index_images(images, root=str(crops), progress=False, strict=True)
+    store = folder / "store"
+    save_gallery(index, store, model_fingerprint=pipeline.model_fingerprint, metadata=metadata)
+    return run, store, truth
+
+
+def prepare_service(data_dir: Path, run: Path, store: Path, gallery: str = "demo") -> None:
+    """Create the users of :data:`USERS` and register the gallery in a fresh service data folder."""
+    from minterpr.serving.service import build_services
+    from minterpr.serving.settings import ServeSettings
+
+    services = build_services(ServeSettings(data_dir=data_dir))
+    try:
+        for name, role in USERS.items():
+            services.accounts.create_user(name, PASSWORD, role)
+        services.galleries.register(gallery, store, run, by="test")
+    finally:
+        services.close()
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+_LAUNCH = """
+import sys, uvicorn
+from pathlib import Path
+from minterpr.serving.app import create_app
+from minterpr.serving.settings import ServeSettings
+settings = ServeSettings(data_dir=Path(sys.argv[1]), demo_gallery="demo", torch_threads=1)
+uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
+"""
+
+
+class Server:
+    """``minterpr.serving`` under uvicorn in a child process on 127.0.0.1:port (start, stop, restart)."""
+
+    def __init__(self, data_dir: Path, port: int | None = None, log: Path | None = None) -> None:
+        self.data_dir, self.port = data_dir, port or free_port()
+        self.log = log or data_dir.parent / f"server_{self.port}.log"
+        self.process: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 90.0) -> "Server":
+        env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        with open(self.log, "ab") as log:
+            self.process = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(self.data_dir), str(self.port)],
+                                            stdout=log, stderr=subprocess.STDOUT, env=env)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"the server exited ({self.process.returncode}): {self.log.read_text()[-3000:]}")
+            try:
+                with urllib.request.urlopen(self.url + "/healthz", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"the server did not answer within {timeout:.0f} s: {self.log.read_text()[-3000:]}")
+
+    def stop(self) -> None:
+        """Kill the server (SIGKILL: nothing is flushed that was not committed)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        self.process = None
+
+    def restart(self) -> "Server":
+        self.stop()
+        return self.start()
+
+
+def login(page, base: str, user: str = "ana", password: str = PASSWORD) -> None:
+    """Log in through the page's form (keyboard only: type, Enter)."""
+    page.goto(base + "/login")
+    page.get_by_label("User name").fill(user)
+    page.get_by_label("Password").fill(password)
+    page.get_by_label("Password").press("Enter")
+    page.wait_for_url(base + "/cases")
+
+
+def open_case_and_search(page, base: str, title: str = "Lost child at the station") -> str:
+    """Open a case (purpose, all cameras, no time bound), start a search on gallery "demo"; returns the URL."""
+    page.get_by_label("Title").fill(title)
+    page.get_by_label("Purpose (why this search is needed)").fill("Report 2026-0312: a child missing since 9:00")
+    page.get_by_role("button", name="Open case").click()
+    page.get_by_role("button", name="Start search").click()
+    page.wait_for_url(f"{base}/sessions/*")
+    return page.url
