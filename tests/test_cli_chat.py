@@ -210,7 +210,7 @@ def test_transcript_keeps_the_conversation_and_continues_it(dataset, tmp_path, m
 def test_chat_reports_unreadable_images_in_one_line(dataset, monkeypatch, capsys):
     import minterpr.cli.chat as chat
 
-    def build_index(backend, images, root, *, complete):
+    def build_index(backend, images, root, *, complete, progress=True):
         assert complete is False  # chat keeps going without the unreadable images
         index = backend.index_images(images, root=root)
         index.skipped = (("cam1/broken.png", "not an image"), ("cam1/gone.png", "file not found"))

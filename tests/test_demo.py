@@ -24,12 +24,12 @@ def test_demo_end_to_end_and_cached(tmp_path, monkeypatch, capsys):
     model = out / "run" / "model.pt"
     stamp = model.stat().st_mtime_ns
     assert main(args) == 0  # second run reuses data and model
-    assert "(cached)" in capsys.readouterr().out and model.stat().st_mtime_ns == stamp
+    assert "(cached)" in capsys.readouterr().err and model.stat().st_mtime_ns == stamp  # status lines: logged
     # a run interrupted before it finished is resumed, never taken for a cached model
     (out / "run" / "demo_finished.json").unlink()
     assert main(args) == 0
-    assert "(cached)" not in capsys.readouterr().out
+    assert "(cached)" not in capsys.readouterr().err
     stamp = model.stat().st_mtime_ns
     # another minterpr's (or another seed's) run in the cache is replaced, not resumed or refused
     assert main([*args, "--seed", "1"]) == 0
-    assert "holds a run with other settings" in capsys.readouterr().out and model.stat().st_mtime_ns != stamp
+    assert "holds a run with other settings" in capsys.readouterr().err and model.stat().st_mtime_ns != stamp

@@ -17,9 +17,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import logging
 from pathlib import Path
 
+from minterpr.cli.common import add_common_options, show_progress, write_json
+
 COMMAND = "minterpr adapt"
+log = logging.getLogger(__name__)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,12 +50,12 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         raise InputError(f"--confidence: {err}") from None
     config = dataclasses.replace(base, tuning=dataclasses.replace(base.tuning, epochs=args.epochs))
-    trained = load_run(args.run)
+    trained = load_run(args.run, device=args.device)
     model = trained.model
     crops = list_crops(images_dir)
     if not crops:
         raise InputError(f"--images {images_dir}: no image files (.jpg, .png, .bmp, .webp) found")
-    progress = not args.quiet
+    progress = show_progress(args)
     pixels = decode_images([GalleryImage(path=p, person_id="unlabelled") for p in crops], images_dir,
                            tuple(model.preprocess.size), resize_like(model.preprocess),
                            desc="adapt: decoding crops", progress=progress)
@@ -67,12 +71,11 @@ def run(args: argparse.Namespace) -> int:
         parts.append(labelled_images(train_images, source, model, {}, desc="adapt: decoding source", progress=progress))
         val_images = [i for i in read_gallery(source / "gallery_val.jsonl") if i.attributes]
         val = labelled_images(val_images, source, model, {}, desc="adapt: decoding source val", progress=progress)
-    if not args.quiet:
-        print(f"{COMMAND}: {stats.kept} of {stats.images} crops have a confident answer; "
-              f"fine-tuning on {sum(len(p) for p in parts)} images for {config.tuning.epochs} epochs", flush=True)
+    log.info("%s: %d of %d crops have a confident answer; fine-tuning on %d images for %d epochs", COMMAND,
+             stats.kept, stats.images, sum(len(p) for p in parts), config.tuning.epochs)
     out.mkdir(parents=True, exist_ok=True)
     tuner = ImageTuner(model, config.tuning, out / "adaptation", train=concat_labelled(parts), val=val, seed=args.seed,
-                       balanced_attributes=True, progress=progress, log=(lambda _: None) if args.quiet else print)
+                       balanced_attributes=True, progress=progress, log=log.info)
     record = tuner.run()
     model.image_encoder.freeze(model._frozen_stages(model.config.frozen_image_stages))
     model.eval()
@@ -82,11 +85,8 @@ def run(args: argparse.Namespace) -> int:
                            "best": record.get("best"), "base_run": str(trained.model_path)}
     with torch.no_grad():
         save_model(model, out / "model.pt", extra=extra)
-    if args.json:
-        text = json.dumps(extra["adaptation"], indent=2)
-        print(text) if args.json == "-" else Path(args.json).write_text(text + "\n", encoding="utf-8")
-    if not args.quiet:
-        print(f"{COMMAND}: wrote {out / 'model.pt'}")
+    write_json(args.json, json.dumps(extra["adaptation"], indent=2))
+    log.info("%s: wrote %s", COMMAND, out / "model.pt")
     return 0
 
 
@@ -101,6 +101,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--confidence", type=float, default=0.9, help="keep answers at least this sure (default 0.9)")
     parser.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--json", help="write the adaptation record as JSON to this file ('-' = stdout)")
-    parser.add_argument("--quiet", action="store_true", help="no progress bars or messages")
     parser.set_defaults(handler=run)
+    add_common_options(parser, device=True, json=True,
+                       json_help="write the adaptation record to PATH ('-' or no value: to stdout)")

@@ -22,7 +22,9 @@ Nothing typed ends the chat but :quit or the end of input: an error is printed a
 ``error: ...`` and the conversation is exactly as before the line (lines that are not valid
 UTF-8 are reported and skipped). ``--transcript FILE`` rewrites the conversation to FILE after
 every turn (and continues the one in FILE if it exists), so a crash loses nothing; where it was
-saved is printed on leaving. The terminal is the user's own, so ``:example`` may read any file.
+saved is printed on leaving. ``--show DIR`` draws the ranking after every turn (one row per
+turn: what was said, the top results, rejected images crossed) as ``DIR/turn_<N>.png`` and
+prints its path. The terminal is the user's own, so ``:example`` may read any file.
 
 Example:
     $ minterpr chat --backend attribute --images data/synth --split test --transcript chat.json
@@ -37,6 +39,7 @@ import sys
 from pathlib import Path
 from typing import Iterable, TextIO
 
+from minterpr.cli.common import add_common_options, show_progress
 from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, load_backend
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.errors import InputError, MinterprError
@@ -90,11 +93,13 @@ class ChatLoop:
     ``transcript``: a file the conversation is rewritten to after every turn (None: only :save).
     """
 
-    def __init__(self, session, out: TextIO, top: int = 5, transcript: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, session, out: TextIO, top: int = 5, transcript: str | os.PathLike[str] | None = None,
+                 show: str | os.PathLike[str] | None = None) -> None:
         self.session = session
         self.out = out
         self.top = top  # results listed after each turn
         self.transcript = None if transcript is None else os.fspath(transcript)  # saved after every turn
+        self.show_dir = None if show is None else os.fspath(show)  # a ranked strip written here after every turn
         self.saved_to: str | None = None  # where the conversation was last saved
         self._saved_history: list = []  # the history as it was saved there
         self._line_turns: list[int] = []  # turns each line added, for :undo
@@ -292,6 +297,23 @@ class ChatLoop:
             self.say("system: found. (:undo to keep searching, :quit to leave)")
         else:
             self.say("system: nothing more to ask; add details, or judge a result.")
+        if self.show_dir is not None:
+            try:
+                self.say(f"picture: {self._picture()}")
+            except (OSError, MinterprError) as err:  # the turn stands; only its picture is missing
+                self.say(f"error: the picture was not written: {err}")
+
+    def _picture(self) -> str:
+        """The conversation so far as a ranked strip (one row per turn), DIR/turn_<N>.png."""
+        from minterpr.evaluation.pictures import StripConfig, session_views, write_ranked_strip
+
+        session = self.session
+        path = os.path.join(self.show_dir, f"turn_{len(session.history):03d}.png")
+        top = max(1, min(8, self.session.history_k))
+        write_ranked_strip(path, session_views(session, top), session.index.images, root=session.index.root,
+                           title=f"chat: {len(session.history)} turn(s)", config=StripConfig(top_k=top),
+                           allow_outside_root=True)
+        return path
 
 
 def _decode(raw: str | bytes) -> str | None:
@@ -319,7 +341,8 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
             raise CLIError(f"image directory not found: {images_dir}")
         images = gallery_images(images_dir, args.gallery, args.split)
         backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
-        index = build_index(backend, images, str(images_dir), complete=False)  # chat reports skipped images
+        index = build_index(backend, images, str(images_dir), complete=False,  # chat reports skipped images
+                            progress=show_progress(args))
     skipped = tuple(getattr(index, "skipped", ()) or ())
     if skipped:  # one line, then the chat goes on without them
         path, reason = skipped[0]
@@ -329,7 +352,8 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
                    seed=args.seed, reranking=scoring,
                    allow_external_images=True)
     transcript = getattr(args, "transcript", None)
-    loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript)
+    loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript,
+                    show=getattr(args, "show", None))
     if transcript is not None:
         if os.path.exists(transcript):
             loop.session = Session.load_history(transcript, backend, index, **options)
@@ -369,4 +393,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--transcript", metavar="FILE",
                    help="save the conversation to FILE after every turn (continues FILE if it exists)")
+    p.add_argument("--show", metavar="DIR", help="after every turn, draw the ranking so far (one row per turn) "
+                                                 "as DIR/turn_<N>.png and print its path")
     p.set_defaults(handler=_handler)
+    add_common_options(p, device=True)

@@ -18,14 +18,14 @@ import os
 import sys
 from pathlib import Path
 
-from minterpr.fileio import atomic_write_text
-
+from minterpr.cli.common import add_common_options, show_progress, write_json
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 
 
 def _dialogue_config(args: argparse.Namespace) -> DialogueSynthesisConfig:
     return DialogueSynthesisConfig(seed=args.seed, max_qa_turns=args.max_qa_turns, max_image_turns=args.max_image_turns,
-                                   min_qa_turns=min(1, args.max_qa_turns), min_image_turns=min(1, args.max_image_turns))
+                                   min_qa_turns=min(1, args.max_qa_turns), min_image_turns=min(1, args.max_image_turns),
+                                   description_style=args.description_style)
 
 
 def _print_summary(out: Path, info: dict) -> None:
@@ -55,7 +55,7 @@ def cmd_synth(args: argparse.Namespace) -> int:
                                  cameras=args.cameras, image_size=(args.height, args.width), workers=args.workers)
     config = SyntheticDatasetConfig(world=world, dialogues=_dialogue_config(args))
     before = _marker_identity(Path(args.out))
-    info = build_synthetic_dataset(args.out, config, progress=not args.quiet, force=args.force)
+    info = build_synthetic_dataset(args.out, config, progress=show_progress(args), force=args.force)
     if before is not None and before == _marker_identity(Path(args.out)):
         print(f"{args.out} already holds this build (fingerprint verified); --force rebuilds it")
         return 0
@@ -70,10 +70,9 @@ def cmd_peta(args: argparse.Namespace) -> int:
         print(f"minterpr data peta: error: {args.root}: no such directory", file=sys.stderr)
         return 2
     info = build_peta_dataset(args.root, args.out, seed=args.seed, dialogues=_dialogue_config(args),
-                              progress=not args.quiet, hold_out=args.hold_out or ())
+                              progress=show_progress(args), hold_out=args.hold_out or ())
     _print_summary(Path(args.out), info)
-    if args.json:
-        atomic_write_text(args.json, json.dumps(info, indent=2) + "\n")
+    write_json(args.json, json.dumps(info, indent=2))
     return 0
 
 
@@ -104,7 +103,9 @@ def _add_dialogue_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed (same seed, byte-identical files)")
     parser.add_argument("--max-qa-turns", type=int, default=3, help="text Q&A turns per dialogue: 1..N (default 3)")
     parser.add_argument("--max-image-turns", type=int, default=3, help="reference-image turns: 1..N (default 3)")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
+    parser.add_argument("--description-style", choices=("synthetic", "caption"), default="synthetic",
+                        help="first descriptions: short synthetic ones (default) or longer ones in the style of "
+                             "real CUHK-PEDES captions (docs/language.md)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -121,17 +122,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     synth.add_argument("--workers", type=int, default=2, help="rendering processes (default 2)")
     synth.add_argument("--force", action="store_true", help="rebuild even if DIR holds the same build")
     synth.set_defaults(handler=cmd_synth)
+    add_common_options(synth)
 
     peta = subparsers.add_parser("peta", help="write PETA dialogues on real images",
                                  description="Identity-disjoint splits of PETA (multi-camera subsets in val/test), "
                                              "gallery manifests and MInterPEDES dialogues; images are linked, not copied.")
     peta.add_argument("--root", required=True, metavar="PETA", help="the PETA folder (or its 'PETA dataset' folder)")
     _add_dialogue_options(peta)
-    peta.add_argument("--json", metavar="OUT", help="also write the build summary as JSON")
     peta.add_argument("--hold-out", action="append", metavar="SUBSET",
                       help="cross-camera fold: test = every image of this PETA subset (repeatable, or a comma "
                            "list: MIT, GRID, CUHK, ...); train/val = identity-disjoint parts of the others")
     peta.set_defaults(handler=cmd_peta)
+    add_common_options(peta, json=True, json_help="also write the build summary as JSON to PATH ('-' or no value: "
+                                                  "to stdout, the summary table to stderr)")
 
     pa100k = subparsers.add_parser("pa100k", help="write PA-100K gallery manifests (images linked, not copied)",
                                    description="Gallery manifests of a PA-100K copy (annotation.mat + data/): one per "
@@ -139,8 +142,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                "its own person. For minterpr eval-attributes.")
     pa100k.add_argument("--root", required=True, metavar="PA100K", help="folder holding annotation.mat and data/")
     pa100k.add_argument("--out", required=True, metavar="DIR", help="output dataset directory")
-    pa100k.add_argument("--quiet", action="store_true", help="no summary")
     pa100k.set_defaults(handler=cmd_pa100k)
+    add_common_options(pa100k)  # --quiet also leaves the summary out
 
     mark = subparsers.add_parser("mark", help="fingerprint a dataset folder assembled by hand",
                                  description="Read gallery_<split>.jsonl and <split>.jsonl strictly and write a "
@@ -148,3 +151,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                              "train and simulate read the folder. Rerun it after editing the files.")
     mark.add_argument("dir", metavar="DIR", help="folder with gallery_<split>.jsonl (and <split>.jsonl, images/)")
     mark.set_defaults(handler=cmd_mark)
+    add_common_options(mark)

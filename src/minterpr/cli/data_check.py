@@ -21,20 +21,23 @@ from __future__ import annotations
 import argparse
 import codecs
 import json
+import logging
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
+from minterpr.cli.common import add_common_options, write_json
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.captions import captions_to_samples, read_caption_dataset
 from minterpr.data.formats.chatpedes import iter_chatpedes
 from minterpr.data.formats.gallery import iter_gallery
-from minterpr.data.formats.jsonl import atomic_writer
 from minterpr.data.formats.minterpedes import iter_minterpedes
 from minterpr.data.formats.pa100k import read_pa100k
 from minterpr.data.formats.peta import peta_subsets, read_peta
 from minterpr.data.stats import dialogue_stats, format_stats, gallery_stats
+
+log = logging.getLogger(__name__)
 
 SNIFF_BYTES = 1 << 16  # how much of a file format detection looks at
 
@@ -249,13 +252,11 @@ def cmd_stats(args: argparse.Namespace) -> int:
     report = ReadReport(name)
     stats = fmt.stats(fmt.read(name, report, options))
     if not report.ok:
-        print(f"warning: {name}: {report.skipped:,} bad record(s) skipped; `minterpr data validate {name}` lists them",
-              file=sys.stderr)
+        log.warning("%s: %s bad record(s) skipped; `minterpr data validate %s` lists them", name,
+                    f"{report.skipped:,}", name)
     print(format_stats(stats, title=f"{name} ({fmt.name})"))
-    if args.json is not None:
-        with atomic_writer(args.json) as f:
-            json.dump({"file": name, "format": fmt.name, "skipped_records": report.skipped, **stats}, f, indent=2)
-            f.write("\n")
+    write_json(args.json, json.dumps({"file": name, "format": fmt.name, "skipped_records": report.skipped, **stats},
+                                     indent=2))
     return 0
 
 
@@ -276,10 +277,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     validate.add_argument("files", nargs="+", metavar="FILE")
     _add_common(validate)
     validate.set_defaults(handler=_run(cmd_validate))
+    add_common_options(validate)
 
     stats = subparsers.add_parser("stats", help="print dataset statistics",
                                   description="Counts, turn histograms and text lengths of a dataset file.")
     stats.add_argument("file", metavar="FILE")
     _add_common(stats)
-    stats.add_argument("--json", metavar="OUT", help="also write the statistics as JSON")
     stats.set_defaults(handler=_run(cmd_stats))
+    add_common_options(stats, json=True, json_help="also write the statistics as JSON to PATH ('-' or no value: "
+                                                   "to stdout, the table to stderr)")

@@ -19,6 +19,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from minterpr.cli.common import add_common_options, show_progress
+
 
 def cmd_convert(args: argparse.Namespace) -> int:
     from minterpr.data.convert import ConvertConfig, convert_dataset
@@ -26,7 +28,7 @@ def cmd_convert(args: argparse.Namespace) -> int:
     config = ConvertConfig(args.source_format, tuple(args.annotations), args.images, seed=args.seed,
                            val_fraction=args.val_fraction, synthesise_dialogues=args.synthesise_dialogues,
                            max_qa_turns=args.max_qa_turns, max_image_turns=args.max_image_turns)
-    marker = convert_dataset(config, args.out, progress=not args.quiet)
+    marker = convert_dataset(config, args.out, progress=show_progress(args))
     print(f"dataset written to {Path(args.out)} ({marker['name']}; dialogues: "
           f"{marker['dialogues'] if isinstance(marker['dialogues'], str) else 'synthesised from the captions'})")
     print(f"{'split':6} {'images':>8} {'ids':>7} {'records':>9}")
@@ -59,5 +61,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--max-qa-turns", type=int, default=3, help="with --synthesise-dialogues: Q&A turns, 1..N")
     parser.add_argument("--max-image-turns", type=int, default=3,
                         help="with --synthesise-dialogues: reference-image turns, 1..N")
-    parser.add_argument("--quiet", action="store_true", help="no progress output")
     parser.set_defaults(handler=cmd_convert)
+    add_common_options(parser)

@@ -13,6 +13,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from minterpr.cli.common import add_common_options
 from minterpr.data.errors import DataError
 from minterpr.errors import ImageError, InputError
 
@@ -67,3 +68,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     show.add_argument("--allow-outside-root", action="store_true",
                       help="read image paths that leave the image root (../x.jpg, absolute paths)")
     show.set_defaults(handler=cmd_show)
+    add_common_options(show)

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import shutil
 import sys
 import time
 from pathlib import Path
+
+from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
+
+log = logging.getLogger(__name__)
 
 # Small enough to build, train and evaluate in a few minutes on 2 CPU cores.
 DEMO_IDENTITIES = {"train_identities": 500, "val_identities": 100, "test_identities": 300}
@@ -27,31 +32,36 @@ DEMO_SETTINGS = {  # name -> simulate() options; the first is the headline resul
 
 
 def _say(message: str) -> None:
-    print(f"[demo] {message}", flush=True)
+    log.info("[demo] %s", message)
 
 
-def build_data(out: Path, seed: int) -> Path:
+def build_data(out: Path, seed: int, progress: bool = True) -> Path:
     from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
     from minterpr.data.synthetic.world import SyntheticWorldConfig
 
     data_dir = out / "data"
     world = SyntheticWorldConfig(seed=seed, image_size=DEMO_IMAGE_SIZE, **DEMO_IDENTITIES)
     started = time.time()
-    info = build_synthetic_dataset(data_dir, SyntheticDatasetConfig(world=world), progress=True)
+    info = build_synthetic_dataset(data_dir, SyntheticDatasetConfig(world=world), progress=progress)
     test = info["splits"]["test"]
     _say(f"data: {data_dir} ({test['images']} test images of {test['identities']} people; "
          f"{time.time() - started:.0f} s)")
     return data_dir
 
 
-def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic") -> Path:
+def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic", device: str | None = None,
+                progress: bool = True) -> Path:
     from minterpr.training.config import load_config
     from minterpr.training.trainer import train
 
     run_dir = out / "run"
     overrides = DEMO_TRAIN_OVERRIDES if config == "synthetic" else ()
-    cfg = load_config(config, [f"data.root={data_dir}", f"seed={seed}", *overrides])
+    settings = [f"data.root={data_dir}", f"seed={seed}", *overrides]
+    cfg = load_config(config, settings)
     wanted = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    if device is not None:  # not part of the stamp: the same model, trained anywhere (checked as --set would be)
+        cfg = load_config(config, [*settings, f"device={device}"])
+    cfg.progress = cfg.progress and progress
     stamp = run_dir / "demo_config.json"  # the settings of the run in run_dir (written before training)
     finished = run_dir / "demo_finished.json"  # the same, written once training and the weight choice ended
     if (run_dir / "model.pt").is_file() and finished.is_file() and finished.read_text() == wanted:
@@ -81,10 +91,11 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
     from minterpr.evaluation.report import format_comparison, format_table, plot_metric_per_round
     from minterpr.trained_run import load_run
 
-    run = load_run(run_dir)  # a broken cached run: RunError, one line naming the file
+    run = load_run(run_dir, device=args.device or "cpu")  # a broken cached run: RunError, one line naming the file
     backend = run.backend()
     gallery = read_gallery(data_dir / "gallery_test.jsonl")
-    index = backend.index_images(gallery, root=str(data_dir), progress=True).require_complete("the demo")
+    index = backend.index_images(gallery, root=str(data_dir), progress=show_progress(args))
+    index.require_complete("the demo")
     targets = one_target_per_identity(gallery, limit=args.limit, seed=args.seed)
     _say(f"simulating {len(targets)} searches x {args.rounds} rounds over {len(gallery)} gallery images "
          "(oracle user: answers from the target's true attributes)")
@@ -102,8 +113,7 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
         _say(f"plot: {plot}")
     except ImportError as err:  # matplotlib is an optional extra
         _say(f"no plot ({err})")
-    if args.json:
-        reports[headline].save(args.json)
+    if write_json(args.json, reports[headline].to_json()) not in (None, STDOUT):
         _say(f"evaluation JSON: {args.json}")
     return reports
 
@@ -112,8 +122,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
     out = Path(args.out)
     started = time.time()
     try:
-        data_dir = build_data(out, args.seed)
-        run_dir = train_model(out, data_dir, args.seed, args.config)
+        data_dir = build_data(out, args.seed, show_progress(args))
+        run_dir = train_model(out, data_dir, args.seed, args.config, args.device, show_progress(args))
         evaluate(run_dir, data_dir, args)
     except ImportError as err:
         print(f"minterpr demo: {err}", file=sys.stderr)
@@ -127,9 +137,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                    description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
                                    formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="outputs/demo", metavar="DIR", help="cache directory (default outputs/demo)")
-    parser.add_argument("--json", metavar="OUT", help="write the evaluation JSON of the headline setting")
     parser.add_argument("--rounds", type=int, default=5, help="interaction rounds after the description (default 5)")
     parser.add_argument("--limit", type=int, default=100, help="simulated searches, one per identity (default 100)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--config", default="synthetic", help="training config name or YAML (default synthetic)")
     parser.set_defaults(handler=cmd_demo)
+    add_common_options(parser, device=True, json=True, device_default=None,
+                       json_help="write the evaluation JSON of the headline setting to PATH ('-' or no value: "
+                                 "to stdout, the tables to stderr)")

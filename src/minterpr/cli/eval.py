@@ -2,15 +2,18 @@
 
 Loads RUN_DIR/model.pt, ranks the gallery after every round (round 0 = the description, then
 one round per recorded turn; an ended dialogue keeps its last query), prints the per-round
-table (R@1/5/10, mAP, mINP, Hits@k, BRI), writes the evaluation JSON and, with ``--plot``, a
-per-round R@1 PNG. The gallery is ``--gallery``, else ``gallery_<split>.jsonl`` beside the
-dialogue file, else every target and reference image of the dialogues. Scores are the query
+table (R@1/5/10, mAP, mINP, Hits@k, BRI), writes the evaluation JSON with ``--json`` (``--json -``:
+to stdout, the table to stderr), with ``--plot`` a per-round R@1 PNG (n and a 95 % Wilson band),
+and with ``--pictures N --pictures-dir DIR`` a ranked strip for N dialogues (a seeded sample:
+the turn of each round, the top-k after it, the target framed, rejected references crossed).
+The gallery is ``--gallery``, else ``gallery_<split>.jsonl`` beside the dialogue file, else
+every target and reference image of the dialogues. Scores are the query
 cosine plus the attribute evidence at the weight chosen on val at training time; a reference
 image the user rejected stays below the images not rejected (``--keep-rejected`` turns it off).
 
 Example:
     $ minterpr eval --run runs/synth --data data/synth/test.jsonl --image-root data/synth \\
-          --json runs/synth/eval_test.json --plot runs/synth/eval_test.png
+          --json runs/synth/eval_test.json --plot runs/synth/eval_test.png --pictures 8 --pictures-dir strips
     $ minterpr eval --run runs/baseline --data data/synth/test.jsonl --image-root data/synth \\
           --json baseline.json --description-only
 """
@@ -18,8 +21,14 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import logging
 import sys
 from pathlib import Path
+from typing import Any
+
+from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
+
+log = logging.getLogger(__name__)
 
 
 def default_gallery(data: Path) -> Path | None:
@@ -47,6 +56,7 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.evaluation.static import evaluate_dialogues, gallery_from_samples
     from minterpr.trained_run import load_run
 
+    check_picture_options(args)
     run_dir, data = Path(args.run), Path(args.data)
     trained = load_run(run_dir, device=args.device)  # first: a broken run fails before the data is read
     from minterpr.data.build import check_if_built
@@ -69,17 +79,75 @@ def _run(args: argparse.Namespace) -> int:
         "model": str(trained.model_path), "image_encoder": model.config.image_encoder,
         "text_encoder": model.config.text_encoder, "selected": trained.extras.model_selection(),
     }
-    report = evaluate_dialogues(backend, samples, gallery, args.image_root or str(data.parent), protocol,
+    root = args.image_root or str(data.parent)
+    recorder = _recorder(args, samples, gallery)
+    report = evaluate_dialogues(backend, samples, gallery, root, protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=not args.quiet, scoring=scoring)
+                                progress=show_progress(args), scoring=scoring, observe=recorder)
     print(format_table(report))
-    report.save(args.json)
-    print(f"wrote {args.json}")
+    if write_json(args.json, report.to_json()) not in (None, STDOUT):
+        log.info("wrote %s", args.json)
     if args.plot:
         name = run_dir.name + (" (description only)" if args.description_only else "")
         plot_metric_per_round({name: report}, args.plot, "r1", title=f"R@1 per round: {data.name}")
-        print(f"wrote {args.plot}")
+        log.info("wrote %s", args.plot)
+    if recorder is not None:
+        paths = write_static_pictures(args, recorder, samples, gallery, root)
+        log.info("wrote %d ranked strip(s) to %s", len(paths), args.pictures_dir)
     return 0
+
+
+# ----- pictures (shared with `minterpr simulate`) -----------------------------------------------
+def add_picture_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """--pictures N, --pictures-dir DIR, --pictures-seed S, --pictures-top K."""
+    parser.add_argument("--pictures", type=int, default=0, metavar="N",
+                        help=f"draw a ranked strip (one row per round) for N {what}, a seeded sample")
+    parser.add_argument("--pictures-dir", metavar="DIR", help="where the strips go (DIR/query_<number>.png)")
+    parser.add_argument("--pictures-seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
+    parser.add_argument("--pictures-top", type=int, default=8, metavar="K", help="images per row (default 8)")
+
+
+def check_picture_options(args: argparse.Namespace) -> None:
+    """InputError (exit 2) for picture options that do not go together, before any work is done."""
+    from minterpr.errors import InputError
+
+    if args.pictures < 0 or args.pictures_top < 1:
+        raise InputError("--pictures must be >= 0 and --pictures-top >= 1")
+    if args.pictures and not args.pictures_dir:
+        raise InputError("--pictures N needs --pictures-dir DIR (where the strips go)")
+    if args.pictures_dir and not args.pictures:
+        raise InputError("--pictures-dir needs --pictures N (how many queries to draw)")
+
+
+def _recorder(args: argparse.Namespace, samples: list, gallery: list) -> Any:
+    if not args.pictures:
+        return None
+    from minterpr.evaluation.pictures import RankRecorder, sample_queries
+
+    picks = sample_queries(len(samples), args.pictures, args.pictures_seed)
+    position = {image.path: i for i, image in enumerate(gallery)}
+    return RankRecorder(picks, [position.get(samples[q].target_path) for q in picks], args.pictures_top)
+
+
+def write_static_pictures(args: argparse.Namespace, recorder: Any, samples: list, gallery: list,
+                          root: str) -> list[Path]:
+    """One strip per recorded dialogue: its replayed turns, the top-k after each, the target framed."""
+    from minterpr.evaluation.pictures import StripConfig, write_ranked_strip
+    from minterpr.evaluation.static import dialogue_turns
+
+    position = {image.path: i for i, image in enumerate(gallery)}
+    paths = []
+    for q in recorder.queries:
+        sample = samples[q]
+        views = recorder.views(q, dialogue_turns(sample, args.max_rounds, args.description_only), position.get)
+        target = position.get(sample.target_path)
+        person = gallery[target].person_id if target is not None else sample.person_id
+        ranks = " -> ".join("?" if v.target_rank is None else str(v.target_rank + 1) for v in views)
+        paths.append(write_ranked_strip(
+            Path(args.pictures_dir) / f"query_{q:05d}.png", views, gallery, root=root, target=target,
+            target_person=person, title=f"dialogue {q}, target {person}: rank {ranks}",
+            config=StripConfig(top_k=args.pictures_top), allow_outside_root=args.allow_outside_root))
+    return paths
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -92,8 +160,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gallery", metavar="GALLERY.jsonl",
                         help="gallery manifest (default: gallery_<split>.jsonl beside --data, "
                              "else targets + references)")
-    parser.add_argument("--json", required=True, metavar="OUT.json", help="write the evaluation report here")
-    parser.add_argument("--plot", metavar="OUT.png", help="also plot R@1 per round")
+    parser.add_argument("--plot", metavar="OUT.png", help="also plot R@1 per round (with n and a 95 %% band)")
     parser.add_argument("--max-rounds", type=int, metavar="N", help="replay rounds 0..N-1 only")
     parser.add_argument("--description-only", action="store_true",
                         help="single-shot baseline: every round uses the description alone")
@@ -102,9 +169,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(default: the weight stored with the model, chosen on val; 0 = embedding only)")
     parser.add_argument("--keep-rejected", action="store_true",
                         help="rank reference images the user rejected like any other image (default: below the rest)")
-    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--batch-size", type=int, default=64, help="images / dialogues per forward pass")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")
+    add_picture_options(parser, "dialogues")
     parser.set_defaults(handler=run)
+    add_common_options(parser, device=True, json=True,
+                       json_help="write the evaluation report to PATH ('-' or no value: to stdout, the table to "
+                                 "stderr)")

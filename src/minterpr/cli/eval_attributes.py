@@ -20,9 +20,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 from typing import Any
+
+from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
+
+log = logging.getLogger(__name__)
 
 COMMAND = "minterpr eval-attributes"
 
@@ -77,7 +82,6 @@ def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: boo
 def _run(args: argparse.Namespace) -> int:
     from minterpr.errors import InputError
     from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
-    from minterpr.fileio import atomic_write_text
     from minterpr.trained_run import load_run
 
     gallery = Path(args.gallery)
@@ -99,24 +103,18 @@ def _run(args: argparse.Namespace) -> int:
             raise InputError(f"--thresholds val: {val} is the gallery being evaluated; thresholds fitted on it "
                              "would see the answers: use a validation split (--val-gallery)")
         val_root = args.val_image_root or args.image_root or str(val.parent)
-        val_images, val_probs = _labelled_probs(backend, val, val_root, not args.quiet)
+        val_images, val_probs = _labelled_probs(backend, val, val_root, show_progress(args))
         threshold = balanced_thresholds(val_probs, val_images)
         protocol["thresholds"] = {"mode": "val", "val_gallery": str(val), "val_images": len(val_images)}
     else:
         protocol["thresholds"] = {"mode": "fixed", "value": threshold}
-    images, probs = _labelled_probs(backend, gallery, root, not args.quiet)
+    images, probs = _labelled_probs(backend, gallery, root, show_progress(args))
     result = attribute_metrics(probs, images, threshold)
     report = {"protocol": protocol, **result.to_dict()}
     table = format_attribute_table(result, title=f"{gallery} ({Path(args.run).name})")
-    text = json.dumps(report, indent=2, allow_nan=False) + "\n"
-    if args.json == "-":
-        print(table, file=sys.stderr)
-        sys.stdout.write(text)
-        return 0
-    print(table)
-    if args.json:
-        atomic_write_text(args.json, text)
-        print(f"wrote {args.json}")
+    print(table)  # to stderr with --json - (the JSON alone on stdout)
+    if write_json(args.json, json.dumps(report, indent=2, allow_nan=False)) not in (None, STDOUT):
+        log.info("wrote %s", args.json)
     return 0
 
 
@@ -127,7 +125,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--gallery", required=True, metavar="GALLERY.jsonl",
                         help="gallery manifest whose labelled images are evaluated")
     parser.add_argument("--image-root", metavar="ROOT", help="image paths resolve here (default: the manifest's folder)")
-    parser.add_argument("--json", metavar="OUT.json", help="write the report here ('-': to stdout, table to stderr)")
     parser.add_argument("--thresholds", type=thresholds_arg, default=0.5, metavar="0.5|val",
                         help="p > T predicts a label (default 0.5), or 'val': per-label thresholds "
                              "maximising (TPR+TNR)/2 on the validation gallery")
@@ -135,9 +132,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="validation gallery for --thresholds val (default: gallery_val.jsonl beside --gallery)")
     parser.add_argument("--val-image-root", metavar="ROOT", help="image root of --val-gallery (default: as --image-root, "
                                                                  "else its folder)")
-    parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
     parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")
     parser.set_defaults(handler=run)
+    add_common_options(parser, device=True, json=True,
+                       json_help="write the report to PATH ('-' or no value: to stdout, the table to stderr)")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from minterpr.cli.common import add_common_options
+
 
 def run(args: argparse.Namespace) -> int:
     from minterpr.trained_run import export_run
@@ -44,3 +46,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--self-contained", action="store_true",
                         help="copy the unchanged pretrained encoder weights too instead of referencing their package")
     parser.set_defaults(handler=run)
+    add_common_options(parser)

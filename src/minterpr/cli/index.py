@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
+from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
 from minterpr.cli.simulate import CLIError
 
 DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
@@ -54,7 +55,8 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     pipeline = load_pipeline(args.run, device=args.device, batch_size=args.batch_size)
     start = time.perf_counter()
     try:
-        index = pipeline.index_images(images, root=os.path.abspath(images_dir), progress=sys.stderr.isatty())
+        index = pipeline.index_images(images, root=os.path.abspath(images_dir),
+                                      progress=show_progress(args, sys.stderr.isatty()))
     except ValueError as err:  # InputError: nothing readable, a path listed twice
         raise CLIError(str(err)) from None
     seconds = time.perf_counter() - start
@@ -94,7 +96,11 @@ def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if manifest.vector_backend is not None and vectors_manifest.is_file():
         data["vector_index"] = json.loads(vectors_manifest.read_text(encoding="utf-8"))
     if args.json:
-        print(json.dumps(data, indent=2, ensure_ascii=False), file=out)
+        text = json.dumps(data, indent=2, ensure_ascii=False)
+        if args.json == STDOUT and out is not sys.stdout:  # a caller's stream (tests, the Python API)
+            print(text, file=out)
+        else:
+            write_json(args.json, text)
         return 0
     vector_index: Any = data.get("vector_index")
     rows = [("store", os.fspath(args.dir)), ("format", f"{manifest.format} version {manifest.version}"),
@@ -147,10 +153,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="vector index saved with the store: exact, faiss_hnsw, faiss_ivfpq, qdrant (where "
                             f"installed) or {NO_BACKEND} (default: {DEFAULT_BACKEND})")
     build.add_argument("--camera", metavar="ID", help="camera id of the images that name none (a folder of one camera)")
-    build.add_argument("--device", default="cpu", help="device the model runs on (default: cpu)")
     build.add_argument("--batch-size", type=int, default=64, help="images embedded per batch")
     build.set_defaults(handler=cmd_build)
+    add_common_options(build, device=True)
     info = sub.add_parser("info", help="print a store's manifest", description="Print a gallery store's manifest.")
     info.add_argument("dir", metavar="INDEX_DIR", help="the store's folder")
-    info.add_argument("--json", action="store_true", help="the manifest as JSON")
     info.set_defaults(handler=cmd_info)
+    add_common_options(info, json=True, json_help="the manifest as JSON: to stdout (no value or '-') or to PATH")

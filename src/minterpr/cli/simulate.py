@@ -5,27 +5,36 @@ it); targets are one image per identity (``--limit N`` draws N of them, seeded),
 ``--simulator replay``, the recorded dialogues of ``DIR/<split>.jsonl``. The model is a trained
 run (``--run RUN_DIR`` or a model file, through ``minterpr.trained_run.load_run``, scoring with
 the configuration stored with it) or the attribute backend over ground truth (``--backend
-attribute``, optionally ``--attribute-noise``).
+attribute``, optionally ``--attribute-noise``). ``--pictures N --pictures-dir DIR`` draws a
+ranked strip for N of the targets (a seeded sample): each round's turn, the session's top-k
+after it, the target framed green, the references the simulated user rejected crossed red.
 
 Example:
     $ minterpr simulate --backend attribute --data data/synth --split test --rounds 5 \\
           --questions info_gain --references diverse --simulator oracle --json out.json
     $ minterpr simulate --run runs/exp1 --data data/synth --compare --plot r1.png --limit 200
+    $ minterpr simulate --run runs/exp1 --data data/synth --limit 100 --pictures 5 --pictures-dir strips
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
+import logging
+import re
 import sys
 from pathlib import Path
 from typing import Any
 
+from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
+from minterpr.cli.eval import add_picture_options, check_picture_options
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.types import GalleryImage
+
+log = logging.getLogger(__name__)
 
 
 class CLIError(InputError):
@@ -33,7 +42,7 @@ class CLIError(InputError):
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
-    """--run / --backend / --attribute-noise / --device, shared by simulate and chat."""
+    """--run / --backend / --attribute-noise, shared by simulate and chat (--device: add_common_options)."""
     which = parser.add_mutually_exclusive_group(required=True)
     which.add_argument("--run", metavar="RUN_DIR", help="a trained run directory (its model.pt) or a model file "
                                                         "(the neural pipeline)")
@@ -63,10 +72,11 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
 
 
 def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
-                complete: bool = True) -> GalleryIndex:
-    """The gallery's index; ``complete``: refuse one with skipped (unreadable) images."""
+                complete: bool = True, progress: bool = True) -> GalleryIndex:
+    """The gallery's index; ``complete``: refuse one with skipped (unreadable) images;
+    ``progress``: a progress bar when stderr is a terminal."""
     try:
-        index = backend.index_images(images, root=root, progress=sys.stderr.isatty())
+        index = backend.index_images(images, root=root, progress=progress and sys.stderr.isatty())
     except ValueError as err:
         raise CLIError(str(err)) from None
     # simulate draws its targets from the gallery list: an image left out would shift their positions
@@ -101,6 +111,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from minterpr.evaluation.report import format_comparison, format_table, plot_metric_per_round
     from minterpr.interaction.simulators import SIMULATORS
 
+    check_picture_options(args)
     data_dir = Path(args.data)
     gallery = _gallery(data_dir, args.split)
     if args.simulator == "replay":
@@ -117,37 +128,83 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             options["initial_slots"] = args.initial_slots
         simulator = SIMULATORS.create(args.simulator, **options)
     backend, stored = load_backend(args)
-    index = build_index(backend, gallery, str(data_dir))
+    index = build_index(backend, gallery, str(data_dir), progress=show_progress(args))
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
                   rerank=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {})})
+    pictures = _Pictures(args, index, targets)
     if args.compare:
-        reports = compare(backend, index, targets, **common)
+        reports = compare(backend, index, targets, observers=pictures.observer, **common)
         for metric in ("r1", "mAP", "hits10"):
             print(format_comparison(reports, metric))
             print()
         print("protocol: " + json.dumps({k: v for k, v in next(iter(reports.values())).protocol.items()
                                          if k not in ("question_policy", "reference_policy", "schedule", "reranking")}))
-        if args.json:
-            path = Path(args.json)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(json.dumps({"settings": {n: r.to_dict() for n, r in reports.items()}}, indent=2) + "\n")
+        _wrote(write_json(args.json, {"settings": {n: r.to_dict() for n, r in reports.items()}}))
         if args.plot:
-            plot_metric_per_round(reports, args.plot, "r1", title="R@1 per round by interaction policy")
+            _wrote(plot_metric_per_round(reports, args.plot, "r1", title="R@1 per round by interaction policy"))
+        pictures.write()
         return 0
+    name = f"{args.questions} + {args.references}"
     report = simulate(backend, index, targets, question_policy=args.questions, reference_policy=args.references,
-                      schedule=args.schedule, **common)
+                      schedule=args.schedule, observe=pictures.observer(name), **common)
     print(format_table(report))
     print(f"mean turns to rank 1: {report.extra['mean_turns_to_rank1']:.2f}   moves: {report.extra['moves']}   "
           f"confirmed: {report.extra['confirmed']:.1f}%")
-    if args.json:
-        report.save(args.json)
+    _wrote(write_json(args.json, report.to_json()))
     if args.plot:
-        plot_metric_per_round({f"{args.questions} + {args.references}": report}, args.plot, "r1")
+        _wrote(plot_metric_per_round({name: report}, args.plot, "r1"))
+    pictures.write()
     return 0
+
+
+def _wrote(path: Any) -> None:
+    if path is not None and path != STDOUT:
+        log.info("wrote %s", path)
+
+
+class _Pictures:
+    """``--pictures N``: a recorder per simulated setting, and their strips written afterwards."""
+
+    def __init__(self, args: argparse.Namespace, index: GalleryIndex, targets: list[GalleryImage]) -> None:
+        self.args, self.index, self.targets = args, index, targets
+        self.recorders: dict[str, Any] = {}
+        self.picks: list[int] = []
+        if args.pictures:
+            from minterpr.evaluation.pictures import sample_queries
+
+            self.picks = sample_queries(len(targets), args.pictures, args.pictures_seed)
+
+    def observer(self, name: str) -> Any:
+        if not self.picks:
+            return None
+        from minterpr.evaluation.pictures import SessionRecorder
+
+        where = [self.index.index_of(self.targets[q].path) for q in self.picks]
+        self.recorders[name] = SessionRecorder(self.picks, where, self.args.pictures_top)
+        return self.recorders[name]
+
+    def write(self) -> None:
+        from minterpr.evaluation.pictures import StripConfig, write_ranked_strip
+
+        count = 0
+        for setting, recorder in self.recorders.items():
+            folder = Path(self.args.pictures_dir)
+            if len(self.recorders) > 1:  # --compare: one folder per setting
+                folder = folder / re.sub(r"[^A-Za-z0-9]+", "_", setting).strip("_")
+            for q, target in zip(recorder.queries, recorder.targets):
+                views = recorder.rows[q]
+                ranks = " -> ".join("?" if v.target_rank is None else str(v.target_rank + 1) for v in views)
+                write_ranked_strip(folder / f"query_{q:05d}.png", views, self.index.images, root=self.index.root,
+                                   target=target, target_person=self.targets[q].person_id,
+                                   title=f"{setting}, target {self.targets[q].person_id}: rank {ranks}",
+                                   config=StripConfig(top_k=self.args.pictures_top))
+                count += 1
+        if count:
+            log.info("wrote %d ranked strip(s) to %s", count, self.args.pictures_dir)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -177,8 +234,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                    help="re-ranking: weight of the attribute log-likelihood (default: the weight stored with --run's "
                         "model, chosen on val at training time, else 0.05)")
     p.add_argument("--compare", action="store_true", help="run the standard policy comparison instead of one setting")
-    p.add_argument("--json", metavar="OUT", help="write the report (with --compare: {settings: {name: report}})")
-    p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG")
+    p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG (with n and a 95 %% band)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate N targets (seeded draw)")
     p.add_argument("--seed", type=int, default=0)
+    add_picture_options(p, "targets (with --compare: per setting, in DIR/<setting>/)")
     p.set_defaults(handler=cmd_simulate)  # CLIError, RunError, ...: minterpr.cli.main prints them (exit 2)
+    add_common_options(p, device=True, json=True,
+                       json_help="write the report to PATH (with --compare: {settings: {name: report}}); "
+                                 "'-' or no value: to stdout, the tables to stderr")

@@ -4,7 +4,9 @@ The config is a YAML path or a shipped name (tiny, synthetic, synthetic_baseline
 ``--set key.path=value`` overrides any field (``--set stages.2.epochs=3``,
 ``--set stages=[attributes,alignment]``) and ``--data DIR`` sets ``data.root``.
 ``--resume`` continues RUN_DIR exactly where it stopped (the config then defaults to the run's
-own RUN_DIR/config.yaml; only progress, workers, log_every and device may change).
+own RUN_DIR/config.yaml; only progress, workers, log_every and device may change). ``--device``
+is ``--set device=...``; ``--quiet`` is ``--set progress=false`` (no progress bars, no console
+log lines; RUN_DIR/train.log is written either way).
 
 Example:
     $ minterpr train --config synthetic --data data/synth --out runs/synth
@@ -18,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from minterpr.cli.common import add_common_options
 from minterpr.errors import InputError
 
 if TYPE_CHECKING:  # the CLI imports torch-heavy modules only when a command runs
@@ -28,6 +31,10 @@ def _load(args: argparse.Namespace):  # -> TrainConfig
     from minterpr.training.config import load_config
 
     overrides = list(args.set or [])
+    if getattr(args, "device", None) is not None:  # as --set device=...: validated with the config
+        overrides.append(f"device={args.device}")
+    if getattr(args, "quiet", False):  # no progress bars (as --set progress=false)
+        overrides.append("progress=false")
     if args.config is not None:
         cfg = load_config(args.config, overrides)  # on --resume, the trainer checks it matches the run's
     else:
@@ -102,3 +109,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="override a config field (repeatable), e.g. --set stages.0.epochs=2")
     parser.add_argument("--data", metavar="DIR", help="dataset directory (sets data.root)")
     parser.set_defaults(handler=run)
+    add_common_options(parser, device=True, device_default=None)

@@ -22,7 +22,7 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -77,7 +77,8 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
              question_policy: str = "info_gain", reference_policy: str = "diverse",
              simulator: str | Simulator = "oracle", simulator_options: Mapping[str, Any] | None = None,
              rerank: RerankConfig = RerankConfig(), schedule: str | Sequence[str] | Schedule = "auto",
-             num_references: int = 3, seed: int = 0, protocol: Mapping[str, Any] | None = None) -> EvaluationReport:
+             num_references: int = 3, seed: int = 0, protocol: Mapping[str, Any] | None = None,
+             observe: Callable[[int, Sequence[Session]], None] | None = None) -> EvaluationReport:
     """Simulate ``rounds`` rounds of interaction for every target and report per-round metrics.
 
     Round 0 is the simulated description; each later round is one system move and the user's
@@ -86,6 +87,9 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
     reaches rank 1; rounds + 1 when it never does), ``moves`` (system moves by kind),
     ``confirmed`` (% of targets the user confirmed on a shown image).
     ``protocol`` adds entries to the recorded protocol (e.g. the dataset and split).
+    ``observe(round, sessions)``, when given, is called after each round with the sessions (one
+    per target) and must only read them (e.g. a
+    :class:`~minterpr.evaluation.pictures.SessionRecorder` keeping a few rankings).
     """
     if rounds < 0:
         raise InputError(f"rounds must be >= 0, got {rounds}")
@@ -103,8 +107,10 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
 
     def round_scores() -> Iterator[np.ndarray]:
         steps = [s.describe(u.describe()) for s, u in zip(sessions, users)]
+        if observe is not None:
+            observe(0, sessions)
         yield np.stack([step.gallery_scores() for step in steps])  # (Q, G)
-        for _ in range(rounds):
+        for r in range(1, rounds + 1):
             for q, (session, user) in enumerate(zip(sessions, users)):
                 action = steps[q].action
                 kind = "question" if isinstance(action, AskQuestion) else \
@@ -113,6 +119,8 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
                 turn = user.respond(action)
                 if turn is not None:
                     steps[q] = session.add(turn)
+            if observe is not None:
+                observe(r, sessions)
             yield np.stack([step.gallery_scores() for step in steps])
 
     result = per_round_metrics(round_scores(), [t.person_id for t in targets], index.person_ids)
@@ -126,8 +134,11 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
 
 
 def compare(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[GalleryImage],
-            settings: Mapping[str, Mapping[str, Any]] | None = None, **common: Any) -> dict[str, EvaluationReport]:
-    """Run :func:`simulate` once per named setting (``common`` keyword arguments shared); name -> report."""
+            settings: Mapping[str, Mapping[str, Any]] | None = None, *,
+            observers: Callable[[str], Callable[[int, Sequence[Session]], None] | None] | None = None,
+            **common: Any) -> dict[str, EvaluationReport]:
+    """Run :func:`simulate` once per named setting (``common`` keyword arguments shared); name -> report.
+    ``observers(name)``, when given, returns the ``observe`` of that setting's run (or None)."""
     settings = DEFAULT_COMPARISON if settings is None else settings
     base: RerankConfig = common.get("rerank", RerankConfig())
     reports = {}
@@ -136,6 +147,8 @@ def compare(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[Ga
         changes = options.pop("rerank_changes", None)
         if changes is not None:
             options["rerank"] = base.with_(**changes)
+        if observers is not None:
+            options["observe"] = observers(name)
         reports[name] = simulate(backend, index, targets, **{**common, **options})
     return reports
 

@@ -23,6 +23,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import io
 import json
 import math
 import os
@@ -35,7 +36,7 @@ import numpy as np
 
 from minterpr.data.errors import DataError
 from minterpr.data.formats.safejson import JSONProblem, loads
-from minterpr.fileio import atomic_open
+from minterpr.fileio import atomic_open, atomic_write
 
 TOP_KEYS = ("protocol", "rounds", "bri")  # required top-level keys
 PERCENT_KEYS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits10")  # required in every round
@@ -252,9 +253,62 @@ def format_comparison(reports: Mapping[str, EvaluationReport], metric: str = "r1
     return "\n".join(lines)
 
 
-def plot_metric_per_round(reports: Mapping[str, EvaluationReport], path: str | os.PathLike[str],
-                          metric: str = "r1", title: str | None = None) -> Path:
-    """Write a PNG with one line per named run: ``metric`` against the round."""
+Z_95 = 1.959963984540054  # the standard normal's 97.5 % quantile: a two-sided 95 % interval
+
+
+def is_proportion(metric: str) -> bool:
+    """Whether ``metric`` is a share of queries (R@k, Hits@k), so a binomial interval applies;
+    mAP and mINP are means of per-query values, not proportions."""
+    return re.fullmatch(r"(r|hits)\d+", metric) is not None
+
+
+def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, float]:
+    """Wilson score interval of a proportion ``successes / n`` (Newcombe 1998, method 3), as
+    fractions in [0, 1]; 95 % with the default ``z``. Unlike the normal approximation it stays
+    inside [0, 1] and is not empty at 0 or n successes.
+
+    Example:
+        >>> [round(v, 4) for v in wilson_interval(81, 263)]  # Newcombe's example 1
+        [0.2553, 0.3662]
+        >>> [round(v, 4) for v in wilson_interval(0, 20)]
+        [0.0, 0.1611]
+    """
+    if not isinstance(n, (int, np.integer)) or n < 1:
+        raise ValueError(f"n must be a positive int, got {n!r}")
+    if not 0 <= successes <= n:
+        raise ValueError(f"successes must be in 0..{n}, got {successes!r}")
+    p = successes / n
+    denominator = 1.0 + z * z / n
+    centre = (p + z * z / (2 * n)) / denominator
+    half = z / denominator * math.sqrt(p * (1.0 - p) / n + z * z / (4 * n * n))
+    return max(0.0, centre - half), min(1.0, centre + half)
+
+
+def percent_interval(percent: float, n: int, z: float = Z_95) -> tuple[float, float]:
+    """The Wilson interval, in percent, of a metric given in percent over ``n`` queries
+    (``percent`` = 100 x successes / n, so the successes are recovered by rounding).
+
+    Example:
+        >>> [round(v, 1) for v in percent_interval(50.0, 100)]
+        [40.4, 59.6]
+    """
+    low, high = wilson_interval(int(round(percent * n / 100.0)), n, z)
+    return 100.0 * low, 100.0 * high
+
+
+def num_queries(report: EvaluationReport) -> int | None:
+    """The number of queries behind a report's per-round figures (None when it does not say)."""
+    for value in (report.extra.get("num_queries"), report.protocol.get("num_queries"),
+                  report.protocol.get("num_targets")):
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+def per_round_figure(reports: Mapping[str, EvaluationReport], metric: str = "r1", title: str | None = None) -> Any:
+    """A matplotlib Figure with one line per named run: ``metric`` against the round, the number
+    of queries n of each run in the legend (and in the title when all runs share it), and for a
+    proportion (R@k, Hits@k) a shaded 95 % Wilson interval over the n queries around each line."""
     _check_metric(reports, metric)
     try:  # the object-oriented API with the Agg canvas: no pyplot, no global backend change
         from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -265,15 +319,34 @@ def plot_metric_per_round(reports: Mapping[str, EvaluationReport], path: str | o
     fig = Figure(figsize=(6.0, 4.0))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
+    counts = {name: num_queries(rep) for name, rep in reports.items()}
+    banded = False
     for name, rep in reports.items():
         points = [(row["round"], row[metric]) for row in rep.rounds if metric in row]
-        ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+        n = counts[name]
+        (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
+                          label=f"{name} (n={n if n is not None else '?'})")
+        if n is not None and is_proportion(metric):
+            bands = [percent_interval(value, n) for _, value in points]
+            ax.fill_between([p[0] for p in points], [b[0] for b in bands], [b[1] for b in bands],
+                            color=line.get_color(), alpha=0.15, linewidth=0)
+            banded = True
     ax.set_xlabel("round (0 = description only)")
     ax.set_ylabel(metric_label(metric) + (" (%)" if metric in PERCENT_KEYS else ""))
-    ax.set_title(title or f"{metric_label(metric)} per round")
+    shared = set(counts.values())
+    heading = title or f"{metric_label(metric)} per round"
+    if len(shared) == 1 and None not in shared:
+        heading += f" (n = {shared.pop()} queries)"
+    ax.set_title(heading + ("\nshaded: 95 % Wilson interval" if banded else ""), fontsize=10)
     ax.grid(True, alpha=0.3)
-    ax.legend()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, format="png", dpi=120, bbox_inches="tight")
-    return path
+    ax.legend(fontsize=8)
+    return fig
+
+
+def plot_metric_per_round(reports: Mapping[str, EvaluationReport], path: str | os.PathLike[str],
+                          metric: str = "r1", title: str | None = None) -> Path:
+    """Write :func:`per_round_figure` as a PNG, atomically."""
+    fig = per_round_figure(reports, metric, title)
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=120, bbox_inches="tight")
+    return atomic_write(path, lambda f: f.write(buffer.getvalue()))

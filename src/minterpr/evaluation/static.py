@@ -45,7 +45,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -215,8 +215,21 @@ class _Replay:
         for rows, ids in by_position:  # each dialogue appears once per position
             loglik[rows] += matrix[ids]
 
-    def metrics(self, scoring: ScoringConfig) -> dict[str, Any]:
-        return per_round_metrics(self.round_scores(scoring), self.query_pids, self.gallery_pids)
+    def metrics(self, scoring: ScoringConfig, observe: Callable[[int, np.ndarray], None] | None = None
+                ) -> dict[str, Any]:
+        rounds = self.round_scores(scoring)
+        return per_round_metrics(rounds if observe is None else _observed(rounds, observe), self.query_pids,
+                                 self.gallery_pids)
+
+
+def _observed(rounds: Iterator[np.ndarray], observe: Callable[[int, np.ndarray], None]) -> Iterator[np.ndarray]:
+    """``rounds`` unchanged, shown to ``observe(round, scores)`` on the way (a counter, not
+    enumerate(): its cached tuple would keep the previous round's scores alive)."""
+    r = -1
+    for scores in rounds:
+        r += 1
+        observe(r, scores)
+        yield scores
 
 
 def replay_scores(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
@@ -233,7 +246,8 @@ def replay_scores(backend: Any, samples: Sequence[RetrievalSample], gallery_imag
 def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                        image_root: str | os.PathLike[str] | None, protocol: Mapping[str, Any] | None = None, *,
                        max_rounds: int | None = None, description_only: bool = False,
-                       progress: bool = False, scoring: ScoringConfig | None = None) -> EvaluationReport:
+                       progress: bool = False, scoring: ScoringConfig | None = None,
+                       observe: Callable[[int, np.ndarray], None] | None = None) -> EvaluationReport:
     """Replay ``samples`` round by round with ``backend`` (a RetrievalBackend) against the gallery.
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
@@ -243,13 +257,15 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
     skipped, as in a session (``protocol["attribute_evidence"]`` says whether it applied).
     ``protocol`` (dataset, split, model, ...) is recorded in the report with what this adds:
     ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``, ``scoring``,
-    ``attribute_evidence``.
+    ``attribute_evidence``. ``observe(round, scores)``, when given, sees each round's (Q, G) final
+    scores before they are scored and must not change them (e.g. a
+    :class:`~minterpr.evaluation.pictures.RankRecorder` keeping a few queries' rankings).
     """
     scoring = ScoringConfig() if scoring is None else scoring
     if not isinstance(scoring, ScoringConfig):
         raise InputError(f"scoring must be a ScoringConfig, got {type(scoring).__name__}")
     replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress)
-    result = replay.metrics(scoring)
+    result = replay.metrics(scoring, observe)
     full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
             "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",
             "queries": "description_only" if description_only else "dialogue", "scoring": scoring.to_dict(),

@@ -1,0 +1,175 @@
+"""Options every ``minterpr`` command shares, and what they do.
+
+:func:`add_common_options` gives a command, after its handler is set:
+
+* ``--verbose`` / ``--quiet`` (``-v`` / ``-q``, one or the other): the ``minterpr`` logger
+  (:mod:`logging`) prints INFO and above to stderr by default, DEBUG too with ``--verbose``,
+  warnings and errors only with ``--quiet``, which also turns progress bars off
+  (:func:`show_progress`). Diagnostics (what is being done, where a file went) are log records;
+  a command's results (tables, summaries, chat replies) stay on stdout.
+* ``--device DEVICE`` (``device=True``) on commands that run a model: ``cpu`` (default),
+  ``cuda``, ``cuda:1``, ``mps``.
+* ``--json [PATH|-]`` (``json=True``) on commands that write a JSON report: to PATH (atomically),
+  or with ``-`` (or no value) to stdout, and then nothing else goes to stdout: whatever the command
+  would print there goes to stderr (:func:`write_json` writes the report).
+
+Example:
+    >>> import argparse
+    >>> parser = argparse.ArgumentParser(prog="minterpr toy")
+    >>> def toy(args):
+    ...     print("table")
+    ...     write_json(args.json, {"r1": 50.0})
+    ...     return 0
+    >>> parser.set_defaults(handler=toy)
+    >>> add_common_options(parser, device=True, json=True)
+    >>> args = parser.parse_args(["--json", "-", "--quiet", "--device", "cuda"])
+    >>> args.json, args.quiet, args.verbose, args.device
+    ('-', True, False, 'cuda')
+    >>> import contextlib, io, sys
+    >>> with contextlib.redirect_stderr(io.StringIO()) as err:
+    ...     code = args.handler(args)  # the table goes to stderr, the JSON alone to stdout
+    {
+      "r1": 50.0
+    }
+    >>> err.getvalue()
+    'table\\n'
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import contextvars
+import functools
+import json as jsonlib
+import logging
+import sys
+from typing import Any, Callable, TextIO
+
+from minterpr.fileio import atomic_write_text
+
+LOGGER_NAME = "minterpr"  # the package's logger: every module logs under it (minterpr.cli.eval, ...)
+STDOUT = "-"  # --json - : the report to stdout
+DEFAULT_DEVICE = "cpu"
+_JSON_STDOUT: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar("minterpr_json_stdout", default=None)
+
+
+def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False, json: bool = False,
+                       device_default: str | None = DEFAULT_DEVICE, json_help: str | None = None) -> None:
+    """Add ``--verbose``/``--quiet`` (and ``--device``, ``--json``) to ``parser`` and make its
+    handler configure logging (and stdout for ``--json -``) before it runs.
+
+    Call it after ``parser.set_defaults(handler=...)``; ValueError otherwise (a programming error
+    that every test building the parser finds). ``device_default``: None where the command has a
+    default of its own (``train``: the config's device).
+    """
+    handler = parser.get_default("handler")
+    if handler is None:
+        raise ValueError(f"{parser.prog}: call add_common_options after parser.set_defaults(handler=...)")
+    group = parser.add_argument_group("common options")
+    loudness = group.add_mutually_exclusive_group()
+    loudness.add_argument("-v", "--verbose", action="store_true", help="debug messages too")
+    loudness.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress bars")
+    if device:
+        default = "the config's" if device_default is None else device_default
+        group.add_argument("--device", default=device_default, metavar="DEVICE",
+                           help=f"torch device the model runs on, e.g. cpu, cuda, cuda:1 (default: {default})")
+    if json:
+        group.add_argument("--json", nargs="?", const=STDOUT, metavar="PATH|-",
+                           help=json_help or "write the JSON report to PATH; '-' (or no value): to stdout, "
+                                             "and nothing else goes there")
+    parser.set_defaults(handler=_configured(handler))
+
+
+def _configured(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    if getattr(handler, "_common_options", False):
+        return handler
+
+    @functools.wraps(handler)
+    def run(args: argparse.Namespace) -> int:
+        configure_logging(verbosity(args))
+        if getattr(args, "json", None) != STDOUT:
+            return handler(args)
+        token = _JSON_STDOUT.set(sys.stdout)
+        try:
+            with contextlib.redirect_stdout(sys.stderr):  # the report alone on stdout
+                return handler(args)
+        finally:
+            _JSON_STDOUT.reset(token)
+
+    run._common_options = True  # type: ignore[attr-defined]
+    return run
+
+
+def verbosity(args: argparse.Namespace) -> int:
+    """The logging level the flags ask for: WARNING (--quiet), INFO (default), DEBUG (--verbose)."""
+    if getattr(args, "quiet", False):
+        return logging.WARNING
+    return logging.DEBUG if getattr(args, "verbose", False) else logging.INFO
+
+
+def show_progress(args: argparse.Namespace, default: bool = True) -> bool:
+    """Whether progress bars are shown: never with --quiet, else ``default``."""
+    return bool(default) and not getattr(args, "quiet", False)
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever ``sys.stderr`` is when a record is emitted (tests swap it)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+
+    @property  # type: ignore[override]
+    def stream(self) -> TextIO:
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, value: Any) -> None:  # StreamHandler.__init__ assigns it
+        pass
+
+
+class _Formatter(logging.Formatter):
+    """INFO: the message alone; other levels: ``warning: ...``; with --verbose: time and logger too."""
+
+    def __init__(self, detailed: bool) -> None:
+        super().__init__()
+        self.detailed = detailed
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = super().format(record)
+        if self.detailed:
+            return f"{self.formatTime(record, '%H:%M:%S')} {record.name} {record.levelname.lower()}: {message}"
+        return message if record.levelno == logging.INFO else f"{record.levelname.lower()}: {message}"
+
+
+def configure_logging(level: int = logging.INFO) -> logging.Logger:
+    """Set the ``minterpr`` logger's level and give it one stderr handler (repeated calls reuse it).
+
+    Example:
+        >>> configure_logging(logging.WARNING).getEffectiveLevel() == logging.WARNING
+        True
+    """
+    logger = logging.getLogger(LOGGER_NAME)
+    logger.setLevel(level)
+    handler = next((h for h in logger.handlers if isinstance(h, _StderrHandler)), None)
+    if handler is None:
+        handler = _StderrHandler()
+        logger.addHandler(handler)
+    handler.setFormatter(_Formatter(detailed=level <= logging.DEBUG))
+    return logger
+
+
+def write_json(target: str | None, data: Any) -> str | None:
+    """Write ``data`` (a JSON string, or a value to dump with indent 2) to ``target``: a file
+    (atomically), ``-`` for stdout (the real stdout under ``--json -``), None for nowhere.
+    Returns where it went ("-" or the path)."""
+    if target is None:
+        return None
+    text = data if isinstance(data, str) else jsonlib.dumps(data, indent=2, allow_nan=False)
+    text = text if text.endswith("\n") else text + "\n"
+    if target == STDOUT:
+        stream = _JSON_STDOUT.get() or sys.stdout
+        stream.write(text)
+        stream.flush()
+        return STDOUT
+    atomic_write_text(target, text)
+    return target
