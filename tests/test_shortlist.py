@@ -142,9 +142,12 @@ def test_shortlist_grows_when_rejections_exhaust_it(big):
     exact.describe("A woman.")
     for i in rejected:
         last = exact.feedback(i, "No, that's not her.")
-    # the same best person and score (a person's images tie: the shortlist may hold another of them)
-    assert index.images[int(last.ranking[0])].person_id == index.images[int(step.ranking[0])].person_id
+    # the same best score, and the shortlist's best person is one the exact path ties at that score
+    # (a person's images tie, and so may people described alike: which tied row comes first, and
+    # which tied rows enter the shortlist, is not specified)
     assert last.scores[0] == pytest.approx(step.scores[0])
+    tied = {index.images[int(r)].person_id for r, v in zip(last.ranking, last.scores) if v == pytest.approx(last.scores[0])}
+    assert index.images[int(step.ranking[0])].person_id in tied
     assert all(step.rank_of(i) is not None for i in rejected)  # judged images stay candidates
 
 
