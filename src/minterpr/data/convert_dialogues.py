@@ -30,12 +30,13 @@ import random
 from functools import lru_cache
 from typing import Sequence
 
-from minterpr.data.dialogue_synthesis import REFERENCE_STRATEGIES, AttributeTable, DialogueSynthesisConfig
+from minterpr.data.dialogue_synthesis import (REFERENCE_STRATEGIES, AttributeTable, DialogueSynthesisConfig,
+                                              synthesize_qa_turns)
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.data.text_parser import parse_facts
-from minterpr.data.utterances import ASKABLE_SLOTS, SALIENCE, answer, feedback, question
-from minterpr.types import Attributes, Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
+from minterpr.data.utterances import feedback
+from minterpr.types import Attributes, Dialogue, GalleryImage, ReferenceTurn, RetrievalSample
 
 
 @lru_cache(maxsize=1 << 16)
@@ -68,10 +69,6 @@ def caption_attributes(captions: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return labels
 
 
-def _known(facts: Sequence[Fact]) -> dict[str, tuple[str, ...]]:
-    return {f.slot: f.values for f in facts if not f.negated}
-
-
 def _others_left(target: int, table: AttributeTable, used: set[int], people: int) -> bool:
     """Is there an image of another identity, none shown yet in this dialogue? (``people``: the
     number of identities in the table)"""
@@ -83,17 +80,7 @@ def caption_dialogue(caption: str, target: int, table: AttributeTable, strategy:
     """One dialogue about gallery image ``target`` that opens with ``caption`` (module doc)."""
     attributes: Attributes = table.gallery[target].attributes or {}
     facts = [f for f in caption_facts(caption) if not f.negated]
-    qa_turns, asked = [], []
-    for _ in range(rng.randint(config.min_qa_turns, config.max_qa_turns)):
-        known = _known(facts)
-        open_slots = [s for s in ASKABLE_SLOTS if attributes.get(s) and s not in known and s not in asked]
-        if not open_slots:
-            break
-        slot = rng.choices(open_slots, [SALIENCE[s] for s in open_slots])[0]
-        reply = answer(slot, attributes, rng)
-        qa_turns.append(QATurn(question(slot, known, rng), reply.text))
-        asked.append(slot)
-        facts.extend(reply.facts)
+    qa_turns, _, _ = synthesize_qa_turns(attributes, facts, config, rng, labelled_only=True)
     reference_turns, used = [], set()
     choose = REFERENCE_STRATEGIES.get(strategy)
     people = int(table.person_index.max()) + 1  # person_index numbers the identities 0..P-1

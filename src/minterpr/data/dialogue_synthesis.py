@@ -29,7 +29,7 @@ from minterpr.data.utterances import (ASKABLE_SLOTS, SALIENCE, answer, caption_d
                                       description, feedback, question)
 from minterpr.errors import InputError
 from minterpr.registry import Registry
-from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
+from minterpr.types import Attributes, Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
 
 
 DESCRIPTION_STYLES = ("synthetic", "caption")
@@ -163,6 +163,30 @@ def _known(facts: Sequence[Fact]) -> dict[str, tuple[str, ...]]:
     return {f.slot: f.values for f in facts if not f.negated}
 
 
+def synthesize_qa_turns(attributes: Attributes, facts: list[Fact], config: DialogueSynthesisConfig,
+                        rng: random.Random, *, labelled_only: bool = False
+                        ) -> tuple[list[QATurn], list[str], list[Sequence[Fact]]]:
+    """Q&A turns about askable slots the ``facts`` do not state yet (drawn by salience), answered
+    from ``attributes``; ``facts`` grows with each answer. ``labelled_only``: ask only about slots
+    ``attributes`` has a value for. Returns the turns, the slots asked and each answer's facts."""
+    turns: list[QATurn] = []
+    asked: list[str] = []
+    answered: list[Sequence[Fact]] = []
+    for _ in range(rng.randint(config.min_qa_turns, config.max_qa_turns)):
+        known = _known(facts)
+        open_slots = [s for s in ASKABLE_SLOTS if s not in known and s not in asked
+                      and (not labelled_only or attributes.get(s))]
+        if not open_slots:
+            break
+        slot = rng.choices(open_slots, [SALIENCE[s] for s in open_slots])[0]
+        reply = answer(slot, attributes, rng)
+        turns.append(QATurn(question(slot, known, rng), reply.text))
+        asked.append(slot)
+        answered.append(reply.facts)
+        facts.extend(reply.facts)
+    return turns, asked, answered
+
+
 def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: random.Random,
                         config: DialogueSynthesisConfig) -> SynthesizedDialogue:
     """One dialogue about gallery image ``target`` using reference ``strategy``."""
@@ -175,18 +199,8 @@ def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: 
                            rng, vague_rate=config.vague_rate)
     round_facts: list[tuple[Fact, ...]] = [said.facts]
     facts = list(said.facts)
-    qa_turns, asked = [], []
-    for _ in range(rng.randint(config.min_qa_turns, config.max_qa_turns)):
-        known = _known(facts)
-        open_slots = [s for s in ASKABLE_SLOTS if s not in known and s not in asked]
-        if not open_slots:
-            break
-        slot = rng.choices(open_slots, [SALIENCE[s] for s in open_slots])[0]
-        reply = answer(slot, attributes, rng)
-        qa_turns.append(QATurn(question(slot, known, rng), reply.text))
-        asked.append(slot)
-        round_facts.append(reply.facts)
-        facts.extend(reply.facts)
+    qa_turns, asked, answered = synthesize_qa_turns(attributes, facts, config, rng)
+    round_facts.extend(answered)
     reference_turns, used = [], set()
     choose = REFERENCE_STRATEGIES.get(strategy)
     for _ in range(rng.randint(config.min_image_turns, config.max_image_turns)):
