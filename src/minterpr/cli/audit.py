@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from minterpr.cli.serve import add_state_arguments, require_serve, settings_from
+from minterpr.cli.serve import add_state_arguments, services_from
 from minterpr.cli.simulate import CLIError
 
 
@@ -35,17 +35,10 @@ def cmd_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
     return 0 if report.ok else 1
 
 
-def _services(args: argparse.Namespace):
-    require_serve()
-    from minterpr.serving.service import build_services
-
-    return build_services(settings_from(args))
-
-
 def cmd_export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.fileio import atomic_open
 
-    services = _services(args)
+    services = services_from(args)
     try:
         services.audit.record(None, "audit_export", None, {"by": "minterpr audit export"})
         seq, head = services.audit.head()
@@ -59,7 +52,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def cmd_head(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    services = _services(args)
+    services = services_from(args)
     try:
         seq, head = services.audit.head()
     finally:

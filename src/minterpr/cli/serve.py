@@ -63,6 +63,14 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
                          torch_threads=getattr(args, "torch_threads", None), **extra)
 
 
+def services_from(args: argparse.Namespace) -> Any:
+    """The service layer over the state folder / database the parsed options name (the serve extra is checked first)."""
+    require_serve()
+    from minterpr.serving.service import build_services
+
+    return build_services(settings_from(args))
+
+
 def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0) -> tuple[Path, Path]:
     """The demo's run and stored test gallery, registered as gallery "demo": the world is built and
     the model trained when absent (cached as ``minterpr demo`` caches them); the store is built once

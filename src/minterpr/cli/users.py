@@ -12,18 +12,11 @@ import argparse
 import sys
 from typing import TextIO
 
-from minterpr.cli.serve import add_state_arguments, read_password, require_serve, settings_from
-
-
-def _services(args: argparse.Namespace):
-    require_serve()
-    from minterpr.serving.service import build_services
-
-    return build_services(settings_from(args))
+from minterpr.cli.serve import add_state_arguments, read_password, services_from
 
 
 def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    services = _services(args)
+    services = services_from(args)
     try:
         services.accounts.create_user(args.username, read_password(f"password for {args.username}"), args.role,
                                       by="minterpr users add")
@@ -34,7 +27,7 @@ def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    services = _services(args)
+    services = services_from(args)
     try:
         for user in services.accounts.users():
             fields = [user["username"], user["role"], *(["disabled"] if user["disabled"] else [])]
@@ -45,7 +38,7 @@ def cmd_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def cmd_passwd(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    services = _services(args)
+    services = services_from(args)
     try:
         services.accounts.set_password(args.username, read_password(f"new password for {args.username}"),
                                        by="minterpr users passwd")
