@@ -30,13 +30,12 @@ import random
 from functools import lru_cache
 from typing import Sequence
 
-from minterpr.data.dialogue_synthesis import (REFERENCE_STRATEGIES, AttributeTable, DialogueSynthesisConfig,
-                                              synthesize_qa_turns)
+from minterpr.data.dialogue_synthesis import (AttributeTable, DialogueSynthesisConfig, synthesize_qa_turns,
+                                              synthesize_reference_turns)
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.data.text_parser import parse_facts
-from minterpr.data.utterances import feedback
-from minterpr.types import Attributes, Dialogue, GalleryImage, ReferenceTurn, RetrievalSample
+from minterpr.types import Attributes, Dialogue, GalleryImage, RetrievalSample
 
 
 @lru_cache(maxsize=1 << 16)
@@ -69,29 +68,13 @@ def caption_attributes(captions: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return labels
 
 
-def _others_left(target: int, table: AttributeTable, used: set[int], people: int) -> bool:
-    """Is there an image of another identity, none shown yet in this dialogue? (``people``: the
-    number of identities in the table)"""
-    return len({int(table.person_index[target])} | {int(table.person_index[i]) for i in used}) < people
-
-
 def caption_dialogue(caption: str, target: int, table: AttributeTable, strategy: str, rng: random.Random,
                      config: DialogueSynthesisConfig) -> Dialogue:
     """One dialogue about gallery image ``target`` that opens with ``caption`` (module doc)."""
     attributes: Attributes = table.gallery[target].attributes or {}
     facts = [f for f in caption_facts(caption) if not f.negated]
     qa_turns, _, _ = synthesize_qa_turns(attributes, facts, config, rng, labelled_only=True)
-    reference_turns, used = [], set()
-    choose = REFERENCE_STRATEGIES.get(strategy)
-    people = int(table.person_index.max()) + 1  # person_index numbers the identities 0..P-1
-    for _ in range(rng.randint(config.min_image_turns, config.max_image_turns)):
-        if not _others_left(target, table, used, people):
-            break
-        ref = choose(target, table, facts, used, rng, config)
-        used.add(ref)
-        reply = feedback(attributes, table.gallery[ref].attributes or {}, rng)
-        reference_turns.append(ReferenceTurn(table.gallery[ref].path, reply.text))
-        facts.extend(reply.facts)
+    reference_turns, _ = synthesize_reference_turns(target, table, strategy, attributes, facts, config, rng)
     return Dialogue(caption, tuple(qa_turns), tuple(reference_turns))
 
 

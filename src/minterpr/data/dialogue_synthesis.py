@@ -187,6 +187,30 @@ def synthesize_qa_turns(attributes: Attributes, facts: list[Fact], config: Dialo
     return turns, asked, answered
 
 
+def synthesize_reference_turns(target: int, table: AttributeTable, strategy: str, attributes: Attributes,
+                               facts: list[Fact], config: DialogueSynthesisConfig, rng: random.Random
+                               ) -> tuple[list[ReferenceTurn], list[Sequence[Fact]]]:
+    """Reference-image turns: images of other identities, chosen by ``strategy`` and none of a
+    person already shown, each with the feedback ``attributes`` give on it; ``facts`` grows with
+    each reply. Returns the turns and each reply's facts."""
+    turns: list[ReferenceTurn] = []
+    replies: list[Sequence[Fact]] = []
+    used: set[int] = set()
+    choose = REFERENCE_STRATEGIES.get(strategy)
+    people = int(table.person_index.max()) + 1  # person_index numbers the identities 0..P-1
+    for _ in range(rng.randint(config.min_image_turns, config.max_image_turns)):
+        # an image may be shown while some identity is neither the target's nor one shown already
+        if len({int(table.person_index[target])} | {int(table.person_index[i]) for i in used}) >= people:
+            break
+        ref = choose(target, table, facts, used, rng, config)
+        used.add(ref)
+        reply = feedback(attributes, table.gallery[ref].attributes or {}, rng)
+        turns.append(ReferenceTurn(table.gallery[ref].path, reply.text))
+        replies.append(reply.facts)
+        facts.extend(reply.facts)
+    return turns, replies
+
+
 def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: random.Random,
                         config: DialogueSynthesisConfig) -> SynthesizedDialogue:
     """One dialogue about gallery image ``target`` using reference ``strategy``."""
@@ -201,17 +225,8 @@ def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: 
     facts = list(said.facts)
     qa_turns, asked, answered = synthesize_qa_turns(attributes, facts, config, rng)
     round_facts.extend(answered)
-    reference_turns, used = [], set()
-    choose = REFERENCE_STRATEGIES.get(strategy)
-    for _ in range(rng.randint(config.min_image_turns, config.max_image_turns)):
-        if not _allowed(target, table, used).any():
-            break
-        ref = choose(target, table, facts, used, rng, config)
-        used.add(ref)
-        reply = feedback(attributes, table.gallery[ref].attributes or {}, rng)
-        reference_turns.append(ReferenceTurn(table.gallery[ref].path, reply.text))
-        round_facts.append(reply.facts)
-        facts.extend(reply.facts)
+    reference_turns, shown = synthesize_reference_turns(target, table, strategy, attributes, facts, config, rng)
+    round_facts.extend(shown)
     dialogue = Dialogue(said.text, tuple(qa_turns), tuple(reference_turns))
     sample = RetrievalSample(image.path, image.person_id, dialogue)
     return SynthesizedDialogue(sample, strategy, round_facts, asked)
