@@ -6,7 +6,7 @@ import pytest
 from minterpr.training.config import (ConfigError, StageConfig, TrainConfig, load_config, parse_selection_metric,
                                       save_config)
 
-SHIPPED = ("tiny", "synthetic", "synthetic_baseline", "peta")
+SHIPPED = ("tiny", "synthetic", "synthetic_baseline", "peta", "clip")
 
 
 @pytest.mark.parametrize("name", SHIPPED)

@@ -1,6 +1,6 @@
 """``minterpr train``: train a retrieval model with progressive stages (see minterpr.training).
 
-The config is a YAML path or a shipped name (tiny, synthetic, synthetic_baseline, peta);
+The config is a YAML path or a shipped name (tiny, synthetic, synthetic_baseline, peta, clip);
 ``--set key.path=value`` overrides any field (``--set stages.2.epochs=3``,
 ``--set stages=[attributes,alignment]``) and ``--data DIR`` sets ``data.root``.
 ``--resume`` continues RUN_DIR exactly where it stopped (the config then defaults to the run's
@@ -102,7 +102,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("train", help="train a retrieval model (progressive stages)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", metavar="FILE_OR_NAME",
-                        help="YAML config file or shipped name (tiny, synthetic, synthetic_baseline, peta)")
+                        help="YAML config file or shipped name (tiny, synthetic, synthetic_baseline, peta, clip)")
     parser.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (checkpoints, logs, model.pt)")
     parser.add_argument("--resume", action="store_true", help="continue RUN_DIR from its last checkpoint")
     parser.add_argument("--set", action="append", metavar="KEY=VALUE",

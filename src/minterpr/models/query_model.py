@@ -261,6 +261,7 @@ def create_model(config: ModelConfig | str = "efficientnet_minilm", **overrides:
     if overrides:
         config = config.replace(**overrides)
     for name, kwargs in ((config.image_encoder, config.image_kwargs()), (config.text_encoder, config.text_kwargs())):
-        if name == "clip" and "model_dir" not in kwargs:
-            raise ValueError("clip encoders need a local CLIP directory: encoder_kwargs={'model_dir': ...}")
+        if name == "clip" and not str(kwargs.get("model_dir") or "").strip():
+            raise ValueError("clip encoders need a local CLIP directory (a transformers save_pretrained folder): "
+                             "add --set model.encoder_kwargs.model_dir=DIR (in Python: encoder_kwargs={'model_dir': DIR})")
     return RetrievalModel(config)
