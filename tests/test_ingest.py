@@ -250,6 +250,11 @@ def test_cli_ingests_and_prints_what_it_did(video, run_dir, tmp_path, capsys, mo
     assert main(argv[:-1]) == 0
     out = capsys.readouterr().out
     assert "already ingested" in out and "search it with: minterpr chat" in out
+    report = tmp_path / "result.json"  # --json PATH: the record to the file, the summary stays on stdout
+    assert main([*argv[:-1], "--json", str(report), "--quiet", "--device", "cpu"]) == 0
+    captured = capsys.readouterr()
+    assert "already ingested" in captured.out and not captured.err
+    assert json.loads(report.read_text())["already_done"] is True
 
 
 KILLED_CHILD = """

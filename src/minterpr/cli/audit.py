@@ -3,10 +3,12 @@
     minterpr audit export --data /srv/minterpr --out audit.jsonl   # prints the head hash
     minterpr audit head --data /srv/minterpr                         # seq and hash of the last entry
     minterpr audit verify audit.jsonl --head HASH                    # exit 0 intact, 1 with the problems
+    minterpr audit verify audit.jsonl --json -                       # the result as JSON on stdout
 
 ``verify`` needs nothing but the file: it recomputes every entry's hash and follows the chain,
 so an edited, removed or reordered entry is reported by line. An export cut at its end is only
-caught against a head hash kept elsewhere (``--head``).
+caught against a head hash kept elsewhere (``--head``). Every subcommand takes ``--json [PATH|-]``
+(its result as one JSON object) and ``--verbose``/``--quiet``.
 """
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
+from minterpr.cli.common import add_common_options, write_json
 from minterpr.cli.serve import add_state_arguments, services_from
 from minterpr.cli.simulate import CLIError
 
@@ -32,6 +35,9 @@ def cmd_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"{path}: {problem}", file=out)
     status = "intact" if report.ok else f"NOT intact ({len(report.problems)} problem(s))"
     print(f"{path}: {report.entries} entries, head {report.head}: {status}", file=out)
+    write_json(getattr(args, "json", None), {"file": str(path), "entries": report.entries, "head": report.head,
+                                             "expected_head": args.head, "ok": report.ok,
+                                             "problems": list(report.problems)})
     return 0 if report.ok else 1
 
 
@@ -48,6 +54,7 @@ def cmd_export(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         services.close()
     print(f"{args.out}: {seq} entries, head {head}", file=out or sys.stdout)
+    write_json(getattr(args, "json", None), {"file": str(args.out), "entries": seq, "head": head})
     return 0
 
 
@@ -58,6 +65,7 @@ def cmd_head(args: argparse.Namespace, out: TextIO | None = None) -> int:
     finally:
         services.close()
     print(f"{seq} {head}", file=out or sys.stdout)
+    write_json(getattr(args, "json", None), {"seq": seq, "head": head})
     return 0
 
 
@@ -71,10 +79,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     verify.add_argument("file", metavar="FILE")
     verify.add_argument("--head", metavar="HASH", help="the head hash the log must end at (from `audit head`)")
     verify.set_defaults(handler=cmd_verify)
+    add_common_options(verify, json=True, json_help="also write the result ({file, entries, head, expected_head, "
+                                                    "ok, problems}) to PATH ('-' or no value: to stdout, the lines "
+                                                    "to stderr)")
     export = sub.add_parser("export", help="write the whole log as JSON lines")
     export.add_argument("--out", required=True, metavar="FILE")
     add_state_arguments(export)
     export.set_defaults(handler=cmd_export)
+    add_common_options(export, json=True, json_help="also write {file, entries, head} to PATH ('-' or no value: "
+                                                    "to stdout)")
     head = sub.add_parser("head", help="print the seq and hash of the last entry")
     add_state_arguments(head)
     head.set_defaults(handler=cmd_head)
+    add_common_options(head, json=True, json_help="also write {seq, head} to PATH ('-' or no value: to stdout)")

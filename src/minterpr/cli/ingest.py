@@ -5,10 +5,13 @@ for an ONNX model of yours), tracks them (ByteTrack), keeps the best crops of ea
 embeds them with ``--run`` and adds them to the gallery with camera, time, frame, box, track
 and source metadata (:mod:`minterpr.ingest`). Interrupted (Ctrl-C, a kill), the same command
 continues where it stopped. ``minterpr chat --run RUN --index DIR`` then searches the gallery.
+``--device`` picks where the crops are embedded (cpu by default); ``--json [PATH|-]`` writes the
+result as JSON (``--json`` alone, as before: to stdout, and the summary lines to stderr);
+``--quiet`` turns the progress bars off (and info messages), ``--verbose`` adds debug ones.
 
 Example:
     $ minterpr ingest lobby.mp4 --gallery lobby --camera lobby:cam1 --start 2026-12-01T10:00:00 --run runs/synth --every 2
-    $ minterpr ingest crops/ --gallery lobby --camera lobby:cam2 --run runs/synth
+    $ minterpr ingest crops/ --gallery lobby --camera lobby:cam2 --run runs/synth --device cuda --json result.json
 """
 from __future__ import annotations
 
@@ -18,6 +21,7 @@ import shlex
 import sys
 from typing import Any, TextIO
 
+from minterpr.cli.common import add_common_options, show_progress, write_json
 from minterpr.cli.simulate import CLIError
 
 
@@ -68,6 +72,9 @@ class ProgressBars:
 
 def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.ingest import IngestOptions, gallery_dir, ingest
+    from minterpr.ingest.options import check_options
+    from minterpr.ingest.sources import parse_start
+    from minterpr.pipeline import load_pipeline
 
     out = out or sys.stdout
     if args.every is not None and args.target_fps is not None:
@@ -77,25 +84,27 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
                             detector_options=_detector_options(args.detector_option), best_k=args.best_k,
                             restart=args.restart)
     gallery = gallery_dir(args.gallery)
+    check_options(options)  # a bad option fails before the model is loaded
+    parse_start(options.start)
+    pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"))  # an unusable device: InputError
     try:  # FFmpeg's own log lines (a damaged file) would break the one-line error
         import av.logging
 
         av.logging.set_level(av.logging.PANIC)
     except ImportError:
         pass
-    bars = ProgressBars(enabled=not args.quiet and sys.stderr.isatty())
+    bars = ProgressBars(enabled=show_progress(args, sys.stderr.isatty()))
     try:
-        result = ingest(args.source, gallery, run=args.run, options=options, progress=bars)
+        result = ingest(args.source, gallery, run=pipeline, options=options, progress=bars)
     except KeyboardInterrupt:
         bars.close()
         print("interrupted: the progress is saved; run the same command again to continue", file=sys.stderr)
         return 130
     finally:
         bars.close()
+    data = {k: (str(v) if k == "gallery" else v) for k, v in result.__dict__.items()}
     if args.json:
-        data = {k: (str(v) if k == "gallery" else v) for k, v in result.__dict__.items()}
-        print(json.dumps(data, indent=2), file=out)
-        return 0
+        write_json(args.json, data)
     if result.already_done:
         print(f"{result.source}: already ingested into {result.gallery} ({result.rows_added} rows; --restart redoes it)",
               file=out)
@@ -140,6 +149,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a detector option, repeatable (onnx: model=PATH, input_size=[640,640], ...)")
     parser.add_argument("--best-k", type=int, default=3, metavar="K", help="crops kept per track (default 3)")
     parser.add_argument("--restart", action="store_true", help="discard this source's saved progress and redo it")
-    parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--json", action="store_true", help="print the result as JSON")
     parser.set_defaults(handler=cmd_ingest)
+    # --quiet (as before: no progress bars), --device (where the crops are embedded), --json [PATH|-]
+    # (the bare --json of before still prints the result to stdout, now with the summary on stderr)
+    add_common_options(parser, device=True, json=True,
+                       json_help="write the result as JSON to PATH ('-' or no value: to stdout, the summary "
+                                 "lines to stderr)")

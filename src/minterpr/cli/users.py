@@ -1,7 +1,7 @@
 """``minterpr users``: accounts of the search service (add, list, set a password).
 
     minterpr users add ana --role analyst --data /srv/minterpr     # password from the terminal / stdin
-    minterpr users list --data /srv/minterpr
+    minterpr users list --data /srv/minterpr                       # --json -: the list as JSON on stdout
     minterpr users passwd ana --data /srv/minterpr
 
 Passwords are read, never printed or logged; only their scrypt hashes are stored.
@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import TextIO
 
+from minterpr.cli.common import add_common_options, write_json
 from minterpr.cli.serve import add_state_arguments, read_password, services_from
 
 
@@ -27,13 +28,18 @@ def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def cmd_list(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    """One tab-separated line per user (name, role, "disabled"); ``--json``: also the list as JSON,
+    ``[{"username": ..., "role": ..., "disabled": false}, ...]`` (no ids, no hashes)."""
     services = services_from(args)
     try:
-        for user in services.accounts.users():
-            fields = [user["username"], user["role"], *(["disabled"] if user["disabled"] else [])]
-            print("\t".join(fields), file=out or sys.stdout)
+        users = services.accounts.users()
     finally:
         services.close()
+    for user in users:
+        fields = [user["username"], user["role"], *(["disabled"] if user["disabled"] else [])]
+        print("\t".join(fields), file=out or sys.stdout)
+    write_json(getattr(args, "json", None),
+               [{"username": u["username"], "role": u["role"], "disabled": bool(u["disabled"])} for u in users])
     return 0
 
 
@@ -58,10 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("--role", required=True, choices=("viewer", "analyst", "admin", "auditor"))
     add_state_arguments(add)
     add.set_defaults(handler=cmd_add)
+    add_common_options(add)
     listing = sub.add_parser("list", help="list the users and their roles")
     add_state_arguments(listing)
     listing.set_defaults(handler=cmd_list)
+    add_common_options(listing, json=True, json_help="also write the users as JSON to PATH ('-' or no value: to "
+                                                     "stdout, the table to stderr)")
     passwd = sub.add_parser("passwd", help="set a user's password")
     passwd.add_argument("username")
     add_state_arguments(passwd)
     passwd.set_defaults(handler=cmd_passwd)
+    add_common_options(passwd)
