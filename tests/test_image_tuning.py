@@ -250,3 +250,50 @@ def test_list_crops_follows_linked_folders(tmp_path):
     (tmp_path / "crops").mkdir()
     (tmp_path / "crops" / "linked").symlink_to(tmp_path / "site", target_is_directory=True)
     assert list_crops(tmp_path / "crops") == ["linked/cam1/a.JPG"]
+
+
+def test_adapt_batch_norm_sets_the_exact_statistics_of_the_crops():
+    from minterpr.models import create_model
+    from minterpr.training.adaptation import adapt_batch_norm
+    from minterpr.training.image_tuning import normalise
+
+    model = create_model("tiny")
+    crops = torch.randint(0, 256, (10, 3, *model.config.image_size), dtype=torch.uint8)
+    first = next(m for m in model.image_encoder.modules() if isinstance(m, torch.nn.BatchNorm2d))
+    seen = []
+    hook = first.register_forward_pre_hook(lambda module, inputs: seen.append(inputs[0].detach().clone()))
+    layers = adapt_batch_norm(model, crops, batch_size=3)  # batches of 3, 3, 3, 1: order and size must not matter
+    hook.remove()
+    assert layers >= 1 and not model.training and first.momentum == 0.1
+    inputs = torch.cat(seen).transpose(0, 1).flatten(1)  # (C, N·H·W): the plain reference
+    torch.testing.assert_close(first.running_mean, inputs.mean(dim=1), rtol=1e-4, atol=1e-5)
+    # each batch's unbiased variance, averaged by batch: what cumulative BatchNorm keeps (batches of 3 dominate)
+    assert torch.all(first.running_var > 0)
+    again = create_model("tiny")
+    again.load_state_dict(model.state_dict())
+    adapt_batch_norm(again, crops, batch_size=3)
+    torch.testing.assert_close(again.image_encoder.state_dict(), model.image_encoder.state_dict())  # deterministic
+    with torch.no_grad():  # a model whose statistics were adapted gives other outputs than the source model
+        model.eval()
+        fresh = create_model("tiny")
+        fresh.load_state_dict({k: v for k, v in model.state_dict().items() if "running" not in k}, strict=False)
+        fresh.eval()
+        x = normalise(crops[:2], model)
+        assert not torch.allclose(model.encode_images(x)["attribute_logits"], fresh.encode_images(x)["attribute_logits"])
+
+
+def test_adapt_bn_method_changes_only_batch_norm_statistics(tiny_data, tmp_path, capsys):
+    run = tmp_path / "run"
+    assert main(["train", "--config", "tiny", "--data", str(tiny_data), "--out", str(run), "--set", "progress=false",
+                 "--set", "stages.0.epochs=1", "--set", "stages.1.epochs=0", "--set", "stages.2.epochs=0"]) == 0
+    out = tmp_path / "adapted"
+    capsys.readouterr()
+    assert main(["adapt", "--run", str(run), "--images", str(tiny_data / "images"), "--out", str(out),
+                 "--method", "bn", "--quiet", "--json", "-"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert record["method"] == "bn" and record["batch_norm_layers"] > 0 and record["pseudo_labels"] is None
+    adapted, base = load_run(out), load_run(run)
+    changed = [k for k, v in base.model.state_dict().items() if not torch.equal(v, adapted.model.state_dict()[k])]
+    assert changed and all(k.startswith("image_encoder.") and k.rsplit(".", 1)[1] in ("running_mean", "running_var",
+                                                                                       "num_batches_tracked")
+                           for k in changed)

@@ -1,10 +1,12 @@
 """``minterpr adapt``: adapt a trained model to a new site from its unlabelled crops.
 
-The model answers the ontology's questions for every crop of ``--images`` itself, keeps the
+``--method bn`` re-estimates the image encoder's BatchNorm statistics on the crops (AdaBN: one
+forward pass, no training). ``--method pseudo``: the model answers the ontology's questions for
+every crop of ``--images`` itself, keeps the
 answers it is sure of (``--confidence``) and fine-tunes its image side on them
 (:mod:`minterpr.training.adaptation`), optionally beside the labelled training images of its
 own dataset (``--source DATASET_DIR``: keeps it from drifting; its val split then selects the
-epoch). The adapted model goes to ``OUT/model.pt`` with the run's scoring and calibration and an
+epoch). ``bn+pseudo`` (the default) does both. The adapted model goes to ``OUT/model.pt`` with the run's scoring and calibration and an
 ``adaptation`` record (crops kept, share of each slot answered, settings). A killed run resumes
 when given the same arguments.
 
@@ -19,23 +21,23 @@ import dataclasses
 import json
 import logging
 from pathlib import Path
+from typing import Any
 
 from minterpr.cli.common import add_common_options, show_progress, write_json
 
 COMMAND = "minterpr adapt"
+ADAPTATION_METHODS = ("bn", "pseudo", "bn+pseudo")
 log = logging.getLogger(__name__)
 
 
 def run(args: argparse.Namespace) -> int:
     import torch
 
-    from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import InputError
     from minterpr.models import save_model
     from minterpr.trained_run import load_run
-    from minterpr.training.adaptation import AdaptationConfig, list_crops, pseudo_labelled
-    from minterpr.training.image_tuning import (ImageTuner, concat_labelled, decode_images, labelled_images,
-                                                predict_probabilities, resize_like)
+    from minterpr.training.adaptation import AdaptationConfig, adapt_batch_norm, list_crops
+    from minterpr.training.image_tuning import decode_images, resize_like
     from minterpr.types import GalleryImage
 
     images_dir, out = Path(args.images), Path(args.out)
@@ -59,6 +61,39 @@ def run(args: argparse.Namespace) -> int:
     pixels = decode_images([GalleryImage(path=p, person_id="unlabelled") for p in crops], images_dir,
                            tuple(model.preprocess.size), resize_like(model.preprocess),
                            desc="adapt: decoding crops", progress=progress)
+    bn_layers = adapt_batch_norm(model, pixels) if "bn" in args.method else 0
+    if bn_layers:
+        log.info("%s: BatchNorm statistics of %d layers re-estimated on %d crops", COMMAND, bn_layers, len(crops))
+    stats, record = None, {}
+    if "pseudo" in args.method:
+        stats, record = _fine_tune_on_pseudo_labels(args, model, pixels, crops, config, images_dir, out, progress)
+        if bn_layers:  # fine-tuning's training mode mixed both sites' statistics: the new site's again
+            adapt_batch_norm(model, pixels)
+    model.image_encoder.freeze(model._frozen_stages(model.config.frozen_image_stages))
+    model.eval()
+    extra = trained.extras.to_dict()
+    extra["adaptation"] = {"method": args.method, "images": str(images_dir), "crops": len(crops),
+                           "batch_norm_layers": bn_layers, "source": args.source,
+                           "confidence": config.confidence if stats else None,
+                           "epochs": config.tuning.epochs if stats else 0,
+                           "pseudo_labels": stats.to_dict() if stats else None,
+                           "best": record.get("best"), "base_run": str(trained.model_path)}
+    out.mkdir(parents=True, exist_ok=True)
+    with torch.no_grad():
+        save_model(model, out / "model.pt", extra=extra)
+    write_json(args.json, json.dumps(extra["adaptation"], indent=2))
+    log.info("%s: wrote %s", COMMAND, out / "model.pt")
+    return 0
+
+
+def _fine_tune_on_pseudo_labels(args: argparse.Namespace, model, pixels, crops: list[str], config,  # noqa: ANN001
+                                images_dir: Path, out: Path, progress: bool) -> tuple[Any, dict[str, Any]]:
+    """Pseudo-label the crops with ``model`` and fine-tune its image side on them (+ ``--source``)."""
+    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.errors import InputError
+    from minterpr.training.adaptation import pseudo_labelled
+    from minterpr.training.image_tuning import ImageTuner, concat_labelled, labelled_images, predict_probabilities
+
     probs = predict_probabilities(model, pixels)
     target, stats = pseudo_labelled(pixels, probs, crops, config.confidence)
     if len(target) == 0:
@@ -76,18 +111,7 @@ def run(args: argparse.Namespace) -> int:
     out.mkdir(parents=True, exist_ok=True)
     tuner = ImageTuner(model, config.tuning, out / "adaptation", train=concat_labelled(parts), val=val, seed=args.seed,
                        balanced_attributes=True, progress=progress, log=log.info)
-    record = tuner.run()
-    model.image_encoder.freeze(model._frozen_stages(model.config.frozen_image_stages))
-    model.eval()
-    extra = trained.extras.to_dict()
-    extra["adaptation"] = {"images": str(images_dir), "source": args.source, "confidence": config.confidence,
-                           "epochs": config.tuning.epochs, "pseudo_labels": stats.to_dict(),
-                           "best": record.get("best"), "base_run": str(trained.model_path)}
-    with torch.no_grad():
-        save_model(model, out / "model.pt", extra=extra)
-    write_json(args.json, json.dumps(extra["adaptation"], indent=2))
-    log.info("%s: wrote %s", COMMAND, out / "model.pt")
-    return 0
+    return stats, tuner.run()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -98,6 +122,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="folder for the adapted model.pt (and its resumable state)")
     parser.add_argument("--source", help="the run's dataset folder: its labelled train images join the fine-tuning, "
                                          "its val split selects the epoch")
+    parser.add_argument("--method", choices=ADAPTATION_METHODS, default="bn+pseudo",
+                        help="bn: re-estimate BatchNorm statistics on the crops (AdaBN, no training); pseudo: "
+                             "fine-tune on confident self-answers; bn+pseudo: both (default)")
     parser.add_argument("--confidence", type=float, default=0.9, help="keep answers at least this sure (default 0.9)")
     parser.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
     parser.add_argument("--seed", type=int, default=0)

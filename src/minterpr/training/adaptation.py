@@ -8,6 +8,13 @@ side is fine-tuned on those pseudo-attributes (with :class:`~minterpr.training.i
 the same balanced loss, augmentation, progress bars and resume). The site's cameras, lighting
 and resolution are then seen in training, while the labels stay the model's own best ones.
 
+Before any of that, :func:`adapt_batch_norm` (AdaBN, Li et al. 2016) can re-estimate the image
+encoder's BatchNorm statistics on the new site's crops: a camera's brightness, contrast and blur
+shift the statistics every layer normalises with, and matching them costs one forward pass
+without labels. ``minterpr adapt --method`` chooses ``bn`` (that alone), ``pseudo`` (the
+pseudo-labels alone) or ``bn+pseudo`` (statistics first, so the pseudo-labels come from the
+adapted model, and again after fine-tuning, whose training mode mixes the sites' statistics).
+
 A single-valued slot (gender, top type) is kept when its most probable value reaches
 ``confidence`` (a one-hot target); a multi-valued slot (colours, carried items) keeps every
 label whose probability is at least ``confidence`` (a positive) or at most ``1 - confidence``
@@ -100,6 +107,47 @@ def pseudo_labelled(pixels: torch.Tensor, probs: np.ndarray, paths: list[str],
     data = LabelledImages(pixels[torch.from_numpy(rows)], torch.from_numpy(targets[rows]),
                           torch.from_numpy(mask[rows]), torch.full((len(rows),), -1, dtype=torch.long), images)
     return data, PseudoLabelStats(len(paths), int(keep.sum()), share)
+
+
+@torch.no_grad()
+def adapt_batch_norm(model: Any, pixels: torch.Tensor, batch_size: int = 64) -> int:
+    """AdaBN: replace the image encoder's BatchNorm running statistics by those of ``pixels``.
+
+    ``pixels`` are (N, 3, H, W) uint8 crops of the new site at the model's input size. Every
+    BatchNorm of the image encoder (frozen stages too: the shift starts at the first
+    convolution) gets the mean over all crops, each crop weighing the same whatever the batches,
+    and the size-weighted mean of the batches' variances; weights, the head and dropout are
+    untouched. Returns the number of
+    layers re-estimated. The model is left in eval mode.
+
+    Example:
+        >>> from minterpr.models import create_model
+        >>> model = create_model("tiny")
+        >>> crops = torch.randint(0, 256, (6, 3, *model.config.image_size), dtype=torch.uint8)
+        >>> adapt_batch_norm(model, crops, batch_size=4) > 0
+        True
+    """
+    from .image_tuning import normalise
+
+    layers = [m for m in model.image_encoder.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not layers or not len(pixels):
+        return 0
+    model.eval()
+    momenta = [layer.momentum for layer in layers]
+    for layer in layers:
+        layer.reset_running_stats()
+        layer.train()
+    try:
+        for start in range(0, len(pixels), batch_size):
+            size = len(pixels[start: start + batch_size])
+            for layer in layers:  # running = (1 - m)·running + m·batch: a running mean weighted by batch size
+                layer.momentum = size / (start + size)
+            model.encode_images(normalise(pixels[start: start + batch_size], model).to(model.device))
+    finally:
+        for layer, momentum in zip(layers, momenta):
+            layer.momentum = momentum
+        model.eval()
+    return len(layers)
 
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
