@@ -6,16 +6,19 @@ the frames of one tracked person are). Sessions of describe + 3 turns (answer / 
 rejects a shown image / answer) run through the public API; a simulated user (the ``oracle``
 simulator, told the target is someone not in the gallery, so it rejects whatever it is shown)
 speaks. Each session runs first on the exact path; the same turns are then fed to a session on
-a shortlist — exact ``argpartition`` over one scan, and each ANN backend registered in
-``VECTOR_INDEXES`` — so the final rankings compare like with like (recall@10 of the shortlist's
+a shortlist — exact ``argpartition`` over one cosine scan, each ANN backend registered in
+``VECTOR_INDEXES`` (cosine search), the fused search (cosine + attribute evidence) by one exact
+scan, and the fused search by :class:`~minterpr.index.fused_ivf.FusedIVF` — so the final rankings compare like with like (recall@10 of the shortlist's
 final top-10 against the exact path's).
 
 Printed per N and path: turn p50 / p95 (ms), the floor (one exact N×D matrix–vector product plus
-top-10, measured in the same run), p50 / floor, and recall@10.
+top-10, measured in the same run), p50 / floor, recall@10 and the candidates a turn ranked (mean).
+The text encoder's cache is emptied for every session: the text figures are uncached.
 
 Usage:
     python benchmarks/bench_turn_latency.py --sizes 10000,100000,1000000
     python benchmarks/bench_turn_latency.py --sizes 10000 --sessions 3 --json out.json
+    python benchmarks/bench_turn_latency.py --sizes 1000000 --backends "" --fused-ivf-options '{"nprobe": 32}'
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ import numpy as np
 
 from minterpr import load_pipeline
 from minterpr.data.formats.gallery import read_gallery
+from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.vector_index import VECTOR_INDEXES
 from minterpr.interaction.session import Session
@@ -146,16 +150,18 @@ def replayed(pipe: Any, index: GalleryIndex, history: list[Any], seed: int,
     times = []
     for entry in history:
         step, *t = timed(session, lambda: session.add(entry.turn, facts=entry.facts))
-        times.append(tuple(t))
+        times.append((*t, len(step.ranking)))
     return times, step
 
 
 def summary(times: list[tuple]) -> dict[str, float]:
-    ms = np.asarray(times).reshape(-1, 2) * 1e3  # (turns, [turn, encode])
+    rows = np.asarray(times, dtype=np.float64)  # (turns, [turn s, encode s(, candidates)])
+    ms = rows[:, :2] * 1e3  # (turns, [turn, encode])
+    extra = {"candidates_mean": float(rows[:, 2].mean())} if rows.shape[1] > 2 else {}
     rank = ms[:, 0] - ms[:, 1]
     return {"p50_ms": float(np.percentile(ms[:, 0], 50)), "p95_ms": float(np.percentile(ms[:, 0], 95)),
             "encode_p50_ms": float(np.percentile(ms[:, 1], 50)), "rank_p50_ms": float(np.percentile(rank, 50)),
-            "rank_p95_ms": float(np.percentile(rank, 95)), "turns": len(ms)}
+            "rank_p95_ms": float(np.percentile(rank, 95)), "turns": len(ms), **extra}
 
 
 def build_ann(name: str, index: GalleryIndex, options: dict[str, Any]) -> tuple[Any, float]:
@@ -183,7 +189,17 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
     result["paths"]["exact"] = {**summary(exact_times), "recall10": 1.0}
     shortlist = ShortlistConfig(size=args.shortlist, min_gallery=0, anchor_search=not args.no_anchor_search,
                                 certify=args.certify, max_size=args.max_size or None)
-    variants: list[tuple[str, GalleryIndex]] = [("shortlist", index)]
+    fused = replace(shortlist, fused=True)
+    variants: list[tuple[str, GalleryIndex, ShortlistConfig]] = []
+    if not args.no_cosine:
+        variants.append(("shortlist", index, shortlist))
+    variants.append(("shortlist+fused scan", index, fused))
+    if not args.no_fused_ivf:
+        t = time.perf_counter()
+        ivf = FusedIVF(index.embeddings, index.attribute_probs, **args.fused_ivf_options)
+        result.setdefault("build_s", {})["fused_ivf"] = time.perf_counter() - t
+        variants.append(("shortlist+fused IVF", GalleryIndex(index.images, index.embeddings, index.attribute_probs,
+                                                             index.root, fused=ivf), fused))
     for name in backends:
         try:
             vectors, build_s = build_ann(name, index, args.ann_options.get(name, {}))
@@ -192,11 +208,11 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
             continue
         result.setdefault("build_s", {})[name] = build_s
         variants.append((f"shortlist+{name}", GalleryIndex(index.images, index.embeddings, index.attribute_probs,
-                                                           index.root, vectors=vectors)))
-    for label, gallery in variants:
+                                                           index.root, vectors=vectors), shortlist))
+    for label, gallery, config in variants:
         times, recalls = [], []
         for s, history in enumerate(conversations):
-            turn_times, step = replayed(pipe, gallery, history, args.seed + s, shortlist)
+            turn_times, step = replayed(pipe, gallery, history, args.seed + s, config)
             times += turn_times
             recalls.append(len(set(step.ranking[:10].tolist()) & set(exact_final[s].tolist())) / 10)
         result["paths"][label] = {**summary(times), "recall10": float(np.mean(recalls))}
@@ -207,14 +223,14 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
 
 def print_table(results: list[dict[str, Any]], shortlist: int) -> None:
     print("| gallery N | path | one exact scan (N×D mat-vec + top-10) | turn p50 | turn p95 | p50 / scan "
-          "| text encoding p50 | ranking p50 | ranking p95 | recall@10 |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+          "| text encoding p50 | ranking p50 | ranking p95 | recall@10 | candidates (mean) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for label, p in r["paths"].items():
             name = label if label == "exact" else label.replace("shortlist", f"shortlist K={shortlist}")
             print(f"| {r['n']:,} | {name} | {r['scan_ms']:.2f} ms | {p['p50_ms']:.1f} ms | {p['p95_ms']:.1f} ms | "
                   f"{p['p50_ms'] / r['scan_ms']:.1f}× | {p['encode_p50_ms']:.1f} ms | {p['rank_p50_ms']:.1f} ms | "
-                  f"{p['rank_p95_ms']:.1f} ms | {p['recall10']:.3f} |")
+                  f"{p['rank_p95_ms']:.1f} ms | {p['recall10']:.3f} | {p.get('candidates_mean', r['n']):,.0f} |")
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -236,6 +252,10 @@ def main(argv: list[str] | None = None) -> None:
                         help="candidates the shortlist may grow to (0 = up to the whole gallery)")
     parser.add_argument("--no-anchor-search", action="store_true",
                         help="skip the shortlist's second search with the anchor-blended query")
+    parser.add_argument("--fused-ivf-options", type=json.loads, default={"nprobe": 16},
+                        help='JSON: FusedIVF options (nlist, nprobe, max_probe, iterations, seed)')
+    parser.add_argument("--no-fused-ivf", action="store_true", help="skip the FusedIVF path")
+    parser.add_argument("--no-cosine", action="store_true", help="skip the cosine-only argpartition shortlist")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
@@ -258,7 +278,8 @@ def main(argv: list[str] | None = None) -> None:
     results = []
     for n in sizes:
         results.append(run_size(pipe, base, n, args, backends))
-        print(f"# N={n:,} done, peak RSS {results[-1]['peak_rss_mib']:.0f} MiB", file=sys.stderr)
+        print(f"# N={n:,} done, peak RSS {results[-1]['peak_rss_mib']:.0f} MiB, build s "
+              f"{results[-1].get('build_s', {})}", file=sys.stderr)
     print_table(results, args.shortlist)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

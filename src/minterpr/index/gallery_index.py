@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol, Sequence
 
 import numpy as np
@@ -48,7 +49,10 @@ class GalleryIndex:
     # optional nearest-neighbour index over the same embeddings, ids = gallery positions 0..N-1 (a VectorIndex):
     #   sessions on a shortlist search it for the query's top-K instead of scanning every row
     vectors: Any = field(default=None, repr=False, compare=False)
-    _path_to_index: dict[str, int] = field(default_factory=dict, repr=False)
+    # optional search of the fused score (cosine + attribute evidence) over the same rows
+    #   (index/fused_ivf.FusedIVF): a shortlist takes its top-K by that score, preferred to ``vectors``
+    fused: Any = field(default=None, repr=False, compare=False)
+    _path_to_index: dict[str, int] | None = field(default_factory=dict, repr=False)  # None: built on first use
 
     def __post_init__(self) -> None:
         self.embeddings = np.ascontiguousarray(self.embeddings, dtype=np.float32)
@@ -90,6 +94,8 @@ class GalleryIndex:
 
     def index_of(self, path: str) -> int | None:
         """Position of the image at ``path`` (as stored), or None."""
+        if self._path_to_index is None:  # a subset's, on first use
+            self._path_to_index = {image.path: j for j, image in enumerate(self.images)}
         return self._path_to_index.get(path)
 
     @property
@@ -110,14 +116,15 @@ class GalleryIndex:
             [[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]
         """
         rows = np.asarray(rows, dtype=np.int64)
-        if len(np.unique(rows)) != len(rows):
+        ascending = len(rows) < 2 or bool((rows[1:] > rows[:-1]).all())  # a shortlist's rows: no sort needed
+        if not ascending and len(np.unique(rows)) != len(rows):
             raise InputError("subset: rows must be distinct gallery positions")
         sub = object.__new__(GalleryIndex)  # a valid index's distinct rows are valid: no re-check, O(K)
-        sub.images = [self.images[i] for i in rows.tolist()]
+        sub.images = list(itemgetter(*rows.tolist())(self.images)) if len(rows) > 1 else [self.images[i] for i in rows.tolist()]
         sub.embeddings = self.embeddings[rows]
         sub.attribute_probs = None if self.attribute_probs is None else self.attribute_probs[rows]
-        sub.root, sub.skipped, sub.vectors = self.root, (), None
-        sub._path_to_index = {image.path: j for j, image in enumerate(sub.images)}
+        sub.root, sub.skipped, sub.vectors, sub.fused = self.root, (), None, None
+        sub._path_to_index = None  # built by the first index_of: most turns never ask
         return sub
 
     def rank(self, query: np.ndarray) -> np.ndarray:

@@ -43,8 +43,8 @@ import numpy as np
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.errors import InputError
+from minterpr.index.fused_vectors import fact_log_likelihood as _fact_log_likelihood
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.attribute_backend import SLOT_COLUMNS
 
 # the key static evaluation stored for ``rejection`` before the two configs were one
 _LEGACY_KEYS = {"reject_references": "rejection"}
@@ -155,28 +155,16 @@ class RerankResult:
     attribute_loglik: np.ndarray | None  # (N,) Σ log P(facts | image), None when not used
 
 
-_SINGLE = {s.name: not s.multi for s in ONTOLOGY.slots}
-
-
 def fact_log_likelihood(fact: Fact, probs: np.ndarray, floor: float = 0.02) -> np.ndarray:
     """(N,) log P(fact | image) from (N, L) label probabilities.
 
     Single-valued slots: probabilities are normalised over the slot's values and P(one of V) is
     their sum. Multi-valued slots: labels are independent, P(any of V) = 1 - Π(1 - p_v) and a
-    negated fact ("no backpack") is Π(1 - p_v).
+    negated fact ("no backpack") is Π(1 - p_v). The one formula
+    (:func:`minterpr.index.fused_vectors.fact_log_likelihood`), shared with the fused search of
+    the shortlist so both get the same bits.
     """
-    cols = SLOT_COLUMNS[fact.slot]
-    values = ONTOLOGY.slot(fact.slot).value_names
-    chosen = [cols[values.index(v)] for v in fact.values]
-    if _SINGLE[fact.slot]:
-        slot_probs = probs[:, cols]  # (N, V)
-        total = np.maximum(slot_probs.sum(axis=1), 1e-12)
-        p = probs[:, chosen].sum(axis=1) / total  # (N,)
-    else:
-        p = 1.0 - np.prod(1.0 - probs[:, chosen], axis=1)
-    if fact.negated:
-        p = 1.0 - p
-    return np.log(np.clip(p, floor, 1.0 - floor))
+    return _fact_log_likelihood(fact, probs, floor)
 
 
 class FactLikelihoods:

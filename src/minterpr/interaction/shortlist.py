@@ -7,23 +7,32 @@ policies. On the **exact path** all of that runs over all N images. On a **short
 (:class:`ShortlistConfig`, the default for galleries of ``min_gallery`` images or more) it
 runs over the candidates only, so a turn costs O(K) after one nearest-neighbour search:
 
-1. the query's top-``size`` images: ``index.vectors.search(query, K)`` when the gallery has a
-   vector index (FAISS, ...), else an exact ``argpartition`` of one N × D scan;
+1. the top-``size`` images of the **fused score** ``cos(q, e_i) + w · Σ_facts log P(fact | i)``
+   (``ShortlistConfig.fused=True``; ``False``, the default for now, keeps the cosine search): the score before rejections and the anchor, an inner
+   product of ``[q, w · fact indicators]`` with ``[e_i, per-label log-probabilities]``
+   (:mod:`minterpr.index.fused_vectors`), so the images the attribute evidence lifts are found
+   by the search itself. ``index.fused`` (a :class:`~minterpr.index.fused_ivf.FusedIVF`) answers
+   it approximately without touching every row; without one, one exact scan (the (N, D) cosine
+   plus one cached (N,) column per fact) and an ``argpartition``. With ``fused=False`` (or a
+   gallery with an embedding-only ``index.vectors`` and no ``index.fused``), the query's top-K by
+   cosine alone, as before;
 2. plus, always, every image the conversation judged (confirmed, rejected, unsure) and every
    gallery image it named (example turns);
 3. the evidence is added on those rows alone (``GalleryIndex.subset``); when an anchor is
-   found (and ``anchor_search``), the top-K of the blended query ``λ·q + (1 − λ)·anchor`` join
-   the candidates (anchor refinement scores by exactly that inner product, so the images it
-   lifts are there) and the candidates are re-ranked once more;
-4. **growth**: an image left out scores at most the bound its query score allows — at most the
-   K-th best query score, plus the largest attribute term any image can get (every fact at
-   probability ``1 - prob_floor``), no penalty; blended with the anchor, at most the K-th best
-   blended score. While fewer than ``max(certify, min_open)`` unjudged candidates score at
-   least that bound (rejections demote the candidates, the facts contradict them), K grows by
-   ``growth`` and the turn starts over, up to ``max_size`` candidates (then the turn keeps
-   what it has: certification is given up for a bounded cost) or the whole gallery. So the first ``certify``
-   results are those of the exact path whenever the nearest-neighbour search is exact (the
-   ``argpartition``) and the anchor is the one the exact path finds.
+   found (and ``anchor_search``), the top-K of the blended query join the candidates — anchor
+   refinement scores ``λ · fused + (1 − λ) · cos(anchor, e)``, again an inner product
+   (``[λq + (1 − λ)·anchor, λ·w·indicators]``), so the images it lifts are there — and the
+   candidates are re-ranked once more;
+4. **growth**: an image left out scores at most the K-th best fused score (rejections only
+   lower a score); blended with the anchor, at most the K-th best blended score (or
+   ``λ · edge + (1 − λ)``). On the cosine-only search the bound is the K-th query score plus the
+   largest attribute term any image can get (every fact at probability ``1 - prob_floor``),
+   much looser. While fewer than ``max(certify, min_open)`` unjudged candidates score at least
+   that bound (rejections demote the candidates), K grows by ``growth`` and the turn starts
+   over, up to ``max_size`` candidates (then the turn keeps what it has: certification is given
+   up for a bounded cost) or the whole gallery. So the first ``certify`` results are those of
+   the exact path whenever the search is exact (the scan) and the anchor is the one the exact
+   path finds.
 
 The result is a pure function of the turns, so replays stay identical. With K ≥ N the
 shortlist is the whole gallery and the scores are those of the exact path, bit for bit.
@@ -51,6 +60,7 @@ import numpy as np
 
 from minterpr.data.phrasing import Fact
 from minterpr.errors import InputError
+from minterpr.index.fused_vectors import fact_columns
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.reranking import RerankConfig, rerank
 
@@ -67,6 +77,8 @@ class ShortlistConfig:
     anchor_search: bool = True  # with an anchor, also take the blended query's top-K (one more search)
     certify: int = 10  # the shortlist grows until this many unjudged candidates provably lead every image left out
     max_size: int | None = 16_000  # growth stops at this many candidates (a bound on a turn's cost); None = up to N
+    fused: bool = False  # take the top-K by the fused score (cosine + attribute evidence, one inner product)
+    #   from index.fused or an exact scan; False: by cosine alone (the search index.vectors answers)
 
     def __post_init__(self) -> None:
         for name, low in (("size", 1), ("min_gallery", 0), ("certify", 0), ("max_size", 1)):
@@ -78,15 +90,20 @@ class ShortlistConfig:
             object.__setattr__(self, name, int(value))
         if isinstance(self.growth, bool) or not isinstance(self.growth, (int, float)) or not self.growth > 1:
             raise InputError(f"shortlist: growth must be a number > 1, got {self.growth!r}")
-        if not isinstance(self.anchor_search, bool):
-            raise InputError(f"shortlist: anchor_search must be true or false, got {self.anchor_search!r}")
+        for name in ("anchor_search", "fused"):
+            if not isinstance(getattr(self, name), bool):
+                raise InputError(f"shortlist: {name} must be true or false, got {getattr(self, name)!r}")
 
     def applies(self, num_images: int) -> bool:
         """Whether a gallery of ``num_images`` is ranked on a shortlist."""
         return num_images >= self.min_gallery
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """Every field; ``fused`` only when on (records written before it existed read the same)."""
+        out = asdict(self)
+        if not self.fused:
+            del out["fused"]
+        return out
 
 
 def make_shortlist(option: Any) -> ShortlistConfig | None:
@@ -95,7 +112,7 @@ def make_shortlist(option: Any) -> ShortlistConfig | None:
 
     Example:
         >>> make_shortlist(500)
-        ShortlistConfig(size=500, min_gallery=0, growth=2.0, anchor_search=True, certify=10, max_size=16000)
+        ShortlistConfig(size=500, min_gallery=0, growth=2.0, anchor_search=True, certify=10, max_size=16000, fused=False)
     """
     if option is None or isinstance(option, ShortlistConfig):
         return option
@@ -147,8 +164,10 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
     if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
         return _exact(index, query, facts, judgements, config)
     query = np.asarray(query, dtype=np.float32)
-    full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
     must = np.asarray(sorted({*judgements, *named}), dtype=np.int64)
+    if shortlist.fused and (index.fused is not None or index.vectors is None):
+        return _fused(index, query, facts, judgements, shortlist, config, must, min_open)
+    full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
     distinct = len(dict.fromkeys(facts)) if config.attributes and index.attribute_probs is not None else 0
     best_evidence = config.attribute_weight * distinct * math.log(1.0 - config.prob_floor)
@@ -173,17 +192,80 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
                     found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
-        unjudged = np.ones(len(found.rows), dtype=bool)
-        unjudged[found.local(judgements)] = False
-        if int((found.scores[unjudged] >= bound).sum()) >= max(min_open, shortlist.certify):
+        if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
-        if shortlist.max_size is not None and k >= shortlist.max_size:
+        k = _grow(k, shortlist)
+        if k is None:
             return found  # the cap: the best the shortlist could do within its budget
-        k = int(math.ceil(k * shortlist.growth))
-        if shortlist.max_size is not None:
-            k = min(k, max(shortlist.max_size, shortlist.size))
         if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
             return _exact(index, query, facts, judgements, config)
+
+
+def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
+           shortlist: ShortlistConfig, config: RerankConfig, must: np.ndarray, min_open: int) -> Candidates:
+    """The shortlist on the top-K of the fused score (module doc, "Fused search"): ``index.fused``
+    when set, else one exact scan of cosine plus the facts' cached columns."""
+    n = len(index)
+    weight = config.attribute_weight if config.attributes and index.attribute_probs is not None else 0.0
+    floor = config.prob_floor
+    full = fused_full = None
+    if index.fused is None:  # exact: (N,) cosine (the exact path's own scan) + (N,) attribute columns
+        full = index.scores(query)
+        fused_full = full.astype(np.float64)
+        columns = fact_columns(index, floor) if weight and facts else None
+        if columns is not None:
+            fused_full += weight * columns.total(facts)
+
+    def top(vector: np.ndarray, lam: float, anchor: np.ndarray | None, k: int) -> tuple[np.ndarray, float]:
+        """(k,) rows of the top-k of lam · fused(vector) [+ (1 - lam) · cos(anchor)] and its k-th score."""
+        if index.fused is not None:
+            hits = index.fused.search(vector, facts, lam * weight, floor, k)
+            return hits.rows, float(hits.scores[-1])
+        scores = fused_full if anchor is None else lam * fused_full + (1.0 - lam) * index.scores(anchor)
+        rows = np.argpartition(scores, n - k)[n - k:]
+        return rows, float(scores[rows].min())
+
+    k = min(shortlist.size, n)
+    while True:
+        near, edge = top(query, 1.0, None, k)
+        rows = np.union1d(near, must)
+        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config)
+        # an image left out has a fused score <= edge; rejections only lower it
+        bound = edge
+        if found.anchor is not None and config.anchor:
+            lam = config.confirmed_lambda if judgements.get(found.anchor) is True else config.anchor_lambda
+            bound = lam * edge + (1.0 - lam)  # anchor similarity <= 1
+            if shortlist.anchor_search:  # the blend is the inner product [lam q + (1 - lam) a, lam w facts]
+                anchor = index.embeddings[found.anchor]
+                blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam, anchor, k)
+                grown = np.union1d(rows, blended)
+                if len(grown) > len(rows):
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config)
+                bound = min(bound, blend_edge)
+        if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
+            return found
+        k = _grow(k, shortlist)
+        if k is None:
+            return found
+        if k >= n:
+            return _exact(index, query, facts, judgements, config)
+
+
+def _certified(found: Candidates, judgements: Mapping[int, bool | None], bound: float, wanted: int) -> bool:
+    """Whether ``wanted`` unjudged candidates score at least ``bound`` (the most an image left out can)."""
+    unjudged = np.ones(len(found.rows), dtype=bool)
+    unjudged[found.local(judgements)] = False
+    return int((found.scores[unjudged] >= bound).sum()) >= wanted
+
+
+def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
+    """The next K, or None at the cap."""
+    if shortlist.max_size is not None and k >= shortlist.max_size:
+        return None
+    k = int(math.ceil(k * shortlist.growth))
+    if shortlist.max_size is not None:
+        k = min(k, max(shortlist.max_size, shortlist.size))
+    return k
 
 
 def _exact(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
