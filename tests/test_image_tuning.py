@@ -225,7 +225,7 @@ def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data
     out = tmp_path / "adapted"
     capsys.readouterr()
     code = main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out), "--confidence", "0.6",
-                 "--epochs", "1", "--quiet", "--json", "-"])
+                 "--method", "bn+pseudo", "--epochs", "1", "--quiet", "--json", "-"])
     assert code == 0
     record = json.loads(capsys.readouterr().out)
     assert record["pseudo_labels"]["images"] > 0 and 0 < record["pseudo_labels"]["kept"] <= record["pseudo_labels"]["images"]
@@ -238,7 +238,7 @@ def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data
     assert "already holds" in capsys.readouterr().err
     assert main(["adapt", "--run", str(run), "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
     assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(tmp_path / "o"),
-                 "--confidence", "1.5"]) == 2
+                 "--method", "pseudo", "--confidence", "1.5"]) == 2
 
 
 def test_list_crops_follows_linked_folders(tmp_path):
@@ -289,7 +289,7 @@ def test_adapt_bn_method_changes_only_batch_norm_statistics(tiny_data, tmp_path,
     out = tmp_path / "adapted"
     capsys.readouterr()
     assert main(["adapt", "--run", str(run), "--images", str(tiny_data / "images"), "--out", str(out),
-                 "--method", "bn", "--quiet", "--json", "-"]) == 0
+                 "--quiet", "--json", "-"]) == 0  # bn is the default
     record = json.loads(capsys.readouterr().out)
     assert record["method"] == "bn" and record["batch_norm_layers"] > 0 and record["pseudo_labels"] is None
     adapted, base = load_run(out), load_run(run)

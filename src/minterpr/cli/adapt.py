@@ -1,14 +1,15 @@
 """``minterpr adapt``: adapt a trained model to a new site from its unlabelled crops.
 
-``--method bn`` re-estimates the image encoder's BatchNorm statistics on the crops (AdaBN: one
-forward pass, no training). ``--method pseudo``: the model answers the ontology's questions for
-every crop of ``--images`` itself, keeps the
-answers it is sure of (``--confidence``) and fine-tunes its image side on them
-(:mod:`minterpr.training.adaptation`), optionally beside the labelled training images of its
-own dataset (``--source DATASET_DIR``: keeps it from drifting; its val split then selects the
-epoch). ``bn+pseudo`` (the default) does both. The adapted model goes to ``OUT/model.pt`` with the run's scoring and calibration and an
-``adaptation`` record (crops kept, share of each slot answered, settings). A killed run resumes
-when given the same arguments.
+``--method bn`` (the default) re-estimates the image encoder's BatchNorm statistics on the
+crops (AdaBN: one forward pass, no training; on PETA's left-out camera sets it was the only
+method that helped, docs/benchmarks.md). ``--method pseudo``: the model answers the ontology's
+questions for every crop of ``--images`` itself, keeps the answers it is sure of
+(``--confidence``) and fine-tunes its image side on them (:mod:`minterpr.training.adaptation`),
+optionally beside the labelled training images of its own dataset (``--source DATASET_DIR``:
+keeps it from drifting; its val split then selects the epoch); ``bn+pseudo`` does both. The
+adapted model goes to ``OUT/model.pt`` with the run's scoring and calibration and an
+``adaptation`` record (method, crops kept, share of each slot answered, settings). A killed
+fine-tuning resumes when given the same arguments.
 
 Example:
     $ minterpr adapt --run runs/peta --images /footage/site7/crops --out runs/peta_site7
@@ -122,9 +123,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--out", required=True, help="folder for the adapted model.pt (and its resumable state)")
     parser.add_argument("--source", help="the run's dataset folder: its labelled train images join the fine-tuning, "
                                          "its val split selects the epoch")
-    parser.add_argument("--method", choices=ADAPTATION_METHODS, default="bn+pseudo",
-                        help="bn: re-estimate BatchNorm statistics on the crops (AdaBN, no training); pseudo: "
-                             "fine-tune on confident self-answers; bn+pseudo: both (default)")
+    parser.add_argument("--method", choices=ADAPTATION_METHODS, default="bn",
+                        help="bn: re-estimate BatchNorm statistics on the crops (AdaBN, no training; default); "
+                             "pseudo: fine-tune on confident self-answers; bn+pseudo: both")
     parser.add_argument("--confidence", type=float, default=0.9, help="keep answers at least this sure (default 0.9)")
     parser.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
     parser.add_argument("--seed", type=int, default=0)
