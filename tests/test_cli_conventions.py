@@ -18,12 +18,14 @@ from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 
-OWNED_ELSEWHERE = {"serve", "users", "audit", "ingest"}  # adopt the conventions with their own modules
 COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
             "data show", "data convert", "simulate", "chat", "index build", "index info", "train", "eval",
-            "eval-attributes", "export", "adapt"}
-MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "adapt"}
-JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes", "adapt"}
+            "eval-attributes", "export", "adapt", "serve", "users add", "users list", "users passwd",
+            "audit verify", "audit export", "audit head", "ingest"}
+MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "adapt", "serve",
+                  "ingest"}
+JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes", "adapt",
+                 "users list", "audit verify", "audit export", "audit head", "ingest"}
 
 
 def _leaves(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
@@ -36,7 +38,7 @@ def _leaves(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
                     yield " ".join((*prefix, name)), sub
 
 
-LEAVES = {name: sub for name, sub in _leaves(build_parser()) if name.split()[0] not in OWNED_ELSEWHERE}
+LEAVES = dict(_leaves(build_parser()))
 
 
 def _minimal_argv(name: str, parser: argparse.ArgumentParser) -> list[str]:
@@ -168,7 +170,7 @@ def test_eval_json_dash_prints_valid_json_only_and_json_is_optional(world, tiny_
     assert len(list((tmp_path / "strips").glob("query_*.png"))) == 2
 
 
-@pytest.mark.parametrize("command", ["eval", "eval-attributes", "simulate", "chat", "index build", "adapt"])
+@pytest.mark.parametrize("command", ["eval", "eval-attributes", "simulate", "chat", "index build", "adapt", "ingest"])
 def test_device_reaches_the_model(command, world, tiny_run, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", open("/dev/null"))
     run, data = str(tiny_run), str(world)
@@ -177,7 +179,8 @@ def test_device_reaches_the_model(command, world, tiny_run, tmp_path, capsys, mo
             "simulate": ["simulate", "--run", run, "--data", data],
             "chat": ["chat", "--run", run, "--images", data],
             "index build": ["index", "build", "--run", run, "--images", data, "--out", str(tmp_path / "store")],
-            "adapt": ["adapt", "--run", run, "--images", data, "--out", str(tmp_path / "adapted")]}[command]
+            "adapt": ["adapt", "--run", run, "--images", data, "--out", str(tmp_path / "adapted")],
+            "ingest": ["ingest", data, "--gallery", str(tmp_path / "gallery"), "--run", run]}[command]
     assert main([*argv, "--device", "no-such-device"]) == 2
     assert "no-such-device" in capsys.readouterr().err
 
@@ -195,3 +198,36 @@ def test_train_device_and_quiet_are_config_overrides(tmp_path, capsys):
     assert cfg.device == "cpu" and cfg.progress is False  # --set progress=false still works
     assert main(["train", "--config", "tiny", "--out", str(tmp_path / "r"), "--device", "tpu"]) == 2
     assert "device" in capsys.readouterr().err
+
+
+def test_users_and_audit_write_their_records_as_json(tmp_path, capsys, monkeypatch):
+    """users list / audit export / head / verify with --json -: one JSON record on stdout, the
+    usual lines on stderr; the heads they report agree; --quiet keeps the results."""
+    import io
+
+    pytest.importorskip("sqlalchemy")
+    state = str(tmp_path / "state")
+    monkeypatch.setattr("sys.stdin", io.StringIO("a long enough passphrase 42\n"))
+    assert main(["users", "add", "ana", "--role", "analyst", "--data", state, "--quiet"]) == 0
+    assert "user 'ana' (analyst) created" in capsys.readouterr().out
+    assert main(["users", "list", "--data", state, "--json", "-"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == [{"username": "ana", "role": "analyst", "disabled": False}]
+    assert captured.err.splitlines() == ["ana\tanalyst"]  # the table, moved off stdout
+    log = tmp_path / "audit.jsonl"
+    assert main(["audit", "export", "--data", state, "--out", str(log), "--json", "-"]) == 0
+    exported = json.loads(capsys.readouterr().out)
+    assert exported["file"] == str(log) and exported["entries"] == len(log.read_text().splitlines()) >= 2
+    assert main(["audit", "head", "--data", state, "--json", "-", "-q"]) == 0
+    head = json.loads(capsys.readouterr().out)
+    assert head == {"seq": exported["entries"], "head": exported["head"]}
+    report_path = tmp_path / "verify.json"
+    assert main(["audit", "verify", str(log), "--head", head["head"], "--json", str(report_path)]) == 0
+    assert "intact" in capsys.readouterr().out  # --json PATH: the lines stay on stdout
+    assert json.loads(report_path.read_text()) == {"file": str(log), "entries": exported["entries"],
+                                                   "head": head["head"], "expected_head": head["head"], "ok": True,
+                                                   "problems": []}
+    log.write_text("".join(log.read_text().splitlines(keepends=True)[1:]))  # the first entry removed
+    assert main(["audit", "verify", str(log), "--json", "-"]) == 1
+    report = json.loads(capsys.readouterr().out)
+    assert report["ok"] is False and report["problems"] and report["entries"] == exported["entries"] - 1

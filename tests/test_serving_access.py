@@ -118,7 +118,7 @@ def test_bootstrap_reads_the_password_and_never_prints_it(tmp_path):
     command = [sys.executable, "-m", "minterpr", "serve", "--data", str(data), "--create-admin", "root", "--no-serve"]
     done = subprocess.run(command, input=secret + "\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
-    assert secret not in done.stdout + done.stderr and "admin 'root' created" in done.stdout
+    assert secret not in done.stdout + done.stderr and "admin 'root' created" in done.stdout + done.stderr
     again = subprocess.run([sys.executable, "-m", "minterpr", "users", "add", "ana", "--role", "analyst", "--data",
                             str(data)], input=secret + "\n", capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and secret not in again.stdout + again.stderr

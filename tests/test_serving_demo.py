@@ -28,8 +28,8 @@ def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
     write_gallery([image.__class__(f"crops/{image.path}", image.person_id, image.camera_id)
                    for image in world.index.images], data / "gallery_test.jsonl")
     calls = []
-    monkeypatch.setattr(demo, "build_data", lambda out, seed: calls.append("data") or data)
-    monkeypatch.setattr(demo, "train_model", lambda out, data_dir, seed: calls.append("train") or run)
+    monkeypatch.setattr(demo, "build_data", lambda out, seed, progress: calls.append("data") or data)
+    monkeypatch.setattr(demo, "train_model", lambda out, data_dir, seed, progress: calls.append("train") or run)
     state = tmp_path / "state"
     argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(state), "--no-serve"]
     assert cmd_serve(build_parser().parse_args(argv)) == 0

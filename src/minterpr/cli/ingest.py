@@ -79,8 +79,9 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if args.every is not None and args.target_fps is not None:
         raise CLIError("give --every or --target-fps, not both")
-    options = IngestOptions(camera=args.camera, start=args.start, every=1 if args.every is None else args.every, target_fps=args.target_fps,
+    options = IngestOptions(camera=args.camera, start=args.start, every=args.every, target_fps=args.target_fps,
                             fps=args.fps, frames=args.frames, detector=args.detector,
+                            detect_max_height=args.detect_max_height,
                             detector_options=_detector_options(args.detector_option), best_k=args.best_k,
                             restart=args.restart)
     gallery = gallery_dir(args.gallery)
@@ -140,8 +141,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--start", metavar="ISO-TIME",
                         help="time of the first frame (ISO 8601, e.g. 2026-12-01T10:00:00); rows get start + frame/fps")
     skip = parser.add_mutually_exclusive_group()
-    skip.add_argument("--every", type=int, metavar="N", help="detect and track every Nth frame (default 1)")
+    skip.add_argument("--every", type=int, metavar="N", help="detect and track every Nth frame (default: about 3 "
+                      "frames per second of video, every 3rd frame at 10 frames/s)")
     skip.add_argument("--target-fps", type=float, metavar="F", help="detect and track about F frames per second")
+    parser.add_argument("--detect-max-height", type=int, metavar="PX", help="shrink taller frames to PX rows for the "
+                        "detector only (crops stay full size); for HD video whose people stay >= ~96 px tall")
     parser.add_argument("--fps", type=float, help="the source's frame rate, if its file is wrong (frame folders: 25)")
     parser.add_argument("--frames", action="store_true", help="SOURCE is a folder of one video's frames, not crops")
     parser.add_argument("--detector", default="hog", metavar="NAME", help="people detector: hog (default) or onnx")

@@ -10,22 +10,32 @@ the database of ``--database-url``. Passwords are read from the terminal (or one
 standard input when it is not a terminal) and never printed or logged. ``--demo`` writes the
 password of the user it creates to DATA/demo_credentials.txt, readable by its owner only.
 With ``--retention-days N`` the service purges what is older than N days at start and daily.
-See docs/service.md.
+The port is bound first (a port in use is one line naming it, before any training); once the
+server listens it prints the address to open, the demo user and its password file, and that
+Ctrl+C stops it. ``--verbose`` / ``--quiet`` set the ``minterpr`` log and, unless
+``--log-level`` is given, uvicorn's; ``--device`` is where the models run. See docs/service.md.
 """
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import errno
 import getpass
 import json
+import logging
 import os
 import secrets
+import shlex
+import socket
 import sys
 import threading
 from pathlib import Path
 from typing import Any
 
+from minterpr.cli.common import add_common_options, show_progress
 from minterpr.cli.simulate import CLIError
+
+log = logging.getLogger(__name__)
 
 SERVE_EXTRA = "pip install 'minterpr[serve]'"
 DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synthetic capture times of the demo
@@ -71,26 +81,28 @@ def services_from(args: argparse.Namespace) -> Any:
     return build_services(settings_from(args))
 
 
-def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0) -> tuple[Path, Path]:
+def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0,
+                        progress: bool = True) -> tuple[Path, Path]:
     """The demo's run and stored test gallery, registered as gallery "demo": the world is built and
-    the model trained when absent (cached as ``minterpr demo`` caches them); the store is built once
-    per model, with synthetic capture times spread over a day so time filters have something to cut."""
+    the model trained when absent (cached as ``minterpr demo`` caches them, with progress bars on
+    stderr unless ``progress`` is false); the store is built once per model, with synthetic capture
+    times spread over a day so time filters have something to cut."""
     from minterpr.cli.demo import build_data, train_model
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
     from minterpr.index.gallery_store import build_vector_index, open_gallery, save_gallery
 
     out = Path(demo_out)
-    data_dir = build_data(out, seed)
-    run_dir = train_model(out, data_dir, seed)
+    data_dir = build_data(out, seed, progress=progress)
+    run_dir = train_model(out, data_dir, seed, progress=progress)
     store = Path(services.settings.galleries_dir) / "demo"
     pipeline = services.galleries.pipeline(str(run_dir.absolute()))
     try:
         open_gallery(store, expected_fingerprint=pipeline.model_fingerprint)
     except MinterprError:
-        print(f"[serve] embedding the demo gallery into {store} ...", flush=True)
+        log.info("[serve] embedding the demo gallery into %s ...", store)
         images = read_gallery(data_dir / "gallery_test.jsonl")
-        index = pipeline.index_images(images, root=str(data_dir.absolute()), progress=True)
+        index = pipeline.index_images(images, root=str(data_dir.absolute()), progress=progress)
         step = 86400 / max(1, len(index))
         metadata = [{"time": (DEMO_TIMES_START + dt.timedelta(seconds=round(k * step))).isoformat()}
                     for k in range(len(index))]
@@ -103,17 +115,24 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
     return run_dir, store
 
 
-def _demo_user(services: Any, data_dir: Path) -> str | None:
-    """Create user "demo" (admin) when there is no user; its password goes to a 0600 file, never to the screen."""
+DEMO_USER = "demo"  # the user `minterpr serve --demo` creates on an empty service
+CREDENTIALS_FILE = "demo_credentials.txt"  # in --data: that user's password, readable by its owner only
+
+
+def _demo_user(services: Any, data_dir: Path) -> tuple[Path | None, bool]:
+    """Create user "demo" (admin) when there is no user; its password goes to a 0600 file, never to
+    the screen or the log (terminal scrollback and captured output outlive the demo). Returns the
+    credentials file (None when another user set the service up) and whether it was made now."""
+    path = data_dir / CREDENTIALS_FILE
     if services.accounts.users():
-        return None
+        known = path.is_file() and any(u["username"] == DEMO_USER for u in services.accounts.users())
+        return (path if known else None), False
     password = secrets.token_urlsafe(12)
-    services.accounts.create_user("demo", password, "admin", by="minterpr serve --demo")
-    path = data_dir / "demo_credentials.txt"
+    services.accounts.create_user(DEMO_USER, password, "admin", by="minterpr serve --demo")
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
-        f.write(f"username: demo\npassword: {password}\n")
-    return str(path)
+        f.write(f"username: {DEMO_USER}\npassword: {password}\n")
+    return path, True
 
 
 def _retention_loop(services: Any, days: int, stop: threading.Event) -> None:
@@ -123,39 +142,119 @@ def _retention_loop(services: Any, days: int, stop: threading.Event) -> None:
         purge(services, days, by="retention schedule")
 
 
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound to (host, port), made before the server (and, with --demo, before any training)
+    so that a port in use is one clear line naming it, not a traceback after minutes of work.
+    SO_REUSEADDR as uvicorn sets it: a port in TIME_WAIT is free, one with a listener is not."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as err:
+        raise CLIError(f"--host {host!r}: not an address of this machine ({err.strerror})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        if err.errno == errno.EADDRINUSE:
+            raise CLIError(f"port {port} on {host} is already in use (another minterpr serve?): stop that "
+                           f"program, or choose another port with --port, e.g. --port {port + 1}") from None
+        if err.errno == errno.EACCES:
+            raise CLIError(f"port {port} on {host}: permission denied (ports below 1024 need privileges); "
+                           f"choose another with --port, e.g. --port 8000") from None
+        raise CLIError(f"cannot listen on {host}:{port}: {err.strerror}; choose another --host/--port") from None
+    return sock
+
+
+def address(host: str, port: int) -> str:
+    """The URL to open: a wildcard host is reached through 127.0.0.1 on this machine.
+
+    >>> address("0.0.0.0", 8000), address("::1", 8080)
+    ('http://127.0.0.1:8000/', 'http://[::1]:8080/')
+    """
+    shown = "127.0.0.1" if host in ("0.0.0.0", "", "::") else host
+    return f"http://[{shown}]:{port}/" if ":" in shown else f"http://{shown}:{port}/"
+
+
+def banner(url: str, credentials: Path | None, made_now: bool, gallery: str | None) -> str:
+    """What `minterpr serve` prints once it listens: where to go, how to log in, how to stop.
+
+    >>> print(banner("http://127.0.0.1:8000/", Path("outputs/serve/demo_credentials.txt"), True, "demo (24 images)"))
+    <BLANKLINE>
+    minterpr serve is running: the demo (24 images)
+      open      http://127.0.0.1:8000/   (API: http://127.0.0.1:8000/api/docs)
+      log in    username demo, password in outputs/serve/demo_credentials.txt (created now; readable by you only):
+                  cat outputs/serve/demo_credentials.txt
+      stop      Ctrl+C
+    <BLANKLINE>
+    """
+    lines = ["", f"minterpr serve is running{': the ' + gallery if gallery else ''}",
+             f"  open      {url}   (API: {url}api/docs)"]
+    if credentials is not None:
+        lines += [f"  log in    username {DEMO_USER}, password in {credentials} "
+                  f"({'created now; ' if made_now else ''}readable by you only):",
+                  f"              cat {shlex.quote(str(credentials))}"]
+    lines += ["  stop      Ctrl+C", ""]
+    return "\n".join(lines)
+
+
+def uvicorn_level(args: argparse.Namespace) -> str:
+    """uvicorn's log level: --log-level when given, else from --verbose / --quiet (info by default)."""
+    if args.log_level:
+        return args.log_level
+    return "debug" if getattr(args, "verbose", False) else "warning" if getattr(args, "quiet", False) else "info"
+
+
 def cmd_serve(args: argparse.Namespace) -> int:
     require_serve()
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 
     data_dir = Path(args.data)
-    settings = settings_from(args, demo_gallery="demo" if args.demo else None)
-    services = build_services(settings)
+    serving = not (args.purge or args.no_serve)
+    sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
+    settings = settings_from(args, demo_gallery="demo" if args.demo else None, device=args.device)
+    credentials, made_now, described = None, False, None
+    try:
+        services = build_services(settings)
+    except BaseException:
+        if sock is not None:
+            sock.close()
+        raise
     try:
         if args.create_admin:
             services.accounts.create_user(args.create_admin, read_password(f"password for {args.create_admin}"),
                                           "admin", by="minterpr serve --create-admin")
-            print(f"[serve] admin {args.create_admin!r} created", flush=True)
+            log.info("[serve] admin %r created", args.create_admin)
         for name, store, run in args.gallery or ():
             services.galleries.register(name, store, run, by="minterpr serve --gallery")
-            print(f"[serve] gallery {name!r}: {store}", flush=True)
+            log.info("[serve] gallery %r: %s", name, store)
         if args.demo:
-            ensure_demo_gallery(services, args.demo_out)
-            credentials = _demo_user(services, data_dir)
-            if credentials:
-                print(f"[serve] created user 'demo' (admin); its password is in {credentials}", flush=True)
+            log.info("[serve] preparing the demo gallery in %s (built and trained once, then reused)", args.demo_out)
+            ensure_demo_gallery(services, args.demo_out, progress=show_progress(args))
+            credentials, made_now = _demo_user(services, data_dir)
+            if made_now and not serving:  # the banner says it when serving
+                print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
+            images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
+            described = f"demo gallery ({images} images)"
         if args.retention_days is not None:
             report = purge(services, args.retention_days, by="minterpr serve")
             print(f"[serve] retention {args.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
-        if args.purge or args.no_serve:
+        if not serving:
+            services.close()
             return 0
     except BaseException:
         services.close()
+        if sock is not None:
+            sock.close()
         raise
-    return _run_server(services, settings, args)
+    assert sock is not None
+    return _run_server(services, settings, args, sock, banner(address(args.host, args.port), credentials, made_now,
+                                                                 described))
 
 
-def _run_server(services: Any, settings: Any, args: argparse.Namespace) -> int:
+def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: socket.socket, text: str) -> int:
     import uvicorn
 
     from minterpr.serving.app import create_app
@@ -164,12 +263,18 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace) -> int:
     if args.retention_days is not None:
         threading.Thread(target=_retention_loop, args=(services, args.retention_days, stop), daemon=True).start()
     app = create_app(settings, services)
-    print(f"[serve] open http://{args.host}:{args.port}/ (API docs: http://{args.host}:{args.port}/api/docs)",
-          flush=True)
+    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1)
+    server = uvicorn.Server(config)
+    print(text, flush=True)
     try:
-        uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level, workers=1)
+        server.run(sockets=[sock])
+    except KeyboardInterrupt:  # uvicorn re-raises the Ctrl+C it shut down on: the normal way to stop, exit 0
+        pass
     finally:
         stop.set()
+        sock.close()
+        services.close()
+    log.info("[serve] stopped")
     return 0
 
 
@@ -191,8 +296,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
     parser.add_argument("--cookie-secure", action="store_true", help="mark cookies Secure (serving behind TLS)")
     parser.add_argument("--torch-threads", type=int, metavar="N", help="torch threads in the server")
-    parser.add_argument("--log-level", default="info", choices=("critical", "error", "warning", "info", "debug"))
+    parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
+                        help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "
+                             "warning with --quiet)")
     parser.set_defaults(handler=cmd_serve)
+    add_common_options(parser, device=True)
 
 
 def add_state_arguments(parser: argparse.ArgumentParser) -> None:

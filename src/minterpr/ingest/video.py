@@ -16,12 +16,28 @@ import numpy as np
 
 from minterpr.errors import ImageError
 from minterpr.fileio import atomic_write
-from minterpr.ingest.detectors import Detector
+from minterpr.ingest.detectors import Detections, Detector
 from minterpr.ingest.job import JobFolder, job_id
 from minterpr.ingest.options import IngestOptions, every_of
 from minterpr.ingest.progress import Reporter
 from minterpr.ingest.sources import SourceInfo, iter_frames, open_source
 from minterpr.ingest.tracking import BestCrops, Candidate, Tracker, crop_box, crop_quality, measure_sharpness
+
+
+def detect_people(detector: Detector, frame: np.ndarray, max_height: int | None) -> Detections:
+    """``detector.detect(frame)``, on the frame shrunk to ``max_height`` rows (aspect kept, area
+    interpolation) when it is taller; the boxes come back in the full frame's pixels."""
+    height, width = frame.shape[:2]
+    if max_height is None or height <= max_height:
+        return detector.detect(frame)
+    import cv2
+
+    scale = max_height / height
+    size = (max(1, round(width * scale)), max_height)  # (W, H) for OpenCV
+    found = detector.detect(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
+    factors = np.array([width / size[0], height / size[1]] * 2, np.float64)  # exact per axis (rounded width)
+    boxes = np.clip(found.boxes * factors, 0, [width, height, width, height])
+    return Detections(boxes, found.scores)
 
 
 def _write_crop(path: Path, frame: np.ndarray, box: Any, quality: int) -> None:
@@ -91,7 +107,7 @@ def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, optio
                 skipped.extend(tuple(s) for s in lost)
                 current, pending, lost = current + 1, [], []
             if frame is not None:
-                found = detector.detect(frame)
+                found = detect_people(detector, frame, options.detect_max_height)
                 dets = [[*map(float, box), float(score), measure_sharpness(frame, box)]
                         for box, score in zip(found.boxes, found.scores)]
                 size = (int(frame.shape[1]), int(frame.shape[0]))

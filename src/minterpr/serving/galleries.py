@@ -123,8 +123,9 @@ class LoadedGallery:
 class Galleries:
     """The registry (database) and the opened galleries (memory)."""
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, device: str = "cpu") -> None:
         self.db = db
+        self.device = device  # where every run's model is loaded
         self._pipelines: dict[str, tuple[Any, Any]] = {}
         self._loaded: dict[int, LoadedGallery] = {}
         self._lock = threading.Lock()
@@ -147,7 +148,7 @@ class Galleries:
 
                 from minterpr.pipeline import load_pipeline
 
-                pipeline = load_pipeline(run_dir)
+                pipeline = load_pipeline(run_dir, device=self.device)
                 backend = copy.copy(pipeline.backend)
                 backend.allow_outside_root = True
                 self._pipelines[run_dir] = (pipeline, backend)

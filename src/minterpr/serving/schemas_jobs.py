@@ -1,8 +1,8 @@
 """Requests and responses of the ingestion-job routes.
 
 Example:
-    >>> IngestRequest(gallery="lobby", source="/srv/video/cam1.mp4", camera="lobby:cam1").every
-    1
+    >>> IngestRequest(gallery="lobby", source="/srv/video/cam1.mp4", camera="lobby:cam1").every is None  # ~3 frames/s
+    True
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ class IngestRequest(Strict):
     run: Text | None = Field(default=None, max_length=4096, description="the run that embeds a new gallery")
     camera: Text | None = Field(default=None, min_length=1, max_length=200)
     start: Text | None = Field(default=None, max_length=64, description="ISO 8601 time of the first frame")
-    every: int = Field(default=1, ge=1, le=1000, description="detect every Nth frame")
+    every: int | None = Field(default=None, ge=1, le=1000,
+                              description="detect every Nth frame (default: about 3 frames per second of video)")
     target_fps: float | None = Field(default=None, gt=0, le=1000)
     frames: bool = False  # a folder of one video's frames rather than crops
     best_k: int = Field(default=3, ge=1, le=100)

@@ -80,7 +80,7 @@ def build_services(settings: ServeSettings) -> Services:
 
         torch.set_num_threads(settings.torch_threads)
     db = Database(settings.resolved_database_url())
-    galleries = Galleries(db)
+    galleries = Galleries(db, device=settings.device)
     cases = Cases(db, settings.max_text_chars)
     services = Services(settings, db, Accounts(db, settings), galleries, cases,
                         Search(db, settings, galleries, cases), AuditService(db))

@@ -49,6 +49,7 @@ class ServeSettings:
     retention_days: int | None = None  # `minterpr serve purge` / POST /api/admin/retention default; None = keep
     thumbnail_height: int = 256  # height of the thumbnails the image route returns
     torch_threads: int | None = None  # torch intra-op threads in the server process; None = leave as is
+    device: str = "cpu"  # torch device the galleries' models run on (`minterpr serve --device`)
     demo_gallery: str | None = None  # gallery a page offers first (set by `minterpr serve --demo`)
     # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
     # the command line may register any path, a request only these
