@@ -6,19 +6,26 @@ the frames of one tracked person are). Sessions of describe + 3 turns (answer / 
 rejects a shown image / answer) run through the public API; a simulated user (the ``oracle``
 simulator, told the target is someone not in the gallery, so it rejects whatever it is shown)
 speaks. Each session runs first on the exact path; the same turns are then fed to a session on
-a shortlist — exact ``argpartition`` over one cosine scan, each ANN backend registered in
-``VECTOR_INDEXES`` (cosine search), the fused search (cosine + attribute evidence) by one exact
-scan, and the fused search by :class:`~minterpr.index.fused_ivf.FusedIVF` — so the final rankings compare like with like (recall@10 of the shortlist's
-final top-10 against the exact path's).
+a shortlist — exact ``argpartition`` over one cosine scan (``fused=False``), each ANN backend
+registered in ``VECTOR_INDEXES`` (cosine search), the fused search (cosine + attribute evidence,
+the default) by one exact scan, and the fused search by :class:`~minterpr.index.fused_ivf.FusedIVF`
+— so the final rankings compare like with like (recall@10 of the shortlist's final top-10 against
+the exact path's). ``--persist``: the FusedIVF path runs on a gallery store (saved with its fused
+index to a temporary folder, then reopened memory-mapped, as ``chat --index`` and the service open
+one); build, save and reopen seconds are printed.
 
 Printed per N and path: turn p50 / p95 (ms), the floor (one exact N×D matrix–vector product plus
-top-10, measured in the same run), p50 / floor, recall@10 and the candidates a turn ranked (mean).
-The text encoder's cache is emptied for every session: the text figures are uncached.
+top-10, measured in the same run), p50 / floor, the text encoding's p50 and the text cache's hit
+rate (texts looked up that were cached), recall@10 and the candidates a turn ranked (mean). The
+text cache is emptied for every session (a session's own earlier texts are what it hits: each
+turn re-encodes the whole conversation); ``--no-text-cache`` turns it off (every text encoded on
+every turn: the uncached figure).
 
 Usage:
     python benchmarks/bench_turn_latency.py --sizes 10000,100000,1000000
     python benchmarks/bench_turn_latency.py --sizes 10000 --sessions 3 --json out.json
     python benchmarks/bench_turn_latency.py --sizes 1000000 --backends "" --fused-ivf-options '{"nprobe": 32}'
+    python benchmarks/bench_turn_latency.py --sizes 100000 --backends "" --persist --no-text-cache
 """
 from __future__ import annotations
 
@@ -29,6 +36,7 @@ import math
 import pkgutil
 import resource
 import sys
+import tempfile
 import time
 from dataclasses import replace
 from typing import Any
@@ -39,6 +47,7 @@ from minterpr import load_pipeline
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.index.gallery_store import open_gallery, save_gallery
 from minterpr.index.vector_index import VECTOR_INDEXES
 from minterpr.interaction.session import Session
 from minterpr.interaction.shortlist import ShortlistConfig
@@ -51,17 +60,41 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
 
 
+class TextCounts:
+    """Counts, on a NeuralBackend, the texts looked up in its text cache and those encoded (misses)."""
+
+    def __init__(self, backend: Any) -> None:
+        self.looked_up = self.encoded = 0
+        lookup, featurize = backend._text_features, backend._featurize
+
+        def counted_lookup(texts: Any) -> Any:
+            self.looked_up += len(set(texts))
+            return lookup(texts)
+
+        def counted_featurize(texts: Any) -> Any:
+            self.encoded += len(texts)
+            return featurize(texts)
+
+        backend._text_features, backend._featurize = counted_lookup, counted_featurize  # instance attributes
+
+
 class TimedBackend:
     """The pipeline's backend, timing ``encode_turns`` (the text encoder: the same on every path)."""
 
     def __init__(self, backend: Any) -> None:
         self.backend = backend
         self.last = 0.0  # seconds of the latest encode_turns
+        self.hits = (0, 0)  # (texts looked up, texts found in the cache) by the latest encode_turns
 
     def encode_turns(self, turns: Any, index: GalleryIndex) -> np.ndarray:
+        counts = getattr(self.backend, "_counts", None)
+        before = (counts.looked_up, counts.encoded) if counts else (0, 0)
         t = time.perf_counter()
         out = self.backend.encode_turns(turns, index)
         self.last = time.perf_counter() - t
+        if counts:
+            looked_up = counts.looked_up - before[0]
+            self.hits = (looked_up, looked_up - (counts.encoded - before[1]))
         return out
 
     def __getattr__(self, name: str) -> Any:
@@ -77,11 +110,11 @@ def new_session(pipe: Any, index: GalleryIndex, shortlist: ShortlistConfig | Non
                    schedule=SCHEDULE, seed=seed)
 
 
-def timed(session: Session, move: Any) -> tuple[Any, float, float]:
-    """(step, turn seconds, encoding seconds) of one move."""
+def timed(session: Session, move: Any) -> tuple[Any, float, float, int, int]:
+    """(step, turn seconds, encoding seconds, texts looked up, of which cached) of one move."""
     t = time.perf_counter()
     step = move()
-    return step, time.perf_counter() - t, session.backend.last
+    return step, time.perf_counter() - t, session.backend.last, *session.backend.hits
 
 
 def register_backends() -> list[str]:
@@ -155,9 +188,10 @@ def replayed(pipe: Any, index: GalleryIndex, history: list[Any], seed: int,
 
 
 def summary(times: list[tuple]) -> dict[str, float]:
-    rows = np.asarray(times, dtype=np.float64)  # (turns, [turn s, encode s(, candidates)])
+    rows = np.asarray(times, dtype=np.float64)  # (turns, [turn s, encode s, looked up, cached(, candidates)])
     ms = rows[:, :2] * 1e3  # (turns, [turn, encode])
-    extra = {"candidates_mean": float(rows[:, 2].mean())} if rows.shape[1] > 2 else {}
+    extra = {"candidates_mean": float(rows[:, 4].mean())} if rows.shape[1] > 4 else {}
+    extra["text_cache_hit_rate"] = float(rows[:, 3].sum() / max(rows[:, 2].sum(), 1))
     rank = ms[:, 0] - ms[:, 1]
     return {"p50_ms": float(np.percentile(ms[:, 0], 50)), "p95_ms": float(np.percentile(ms[:, 0], 95)),
             "encode_p50_ms": float(np.percentile(ms[:, 1], 50)), "rank_p50_ms": float(np.percentile(rank, 50)),
@@ -187,19 +221,31 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
         exact_times += times
         exact_final.append(step.ranking[:10])
     result["paths"]["exact"] = {**summary(exact_times), "recall10": 1.0}
-    shortlist = ShortlistConfig(size=args.shortlist, min_gallery=0, anchor_search=not args.no_anchor_search,
-                                certify=args.certify, max_size=args.max_size or None)
-    fused = replace(shortlist, fused=True)
+    fused = ShortlistConfig(size=args.shortlist, min_gallery=0, anchor_search=not args.no_anchor_search,
+                            certify=args.certify, max_size=args.max_size or None)  # the default: fused
+    shortlist = replace(fused, fused=False)  # the cosine search
     variants: list[tuple[str, GalleryIndex, ShortlistConfig]] = []
     if not args.no_cosine:
         variants.append(("shortlist", index, shortlist))
     variants.append(("shortlist+fused scan", index, fused))
+    store = None
     if not args.no_fused_ivf:
         t = time.perf_counter()
         ivf = FusedIVF(index.embeddings, index.attribute_probs, **args.fused_ivf_options)
         result.setdefault("build_s", {})["fused_ivf"] = time.perf_counter() - t
-        variants.append(("shortlist+fused IVF", GalleryIndex(index.images, index.embeddings, index.attribute_probs,
-                                                             index.root, fused=ivf), fused))
+        label, gallery = "shortlist+fused IVF", GalleryIndex(index.images, index.embeddings, index.attribute_probs,
+                                                              index.root, fused=ivf)
+        if args.persist:  # through a store: saved with its fused index, reopened memory-mapped
+            store = tempfile.TemporaryDirectory(prefix="bench-turn-store-")
+            t = time.perf_counter()
+            save_gallery(index, store.name, model_fingerprint="bench", fused_index=ivf)
+            result["store_save_s"] = time.perf_counter() - t
+            del ivf, gallery
+            t = time.perf_counter()
+            gallery = open_gallery(store.name, expected_fingerprint="bench").index
+            result["store_reopen_s"] = time.perf_counter() - t
+            label = "shortlist+fused IVF (store)"
+        variants.append((label, gallery, fused))
     for name in backends:
         try:
             vectors, build_s = build_ann(name, index, args.ann_options.get(name, {}))
@@ -217,19 +263,23 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
             recalls.append(len(set(step.ranking[:10].tolist()) & set(exact_final[s].tolist())) / 10)
         result["paths"][label] = {**summary(times), "recall10": float(np.mean(recalls))}
         del gallery
+    variants.clear()
+    if store is not None:
+        store.cleanup()
     result["peak_rss_mib"] = peak_rss_mib()
     return result
 
 
 def print_table(results: list[dict[str, Any]], shortlist: int) -> None:
     print("| gallery N | path | one exact scan (N×D mat-vec + top-10) | turn p50 | turn p95 | p50 / scan "
-          "| text encoding p50 | ranking p50 | ranking p95 | recall@10 | candidates (mean) |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "| text encoding p50 | text cache hits | ranking p50 | ranking p95 | recall@10 | candidates (mean) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for label, p in r["paths"].items():
             name = label if label == "exact" else label.replace("shortlist", f"shortlist K={shortlist}")
             print(f"| {r['n']:,} | {name} | {r['scan_ms']:.2f} ms | {p['p50_ms']:.1f} ms | {p['p95_ms']:.1f} ms | "
-                  f"{p['p50_ms'] / r['scan_ms']:.1f}× | {p['encode_p50_ms']:.1f} ms | {p['rank_p50_ms']:.1f} ms | "
+                  f"{p['p50_ms'] / r['scan_ms']:.1f}× | {p['encode_p50_ms']:.1f} ms | "
+                  f"{p['text_cache_hit_rate']:.0%} | {p['rank_p50_ms']:.1f} ms | "
                   f"{p['rank_p95_ms']:.1f} ms | {p['recall10']:.3f} | {p.get('candidates_mean', r['n']):,.0f} |")
 
 
@@ -256,6 +306,10 @@ def main(argv: list[str] | None = None) -> None:
                         help='JSON: FusedIVF options (nlist, nprobe, max_probe, iterations, seed)')
     parser.add_argument("--no-fused-ivf", action="store_true", help="skip the FusedIVF path")
     parser.add_argument("--no-cosine", action="store_true", help="skip the cosine-only argpartition shortlist")
+    parser.add_argument("--persist", action="store_true",
+                        help="run the FusedIVF path on a gallery store (saved with it, reopened memory-mapped)")
+    parser.add_argument("--no-text-cache", action="store_true",
+                        help="turn the text encoder's cache off (every text encoded every turn: the uncached figure)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
@@ -271,6 +325,10 @@ def main(argv: list[str] | None = None) -> None:
     registered = register_backends()
     backends = registered if args.backends is None else [b for b in args.backends.split(",") if b]
     pipe = load_pipeline(args.run)
+    if args.no_text_cache:
+        pipe.backend.text_cache_size = 0  # every text evicted as soon as it is computed: no hit, ever
+    if hasattr(pipe.backend, "_featurize"):
+        pipe.backend._counts = TextCounts(pipe.backend)
     t = time.perf_counter()
     base = pipe.index_images(read_gallery(f"{args.data}/gallery_test.jsonl"), root=args.data, progress=False)
     print(f"# embedded {len(base)} gallery images in {time.perf_counter() - t:.1f} s; ANN backends: "
@@ -279,7 +337,8 @@ def main(argv: list[str] | None = None) -> None:
     for n in sizes:
         results.append(run_size(pipe, base, n, args, backends))
         print(f"# N={n:,} done, peak RSS {results[-1]['peak_rss_mib']:.0f} MiB, build s "
-              f"{results[-1].get('build_s', {})}", file=sys.stderr)
+              f"{results[-1].get('build_s', {})}, store save / reopen s "
+              f"{results[-1].get('store_save_s', '-')} / {results[-1].get('store_reopen_s', '-')}", file=sys.stderr)
     print_table(results, args.shortlist)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

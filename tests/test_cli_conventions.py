@@ -19,7 +19,7 @@ from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 
 COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
-            "data show", "data convert", "simulate", "chat", "index build", "index info", "train", "eval",
+            "data show", "data convert", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
             "eval-attributes", "export", "adapt", "serve", "users add", "users list", "users passwd",
             "audit verify", "audit export", "audit head", "ingest"}
 MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "adapt", "serve",

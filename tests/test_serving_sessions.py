@@ -189,3 +189,15 @@ def test_a_conversation_stops_at_the_models_turn_limit(app_client):
     over = client.post(f"/api/sessions/{sid}/describe", json={"text": "one more"}, headers=headers)
     assert over.status_code == 409 and over.json()["error"]["code"] == "turn_limit"
     assert client.post(f"/api/sessions/{sid}/undo", headers=headers).json()["turns"] == limit - 1
+
+
+def test_a_session_records_its_shortlist_and_an_old_record_replays_the_cosine_search():
+    from minterpr.interaction.shortlist import ShortlistConfig
+    from minterpr.serving.events import session_options
+
+    new = session_options({"seed": 1, "shortlist": ShortlistConfig().to_dict()}, reranking=None)
+    assert new["shortlist"] == ShortlistConfig() and new["shortlist"].fused  # today's default, as recorded
+    old = session_options({"seed": 1}, reranking=None)  # stored before sessions recorded their shortlist
+    assert old["shortlist"] == ShortlistConfig(fused=False)
+    with pytest.raises(Exception, match="shortlist|unknown|field"):
+        session_options({"seed": 1, "shortlist": {"no_such_field": 3}}, reranking=None)

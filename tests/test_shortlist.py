@@ -94,25 +94,32 @@ def test_half_the_gallery_gives_the_same_top_results(big, reference_policy):
     assert min(sizes) < len(index)  # on a shortlist (grown to the whole gallery when it could not certify)
 
 
-def test_a_small_certified_shortlist_keeps_the_exact_top_results(big):
+@pytest.mark.parametrize("fused", [False, True])
+def test_a_small_certified_shortlist_keeps_the_exact_top_results(big, fused):
     backend, index, images = big
-    grown = 0
+    grown, candidates, turns = 0, 0, 0
     for seed in SEEDS:
-        exact, short = _pair(backend, index, images, seed, ShortlistConfig(size=60, min_gallery=0, certify=10))
+        exact, short = _pair(backend, index, images, seed,
+                             ShortlistConfig(size=60, min_gallery=0, certify=10, fused=fused))
         for a, b in zip(exact, short):
             if a.anchor == b.anchor:  # the certificate assumes the exact path's anchor
                 assert a.ranking[:10].tolist() == b.ranking[:10].tolist()
             grown += len(b.ranking) > 60 + 10
-    assert grown  # some turns needed more than 60 candidates to certify their top 10
+            candidates, turns = candidates + len(b.ranking), turns + 1
+    if not fused:
+        assert grown  # some turns needed more than 60 candidates to certify their top 10 (the cosine bound is loose)
+    else:
+        assert candidates / turns < 0.2 * len(index), candidates / turns  # its bound is the K-th fused score
 
 
 def test_an_ann_shortlist_matches_the_exact_argpartition(big):
     backend, index, images = big
     vectors = ExactVectors(index.embeddings)
     with_ann = type(index)(index.images, index.embeddings, index.attribute_probs, vectors=vectors)
+    cosine = ShortlistConfig(size=300, min_gallery=0, fused=False)  # an ANN over embeddings serves the cosine search
     for seed in SEEDS[:2]:
-        plain = _conversation(Session(backend, index, shortlist=300, seed=seed), images[50 * seed], seed)
-        ann = _conversation(Session(backend, with_ann, shortlist=300, seed=seed), images[50 * seed], seed)
+        plain = _conversation(Session(backend, index, shortlist=cosine, seed=seed), images[50 * seed], seed)
+        ann = _conversation(Session(backend, with_ann, shortlist=cosine, seed=seed), images[50 * seed], seed)
         for a, b in zip(plain, ann):
             assert a.ranking[:10].tolist() == b.ranking[:10].tolist() and a.action == b.action
     assert vectors.calls >= len(ann)  # the search came from the vector index
@@ -159,8 +166,30 @@ def test_replay_and_undo_on_a_shortlist(big):
     assert np.array_equal(again.step.ranking, steps[-1].ranking) and again.step.action == steps[-1].action
     restored = session.undo()
     assert np.array_equal(restored.ranking, steps[-2].ranking) and restored.action == steps[-2].action
-    assert session.protocol()["shortlist"] == {"size": 200, "min_gallery": 0, "growth": 2.0, "anchor_search": True, "certify": 10,
-                                                  "max_size": 16000}
+    fields = {"size": 200, "min_gallery": 0, "growth": 2.0, "anchor_search": True, "certify": 10, "max_size": 16000}
+    assert session.protocol()["shortlist"] == {**fields, "fused": True}  # the default: the fused search
+    assert ShortlistConfig.from_dict(session.protocol()["shortlist"]) == session.shortlist
+
+
+def test_a_record_without_fused_replays_the_cosine_search(big):
+    """A protocol written before the fused search existed (no "fused" key) means the cosine search:
+    read back, it replays what was stored, not today's default."""
+    backend, index, images = big
+    old_record = {"size": 200, "min_gallery": 0, "growth": 2.0, "anchor_search": True, "certify": 10,
+                  "max_size": 16000}
+    cosine = ShortlistConfig(size=200, min_gallery=0, fused=False)
+    assert ShortlistConfig.from_dict(old_record) == cosine and cosine.to_dict() == old_record
+    session = Session(backend, index, shortlist=cosine, seed=1)
+    steps = _conversation(session, images[300], 1)
+    assert session.protocol()["shortlist"] == old_record  # a cosine session still writes the old record
+    again = Session.replay(session.history, backend, index, shortlist=ShortlistConfig.from_dict(old_record), seed=1)
+    assert np.array_equal(again.step.ranking, steps[-1].ranking) and np.array_equal(again.step.scores, steps[-1].scores)
+    fused = Session.replay(session.history, backend, index, shortlist=200, seed=1)  # today's default reads otherwise
+    assert len(fused.step.ranking) != len(steps[-1].ranking) or not np.array_equal(fused.step.scores, steps[-1].scores)
+    with pytest.raises(InputError, match="unknown field 'sise'"):
+        ShortlistConfig.from_dict({"sise": 200})
+    with pytest.raises(InputError, match="fused must be true or false"):
+        ShortlistConfig.from_dict({"fused": "yes"})
 
 
 def test_step_on_a_shortlist_says_what_is_beyond_it(big):
@@ -196,5 +225,11 @@ def test_growth_stops_at_max_size(big):
     capped = ShortlistConfig(size=20, min_gallery=0, certify=1000, max_size=80)  # can never certify 1000
     step = Session(backend, index, shortlist=capped).describe("A woman in a red top.")
     assert 80 <= len(step.ranking) < 100  # the cap (plus an anchor's neighbours), not the whole gallery
-    uncapped = ShortlistConfig(size=20, min_gallery=0, certify=1000, max_size=None)
+    # the cosine search's bound never certifies 1000 on this gallery: it grows to the whole gallery
+    uncapped = ShortlistConfig(size=20, min_gallery=0, certify=1000, max_size=None, fused=False)
     assert len(Session(backend, index, shortlist=uncapped).describe("A woman in a red top.").ranking) == len(index)
+    # the fused search's bound is its K-th score: it stops once 1000 candidates lead it (20 doubled to 1280)
+    fused = ShortlistConfig(size=20, min_gallery=0, certify=1000, max_size=None)
+    assert 1000 <= len(Session(backend, index, shortlist=fused).describe("A woman in a red top.").ranking) < len(index)
+    capped_fused = Session(backend, index, shortlist=ShortlistConfig(size=20, min_gallery=0, certify=1000, max_size=80))
+    assert 80 <= len(capped_fused.describe("A woman in a red top.").ranking) < 100  # the cap holds on it too

@@ -5,12 +5,17 @@ with a trained run, skips and summarises the unreadable ones, and saves a galler
 (:mod:`minterpr.index.gallery_store`: embeddings, attribute probabilities, the images and their
 metadata, the model's fingerprint) with a vector index over it (``--backend``: ``exact``,
 ``faiss_hnsw``, ``faiss_ivfpq``, ``qdrant`` where installed; ``none`` for no vector index).
-``index info`` prints a store's manifest. ``minterpr chat --run RUN --index DIR`` then searches
-the store without re-embedding, and refuses one built by another model.
+With 20,000 images or more (``--fused auto``, the default; ``yes`` / ``no`` force it) the store
+also gets its fused index (:mod:`minterpr.index.fused_store`: the inverted lists sessions take
+their shortlist from), saved beside it and memory-mapped when the store is opened; ``index fused
+DIR`` builds one for a store saved without it. ``index info`` prints a store's manifest.
+``minterpr chat --run RUN --index DIR`` then searches the store without re-embedding, and
+refuses one built by another model.
 
 Example:
     $ minterpr index build --run runs/synth --images data/synth --out galleries/synth-test
     $ minterpr index info galleries/synth-test
+    $ minterpr index fused galleries/old-store --fused-options '{"nprobe": 16}'
     $ minterpr chat --run runs/synth --index galleries/synth-test
 """
 from __future__ import annotations
@@ -34,6 +39,7 @@ NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embedd
 
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.cli.chat import gallery_images
+    from minterpr.index.fused_store import build_fused, wants_fused
     from minterpr.index.gallery_store import build_vector_index, save_gallery
     from minterpr.pipeline import load_pipeline
 
@@ -62,9 +68,15 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     seconds = time.perf_counter() - start
     fingerprint = pipeline.model_fingerprint
     vectors = None if backend == NO_BACKEND else build_vector_index(backend, index, model_fingerprint=fingerprint)
-    save_gallery(index, args.out, model_fingerprint=fingerprint, vector_index=vectors, rebuild=_rebuild_command(args))
+    start = time.perf_counter()
+    fused = build_fused(index, **args.fused_options) if wants_fused(args.fused, len(index)) else None
+    fused_s = time.perf_counter() - start
+    save_gallery(index, args.out, model_fingerprint=fingerprint, vector_index=vectors, rebuild=_rebuild_command(args),
+                 fused_index=fused)
     print(f"indexed {len(index)} images in {seconds:.1f} s ({len(index) / max(seconds, 1e-9):.0f} images/s) "
           f"with model {fingerprint}", file=out)
+    if fused is not None:
+        print(f"fused index: {fused.nlist} lists ({fused.kmeans} k-means) in {fused_s:.1f} s", file=out)
     if index.skipped:
         print(index.skipped_summary(), file=out)
     print(f"saved to {args.out} ({'no vector index' if vectors is None else f'{backend} vector index'}); "
@@ -83,6 +95,10 @@ def _rebuild_command(args: argparse.Namespace) -> str:
         words += ["--split", args.split]
     if args.backend != DEFAULT_BACKEND:
         words += ["--backend", args.backend]
+    if args.fused != "auto":
+        words += ["--fused", args.fused]
+    if args.fused_options:
+        words += ["--fused-options", json.dumps(args.fused_options, sort_keys=True)]
     return shlex.join([*words, "--out", str(args.out)])
 
 
@@ -112,11 +128,38 @@ def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
              f"{manifest.vector_backend} ({vector_index.get('count', '?')} vectors, "
              f"{json.dumps(vector_index.get('params', {}), sort_keys=True)})" if vector_index else
              f"{manifest.vector_backend} (its index.json is missing)"),
+            ("fused index", "none" if manifest.fused is None else
+             f"{manifest.fused.get('nlist')} lists, nprobe {manifest.fused.get('nprobe')}, max_probe "
+             f"{manifest.fused.get('max_probe')} ({manifest.fused.get('kmeans')} k-means, part version "
+             f"{manifest.fused.get('version')})"),
             ("created", manifest.created), ("rebuild", manifest.rebuild)]
     width = max(len(name) for name, _ in rows)
     for name, value in rows:
         print(f"{name:>{width}}: {value}", file=out)
     return 0
+
+
+def cmd_fused(args: argparse.Namespace, out: TextIO | None = None) -> int:
+    from minterpr.index.fused_store import add_fused
+
+    out = out or sys.stdout
+    start = time.perf_counter()
+    ivf = add_fused(args.dir, **args.fused_options)  # DatasetError for a store that does not open
+    print(f"fused index of {len(ivf)} images saved in {args.dir}: {ivf.nlist} lists ({ivf.kmeans} k-means) "
+          f"in {time.perf_counter() - start:.1f} s", file=out)
+    return 0
+
+
+def _fused_options(text: str) -> dict[str, Any]:
+    """--fused-options: a JSON object of FusedIVF options."""
+    try:
+        value = json.loads(text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(f"not JSON ({err})") from None
+    allowed = {"nlist", "nprobe", "max_probe", "iterations", "seed", "kmeans"}
+    if not isinstance(value, dict) or set(value) - allowed:
+        raise argparse.ArgumentTypeError(f"must be a JSON object with keys among {', '.join(sorted(allowed))}")
+    return value
 
 
 def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
@@ -154,9 +197,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                             f"installed) or {NO_BACKEND} (default: {DEFAULT_BACKEND})")
     build.add_argument("--camera", metavar="ID", help="camera id of the images that name none (a folder of one camera)")
     build.add_argument("--batch-size", type=int, default=64, help="images embedded per batch")
+    build.add_argument("--fused", choices=("auto", "yes", "no"), default="auto",
+                       help="save the fused index sessions take their shortlist from (auto: from 20,000 images)")
+    build.add_argument("--fused-options", type=_fused_options, default={}, metavar="JSON",
+                       help='FusedIVF options, e.g. \'{"nprobe": 16, "max_probe": 64}\' (default: its own)')
     build.set_defaults(handler=cmd_build)
     add_common_options(build, device=True)
     info = sub.add_parser("info", help="print a store's manifest", description="Print a gallery store's manifest.")
     info.add_argument("dir", metavar="INDEX_DIR", help="the store's folder")
     info.set_defaults(handler=cmd_info)
     add_common_options(info, json=True, json_help="the manifest as JSON: to stdout (no value or '-') or to PATH")
+    fused = sub.add_parser("fused", help="build and save a store's fused index (a store saved without one)",
+                           description="Build the fused index of a gallery store from its saved embeddings "
+                                       "and save it in the store (replacing one it has); no re-embedding.")
+    fused.add_argument("dir", metavar="INDEX_DIR", help="the store's folder")
+    fused.add_argument("--fused-options", type=_fused_options, default={}, metavar="JSON",
+                       help='FusedIVF options, e.g. \'{"nprobe": 16}\' (default: its own)')
+    fused.set_defaults(handler=cmd_fused)
+    add_common_options(fused)

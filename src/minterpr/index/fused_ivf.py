@@ -17,6 +17,13 @@ k-th score found reaches every such bound, the result is the exact top-k (``cert
 ``max_probe`` lets the search probe on until then. No O(N) work per query: O(nlist · D) to
 order the lists plus the rows probed.
 
+The lists come from faiss's k-means and nearest-centroid assignment when faiss is installed
+(``kmeans="auto"``; the build's cost is the N × nlist × D assignment, which faiss blocks without
+an (N, nlist) matrix), else from the numpy Lloyd below (``kmeans="numpy"``): any clustering
+gives exact bounds, only the rows probed change. :meth:`FusedIVF.parts` and
+:meth:`FusedIVF.from_parts` are the arrays a gallery store saves and memory-maps back
+(:mod:`minterpr.index.gallery_store`).
+
 Example:
     >>> from minterpr.data.ontology import ONTOLOGY
     >>> from minterpr.index.fused_vectors import FactColumns, fused_top_k
@@ -33,7 +40,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 
@@ -41,9 +48,15 @@ from minterpr.data.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_vectors import SINGLE, _chosen, fact_log_likelihood, normalised_probs
 
-__all__ = ["FusedIVF", "FusedHits"]
+__all__ = ["FusedIVF", "FusedHits", "KMEANS", "PARTS"]
 
 _CHUNK = 65_536  # rows per block while assigning (memory ~ CHUNK x nlist floats)
+KMEANS = ("auto", "faiss", "numpy")  # k-means engines: auto = faiss when installed, else numpy
+# part name (as saved) -> (attribute, when present: always / probs = with attribute probabilities)
+PARTS = {"centroids": ("centroids", "always"), "perm": ("perm", "always"), "offsets": ("offsets", "always"),
+         "radius": ("radius", "always"), "embeddings": ("embeddings", "always"), "probs": ("probs_perm", "probs"),
+         "r_max": ("r_max", "probs"), "r_min": ("r_min", "probs")}
+_PLAIN = {name for name, (_, need) in PARTS.items() if need == "always"}
 _SLACK = 1e-5  # added to the list bounds: r is recomputed in float32 by another order of operations
 
 
@@ -61,7 +74,8 @@ class FusedIVF:
     """Inverted lists over (N, D) embeddings with per-list attribute bounds (see the module doc)."""
 
     def __init__(self, embeddings: np.ndarray, attribute_probs: np.ndarray | None, *, nlist: int | None = None,
-                 nprobe: int = 16, max_probe: int | None = None, iterations: int = 10, seed: int = 0) -> None:
+                 nprobe: int = 16, max_probe: int | None = None, iterations: int = 10, seed: int = 0,
+                 kmeans: str = "auto") -> None:
         emb = np.asarray(embeddings, np.float32)
         n = len(emb)
         if emb.ndim != 2 or n == 0:
@@ -74,11 +88,17 @@ class FusedIVF:
         if self.nlist < 1 or self.nprobe < 1 or self.max_probe < self.nprobe:
             raise InputError(f"FusedIVF: need nlist >= 1, nprobe >= 1, max_probe >= nprobe, got "
                              f"{self.nlist}, {self.nprobe}, {self.max_probe}")
+        if kmeans not in KMEANS:
+            raise InputError(f"FusedIVF: kmeans must be one of {', '.join(KMEANS)}, got {kmeans!r}")
+        faiss = _faiss() if kmeans != "numpy" else None
+        if kmeans == "faiss" and faiss is None:
+            raise InputError("FusedIVF: kmeans='faiss' needs faiss: pip install 'minterpr[faiss]' (or kmeans='numpy')")
+        self.kmeans = "faiss" if faiss is not None else "numpy"  # which k-means made the lists
         self.probs = attribute_probs  # (N, L) the index's (None: the cosine alone)
-        self.centroids = _kmeans(emb, self.nlist, iterations, seed)  # (nlist, D)
-        labels = self._assign(emb)  # (N,)
+        self.centroids = _kmeans(emb, self.nlist, iterations, seed, faiss)  # (nlist, D)
+        labels = self._assign(emb, faiss)  # (N,)
         self.perm = np.argsort(labels, kind="stable").astype(np.int64)  # (N,) gallery rows, list by list
-        self.offsets = np.searchsorted(labels[self.perm], np.arange(self.nlist + 1))  # (nlist + 1,)
+        self.offsets = np.searchsorted(labels[self.perm], np.arange(self.nlist + 1)).astype(np.int64)  # (nlist + 1,)
         self.embeddings = emb[self.perm]  # (N, D) list-contiguous copy
         # (N, L) the probabilities beside them, list-contiguous too (a gather of random rows costs more)
         self.probs_perm = None if attribute_probs is None else np.asarray(attribute_probs)[self.perm]
@@ -102,12 +122,84 @@ class FusedIVF:
     def __len__(self) -> int:
         return len(self.perm)
 
-    def _assign(self, emb: np.ndarray) -> np.ndarray:
-        half = 0.5 * (self.centroids ** 2).sum(axis=1)  # nearest centroid in L2: argmax x.c - |c|^2 / 2
+    def _assign(self, emb: np.ndarray, faiss: Any = None) -> np.ndarray:
+        """(N,) each row's nearest centroid (L2). Any assignment is valid: the bounds are taken over the
+        lists as assigned, so faiss and numpy may break near-ties differently."""
         out = np.empty(len(emb), np.int64)
+        if faiss is not None:  # blocked distance + argmin inside faiss: no (chunk, nlist) matrix in numpy
+            flat = faiss.IndexFlatL2(self.centroids.shape[1])
+            flat.add(np.ascontiguousarray(self.centroids))
+            for start in range(0, len(emb), _CHUNK):
+                out[start:start + _CHUNK] = flat.search(np.ascontiguousarray(emb[start:start + _CHUNK]), 1)[1][:, 0]
+            return out
+        half = 0.5 * (self.centroids ** 2).sum(axis=1)  # nearest centroid in L2: argmax x.c - |c|^2 / 2
         for start in range(0, len(emb), _CHUNK):
             out[start:start + _CHUNK] = np.argmax(emb[start:start + _CHUNK] @ self.centroids.T - half, axis=1)
         return out
+
+    # ------------------------------------------------------------------ persistence
+    def parts(self) -> dict[str, np.ndarray]:
+        """The arrays that make the index (what a gallery store saves): name -> array, see :data:`PARTS`."""
+        out = {name: getattr(self, attr) for name, (attr, _) in PARTS.items()}
+        return {name: value for name, value in out.items() if value is not None}
+
+    def params(self) -> dict[str, Any]:
+        """The search settings and how the lists were made (JSON)."""
+        return {"nlist": self.nlist, "nprobe": self.nprobe, "max_probe": self.max_probe, "kmeans": self.kmeans}
+
+    @classmethod
+    def from_parts(cls, parts: Mapping[str, np.ndarray], attribute_probs: np.ndarray | None,
+                   params: Mapping[str, Any]) -> "FusedIVF":
+        """The index :meth:`parts` and :meth:`params` describe (arrays may be memory-mapped, read-only),
+        over a gallery with ``attribute_probs``. InputError when the arrays do not fit together.
+
+        Example:
+            >>> rng = np.random.default_rng(1)
+            >>> emb = rng.normal(size=(50, 4)).astype(np.float32); emb /= np.linalg.norm(emb, axis=1, keepdims=True)
+            >>> ivf = FusedIVF(emb, None, nlist=5, nprobe=2)
+            >>> again = FusedIVF.from_parts(ivf.parts(), None, ivf.params())
+            >>> top = lambda index: index.search(emb[0], (), 0.0, 0.02, 3).rows.tolist()
+            >>> top(again) == top(ivf)
+            True
+        """
+        ivf = object.__new__(cls)
+        missing = [name for name, (_, need) in PARTS.items() if name not in parts and
+                   (need == "always" or (need == "probs") == (attribute_probs is not None))]
+        if missing:
+            raise InputError(f"FusedIVF: the part {missing[0]!r} is missing")
+        for name, (attr, _) in PARTS.items():
+            setattr(ivf, attr, parts.get(name) if attribute_probs is not None or name in _PLAIN else None)
+        ivf.probs = attribute_probs
+        ivf.nlist, ivf.nprobe = int(params["nlist"]), int(params["nprobe"])
+        ivf.max_probe, ivf.kmeans = int(params["max_probe"]), str(params.get("kmeans", "numpy"))
+        ivf._check()
+        return ivf
+
+    def _check(self) -> None:
+        """InputError unless the parts have the shapes and dtypes of one index (O(N): the permutation is checked)."""
+        emb = self.embeddings
+        if emb.ndim != 2 or emb.dtype != np.float32 or not 1 <= self.nlist <= len(emb):
+            raise InputError(f"FusedIVF: the part 'embeddings' is {self.embeddings.dtype} {self.embeddings.shape}, "
+                             f"expected float32 (N, D) with N >= nlist = {self.nlist}")
+        n, dim = self.embeddings.shape
+        want = {"centroids": ((self.nlist, dim), np.float32), "perm": ((n,), np.int64),
+                "offsets": ((self.nlist + 1,), np.int64), "radius": ((self.nlist,), np.float64)}
+        if self.probs is not None:
+            labels = self.probs.shape[1]
+            want.update({"probs": ((n, labels), np.float32), "r_max": ((self.nlist, labels), np.float64),
+                         "r_min": ((self.nlist, labels), np.float64)})
+        for name, (shape, dtype) in want.items():
+            value = getattr(self, PARTS[name][0])
+            if value.shape != shape or value.dtype != dtype:
+                raise InputError(f"FusedIVF: the part {name!r} is {value.dtype} {value.shape}, expected "
+                                 f"{np.dtype(dtype)} {shape}")
+        if self.probs is not None and len(self.probs) != n:
+            raise InputError(f"FusedIVF: the lists hold {n} rows, the gallery {len(self.probs)}")
+        if not (self.nprobe >= 1 and self.max_probe >= self.nprobe and self.offsets[0] == 0
+                and self.offsets[-1] == n and bool((np.diff(self.offsets) >= 0).all())):
+            raise InputError("FusedIVF: the list offsets or probe settings are inconsistent")
+        if n and (self.perm.min() < 0 or self.perm.max() >= n or not (np.bincount(self.perm, minlength=n) == 1).all()):
+            raise InputError("FusedIVF: the list rows are not a permutation of the gallery's rows")
 
     def attribute_bounds(self, facts: Sequence[Fact], floor: float) -> np.ndarray:
         """(nlist,) the most Σ_facts log P(fact | image) can be for an image of each list."""
@@ -174,11 +266,26 @@ class FusedIVF:
         return rows, scores
 
 
-def _kmeans(emb: np.ndarray, nlist: int, iterations: int, seed: int) -> np.ndarray:
-    """(nlist, D) k-means centroids (Lloyd on a sample of at most 32 rows per list)."""
+def _faiss() -> Any:
+    """The faiss module, or None when it is not installed (the numpy k-means is used then)."""
+    try:
+        import faiss
+    except ImportError:
+        return None
+    return faiss
+
+
+def _kmeans(emb: np.ndarray, nlist: int, iterations: int, seed: int, faiss: Any = None) -> np.ndarray:
+    """(nlist, D) k-means centroids (Lloyd on a sample of at most 32 rows per list; ``faiss``: its
+    ``Kmeans`` on the same sample, else numpy)."""
     rng = np.random.default_rng(seed)
     n = len(emb)
     sample = emb[np.sort(rng.choice(n, min(n, max(32 * nlist, 10_000)), replace=False))]
+    if faiss is not None:
+        km = faiss.Kmeans(emb.shape[1], nlist, niter=iterations, seed=seed, verbose=False,
+                          max_points_per_centroid=len(sample), min_points_per_centroid=1)  # the sample as it is
+        km.train(np.ascontiguousarray(sample))
+        return np.ascontiguousarray(km.centroids, dtype=np.float32)
     centroids = sample[rng.choice(len(sample), nlist, replace=False)].copy()
     for _ in range(iterations):
         half = 0.5 * (centroids ** 2).sum(axis=1)

@@ -7,6 +7,7 @@
     DIR/attribute_probs.npy   (N, L) float32 P(label), when the model predicts attributes
     DIR/skipped.json          [[path, reason], ...] of the images that could not be read
     DIR/vectors/              a VectorIndex over the embeddings (ids = positions 0..N-1), if saved
+    DIR/fused/                the fused index (:mod:`minterpr.index.fused_store`), if saved
     DIR/gallery.json          the manifest (:class:`GalleryManifest`), written last
 
 The images are stored by column — one list per field (path, person_id, camera_id, view),
@@ -32,7 +33,8 @@ keeps its images inside its own folder: it is reopened with that folder as its r
 the folder has been moved.
 
 :func:`load_gallery` reads it back: the arrays memory-mapped (``mmap=True``, the default: the
-pages are read when a search touches them; a 100k × 256 gallery reopens in under a second), refusing with a
+pages are read when a search touches them; a 100k × 256 gallery reopens in under a second) and
+its saved fused index set as ``GalleryIndex.fused`` (memory-mapped too), refusing with a
 :class:`~minterpr.errors.DatasetError` that names the folder and the command that rebuilds it a
 folder that is not a finished store, a store of another format version, or — given
 ``expected_fingerprint`` — one built by another model.
@@ -73,15 +75,17 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import (TEMPORARY_GLOB, atomic_write, atomic_write_text, fsync_directory,
                              remove_stale_temporaries)
+from minterpr.index.fused_store import FUSED, build_fused, load_fused, save_fused, wants_fused
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import GalleryImage
 
 GALLERY_FORMAT = "minterpr-gallery"  # GalleryManifest.format
-GALLERY_VERSION = 1  # bumped when the layout changes: an older store is refused, not misread
+GALLERY_VERSION = 2  # bumped when the layout changes: a store of a version not in READ_VERSIONS is refused
+READ_VERSIONS = (1, 2)  # versions read: 1 = before the fused index (no GalleryManifest.fused), 2 = with it
 MANIFEST = "gallery.json"  # written last: its presence means the store was saved whole
 IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS = ("images.json", "embeddings.npy", "attribute_probs.npy",
                                                "skipped.json", "vectors")
-STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS)  # what a store folder may hold
+STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED)  # what a store folder may hold
 SIDE_ENTRIES = ("crops", "ingest")  # what else it may hold (an ingested gallery's crops and progress): kept by saves
 STAGING = ".staging"  # append_gallery writes the new store here, then moves it into place
 STORE_ROOT = "."  # a store's root meaning "the store's own folder" (its images inside it: the folder can move)
@@ -104,6 +108,9 @@ class GalleryManifest:
     files: Mapping[str, int]  # file name -> size in bytes when written (a changed size = a changed store)
     rebuild: str  # the command that rebuilds the store
     created: str  # ISO 8601 UTC time of the save
+    # the fused index saved in fused/ (its version, search settings and parts: fused_store.save_fused);
+    #   None = none saved (and always None in a version-1 store)
+    fused: Mapping[str, Any] | None = None
     format: str = GALLERY_FORMAT
     version: int = GALLERY_VERSION
 
@@ -221,16 +228,18 @@ def _prepare_folder(folder: Path) -> None:
         remove_stale_temporaries(folder)
         (folder / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(folder / VECTORS, ignore_errors=True)
+        shutil.rmtree(folder / FUSED, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
 
 
 def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
                  vector_index: Any = None, metadata: Sequence[Mapping[str, Any]] | None = None,
-                 rebuild: str | None = None) -> None:
-    """Write ``index`` (and ``vector_index``, a VectorIndex over its embeddings with ids 0..N-1)
-    to ``directory``, the manifest last (see the module doc). ``metadata``: free JSON metadata per
-    image, in index order; ``rebuild``: the command that rebuilds the store (named when it is
-    refused). A folder holding anything but a gallery store is refused (InputError)."""
+                 rebuild: str | None = None, fused_index: Any = None) -> None:
+    """Write ``index`` (and ``vector_index``, a VectorIndex over its embeddings with ids 0..N-1,
+    and ``fused_index``, a FusedIVF over the same rows) to ``directory``, the manifest last (see
+    the module doc). ``metadata``: free JSON metadata per image, in index order; ``rebuild``: the
+    command that rebuilds the store (named when it is refused). A folder holding anything but a
+    gallery store is refused (InputError)."""
     folder = Path(directory)
     n, dim = index.embeddings.shape
     if metadata is not None and len(metadata) != n:
@@ -241,6 +250,10 @@ def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mode
     if vector_index is not None and getattr(vector_index, "model_fingerprint", None) != model_fingerprint:
         raise InputError(f"save_gallery: the vector index was made by model {vector_index.model_fingerprint!r}, "
                          f"the gallery by {model_fingerprint!r}")
+    if fused_index is not None and (len(fused_index) != n or fused_index.embeddings.shape[1] != dim
+                                    or (fused_index.probs is None) != (index.attribute_probs is None)):
+        raise InputError(f"save_gallery: the fused index holds {fused_index.embeddings.shape} rows, the gallery "
+                         f"{(n, dim)} (or one has attribute probabilities and the other not)")
     _prepare_folder(folder)
     try:
         text = json.dumps(_image_columns(index.images, metadata), ensure_ascii=False, allow_nan=False)
@@ -256,14 +269,20 @@ def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mode
     atomic_write_text(folder / SKIPPED, json.dumps([list(s) for s in index.skipped], ensure_ascii=False) + "\n")
     if vector_index is not None:
         vector_index.save(folder / VECTORS)
+    entry, fused_files = save_fused(fused_index, folder) if fused_index is not None else (None, {})
     written = [IMAGES, EMBEDDINGS, SKIPPED] + ([PROBS] if probs is not None else [])
     manifest = GalleryManifest(
         count=n, dim=dim, labels=None if probs is None else int(probs.shape[1]), model_fingerprint=model_fingerprint,
         root=index.root, skipped=len(index.skipped),
         vector_backend=None if vector_index is None else str(vector_index.name),
-        files={name: (folder / name).stat().st_size for name in written},
+        files={**{name: (folder / name).stat().st_size for name in written}, **fused_files},
         rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
-        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat())
+        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(), fused=entry)
+    write_manifest(folder, manifest)
+
+
+def write_manifest(folder: Path, manifest: GalleryManifest) -> None:
+    """Write ``folder/gallery.json`` atomically (the last step of every save)."""
     atomic_write_text(folder / MANIFEST, json.dumps(asdict(manifest), indent=2, ensure_ascii=False) + "\n")
 
 
@@ -287,9 +306,9 @@ def read_manifest(directory: str | os.PathLike[str]) -> GalleryManifest:
         raise DatasetError(folder, f"{MANIFEST} is not a minterpr gallery manifest; {hint}")
     rebuild = raw.get("rebuild") if isinstance(raw.get("rebuild"), str) else None
     hint = f"rebuild it with `{rebuild}`" if rebuild else hint
-    if raw.get("version") != GALLERY_VERSION:
+    if raw.get("version") not in READ_VERSIONS or (raw.get("version") == 1 and "fused" in raw):
         raise DatasetError(folder, f"a gallery store of format version {raw.get('version')!r}; this minterpr reads "
-                                   f"version {GALLERY_VERSION}: {hint}")
+                                   f"version {' or '.join(map(str, READ_VERSIONS))}: {hint}")
     try:
         return GalleryManifest(**raw)
     except TypeError as err:
@@ -333,8 +352,9 @@ def _array(folder: Path, name: str, shape: tuple[int, int], mmap: bool, fail: An
 
 
 def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None,
-                 mmap: bool = True) -> StoredGallery:
-    """Open a store whole: its index, manifest, free metadata and vector index (see the module doc)."""
+                 mmap: bool = True, fused: bool = True) -> StoredGallery:
+    """Open a store whole: its index, manifest, free metadata, vector index and (``fused``) the
+    saved fused index as ``index.fused`` (see the module doc)."""
     folder = Path(directory)
     manifest = read_manifest(folder)
     hint = f"rebuild it with `{manifest.rebuild}`"
@@ -367,14 +387,16 @@ def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
         vectors = load_vector_index(folder / VECTORS, expected_fingerprint=manifest.model_fingerprint, mmap=mmap)
     root = os.fspath(folder.absolute()) if manifest.root == STORE_ROOT else manifest.root
     index = GalleryIndex(images, embeddings, attribute_probs=probs, root=root, skipped=skipped, vectors=vectors)
+    if fused and manifest.fused is not None:
+        index.fused = load_fused(folder, manifest.fused, index, mmap, fail)
     return StoredGallery(index, manifest, meta_columns, vectors)
 
 
 def load_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None,
-                 mmap: bool = True) -> GalleryIndex:
-    """The stored :class:`GalleryIndex` (its ``vectors`` set to the saved vector index, if any);
-    see :func:`open_gallery` and the module doc for what is refused."""
-    return open_gallery(directory, expected_fingerprint=expected_fingerprint, mmap=mmap).index
+                 mmap: bool = True, fused: bool = True) -> GalleryIndex:
+    """The stored :class:`GalleryIndex` (its ``vectors`` set to the saved vector index, its ``fused``
+    to the saved fused index, if any); see :func:`open_gallery` and the module doc for what is refused."""
+    return open_gallery(directory, expected_fingerprint=expected_fingerprint, mmap=mmap, fused=fused).index
 
 
 # ---------------------------------------------------------------------- appending
@@ -396,11 +418,12 @@ def _finish_staged(folder: Path) -> None:
             os.replace(staging / name, folder / name)
         elif name not in staged.get("files", {}):  # not part of the new store (no probabilities)
             (folder / name).unlink(missing_ok=True)
-    if (staging / VECTORS).is_dir():
-        shutil.rmtree(folder / VECTORS, ignore_errors=True)
-        os.replace(staging / VECTORS, folder / VECTORS)
-    elif staged.get("vector_backend") is None:
-        shutil.rmtree(folder / VECTORS, ignore_errors=True)
+    for name, saved in ((VECTORS, staged.get("vector_backend")), (FUSED, staged.get("fused"))):
+        if (staging / name).is_dir():
+            shutil.rmtree(folder / name, ignore_errors=True)
+            os.replace(staging / name, folder / name)
+        elif saved is None:  # not part of the new store
+            shutil.rmtree(folder / name, ignore_errors=True)
     fsync_directory(folder)
     os.replace(staging / MANIFEST, folder / MANIFEST)
     fsync_directory(folder)
@@ -409,12 +432,14 @@ def _finish_staged(folder: Path) -> None:
 
 def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
                    metadata: Sequence[Mapping[str, Any]] | None = None, replace: Mapping[str, Any] | None = None,
-                   backend: str | None = "exact", rebuild: str | None = None) -> int:
+                   backend: str | None = "exact", rebuild: str | None = None, fused: str = "auto") -> int:
     """Add ``index``'s rows (and their ``metadata``) to the store in ``directory`` and return its
     new row count. The store's rows whose metadata matches ``replace`` (a vector-index filter,
     e.g. ``{"job": "4f2a"}``) are dropped first. A new store gets a ``backend`` vector index
-    (None: none) and ``rebuild``; an existing one keeps its own, rebuilt over all rows. Refused:
-    a store of another model (DatasetError), or one whose images lie under another root.
+    (None: none) and ``rebuild``; an existing one keeps its own, rebuilt over all rows. A fused
+    index is built over all rows when ``fused`` says so (auto: from ``FUSED_MIN_IMAGES`` rows, or
+    when the store had one; its search settings kept). Refused: a store of another model
+    (DatasetError), or one whose images lie under another root.
 
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
@@ -432,6 +457,7 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
     from minterpr.index.vector_index import check_filter, matches
 
     check_filter(replace)
+    wants_fused(fused, 0)  # InputError for a choice that is not one, before any work
     folder = Path(directory)
     n = len(index)
     if metadata is not None and len(metadata) != n:
@@ -442,8 +468,10 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
         remove_stale_temporaries(folder)
         _finish_staged(folder)
     images, embeddings, probs, skipped = list(index.images), index.embeddings, index.attribute_probs, index.skipped
+    old_fused: Mapping[str, Any] | None = None
     if folder.is_dir() and any((folder / name).exists() for name in STORE_FILES):
-        old = open_gallery(folder, expected_fingerprint=model_fingerprint)
+        old = open_gallery(folder, expected_fingerprint=model_fingerprint, fused=False)
+        old_fused = old.manifest.fused
         if old.manifest.root != index.root:
             raise DatasetError(folder, f"its images lie under {old.manifest.root!r}, the new ones under {index.root!r}: "
                                        "a store has one image root; add them to another gallery")
@@ -464,9 +492,14 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
     merged = GalleryIndex(images, embeddings, attribute_probs=probs, root=index.root, skipped=skipped)
     vectors = None if backend is None else build_vector_index(backend, merged, records,
                                                               model_fingerprint=model_fingerprint)
+    ivf = None
+    if len(merged) and (wants_fused(fused, len(merged)) or (fused == "auto" and old_fused is not None)):
+        kept = {key: old_fused[key] for key in ("nprobe", "max_probe") if old_fused and key in old_fused}
+        ivf = build_fused(merged, **kept)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(folder / STAGING, ignore_errors=True)
     save_gallery(merged, folder / STAGING, model_fingerprint=model_fingerprint, vector_index=vectors,
-                 metadata=records, rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))))
+                 metadata=records, rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
+                 fused_index=ivf)
     _finish_staged(folder)
     return len(merged)

@@ -282,7 +282,10 @@ class NeuralBackend:
         """(n, Dt) features, computing only the texts not cached yet.
 
         The cache is read and updated under a lock; the text encoder runs outside it, so two
-        threads may encode the same new text once each (same result), never fail.
+        threads may encode the same new text once each (same result), never fail. Each missing
+        text is encoded on its own: in a batch it would be padded to its longest text, which moves
+        its features by an ulp, so a cached row would depend on the batch that first computed it
+        (a replay from an empty cache would then rank differently from the live session).
         """
         import torch
 
@@ -295,7 +298,7 @@ class NeuralBackend:
                 self._text_cache.move_to_end(text)
         missing = [text for text in unique if text not in rows]
         if missing:
-            features = self._featurize(missing)  # (m, Dt) on the model's engine
+            features = torch.cat([self._featurize([text]) for text in missing])  # (m, Dt), one text per call
             computed = dict(zip(missing, features))
             rows.update(computed)
             with self._cache_lock:
@@ -319,7 +322,7 @@ class NeuralBackend:
         for i, path in enumerate(paths):
             position = index.index_of(path)
             if position is not None:
-                rows[i] = torch.from_numpy(index.embeddings[position])
+                rows[i] = torch.from_numpy(np.array(index.embeddings[position]))  # a copy: a store's rows are read-only
             else:
                 to_load.append((i, path))
         if to_load:

@@ -10,8 +10,10 @@ seed), so :meth:`Session.undo` and :meth:`Session.replay` reproduce rankings exa
 
 Large galleries:
     From ``ShortlistConfig.min_gallery`` images on (20,000 by default), a turn re-ranks only a
-    shortlist: the query's top-K (``index.vectors`` when the index has an ANN, else one exact
-    scan) plus every image the conversation judged or named, grown when rejections exhaust it
+    shortlist: the top-K of the score before rejections, query cosine plus the stated facts'
+    log-likelihoods (the fused search: ``index.fused``, a stored gallery's FusedIVF, else one exact
+    fused scan; with ``ShortlistConfig(fused=False)`` the query's cosine top-K from ``index.vectors``),
+    plus every image the conversation judged or named, grown when rejections exhaust it
     (:mod:`~minterpr.interaction.shortlist`). ``step.ranking`` then holds the shortlist's ranking
     (K ≤ N gallery indices; :meth:`Step.rank_of` is None beyond it). ``shortlist=None`` ranks
     every image at any size, ``shortlist=K`` uses a shortlist of K at any size.

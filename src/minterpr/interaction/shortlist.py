@@ -8,14 +8,15 @@ policies. On the **exact path** all of that runs over all N images. On a **short
 runs over the candidates only, so a turn costs O(K) after one nearest-neighbour search:
 
 1. the top-``size`` images of the **fused score** ``cos(q, e_i) + w · Σ_facts log P(fact | i)``
-   (``ShortlistConfig.fused=True``; ``False``, the default for now, keeps the cosine search): the score before rejections and the anchor, an inner
-   product of ``[q, w · fact indicators]`` with ``[e_i, per-label log-probabilities]``
+   (``ShortlistConfig.fused``, the default): the score before rejections and the anchor, an
+   inner product of ``[q, w · fact indicators]`` with ``[e_i, per-label log-probabilities]``
    (:mod:`minterpr.index.fused_vectors`), so the images the attribute evidence lifts are found
-   by the search itself. ``index.fused`` (a :class:`~minterpr.index.fused_ivf.FusedIVF`) answers
-   it approximately without touching every row; without one, one exact scan (the (N, D) cosine
-   plus one cached (N,) column per fact) and an ``argpartition``. With ``fused=False`` (or a
-   gallery with an embedding-only ``index.vectors`` and no ``index.fused``), the query's top-K by
-   cosine alone, as before;
+   by the search itself. ``index.fused`` (a :class:`~minterpr.index.fused_ivf.FusedIVF`; a
+   gallery store saves one and sets it when opened) answers it without touching every row;
+   without one, one exact scan (the (N, D) cosine plus one cached (N,) column per fact) and an
+   ``argpartition``. With ``fused=False`` (what a record without the key means: see
+   :meth:`ShortlistConfig.from_dict`), or a gallery whose ``index.vectors`` is an approximate
+   (ANN) index and that has no ``index.fused``, the query's top-K by cosine alone;
 2. plus, always, every image the conversation judged (confirmed, rejected, unsure) and every
    gallery image it named (example turns);
 3. the evidence is added on those rows alone (``GalleryIndex.subset``); when an anchor is
@@ -77,8 +78,9 @@ class ShortlistConfig:
     anchor_search: bool = True  # with an anchor, also take the blended query's top-K (one more search)
     certify: int = 10  # the shortlist grows until this many unjudged candidates provably lead every image left out
     max_size: int | None = 16_000  # growth stops at this many candidates (a bound on a turn's cost); None = up to N
-    fused: bool = False  # take the top-K by the fused score (cosine + attribute evidence, one inner product)
-    #   from index.fused or an exact scan; False: by cosine alone (the search index.vectors answers)
+    fused: bool = True  # take the top-K by the fused score (cosine + attribute evidence, one inner product)
+    #   from index.fused or an exact scan; False: by cosine alone (the search index.vectors answers).
+    #   A record without the key was written when the cosine search was the only one: it reads False
 
     def __post_init__(self) -> None:
         for name, low in (("size", 1), ("min_gallery", 0), ("certify", 0), ("max_size", 1)):
@@ -99,11 +101,34 @@ class ShortlistConfig:
         return num_images >= self.min_gallery
 
     def to_dict(self) -> dict[str, Any]:
-        """Every field; ``fused`` only when on (records written before it existed read the same)."""
+        """Every field; ``fused`` only when on, so a cosine config's record is the one written before
+        the field existed (and :meth:`from_dict` reads a record without it as the cosine search)."""
         out = asdict(self)
         if not self.fused:
             del out["fused"]
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ShortlistConfig":
+        """The config a record (:meth:`to_dict`, a session protocol's ``"shortlist"``) describes.
+
+        A record without ``fused`` was written by the cosine search (before the fused search
+        existed, or with it off): it reads ``fused=False`` whatever today's default, so it replays
+        as it ran. InputError for an unknown field or a bad value.
+
+        Example:
+            >>> ShortlistConfig.from_dict({"size": 500, "min_gallery": 0}).fused  # an old record: the cosine search
+            False
+            >>> config = ShortlistConfig(size=500)
+            >>> ShortlistConfig.from_dict(config.to_dict()) == config
+            True
+        """
+        if not isinstance(data, Mapping):
+            raise InputError(f"shortlist: a record must be a mapping of fields, got {data!r}")
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise InputError(f"shortlist: unknown field {unknown[0]!r} in a shortlist record")
+        return cls(**{"fused": False, **data})
 
 
 def make_shortlist(option: Any) -> ShortlistConfig | None:
@@ -112,7 +137,7 @@ def make_shortlist(option: Any) -> ShortlistConfig | None:
 
     Example:
         >>> make_shortlist(500)
-        ShortlistConfig(size=500, min_gallery=0, growth=2.0, anchor_search=True, certify=10, max_size=16000, fused=False)
+        ShortlistConfig(size=500, min_gallery=0, growth=2.0, anchor_search=True, certify=10, max_size=16000, fused=True)
     """
     if option is None or isinstance(option, ShortlistConfig):
         return option
@@ -165,7 +190,7 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
         return _exact(index, query, facts, judgements, config)
     query = np.asarray(query, dtype=np.float32)
     must = np.asarray(sorted({*judgements, *named}), dtype=np.int64)
-    if shortlist.fused and (index.fused is not None or index.vectors is None):
+    if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
         return _fused(index, query, facts, judgements, shortlist, config, must, min_open)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
@@ -249,6 +274,13 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
             return found
         if k >= n:
             return _exact(index, query, facts, judgements, config)
+
+
+def _approximate(vectors: Any) -> bool:
+    """Whether ``vectors`` is an approximate (sublinear) search: an ANN is kept for the cosine
+    shortlist; an exact one (a scan, ``name == "exact"``) costs what the fused scan costs, which
+    finds the fused top-K instead."""
+    return vectors is not None and getattr(vectors, "name", None) != "exact"
 
 
 def _certified(found: Candidates, judgements: Mapping[int, bool | None], bound: float, wanted: int) -> bool:

@@ -35,7 +35,7 @@ TURN_KINDS = ("describe", "answer", "feedback", "example", "confirm")  # events 
 EVENT_KINDS = (*TURN_KINDS, "undo", "export")
 CONFIRM_TEXT = "Yes, this is the person."  # the feedback text a confirmation records
 # the Session keywords a stored session may record (anything else in its options is ignored)
-SESSION_OPTIONS = ("seed", "question_policy", "reference_policy", "num_references", "max_text_chars")
+SESSION_OPTIONS = ("seed", "question_policy", "reference_policy", "num_references", "max_text_chars", "shortlist")
 
 
 @dataclass(frozen=True)
@@ -85,7 +85,12 @@ def session_options(options: Mapping[str, Any], reranking: Any) -> dict[str, Any
     """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``),
     and external example images allowed (the service names them itself: uploads it stored, never a
     caller's path)."""
+    from minterpr.interaction.shortlist import ShortlistConfig
+
     chosen = {k: v for k, v in options.items() if k in SESSION_OPTIONS}
+    # the shortlist a session was started with; a session stored before the record existed ran the
+    # cosine shortlist, which is what an empty record reads as: replays rank as the session did
+    chosen["shortlist"] = ShortlistConfig.from_dict(options.get("shortlist") or {})
     return {**chosen, "reranking": reranking, "allow_external_images": True}
 
 

@@ -76,6 +76,7 @@ def purge(services: Any, days: int, *, by: str | None = None, clock: float | Non
 
 def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     """Rewrite one store without its images older than ``cutoff``; returns how many were removed."""
+    from minterpr.index.fused_store import build_fused
     from minterpr.index.gallery_store import build_vector_index, save_gallery
 
     loaded = services.galleries.get(gallery_id=row.id)
@@ -91,8 +92,11 @@ def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     vectors = (build_vector_index(backend, index, metadata, model_fingerprint=fingerprint)
                if backend is not None and len(keep) else None)
     removed_paths = [loaded.index.images[i].path for i in np.flatnonzero(old).tolist()]
+    old_fused = loaded.index.fused  # a store that had a fused index keeps one, with its probe settings
+    fused = (build_fused(index, **{k: v for k, v in old_fused.params().items() if k in ("nprobe", "max_probe")})
+             if old_fused is not None and len(keep) else None)
     save_gallery(index, loaded.directory, model_fingerprint=fingerprint, vector_index=vectors, metadata=metadata,
-                 rebuild=_rebuild(loaded.directory))
+                 rebuild=_rebuild(loaded.directory), fused_index=fused)
     if loaded.managed and loaded.index.root is not None:
         for path in removed_paths:
             try:

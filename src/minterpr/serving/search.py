@@ -37,6 +37,7 @@ from sqlalchemy import select
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError, TurnError
 from minterpr.interaction.dialogue_acts import verdict
+from minterpr.interaction.shortlist import ShortlistConfig
 from minterpr.serving import audit, events
 from minterpr.serving.accounts import Principal
 from minterpr.serving.cases import Cases, Scope, seconds
@@ -84,7 +85,8 @@ class Search:
         if index is None:
             raise ApiError(422, "empty_scope", f"no image of gallery {gallery!r} lies in this scope", field="gallery")
         sid = uuid.uuid4().hex
-        options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars}
+        options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars,
+                   "shortlist": ShortlistConfig().to_dict()}  # recorded: a later default must not change a replay
         session = events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(), None)
         filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
                    "end": scope.end}
