@@ -76,6 +76,7 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     from minterpr.data.ontology import ONTOLOGY
     from minterpr.errors import MinterprError
     from minterpr.index.gallery_index import GalleryIndex
+    from minterpr.index.fused_store import build_fused, wants_fused
     from minterpr.index.gallery_store import build_vector_index, open_gallery, save_gallery
     from minterpr.pipeline import load_pipeline
     from minterpr.types import GalleryImage
@@ -83,7 +84,8 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     pipe = load_pipeline(run)
     store = folder / f"store_{n}{'_tiled' if base else ''}"
     try:
-        if len(open_gallery(store, expected_fingerprint=pipe.model_fingerprint).index) == n:
+        opened = open_gallery(store, expected_fingerprint=pipe.model_fingerprint).index
+        if len(opened) == n and (opened.fused is not None or not wants_fused("auto", n)):
             return store
     except MinterprError:
         pass
@@ -97,7 +99,8 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
         metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"}
                     for i in range(n)]
         vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.model_fingerprint)
-        save_gallery(index, store, model_fingerprint=pipe.model_fingerprint, vector_index=vectors, metadata=metadata)
+        save_gallery(index, store, model_fingerprint=pipe.model_fingerprint, vector_index=vectors, metadata=metadata,
+                     fused_index=build_fused(index) if wants_fused("auto", n) else None)  # as `index build` does
         return store
     rng = np.random.default_rng(seed)
     dim = pipe.model.embed_dim
@@ -112,7 +115,8 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"} for i in range(n)]
     index = GalleryIndex(images, embeddings, attribute_probs=probs, root=str(folder / "crops"))
     vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.model_fingerprint)
-    save_gallery(index, store, model_fingerprint=pipe.model_fingerprint, vector_index=vectors, metadata=metadata)
+    save_gallery(index, store, model_fingerprint=pipe.model_fingerprint, vector_index=vectors, metadata=metadata,
+                 fused_index=build_fused(index) if wants_fused("auto", n) else None)
     return store
 
 
