@@ -117,8 +117,7 @@ def adapt_batch_norm(model: Any, pixels: torch.Tensor, batch_size: int = 64) -> 
     BatchNorm of the image encoder (frozen stages too: the shift starts at the first
     convolution) gets the mean over all crops, each crop weighing the same whatever the batches,
     and the size-weighted mean of the batches' variances; weights, the head and dropout are
-    untouched. Returns the number of
-    layers re-estimated. The model is left in eval mode.
+    untouched. Returns the number of layers re-estimated; the model is left in eval mode.
 
     Example:
         >>> from minterpr.models import create_model
