@@ -8,6 +8,8 @@ import pytest
 
 from minterpr.errors import DatasetError, InputError
 from minterpr.index import gallery_store
+from minterpr.index.fused_store import build_fused
+from minterpr.index.gallery_append import append_gallery
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.gallery_store import (GALLERY_VERSION, MANIFEST, build_vector_index, load_gallery, open_gallery,
                                           read_manifest, save_gallery, vector_records)
@@ -219,7 +221,7 @@ def test_a_session_over_a_store_takes_its_shortlist_from_the_saved_fused_index(t
     from minterpr.interaction.shortlist import ShortlistConfig, rank_candidates
 
     index = _fused_gallery()
-    save_gallery(index, tmp_path / "g", model_fingerprint=FP, fused_index=gallery_store.build_fused(index, nlist=12))
+    save_gallery(index, tmp_path / "g", model_fingerprint=FP, fused_index=build_fused(index, nlist=12))
     stored = load_gallery(tmp_path / "g")
     calls = []
     search = stored.fused.search
@@ -235,7 +237,7 @@ def test_a_session_over_a_store_takes_its_shortlist_from_the_saved_fused_index(t
 def test_a_changed_or_foreign_fused_index_is_refused(tmp_path, monkeypatch):
     index = _fused_gallery()
     folder = tmp_path / "g"
-    save_gallery(index, folder, model_fingerprint=FP, fused_index=gallery_store.build_fused(index, nlist=12),
+    save_gallery(index, folder, model_fingerprint=FP, fused_index=build_fused(index, nlist=12),
                  rebuild="minterpr index build --run R --images I --out g")
     part = folder / "fused" / "perm.npy"
     data = part.read_bytes()
@@ -269,7 +271,7 @@ def test_a_changed_or_foreign_fused_index_is_refused(tmp_path, monkeypatch):
                         lambda path, text: (_ for _ in ()).throw(KeyboardInterrupt) if str(path).endswith(MANIFEST)
                         else real(path, text))
     with pytest.raises(KeyboardInterrupt):
-        save_gallery(index, folder, model_fingerprint=FP, fused_index=gallery_store.build_fused(index, nlist=12))
+        save_gallery(index, folder, model_fingerprint=FP, fused_index=build_fused(index, nlist=12))
     monkeypatch.undo()
     with pytest.raises(DatasetError, match="half-written gallery store"):
         open_gallery(folder)
@@ -317,16 +319,16 @@ def test_append_keeps_a_fused_index(tmp_path):
     folder = tmp_path / "g"
     first = GalleryIndex(index.images[:200], index.embeddings[:200], index.attribute_probs[:200])
     second = GalleryIndex(index.images[200:], index.embeddings[200:], index.attribute_probs[200:])
-    gallery_store.append_gallery(first, folder, model_fingerprint=FP, fused="yes")
+    append_gallery(first, folder, model_fingerprint=FP, fused="yes")
     assert open_gallery(folder).index.fused is not None
-    assert gallery_store.append_gallery(second, folder, model_fingerprint=FP) == 300  # auto: the store had one
+    assert append_gallery(second, folder, model_fingerprint=FP) == 300  # auto: the store had one
     grown = open_gallery(folder)
     assert len(grown.index.fused) == 300 and grown.manifest.fused is not None
     _same(index, grown.index)
-    assert gallery_store.append_gallery(second, tmp_path / "small", model_fingerprint=FP) == 100
+    assert append_gallery(second, tmp_path / "small", model_fingerprint=FP) == 100
     assert open_gallery(tmp_path / "small").index.fused is None  # auto: below FUSED_MIN_IMAGES
     with pytest.raises(InputError, match="fused must be one of auto, yes, no"):
-        gallery_store.append_gallery(second, tmp_path / "x", model_fingerprint=FP, fused="maybe")
+        append_gallery(second, tmp_path / "x", model_fingerprint=FP, fused="maybe")
 
 
 def test_index_fused_and_info_on_the_command_line(tmp_path, capsys):

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from minterpr.errors import DatasetError, InputError
-from minterpr.index import gallery_store
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.gallery_store import (MANIFEST, STAGING, append_gallery, load_gallery, open_gallery,
-                                          read_manifest, save_gallery)
+from minterpr.index import gallery_append
+from minterpr.index.gallery_append import append_gallery
+from minterpr.index.gallery_store import MANIFEST, STAGING, load_gallery, open_gallery, read_manifest, save_gallery
 from minterpr.index.vector_index import Range
 from minterpr.types import GalleryImage
 
@@ -64,10 +64,10 @@ def test_a_kill_during_the_swap_leaves_a_store_the_next_append_finishes(tmp_path
                 raise KeyboardInterrupt("killed")
         real_replace(src, dst)
 
-    monkeypatch.setattr(gallery_store.os, "replace", killed_after_two_moves)
+    monkeypatch.setattr(gallery_append.os, "replace", killed_after_two_moves)
     with pytest.raises(KeyboardInterrupt):
         append_gallery(b, tmp_path, model_fingerprint=FP, metadata=meta_b)
-    monkeypatch.setattr(gallery_store.os, "replace", real_replace)
+    monkeypatch.setattr(gallery_append.os, "replace", real_replace)
     with pytest.raises(DatasetError, match="half-written"):
         read_manifest(tmp_path)  # mid-swap: refused, never misread
     c, meta_c = _rows(["c0.jpg"], "C", seed=2)
@@ -82,7 +82,7 @@ def test_a_kill_while_staging_leaves_the_old_store(tmp_path, monkeypatch):
     def killed(*args, **kwargs):
         raise KeyboardInterrupt("killed")
 
-    monkeypatch.setattr(gallery_store, "build_vector_index", killed)
+    monkeypatch.setattr(gallery_append, "build_vector_index", killed)
     with pytest.raises(KeyboardInterrupt):
         append_gallery(_rows(["b0.jpg"], "B")[0], tmp_path, model_fingerprint=FP)
     assert [i.path for i in load_gallery(tmp_path).images] == ["a0.jpg"]

@@ -22,11 +22,11 @@ or whose files were replaced since, is refused. ``meta`` is free per-image metad
 source, frame, box, track: plain JSON), kept beside the images (:attr:`StoredGallery.metadata`)
 and in the vector index's records, where filters read it.
 
-:func:`append_gallery` adds rows to a store (creating it when absent), first dropping the rows
+:func:`~minterpr.index.gallery_append.append_gallery` adds rows to a store (creating it when absent), first dropping the rows
 whose metadata matches a filter (the rows of an ingestion job that is being redone): the whole
 store is written into ``DIR/.staging/`` and then moved into place file by file, the manifest
 last, so a kill at any moment leaves the old store or the new one (an interrupted move is
-finished by the next :func:`append_gallery`). The cost is a rewrite of the store (O(N)).
+finished by the next append). The cost is a rewrite of the store (O(N)).
 A store folder may also hold ``crops/`` (an ingested gallery's images) and ``ingest/``
 (ingestion progress); saves leave them alone. A store whose root is ``"."`` (:data:`STORE_ROOT`)
 keeps its images inside its own folder: it is reopened with that folder as its root, wherever
@@ -73,9 +73,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import DatasetError, InputError
-from minterpr.fileio import (TEMPORARY_GLOB, atomic_write, atomic_write_text, fsync_directory,
-                             remove_stale_temporaries)
-from minterpr.index.fused_store import FUSED, build_fused, load_fused, save_fused, wants_fused
+from minterpr.fileio import TEMPORARY_GLOB, atomic_write, atomic_write_text, remove_stale_temporaries
+from minterpr.index.fused_store import FUSED, load_fused, save_fused
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import GalleryImage
 
@@ -397,109 +396,3 @@ def load_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
     """The stored :class:`GalleryIndex` (its ``vectors`` set to the saved vector index, its ``fused``
     to the saved fused index, if any); see :func:`open_gallery` and the module doc for what is refused."""
     return open_gallery(directory, expected_fingerprint=expected_fingerprint, mmap=mmap, fused=fused).index
-
-
-# ---------------------------------------------------------------------- appending
-def _finish_staged(folder: Path) -> None:
-    """Move a finished staged store (``STAGING`` with its manifest) into ``folder``, or drop an
-    unfinished one (the old store is then untouched). Every step may be redone after a kill."""
-    staging = folder / STAGING
-    if not staging.is_dir():
-        return
-    try:
-        staged = json.loads((staging / MANIFEST).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        shutil.rmtree(staging)  # the staged save did not finish: nothing of it was moved
-        return
-    (folder / MANIFEST).unlink(missing_ok=True)
-    fsync_directory(folder)
-    for name in (IMAGES, EMBEDDINGS, PROBS, SKIPPED):
-        if (staging / name).exists():
-            os.replace(staging / name, folder / name)
-        elif name not in staged.get("files", {}):  # not part of the new store (no probabilities)
-            (folder / name).unlink(missing_ok=True)
-    for name, saved in ((VECTORS, staged.get("vector_backend")), (FUSED, staged.get("fused"))):
-        if (staging / name).is_dir():
-            shutil.rmtree(folder / name, ignore_errors=True)
-            os.replace(staging / name, folder / name)
-        elif saved is None:  # not part of the new store
-            shutil.rmtree(folder / name, ignore_errors=True)
-    fsync_directory(folder)
-    os.replace(staging / MANIFEST, folder / MANIFEST)
-    fsync_directory(folder)
-    shutil.rmtree(staging, ignore_errors=True)
-
-
-def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
-                   metadata: Sequence[Mapping[str, Any]] | None = None, replace: Mapping[str, Any] | None = None,
-                   backend: str | None = "exact", rebuild: str | None = None, fused: str = "auto") -> int:
-    """Add ``index``'s rows (and their ``metadata``) to the store in ``directory`` and return its
-    new row count. The store's rows whose metadata matches ``replace`` (a vector-index filter,
-    e.g. ``{"job": "4f2a"}``) are dropped first. A new store gets a ``backend`` vector index
-    (None: none) and ``rebuild``; an existing one keeps its own, rebuilt over all rows. A fused
-    index is built over all rows when ``fused`` says so (auto: from ``FUSED_MIN_IMAGES`` rows, or
-    when the store had one; its search settings kept). Refused: a store of another model
-    (DatasetError), or one whose images lie under another root.
-
-    >>> import tempfile
-    >>> folder = tempfile.mkdtemp()
-    >>> rows = lambda names: GalleryIndex([GalleryImage(n, n) for n in names], np.eye(2, dtype=np.float32)[:len(names)],
-    ...                                   root="/crops")
-    >>> append_gallery(rows(["a.jpg", "b.jpg"]), folder, model_fingerprint="f00d", metadata=[{"job": 1}, {"job": 1}])
-    2
-    >>> append_gallery(rows(["c.jpg"]), folder, model_fingerprint="f00d", metadata=[{"job": 2}])
-    3
-    >>> append_gallery(rows(["d.jpg"]), folder, model_fingerprint="f00d", metadata=[{"job": 1}], replace={"job": 1})
-    2
-    >>> [image.path for image in load_gallery(folder).images], open_gallery(folder).metadata
-    (['c.jpg', 'd.jpg'], [{'job': 2}, {'job': 1}])
-    """
-    from minterpr.index.vector_index import check_filter, matches
-
-    check_filter(replace)
-    wants_fused(fused, 0)  # InputError for a choice that is not one, before any work
-    folder = Path(directory)
-    n = len(index)
-    if metadata is not None and len(metadata) != n:
-        raise InputError(f"append_gallery: {len(metadata)} metadata records for {n} images")
-    records = [dict(m) for m in metadata] if metadata is not None else [{} for _ in range(n)]
-    check_store_folder(folder)
-    if folder.is_dir():
-        remove_stale_temporaries(folder)
-        _finish_staged(folder)
-    images, embeddings, probs, skipped = list(index.images), index.embeddings, index.attribute_probs, index.skipped
-    old_fused: Mapping[str, Any] | None = None
-    if folder.is_dir() and any((folder / name).exists() for name in STORE_FILES):
-        old = open_gallery(folder, expected_fingerprint=model_fingerprint, fused=False)
-        old_fused = old.manifest.fused
-        if old.manifest.root != index.root:
-            raise DatasetError(folder, f"its images lie under {old.manifest.root!r}, the new ones under {index.root!r}: "
-                                       "a store has one image root; add them to another gallery")
-        if (old.manifest.labels is None) != (probs is None) or old.manifest.dim != index.embeddings.shape[1]:
-            raise DatasetError(folder, "the new rows' embeddings or attribute probabilities do not match the store's")
-        keep = [i for i, record in enumerate(old.metadata) if not (replace and matches(record, replace))]
-        new_paths = {image.path for image in images} | {path for path, _ in skipped}
-        images = [old.index.images[i] for i in keep] + images
-        records = [old.metadata[i] for i in keep] + records
-        embeddings = np.concatenate([np.asarray(old.index.embeddings)[keep], embeddings])
-        if probs is not None and old.index.attribute_probs is not None:
-            probs = np.concatenate([np.asarray(old.index.attribute_probs)[keep], probs])
-        skipped = tuple(s for s in old.index.skipped if s[0] not in new_paths) + tuple(skipped)
-        backend, rebuild = old.manifest.vector_backend, old.manifest.rebuild
-    if backend is not None and backend not in APPENDABLE:
-        raise InputError(f"{folder}: a store with a {backend} vector index cannot be appended to here "
-                         f"(only {', '.join(APPENDABLE)}); rebuild it with one of those")
-    merged = GalleryIndex(images, embeddings, attribute_probs=probs, root=index.root, skipped=skipped)
-    vectors = None if backend is None else build_vector_index(backend, merged, records,
-                                                              model_fingerprint=model_fingerprint)
-    ivf = None
-    if len(merged) and (wants_fused(fused, len(merged)) or (fused == "auto" and old_fused is not None)):
-        kept = {key: old_fused[key] for key in ("nprobe", "max_probe") if old_fused and key in old_fused}
-        ivf = build_fused(merged, **kept)
-    folder.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(folder / STAGING, ignore_errors=True)
-    save_gallery(merged, folder / STAGING, model_fingerprint=model_fingerprint, vector_index=vectors,
-                 metadata=records, rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
-                 fused_index=ivf)
-    _finish_staged(folder)
-    return len(merged)

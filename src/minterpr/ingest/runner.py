@@ -4,7 +4,7 @@ A video (or a folder of one video's frames) is decoded, every ``every``-th frame
 people detector and ByteTrack, each track keeps its best ``best_k`` crops (size, sharpness,
 detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG files to
 ``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
-(:func:`minterpr.index.gallery_store.append_gallery`) with their metadata: ``camera``,
+(:func:`minterpr.index.gallery_append.append_gallery`) with their metadata: ``camera``,
 ``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
 ``job``, ``score``, ``sharpness``. A folder of crops is indexed as it is: each image one row
 (copied, or hard-linked, into ``crops/<job>/``), with ``camera`` and ``time`` from the options.
@@ -209,7 +209,7 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
            options: IngestOptions, reporter: Reporter, skipped: list[tuple[str, str]],
            info: SourceInfo) -> tuple[int, int]:
     """Embed the crops and put them in the store (this job's old rows replaced): (rows added, rows in all)."""
-    from minterpr.index.gallery_store import append_gallery
+    from minterpr.index.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
 
     embedded = _embed(pipeline, images, folder, job, options, reporter) if images else None
@@ -235,8 +235,9 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
 
 def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
     """Remove ``job``'s rows from the store; the rows left."""
+    from minterpr.index.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
-    from minterpr.index.gallery_store import append_gallery, open_gallery
+    from minterpr.index.gallery_store import open_gallery
 
     stored = open_gallery(folder)
     labels = stored.manifest.labels
