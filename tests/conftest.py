@@ -29,6 +29,20 @@ def random_attributes(rng: random.Random, unknown_rate: float = 0.1) -> dict[str
     return ONTOLOGY.validate(attributes)
 
 
+def near_duplicate_gallery(people_seed: int, backend_seed: int):
+    """(backend, index, images): 500 identities x 3 near-duplicate images with noisy attribute
+    predictions (an AttributeBackend), the gallery the shortlist tests rank."""
+    from minterpr.interaction.attribute_backend import AttributeBackend
+
+    rng = random.Random(people_seed)
+    images = []
+    for pid in range(500):
+        attributes = random_attributes(rng)
+        images += [GalleryImage(f"{pid}_{k}.jpg", f"t:{pid}", attributes=attributes) for k in range(3)]
+    backend = AttributeBackend(noise=1.5, seed=backend_seed)
+    return backend, backend.index_images(images), images
+
+
 @pytest.fixture(scope="session")
 def attribute_gallery() -> list[GalleryImage]:
     """300 identities x 3 images with random (full-coverage) attributes."""

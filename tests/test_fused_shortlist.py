@@ -3,24 +3,21 @@ the augmented inner product equals rerank's score before rejections and the anch
 shortlist keeps the exact path's top 10, FusedIVF's list bounds hold, and replays stay identical."""
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
 
-from conftest import random_attributes
+from conftest import near_duplicate_gallery
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.fused_vectors import (FactColumns, augmented_query, fact_feature, fact_log_likelihood,
                                           fused_top_k, label_features)
-from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.reranking import RerankConfig, rerank
 from minterpr.interaction.session import Session
 from minterpr.interaction.shortlist import ShortlistConfig
 from minterpr.interaction.simulators import SIMULATORS
-from minterpr.types import GalleryImage
 
 FUSED = dict(min_gallery=0, fused=True)
 
@@ -28,13 +25,7 @@ FUSED = dict(min_gallery=0, fused=True)
 @pytest.fixture(scope="module")
 def big():
     """1,500 images: 500 identities x 3 (near-duplicates), noisy attribute predictions."""
-    rng = random.Random(5)
-    images = []
-    for pid in range(500):
-        attributes = random_attributes(rng)
-        images += [GalleryImage(f"{pid}_{k}.jpg", f"t:{pid}", attributes=attributes) for k in range(3)]
-    backend = AttributeBackend(noise=1.5, seed=4)
-    return backend, backend.index_images(images), images
+    return near_duplicate_gallery(5, 4)
 
 
 def random_facts(rng: np.random.Generator, count: int, single_value: bool) -> list[Fact]:

@@ -2,19 +2,17 @@
 growth when rejections exhaust the shortlist, an ANN's shortlist, replay, and what a Step says."""
 from __future__ import annotations
 
-import random
 
 import numpy as np
 import pytest
 
-from conftest import random_attributes
+from conftest import near_duplicate_gallery
 from minterpr.errors import InputError
 from minterpr.index.vector_index import SearchResult
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.session import AskQuestion, Session, ShowReferences
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
 from minterpr.interaction.simulators import SIMULATORS
-from minterpr.types import GalleryImage
 
 SEEDS = range(4)
 
@@ -22,13 +20,7 @@ SEEDS = range(4)
 @pytest.fixture(scope="module")
 def big():
     """1,500 images: 500 identities x 3 (near-duplicates), noisy attribute predictions."""
-    rng = random.Random(3)
-    images = []
-    for pid in range(500):
-        attributes = random_attributes(rng)
-        images += [GalleryImage(f"{pid}_{k}.jpg", f"t:{pid}", attributes=attributes) for k in range(3)]
-    backend = AttributeBackend(noise=1.5, seed=2)
-    return backend, backend.index_images(images), images
+    return near_duplicate_gallery(3, 2)
 
 
 class ExactVectors:
