@@ -50,6 +50,7 @@ __all__ = ["FUSED", "FUSED_MIN_IMAGES", "FUSED_VERSION", "add_fused", "build_fus
 FUSED = "fused"  # the folder of the parts, inside the store
 FUSED_VERSION = 1  # GalleryManifest.fused["version"]: bumped when the parts change; another is refused
 FUSED_MIN_IMAGES = 20_000  # "auto" builds one from this size (ShortlistConfig.min_gallery: smaller ones rank whole)
+SEARCH_SETTINGS = ("nprobe", "max_probe")  # what a rebuilt fused index keeps of the one it replaces
 FUSED_CHOICES = ("auto", "yes", "no")  # whether a save builds one: auto = from FUSED_MIN_IMAGES images
 
 
@@ -64,9 +65,12 @@ def wants_fused(choice: str, count: int) -> bool:
     return choice == "yes" or (choice == "auto" and count >= FUSED_MIN_IMAGES)
 
 
-def build_fused(index: GalleryIndex, **options: Any) -> FusedIVF:
-    """The :class:`FusedIVF` over ``index``'s embeddings and probabilities (``options``: its own)."""
-    return FusedIVF(np.asarray(index.embeddings), index.attribute_probs, **options)
+def build_fused(index: GalleryIndex, like: Mapping[str, Any] | None = None, **options: Any) -> FusedIVF:
+    """The :class:`FusedIVF` over ``index``'s embeddings and probabilities (``options``: its own).
+    ``like``: the params of the fused index it replaces (a manifest entry, :meth:`FusedIVF.params`),
+    whose search settings (``nprobe``, ``max_probe``) it keeps; its lists are made anew for the rows."""
+    kept = {key: like[key] for key in SEARCH_SETTINGS if like and key in like}
+    return FusedIVF(np.asarray(index.embeddings), index.attribute_probs, **{**kept, **options})
 
 
 def save_fused(ivf: FusedIVF, folder: Path) -> tuple[dict[str, Any], dict[str, int]]:

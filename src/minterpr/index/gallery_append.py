@@ -124,8 +124,7 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
                                                               model_fingerprint=model_fingerprint)
     ivf = None
     if len(merged) and (wants_fused(fused, len(merged)) or (fused == "auto" and old_fused is not None)):
-        kept = {key: old_fused[key] for key in ("nprobe", "max_probe") if old_fused and key in old_fused}
-        ivf = build_fused(merged, **kept)
+        ivf = build_fused(merged, like=old_fused)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(folder / STAGING, ignore_errors=True)
     save_gallery(merged, folder / STAGING, model_fingerprint=model_fingerprint, vector_index=vectors,

@@ -93,8 +93,7 @@ def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
                if backend is not None and len(keep) else None)
     removed_paths = [loaded.index.images[i].path for i in np.flatnonzero(old).tolist()]
     old_fused = loaded.index.fused  # a store that had a fused index keeps one, with its probe settings
-    fused = (build_fused(index, **{k: v for k, v in old_fused.params().items() if k in ("nprobe", "max_probe")})
-             if old_fused is not None and len(keep) else None)
+    fused = build_fused(index, like=old_fused.params()) if old_fused is not None and len(keep) else None
     save_gallery(index, loaded.directory, model_fingerprint=fingerprint, vector_index=vectors, metadata=metadata,
                  rebuild=_rebuild(loaded.directory), fused_index=fused)
     if loaded.managed and loaded.index.root is not None:
