@@ -111,9 +111,11 @@ class NeuralBackend:
         self._onnx: "OnnxImageEngine | None" = None
         self._resolved: str | None = None if engine != "torch" else "torch"
         self._engine_lock = threading.Lock()
-        from minterpr.models.onnx_text import TextFeaturizer, text_cache_path  # torch: loaded with the model
+        from minterpr.models.onnx_query import QueryEncoder, query_cache_path  # torch: loaded with the model
+        from minterpr.models.onnx_text import TextFeaturizer, text_cache_path
 
         self._featurize = TextFeaturizer(self.model, engine, cache=text_cache_path(onnx_cache))
+        self._encode_queries = QueryEncoder(self.model, engine, cache=query_cache_path(onnx_cache))
 
     # ------------------------------------------------------------------ image engine
     @property
@@ -371,16 +373,27 @@ class NeuralBackend:
         return {"turn_types": types, "turn_text": turn_text, "turn_image": turn_image, "turn_mask": types >= 0}
 
     def encode_dialogues(self, dialogues: Sequence[Sequence[Turn]], index: GalleryIndex) -> list[np.ndarray]:
-        """Many conversations at once -> one (R_i, D) array per conversation (batched by ``batch_size``)."""
-        import torch
+        """Many conversations at once -> one (R_i, D) array per conversation (batched by ``batch_size``).
 
-        out: list[np.ndarray] = []
-        for start in range(0, len(dialogues), self.batch_size):
-            chunk = dialogues[start : start + self.batch_size]
-            batch = self.dialogue_batch(chunk, index)
-            with torch.inference_mode():
-                queries = self.model.encode_dialogues(batch).float().cpu().numpy()  # (b, R, D)
-            out.extend(np.ascontiguousarray(queries[i, : len(turns)]) for i, turns in enumerate(chunk))
+        On the ONNX query engine, conversations of one length are batched together (its graph
+        takes no padding), so a conversation's queries never depend on the others in its batch.
+        """
+        out: list[np.ndarray] = [np.zeros((0, self.model.embed_dim), np.float32)] * len(dialogues)
+        order = list(range(len(dialogues)))
+        if self._encode_queries.needs_equal_lengths:
+            order.sort(key=lambda i: len(dialogues[i]))  # stable: input order within a length
+        start = 0
+        while start < len(order):
+            rows = order[start : start + self.batch_size]
+            if self._encode_queries.needs_equal_lengths:
+                rows = [i for i in rows if len(dialogues[i]) == len(dialogues[rows[0]])]
+            start += len(rows)
+            chunk = [dialogues[i] for i in rows]
+            if not any(chunk):
+                continue  # empty conversations: no query
+            queries = self._encode_queries(self.dialogue_batch(chunk, index))  # (b, R, D)
+            for j, i in enumerate(rows):
+                out[i] = np.ascontiguousarray(queries[j, : len(dialogues[i])])
         return out
 
     def encode_turns(self, turns: Sequence[Turn], index: GalleryIndex) -> np.ndarray:

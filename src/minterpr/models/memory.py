@@ -103,20 +103,34 @@ class DialogueMemory(nn.Module):
         # per-type log-weight of a turn in the running mean (descriptions may count more than Q&A)
         self.type_log_weight = nn.Parameter(torch.zeros(NUM_TURN_TYPES))
 
-    def running_mean(self, turns: torch.Tensor, turn_types: torch.Tensor, turn_mask: torch.Tensor) -> torch.Tensor:
+    def running_mean(self, turns: torch.Tensor, turn_types: torch.Tensor,
+                     turn_mask: torch.Tensor | None) -> torch.Tensor:
         """Causal weighted mean of turn vectors 0..r, (B, R, D); padded turns weigh 0."""
-        weights = self.type_log_weight.exp()[turn_types.clamp(min=0)] * turn_mask  # (B, R)
+        weights = self.type_log_weight.exp()[turn_types.clamp(min=0)]  # (B, R)
+        if turn_mask is not None:
+            weights = weights * turn_mask
         total = (weights.unsqueeze(-1) * turns).cumsum(dim=1)  # (B, R, D)
         return total / weights.cumsum(dim=1).clamp(min=1e-6).unsqueeze(-1)
 
-    def forward(self, turns: torch.Tensor, turn_types: torch.Tensor, turn_mask: torch.Tensor) -> torch.Tensor:
-        """turns (B, R, D), turn_types (B, R) long, turn_mask (B, R) bool -> (B, R, D)."""
+    def forward(self, turns: torch.Tensor, turn_types: torch.Tensor,
+                turn_mask: torch.Tensor | None) -> torch.Tensor:
+        """turns (B, R, D), turn_types (B, R) long, turn_mask (B, R) bool -> (B, R, D).
+
+        ``turn_mask`` None: every turn is real (no padding), as in one live conversation; the same
+        queries as an all-True mask, bit for bit, without the masking and carrying that padding
+        needs (the graph exported to ONNX, :mod:`minterpr.models.onnx_query`, is this path).
+        """
         r = turns.shape[1]
         if r > self.max_turns:
             raise ValueError(f"dialogue has {r} turns but the model was built for max_turns={self.max_turns}")
         x = turns + self.type_embedding(turn_types.clamp(min=0)) + self.position_embedding[:r]
-        allowed = attention_mask(turn_mask)
+        if turn_mask is None:  # causal only: with no padded key, "always self" adds nothing
+            allowed = torch.ones(r, r, dtype=torch.bool, device=turns.device).tril()[None, None]  # (1, 1, R, R)
+        else:
+            allowed = attention_mask(turn_mask)
         for layer in self.layers:
             x = layer(x, allowed)
         queries = self.running_mean(turns, turn_types, turn_mask) + self.output(self.final_norm(x))
-        return F.normalize(carry_forward(queries, turn_mask), dim=-1)
+        if turn_mask is not None:
+            queries = carry_forward(queries, turn_mask)
+        return F.normalize(queries, dim=-1)

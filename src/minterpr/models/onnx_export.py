@@ -276,6 +276,20 @@ def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) 
         return None
 
 
+def sibling_export_path(image_cache: str | os.PathLike[str] | None, part: str) -> Path | None:
+    """Where the export of another part of the model is kept next to an image export file:
+    ``x.onnx`` -> ``x.<part>.onnx`` (None without an image cache: that part exports in memory).
+
+    Example:
+        >>> str(sibling_export_path("cache/image.onnx", "text")), sibling_export_path(None, "text")
+        ('cache/image.text.onnx', None)
+    """
+    if image_cache is None:
+        return None
+    path = Path(image_cache)
+    return path.with_name(f"{path.stem}.{part}{path.suffix or '.onnx'}")
+
+
 def load_checked_engine(cache: str | os.PathLike[str] | None, fingerprint: str, open_engine: Callable[[bytes], Any],
                         export: Callable[[], bytes], check: Callable[[Any], float]) -> Any:
     """The engine of the ``cache`` file when it opens and records ``fingerprint``, else a fresh

@@ -36,7 +36,8 @@ import torch
 from torch import nn
 
 from minterpr.errors import RunError
-from minterpr.models.onnx_export import OPSET, choose_engine, cpu_session, load_checked_engine, with_fingerprint
+from minterpr.models.onnx_export import (OPSET, choose_engine, cpu_session, load_checked_engine, sibling_export_path,
+                                         with_fingerprint)
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -204,7 +205,4 @@ def text_cache_path(image_cache: str | os.PathLike[str] | None) -> Path | None:
         >>> str(text_cache_path("cache/image.onnx")), text_cache_path(None)
         ('cache/image.text.onnx', None)
     """
-    if image_cache is None:
-        return None
-    path = Path(image_cache)
-    return path.with_name(f"{path.stem}.text{path.suffix or '.onnx'}")
+    return sibling_export_path(image_cache, "text")
