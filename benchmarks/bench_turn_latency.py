@@ -19,13 +19,16 @@ top-10, measured in the same run), p50 / floor, the text encoding's p50 and the 
 rate (texts looked up that were cached), recall@10 and the candidates a turn ranked (mean). The
 text cache is emptied for every session (a session's own earlier texts are what it hits: each
 turn re-encodes the whole conversation); ``--no-text-cache`` turns it off (every text encoded on
-every turn: the uncached figure).
+every turn: the uncached figure). ``--text-precision int8`` runs the query text encoder with int8
+weights (the opt-in of ``load_pipeline``); ``--threads 2`` gives torch, BLAS and ONNX Runtime two
+threads (the whole 2-core machine; the default, 1, is steady on a shared one).
 
 Usage:
     python benchmarks/bench_turn_latency.py --sizes 10000,100000,1000000
     python benchmarks/bench_turn_latency.py --sizes 10000 --sessions 3 --json out.json
     python benchmarks/bench_turn_latency.py --sizes 1000000 --backends "" --fused-ivf-options '{"nprobe": 32}'
     python benchmarks/bench_turn_latency.py --sizes 100000 --backends "" --persist --no-text-cache
+    python benchmarks/bench_turn_latency.py --sizes 1000000 --backends "" --persist --text-precision int8
 """
 from __future__ import annotations
 
@@ -310,6 +313,8 @@ def main(argv: list[str] | None = None) -> None:
                         help="run the FusedIVF path on a gallery store (saved with it, reopened memory-mapped)")
     parser.add_argument("--no-text-cache", action="store_true",
                         help="turn the text encoder's cache off (every text encoded every turn: the uncached figure)")
+    parser.add_argument("--text-precision", choices=("fp32", "int8"), default="fp32",
+                        help="the query text encoder's weights (int8: opt-in, faster, features move a little)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
@@ -324,7 +329,7 @@ def main(argv: list[str] | None = None) -> None:
         print("# threadpoolctl is not installed: BLAS keeps its own thread count", file=sys.stderr)
     registered = register_backends()
     backends = registered if args.backends is None else [b for b in args.backends.split(",") if b]
-    pipe = load_pipeline(args.run)
+    pipe = load_pipeline(args.run, text_precision=args.text_precision)
     if args.no_text_cache:
         pipe.backend.text_cache_size = 0  # every text evicted as soon as it is computed: no hit, ever
     if hasattr(pipe.backend, "_featurize"):

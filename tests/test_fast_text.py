@@ -138,3 +138,44 @@ def test_check_refuses_an_export_of_other_weights():
     engine = OnnxTextEngine(export_text_encoder(tiny(seed=1)))
     with pytest.raises(RunError, match="differs from the PyTorch model"):
         check_text_engine(engine, tiny(seed=2))
+
+
+def test_int8_precision_is_opt_in_checked_and_cached_apart(tmp_path: Path, index):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnxruntime.quantization")
+    from minterpr.models.onnx_text import INT8_MIN_COSINE, load_text_engine, text_cache_path_for, text_fingerprint
+
+    model = tiny()
+    with pytest.raises(ValueError, match="text precision must be one of"):
+        TextFeaturizer(model, "onnx", precision="fp16")
+    with pytest.raises(ValueError, match="runs on ONNX Runtime"):
+        TextFeaturizer(model, "torch", precision="int8")
+    featurize = TextFeaturizer(model, "onnx", precision="int8")
+    with torch.inference_mode():
+        expected = model.text_features(TEXTS).numpy()
+    got = featurize(TEXTS).numpy()
+    assert featurize.precision_name == "int8" and got.shape == expected.shape
+    cosine = (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
+    assert cosine.min() >= INT8_MIN_COSINE and np.abs(got - expected).max() > 1e-6  # close, and not fp32
+    # its export is kept beside the fp32 one, never mistaken for it
+    fp32_cache, int8_cache = (text_cache_path_for(tmp_path / "image.onnx", p) for p in ("fp32", "int8"))
+    assert int8_cache.name == "image.text-int8.onnx" and fp32_cache.name == "image.text.onnx"
+    int8 = load_text_engine(model, int8_cache, precision="int8")
+    fp32 = load_text_engine(model, fp32_cache)
+    assert int8.fingerprint == text_fingerprint(model) + "+int8" and fp32.fingerprint == text_fingerprint(model)
+    int8_cache.write_bytes(fp32_cache.read_bytes())  # an fp32 export where the int8 one belongs: rebuilt
+    assert load_text_engine(model, int8_cache, precision="int8").fingerprint.endswith("+int8")
+    assert int8_cache.stat().st_size < fp32_cache.stat().st_size  # rebuilt as int8: smaller weights
+    # the backend and the pipeline option: queries close to fp32's, the precision reported
+    reference = NeuralBackend(model, engine="onnx")
+    fast = NeuralBackend(model, engine="onnx", text_precision="int8")
+    assert fast.text_precision == "int8" and reference.text_precision == "fp32"
+    for want, got in zip(reference.encode_dialogues(DIALOGUES, index), fast.encode_dialogues(DIALOGUES, index)):
+        assert ((want * got).sum(1)).min() >= 0.9  # both L2-normalised
+
+
+def test_int8_falls_back_to_fp32_where_onnx_runtime_does_not_run():
+    model = tiny()
+    featurize = TextFeaturizer(model, "auto", precision="int8")
+    featurize._resolved, featurize._onnx = "torch", None  # what "auto" resolves to off the CPU
+    assert featurize.precision_name == "fp32"

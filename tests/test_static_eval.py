@@ -144,6 +144,24 @@ def test_eval_command_without_manifest_and_with_max_rounds(eval_setup, tmp_path)
     assert report.protocol["num_gallery"] == 4 + 2  # 4 targets + 2 references that are nobody's target
 
 
+def test_eval_command_with_int8_text_records_it(eval_setup, tmp_path):
+    pytest.importorskip("onnxruntime.quantization")
+    root, run = eval_setup
+    fp32, int8 = tmp_path / "fp32.json", tmp_path / "int8.json"
+    base = ["eval", "--run", str(run), "--data", str(root / "test.jsonl"), "--image-root", str(root), "--quiet"]
+    assert main([*base, "--json", str(fp32)]) == 0
+    assert main([*base, "--json", str(int8), "--text-precision", "int8"]) == 0
+    reports = EvaluationReport.load(fp32), EvaluationReport.load(int8)
+    assert "text_precision" not in reports[0].protocol and reports[1].protocol["text_precision"] == "int8"
+    assert len(reports[1].rounds) == len(reports[0].rounds)
+
+
+def test_simulate_refuses_int8_text_without_a_model(eval_setup, capsys):
+    root, _ = eval_setup
+    assert main(["simulate", "--backend", "attribute", "--data", str(root), "--text-precision", "int8", "--quiet"]) == 2
+    assert "--text-precision needs --run" in capsys.readouterr().err
+
+
 def test_eval_command_reports_a_missing_model(eval_setup, tmp_path, capsys):
     root, _ = eval_setup
     args = ["eval", "--run", str(tmp_path), "--data", str(root / "test.jsonl"), "--json", str(tmp_path / "x.json")]

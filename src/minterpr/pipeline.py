@@ -111,12 +111,15 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
 
 
 def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64, engine: str = "auto",
-                  onnx_cache: str | Path | None = None) -> Pipeline:
+                  onnx_cache: str | Path | None = None, text_precision: str = "fp32") -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file or a
     model directory (``minterpr export``: safetensors + JSON) as a pipeline; CPU by default. A broken or missing run raises :class:`~minterpr.errors.RunError`
     (see :func:`minterpr.trained_run.load_run`). ``engine`` and ``onnx_cache``: what encodes
     gallery images (:class:`~minterpr.index.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
-    on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster)."""
+    on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster). ``text_precision``
+    "int8" runs the query text encoder with int8 weights (opt-in; faster turns, features within
+    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md)."""
     run = load_run(run_dir, device=device)
     weight = run.extras.scoring.attribute_weight if run.extras.scoring is not None else None
-    return Pipeline(run.backend(batch_size, engine=engine, onnx_cache=onnx_cache), run.run_dir, weight, run.extras)
+    backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
+    return Pipeline(backend, run.run_dir, weight, run.extras)

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Iterable, TextIO
 
 from minterpr.cli.common import add_common_options, show_progress
-from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, load_backend
+from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, check_backend_arguments, load_backend
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.errors import InputError, MinterprError
 from minterpr.interaction.dialogue_acts import verdict
@@ -331,6 +331,7 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
     from minterpr.interaction.session import Session
 
     out = stdout or sys.stdout
+    check_backend_arguments(args)
     if getattr(args, "index", None) is not None:  # a stored gallery (`minterpr index build`): no re-embedding
         from minterpr.cli.index import open_for_chat
 

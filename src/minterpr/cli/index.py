@@ -174,7 +174,7 @@ def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise CLIError(f"gallery store not found: {args.index} (build one with `minterpr index build`)")
     run = load_run(args.run, device=getattr(args, "device", "cpu"))
     index = load_gallery(args.index, expected_fingerprint=run.fingerprint)
-    return run.backend(), run.scoring_config(), index
+    return run.backend(text_precision=getattr(args, "text_precision", "fp32")), run.scoring_config(), index
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

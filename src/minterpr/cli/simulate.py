@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
-from minterpr.cli.eval import add_picture_options, check_picture_options
+from minterpr.cli.eval import add_picture_options, add_text_precision_argument, check_picture_options
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.errors import InputError
@@ -50,6 +50,13 @@ def add_backend_arguments(parser: argparse.ArgumentParser) -> None:
                        help="no model: the attribute backend over the gallery's ground-truth attributes")
     parser.add_argument("--attribute-noise", type=float, default=None, metavar="STD",
                         help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)")
+    add_text_precision_argument(parser)
+
+
+def check_backend_arguments(args: argparse.Namespace) -> None:
+    """Refuse a combination of backend options that cannot work, before any data is read."""
+    if getattr(args, "backend", None) == "attribute" and getattr(args, "text_precision", "fp32") != "fp32":
+        raise CLIError("--text-precision needs --run: the attribute backend encodes no text")
 
 
 def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
@@ -68,7 +75,7 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
     from minterpr.trained_run import load_run
 
     run = load_run(args.run, device=getattr(args, "device", "cpu"))
-    return run.backend(), run.scoring_config()
+    return run.backend(text_precision=getattr(args, "text_precision", "fp32")), run.scoring_config()
 
 
 def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
@@ -112,6 +119,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     from minterpr.interaction.simulators import SIMULATORS
 
     check_picture_options(args)
+    check_backend_arguments(args)
     data_dir = Path(args.data)
     gallery = _gallery(data_dir, args.split)
     if args.simulator == "replay":
