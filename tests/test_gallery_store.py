@@ -53,6 +53,7 @@ def test_round_trip_mmap_equals_in_memory(tmp_path, probs):
     assert mapped.manifest.count == 12 and mapped.manifest.dim == 8 and mapped.manifest.model_fingerprint == FP
     # memory-mapped: read-only pages of the file; in memory: an ordinary writeable array
     assert not mapped.index.embeddings.flags.writeable and in_memory.index.embeddings.flags.writeable
+    assert isinstance(mapped.index.embeddings.base, np.memmap) and type(mapped.index.embeddings) is np.ndarray
     query = index.embeddings[3]
     assert np.array_equal(mapped.index.rank(query), index.rank(query))
     assert mapped.vectors is None and mapped.index.vectors is None
@@ -203,7 +204,7 @@ def test_the_fused_index_round_trips_memory_mapped(tmp_path, kmeans):
     stored = open_gallery(tmp_path / "g", expected_fingerprint=FP)
     ivf = stored.index.fused
     assert stored.manifest.version == GALLERY_VERSION and stored.manifest.fused["kmeans"] == kmeans
-    assert isinstance(ivf.embeddings, np.memmap) and not ivf.embeddings.flags.writeable  # memory-mapped
+    assert isinstance(ivf.embeddings.base, np.memmap) and not ivf.embeddings.flags.writeable  # a view of the file
     assert (ivf.nlist, ivf.nprobe, ivf.max_probe) == (12, 3, 12)
     columns = FactColumns(index.attribute_probs, 0.02)
     for query, facts in _queries(index):

@@ -43,6 +43,7 @@ from minterpr.errors import InputError
 from minterpr.fileio import atomic_write
 from minterpr.index.fused_ivf import PARTS, FusedIVF
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.index.npy import load_npy
 
 __all__ = ["FUSED", "FUSED_MIN_IMAGES", "FUSED_VERSION", "add_fused", "build_fused", "load_fused", "save_fused",
            "wants_fused"]
@@ -99,7 +100,7 @@ def load_fused(folder: Path, entry: Mapping[str, Any], index: GalleryIndex, mmap
         if name not in PARTS:
             raise fail(f"its fused index names an unknown part {name!r}: {redo}, or the whole store")
         try:
-            parts[name] = np.load(folder / FUSED / f"{name}.npy", mmap_mode="r" if mmap else None, allow_pickle=False)
+            parts[name] = load_npy(folder / FUSED / f"{name}.npy", mmap=mmap)
         except (OSError, ValueError) as err:
             raise fail(f"unreadable {FUSED}/{name}.npy ({err})") from None
     try:

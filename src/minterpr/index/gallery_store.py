@@ -76,6 +76,7 @@ from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import TEMPORARY_GLOB, atomic_write, atomic_write_text, remove_stale_temporaries
 from minterpr.index.fused_store import FUSED, load_fused, save_fused
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.index.npy import load_npy
 from minterpr.types import GalleryImage
 
 GALLERY_FORMAT = "minterpr-gallery"  # GalleryManifest.format
@@ -342,7 +343,7 @@ def _images(folder: Path, count: int, fail: Any) -> tuple[list[GalleryImage], di
 
 def _array(folder: Path, name: str, shape: tuple[int, int], mmap: bool, fail: Any) -> np.ndarray:
     try:
-        array = np.load(folder / name, mmap_mode="r" if mmap else None, allow_pickle=False)
+        array = load_npy(folder / name, mmap=mmap)
     except (OSError, ValueError) as err:
         raise fail(f"unreadable {name} ({err})") from None
     if array.shape != shape or array.dtype != np.float32:

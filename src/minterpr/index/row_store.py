@@ -31,6 +31,7 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_open
 from minterpr.index.metadata_filter import MetadataColumns
+from minterpr.index.npy import load_npy
 from minterpr.index.vector_index import Filter, check_filter
 
 VECTORS_FILE, IDS_FILE, ALIVE_FILE, METADATA_FILE = "vectors.npy", "ids.npy", "alive.npy", "metadata.json"
@@ -276,7 +277,7 @@ class RowStore:
     def load(cls, directory: Path, dim: int, dtype: str, *, mmap: bool = False) -> "RowStore":
         store = cls(dim, dtype)
         try:
-            vectors = np.load(directory / VECTORS_FILE, mmap_mode="r" if mmap else None, allow_pickle=False)
+            vectors = load_npy(directory / VECTORS_FILE, mmap=mmap)
             ids = np.load(directory / IDS_FILE, allow_pickle=False)
             alive = np.load(directory / ALIVE_FILE, allow_pickle=False)
             records = json.loads((directory / METADATA_FILE).read_text(encoding="utf-8"))
