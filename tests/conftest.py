@@ -66,3 +66,25 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+def tiny_model(seed: int = 0):
+    """The untrained ``tiny`` retrieval model, seeded, in eval mode (the fast-path agreement tests)."""
+    import torch
+
+    from minterpr.models import create_model
+
+    torch.manual_seed(seed)
+    return create_model("tiny").eval()
+
+
+def two_image_index():
+    """A gallery index of g0.jpg and g1.jpg with fixed random unit 32-d embeddings (``tiny``'s D)."""
+    import numpy as np
+
+    from minterpr.index.gallery_index import GalleryIndex
+
+    rng = np.random.default_rng(0)
+    embeddings = rng.normal(size=(2, 32)).astype(np.float32)
+    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
+    return GalleryIndex([GalleryImage("g0.jpg", "p:0"), GalleryImage("g1.jpg", "p:1")], embeddings)

@@ -11,12 +11,12 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from minterpr.errors import RunError  # noqa: E402
-from minterpr.index.gallery_index import GalleryIndex  # noqa: E402
 from minterpr.index.neural_backend import NeuralBackend  # noqa: E402
-from minterpr.models import create_model  # noqa: E402
 from minterpr.models.onnx_query import (QueryEncoder, check_dialogues, query_cache_path,  # noqa: E402
                                         query_fingerprint)
-from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn  # noqa: E402
+from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn  # noqa: E402
+
+from conftest import tiny_model, two_image_index  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -30,17 +30,12 @@ DIALOGUES = [
 ]
 
 
-def tiny(seed: int = 0):
-    torch.manual_seed(seed)
-    return create_model("tiny").eval()
+tiny = tiny_model
 
 
 @pytest.fixture(scope="module")
-def index() -> GalleryIndex:
-    rng = np.random.default_rng(0)
-    embeddings = rng.normal(size=(2, 32)).astype(np.float32)
-    embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
-    return GalleryIndex([GalleryImage("g0.jpg", "p:0"), GalleryImage("g1.jpg", "p:1")], embeddings)
+def index():
+    return two_image_index()
 
 
 def test_unmasked_memory_is_the_all_true_mask_bit_for_bit():

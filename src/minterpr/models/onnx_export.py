@@ -276,6 +276,42 @@ def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) 
         return None
 
 
+ENGINES = ("torch", "onnx", "auto")  # what runs a part of the model: the reference, ONNX Runtime, or the latter where it can
+
+
+class LazyOnnxEngine:
+    """What a part of the model that runs on torch or ONNX Runtime shares: ``engine`` as asked
+    (one of :data:`ENGINES`), resolved once, at the first use and under a lock, into
+    :attr:`engine_name` and ``_onnx`` (the ONNX engine; None where torch runs). Subclasses give
+    ``_load_onnx`` (export or reuse, then check) and ``what`` (for the log line when "auto"
+    falls back to torch). ``cache``: the ``.onnx`` file for the export (None: in memory)."""
+
+    what = "model"
+
+    def __init__(self, model: "RetrievalModel", engine: str, cache: str | os.PathLike[str] | None) -> None:
+        if engine not in ENGINES:
+            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        self.model = model
+        self.engine = engine  # as asked; engine_name says what runs once resolved
+        self.cache = cache
+        self._onnx: Any | None = None
+        self._resolved: str | None = "torch" if engine == "torch" else None
+        self._lock = threading.Lock()
+
+    @property
+    def engine_name(self) -> str:
+        """"torch" or "onnx": what computes this part (resolving "auto" builds the export)."""
+        if self._resolved is None:
+            with self._lock:
+                if self._resolved is None:
+                    self._onnx = choose_engine(self.engine, self.model.device, self._load_onnx, self.what)
+                    self._resolved = "torch" if self._onnx is None else "onnx"
+        return self._resolved
+
+    def _load_onnx(self) -> Any:
+        raise NotImplementedError
+
+
 def sibling_export_path(image_cache: str | os.PathLike[str] | None, part: str) -> Path | None:
     """Where the export of another part of the model is kept next to an image export file:
     ``x.onnx`` -> ``x.<part>.onnx`` (None without an image cache: that part exports in memory).

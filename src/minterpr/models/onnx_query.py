@@ -27,7 +27,6 @@ import copy
 import hashlib
 import io
 import os
-import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
@@ -37,7 +36,7 @@ import torch
 from torch import nn
 
 from minterpr.errors import RunError
-from minterpr.models.onnx_export import (OPSET, choose_engine, cpu_session, load_checked_engine, sibling_export_path,
+from minterpr.models.onnx_export import (OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, sibling_export_path,
                                          with_fingerprint)
 
 if TYPE_CHECKING:
@@ -47,7 +46,6 @@ EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weight
 FINGERPRINT_KEY = "minterpr.query_fingerprint"
 CHECK_TOLERANCE = 1e-4  # largest |ONNX - PyTorch| accepted on the check dialogues (float32 gives ~1e-7)
 INPUTS = ("turn_types", "turn_text", "turn_image")
-ENGINES = ("torch", "onnx", "auto")
 
 
 def query_fingerprint(model: "RetrievalModel") -> str:
@@ -154,7 +152,7 @@ def load_query_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
         lambda: export_query_model(model, fingerprint), lambda e: check_query_engine(e, model))
 
 
-class QueryEncoder:
+class QueryEncoder(LazyOnnxEngine):
     """``encode(batch)`` -> (B, R, D) float32 numpy queries, like
     :meth:`RetrievalModel.encode_dialogues`, on ``engine`` "torch" (the reference), "onnx" or
     "auto" (ONNX Runtime on a CPU device when installed and the export passes its check, else
@@ -163,27 +161,14 @@ class QueryEncoder:
     ``cache`` is an ``.onnx`` file for the export. Thread-safe.
     """
 
+    what = "queries"
+
     def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
                  cache: str | os.PathLike[str] | None = None) -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
-        self.model = model
-        self.engine = engine  # as asked; engine_name says what runs once resolved
-        self.cache = cache
-        self._onnx: OnnxQueryEngine | None = None
-        self._resolved: str | None = "torch" if engine == "torch" else None
-        self._lock = threading.Lock()
+        super().__init__(model, engine, cache)
 
-    @property
-    def engine_name(self) -> str:
-        """"torch" or "onnx": what computes unpadded batches (resolving "auto" builds the export)."""
-        if self._resolved is None:
-            with self._lock:
-                if self._resolved is None:
-                    self._onnx = choose_engine(self.engine, self.model.device,
-                                               lambda: load_query_engine(self.model, self.cache), "queries")
-                    self._resolved = "torch" if self._onnx is None else "onnx"
-        return self._resolved
+    def _load_onnx(self) -> OnnxQueryEngine:
+        return load_query_engine(self.model, self.cache)
 
     @property
     def needs_equal_lengths(self) -> bool:

@@ -26,7 +26,6 @@ import copy
 import hashlib
 import io
 import os
-import threading
 import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
@@ -36,7 +35,7 @@ import torch
 from torch import nn
 
 from minterpr.errors import RunError
-from minterpr.models.onnx_export import (INSTALL_HINT, OPSET, choose_engine, cpu_session, load_checked_engine,
+from minterpr.models.onnx_export import (INSTALL_HINT, OPSET, LazyOnnxEngine, cpu_session, load_checked_engine,
                                          sibling_export_path, with_fingerprint)
 
 if TYPE_CHECKING:
@@ -47,7 +46,6 @@ FINGERPRINT_KEY = "minterpr.text_fingerprint"
 CHECK_TOLERANCE = 1e-4  # largest |ONNX - PyTorch| accepted on the check texts (float32 gives ~1e-6)
 CHECK_TEXTS = ("no", "a young woman in a long red coat with black trousers, carrying a grey shoulder bag",
                "what colour are the shoes? white")  # lengths 3..~20 tokens, padded together once
-ENGINES = ("torch", "onnx", "auto")
 PRECISIONS = ("fp32", "int8")  # the text encoder's weights on ONNX Runtime (int8: opt-in, see quantize_text_export)
 INT8_MIN_COSINE = 0.95  # lowest cosine int8 vs PyTorch features accepted on CHECK_TEXTS (MiniLM: >= 0.97)
 
@@ -195,7 +193,7 @@ def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | No
                                lambda e: check_text_engine(e, model, precision))
 
 
-class TextFeaturizer:
+class TextFeaturizer(LazyOnnxEngine):
     """``featurize(texts)`` -> (n, Dt) float32 text features on the model's device, like
     :meth:`RetrievalModel.text_features`, on ``engine`` "torch" (the reference), "onnx" or "auto"
     (ONNX Runtime on a CPU device when installed and the export passes its check, else torch).
@@ -205,41 +203,25 @@ class TextFeaturizer:
     off the CPU, it is fp32). Thread-safe.
     """
 
+    what = "text"
+
     def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
                  cache: str | os.PathLike[str] | None = None, batch_size: int = 256, precision: str = "fp32") -> None:
-        if engine not in ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
+        super().__init__(model, engine, cache)
         if precision not in PRECISIONS:
             raise ValueError(f"text precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if precision != "fp32" and engine == "torch":
             raise ValueError(f"text precision {precision} runs on ONNX Runtime: use engine 'onnx' or 'auto'")
-        self.model = model
-        self.engine = engine  # as asked; engine_name says what runs once resolved
         self.precision = precision  # as asked; precision_name says what runs once resolved
-        self.cache = cache
         self.batch_size = batch_size  # texts per encoder call (similar lengths batched together)
-        self._onnx: OnnxTextEngine | None = None
-        self._resolved: str | None = "torch" if engine == "torch" else None
-        self._lock = threading.Lock()
-
-    @property
-    def engine_name(self) -> str:
-        """"torch" or "onnx": what computes the features (resolving "auto" builds the export)."""
-        if self._resolved is None:
-            with self._lock:
-                if self._resolved is None:
-                    self._resolved = self._resolve()
-        return self._resolved
 
     @property
     def precision_name(self) -> str:
         """"fp32" or "int8": the precision the features are computed in once resolved."""
         return self.precision if self.engine_name == "onnx" else "fp32"
 
-    def _resolve(self) -> str:
-        self._onnx = choose_engine(self.engine, self.model.device,
-                                   lambda: load_text_engine(self.model, self.cache, precision=self.precision), "text")
-        return "torch" if self._onnx is None else "onnx"
+    def _load_onnx(self) -> OnnxTextEngine:
+        return load_text_engine(self.model, self.cache, precision=self.precision)
 
     def __call__(self, texts: Sequence[str]) -> torch.Tensor:
         texts = list(texts)
