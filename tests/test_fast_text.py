@@ -136,7 +136,7 @@ def test_check_refuses_an_export_of_other_weights():
 def test_int8_precision_is_opt_in_checked_and_cached_apart(tmp_path: Path, index):
     pytest.importorskip("onnxruntime")
     pytest.importorskip("onnxruntime.quantization")
-    from minterpr.models.onnx_text import INT8_MIN_COSINE, load_text_engine, text_cache_path_for, text_fingerprint
+    from minterpr.models.onnx_text import INT8_MIN_COSINE, load_text_engine, text_fingerprint
 
     model = tiny()
     with pytest.raises(ValueError, match="text precision must be one of"):
@@ -151,7 +151,7 @@ def test_int8_precision_is_opt_in_checked_and_cached_apart(tmp_path: Path, index
     cosine = (got * expected).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(expected, axis=1)
     assert cosine.min() >= INT8_MIN_COSINE and np.abs(got - expected).max() > 1e-6  # close, and not fp32
     # its export is kept beside the fp32 one, never mistaken for it
-    fp32_cache, int8_cache = (text_cache_path_for(tmp_path / "image.onnx", p) for p in ("fp32", "int8"))
+    fp32_cache, int8_cache = (text_cache_path(tmp_path / "image.onnx", p) for p in ("fp32", "int8"))
     assert int8_cache.name == "image.text-int8.onnx" and fp32_cache.name == "image.text.onnx"
     int8 = load_text_engine(model, int8_cache, precision="int8")
     fp32 = load_text_engine(model, fp32_cache)

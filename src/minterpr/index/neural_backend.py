@@ -53,7 +53,6 @@ if TYPE_CHECKING:  # torch stays an optional dependency of minterpr.index
     import torch
 
     from minterpr.models import RetrievalModel
-    from minterpr.models.onnx_export import OnnxImageEngine
 
 try:
     from tqdm import tqdm
@@ -112,13 +111,12 @@ class NeuralBackend:
         self.onnx_cache = onnx_cache
         on_cpu = str(self.device) == "cpu"
         self.forward_batch = forward_batch or (min(batch_size, CPU_FORWARD_BATCH) if on_cpu else batch_size)
-        self._onnx: "OnnxImageEngine | None" = None
-        self._resolved: str | None = None if engine != "torch" else "torch"
-        self._engine_lock = threading.Lock()
-        from minterpr.models.onnx_query import QueryEncoder, query_cache_path  # torch: loaded with the model
-        from minterpr.models.onnx_text import TextFeaturizer, text_cache_path_for
+        from minterpr.models.onnx_export import ImageTowerEngine  # torch: loaded with the model
+        from minterpr.models.onnx_query import QueryEncoder, query_cache_path
+        from minterpr.models.onnx_text import TextFeaturizer, text_cache_path
 
-        self._featurize = TextFeaturizer(self.model, engine, cache=text_cache_path_for(onnx_cache, text_precision),
+        self._images = ImageTowerEngine(self.model, engine, cache=onnx_cache)
+        self._featurize = TextFeaturizer(self.model, engine, cache=text_cache_path(onnx_cache, text_precision),
                                          precision=text_precision)
         self._encode_queries = QueryEncoder(self.model, engine, cache=query_cache_path(onnx_cache))
 
@@ -131,18 +129,7 @@ class NeuralBackend:
     @property
     def engine_name(self) -> str:
         """The engine that encodes images: "torch" or "onnx" (resolving "auto" builds the export)."""
-        if self._resolved is None:
-            with self._engine_lock:
-                if self._resolved is None:
-                    self._resolved = self._resolve_engine()
-        return self._resolved
-
-    def _resolve_engine(self) -> str:
-        from minterpr.models.onnx_export import choose_engine, load_image_engine
-
-        self._onnx = choose_engine(self.engine, self.device, lambda: load_image_engine(self.model, self.onnx_cache),
-                                   "images")
-        return "torch" if self._onnx is None else "onnx"
+        return self._images.engine_name
 
     def _forward(self, pixels: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
         """(b, 3, H, W) -> float32 CPU (b, D) embeddings and (b, L) logits, ``forward_batch`` at a time."""
@@ -153,8 +140,7 @@ class NeuralBackend:
         for start in range(0, len(pixels), self.forward_batch):
             chunk = pixels[start : start + self.forward_batch]
             if engine == "onnx":
-                assert self._onnx is not None
-                embedding, logit = self._onnx(chunk)
+                embedding, logit = self._images.onnx(chunk)
                 embeddings.append(torch.from_numpy(embedding))
                 logits.append(torch.from_numpy(logit))
             else:
@@ -389,13 +375,14 @@ class NeuralBackend:
         takes no padding), so a conversation's queries never depend on the others in its batch.
         """
         out: list[np.ndarray] = [np.zeros((0, self.model.embed_dim), np.float32)] * len(dialogues)
+        by_length = self._encode_queries.needs_equal_lengths
         order = list(range(len(dialogues)))
-        if self._encode_queries.needs_equal_lengths:
+        if by_length:
             order.sort(key=lambda i: len(dialogues[i]))  # stable: input order within a length
         start = 0
         while start < len(order):
             rows = order[start : start + self.batch_size]
-            if self._encode_queries.needs_equal_lengths:
+            if by_length:
                 rows = [i for i in rows if len(dialogues[i]) == len(dialogues[rows[0]])]
             start += len(rows)
             chunk = [dialogues[i] for i in rows]

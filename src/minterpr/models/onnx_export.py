@@ -276,7 +276,7 @@ def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) 
         return None
 
 
-ENGINES = ("torch", "onnx", "auto")  # what runs a part of the model: the reference, ONNX Runtime, or the latter where it can
+ENGINES = ("torch", "onnx", "auto")  # the reference, ONNX Runtime, or ONNX Runtime where it can run
 
 
 class LazyOnnxEngine:
@@ -288,7 +288,8 @@ class LazyOnnxEngine:
 
     what = "model"
 
-    def __init__(self, model: "RetrievalModel", engine: str, cache: str | os.PathLike[str] | None) -> None:
+    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
+                 cache: str | os.PathLike[str] | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.model = model
@@ -308,8 +309,23 @@ class LazyOnnxEngine:
                     self._resolved = "torch" if self._onnx is None else "onnx"
         return self._resolved
 
+    @property
+    def onnx(self) -> Any | None:
+        """The ONNX engine once resolved (None where torch runs)."""
+        _ = self.engine_name
+        return self._onnx
+
     def _load_onnx(self) -> Any:
         raise NotImplementedError
+
+
+class ImageTowerEngine(LazyOnnxEngine):
+    """The image tower's engine choice for a backend: :func:`load_image_engine` when ONNX runs."""
+
+    what = "images"
+
+    def _load_onnx(self) -> OnnxImageEngine:
+        return load_image_engine(self.model, self.cache)
 
 
 def sibling_export_path(image_cache: str | os.PathLike[str] | None, part: str) -> Path | None:

@@ -163,10 +163,6 @@ class QueryEncoder(LazyOnnxEngine):
 
     what = "queries"
 
-    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
-                 cache: str | os.PathLike[str] | None = None) -> None:
-        super().__init__(model, engine, cache)
-
     def _load_onnx(self) -> OnnxQueryEngine:
         return load_query_engine(self.model, self.cache)
 

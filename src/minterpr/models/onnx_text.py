@@ -207,7 +207,7 @@ class TextFeaturizer(LazyOnnxEngine):
 
     def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
                  cache: str | os.PathLike[str] | None = None, batch_size: int = 256, precision: str = "fp32") -> None:
-        super().__init__(model, engine, cache)
+        super().__init__(model, engine, cache=cache)
         if precision not in PRECISIONS:
             raise ValueError(f"text precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
         if precision != "fp32" and engine == "torch":
@@ -237,21 +237,14 @@ class TextFeaturizer(LazyOnnxEngine):
         return torch.from_numpy(features)
 
 
-def text_cache_path(image_cache: str | os.PathLike[str] | None) -> Path | None:
-    """Where the text export is kept next to an image export file: ``x.onnx`` -> ``x.text.onnx``.
+def text_cache_path(image_cache: str | os.PathLike[str] | None, precision: str = "fp32") -> Path | None:
+    """Where the text export is kept next to an image export file: ``x.onnx`` -> ``x.text.onnx``
+    (``x.text-int8.onnx`` for int8: both may be kept).
 
     Example:
         >>> str(text_cache_path("cache/image.onnx")), text_cache_path(None)
         ('cache/image.text.onnx', None)
-    """
-    return sibling_export_path(image_cache, "text")
-
-
-def text_cache_path_for(image_cache: str | os.PathLike[str] | None, precision: str) -> Path | None:
-    """:func:`text_cache_path` for fp32; ``x.text-int8.onnx`` for int8 (both may be kept).
-
-    Example:
-        >>> str(text_cache_path_for("cache/image.onnx", "int8"))
+        >>> str(text_cache_path("cache/image.onnx", "int8"))
         'cache/image.text-int8.onnx'
     """
     return sibling_export_path(image_cache, "text" if precision == "fp32" else f"text-{precision}")
