@@ -157,3 +157,21 @@ def test_replay_on_a_fused_ivf_shortlist_is_identical(big):
         top = exact.add(entry.turn, facts=entry.facts).ranking[:10]
         overlap.append(len(set(top.tolist()) & set(step.ranking[:10].tolist())))
     assert np.mean(overlap) >= 9, overlap  # probing on until certified: the exact top 10 (bar an anchor found apart)
+
+
+
+def test_a_subset_read_from_the_fused_lists_equals_the_gallerys_rows(big):
+    """GalleryIndex.subset reads a fused index's list-contiguous copies: the same bits as the gallery's rows."""
+    _, index, _ = big
+    ivf = FusedIVF(index.embeddings, index.attribute_probs, nlist=16, seed=3)
+    with_ivf = type(index)(index.images, index.embeddings, index.attribute_probs, fused=ivf)
+    ascending = np.sort(np.random.default_rng(3).choice(len(index), 200, replace=False))
+    for rows in (ascending, ascending[::-1]):
+        sub, plain = with_ivf.subset(rows), index.subset(rows)
+        assert sub.embeddings.dtype == plain.embeddings.dtype and np.array_equal(sub.embeddings, plain.embeddings)
+        assert sub.attribute_probs.dtype == plain.attribute_probs.dtype
+        assert np.array_equal(sub.attribute_probs, plain.attribute_probs)
+        assert [image.path for image in sub.images] == [index.images[r].path for r in rows.tolist()]
+    assert ivf._positions is not None  # read from the lists
+    wider = type(index)(index.images, index.embeddings, index.attribute_probs.astype(np.float64), fused=ivf)
+    assert wider.subset(ascending).attribute_probs.dtype == np.float64  # another dtype: the gallery's own rows

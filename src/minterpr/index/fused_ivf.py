@@ -100,6 +100,7 @@ class FusedIVF:
         self.perm = np.argsort(labels, kind="stable").astype(np.int64)  # (N,) gallery rows, list by list
         self.offsets = np.searchsorted(labels[self.perm], np.arange(self.nlist + 1)).astype(np.int64)  # (nlist + 1,)
         self.embeddings = emb[self.perm]  # (N, D) list-contiguous copy
+        self._positions: np.ndarray | None = None  # (N,) inverse of perm, made by the first gather
         # (N, L) the probabilities beside them, list-contiguous too (a gather of random rows costs more)
         self.probs_perm = None if attribute_probs is None else np.asarray(attribute_probs)[self.perm]
         self.radius = np.zeros(self.nlist)  # (nlist,) max ||e - c|| in each list
@@ -121,6 +122,27 @@ class FusedIVF:
 
     def __len__(self) -> int:
         return len(self.perm)
+
+    def gather(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """((n, D) embeddings, (n, L) probabilities or None) of gallery ``rows``, read from the
+        list-contiguous copies: the rows a search returns lie in the lists it has just read (in
+        cache, near each other), where the gallery's own arrays hold them scattered (a 2,000-row
+        gather from a memory-mapped 1M gallery: 2.0 ms there, 0.7 ms here). Same values, same
+        dtypes as the arrays the index was built from.
+
+        Example:
+            >>> rng = np.random.default_rng(2)
+            >>> emb = rng.normal(size=(30, 4)).astype(np.float32)
+            >>> ivf = FusedIVF(emb, None, nlist=3)
+            >>> bool((ivf.gather(np.array([7, 2]))[0] == emb[[7, 2]]).all())
+            True
+        """
+        if self._positions is None:  # (N,) gallery row -> its position in the lists; built once
+            positions = np.empty(len(self.perm), np.int32 if len(self.perm) < 2**31 else np.int64)
+            positions[self.perm] = np.arange(len(self.perm), dtype=positions.dtype)
+            self._positions = positions  # one assignment: a thread that built it too wrote the same
+        at = self._positions[np.asarray(rows, np.int64)]
+        return self.embeddings[at], None if self.probs_perm is None else self.probs_perm[at]
 
     def _assign(self, emb: np.ndarray, faiss: Any = None) -> np.ndarray:
         """(N,) each row's nearest centroid (L2). Any assignment is valid: the bounds are taken over the
@@ -169,7 +191,7 @@ class FusedIVF:
             raise InputError(f"FusedIVF: the part {missing[0]!r} is missing")
         for name, (attr, _) in PARTS.items():
             setattr(ivf, attr, parts.get(name) if attribute_probs is not None or name in _PLAIN else None)
-        ivf.probs = attribute_probs
+        ivf.probs, ivf._positions = attribute_probs, None
         ivf.nlist, ivf.nprobe = int(params["nlist"]), int(params["nprobe"])
         ivf.max_probe, ivf.kmeans = int(params["max_probe"]), str(params.get("kmeans", "numpy"))
         ivf._check()

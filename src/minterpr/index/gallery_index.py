@@ -121,11 +121,25 @@ class GalleryIndex:
             raise InputError("subset: rows must be distinct gallery positions")
         sub = object.__new__(GalleryIndex)  # a valid index's distinct rows are valid: no re-check, O(K)
         sub.images = list(itemgetter(*rows.tolist())(self.images)) if len(rows) > 1 else [self.images[i] for i in rows.tolist()]
-        sub.embeddings = self.embeddings[rows]
-        sub.attribute_probs = None if self.attribute_probs is None else self.attribute_probs[rows]
+        if self._fused_copies_match():  # the fused index's list-contiguous copies: the rows it just read
+            sub.embeddings, sub.attribute_probs = self.fused.gather(rows)
+        else:
+            sub.embeddings = self.embeddings[rows]
+            sub.attribute_probs = None if self.attribute_probs is None else self.attribute_probs[rows]
         sub.root, sub.skipped, sub.vectors, sub.fused = self.root, (), None, None
         sub._path_to_index = None  # built by the first index_of: most turns never ask
         return sub
+
+    def _fused_copies_match(self) -> bool:
+        """Whether ``fused`` holds copies of these rows in these dtypes (then a subset reads them there)."""
+        fused = self.fused
+        if fused is None or not hasattr(fused, "gather") or len(fused) != len(self.images):
+            return False
+        theirs = getattr(fused, "probs_perm", None)
+        if (theirs is None) != (self.attribute_probs is None):
+            return False
+        return fused.embeddings.dtype == self.embeddings.dtype and (
+            theirs is None or theirs.dtype == self.attribute_probs.dtype)
 
     def rank(self, query: np.ndarray) -> np.ndarray:
         """Gallery indices best first for one (D,) query (stable: ties keep index order)."""
