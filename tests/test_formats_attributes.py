@@ -48,6 +48,10 @@ def peta(tmp_path: Path) -> Path:
     return tmp_path
 
 
+# PETA's closed slots: a label row that names none of their values states the default
+CLOSED = {"headwear": ("none",), "lower_pattern": ("plain",), "upper_pattern": ("plain",)}
+
+
 def by_path(images):
     return {Path(im.path).name: im for im in images}
 
@@ -59,16 +63,16 @@ def test_peta_identities_cameras_views(peta):
     im = found["001_3_FRAME_26_RGB.bmp"]
     # Label key "1" matches file prefix "001": ids are compared as numbers.
     assert (im.person_id, im.camera_id, im.path) == ("peta-3dpes:001", None, "3DPeS/archive/001_3_FRAME_26_RGB.bmp")
-    assert im.attributes == {"gender": ("male",), "upper_colour": ("red",)}
+    assert im.attributes == {**CLOSED, "gender": ("male",), "upper_colour": ("red",)}
     assert found["001_B_12_FRAME_2_RGB.bmp"].person_id == "peta-3dpes:001"
-    assert found["2_4_FRAME_1_RGB.bmp"].attributes == {"gender": ("female",)}
+    assert found["2_4_FRAME_1_RGB.bmp"].attributes == {**CLOSED, "gender": ("female",)}
     assert found["0001_5_25023_1_2_3_4.jpeg"].camera_id == "peta-grid:cam5"
-    assert found["0002_2_1_2_3_4_5.jpeg"].attributes == {"carried": ("backpack",)}  # CRLF label file
+    assert found["0002_2_1_2_3_4_5.jpeg"].attributes == {**CLOSED, "carried": ("backpack",)}  # CRLF label file
     assert (found["00002_female_fore.jpg"].view, found["00001_male_back.jpg"].view) == ("front", "back")
     assert [found[n].view for n in ("001_front.bmp", "001_Right.bmp", "001_left.bmp")] == ["front", "side", "side"]
     assert found["7_8.jpg"].camera_id == "peta-towncentre:cam1"
     # CUHK: one identity per image, keyed by file name (a .png key still finds the .jpg).
-    assert (found["0005.jpg"].person_id, found["0006.jpg"].attributes) == ("peta-cuhk:0005", {"hair_length": ("long",)})
+    assert (found["0005.jpg"].person_id, found["0006.jpg"].attributes) == ("peta-cuhk:0005", {**CLOSED, "hair_length": ("long",)})
     # GRID 0004 has no label row: kept without attributes; GRID 0003 has no image.
     assert found["0004_3_1_2_3_4_5.jpeg"].attributes is None
     assert sorted((Path(w.file).name, w.line, w.field) for w in report.warnings) == [
@@ -94,7 +98,7 @@ def test_peta_unknown_label_and_duplicate_key(tmp_path):
     assert (info.value.line, info.value.field) == (3, "labels") and "'upperBodyTartan'" in info.value.reason
     images, report = read_peta(tmp_path, strict=False)
     assert [(p.line, p.field) for p in report.problems] == [(3, "labels"), (4, "id")]
-    assert by_path(images)["0001_001.jpg"].attributes == {"gender": ("male",)}
+    assert by_path(images)["0001_001.jpg"].attributes == {**CLOSED, "gender": ("male",)}
     assert by_path(images)["0002_001.jpg"].attributes is None  # its row was rejected
 
 

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import REPO_ROOT, shared_data_dir
 from minterpr.data.label_maps import (MARKET1501_ATTRIBUTE_NAMES, MARKET1501_LABELS, PA100K_LABELS, PA100K_NEGATIVES,
-                                      PA100K_VIEWS, PETA_LABELS, labels_to_attributes)
+                                      PA100K_VIEWS, PETA_CLOSED_SLOTS, PETA_LABELS, labels_to_attributes)
 from minterpr.data.ontology import COLOURS, ONTOLOGY
 
 # The 61 binary attributes of PETA's ReadMe.txt, then the 4 it discards (< 10 images).
@@ -146,3 +146,15 @@ def test_real_peta_readme_labels_are_mapped():
         prefix = {"lowerbody": "lowerBody", "upperbody": "upperBody"}.get(part, part)
         names = [f"{prefix}{c.strip()}" for c in colours.split(",")]
         assert len(names) == 11 and set(names) <= set(PETA_LABELS), part
+
+
+def test_peta_closed_slots_name_every_other_value():
+    """A closed slot's default is implied only when PETA's labels cover every other value of the slot."""
+    for slot, default in PETA_CLOSED_SLOTS.items():
+        named = {value for assertion in PETA_LABELS.values() for s, value in assertion if s == slot}
+        assert named == set(ONTOLOGY.slot(slot).value_names) - {default}, slot
+    hat = labels_to_attributes(["accessoryHat", "upperBodyPlaid"], PETA_LABELS, PETA_CLOSED_SLOTS)
+    assert (hat["headwear"], hat["upper_pattern"], hat["lower_pattern"]) == (("hat",), ("plaid",), ("plain",))
+    assert labels_to_attributes(["personalMale"], PETA_LABELS) == {"gender": ("male",)}  # open: unlabelled
+    with pytest.raises(KeyError, match="unknown value 'checked'"):
+        labels_to_attributes([], PETA_LABELS, {"upper_pattern": "checked"})

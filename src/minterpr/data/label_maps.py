@@ -89,6 +89,14 @@ PETA_LABELS: dict[str, Assertion] = {
     "accessoryShawl": (("accessories", "shawl"),),
     "lowerBodyThickStripes": (("lower_pattern", "thick_stripes"),),
 }
+# PETA annotates its binary attributes exhaustively: one not listed for an identity does not hold.
+# Where PETA's labels name every value of a slot but one (its default), a row without any of them
+# therefore states the default: "no hat", "a plain top" are known, not unlabelled (without this,
+# the attribute loss never saw a hat-less image as a negative for "hat", and mA counted hats only
+# against hair bands). Slots PETA covers in part (accessories: no glasses label; neckline: V-neck
+# only) stay unlabelled when none of their labels is listed.
+PETA_CLOSED_SLOTS: dict[str, str] = {"headwear": "none", "upper_pattern": "plain", "lower_pattern": "plain"}
+
 for _colour, _name in _COLOUR_NAMES.items():
     PETA_LABELS[f"footwear{_name}"] = (("footwear_colour", _colour),)
     PETA_LABELS[f"hair{_name}"] = (("hair_colour", _colour),)
@@ -138,13 +146,20 @@ PA100K_VIEWS = {"Front": "front", "Side": "side", "Back": "back"}
 PA100K_NEGATIVES: dict[str, Assertion] = {"Female": (("gender", "male"),)}
 
 
-def labels_to_attributes(labels: Iterable[str], table: Mapping[str, Assertion]) -> dict[str, tuple[str, ...]]:
+def labels_to_attributes(labels: Iterable[str], table: Mapping[str, Assertion],
+                         closed: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:
     """Map dataset labels to an ontology attribute dict (sorted slots, sorted value tuples).
 
     Conflicting values of a single-valued slot are resolved by keeping the first label given
     (labels are annotated in a fixed order in every dataset). A multi-slot's exclusive value
-    ("nothing", "none") is dropped when another value of that slot is present.
-    Raises KeyError naming the unknown label.
+    ("nothing", "none") is dropped when another value of that slot is present. ``closed``: slot ->
+    the value a slot holds when none of its labels is given (a dataset that annotates every other
+    value exhaustively, e.g. :data:`PETA_CLOSED_SLOTS`). Raises KeyError naming the unknown label.
+
+    >>> labels_to_attributes(["personalMale"], PETA_LABELS, PETA_CLOSED_SLOTS)["headwear"]
+    ('none',)
+    >>> labels_to_attributes(["accessoryHat"], PETA_LABELS, PETA_CLOSED_SLOTS)["headwear"]
+    ('hat',)
     """
     collected: dict[str, list[str]] = {}
     for label in labels:
@@ -165,4 +180,8 @@ def labels_to_attributes(labels: Iterable[str], table: Mapping[str, Assertion]) 
         if slot.multi and len(values) > 1:
             values = [v for v in values if not slot.value(v).excludes_others]
         out[slot_name] = tuple(sorted(values))
-    return out
+    for slot_name, value in (closed or {}).items():
+        if slot_name not in out:
+            ONTOLOGY.slot(slot_name).value(value)  # KeyError for a value the ontology lacks
+            out[slot_name] = (value,)
+    return dict(sorted(out.items()))

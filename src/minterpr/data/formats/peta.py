@@ -45,7 +45,7 @@ from typing import Iterable
 
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import ReadResult
-from minterpr.data.label_maps import PETA_LABELS, labels_to_attributes
+from minterpr.data.label_maps import PETA_CLOSED_SLOTS, PETA_LABELS, labels_to_attributes
 from minterpr.types import GalleryImage, person_id
 
 IMAGE_SUFFIXES = (".bmp", ".jpg", ".jpeg", ".png")
@@ -165,7 +165,7 @@ def _read_subset(base: Path, subset: str, strict: bool, report: ReadReport) -> l
         attributes = None
         if key in rows:
             if key not in by_key:
-                by_key[key] = labels_to_attributes(rows[key][2], PETA_LABELS)
+                by_key[key] = labels_to_attributes(rows[key][2], PETA_LABELS, PETA_CLOSED_SLOTS)
             attributes = dict(by_key[key])  # one dict per image: callers may edit theirs
         else:
             report.warn(DataError(str(file), 0, "labels", f"no row for identity {local!r} in {label_path}"))
