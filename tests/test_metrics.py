@@ -10,6 +10,7 @@ import pytest
 
 from minterpr.evaluation.metrics import (
     best_log_rank_integral,
+    leave_one_out_ranks,
     per_round_metrics,
     query_ranks,
     query_ranks_from_embeddings,
@@ -295,3 +296,53 @@ def test_per_round_errors():
         per_round_metrics([np.zeros((1, 1))], [1], [1], hits_ks=(0,))
     with pytest.raises(ValueError, match=r"\(query_emb, gallery_emb\)"):
         per_round_metrics([(np.zeros((1, 1)),)], [1], [1])
+
+
+# ---------------------------------------------------------------- query by image (leave one out)
+
+
+def ref_leave_one_out(emb, pids):
+    """Per query row: the loop reference's metrics against the gallery without that row."""
+    sim = np.asarray(emb, dtype=np.float64) @ np.asarray(emb, dtype=np.float64).T
+    rows = [i for i in range(len(pids)) if sum(1 for p in pids if p == pids[i]) > 1]
+    firsts, per_query = [], []
+    for i in rows:
+        others = [j for j in range(len(pids)) if j != i]
+        row = [[sim[i][j] for j in others]]
+        firsts.append(ref_first_ranks(row, [pids[i]], [pids[j] for j in others])[0])
+        per_query.append(ref_metrics(row, [pids[i]], [pids[j] for j in others]))
+    mean = {k: sum(m[k] for m in per_query) / len(per_query) for k in per_query[0]}
+    return rows, firsts, mean
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("ties", [True, False])
+@pytest.mark.parametrize("chunk_size", [1, 5, 256])
+def test_leave_one_out_against_loop_reference(seed, ties, chunk_size):
+    rng = np.random.default_rng(seed)
+    pids = [f"p{v}" for v in rng.integers(0, 8, size=25)]
+    pids[3] = "alone"  # one person with a single image: never a query, still in the gallery
+    emb = rng.integers(0, 3, size=(25, 2)) if ties else rng.standard_normal((25, 4))  # ints: many ties
+    rows, ranks = leave_one_out_ranks(emb, pids, chunk_size=chunk_size)
+    want_rows, want_first, want = ref_leave_one_out(emb, pids)
+    assert rows.tolist() == want_rows and 3 not in rows.tolist()
+    assert ranks.first.tolist() == want_first
+    assert_metrics_close(ranks.summary(), want)
+
+
+def test_leave_one_out_never_counts_the_query_itself():
+    # each query's own row would score 1.0, above everything: left out, the other person ranks first
+    emb = np.array([[1.0, 0.0], [0.6, 0.8], [0.8, 0.6]])
+    rows, ranks = leave_one_out_ranks(emb, ["a", "a", "b"])
+    assert rows.tolist() == [0, 1]
+    assert ranks.first.tolist() == [1, 1]  # "b" (0.8, 0.96) above the other "a" (0.6) for both
+    assert ranks.summary()["mAP"] == pytest.approx(50.0)
+
+
+def test_leave_one_out_errors():
+    with pytest.raises(ValueError, match="no person has two images"):
+        leave_one_out_ranks(np.eye(3), ["a", "b", "c"])
+    with pytest.raises(ValueError, match="3 embeddings but pids"):
+        leave_one_out_ranks(np.eye(3), ["a", "a"])
+    with pytest.raises(ValueError, match=r"\(N, D\)"):
+        leave_one_out_ranks(np.ones(3), ["a", "a", "b"])

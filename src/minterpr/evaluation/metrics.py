@@ -217,6 +217,56 @@ def retrieval_metrics_from_embeddings(query_emb: Any, gallery_emb: Any, query_pi
                                        chunk_size=chunk_size).summary()
 
 
+
+class _OtherImagesMatches(_Matches):
+    """Queries that are rows of the gallery itself: a query's true matches are its person's
+    *other* images (``rows[q]`` is query q's own row, never counted)."""
+
+    def __init__(self, pids: np.ndarray, rows: np.ndarray) -> None:
+        super().__init__(pids[rows], pids)
+        self._rows = rows
+
+    def positions(self, query: int) -> np.ndarray:
+        pos = super().positions(query)
+        return pos[pos != self._rows[query]]
+
+
+def leave_one_out_ranks(embeddings: Any, pids: Any, *,
+                        chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[np.ndarray, QueryRanks]:
+    """Query by image within one gallery: ``(rows, ranks)`` where every image whose person has
+    another image is a query (``rows``, ascending) against all the *other* images, scored by
+    ``embeddings @ embeddings.T`` (pass L2-normalised rows for cosine); ``ranks.summary()``
+    gives R@k, mAP and mINP in percent. Same tie rule as :func:`query_ranks`; the query's own
+    row can never rank (its score is set below every other).
+
+    Example:
+        >>> e = np.array([[1.0, 0.0], [0.8, 0.6], [0.0, 1.0]])
+        >>> rows, ranks = leave_one_out_ranks(e, ["a", "a", "b"])  # "b" has no other image
+        >>> rows.tolist(), ranks.first.tolist(), ranks.summary()["mAP"]
+        ([0, 1], [0, 0], 100.0)
+    """
+    e = np.asarray(embeddings)
+    if e.ndim != 2:
+        raise ValueError(f"embeddings must be (N, D), got shape {e.shape}")
+    if e.dtype.kind != "f":
+        e = e.astype(np.float64)
+    p = np.asarray(pids)
+    if p.shape != (len(e),):
+        raise ValueError(f"{len(e)} embeddings but pids of shape {p.shape}")
+    codes = np.unique(p, return_inverse=True)[1].reshape(-1)
+    rows = np.flatnonzero(np.bincount(codes)[codes] > 1)
+    if rows.size == 0:
+        raise ValueError("no person has two images: there is nothing to query by image")
+    matches = _OtherImagesMatches(p, rows)
+
+    def chunks() -> Iterator[tuple[int, np.ndarray]]:
+        for start, sim in _embedding_chunks(e[rows], e, matches, _check_chunk_size(chunk_size)):
+            own = rows[start:start + len(sim)]
+            sim[np.arange(len(sim)), own] = -np.inf  # (C, N): the query itself ranks last, uncounted
+            yield start, sim
+
+    return rows, _collect(chunks(), matches)
+
 def rank_of_first_match(similarity: Any, query_pids: Any, gallery_pids: Any, *,
                         chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
     """(Q,) int64: 0-based rank of each query's best-ranked true match (0 = top-1).
