@@ -217,7 +217,6 @@ def retrieval_metrics_from_embeddings(query_emb: Any, gallery_emb: Any, query_pi
                                        chunk_size=chunk_size).summary()
 
 
-
 class _OtherImagesMatches(_Matches):
     """Queries that are rows of the gallery itself: a query's true matches are its person's
     *other* images (``rows[q]`` is query q's own row, never counted)."""
@@ -266,6 +265,7 @@ def leave_one_out_ranks(embeddings: Any, pids: Any, *,
             yield start, sim
 
     return rows, _collect(chunks(), matches)
+
 
 def rank_of_first_match(similarity: Any, query_pids: Any, gallery_pids: Any, *,
                         chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
