@@ -41,15 +41,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     from minterpr.data.formats.gallery import read_gallery
+    from minterpr.errors import MinterprError
     from minterpr.trained_run import load_run
 
     gallery = Path(args.gallery)
-    images = read_gallery(gallery)
-    trained = load_run(args.run, device="cpu")
-    start = time.perf_counter()
-    index = trained.backend(args.batch_size).index_images(images, root=args.image_root or str(gallery.parent),
-                                                          progress=False)
-    index.require_complete(f"bench_image_query ({gallery})")
+    try:
+        images = read_gallery(gallery)
+        trained = load_run(args.run, device="cpu")
+        start = time.perf_counter()
+        index = trained.backend(args.batch_size).index_images(images, root=args.image_root or str(gallery.parent),
+                                                              progress=False)
+        index.require_complete(f"bench_image_query ({gallery})")
+    except (MinterprError, OSError) as exc:  # a missing or broken manifest, run or image: one line, no traceback
+        parser.exit(2, f"bench_image_query: error: {exc}\n")
     embeddings = np.asarray(index.embeddings, dtype=np.float32)
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True).clip(min=1e-12)
     _, ranks = leave_one_out_ranks(embeddings, [image.person_id for image in index.images])
