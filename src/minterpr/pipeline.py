@@ -110,10 +110,12 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
     return list(values)
 
 
-def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int = 64, engine: str = "auto",
+def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch_size: int = 64, engine: str = "auto",
                   onnx_cache: str | Path | None = None, text_precision: str = "fp32") -> Pipeline:
-    """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file or a
-    model directory (``minterpr export``: safetensors + JSON) as a pipeline; CPU by default. A broken or missing run raises :class:`~minterpr.errors.RunError`
+    """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
+    model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
+    ``"hf-hub:ORG/NAME[@REV]"`` (:mod:`minterpr.models.zoo`) as a pipeline; CPU by default.
+    Without a run: the shipped real-pixel model. A broken or missing run raises :class:`~minterpr.errors.RunError`
     (see :func:`minterpr.trained_run.load_run`). ``engine`` and ``onnx_cache``: what encodes
     gallery images (:class:`~minterpr.index.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
     on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster). ``text_precision``

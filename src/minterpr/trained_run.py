@@ -190,15 +190,17 @@ class TrainedRun:
 
 
 def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
-    """``(model file, run directory or None)`` of a run directory or a model file path.
+    """``(model file, run directory or None)`` of a run directory or a model file path (or a
+    shipped or hub model's name: :func:`minterpr.models.zoo.resolve_model`).
 
     A directory without ``model.pt`` raises :class:`RunError` saying what it holds instead
     (an unfinished run's ``last.pt`` / ``best.pt``, or nothing of a run)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"a run is given by its directory or model file path, got {type(path).__name__}")
     from minterpr.models.io import is_model_dir
+    from minterpr.models.zoo import resolve_model
 
-    path = Path(path)
+    path = resolve_model(path)  # "shipped[:NAME]" and "hf-hub:ORG/NAME[@REV]" name local folders
     if not path.exists():
         raise RunError(path, f"no such run directory or model file (train one: {TRAIN_HINT})")
     if not path.is_dir():
@@ -253,8 +255,13 @@ def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun
     return TrainedRun(model, model_path, run_dir, extras)
 
 
+# float16 storage is accepted when, on seeded inputs, every image embedding keeps a cosine of at
+# least this with float32's and no attribute probability moves by more than this
+HALF_COSINE_MIN, HALF_PROB_MAX_ABS = 0.999, 0.01
+
+
 def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-               self_contained: bool = False) -> dict[str, Any]:
+               self_contained: bool = False, precision: str = "float32") -> dict[str, Any]:
     """Write the model of a run (directory, model file or model directory) as a shareable model
     directory (``minterpr export``): safetensors weights, ``config.json``, the typed extras as
     ``extras.json``; pretrained encoder weights that training left unchanged are referenced by
@@ -270,10 +277,20 @@ def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
         >>> load_run(out).extras.scoring.attribute_weight
         0.1
     """
-    from minterpr.models.io import save_model_dir
+    from minterpr.models.io import half_precision_drift, load_model_dir, save_model_dir
 
     run = load_run(path)
-    return save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained)
+    manifest = save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained,
+                              precision=precision)
+    if precision == "float16":
+        drift = half_precision_drift(run.model, load_model_dir(out_dir)[0])
+        manifest["half_precision_drift"] = drift
+        if drift["image_cosine_min"] < HALF_COSINE_MIN or drift["text_cosine_min"] < HALF_COSINE_MIN \
+                or drift["attribute_prob_max_abs"] > HALF_PROB_MAX_ABS:
+            raise RunError(Path(out_dir), f"float16 storage changes this model too much ({drift}; accepted: cosine >= "
+                                          f"{HALF_COSINE_MIN}, probabilities within {HALF_PROB_MAX_ABS}): "
+                                          "export it at float32")
+    return manifest
 
 
 def calibrate_and_choose_weight(cfg: "TrainConfig", model_path: str | os.PathLike[str]) -> RunExtras:
@@ -323,3 +340,57 @@ def calibrate_and_choose_weight(cfg: "TrainConfig", model_path: str | os.PathLik
             cfg.selection_split, {str(w): float(r1) for w, r1 in tried.items()}))
     save_model(model, run.model_path, extra=extras.to_dict())
     return extras
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One model ``minterpr models`` lists."""
+
+    name: str  # how to pass it as --run: "shipped:NAME" or its path
+    kind: str  # "shipped", "run" (a training run directory) or "export" (a model directory)
+    path: Path  # where it lies
+    fingerprint: str | None  # the model fingerprint galleries record; None when it cannot be loaded
+    image_encoder: str | None  # the image encoder of its config
+    problem: str | None = None  # why it cannot be loaded (one line), else None
+
+
+def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool = True) -> list[ModelEntry]:
+    """The shipped models, then every run directory and exported model directory directly under
+    ``roots`` (or a root that is one itself), each loaded once for its fingerprint (unless
+    ``fingerprints`` is false). A model that does not load is listed with its problem.
+
+    Example:
+        >>> import tempfile
+        >>> from minterpr.models import create_model, save_model
+        >>> root = Path(tempfile.mkdtemp())
+        >>> save_model(create_model("tiny"), root / "mine" / "model.pt")
+        >>> [(e.kind, e.path.name, e.image_encoder) for e in describe_models([root]) if e.kind != "shipped"]
+        [('run', 'mine', 'tiny_cnn')]
+    """
+    from minterpr.models.io import is_model_dir
+    from minterpr.models.zoo import shipped_models, shipped_models_dir
+
+    found: list[tuple[str, str, Path]] = []
+    for name in sorted(shipped_models()):
+        found.append((f"shipped:{name}", "shipped", shipped_models_dir() / name))
+    shipped_paths = {path.resolve() for _, _, path in found}
+    for root in map(Path, roots):
+        candidates = [root] if (root / "model.pt").is_file() or is_model_dir(root) else sorted(
+            p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        for path in candidates:
+            if path.resolve() in shipped_paths:
+                continue
+            if (path / "model.pt").is_file():
+                found.append((str(path), "run", path))
+            elif is_model_dir(path):
+                found.append((str(path), "export", path))
+    entries = []
+    for name, kind, path in found:
+        try:
+            run = load_run(name)
+        except (RunError, InputError) as err:
+            entries.append(ModelEntry(name, kind, path, None, None, str(err).splitlines()[0]))
+            continue
+        entries.append(ModelEntry(name, kind, path, run.fingerprint if fingerprints else None,
+                                  run.model.config.image_encoder))
+    return entries

@@ -380,7 +380,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     p = subparsers.add_parser("chat", help="interactive search in the terminal",
                               description="Describe a person, answer the system's questions, judge results.")
-    add_backend_arguments(p)
+    add_backend_arguments(p, default_run="shipped")  # real photos by default: the shipped real-pixel model
     gallery = p.add_mutually_exclusive_group(required=True)
     gallery.add_argument("--images", metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
     gallery.add_argument("--index", metavar="INDEX_DIR", help="a gallery store built by `minterpr index build` "

@@ -22,7 +22,7 @@ from minterpr.cli.common import add_common_options
 def run(args: argparse.Namespace) -> int:
     from minterpr.trained_run import export_run
 
-    manifest = export_run(args.run, args.out, self_contained=args.self_contained)
+    manifest = export_run(args.run, args.out, self_contained=args.self_contained, precision=args.precision)
     out = Path(args.out)
     total = 0
     for name in (manifest["weights"]["file"], manifest["extras"], "config.json"):
@@ -33,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"{part}: {len(ref['keys'])} tensors referenced, not copied ({ref['source']})")
     if not manifest["pretrained"]:
         print("every tensor copied (nothing referenced)")
+    if "half_precision_drift" in manifest:
+        drift = manifest["half_precision_drift"]
+        print(f"float16 against float32: image cosine >= {drift['image_cosine_min']:.5f}, text cosine >= "
+              f"{drift['text_cosine_min']:.5f}, attribute probabilities within {drift['attribute_prob_max_abs']:.4f}")
     print(f"model directory: {out} ({total / 1e6:.2f} MB)")
     return 0
 
@@ -45,5 +49,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                      "an earlier export to replace)")
     parser.add_argument("--self-contained", action="store_true",
                         help="copy the unchanged pretrained encoder weights too instead of referencing their package")
+    parser.add_argument("--precision", choices=("float32", "float16"), default="float32",
+                        help="how the copied weights are stored: float16 halves the size and is refused when it moves "
+                             "embeddings or attribute probabilities beyond the stated tolerance (docs/model.md)")
     parser.set_defaults(handler=run)
     add_common_options(parser)

@@ -184,8 +184,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="index_command", metavar="INDEX_COMMAND")
     build = sub.add_parser("build", help="embed a folder of images with a trained run and save the store",
                            description="Embed a gallery with a trained run and save it (with a vector index).")
-    build.add_argument("--run", required=True, metavar="RUN",
-                       help="a trained run directory (its model.pt) or a model file")
+    build.add_argument("--run", default="shipped", metavar="RUN",
+                       help="a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
+                            "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)")
     build.add_argument("--images", required=True, metavar="DIR",
                        help="image directory (with gallery_<split>.jsonl, or image files)")
     build.add_argument("--gallery", metavar="MANIFEST", help="gallery manifest (default: DIR/gallery_<split>.jsonl)")

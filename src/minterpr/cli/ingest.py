@@ -136,7 +136,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("source", metavar="SOURCE", help="a video file, or a folder of crops (or of frames: --frames)")
     parser.add_argument("--gallery", required=True, metavar="NAME_OR_DIR",
                         help="the gallery store: a folder, or a bare name under $MINTERPR_GALLERIES (default ./galleries)")
-    parser.add_argument("--run", required=True, metavar="RUN", help="the trained run that embeds the crops")
+    parser.add_argument("--run", default="shipped", metavar="RUN",
+                        help="the model that embeds the crops: a run or model directory, 'shipped[:NAME]' or "
+                             "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)")
     parser.add_argument("--camera", metavar="ID", help="camera id stored with every row")
     parser.add_argument("--start", metavar="ISO-TIME",
                         help="time of the first frame (ISO 8601, e.g. 2026-12-01T10:00:00); rows get start + frame/fps")

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "minterpr.cli.eval_attributes",
     "minterpr.cli.adapt",
     "minterpr.cli.export",
+    "minterpr.cli.models",
     "minterpr.cli.ingest",
 )
 

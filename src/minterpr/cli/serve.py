@@ -51,6 +51,20 @@ def require_serve() -> None:
         raise CLIError(f"the service needs packages that are not installed ({err.name}): {SERVE_EXTRA}") from None
 
 
+def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
+    """``--gallery NAME STORE [RUN]`` occurrences as (name, store, run); RUN defaults to the shipped model.
+
+    >>> gallery_specs([["lobby", "galleries/lobby"], ["hall", "galleries/hall", "runs/mine"]])
+    [('lobby', 'galleries/lobby', 'shipped'), ('hall', 'galleries/hall', 'runs/mine')]
+    """
+    specs = []
+    for words in values or ():
+        if len(words) not in (2, 3):
+            raise CLIError(f"--gallery takes NAME STORE [RUN], got {len(words)} value(s): {' '.join(words)}")
+        specs.append((words[0], words[1], words[2] if len(words) == 3 else "shipped"))
+    return specs
+
+
 def read_password(prompt: str = "password") -> str:
     """A new password: typed twice on a terminal (not echoed), else one line of standard input."""
     if sys.stdin is not None and sys.stdin.isatty():
@@ -212,6 +226,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from minterpr.serving.service import build_services
 
     data_dir = Path(args.data)
+    galleries = gallery_specs(args.gallery)  # malformed --gallery: one line before anything starts
     serving = not (args.purge or args.no_serve)
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
     settings = settings_from(args, demo_gallery="demo" if args.demo else None, device=args.device)
@@ -227,7 +242,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
             services.accounts.create_user(args.create_admin, read_password(f"password for {args.create_admin}"),
                                           "admin", by="minterpr serve --create-admin")
             log.info("[serve] admin %r created", args.create_admin)
-        for name, store, run in args.gallery or ():
+        for name, store, run in galleries:
             services.galleries.register(name, store, run, by="minterpr serve --gallery")
             log.info("[serve] gallery %r: %s", name, store)
         if args.demo:
@@ -287,8 +302,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
     parser.add_argument("--demo", action="store_true", help="serve the demo gallery (built and trained when absent)")
     parser.add_argument("--demo-out", default="outputs/demo", metavar="DIR", help="the demo's cache (default outputs/demo)")
-    parser.add_argument("--gallery", nargs=3, action="append", metavar=("NAME", "STORE", "RUN"),
-                        help="register a gallery store built by RUN (minterpr index build) under NAME")
+    parser.add_argument("--gallery", nargs="+", action="append", metavar="NAME STORE [RUN]",
+                        help="register a gallery store built by RUN (minterpr index build) under NAME; without RUN "
+                             "the shipped real-pixel model")
     parser.add_argument("--create-admin", metavar="USERNAME", help="create an admin (password from the terminal/stdin)")
     parser.add_argument("--retention-days", type=int, metavar="N", help="purge sessions, crops and embeddings older "
                                                                         "than N days at start and daily")

@@ -63,6 +63,14 @@ def stretch_position_table(table: torch.Tensor, new_length: int, keep: int = KEE
     return torch.cat([table[:keep], stretched], dim=0)
 
 
+def local_clip_dir(model_dir: str | PathLike[str]) -> Path:
+    """A CLIP directory's local path; ``hf-hub:ORG/NAME[@REV]`` resolves through the hub's cache
+    (:func:`minterpr.models.zoo.hub_snapshot`: ``HF_HUB_OFFLINE=1`` reads the cache only)."""
+    from minterpr.models.zoo import HUB_PREFIX, hub_snapshot
+
+    return hub_snapshot(model_dir) if str(model_dir).startswith(HUB_PREFIX) else Path(model_dir)
+
+
 def _load_clip(model_dir: str | PathLike[str], pretrained: bool) -> Any:
     transformers = import_transformers()
     if pretrained:
@@ -232,10 +240,12 @@ def create_clip_image_encoder(
     image_size: tuple[int, int] = (256, 128),
     **kwargs: object,
 ) -> CLIPImageEncoder:
-    """CLIP vision tower from a local ``save_pretrained`` directory, at a person-shaped size.
+    """CLIP vision tower from a local ``save_pretrained`` directory or ``hf-hub:ORG/NAME[@REV]``
+    (e.g. ``hf-hub:openai/clip-vit-base-patch16``, through the hub's cache), at a person-shaped size.
 
     ``pretrained=False`` builds the same architecture with random weights.
     """
+    model_dir = local_clip_dir(model_dir)
     model = _load_clip(model_dir, pretrained is None or pretrained)
     preprocess = _clip_preprocess(Path(model_dir), tuple(image_size))  # type: ignore[arg-type]
     return CLIPImageEncoder(model, preprocess=preprocess, **kwargs)  # type: ignore[arg-type]
@@ -252,7 +262,9 @@ def create_clip_text_encoder(
     """CLIP text tower from a local directory, positions stretched to ``max_positions``.
 
     ``max_positions`` equal to the checkpoint's (77) keeps CLIP unchanged (truncation at 77).
+    ``model_dir`` may name a hub model as the image tower's does.
     """
+    model_dir = local_clip_dir(model_dir)
     model = _load_clip(model_dir, pretrained is None or pretrained)
     tokenizer = import_transformers().AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     return CLIPTextEncoder(model, tokenizer, max_positions=max_positions, **kwargs)  # type: ignore[arg-type]

@@ -1,0 +1,38 @@
+"""``minterpr models``: the models this installation can use, with their fingerprints.
+
+Lists the shipped models (``models/``, pinned by ``models/zoo.json``), then the training runs and
+exported model directories found under the folders given (default ``runs`` and ``models``). The
+fingerprint is what a stored gallery records: a gallery opens only with the model that built it.
+
+Example:
+    $ minterpr models
+    $ minterpr models runs/ outputs/demo --json models.json
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+from minterpr.cli.common import add_common_options, write_json
+
+
+def run(args: argparse.Namespace) -> int:
+    from minterpr.trained_run import describe_models
+
+    entries = describe_models(args.roots or ["runs", "models"], fingerprints=not args.no_fingerprints)
+    if not entries:
+        print("no models found (the shipped ones come with a source checkout; train one with `minterpr train`)")
+    for entry in entries:
+        what = entry.problem or f"{entry.image_encoder}  fingerprint {entry.fingerprint or '-'}"
+        print(f"{entry.kind:8}  {entry.name}  {what}")
+    write_json(args.json, [dict(dataclasses.asdict(e), path=str(e.path)) for e in entries])
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("models", help="list the shipped models, runs and exported models",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("roots", nargs="*", metavar="DIR", help="folders to look in (default: runs models)")
+    parser.add_argument("--no-fingerprints", action="store_true", help="do not load the models (faster)")
+    parser.set_defaults(handler=run)
+    add_common_options(parser, json=True)
