@@ -157,8 +157,9 @@ def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path)
                if k.startswith(("image_encoder.", "image_head.")))
 
 
-def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch):
-    reference = _tuner(tiny_data, tmp_path / "ref")
+@pytest.mark.parametrize("ema_decay", [0.0, 0.9])
+def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch, ema_decay):
+    reference = _tuner(tiny_data, tmp_path / "ref", ema_decay=ema_decay)
     reference.run()
     calls = {"n": 0}
     real = image_tuning.augment_batch
@@ -171,13 +172,45 @@ def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkey
 
     monkeypatch.setattr(image_tuning, "augment_batch", dying)
     with pytest.raises(KeyboardInterrupt):
-        _tuner(tiny_data, tmp_path / "killed").run()
+        _tuner(tiny_data, tmp_path / "killed", ema_decay=ema_decay).run()
     monkeypatch.setattr(image_tuning, "augment_batch", real)
-    resumed = _tuner(tiny_data, tmp_path / "killed")
+    resumed = _tuner(tiny_data, tmp_path / "killed", ema_decay=ema_decay)
     resumed.run()
     for key, value in reference.model.state_dict().items():
         if key.startswith(("image_encoder.", "image_head.")):
             assert torch.allclose(value.float(), resumed.model.state_dict()[key].float(), atol=1e-6), key
+
+
+def test_weight_average_matches_a_plain_loop():
+    from minterpr.training.image_tuning import WeightAverage
+
+    torch.manual_seed(0)
+    model = create_model("tiny")
+    average = WeightAverage(model, 0.8)
+    key = next(k for k, v in average.state.items() if v.is_floating_point() and k.startswith("image_head."))
+    expected = model.state_dict()[key].clone()
+    for n in range(6):
+        with torch.no_grad():
+            for p in model.parameters():
+                p.add_(torch.randn_like(p))
+        average.update(model)
+        decay = min(0.8, (1 + n) / (10 + n))
+        expected = decay * expected + (1 - decay) * model.state_dict()[key]
+    torch.testing.assert_close(average.state[key], expected)
+
+
+def test_ema_selects_the_averaged_weights_and_leaves_old_fingerprints_alone(tiny_data, tmp_path):
+    plain = _tuner(tiny_data, tmp_path / "plain")
+    averaged = _tuner(tiny_data, tmp_path / "ema", ema_decay=0.9)
+    assert averaged.fingerprint != plain.fingerprint
+    assert _tuner(tiny_data, tmp_path / "x", ema_decay=0.0).fingerprint == plain.fingerprint
+    averaged.run()
+    assert averaged.average.updates == 2 * averaged.steps_per_epoch
+    tuned = image_tuning.load_checkpoint(tmp_path / "ema" / "tuned.pt")["weights"]
+    last = image_tuning.load_checkpoint(tmp_path / "ema" / "last.pt")
+    assert last["ema"]["updates"] == averaged.average.updates
+    # the tuned weights are the average at the selected epoch, never the live weights of training
+    assert any(not torch.equal(tuned[k], last["weights"][k]) for k in tuned if tuned[k].is_floating_point())
 
 
 def test_a_result_tuned_otherwise_is_refused(tiny_data, tmp_path):

@@ -130,6 +130,9 @@ class ImageTuningConfig:
     # (e.g. a PA-100K gallery manifest); their identities are unknown to the identity loss
     extra_galleries: list[str] = field(default_factory=list)
     checkpoint_every_steps: int = 100  # write DIR/last.pt every N steps (and at every epoch end)
+    # exponential moving average of the image side's weights, updated after every step (0 = off;
+    # e.g. 0.999 averages over ~1,000 steps); validation, selection and the tuned weights use it
+    ema_decay: float = 0.0
     augment: AugmentConfig = field(default_factory=AugmentConfig)  # colour-true augmentation
 
     def to_dict(self) -> dict[str, Any]:

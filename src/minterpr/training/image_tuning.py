@@ -140,10 +140,16 @@ def predict_probabilities(model: RetrievalModel, pixels: torch.Tensor, batch_siz
     return torch.cat(chunks).numpy() if chunks else np.zeros((0, model.image_head.attributes.label_bias.numel()))
 
 
+# fields added to ImageTuningConfig after results were published count in the fingerprint only when
+# set, so tunings made before they existed are still reused and resumed
+LATER_FIELDS = {"ema_decay": 0.0}
+
+
 def tuning_fingerprint(cfg: ImageTuningConfig, model: RetrievalModel, train: LabelledImages, seed: int,
                        balanced: bool) -> str:
     """What the tuned weights depend on: the tuning config, the model config, the images and the seed."""
-    h = hashlib.sha1(json.dumps([cfg.to_dict(), model.config.to_dict(), seed, balanced], sort_keys=True,
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+    h = hashlib.sha1(json.dumps([settings, model.config.to_dict(), seed, balanced], sort_keys=True,
                                 default=str).encode())
     for image in train.images:
         h.update(image.path.encode())
@@ -171,6 +177,42 @@ def _optimizer(model: RetrievalModel, cfg: ImageTuningConfig, total_steps: int):
 
 def _image_side_state(model: RetrievalModel) -> dict[str, torch.Tensor]:
     return {k: v.detach().clone() for k, v in model.state_dict().items() if k.startswith(("image_encoder.", "image_head."))}
+
+
+class WeightAverage:
+    """An exponential moving average of the image side's weights and buffers (Polyak averaging).
+
+    The decay ramps up as ``min(decay, (1 + n) / (10 + n))`` after n updates (as TF's and timm's
+    averages do), so the first steps' random head does not linger in the average; integer buffers
+    (BatchNorm's step counts) are copied.
+
+    Example:
+        >>> from minterpr.models import create_model
+        >>> model = create_model("tiny")
+        >>> average = WeightAverage(model, 0.999)
+        >>> average.update(model); average.update(model)
+        >>> average.updates, min(0.999, 2 / 11)  # the decay of the next update
+        (2, 0.18181818181818182)
+    """
+
+    def __init__(self, model: RetrievalModel, decay: float, state: dict[str, Any] | None = None) -> None:
+        self.decay = decay
+        self.state = dict(state["weights"]) if state else _image_side_state(model)
+        self.updates = int(state["updates"]) if state else 0
+
+    @torch.no_grad()
+    def update(self, model: RetrievalModel) -> None:
+        decay = min(self.decay, (1 + self.updates) / (10 + self.updates))
+        live = model.state_dict()
+        for key, average in self.state.items():
+            if average.is_floating_point():
+                average.mul_(decay).add_(live[key].detach(), alpha=1.0 - decay)
+            else:
+                average.copy_(live[key])
+        self.updates += 1
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"weights": self.state, "updates": self.updates}
 
 
 def load_tuned(model: RetrievalModel, path: Path) -> dict[str, Any]:
@@ -225,6 +267,8 @@ class ImageTuner:
             state.update({k: ckpt[k] for k in state})
             self.log(f"image tuning: resuming at epoch {state['epoch'] + 1}, step {state['step']}")
         best_weights = ckpt.get("best_weights") if last.is_file() else None
+        self.average = (WeightAverage(model, cfg.ema_decay, ckpt.get("ema") if last.is_file() else None)
+                        if cfg.ema_decay > 0 else None)
         for epoch in range(state["epoch"], cfg.epochs):
             best_weights = self._epoch(epoch, state, optimizer, scheduler, best_weights)
         if best_weights is not None:
@@ -257,6 +301,8 @@ class ImageTuner:
             torch.nn.utils.clip_grad_norm_([p for p in model.parameters() if p.requires_grad], 5.0)
             optimizer.step()
             scheduler.step()
+            if self.average is not None:
+                self.average.update(model)
             state["step"], state["loss_sum"] = step + 1, state["loss_sum"] + loss.item()
             bar.update(1)
             bar.set_postfix(loss=f"{state['loss_sum'] / (step + 1):.3f}")
@@ -269,12 +315,19 @@ class ImageTuner:
         record = {"epoch": epoch + 1, "loss": state["loss_sum"] / max(1, self.steps_per_epoch),
                   "seconds": round(state["seconds"], 1)}
         if self.val is not None and len(self.val):
+            live = _image_side_state(model) if self.average is not None else None
+            if self.average is not None:  # validate (and keep) the averaged weights
+                model.load_state_dict(self.average.state, strict=False)
             report = attribute_metrics_from_targets(predict_probabilities(model, self.val.pixels),
                                                     self.val.targets.numpy(), self.val.mask.numpy(), auc=False)
             record["val_mA"] = round(report.mA, 2)  # percent, at p > 0.5
             if state["best"] is None or record["val_mA"] > state["best"]["val_mA"]:
                 state["best"] = dict(record)
                 best_weights = _image_side_state(model)
+            if live is not None:
+                model.load_state_dict(live, strict=False)
+        elif self.average is not None:  # no validation: the average is the result
+            best_weights = {k: v.clone() for k, v in self.average.state.items()}
         self.log("image tuning " + " ".join(f"{k} {v}" for k, v in record.items()))
         state["history"].append(record)
         state.update(epoch=epoch + 1, step=0, loss_sum=0.0)
@@ -285,5 +338,6 @@ class ImageTuner:
     def _checkpoint(self, state: dict[str, Any], optimizer, scheduler, best_weights) -> None:  # noqa: ANN001
         save_checkpoint({"format": FORMAT, "fingerprint": self.fingerprint, **state,
                          "weights": _image_side_state(self.model), "best_weights": best_weights,
+                         "ema": None if self.average is None else self.average.to_dict(),
                          "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
                         self.dir / "last.pt")
