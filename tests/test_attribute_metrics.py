@@ -214,3 +214,20 @@ def test_nothing_labelled_gives_nulls_not_nan():
     assert math.isnan(r.mA) and d["label_based"]["mA"] is None and d["instance_based"]["f1"] is None
     assert d["slots"] == {} and d["instances"] == 0
     json.dumps(d, allow_nan=False)
+
+
+def test_peta35_mA_averages_only_petas_standard_attributes():
+    from minterpr.data.label_maps import PETA_35, peta35_labels
+    from minterpr.data.ontology import ONTOLOGY
+
+    labels = ONTOLOGY.flat_labels()
+    rng = np.random.default_rng(0)
+    targets = (rng.random((40, len(labels))) < 0.3).astype(np.float32)
+    mask = np.ones_like(targets, dtype=bool)
+    probs = rng.random(targets.shape)
+    result = attribute_metrics_from_targets(probs, targets, mask)
+    wanted = set(peta35_labels())
+    expected = [r.balanced_accuracy for r in result.labels if (r.slot, r.value) in wanted]
+    assert len(PETA_35) == len(wanted) == 35 and len(expected) == 35
+    assert result.peta35 == pytest.approx((float(np.mean(expected)), 35))
+    assert result.to_dict()["label_based"]["peta35_counted"] == 35

@@ -89,6 +89,29 @@ PETA_LABELS: dict[str, Assertion] = {
     "accessoryShawl": (("accessories", "shawl"),),
     "lowerBodyThickStripes": (("lower_pattern", "thick_stripes"),),
 }
+# The 35 attributes the PETA literature reports mA over (Deng et al. 2014; Jia et al. 2021's PETA and
+# PETAzs protocols), by their PETA names; each is one ontology label (:func:`peta35_labels`).
+PETA_35: tuple[str, ...] = (
+    "accessoryHat", "accessoryMuffler", "accessoryNothing", "accessorySunglasses", "hairLong",
+    "upperBodyCasual", "upperBodyFormal", "upperBodyJacket", "upperBodyLogo", "upperBodyPlaid",
+    "upperBodyShortSleeve", "upperBodyThinStripes", "upperBodyTshirt", "upperBodyOther", "upperBodyVNeck",
+    "lowerBodyCasual", "lowerBodyFormal", "lowerBodyJeans", "lowerBodyShorts", "lowerBodyShortSkirt",
+    "lowerBodyTrousers", "footwearLeatherShoes", "footwearSandals", "footwearShoes", "footwearSneaker",
+    "carryingBackpack", "carryingOther", "carryingMessengerBag", "carryingNothing", "carryingPlasticBags",
+    "personalLess30", "personalLess45", "personalLess60", "personalLarger60", "personalMale",
+)
+
+
+def peta35_labels() -> list[tuple[str, str]]:
+    """The ontology (slot, value) of each of :data:`PETA_35`, in that order (the first assertion of
+    its PETA label: jeans is ``lower_type=jeans``, not its implied length).
+
+    >>> len(peta35_labels()), peta35_labels()[-1]
+    (35, ('gender', 'male'))
+    """
+    return [PETA_LABELS[name][0] for name in PETA_35]
+
+
 # PETA annotates its binary attributes exhaustively: one not listed for an identity does not hold.
 # Where PETA's labels name every value of a slot but one (its default), a row without any of them
 # therefore states the default: "no hat", "a plain top" are known, not unlabelled (without this,

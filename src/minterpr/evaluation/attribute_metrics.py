@@ -126,6 +126,20 @@ class AttributeMetrics:
     labels: tuple[LabelRow, ...]  # every label, ontology order
     slots: tuple[SlotRow, ...]  # every slot labelled on at least one image, ontology order
 
+    def subset_mA(self, labels: Sequence[tuple[str, str]]) -> tuple[float, int]:
+        """(mA, labels counted) over the (slot, value) ``labels`` only, e.g. PETA's 35 standard
+        attributes (:func:`minterpr.data.label_maps.peta35_labels`); NaN when none counts."""
+        wanted = set(labels)
+        scores = [r.balanced_accuracy for r in self.labels if (r.slot, r.value) in wanted and r.balanced_accuracy is not None]
+        return (float(np.mean(scores)) if scores else float("nan")), len(scores)
+
+    @property
+    def peta35(self) -> tuple[float, int]:
+        """(mA, labels counted) over PETA's 35 standard attributes, reported beside :attr:`mA`."""
+        from minterpr.data.label_maps import peta35_labels
+
+        return self.subset_mA(peta35_labels())
+
     @property
     def slot_mean(self) -> tuple[float, float]:
         """(mean slot accuracy, mean majority accuracy) over :attr:`slots`; NaN when none."""
@@ -136,11 +150,13 @@ class AttributeMetrics:
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (documented in docs/attributes.md); no NaN (undefined is null)."""
         accuracy, majority = self.slot_mean
+        peta35, peta35_counted = self.peta35
         return {
             "images": self.images, "instances": self.instances,
             "threshold": "per_label" if self.threshold is None else self.threshold,
             "label_based": {"mA": _finite(self.mA), "labels_counted": self.labels_counted,
-                            "labels_total": len(self.labels)},
+                            "labels_total": len(self.labels), "peta35_mA": _finite(peta35),
+                            "peta35_counted": peta35_counted},
             "instance_based": {"accuracy": _finite(self.accuracy), "precision": _finite(self.precision),
                                "recall": _finite(self.recall), "f1": _finite(self.f1)},
             "slots": {s.slot: {k: v for k, v in asdict(s).items() if k != "slot"} for s in self.slots},
@@ -314,7 +330,8 @@ def format_attribute_table(result: AttributeMetrics, title: str = "") -> str:
     threshold = "per-label thresholds" if result.threshold is None else f"p > {result.threshold:g}"
     lines = [title] if title else []
     lines += [f"images {result.images:,} ({result.instances:,} labelled), {threshold}",
-              f"mA {result.mA:.1f} over {result.labels_counted} labels | instance: accuracy {result.accuracy:.1f}  "
+              f"mA {result.mA:.1f} over {result.labels_counted} labels (PETA-35 mA {result.peta35[0]:.1f} over "
+              f"{result.peta35[1]}) | instance: accuracy {result.accuracy:.1f}  "
               f"precision {result.precision:.1f}  recall {result.recall:.1f}  F1 {result.f1:.1f}",
               f"{'slot':<16} {'images':>7} {'head %':>7} {'majority %':>10}  majority value"]
     lines += [f"{s.slot:<16} {s.images:7,} {s.accuracy:7.1f} {s.majority_accuracy:10.1f}  {s.majority_value}"
