@@ -124,3 +124,31 @@ def resolve_model(ref: str | os.PathLike[str]) -> Path:
     if ref == SHIPPED_PREFIX or ref.startswith(SHIPPED_PREFIX + ":"):
         return shipped_model_dir(ref.partition(":")[2] or DEFAULT_REAL_MODEL)
     return Path(ref)
+
+
+def pin_shipped_model(name: str, summary: str, fingerprint: str) -> dict[str, str]:
+    """Record the model directory ``models/NAME`` in ``zoo.json`` (its ``config.json``'s SHA-256,
+    a one-line summary, the model fingerprint), replacing an earlier entry of that name; the
+    step that publishes a new version after its figures were measured. Returns the entry.
+
+    Example:
+        >>> import tempfile
+        >>> root = Path(tempfile.mkdtemp()); (root / "m").mkdir(); _ = (root / "m" / "config.json").write_text("{}")
+        >>> os.environ[MODELS_ENV] = str(root)
+        >>> pin_shipped_model("m", "a test", "f00")["config_sha256"][:8]
+        '44136fa3'
+        >>> shipped_model_dir("m") == root / "m"
+        True
+        >>> del os.environ[MODELS_ENV]
+    """
+    root = shipped_models_dir()
+    config = root / name / "config.json"
+    if not config.is_file():
+        raise RunError(config, "missing: export the model there first (minterpr export RUN --out DIR)")
+    entry = {"config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(), "summary": summary,
+             "fingerprint": fingerprint}
+    zoo = {**shipped_models(), name: entry}
+    from minterpr.fileio import atomic_write_text
+
+    atomic_write_text(root / ZOO_FILE, json.dumps(zoo, indent=1, sort_keys=True) + "\n")
+    return entry
