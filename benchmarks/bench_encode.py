@@ -39,7 +39,7 @@ import torch
 
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.evaluation.metrics import retrieval_metrics_from_embeddings
 from minterpr.evaluation.static import dialogue_turns
 from minterpr.fileio import atomic_write_text

@@ -21,7 +21,7 @@ import time
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.fused_store import build_fused

@@ -73,7 +73,7 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     """A stored gallery of ``n`` images for ``run``'s model (reused when present): ``base``'s test gallery
     (a dataset folder, ``DIR/gallery_test.jsonl``) embedded and tiled with noise as in
     bench_turn_latency.py, or without ``base`` synthetic identity clusters."""
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
     from minterpr.errors import MinterprError
     from minterpr.index.gallery_index import GalleryIndex
     from minterpr.index.fused_store import build_fused, wants_fused

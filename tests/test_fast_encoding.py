@@ -80,7 +80,7 @@ def test_onnx_engine_agrees_with_torch(gallery, reference):
     np.testing.assert_allclose(index.embeddings, reference.embeddings, atol=1e-4)
     np.testing.assert_allclose(index.attribute_probs, reference.attribute_probs, atol=1e-4)
     # same argmax of every attribute slot, and the single-file path used for example images
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
 
     for columns in ONTOLOGY.slot_columns().values():
         np.testing.assert_array_equal(index.attribute_probs[:, columns].argmax(1),

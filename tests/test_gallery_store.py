@@ -174,7 +174,7 @@ def test_the_vector_index_is_saved_and_reopened_with_the_store(tmp_path, backend
 
 # ---------------------------------------------------------------------- the fused index saved with a store
 def _fused_gallery(n: int = 600) -> GalleryIndex:
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
 
     rng = np.random.default_rng(4)
     embeddings = rng.standard_normal((n, 16)).astype(np.float32)  # (N, D)
@@ -184,7 +184,7 @@ def _fused_gallery(n: int = 600) -> GalleryIndex:
 
 
 def _queries(index: GalleryIndex, count: int = 4):
-    from minterpr.data.phrasing import Fact
+    from minterpr.language.phrasing import Fact
 
     facts = [(Fact("gender", ("female",)),),
              (Fact("upper_colour", ("red", "white")), Fact("carried", ("backpack",), True)), ()]

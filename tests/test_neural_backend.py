@@ -11,7 +11,7 @@ pytest.importorskip("transformers")
 
 from PIL import Image  # noqa: E402
 
-from minterpr.data.ontology import ONTOLOGY  # noqa: E402
+from minterpr.language.ontology import ONTOLOGY  # noqa: E402
 from minterpr.errors import ImageError, InputError  # noqa: E402
 from minterpr.index.gallery_index import GalleryIndex  # noqa: E402
 from minterpr.index.neural_backend import NeuralBackend, qa_text  # noqa: E402

@@ -18,7 +18,7 @@ from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
