@@ -31,7 +31,7 @@ def rss_mb() -> float:
 def bench_embed(args: argparse.Namespace) -> list[dict]:
     import torch
 
-    from minterpr.batch_embed import embed_gallery
+    from minterpr.runtime.batch_embed import embed_gallery
     from minterpr.data.formats.gallery import read_gallery
 
     torch.set_num_threads(args.threads)

@@ -44,7 +44,7 @@ from minterpr.evaluation.metrics import retrieval_metrics_from_embeddings
 from minterpr.evaluation.static import dialogue_turns
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.pipeline import load_pipeline
+from minterpr.runtime.pipeline import load_pipeline
 
 Forward = Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]]  # (b,3,H,W) -> (b,D), (b,L)
 

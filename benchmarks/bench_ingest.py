@@ -143,7 +143,7 @@ def main(argv=None) -> int:
 
     cv2.setNumThreads(args.threads)
     torch.set_num_threads(args.threads)
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     settings = [parse_setting(t) for t in args.settings] if args.settings else [{"every": e} for e in args.every]
 

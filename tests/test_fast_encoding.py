@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from PIL import Image  # noqa: E402
 
 from minterpr.errors import RunError  # noqa: E402
-from minterpr.index.neural_backend import NeuralBackend  # noqa: E402
+from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
 from minterpr.models import create_model  # noqa: E402
 from minterpr.types import GalleryImage  # noqa: E402
 

@@ -70,7 +70,7 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
 
     from minterpr.index.gallery_store import save_gallery
     from minterpr.models import create_model, save_model
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     crops = folder / "crops"
     images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size)

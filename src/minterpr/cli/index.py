@@ -41,7 +41,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.cli.chat import gallery_images
     from minterpr.index.fused_store import build_fused, wants_fused
     from minterpr.index.gallery_store import build_vector_index, save_gallery
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     out = out or sys.stdout
     images_dir = Path(args.images)
@@ -166,7 +166,7 @@ def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """``chat --index DIR``: (backend, scoring, index) of ``--run`` and the store, which must be
     one that model built (DatasetError otherwise: one line, exit 2)."""
     from minterpr.index.gallery_store import load_gallery
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     if getattr(args, "run", None) is None:
         raise CLIError("--index needs --run RUN: the model that built the store embeds the queries")

@@ -74,8 +74,8 @@ def _copy_crops(info: SourceInfo, job: JobFolder, reporter: Reporter) -> None:
 
 def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder, options: IngestOptions,
            reporter: Reporter) -> Any:
-    """Embed the crops into resumable shards (minterpr.batch_embed's format); the EmbeddedGallery."""
-    from minterpr.batch_embed import collect, encode_chunk, write_shard
+    """Embed the crops into resumable shards (minterpr.runtime.batch_embed's format); the EmbeddedGallery."""
+    from minterpr.runtime.batch_embed import collect, embed_shards
 
     out = job.embed_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -85,19 +85,9 @@ def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder
         shutil.rmtree(out)
         out.mkdir(parents=True)
         atomic_write(marker, lambda f: f.write(digest.encode("ascii") + b"\n"))
-    done = 0
-    for s, start in enumerate(range(0, len(images), SHARD_SIZE)):
-        chunk = images[start:start + SHARD_SIZE]
-        if not (out / f"shard-{s:05d}.done").is_file():  # batch_embed's marker, written last
-            parts = []
-            for b in range(0, len(chunk), options.batch_size):
-                reporter.update("embed", done + b, len(images))
-                parts.append(encode_chunk(pipeline.backend, chunk[b:b + options.batch_size], os.fspath(root)))
-            errors = {b + k: v for b, (_, _, err) in zip(range(0, len(chunk), options.batch_size), parts)
-                      for k, v in err.items()}
-            write_shard(out, s, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), errors)
-        done += len(chunk)
-        reporter.update("embed", done, len(images))
+    reporter.update("embed", 0, len(images))
+    embed_shards(pipeline.backend, images, os.fspath(root), out, SHARD_SIZE, options.batch_size,
+                 lambda done, _: reporter.update("embed", done, len(images)))
     return collect(out, images, SHARD_SIZE)
 
 
@@ -116,7 +106,7 @@ def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
 def _load(run: Any) -> Any:
     if hasattr(run, "backend") and hasattr(run, "model_fingerprint"):
         return run
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     return load_pipeline(run)
 
@@ -125,7 +115,7 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
            options: IngestOptions = IngestOptions(), progress: Callable[[IngestProgress], None] | None = None,
            cancel: Callable[[], bool] | None = None) -> IngestResult:
     """Ingest ``source`` into the gallery store at ``gallery`` with ``run`` (a run directory or a
-    loaded :class:`~minterpr.pipeline.Pipeline`); see the module doc. ``progress`` receives
+    loaded :class:`~minterpr.runtime.pipeline.Pipeline`); see the module doc. ``progress`` receives
     :class:`IngestProgress` events; ``cancel()`` true stops it (IngestCancelled, progress kept)."""
     from minterpr.index.gallery_store import check_store_folder, read_manifest
 

@@ -86,7 +86,7 @@ class LoadedGallery:
     directory: str
     run_dir: str
     managed: bool
-    pipeline: Any  # minterpr.pipeline.Pipeline of the run
+    pipeline: Any  # minterpr.runtime.pipeline.Pipeline of the run
     backend: Any  # the run's backend for sessions: the same model, reading example images the service stored
     index: Any  # GalleryIndex (memory-mapped, with its vector index)
     metadata: list[dict[str, Any]]  # free metadata per image
@@ -146,7 +146,7 @@ class Galleries:
             if run_dir not in self._pipelines:
                 import copy
 
-                from minterpr.pipeline import load_pipeline
+                from minterpr.runtime.pipeline import load_pipeline
 
                 pipeline = load_pipeline(run_dir, device=self.device)
                 backend = copy.copy(pipeline.backend)
