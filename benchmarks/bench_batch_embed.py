@@ -66,8 +66,8 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
 
 
 def bench_qdrant(args: argparse.Namespace) -> list[dict]:
-    from minterpr.index.qdrant_index import QdrantIndex
-    from minterpr.index.vector_index import Range
+    from minterpr.index.vectors.qdrant_index import QdrantIndex
+    from minterpr.index.vectors.vector_index import Range
 
     rows = []
     rng = np.random.default_rng(0)

@@ -107,7 +107,7 @@ def speed(video: Path, pipeline, setting: dict, work: Path) -> dict:
 
 
 def quality(pipeline, setting: dict, work: Path, seed: int) -> dict:
-    from minterpr.index.gallery_store import open_gallery
+    from minterpr.index.store.gallery_store import open_gallery
     from minterpr.ingest import IngestOptions
     from minterpr.ingest.evaluate import evaluate_tracking
     from minterpr.ingest.synthetic_video import SyntheticVideoConfig, render_video

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 
 from minterpr.cli.main import main
-from minterpr.index.gallery_store import MANIFEST, open_gallery
+from minterpr.index.store.gallery_store import MANIFEST, open_gallery
 from minterpr.models import create_model, save_model
 from minterpr.runtime.run import load_run
 

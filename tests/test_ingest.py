@@ -15,7 +15,7 @@ from PIL import Image
 
 from minterpr.cli.main import main
 from minterpr.errors import DatasetError, InputError
-from minterpr.index.gallery_store import load_gallery, open_gallery
+from minterpr.index.store.gallery_store import load_gallery, open_gallery
 from minterpr.ingest import IngestCancelled, IngestOptions, gallery_dir, ingest
 from minterpr.ingest.detectors import HogDetector
 from minterpr.ingest.evaluate import evaluate_tracking

@@ -22,7 +22,7 @@ The lists come from faiss's k-means and nearest-centroid assignment when faiss i
 an (N, nlist) matrix), else from the numpy Lloyd below (``kmeans="numpy"``): any clustering
 gives exact bounds, only the rows probed change. :meth:`FusedIVF.parts` and
 :meth:`FusedIVF.from_parts` are the arrays a gallery store saves and memory-maps back
-(:mod:`minterpr.index.gallery_store`).
+(:mod:`minterpr.index.store.gallery_store`).
 
 Example:
     >>> from minterpr.language.ontology import ONTOLOGY

@@ -4,7 +4,7 @@ A video (or a folder of one video's frames) is decoded, every ``every``-th frame
 people detector and ByteTrack, each track keeps its best ``best_k`` crops (size, sharpness,
 detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG files to
 ``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
-(:func:`minterpr.index.gallery_append.append_gallery`) with their metadata: ``camera``,
+(:func:`minterpr.index.store.gallery_append.append_gallery`) with their metadata: ``camera``,
 ``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
 ``job``, ``score``, ``sharpness``. A folder of crops is indexed as it is: each image one row
 (copied, or hard-linked, into ``crops/<job>/``), with ``camera`` and ``time`` from the options.
@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from minterpr.errors import DatasetError
-from minterpr.index.gallery_store import STORE_ROOT
+from minterpr.index.store.gallery_store import STORE_ROOT
 from minterpr.fileio import atomic_write
 from minterpr.ingest.job import CROPS_DIR, JobFolder, gallery_lock, job_id
 from minterpr.ingest.options import (IngestOptions, IngestResult, check_options, create_detector, every_of,
@@ -93,7 +93,7 @@ def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder
 
 def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
     """(rows of ``job``, all rows) in the store, None when there is no finished store."""
-    from minterpr.index.gallery_store import open_gallery, read_manifest
+    from minterpr.index.store.gallery_store import open_gallery, read_manifest
 
     try:
         read_manifest(gallery)
@@ -117,7 +117,7 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     """Ingest ``source`` into the gallery store at ``gallery`` with ``run`` (a run directory or a
     loaded :class:`~minterpr.runtime.pipeline.Pipeline`); see the module doc. ``progress`` receives
     :class:`IngestProgress` events; ``cancel()`` true stops it (IngestCancelled, progress kept)."""
-    from minterpr.index.gallery_store import check_store_folder, read_manifest
+    from minterpr.index.store.gallery_store import check_store_folder, read_manifest
 
     started = time.perf_counter()
     check_options(options)
@@ -199,7 +199,7 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
            options: IngestOptions, reporter: Reporter, skipped: list[tuple[str, str]],
            info: SourceInfo) -> tuple[int, int]:
     """Embed the crops and put them in the store (this job's old rows replaced): (rows added, rows in all)."""
-    from minterpr.index.gallery_append import append_gallery
+    from minterpr.index.store.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
 
     embedded = _embed(pipeline, images, folder, job, options, reporter) if images else None
@@ -225,9 +225,9 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
 
 def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
     """Remove ``job``'s rows from the store; the rows left."""
-    from minterpr.index.gallery_append import append_gallery
+    from minterpr.index.store.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
-    from minterpr.index.gallery_store import open_gallery
+    from minterpr.index.store.gallery_store import open_gallery
 
     stored = open_gallery(folder)
     labels = stored.manifest.labels

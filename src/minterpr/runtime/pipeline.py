@@ -49,7 +49,7 @@ class Pipeline:
     @cached_property
     def model_fingerprint(self) -> str:
         """The model's fingerprint (as ``TrainedRun.fingerprint``): what a stored gallery records
-        (``minterpr.index.gallery_store``) and is checked against when reopened."""
+        (``minterpr.index.store.gallery_store``) and is checked against when reopened."""
         from minterpr.models.fingerprint import model_fingerprint
 
         return model_fingerprint(self.model)

@@ -130,7 +130,7 @@ class Galleries:
         self._loaded: dict[int, LoadedGallery] = {}
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
-        from minterpr.index.vector_index import VECTOR_INDEXES
+        from minterpr.index.vectors.vector_index import VECTOR_INDEXES
 
         VECTOR_INDEXES.names()  # register the backends now: their lazy first import is not thread-safe
 
@@ -220,7 +220,7 @@ class Galleries:
 
     def _open(self, gallery_id: int, name: str, version: int, directory: str, run_dir: str,
               managed: bool) -> LoadedGallery:
-        from minterpr.index.gallery_store import open_gallery
+        from minterpr.index.store.gallery_store import open_gallery
 
         pipeline, backend = self._run(run_dir)
         stored = open_gallery(directory, expected_fingerprint=pipeline.model_fingerprint)
