@@ -31,7 +31,7 @@ def rss_mb() -> float:
 def bench_embed(args: argparse.Namespace) -> list[dict]:
     import torch
 
-    from minterpr.batch_embed import embed_gallery
+    from minterpr.runtime.batch_embed import embed_gallery
     from minterpr.data.formats.gallery import read_gallery
 
     torch.set_num_threads(args.threads)
@@ -66,8 +66,8 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
 
 
 def bench_qdrant(args: argparse.Namespace) -> list[dict]:
-    from minterpr.index.qdrant_index import QdrantIndex
-    from minterpr.index.vector_index import Range
+    from minterpr.index.vectors.qdrant_index import QdrantIndex
+    from minterpr.index.vectors.vector_index import Range
 
     rows = []
     rng = np.random.default_rng(0)

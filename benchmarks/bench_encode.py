@@ -39,12 +39,12 @@ import torch
 
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.evaluation.metrics import retrieval_metrics_from_embeddings
 from minterpr.evaluation.static import dialogue_turns
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.pipeline import load_pipeline
+from minterpr.runtime.pipeline import load_pipeline
 
 Forward = Callable[[torch.Tensor], tuple[np.ndarray, np.ndarray]]  # (b,3,H,W) -> (b,D), (b,L)
 

@@ -1,4 +1,4 @@
-"""Time saving and reopening a gallery store (minterpr.index.gallery_store) of N synthetic images.
+"""Time saving and reopening a gallery store (minterpr.index.store.gallery_store) of N synthetic images.
 
 N × D embeddings, N × 121 attribute probabilities and N image records with ontology attributes
 and free metadata (camera, time, source); the store is saved to a temporary folder, then
@@ -21,11 +21,11 @@ import time
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.fused_store import build_fused
-from minterpr.index.gallery_store import build_vector_index, load_gallery, save_gallery
+from minterpr.index.store.fused_store import build_fused
+from minterpr.index.store.gallery_store import build_vector_index, load_gallery, save_gallery
 from minterpr.types import GalleryImage
 
 

@@ -42,7 +42,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     gallery = Path(args.gallery)
     try:

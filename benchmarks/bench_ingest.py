@@ -107,7 +107,7 @@ def speed(video: Path, pipeline, setting: dict, work: Path) -> dict:
 
 
 def quality(pipeline, setting: dict, work: Path, seed: int) -> dict:
-    from minterpr.index.gallery_store import open_gallery
+    from minterpr.index.store.gallery_store import open_gallery
     from minterpr.ingest import IngestOptions
     from minterpr.ingest.evaluate import evaluate_tracking
     from minterpr.ingest.synthetic_video import SyntheticVideoConfig, render_video
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
 
     cv2.setNumThreads(args.threads)
     torch.set_num_threads(args.threads)
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     settings = [parse_setting(t) for t in args.settings] if args.settings else [{"every": e} for e in args.every]
 

@@ -73,12 +73,12 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     """A stored gallery of ``n`` images for ``run``'s model (reused when present): ``base``'s test gallery
     (a dataset folder, ``DIR/gallery_test.jsonl``) embedded and tiled with noise as in
     bench_turn_latency.py, or without ``base`` synthetic identity clusters."""
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
     from minterpr.errors import MinterprError
     from minterpr.index.gallery_index import GalleryIndex
-    from minterpr.index.fused_store import build_fused, wants_fused
-    from minterpr.index.gallery_store import build_vector_index, open_gallery, save_gallery
-    from minterpr.pipeline import load_pipeline
+    from minterpr.index.store.fused_store import build_fused, wants_fused
+    from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
+    from minterpr.runtime.pipeline import load_pipeline
     from minterpr.types import GalleryImage
 
     pipe = load_pipeline(run)

@@ -50,8 +50,8 @@ from minterpr import load_pipeline
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.gallery_store import open_gallery, save_gallery
-from minterpr.index.vector_index import VECTOR_INDEXES
+from minterpr.index.store.gallery_store import open_gallery, save_gallery
+from minterpr.index.vectors.vector_index import VECTOR_INDEXES
 from minterpr.interaction.session import Session
 from minterpr.interaction.shortlist import ShortlistConfig
 from minterpr.interaction.simulators import SIMULATORS

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import numpy as np
 
-from minterpr.index.exact import ExactIndex
-from minterpr.index.row_store import exact_top_k
-from minterpr.index.vector_index import Range, load_vector_index
+from minterpr.index.vectors.exact import ExactIndex
+from minterpr.index.vectors.row_store import exact_top_k
+from minterpr.index.vectors.vector_index import Range, load_vector_index
 
 DIM = 256
 BLOCK = 250_000  # rows generated / added per block
@@ -102,7 +102,7 @@ def ground_truth(source: Source, k: int = 10) -> np.ndarray:
 def make(name: str, dim: int, args):
     if name in ("exact", "exact_mmap", "exact_fp16"):
         return ExactIndex(dim, dtype="float32" if name == "exact" else "float16")
-    from minterpr.index.faiss_index import FaissHNSWIndex, FaissIVFPQIndex
+    from minterpr.index.vectors.faiss_index import FaissHNSWIndex, FaissIVFPQIndex
 
     if name == "faiss_hnsw":
         return FaissHNSWIndex(dim, M=args.hnsw_m, ef_construction=args.ef_construction, ef_search=args.ef_search)

@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     from minterpr.data.formats.minterpedes import read_minterpedes
     from minterpr.evaluation.pictures import RankRecorder, StripConfig, sample_queries, write_ranked_strip
     from minterpr.evaluation.static import dialogue_turns, evaluate_dialogues
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     started = time.time()
     trained = load_run(args.run, device=args.device)

@@ -373,7 +373,7 @@ def threads_encode(ctx: Ctx, arg) -> Verdict:
     """arg = (text cache size, threads, texts per thread): threads share one NeuralBackend; every
     query must equal the single-threaded one."""
     cache, n_threads, n_texts = arg
-    from minterpr.index.neural_backend import NeuralBackend
+    from minterpr.runtime.neural_backend import NeuralBackend
     from minterpr.types import DescriptionTurn, QATurn
 
     try:

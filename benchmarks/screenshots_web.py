@@ -3,7 +3,7 @@
 Starts the service on a free loopback port over a synthetic gallery and lets a simulated witness
 search for one person of it in Debian's chromium (Playwright, never ``playwright install``): the
 description, answers and corrections are written from the person's true attributes by the
-dialogue synthesiser (:mod:`minterpr.data.utterances`), and the witness confirms the person once
+dialogue synthesiser (:mod:`minterpr.language.utterances`), and the witness confirms the person once
 a result shows them. Saved at a laptop's 1366 px width:
 
 * ``web_search.png``: the results of the description, with thumbnails, camera, time, the facts each
@@ -42,7 +42,7 @@ def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, s
     """Search ``base`` for identity ``target`` (``truth`` from the gallery build); returns the PNGs saved."""
     from playwright.sync_api import expect, sync_playwright
 
-    from minterpr.data.utterances import answer, choose_description_slots, description, feedback
+    from minterpr.language.utterances import answer, choose_description_slots, description, feedback
 
     rng = random.Random(seed)
     person = next(t["attributes"] for t in truth if t["identity"] == target)

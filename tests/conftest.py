@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage
 
 REPO_ROOT = Path(__file__).resolve().parents[1]

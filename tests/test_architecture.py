@@ -1,5 +1,5 @@
-"""Imports flow one way (types/registry -> data -> models -> training -> index -> interaction ->
-evaluation -> trained_run -> pipeline -> cli) and the core never imports torch or optional packages."""
+"""Imports flow one way (types/registry -> language -> data -> models -> index -> interaction -> evaluation ->
+runtime -> training -> ingest -> serving -> cli) and the core never imports torch or optional packages."""
 import ast
 import subprocess
 import sys
@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
-LAYERS = ["types", "registry", "data", "models", "training", "index", "interaction", "evaluation", "trained_run",
-          "pipeline", "ingest", "serving", "cli"]
+LAYERS = ["types", "registry", "language", "data", "models", "index", "interaction", "evaluation", "runtime",
+          "trained_run", "training", "ingest", "serving", "cli"]
 RANK = {"types": 0, "registry": 0, "errors": 0, "fileio": 0, **{name: i for i, name in enumerate(LAYERS)}}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
 
@@ -59,7 +59,7 @@ def test_imports_flow_one_way(path, layer):
             assert target <= own_rank, f"{path.name} ({layer}) imports {module}"
 
 
-@pytest.mark.parametrize("path, layer", [(p, l) for p, l in _modules() if l in ("types", "registry", "errors", "fileio", "data")],
+@pytest.mark.parametrize("path, layer", [(p, l) for p, l in _modules() if l in ("types", "registry", "errors", "fileio", "language", "data")],
                          ids=lambda v: str(v).rsplit("src/", 1)[-1])
 def test_core_imports_no_heavy_package_at_import_time(path, layer):
     heavy = {m for m in _imports(path, top_level_only=True) if m.split(".")[0] in HEAVY}

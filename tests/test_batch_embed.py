@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from minterpr.batch_embed import JOB_FILE, embed_gallery
+from minterpr.runtime.batch_embed import JOB_FILE, embed_gallery
 from minterpr.errors import DatasetError, InputError
 from minterpr.models import create_model, save_model
-from minterpr.pipeline import load_pipeline
+from minterpr.runtime.pipeline import load_pipeline
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 N_IMAGES = 11

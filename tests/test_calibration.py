@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.models import create_model, load_model, save_model
 from minterpr.training.calibration import _minimise_log_temperature, calibration_nll, fit_slot_temperatures
 

@@ -11,9 +11,9 @@ import torch
 from PIL import Image
 
 from minterpr.cli.main import main
-from minterpr.index.gallery_store import MANIFEST, open_gallery
+from minterpr.index.store.gallery_store import MANIFEST, open_gallery
 from minterpr.models import create_model, save_model
-from minterpr.trained_run import load_run
+from minterpr.runtime.run import load_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -95,7 +95,7 @@ def test_chat_opens_the_store_without_re_embedding(store, runs, monkeypatch, cap
     def no_embedding(*args, **kwargs):
         raise AssertionError("chat --index re-embedded the gallery")
 
-    monkeypatch.setattr("minterpr.index.neural_backend.NeuralBackend.index_images", no_embedding)
+    monkeypatch.setattr("minterpr.runtime.neural_backend.NeuralBackend.index_images", no_embedding)
     monkeypatch.setattr("sys.stdin", io.StringIO("a person in a red jacket\n:quit\n"))
     assert main(["chat", "--run", str(runs[0]), "--index", str(out), "--top", "3"]) == 0
     text = capsys.readouterr().out

@@ -67,7 +67,7 @@ def test_missing_clip_directory_names_the_key(cuhk_data, tmp_path, capsys):
 
 
 def test_clip_config_trains_and_evaluates_on_cpu(cuhk_data, tiny_clip, tmp_path, capsys):
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     run = tmp_path / "run"
     overrides = [*SMALL, f"model.encoder_kwargs.model_dir={tiny_clip}"]

@@ -2,8 +2,8 @@ import pytest
 
 from minterpr.data.dialogue_synthesis import (REFERENCE_STRATEGIES, DialogueSynthesisConfig, ambiguity,
                                               synthesize_records)
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.text_parser import parse_facts
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.text_parser import parse_facts
 from minterpr.errors import InputError
 from minterpr.registry import RegistryError
 

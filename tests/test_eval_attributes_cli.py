@@ -14,7 +14,7 @@ from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthe
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds
 from minterpr.models import create_model, save_model
-from minterpr.trained_run import load_run
+from minterpr.runtime.run import load_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

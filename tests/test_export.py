@@ -19,7 +19,7 @@ from minterpr.models import create_model, save_model
 from minterpr.models.encoders.tiny import save_tiny_clip
 from minterpr.models.fingerprint import model_fingerprint
 from minterpr.models.io import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
-from minterpr.trained_run import export_run, load_run
+from minterpr.runtime.run import export_run, load_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

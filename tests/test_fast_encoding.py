@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 from PIL import Image  # noqa: E402
 
 from minterpr.errors import RunError  # noqa: E402
-from minterpr.index.neural_backend import NeuralBackend  # noqa: E402
+from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
 from minterpr.models import create_model  # noqa: E402
 from minterpr.types import GalleryImage  # noqa: E402
 
@@ -80,7 +80,7 @@ def test_onnx_engine_agrees_with_torch(gallery, reference):
     np.testing.assert_allclose(index.embeddings, reference.embeddings, atol=1e-4)
     np.testing.assert_allclose(index.attribute_probs, reference.attribute_probs, atol=1e-4)
     # same argmax of every attribute slot, and the single-file path used for example images
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
 
     for columns in ONTOLOGY.slot_columns().values():
         np.testing.assert_array_equal(index.attribute_probs[:, columns].argmax(1),

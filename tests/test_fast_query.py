@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from minterpr.errors import RunError  # noqa: E402
-from minterpr.index.neural_backend import NeuralBackend  # noqa: E402
+from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
 from minterpr.models.onnx_query import (QueryEncoder, check_dialogues, query_cache_path,  # noqa: E402
                                         query_fingerprint)
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn  # noqa: E402

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from minterpr.errors import RunError  # noqa: E402
-from minterpr.index.neural_backend import NeuralBackend  # noqa: E402
+from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
 from minterpr.models.onnx_text import TextFeaturizer, text_cache_path  # noqa: E402
 from minterpr.types import DescriptionTurn, QATurn, ReferenceTurn  # noqa: E402
 

@@ -15,7 +15,7 @@ from minterpr.data.formats.market import market_images, parse_market_name, read_
 from minterpr.data.formats.pa100k import read_pa100k
 from minterpr.data.formats.peta import peta_namespace, peta_subsets, read_peta
 from minterpr.data.label_maps import MARKET1501_ATTRIBUTE_NAMES, PA100K_LABELS
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 
 
 

@@ -8,12 +8,12 @@ import numpy as np
 import pytest
 
 from conftest import near_duplicate_gallery
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.evidence import fact_log_likelihood
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_ivf import FusedIVF
-from minterpr.index.fused_vectors import (FactColumns, augmented_query, fact_feature, fact_log_likelihood,
-                                          fused_top_k, label_features)
+from minterpr.index.fused_vectors import FactColumns, augmented_query, fact_feature, fused_top_k, label_features
 from minterpr.interaction.reranking import RerankConfig, rerank
 from minterpr.interaction.session import Session
 from minterpr.interaction.shortlist import ShortlistConfig

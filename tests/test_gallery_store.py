@@ -1,4 +1,4 @@
-"""Gallery stores (minterpr.index.gallery_store): saved whole, reopened equal, refused when wrong."""
+"""Gallery stores (minterpr.index.store.gallery_store): saved whole, reopened equal, refused when wrong."""
 from __future__ import annotations
 
 import json
@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from minterpr.errors import DatasetError, InputError
-from minterpr.index import gallery_store
-from minterpr.index.fused_store import build_fused
-from minterpr.index.gallery_append import append_gallery
+from minterpr.index.store import gallery_store
+from minterpr.index.store.fused_store import build_fused
+from minterpr.index.store.gallery_append import append_gallery
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.gallery_store import (GALLERY_VERSION, MANIFEST, build_vector_index, load_gallery, open_gallery,
+from minterpr.index.store.gallery_store import (GALLERY_VERSION, MANIFEST, build_vector_index, load_gallery, open_gallery,
                                           read_manifest, save_gallery, vector_records)
-from minterpr.index.vector_index import Range
+from minterpr.index.vectors.vector_index import Range
 from minterpr.types import GalleryImage
 
 FP = "0123456789abcdef"
@@ -174,7 +174,7 @@ def test_the_vector_index_is_saved_and_reopened_with_the_store(tmp_path, backend
 
 # ---------------------------------------------------------------------- the fused index saved with a store
 def _fused_gallery(n: int = 600) -> GalleryIndex:
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
 
     rng = np.random.default_rng(4)
     embeddings = rng.standard_normal((n, 16)).astype(np.float32)  # (N, D)
@@ -184,7 +184,7 @@ def _fused_gallery(n: int = 600) -> GalleryIndex:
 
 
 def _queries(index: GalleryIndex, count: int = 4):
-    from minterpr.data.phrasing import Fact
+    from minterpr.language.phrasing import Fact
 
     facts = [(Fact("gender", ("female",)),),
              (Fact("upper_colour", ("red", "white")), Fact("carried", ("backpack",), True)), ()]
@@ -279,7 +279,7 @@ def test_a_changed_or_foreign_fused_index_is_refused(tmp_path, monkeypatch):
 
 
 def test_a_store_from_before_the_fused_index_opens_and_can_get_one(tmp_path, monkeypatch):
-    from minterpr.index.fused_store import add_fused
+    from minterpr.index.store.gallery_append import add_fused
     from minterpr.interaction.shortlist import ShortlistConfig, rank_candidates
 
     index = _fused_gallery()
@@ -301,9 +301,9 @@ def test_a_store_from_before_the_fused_index_opens_and_can_get_one(tmp_path, mon
     assert top.tolist() == np.argsort(-exact.scores, kind="stable")[:10].tolist()
     monkeypatch.undo()
     # add one without re-embedding; a kill between the steps leaves a store that opens
-    from minterpr.index import fused_store
+    from minterpr.index.store import gallery_append
 
-    monkeypatch.setattr(fused_store, "save_fused", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
+    monkeypatch.setattr(gallery_append, "save_fused", lambda *a: (_ for _ in ()).throw(KeyboardInterrupt))
     with pytest.raises(KeyboardInterrupt):
         add_fused(folder, nlist=12)
     monkeypatch.undo()

@@ -230,8 +230,8 @@ def test_the_trainer_tunes_before_its_stages(tiny_data, tmp_path):
 
 # ----------------------------------------------------------------------------- adaptation
 from minterpr.cli.main import main  # noqa: E402
-from minterpr.data.ontology import ONTOLOGY  # noqa: E402
-from minterpr.trained_run import load_run  # noqa: E402
+from minterpr.language.ontology import ONTOLOGY  # noqa: E402
+from minterpr.runtime.run import load_run  # noqa: E402
 from minterpr.training.adaptation import pseudo_labels  # noqa: E402
 
 

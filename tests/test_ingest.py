@@ -15,7 +15,7 @@ from PIL import Image
 
 from minterpr.cli.main import main
 from minterpr.errors import DatasetError, InputError
-from minterpr.index.gallery_store import load_gallery, open_gallery
+from minterpr.index.store.gallery_store import load_gallery, open_gallery
 from minterpr.ingest import IngestCancelled, IngestOptions, gallery_dir, ingest
 from minterpr.ingest.detectors import HogDetector
 from minterpr.ingest.evaluate import evaluate_tracking
@@ -23,7 +23,7 @@ from minterpr.ingest.job import JobFolder, gallery_lock, job_id
 from minterpr.ingest.synthetic_video import SyntheticVideoConfig, render_video
 from minterpr.ingest.video import tracked_detections
 from minterpr.models import create_model, save_model
-from minterpr.pipeline import load_pipeline
+from minterpr.runtime.pipeline import load_pipeline
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 START = "2026-12-01T10:00:00"

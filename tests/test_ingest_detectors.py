@@ -8,7 +8,8 @@ import pytest
 
 from minterpr.errors import InputError, MinterprError, RunError
 from minterpr.ingest import create_detector
-from minterpr.ingest.detectors import DETECTORS, Detections, finish, iou_matrix
+from minterpr.ingest.detection import Detections, finish, iou_matrix
+from minterpr.ingest.detectors import DETECTORS
 from minterpr.ingest.synthetic_video import SyntheticVideoConfig, render_video
 from minterpr.ingest.sources import iter_frames, open_source
 

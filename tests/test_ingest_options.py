@@ -12,9 +12,10 @@ import torch
 from PIL import Image
 
 from minterpr.errors import InputError
-from minterpr.index.gallery_store import open_gallery
+from minterpr.index.store.gallery_store import open_gallery
 from minterpr.ingest import IngestOptions, ingest
-from minterpr.ingest.detectors import DETECTORS, Detections
+from minterpr.ingest.detection import Detections
+from minterpr.ingest.detectors import DETECTORS
 from minterpr.ingest.options import DEFAULT_TARGET_FPS, check_options, every_of
 from minterpr.ingest.sources import SourceInfo
 from minterpr.ingest.synthetic_video import SyntheticVideoConfig, render_video

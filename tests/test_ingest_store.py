@@ -10,10 +10,10 @@ import pytest
 
 from minterpr.errors import DatasetError, InputError
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index import gallery_append
-from minterpr.index.gallery_append import append_gallery
-from minterpr.index.gallery_store import MANIFEST, STAGING, load_gallery, open_gallery, read_manifest, save_gallery
-from minterpr.index.vector_index import Range
+from minterpr.index.store import gallery_append
+from minterpr.index.store.gallery_append import append_gallery
+from minterpr.index.store.gallery_store import MANIFEST, STAGING, load_gallery, open_gallery, read_manifest, save_gallery
+from minterpr.index.vectors.vector_index import Range
 from minterpr.types import GalleryImage
 
 FP = "00ff00ff00ff00ff"

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from conftest import shared_data_dir
-from minterpr.index.gallery_store import open_gallery
+from minterpr.index.store.gallery_store import open_gallery
 from minterpr.ingest import IngestOptions, ingest
 from minterpr.models import create_model, save_model
 

@@ -10,7 +10,7 @@ import pytest
 from conftest import REPO_ROOT, shared_data_dir
 from minterpr.data.label_maps import (MARKET1501_ATTRIBUTE_NAMES, MARKET1501_LABELS, PA100K_LABELS, PA100K_NEGATIVES,
                                       PA100K_VIEWS, PETA_CLOSED_SLOTS, PETA_LABELS, labels_to_attributes)
-from minterpr.data.ontology import COLOURS, ONTOLOGY
+from minterpr.language.ontology import COLOURS, ONTOLOGY
 
 # The 61 binary attributes of PETA's ReadMe.txt, then the 4 it discards (< 10 images).
 PETA_BINARY = """accessoryHeadphone personalLess15 personalLess30 personalLess45 personalLess60 personalLarger60

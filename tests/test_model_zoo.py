@@ -19,7 +19,8 @@ from minterpr.errors import InputError, RunError  # noqa: E402
 from minterpr.models import create_model, save_model  # noqa: E402
 from minterpr.models.fingerprint import model_fingerprint  # noqa: E402
 from minterpr.models.zoo import MODELS_ENV, parse_hub_ref, resolve_model  # noqa: E402
-from minterpr.trained_run import describe_models, export_run, load_run  # noqa: E402
+from minterpr.runtime import export_run, load_run  # noqa: E402
+from minterpr.runtime.catalogue import describe_models  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
 
@@ -86,7 +87,7 @@ def offline_python(code: str, cache: Path) -> subprocess.CompletedProcess:
 def test_a_model_by_hub_id_loads_offline_from_the_cache(exported, tmp_path):
     model_dir, fingerprint = exported
     cache = hub_cache(tmp_path / "hub", "minterpr/tiny-test", model_dir)
-    code = ("from minterpr.trained_run import load_run\n"
+    code = ("from minterpr.runtime import load_run\n"
             "print(load_run('hf-hub:minterpr/tiny-test').fingerprint)\n"
             f"print(load_run('hf-hub:minterpr/tiny-test@{COMMIT}').fingerprint)\n"
             "try:\n    load_run('hf-hub:minterpr/absent')\n"
@@ -127,7 +128,7 @@ def test_float16_directory_halves_the_weights_within_tolerance(tmp_path):
 
 
 def test_float16_is_refused_beyond_the_tolerance(tmp_path, monkeypatch):
-    import minterpr.trained_run as trained_run
+    import minterpr.runtime.run as trained_run
 
     save_model(create_model("tiny"), tmp_path / "run" / "model.pt")
     monkeypatch.setattr(trained_run, "HALF_COSINE_MIN", 1.5)  # no cosine reaches it

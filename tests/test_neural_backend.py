@@ -11,10 +11,10 @@ pytest.importorskip("transformers")
 
 from PIL import Image  # noqa: E402
 
-from minterpr.data.ontology import ONTOLOGY  # noqa: E402
+from minterpr.language.ontology import ONTOLOGY  # noqa: E402
 from minterpr.errors import ImageError, InputError  # noqa: E402
 from minterpr.index.gallery_index import GalleryIndex  # noqa: E402
-from minterpr.index.neural_backend import NeuralBackend, qa_text  # noqa: E402
+from minterpr.runtime.neural_backend import NeuralBackend, qa_text  # noqa: E402
 from minterpr.models import create_model  # noqa: E402
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn  # noqa: E402
 
@@ -242,7 +242,7 @@ def test_text_cache_is_safe_across_threads(index: GalleryIndex):
 
 
 def test_pipeline_passes_strict_through(backend: NeuralBackend, broken_root: Path):
-    from minterpr.pipeline import Pipeline
+    from minterpr.runtime.pipeline import Pipeline
 
     pipe = Pipeline(backend, None)
     paths = ["cam1/0.png", "cam1/text.png"]

@@ -9,7 +9,7 @@ from minterpr.evaluation.scoring import ScoringConfig
 from minterpr.evaluation.static import evaluate_dialogues, replay_scores
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.dialogue_acts import turn_facts
+from minterpr.language.dialogue_acts import turn_facts
 from minterpr.interaction.reranking import RerankConfig, rerank, rerank_rows
 from minterpr.interaction.session import HistoryEntry, Session
 from minterpr.types import DescriptionTurn, Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample

@@ -1,6 +1,6 @@
 import pytest
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.registry import Registry, RegistryError
 
 
@@ -61,7 +61,7 @@ def test_label_layout_and_synthesiser_words_are_frozen():
 
 
 def test_reading_words_name_known_values():
-    from minterpr.data.ontology import COLOURS, DARK_HAIR, READING_COLOURS, READING_PHRASES
+    from minterpr.language.ontology import COLOURS, DARK_HAIR, READING_COLOURS, READING_PHRASES
 
     for (slot, value), phrases in READING_PHRASES.items():
         ONTOLOGY.slot(slot).value(value)  # raises on an unknown slot or value

@@ -7,15 +7,16 @@ import random
 import numpy as np
 import pytest
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.data.utterances import ASKABLE_SLOTS
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.utterances import ASKABLE_SLOTS
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.dialogue_acts import question_slot
+from minterpr.language.dialogue_acts import question_slot
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, answer_distribution,
                                            comparison_entropy, expected_information_gain, make_schedule)
-from minterpr.interaction.reranking import RerankConfig, attribute_log_likelihood, fact_log_likelihood, rerank
+from minterpr.interaction.reranking import RerankConfig, attribute_log_likelihood, rerank
+from minterpr.language.evidence import fact_log_likelihood
 from minterpr.interaction.session import AskQuestion, Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.registry import RegistryError

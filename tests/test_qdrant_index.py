@@ -12,9 +12,9 @@ import pytest
 pytest.importorskip("qdrant_client")
 
 from minterpr.errors import DatasetError, InputError  # noqa: E402
-from minterpr.index.qdrant_filter import EMPTY, TS_PREFIX, iso_seconds, payload_of, to_qdrant_filter  # noqa: E402
-from minterpr.index.qdrant_index import QdrantIndex  # noqa: E402
-from minterpr.index.vector_index import MANIFEST_FILE, Range, load_vector_index, matches, read_manifest  # noqa: E402
+from minterpr.index.vectors.qdrant_filter import EMPTY, TS_PREFIX, iso_seconds, payload_of, to_qdrant_filter  # noqa: E402
+from minterpr.index.vectors.qdrant_index import QdrantIndex  # noqa: E402
+from minterpr.index.vectors.vector_index import MANIFEST_FILE, Range, load_vector_index, matches, read_manifest  # noqa: E402
 
 DIM = 8
 

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
-from minterpr.data.ontology import ONTOLOGY  # noqa: E402
+from minterpr.language.ontology import ONTOLOGY  # noqa: E402
 from minterpr.models import (  # noqa: E402
     MODEL_CONFIGS,
     LossWeights,

@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.errors import InputError
 from minterpr.evaluation.scoring import ScoringConfig, round_log_likelihoods
 from minterpr.evaluation.static import evaluate_dialogues, select_attribute_weight

@@ -16,7 +16,7 @@ def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
     from minterpr.cli.main import build_parser
     from minterpr.cli.serve import cmd_serve
     from minterpr.data.formats.gallery import write_gallery
-    from minterpr.index.gallery_store import open_gallery
+    from minterpr.index.store.gallery_store import open_gallery
     from minterpr.serving.service import build_services
     from test_serving_support import settings
 

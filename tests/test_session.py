@@ -7,10 +7,10 @@ import random
 import numpy as np
 import pytest
 
-from minterpr.data.phrasing import Fact
-from minterpr.data.utterances import choose_description_slots, description
+from minterpr.language.phrasing import Fact
+from minterpr.language.utterances import choose_description_slots, description
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.dialogue_acts import is_match, question_slot, verdict
+from minterpr.language.dialogue_acts import is_match, question_slot, verdict
 from minterpr.interaction.session import AskQuestion, HistoryEntry, Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.types import ExampleTurn
@@ -156,7 +156,7 @@ def test_explain_uses_predicted_probabilities_without_ground_truth(noisy_index):
         e = step.explain(k)
         assert e.source == "predicted"
         probs = index.attribute_probs[step.ranking[k]]
-        from minterpr.data.ontology import ONTOLOGY
+        from minterpr.language.ontology import ONTOLOGY
         column = {label: j for j, label in enumerate(ONTOLOGY.flat_labels())}
         for fact in e.matched:
             assert any(probs[column[(fact.slot, v)]] >= 0.5 for v in fact.values) != fact.negated
@@ -189,7 +189,7 @@ def test_undecided_feedback_neither_rejects_nor_confirms(noisy_index):
 
 def test_question_slot_reads_every_template_and_free_questions():
     rng = random.Random(0)
-    from minterpr.data.utterances import ASKABLE_SLOTS, question
+    from minterpr.language.utterances import ASKABLE_SLOTS, question
     for slot in ASKABLE_SLOTS:
         for known in ({}, {"gender": ("male",)}, {"gender": ("female",)}):
             assert question_slot(question(slot, known, rng)) == slot

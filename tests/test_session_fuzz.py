@@ -156,7 +156,7 @@ def neural_setup(tmp_path_factory):
     pytest.importorskip("transformers")
     from PIL import Image
 
-    from minterpr.index.neural_backend import NeuralBackend
+    from minterpr.runtime.neural_backend import NeuralBackend
     from minterpr.models import create_model
 
     root = tmp_path_factory.mktemp("fuzz_neural")

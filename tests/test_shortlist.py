@@ -8,7 +8,7 @@ import pytest
 
 from conftest import near_duplicate_gallery
 from minterpr.errors import InputError
-from minterpr.index.vector_index import SearchResult
+from minterpr.index.vectors.vector_index import SearchResult
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.session import AskQuestion, Session, ShowReferences
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates

@@ -6,10 +6,10 @@ import random
 import pytest
 
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig, synthesize_records
-from minterpr.data.utterances import ASKABLE_SLOTS, DONT_KNOW, question
+from minterpr.language.utterances import ASKABLE_SLOTS, DONT_KNOW, question
 from minterpr.errors import InputError
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.dialogue_acts import is_match, turn_facts
+from minterpr.language.dialogue_acts import is_match, turn_facts
 from minterpr.interaction.session import AskQuestion, ShowReferences
 from minterpr.interaction.simulators import SIMULATORS, knowledge_from_text
 from minterpr.types import DescriptionTurn, QATurn, ReferenceTurn

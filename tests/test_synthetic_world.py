@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.data.synthetic import (SyntheticWorldConfig, build_world, make_cameras, make_sample_grid, plan_world,
                                      render_grid, render_person, sample_identity, sample_look, sample_population,
                                      sample_population_with_twins)

@@ -10,7 +10,7 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("transformers")
 
 from minterpr.index.gallery_index import GalleryIndex  # noqa: E402
-from minterpr.index.neural_backend import NeuralBackend  # noqa: E402
+from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
 from minterpr.models import create_model  # noqa: E402
 from minterpr.types import DescriptionTurn, GalleryImage, QATurn  # noqa: E402
 

@@ -1,7 +1,7 @@
 import pytest
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.text_parser import facts_to_evidence, parse_facts
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.text_parser import facts_to_evidence, parse_facts
 
 
 def _simple(text, **kw):

@@ -18,7 +18,7 @@ from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
@@ -175,7 +175,7 @@ def test_checkpoint_write_interrupted_midway_keeps_the_old_one(tmp_path):
 
 def test_training_plan_matches_the_neural_backend(dataset):
     """Training and serving encode turns the same way (texts, reference images, padding)."""
-    from minterpr.index.neural_backend import NeuralBackend
+    from minterpr.runtime.neural_backend import NeuralBackend
 
     model = create_model("tiny").eval()
     split = load_split(load_config("tiny", [f"data.root={dataset}"]).data, "val")
@@ -235,7 +235,8 @@ def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_pa
     import shutil
 
     from minterpr.cli.train import describe_choices
-    from minterpr.trained_run import calibrate_and_choose_weight, load_run
+    from minterpr.runtime.run import load_run
+    from minterpr.training.post_training import calibrate_and_choose_weight
 
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)

@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 
 from minterpr.errors import DatasetError, InputError
-from minterpr.index import faiss_index
-from minterpr.index.exact import ExactIndex
-from minterpr.index.metadata_filter import MetadataColumns, reference_mask
-from minterpr.index.vector_index import MANIFEST_FILE, Range, load_vector_index
+from minterpr.index.vectors import faiss_index
+from minterpr.index.vectors.exact import ExactIndex
+from minterpr.index.vectors.metadata_filter import MetadataColumns, reference_mask
+from minterpr.index.vectors.vector_index import MANIFEST_FILE, Range, load_vector_index
 
 VALUES = ["a", "b", "2026-12-01T10:00:00", "2026-12-02T00:00:00", "", 0, 1, 2, -3, 2.5, 1.0, 0.0, True, False,
           float("nan"), None, [1, 2], {"x": 1}, 2 ** 60, -(2 ** 60) - 1, 1e300]
@@ -63,7 +63,7 @@ def test_exact_chunked_scan_equals_one_block(monkeypatch):
     index = ExactIndex(16)
     index.add(x, ids, [{"even": int(i % 2 == 0)} for i in range(5000)])
     expected = [index.search(x[:20], 50), index.search(x[:20], 50, where={"even": 1})]
-    monkeypatch.setattr("minterpr.index.row_store.CHUNK_BYTES", 16 * 4 * 300)  # 300-row blocks
+    monkeypatch.setattr("minterpr.index.vectors.row_store.CHUNK_BYTES", 16 * 4 * 300)  # 300-row blocks
     for before, where in zip(expected, (None, {"even": 1})):
         np.testing.assert_array_equal(index.search(x[:20], 50, where=where).ids, before.ids)
 
@@ -172,7 +172,7 @@ def test_the_backend_registry_loads_once_for_concurrent_callers(monkeypatch):
     import threading
     import time
 
-    from minterpr.index import vector_index
+    from minterpr.index.vectors import vector_index
 
     registry = vector_index._BackendRegistry("vector index")
     monkeypatch.setattr(vector_index._BackendRegistry, "_loaded", False)

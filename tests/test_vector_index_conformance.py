@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from minterpr.errors import DatasetError, InputError, MinterprError
-from minterpr.index.vector_index import (MANIFEST_FILE, VECTOR_INDEXES, Range, SearchResult, VectorIndex,
+from minterpr.index.vectors.vector_index import (MANIFEST_FILE, VECTOR_INDEXES, Range, SearchResult, VectorIndex,
                                          load_vector_index, matches)
 
 FINGERPRINT = "0123456789abcdef"

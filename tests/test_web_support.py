@@ -68,9 +68,9 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     tiny model) into the gallery store ``folder/store``. Returns (run, store, truth)."""
     import torch
 
-    from minterpr.index.gallery_store import save_gallery
+    from minterpr.index.store.gallery_store import save_gallery
     from minterpr.models import create_model, save_model
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     crops = folder / "crops"
     images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size)

@@ -19,7 +19,7 @@ __all__ = ["__version__", "load_pipeline", "Pipeline"]
 def __getattr__(name: str) -> Any:
     # Lazy: `from minterpr import load_pipeline` must not import torch at `import minterpr`.
     if name in ("load_pipeline", "Pipeline"):
-        from minterpr import pipeline
+        from minterpr.runtime import pipeline
 
         return getattr(pipeline, name)
     raise AttributeError(f"module 'minterpr' has no attribute {name!r}")

@@ -36,7 +36,7 @@ def run(args: argparse.Namespace) -> int:
 
     from minterpr.errors import InputError
     from minterpr.models import save_model
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
     from minterpr.training.adaptation import AdaptationConfig, adapt_batch_norm, list_crops
     from minterpr.training.image_tuning import decode_images, resize_like
     from minterpr.types import GalleryImage

@@ -43,7 +43,7 @@ from minterpr.cli.common import add_common_options, show_progress
 from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, check_backend_arguments, load_backend
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.errors import InputError, MinterprError
-from minterpr.interaction.dialogue_acts import verdict
+from minterpr.language.dialogue_acts import verdict
 from minterpr.types import GalleryImage
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")

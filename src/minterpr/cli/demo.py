@@ -77,7 +77,7 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
     result = train(cfg, run_dir, resume=resume)
     if cfg.calibrate_attributes or cfg.select_attribute_weight:  # as `minterpr train` does
         from minterpr.cli.train import describe_choices
-        from minterpr.trained_run import calibrate_and_choose_weight
+        from minterpr.training.post_training import calibrate_and_choose_weight
 
         _say(describe_choices(calibrate_and_choose_weight(cfg, result.model_path)))
     finished.write_text(wanted)
@@ -89,7 +89,7 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.evaluation.online import compare, one_target_per_identity
     from minterpr.evaluation.report import format_comparison, format_table, plot_metric_per_round
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     run = load_run(run_dir, device=args.device or "cpu")  # a broken cached run: RunError, one line naming the file
     backend = run.backend()

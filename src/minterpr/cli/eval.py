@@ -54,7 +54,7 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.data.formats.minterpedes import read_minterpedes
     from minterpr.evaluation.report import format_table, plot_metric_per_round
     from minterpr.evaluation.static import evaluate_dialogues, gallery_from_samples
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     check_picture_options(args)
     run_dir, data = Path(args.run), Path(args.data)

@@ -82,7 +82,7 @@ def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: boo
 def _run(args: argparse.Namespace) -> int:
     from minterpr.errors import InputError
     from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     gallery = Path(args.gallery)
     trained = load_run(args.run, device=args.device)  # first: a broken run fails before the data is read

@@ -20,7 +20,7 @@ from minterpr.cli.common import add_common_options
 
 
 def run(args: argparse.Namespace) -> int:
-    from minterpr.trained_run import export_run
+    from minterpr.runtime.run import export_run
 
     manifest = export_run(args.run, args.out, self_contained=args.self_contained, precision=args.precision)
     out = Path(args.out)

@@ -2,11 +2,11 @@
 
 ``index build`` embeds the images of a folder (its gallery manifest, or every image file in it)
 with a trained run, skips and summarises the unreadable ones, and saves a gallery store
-(:mod:`minterpr.index.gallery_store`: embeddings, attribute probabilities, the images and their
+(:mod:`minterpr.index.store.gallery_store`: embeddings, attribute probabilities, the images and their
 metadata, the model's fingerprint) with a vector index over it (``--backend``: ``exact``,
 ``faiss_hnsw``, ``faiss_ivfpq``, ``qdrant`` where installed; ``none`` for no vector index).
 With 20,000 images or more (``--fused auto``, the default; ``yes`` / ``no`` force it) the store
-also gets its fused index (:mod:`minterpr.index.fused_store`: the inverted lists sessions take
+also gets its fused index (:mod:`minterpr.index.store.fused_store`: the inverted lists sessions take
 their shortlist from), saved beside it and memory-mapped when the store is opened; ``index fused
 DIR`` builds one for a store saved without it. ``index info`` prints a store's manifest.
 ``minterpr chat --run RUN --index DIR`` then searches the store without re-embedding, and
@@ -39,9 +39,9 @@ NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embedd
 
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.cli.chat import gallery_images
-    from minterpr.index.fused_store import build_fused, wants_fused
-    from minterpr.index.gallery_store import build_vector_index, save_gallery
-    from minterpr.pipeline import load_pipeline
+    from minterpr.index.store.fused_store import build_fused, wants_fused
+    from minterpr.index.store.gallery_store import build_vector_index, save_gallery
+    from minterpr.runtime.pipeline import load_pipeline
 
     out = out or sys.stdout
     images_dir = Path(args.images)
@@ -49,7 +49,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
         raise CLIError(f"image directory not found: {images_dir}")
     backend = args.backend
     if backend != NO_BACKEND:
-        from minterpr.index.vector_index import VECTOR_INDEXES
+        from minterpr.index.vectors.vector_index import VECTOR_INDEXES
 
         if backend not in VECTOR_INDEXES:  # before the embedding, not after it
             raise CLIError(f"--backend {backend!r} is not available here: choose one of "
@@ -103,7 +103,7 @@ def _rebuild_command(args: argparse.Namespace) -> str:
 
 
 def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from minterpr.index.gallery_store import VECTORS, read_manifest
+    from minterpr.index.store.gallery_store import VECTORS, read_manifest
 
     out = out or sys.stdout
     manifest = read_manifest(args.dir)  # DatasetError for a half-written store or another version
@@ -140,7 +140,7 @@ def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def cmd_fused(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from minterpr.index.fused_store import add_fused
+    from minterpr.index.store.gallery_append import add_fused
 
     out = out or sys.stdout
     start = time.perf_counter()
@@ -165,8 +165,8 @@ def _fused_options(text: str) -> dict[str, Any]:
 def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     """``chat --index DIR``: (backend, scoring, index) of ``--run`` and the store, which must be
     one that model built (DatasetError otherwise: one line, exit 2)."""
-    from minterpr.index.gallery_store import load_gallery
-    from minterpr.trained_run import load_run
+    from minterpr.index.store.gallery_store import load_gallery
+    from minterpr.runtime.run import load_run
 
     if getattr(args, "run", None) is None:
         raise CLIError("--index needs --run RUN: the model that built the store embeds the queries")

@@ -74,7 +74,7 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.ingest import IngestOptions, gallery_dir, ingest
     from minterpr.ingest.options import check_options
     from minterpr.ingest.sources import parse_start
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     out = out or sys.stdout
     if args.every is not None and args.target_fps is not None:

@@ -17,7 +17,7 @@ from minterpr.cli.common import add_common_options, write_json
 
 
 def run(args: argparse.Namespace) -> int:
-    from minterpr.trained_run import describe_models
+    from minterpr.runtime.catalogue import describe_models
 
     entries = describe_models(args.roots or ["runs", "models"], fingerprints=not args.no_fingerprints)
     if not entries:

@@ -104,7 +104,7 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
     from minterpr.cli.demo import build_data, train_model
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
-    from minterpr.index.gallery_store import build_vector_index, open_gallery, save_gallery
+    from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
 
     out = Path(demo_out)
     data_dir = build_data(out, seed, progress=progress)

@@ -3,7 +3,7 @@
 The gallery is ``DIR/gallery_<split>.jsonl`` (as ``minterpr data synth`` / ``data peta`` write
 it); targets are one image per identity (``--limit N`` draws N of them, seeded), or, with
 ``--simulator replay``, the recorded dialogues of ``DIR/<split>.jsonl``. The model is a trained
-run (``--run RUN_DIR`` or a model file, through ``minterpr.trained_run.load_run``, scoring with
+run (``--run RUN_DIR`` or a model file, through ``minterpr.runtime.run.load_run``, scoring with
 the configuration stored with it) or the attribute backend over ground truth (``--backend
 attribute``, optionally ``--attribute-noise``). ``--pictures N --pictures-dir DIR`` draws a
 ranked strip for N of the targets (a seeded sample): each round's turn, the session's top-k
@@ -67,7 +67,7 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
     (a :class:`~minterpr.evaluation.scoring.ScoringConfig`: the one stored with ``--run``'s
     model, chosen on val at training time, else the defaults).
 
-    ``--run`` loads through :func:`minterpr.trained_run.load_run` (a run directory or a model
+    ``--run`` loads through :func:`minterpr.runtime.run.load_run` (a run directory or a model
     file): a broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.evaluation.scoring import ScoringConfig
 
@@ -75,7 +75,7 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
         from minterpr.interaction.attribute_backend import AttributeBackend
 
         return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), ScoringConfig()
-    from minterpr.trained_run import load_run
+    from minterpr.runtime.run import load_run
 
     run = load_run(args.run, device=getattr(args, "device", "cpu"))
     return run.backend(text_precision=getattr(args, "text_precision", "fp32")), run.scoring_config()

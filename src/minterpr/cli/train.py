@@ -24,7 +24,7 @@ from minterpr.cli.common import add_common_options
 from minterpr.errors import InputError
 
 if TYPE_CHECKING:  # the CLI imports torch-heavy modules only when a command runs
-    from minterpr.trained_run import RunExtras
+    from minterpr.runtime.run import RunExtras
 
 
 def _load(args: argparse.Namespace):  # -> TrainConfig
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
     for stage, rate in result.samples_per_second.items():
         print(f"{stage}: {rate:.1f} training samples/s")
     if cfg.calibrate_attributes or cfg.select_attribute_weight:
-        from minterpr.trained_run import calibrate_and_choose_weight
+        from minterpr.training.post_training import calibrate_and_choose_weight
 
         try:
             extras = calibrate_and_choose_weight(cfg, result.model_path)
@@ -85,7 +85,7 @@ def run(args: argparse.Namespace) -> int:
 
 def describe_choices(extras: "RunExtras") -> str:
     """One line per post-training choice stored with the model
-    (:func:`minterpr.trained_run.calibrate_and_choose_weight`), for the console."""
+    (:func:`minterpr.training.post_training.calibrate_and_choose_weight`), for the console."""
     lines = []
     if extras.calibration is not None:
         c = extras.calibration

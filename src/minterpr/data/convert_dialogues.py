@@ -5,12 +5,12 @@ descriptions and no attribute labels. ``minterpr data convert --synthesise-dialo
 each caption into a dialogue that starts with it:
 
 * :func:`caption_attributes`: the image's attribute labels are the facts its captions state
-  (:func:`~minterpr.data.text_parser.parse_facts`), kept only where they agree: a single-valued
+  (:func:`~minterpr.language.text_parser.parse_facts`), kept only where they agree: a single-valued
   slot two captions disagree on ("a man" / "a woman") is left unknown. These are *weak* labels,
   read from the text by rules, not annotated.
 * :func:`caption_dialogues`: the description is the caption itself (verbatim); then Q&A turns
   about slots the caption did not mention but the image's other captions did (the answer comes
-  from what another annotator wrote, phrased by :mod:`minterpr.data.utterances`); then
+  from what another annotator wrote, phrased by :mod:`minterpr.language.utterances`); then
   reference-image turns: another identity's image, chosen by a reference strategy of
   :mod:`minterpr.data.dialogue_synthesis`, with feedback on how the labels differ.
 
@@ -32,15 +32,15 @@ from typing import Sequence
 
 from minterpr.data.dialogue_synthesis import (AttributeTable, DialogueSynthesisConfig, synthesize_qa_turns,
                                               synthesize_reference_turns)
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.data.text_parser import parse_facts
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.text_parser import parse_facts
 from minterpr.types import Attributes, Dialogue, GalleryImage, RetrievalSample
 
 
 @lru_cache(maxsize=1 << 16)
 def caption_facts(caption: str) -> tuple[Fact, ...]:
-    """:func:`~minterpr.data.text_parser.parse_facts` of a caption, remembered: conversion reads
+    """:func:`~minterpr.language.text_parser.parse_facts` of a caption, remembered: conversion reads
     every caption twice (labels, then its dialogue), and parsing costs milliseconds a caption."""
     return tuple(parse_facts(caption))
 

@@ -23,9 +23,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.data.utterances import (ASKABLE_SLOTS, SALIENCE, answer, caption_description, choose_description_slots,
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.utterances import (ASKABLE_SLOTS, SALIENCE, answer, caption_description, choose_description_slots,
                                       description, feedback, question)
 from minterpr.errors import InputError
 from minterpr.registry import Registry

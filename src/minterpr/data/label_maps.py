@@ -1,4 +1,4 @@
-"""Mappings from datasets' attribute labels to the ontology (:mod:`minterpr.data.ontology`).
+"""Mappings from datasets' attribute labels to the ontology (:mod:`minterpr.language.ontology`).
 
 Each table maps a dataset label to the (slot, value) pairs it asserts. The tables are documented
 in ``docs/ontology.md``; a test checks that every label of each dataset is mapped and that every
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Iterable, Mapping
 
-from minterpr.data.ontology import COLOURS, ONTOLOGY
+from minterpr.language.ontology import COLOURS, ONTOLOGY
 
 Assertion = tuple[tuple[str, str], ...]  # (slot, value) pairs a label asserts
 

@@ -33,9 +33,9 @@ from typing import Callable, Iterable, Sequence
 from minterpr.data.errors import DataError
 from minterpr.data.formats.captions import read_caption_dataset
 from minterpr.data.formats.jsonl import iter_json_lines
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.data.text_parser import parse_facts
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.text_parser import parse_facts
 
 PARTS = ("tune", "heldout")  # tune: looked at while improving the parser; heldout: only scored
 _FIELDS = {"file": str, "path": str, "person_id": str, "caption": int, "sha256": str, "drawn": str, "part": str,

@@ -23,7 +23,7 @@ import statistics
 from collections import Counter
 from typing import Iterable, Mapping, Sequence
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage, RetrievalSample
 
 _SUMMARY_KEYS = ("min", "mean", "median", "max")

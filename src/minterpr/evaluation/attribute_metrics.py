@@ -53,7 +53,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage
 
 LABELS: list[tuple[str, str]] = ONTOLOGY.flat_labels()  # the L label columns, (slot, value)

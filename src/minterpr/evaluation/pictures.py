@@ -45,7 +45,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.data.render_record import load_font, wrap_text
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write
-from minterpr.interaction.dialogue_acts import round_judgements
+from minterpr.language.dialogue_acts import round_judgements
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn
 
 log = logging.getLogger(__name__)

@@ -34,9 +34,10 @@ from typing import Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.interaction.dialogue_acts import turn_facts
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.dialogue_acts import turn_facts
+from minterpr.language.evidence import PROB_FLOOR
 from minterpr.interaction.reranking import FactLikelihoods, RerankConfig
 from minterpr.types import Turn
 
@@ -47,9 +48,10 @@ DEFAULT_WEIGHT_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)  # w candidates tried on 
 __all__ = ["DEFAULT_WEIGHT_GRID", "ScoringConfig", "round_log_likelihoods"]
 
 
-def round_log_likelihoods(turns: Sequence[Turn], attribute_probs: np.ndarray, prob_floor: float = 0.02) -> np.ndarray:
+def round_log_likelihoods(turns: Sequence[Turn], attribute_probs: np.ndarray,
+                          prob_floor: float = PROB_FLOOR) -> np.ndarray:
     """(R, N) float64: row r = Σ log P(fact | image) over the distinct facts of turns[0..r]
-    (each turn read with :func:`~minterpr.interaction.dialogue_acts.turn_facts`), the attribute
+    (each turn read with :func:`~minterpr.language.dialogue_acts.turn_facts`), the attribute
     term :func:`~minterpr.interaction.reranking.rerank` adds after round r."""
     scorer = FactLikelihoods(attribute_probs, prob_floor)
     out = np.zeros((len(turns), len(scorer.probs)), np.float64)

@@ -13,9 +13,9 @@ same turns would score it — one scoring path,
 :func:`~minterpr.interaction.reranking.rerank_rows`, with one configuration
 (:class:`~minterpr.evaluation.scoring.ScoringConfig`, the sessions' ``RerankConfig``): the
 query-image cosine, plus ``w`` times the attribute log-likelihood of the distinct facts parsed
-from the replayed turns so far (:func:`~minterpr.interaction.dialogue_acts.turn_facts`), with the
+from the replayed turns so far (:func:`~minterpr.language.dialogue_acts.turn_facts`), with the
 user's judgements of the reference images so far (the latest
-:func:`~minterpr.interaction.dialogue_acts.verdict` per image, as ``Session.judgements``): a
+:func:`~minterpr.language.dialogue_acts.verdict` per image, as ``Session.judgements``): a
 rejected image and its near-duplicates lose a penalty and the rejected image ranks below every
 image not rejected, a confirmed one becomes the anchor and ranks first, and a confident top-1
 anchors the rest. :func:`select_attribute_weight` picks ``w`` on a validation split.
@@ -49,12 +49,12 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.data.phrasing import Fact
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, ScoringConfig
-from minterpr.interaction.dialogue_acts import round_judgements, turn_facts
+from minterpr.language.dialogue_acts import round_judgements, turn_facts
 from minterpr.interaction.reranking import FactLikelihoods, Similarities, rerank_rows
 from minterpr.types import GalleryImage, RetrievalSample, Turn
 

@@ -3,7 +3,7 @@
 :class:`FusedIVF` clusters the gallery's embeddings (k-means, ``nlist`` lists) once and keeps
 each list's rows contiguous (a permuted copy of the embeddings), the list's radius
 (max ‖e − c‖) and, per label, the largest and smallest probability r its images give a one-value
-fact (:func:`~minterpr.index.fused_vectors.normalised_probs`). A search for a query q and facts:
+fact (:func:`~minterpr.language.evidence.normalised_probs`). A search for a query q and facts:
 
 1. every list gets an optimistic attribute term: the largest value each fact's log-likelihood can
    take in it (log-likelihoods are monotone in r: a positive fact reads at most the list's
@@ -22,10 +22,10 @@ The lists come from faiss's k-means and nearest-centroid assignment when faiss i
 an (N, nlist) matrix), else from the numpy Lloyd below (``kmeans="numpy"``): any clustering
 gives exact bounds, only the rows probed change. :meth:`FusedIVF.parts` and
 :meth:`FusedIVF.from_parts` are the arrays a gallery store saves and memory-maps back
-(:mod:`minterpr.index.gallery_store`).
+(:mod:`minterpr.index.store.gallery_store`).
 
 Example:
-    >>> from minterpr.data.ontology import ONTOLOGY
+    >>> from minterpr.language.ontology import ONTOLOGY
     >>> from minterpr.index.fused_vectors import FactColumns, fused_top_k
     >>> rng = np.random.default_rng(0)
     >>> emb = rng.normal(size=(400, 8)).astype(np.float32); emb /= np.linalg.norm(emb, axis=1, keepdims=True)
@@ -44,9 +44,9 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.data.phrasing import Fact
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
-from minterpr.index.fused_vectors import SINGLE, _chosen, fact_log_likelihood, normalised_probs
+from minterpr.language.evidence import SINGLE, chosen_columns, fact_log_likelihood, normalised_probs
 
 __all__ = ["FusedIVF", "FusedHits", "KMEANS", "PARTS"]
 
@@ -229,7 +229,7 @@ class FusedIVF:
         if self.r_max is None:
             return bound
         for fact in dict.fromkeys(facts):
-            cols = _chosen(fact)
+            cols = chosen_columns(fact)
             if SINGLE[fact.slot]:
                 p = (1.0 - self.r_min[:, cols].sum(axis=1)) if fact.negated else self.r_max[:, cols].sum(axis=1)
             elif fact.negated:

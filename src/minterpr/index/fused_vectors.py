@@ -15,8 +15,9 @@ fused score is an inner product of an augmented image vector with an augmented q
   ``[e_i, features_i] · [q, w·indicators] == fused(i)``;
 * a fact on **several values** ("red or white") is not a sum of label features (its probability
   is a sum or a product before the log and the clip), so it is one more column of its own,
-  computed from the probabilities by the same formula (:func:`fact_log_likelihood`) the first
-  time it is stated, and cached (:class:`FactColumns`).
+  computed from the probabilities by the same formula
+  (:func:`~minterpr.language.evidence.fact_log_likelihood`) the first time it is stated, and
+  cached (:class:`FactColumns`).
 
 A search over these vectors returns the top-K of the fused score directly, so a shortlist no longer
 misses images the attribute evidence lifts (:mod:`minterpr.interaction.shortlist`). Two searches:
@@ -25,10 +26,11 @@ misses images the attribute evidence lifts (:mod:`minterpr.interaction.shortlist
 * :class:`~minterpr.index.fused_ivf.FusedIVF`: inverted lists over the embeddings; the fused
   score is computed exactly on the rows of the lists probed (see that module).
 
-:func:`fact_log_likelihood` is the one formula: rerank calls it too, so both get the same bits.
+:func:`~minterpr.language.evidence.fact_log_likelihood` is the one formula: rerank calls it too, so both
+get the same bits.
 
 Example:
-    >>> from minterpr.data.ontology import ONTOLOGY
+    >>> from minterpr.language.ontology import ONTOLOGY
     >>> rng = np.random.default_rng(0)
     >>> emb = rng.normal(size=(6, 4)).astype(np.float32); emb /= np.linalg.norm(emb, axis=1, keepdims=True)
     >>> probs = rng.uniform(size=(6, len(ONTOLOGY.flat_labels()))).astype(np.float32)
@@ -45,61 +47,19 @@ from typing import Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
+from minterpr.language.evidence import chosen_columns, fact_log_likelihood, normalised_probs
 
-__all__ = ["FactColumns", "augmented_query", "fact_feature", "fact_log_likelihood", "fused_top_k",
-           "label_features", "normalised_probs"]
+__all__ = ["FactColumns", "augmented_query", "fact_feature", "fused_top_k", "label_features"]
 
 _NUM_LABELS = len(ONTOLOGY.flat_labels())  # L
-SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
-SINGLE = {s.name: not s.multi for s in ONTOLOGY.slots}  # slot -> values exclusive (probabilities normalised)
-_SINGLE_LABELS = np.array([SINGLE[slot] for slot, _ in ONTOLOGY.flat_labels()])  # (L,) bool
-
-
-def _chosen(fact: Fact) -> list[int]:
-    values = ONTOLOGY.slot(fact.slot).value_names
-    return [int(SLOT_COLUMNS[fact.slot][values.index(v)]) for v in fact.values]
-
-
-def fact_log_likelihood(fact: Fact, probs: np.ndarray, floor: float = 0.02,
-                        rows: np.ndarray | None = None) -> np.ndarray:
-    """(N,) log P(fact | image) from (N, L) label probabilities (or (n,) for ``rows``, a selection).
-
-    Single-valued slots: probabilities are normalised over the slot's values and P(one of V) is
-    their sum. Multi-valued slots: labels are independent, P(any of V) = 1 - Π(1 - p_v) and a
-    negated fact ("no backpack") is Π(1 - p_v).
-    """
-    cols = SLOT_COLUMNS[fact.slot]
-    chosen = _chosen(fact)
-    if SINGLE[fact.slot]:
-        slot_probs = probs[:, cols] if rows is None else probs[rows[:, None], cols]  # (N, V)
-        total = np.maximum(slot_probs.sum(axis=1), 1e-12)
-        picked = probs[:, chosen] if rows is None else probs[rows[:, None], chosen]
-        p = picked.sum(axis=1) / total  # (N,)
-    else:
-        picked = probs[:, chosen] if rows is None else probs[rows[:, None], chosen]
-        p = 1.0 - np.prod(1.0 - picked, axis=1)
-    if fact.negated:
-        p = 1.0 - p
-    return np.log(np.clip(p, floor, 1.0 - floor))
-
-
-def normalised_probs(probs: np.ndarray) -> np.ndarray:
-    """(N, L) r: each label's probability normalised over its slot (single-valued slots) or as it is
-    (multi-valued slots): the probability a one-value fact reads (float32)."""
-    probs = np.asarray(probs, np.float32)
-    r = probs.copy()
-    for slot, cols in SLOT_COLUMNS.items():
-        if SINGLE[slot]:
-            r[:, cols] = probs[:, cols] / np.maximum(probs[:, cols].sum(axis=1, keepdims=True), 1e-12)
-    return r
 
 
 def label_features(probs: np.ndarray, floor: float) -> np.ndarray:
     """(N, 2L) float32 per image: [log clip(r_l), log clip(1 - r_l)] for every label l (r as
-    :func:`normalised_probs`), the augmented part of an image vector."""
+    :func:`~minterpr.language.evidence.normalised_probs`), the augmented part of an image vector."""
     r = normalised_probs(probs)
     return np.hstack([np.log(np.clip(r, floor, 1 - floor)), np.log(np.clip(1 - r, floor, 1 - floor))])
 
@@ -108,7 +68,7 @@ def fact_feature(fact: Fact) -> int | None:
     """Position in :func:`label_features` of a one-value fact's feature; None for a fact on several values."""
     if len(fact.values) != 1:
         return None
-    return _chosen(fact)[0] + (_NUM_LABELS if fact.negated else 0)
+    return chosen_columns(fact)[0] + (_NUM_LABELS if fact.negated else 0)
 
 
 def augmented_query(query: np.ndarray, facts: Sequence[Fact], weight: float) -> np.ndarray:
@@ -140,7 +100,7 @@ class FactColumns:
         self._lock = threading.Lock()
 
     def column(self, fact: Fact) -> np.ndarray:
-        """(N,) log P(fact | image), as :func:`fact_log_likelihood` gives it."""
+        """(N,) log P(fact | image), as :func:`~minterpr.language.evidence.fact_log_likelihood` gives it."""
         with self._lock:
             found = self._columns.get(fact)
         if found is None:

@@ -33,7 +33,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from minterpr.ingest.detectors import iou_matrix
+from minterpr.ingest.detection import iou_matrix
 from minterpr.ingest.synthetic_video import GroundTruth
 
 

@@ -7,7 +7,7 @@ A job is one source ingested into one gallery; its folder is ``GALLERY/ingest/<j
     detect/chunk-00000.json   the detections of frames [0, F), F = chunk_frames, written once the
                               last of them is processed (the file is its own marker); the chunk
                               holding the end of the video says so ("eof")
-    embed/shard-00000.*       embedded crops (minterpr.batch_embed's shard files and markers)
+    embed/shard-00000.*       embedded crops (minterpr.runtime.batch_embed's shard files and markers)
     done.json                 the rows were added to the store (written after it was saved)
 
 and the crops themselves in ``GALLERY/crops/<job>/``. Every file is written through

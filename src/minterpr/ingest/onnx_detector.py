@@ -37,7 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from minterpr.errors import InputError, RunError
-from minterpr.ingest.detectors import Detections, check_frame, finish
+from minterpr.ingest.detection import Detections, check_frame, finish
 
 ORT_HINT = "the onnx detector needs ONNX Runtime: pip install 'minterpr[ingest]' (onnxruntime)"
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from minterpr.errors import InputError
-from minterpr.ingest.detectors import DETECTORS, Detector
+from minterpr.ingest.detection import Detector
+from minterpr.ingest.detectors import DETECTORS
 from minterpr.ingest.sources import SourceInfo
 from minterpr.ingest.tracking import TrackerConfig
 

@@ -4,7 +4,7 @@ A video (or a folder of one video's frames) is decoded, every ``every``-th frame
 people detector and ByteTrack, each track keeps its best ``best_k`` crops (size, sharpness,
 detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG files to
 ``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
-(:func:`minterpr.index.gallery_append.append_gallery`) with their metadata: ``camera``,
+(:func:`minterpr.index.store.gallery_append.append_gallery`) with their metadata: ``camera``,
 ``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
 ``job``, ``score``, ``sharpness``. A folder of crops is indexed as it is: each image one row
 (copied, or hard-linked, into ``crops/<job>/``), with ``camera`` and ``time`` from the options.
@@ -33,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from minterpr.errors import DatasetError
-from minterpr.index.gallery_store import STORE_ROOT
+from minterpr.index.store.gallery_store import STORE_ROOT
 from minterpr.fileio import atomic_write
 from minterpr.ingest.job import CROPS_DIR, JobFolder, gallery_lock, job_id
 from minterpr.ingest.options import (IngestOptions, IngestResult, check_options, create_detector, every_of,
@@ -74,8 +74,8 @@ def _copy_crops(info: SourceInfo, job: JobFolder, reporter: Reporter) -> None:
 
 def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder, options: IngestOptions,
            reporter: Reporter) -> Any:
-    """Embed the crops into resumable shards (minterpr.batch_embed's format); the EmbeddedGallery."""
-    from minterpr.batch_embed import collect, encode_chunk, write_shard
+    """Embed the crops into resumable shards (minterpr.runtime.batch_embed's format); the EmbeddedGallery."""
+    from minterpr.runtime.batch_embed import collect, embed_shards
 
     out = job.embed_dir
     out.mkdir(parents=True, exist_ok=True)
@@ -85,25 +85,15 @@ def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder
         shutil.rmtree(out)
         out.mkdir(parents=True)
         atomic_write(marker, lambda f: f.write(digest.encode("ascii") + b"\n"))
-    done = 0
-    for s, start in enumerate(range(0, len(images), SHARD_SIZE)):
-        chunk = images[start:start + SHARD_SIZE]
-        if not (out / f"shard-{s:05d}.done").is_file():  # batch_embed's marker, written last
-            parts = []
-            for b in range(0, len(chunk), options.batch_size):
-                reporter.update("embed", done + b, len(images))
-                parts.append(encode_chunk(pipeline.backend, chunk[b:b + options.batch_size], os.fspath(root)))
-            errors = {b + k: v for b, (_, _, err) in zip(range(0, len(chunk), options.batch_size), parts)
-                      for k, v in err.items()}
-            write_shard(out, s, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), errors)
-        done += len(chunk)
-        reporter.update("embed", done, len(images))
+    reporter.update("embed", 0, len(images))
+    embed_shards(pipeline.backend, images, os.fspath(root), out, SHARD_SIZE, options.batch_size,
+                 lambda done, _: reporter.update("embed", done, len(images)))
     return collect(out, images, SHARD_SIZE)
 
 
 def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
     """(rows of ``job``, all rows) in the store, None when there is no finished store."""
-    from minterpr.index.gallery_store import open_gallery, read_manifest
+    from minterpr.index.store.gallery_store import open_gallery, read_manifest
 
     try:
         read_manifest(gallery)
@@ -116,7 +106,7 @@ def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
 def _load(run: Any) -> Any:
     if hasattr(run, "backend") and hasattr(run, "model_fingerprint"):
         return run
-    from minterpr.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import load_pipeline
 
     return load_pipeline(run)
 
@@ -125,9 +115,9 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
            options: IngestOptions = IngestOptions(), progress: Callable[[IngestProgress], None] | None = None,
            cancel: Callable[[], bool] | None = None) -> IngestResult:
     """Ingest ``source`` into the gallery store at ``gallery`` with ``run`` (a run directory or a
-    loaded :class:`~minterpr.pipeline.Pipeline`); see the module doc. ``progress`` receives
+    loaded :class:`~minterpr.runtime.pipeline.Pipeline`); see the module doc. ``progress`` receives
     :class:`IngestProgress` events; ``cancel()`` true stops it (IngestCancelled, progress kept)."""
-    from minterpr.index.gallery_store import check_store_folder, read_manifest
+    from minterpr.index.store.gallery_store import check_store_folder, read_manifest
 
     started = time.perf_counter()
     check_options(options)
@@ -209,7 +199,7 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
            options: IngestOptions, reporter: Reporter, skipped: list[tuple[str, str]],
            info: SourceInfo) -> tuple[int, int]:
     """Embed the crops and put them in the store (this job's old rows replaced): (rows added, rows in all)."""
-    from minterpr.index.gallery_append import append_gallery
+    from minterpr.index.store.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
 
     embedded = _embed(pipeline, images, folder, job, options, reporter) if images else None
@@ -235,9 +225,9 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
 
 def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
     """Remove ``job``'s rows from the store; the rows left."""
-    from minterpr.index.gallery_append import append_gallery
+    from minterpr.index.store.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
-    from minterpr.index.gallery_store import open_gallery
+    from minterpr.index.store.gallery_store import open_gallery
 
     stored = open_gallery(folder)
     labels = stored.manifest.labels

@@ -16,7 +16,7 @@ import numpy as np
 
 from minterpr.errors import ImageError
 from minterpr.fileio import atomic_write
-from minterpr.ingest.detectors import Detections, Detector
+from minterpr.ingest.detection import Detections, Detector
 from minterpr.ingest.job import JobFolder, job_id
 from minterpr.ingest.options import IngestOptions, every_of
 from minterpr.ingest.progress import Reporter

@@ -4,7 +4,7 @@ Image embeddings are the (normalised) attribute-probability vectors of the galle
 ``ONTOLOGY.flat_labels()``: from ground truth (an "oracle vision" upper bound) or from ground
 truth plus calibrated noise (a stand-in for an imperfect attribute classifier). The query after
 each turn is the normalised evidence vector of every fact parsed so far (positive facts add,
-negated facts subtract, see :func:`~minterpr.data.text_parser.facts_to_evidence`). It needs no
+negated facts subtract, see :func:`~minterpr.language.text_parser.facts_to_evidence`). It needs no
 torch, so it tests sessions, policies and evaluation fast, and bounds what attributes alone give.
 
 Example:
@@ -23,19 +23,18 @@ from typing import Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.text_parser import facts_to_evidence
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.text_parser import facts_to_evidence
 from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex, summarise_skipped
-from minterpr.interaction.dialogue_acts import is_match, turn_facts
+from minterpr.language.dialogue_acts import is_match, turn_facts
+from minterpr.language.evidence import SLOT_COLUMNS
 from minterpr.types import ExampleTurn, GalleryImage, ReferenceTurn, Turn
 
 _LABELS = ONTOLOGY.flat_labels()
 _COLUMN = {label: j for j, label in enumerate(_LABELS)}
 
-
-SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
 
 
 def truth_matrix(images: Sequence[GalleryImage]) -> tuple[np.ndarray, np.ndarray]:

@@ -6,7 +6,7 @@ with a 0.5 threshold; a fact neither can judge is "unknown".
 
 Example:
     >>> import numpy as np
-    >>> from minterpr.data.phrasing import Fact
+    >>> from minterpr.language.phrasing import Fact
     >>> from minterpr.index.gallery_index import GalleryIndex
     >>> from minterpr.types import GalleryImage
     >>> image = GalleryImage("a.jpg", "x:1", attributes={"upper_colour": ("red",), "carried": ("backpack",)})
@@ -23,8 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
 from minterpr.index.gallery_index import GalleryIndex
 
 _COLUMN = {label: j for j, label in enumerate(ONTOLOGY.flat_labels())}

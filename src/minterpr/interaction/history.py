@@ -32,8 +32,8 @@ import reprlib
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from minterpr.data.errors import DataError
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn

@@ -25,12 +25,12 @@ from typing import Protocol, Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.data.utterances import ASKABLE_SLOTS
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.utterances import ASKABLE_SLOTS
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.attribute_backend import SLOT_COLUMNS
+from minterpr.language.evidence import SLOT_COLUMNS
 from minterpr.registry import Registry
 
 

@@ -40,10 +40,10 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
-from minterpr.index.fused_vectors import fact_log_likelihood as _fact_log_likelihood
+from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
 from minterpr.index.gallery_index import GalleryIndex
 
 # the key static evaluation stored for ``rejection`` before the two configs were one
@@ -62,7 +62,7 @@ class RerankConfig:
     attributes: bool = True  # add the attribute log-likelihood of the parsed facts (needs index.attribute_probs)
     attribute_weight: float = 0.05  # w: weight of the log-likelihood (cosine scores live in [-1, 1], log-probs in
     #   nats); used by models that store none; `minterpr train` chooses one on the validation split
-    prob_floor: float = 0.02  # probabilities are clipped to [floor, 1 - floor]: one wrong prediction costs <= ln 50
+    prob_floor: float = PROB_FLOOR  # probabilities are clipped to [floor, 1 - floor] (language.evidence)
     rejection: bool = True  # demote images the user rejected and their near-duplicates, rejected ones below rank 1
     rejection_penalty: float = 0.5  # subtracted from a rejected image and its near-duplicates (once per rejection)
     duplicate_threshold: float = 0.9  # embedding cosine above which two images count as the same person
@@ -155,18 +155,6 @@ class RerankResult:
     attribute_loglik: np.ndarray | None  # (N,) Σ log P(facts | image), None when not used
 
 
-def fact_log_likelihood(fact: Fact, probs: np.ndarray, floor: float = 0.02) -> np.ndarray:
-    """(N,) log P(fact | image) from (N, L) label probabilities.
-
-    Single-valued slots: probabilities are normalised over the slot's values and P(one of V) is
-    their sum. Multi-valued slots: labels are independent, P(any of V) = 1 - Π(1 - p_v) and a
-    negated fact ("no backpack") is Π(1 - p_v). The one formula
-    (:func:`minterpr.index.fused_vectors.fact_log_likelihood`), shared with the fused search of
-    the shortlist so both get the same bits.
-    """
-    return _fact_log_likelihood(fact, probs, floor)
-
-
 class FactLikelihoods:
     """Per-fact (N,) log-likelihoods over one gallery, each computed once and reused.
 
@@ -175,7 +163,7 @@ class FactLikelihoods:
     round by round, so both get the same bits.
     """
 
-    def __init__(self, attribute_probs: np.ndarray, prob_floor: float = 0.02) -> None:
+    def __init__(self, attribute_probs: np.ndarray, prob_floor: float = PROB_FLOOR) -> None:
         probs = np.asarray(attribute_probs)
         if probs.ndim != 2 or probs.shape[1] != len(ONTOLOGY.flat_labels()):
             raise InputError(f"attribute_probs must be (N, {len(ONTOLOGY.flat_labels())}), got {probs.shape}")
@@ -197,7 +185,7 @@ class FactLikelihoods:
         return total
 
 
-def attribute_log_likelihood(facts: Sequence[Fact], probs: np.ndarray, floor: float = 0.02) -> np.ndarray:
+def attribute_log_likelihood(facts: Sequence[Fact], probs: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
     """(N,) Σ over the distinct facts of log P(fact | image); zeros when there are no facts."""
     return FactLikelihoods(probs, floor).total(facts)
 

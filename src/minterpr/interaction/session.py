@@ -60,11 +60,11 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from minterpr.data.phrasing import Fact
-from minterpr.data.utterances import question
+from minterpr.language.phrasing import Fact
+from minterpr.language.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.dialogue_acts import known_attributes, question_slot, round_judgements, turn_facts
+from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_facts
 from minterpr.interaction.explain import explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,

@@ -59,7 +59,7 @@ from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.data.phrasing import Fact
+from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_vectors import fact_columns
 from minterpr.index.gallery_index import GalleryIndex

@@ -1,7 +1,7 @@
 """Simulated users for online evaluation: they describe a target, answer questions, judge references.
 
 * ``oracle`` knows the target's ground-truth attributes and speaks through
-  :mod:`minterpr.data.utterances` (the synthesiser's language); it recognises the target's
+  :mod:`minterpr.language.utterances` (the synthesiser's language); it recognises the target's
   identity when shown; ``dont_know_rate`` / ``wrong_answer_rate`` make it imperfect.
 * ``witness`` knows only a text description of the target (a caption, or one written from
   ground truth): it answers only what that text says and gives feedback only on those slots.
@@ -29,12 +29,12 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact, Phrase, pronouns
-from minterpr.data.utterances import DONT_KNOW, SALIENCE, answer, choose_description_slots, description, feedback
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact, Phrase, pronouns
+from minterpr.language.utterances import DONT_KNOW, SALIENCE, answer, choose_description_slots, description, feedback
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.dialogue_acts import parse_cached, turn_facts
+from minterpr.language.dialogue_acts import parse_cached, turn_facts
 from minterpr.interaction.session import Action, AskQuestion, ShowReferences
 from minterpr.registry import Registry
 from minterpr.types import Attributes, GalleryImage, QATurn, ReferenceTurn, RetrievalSample, Turn

@@ -1,6 +1,6 @@
 """A model's fingerprint: a short, stable hash of what decides the embeddings it makes.
 
-Stores of gallery embeddings (``minterpr index build``, :mod:`minterpr.index.gallery_store`) and
+Stores of gallery embeddings (``minterpr index build``, :mod:`minterpr.index.store.gallery_store`) and
 vector indexes record the fingerprint of the model that made them, so a store built by another
 model is refused instead of being silently searched with queries from a different space.
 

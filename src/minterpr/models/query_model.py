@@ -40,7 +40,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 
 from .colour import PALETTE, ColourBranch
 from .config import MODEL_CONFIGS, ModelConfig

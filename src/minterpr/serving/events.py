@@ -12,7 +12,7 @@ Uploaded example images are named in the payload by file name (``"upload"``) and
 session's upload folder when replayed, so a moved data folder replays too.
 
 Example:
-    >>> from minterpr.data.phrasing import Fact
+    >>> from minterpr.language.phrasing import Fact
     >>> from minterpr.types import DescriptionTurn
     >>> entry = HistoryEntry(DescriptionTurn("a man"), (Fact("gender", ("male",)),), ())
     >>> log = [Event(1, "describe", turn_payload(entry)), Event(2, "describe", turn_payload(entry)),

@@ -86,7 +86,7 @@ class LoadedGallery:
     directory: str
     run_dir: str
     managed: bool
-    pipeline: Any  # minterpr.pipeline.Pipeline of the run
+    pipeline: Any  # minterpr.runtime.pipeline.Pipeline of the run
     backend: Any  # the run's backend for sessions: the same model, reading example images the service stored
     index: Any  # GalleryIndex (memory-mapped, with its vector index)
     metadata: list[dict[str, Any]]  # free metadata per image
@@ -130,7 +130,7 @@ class Galleries:
         self._loaded: dict[int, LoadedGallery] = {}
         self._lock = threading.Lock()
         self._open_lock = threading.Lock()
-        from minterpr.index.vector_index import VECTOR_INDEXES
+        from minterpr.index.vectors.vector_index import VECTOR_INDEXES
 
         VECTOR_INDEXES.names()  # register the backends now: their lazy first import is not thread-safe
 
@@ -146,7 +146,7 @@ class Galleries:
             if run_dir not in self._pipelines:
                 import copy
 
-                from minterpr.pipeline import load_pipeline
+                from minterpr.runtime.pipeline import load_pipeline
 
                 pipeline = load_pipeline(run_dir, device=self.device)
                 backend = copy.copy(pipeline.backend)
@@ -220,7 +220,7 @@ class Galleries:
 
     def _open(self, gallery_id: int, name: str, version: int, directory: str, run_dir: str,
               managed: bool) -> LoadedGallery:
-        from minterpr.index.gallery_store import open_gallery
+        from minterpr.index.store.gallery_store import open_gallery
 
         pipeline, backend = self._run(run_dir)
         stored = open_gallery(directory, expected_fingerprint=pipeline.model_fingerprint)

@@ -76,8 +76,8 @@ def purge(services: Any, days: int, *, by: str | None = None, clock: float | Non
 
 def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     """Rewrite one store without its images older than ``cutoff``; returns how many were removed."""
-    from minterpr.index.fused_store import build_fused
-    from minterpr.index.gallery_store import build_vector_index, save_gallery
+    from minterpr.index.store.fused_store import build_fused
+    from minterpr.index.store.gallery_store import build_vector_index, save_gallery
 
     loaded = services.galleries.get(gallery_id=row.id)
     old = loaded.times < cutoff  # NaN (no time) compares False: kept
@@ -112,7 +112,7 @@ def _vector_backend(loaded: Any) -> str | None:
 
 
 def _rebuild(directory: str) -> str | None:
-    from minterpr.index.gallery_store import read_manifest
+    from minterpr.index.store.gallery_store import read_manifest
 
     try:
         return read_manifest(directory).rebuild

@@ -36,7 +36,7 @@ from sqlalchemy import select
 
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError, TurnError
-from minterpr.interaction.dialogue_acts import verdict
+from minterpr.language.dialogue_acts import verdict
 from minterpr.interaction.shortlist import ShortlistConfig
 from minterpr.serving import audit, events
 from minterpr.serving.accounts import Principal

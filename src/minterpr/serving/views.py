@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.explain import describe_fact
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView

@@ -22,7 +22,7 @@ label whose probability is at least ``confidence`` (a positive) or at most ``1 -
 
 Example:
     >>> import numpy as np
-    >>> from minterpr.data.ontology import ONTOLOGY
+    >>> from minterpr.language.ontology import ONTOLOGY
     >>> probs = np.full((1, len(ONTOLOGY.flat_labels())), 0.5, np.float32)
     >>> gender = ONTOLOGY.slot_columns()["gender"]
     >>> probs[0, gender] = [0.95, 0.05]
@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage
 
 from .config import ImageTuningConfig

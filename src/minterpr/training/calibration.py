@@ -8,7 +8,7 @@ user's facts, so calibrated probabilities matter as much as accuracy. Temperatur
 value of a slot scores highest, only how sure the model is.
 
 Each ``T_slot`` minimises the negative log-likelihood of the validation gallery's annotated
-labels, in the form retrieval uses them (:func:`minterpr.interaction.reranking.fact_log_likelihood`):
+labels, in the form retrieval uses them (:func:`minterpr.language.evidence.fact_log_likelihood`):
 for a single-valued slot the probability of the true value after normalising over the slot's
 values; for a multi-valued slot the independent per-label Bernoulli likelihoods. The search is a
 log-spaced grid over [1/8, 8] refined by golden-section search: one smooth parameter, no solver
@@ -16,7 +16,7 @@ dependency. The test split is never used (the callers pass the selection split).
 
 Example:
     >>> import numpy as np
-    >>> from minterpr.data.ontology import ONTOLOGY
+    >>> from minterpr.language.ontology import ONTOLOGY
     >>> labels = ONTOLOGY.flat_labels()
     >>> rng = np.random.default_rng(0)
     >>> targets = (rng.random((500, len(labels))) < 0.3).astype(np.float32)
@@ -33,7 +33,7 @@ from typing import Callable, Iterator, Mapping
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY, Slot
+from minterpr.language.ontology import ONTOLOGY, Slot
 
 MIN_TEMPERATURE, MAX_TEMPERATURE = 0.125, 8.0  # the search range of every slot's temperature
 GRID_POINTS = 25  # log-spaced starting grid over the range

@@ -31,9 +31,10 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from minterpr.errors import InputError, RunError
+from minterpr.errors import RunError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.models import compute_losses, create_model, save_model
+from minterpr.models.device import resolve_device
 from minterpr.models.io import FORMAT as MODEL_FORMAT
 from minterpr.models.io import state_mismatch
 from minterpr.models.losses import positive_ratio
@@ -59,17 +60,6 @@ class TrainResult:
     best: dict[str, Any] | None  # {"stage", "epoch", "value", "metrics"} of best.pt, None if never validated
     history: list[dict[str, Any]] = field(default_factory=list)  # the metrics.jsonl records
     samples_per_second: dict[str, float] = field(default_factory=dict)  # training throughput per stage
-
-
-def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """"cpu"; "cuda"/"cuda:N" only when CUDA is available (else an error); "auto" picks."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name.startswith("cuda"):
-        if not torch.cuda.is_available():
-            raise InputError(f"device {name!r} was asked for but CUDA is not available; use device=cpu")
-        return torch.device(f"cuda:{local_rank}" if name == "cuda" else name)
-    return torch.device(name)
 
 
 # what last.pt holds besides the loop state of initial_state()

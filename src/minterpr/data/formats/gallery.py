@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Iterator, Literal, overload
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import (RECORD, ReadResult, atomic_writer, dumps_record, image_checker,
                                          iter_json_lines, json_type, short)
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage, split_person_id
 
 FIELDS = ("path", "person_id", "camera_id", "view", "attributes")

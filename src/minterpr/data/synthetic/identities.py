@@ -1,6 +1,6 @@
 """Sample synthetic pedestrian identities: full ontology attribute dicts with real-world correlations.
 
-Each identity sets every slot of :data:`~minterpr.data.ontology.ONTOLOGY`. The frequencies are
+Each identity sets every slot of :data:`~minterpr.language.ontology.ONTOLOGY`. The frequencies are
 hand-set to resemble pedestrian attribute datasets (PETA, PA-100K): dark and neutral colours
 dominate, most people carry nothing or a backpack, skirts and dresses are worn mostly by women,
 formal tops go with suit trousers and leather shoes, seniors have grey hair more often.
@@ -24,7 +24,7 @@ from typing import Mapping
 
 import numpy as np
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 
 Attrs = dict[str, tuple[str, ...]]
 

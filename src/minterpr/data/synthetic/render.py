@@ -23,7 +23,7 @@ from typing import Mapping
 import numpy as np
 from PIL import Image
 
-from minterpr.data.ontology import ONTOLOGY
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.data.synthetic.cameras import VIEWS, CameraStyle
 from minterpr.data.synthetic.render_body import Body, make_body
 from minterpr.data.synthetic.render_colours import jitter

@@ -20,7 +20,7 @@ from typing import Mapping
 
 import numpy as np
 
-from minterpr.data.ontology import COLOURS
+from minterpr.language.ontology import COLOURS
 from minterpr.data.synthetic.render_colours import FREE_COLOURS, RGB, SKIN_TONES, jitter, luminance, pick_shade
 
 _SHADED_SLOTS = ("upper_colour", "lower_colour", "footwear_colour", "hair_colour")

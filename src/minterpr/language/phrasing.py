@@ -17,7 +17,7 @@ import random
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from minterpr.data.ontology import ONTOLOGY, VAGUE_COLOURS
+from minterpr.language.ontology import ONTOLOGY, VAGUE_COLOURS
 
 Attrs = Mapping[str, tuple[str, ...]]
 

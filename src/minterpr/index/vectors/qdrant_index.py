@@ -9,7 +9,7 @@ galleries up to some tens of thousands of crops.
 
 Ids are the caller's int64 point ids (>= 0); metadata is the payload, with a numeric mirror of
 every ISO 8601 string (``__ts__KEY``) so time windows are numeric ranges
-(:mod:`minterpr.index.qdrant_filter`). The collection is created with payload indexes on
+(:mod:`minterpr.index.vectors.qdrant_filter`). The collection is created with payload indexes on
 ``camera`` (keyword) and ``time`` (float, and its mirror). Filters are applied inside the search;
 one without an exact Qdrant translation is evaluated with the reference ``matches()`` over the
 payloads (O(N)) and searched as a set of ids, so results always equal the reference.
@@ -40,9 +40,9 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import DatasetError, InputError
-from minterpr.index.qdrant_filter import EMPTY, TS_PREFIX, metadata_of, payload_of, to_qdrant_filter
-from minterpr.index.row_store import check_ids, check_k, check_queries, check_vectors, clear_manifest
-from minterpr.index.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, matches, write_manifest
+from minterpr.index.vectors.qdrant_filter import EMPTY, TS_PREFIX, metadata_of, payload_of, to_qdrant_filter
+from minterpr.index.vectors.row_store import check_ids, check_k, check_queries, check_vectors, clear_manifest
+from minterpr.index.vectors.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, matches, write_manifest
 
 DISTANCES = ("dot", "cosine")  # dot = inner product of the (normalised) embeddings; cosine normalises
 PAYLOAD_INDEXES = {"camera": "keyword", "time": "float", TS_PREFIX + "time": "float"}  # made with the collection
@@ -233,7 +233,7 @@ class QdrantIndex:
     def search(self, queries: np.ndarray, k: int, *, where: Filter | None = None) -> SearchResult:
         from qdrant_client import models as m
 
-        from minterpr.index.vector_index import check_filter
+        from minterpr.index.vectors.vector_index import check_filter
 
         k = check_k(k)
         queries = check_queries(queries, self.dim)

@@ -1,6 +1,6 @@
 """FAISS vector indexes: HNSW ("faiss_hnsw") and IVF-PQ ("faiss_ivfpq"); ``pip install 'minterpr[faiss]'``.
 
-Both keep a :class:`~minterpr.index.row_store.RowStore` beside the FAISS index (vectors in fp16 by
+Both keep a :class:`~minterpr.index.vectors.row_store.RowStore` beside the FAISS index (vectors in fp16 by
 default, ids, metadata, deleted mask); FAISS labels are row numbers, mapped back to the caller's
 ids. Inner-product metric. Filters run inside the search: the mask of allowed rows (alive and
 matching ``where``) becomes an ``IDSelectorBitmap`` in the search parameters. A filter that
@@ -38,10 +38,10 @@ import numpy as np
 
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_write
-from minterpr.index.exact import search_rows, to_result
-from minterpr.index.row_store import (RowStore, StoredRowsMixin, check_k, check_queries, check_vectors, clear_manifest,
+from minterpr.index.vectors.exact import search_rows, to_result
+from minterpr.index.vectors.row_store import (RowStore, StoredRowsMixin, check_k, check_queries, check_vectors, clear_manifest,
                                       finish_top_k)
-from minterpr.index.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
+from minterpr.index.vectors.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 FAISS_FILE = "faiss.index"
 TRAIN_ITERATIONS = 15  # k-means iterations of the IVF coarse quantizer (FAISS default 25; 1M rows: ~2x faster)

@@ -1,13 +1,16 @@
-"""Adding rows to a stored gallery: the ingestion path (:mod:`minterpr.index.gallery_store` for the layout).
+"""Adding rows to a stored gallery: the ingestion path (:mod:`minterpr.index.store.gallery_store` for the layout).
 
 :func:`append_gallery` adds rows to a store (creating it when absent), first dropping the rows
 whose metadata matches a filter (the rows of an ingestion job that is being redone): the whole
 store is written into ``DIR/.staging/`` and then moved into place file by file, the manifest
 last, so a kill at any moment leaves the old store or the new one (an interrupted move is
 finished by the next :func:`append_gallery`). The cost is a rewrite of the store (O(N)).
+
+:func:`add_fused` builds and saves the fused index of a store from its saved embeddings.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shlex
@@ -19,14 +22,15 @@ import numpy as np
 
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import fsync_directory, remove_stale_temporaries
-from minterpr.index.fused_store import FUSED, build_fused, wants_fused
+from minterpr.index.fused_ivf import FusedIVF
+from minterpr.index.store.fused_store import FUSED, build_fused, save_fused, wants_fused
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.gallery_store import (APPENDABLE, EMBEDDINGS, IMAGES, MANIFEST, PROBS, REBUILD, SKIPPED,
-                                          STAGING, STORE_FILES, VECTORS, build_vector_index, check_store_folder,
-                                          open_gallery, save_gallery)
+from minterpr.index.store.gallery_store import (APPENDABLE, EMBEDDINGS, GALLERY_VERSION, IMAGES, MANIFEST, PROBS,
+                                          REBUILD, SKIPPED, STAGING, STORE_FILES, VECTORS, build_vector_index,
+                                          check_store_folder, open_gallery, save_gallery, write_manifest)
 from minterpr.types import GalleryImage  # noqa: F401  (the doctest builds GalleryImage rows)
 
-__all__ = ["append_gallery"]
+__all__ = ["add_fused", "append_gallery"]
 
 
 def _finish_staged(folder: Path) -> None:
@@ -80,11 +84,11 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
     3
     >>> append_gallery(rows(["d.jpg"]), folder, model_fingerprint="f00d", metadata=[{"job": 1}], replace={"job": 1})
     2
-    >>> from minterpr.index.gallery_store import load_gallery
+    >>> from minterpr.index.store.gallery_store import load_gallery
     >>> [image.path for image in load_gallery(folder).images], open_gallery(folder).metadata
     (['c.jpg', 'd.jpg'], [{'job': 2}, {'job': 1}])
     """
-    from minterpr.index.vector_index import check_filter, matches
+    from minterpr.index.vectors.vector_index import check_filter, matches
 
     check_filter(replace)
     wants_fused(fused, 0)  # InputError for a choice that is not one, before any work
@@ -132,3 +136,34 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
                  fused_index=ivf)
     _finish_staged(folder)
     return len(merged)
+
+
+def add_fused(directory: str | os.PathLike[str], **options: Any) -> FusedIVF:
+    """Build the fused index of the store in ``directory`` from its saved embeddings and save it
+    there (replacing one it has); ``options``: FusedIVF's. Returns the index.
+
+    The store's other files are left as they are. The manifest is first rewritten without a fused
+    index, then the parts are written, then the manifest naming them: a kill at any point leaves
+    a store that opens (with the old fused index, none, or the new one).
+
+    >>> import tempfile
+    >>> from minterpr.index.store.gallery_store import open_gallery, save_gallery
+    >>> from minterpr.types import GalleryImage
+    >>> folder = tempfile.mkdtemp()
+    >>> save_gallery(GalleryIndex([GalleryImage(f"{i}.jpg", "x") for i in range(6)], np.eye(6, dtype=np.float32)),
+    ...              folder, model_fingerprint="f00d")
+    >>> open_gallery(folder).index.fused is None
+    True
+    >>> add_fused(folder, nlist=2).nlist, open_gallery(folder).index.fused.nlist
+    (2, 2)
+    """
+    folder = Path(directory)
+    stored = open_gallery(folder, fused=False)  # a finished, unchanged store (DatasetError otherwise)
+    ivf = build_fused(stored.index, **options)
+    base = {name: size for name, size in stored.manifest.files.items() if not name.startswith(f"{FUSED}/")}
+    without = dataclasses.replace(stored.manifest, fused=None, files=base, version=GALLERY_VERSION)
+    write_manifest(folder, without)
+    shutil.rmtree(folder / FUSED, ignore_errors=True)
+    entry, files = save_fused(ivf, folder)
+    write_manifest(folder, dataclasses.replace(without, fused=entry, files={**base, **files}))
+    return ivf

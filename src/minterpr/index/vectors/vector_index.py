@@ -161,7 +161,7 @@ class VectorIndex(Protocol):
 
 # Modules whose import registers a backend; loaded on the registry's first use (they import this one).
 # A module listed here that does not exist (a backend not written yet) is skipped.
-BACKEND_MODULES = ["minterpr.index.exact", "minterpr.index.faiss_index", "minterpr.index.qdrant_index"]
+BACKEND_MODULES = ["minterpr.index.vectors.exact", "minterpr.index.vectors.faiss_index", "minterpr.index.vectors.qdrant_index"]
 
 
 class _BackendRegistry(Registry[VectorIndex]):

@@ -17,9 +17,9 @@ import re
 from functools import lru_cache
 from typing import Callable, Sequence
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import Fact
-from minterpr.data.text_parser import parse_facts
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.text_parser import parse_facts
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 
 _PRONOUN_SETS = (

@@ -7,7 +7,7 @@
 * a number -> ``Range(gte=v, lte=v)`` (so a stored 5.0 equals 5, as in Python), a bool ->
   ``MatchValue``; because Python has ``True == 1``, a number 0 / 1 also matches a stored bool and
   the other way round (one ``should`` clause each);
-* a numeric :class:`~minterpr.index.vector_index.Range` -> ``Range(gte, lte)`` (plus the stored
+* a numeric :class:`~minterpr.index.vectors.vector_index.Range` -> ``Range(gte, lte)`` (plus the stored
   bools inside it);
 * a Range of ISO 8601 strings -> ``Range`` on the numeric mirror ``__ts__KEY`` that
   :func:`payload_of` stores beside every ISO-looking string value (seconds since the epoch, naive
@@ -37,7 +37,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from minterpr.errors import InputError
-from minterpr.index.vector_index import Filter, Range
+from minterpr.index.vectors.vector_index import Filter, Range
 
 TS_PREFIX = "__ts__"  # payload key of the numeric mirror of an ISO 8601 value
 EMPTY = "empty"  # to_qdrant_filter's answer for a filter that matches no record

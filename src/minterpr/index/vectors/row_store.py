@@ -4,7 +4,7 @@
 (fp32 or fp16, possibly a read-only memory map of a saved ``vectors.npy``), ``ids[r]`` (the
 caller's int64 id), ``records[r]`` (its metadata dict) and ``alive[r]`` (False once deleted).
 It validates what callers pass (:func:`check_vectors`, :func:`check_queries`, :func:`check_k`),
-turns a filter into a mask over rows (:class:`~minterpr.index.metadata_filter.MetadataColumns`),
+turns a filter into a mask over rows (:class:`~minterpr.index.vectors.metadata_filter.MetadataColumns`),
 maps ids to rows with a sorted array (no per-id Python dict: 10M ids fit), and runs the exact
 chunked top-k (:func:`exact_top_k`) that is the reference for every approximate backend.
 
@@ -30,9 +30,9 @@ import numpy as np
 
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_open
-from minterpr.index.metadata_filter import MetadataColumns
+from minterpr.index.vectors.metadata_filter import MetadataColumns
 from minterpr.index.npy import load_npy
-from minterpr.index.vector_index import Filter, check_filter
+from minterpr.index.vectors.vector_index import Filter, check_filter
 
 VECTORS_FILE, IDS_FILE, ALIVE_FILE, METADATA_FILE = "vectors.npy", "ids.npy", "alive.npy", "metadata.json"
 CHUNK_BYTES = 32 << 20  # rows scored per block in exact_top_k: about 32 MB of fp32 vectors
@@ -294,7 +294,7 @@ class RowStore:
 
 def clear_manifest(directory: str | os.PathLike[str]) -> Path:
     """Create ``directory`` and remove its old index.json first, so a save cut short is detected."""
-    from minterpr.index.vector_index import MANIFEST_FILE
+    from minterpr.index.vectors.vector_index import MANIFEST_FILE
 
     folder = Path(directory)
     folder.mkdir(parents=True, exist_ok=True)

@@ -1,4 +1,4 @@
-"""The words and small grammars behind :mod:`minterpr.data.text_parser`: tokens, the phrase
+"""The words and small grammars behind :mod:`minterpr.language.text_parser`: tokens, the phrase
 lexicon (the ontology's phrases plus ``READING_PHRASES``), colour terms ("navy blue", "greyish",
 "light coloured", "olive or dark brown"), which noun a colour or length word describes, and
 where a second person enters a sentence.
@@ -16,9 +16,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from minterpr.data.ontology import (COLOUR_SHADES, COLOUR_SUFFIXES, ONTOLOGY, READING_COLOURS, READING_PHRASES,
+from minterpr.language.ontology import (COLOUR_SHADES, COLOUR_SUFFIXES, ONTOLOGY, READING_COLOURS, READING_PHRASES,
                                     VAGUE_COLOURS)
-from minterpr.data.phrasing import Fact
+from minterpr.language.phrasing import Fact
 
 # Nouns that only say which garment a colour belongs to; they assert no type.
 _PART_NOUNS = {

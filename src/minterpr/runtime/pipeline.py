@@ -19,7 +19,7 @@ from typing import Any, Sequence
 
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.trained_run import RunExtras, load_run
+from minterpr.runtime.run import RunExtras, load_run
 from minterpr.types import GalleryImage
 
 
@@ -27,7 +27,7 @@ from minterpr.types import GalleryImage
 class Pipeline:
     """A trained model ready to index galleries and run search sessions."""
 
-    backend: Any  # minterpr.index.neural_backend.NeuralBackend (a RetrievalBackend)
+    backend: Any  # minterpr.runtime.neural_backend.NeuralBackend (a RetrievalBackend)
     run_dir: Path | None  # where the model came from
     # weight of the attribute evidence in re-ranking: the one `minterpr train` chose on the
     # validation split and stored in model.pt; None = the stored scoring's, else the default
@@ -49,7 +49,7 @@ class Pipeline:
     @cached_property
     def model_fingerprint(self) -> str:
         """The model's fingerprint (as ``TrainedRun.fingerprint``): what a stored gallery records
-        (``minterpr.index.gallery_store``) and is checked against when reopened."""
+        (``minterpr.index.store.gallery_store``) and is checked against when reopened."""
         from minterpr.models.fingerprint import model_fingerprint
 
         return model_fingerprint(self.model)
@@ -116,8 +116,8 @@ def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch
     model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
     ``"hf-hub:ORG/NAME[@REV]"`` (:mod:`minterpr.models.zoo`) as a pipeline; CPU by default.
     Without a run: the shipped real-pixel model. A broken or missing run raises :class:`~minterpr.errors.RunError`
-    (see :func:`minterpr.trained_run.load_run`). ``engine`` and ``onnx_cache``: what encodes
-    gallery images (:class:`~minterpr.index.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
+    (see :func:`minterpr.runtime.run.load_run`). ``engine`` and ``onnx_cache``: what encodes
+    gallery images (:class:`~minterpr.runtime.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
     on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster). ``text_precision``
     "int8" runs the query text encoder with int8 weights (opt-in; faster turns, features within
     cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md)."""

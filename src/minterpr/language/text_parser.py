@@ -22,9 +22,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from minterpr.data.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
-from minterpr.data.phrasing import Fact
-from minterpr.data.text_reading import (BACK, COLOUR_SLOT, FILLERS, GARMENT_PARTS, HELD, HOLDING, NEGATORS, NOTHING,
+from minterpr.language.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
+from minterpr.language.phrasing import Fact
+from minterpr.language.text_reading import (BACK, COLOUR_SLOT, FILLERS, GARMENT_PARTS, HELD, HOLDING, NEGATORS, NOTHING,
                                         PRONOUN_GENDER, RESETS, SLOT_PART, age_phrase, colour_expr, colour_term,
                                         length_facts, lexicon, longest, noun_kind, other_person, part_at, phrase_key,
                                         read_tokens, skirt_length)

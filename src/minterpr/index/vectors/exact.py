@@ -3,7 +3,7 @@
 The plain reference every other backend is tested against (tests/test_vector_index_conformance.py).
 Vectors are stored fp32 or fp16 (``dtype``; fp16 halves memory, scores are still computed in
 fp32), scored in blocks of about 32 MB, top-k by ``argpartition``. Filters become a mask over
-rows (:class:`~minterpr.index.metadata_filter.MetadataColumns`: per-key columns, no Python loop
+rows (:class:`~minterpr.index.vectors.metadata_filter.MetadataColumns`: per-key columns, no Python loop
 per row); a selective filter scores only its rows. Deleted rows are masked and compacted when
 they pass half of the rows (and on save). ``load(..., mmap=True)`` maps the saved vectors
 read-only (``np.load(mmap_mode="r")``): a 10M x 256 fp16 gallery is 5 GB on disk, not in memory.
@@ -27,8 +27,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.index.row_store import RowStore, StoredRowsMixin, check_k, check_queries, clear_manifest, exact_top_k
-from minterpr.index.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
+from minterpr.index.vectors.row_store import RowStore, StoredRowsMixin, check_k, check_queries, clear_manifest, exact_top_k
+from minterpr.index.vectors.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 SUBSET_FRACTION = 0.5  # a filter matching fewer rows than this fraction scores only those rows
 COMPACT_FRACTION = 0.5  # deleted rows beyond this fraction are dropped at the next delete

@@ -1,7 +1,7 @@
 """A gallery store's fused index: the :class:`~minterpr.index.fused_ivf.FusedIVF` saved beside the store.
 
 Building the lists costs a k-means and an N × nlist × D assignment (about 6 s for 100k images
-on one loaded core with faiss, minutes at 1M), so :mod:`minterpr.index.gallery_store` saves them::
+on one loaded core with faiss, minutes at 1M), so :mod:`minterpr.index.store.gallery_store` saves them::
 
     DIR/fused/<part>.npy   one file per FusedIVF part (FusedIVF.parts(): centroids, perm,
                            offsets, radius, list-contiguous embeddings and probabilities, bounds)
@@ -20,7 +20,7 @@ vector index); :func:`add_fused` adds one without re-embedding (``minterpr index
 
 Example:
     >>> import tempfile
-    >>> from minterpr.index.gallery_store import open_gallery, save_gallery
+    >>> from minterpr.index.store.gallery_store import open_gallery, save_gallery
     >>> from minterpr.types import GalleryImage
     >>> rng = np.random.default_rng(0)
     >>> emb = rng.normal(size=(40, 4)).astype(np.float32); emb /= np.linalg.norm(emb, axis=1, keepdims=True)
@@ -109,40 +109,4 @@ def load_fused(folder: Path, entry: Mapping[str, Any], index: GalleryIndex, mmap
         raise fail(f"its fused index does not fit the store ({err}): {redo}, or the whole store") from None
     if len(ivf) != len(index) or ivf.embeddings.shape[1] != index.embeddings.shape[1]:
         raise fail(f"its fused index holds {ivf.embeddings.shape} rows, the store {index.embeddings.shape}")
-    return ivf
-
-
-def add_fused(directory: str | os.PathLike[str], **options: Any) -> FusedIVF:
-    """Build the fused index of the store in ``directory`` from its saved embeddings and save it
-    there (replacing one it has); ``options``: FusedIVF's. Returns the index.
-
-    The store's other files are left as they are. The manifest is first rewritten without a fused
-    index, then the parts are written, then the manifest naming them: a kill at any point leaves
-    a store that opens (with the old fused index, none, or the new one).
-
-    >>> import tempfile
-    >>> from minterpr.index.gallery_store import open_gallery, save_gallery
-    >>> from minterpr.types import GalleryImage
-    >>> folder = tempfile.mkdtemp()
-    >>> save_gallery(GalleryIndex([GalleryImage(f"{i}.jpg", "x") for i in range(6)], np.eye(6, dtype=np.float32)),
-    ...              folder, model_fingerprint="f00d")
-    >>> open_gallery(folder).index.fused is None
-    True
-    >>> add_fused(folder, nlist=2).nlist, open_gallery(folder).index.fused.nlist
-    (2, 2)
-    """
-    import dataclasses
-    import shutil
-
-    from minterpr.index.gallery_store import GALLERY_VERSION, open_gallery, write_manifest
-
-    folder = Path(directory)
-    stored = open_gallery(folder, fused=False)  # a finished, unchanged store (DatasetError otherwise)
-    ivf = build_fused(stored.index, **options)
-    base = {name: size for name, size in stored.manifest.files.items() if not name.startswith(f"{FUSED}/")}
-    without = dataclasses.replace(stored.manifest, fused=None, files=base, version=GALLERY_VERSION)
-    write_manifest(folder, without)
-    shutil.rmtree(folder / FUSED, ignore_errors=True)
-    entry, files = save_fused(ivf, folder)
-    write_manifest(folder, dataclasses.replace(without, fused=entry, files={**base, **files}))
     return ivf

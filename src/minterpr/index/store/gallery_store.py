@@ -7,7 +7,7 @@
     DIR/attribute_probs.npy   (N, L) float32 P(label), when the model predicts attributes
     DIR/skipped.json          [[path, reason], ...] of the images that could not be read
     DIR/vectors/              a VectorIndex over the embeddings (ids = positions 0..N-1), if saved
-    DIR/fused/                the fused index (:mod:`minterpr.index.fused_store`), if saved
+    DIR/fused/                the fused index (:mod:`minterpr.index.store.fused_store`), if saved
     DIR/gallery.json          the manifest (:class:`GalleryManifest`), written last
 
 The images are stored by column — one list per field (path, person_id, camera_id, view),
@@ -22,7 +22,7 @@ or whose files were replaced since, is refused. ``meta`` is free per-image metad
 source, frame, box, track: plain JSON), kept beside the images (:attr:`StoredGallery.metadata`)
 and in the vector index's records, where filters read it.
 
-:func:`~minterpr.index.gallery_append.append_gallery` adds rows to a store (creating it when absent), first dropping the rows
+:func:`~minterpr.index.store.gallery_append.append_gallery` adds rows to a store (creating it when absent), first dropping the rows
 whose metadata matches a filter (the rows of an ingestion job that is being redone): the whole
 store is written into ``DIR/.staging/`` and then moved into place file by file, the manifest
 last, so a kill at any moment leaves the old store or the new one (an interrupted move is
@@ -74,7 +74,7 @@ import numpy as np
 
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import TEMPORARY_GLOB, atomic_write, atomic_write_text, remove_stale_temporaries
-from minterpr.index.fused_store import FUSED, load_fused, save_fused
+from minterpr.index.store.fused_store import FUSED, load_fused, save_fused
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.npy import load_npy
 from minterpr.types import GalleryImage
@@ -194,7 +194,7 @@ def build_vector_index(backend: str, index: GalleryIndex, metadata: Sequence[Map
     >>> vectors.search(np.array([[1.0, 0.0]], np.float32), 2, where={"camera": "x:c2"}).ids.tolist()
     [[1, -1]]
     """
-    from minterpr.index.vector_index import VECTOR_INDEXES
+    from minterpr.index.vectors.vector_index import VECTOR_INDEXES
 
     if backend not in VECTOR_INDEXES:
         raise InputError(f"unknown vector index {backend!r}: must be one of {', '.join(VECTOR_INDEXES.names())}")
@@ -382,7 +382,7 @@ def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
         raise fail(f"unreadable {SKIPPED} ({err})") from None
     vectors = None
     if manifest.vector_backend is not None:
-        from minterpr.index.vector_index import load_vector_index
+        from minterpr.index.vectors.vector_index import load_vector_index
 
         vectors = load_vector_index(folder / VECTORS, expected_fingerprint=manifest.model_fingerprint, mmap=mmap)
     root = os.fspath(folder.absolute()) if manifest.root == STORE_ROOT else manifest.root

@@ -7,7 +7,7 @@ calibrated attribute probabilities, and the unreadable images with their reasons
 * ``engine="local"``: this process, one model, ``batch_size`` images per forward pass. No Ray.
 * ``engine="ray"``: Ray Data, ``ray.data.from_items(rows).map_batches(EmbedActor,
   concurrency=num_actors, batch_size=batch_size)``: each actor loads the run once
-  (:func:`minterpr.pipeline.load_pipeline`) and embeds batches; results stream back to this
+  (:func:`minterpr.runtime.pipeline.load_pipeline`) and embeds batches; results stream back to this
   process, which writes each shard as soon as all its images have come back. Workers must see
   the image root (a shared file system or the same path on every node); only this process
   writes ``OUT``. Uses the running Ray (``ray.init(address=...)`` first for a cluster), else
@@ -33,7 +33,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -41,7 +41,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.errors import DatasetError, ImageError, InputError
 from minterpr.fileio import atomic_write, atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.pipeline import load_pipeline
+from minterpr.runtime.pipeline import load_pipeline
 from minterpr.types import GalleryImage
 
 JOB_FILE = "job.json"
@@ -147,15 +147,28 @@ def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size
 
 
 # ---------------------------------------------------------------------- engines
-def _run_local(backend: Any, images: list[GalleryImage], root: str | None, out: Path, pending: list[int],
-               shard_size: int, batch_size: int, bar: Any) -> None:
-    for s in pending:
+def shard_done(out: Path, s: int) -> bool:
+    """Whether shard ``s`` of ``out`` is whole (its marker, written last, is there)."""
+    return _shard(out, s, "done").is_file()
+
+
+def embed_shards(backend: Any, images: Sequence[GalleryImage], root: str | None, out: Path, shard_size: int,
+                 batch_size: int, on_batch: Callable[[int, int], None] | None = None) -> None:
+    """Embed, in this process, every shard of ``images`` not yet done into ``out`` (the layout of
+    the module doc). ``on_batch(done, n)`` after each batch of n images: ``done`` counts the
+    images of finished shards and batches, gallery-wide."""
+    done = 0
+    for s, n in _shards(len(images), shard_size):
+        if shard_done(out, s):
+            done += n
+            continue
         chunk = images[s * shard_size:(s + 1) * shard_size]
         parts = []
         for start in range(0, len(chunk), batch_size):
             parts.append(encode_chunk(backend, chunk[start:start + batch_size], root))
-            if bar is not None:
-                bar.update(len(chunk[start:start + batch_size]))
+            done += len(chunk[start:start + batch_size])
+            if on_batch is not None:
+                on_batch(done, len(chunk[start:start + batch_size]))
         errors = {start + k: v for start, (_, _, err) in zip(range(0, len(chunk), batch_size), parts)
                   for k, v in err.items()}
         write_shard(out, s, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), errors)
@@ -254,12 +267,13 @@ def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage
     out.mkdir(parents=True, exist_ok=True)
     pipeline = load_pipeline(run_dir, device=device, batch_size=batch_size)  # the fingerprint; the local model
     _job(out, pipeline.model_fingerprint, gallery, shard_size, resume)
-    pending = [s for s, _ in _shards(len(gallery), shard_size) if not _shard(out, s, "done").is_file()]
+    pending = [s for s, _ in _shards(len(gallery), shard_size) if not shard_done(out, s)]
     todo = sum(n for s, n in _shards(len(gallery), shard_size) if s in set(pending))
     bar = tqdm(total=todo, desc=f"embedding ({engine})", unit="img", disable=not progress) if tqdm else None
     try:
         if engine == "local":
-            _run_local(pipeline.backend, gallery, root, out, pending, shard_size, batch_size, bar)
+            embed_shards(pipeline.backend, gallery, root, out, shard_size, batch_size,
+                         None if bar is None else lambda _, n: bar.update(n))
         elif pending:
             _run_ray(os.fspath(run_dir), gallery, root, out, pending, shard_size, batch_size, num_actors, device, bar)
     finally:
@@ -272,7 +286,7 @@ def collect(out: Path, gallery: Sequence[GalleryImage], shard_size: int) -> Embe
     """Concatenate the finished shards of ``out`` in gallery order (DatasetError if one is missing)."""
     embs, probs, keep, skipped = [], [], [], []
     for s, n in _shards(len(gallery), shard_size):
-        if not _shard(out, s, "done").is_file():
+        if not shard_done(out, s):
             raise DatasetError(out, f"shard {s} is not finished; rerun embed_gallery to finish it")
         emb, prob, errors = read_shard(out, s, n)
         rows = np.array([k for k in range(n) if k not in errors], np.int64)

@@ -1,6 +1,6 @@
 """The sentences of a dialogue: descriptions, questions, answers and corrective feedback.
 
-Each function returns a :class:`~minterpr.data.phrasing.Phrase`: the text and the facts it
+Each function returns a :class:`~minterpr.language.phrasing.Phrase`: the text and the facts it
 asserts about the target. The dialogue synthesiser and the attribute-oracle user simulator both
 speak through these functions, so their language is the same.
 
@@ -15,8 +15,8 @@ from __future__ import annotations
 import random
 from typing import Sequence
 
-from minterpr.data.ontology import ONTOLOGY
-from minterpr.data.phrasing import (Attrs, article, caption_garment, caption_items, caption_word, Fact, Phrase, colour_phrase,
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import (Attrs, article, caption_garment, caption_items, caption_word, Fact, Phrase, colour_phrase,
                                     footwear_phrase, hair_phrase, items_phrase, join_words, lower_phrase, person_phrase,
                                     pronouns, upper_phrase, value_word)
 

@@ -1,6 +1,6 @@
 """Metadata filters evaluated as one boolean mask over stored rows, without a Python loop per row.
 
-:func:`minterpr.index.vector_index.matches` is the reference: one record, one filter. Here a
+:func:`minterpr.index.vectors.vector_index.matches` is the reference: one record, one filter. Here a
 :class:`MetadataColumns` keeps, for each key a filter has used, a column built once from the
 records (and extended on add): a ``value -> rows`` map for equality and list conditions, and the
 numeric and string values sorted with their rows, so a :class:`Range` is two binary searches. A
@@ -25,7 +25,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.index.vector_index import Filter, Range, matches
+from minterpr.index.vectors.vector_index import Filter, Range, matches
 
 EXACT_FLOAT_INT = 2 ** 53  # integers beyond this are not exact in float64: compared by the reference
 

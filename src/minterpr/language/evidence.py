@@ -1,0 +1,75 @@
+"""What a parsed fact says about an image: the one copy of the fact log-likelihood formula.
+
+Every scorer of minterpr reads attribute evidence through :func:`fact_log_likelihood`: the
+re-ranking of a session (:mod:`minterpr.interaction.reranking`), the static replay, the fused
+search of the shortlist (:mod:`minterpr.index.fused_vectors`, :mod:`minterpr.index.fused_ivf`),
+so all of them get the same bits. :data:`SLOT_COLUMNS` and :func:`chosen_columns` say which
+columns of the (N, L) label probabilities (L = ``ONTOLOGY.flat_labels()``) a slot and a fact
+read; :data:`PROB_FLOOR` is the one default clip.
+
+Example:
+    >>> import numpy as np
+    >>> probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.5, np.float32)
+    >>> probs[:, SLOT_COLUMNS["gender"]] = [[0.9, 0.1], [0.2, 0.8]]
+    >>> ONTOLOGY.slot("gender").value_names
+    ('male', 'female')
+    >>> [round(float(p), 2) for p in np.exp(fact_log_likelihood(Fact("gender", ("female",)), probs))]
+    [0.1, 0.8]
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+
+__all__ = ["PROB_FLOOR", "SINGLE", "SLOT_COLUMNS", "chosen_columns", "fact_log_likelihood", "normalised_probs"]
+
+PROB_FLOOR = 0.02  # probabilities are clipped to [floor, 1 - floor]: one wrong prediction costs <= ln 50
+SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
+SINGLE = {s.name: not s.multi for s in ONTOLOGY.slots}  # slot -> values exclusive (probabilities normalised)
+
+
+def chosen_columns(fact: Fact) -> list[int]:
+    """The label columns of the values a fact names, in the fact's order.
+
+    Example:
+        >>> chosen_columns(Fact("gender", ("female",))) == [int(SLOT_COLUMNS["gender"][1])]
+        True
+    """
+    values = ONTOLOGY.slot(fact.slot).value_names
+    return [int(SLOT_COLUMNS[fact.slot][values.index(v)]) for v in fact.values]
+
+
+def fact_log_likelihood(fact: Fact, probs: np.ndarray, floor: float = PROB_FLOOR,
+                        rows: np.ndarray | None = None) -> np.ndarray:
+    """(N,) log P(fact | image) from (N, L) label probabilities (or (n,) for ``rows``, a selection).
+
+    Single-valued slots: probabilities are normalised over the slot's values and P(one of V) is
+    their sum. Multi-valued slots: labels are independent, P(any of V) = 1 - Π(1 - p_v) and a
+    negated fact ("no backpack") is Π(1 - p_v).
+    """
+    cols = SLOT_COLUMNS[fact.slot]
+    chosen = chosen_columns(fact)
+    if SINGLE[fact.slot]:
+        slot_probs = probs[:, cols] if rows is None else probs[rows[:, None], cols]  # (N, V)
+        total = np.maximum(slot_probs.sum(axis=1), 1e-12)
+        picked = probs[:, chosen] if rows is None else probs[rows[:, None], chosen]
+        p = picked.sum(axis=1) / total  # (N,)
+    else:
+        picked = probs[:, chosen] if rows is None else probs[rows[:, None], chosen]
+        p = 1.0 - np.prod(1.0 - picked, axis=1)
+    if fact.negated:
+        p = 1.0 - p
+    return np.log(np.clip(p, floor, 1.0 - floor))
+
+
+def normalised_probs(probs: np.ndarray) -> np.ndarray:
+    """(N, L) r: each label's probability normalised over its slot (single-valued slots) or as it is
+    (multi-valued slots): the probability a one-value fact reads (float32)."""
+    probs = np.asarray(probs, np.float32)
+    r = probs.copy()
+    for slot, cols in SLOT_COLUMNS.items():
+        if SINGLE[slot]:
+            r[:, cols] = probs[:, cols] / np.maximum(probs[:, cols].sum(axis=1, keepdims=True), 1e-12)
+    return r

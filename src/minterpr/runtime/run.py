@@ -1,0 +1,295 @@
+"""A trained run: the one way to load a model with what training chose for it.
+
+``load_run(PATH)`` takes a run directory (``minterpr train --out RUN``: its ``model.pt``), a
+model file, or a model directory (``minterpr export``: safetensors weights, JSON config and
+extras; :func:`export_run` writes one), and returns a :class:`TrainedRun`: the model and its
+:class:`RunExtras`, the typed record of the checkpoint's ``extra`` — the scoring chosen on the
+validation split (attribute weight, probability floor), the attribute calibration, the record of
+the weight choice, and the model-selection keys of training (stage, epoch, metric value).
+``load_pipeline``, ``minterpr eval``, ``simulate``, ``chat`` and ``demo`` all load through it, so
+they score alike.
+
+Anything wrong with the path or the file raises :class:`~minterpr.errors.RunError` naming the
+file and what to do (a directory without ``model.pt``, an empty, truncated or foreign file, a
+training checkpoint given as a model, an encoder this installation lacks, weights that do not
+fit); nothing but tensors and plain data is ever unpickled.
+
+:func:`minterpr.training.post_training.calibrate_and_choose_weight` is the post-training step that
+writes the extras (``minterpr train`` and ``minterpr demo`` run it after training).
+
+Example:
+    >>> import tempfile
+    >>> from minterpr.models import create_model, save_model
+    >>> run_dir = Path(tempfile.mkdtemp())
+    >>> save_model(create_model("tiny"), run_dir / "model.pt",
+    ...            extra={"scoring": {"attribute_weight": 0.1, "prob_floor": 0.05}, "epoch": 2})
+    >>> run = load_run(run_dir)
+    >>> run.extras.scoring.attribute_weight, run.extras.other, run.scoring_config().prob_floor
+    (0.1, {'epoch': 2}, 0.05)
+    >>> load_run(run_dir / "nothing")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    minterpr.errors.RunError: .../nothing: no such run directory or model file (train one: ...)
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+from minterpr.errors import InputError, RunError
+from minterpr.evaluation.scoring import ScoringConfig
+
+if TYPE_CHECKING:  # torch-heavy: imported when a run is loaded
+    from minterpr.runtime.neural_backend import NeuralBackend
+    from minterpr.models.query_model import RetrievalModel
+
+SELECTED_KEYS = ("stage", "epoch", "selection_metric", "value")  # how training selected the weights
+TRAIN_HINT = "`minterpr train --config synthetic --data DATA --out RUN`"
+
+
+@dataclass(frozen=True)
+class CalibrationRecord:
+    """Per-slot attribute temperatures fitted after training (extra ``"calibration"``)."""
+
+    split: str  # the split they were fitted on (the selection split, never test)
+    temperatures: dict[str, float]  # slot -> temperature T (logits / T); slots absent keep T = 1
+    nll_before: float  # summed per-slot negative log-likelihood on the split before fitting
+    nll_after: float  # the same with the fitted temperatures
+
+
+@dataclass(frozen=True)
+class WeightSelection:
+    """How the attribute weight of the scoring was chosen (extra ``"scoring_selection"``)."""
+
+    split: str  # the split the weights were tried on (never test)
+    r1_last_by_weight: dict[str, float]  # str(weight) -> R@1 (%) after the last round
+
+
+@dataclass(frozen=True)
+class RunExtras:
+    """The typed ``extra`` of a model file; :meth:`from_dict` / :meth:`to_dict` round-trip it."""
+
+    scoring: ScoringConfig | None = None  # "scoring": chosen on the validation split; None = not stored
+    calibration: CalibrationRecord | None = None  # "calibration"; None = uncalibrated
+    selection: WeightSelection | None = None  # "scoring_selection"; None = the weight was not chosen
+    other: dict[str, Any] = field(default_factory=dict)  # every other key, kept as written (stage, epoch, ...)
+
+    @classmethod
+    def from_dict(cls, extra: Mapping[str, Any] | None, source: str | os.PathLike[str] = "model file") -> "RunExtras":
+        """Parse a checkpoint's ``extra``; a malformed entry raises :class:`RunError` naming it."""
+        extra = dict(extra or {})
+        scoring = extra.pop("scoring", None)
+        calibration = extra.pop("calibration", None)
+        selection = extra.pop("scoring_selection", None)
+        return cls(None if scoring is None else _scoring(scoring, source),
+                   None if calibration is None else _calibration(calibration, source),
+                   None if selection is None else _selection(selection, source), extra)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The ``extra`` dict to store (plain data)."""
+        out = dict(self.other)
+        if self.scoring is not None:
+            out["scoring"] = self.scoring.to_dict()
+        if self.calibration is not None:
+            out["calibration"] = dataclasses.asdict(self.calibration)
+        if self.selection is not None:
+            out["scoring_selection"] = dataclasses.asdict(self.selection)
+        return out
+
+    def scoring_config(self) -> ScoringConfig:
+        """How this model scores, in static evaluation and in sessions alike: the stored scoring
+        (attribute weight, probability floor, ...), else the defaults."""
+        return self.scoring if self.scoring is not None else ScoringConfig()
+
+    def model_selection(self) -> dict[str, Any]:
+        """How training selected these weights: stage, epoch, selection metric and its value."""
+        return {k: self.other[k] for k in SELECTED_KEYS if k in self.other}
+
+
+def _entry(value: Any, key: str, source: str | os.PathLike[str]) -> dict[str, Any]:
+    if not isinstance(value, Mapping):
+        raise RunError(source, f"malformed extra {key!r}: a {type(value).__name__}, not a dict")
+    return dict(value)
+
+
+def _number(value: Any, what: str, source: str | os.PathLike[str]) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise RunError(source, f"malformed extra {what}: {value!r} is not a finite number")
+    return float(value)
+
+
+def _split(value: Any, what: str, source: str | os.PathLike[str]) -> str:
+    if not isinstance(value, str):
+        raise RunError(source, f"malformed extra {what}: {value!r} is not a split name")
+    return value
+
+
+def _scoring(value: Any, source: str | os.PathLike[str]) -> ScoringConfig:
+    data = _entry(value, "scoring", source)
+    try:
+        return ScoringConfig.from_dict(data)
+    except (TypeError, ValueError) as err:
+        raise RunError(source, f"malformed extra 'scoring': {err}") from None
+
+
+def _calibration(value: Any, source: str | os.PathLike[str]) -> CalibrationRecord:
+    data = _entry(value, "calibration", source)
+    temperatures = data.get("temperatures")
+    if not isinstance(temperatures, Mapping) or not all(isinstance(k, str) for k in temperatures):
+        raise RunError(source, "malformed extra 'calibration': 'temperatures' must map slot names to numbers")
+    fitted = {k: _number(t, f"'calibration' temperature of {k!r}", source) for k, t in temperatures.items()}
+    return CalibrationRecord(_split(data.get("split"), "'calibration' split", source), fitted,
+                             _number(data.get("nll_before"), "'calibration' nll_before", source),
+                             _number(data.get("nll_after"), "'calibration' nll_after", source))
+
+
+def _selection(value: Any, source: str | os.PathLike[str]) -> WeightSelection:
+    data = _entry(value, "scoring_selection", source)
+    tried = data.get("r1_last_by_weight")
+    if not isinstance(tried, Mapping):
+        raise RunError(source, "malformed extra 'scoring_selection': no 'r1_last_by_weight' dict")
+    return WeightSelection(_split(data.get("split"), "'scoring_selection' split", source),
+                           {str(w): _number(r, f"'scoring_selection' R@1 of weight {w}", source)
+                            for w, r in tried.items()})
+
+
+@dataclass(frozen=True)
+class TrainedRun:
+    """A loaded model and what training chose for it."""
+
+    model: "RetrievalModel"  # in eval mode, on the device asked for
+    model_path: Path  # the file it was read from
+    run_dir: Path | None  # the run directory, None when a model file was given
+    extras: RunExtras  # the typed checkpoint extras
+
+    def scoring_config(self) -> ScoringConfig:
+        """The scoring of sessions and evaluation: the stored one, else the defaults."""
+        return self.extras.scoring_config()
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """The model's fingerprint (:func:`minterpr.models.fingerprint.model_fingerprint`), computed
+        once: stored galleries and vector indexes record it and refuse another model's."""
+        from minterpr.models.fingerprint import model_fingerprint
+
+        return model_fingerprint(self.model)
+
+    def backend(self, batch_size: int = 64, **options: Any) -> "NeuralBackend":
+        """The model as a retrieval backend (indexing, query encoding) on its device; ``options``
+        are NeuralBackend's keywords (``engine``: "auto" unless given, ``onnx_cache``, ...)."""
+        from minterpr.runtime.neural_backend import NeuralBackend
+
+        options.setdefault("engine", "auto")  # ONNX Runtime on CPU when installed: same results, faster
+        return NeuralBackend(self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size,
+                             **options)
+
+
+def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
+    """``(model file, run directory or None)`` of a run directory or a model file path (or a
+    shipped or hub model's name: :func:`minterpr.models.zoo.resolve_model`).
+
+    A directory without ``model.pt`` raises :class:`RunError` saying what it holds instead
+    (an unfinished run's ``last.pt`` / ``best.pt``, or nothing of a run)."""
+    if not isinstance(path, (str, os.PathLike)):
+        raise InputError(f"a run is given by its directory or model file path, got {type(path).__name__}")
+    from minterpr.models.io import is_model_dir
+    from minterpr.models.zoo import resolve_model
+
+    path = resolve_model(path)  # "shipped[:NAME]" and "hf-hub:ORG/NAME[@REV]" name local folders
+    if not path.exists():
+        raise RunError(path, f"no such run directory or model file (train one: {TRAIN_HINT})")
+    if not path.is_dir():
+        return path, None
+    model = path / "model.pt"
+    if model.is_file():
+        return model, path
+    if is_model_dir(path):  # an exported model directory: it is the model
+        return path, None
+    last, best = path / "last.pt", path / "best.pt"
+    if last.is_file():
+        reason = f"no model.pt: training did not finish? `minterpr train --out {path} --resume` continues it"
+        if best.is_file():
+            reason += f" ({best} holds the best weights so far: --run {best})"
+    elif best.is_file():
+        reason = f"no model.pt, only best.pt: pass that file itself (--run {best})"
+    elif model.exists():
+        reason = "model.pt is not a regular file"
+    else:
+        reason = (f"not a training run (no model.pt, last.pt or best.pt) nor an exported model directory (no "
+                  f"config.json); train one: {TRAIN_HINT}")
+    raise RunError(path, reason)
+
+
+def _device(device: str) -> Any:
+    from minterpr.models.device import resolve_device
+
+    try:
+        return resolve_device(str(device))
+    except (ValueError, RuntimeError) as err:  # "cuda" without CUDA, a misspelt device
+        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        raise InputError(message if repr(str(device)) in message else f"device {device!r}: {message}") from None
+
+
+def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun:
+    """Load a run directory (its ``model.pt``), a model file or an exported model directory on
+    ``device`` (CPU by default).
+
+    Raises :class:`RunError` (the file and what is wrong) for anything that is not a model
+    written by ``minterpr train`` / ``save_model`` / ``minterpr export``, :class:`InputError`
+    for an unusable device."""
+    from minterpr.models.io import EXTRAS_FILE, is_model_dir, load_model_dir, model_from_checkpoint, read_checkpoint
+
+    model_path, run_dir = model_path_of(path)
+    target = _device(device)
+    if is_model_dir(model_path):
+        model, extra = load_model_dir(model_path, target)
+        return TrainedRun(model, model_path, None, RunExtras.from_dict(extra, model_path / EXTRAS_FILE))
+    payload = read_checkpoint(model_path, map_location="cpu")
+    extras = RunExtras.from_dict(payload["extra"], model_path)  # before the model: cheap checks first
+    model = model_from_checkpoint(payload, target, source=model_path)
+    return TrainedRun(model, model_path, run_dir, extras)
+
+
+# float16 storage is accepted when, on seeded inputs, every image embedding keeps a cosine of at
+# least this with float32's and no attribute probability moves by more than this
+HALF_COSINE_MIN, HALF_PROB_MAX_ABS = 0.999, 0.01
+
+
+def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+               self_contained: bool = False, precision: str = "float32") -> dict[str, Any]:
+    """Write the model of a run (directory, model file or model directory) as a shareable model
+    directory (``minterpr export``): safetensors weights, ``config.json``, the typed extras as
+    ``extras.json``; pretrained encoder weights that training left unchanged are referenced by
+    package and checksum unless ``self_contained``. ``precision="float16"`` stores the copied
+    weights at half precision and refuses (RunError) when that moves an image embedding below
+    cosine :data:`HALF_COSINE_MIN` of float32's or an attribute probability by more than
+    :data:`HALF_PROB_MAX_ABS`. Returns ``config.json``'s content.
+
+    Example:
+        >>> import tempfile
+        >>> from minterpr.models import create_model, save_model
+        >>> run_dir, out = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp()) / "shared"
+        >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"scoring": {"attribute_weight": 0.1}})
+        >>> sorted(export_run(run_dir, out)), sorted(p.name for p in out.iterdir())
+        (['extras', 'format', 'model_config', 'pretrained', 'version', 'weights'], ['config.json', 'extras.json', 'model.safetensors'])
+        >>> load_run(out).extras.scoring.attribute_weight
+        0.1
+    """
+    from minterpr.models.io import half_precision_drift, load_model_dir, save_model_dir
+
+    run = load_run(path)
+    manifest = save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained,
+                              precision=precision)
+    if precision == "float16":
+        drift = half_precision_drift(run.model, load_model_dir(out_dir)[0])
+        manifest["half_precision_drift"] = drift
+        if drift["image_cosine_min"] < HALF_COSINE_MIN or drift["text_cosine_min"] < HALF_COSINE_MIN \
+                or drift["attribute_prob_max_abs"] > HALF_PROB_MAX_ABS:
+            raise RunError(Path(out_dir), f"float16 storage changes this model too much ({drift}; accepted: cosine >= "
+                                          f"{HALF_COSINE_MIN}, probabilities within {HALF_PROB_MAX_ABS}): "
+                                          "export it at float32")
+    return manifest

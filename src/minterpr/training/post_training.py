@@ -1,0 +1,67 @@
+"""After training: calibrate the attribute probabilities and choose the attribute-evidence weight.
+
+Both run on the selection split (never test) and are stored with the model as typed extras
+(:class:`~minterpr.runtime.run.RunExtras`: ``"calibration"``, ``"scoring"``,
+``"scoring_selection"``), which :func:`~minterpr.runtime.run.load_run` reads back; ``minterpr
+train`` and ``minterpr demo`` run :func:`calibrate_and_choose_weight` after training. Loading a
+model never imports this module.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
+from minterpr.training.config import TrainConfig
+
+__all__ = ["calibrate_and_choose_weight"]
+
+
+def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[str]) -> RunExtras:
+    """The post-training step, on the selection split (never test), stored in ``model_path``:
+
+    1. ``cfg.calibrate_attributes``: fit one temperature per attribute slot to the split's gallery
+       labels (:mod:`minterpr.training.calibration`; the model's ``attribute_temperature``);
+    2. ``cfg.select_attribute_weight``: pick the static score's attribute-evidence weight with
+       the calibrated probabilities (extra ``"scoring"``, used by eval and sessions).
+
+    The split is encoded once for both, from the run's feature caches when it has them
+    (``minterpr.training.stages.encode_split``, as validation does). Returns the model's extras
+    as now stored (those of a disabled step are as they were).
+    """
+    import torch
+
+    from minterpr.evaluation.static import select_attribute_weight
+    from minterpr.index.gallery_index import GalleryIndex
+    from minterpr.models.io import save_model
+    from minterpr.training.calibration import calibration_nll, fit_slot_temperatures
+    from minterpr.training.data import attribute_targets, load_split
+    from minterpr.training.stages import FeatureSource, encode_split
+
+    split = load_split(cfg.data, cfg.selection_split)  # the config refuses "test"
+    run = load_run(model_path, device=cfg.device)
+    model, device = run.model, next(run.model.parameters()).device
+    cache_dir = Path(cfg.cache_dir) if cfg.cache_dir else run.model_path.parent / "cache"  # as the trainer's
+    source = FeatureSource(model, cfg, cache_dir, device, cfg.progress)
+    encoded = encode_split(model, split, source, cfg.eval_batch_size)
+    logits = encoded.gallery_attribute_logits  # (N, L)
+    extras = run.extras
+    if cfg.calibrate_attributes:
+        targets, mask = attribute_targets(split.gallery)
+        temperatures = fit_slot_temperatures(logits, targets, mask)
+        model.set_attribute_temperature(temperatures)
+        before, after = calibration_nll(logits, targets, mask), calibration_nll(logits, targets, mask, temperatures)
+        extras = dataclasses.replace(extras, calibration=CalibrationRecord(
+            cfg.selection_split, dict(temperatures), float(sum(before.values())), float(sum(after.values()))))
+    if cfg.select_attribute_weight:
+        with torch.inference_mode():
+            probs = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()
+        index = GalleryIndex(list(split.gallery), encoded.gallery_embeddings, attribute_probs=probs,
+                             root=str(split.image_root))
+        best, tried = select_attribute_weight(None, split.samples, split.gallery, split.image_root,
+                                              index=index, queries=encoded.queries)
+        extras = dataclasses.replace(extras, scoring=best, selection=WeightSelection(
+            cfg.selection_split, {str(w): float(r1) for w, r1 in tried.items()}))
+    save_model(model, run.model_path, extra=extras.to_dict())
+    return extras
