@@ -20,6 +20,7 @@ Example:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from functools import lru_cache
 
 from minterpr.data.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
@@ -48,6 +49,24 @@ def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
         if target:
             people.setdefault("target", target[0])
     return list(dict.fromkeys(facts))
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What feedback on a shown image says: facts about the person sought and about the image shown."""
+
+    target: tuple[Fact, ...]  # facts about the person sought (what parse_facts returns)
+    shown: tuple[Fact, ...] = ()  # facts said of the shown image ("these are blue", "this one has a backpack")
+
+    @property
+    def understood(self) -> bool:
+        """Did the reader find any fact at all?"""
+        return bool(self.target or self.shown)
+
+
+def read_feedback(text: str) -> Reading:
+    """Feedback on a shown image, read apart: what is said of the target and of the image shown."""
+    return Reading(tuple(parse_facts(text)))
 
 
 def _emit_colours(facts: list[Fact], part: str, groups: list[tuple[str, ...]], negated: bool) -> None:
@@ -244,4 +263,4 @@ def facts_to_evidence(facts: list[Fact]) -> dict[str, dict[str, float]]:
     return evidence
 
 
-__all__ = ["parse_facts", "facts_to_evidence", "COLOURS"]
+__all__ = ["parse_facts", "read_feedback", "Reading", "facts_to_evidence", "COLOURS"]
