@@ -15,7 +15,7 @@ from pathlib import Path
 
 from minterpr.data.feedback_eval import KINDS, SIDES, evaluate_feedback, read_labelled_utterances
 from minterpr.data.parser_eval import PARTS, FactScores, format_fact
-from minterpr.data.text_parser import read_feedback
+from minterpr.data.feedback_reading import read_feedback
 
 LABELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corrective_utterances.jsonl"
 

@@ -27,7 +27,7 @@ from minterpr.data.errors import DataError
 from minterpr.data.formats.jsonl import iter_json_lines
 from minterpr.data.parser_eval import PARTS, ParserEvaluation, evaluate_parser, parse_fact_label
 from minterpr.data.phrasing import Fact
-from minterpr.data.text_parser import Reading, read_feedback
+from minterpr.data.feedback_reading import Reading, read_feedback
 
 KINDS = ("contrast", "deixis", "hedge", "comparison", "mixed")  # what each utterance was written to test
 SIDES = ("target", "shown")  # whom a fact is about: the person sought, the image shown

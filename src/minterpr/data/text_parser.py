@@ -20,7 +20,6 @@ Example:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 
 from minterpr.data.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
@@ -49,24 +48,6 @@ def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
         if target:
             people.setdefault("target", target[0])
     return list(dict.fromkeys(facts))
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What feedback on a shown image says: facts about the person sought and about the image shown."""
-
-    target: tuple[Fact, ...]  # facts about the person sought (what parse_facts returns)
-    shown: tuple[Fact, ...] = ()  # facts said of the shown image ("these are blue", "this one has a backpack")
-
-    @property
-    def understood(self) -> bool:
-        """Did the reader find any fact at all?"""
-        return bool(self.target or self.shown)
-
-
-def read_feedback(text: str) -> Reading:
-    """Feedback on a shown image, read apart: what is said of the target and of the image shown."""
-    return Reading(tuple(parse_facts(text)))
 
 
 def _emit_colours(facts: list[Fact], part: str, groups: list[tuple[str, ...]], negated: bool) -> None:
@@ -145,12 +126,17 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
                                            or tokens[j] in ("long", "short"))
             i += 1
             continue
+        if token in ("longer", "shorter") and tokens[i + 1:i + 2] != ["than"]:
+            facts.extend(length_facts(tokens, i, negated))  # "his hair was longer" (but "longer than that" compares)
         if token in ("long", "short"):
             lengths = length_facts(tokens, i, negated)
             if not lengths and negated and facts and facts[-1].slot in ("hair_length", "sleeve_length"):
                 lengths = [Fact(facts[-1].slot, (token,), True)]  # "long hair rather than short": the same slot
             facts.extend(lengths)
         colours = colour_expr(tokens, i)
+        if colours is not None and _compared(tokens, i):
+            i = colours[0]  # "her hair was darker", "lighter than these": relative to another, no colour
+            continue
         if colours is not None and (match is None or colours[0] > i + len(match)):
             end, groups = colours
             last_part = _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot) or last_part
@@ -196,6 +182,13 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
 # ("not him", "no, she had ...", "not this one", "no the trousers were white").
 _VERDICT_WORDS = {"him", "he", "she", "them", "they", "it", "i", "this", "that", "these"}
 _SUBJECTS = {"he", "she", "they", "it", "i", "had", "have", "has", "was", "were", "wear", "wore"}
+
+
+def _compared(tokens: list[str], i: int) -> bool:
+    """Is the colour at i a bare comparative ("was darker", "lighter than these")?"""
+    if tokens[i] not in ("darker", "lighter", "brighter") or colour_term(tokens, i + 1) is not None:
+        return False
+    return tokens[i - 1:i] in (["was"], ["were"], ["is"], ["are"], ["bit"], ["much"]) or tokens[i + 1:i + 2] == ["than"]
 
 
 def _interjection(tokens: list[str], i: int) -> bool:
@@ -289,4 +282,4 @@ def facts_to_evidence(facts: list[Fact]) -> dict[str, dict[str, float]]:
     return evidence
 
 
-__all__ = ["parse_facts", "read_feedback", "Reading", "facts_to_evidence", "COLOURS"]
+__all__ = ["parse_facts", "facts_to_evidence", "COLOURS"]

@@ -258,13 +258,13 @@ def skirt_length(tokens: list[str], i: int) -> str | None:
 
 def length_facts(tokens: list[str], i: int, negated: bool) -> list[Fact]:
     """'long, dark hair', 'long black pants', 'his hair is short': a length word and the noun it describes."""
-    word = tokens[i]
+    word = {"longer": "long", "shorter": "short"}.get(tokens[i], tokens[i])
     for j in range(i + 1, min(len(tokens), i + 6)):
         if tokens[j] in HEAD_STOPS and tokens[j] != ",":
             break
         if tokens[j] in ("hair", "haired", "haircut"):
             return [Fact("hair_length", (word,), negated)]
-        if word == "long" and tokens[j] in ("pants", "trousers", "slacks", "leggings", "jeans", "sweatpants"):
+        if tokens[i] == "long" and tokens[j] in ("pants", "trousers", "slacks", "leggings", "jeans", "sweatpants"):
             return [Fact("lower_length", ("long",), negated)]
         if part_at(tokens, j)[0] is not None:
             return []
