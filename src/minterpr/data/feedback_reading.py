@@ -133,6 +133,8 @@ def _owner(tokens: list[str], previous: str) -> str:
     while k < len(tokens) - 1 and tokens[k] in _LEAD:
         k += 1
     head, nxt = tokens[k], (tokens[k + 1] if k + 1 < len(tokens) else None)
+    if _verdict(tokens[k:]):
+        return "target"
     if head in ("these", "those") or head in ("this", "that") and nxt is not None and nxt not in _POINT_NEXT:
         return "shown"
     words = set(tokens)
@@ -143,6 +145,16 @@ def _owner(tokens: list[str], previous: str) -> str:
     if head in ("he", "she", "they") and nxt in _PRESENT:
         return "shown"
     return previous
+
+
+def _verdict(tokens: list[str]) -> bool:
+    """'that's not him', 'this is not the person', 'this one isn't her': a verdict, said of the target."""
+    if tokens[:1] not in (["this"], ["that"]):
+        return False
+    for j in range(1, min(4, len(tokens))):
+        if tokens[j] in ("not", "n't"):
+            return tokens[j + 1:j + 2] in (["him"], ["her"], ["them"], ["the"], ["my"], ["it"], ["who"], [])
+    return False
 
 
 def _owned_clauses(tokens: list[str]) -> list[tuple[str, list[str]]]:

@@ -64,7 +64,7 @@ from minterpr.data.phrasing import Fact
 from minterpr.data.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.dialogue_acts import known_attributes, question_slot, round_judgements, turn_facts
+from minterpr.interaction.dialogue_acts import known_attributes, question_slot, round_judgements, turn_reading
 from minterpr.interaction.explain import explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
@@ -146,15 +146,19 @@ class Session:
         (or anywhere, with ``allow_external_images``)."""
         return self.add(ExampleTurn(self._image(image_path, "image path")))
 
-    def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None) -> Step:
+    def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None,
+            shown: Sequence[Fact] = ()) -> Step:
         """Add any turn. A Q&A turn answering the pending question is read with its slot as context;
-        ``facts`` (as recorded in a history) skip parsing. Recorded turns may carry empty text;
-        otherwise the checks of the user's moves apply. Atomic: TurnError leaves the session as it was."""
+        ``facts`` (as recorded in a history) skip parsing, with ``shown`` the facts recorded of a
+        feedback turn's image. Recorded turns may carry empty text; otherwise the checks of the
+        user's moves apply. Atomic: TurnError leaves the session as it was."""
         turn = self._checked(turn)
+        shown = tuple(shown)
+        for name, given in (("facts", facts), ("shown", shown)):
+            if given is not None and not all(isinstance(f, Fact) for f in given):
+                raise TurnError(f"{name} must be a sequence of Fact")
         if facts is not None:
             facts = tuple(facts)
-            if not all(isinstance(f, Fact) for f in facts):
-                raise TurnError("facts must be a sequence of Fact")
         if context_slot is not None and not isinstance(context_slot, str):
             raise TurnError(f"context_slot must be a str, got {type(context_slot).__name__}")
         state = self._rng.getstate()
@@ -164,8 +168,9 @@ class Session:
                 if isinstance(pending, AskQuestion) and pending.text == turn.question:
                     context_slot = pending.slot
             if facts is None:
-                facts = tuple(turn_facts(turn, context_slot))
-            history = [*self._history, HistoryEntry(turn, facts, ())]
+                reading = turn_reading(turn, context_slot)
+                facts, shown = reading.target, reading.shown
+            history = [*self._history, HistoryEntry(turn, facts, (), shown)]
             step = self._compute(history)
         except BaseException as err:
             self._rng.setstate(state)  # nothing of the failed turn stays, even after Ctrl-C
@@ -245,6 +250,18 @@ class Session:
         return _facts(self._history)
 
     @property
+    def image_facts(self) -> dict[int, tuple[Fact, ...]]:
+        """Gallery index -> what the user said of that shown image ("these are blue"), oldest first;
+        evidence about the image, never about the person sought."""
+        out: dict[int, tuple[Fact, ...]] = {}
+        for entry in self._history:
+            if entry.shown and isinstance(entry.turn, ReferenceTurn):
+                i = self.index.index_of(entry.turn.reference_path)
+                if i is not None:
+                    out[i] = out.get(i, ()) + entry.shown
+        return out
+
+    @property
     def judgements(self) -> dict[int, bool | None]:
         """Gallery index -> the user's latest verdict (True = it is the person, False = not, None = unsure)."""
         return self._judgements(self._history)
@@ -288,7 +305,7 @@ class Session:
             if not isinstance(entry, HistoryEntry):
                 raise TurnError(f"history entry {k}: expected a HistoryEntry, got {type(entry).__name__}")
             try:
-                session.add(entry.turn, facts=entry.facts)
+                session.add(entry.turn, facts=entry.facts, shown=entry.shown)
             except TurnError as err:
                 raise TurnError(f"history entry {k}: {err}") from err
         return session
