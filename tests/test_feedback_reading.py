@@ -104,6 +104,8 @@ def test_the_session_keeps_the_shown_image_facts_apart_and_replays_them():
     assert [format_fact(f) for f in entry.facts] == ["gender=male", "footwear_colour=brown"]
     assert session.image_facts == {1: entry.shown} and [format_fact(f) for f in entry.shown] == ["footwear_colour=blue"]
     assert not any(f.values == ("blue",) for f in session.facts)  # never the target's
+    judged = session.step.explain_image(1)  # the user said these shoes are blue: not the brown ones sought
+    assert [format_fact(f) for f in judged.contradicted] == ["footwear_colour=brown"] and judged.by_user == judged.contradicted
     data = entry.to_dict()
     assert data["shown"] == [["footwear_colour", ["blue"], False]] and data["understood"] is True
     assert HistoryEntry.from_dict(data) == entry._replace(top=tuple(data["top"]))

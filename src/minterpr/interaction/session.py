@@ -252,14 +252,9 @@ class Session:
     @property
     def image_facts(self) -> dict[int, tuple[Fact, ...]]:
         """Gallery index -> what the user said of that shown image ("these are blue"), oldest first;
-        evidence about the image, never about the person sought."""
-        out: dict[int, tuple[Fact, ...]] = {}
-        for entry in self._history:
-            if entry.shown and isinstance(entry.turn, ReferenceTurn):
-                i = self.index.index_of(entry.turn.reference_path)
-                if i is not None:
-                    out[i] = out.get(i, ()) + entry.shown
-        return out
+        evidence about the image, never about the person sought (``step.explain_image`` judges the
+        target's facts of those slots by it)."""
+        return _image_facts(self._history, self.index)
 
     @property
     def judgements(self) -> dict[int, bool | None]:
@@ -331,8 +326,10 @@ class Session:
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
+        stated = _image_facts(history, self.index)  # what the user said of each shown image judges it first
         return Step(found.rows[order], found.scores[order], action, found.anchor,
-                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth), len(self.index))
+                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, stated=stated.get(i, ())),
+                    len(self.index))
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:
@@ -381,6 +378,16 @@ def _reason(err: BaseException) -> str:
 
 def _facts(history: Sequence[HistoryEntry]) -> tuple[Fact, ...]:
     return tuple(f for entry in history for f in entry.facts)
+
+
+def _image_facts(history: Sequence[HistoryEntry], index: GalleryIndex) -> dict[int, tuple[Fact, ...]]:
+    out: dict[int, tuple[Fact, ...]] = {}
+    for entry in history:
+        if entry.shown and isinstance(entry.turn, ReferenceTurn):
+            i = index.index_of(entry.turn.reference_path)
+            if i is not None:
+                out[i] = out.get(i, ()) + entry.shown
+    return out
 
 
 def _asked_slots(history: Sequence[HistoryEntry]) -> frozenset[str]:
