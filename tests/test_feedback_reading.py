@@ -128,3 +128,22 @@ def test_old_histories_without_shown_facts_still_read():
     assert entry.shown == () and entry.understood
     with pytest.raises(Exception, match="shown"):
         HistoryEntry.from_dict({"type": "description", "text": "a", "facts": [], "top": [], "shown": [["hat"]]})
+
+
+def test_the_feedback_reader_never_fails_on_any_text():
+    from hypothesis import given, settings, strategies as st
+
+    from minterpr.data.ontology import ONTOLOGY
+
+    words = st.sampled_from(["no", "not", "these", "this", "one", "that", "guy", "here", "he", "she", "mine", "was",
+                             "is", "has", "had", "didn't", "n't", "a", "blue", "shoes", "backpack", "long", "short",
+                             "hair", "sleeves", "skirt", "and", "but", ",", ".", "rather", "than", "instead", "of",
+                             "darker", "than", "none", "neither", "'s", "-"])
+
+    @settings(max_examples=300, deadline=None)
+    @given(st.lists(words, max_size=16))
+    def check(tokens):
+        reading = read_feedback(" ".join(tokens))
+        for fact in reading.target + reading.shown:
+            assert set(fact.values) <= set(ONTOLOGY.slot(fact.slot).value_names) and fact.values
+    check()
