@@ -74,6 +74,8 @@ def test_the_reported_cases_are_read_apart():
     ("this one has a backpack, he didn't", ["gender=male", "carried!=backpack"], ["carried=backpack"]),
     ("this one's jacket is red, his was blue", ["gender=male", "upper_colour=blue"], ["upper_type=jacket", "upper_colour=red"]),
     ("that's not him. But he looks very similar.", ["gender=male"], ["gender=male"]),
+    ("not him, his shoes are blue, they were white", ["gender=male", "footwear_colour=white"],
+     ["gender=male", "footwear_colour=blue"]),
 ])
 def test_contrast_scope_and_pointing_words(text, target, shown):
     assert _read(text) == (target, shown)

@@ -7,8 +7,8 @@ owner (rules in docs/language.md, "Corrective feedback"):
 
 * the **shown image** when the clause opens with a pointing word ("these", "those", "this one",
   "that guy", "this one's jacket", "that's a woman"), or, without a past-tense verb or a word for
-  the user's own memory, says "here" / "in this one" or has a present-tense pronoun subject ("she's
-  got", "he's wearing");
+  the user's own memory, says "here" / "in this one", has a present-tense pronoun subject ("she's
+  got", "he's wearing") or a possessive one with "is" / "are" ("his shoes are blue");
 * the **target** when it has a past-tense verb ("was", "had", "wore", "didn't") or names the user's
   memory ("mine", "my guy", "I saw", "I'm looking for", "should be");
 * otherwise the owner of the clause before it (a sentence starts with the target).
@@ -142,8 +142,8 @@ def _owner(tokens: list[str], previous: str) -> str:
         return "target"
     if "here" in words or any(tokens[j:j + 2] == ["in", "this"] for j in range(len(tokens))):
         return "shown"
-    if head in ("he", "she", "they") and nxt in _PRESENT:
-        return "shown"
+    if head in ("he", "she", "they") and nxt in _PRESENT or head in ("his", "her", "their") and words & {"is", "are"}:
+        return "shown"  # "she's got a bag", "his shoes are blue": the one on the screen, now
     return previous
 
 
