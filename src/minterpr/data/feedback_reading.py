@@ -26,8 +26,8 @@ Example:
     ([('gender', ('male',)), ('footwear_colour', ('brown',))], [('footwear_colour', ('blue',))])
     >>> [(f.slot, f.values, f.negated) for f in read_feedback("this one has a backpack, he didn't").target]
     [('gender', ('male',), False), ('carried', ('backpack',), True)]
-    >>> read_feedback("asdf qwerty").understood
-    False
+    >>> read_feedback("asdf qwerty")
+    Reading(target=(), shown=())
 """
 from __future__ import annotations
 
@@ -45,11 +45,6 @@ class Reading:
 
     target: tuple[Fact, ...]  # facts about the person sought (what parse_facts returns for plain text)
     shown: tuple[Fact, ...] = ()  # facts said of the shown image ("these are blue", "this one has a backpack")
-
-    @property
-    def understood(self) -> bool:
-        """Did the reader find any fact at all?"""
-        return bool(self.target or self.shown)
 
 
 _SENTENCES = re.compile(r"[.;!?]")
