@@ -117,7 +117,6 @@ READING_PHRASES: dict[tuple[str, str], tuple[str, ...]] = {
                              "hands are empty", "carrying nothing", "holding nothing"),
     ("headwear", "hat"): ("hats", "caps", "baseball cap", "helmet", "visor", "beret", "bonnet"),
     ("headwear", "hair_band"): ("hairband", "head band", "headbands"),
-    ("headwear", "none"): ("nothing on his head", "nothing on her head", "nothing on their head"),
     ("accessories", "glasses"): ("eyeglasses", "eye glasses"),
     ("accessories", "sunglasses"): ("sun glasses", "sun shades"),
     ("accessories", "headphones"): ("earbuds", "ear buds", "headset", "ear phones", "head phones"),
