@@ -218,7 +218,7 @@ def test_nothing_labelled_gives_nulls_not_nan():
 
 def test_peta35_mA_averages_only_petas_standard_attributes():
     from minterpr.data.label_maps import PETA_35, peta35_labels
-    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.language.ontology import ONTOLOGY
 
     labels = ONTOLOGY.flat_labels()
     rng = np.random.default_rng(0)

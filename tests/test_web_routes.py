@@ -65,6 +65,17 @@ def test_every_form_carries_the_csrf_token_and_nothing_comes_from_outside(client
     assert script.text.startswith("var htmx=function()") and client.get("/static/htmx.LICENSE").status_code == 200
 
 
+def test_a_turn_that_understood_nothing_says_so(client) -> None:
+    csrf = _login(client)
+    sid = _session(client, csrf)
+    flag = "Nothing understood in this turn"
+    page = client.post(f"/sessions/{sid}/describe", data={"csrf_token": csrf, "text": "qwerty uiop"}).text
+    assert page.count(flag) == 1
+    page = client.post(f"/sessions/{sid}/describe", data={"csrf_token": csrf, "text": "a man in a black coat"}).text
+    assert page.count(flag) == 1  # only the first turn
+    assert client.get(f"/sessions/{sid}").text.count(flag) == 1  # and so after a reload
+
+
 def test_a_refused_move_shows_its_message_in_place(client) -> None:
     csrf = _login(client)
     sid = _session(client, csrf)

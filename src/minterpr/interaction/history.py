@@ -4,7 +4,8 @@ A :class:`HistoryEntry` is what a session records for each turn: the turn, the f
 asserted and the top results after it. :func:`write_history` saves a list of entries as
 
     {"format": "minterpr-session-history", "version": 1, "session": {...settings...},
-     "turns": [{"type": "description", "text": ..., "facts": [[slot, [values], negated]], "top": [...]}, ...]}
+     "turns": [{"type": "description", "text": ..., "facts": [[slot, [values], negated]], "top": [...],
+                "shown": [...], "understood": true}, ...]}
 
 through :mod:`minterpr.fileio` (the file is complete or absent, never half written), and
 :func:`read_history` reads it back; every problem raises :class:`~minterpr.data.errors.DataError`
@@ -36,6 +37,7 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
+from minterpr.language.dialogue_acts import understood
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 
 HISTORY_FORMAT = "minterpr-session-history"
@@ -60,14 +62,23 @@ class HistoryEntry(NamedTuple):
     """One turn of a session: what the user said, what it asserted, and the top results after it."""
 
     turn: Turn
-    facts: tuple[Fact, ...]
+    facts: tuple[Fact, ...]  # about the person sought
     top: tuple[int, ...]  # gallery indices of the best results after this turn
+    shown: tuple[Fact, ...] = ()  # feedback only: facts said of the image shown ("these are blue"), not the target's
+
+    @property
+    def understood(self) -> bool:
+        """Did the system take anything from the turn? (see :func:`~minterpr.language.dialogue_acts.understood`)"""
+        return understood(self.turn, self.facts, self.shown)
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...]}."""
+        """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...], "shown": [...]
+        (the shown image's facts, same form), "understood": bool (derived, for the page; ignored when read)}."""
         data: dict[str, Any] = {"type": _NAMES[type(self.turn)], **self.turn.__dict__}
         data["facts"] = [[f.slot, list(f.values), f.negated] for f in self.facts]
         data["top"] = list(self.top)
+        data["shown"] = [[f.slot, list(f.values), f.negated] for f in self.shown]
+        data["understood"] = self.understood
         return data
 
     @classmethod
@@ -103,9 +114,10 @@ def _parse_entry(data: Any) -> HistoryEntry:
     if kind not in _KINDS:
         raise _Bad("type", f"expected one of {', '.join(_KINDS)}, got {_short(kind)}")
     names = _FIELDS[kind]
-    unknown = sorted(set(data) - {"type", "facts", "top", *names})
+    unknown = sorted(set(data) - {"type", "facts", "top", "shown", "understood", *names})
     if unknown:
-        raise _Bad(unknown[0], f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top)")
+        raise _Bad(unknown[0], f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top, "
+                               "shown, understood)")
     for name in (*names, "facts", "top"):
         if name not in data:
             raise _Bad(name, "missing")
@@ -115,10 +127,19 @@ def _parse_entry(data: Any) -> HistoryEntry:
     if not isinstance(data["facts"], list):
         raise _Bad("facts", f"expected a list, got {type(data['facts']).__name__}")
     facts = tuple(_parse_fact(item, k) for k, item in enumerate(data["facts"]))
+    shown_items = data.get("shown", [])  # absent in histories written before shown-image facts were kept
+    if not isinstance(shown_items, list):
+        raise _Bad("shown", f"expected a list, got {type(shown_items).__name__}")
+    try:
+        shown = tuple(_parse_fact(item, k) for k, item in enumerate(shown_items))
+    except _Bad as bad:
+        raise _Bad(f"shown{bad.field[len('facts'):]}", bad.reason) from None
+    if "understood" in data and not isinstance(data["understood"], bool):
+        raise _Bad("understood", f"expected true or false, got {_short(data['understood'])}")
     top = data["top"]
     if not isinstance(top, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in top):
         raise _Bad("top", f"expected a list of gallery indices (integers >= 0), got {_short(top)}")
-    return HistoryEntry(_KINDS[kind](**{name: data[name] for name in names}), facts, tuple(top))
+    return HistoryEntry(_KINDS[kind](**{name: data[name] for name in names}), facts, tuple(top), shown)
 
 
 def _short(value: Any) -> str:

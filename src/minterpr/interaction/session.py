@@ -64,7 +64,7 @@ from minterpr.language.phrasing import Fact
 from minterpr.language.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_facts
+from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_reading
 from minterpr.interaction.explain import explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
@@ -146,15 +146,19 @@ class Session:
         (or anywhere, with ``allow_external_images``)."""
         return self.add(ExampleTurn(self._image(image_path, "image path")))
 
-    def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None) -> Step:
+    def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None,
+            shown: Sequence[Fact] = ()) -> Step:
         """Add any turn. A Q&A turn answering the pending question is read with its slot as context;
-        ``facts`` (as recorded in a history) skip parsing. Recorded turns may carry empty text;
-        otherwise the checks of the user's moves apply. Atomic: TurnError leaves the session as it was."""
+        ``facts`` (as recorded in a history) skip parsing, with ``shown`` the facts recorded of a
+        feedback turn's image. Recorded turns may carry empty text; otherwise the checks of the
+        user's moves apply. Atomic: TurnError leaves the session as it was."""
         turn = self._checked(turn)
+        shown = tuple(shown)
+        for name, given in (("facts", facts), ("shown", shown)):
+            if given is not None and not all(isinstance(f, Fact) for f in given):
+                raise TurnError(f"{name} must be a sequence of Fact")
         if facts is not None:
             facts = tuple(facts)
-            if not all(isinstance(f, Fact) for f in facts):
-                raise TurnError("facts must be a sequence of Fact")
         if context_slot is not None and not isinstance(context_slot, str):
             raise TurnError(f"context_slot must be a str, got {type(context_slot).__name__}")
         state = self._rng.getstate()
@@ -164,8 +168,9 @@ class Session:
                 if isinstance(pending, AskQuestion) and pending.text == turn.question:
                     context_slot = pending.slot
             if facts is None:
-                facts = tuple(turn_facts(turn, context_slot))
-            history = [*self._history, HistoryEntry(turn, facts, ())]
+                reading = turn_reading(turn, context_slot)
+                facts, shown = reading.target, reading.shown
+            history = [*self._history, HistoryEntry(turn, facts, (), shown)]
             step = self._compute(history)
         except BaseException as err:
             self._rng.setstate(state)  # nothing of the failed turn stays, even after Ctrl-C
@@ -245,6 +250,13 @@ class Session:
         return _facts(self._history)
 
     @property
+    def image_facts(self) -> dict[int, tuple[Fact, ...]]:
+        """Gallery index -> what the user said of that shown image ("these are blue"), oldest first;
+        evidence about the image, never about the person sought (``step.explain_image`` judges the
+        target's facts of those slots by it)."""
+        return _image_facts(self._history, self.index)
+
+    @property
     def judgements(self) -> dict[int, bool | None]:
         """Gallery index -> the user's latest verdict (True = it is the person, False = not, None = unsure)."""
         return self._judgements(self._history)
@@ -288,7 +300,7 @@ class Session:
             if not isinstance(entry, HistoryEntry):
                 raise TurnError(f"history entry {k}: expected a HistoryEntry, got {type(entry).__name__}")
             try:
-                session.add(entry.turn, facts=entry.facts)
+                session.add(entry.turn, facts=entry.facts, shown=entry.shown)
             except TurnError as err:
                 raise TurnError(f"history entry {k}: {err}") from err
         return session
@@ -314,8 +326,10 @@ class Session:
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
+        stated = _image_facts(history, self.index)  # what the user said of each shown image judges it first
         return Step(found.rows[order], found.scores[order], action, found.anchor,
-                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth), len(self.index))
+                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, stated=stated.get(i, ())),
+                    len(self.index))
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:
@@ -364,6 +378,16 @@ def _reason(err: BaseException) -> str:
 
 def _facts(history: Sequence[HistoryEntry]) -> tuple[Fact, ...]:
     return tuple(f for entry in history for f in entry.facts)
+
+
+def _image_facts(history: Sequence[HistoryEntry], index: GalleryIndex) -> dict[int, tuple[Fact, ...]]:
+    out: dict[int, tuple[Fact, ...]] = {}
+    for entry in history:
+        if entry.shown and isinstance(entry.turn, ReferenceTurn):
+            i = index.index_of(entry.turn.reference_path)
+            if i is not None:
+                out[i] = out.get(i, ()) + entry.shown
+    return out
 
 
 def _asked_slots(history: Sequence[HistoryEntry]) -> frozenset[str]:

@@ -17,6 +17,7 @@ import re
 from functools import lru_cache
 from typing import Callable, Sequence
 
+from minterpr.language.feedback_reading import Reading, read_feedback
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.language.text_parser import parse_facts
@@ -117,20 +118,52 @@ def parse_cached(text: str, context_slot: str | None) -> tuple[Fact, ...]:
     return tuple(parse_facts(text, context_slot=context_slot))
 
 
-def turn_facts(turn: Turn, context_slot: str | None = None) -> tuple[Fact, ...]:
-    """Facts a turn asserts about the person sought; an answer is read in the light of its question.
+@lru_cache(maxsize=4096)
+def _feedback_cached(text: str) -> Reading:
+    return read_feedback(text)
+
+
+def turn_reading(turn: Turn, context_slot: str | None = None) -> Reading:
+    """What a turn says about the person sought and, for feedback, about the image shown
+    (:func:`~minterpr.language.feedback_reading.read_feedback`); an answer is read in the light of its question.
 
     ``context_slot`` overrides the slot found from the question text (a session knows what it asked).
+
+    Example:
+        >>> r = turn_reading(ReferenceTurn("b.jpg", "his shoes were light brown, these are blue"))
+        >>> [f.values for f in r.target if f.slot == "footwear_colour"], [f.values for f in r.shown]
+        ([('brown',)], [('blue',)])
     """
     if isinstance(turn, DescriptionTurn):
-        return parse_cached(turn.text, None)
+        return Reading(parse_cached(turn.text, None))
     if isinstance(turn, QATurn):
-        return parse_cached(turn.answer, context_slot or question_slot(turn.question))
+        return Reading(parse_cached(turn.answer, context_slot or question_slot(turn.question)))
     if isinstance(turn, ReferenceTurn):
-        return parse_cached(turn.feedback, None)
+        return _feedback_cached(turn.feedback)
     if isinstance(turn, ExampleTurn):
-        return ()
+        return Reading(())
     raise TypeError(f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)")
+
+
+def turn_facts(turn: Turn, context_slot: str | None = None) -> tuple[Fact, ...]:
+    """Facts a turn asserts about the person sought (:func:`turn_reading`'s target facts)."""
+    return turn_reading(turn, context_slot).target
+
+
+def understood(turn: Turn, facts: Sequence[Fact], shown: Sequence[Fact] = ()) -> bool:
+    """Did the system take anything from a turn? An example image always; a text when it gave facts,
+    and feedback also when it says yes, no or maybe ("No." rejects the image: understood).
+
+    Example:
+        >>> understood(ReferenceTurn("b.jpg", "No."), ()), understood(DescriptionTurn("qwerty uiop"), ())
+        (True, False)
+    """
+    if isinstance(turn, ExampleTurn) or facts or shown:
+        return True
+    if isinstance(turn, ReferenceTurn):
+        text = _normalise(turn.feedback)
+        return any(p.search(text) for p in (_NEGATION, _AFFIRMATIVE, _UNDECIDED))
+    return False
 
 
 def known_attributes(facts: tuple[Fact, ...] | list[Fact]) -> dict[str, tuple[str, ...]]:

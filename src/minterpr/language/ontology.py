@@ -114,7 +114,7 @@ READING_PHRASES: dict[tuple[str, str], tuple[str, ...]] = {
     ("carried", "umbrella"): ("umbrellas", "parasol"),
     ("carried", "baby_buggy"): ("pram", "baby stroller", "baby carriage"),
     ("carried", "nothing"): ("empty handed", "nothing in his hands", "nothing in her hands", "nothing in their hands",
-                             "hands are empty"),
+                             "hands are empty", "carrying nothing", "holding nothing"),
     ("headwear", "hat"): ("hats", "caps", "baseball cap", "helmet", "visor", "beret", "bonnet"),
     ("headwear", "hair_band"): ("hairband", "head band", "headbands"),
     ("accessories", "glasses"): ("eyeglasses", "eye glasses"),

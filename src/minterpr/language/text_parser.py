@@ -109,6 +109,13 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
                 i += 1
                 continue
             j = i + 1
+            if tokens[j:j + 1] in (["think"], ["believe"]):  # "I don't think he had a bag": what follows is denied
+                j += 1
+                while j < len(tokens) and tokens[j] in _SUBJECTS:
+                    j += 1
+            elif _interjection(tokens, i):
+                i += 1
+                continue
             while j < len(tokens) and tokens[j] in FILLERS:
                 j += 1
             if tokens[j:j + 1] in (["anything"], ["nothing"]) and {"carrying", "holding"} & set(tokens[i:j]):
@@ -119,9 +126,17 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
                                            or tokens[j] in ("long", "short"))
             i += 1
             continue
+        if token in ("longer", "shorter") and tokens[i + 1:i + 2] != ["than"]:
+            facts.extend(length_facts(tokens, i, negated))  # "his hair was longer" (but "longer than that" compares)
         if token in ("long", "short"):
-            facts.extend(length_facts(tokens, i, negated))
+            lengths = length_facts(tokens, i, negated)
+            if not lengths and negated and facts and facts[-1].slot in ("hair_length", "sleeve_length"):
+                lengths = [Fact(facts[-1].slot, (token,), True)]  # "long hair rather than short": the same slot
+            facts.extend(lengths)
         colours = colour_expr(tokens, i)
+        if colours is not None and _compared(tokens, i):
+            i = colours[0]  # "her hair was darker", "lighter than these": relative to another, no colour
+            continue
         if colours is not None and (match is None or colours[0] > i + len(match)):
             end, groups = colours
             last_part = _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot) or last_part
@@ -161,6 +176,29 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
         if none:
             facts.append(Fact(context_slot, tuple(none)))
     return facts
+
+
+# Words after a negator that make it a verdict on the shown image, not a denial of what follows
+# ("not him", "no, she had ...", "not this one", "no the trousers were white").
+_VERDICT_WORDS = {"him", "he", "she", "them", "they", "it", "i", "this", "that", "these"}
+_SUBJECTS = {"he", "she", "they", "it", "i", "had", "have", "has", "was", "were", "wear", "wore"}
+
+
+def _compared(tokens: list[str], i: int) -> bool:
+    """Is the colour at i a bare comparative ("was darker", "lighter than these")?"""
+    if tokens[i] not in ("darker", "lighter", "brighter") or colour_term(tokens, i + 1) is not None:
+        return False
+    return tokens[i - 1:i] in (["was"], ["were"], ["is"], ["are"], ["bit"], ["much"]) or tokens[i + 1:i + 2] == ["than"]
+
+
+def _interjection(tokens: list[str], i: int) -> bool:
+    """Is the negator at i a verdict ("not him", "no she had", "no the ...") rather than a denial?"""
+    nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+    if nxt in _VERDICT_WORDS:
+        return True
+    if nxt == "her":  # "not her" alone, not "without her glasses"
+        return i + 2 == len(tokens) or tokens[i + 2] in (",", "and", "but", "she")
+    return tokens[i] == "no" and nxt == "the"
 
 
 def _merged(first: list[Fact], second: list[Fact]) -> list[Fact]:

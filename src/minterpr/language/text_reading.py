@@ -60,9 +60,9 @@ _PEOPLE = set("man woman person people girl boy lady guy child kid baby toddler 
 HELD = set("phone cellphone smartphone bottle cup mug drink beverage food papers paper laptop box microphone book books "
             "newspaper something object objects tablet ipad bucket basket package parcel tray".split())
 HOLDING = {"hold", "holds", "holding", "held", "carry", "carries", "carrying", "hand", "hands", "talking", "looking", "using"}
-NEGATORS = {"no", "not", "without", "never", "n't", "nothing", "neither", "nor", "rather"}
+NEGATORS = {"no", "not", "without", "never", "n't", "nothing", "neither", "nor", "rather", "instead"}
 FILLERS = {"a", "an", "any", "the", "wearing", "carrying", "holding", "have", "has", "had", "having", "on", "his", "her",
-            "their", "be", "is", "was", "wear", "carry", "hold", "than", "seem", "appear", "to", "there", "got"}
+            "their", "be", "is", "was", "wear", "carry", "hold", "than", "seem", "appear", "to", "there", "got", "of"}
 RESETS = {",", "and", "but", "though", "also", "with"}
 HEAD_STOPS = {",", "and", "or", "but", "with", "without", "is", "are", "was", "were", "has", "have", "had", "while", "at", "on",
                "in", "of", "over", "under", "around", "to", "near", "from", "than", "rather", "not", "no", "as", "that",
@@ -74,7 +74,7 @@ _INTRODUCERS = (("next", "to"), ("walking", "with"), ("with",), ("beside",), ("n
 _DETERMINERS = {"a", "an", "the", "another", "her", "his", "their", "two", "some", "other", "one"}
 _ISH = re.compile(r"^(redd|blu|blue|green|gr[ae]y|brown|pink|purpl|purple|yellow|orang|orange|whit|white|black|tan)e?ish$")
 _ISH_STEM = {"redd": "red", "blu": "blue", "gray": "grey", "purpl": "purple", "orang": "orange", "whit": "white", "tan": "brown"}
-_TOKEN = re.compile(r"[a-z]+|\d+|n't|[,:/&]")
+_TOKEN = re.compile(r"n't|[a-z]+|\d+|[,:/&]")  # "n't" first, or "was n't" reads "was n t"
 PRONOUN_GENDER = {"he": "male", "she": "female"}
 GARMENT_PARTS = ("upper", "lower", "feet", "head", "both")
 _COMPARATIVES = {"lighter": "light", "darker": "dark", "brighter": "bright"}
@@ -258,13 +258,13 @@ def skirt_length(tokens: list[str], i: int) -> str | None:
 
 def length_facts(tokens: list[str], i: int, negated: bool) -> list[Fact]:
     """'long, dark hair', 'long black pants', 'his hair is short': a length word and the noun it describes."""
-    word = tokens[i]
+    word = {"longer": "long", "shorter": "short"}.get(tokens[i], tokens[i])
     for j in range(i + 1, min(len(tokens), i + 6)):
         if tokens[j] in HEAD_STOPS and tokens[j] != ",":
             break
         if tokens[j] in ("hair", "haired", "haircut"):
             return [Fact("hair_length", (word,), negated)]
-        if word == "long" and tokens[j] in ("pants", "trousers", "slacks", "leggings", "jeans", "sweatpants"):
+        if tokens[i] == "long" and tokens[j] in ("pants", "trousers", "slacks", "leggings", "jeans", "sweatpants"):
             return [Fact("lower_length", ("long",), negated)]
         if part_at(tokens, j)[0] is not None:
             return []

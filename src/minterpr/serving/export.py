@@ -176,7 +176,7 @@ def _replayed_steps(session: Any) -> list[Any]:
                    max_text_chars=session.max_text_chars, allow_external_images=session.allow_external_images,
                    shortlist=session.shortlist)
     replay = Session(session.backend, session.index, **options)
-    return [replay.add(entry.turn, facts=entry.facts) for entry in session.history]
+    return [replay.add(entry.turn, facts=entry.facts, shown=entry.shown) for entry in session.history]
 
 
 def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str, exported_by: str,

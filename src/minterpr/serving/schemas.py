@@ -207,6 +207,7 @@ class TimelineEntry(Strict):
     gallery_index: int | None = None
     user: str
     time: float
+    understood: bool = True  # False: the system took nothing from this turn (no fact, no yes/no); the page says so
 
 
 class TurnView(Strict):

@@ -257,7 +257,8 @@ class Search:
             else:
                 said = _text(live.session.history[-1].turn, events.Event(seq, kind, payload))
                 live.timeline.append(TimelineEntry(seq=seq, kind=kind, text=said, gallery_index=gallery_index,
-                                                   user=principal.username, time=t))
+                                                   user=principal.username, time=t,
+                                                   understood=live.session.history[-1].understood))
             return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline)})
 
     def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],
@@ -329,7 +330,8 @@ class Search:
             raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
                            f"have been removed by retention): {err}") from None
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
-                                  gallery_index=e.payload.get("gallery_index")) for entry, e in turns]
+                                  gallery_index=e.payload.get("gallery_index"), understood=entry.understood)
+                    for entry, e in turns]
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
                     dict(row.options or {}), len(log), timeline)
 
