@@ -1,4 +1,4 @@
-"""Imports flow one way (types/registry -> data -> models -> training -> index -> interaction ->
+"""Imports flow one way (types/registry -> data -> models -> training -> index -> vlm -> interaction ->
 evaluation -> trained_run -> pipeline -> cli) and the core never imports torch or optional packages."""
 import ast
 import subprocess
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
-LAYERS = ["types", "registry", "data", "models", "training", "index", "interaction", "evaluation", "trained_run",
+LAYERS = ["types", "registry", "data", "models", "training", "index", "vlm", "interaction", "evaluation", "trained_run",
           "pipeline", "ingest", "serving", "cli"]
 RANK = {"types": 0, "registry": 0, "errors": 0, "fileio": 0, **{name: i for i, name in enumerate(LAYERS)}}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
