@@ -98,7 +98,9 @@ class VLMClient:
         self.calls: list[CallRecord] = []  # every call, in order
         self._schema_supported = config.json_schema
         self._cache: dict[str, Any] = _read_cache(config.cache_path) if config.cache_path else {}
-        self._http = httpx.Client(transport=transport, follow_redirects=False)
+        # plain http (a local server) needs no certificates: loading them costs ~0.5 s per session
+        verify = True if self.endpoint.startswith("https://") else False
+        self._http = httpx.Client(transport=transport, follow_redirects=False, verify=verify)
         self._sleep = time.sleep
 
     def close(self) -> None:

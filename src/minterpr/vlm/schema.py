@@ -135,8 +135,13 @@ def parse_answer(text: str, schema: dict[str, Any]) -> Any:
 
 def parse_facts_answer(text: str, schema: dict[str, Any]) -> tuple[Fact, ...]:
     """The facts of a :func:`facts_schema` answer, single-valued slots' extra values refused."""
+    return answer_facts(parse_answer(text, schema))
+
+
+def answer_facts(answer: dict[str, Any]) -> tuple[Fact, ...]:
+    """The facts of an answer already validated against :func:`facts_schema`."""
     facts = []
-    for item in parse_answer(text, schema)["facts"]:
+    for item in answer["facts"]:
         values = tuple(dict.fromkeys(item["values"]))
         if not item["negated"] and not ONTOLOGY.slot(item["slot"]).multi and len(values) > 1:
             raise VLMBadAnswer(f"slot {item['slot']!r} takes one value, got {list(values)}")

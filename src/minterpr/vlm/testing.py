@@ -108,6 +108,7 @@ class ScriptedServer:
 
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers and body wait on the client's delayed ACK (40 ms)
 
             def log_message(self, *args: Any) -> None:  # quiet: tests read outcomes, not logs
                 pass
