@@ -134,7 +134,7 @@ def test_anchor_answers_enrich_the_query_as_facts_from_the_anchor(gallery):
     with ScriptedServer([reply("{}")]) as server:  # "{}" violates the schema: asks which slots are open
         session = Session(backend, index, vlm=assistant(server, uses=("anchor",)))
         session.describe("a woman")
-    open_slots = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]["required"]
+    open_slots = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]["properties"]
     assert "gender" not in open_slots and "upper_colour" in open_slots
     answer = json.dumps({slot: seen.get(slot, []) for slot in open_slots})
     with ScriptedServer([reply(answer)]) as server:

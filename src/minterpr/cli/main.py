@@ -29,6 +29,7 @@ COMMAND_MODULES = (
     "minterpr.cli.adapt",
     "minterpr.cli.export",
     "minterpr.cli.ingest",
+    "minterpr.cli.vlm",
 )
 
 

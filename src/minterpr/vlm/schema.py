@@ -48,10 +48,10 @@ def facts_schema(slots: Sequence[str] | None = None) -> dict[str, Any]:
 
 
 def answers_schema(slots: Sequence[str]) -> dict[str, Any]:
-    """One property per slot: the values seen (``[]`` = cannot tell); single-valued slots at most one."""
+    """One property per slot: the values seen (``[]`` or left out = cannot tell); single-valued slots at most one."""
     properties = {name: {"type": "array", "items": _value_items(name),
                          **({} if ONTOLOGY.slot(name).multi else {"maxItems": 1})} for name in slots}
-    return {"type": "object", "additionalProperties": False, "required": list(slots), "properties": properties}
+    return {"type": "object", "additionalProperties": False, "properties": properties}  # a slot left out: unknown
 
 
 def question_schema() -> dict[str, Any]:
