@@ -28,6 +28,7 @@ from typing import Any
 
 from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
 from minterpr.cli.eval import add_picture_options, add_text_precision_argument, check_picture_options
+from minterpr.cli.vlm import add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.errors import InputError
@@ -143,6 +144,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
                   rerank=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {})})
+    common["vlm"] = vlm_config(args)
     pictures = _Pictures(args, index, targets)
     if args.compare:
         reports = compare(backend, index, targets, observers=pictures.observer, **common)
@@ -162,6 +164,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     print(format_table(report))
     print(f"mean turns to rank 1: {report.extra['mean_turns_to_rank1']:.2f}   moves: {report.extra['moves']}   "
           f"confirmed: {report.extra['confirmed']:.1f}%")
+    if "vlm" in report.extra:
+        print(format_vlm_usage(report.extra["vlm"]))
     _wrote(write_json(args.json, report.to_json()))
     if args.plot:
         _wrote(plot_metric_per_round({name: report}, args.plot, "r1"))
@@ -246,6 +250,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate N targets (seeded draw)")
     p.add_argument("--seed", type=int, default=0)
     add_picture_options(p, "targets (with --compare: per setting, in DIR/<setting>/)")
+    add_vlm_arguments(p)
     p.set_defaults(handler=cmd_simulate)  # CLIError, RunError, ...: minterpr.cli.main prints them (exit 2)
     add_common_options(p, device=True, json=True,
                        json_help="write the report to PATH (with --compare: {settings: {name: report}}); "

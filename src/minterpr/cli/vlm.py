@@ -20,15 +20,15 @@ from minterpr.cli.common import add_common_options, write_json
 from minterpr.errors import InputError
 
 
-def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: bool = True) -> None:
-    """The endpoint options (``uses=False``: a command with one use of its own, e.g. caption)."""
+def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: str | None = "reading,asking") -> None:
+    """The endpoint options; ``uses`` is --vlm-uses' default (None: a command with one use of its own)."""
     group = parser.add_argument_group("vision-language model (optional; docs/vlm.md)")
     group.add_argument("--vlm-url", metavar="URL", help="an OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
     group.add_argument("--vlm-model", metavar="NAME", help="the model name the server knows")
     group.add_argument("--vlm-key-env", metavar="VAR", help="the NAME of the environment variable holding the API key")
-    if uses:
-        group.add_argument("--vlm-uses", default="reading,asking", metavar="USES",
-                           help="comma-separated: reading, asking, anchor, rerank (default: reading,asking)")
+    if uses is not None:
+        group.add_argument("--vlm-uses", default=uses, metavar="USES",
+                           help=f"comma-separated: reading, asking, anchor, rerank (default: {uses})")
     group.add_argument("--vlm-deadline", type=float, default=None, metavar="S",
                        help="longest a turn (or a crop) waits for the model (default: 10)")
     group.add_argument("--vlm-cache", metavar="FILE.json", help="keep the model's answers in FILE across runs")
@@ -50,6 +50,17 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
         options["timeout_s"] = args.vlm_deadline
     return VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
                      uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache, **options)
+
+
+def format_vlm_usage(usage: dict[str, Any]) -> str:
+    """One line: the model's calls, tokens, latency and fallbacks (per turn when known)."""
+    if usage.get("turns"):
+        t = usage["per_turn"]
+        return (f"vlm: {usage['turns']} turns, per turn {t['calls']:.2f} calls ({t['cached']:.2f} cached, "
+                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms")
+    t = usage["total"]
+    return (f"vlm: {t['calls']} calls ({t['cached']} cached, {t['failed']} fell back), "
+            f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, {t['latency_s']:.1f} s")
 
 
 def cmd_caption(args: argparse.Namespace) -> int:
@@ -94,6 +105,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     caption.add_argument("--out", required=True, metavar="CAPTIONS.jsonl", help="where records go (appended; resumed)")
     caption.add_argument("--batch-size", type=int, default=16, help="crops written per batch (default 16)")
     caption.add_argument("--limit", type=int, default=None, metavar="N", help="caption at most N more crops")
-    add_vlm_arguments(caption, uses=False)
+    add_vlm_arguments(caption, uses=None)
     caption.set_defaults(handler=cmd_caption)
     add_common_options(caption, json=True)

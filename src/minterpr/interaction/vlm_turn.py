@@ -22,13 +22,14 @@ Example:
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.interaction.dialogue_acts import question_slot, turn_facts
 from minterpr.interaction.history import HistoryEntry, ModelFact
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 from minterpr.vlm.assist import VLMAssistant, judgement_bonus, read_image
@@ -65,6 +66,16 @@ def model_reading(vlm: VLMAssistant, turn: Turn, context_slot: str | None,
     if not text.strip():
         return ()
     return tuple(ModelFact(f.slot, f.values, f.negated, "reading") for f in vlm.read(text, context_slot, facts))
+
+
+def turn_reader(vlm: VLMAssistant) -> Callable[[Turn], tuple[ModelFact, ...]]:
+    """The reading use for a recorded turn (a static replay): its own deadline, the rule reader's facts
+    and the question's slot as a session would have them."""
+    def read(turn: Turn) -> tuple[ModelFact, ...]:
+        vlm.begin_turn()
+        slot = question_slot(turn.question) if isinstance(turn, QATurn) else None
+        return model_reading(vlm, turn, slot, turn_facts(turn, slot))
+    return read
 
 
 def open_slots(facts: Sequence[Fact], asked: frozenset[str]) -> list[str]:

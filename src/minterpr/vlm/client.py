@@ -87,7 +87,8 @@ def _mime(data: bytes) -> str:
 class VLMClient:
     """Chat completions against ``config.url``; one client per session (the budget is its own)."""
 
-    def __init__(self, config: VLMConfig, *, transport: Any = None) -> None:
+    def __init__(self, config: VLMConfig, *, transport: Any = None, cache: dict[str, Any] | None = None) -> None:
+        """``cache``: a dict shared by several clients (an evaluation's sessions, each with its own budget)."""
         try:
             import httpx
         except ImportError as err:
@@ -97,7 +98,9 @@ class VLMClient:
         self.endpoint = config.url.rstrip("/") + "/chat/completions"
         self.calls: list[CallRecord] = []  # every call, in order
         self._schema_supported = config.json_schema
-        self._cache: dict[str, Any] = _read_cache(config.cache_path) if config.cache_path else {}
+        self._cache: dict[str, Any] = cache if cache is not None else {}
+        if config.cache_path and not self._cache:
+            self._cache.update(_read_cache(config.cache_path))
         # plain http (a local server) needs no certificates: loading them costs ~0.5 s per session
         verify = True if self.endpoint.startswith("https://") else False
         self._http = httpx.Client(transport=transport, follow_redirects=False, verify=verify)
