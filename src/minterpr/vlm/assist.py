@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 import os
 import time
+from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
 from minterpr.data.ontology import ONTOLOGY
@@ -71,10 +72,21 @@ def poorly_read(text: str, facts: Sequence[Fact], words_per_fact: float) -> bool
     return len(words) / len(facts) > words_per_fact
 
 
+@lru_cache(maxsize=None)
+def _value_words(slot: str) -> tuple[str, ...]:
+    """The slot's values' canonical phrases as " token token " strings (tokenising costs ~0.1 ms a phrase)."""
+    return tuple(f" {' '.join(read_tokens(v.phrases[0]))} " for v in ONTOLOGY.slot(slot).values)
+
+
 def leading(slot: str, question: str) -> bool:
-    """Does ``question`` suggest an answer (name one of the slot's values)? Such phrasings are refused."""
+    """Does ``question`` suggest an answer (name one of the slot's values)? Such phrasings are refused.
+
+    Example:
+        >>> leading("upper_colour", "Was her top red?"), leading("upper_colour", "What colour was her top?")
+        (True, False)
+    """
     words = f" {' '.join(read_tokens(question))} "
-    return any(f" {' '.join(read_tokens(p))} " in words for v in ONTOLOGY.slot(slot).values for p in v.phrases[:1])
+    return any(phrase in words for phrase in _value_words(slot))
 
 
 class VLMAssistant:

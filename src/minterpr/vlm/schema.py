@@ -8,7 +8,7 @@ required, additionalProperties, items, min/maxItems, minimum/maximum, min/maxLen
 nothing the model invents reaches a session.
 
 Example:
-    >>> schema = facts_schema(["gender", "carried"])
+    >>> schema = facts_schema(("gender", "carried"))
     >>> facts = parse_facts_answer('{"facts": [{"slot": "carried", "values": ["backpack"], "negated": true}]}', schema)
     >>> [(f.slot, f.values, f.negated) for f in facts]
     [('carried', ('backpack',), True)]
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+from functools import lru_cache
 from typing import Any, Sequence
 
 from minterpr.data.ontology import ONTOLOGY
@@ -36,8 +37,10 @@ def _value_items(slot_name: str) -> dict[str, Any]:
     return {"type": "string", "enum": list(ONTOLOGY.slot(slot_name).value_names)}
 
 
-def facts_schema(slots: Sequence[str] | None = None) -> dict[str, Any]:
-    """``{"facts": [{"slot", "values", "negated"}]}``, one allowed form per slot (its own values only)."""
+@lru_cache(maxsize=8)
+def facts_schema(slots: tuple[str, ...] | None = None) -> dict[str, Any]:
+    """``{"facts": [{"slot", "values", "negated"}]}``, one allowed form per slot (its own values only).
+    Built once per ``slots`` and shared: callers must not change it."""
     forms = [{"type": "object", "additionalProperties": False, "required": ["slot", "values", "negated"],
               "properties": {"slot": {"type": "string", "const": name},
                              "values": {"type": "array", "minItems": 1, "items": _value_items(name)},

@@ -2,8 +2,9 @@
 
 :class:`ScriptedServer` listens on 127.0.0.1 (a free port) in a thread and answers each request
 with the next item of its script: :func:`reply` (a completion, optionally late or a refusal),
-:func:`status` (an HTTP error such as 429 or 500), :func:`raw` (any body, e.g. not JSON) or
-:func:`drop` (the connection closed mid-answer). ``repeat=True`` answers every request past the
+:func:`status` (an HTTP error such as 429 or 500), :func:`raw` (any body, e.g. not JSON),
+:func:`drop` (the connection closed mid-answer), or a function of the request's JSON body
+returning one of those (an answer that depends on the question, e.g. :func:`valid_answer`). ``repeat=True`` answers every request past the
 end with the last item. It records each request's JSON body and headers (``server.requests``),
 so tests can check what the client sent. The client under test is the one users run.
 
@@ -20,7 +21,7 @@ import json
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence, Union
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,31 @@ def status(code: int, *, delay_s: float = 0.0) -> Answer:
     return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s)
 
 
+Script = Union[Answer, Callable[[Any], Answer]]
+
+
+def valid_answer(body: Any, *, delay_s: float = 0.0) -> Answer:
+    """A minimal answer that satisfies the request's schema: no facts, nothing seen, a question, even odds.
+
+    Example:
+        >>> from minterpr.vlm.schema import scores_schema
+        >>> body = {"response_format": {"json_schema": {"schema": scores_schema(2)}}}
+        >>> json.loads(json.loads(valid_answer(body).body)["choices"][0]["message"]["content"])
+        {'scores': [0.5, 0.5]}
+    """
+    schema = ((body or {}).get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    fields = schema.get("properties", {})
+    if "facts" in fields:
+        content: Any = {"facts": []}
+    elif "question" in fields:
+        content = {"question": "And what about that?"}
+    elif "scores" in fields:
+        content = {"scores": [0.5] * fields["scores"].get("minItems", 1)}
+    else:
+        content = {}
+    return reply(json.dumps(content), delay_s=delay_s)
+
+
 def raw(body: bytes, code: int = 200) -> Answer:
     return Answer(code, body)
 
@@ -66,7 +92,7 @@ def drop() -> Answer:
 class ScriptedServer:
     """Answers chat-completion requests from a script; a context manager (starts and stops the thread)."""
 
-    def __init__(self, script: Sequence[Answer], *, repeat: bool = False) -> None:
+    def __init__(self, script: Sequence[Script], *, repeat: bool = False) -> None:
         self.script = list(script)
         self.repeat = repeat  # past the script's end: the last answer again (else HTTP 500 "script exhausted")
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"} per request received
@@ -93,7 +119,7 @@ class ScriptedServer:
         self._server.server_close()
         self._thread.join(timeout=5)
 
-    def _next(self, request: dict[str, Any]) -> Answer:
+    def _next(self, request: dict[str, Any]) -> Script:
         with self._lock:
             self.requests.append(request)
             k = len(self.requests) - 1
@@ -121,6 +147,8 @@ class ScriptedServer:
                 except json.JSONDecodeError:
                     body = None
                 answer = outer._next({"path": self.path, "headers": dict(self.headers), "body": body})
+                if callable(answer):
+                    answer = answer(body)
                 if answer.delay_s and outer._closing.wait(answer.delay_s):
                     return
                 try:
