@@ -18,6 +18,14 @@ Large galleries:
     (K ≤ N gallery indices; :meth:`Step.rank_of` is None beyond it). ``shortlist=None`` ranks
     every image at any size, ``shortlist=K`` uses a shortlist of K at any size.
 
+A vision-language model:
+    ``vlm=`` (a :class:`~minterpr.vlm.assist.VLMAssistant`, docs/vlm.md) lets a model read poorly read
+    utterances, phrase the chosen question, answer open slots about the anchor and judge the top
+    candidates (:mod:`~minterpr.interaction.vlm_turn`), on live turns only and within one deadline a
+    turn; its facts are recorded in the history (source "vlm"), so undo and replay do not ask it
+    again. Any failure of the model leaves the turn as without it; ``vlm=None`` (the default) is
+    today's session exactly.
+
 Errors:
     A turn is computed first and committed second. Every move (:meth:`~Session.describe`,
     :meth:`~Session.answer`, :meth:`~Session.feedback`, :meth:`~Session.example`,
