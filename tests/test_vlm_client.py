@@ -173,3 +173,10 @@ def test_schemas_refuse_values_of_another_slot_and_multiple_values_of_a_single_s
         parse_facts_answer('{"facts": [{"slot": "gender", "values": ["male", "female"], "negated": false}]}', schema)
     answers = answers_schema(["gender", "carried"])
     assert answers["properties"]["gender"]["maxItems"] == 1 and "maxItems" not in answers["properties"]["carried"]
+
+
+def test_without_httpx_one_line_names_the_extra(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "httpx", None)  # as if not installed
+    with pytest.raises(ImportError, match=r"pip install 'minterpr\[vlm\]' -c constraints.txt"):
+        VLMClient(VLMConfig("http://127.0.0.1:9/v1", "m"))

@@ -171,3 +171,12 @@ def test_a_turn_waits_at_most_its_deadline_whatever_the_uses(gallery):
         session.describe("hmm, someone")
         assert time.monotonic() - start < 0.25 + 0.2
     assert vlm.turn_usage()["calls"] == 1  # after the timeout the turn asks no more
+
+
+def test_a_rate_limited_then_answering_endpoint_is_used_after_the_retry(gallery):
+    backend, index, _ = gallery
+    question = "And what colour was the top she had on?"
+    with ScriptedServer([status(429), status(503), reply(json.dumps({"question": question}))]) as server:
+        vlm = assistant(server, uses=("asking",))
+        step = Session(backend, index, schedule="questions", vlm=vlm).describe("a woman")
+    assert step.action.text == question and [c.attempts for c in vlm.client.calls] == [3]
