@@ -180,3 +180,13 @@ def test_a_rate_limited_then_answering_endpoint_is_used_after_the_retry(gallery)
         vlm = assistant(server, uses=("asking",))
         step = Session(backend, index, schedule="questions", vlm=vlm).describe("a woman")
     assert step.action.text == question and [c.attempts for c in vlm.client.calls] == [3]
+
+
+def test_a_replay_with_a_model_asks_it_nothing(gallery):
+    backend, index, images = gallery
+    with ScriptedServer([lambda body: reply("{}")], repeat=True) as server:
+        live = Session(backend, index, schedule="questions", vlm=assistant(server))
+        steps = talk(live, images)
+        asked = len(server.requests)
+        replayed = Session.replay(live.history, backend, index, schedule="questions", vlm=assistant(server))
+    assert len(server.requests) == asked and np.array_equal(replayed.step.ranking, steps[-1].ranking)

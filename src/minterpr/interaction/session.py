@@ -132,6 +132,7 @@ class Session:
         self.shortlist = make_shortlist(shortlist)
         # a vision-language model's uses (minterpr.vlm, interaction/vlm_turn.py); None = none, as before
         self.vlm = vlm
+        self._phrasing = False  # may the model phrase questions now? (live turns and undo, not a replay)
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -182,6 +183,7 @@ class Session:
                 if isinstance(pending, AskQuestion) and pending.text == turn.question:
                     context_slot = pending.slot
             live = facts is None and self.vlm is not None  # the model is asked on live turns only
+            self._phrasing = live
             if facts is None:
                 facts = tuple(turn_facts(turn, context_slot))
             judged = tuple((int(i), float(p)) for i, p in model_scores)
@@ -214,6 +216,7 @@ class Session:
         if rest:
             if self.vlm is not None:
                 self.vlm.begin_turn()
+                self._phrasing = True  # the question the restored step asked (the model's answer is cached)
             self._rng.setstate(self._rng_states[-2])  # as before the restored step was computed
             try:
                 step = self._compute(rest, self._judged[-2])
@@ -402,7 +405,7 @@ class Session:
     def _ask(self, choice: QuestionChoice, ctx: PolicyContext) -> AskQuestion:
         known = known_attributes(ctx.facts)
         text = question(choice.slot, known, self._rng)  # drawn either way: the generator moves as without a model
-        if self.vlm is not None:  # phrased by the model, kept only when it still asks this slot
+        if self.vlm is not None and self._phrasing:  # phrased by the model, kept only when it still asks this slot
             text = self.vlm.phrase(choice.slot, known, text, accept=lambda q: question_slot(q) == choice.slot)
         return AskQuestion(choice.slot, text, choice.gain)
 
