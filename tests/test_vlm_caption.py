@@ -81,3 +81,26 @@ def test_the_cli_needs_an_endpoint(crops, capsys):
     images, root = crops
     assert main(["vlm", "caption", "--gallery", str(root / "g.jsonl"), "--out", str(root / "o.jsonl")]) == 2
     assert "--vlm-url" in capsys.readouterr().err
+
+
+def test_the_captions_evidence_ranks_a_captioned_crop_in_a_search(tmp_path):
+    import numpy as np
+
+    from minterpr.index.gallery_index import GalleryIndex
+    from minterpr.interaction.session import Session
+    from minterpr.vlm.caption import crop_record, with_caption_evidence
+
+    images = [GalleryImage(f"{i}.jpg", f"x:{i}") for i in range(4)]
+    index = GalleryIndex(images, np.eye(4, dtype=np.float32))  # no attribute evidence at all
+
+    class Cosine:  # a backend whose query says nothing (every image scores the same)
+        def encode_turns(self, turns, index):
+            return np.full((len(turns), 4), 0.5, dtype=np.float32)
+
+    plain = Session(Cosine(), index, shortlist=None).describe("a woman in a red top")
+    captioned = with_caption_evidence(index, {"2.jpg": crop_record("2.jpg", {"gender": ("female",),
+                                                                               "upper_colour": ("red",)})})
+    step = Session(Cosine(), captioned, shortlist=None).describe("a woman in a red top")
+    assert int(step.ranking[0]) == 2 and float(np.ptp(plain.scores)) == 0.0
+    with pytest.raises(ValueError, match="0..1"):
+        with_caption_evidence(index, {}, weight=1.5)

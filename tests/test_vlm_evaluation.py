@@ -71,3 +71,14 @@ def test_eval_takes_only_the_reading_use(tmp_path, capsys):
     code = main(["eval", "--run", str(tmp_path / "none"), "--data", str(tmp_path / "d.jsonl"),
                  "--vlm-url", "http://127.0.0.1:9/v1", "--vlm-model", "m", "--vlm-uses", "asking"])
     assert code == 2
+
+
+def test_simulate_reads_mtg_captions_and_records_them(world, tmp_path):
+    from minterpr.vlm.caption import crop_record
+
+    root, gallery = world
+    captions = tmp_path / "mtg.jsonl"
+    captions.write_text("".join(json.dumps(crop_record(g.path, {"gender": tuple(g.attributes["gender"])})) + "\n"
+                                for g in gallery[:6]))
+    report = _simulate(root, tmp_path, "captioned", ["--vlm-captions", str(captions)])
+    assert report["protocol"]["vlm_captions"] == str(captions) and report["protocol"]["vlm_caption_weight"] == 0.5

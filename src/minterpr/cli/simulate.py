@@ -138,12 +138,17 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         simulator = SIMULATORS.create(args.simulator, **options)
     backend, stored = load_backend(args)
     index = build_index(backend, gallery, str(data_dir), progress=show_progress(args))
+    if args.vlm_captions:  # MTG: the captions' evidence beside the image model's (minterpr vlm caption)
+        from minterpr.vlm.caption import read_captions, with_caption_evidence
+        index = with_caption_evidence(index, read_captions(args.vlm_captions), args.vlm_caption_weight)
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
                   rerank=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
-                            **({"run": args.run} if args.run else {})})
+                            **({"run": args.run} if args.run else {}),
+                            **({"vlm_captions": args.vlm_captions, "vlm_caption_weight": args.vlm_caption_weight}
+                               if args.vlm_captions else {})})
     common["vlm"] = vlm_config(args)
     pictures = _Pictures(args, index, targets)
     if args.compare:
@@ -251,6 +256,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_picture_options(p, "targets (with --compare: per setting, in DIR/<setting>/)")
     add_vlm_arguments(p)
+    p.add_argument("--vlm-captions", metavar="CAPTIONS.jsonl",
+                   help="the gallery's MTG captions (minterpr vlm caption): their evidence beside the image model's")
+    p.add_argument("--vlm-caption-weight", type=float, default=0.5, metavar="W",
+                   help="weight of the captions' evidence in each captioned slot's probabilities (default 0.5)")
     p.set_defaults(handler=cmd_simulate)  # CLIError, RunError, ...: minterpr.cli.main prints them (exit 2)
     add_common_options(p, device=True, json=True,
                        json_help="write the report to PATH (with --compare: {settings: {name: report}}); "

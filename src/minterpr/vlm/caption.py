@@ -10,7 +10,8 @@ writes the same text) and per-slot evidence (``{slot: {value: weight}}``, as the
 crop, appended a batch at a time and flushed: a run stopped at any point resumes where it stopped
 (the crops already in the file are skipped, a half-written last line is dropped). A crop whose
 every question failed gets no record, so a resumed run asks it again. The report says what was
-done and what it cost (calls, tokens, seconds).
+done and what it cost (calls, tokens, seconds). :func:`with_caption_evidence` gives a search the
+stored evidence beside the image model's (``minterpr simulate --vlm-captions FILE``).
 
 Example (a scripted endpoint that sees a man in black, one answer per turn):
     >>> import json, tempfile, os
@@ -32,18 +33,22 @@ Example (a scripted endpoint that sees a man in black, one answer per turn):
 """
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
 import random
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.data.phrasing import Fact
 from minterpr.data.text_parser import facts_to_evidence
 from minterpr.data.utterances import caption_description
 from minterpr.errors import InputError
+from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import GalleryImage
 from minterpr.vlm.assist import read_image
 from minterpr.vlm.client import VLMClient
@@ -153,6 +158,42 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
     return report
 
 
+def with_caption_evidence(index: GalleryIndex, captions: Mapping[str, Mapping[str, Any]],
+                          weight: float = 0.5) -> GalleryIndex:
+    """A copy of ``index`` whose attribute probabilities blend the image model's with the captions':
+    ``(1 - weight) * p + weight * seen`` for each slot a crop's record names (seen: 1 for the values the
+    model saw; 0 for the other values of a single-valued slot; a multi-valued slot's other values keep
+    ``p``). Without the image model's probabilities the blend starts from 0.5. Crops without a record
+    keep theirs. The copy has no fused index (its evidence would be stale); ``vectors`` stay.
+
+    Example:
+        >>> import numpy as np
+        >>> index = GalleryIndex([GalleryImage("a.jpg", "x:1"), GalleryImage("b.jpg", "x:2")], np.eye(2))
+        >>> captioned = with_caption_evidence(index, {"b.jpg": crop_record("b.jpg", {"gender": ("female",)})})
+        >>> columns = ONTOLOGY.slot_columns()["gender"]  # male, female
+        >>> captioned.attribute_probs[:, columns].tolist()
+        [[0.5, 0.5], [0.25, 0.75]]
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"caption weight must be within 0..1, got {weight}")
+    labels = ONTOLOGY.flat_labels()
+    column = {label: j for j, label in enumerate(labels)}
+    probs = (np.full((len(index), len(labels)), 0.5, dtype=np.float32) if index.attribute_probs is None
+             else np.array(index.attribute_probs, dtype=np.float32, copy=True))
+    for i, image in enumerate(index.images):
+        record = captions.get(image.path)
+        if record is None:
+            continue
+        for slot_name, values in record.get("attributes", {}).items():
+            slot = ONTOLOGY.slot(slot_name)
+            for value in slot.value_names:
+                seen = 1.0 if value in values else 0.0 if not slot.multi else None
+                if seen is not None:
+                    j = column[(slot_name, value)]
+                    probs[i, j] = (1 - weight) * probs[i, j] + weight * seen
+    return dataclasses.replace(index, attribute_probs=probs, fused=None)
+
+
 def _drop_broken_tail(path: str) -> None:
     """Cut a half-written last line (a run stopped mid-write) so appending starts on a fresh line."""
     if not os.path.exists(path):
@@ -163,4 +204,5 @@ def _drop_broken_tail(path: str) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-__all__ = ["VLMConfig", "caption_crop", "caption_gallery", "crop_record", "question_groups", "read_captions"]
+__all__ = ["VLMConfig", "caption_crop", "caption_gallery", "crop_record", "question_groups", "read_captions",
+           "with_caption_evidence"]
