@@ -82,3 +82,14 @@ def test_simulate_reads_mtg_captions_and_records_them(world, tmp_path):
                                 for g in gallery[:6]))
     report = _simulate(root, tmp_path, "captioned", ["--vlm-captions", str(captions)])
     assert report["protocol"]["vlm_captions"] == str(captions) and report["protocol"]["vlm_caption_weight"] == 0.5
+
+
+def test_chat_takes_the_model_options_and_survives_a_failing_endpoint(world, monkeypatch, capsys):
+    import io
+
+    root, _ = world
+    monkeypatch.setattr("sys.stdin", io.StringIO("hmm, someone in the drizzle\n:quit\n"))
+    with ScriptedServer([status(500)], repeat=True) as server:
+        code = main(["chat", "--backend", "attribute", "--images", str(root), "--top", "2", "--vlm-url", server.url,
+                     "--vlm-model", "m", "--vlm-uses", "reading", "--vlm-deadline", "0.5"])
+    assert code == 0 and "  1. " in capsys.readouterr().out and len(server.requests) == 2  # a third try would wait past the 0.5 s deadline
