@@ -1,5 +1,5 @@
-"""Imports flow one way (types/registry -> language -> data -> models -> index -> interaction -> evaluation ->
-runtime -> training -> ingest -> serving -> cli) and the core never imports torch or optional packages."""
+"""Imports flow one way (types/registry -> language -> data -> models -> index -> vlm -> interaction -> evaluation
+-> runtime -> training -> ingest -> serving -> cli) and the core never imports torch or optional packages."""
 import ast
 import subprocess
 import sys
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
-LAYERS = ["types", "registry", "language", "data", "models", "index", "interaction", "evaluation", "runtime",
+LAYERS = ["types", "registry", "language", "data", "models", "index", "vlm", "interaction", "evaluation", "runtime",
           "trained_run", "training", "ingest", "serving", "cli"]
 RANK = {"types": 0, "registry": 0, "errors": 0, "fileio": 0, **{name: i for i, name in enumerate(LAYERS)}}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}

@@ -37,10 +37,11 @@ import os
 import re
 import sys
 from pathlib import Path
-from typing import Iterable, TextIO
+from typing import Any, Iterable, TextIO
 
 from minterpr.cli.common import add_common_options, show_progress
 from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, check_backend_arguments, load_backend
+from minterpr.cli.vlm import add_vlm_arguments, vlm_config
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.errors import InputError, MinterprError
 from minterpr.language.dialogue_acts import verdict
@@ -351,7 +352,7 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
     # the user's own terminal: example images may be any file the user can read
     options = dict(question_policy=args.questions, reference_policy=args.references, schedule=args.schedule,
                    seed=args.seed, reranking=scoring,
-                   allow_external_images=True)
+                   allow_external_images=True, vlm=_assistant(args))
     transcript = getattr(args, "transcript", None)
     loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript,
                     show=getattr(args, "show", None))
@@ -375,12 +376,22 @@ def _handler(args: argparse.Namespace) -> int:
         return 2
 
 
+def _assistant(args: argparse.Namespace) -> Any:
+    """The --vlm-* model for the session (docs/vlm.md), or None."""
+    config = vlm_config(args)
+    if config is None:
+        return None
+    from minterpr.vlm.assist import VLMAssistant
+    return VLMAssistant(config)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES
 
     p = subparsers.add_parser("chat", help="interactive search in the terminal",
                               description="Describe a person, answer the system's questions, judge results.")
     add_backend_arguments(p, default_run="shipped")  # real photos by default: the shipped real-pixel model
+    add_vlm_arguments(p)
     gallery = p.add_mutually_exclusive_group(required=True)
     gallery.add_argument("--images", metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
     gallery.add_argument("--index", metavar="INDEX_DIR", help="a gallery store built by `minterpr index build` "

@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
+from minterpr.cli.vlm import add_vlm_arguments, format_vlm_usage, vlm_config
+from minterpr.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -83,9 +85,19 @@ def _run(args: argparse.Namespace) -> int:
         protocol["text_precision"] = backend.text_precision
     root = args.image_root or str(data.parent)
     recorder = _recorder(args, samples, gallery)
+    from minterpr.interaction.vlm_turn import turn_reader
+
+    vlm = _vlm_reader(args)
+    if vlm is not None:
+        protocol["vlm"] = vlm.config.to_dict()
     report = evaluate_dialogues(backend, samples, gallery, root, protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=show_progress(args), scoring=scoring, observe=recorder)
+                                progress=show_progress(args), scoring=scoring, observe=recorder,
+                                read_facts=None if vlm is None else turn_reader(vlm))
+    if vlm is not None:
+        report.extra["vlm"] = {"total": vlm.client.usage()}
+        print(format_vlm_usage({"turns": None, **report.extra["vlm"]}))
+        vlm.close()
     print(format_table(report))
     if write_json(args.json, report.to_json()) not in (None, STDOUT):
         log.info("wrote %s", args.json)
@@ -100,6 +112,18 @@ def _run(args: argparse.Namespace) -> int:
 
 
 # ----- pictures (shared with `minterpr simulate`) -----------------------------------------------
+def _vlm_reader(args: argparse.Namespace) -> Any:
+    """The reading use of --vlm-* (a replay has recorded questions and references: reading is the one use)."""
+    config = vlm_config(args)
+    if config is None:
+        return None
+    if set(config.uses) - {"reading"}:
+        raise InputError(f"minterpr eval replays recorded turns: --vlm-uses must be reading (got {','.join(config.uses)});"
+                         " measure asking, anchor and rerank with minterpr simulate")
+    from minterpr.vlm.assist import VLMAssistant
+    return VLMAssistant(config)
+
+
 def add_picture_options(parser: argparse.ArgumentParser, what: str) -> None:
     """--pictures N, --pictures-dir DIR, --pictures-seed S, --pictures-top K."""
     parser.add_argument("--pictures", type=int, default=0, metavar="N",
@@ -183,6 +207,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")
     add_picture_options(parser, "dialogues")
+    add_vlm_arguments(parser, uses="reading")
     parser.set_defaults(handler=run)
     add_common_options(parser, device=True, json=True,
                        json_help="write the evaluation report to PATH ('-' or no value: to stdout, the table to "

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "minterpr.cli.export",
     "minterpr.cli.models",
     "minterpr.cli.ingest",
+    "minterpr.cli.vlm",
 )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 
 from minterpr.cli.common import add_common_options, show_progress
 from minterpr.cli.simulate import CLIError
+from minterpr.cli.vlm import add_vlm_arguments, vlm_config
 
 log = logging.getLogger(__name__)
 
@@ -84,7 +85,7 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
     return ServeSettings(data_dir=Path(args.data), database_url=getattr(args, "database_url", None),
                          cookie_secure=getattr(args, "cookie_secure", False),
                          retention_days=getattr(args, "retention_days", None),
-                         torch_threads=getattr(args, "torch_threads", None), **extra)
+                         torch_threads=getattr(args, "torch_threads", None), vlm=vlm_config(args), **extra)
 
 
 def services_from(args: argparse.Namespace) -> Any:
@@ -315,6 +316,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
                         help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "
                              "warning with --quiet)")
+    add_vlm_arguments(parser)
     parser.set_defaults(handler=cmd_serve)
     add_common_options(parser, device=True)
 

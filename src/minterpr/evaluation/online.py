@@ -33,8 +33,10 @@ from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.policies import Schedule
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.session import AskQuestion, Session, ShowReferences
+from minterpr.evaluation.vlm_usage import TurnUsage, vlm_sessions
 from minterpr.interaction.simulators import SIMULATORS, Simulator
 from minterpr.types import GalleryImage
+from minterpr.vlm.config import VLMConfig
 
 # Settings compared by `minterpr simulate --compare`: name -> simulate() keyword arguments, where
 # "rerank_changes" switches fields of the shared re-ranking config (compare's ``rerank``) instead
@@ -78,7 +80,8 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
              simulator: str | Simulator = "oracle", simulator_options: Mapping[str, Any] | None = None,
              rerank: RerankConfig = RerankConfig(), schedule: str | Sequence[str] | Schedule = "auto",
              num_references: int = 3, seed: int = 0, protocol: Mapping[str, Any] | None = None,
-             observe: Callable[[int, Sequence[Session]], None] | None = None) -> EvaluationReport:
+             observe: Callable[[int, Sequence[Session]], None] | None = None,
+             vlm: VLMConfig | None = None) -> EvaluationReport:
     """Simulate ``rounds`` rounds of interaction for every target and report per-round metrics.
 
     Round 0 is the simulated description; each later round is one system move and the user's
@@ -90,6 +93,8 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
     ``observe(round, sessions)``, when given, is called after each round with the sessions (one
     per target) and must only read them (e.g. a
     :class:`~minterpr.evaluation.pictures.SessionRecorder` keeping a few rankings).
+    ``vlm`` (a :class:`~minterpr.vlm.config.VLMConfig`) gives every session a model with its uses;
+    the report's ``vlm`` key then holds calls, tokens, latency and fallbacks per turn and per round.
     """
     if rounds < 0:
         raise InputError(f"rounds must be >= 0, got {rounds}")
@@ -101,12 +106,20 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
         raise InputError("simulator_options only apply when the simulator is given by name")
     options = dict(question_policy=question_policy, reference_policy=reference_policy, reranking=rerank,
                    seed=seed, schedule=schedule, num_references=num_references)
-    sessions = [Session(backend, index, **options) for _ in targets]
+    models = vlm_sessions(vlm, len(targets))
+    sessions = [Session(backend, index, **options, vlm=model) for model in models]
+    usage = TurnUsage()
+
+    def used(r: int, session: Session) -> None:
+        if session.vlm is not None:
+            usage.add(r, session.vlm.turn_usage())
     users = [simulator.user(t, index, query=q, seed=seed) for q, t in enumerate(targets)]
     moves = {"question": 0, "reference": 0, "none": 0}
 
     def round_scores() -> Iterator[np.ndarray]:
         steps = [s.describe(u.describe()) for s, u in zip(sessions, users)]
+        for s in sessions:
+            used(0, s)
         if observe is not None:
             observe(0, sessions)
         yield np.stack([step.gallery_scores() for step in steps])  # (Q, G)
@@ -119,6 +132,7 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
                 turn = user.respond(action)
                 if turn is not None:
                     steps[q] = session.add(turn)
+                    used(r, session)
             if observe is not None:
                 observe(r, sessions)
             yield np.stack([step.gallery_scores() for step in steps])
@@ -127,6 +141,10 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
     result["mean_turns_to_rank1"] = result["first_round_at_rank1"]
     result["moves"] = moves
     result["confirmed"] = 100.0 * float(np.mean([any(s.judgements.values()) for s in sessions]))
+    if vlm is not None:
+        result["vlm"] = usage.summary()
+        for model in models:
+            model.close()
     record = {"simulator": simulator.describe_protocol(), "rounds": rounds, **sessions[0].protocol(),
               "backend": _backend_protocol(backend), "gallery_size": len(index), "num_targets": len(targets),
               **dict(protocol or {})}

@@ -106,7 +106,8 @@ class _Replay:
 
     def __init__(self, backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                  image_root: str | os.PathLike[str] | None, max_rounds: int | None, description_only: bool,
-                 progress: bool, index: Any = None, queries: Sequence[np.ndarray] | None = None) -> None:
+                 progress: bool, index: Any = None, queries: Sequence[np.ndarray] | None = None,
+                 read_facts: Callable[[Turn], Sequence[Fact]] | None = None) -> None:
         if not samples:
             raise InputError("no dialogues to evaluate")
         if not gallery_images:
@@ -142,7 +143,8 @@ class _Replay:
             seen: set[int] = set()
             per_round = []
             for turn in turns:
-                ids = [self.facts.setdefault(f, len(self.facts)) for f in turn_facts(turn)]
+                facts = turn_facts(turn) if read_facts is None else (*turn_facts(turn), *read_facts(turn))
+                ids = [self.facts.setdefault(f, len(self.facts)) for f in facts]
                 new = [j for j in dict.fromkeys(ids) if j not in seen]
                 seen.update(new)
                 per_round.append(new)
@@ -247,7 +249,8 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
                        image_root: str | os.PathLike[str] | None, protocol: Mapping[str, Any] | None = None, *,
                        max_rounds: int | None = None, description_only: bool = False,
                        progress: bool = False, scoring: ScoringConfig | None = None,
-                       observe: Callable[[int, np.ndarray], None] | None = None) -> EvaluationReport:
+                       observe: Callable[[int, np.ndarray], None] | None = None,
+                       read_facts: Callable[[Turn], Sequence[Fact]] | None = None) -> EvaluationReport:
     """Replay ``samples`` round by round with ``backend`` (a RetrievalBackend) against the gallery.
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
@@ -260,11 +263,13 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
     ``attribute_evidence``. ``observe(round, scores)``, when given, sees each round's (Q, G) final
     scores before they are scored and must not change them (e.g. a
     :class:`~minterpr.evaluation.pictures.RankRecorder` keeping a few queries' rankings).
+    ``read_facts(turn)``, when given, adds facts to the rule reader's (a VLM's reading, minterpr.vlm).
     """
     scoring = ScoringConfig() if scoring is None else scoring
     if not isinstance(scoring, ScoringConfig):
         raise InputError(f"scoring must be a ScoringConfig, got {type(scoring).__name__}")
-    replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress)
+    replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress,
+                     read_facts=read_facts)
     result = replay.metrics(scoring, observe)
     full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
             "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",

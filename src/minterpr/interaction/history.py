@@ -30,6 +30,7 @@ from __future__ import annotations
 import json
 import os
 import reprlib
+from dataclasses import dataclass
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from minterpr.data.errors import DataError
@@ -58,6 +59,26 @@ class _Bad(Exception):
         self.field, self.reason = field, reason
 
 
+@dataclass(frozen=True)
+class ModelFact(Fact):
+    """A fact a vision-language model contributed (minterpr.vlm); its source shows as "vlm"."""
+
+    use: str = "reading"  # "reading" (the user's words, read by the model) or "anchor" (seen on the anchor image)
+
+
+MODEL_USES = ("reading", "anchor")
+
+
+def fact_source(fact: Fact) -> str:
+    """Where a fact came from: "vlm" (the model) or "rule" (the rule reader), for the page and the chat.
+
+    Example:
+        >>> fact_source(Fact("gender", ("male",))), fact_source(ModelFact("gender", ("male",)))
+        ('rule', 'vlm')
+    """
+    return "vlm" if isinstance(fact, ModelFact) else "rule"
+
+
 class HistoryEntry(NamedTuple):
     """One turn of a session: what the user said, what it asserted, and the top results after it."""
 
@@ -75,7 +96,8 @@ class HistoryEntry(NamedTuple):
         """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...], "shown": [...]
         (the shown image's facts, same form), "understood": bool (derived, for the page; ignored when read)}."""
         data: dict[str, Any] = {"type": _NAMES[type(self.turn)], **self.turn.__dict__}
-        data["facts"] = [[f.slot, list(f.values), f.negated] for f in self.facts]
+        data["facts"] = [[f.slot, list(f.values), f.negated, *([f.use] if isinstance(f, ModelFact) else [])]
+                         for f in self.facts]  # a model's fact carries its use as a 4th item
         data["top"] = list(self.top)
         data["shown"] = [[f.slot, list(f.values), f.negated] for f in self.shown]
         data["understood"] = self.understood
@@ -92,9 +114,9 @@ class HistoryEntry(NamedTuple):
 
 def _parse_fact(item: Any, k: int) -> Fact:
     where = f"facts[{k}]"
-    if not isinstance(item, (list, tuple)) or len(item) != 3:
-        raise _Bad(where, f"expected [slot, [values], negated], got {_short(item)}")
-    slot, values, negated = item
+    if not isinstance(item, (list, tuple)) or len(item) not in (3, 4) or (len(item) == 4 and item[3] not in MODEL_USES):
+        raise _Bad(where, f"expected [slot, [values], negated] (+ reading|anchor for a model's fact), got {_short(item)}")
+    slot, values, negated = item[:3]
     if not isinstance(slot, str) or slot not in ONTOLOGY.slot_names:
         raise _Bad(where, f"unknown slot {_short(slot)}")
     known = ONTOLOGY.slot(slot).value_names
@@ -104,7 +126,7 @@ def _parse_fact(item: Any, k: int) -> Fact:
                           f"got {_short(values)}")
     if not isinstance(negated, bool):
         raise _Bad(where, f"negated must be true or false, got {_short(negated)}")
-    return Fact(slot, tuple(values), negated)
+    return Fact(slot, tuple(values), negated) if len(item) == 3 else ModelFact(slot, tuple(values), negated, item[3])
 
 
 def _parse_entry(data: Any) -> HistoryEntry:

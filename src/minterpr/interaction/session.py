@@ -18,6 +18,14 @@ Large galleries:
     (K ≤ N gallery indices; :meth:`Step.rank_of` is None beyond it). ``shortlist=None`` ranks
     every image at any size, ``shortlist=K`` uses a shortlist of K at any size.
 
+A vision-language model:
+    ``vlm=`` (a :class:`~minterpr.vlm.assist.VLMAssistant`, docs/vlm.md) lets a model read poorly read
+    utterances, phrase the chosen question, answer open slots about the anchor and judge the top
+    candidates (:mod:`~minterpr.interaction.vlm_turn`), on live turns only and within one deadline a
+    turn; its facts are recorded in the history (source "vlm"), so undo and replay do not ask it
+    again. Any failure of the model leaves the turn as without it; ``vlm=None`` (the default) is
+    today's session exactly.
+
 Errors:
     A turn is computed first and committed second. Every move (:meth:`~Session.describe`,
     :meth:`~Session.answer`, :meth:`~Session.feedback`, :meth:`~Session.example`,
@@ -74,7 +82,10 @@ from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
 from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
 from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
+from minterpr.interaction.vlm_turn import model_anchor, model_judgements, model_reading, with_judgements
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
+from minterpr.vlm.assist import VLMAssistant
+from minterpr.vlm.config import VLMConfig
 
 __all__ = ["Action", "AskQuestion", "HistoryEntry", "Session", "ShowReferences", "Step"]
 
@@ -93,7 +104,8 @@ class Session:
                  schedule: str | Sequence[str] | Schedule = "auto", num_references: int = 3,
                  history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
                  allow_external_images: bool = False,
-                 shortlist: ShortlistConfig | int | None = ShortlistConfig()) -> None:
+                 shortlist: ShortlistConfig | int | None = ShortlistConfig(),
+                 vlm: VLMAssistant | None = None) -> None:
         if not isinstance(gallery_index, GalleryIndex):
             raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
         if len(gallery_index) == 0:
@@ -118,9 +130,13 @@ class Session:
         # large galleries are re-ranked on the query's top-K (interaction/shortlist.py); the default ranks
         # galleries under 20,000 images whole; None = always whole, an int K = a shortlist of K at any size
         self.shortlist = make_shortlist(shortlist)
+        # a vision-language model's uses (minterpr.vlm, interaction/vlm_turn.py); None = none, as before
+        self.vlm = vlm
+        self._phrasing = False  # may the model phrase questions now? (live turns and undo, not a replay)
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
+        self._judged: list[tuple[tuple[int, float], ...]] = []  # per turn: the model's (gallery index, P(person))
         self._step: Step | None = None
 
     # ----- the user's moves -------------------------------------------------------------------
@@ -147,11 +163,12 @@ class Session:
         return self.add(ExampleTurn(self._image(image_path, "image path")))
 
     def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None,
-            shown: Sequence[Fact] = ()) -> Step:
+            shown: Sequence[Fact] = (), model_scores: Sequence[tuple[int, float]] = ()) -> Step:
         """Add any turn. A Q&A turn answering the pending question is read with its slot as context;
-        ``facts`` (as recorded in a history) skip parsing, with ``shown`` the facts recorded of a
-        feedback turn's image. Recorded turns may carry empty text; otherwise the checks of the
-        user's moves apply. Atomic: TurnError leaves the session as it was."""
+        ``facts`` (as recorded in a history, the model's among them) skip parsing and the model, with
+        ``shown`` the facts recorded of a feedback turn's image, and ``model_scores`` are a recorded
+        turn's judgements (:attr:`model_scores`). Recorded turns may carry empty text; otherwise the
+        checks of the user's moves apply. Atomic: TurnError leaves the session as it was."""
         turn = self._checked(turn)
         shown = tuple(shown)
         for name, given in (("facts", facts), ("shown", shown)):
@@ -167,11 +184,19 @@ class Session:
                 pending = self.action
                 if isinstance(pending, AskQuestion) and pending.text == turn.question:
                     context_slot = pending.slot
+            live = facts is None and self.vlm is not None  # the model is asked on live turns only
+            self._phrasing = live
             if facts is None:
                 reading = turn_reading(turn, context_slot)
                 facts, shown = reading.target, reading.shown
+            judged = tuple((int(i), float(p)) for i, p in model_scores)
+            if live:
+                self.vlm.begin_turn()  # one deadline for every call of this turn
+                facts = facts + model_reading(self.vlm, turn, context_slot, facts)
             history = [*self._history, HistoryEntry(turn, facts, (), shown)]
-            step = self._compute(history)
+            step = self._compute(history, judged)
+            if live:
+                step, judged = self._assisted(history, step, state)
         except BaseException as err:
             self._rng.setstate(state)  # nothing of the failed turn stays, even after Ctrl-C
             if isinstance(err, Exception):
@@ -179,6 +204,7 @@ class Session:
             raise
         history[-1] = history[-1]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k]))
         self._history = history
+        self._judged.append(judged)
         self._rng_states.append(state)
         self._step = step
         return step
@@ -191,9 +217,12 @@ class Session:
         step = None
         state = self._rng.getstate()
         if rest:
+            if self.vlm is not None:
+                self.vlm.begin_turn()
+                self._phrasing = True  # the question the restored step asked (the model's answer is cached)
             self._rng.setstate(self._rng_states[-2])  # as before the restored step was computed
             try:
-                step = self._compute(rest)
+                step = self._compute(rest, self._judged[-2])
             except BaseException as err:
                 self._rng.setstate(state)
                 if isinstance(err, Exception):
@@ -202,9 +231,27 @@ class Session:
         else:
             self._rng.setstate(self._rng_states[0])
         self._history = rest
+        self._judged.pop()
         self._rng_states.pop()
         self._step = step
         return step
+
+    def _assisted(self, history: list[HistoryEntry], step: Step,
+                  state: object) -> tuple[Step, tuple[tuple[int, float], ...]]:
+        """The step with the anchor's answers added to the last entry's facts and the model's judgements
+        of the top candidates, recomputed when they change it (interaction/vlm_turn.py); each recomputation
+        starts from the turn's generator ``state``, so undo and replay compute the same step once."""
+        anchor = step.anchor if step.anchor is not None else int(step.ranking[0])
+        seen = model_anchor(self.vlm, self.index, anchor, _facts(history), _asked_slots(history))
+        if seen:
+            history[-1] = history[-1]._replace(facts=history[-1].facts + seen)
+            self._rng.setstate(state)
+            step = self._compute(history)
+        judged = model_judgements(self.vlm, self.index, step.ranking, history)
+        if judged:
+            self._rng.setstate(state)
+            step = self._compute(history, judged)
+        return step, judged
 
     def _text(self, text: Any, what: str) -> str:
         return clean_text(text, what, self.max_text_chars)
@@ -257,6 +304,11 @@ class Session:
         return _image_facts(self._history, self.index)
 
     @property
+    def model_scores(self) -> list[tuple[tuple[int, float], ...]]:
+        """Per turn, the model's judgements of the top candidates (vlm rerank; empty tuples without it)."""
+        return list(self._judged)
+
+    @property
     def judgements(self) -> dict[int, bool | None]:
         """Gallery index -> the user's latest verdict (True = it is the person, False = not, None = unsure)."""
         return self._judgements(self._history)
@@ -270,7 +322,8 @@ class Session:
         return {"question_policy": self.question_policy.name, "reference_policy": self.reference_policy.name,
                 "schedule": self.schedule.describe(), "num_references": self.num_references,
                 "reranking": self.reranking.to_dict(), "seed": self.seed,
-                "shortlist": self.shortlist.to_dict() if self.shortlist and self.shortlist.applies(len(self.index)) else None}
+                "shortlist": self.shortlist.to_dict() if self.shortlist and self.shortlist.applies(len(self.index)) else None,
+                **({"vlm": self.vlm.config.to_dict()} if self.vlm is not None else {})}
 
     # ----- keeping a conversation -------------------------------------------------------------
     def save_history(self, path: str | os.PathLike[str]) -> str:
@@ -310,7 +363,7 @@ class Session:
         rounds = round_judgements([entry.turn for entry in history], self.index.index_of)
         return rounds[-1] if rounds else {}
 
-    def _compute(self, history: Sequence[HistoryEntry]) -> Step:
+    def _compute(self, history: Sequence[HistoryEntry], judged: Sequence[tuple[int, float]] = ()) -> Step:
         turns = [entry.turn for entry in history]
         queries = self.backend.encode_turns(turns, self.index)  # (R, D)
         judgements = self._judgements(history)
@@ -318,16 +371,20 @@ class Session:
         named = {self.index.index_of(t.image_path) for t in turns if isinstance(t, ExampleTurn)} - {None}
         found = rank_candidates(self.index, queries[-1], facts, judgements, self.shortlist, self.reranking,
                                 named=named, min_open=self.num_references + 1)  # every image on the exact path
-        order = np.argsort(-found.scores, kind="stable")  # (K,) positions among the candidates, best first
+        scores = found.scores
+        if judged:  # the model's judgements of this turn's candidates (vlm rerank)
+            weight = self.vlm.config.rerank_weight if self.vlm is not None else VLMConfig.rerank_weight
+            scores = with_judgements(found.rows, scores, judged, weight)
+        order = np.argsort(-scores, kind="stable")  # (K,) positions among the candidates, best first
         done = any(judgements.values())
-        ctx = PolicyContext(found.index, found.scores, order, facts, _asked_slots(history),
+        ctx = PolicyContext(found.index, scores, order, facts, _asked_slots(history),
                             frozenset(found.local(judgements)), self._rng)
         action = None if done else self._next_action(ctx, len(history))
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
         stated = _image_facts(history, self.index)  # what the user said of each shown image judges it first
-        return Step(found.rows[order], found.scores[order], action, found.anchor,
+        return Step(found.rows[order], scores[order], action, found.anchor,
                     lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, stated=stated.get(i, ())),
                     len(self.index))
 
@@ -358,7 +415,11 @@ class Session:
         return None
 
     def _ask(self, choice: QuestionChoice, ctx: PolicyContext) -> AskQuestion:
-        return AskQuestion(choice.slot, question(choice.slot, known_attributes(ctx.facts), self._rng), choice.gain)
+        known = known_attributes(ctx.facts)
+        text = question(choice.slot, known, self._rng)  # drawn either way: the generator moves as without a model
+        if self.vlm is not None and self._phrasing:  # phrased by the model, kept only when it still asks this slot
+            text = self.vlm.phrase(choice.slot, known, text, accept=lambda q: question_slot(q) == choice.slot)
+        return AskQuestion(choice.slot, text, choice.gain)
 
     def _show(self, shown: Sequence[int]) -> ShowReferences | None:
         if not shown:

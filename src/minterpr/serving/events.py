@@ -104,7 +104,8 @@ def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[s
     session = Session(backend, index, **session_options(options, reranking))
     for entry, event in turns:
         try:
-            session.add(entry.turn, facts=entry.facts, shown=entry.shown)
+            session.add(entry.turn, facts=entry.facts, shown=entry.shown,
+                        model_scores=event.payload.get("model_scores", ()))
         except TurnError as err:
             raise TurnError(f"event {event.seq} ({event.kind}): {err}") from err
     return session

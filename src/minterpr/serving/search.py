@@ -50,9 +50,11 @@ from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
 from minterpr.serving.views import Live, Positions, confirmed, export_images, turn_view
+from minterpr.vlm.assist import VLMAssistant
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
                  "confirm": "confirm"}
+_VLM_AUDIT = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens")
 
 
 def need(principal: Principal, permission: str) -> None:
@@ -87,7 +89,8 @@ class Search:
         sid = uuid.uuid4().hex
         options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars,
                    "shortlist": ShortlistConfig().to_dict()}  # recorded: a later default must not change a replay
-        session = events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(), None)
+        session = self._with_model(events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(),
+                                                 None))
         filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
                    "end": scope.end}
         positions = Positions(rows, len(loaded.index))
@@ -238,16 +241,21 @@ class Search:
             except TurnError as err:
                 raise ApiError(422, "invalid_turn", str(err)) from None
             computed = time.perf_counter()
+            # every call the model made for this turn, audited with the case (endpoint, model, purpose; no key)
+            calls = live.session.vlm.turn_usage()["records"] if live.session.vlm is not None else []
+            judged = live.session.model_scores[-1] if live.session.history else ()
             shown = turn_view(live, self._top(top), live.gallery.name)
             if kind == "undo":
                 payload: dict[str, Any] = {}
                 audits = [("undo", {"session": sid, "turns": len(live.session.history)})]
             else:
-                payload = events.turn_payload(live.session.history[-1], **extra)
+                payload = events.turn_payload(live.session.history[-1], **extra,
+                                              **({"model_scores": [list(j) for j in judged]} if judged else {}))
                 details = {"session": sid, "kind": kind, "text": text, **extra}
                 audits = [(_AUDIT_ACTION[kind], details),
                           ("results_shown", {"session": sid, "results": [[r.gallery_index, r.path, r.similarity]
                                              for r in shown.results[: self.settings.results_per_turn]]})]
+            audits += [("vlm_call", {"session": sid, **{k: c[k] for k in _VLM_AUDIT}}) for c in calls]
             viewed = time.perf_counter()
             seq, t = self._commit(live, principal, kind, payload, audits)
             self.timing.last = {"session": computed - started, "view": viewed - computed,
@@ -332,8 +340,15 @@ class Search:
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
                                   gallery_index=e.payload.get("gallery_index"), understood=entry.understood)
                     for entry, e in turns]
+        session = self._with_model(session)  # after the replay: recorded turns keep their recorded facts
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
                     dict(row.options or {}), len(log), timeline)
+
+    def _with_model(self, session: Any) -> Any:
+        """``session`` with the service's vision-language model (`serve --vlm-url`), if one is configured."""
+        if self.settings.vlm is not None:
+            session.vlm = VLMAssistant(self.settings.vlm)
+        return session
 
     def _remember(self, live: Live) -> None:
         with self._guard:

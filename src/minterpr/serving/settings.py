@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from minterpr.errors import InputError
+from minterpr.vlm.config import VLMConfig
 
 MIB = 1024 * 1024
 
@@ -51,6 +52,7 @@ class ServeSettings:
     torch_threads: int | None = None  # torch intra-op threads in the server process; None = leave as is
     device: str = "cpu"  # torch device the galleries' models run on (`minterpr serve --device`)
     demo_gallery: str | None = None  # gallery a page offers first (set by `minterpr serve --demo`)
+    vlm: VLMConfig | None = None  # a vision-language model for every session (`serve --vlm-url`); None = none
     # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
     # the command line may register any path, a request only these
     import_roots: tuple[Path, ...] = ()

@@ -1,0 +1,208 @@
+"""MTG at ingestion: each gallery crop asked the ontology's questions, answers rebuilt into a caption.
+
+For each crop, the model is asked a few turns of questions, one per body part (whole person, head,
+upper body, lower body, feet: the slots of :data:`~minterpr.language.ontology.ONTOLOGY` grouped by
+``body_part``), each answer constrained to that group's slots and values. The answers are
+validated (:func:`~minterpr.language.ontology.Ontology.validate`) and rebuilt into a caption
+(:func:`~minterpr.language.utterances.caption_description`, seeded by the crop's path, so a rerun
+writes the same text) and per-slot evidence (``{slot: {value: weight}}``, as the text parser's
+:func:`~minterpr.language.text_parser.facts_to_evidence`). Records go to a JSONL file, one line per
+crop, appended a batch at a time and flushed: a run stopped at any point resumes where it stopped
+(the crops already in the file are skipped, a half-written last line is dropped). A crop whose
+every question failed gets no record, so a resumed run asks it again. The report says what was
+done and what it cost (calls, tokens, seconds). :func:`with_caption_evidence` gives a search the
+stored evidence beside the image model's (``minterpr simulate --vlm-captions FILE``).
+
+Example (a scripted endpoint that sees a man in black, one answer per turn):
+    >>> import json, tempfile, os
+    >>> from minterpr.types import GalleryImage
+    >>> from minterpr.vlm.testing import ScriptedServer, reply
+    >>> folder = tempfile.mkdtemp(); open(os.path.join(folder, "a.jpg"), "wb").write(b"jpeg")
+    4
+    >>> [group for group, _ in question_groups()]
+    ['whole', 'head', 'upper', 'lower', 'feet']
+    >>> seen = [reply(json.dumps(a)) for a in ({"gender": ["male"]}, {}, {"upper_colour": ["black"]}, {}, {})]
+    >>> with ScriptedServer(seen) as server:
+    ...     client = VLMClient(VLMConfig(server.url, "m", uses=("caption",)))
+    ...     report = caption_gallery([GalleryImage("a.jpg", "p1")], folder, client, os.path.join(folder, "mtg.jsonl"))
+    >>> report["captioned"], report["failed"]
+    (1, 0)
+    >>> record = read_captions(os.path.join(folder, "mtg.jsonl"))["a.jpg"]
+    >>> record["attributes"]["gender"], record["caption"]
+    (['male'], 'The man is wearing a black top.')
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import random
+import time
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.phrasing import Fact
+from minterpr.language.text_parser import facts_to_evidence
+from minterpr.language.utterances import caption_description
+from minterpr.errors import InputError
+from minterpr.index.gallery_index import GalleryIndex
+from minterpr.types import GalleryImage
+from minterpr.vlm.assist import read_image
+from minterpr.vlm.client import VLMClient
+from minterpr.vlm.config import VLMConfig
+from minterpr.vlm.errors import VLMBudgetExceeded, VLMError
+from minterpr.vlm.schema import answers_schema
+
+CAPTION_FORMAT = "minterpr-vlm-captions/1"  # the "format" of every record line
+_PARTS = ("whole", "head", "upper", "lower", "feet")
+
+
+def question_groups() -> list[tuple[str, list[str]]]:
+    """(body part, its slots) in asking order: the few turns each crop is asked."""
+    return [(part, [s.name for s in ONTOLOGY.slots if s.body_part == part]) for part in _PARTS
+            if any(s.body_part == part for s in ONTOLOGY.slots)]
+
+
+def caption_crop(client: VLMClient, image: bytes) -> tuple[dict[str, tuple[str, ...]], int]:
+    """(validated attributes, how many of the turns failed) for one crop."""
+    attributes: dict[str, tuple[str, ...]] = {}
+    failed = 0
+    for part, slots in question_groups():
+        prompt = (f"Look at the {'person as a whole' if part == 'whole' else part + ' of the person'} in this "
+                  "image. For each slot of the schema, list the values you can see ([] when you cannot tell).")
+        try:
+            answer = client.ask("caption", prompt, images=[image], schema=answers_schema(slots))
+            attributes.update(ONTOLOGY.validate({k: tuple(v) for k, v in answer.items() if v}))
+        except VLMBudgetExceeded:
+            raise
+        except (VLMError, ValueError):  # a failed turn or values the ontology refuses: that part unknown
+            failed += 1
+    return attributes, failed
+
+
+def crop_record(path: str, attributes: dict[str, tuple[str, ...]]) -> dict[str, Any]:
+    """The stored record of one crop: caption, attributes, per-slot evidence."""
+    seed = int(hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8], 16)
+    caption = caption_description(attributes, random.Random(seed), vague_rate=0.0,
+                                  slots=list(attributes)).text if attributes else ""
+    facts = [Fact(slot, values) for slot, values in attributes.items()]
+    return {"format": CAPTION_FORMAT, "path": path, "caption": caption,
+            "attributes": {k: list(v) for k, v in attributes.items()}, "evidence": facts_to_evidence(facts)}
+
+
+def read_captions(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
+    """path -> record of a caption file (a broken last line, from a stopped run, is ignored)."""
+    name = os.fspath(path)
+    if not os.path.exists(name):
+        return {}
+    records: dict[str, dict[str, Any]] = {}
+    with open(name, encoding="utf-8") as f:
+        lines = f.read().split("\n")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            if number >= len(lines) - 1:  # the last line: a run stopped while writing it
+                break
+            raise InputError(f"{name}:{number}: not JSON; not a caption file (remove it to start again)") from None
+        if not isinstance(record, dict) or record.get("format") != CAPTION_FORMAT or not isinstance(record.get("path"), str):
+            raise InputError(f"{name}:{number}: format: not a {CAPTION_FORMAT} record")
+        records[record["path"]] = record
+    return records
+
+
+def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VLMClient,
+                    out_path: str | os.PathLike[str], *, batch_size: int = 16, limit: int | None = None,
+                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Caption every crop not yet in ``out_path`` (see the module doc); returns the report
+    ``{"captioned", "skipped", "failed", "unreadable", "stopped", "usage", "seconds"}``."""
+    if batch_size < 1:
+        raise InputError(f"batch_size must be >= 1, got {batch_size}")
+    start = time.monotonic()
+    done = read_captions(out_path)
+    todo = [image for image in images if image.path not in done][:limit]
+    report: dict[str, Any] = {"captioned": 0, "skipped": len(images) - len(todo) if limit is None else len(done),
+                              "failed": 0, "unreadable": 0, "stopped": None}
+    _drop_broken_tail(os.fspath(out_path))
+    with open(out_path, "a", encoding="utf-8") as out:
+        for first in range(0, len(todo), batch_size):
+            lines = []
+            try:
+                for image in todo[first:first + batch_size]:
+                    data = read_image(root, image.path)
+                    if data is None:
+                        report["unreadable"] += 1
+                        continue
+                    attributes, failed = caption_crop(client, data)
+                    if failed == len(question_groups()):
+                        report["failed"] += 1
+                        continue
+                    lines.append(json.dumps(crop_record(image.path, attributes), ensure_ascii=True))
+                    report["captioned"] += 1
+            except VLMBudgetExceeded as err:
+                report["stopped"] = str(err)
+            out.write("".join(line + "\n" for line in lines))
+            out.flush()
+            os.fsync(out.fileno())
+            if progress is not None:
+                progress(min(first + batch_size, len(todo)), len(todo))
+            if report["stopped"]:
+                break
+    report["usage"] = client.usage()
+    report["seconds"] = round(time.monotonic() - start, 3)
+    return report
+
+
+def with_caption_evidence(index: GalleryIndex, captions: Mapping[str, Mapping[str, Any]],
+                          weight: float = 0.5) -> GalleryIndex:
+    """A copy of ``index`` whose attribute probabilities blend the image model's with the captions':
+    ``(1 - weight) * p + weight * seen`` for each slot a crop's record names (seen: 1 for the values the
+    model saw; 0 for the other values of a single-valued slot; a multi-valued slot's other values keep
+    ``p``). Without the image model's probabilities the blend starts from 0.5. Crops without a record
+    keep theirs. The copy has no fused index (its evidence would be stale); ``vectors`` stay.
+
+    Example:
+        >>> import numpy as np
+        >>> index = GalleryIndex([GalleryImage("a.jpg", "x:1"), GalleryImage("b.jpg", "x:2")], np.eye(2))
+        >>> captioned = with_caption_evidence(index, {"b.jpg": crop_record("b.jpg", {"gender": ("female",)})})
+        >>> columns = ONTOLOGY.slot_columns()["gender"]  # male, female
+        >>> captioned.attribute_probs[:, columns].tolist()
+        [[0.5, 0.5], [0.25, 0.75]]
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"caption weight must be within 0..1, got {weight}")
+    labels = ONTOLOGY.flat_labels()
+    column = {label: j for j, label in enumerate(labels)}
+    probs = (np.full((len(index), len(labels)), 0.5, dtype=np.float32) if index.attribute_probs is None
+             else np.array(index.attribute_probs, dtype=np.float32, copy=True))
+    for i, image in enumerate(index.images):
+        record = captions.get(image.path)
+        if record is None:
+            continue
+        for slot_name, values in record.get("attributes", {}).items():
+            slot = ONTOLOGY.slot(slot_name)
+            for value in slot.value_names:
+                seen = 1.0 if value in values else 0.0 if not slot.multi else None
+                if seen is not None:
+                    j = column[(slot_name, value)]
+                    probs[i, j] = (1 - weight) * probs[i, j] + weight * seen
+    return dataclasses.replace(index, attribute_probs=probs, fused=None)
+
+
+def _drop_broken_tail(path: str) -> None:
+    """Cut a half-written last line (a run stopped mid-write) so appending starts on a fresh line."""
+    if not os.path.exists(path):
+        return
+    with open(path, "rb+") as f:
+        data = f.read()
+        if data and not data.endswith(b"\n"):
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+__all__ = ["VLMConfig", "caption_crop", "caption_gallery", "crop_record", "question_groups", "read_captions",
+           "with_caption_evidence"]

@@ -1,0 +1,168 @@
+"""A small local server speaking the chat-completions protocol, its answers scripted (tests, benchmarks).
+
+:class:`ScriptedServer` listens on 127.0.0.1 (a free port) in a thread and answers each request
+with the next item of its script: :func:`reply` (a completion, optionally late or a refusal),
+:func:`status` (an HTTP error such as 429 or 500), :func:`raw` (any body, e.g. not JSON),
+:func:`drop` (the connection closed mid-answer), or a function of the request's JSON body
+returning one of those (an answer that depends on the question, e.g. :func:`valid_answer`). ``repeat=True`` answers every request past the
+end with the last item. It records each request's JSON body and headers (``server.requests``),
+so tests can check what the client sent. The client under test is the one users run.
+
+Example:
+    >>> import httpx
+    >>> with ScriptedServer([status(503), reply("hi")]) as server:
+    ...     codes = [httpx.post(server.url + "/chat/completions", json={}).status_code for _ in range(2)]
+    >>> codes, len(server.requests)
+    ([503, 200], 2)
+"""
+from __future__ import annotations
+
+import json
+import threading
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Callable, Sequence, Union
+
+
+@dataclass(frozen=True)
+class Answer:
+    """One scripted answer."""
+
+    status: int = 200  # HTTP status
+    body: bytes = b""  # the HTTP body as sent
+    delay_s: float = 0.0  # wait before answering
+    drop: bool = False  # close the connection after a partial status line instead of answering
+
+
+def completion(content: str | None, *, refusal: str | None = None, finish_reason: str = "stop",
+               prompt_tokens: int = 50, completion_tokens: int = 10) -> dict[str, Any]:
+    """A chat-completion body (what an OpenAI-compatible server returns)."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if refusal is not None:
+        message["refusal"] = refusal
+    return {"id": "scripted", "object": "chat.completion", "model": "scripted",
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                      "total_tokens": prompt_tokens + completion_tokens}}
+
+
+def reply(content: str | None, *, delay_s: float = 0.0, **fields: Any) -> Answer:
+    """A completion whose message says ``content`` (``refusal=``, ``finish_reason=`` as in the protocol)."""
+    return Answer(200, json.dumps(completion(content, **fields)).encode("utf-8"), delay_s)
+
+
+def status(code: int, *, delay_s: float = 0.0) -> Answer:
+    """An HTTP error answer (429 rate limited, 500 server error, 400 bad request, ...)."""
+    return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s)
+
+
+Script = Union[Answer, Callable[[Any], Answer]]
+
+
+def valid_answer(body: Any, *, delay_s: float = 0.0) -> Answer:
+    """A minimal answer that satisfies the request's schema: no facts, nothing seen, a question, even odds.
+
+    Example:
+        >>> from minterpr.vlm.schema import scores_schema
+        >>> body = {"response_format": {"json_schema": {"schema": scores_schema(2)}}}
+        >>> json.loads(json.loads(valid_answer(body).body)["choices"][0]["message"]["content"])
+        {'scores': [0.5, 0.5]}
+    """
+    schema = ((body or {}).get("response_format") or {}).get("json_schema", {}).get("schema", {})
+    fields = schema.get("properties", {})
+    if "facts" in fields:
+        content: Any = {"facts": []}
+    elif "question" in fields:
+        content = {"question": "And what about that?"}
+    elif "scores" in fields:
+        content = {"scores": [0.5] * fields["scores"].get("minItems", 1)}
+    else:
+        content = {}
+    return reply(json.dumps(content), delay_s=delay_s)
+
+
+def raw(body: bytes, code: int = 200) -> Answer:
+    return Answer(code, body)
+
+
+def drop() -> Answer:
+    return Answer(drop=True)
+
+
+class ScriptedServer:
+    """Answers chat-completion requests from a script; a context manager (starts and stops the thread)."""
+
+    def __init__(self, script: Sequence[Script], *, repeat: bool = False) -> None:
+        self.script = list(script)
+        self.repeat = repeat  # past the script's end: the last answer again (else HTTP 500 "script exhausted")
+        self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"} per request received
+        self._lock = threading.Lock()
+        self._closing = threading.Event()
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server.daemon_threads = True
+        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), name="scripted-vlm",
+                                        daemon=True)  # a short poll: stopping takes 10 ms, not 0.5 s
+
+    @property
+    def url(self) -> str:
+        """The base URL to configure (``http://127.0.0.1:PORT/v1``)."""
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    def __enter__(self) -> "ScriptedServer":
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._closing.set()  # slow answers stop waiting
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def _next(self, request: dict[str, Any]) -> Script:
+        with self._lock:
+            self.requests.append(request)
+            k = len(self.requests) - 1
+            if k < len(self.script):
+                return self.script[k]
+            if self.repeat and self.script:
+                return self.script[-1]
+        return status(500)
+
+    def _handler(self) -> type[BaseHTTPRequestHandler]:
+        outer = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+            disable_nagle_algorithm = True  # else headers and body wait on the client's delayed ACK (40 ms)
+
+            def log_message(self, *args: Any) -> None:  # quiet: tests read outcomes, not logs
+                pass
+
+            def do_POST(self) -> None:
+                size = int(self.headers.get("Content-Length") or 0)
+                data = self.rfile.read(size)
+                try:
+                    body = json.loads(data) if data else None
+                except json.JSONDecodeError:
+                    body = None
+                answer = outer._next({"path": self.path, "headers": dict(self.headers), "body": body})
+                if callable(answer):
+                    answer = answer(body)
+                if answer.delay_s and outer._closing.wait(answer.delay_s):
+                    return
+                try:
+                    if answer.drop:
+                        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"choi")
+                        self.wfile.flush()
+                        self.close_connection = True
+                        return
+                    self.send_response(answer.status)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(answer.body)))
+                    self.end_headers()
+                    self.wfile.write(answer.body)
+                except (BrokenPipeError, ConnectionResetError):  # the client gave up (its deadline)
+                    self.close_connection = True
+
+        return Handler
