@@ -7,7 +7,7 @@ get). With htmx, the same forms post in the background and only ``#workspace`` i
 (``hx-select``), so one code path serves both. Errors of a move come back as the page with the
 message (``role=alert``) and a 4xx status, which htmx is configured to swap as well.
 
-Routes: ``/login``, ``/logout``, ``/cases`` (list, open), ``/cases/{id}`` (start a search),
+Routes: ``/login``, ``/logout``, ``/cases`` (list, open), ``/cases/{id}`` (start a search), ``/cases/{id}/close``,
 ``/sessions/{sid}`` (the search page; ``?camera=&from=&until=`` narrow the results shown),
 ``/sessions/{sid}/describe|answer|feedback|confirm|undo`` (the moves), ``/sessions/{sid}/thumb/{i}``
 (a thumbnail, access-checked by the service) and ``/sessions/{sid}/export`` (the zip of a confirmed
@@ -330,7 +330,9 @@ def register(app: Any) -> None:
         return pages.render(request, "case.html", status, user=user, case=case, galleries=pages.galleries(),
                             sessions=sessions,
                             default_gallery=pages.settings.demo_gallery, cameras=pages.cameras(scope=case.cameras),
-                            can_search=pages.allowed(user, "session:search"), error=error)
+                            can_search=pages.allowed(user, "session:search") and case.status == "open",
+                            can_close=case.status == "open" and pages.allowed(user, "case:open")
+                            and (case.created_by == user.username or user.role == "admin"), error=error)
 
     @router.get("/cases/{case_id}")
     def case_page(request: Request, case_id: int = CaseId, user: Any = Depends(optional_user)) -> Any:
@@ -349,6 +351,12 @@ def register(app: Any) -> None:
         except ApiError as err:
             return _case_page(request, user, case_id, err.status, err.message)
         return _redirect(f"/sessions/{view.session_id}")
+
+    @router.post("/cases/{case_id}/close")  # the case service checks it is the case's opener or an admin
+    def close_case(request: Request, case_id: int = CaseId, user: Any = Depends(current_user)) -> Any:
+        pages.need(user, "case:open")
+        pages.services.cases.close_case(user, case_id)
+        return _redirect(f"/cases/{case_id}")
 
     def _session_page(request: Any, user: Any, sid: str, filters: dict[str, str], *, status: int = 200,
                       error: str | None = None, moved: bool = False) -> Any:

@@ -42,7 +42,7 @@ from minterpr.serving import audit, events
 from minterpr.serving.accounts import Principal
 from minterpr.serving.cases import Cases, Scope, seconds
 from minterpr.serving.db import Case, Database, GalleryRow, SearchSession, SessionEvent, User, now
-from minterpr.serving.errors import ApiError
+from minterpr.serving.errors import ApiError, public_message
 from minterpr.serving.galleries import Galleries, LoadedGallery
 from minterpr.serving.ratelimit import RateLimiter
 from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry, TurnView
@@ -130,7 +130,7 @@ class Search:
             height = self.settings.thumbnail_height if thumbnail_only else 4096
             return thumbnail(file, height), "image/jpeg"
         except (ImageError, InputError) as err:
-            raise ApiError(404, "image_unavailable", f"image {gallery_index} cannot be read: {err}") from None
+            raise ApiError(404, "image_unavailable", public_message(f"image {gallery_index} cannot be read: {err}")) from None
 
     # ----- moves ---------------------------------------------------------------------------------
     def describe(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
@@ -236,7 +236,7 @@ class Search:
             try:
                 move(live)
             except TurnError as err:
-                raise ApiError(422, "invalid_turn", str(err)) from None
+                raise ApiError(422, "invalid_turn", public_message(str(err))) from None
             computed = time.perf_counter()
             shown = turn_view(live, self._top(top), live.gallery.name)
             if kind == "undo":
@@ -327,7 +327,7 @@ class Search:
             turns = events.fold(log, uploads)
         except (TurnError, InputError) as err:
             raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
-                           f"have been removed by retention): {err}") from None
+                           f"have been removed by retention): {public_message(str(err))}") from None
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
                                   gallery_index=e.payload.get("gallery_index")) for entry, e in turns]
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,

@@ -61,8 +61,9 @@ class ServeSettings:
 
     @property
     def uploads_dir(self) -> Path:
-        """Example images uploaded into sessions (re-encoded PNG, named by content hash)."""
-        return Path(self.data_dir) / "uploads"
+        """Example images uploaded into sessions (re-encoded PNG, named by content hash); absolute, so a
+        relative ``data_dir`` is not read under a gallery's image root."""
+        return Path(self.data_dir).absolute() / "uploads"
 
     @property
     def incoming_dir(self) -> Path:
