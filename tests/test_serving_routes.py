@@ -22,13 +22,18 @@ def world(tmp_path_factory):
     return shared_world(tmp_path_factory)
 
 
-@pytest.fixture()
-def service(world, tmp_path):
+def _client(world, folder, **overrides):
     from minterpr.serving.app import create_app
 
-    services = prepare(tmp_path / "state", *world, import_roots=(world[1].parent,))
+    services = prepare(folder, *world, import_roots=(world[1].parent,), **overrides)
     shutil.copytree(world[1].parent / "crops", services.settings.incoming_dir / "lobby")
-    with TestClient(create_app(services.settings, services)) as client:
+    return TestClient(create_app(services.settings, services)), services
+
+
+@pytest.fixture()
+def service(world, tmp_path):
+    client, services = _client(world, tmp_path / "state")
+    with client:
         yield client, services
 
 
@@ -154,3 +159,31 @@ def test_error_messages_name_no_server_folder():
     assert (err.status, err.code, err.message) == (422, "bad_image", "p1_0.png: truncated")
     said = public_message(str(TurnError("image path 'a/b.png': no such image file (/home/ana/out/uploads/ab/c.png)")))
     assert "/home" not in said and "c.png" in said and "'a/b.png'" in said
+
+
+def test_uploads_are_checked_before_anything_is_stored(world, tmp_path):
+    from minterpr.serving.settings import RateSpec
+
+    client, services = _client(world, tmp_path / "state", upload_rate=RateSpec(0.001, 3))
+    client.__enter__()
+    headers = login(client, "ana")
+    sid = client.post("/api/sessions", json={"case_id": open_case(client, headers), "gallery": "test"},
+                      headers=headers).json()["session_id"]
+    bob = TestClient(client.app)
+    bob_headers = login(bob, "bob")
+    uploads = services.settings.uploads_dir
+
+    def stored() -> list[str]:
+        return sorted(str(p.relative_to(uploads)) for p in uploads.rglob("*")) if uploads.exists() else []
+
+    def upload(who: TestClient, session: str, who_headers: dict):
+        return who.post(f"/api/sessions/{session}/example/upload", files={"file": ("x.jpg", _jpeg(), "image/jpeg")},
+                        headers=who_headers)
+
+    assert upload(client, "0" * 32, headers).status_code == 404
+    assert upload(bob, sid, bob_headers).status_code == 403  # another analyst's session
+    assert stored() == []
+    answers = [upload(client, sid, headers).status_code for _ in range(services.settings.upload_rate.burst + 3)]
+    assert answers.count(200) == services.settings.upload_rate.burst and answers[-1] == 429, answers
+    assert len(stored()) == 2  # the session's folder and the one image (named by content)
+    client.__exit__(None, None, None)

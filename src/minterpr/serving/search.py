@@ -66,6 +66,7 @@ class Search:
     def __init__(self, db: Database, settings: ServeSettings, galleries: Galleries, cases: Cases) -> None:
         self.db, self.settings, self.galleries, self.cases = db, settings, galleries, cases
         self.limiter = RateLimiter(settings.search_rate)
+        self.upload_limiter = RateLimiter(settings.upload_rate)
         self._live: OrderedDict[str, Live] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -170,12 +171,21 @@ class Search:
 
     def example_upload(self, principal: Principal, sid: str, data: bytes, content_type: str | None,
                        top: int | None = None) -> TurnView:
-        need(principal, "session:search")
-        folder = self.settings.uploads_dir / sid
-        name = store_upload(data, content_type, folder, max_bytes=self.settings.max_upload_bytes,
-                            max_pixels=self.settings.max_image_pixels)
-        return self._turn(principal, sid, "example", lambda live: live.session.example(str(folder / name)),
-                          {"upload": name}, "example: uploaded image", None, top)
+        """Search by an uploaded image. It is written only once the session, its owner, its open case
+        and both rate limits (turns, uploads) have let the move through: inside the move itself."""
+        extra: dict[str, Any] = {}  # filled by the move: the stored file's name, recorded with the event
+
+        def move(live: Live) -> Any:
+            wait = self.upload_limiter.take(f"user:{principal.user_id}")
+            if wait > 0:
+                raise ApiError(429, "rate_limited", f"too many uploads; try again in {wait:.1f} s",
+                               headers={"Retry-After": str(max(1, round(wait)))})
+            folder = self.settings.uploads_dir / sid
+            extra["upload"] = store_upload(data, content_type, folder, max_bytes=self.settings.max_upload_bytes,
+                                           max_pixels=self.settings.max_image_pixels)
+            return live.session.example(str(folder / extra["upload"]))
+
+        return self._turn(principal, sid, "example", move, extra, "example: uploaded image", None, top)
 
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)

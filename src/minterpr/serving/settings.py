@@ -43,6 +43,7 @@ class ServeSettings:
     max_request_bytes: int = 8 * MIB  # largest request body of any kind
     login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per client address + username
     search_rate: RateSpec = field(default_factory=lambda: RateSpec(5.0, 20))  # turns per user
+    upload_rate: RateSpec = field(default_factory=lambda: RateSpec(0.5, 12))  # example uploads per user (disk)
     results_per_turn: int = 10  # results a turn returns unless the request asks for another number
     max_results: int = 100  # most results one response may carry
     max_live_sessions: int = 256  # sessions kept computed in memory; older ones are replayed from their events
