@@ -187,3 +187,37 @@ def test_uploads_are_checked_before_anything_is_stored(world, tmp_path):
     assert answers.count(200) == services.settings.upload_rate.burst and answers[-1] == 429, answers
     assert len(stored()) == 2  # the session's folder and the one image (named by content)
     client.__exit__(None, None, None)
+
+
+def test_reads_by_others_and_refusals_are_audited(service):
+    client, services = service
+    headers = login(client, "ana")
+    case = open_case(client, headers)
+    view = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()
+    sid = view["session_id"]
+    first = client.post(f"/api/sessions/{sid}/describe", json={"text": "a man in red"},
+                        headers=headers).json()["results"][0]["gallery_index"]
+    before = services.audit.head()[0]
+    vic = TestClient(client.app)
+    vic_headers = login(vic, "vic")
+    assert vic.get(f"/api/sessions/{sid}").status_code == 200
+    assert vic.get(f"/api/sessions/{sid}/images/{first}?full=true").status_code == 200
+    assert vic.post("/api/cases", json={"title": "t", "purpose": "report 12, authorised", "cameras": None,
+                                        "start": None, "end": None}, headers=vic_headers).status_code == 403
+    assert client.post("/api/admin/users", json={"username": "mal", "password": PASSWORD, "role": "admin"},
+                       headers=headers).status_code == 403
+    bob = TestClient(client.app)
+    bob_headers = login(bob, "bob")
+    assert bob.post(f"/api/sessions/{sid}/describe", json={"text": "x y"}, headers=bob_headers).status_code == 403
+    logged = [e for e in services.audit.entries(after=before, limit=100) if e["action"] != "login"]
+    said = [(e["user"], e["action"], e["case"], e["details"].get("path"), e["details"].get("status"),
+             e["details"].get("code")) for e in logged]
+    assert said == [("vic", "session_read", case, None, None, None),
+                    ("vic", "image_read", case, None, None, None),
+                    ("vic", "refused", None, "/api/cases", 403, "forbidden"),
+                    ("ana", "refused", None, "/api/admin/users", 403, "forbidden"),
+                    ("bob", "refused", None, f"/api/sessions/{sid}/describe", 403, "forbidden")], said
+    assert logged[0]["details"] == {"session": sid}
+    assert logged[1]["details"] == {"session": sid, "gallery_index": first, "full": True}
+    assert logged[2]["details"]["method"] == "POST" and logged[2]["details"]["via"] == "cookie"
+    assert services.audit.verify().ok

@@ -77,6 +77,38 @@ class _Limits:
                 await _refuse(send, self.max_bytes)
 
 
+class _AuditRefusals:
+    """ASGI middleware: every 403 leaves an audit entry ``refused`` — who (the principal the request
+    authenticated as, if any), what (method, path) and the outcome (status, error code) — whichever
+    route, page or check refused it."""
+
+    def __init__(self, app: Any, services: Services) -> None:
+        self.app, self.services = app, services
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status = 0
+
+        async def watched(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            if status == 403:
+                from starlette.concurrency import run_in_threadpool
+
+                state = scope.get("state") or {}
+                principal = state.get("principal")
+                details = {"method": scope.get("method"), "path": scope.get("path"), "status": status,
+                           "code": state.get("refusal"), "via": getattr(principal, "via", None)}
+                await run_in_threadpool(self.services.audit.record, principal, "refused", None, details)
+
+
 class _TooLarge(Exception):
     pass
 
@@ -121,5 +153,6 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
         from minterpr.serving import pages
 
         pages.register(app)
+    app.add_middleware(_AuditRefusals, services=services)
     app.add_middleware(_Limits, max_bytes=settings.max_request_bytes)
     return app

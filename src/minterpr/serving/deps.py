@@ -79,8 +79,8 @@ async def current_user(request: Request) -> Principal:
     principal = _principal(request)
     if principal is None:
         raise ApiError(401, "unauthenticated", "log in (POST /api/auth/login) or send an API key (X-API-Key)")
+    request.state.principal = principal  # before the CSRF check: a refusal is audited with who was refused
     await _check_csrf(request, principal)
-    request.state.principal = principal
     return principal
 
 

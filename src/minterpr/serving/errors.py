@@ -77,6 +77,7 @@ def install_error_handlers(app: Any) -> None:
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     def respond(request: Any, err: ApiError) -> Any:
+        request.state.refusal = err.code  # for the audit entry of a 403 (app._AuditRefusals)
         renderer = getattr(request.app.state, "html_error_renderer", None)
         path = request.url.path
         if renderer is not None and not path.startswith("/api") and "text/html" in request.headers.get("accept", ""):

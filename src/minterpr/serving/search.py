@@ -106,7 +106,10 @@ class Search:
         """The session as it stands (no new turn)."""
         need(principal, "session:read")
         with self._open(principal, sid, write=False) as live:
-            return turn_view(live, self._top(top), live.gallery.name)
+            shown = turn_view(live, self._top(top), live.gallery.name)
+        if live.user_id != principal.user_id:  # the analyst's own reads are their results_shown entries
+            self._audit_read(principal, "session_read", live.case_id, {"session": sid})
+        return shown
 
     def summaries(self, principal: Principal, case_id: int | None = None) -> list[SessionSummary]:
         need(principal, "session:read")
@@ -126,6 +129,9 @@ class Search:
             self._local(live, gallery_index)
             gallery = live.gallery
             path = gallery.index.images[gallery_index].path
+        if not thumbnail_only or live.user_id != principal.user_id:  # who looked at which person's image
+            self._audit_read(principal, "image_read", live.case_id,
+                             {"session": sid, "gallery_index": gallery_index, "full": not thumbnail_only})
         try:
             file = resolve_under(gallery.index.root, path)
             height = self.settings.thumbnail_height if thumbnail_only else 4096
@@ -220,6 +226,10 @@ class Search:
             self._live.clear()
 
     # ----- internals -----------------------------------------------------------------------------
+    def _audit_read(self, principal: Principal, action: str, case_id: int, details: dict[str, Any]) -> None:
+        with self.db.write() as tx:
+            audit.append(tx, principal.username, action, case_id, details)
+
     def _top(self, top: int | None) -> int:
         return self.settings.results_per_turn if top is None else max(1, min(int(top), self.settings.max_results))
 
