@@ -53,15 +53,30 @@ def require_serve() -> None:
 
 def read_password(prompt: str = "password") -> str:
     """A new password: typed twice on a terminal (not echoed), else one line of standard input."""
-    if sys.stdin is not None and sys.stdin.isatty():
-        first = getpass.getpass(f"{prompt}: ")
-        if getpass.getpass(f"{prompt} (again): ") != first:
-            raise CLIError("the two passwords differ")
-        return first
-    line = sys.stdin.readline() if sys.stdin is not None else ""
-    if not line:
-        raise CLIError("no password on standard input")
+    where = "typed" if sys.stdin is not None and sys.stdin.isatty() else "on standard input"
+    try:
+        if where == "typed":
+            first = getpass.getpass(f"{prompt}: ")
+            if getpass.getpass(f"{prompt} (again): ") != first:
+                raise CLIError("the two passwords differ")
+            line = first
+        else:
+            line = sys.stdin.readline() if sys.stdin is not None else ""
+            if not line:
+                raise CLIError("no password on standard input")
+        line.encode("utf-8")  # a surrogate-escaped byte is no password either
+    except UnicodeError:
+        raise CLIError(f"the password {where} is not UTF-8 text") from None
     return line.rstrip("\r\n")
+
+
+def cli_actor() -> str:
+    """Who a change made on the command line is audited as: the operating-system user (``os:NAME``,
+    never mistaken for a service account)."""
+    try:
+        return f"os:{getpass.getuser()}"
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return f"os:uid {os.getuid()}" if hasattr(os, "getuid") else "os:unknown"
 
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Any:

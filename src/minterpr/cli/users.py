@@ -13,14 +13,14 @@ import sys
 from typing import TextIO
 
 from minterpr.cli.common import add_common_options, write_json
-from minterpr.cli.serve import add_state_arguments, read_password, services_from
+from minterpr.cli.serve import add_state_arguments, cli_actor, read_password, services_from
 
 
 def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
     services = services_from(args)
     try:
         services.accounts.create_user(args.username, read_password(f"password for {args.username}"), args.role,
-                                      by="minterpr users add")
+                                      by=cli_actor())
     finally:
         services.close()
     print(f"user {args.username!r} ({args.role}) created", file=out or sys.stdout)
@@ -47,7 +47,7 @@ def cmd_passwd(args: argparse.Namespace, out: TextIO | None = None) -> int:
     services = services_from(args)
     try:
         services.accounts.set_password(args.username, read_password(f"new password for {args.username}"),
-                                       by="minterpr users passwd")
+                                       by=cli_actor())
     finally:
         services.close()
     print(f"password of {args.username!r} changed", file=out or sys.stdout)

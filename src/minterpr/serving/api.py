@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Depends, File, Path, Query, Request, Response, UploadFile
 
 from minterpr.serving.accounts import Principal
-from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, require,
-                                   set_login_cookies)
+from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, refuse_cross_site,
+                                   require, set_login_cookies)
 from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas import (AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
                                       ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, GalleryView, KeyCreated,
@@ -50,6 +50,7 @@ def _user(principal: Principal) -> UserView:
 # ----- auth --------------------------------------------------------------------------------------
 @router.post("/auth/login", response_model=LoginResponse, tags=["auth"], responses=ERRORS)
 def login(body: LoginRequest, request: Request, response: Response) -> LoginResponse:
+    refuse_cross_site(request)
     services = get_services(request)
     grant = services.accounts.login(body.username, body.password, client=client_address(request))
     set_login_cookies(response, grant, services.settings)

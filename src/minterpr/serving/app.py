@@ -123,6 +123,26 @@ async def _refuse(send: Any, max_bytes: int) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def _offline_docs(app: Any) -> None:
+    """``/api/docs``: Swagger UI from the vendored copy in ``static/swagger-ui`` (no CDN: the docs
+    work where the service cannot reach the internet, and load nothing from a third party)."""
+    from pathlib import Path
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = "/api/docs/static"
+    app.mount(assets, StaticFiles(directory=Path(__file__).resolve().parent / "static" / "swagger-ui"),
+              name="swagger-ui")
+
+    @app.get("/api/docs", include_in_schema=False)
+    def docs() -> Any:
+        return get_swagger_ui_html(openapi_url="/api/openapi.json", title="minterpr API",
+                                   swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{assets}/swagger-ui.css",
+                                   swagger_favicon_url=f"{assets}/favicon-32x32.png")
+
+
 def create_app(settings: ServeSettings, services: Services | None = None) -> Any:
     """The FastAPI app over ``services`` (built from ``settings`` when not given; closed on shutdown)."""
     from fastapi import FastAPI
@@ -137,12 +157,13 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
         services.close()
 
     app = FastAPI(title="minterpr", version="1", lifespan=lifespan, openapi_url="/api/openapi.json",
-                  docs_url="/api/docs", redoc_url=None,
+                  docs_url=None, redoc_url=None,
                   description="Interactive person search over gallery stores, in cases with an audit trail. "
                               "Results are similarities, never identities.")
     app.state.services = services
     app.state.settings = settings
     install_error_handlers(app)
+    _offline_docs(app)
     app.include_router(api.router)
     app.include_router(api_admin.router)
     if services.jobs is not None:

@@ -33,6 +33,11 @@ from minterpr.serving.export import SIMILARITY_NOTE, export_filename, match_expo
 
 HERE = Path(__file__).resolve().parent
 STATIC, TEMPLATES = HERE / "static", HERE / "templates"
+# pages use their own script, style and images only: an injected script or style, a form posting
+# elsewhere or a frame around the page is refused by the browser
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+                           "object-src 'none'")
 _TITLES = {400: "Bad request", 401: "Please log in", 403: "Not allowed", 404: "Not found", 409: "Conflict",
            413: "Too large", 422: "Cannot do that", 429: "Too many requests", 500: "Something went wrong"}
 
@@ -102,7 +107,8 @@ class Pages:
         context.setdefault("user", None)
         context.setdefault("csrf", csrf_token(request) or "")
         html = self.env.get_template(template).render(**context)
-        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store",
+                                                               "Content-Security-Policy": CONTENT_SECURITY_POLICY})
 
     def allowed(self, user: Any, permission: str) -> bool:
         from minterpr.serving.security import allowed
@@ -256,7 +262,7 @@ def register(app: Any) -> None:
     from starlette.concurrency import run_in_threadpool
 
     from minterpr.serving.deps import (client_address, clear_login_cookies, csrf_token, current_user, optional_user,
-                                      set_login_cookies)
+                                      refuse_cross_site, set_login_cookies)
 
     SessionId = PathParam(pattern=r"^[0-9a-f]{32}$")  # noqa: N806  (as the API's session ids)
     CaseId = PathParam(ge=1, le=2**62)  # noqa: N806
@@ -279,6 +285,7 @@ def register(app: Any) -> None:
     @router.post("/login")
     def login(request: Request, username: str = Form("", max_length=64), password: str = Form("", max_length=256),
               next: str = Form("/cases", max_length=500)) -> Any:
+        refuse_cross_site(request)
         try:
             grant = pages.services.accounts.login(username, password, client=client_address(request))
         except ApiError as err:

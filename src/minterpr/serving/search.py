@@ -55,6 +55,11 @@ _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "fe
                  "confirm": "confirm"}
 
 
+def acted(principal: Principal) -> dict[str, Any]:
+    """How the user acted, for the audit entry: by login cookie, or by which API key."""
+    return {"via": principal.via, **({"key": principal.key_id} if principal.key_id is not None else {})}
+
+
 def need(principal: Principal, permission: str) -> None:
     if not allowed(principal.role, permission):
         raise ApiError(403, "forbidden", f"the {principal.role} role may not do this ({permission})")
@@ -97,7 +102,8 @@ class Search:
             tx.add(SearchSession(id=sid, case_id=case_id, gallery_id=loaded.id, user_id=principal.user_id, created=t,
                                  updated=t, filters=filters, options=options, seq=0))
             audit.append(tx, principal.username, "session_start", case_id,
-                         {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope})
+                         {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope,
+                          **acted(principal)})
         live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0)
         self._remember(live)
         return turn_view(live, self.settings.results_per_turn, loaded.name)
@@ -295,7 +301,7 @@ class Search:
                                     kind=kind, payload=payload))
                 row.seq, row.updated = live.seq + 1, t
                 for action, details in audits:
-                    audit.append(tx, principal.username, action, live.case_id, details)
+                    audit.append(tx, principal.username, action, live.case_id, {**details, **acted(principal)})
         except BaseException:
             self._drop(live.session_id)
             raise
