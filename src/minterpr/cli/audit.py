@@ -88,9 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--out", required=True, metavar="FILE")
     add_state_arguments(export)
     export.set_defaults(handler=cmd_export)
-    add_common_options(export, json=True, json_help="also write {file, entries, head} to PATH ('-' or no value: "
+    add_common_options(export, json=True, needs=("serve",), outputs=("out",), json_help="also write {file, entries, head} to PATH ('-' or no value: "
                                                     "to stdout)")
     head = sub.add_parser("head", help="print the seq and hash of the last entry")
     add_state_arguments(head)
     head.set_defaults(handler=cmd_head)
-    add_common_options(head, json=True, json_help="also write {seq, head} to PATH ('-' or no value: to stdout)")
+    add_common_options(head, json=True, needs=("serve",), json_help="also write {seq, head} to PATH ('-' or no value: to stdout)")

@@ -156,6 +156,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--config", default="synthetic", help="training config name or YAML (default synthetic)")
     parser.set_defaults(handler=cmd_demo)
-    add_common_options(parser, device=True, json=True, device_default=None,
+    add_common_options(parser, device=True, json=True, device_default=None, needs=("model",),
                        json_help="write the evaluation JSON of the headline setting to PATH ('-' or no value: "
                                  "to stdout, the tables to stderr)")

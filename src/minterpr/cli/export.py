@@ -46,4 +46,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--self-contained", action="store_true",
                         help="copy the unchanged pretrained encoder weights too instead of referencing their package")
     parser.set_defaults(handler=run)
-    add_common_options(parser)
+    add_common_options(parser, needs=("model",))

@@ -32,23 +32,17 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import add_common_options, show_progress
+from minterpr.cli.common import add_common_options, require_extras, show_progress
 from minterpr.cli.simulate import CLIError
 
 log = logging.getLogger(__name__)
 
-SERVE_EXTRA = "pip install 'minterpr[serve]'"
 DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synthetic capture times of the demo
 
 
 def require_serve() -> None:
     """CLIError naming the extra when the service's packages are missing."""
-    try:
-        import fastapi  # noqa: F401
-        import sqlalchemy  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as err:
-        raise CLIError(f"the service needs packages that are not installed ({err.name}): {SERVE_EXTRA}") from None
+    require_extras("serve", ("serve",))
 
 
 def read_password(prompt: str = "password") -> str:
@@ -223,6 +217,8 @@ def uvicorn_level(args: argparse.Namespace) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require_serve()
+    if args.demo or args.gallery:  # galleries are searched with their model
+        require_extras("serve", ("model",))
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 
