@@ -73,16 +73,6 @@ def test_an_unwritable_json_path_is_refused_before_the_work(tmp_path):
         readonly.chmod(0o700)
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    pytest.importorskip("torch")
-    from minterpr.models import create_model, save_model
-
-    run = tmp_path_factory.mktemp("tiny_run")
-    save_model(create_model("tiny"), run / "model.pt")
-    return run
-
-
 def test_a_missing_dialogue_file_is_named_in_one_line(tmp_path, tiny_run):
     missing = tmp_path / "missing.jsonl"
     line = _one_line(_run(["eval", "--run", str(tiny_run), "--data", str(missing)]))
