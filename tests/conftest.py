@@ -88,3 +88,14 @@ def two_image_index():
     embeddings = rng.normal(size=(2, 32)).astype(np.float32)
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
     return GalleryIndex([GalleryImage("g0.jpg", "p:0"), GalleryImage("g1.jpg", "p:1")], embeddings)
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    """A run folder holding a freshly initialised tiny model (the commands' smallest real run)."""
+    pytest.importorskip("torch")
+    from minterpr.models import create_model, save_model
+
+    run = tmp_path_factory.mktemp("tiny_run")
+    save_model(create_model("tiny"), run / "model.pt")
+    return run

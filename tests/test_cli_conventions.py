@@ -146,16 +146,6 @@ def test_data_stats_json_to_stdout(world, capsys):
     assert json.loads(captured.out)["format"] == "minterpedes" and captured.err.strip()
 
 
-@pytest.fixture(scope="module")
-def tiny_run(tmp_path_factory):
-    pytest.importorskip("torch")
-    from minterpr.models import create_model, save_model
-
-    run = tmp_path_factory.mktemp("tiny_run")
-    save_model(create_model("tiny"), run / "model.pt")
-    return run
-
-
 def test_eval_json_dash_prints_valid_json_only_and_json_is_optional(world, tiny_run, tmp_path, capsys,
                                                                      one_torch_thread):
     base = ["eval", "--run", str(tiny_run), "--data", str(world / "test.jsonl")]

@@ -167,3 +167,21 @@ def test_times_and_result_filters() -> None:
     keep = lambda **f: [r.gallery_index for r in _keep(results, {"camera": "", "from": "", "until": "", **f})]  # noqa: E731
     assert keep() == [0, 1, 2] and keep(camera="a") == [0, 2]
     assert keep(**{"from": "2026-03-02T08:30"}) == [1] and keep(until="2026-03-02T08:30") == [0]
+
+
+def test_a_case_is_closed_from_its_page(client) -> None:
+    csrf = _login(client)
+    sid = _session(client, csrf)
+    case_id = client.get(f"/api/sessions/{sid}").json()["case_id"]
+    page = client.get(f"/cases/{case_id}").text
+    assert f'action="/cases/{case_id}/close"' in page and "Close case" in page
+    closed = client.post(f"/cases/{case_id}/close", data={"csrf_token": csrf}, follow_redirects=False)
+    assert closed.status_code == 303 and closed.headers["location"] == f"/cases/{case_id}"
+    page = client.get(f"/cases/{case_id}").text
+    assert "closed" in page and f'action="/cases/{case_id}/close"' not in page
+    refused = client.post(f"/cases/{case_id}/sessions", data={"csrf_token": csrf, "gallery": "demo"}, headers=HTML)
+    assert refused.status_code == 409 and "is closed" in refused.text
+    assert client.post(f"/cases/{case_id}/close", data={}, headers=HTML).status_code == 403  # no CSRF token
+    viewer_csrf = _login(client, "vic")
+    assert f'action="/cases/{case_id}/close"' not in client.get(f"/cases/{case_id}").text
+    assert client.post(f"/cases/{case_id}/close", data={"csrf_token": viewer_csrf}, headers=HTML).status_code == 403

@@ -130,5 +130,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, json=True,
+    add_common_options(parser, device=True, json=True, needs=("model",),
                        json_help="write the adaptation record to PATH ('-' or no value: to stdout)")

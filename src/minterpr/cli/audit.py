@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TextIO
 
 from minterpr.cli.common import add_common_options, write_json
-from minterpr.cli.serve import add_state_arguments, services_from
+from minterpr.cli.serve import add_state_arguments, cli_actor, services_from
 from minterpr.cli.simulate import CLIError
 
 
@@ -46,15 +46,17 @@ def cmd_export(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
     services = services_from(args)
     try:
-        services.audit.record(None, "audit_export", None, {"by": "minterpr audit export"})
+        services.audit.append_as(cli_actor(), "audit_export", {"by": "minterpr audit export"})
         seq, head = services.audit.head()
+        count = 0  # entries written: seq counts those ever appended, an entry removed leaves a gap
         with atomic_open(args.out, "w") as f:
             for line in services.audit.export_lines(upto=seq):
                 f.write(line)
+                count += 1
     finally:
         services.close()
-    print(f"{args.out}: {seq} entries, head {head}", file=out or sys.stdout)
-    write_json(getattr(args, "json", None), {"file": str(args.out), "entries": seq, "head": head})
+    print(f"{args.out}: {count} entries, head {head}", file=out or sys.stdout)
+    write_json(getattr(args, "json", None), {"file": str(args.out), "entries": count, "head": head})
     return 0
 
 
@@ -86,9 +88,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     export.add_argument("--out", required=True, metavar="FILE")
     add_state_arguments(export)
     export.set_defaults(handler=cmd_export)
-    add_common_options(export, json=True, json_help="also write {file, entries, head} to PATH ('-' or no value: "
+    add_common_options(export, json=True, needs=("serve",), outputs=("out",), json_help="also write {file, entries, head} to PATH ('-' or no value: "
                                                     "to stdout)")
     head = sub.add_parser("head", help="print the seq and hash of the last entry")
     add_state_arguments(head)
     head.set_defaults(handler=cmd_head)
-    add_common_options(head, json=True, json_help="also write {seq, head} to PATH ('-' or no value: to stdout)")
+    add_common_options(head, json=True, needs=("serve",), json_help="also write {seq, head} to PATH ('-' or no value: to stdout)")

@@ -40,9 +40,12 @@ import argparse
 import contextlib
 import contextvars
 import functools
+import importlib.util
 import json as jsonlib
 import logging
+import os
 import sys
+from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from minterpr.fileio import atomic_write_text
@@ -53,10 +56,66 @@ DEFAULT_DEVICE = "cpu"
 _JSON_STDOUT: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar("minterpr_json_stdout", default=None)
 
 
+# extra -> the modules a command of it cannot run without (checked before any work: one line
+# naming the extra, not a traceback minutes later); the weights packages name themselves
+EXTRAS: dict[str, tuple[str, ...]] = {
+    "model": ("torch", "transformers", "safetensors"),
+    "serve": ("fastapi", "uvicorn", "sqlalchemy", "jinja2", "multipart"),
+    "ingest": ("cv2", "av", "supervision", "trackers", "scipy"),
+}
+
+
+def install_hint(extra: str) -> str:
+    """The install command for ``extra``, pinned by the repository's constraints file."""
+    return f"pip install -c constraints.txt 'minterpr[{extra}]'"
+
+
+def require_extras(command: str, extras: tuple[str, ...]) -> None:
+    """CLIError naming the first missing module, its extra and the install command."""
+    for extra in extras:
+        if extra not in EXTRAS:
+            raise ValueError(f"unknown extra {extra!r}: must be one of {', '.join(EXTRAS)}")
+        for module in EXTRAS[extra]:
+            try:
+                found = importlib.util.find_spec(module) is not None
+            except (ImportError, ValueError):  # a broken or half-removed package
+                found = False
+            if not found:
+                raise _cli_error(f"{command} needs the [{extra}] extra ({module} is not installed): "
+                                 f"{install_hint(extra)}")
+
+
+def check_output_path(path: str | None, option: str) -> None:
+    """CLIError unless a file can be written at ``path`` (its folder, created on writing, is a folder
+    we may write in; ``path`` itself is not a folder). None and ``-`` (stdout) pass."""
+    if path is None or path == STDOUT:
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise _cli_error(f"{option} {path}: is a folder; name a file in it")
+    folder = target.parent
+    while not folder.exists() and folder != folder.parent:
+        folder = folder.parent
+    if not folder.is_dir():
+        raise _cli_error(f"{option} {path}: {folder} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise _cli_error(f"{option} {path}: cannot write in {folder} (permission denied)")
+
+
+def _cli_error(message: str) -> Exception:
+    from minterpr.cli.simulate import CLIError  # the command line's one user error (exit 2)
+
+    return CLIError(message)
+
+
 def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False, json: bool = False,
-                       device_default: str | None = DEFAULT_DEVICE, json_help: str | None = None) -> None:
+                       device_default: str | None = DEFAULT_DEVICE, json_help: str | None = None,
+                       needs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()) -> None:
     """Add ``--verbose``/``--quiet`` (and ``--device``, ``--json``) to ``parser`` and make its
     handler configure logging (and stdout for ``--json -``) before it runs.
+
+    Before the handler, the extras in ``needs`` must be installed and ``--json`` and the options
+    named by ``outputs`` (their ``dest``) must be writable paths: one line, exit 2, no work done.
 
     Call it after ``parser.set_defaults(handler=...)``; ValueError otherwise (a programming error
     that every test building the parser finds). ``device_default``: None where the command has a
@@ -77,16 +136,22 @@ def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False,
         group.add_argument("--json", nargs="?", const=STDOUT, metavar="PATH|-",
                            help=json_help or "write the JSON report to PATH; '-' (or no value): to stdout, "
                                              "and nothing else goes there")
-    parser.set_defaults(handler=_configured(handler))
+    parser.set_defaults(handler=_configured(handler, parser.prog.removeprefix("minterpr ") or parser.prog,
+                                            needs, outputs))
 
 
-def _configured(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+def _configured(handler: Callable[[argparse.Namespace], int], command: str = "", needs: tuple[str, ...] = (),
+                outputs: tuple[str, ...] = ()) -> Callable[[argparse.Namespace], int]:
     if getattr(handler, "_common_options", False):
         return handler
 
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
         configure_logging(verbosity(args))
+        require_extras(command, needs)
+        check_output_path(getattr(args, "json", None), "--json")
+        for dest in outputs:
+            check_output_path(getattr(args, dest, None), "--" + dest.replace("_", "-"))
         if getattr(args, "json", None) != STDOUT:
             return handler(args)
         token = _JSON_STDOUT.set(sys.stdout)
@@ -171,5 +236,8 @@ def write_json(target: str | None, data: Any) -> str | None:
         stream.write(text)
         stream.flush()
         return STDOUT
-    atomic_write_text(target, text)
+    try:
+        atomic_write_text(target, text)
+    except OSError as err:  # named by the target, never by the temporary file beside it
+        raise _cli_error(f"{target}: cannot write the JSON report: {err.strerror or err}") from None
     return target

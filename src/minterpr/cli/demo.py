@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import logging
 import shutil
 import sys
@@ -49,6 +50,18 @@ def build_data(out: Path, seed: int, progress: bool = True) -> Path:
     return data_dir
 
 
+def _portable_stamp(config: dict, data_dir: Path, out: Path) -> str:
+    """The run's settings as a stamp that does not depend on where the cache lies: the data folder is
+    named relative to ``out``, so a copied or moved demo cache is still the same cache."""
+    data = config.get("data")
+    if isinstance(data, dict) and data.get("root") is not None and Path(str(data["root"])) == data_dir:
+        try:
+            data["root"] = os.path.join("<demo-out>", os.path.relpath(data_dir, out))
+        except ValueError:  # another drive: leave it as it is
+            pass
+    return json.dumps(config, sort_keys=True, default=str)
+
+
 def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic", device: str | None = None,
                 progress: bool = True) -> Path:
     from minterpr.training.config import load_config
@@ -58,17 +71,18 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
     overrides = DEMO_TRAIN_OVERRIDES if config == "synthetic" else ()
     settings = [f"data.root={data_dir}", f"seed={seed}", *overrides]
     cfg = load_config(config, settings)
-    wanted = json.dumps(cfg.to_dict(), sort_keys=True, default=str)
+    legacy = json.dumps(cfg.to_dict(), sort_keys=True, default=str)  # stamps before they were portable
+    wanted = _portable_stamp(cfg.to_dict(), data_dir, out)
     if device is not None:  # not part of the stamp: the same model, trained anywhere (checked as --set would be)
         cfg = load_config(config, [*settings, f"device={device}"])
     cfg.progress = cfg.progress and progress
     stamp = run_dir / "demo_config.json"  # the settings of the run in run_dir (written before training)
     finished = run_dir / "demo_finished.json"  # the same, written once training and the weight choice ended
-    if (run_dir / "model.pt").is_file() and finished.is_file() and finished.read_text() == wanted:
+    if (run_dir / "model.pt").is_file() and finished.is_file() and finished.read_text() in (wanted, legacy):
         _say(f"model: {run_dir / 'model.pt'} (cached)")
         return run_dir
     started = time.time()
-    resume = (run_dir / "last.pt").is_file() and stamp.is_file() and stamp.read_text() == wanted
+    resume = (run_dir / "last.pt").is_file() and stamp.is_file() and stamp.read_text() in (wanted, legacy)
     if not resume and run_dir.exists():  # a run of other settings (e.g. an older minterpr): start afresh
         _say(f"model: {run_dir} holds a run with other settings; training a new one")
         shutil.rmtree(run_dir)
@@ -142,6 +156,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--config", default="synthetic", help="training config name or YAML (default synthetic)")
     parser.set_defaults(handler=cmd_demo)
-    add_common_options(parser, device=True, json=True, device_default=None,
+    add_common_options(parser, device=True, json=True, device_default=None, needs=("model",),
                        json_help="write the evaluation JSON of the headline setting to PATH ('-' or no value: "
                                  "to stdout, the tables to stderr)")

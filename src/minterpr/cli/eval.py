@@ -47,7 +47,9 @@ def run(args: argparse.Namespace) -> int:
     except (BrokenPipeError, MinterprError):  # the console command reports these (one line, exit 2)
         raise
     except (ValueError, OSError, ImportError) as exc:  # a missing --data file, no matplotlib for --plot
-        print(f"minterpr eval: error: {exc}", file=sys.stderr)
+        said = f"{exc.filename}: {exc.strerror.lower()}" if isinstance(exc, OSError) and exc.filename and \
+            exc.strerror else exc  # the file, not an errno
+        print(f"minterpr eval: error: {said}", file=sys.stderr)
         return 2
 
 
@@ -209,6 +211,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_picture_options(parser, "dialogues")
     add_vlm_arguments(parser, uses="reading")
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, json=True,
+    add_common_options(parser, device=True, json=True, needs=("model",), outputs=("plot",),
                        json_help="write the evaluation report to PATH ('-' or no value: to stdout, the table to "
                                  "stderr)")

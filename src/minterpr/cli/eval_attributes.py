@@ -136,5 +136,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, json=True,
+    add_common_options(parser, device=True, json=True, needs=("model",),
                        json_help="write the report to PATH ('-' or no value: to stdout, the table to stderr)")

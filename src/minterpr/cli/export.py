@@ -53,4 +53,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="how the copied weights are stored: float16 halves the size and is refused when it moves "
                              "embeddings or attribute probabilities beyond the stated tolerance (docs/model.md)")
     parser.set_defaults(handler=run)
-    add_common_options(parser)
+    add_common_options(parser, needs=("model",))

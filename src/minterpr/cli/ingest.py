@@ -158,6 +158,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(handler=cmd_ingest)
     # --quiet (as before: no progress bars), --device (where the crops are embedded), --json [PATH|-]
     # (the bare --json of before still prints the result to stdout, now with the summary on stderr)
-    add_common_options(parser, device=True, json=True,
+    add_common_options(parser, device=True, json=True, needs=("ingest", "model"),
                        json_help="write the result as JSON to PATH ('-' or no value: to stdout, the summary "
                                  "lines to stderr)")

@@ -32,24 +32,18 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import add_common_options, show_progress
+from minterpr.cli.common import add_common_options, require_extras, show_progress
 from minterpr.cli.simulate import CLIError
 from minterpr.cli.vlm import add_vlm_arguments, vlm_config
 
 log = logging.getLogger(__name__)
 
-SERVE_EXTRA = "pip install 'minterpr[serve]'"
 DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synthetic capture times of the demo
 
 
 def require_serve() -> None:
     """CLIError naming the extra when the service's packages are missing."""
-    try:
-        import fastapi  # noqa: F401
-        import sqlalchemy  # noqa: F401
-        import uvicorn  # noqa: F401
-    except ImportError as err:
-        raise CLIError(f"the service needs packages that are not installed ({err.name}): {SERVE_EXTRA}") from None
+    require_extras("serve", ("serve",))
 
 
 def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
@@ -68,15 +62,30 @@ def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
 
 def read_password(prompt: str = "password") -> str:
     """A new password: typed twice on a terminal (not echoed), else one line of standard input."""
-    if sys.stdin is not None and sys.stdin.isatty():
-        first = getpass.getpass(f"{prompt}: ")
-        if getpass.getpass(f"{prompt} (again): ") != first:
-            raise CLIError("the two passwords differ")
-        return first
-    line = sys.stdin.readline() if sys.stdin is not None else ""
-    if not line:
-        raise CLIError("no password on standard input")
+    where = "typed" if sys.stdin is not None and sys.stdin.isatty() else "on standard input"
+    try:
+        if where == "typed":
+            first = getpass.getpass(f"{prompt}: ")
+            if getpass.getpass(f"{prompt} (again): ") != first:
+                raise CLIError("the two passwords differ")
+            line = first
+        else:
+            line = sys.stdin.readline() if sys.stdin is not None else ""
+            if not line:
+                raise CLIError("no password on standard input")
+        line.encode("utf-8")  # a surrogate-escaped byte is no password either
+    except UnicodeError:
+        raise CLIError(f"the password {where} is not UTF-8 text") from None
     return line.rstrip("\r\n")
+
+
+def cli_actor() -> str:
+    """Who a change made on the command line is audited as: the operating-system user (``os:NAME``,
+    never mistaken for a service account)."""
+    try:
+        return f"os:{getpass.getuser()}"
+    except (KeyError, OSError):  # no name for this uid (a bare container)
+        return f"os:uid {os.getuid()}" if hasattr(os, "getuid") else "os:unknown"
 
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
@@ -223,6 +232,8 @@ def uvicorn_level(args: argparse.Namespace) -> str:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     require_serve()
+    if args.demo or args.gallery:  # galleries are searched with their model
+        require_extras("serve", ("model",))
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 

@@ -109,4 +109,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="override a config field (repeatable), e.g. --set stages.0.epochs=2")
     parser.add_argument("--data", metavar="DIR", help="dataset directory (sets data.root)")
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, device_default=None)
+    add_common_options(parser, device=True, device_default=None, needs=("model",))

@@ -13,14 +13,14 @@ import sys
 from typing import TextIO
 
 from minterpr.cli.common import add_common_options, write_json
-from minterpr.cli.serve import add_state_arguments, read_password, services_from
+from minterpr.cli.serve import add_state_arguments, cli_actor, read_password, services_from
 
 
 def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
     services = services_from(args)
     try:
         services.accounts.create_user(args.username, read_password(f"password for {args.username}"), args.role,
-                                      by="minterpr users add")
+                                      by=cli_actor())
     finally:
         services.close()
     print(f"user {args.username!r} ({args.role}) created", file=out or sys.stdout)
@@ -47,7 +47,7 @@ def cmd_passwd(args: argparse.Namespace, out: TextIO | None = None) -> int:
     services = services_from(args)
     try:
         services.accounts.set_password(args.username, read_password(f"new password for {args.username}"),
-                                       by="minterpr users passwd")
+                                       by=cli_actor())
     finally:
         services.close()
     print(f"password of {args.username!r} changed", file=out or sys.stdout)
@@ -64,14 +64,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("--role", required=True, choices=("viewer", "analyst", "admin", "auditor"))
     add_state_arguments(add)
     add.set_defaults(handler=cmd_add)
-    add_common_options(add)
+    add_common_options(add, needs=("serve",))
     listing = sub.add_parser("list", help="list the users and their roles")
     add_state_arguments(listing)
     listing.set_defaults(handler=cmd_list)
-    add_common_options(listing, json=True, json_help="also write the users as JSON to PATH ('-' or no value: to "
+    add_common_options(listing, json=True, needs=("serve",), json_help="also write the users as JSON to PATH ('-' or no value: to "
                                                      "stdout, the table to stderr)")
     passwd = sub.add_parser("passwd", help="set a user's password")
     passwd.add_argument("username")
     add_state_arguments(passwd)
     passwd.set_defaults(handler=cmd_passwd)
-    add_common_options(passwd)
+    add_common_options(passwd, needs=("serve",))

@@ -8,7 +8,7 @@ builds the application.
 """
 from __future__ import annotations
 
-SERVE_EXTRA = "pip install 'minterpr[serve]'"
+SERVE_EXTRA = "pip install -c constraints.txt 'minterpr[serve]'"
 
 
 def require_serve_packages() -> None:

@@ -51,6 +51,7 @@ class Principal:
     via: str  # "cookie" or "api_key"
     login_id: int | None = None  # the login (cookie) it came with
     csrf_token: str | None = None  # that login's double-submit token
+    key_id: int | None = None  # the API key it came with
 
 
 @dataclass(frozen=True)
@@ -194,4 +195,4 @@ class Accounts:
                              .where(ApiKey.key_hash == token_hash(key))).first()
         if row is None or row[0].revoked or row[1].disabled:
             return None
-        return Principal(row[1].id, row[1].username, row[1].role, "api_key")
+        return Principal(row[1].id, row[1].username, row[1].role, "api_key", key_id=row[0].id)

@@ -9,11 +9,13 @@ Example:
 """
 from __future__ import annotations
 
+from typing import Annotated
+
 from fastapi import APIRouter, Depends, File, Path, Query, Request, Response, UploadFile
 
 from minterpr.serving.accounts import Principal
-from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, require,
-                                   set_login_cookies)
+from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, refuse_cross_site,
+                                   require, set_login_cookies)
 from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas import (AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
                                       ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, GalleryView, KeyCreated,
@@ -23,9 +25,11 @@ from minterpr.serving.schemas import (AnswerRequest, CaseView, ConfirmRequest, C
 from minterpr.serving.security import PERMISSIONS
 
 router = APIRouter(prefix="/api")
-SessionId = Path(pattern=r"^[0-9a-f]{32}$", description="a session id (32 hex characters)")
-Id = Path(ge=1, le=2**62)
-Top = Query(default=None, ge=1, le=1000, description="results to return (at most the server's max_results)")
+# Annotated, not shared defaults: FastAPI copies an Annotated parameter's FieldInfo for each route and
+# parameter, but writes the parameter's name into a shared default object (the last route's name wins).
+SessionId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="a session id (32 hex characters)")]
+Id = Annotated[int, Path(ge=1, le=2**62)]
+Top = Annotated[int | None, Query(ge=1, le=1000, description="results to return (at most the server's max_results)")]
 ERRORS: dict[int | str, dict] = {code: {"model": ErrorBody, "description": "refused: the one error shape"}
                                  for code in (401, 403, 404, 409, 410, 413, 415, 422, 429)}
 
@@ -46,6 +50,7 @@ def _user(principal: Principal) -> UserView:
 # ----- auth --------------------------------------------------------------------------------------
 @router.post("/auth/login", response_model=LoginResponse, tags=["auth"], responses=ERRORS)
 def login(body: LoginRequest, request: Request, response: Response) -> LoginResponse:
+    refuse_cross_site(request)
     services = get_services(request)
     grant = services.accounts.login(body.username, body.password, client=client_address(request))
     set_login_cookies(response, grant, services.settings)
@@ -77,7 +82,7 @@ def list_keys(request: Request, principal: Principal = Depends(current_user)) ->
 
 
 @router.delete("/keys/{key_id}", status_code=204, tags=["auth"], responses=ERRORS)
-def revoke_key(request: Request, key_id: int = Id, principal: Principal = Depends(current_user)) -> Response:
+def revoke_key(request: Request, key_id: Id, principal: Principal = Depends(current_user)) -> Response:
     get_services(request).accounts.revoke_api_key(principal, key_id)
     return Response(status_code=204)
 
@@ -113,17 +118,17 @@ def list_cases(request: Request, _: Principal = Depends(require("case:read"))) -
 
 
 @router.get("/cases/{case_id}", response_model=CaseView, tags=["cases"], responses=ERRORS)
-def get_case(request: Request, case_id: int = Id, _: Principal = Depends(require("case:read"))) -> CaseView:
+def get_case(request: Request, case_id: Id, _: Principal = Depends(require("case:read"))) -> CaseView:
     return get_services(request).cases.get_case(case_id)
 
 
 @router.post("/cases/{case_id}/close", response_model=CaseView, tags=["cases"], responses=ERRORS)
-def close_case(request: Request, case_id: int = Id, principal: Principal = Depends(require("case:open"))) -> CaseView:
+def close_case(request: Request, case_id: Id, principal: Principal = Depends(require("case:open"))) -> CaseView:
     return get_services(request).cases.close_case(principal, case_id)
 
 
 @router.get("/cases/{case_id}/sessions", response_model=list[SessionSummary], tags=["cases"], responses=ERRORS)
-def case_sessions(request: Request, case_id: int = Id,
+def case_sessions(request: Request, case_id: Id,
                   principal: Principal = Depends(require("session:read"))) -> list[SessionSummary]:
     services = get_services(request)
     services.cases.row(case_id)  # 404 for an unknown case
@@ -139,28 +144,28 @@ def start_session(body: StartSessionRequest, request: Request,
 
 
 @router.get("/sessions/{session_id}", response_model=TurnView, tags=["sessions"], responses=ERRORS)
-def get_session(request: Request, session_id: str = SessionId, top: int | None = Top,
+def get_session(request: Request, session_id: SessionId, top: Top = None,
                 principal: Principal = Depends(require("session:read"))) -> TurnView:
     return get_services(request).search.view(principal, session_id, top)
 
 
 @router.post("/sessions/{session_id}/describe", response_model=TurnView, tags=["sessions"], responses=ERRORS)
 def describe(body: DescribeRequest, request: Request, response: Response,
-             session_id: str = SessionId, top: int | None = Top,
+             session_id: SessionId, top: Top = None,
              principal: Principal = Depends(require("session:search"))) -> TurnView:
     return _timed(request, response, get_services(request).search.describe(principal, session_id, body.text, top))
 
 
 @router.post("/sessions/{session_id}/answer", response_model=TurnView, tags=["sessions"], responses=ERRORS)
 def answer(body: AnswerRequest, request: Request, response: Response,
-             session_id: str = SessionId, top: int | None = Top,
+             session_id: SessionId, top: Top = None,
            principal: Principal = Depends(require("session:search"))) -> TurnView:
     return _timed(request, response, get_services(request).search.answer(principal, session_id, body.text, top))
 
 
 @router.post("/sessions/{session_id}/feedback", response_model=TurnView, tags=["sessions"], responses=ERRORS)
 def feedback(body: FeedbackRequest, request: Request, response: Response,
-             session_id: str = SessionId, top: int | None = Top,
+             session_id: SessionId, top: Top = None,
              principal: Principal = Depends(require("session:search"))) -> TurnView:
     search = get_services(request).search
     return _timed(request, response, search.feedback(principal, session_id, body.gallery_index, body.text, top))
@@ -168,16 +173,15 @@ def feedback(body: FeedbackRequest, request: Request, response: Response,
 
 @router.post("/sessions/{session_id}/example", response_model=TurnView, tags=["sessions"], responses=ERRORS)
 def example(body: ExampleRequest, request: Request, response: Response,
-             session_id: str = SessionId, top: int | None = Top,
+             session_id: SessionId, top: Top = None,
             principal: Principal = Depends(require("session:search"))) -> TurnView:
     search = get_services(request).search
     return _timed(request, response, search.example_gallery(principal, session_id, body.gallery_index, top))
 
 
 @router.post("/sessions/{session_id}/example/upload", response_model=TurnView, tags=["sessions"], responses=ERRORS)
-def example_upload(request: Request, response: Response,
-                   file: UploadFile = File(description="an image: JPEG, PNG, WebP or BMP"),
-                   session_id: str = SessionId, top: int | None = Top,
+def example_upload(request: Request, response: Response, session_id: SessionId,
+                   file: UploadFile = File(description="an image: JPEG, PNG, WebP or BMP"), top: Top = None,
                    principal: Principal = Depends(require("session:search"))) -> TurnView:
     services = get_services(request)
     data = file.file.read(services.settings.max_upload_bytes + 1)
@@ -187,28 +191,28 @@ def example_upload(request: Request, response: Response,
 
 @router.post("/sessions/{session_id}/undo", response_model=TurnView, tags=["sessions"], responses=ERRORS)
 def undo(request: Request, response: Response,
-             session_id: str = SessionId, top: int | None = Top,
+             session_id: SessionId, top: Top = None,
          principal: Principal = Depends(require("session:search"))) -> TurnView:
     return _timed(request, response, get_services(request).search.undo(principal, session_id, top))
 
 
 @router.post("/sessions/{session_id}/confirm", response_model=TurnView, tags=["sessions"], responses=ERRORS)
 def confirm(body: ConfirmRequest, request: Request, response: Response,
-             session_id: str = SessionId, top: int | None = Top,
+             session_id: SessionId, top: Top = None,
             principal: Principal = Depends(require("session:confirm"))) -> TurnView:
     search = get_services(request).search
     return _timed(request, response, search.confirm(principal, session_id, body.gallery_index, body.acknowledge, top))
 
 
 @router.post("/sessions/{session_id}/export", response_model=ExportRecord, tags=["sessions"], responses=ERRORS)
-def export(request: Request, session_id: str = SessionId,
+def export(request: Request, session_id: SessionId,
            principal: Principal = Depends(require("session:export"))) -> ExportRecord:
     return get_services(request).search.export_record(principal, session_id)
 
 
 @router.get("/sessions/{session_id}/images/{gallery_index}", tags=["sessions"], responses=ERRORS,
             response_class=Response)
-def image(request: Request, session_id: str = SessionId, gallery_index: int = Path(ge=0, le=2**40),
+def image(request: Request, session_id: SessionId, gallery_index: int = Path(ge=0, le=2**40),
           full: bool = Query(default=False, description="the whole image rather than a thumbnail"),
           principal: Principal = Depends(require("session:read"))) -> Response:
     data, media_type = get_services(request).search.image(principal, session_id, gallery_index,

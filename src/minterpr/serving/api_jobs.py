@@ -7,7 +7,7 @@ Example:
 from __future__ import annotations
 
 import asyncio
-from typing import AsyncIterator
+from typing import Annotated, AsyncIterator
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import StreamingResponse
@@ -19,7 +19,7 @@ from minterpr.serving.jobs import TERMINAL
 from minterpr.serving.schemas_jobs import IngestRequest, JobView
 
 router = APIRouter(prefix="/api/ingest")
-JobId = Path(pattern=r"^[0-9a-f]{32}$", description="a job id (32 hex characters)")
+JobId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="a job id (32 hex characters)")]  # as api.Id
 POLL_S = 0.5  # how often the event stream looks at the job
 
 
@@ -34,12 +34,12 @@ def jobs(request: Request, _: Principal = Depends(require("ingest:run"))) -> lis
 
 
 @router.get("/{job_id}", response_model=JobView, tags=["ingest"], responses=ERRORS)
-def job(request: Request, job_id: str = JobId, _: Principal = Depends(require("ingest:run"))) -> JobView:
+def job(request: Request, job_id: JobId, _: Principal = Depends(require("ingest:run"))) -> JobView:
     return get_services(request).jobs.view(job_id)
 
 
 @router.get("/{job_id}/events", tags=["ingest"], responses=ERRORS, response_class=StreamingResponse)
-async def events(request: Request, job_id: str = JobId, _: Principal = Depends(require("ingest:run"))) -> StreamingResponse:
+async def events(request: Request, job_id: JobId, _: Principal = Depends(require("ingest:run"))) -> StreamingResponse:
     """Server-sent events: one ``progress`` event per change, then ``end`` with the final state."""
     jobs = get_services(request).jobs
     first = await asyncio.to_thread(jobs.view, job_id)  # 404 before the stream starts
@@ -60,5 +60,5 @@ async def events(request: Request, job_id: str = JobId, _: Principal = Depends(r
 
 
 @router.post("/{job_id}/cancel", response_model=JobView, tags=["ingest"], responses=ERRORS)
-def cancel(request: Request, job_id: str = JobId, principal: Principal = Depends(require("ingest:run"))) -> JobView:
+def cancel(request: Request, job_id: JobId, principal: Principal = Depends(require("ingest:run"))) -> JobView:
     return get_services(request).jobs.cancel(principal, job_id)

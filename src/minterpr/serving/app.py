@@ -77,6 +77,38 @@ class _Limits:
                 await _refuse(send, self.max_bytes)
 
 
+class _AuditRefusals:
+    """ASGI middleware: every 403 leaves an audit entry ``refused`` — who (the principal the request
+    authenticated as, if any), what (method, path) and the outcome (status, error code) — whichever
+    route, page or check refused it."""
+
+    def __init__(self, app: Any, services: Services) -> None:
+        self.app, self.services = app, services
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        status = 0
+
+        async def watched(message: dict) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, watched)
+        finally:
+            if status == 403:
+                from starlette.concurrency import run_in_threadpool
+
+                state = scope.get("state") or {}
+                principal = state.get("principal")
+                details = {"method": scope.get("method"), "path": scope.get("path"), "status": status,
+                           "code": state.get("refusal"), "via": getattr(principal, "via", None)}
+                await run_in_threadpool(self.services.audit.record, principal, "refused", None, details)
+
+
 class _TooLarge(Exception):
     pass
 
@@ -89,6 +121,26 @@ async def _refuse(send: Any, max_bytes: int) -> None:
                 "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
                             *_SECURITY_HEADERS]})
     await send({"type": "http.response.body", "body": body})
+
+
+def _offline_docs(app: Any) -> None:
+    """``/api/docs``: Swagger UI from the vendored copy in ``static/swagger-ui`` (no CDN: the docs
+    work where the service cannot reach the internet, and load nothing from a third party)."""
+    from pathlib import Path
+
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.staticfiles import StaticFiles
+
+    assets = "/api/docs/static"
+    app.mount(assets, StaticFiles(directory=Path(__file__).resolve().parent / "static" / "swagger-ui"),
+              name="swagger-ui")
+
+    @app.get("/api/docs", include_in_schema=False)
+    def docs() -> Any:
+        return get_swagger_ui_html(openapi_url="/api/openapi.json", title="minterpr API",
+                                   swagger_js_url=f"{assets}/swagger-ui-bundle.js",
+                                   swagger_css_url=f"{assets}/swagger-ui.css",
+                                   swagger_favicon_url=f"{assets}/favicon-32x32.png")
 
 
 def create_app(settings: ServeSettings, services: Services | None = None) -> Any:
@@ -105,12 +157,13 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
         services.close()
 
     app = FastAPI(title="minterpr", version="1", lifespan=lifespan, openapi_url="/api/openapi.json",
-                  docs_url="/api/docs", redoc_url=None,
+                  docs_url=None, redoc_url=None,
                   description="Interactive person search over gallery stores, in cases with an audit trail. "
                               "Results are similarities, never identities.")
     app.state.services = services
     app.state.settings = settings
     install_error_handlers(app)
+    _offline_docs(app)
     app.include_router(api.router)
     app.include_router(api_admin.router)
     if services.jobs is not None:
@@ -121,5 +174,6 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
         from minterpr.serving import pages
 
         pages.register(app)
+    app.add_middleware(_AuditRefusals, services=services)
     app.add_middleware(_Limits, max_bytes=settings.max_request_bytes)
     return app

@@ -98,8 +98,8 @@ def export_lines(db: Any, batch: int = 1000, *, upto: int | None = None) -> Iter
         chunk = entries(db, after=after, limit=batch, upto=upto)
         if not chunk:
             return
-        for entry in chunk:
-            yield canonical(entry) + "\n"
+        for entry in chunk:  # U+2028/2029 escaped: the same JSON (and hash), but safe as a JavaScript line
+            yield canonical(entry).replace("\u2028", "\\u2028").replace("\u2029", "\\u2029") + "\n"
         after = chunk[-1]["seq"]
 
 

@@ -21,6 +21,7 @@ Example (a route of a page module):
 from __future__ import annotations
 
 from typing import Any, Callable
+from urllib.parse import urlsplit
 
 from fastapi import Depends, Request, Response
 
@@ -79,8 +80,8 @@ async def current_user(request: Request) -> Principal:
     principal = _principal(request)
     if principal is None:
         raise ApiError(401, "unauthenticated", "log in (POST /api/auth/login) or send an API key (X-API-Key)")
+    request.state.principal = principal  # before the CSRF check: a refusal is audited with who was refused
     await _check_csrf(request, principal)
-    request.state.principal = principal
     return principal
 
 
@@ -114,6 +115,18 @@ def csrf_token(request: Request) -> str | None:
         except ApiError:
             principal = None
     return principal.csrf_token if principal is not None else None
+
+
+def refuse_cross_site(request: Request) -> None:
+    """403 ``csrf_failed`` for a login posted from another site (login CSRF: a page elsewhere must not
+    log a browser into an account of its choosing). Browsers say where a request comes from
+    (``Sec-Fetch-Site``, ``Origin``, else ``Referer``); it must be this host. A client that sends
+    none of them (curl, scripts) is not a browser and not at risk."""
+    source = request.headers.get("origin") or request.headers.get("referer")
+    foreign = source is not None and (source == "null" or urlsplit(source).netloc != request.headers.get("host"))
+    if request.headers.get("sec-fetch-site") == "cross-site" or foreign:
+        raise ApiError(403, "csrf_failed", "a login sent from another site is refused: log in on this service's "
+                                           "own login page")
 
 
 def client_address(request: Request) -> str:

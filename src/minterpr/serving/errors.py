@@ -13,6 +13,7 @@ Example:
 from __future__ import annotations
 
 import logging
+import re
 from typing import Any
 
 from minterpr.errors import ImageError, InputError, MinterprError
@@ -38,13 +39,29 @@ class ApiError(MinterprError):
         return {"error": {"code": self.code, "message": self.message, "field": self.field}}
 
 
+# an absolute path (POSIX or Windows) of at least one folder: what a message must not show a caller
+_ABSOLUTE_PATH = re.compile(r"""(?<![\w.'/])(?:[A-Za-z]:)?[/\\](?:[^\s'"()<>,;:/\\]+[/\\])+([^\s'"()<>,;:/\\]*)""")
+
+
+def public_message(message: str) -> str:
+    """``message`` with every absolute path cut to its last part: a caller learns which file, not
+    where the server keeps it.
+
+    >>> public_message("cannot read /srv/minterpr/uploads/ab/c.png: truncated")
+    'cannot read c.png: truncated'
+    """
+    return _ABSOLUTE_PATH.sub(lambda m: m.group(1), message)
+
+
 def from_library(err: MinterprError, field: str | None = None) -> ApiError:
-    """A documented library error as a 4xx: an unreadable image 422 ``bad_image``, other input 422 ``invalid``."""
+    """A documented library error as a 4xx: an unreadable image 422 ``bad_image``, other input 422 ``invalid``
+    (the message without server paths)."""
+    message = public_message(str(err))
     if isinstance(err, ImageError):
-        return ApiError(422, "bad_image", str(err), field=field)
+        return ApiError(422, "bad_image", message, field=field)
     if isinstance(err, InputError):
-        return ApiError(422, "invalid", str(err), field=field)
-    return ApiError(409, "unavailable", str(err), field=field)
+        return ApiError(422, "invalid", message, field=field)
+    return ApiError(409, "unavailable", message, field=field)
 
 
 def _validation_field(loc: Any) -> str | None:
@@ -60,6 +77,7 @@ def install_error_handlers(app: Any) -> None:
     from starlette.exceptions import HTTPException as StarletteHTTPException
 
     def respond(request: Any, err: ApiError) -> Any:
+        request.state.refusal = err.code  # for the audit entry of a 403 (app._AuditRefusals)
         renderer = getattr(request.app.state, "html_error_renderer", None)
         path = request.url.path
         if renderer is not None and not path.startswith("/api") and "text/html" in request.headers.get("accept", ""):

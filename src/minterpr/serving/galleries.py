@@ -27,7 +27,7 @@ from sqlalchemy import select
 from minterpr.errors import MinterprError
 from minterpr.serving import audit
 from minterpr.serving.db import Database, GalleryRow, now
-from minterpr.serving.errors import ApiError
+from minterpr.serving.errors import ApiError, public_message
 from minterpr.serving.schemas import GalleryView
 
 TIME_KEY = "time"  # the metadata key of an image's capture time
@@ -206,7 +206,7 @@ class Galleries:
                         loaded = self._open(row.id, row.name, row.version, row.directory, row.run_dir, row.managed)
                     except MinterprError as err:
                         raise ApiError(409, "gallery_unavailable",
-                                       f"gallery {row.name!r} cannot be opened: {err}") from None
+                                       public_message(f"gallery {row.name!r} cannot be opened: {err}")) from None
                     self._loaded[row.id] = loaded
         return loaded
 

@@ -7,7 +7,7 @@ get). With htmx, the same forms post in the background and only ``#workspace`` i
 (``hx-select``), so one code path serves both. Errors of a move come back as the page with the
 message (``role=alert``) and a 4xx status, which htmx is configured to swap as well.
 
-Routes: ``/login``, ``/logout``, ``/cases`` (list, open), ``/cases/{id}`` (start a search),
+Routes: ``/login``, ``/logout``, ``/cases`` (list, open), ``/cases/{id}`` (start a search), ``/cases/{id}/close``,
 ``/sessions/{sid}`` (the search page; ``?camera=&from=&until=`` narrow the results shown),
 ``/sessions/{sid}/describe|answer|feedback|confirm|undo`` (the moves), ``/sessions/{sid}/thumb/{i}``
 (a thumbnail, access-checked by the service) and ``/sessions/{sid}/export`` (the zip of a confirmed
@@ -33,6 +33,11 @@ from minterpr.serving.export import SIMILARITY_NOTE, export_filename, match_expo
 
 HERE = Path(__file__).resolve().parent
 STATIC, TEMPLATES = HERE / "static", HERE / "templates"
+# pages use their own script, style and images only: an injected script or style, a form posting
+# elsewhere or a frame around the page is refused by the browser
+CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                           "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; "
+                           "object-src 'none'")
 _TITLES = {400: "Bad request", 401: "Please log in", 403: "Not allowed", 404: "Not found", 409: "Conflict",
            413: "Too large", 422: "Cannot do that", 429: "Too many requests", 500: "Something went wrong"}
 
@@ -102,7 +107,8 @@ class Pages:
         context.setdefault("user", None)
         context.setdefault("csrf", csrf_token(request) or "")
         html = self.env.get_template(template).render(**context)
-        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store"})
+        return HTMLResponse(html, status_code=status, headers={"Cache-Control": "no-store",
+                                                               "Content-Security-Policy": CONTENT_SECURITY_POLICY})
 
     def allowed(self, user: Any, permission: str) -> bool:
         from minterpr.serving.security import allowed
@@ -256,7 +262,7 @@ def register(app: Any) -> None:
     from starlette.concurrency import run_in_threadpool
 
     from minterpr.serving.deps import (client_address, clear_login_cookies, csrf_token, current_user, optional_user,
-                                      set_login_cookies)
+                                      refuse_cross_site, set_login_cookies)
 
     SessionId = PathParam(pattern=r"^[0-9a-f]{32}$")  # noqa: N806  (as the API's session ids)
     CaseId = PathParam(ge=1, le=2**62)  # noqa: N806
@@ -279,6 +285,7 @@ def register(app: Any) -> None:
     @router.post("/login")
     def login(request: Request, username: str = Form("", max_length=64), password: str = Form("", max_length=256),
               next: str = Form("/cases", max_length=500)) -> Any:
+        refuse_cross_site(request)
         try:
             grant = pages.services.accounts.login(username, password, client=client_address(request))
         except ApiError as err:
@@ -330,7 +337,9 @@ def register(app: Any) -> None:
         return pages.render(request, "case.html", status, user=user, case=case, galleries=pages.galleries(),
                             sessions=sessions,
                             default_gallery=pages.settings.demo_gallery, cameras=pages.cameras(scope=case.cameras),
-                            can_search=pages.allowed(user, "session:search"), error=error)
+                            can_search=pages.allowed(user, "session:search") and case.status == "open",
+                            can_close=case.status == "open" and pages.allowed(user, "case:open")
+                            and (case.created_by == user.username or user.role == "admin"), error=error)
 
     @router.get("/cases/{case_id}")
     def case_page(request: Request, case_id: int = CaseId, user: Any = Depends(optional_user)) -> Any:
@@ -349,6 +358,12 @@ def register(app: Any) -> None:
         except ApiError as err:
             return _case_page(request, user, case_id, err.status, err.message)
         return _redirect(f"/sessions/{view.session_id}")
+
+    @router.post("/cases/{case_id}/close")  # the case service checks it is the case's opener or an admin
+    def close_case(request: Request, case_id: int = CaseId, user: Any = Depends(current_user)) -> Any:
+        pages.need(user, "case:open")
+        pages.services.cases.close_case(user, case_id)
+        return _redirect(f"/cases/{case_id}")
 
     def _session_page(request: Any, user: Any, sid: str, filters: dict[str, str], *, status: int = 200,
                       error: str | None = None, moved: bool = False) -> Any:

@@ -42,7 +42,7 @@ from minterpr.serving import audit, events
 from minterpr.serving.accounts import Principal
 from minterpr.serving.cases import Cases, Scope, seconds
 from minterpr.serving.db import Case, Database, GalleryRow, SearchSession, SessionEvent, User, now
-from minterpr.serving.errors import ApiError
+from minterpr.serving.errors import ApiError, public_message
 from minterpr.serving.galleries import Galleries, LoadedGallery
 from minterpr.serving.ratelimit import RateLimiter
 from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry, TurnView
@@ -57,6 +57,11 @@ _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "fe
 _VLM_AUDIT = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens")
 
 
+def acted(principal: Principal) -> dict[str, Any]:
+    """How the user acted, for the audit entry: by login cookie, or by which API key."""
+    return {"via": principal.via, **({"key": principal.key_id} if principal.key_id is not None else {})}
+
+
 def need(principal: Principal, permission: str) -> None:
     if not allowed(principal.role, permission):
         raise ApiError(403, "forbidden", f"the {principal.role} role may not do this ({permission})")
@@ -68,6 +73,7 @@ class Search:
     def __init__(self, db: Database, settings: ServeSettings, galleries: Galleries, cases: Cases) -> None:
         self.db, self.settings, self.galleries, self.cases = db, settings, galleries, cases
         self.limiter = RateLimiter(settings.search_rate)
+        self.upload_limiter = RateLimiter(settings.upload_rate)
         self._live: OrderedDict[str, Live] = OrderedDict()
         self._locks: dict[str, threading.Lock] = {}
         self._guard = threading.Lock()
@@ -99,7 +105,8 @@ class Search:
             tx.add(SearchSession(id=sid, case_id=case_id, gallery_id=loaded.id, user_id=principal.user_id, created=t,
                                  updated=t, filters=filters, options=options, seq=0))
             audit.append(tx, principal.username, "session_start", case_id,
-                         {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope})
+                         {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope,
+                          **acted(principal)})
         live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0)
         self._remember(live)
         return turn_view(live, self.settings.results_per_turn, loaded.name)
@@ -108,7 +115,10 @@ class Search:
         """The session as it stands (no new turn)."""
         need(principal, "session:read")
         with self._open(principal, sid, write=False) as live:
-            return turn_view(live, self._top(top), live.gallery.name)
+            shown = turn_view(live, self._top(top), live.gallery.name)
+        if live.user_id != principal.user_id:  # the analyst's own reads are their results_shown entries
+            self._audit_read(principal, "session_read", live.case_id, {"session": sid})
+        return shown
 
     def summaries(self, principal: Principal, case_id: int | None = None) -> list[SessionSummary]:
         need(principal, "session:read")
@@ -128,12 +138,15 @@ class Search:
             self._local(live, gallery_index)
             gallery = live.gallery
             path = gallery.index.images[gallery_index].path
+        if not thumbnail_only or live.user_id != principal.user_id:  # who looked at which person's image
+            self._audit_read(principal, "image_read", live.case_id,
+                             {"session": sid, "gallery_index": gallery_index, "full": not thumbnail_only})
         try:
             file = resolve_under(gallery.index.root, path)
             height = self.settings.thumbnail_height if thumbnail_only else 4096
             return thumbnail(file, height), "image/jpeg"
         except (ImageError, InputError) as err:
-            raise ApiError(404, "image_unavailable", f"image {gallery_index} cannot be read: {err}") from None
+            raise ApiError(404, "image_unavailable", public_message(f"image {gallery_index} cannot be read: {err}")) from None
 
     # ----- moves ---------------------------------------------------------------------------------
     def describe(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
@@ -173,12 +186,21 @@ class Search:
 
     def example_upload(self, principal: Principal, sid: str, data: bytes, content_type: str | None,
                        top: int | None = None) -> TurnView:
-        need(principal, "session:search")
-        folder = self.settings.uploads_dir / sid
-        name = store_upload(data, content_type, folder, max_bytes=self.settings.max_upload_bytes,
-                            max_pixels=self.settings.max_image_pixels)
-        return self._turn(principal, sid, "example", lambda live: live.session.example(str(folder / name)),
-                          {"upload": name}, "example: uploaded image", None, top)
+        """Search by an uploaded image. It is written only once the session, its owner, its open case
+        and both rate limits (turns, uploads) have let the move through: inside the move itself."""
+        extra: dict[str, Any] = {}  # filled by the move: the stored file's name, recorded with the event
+
+        def move(live: Live) -> Any:
+            wait = self.upload_limiter.take(f"user:{principal.user_id}")
+            if wait > 0:
+                raise ApiError(429, "rate_limited", f"too many uploads; try again in {wait:.1f} s",
+                               headers={"Retry-After": str(max(1, round(wait)))})
+            folder = self.settings.uploads_dir / sid
+            extra["upload"] = store_upload(data, content_type, folder, max_bytes=self.settings.max_upload_bytes,
+                                           max_pixels=self.settings.max_image_pixels)
+            return live.session.example(str(folder / extra["upload"]))
+
+        return self._turn(principal, sid, "example", move, extra, "example: uploaded image", None, top)
 
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
@@ -213,6 +235,10 @@ class Search:
             self._live.clear()
 
     # ----- internals -----------------------------------------------------------------------------
+    def _audit_read(self, principal: Principal, action: str, case_id: int, details: dict[str, Any]) -> None:
+        with self.db.write() as tx:
+            audit.append(tx, principal.username, action, case_id, details)
+
     def _top(self, top: int | None) -> int:
         return self.settings.results_per_turn if top is None else max(1, min(int(top), self.settings.max_results))
 
@@ -239,7 +265,7 @@ class Search:
             try:
                 move(live)
             except TurnError as err:
-                raise ApiError(422, "invalid_turn", str(err)) from None
+                raise ApiError(422, "invalid_turn", public_message(str(err))) from None
             computed = time.perf_counter()
             # every call the model made for this turn, audited with the case (endpoint, model, purpose; no key)
             calls = live.session.vlm.turn_usage()["records"] if live.session.vlm is not None else []
@@ -284,7 +310,7 @@ class Search:
                                     kind=kind, payload=payload))
                 row.seq, row.updated = live.seq + 1, t
                 for action, details in audits:
-                    audit.append(tx, principal.username, action, live.case_id, details)
+                    audit.append(tx, principal.username, action, live.case_id, {**details, **acted(principal)})
         except BaseException:
             self._drop(live.session_id)
             raise
@@ -336,7 +362,7 @@ class Search:
             turns = events.fold(log, uploads)
         except (TurnError, InputError) as err:
             raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
-                           f"have been removed by retention): {err}") from None
+                           f"have been removed by retention): {public_message(str(err))}") from None
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
                                   gallery_index=e.payload.get("gallery_index"), understood=entry.understood)
                     for entry, e in turns]

@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
@@ -38,6 +39,11 @@ class AuditService:
         """Append one entry in its own transaction (for moves the services do not record themselves)."""
         with self.db.write() as tx:
             return audit_log.append(tx, principal.username if principal else None, action, case_id, details)
+
+    def append_as(self, user: str | None, action: str, details: dict[str, Any]) -> dict:
+        """Append one entry made by someone who is no service account (``os:NAME`` on the command line)."""
+        with self.db.write() as tx:
+            return audit_log.append(tx, user, action, None, details)
 
     def export_lines(self, upto: int | None = None) -> Iterator[str]:
         return audit_log.export_lines(self.db, upto=upto)
@@ -72,6 +78,22 @@ class Services:
         self.db.dispose()
 
 
+def _owner_only(url: str) -> None:
+    """A SQLite database file (password hashes, the audit log) made, or set back to, mode 0600
+    before it is opened; SQLite gives its -wal and -shm files the database file's mode."""
+    from sqlalchemy.engine import make_url
+
+    parsed = make_url(url)
+    if not parsed.drivername.startswith("sqlite") or parsed.database in (None, "", ":memory:"):
+        return
+    path = Path(parsed.database)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    for file in (path, path.with_name(path.name + "-wal"), path.with_name(path.name + "-shm")):
+        if file.exists() and file.stat().st_mode & 0o077:
+            os.chmod(file, 0o600)
+
+
 def build_services(settings: ServeSettings) -> Services:
     """Open (or create) the service's state under ``settings.data_dir``."""
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
@@ -79,6 +101,7 @@ def build_services(settings: ServeSettings) -> Services:
         import torch
 
         torch.set_num_threads(settings.torch_threads)
+    _owner_only(settings.resolved_database_url())
     db = Database(settings.resolved_database_url())
     galleries = Galleries(db, device=settings.device)
     cases = Cases(db, settings.max_text_chars)

@@ -44,6 +44,7 @@ class ServeSettings:
     max_request_bytes: int = 8 * MIB  # largest request body of any kind
     login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per client address + username
     search_rate: RateSpec = field(default_factory=lambda: RateSpec(5.0, 20))  # turns per user
+    upload_rate: RateSpec = field(default_factory=lambda: RateSpec(0.5, 12))  # example uploads per user (disk)
     results_per_turn: int = 10  # results a turn returns unless the request asks for another number
     max_results: int = 100  # most results one response may carry
     max_live_sessions: int = 256  # sessions kept computed in memory; older ones are replayed from their events
@@ -63,8 +64,9 @@ class ServeSettings:
 
     @property
     def uploads_dir(self) -> Path:
-        """Example images uploaded into sessions (re-encoded PNG, named by content hash)."""
-        return Path(self.data_dir) / "uploads"
+        """Example images uploaded into sessions (re-encoded PNG, named by content hash); absolute, so a
+        relative ``data_dir`` is not read under a gallery's image root."""
+        return Path(self.data_dir).absolute() / "uploads"
 
     @property
     def incoming_dir(self) -> Path:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import io
 import os
+import re
 import tempfile
 from pathlib import Path
 
@@ -51,7 +52,12 @@ def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLik
         with Image.open(io.BytesIO(data)) as header:  # reads the header only
             width, height = header.size
             actual = header.format
-    except (UnidentifiedImageError, OSError, ValueError, Image.DecompressionBombError):
+    except Image.DecompressionBombError as err:  # a header claiming more pixels than Pillow will open
+        claimed = re.search(r"\((\d+) pixels\)", str(err))
+        size = _header_size(data)
+        said = f"{size[0]}x{size[1]}" if size else f"{claimed.group(1) if claimed else 'too many'} pixels"
+        raise ApiError(413, "too_large", f"the image is {said}: more than {max_pixels} pixels", field="file") from None
+    except (UnidentifiedImageError, OSError, ValueError):
         raise ApiError(422, "bad_image", "the uploaded file is not an image of a supported type", field="file") from None
     if actual != IMAGE_TYPES[kind]:
         raise ApiError(415, "unsupported_media_type", f"declared {kind} but the file is {actual or 'unknown'}",
@@ -75,6 +81,13 @@ def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLik
         target.parent.mkdir(parents=True, exist_ok=True)
         atomic_write(target, lambda f: f.write(png))
     return name
+
+
+def _header_size(data: bytes) -> tuple[int, int] | None:
+    """(width, height) a PNG header claims, read without Pillow (which refuses to open a bomb)."""
+    if data[:8] == b"\x89PNG\r\n\x1a\n" and data[12:16] == b"IHDR" and len(data) >= 24:
+        return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+    return None
 
 
 def thumbnail(path: str | os.PathLike[str], height: int) -> bytes:
