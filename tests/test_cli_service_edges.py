@@ -69,7 +69,7 @@ def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
         return SimpleNamespace(model_path=run_dir / "model.pt")
 
     monkeypatch.setattr("minterpr.training.trainer.train", fake_train)
-    monkeypatch.setattr("minterpr.trained_run.calibrate_and_choose_weight", lambda cfg, path: None)
+    monkeypatch.setattr("minterpr.training.post_training.calibrate_and_choose_weight", lambda cfg, path: None)
     monkeypatch.setattr("minterpr.cli.train.describe_choices", lambda choices: "")
     first = tmp_path / "demo"
     (first / "data").mkdir(parents=True)
