@@ -82,6 +82,7 @@ class RetrievalModel(nn.Module):
             colour_dim=len(PALETTE) if config.colour_stripes else 0,
             colour_stripes=config.colour_stripes,
             num_columns=config.stripe_columns,
+            attribute_logit_norm=config.attribute_logit_norm,
         )
         preprocess = self.image_encoder.preprocess
         self.colour_branch = (ColourBranch(mean=preprocess.mean, std=preprocess.std)
