@@ -11,6 +11,9 @@ from minterpr.models import ModelConfig, create_model, load_model, save_model
 from minterpr.models.config import MODEL_CONFIGS
 from minterpr.models.heads import SlotAttributeHead
 from minterpr.models.io import load_model_dir, save_model_dir
+from minterpr.training.config import ConfigError, ImageTuningConfig, load_config
+
+from test_image_tuning import _tuner, tiny_data  # noqa: F401  (tiny_data is a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -96,3 +99,72 @@ def test_a_model_with_logit_norm_exports_to_onnx_that_agrees():
         model.image_head.attributes.logit_norm.running_var.uniform_(0.5, 2)
     model.eval()
     assert check_engine(OnnxImageEngine(export_image_tower(model)), model) < 1e-4
+
+
+# ----------------------------------------------------------------------------- per-label feature mixup
+def test_label_mix_is_seeded_and_pairs_each_label_with_its_own_partner():
+    from minterpr.training.feature_mixup import LabelMix
+
+    a, b = LabelMix.draw(16, 30, 0.4, seed=3), LabelMix.draw(16, 30, 0.4, seed=3)
+    assert torch.equal(a.partner, b.partner) and torch.equal(a.weight, b.weight)
+    assert not torch.equal(a.partner, LabelMix.draw(16, 30, 0.4, seed=4).partner)
+    assert all(sorted(a.partner[:, l].tolist()) == list(range(16)) for l in range(30))  # permutations
+    assert len({tuple(a.partner[:, l].tolist()) for l in range(30)}) > 1  # independent across labels
+    targets = torch.randint(0, 2, (16, 30)).float()
+    mask = torch.rand(16, 30) > 0.2
+    mixed, known = a.targets(targets, mask)
+    for i, l in ((0, 0), (5, 7), (15, 29)):
+        j, lam = a.partner[i, l], a.weight[i, l]
+        assert mixed[i, l].item() == pytest.approx((lam * targets[i, l] + (1 - lam) * targets[j, l]).item())
+        assert known[i, l].item() == bool(mask[i, l] and mask[j, l])
+    with pytest.raises(ValueError, match="alpha > 0"):
+        LabelMix.draw(4, 3, 0.0, seed=0)
+
+
+@pytest.mark.parametrize("logit_norm", [False, True])
+def test_mixing_the_scores_is_mixing_each_labels_pooled_feature(logit_norm):
+    """The fast path (mix the (B, L) scores) against the plain one (mix every label's slot feature)."""
+    from minterpr.training.feature_mixup import LabelMix
+
+    torch.manual_seed(0)
+    slots = [0, 0, 1, 1, 1, 2]
+    head = SlotAttributeHead(8, slots, logit_norm=logit_norm)
+    tokens = torch.randn(5, 4, 8)
+    mix = LabelMix.draw(5, len(slots), 0.5, seed=1)
+    normed = head.norm(tokens)
+    scores = torch.einsum("sd,btd->bst", head.slot_queries @ head.keys.weight, normed) / 8 ** 0.5
+    features = (scores.softmax(-1) @ normed)[:, slots]  # (B, L, D): the feature fed to each label
+    mixed = torch.empty_like(features)
+    for i in range(5):
+        for l in range(len(slots)):
+            lam = mix.weight[i, l]
+            mixed[i, l] = lam * features[i, l] + (1 - lam) * features[mix.partner[i, l], l]
+    expected = (mixed * head.label_weight).sum(-1) + head.label_bias
+    if logit_norm:
+        expected = torch.nn.functional.batch_norm(expected, None, None, head.logit_norm.weight,
+                                                  head.logit_norm.bias, training=True)
+    torch.testing.assert_close(head(tokens, mix=mix), expected)
+
+
+def test_feature_mixup_off_keeps_the_fingerprint_and_on_trains_on_soft_targets(tiny_data, tmp_path, monkeypatch):
+    from minterpr.training import image_tuning
+
+    plain = _tuner(tiny_data, tmp_path / "plain")
+    assert _tuner(tiny_data, tmp_path / "x", feature_mixup_alpha=0.0).fingerprint == plain.fingerprint
+    assert "feature_mixup_alpha" in image_tuning.LATER_FIELDS
+    mixed = _tuner(tiny_data, tmp_path / "mix", feature_mixup_alpha=0.4)
+    assert mixed.fingerprint != plain.fingerprint
+    seen = []
+    real = image_tuning.attribute_loss
+    monkeypatch.setattr(image_tuning, "attribute_loss",
+                        lambda logits, targets, mask, ratio: seen.append(targets) or real(logits, targets, mask, ratio))
+    mixed.run()
+    assert seen and all(((t > 0) & (t < 1)).any() for t in seen)  # soft targets every step
+    plain.run()
+    assert ((seen[-1] == 0) | (seen[-1] == 1)).all()  # plain: hard targets
+    assert any(not torch.equal(v, plain.model.state_dict()[k]) for k, v in mixed.model.state_dict().items()
+               if k.startswith("image_head.attributes."))
+    with pytest.raises(ValueError, match="feature_mixup_alpha"):
+        ImageTuningConfig(feature_mixup_alpha=-1.0)
+    with pytest.raises(ConfigError, match="feature_mixup_alpha"):
+        load_config("tiny", ["data.root=x", "image_tuning.feature_mixup_alpha=-0.5"])

@@ -175,12 +175,14 @@ class ImageHead(nn.Module):
     def forward(
         self, global_feat: torch.Tensor, stripes: torch.Tensor, colour: torch.Tensor | None = None,
         attribute_rows: torch.Tensor | None = None,
+        attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> dict[str, torch.Tensor | None]:
         """global (B, C_g), stripes (B, P*Q, C_s), colour (B, P_c*Q, K) histograms when the head has
         a colour branch -> {"embedding" (B, D), "attribute_logits", "id_logits" (B, K) | None}.
 
         ``attribute_rows`` (long (B',)): compute the attribute logits (B', L) of those rows only
         (training needs them for targets, not for every reference image); None = all rows.
+        ``attribute_mix``: the per-label mix of :meth:`SlotAttributeHead.forward` (training only).
         """
         if self.colour_proj is not None:
             cells = self.colour_stripes * self.num_columns
@@ -206,7 +208,7 @@ class ImageHead(nn.Module):
             tokens = torch.cat([pick(g), self.cell_proj(cells) + self.cell_embedding], dim=1)  # (B', 1 + P*Q, D)
         return {
             "embedding": F.normalize(features, dim=-1),
-            "attribute_logits": self.attributes(tokens),
+            "attribute_logits": self.attributes(tokens, mix=attribute_mix),
             "id_logits": id_logits,
         }
 

@@ -133,7 +133,15 @@ class ImageTuningConfig:
     # exponential moving average of the image side's weights, updated after every step (0 = off;
     # e.g. 0.999 averages over ~1,000 steps); validation, selection and the tuned weights use it
     ema_decay: float = 0.0
+    # per-label feature mixup of the attribute head (minterpr.training.feature_mixup): each label
+    # of each image mixes its slot feature and target with a random partner's, lambda ~
+    # Beta(alpha, alpha); 0 = off
+    feature_mixup_alpha: float = 0.0
     augment: AugmentConfig = field(default_factory=AugmentConfig)  # colour-true augmentation
+
+    def __post_init__(self) -> None:
+        if self.feature_mixup_alpha < 0:
+            raise ValueError(f"feature_mixup_alpha must be >= 0 (0 = off), got {self.feature_mixup_alpha}")
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
@@ -309,7 +317,10 @@ def _image_tuning(raw: Any, source: str) -> ImageTuningConfig:
         raise ConfigError(f"{source}: 'image_tuning' must be a mapping, got {raw!r}")
     raw = dict(raw)
     augment = raw.pop("augment", None)
-    tuning = _build(ImageTuningConfig, raw, "image_tuning", source)
+    try:
+        tuning = _build(ImageTuningConfig, raw, "image_tuning", source)
+    except ValueError as err:
+        raise ConfigError(f"{source}: image_tuning: {err}") from None
     if augment is not None:
         try:
             tuning.augment = _build(AugmentConfig, augment, "image_tuning.augment", source)

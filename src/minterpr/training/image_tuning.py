@@ -8,7 +8,8 @@ training split's gallery plus ``extra_galleries`` (e.g. the PA-100K sample), wit
 * the imbalance-aware attribute loss of Jia et al. 2021 (:func:`minterpr.models.losses.attribute_loss`)
   and the identity loss on images whose identity is known (it shapes the image embedding that
   judged reference images are compared with);
-* colour-true augmentation of whole batches (:mod:`minterpr.training.image_augment`);
+* colour-true augmentation of whole batches (:mod:`minterpr.training.image_augment`), and
+  optionally per-label feature mixup (:mod:`minterpr.training.feature_mixup`);
 * model selection on the validation split's label-based mA (test-time flip when the model
   config asks for it), never on test.
 
@@ -51,6 +52,7 @@ from minterpr.types import GalleryImage
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ImageTuningConfig
 from .data import attribute_targets, item_seed
+from .feature_mixup import LabelMix
 from .image_augment import augment_batch
 
 FORMAT = "minterpr-image-tuning/1"
@@ -142,7 +144,7 @@ def predict_probabilities(model: RetrievalModel, pixels: torch.Tensor, batch_siz
 
 # fields added to ImageTuningConfig after results were published count in the fingerprint only when
 # set, so tunings made before they existed are still reused and resumed
-LATER_FIELDS = {"ema_decay": 0.0}
+LATER_FIELDS: dict[str, Any] = {"ema_decay": 0.0, "feature_mixup_alpha": 0.0}
 
 
 def tuning_fingerprint(cfg: ImageTuningConfig, model: RetrievalModel, train: LabelledImages, seed: int,
@@ -290,9 +292,14 @@ class ImageTuner:
             torch.manual_seed(item_seed(self.seed, "step", epoch, step))  # dropout: exact on resume
             generator = torch.Generator().manual_seed(item_seed(self.seed, "augment", epoch, step))
             pixels = normalise(augment_batch(data.pixels[rows], cfg.augment, generator), model).to(model.device)
-            out = model.encode_images(pixels)
-            loss = cfg.attribute_weight * attribute_loss(out["attribute_logits"], data.targets[rows].to(model.device),
-                                                         data.mask[rows].to(model.device),
+            targets, mask = data.targets[rows].to(model.device), data.mask[rows].to(model.device)
+            mix = None
+            if cfg.feature_mixup_alpha > 0:
+                mix = LabelMix.draw(len(rows), targets.shape[1], cfg.feature_mixup_alpha,
+                                    item_seed(self.seed, "mixup", epoch, step)).to(model.device)
+                targets, mask = mix.targets(targets, mask)
+            out = model.encode_images(pixels, attribute_mix=mix)
+            loss = cfg.attribute_weight * attribute_loss(out["attribute_logits"], targets, mask,
                                                          None if self.ratio is None else self.ratio.to(model.device))
             if cfg.id_weight > 0 and out["id_logits"] is not None:
                 loss = loss + cfg.id_weight * id_loss(out["id_logits"], data.person_index[rows].to(model.device))
