@@ -168,3 +168,40 @@ def test_feature_mixup_off_keeps_the_fingerprint_and_on_trains_on_soft_targets(t
         ImageTuningConfig(feature_mixup_alpha=-1.0)
     with pytest.raises(ConfigError, match="feature_mixup_alpha"):
         load_config("tiny", ["data.root=x", "image_tuning.feature_mixup_alpha=-0.5"])
+
+
+# ----------------------------------------------------------------------------- progressive input sizes
+def test_resize_batch_shrinks_and_keeps_a_plain_colour():
+    from minterpr.training.image_tuning import resize_batch
+
+    red = torch.zeros(2, 3, 64, 32, dtype=torch.uint8)
+    red[:, 0], red[:, 1], red[:, 2] = 200, 30, 40
+    small = resize_batch(red, (32, 16))
+    assert small.shape == (2, 3, 32, 16) and small.dtype == torch.uint8 and torch.equal(small, red[:, :, :32, :16])
+    assert resize_batch(red, None) is red and resize_batch(red, (64, 32)) is red
+
+
+def test_progressive_sizes_train_small_first_and_validate_at_the_models_size(tiny_data, tmp_path):
+    plain = _tuner(tiny_data, tmp_path / "plain")
+    assert _tuner(tiny_data, tmp_path / "x", progressive_sizes=[]).fingerprint == plain.fingerprint
+    tuner = _tuner(tiny_data, tmp_path / "p", epochs=3, progressive_sizes=[[1, 32, 16], [1, 48, 24]])
+    assert tuner.fingerprint != _tuner(tiny_data, tmp_path / "y", epochs=3).fingerprint
+    seen = []  # (training?, H, W) of every forward pass
+    real = tuner.model.encode_images
+    tuner.model.encode_images = lambda pixels, *a, **k: seen.append((tuner.model.training, *pixels.shape[-2:])) or \
+        real(pixels, *a, **k)
+    record = tuner.run()
+    steps = tuner.steps_per_epoch
+    trained = [s[1:] for s in seen if s[0]]
+    assert trained == [(32, 16)] * steps + [(48, 24)] * steps + [(64, 32)] * steps
+    assert {s[1:] for s in seen if not s[0]} == {(64, 32)}  # validation at the model's size
+    assert [h.get("input_size") for h in record["history"]] == [[32, 16], [48, 24], None]
+
+
+def test_bad_progressive_sizes_are_refused(tiny_data, tmp_path):
+    with pytest.raises(ValueError, match="more than epochs"):
+        ImageTuningConfig(epochs=2, progressive_sizes=[[2, 32, 16], [1, 48, 24]])
+    with pytest.raises(ConfigError, match=r"progressive_sizes\[0\]"):
+        load_config("tiny", ["data.root=x", "image_tuning.progressive_sizes=[[1, 32]]"])
+    with pytest.raises(Exception, match="exceed the model's input size 64x32"):
+        _tuner(tiny_data, tmp_path / "big", progressive_sizes=[[1, 128, 64]])

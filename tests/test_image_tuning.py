@@ -157,8 +157,8 @@ def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path)
                if k.startswith(("image_encoder.", "image_head.")))
 
 
-@pytest.mark.parametrize("options", [{}, {"ema_decay": 0.9}, {"feature_mixup_alpha": 0.4}],
-                         ids=["plain", "ema", "mixup"])
+@pytest.mark.parametrize("options", [{}, {"ema_decay": 0.9}, {"feature_mixup_alpha": 0.4},
+                                     {"progressive_sizes": [[1, 32, 16]]}], ids=["plain", "ema", "mixup", "progressive"])
 def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch, options):
     reference = _tuner(tiny_data, tmp_path / "ref", **options)
     reference.run()
