@@ -205,3 +205,37 @@ def test_bad_progressive_sizes_are_refused(tiny_data, tmp_path):
         load_config("tiny", ["data.root=x", "image_tuning.progressive_sizes=[[1, 32]]"])
     with pytest.raises(Exception, match="exceed the model's input size 64x32"):
         _tuner(tiny_data, tmp_path / "big", progressive_sizes=[[1, 128, 64]])
+
+
+# ----------------------------------------------------------------------------- the comparison script
+def test_bench_recipe_tunes_each_setting_and_prints_its_table(tiny_data, tmp_path, capsys):
+    import importlib.util
+    import json
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_recipe.py"
+    spec = importlib.util.spec_from_file_location("bench_recipe", script)
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    out = tmp_path / "runs"
+    argv = ["--data", str(tiny_data), "--out", str(out), "--config", "tiny",
+            "--set", "image_tuning.epochs=2", "--set", "image_tuning.batch_size=8",
+            "--setting", "plain",
+            "--setting", "all three", "model.attribute_logit_norm=true", "image_tuning.feature_mixup_alpha=0.4",
+            "image_tuning.progressive_sizes=[[1,32,16]]", "--json", str(tmp_path / "rows.json")]
+    capsys.readouterr()
+    assert bench.main(argv) == 0
+    printed = capsys.readouterr().out
+    lines = printed.strip().splitlines()
+    assert lines[0].startswith("| setting | val mA | test mA | PETA-35 mA") and len(lines) == 4
+    assert all(f"| {name} |" in printed for name in ("plain", "all three"))
+    rows = json.loads((tmp_path / "rows.json").read_text())
+    assert [r["setting"] for r in rows] == ["plain", "all three"]
+    assert all(0 <= r["val_mA"] <= 100 and 0 <= r["test_mA"] <= 100 and r["tuning_minutes"] > 0 for r in rows)
+    history = [json.loads(line) for line in (out / "all_three" / "image_tuning" / "metrics.jsonl").read_text().splitlines()]
+    assert [h.get("input_size") for h in history] == [[32, 16], None]  # the setting's overrides reached the tuning
+    config = (out / "all_three" / "config.yaml").read_text()
+    assert "attribute_logit_norm: true" in config and "feature_mixup_alpha: 0.4" in config
+    assert "attribute_logit_norm" not in (out / "plain" / "config.yaml").read_text()
+    # a second call reuses the finished runs and their reports: the same table
+    assert bench.main(argv) == 0 and capsys.readouterr().out == printed
