@@ -17,8 +17,8 @@ Images are decoded once, at the model's input size, into a uint8 tensor kept in 
 PETA crops at 256x128 take 1.4 GB), so an epoch costs only augmentation and the network. With
 ``progressive_sizes`` the early epochs' batches are resized down from that tensor on the fly
 (one copy in memory, at the size validation uses; a resize of a batch costs far less than its
-forward pass). The
-loop checkpoints to ``DIR/last.pt`` every ``checkpoint_every_steps`` steps and at every epoch
+forward pass).
+The loop checkpoints to ``DIR/last.pt`` every ``checkpoint_every_steps`` steps and at every epoch
 end; a rerun resumes exactly (each step's augmentation and dropout are seeded by
 ``(seed, epoch, step)``). The selected weights go to ``DIR/tuned.pt``, the per-epoch records to
 ``DIR/metrics.jsonl``. :class:`~minterpr.training.trainer.Trainer` runs it when the config has
