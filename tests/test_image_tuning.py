@@ -157,9 +157,10 @@ def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path)
                if k.startswith(("image_encoder.", "image_head.")))
 
 
-@pytest.mark.parametrize("ema_decay", [0.0, 0.9])
-def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch, ema_decay):
-    reference = _tuner(tiny_data, tmp_path / "ref", ema_decay=ema_decay)
+@pytest.mark.parametrize("options", [{}, {"ema_decay": 0.9}, {"feature_mixup_alpha": 0.4},
+                                     {"progressive_sizes": [[1, 32, 16]]}], ids=["plain", "ema", "mixup", "progressive"])
+def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch, options):
+    reference = _tuner(tiny_data, tmp_path / "ref", **options)
     reference.run()
     calls = {"n": 0}
     real = image_tuning.augment_batch
@@ -172,9 +173,9 @@ def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkey
 
     monkeypatch.setattr(image_tuning, "augment_batch", dying)
     with pytest.raises(KeyboardInterrupt):
-        _tuner(tiny_data, tmp_path / "killed", ema_decay=ema_decay).run()
+        _tuner(tiny_data, tmp_path / "killed", **options).run()
     monkeypatch.setattr(image_tuning, "augment_batch", real)
-    resumed = _tuner(tiny_data, tmp_path / "killed", ema_decay=ema_decay)
+    resumed = _tuner(tiny_data, tmp_path / "killed", **options)
     resumed.run()
     for key, value in reference.model.state_dict().items():
         if key.startswith(("image_encoder.", "image_head.")):

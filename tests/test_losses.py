@@ -127,6 +127,27 @@ def test_attribute_bce_ignores_unknown_slots():
     assert attribute_loss(logits, targets, torch.zeros_like(mask)).item() == 0.0
 
 
+def test_weighted_attribute_bce_of_soft_targets_interpolates_the_weights():
+    """A mixup's soft target y weighs y exp(1 - r) + (1 - y) exp(r); 0/1 targets keep Jia's weights."""
+    from minterpr.models.losses import positive_ratio
+
+    logits = torch.tensor([[1.5, -0.5, 0.2]])
+    ratio = torch.tensor([0.1, 0.7, 0.4])
+    mask = torch.ones(1, 3, dtype=torch.bool)
+    soft = torch.tensor([[0.3, 1.0, 0.0]])
+    expected = []
+    for j in range(3):
+        p, y, r = torch.sigmoid(logits[0, j]).item(), soft[0, j].item(), ratio[j].item()
+        bce = -(y * math.log(p) + (1 - y) * math.log(1 - p))
+        expected.append(bce * (y * math.exp(1 - r) + (1 - y) * math.exp(r)))
+    assert attribute_loss(logits, soft, mask, ratio).item() == pytest.approx(sum(expected) / 3, rel=1e-6)
+    hard = torch.tensor([[1.0, 0.0, 1.0]])
+    plain = F.binary_cross_entropy_with_logits(logits, hard, reduction="none")
+    jia = plain * torch.where(hard > 0.5, torch.exp(1 - ratio), torch.exp(ratio))
+    assert torch.equal(attribute_loss(logits, hard, mask, ratio), jia.sum() / 3)  # bitwise as before
+    assert positive_ratio(soft, mask).tolist() == pytest.approx([0.3, 1.0, 0.0])
+
+
 def reference_reference(q, v, ref, ref_mask, turn_mask, margin) -> float:
     terms = []
     b, r, _ = q.shape

@@ -21,6 +21,10 @@ from minterpr.registry import Registry
 
 MODEL_CONFIGS: Registry["ModelConfig"] = Registry("model config")
 
+# fields added after models were published: left out of to_dict() at their default, so configs,
+# fingerprints and caches of the models made before them stay the same
+LATER_FIELDS: dict[str, Any] = {"attribute_logit_norm": False}
+
 
 @dataclass
 class ModelConfig:
@@ -49,6 +53,9 @@ class ModelConfig:
     # test-time augmentation: image features are the mean of the image's and its mirror image's
     # (in eval mode, and in the cached stem of a wholly frozen encoder); 2x the encoding cost
     flip_test: bool = False
+    # BatchNorm1d over the attribute logits, after the classifier (Jia et al. 2021: BN(FC(x)));
+    # False = plain scores (models made before it)
+    attribute_logit_norm: bool = False
     memory_layers: int = 2  # transformer layers of the dialogue memory
     memory_heads: int = 4  # attention heads of the dialogue memory (must divide embed_dim)
     max_turns: int = 16  # most turns a dialogue may have (size of the position table)
@@ -95,6 +102,9 @@ class ModelConfig:
         """Plain dict (lists for tuples), suitable for JSON/YAML and checkpoints."""
         out = dataclasses.asdict(self)
         out["image_size"] = list(self.image_size)
+        for name, default in LATER_FIELDS.items():  # off: the dicts (and fingerprints) of models made before it
+            if out[name] == default:
+                del out[name]
         return out
 
     @classmethod

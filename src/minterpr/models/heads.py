@@ -27,7 +27,7 @@ Example:
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from typing import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -46,10 +46,12 @@ class SlotAttributeHead(nn.Module):
     """One learned query per slot attends over part tokens; each label scores its slot's summary.
 
     tokens (B, T, D) -> logits (B, L): slot s pools ``softmax(q_s . k_t)`` over tokens, then
-    label l (of slot s) is ``w_l . pooled_s + b_l``.
+    label l (of slot s) is ``w_l . pooled_s + b_l``. With ``logit_norm`` those scores go through
+    a BatchNorm1d over the L labels (Jia et al. 2021's baseline, ``logits = BN(FC(x))``): each
+    label's logit is re-centred on its batch, which offsets the imbalance of rare labels.
     """
 
-    def __init__(self, dim: int, label_slots: Sequence[int]) -> None:
+    def __init__(self, dim: int, label_slots: Sequence[int], logit_norm: bool = False) -> None:
         super().__init__()
         num_slots = max(label_slots) + 1
         self.register_buffer("label_slots", torch.tensor(list(label_slots), dtype=torch.long), persistent=False)
@@ -58,8 +60,17 @@ class SlotAttributeHead(nn.Module):
         self.keys = nn.Linear(dim, dim, bias=False)
         self.label_weight = nn.Parameter(torch.randn(len(label_slots), dim) * dim**-0.5)  # (L, D)
         self.label_bias = nn.Parameter(torch.zeros(len(label_slots)))  # (L,)
+        self.logit_norm: nn.BatchNorm1d | None = nn.BatchNorm1d(len(label_slots)) if logit_norm else None
 
-    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor,
+                mix: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+        """tokens (B, T, D) -> logits (B, L).
+
+        ``mix`` (training only): (B, L) scores -> (B, L) scores, applied before the logit norm.
+        A label's score is linear in its slot's pooled feature, so mixing the scores of two
+        images with weight lambda is exactly mixing the pooled features fed to that label
+        (per-label feature mixup, :mod:`minterpr.training.feature_mixup`).
+        """
         tokens = self.norm(tokens)  # (B, T, D)
         # q_s . (W_k t) == (W_k^T q_s) . t: projecting the S queries instead of the T tokens is
         # the same score at a fraction of the cost when a part grid gives hundreds of tokens
@@ -67,7 +78,14 @@ class SlotAttributeHead(nn.Module):
         scores = torch.einsum("sd,btd->bst", query_keys, tokens) / math.sqrt(tokens.shape[-1])
         pooled = scores.softmax(dim=-1) @ tokens  # (B, S, D)
         per_label = pooled[:, self.label_slots]  # (B, L, D)
-        return (per_label * self.label_weight).sum(-1) + self.label_bias  # (B, L)
+        scores = (per_label * self.label_weight).sum(-1) + self.label_bias  # (B, L)
+        if mix is not None:
+            scores = mix(scores)
+        if self.logit_norm is None:
+            return scores
+        bn = self.logit_norm  # one image has no batch statistics: it uses the running ones (as _bnneck)
+        return F.batch_norm(scores, bn.running_mean, bn.running_var, bn.weight, bn.bias,
+                            training=self.training and scores.shape[0] > 1, momentum=bn.momentum, eps=bn.eps)
 
 
 class GridProjection(nn.Module):
@@ -110,6 +128,7 @@ class ImageHead(nn.Module):
         colour_dim: int = 0,
         colour_stripes: int = 0,
         num_columns: int = 1,
+        attribute_logit_norm: bool = False,
     ) -> None:
         super().__init__()
         if num_columns < 1:
@@ -143,7 +162,7 @@ class ImageHead(nn.Module):
             self.cell_embedding = nn.Parameter(torch.zeros(num_stripes * num_columns, embed_dim))  # (P*Q, D)
         else:
             self.cell_proj = None
-        self.attributes = SlotAttributeHead(embed_dim, label_slots)
+        self.attributes = SlotAttributeHead(embed_dim, label_slots, logit_norm=attribute_logit_norm)
         self.num_identities = num_identities
         if num_identities > 0:
             self.bnneck = nn.BatchNorm1d(embed_dim)
@@ -156,12 +175,14 @@ class ImageHead(nn.Module):
     def forward(
         self, global_feat: torch.Tensor, stripes: torch.Tensor, colour: torch.Tensor | None = None,
         attribute_rows: torch.Tensor | None = None,
+        attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> dict[str, torch.Tensor | None]:
         """global (B, C_g), stripes (B, P*Q, C_s), colour (B, P_c*Q, K) histograms when the head has
         a colour branch -> {"embedding" (B, D), "attribute_logits", "id_logits" (B, K) | None}.
 
         ``attribute_rows`` (long (B',)): compute the attribute logits (B', L) of those rows only
         (training needs them for targets, not for every reference image); None = all rows.
+        ``attribute_mix``: the per-label mix of :meth:`SlotAttributeHead.forward` (training only).
         """
         if self.colour_proj is not None:
             cells = self.colour_stripes * self.num_columns
@@ -187,7 +208,7 @@ class ImageHead(nn.Module):
             tokens = torch.cat([pick(g), self.cell_proj(cells) + self.cell_embedding], dim=1)  # (B', 1 + P*Q, D)
         return {
             "embedding": F.normalize(features, dim=-1),
-            "attribute_logits": self.attributes(tokens),
+            "attribute_logits": self.attributes(tokens, mix=attribute_mix),
             "id_logits": id_logits,
         }
 

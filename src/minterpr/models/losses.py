@@ -118,12 +118,15 @@ def attribute_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tens
     it is known), the imbalance-aware weighting of Jia et al. 2021 ("Rethinking of pedestrian
     attribute recognition"): a positive weighs exp(1 - r), a negative exp(r), so a rare label's
     few positives are not drowned by its negatives (a green jacket among thousands of others).
+    Soft targets y in [0, 1] weigh ``y exp(1 - r) + (1 - y) exp(r)``.
     """
     targets = targets.to(logits.dtype)
     per_label = F.binary_cross_entropy_with_logits(logits, targets, reduction="none")
     if positive_ratio is not None:
         ratio = positive_ratio.to(logits.dtype).view(1, -1)  # (1, L)
-        per_label = per_label * torch.where(targets > 0.5, torch.exp(1.0 - ratio), torch.exp(ratio))
+        # y exp(1 - r) + (1 - y) exp(r): the two weights for 0/1 targets, interpolated for the
+        # soft targets of a mixup (minterpr.training.feature_mixup)
+        per_label = per_label * (targets * torch.exp(1.0 - ratio) + (1.0 - targets) * torch.exp(ratio))
     mask = mask.to(logits.dtype)
     return (per_label * mask).sum() / mask.sum().clamp(min=1.0)
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import Mapping, Sequence
+from typing import Callable, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -82,6 +82,7 @@ class RetrievalModel(nn.Module):
             colour_dim=len(PALETTE) if config.colour_stripes else 0,
             colour_stripes=config.colour_stripes,
             num_columns=config.stripe_columns,
+            attribute_logit_norm=config.attribute_logit_norm,
         )
         preprocess = self.image_encoder.preprocess
         self.colour_branch = (ColourBranch(mean=preprocess.mean, std=preprocess.std)
@@ -171,21 +172,25 @@ class RetrievalModel(nn.Module):
         stem = stem_out[:, : -p * k].reshape(-1, *self._stem_shape)
         return stem, stem_out[:, -p * k:].reshape(-1, p, k)
 
-    def encode_image_features(self, stem_out: torch.Tensor,
-                              attribute_rows: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
+    def encode_image_features(self, stem_out: torch.Tensor, attribute_rows: torch.Tensor | None = None,
+                              attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                              ) -> dict[str, torch.Tensor | None]:
         """Stem output -> {"embedding": (B, D) L2-normalised, "attribute_logits": (B, L), "id_logits": (B, K) | None}.
 
         L = ``len(ONTOLOGY.flat_labels())``; K = ``config.num_identities`` (None when 0).
         ``attribute_rows`` (long (B',)) limits the attribute logits to those rows: (B', L).
+        ``attribute_mix`` mixes the attribute scores per label (training; :mod:`minterpr.training.feature_mixup`).
         """
         stem, colour = self.unpack_stem(stem_out)
         features = self.image_encoder.forward_head(stem)
-        return self.image_head(features["global"], features["stripes"], colour, attribute_rows=attribute_rows)
+        return self.image_head(features["global"], features["stripes"], colour, attribute_rows=attribute_rows,
+                               attribute_mix=attribute_mix)
 
-    def encode_images(self, pixels: torch.Tensor,
-                      attribute_rows: torch.Tensor | None = None) -> dict[str, torch.Tensor | None]:
+    def encode_images(self, pixels: torch.Tensor, attribute_rows: torch.Tensor | None = None,
+                      attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
+                      ) -> dict[str, torch.Tensor | None]:
         """(B, 3, H, W) -> the dict of :meth:`encode_image_features`."""
-        return self.encode_image_features(self.image_stem(pixels), attribute_rows)
+        return self.encode_image_features(self.image_stem(pixels), attribute_rows, attribute_mix)
 
     def attribute_probabilities(self, attribute_logits: torch.Tensor) -> torch.Tensor:
         """(B, L) attribute logits -> (B, L) calibrated probabilities ``sigmoid(logit / T_slot)``."""

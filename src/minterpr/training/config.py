@@ -133,7 +133,40 @@ class ImageTuningConfig:
     # exponential moving average of the image side's weights, updated after every step (0 = off;
     # e.g. 0.999 averages over ~1,000 steps); validation, selection and the tuned weights use it
     ema_decay: float = 0.0
+    # per-label feature mixup of the attribute head (minterpr.training.feature_mixup): each label
+    # of each image mixes its slot feature and target with a random partner's, lambda ~
+    # Beta(alpha, alpha); 0 = off
+    feature_mixup_alpha: float = 0.0
+    # progressive input sizes: [[epochs, height, width], ...] run in order first, each at most the
+    # model's image_size (batches are resized down on the fly from the images decoded at the
+    # model's size); the epochs left after them, and validation, at the model's size; [] = off
+    progressive_sizes: list[list[int]] = field(default_factory=list)
     augment: AugmentConfig = field(default_factory=AugmentConfig)  # colour-true augmentation
+
+    def __post_init__(self) -> None:
+        if self.feature_mixup_alpha < 0:
+            raise ValueError(f"feature_mixup_alpha must be >= 0 (0 = off), got {self.feature_mixup_alpha}")
+        for i, entry in enumerate(self.progressive_sizes):
+            if len(entry) != 3 or min(entry) < 1:
+                raise ValueError(f"progressive_sizes[{i}] must be [epochs, height, width], each >= 1, got {entry}")
+        planned = sum(entry[0] for entry in self.progressive_sizes)
+        if planned > self.epochs:
+            raise ValueError(f"progressive_sizes plan {planned} epochs, more than epochs ({self.epochs})")
+
+    def input_size(self, epoch: int) -> tuple[int, int] | None:
+        """(H, W) of the training batches of ``epoch`` (0-based); None = the model's size.
+
+        Example:
+            >>> cfg = ImageTuningConfig(epochs=4, progressive_sizes=[[2, 128, 64], [1, 192, 96]])
+            >>> [cfg.input_size(e) for e in range(4)]
+            [(128, 64), (128, 64), (192, 96), None]
+        """
+        end = 0
+        for epochs, height, width in self.progressive_sizes:
+            end += epochs
+            if epoch < end:
+                return height, width
+        return None
 
     def to_dict(self) -> dict[str, Any]:
         return _plain(dataclasses.asdict(self))
@@ -309,7 +342,10 @@ def _image_tuning(raw: Any, source: str) -> ImageTuningConfig:
         raise ConfigError(f"{source}: 'image_tuning' must be a mapping, got {raw!r}")
     raw = dict(raw)
     augment = raw.pop("augment", None)
-    tuning = _build(ImageTuningConfig, raw, "image_tuning", source)
+    try:
+        tuning = _build(ImageTuningConfig, raw, "image_tuning", source)
+    except ValueError as err:
+        raise ConfigError(f"{source}: image_tuning: {err}") from None
     if augment is not None:
         try:
             tuning.augment = _build(AugmentConfig, augment, "image_tuning.augment", source)

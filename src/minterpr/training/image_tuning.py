@@ -8,13 +8,17 @@ training split's gallery plus ``extra_galleries`` (e.g. the PA-100K sample), wit
 * the imbalance-aware attribute loss of Jia et al. 2021 (:func:`minterpr.models.losses.attribute_loss`)
   and the identity loss on images whose identity is known (it shapes the image embedding that
   judged reference images are compared with);
-* colour-true augmentation of whole batches (:mod:`minterpr.training.image_augment`);
+* colour-true augmentation of whole batches (:mod:`minterpr.training.image_augment`), and
+  optionally per-label feature mixup (:mod:`minterpr.training.feature_mixup`);
 * model selection on the validation split's label-based mA (test-time flip when the model
   config asks for it), never on test.
 
 Images are decoded once, at the model's input size, into a uint8 tensor kept in memory (13,909
-PETA crops at 256x128 take 1.4 GB), so an epoch costs only augmentation and the network. The
-loop checkpoints to ``DIR/last.pt`` every ``checkpoint_every_steps`` steps and at every epoch
+PETA crops at 256x128 take 1.4 GB), so an epoch costs only augmentation and the network. With
+``progressive_sizes`` the early epochs' batches are resized down from that tensor on the fly
+(one copy in memory, at the size validation uses; a resize of a batch costs far less than its
+forward pass).
+The loop checkpoints to ``DIR/last.pt`` every ``checkpoint_every_steps`` steps and at every epoch
 end; a rerun resumes exactly (each step's augmentation and dropout are seeded by
 ``(seed, epoch, step)``). The selected weights go to ``DIR/tuned.pt``, the per-epoch records to
 ``DIR/metrics.jsonl``. :class:`~minterpr.training.trainer.Trainer` runs it when the config has
@@ -37,6 +41,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from tqdm import tqdm
 
 from minterpr.data.formats.gallery import read_gallery
@@ -51,6 +56,7 @@ from minterpr.types import GalleryImage
 from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ImageTuningConfig
 from .data import attribute_targets, item_seed
+from .feature_mixup import LabelMix
 from .image_augment import augment_batch
 
 FORMAT = "minterpr-image-tuning/1"
@@ -111,6 +117,14 @@ def resize_like(preprocess: Any) -> Callable[[Any], Any]:
     return lambda image: image.resize((width, height), _PIL_FILTERS[preprocess.interpolation])
 
 
+def resize_batch(pixels: torch.Tensor, size: tuple[int, int] | None) -> torch.Tensor:
+    """(B, 3, H, W) uint8 -> (B, 3, h, w) uint8, down-sampled (antialiased bilinear); None = unchanged."""
+    if size is None or tuple(pixels.shape[-2:]) == tuple(size):
+        return pixels
+    small = F.interpolate(pixels.float(), size=tuple(size), mode="bilinear", antialias=True, align_corners=False)
+    return small.round_().clamp_(0, 255).to(torch.uint8)
+
+
 def normalise(pixels: torch.Tensor, model: RetrievalModel) -> torch.Tensor:
     """(B, 3, H, W) uint8 -> the normalised float input :meth:`RetrievalModel.encode_images` expects."""
     preprocess = model.preprocess
@@ -142,7 +156,7 @@ def predict_probabilities(model: RetrievalModel, pixels: torch.Tensor, batch_siz
 
 # fields added to ImageTuningConfig after results were published count in the fingerprint only when
 # set, so tunings made before they existed are still reused and resumed
-LATER_FIELDS = {"ema_decay": 0.0}
+LATER_FIELDS: dict[str, Any] = {"ema_decay": 0.0, "feature_mixup_alpha": 0.0, "progressive_sizes": []}
 
 
 def tuning_fingerprint(cfg: ImageTuningConfig, model: RetrievalModel, train: LabelledImages, seed: int,
@@ -239,6 +253,11 @@ class ImageTuner:
         # (L,) positive shares for Jia's weighting of the attribute loss; None = plain BCE
         self.ratio = positive_ratio(train.targets, train.mask) if balanced_attributes else None
         self.steps_per_epoch = -(-len(train) // cfg.batch_size)
+        height, width = train.pixels.shape[-2:]
+        larger = [entry for entry in cfg.progressive_sizes if entry[1] > height or entry[2] > width]
+        if larger:
+            raise RunError(out_dir, f"image_tuning.progressive_sizes {larger} exceed the model's input size "
+                                    f"{height}x{width}: the images are decoded at that size and only resized down")
 
     def run(self) -> dict[str, Any]:
         """Tune (or resume, or reuse a finished result); the model ends with the selected weights."""
@@ -284,15 +303,22 @@ class ImageTuner:
         model.train()
         bar = tqdm(total=self.steps_per_epoch, initial=state["step"], desc=f"image tuning {epoch + 1}/{cfg.epochs}",
                    disable=not self.progress, unit="step", leave=False)
+        size = cfg.input_size(epoch)  # None: the model's size (progressive sizes: smaller first)
         started = time.perf_counter()
         for step in range(state["step"], self.steps_per_epoch):
             rows = order[step * cfg.batch_size: (step + 1) * cfg.batch_size]
             torch.manual_seed(item_seed(self.seed, "step", epoch, step))  # dropout: exact on resume
             generator = torch.Generator().manual_seed(item_seed(self.seed, "augment", epoch, step))
-            pixels = normalise(augment_batch(data.pixels[rows], cfg.augment, generator), model).to(model.device)
-            out = model.encode_images(pixels)
-            loss = cfg.attribute_weight * attribute_loss(out["attribute_logits"], data.targets[rows].to(model.device),
-                                                         data.mask[rows].to(model.device),
+            pixels = normalise(augment_batch(resize_batch(data.pixels[rows], size), cfg.augment, generator),
+                               model).to(model.device)
+            targets, mask = data.targets[rows].to(model.device), data.mask[rows].to(model.device)
+            mix = None
+            if cfg.feature_mixup_alpha > 0:
+                mix = LabelMix.draw(len(rows), targets.shape[1], cfg.feature_mixup_alpha,
+                                    item_seed(self.seed, "mixup", epoch, step)).to(model.device)
+                targets, mask = mix.targets(targets, mask)
+            out = model.encode_images(pixels, attribute_mix=mix)
+            loss = cfg.attribute_weight * attribute_loss(out["attribute_logits"], targets, mask,
                                                          None if self.ratio is None else self.ratio.to(model.device))
             if cfg.id_weight > 0 and out["id_logits"] is not None:
                 loss = loss + cfg.id_weight * id_loss(out["id_logits"], data.person_index[rows].to(model.device))
@@ -314,6 +340,8 @@ class ImageTuner:
         state["seconds"] += time.perf_counter() - started
         record = {"epoch": epoch + 1, "loss": state["loss_sum"] / max(1, self.steps_per_epoch),
                   "seconds": round(state["seconds"], 1)}
+        if size is not None:
+            record["input_size"] = list(size)
         if self.val is not None and len(self.val):
             live = _image_side_state(model) if self.average is not None else None
             if self.average is not None:  # validate (and keep) the averaged weights
