@@ -164,3 +164,10 @@ def test_real_footage_commands_default_to_the_shipped_model():
     assert parser.parse_args(["index", "build", "--images", "d", "--out", "o"]).run == "shipped"
     assert parser.parse_args(["chat", "--images", "d"]).run == "shipped"
     assert parser.parse_args(["chat", "--images", "d", "--backend", "attribute"]).backend == "attribute"
+
+
+def test_models_names_a_missing_folder(tmp_path, capsys):
+    from minterpr.cli.main import main
+
+    assert main(["models", str(tmp_path / "absent")]) == 2
+    assert "absent: no such folder" in capsys.readouterr().err

@@ -12,13 +12,18 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+from pathlib import Path
 
 from minterpr.cli.common import add_common_options, write_json
 
 
 def run(args: argparse.Namespace) -> int:
+    from minterpr.errors import InputError
     from minterpr.runtime.catalogue import describe_models
 
+    missing = [root for root in args.roots if not Path(root).is_dir()]
+    if missing:  # a folder named on the command line must exist; the defaults may not
+        raise InputError(f"{missing[0]}: no such folder")
     entries = describe_models(args.roots or ["runs", "models"], fingerprints=not args.no_fingerprints)
     if not entries:
         print("no models found (the shipped ones come with a source checkout; train one with `minterpr train`)")
@@ -33,6 +38,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("models", help="list the shipped models, runs and exported models",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("roots", nargs="*", metavar="DIR", help="folders to look in (default: runs models)")
-    parser.add_argument("--no-fingerprints", action="store_true", help="do not load the models (faster)")
+    parser.add_argument("--no-fingerprints", action="store_true", help="do not compute the fingerprints (each model is still loaded to check it)")
     parser.set_defaults(handler=run)
     add_common_options(parser, json=True)
