@@ -25,6 +25,7 @@ CHROMIUM = chromium_path()
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
 DESCRIPTION = "a young woman with long dark hair, a red jacket and blue jeans"
+MATCH = re.compile(r"match (\d{1,3}|< 1) %")  # how a result's match probability is shown
 TIMEOUT_MS = 60_000  # generous: the CI machine may be busy (every wait ends as soon as the page is ready)
 sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
@@ -33,7 +34,7 @@ sync_api.expect.set_options(timeout=TIMEOUT_MS)
 def site(tmp_path_factory):
     """The server over a fresh data folder (users ana/analyst and vic/viewer, gallery "demo")."""
     folder = tmp_path_factory.mktemp("web")
-    run, store, truth = build_gallery(folder)
+    run, store, truth = build_gallery(folder, calibrated=True)
     prepare_service(folder / "data", run, store)
     server = Server(folder / "data").start()
     yield server
@@ -106,7 +107,7 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
     page.mouse.wheel(0, 5000)  # the thumbnails load lazily: scroll them all into view, then every one shows
     page.wait_for_function("() => [...document.querySelectorAll('li.result img')].every(i => i.complete && i.naturalWidth > 0)")
     page.mouse.wheel(0, -5000)
-    expect(first).to_contain_text("similarity")
+    expect(first.locator(".meta .match")).to_have_text(MATCH)  # a bounded match figure, not a raw score
     expect(first.locator("ul.facts li").first).to_be_attached()  # the facts it matches or contradicts
     assert timeline(page)[0].startswith("describe: " + DESCRIPTION)
 
@@ -129,7 +130,7 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
     expect(heading).to_be_focused()
     box = page.locator("section.confirmed-box")
     expect(box).to_contain_text("It is not an identification")
-    expect(box).to_contain_text("similarity")
+    expect(box.locator(".seen")).to_contain_text(MATCH)
     assert page.locator("details.act").count() == 0  # nothing left to judge once confirmed
 
     with page.expect_download() as download:
@@ -158,6 +159,43 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
     export_page.goto((tmp_path / "report.html").as_uri())
     assert export_page.evaluate("() => [...document.images].every(i => i.naturalWidth > 0)")
     sync_api.expect(export_page.get_by_role("heading", name="Confirmed match")).to_be_visible()
+
+
+def test_marks_are_confident_or_unsure_and_the_confirmation_keeps_the_figure_seen(page, site, tmp_path) -> None:
+    """A ✓ / ✗ only for confident, calibrated facts (the rest "?"); "headwear: hat" (val AUC 55 % in the
+    test run) on no card and named as not used; the confirmed match reports the rank and match the
+    analyst saw on its card, and so does the export."""
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Evidence case")
+    describe(page, "a man wearing a hat, a red jacket and blue jeans, with a backpack")
+    cards = page.locator("section[aria-labelledby=results-title] li.result")
+    expect(cards).to_have_count(10)
+    marks = page.locator("section[aria-labelledby=results-title] ul.facts li")
+    kinds = {m.get_attribute("class") for m in marks.all()}
+    assert kinds and kinds <= {"yes", "no", "unsure"}
+    assert not any("headwear" in t for t in marks.all_text_contents())
+    expect(page.locator("#unrecognised")).to_contain_text("headwear: hat")
+    values = [float(m.get_attribute("value")) for m in page.locator("meter.match").all()]
+    assert len(values) == 10 and all(0.0 <= v <= 1.0 for v in values) and values == sorted(values, reverse=True)
+    assert sum(values) <= 1.0 + 1e-6  # shares of one distribution over the images searched
+
+    card = cards.nth(2)  # the third: confirming pins it first, and its figure then changes
+    chosen, shown = card.get_attribute("id"), card.locator(".meta .match").inner_text()
+    value = float(card.locator("meter.match").get_attribute("value"))
+    card.get_by_text("This is the person…").click()
+    card.get_by_role("checkbox").check()
+    card.get_by_role("button", name="Confirm match").click()
+    box = page.locator("section.confirmed-box")
+    expect(box.locator(".seen")).to_have_text(f"It was result #3, {shown}, when you confirmed it.")
+    expect(box).to_contain_text(shown + " when it was confirmed")
+    assert page.locator(f"#{chosen} .meta .match").inner_text() != shown  # what it shows now differs
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export the confirmed match (zip)").click()
+    archive = zipfile.ZipFile(download.value.path())
+    confirmed = [im for im in json.loads(archive.read("match.json"))["images"] if im["role"] == "confirmed"]
+    assert confirmed[0]["gallery_index"] == int(chosen.split("-")[1])
+    assert (confirmed[0]["rank"], confirmed[0]["similarity"]) == (3, value)
 
 
 def test_undo_restores_the_previous_ranking(page, site) -> None:

@@ -144,7 +144,7 @@ def test_the_question_with_its_quick_answers(client) -> None:
                      r'required maxlength="1000" autofocus>', html)
     assert html.count('action="/sessions/' + "a" * 32 + '/answer"') == 2
     assert "a &lt;b&gt;red&lt;/b&gt; top" in html and "cam &lt;1&gt;" in html  # every text escaped
-    assert "similarity 0.43" in html and "2026-03-02 08:05:00" in html
+    assert "match 43 %" in html and "2026-03-02 08:05:00" in html  # a match probability, never a raw score
 
 
 def test_times_and_result_filters() -> None:

@@ -60,6 +60,9 @@ class CalibrationRecord:
     temperatures: dict[str, float]  # slot -> temperature T (logits / T); slots absent keep T = 1
     nll_before: float  # summed per-slot negative log-likelihood on the split before fitting
     nll_after: float  # the same with the fitted temperatures
+    # label ("slot:value") -> ROC AUC (%) of the calibrated probabilities on the split; labels without
+    # positives or negatives there are absent; empty in records written before it was stored
+    label_auc: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -97,6 +100,8 @@ class RunExtras:
             out["scoring"] = self.scoring.to_dict()
         if self.calibration is not None:
             out["calibration"] = dataclasses.asdict(self.calibration)
+            if not self.calibration.label_auc:  # an old record is written back as it was read
+                del out["calibration"]["label_auc"]
         if self.selection is not None:
             out["scoring_selection"] = dataclasses.asdict(self.selection)
         return out
@@ -143,9 +148,13 @@ def _calibration(value: Any, source: str | os.PathLike[str]) -> CalibrationRecor
     if not isinstance(temperatures, Mapping) or not all(isinstance(k, str) for k in temperatures):
         raise RunError(source, "malformed extra 'calibration': 'temperatures' must map slot names to numbers")
     fitted = {k: _number(t, f"'calibration' temperature of {k!r}", source) for k, t in temperatures.items()}
+    auc = data.get("label_auc", {})  # absent in records written before label AUCs were stored
+    if not isinstance(auc, Mapping) or not all(isinstance(k, str) for k in auc):
+        raise RunError(source, "malformed extra 'calibration': 'label_auc' must map label names to numbers")
     return CalibrationRecord(_split(data.get("split"), "'calibration' split", source), fitted,
                              _number(data.get("nll_before"), "'calibration' nll_before", source),
-                             _number(data.get("nll_after"), "'calibration' nll_after", source))
+                             _number(data.get("nll_after"), "'calibration' nll_after", source),
+                             {k: _number(v, f"'calibration' label_auc of {k!r}", source) for k, v in auc.items()})
 
 
 def _selection(value: Any, source: str | os.PathLike[str]) -> WeightSelection:
@@ -276,6 +285,30 @@ def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
     return save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained)
 
 
+def label_aucs(probs: Any, targets: Any, mask: Any) -> dict[str, float]:
+    """Label ("slot:value") -> ROC AUC (%) of ``probs`` against the annotated ``targets`` ((N, L) over
+    ``ONTOLOGY.flat_labels()``); labels without positives or negatives are left out. Stored in the
+    calibration record: the page does not show a label under ``MIN_LABEL_AUC`` as evidence.
+
+    Example:
+        >>> import numpy as np
+        >>> from minterpr.data.ontology import ONTOLOGY
+        >>> n, labels = 4, len(ONTOLOGY.flat_labels())
+        >>> targets = np.zeros((n, labels)); targets[:2, 0] = 1
+        >>> probs = np.zeros((n, labels)); probs[:, 0] = [0.9, 0.8, 0.1, 0.2]
+        >>> mask = np.zeros((n, labels), bool); mask[:, 0] = True
+        >>> label_aucs(probs, targets, mask)
+        {'gender:male': 100.0}
+    """
+    from minterpr.data.ontology import ONTOLOGY
+    from minterpr.evaluation.attribute_metrics import auc_scores
+    from minterpr.interaction.explain import label_key
+
+    scores = auc_scores(probs, targets, mask)
+    return {label_key(slot, value): round(float(a), 2) for (slot, value), a in zip(ONTOLOGY.flat_labels(), scores)
+            if a is not None}
+
+
 def calibrate_and_choose_weight(cfg: "TrainConfig", model_path: str | os.PathLike[str]) -> RunExtras:
     """The post-training step, on the selection split (never test), stored in ``model_path``:
 
@@ -310,8 +343,11 @@ def calibrate_and_choose_weight(cfg: "TrainConfig", model_path: str | os.PathLik
         temperatures = fit_slot_temperatures(logits, targets, mask)
         model.set_attribute_temperature(temperatures)
         before, after = calibration_nll(logits, targets, mask), calibration_nll(logits, targets, mask, temperatures)
+        with torch.inference_mode():
+            calibrated = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()
         extras = dataclasses.replace(extras, calibration=CalibrationRecord(
-            cfg.selection_split, dict(temperatures), float(sum(before.values())), float(sum(after.values()))))
+            cfg.selection_split, dict(temperatures), float(sum(before.values())), float(sum(after.values())),
+            label_aucs(calibrated, targets, mask)))
     if cfg.select_attribute_weight:
         with torch.inference_mode():
             probs = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()

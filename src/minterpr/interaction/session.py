@@ -65,7 +65,7 @@ from minterpr.data.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.dialogue_acts import known_attributes, question_slot, round_judgements, turn_facts
-from minterpr.interaction.explain import explain_image
+from minterpr.interaction.explain import EvidencePolicy, explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
                                            QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
@@ -93,7 +93,8 @@ class Session:
                  schedule: str | Sequence[str] | Schedule = "auto", num_references: int = 3,
                  history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
                  allow_external_images: bool = False,
-                 shortlist: ShortlistConfig | int | None = ShortlistConfig()) -> None:
+                 shortlist: ShortlistConfig | int | None = ShortlistConfig(),
+                 evidence: EvidencePolicy | None = None) -> None:
         if not isinstance(gallery_index, GalleryIndex):
             raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
         if len(gallery_index) == 0:
@@ -118,6 +119,9 @@ class Session:
         # large galleries are re-ranked on the query's top-K (interaction/shortlist.py); the default ranks
         # galleries under 20,000 images whole; None = always whole, an int K = a shortlist of K at any size
         self.shortlist = make_shortlist(shortlist)
+        # how predicted attributes become ✓ / ✗ in explanations (None: a 0.5 threshold; a served run passes
+        # its calibration's policy, so only confident, calibrated, recognisable labels are marked)
+        self.evidence = evidence
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -315,7 +319,8 @@ class Session:
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
         return Step(found.rows[order], found.scores[order], action, found.anchor,
-                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth), len(self.index))
+                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence),
+                    len(self.index))
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:

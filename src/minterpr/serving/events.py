@@ -81,27 +81,27 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
     return stack
 
 
-def session_options(options: Mapping[str, Any], reranking: Any) -> dict[str, Any]:
-    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``),
-    and external example images allowed (the service names them itself: uploads it stored, never a
-    caller's path)."""
+def session_options(options: Mapping[str, Any], reranking: Any, evidence: Any = None) -> dict[str, Any]:
+    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``)
+    and evidence policy (``evidence``, how its explanations mark facts), and external example images
+    allowed (the service names them itself: uploads it stored, never a caller's path)."""
     from minterpr.interaction.shortlist import ShortlistConfig
 
     chosen = {k: v for k, v in options.items() if k in SESSION_OPTIONS}
     # the shortlist a session was started with; a session stored before the record existed ran the
     # cosine shortlist, which is what an empty record reads as: replays rank as the session did
     chosen["shortlist"] = ShortlistConfig.from_dict(options.get("shortlist") or {})
-    return {**chosen, "reranking": reranking, "allow_external_images": True}
+    return {**chosen, "reranking": reranking, "evidence": evidence, "allow_external_images": True}
 
 
 def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[str, Any], reranking: Any,
-           uploads: str | os.PathLike[str] | None) -> Any:
+           uploads: str | os.PathLike[str] | None, evidence: Any = None) -> Any:
     """A fresh Session over ``backend`` and ``index`` rebuilt from the log (recorded facts, not
     re-parsed); TurnError names the event that could not be replayed (an image removed since, ...)."""
     from minterpr.interaction.session import Session
 
     turns = fold(events, uploads)
-    session = Session(backend, index, **session_options(options, reranking))
+    session = Session(backend, index, **session_options(options, reranking, evidence))
     for entry, event in turns:
         try:
             session.add(entry.turn, facts=entry.facts)

@@ -62,19 +62,24 @@ from PIL import Image, UnidentifiedImageError
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
-from minterpr.interaction.explain import describe_fact
+from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, describe_fact
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
-__all__ = ["EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",
+__all__ = ["EVIDENCE_NOTE", "EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",
            "match_export_bytes", "match_export_from_record", "write_match_export"]
 
 EXPORT_FORMAT = "minterpr-match-export"
 EXPORT_VERSION = 1
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SIMILARITY_NOTE = ("A match is a similarity judgement made by a person looking at images that a model ranked "
-                   "as similar to a description; it is not an identification. The similarity score is the "
-                   "model's ranking score (higher is more similar, not a probability). Nothing here "
-                   "establishes who the person is.")
+                   "as similar to a description; it is not an identification. The match figure is the system's "
+                   "estimate, from appearance alone, that an image shows the person sought, among the images "
+                   "searched (they sum to 100 %); people who look alike share it. Nothing here establishes who "
+                   "the person is.")
+EVIDENCE_NOTE = (f"A \u2713 or \u2717 beside a fact means the model is at least {100 * CONFIDENT:.0f} % sure of it for "
+                 "that image, with probabilities calibrated on validation data; ? means it is not sure. Attributes "
+                 f"the model cannot recognise reliably (validation ROC AUC under {MIN_LABEL_AUC:.0f} %) are not shown "
+                 "as evidence.")
 _MIME = {"JPEG": ("image/jpeg", ".jpg"), "PNG": ("image/png", ".png"), "WEBP": ("image/webp", ".webp"),
          "GIF": ("image/gif", ".gif"), "BMP": ("image/bmp", ".bmp")}
 _TURN_KINDS = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}

@@ -29,7 +29,9 @@ from urllib.parse import urlencode
 from markupsafe import Markup, escape
 
 from minterpr.serving.errors import ApiError
-from minterpr.serving.export import SIMILARITY_NOTE, export_filename, match_export_bytes, match_export_from_record
+from minterpr.serving.export import (EVIDENCE_NOTE, SIMILARITY_NOTE, export_filename, match_export_bytes,
+                                     match_export_from_record)
+from minterpr.serving.views import percent
 
 HERE = Path(__file__).resolve().parent
 STATIC, TEMPLATES = HERE / "static", HERE / "templates"
@@ -75,6 +77,7 @@ def _environment() -> Any:
     versions = {name: _static_version(name) for name in ("minterpr.css", "htmx.min.js")}
     env.globals["static"] = lambda name: f"/static/{name}?v={versions.get(name, '0')}"
     env.filters["when"] = when
+    env.filters["percent"] = percent
     return env
 
 
@@ -242,7 +245,7 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     return dict(view=view, case=case, results=results, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
                 filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v),
-                note=SIMILARITY_NOTE, scope=scope, max_chars=settings.max_text_chars,
+                note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
                 can_export=pages.allowed(user, "session:export"))
 

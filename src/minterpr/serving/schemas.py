@@ -176,9 +176,10 @@ class ResultView(Strict):
     path: str
     camera: str | None
     time: str | None
-    similarity: float  # the ranking score: how alike, never who
-    matches: list[str]
-    contradicts: list[str]
+    similarity: float  # match probability in [0, 1] (softmax of the final scores over the ranked images): how alike, never who
+    matches: list[str]  # facts it confidently matches (calibrated, recognisable labels)
+    contradicts: list[str]  # facts it confidently contradicts
+    unsure: list[str] = []  # facts the model is not confident about for this image
     judgement: bool | None = None  # the user's verdict on this image, if any (True = confirmed)
 
 
@@ -207,6 +208,8 @@ class TimelineEntry(Strict):
     gallery_index: int | None = None
     user: str
     time: float
+    rank: int | None = None  # a judgement's image: its rank on the page when judged
+    similarity: float | None = None  # and its match probability then
 
 
 class TurnView(Strict):
@@ -221,6 +224,7 @@ class TurnView(Strict):
     action: ActionView | None
     confirmed: ConfirmedView | None
     timeline: list[TimelineEntry]
+    unrecognised: list[str] = []  # facts said that the model cannot recognise (not shown as evidence)
 
 
 class SessionSummary(Strict):

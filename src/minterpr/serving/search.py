@@ -49,7 +49,7 @@ from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
-from minterpr.serving.views import Live, Positions, confirmed, export_images, turn_view
+from minterpr.serving.views import Live, Positions, confirmed, export_images, seen, turn_view
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
                  "confirm": "confirm"}
@@ -87,7 +87,8 @@ class Search:
         sid = uuid.uuid4().hex
         options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars,
                    "shortlist": ShortlistConfig().to_dict()}  # recorded: a later default must not change a replay
-        session = events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(), None)
+        session = events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(), None,
+                                loaded.pipeline.evidence_policy())
         filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
                    "end": scope.end}
         positions = Positions(rows, len(loaded.index))
@@ -232,6 +233,8 @@ class Search:
             if kind != "undo" and limit is not None and len(live.session.history) >= limit:
                 raise ApiError(409, "turn_limit", f"this conversation has the {limit} turns the model reads; undo a "
                                "turn, or start a new session in the same case")
+            if kind in ("feedback", "confirm") and gallery_index is not None:  # what the analyst saw of it
+                extra = {**extra, **seen(live, gallery_index)}
             started = time.perf_counter()
             try:
                 move(live)
@@ -257,8 +260,10 @@ class Search:
             else:
                 said = _text(live.session.history[-1].turn, events.Event(seq, kind, payload))
                 live.timeline.append(TimelineEntry(seq=seq, kind=kind, text=said, gallery_index=gallery_index,
-                                                   user=principal.username, time=t))
-            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline)})
+                                                   user=principal.username, time=t, rank=extra.get("seen_rank"),
+                                                   similarity=extra.get("seen_similarity")))
+            # the confirmation reports the rank and match recorded with it (now in the timeline)
+            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline), "confirmed": confirmed(live)})
 
     def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],
                 audits: list[tuple[str, dict[str, Any]]]) -> tuple[int, float]:
@@ -323,13 +328,15 @@ class Search:
         log = [events.Event(e.seq, e.kind, e.payload, name, e.time) for e, name in stored]
         uploads = self.settings.uploads_dir / row.id
         try:
-            session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads)
+            session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads,
+                                    loaded.pipeline.evidence_policy())
             turns = events.fold(log, uploads)
         except (TurnError, InputError) as err:
             raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
                            f"have been removed by retention): {err}") from None
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
-                                  gallery_index=e.payload.get("gallery_index")) for entry, e in turns]
+                                  gallery_index=e.payload.get("gallery_index"), rank=e.payload.get("seen_rank"),
+                                  similarity=e.payload.get("seen_similarity")) for entry, e in turns]
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
                     dict(row.options or {}), len(log), timeline)
 

@@ -24,12 +24,13 @@ import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.interaction.explain import describe_fact
+from minterpr.interaction.presence import match_probabilities
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
 STATEMENT = ("This records the analyst's judgement that the image looks like the person searched for "
-             "(similarity {similarity}). It is not an identification: the system compares appearance, "
-             "and different people can look alike.")
+             "(match {similarity} when it was confirmed). It is not an identification: the system compares "
+             "appearance, and different people can look alike.")
 
 
 @dataclass(frozen=True)
@@ -80,21 +81,43 @@ def _score(value: float) -> float:
     return round(float(value), 6) if math.isfinite(value) else 0.0
 
 
+def percent(similarity: float | None) -> str:
+    """How a match probability is shown (the page, the confirmation and the export alike): ``'12 %'``."""
+    if similarity is None:
+        return "unknown"
+    value = 100.0 * similarity
+    return f"{value:.0f} %" if value >= 1 or value == 0 else "< 1 %"
+
+
 def results(live: Live, top: int) -> list[ResultView]:
+    """The top results; ``similarity`` is each one's match probability (:func:`match_probabilities`)."""
     step = live.session.step
     if step is None:
         return []
     judgements = live.session.judgements
+    shares = match_probabilities(step.scores)
     out = []
-    for rank, (local, score) in enumerate(zip(step.ranking[:top].tolist(), step.scores[:top].tolist())):
+    for rank, local in enumerate(step.ranking[:top].tolist()):
         explanation = step.explain(rank)
         gallery_index = live.positions.to_gallery(local)
         path, camera, time = live.image_info(gallery_index)
         out.append(ResultView(rank=rank + 1, gallery_index=gallery_index, path=path, camera=camera, time=time,
-                              similarity=_score(score), matches=[describe_fact(f) for f in explanation.matched],
+                              similarity=_score(shares[rank]), matches=[describe_fact(f) for f in explanation.matched],
                               contradicts=[describe_fact(f) for f in explanation.contradicted],
+                              unsure=[describe_fact(f) for f in explanation.unsure],
                               judgement=judgements.get(local)))
     return out
+
+
+def seen(live: Live, gallery_index: int) -> dict[str, Any]:
+    """Rank (1-based, None beyond a shortlist) and match probability of an image as the page shows it
+    now: recorded with a judgement, so the confirmation and the export report what the analyst saw."""
+    step = live.session.step
+    local = live.positions.to_local(gallery_index)
+    rank = None if step is None or local is None else step.rank_of(local)
+    if rank is None:
+        return {"seen_rank": None, "seen_similarity": None}
+    return {"seen_rank": rank + 1, "seen_similarity": _score(match_probabilities(step.scores)[rank])}
 
 
 def action(live: Live) -> ActionView | None:
@@ -119,17 +142,26 @@ def confirmed(live: Live) -> ConfirmedView | None:
     local = chosen[-1]
     gallery_index = live.positions.to_gallery(local)
     path, camera, time = live.image_info(gallery_index)
-    rank = step.rank_of(local)
-    similarity = _score(float(step.gallery_scores()[local]))
+    # what the page showed when the analyst confirmed it (recorded with the confirmation)
+    entry = next((t for t in reversed(live.timeline) if t.kind == "confirm" and t.gallery_index == gallery_index), None)
+    rank, similarity = (entry.rank, entry.similarity) if entry is not None else (None, None)
     return ConfirmedView(gallery_index=gallery_index, path=path, camera=camera, time=time, similarity=similarity,
-                         rank=None if rank is None else rank + 1, statement=STATEMENT.format(similarity=f"{similarity:.3f}"))
+                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)))
+
+
+def unrecognised(live: Live) -> list[str]:
+    """The facts said so far on labels the run's model cannot recognise (its evidence policy)."""
+    policy = live.session.evidence
+    if policy is None:
+        return []
+    return [describe_fact(f) for f in dict.fromkeys(live.session.facts) if not policy.recognised(f)]
 
 
 def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
-                    confirmed=confirmed(live), timeline=list(live.timeline))
+                    confirmed=confirmed(live), timeline=list(live.timeline), unrecognised=unrecognised(live))
 
 
 def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:
