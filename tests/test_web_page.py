@@ -137,6 +137,7 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
         page.get_by_role("button", name="Export the confirmed match (zip)").click()
     target = tmp_path / download.value.suggested_filename
     download.value.save_as(target)
+    expect(page.locator("#exports")).to_contain_text(re.compile(r"Export made by ana at 2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d \(UTC\)"))
     assert re.fullmatch(r"match_1_[0-9a-f]{32}_\d{4}-\d\d-\d\d\.zip", target.name)
     archive = zipfile.ZipFile(io.BytesIO(target.read_bytes()))
     names = archive.namelist()
@@ -152,6 +153,7 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
     assert kinds[0] == "describe" and kinds[-1] == "confirm" and "feedback" in kinds
     report = archive.read("report.html").decode()
     assert "Similarity, not identity." in report and DESCRIPTION in report and "data:image/jpeg;base64," in report
+    assert "Yes, this is the person." not in report and "“no, she had no backpack" in report  # only their words
     assert "Lost child at the station" in report and "Report 2026-0312" in report
 
     export_page = page.context.new_page()  # the self-contained report opens from the file alone

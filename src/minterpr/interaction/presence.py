@@ -12,6 +12,8 @@ Example:
     [0.731, 0.269, 0.0]
     >>> match_probabilities(np.array([0.5, -np.inf])).tolist()  # an image beyond a shortlist: 0
     [1.0, 0.0]
+    >>> percent(0.1234), percent(0.004), percent(None)
+    ('12 %', '< 1 %', 'unknown')
 """
 from __future__ import annotations
 
@@ -30,3 +32,11 @@ def match_probabilities(scores: np.ndarray, temperature: float = TEMPERATURE) ->
         weights = np.exp(logits - logits.max())
         out[finite] = weights / weights.sum()
     return out
+
+
+def percent(probability: float | None) -> str:
+    """How a match probability is shown (the page, the confirmation and the export alike): ``'12 %'``."""
+    if probability is None:
+        return "unknown"
+    value = 100.0 * probability
+    return f"{value:.0f} %" if value >= 1 or value == 0 else "< 1 %"

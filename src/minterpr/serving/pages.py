@@ -28,10 +28,10 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
+from minterpr.interaction.presence import percent
 from minterpr.serving.errors import ApiError
-from minterpr.serving.export import (EVIDENCE_NOTE, SIMILARITY_NOTE, export_filename, match_export_bytes,
-                                     match_export_from_record)
-from minterpr.serving.views import percent
+from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, export_filename,
+                                     match_export_bytes, match_export_from_record)
 
 HERE = Path(__file__).resolve().parent
 STATIC, TEMPLATES = HERE / "static", HERE / "templates"
@@ -74,7 +74,7 @@ def _environment() -> Any:
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
-    versions = {name: _static_version(name) for name in ("minterpr.css", "htmx.min.js")}
+    versions = {name: _static_version(name) for name in ("minterpr.css", "htmx.min.js", "minterpr.js")}
     env.globals["static"] = lambda name: f"/static/{name}?v={versions.get(name, '0')}"
     env.filters["when"] = when
     env.filters["percent"] = percent
@@ -208,7 +208,7 @@ def _index(data: Any) -> int:
 def _because(data: Any) -> str:
     """The feedback of "Not this person…": the verdict first, then the analyst's reason."""
     reason = str(data.get("text", "")).strip()
-    return f"Not this person. {reason}" if reason else "Not this person."
+    return f"{RULED_OUT_TEXT} {reason}" if reason else RULED_OUT_TEXT
 
 
 MOVES: dict[str, Callable[[Any, Any, str, Any], Any]] = {  # form post -> service call (search, user, sid, form)

@@ -225,6 +225,7 @@ class TurnView(Strict):
     confirmed: ConfirmedView | None
     timeline: list[TimelineEntry]
     unrecognised: list[str] = []  # facts said that the model cannot recognise (not shown as evidence)
+    exports: list[TimelineEntry] = []  # the exports made of this session (who, when)
 
 
 class SessionSummary(Strict):

@@ -191,7 +191,10 @@ class Search:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
             images = export_images(live, match.gallery_index)
             details = {"session": sid, "images": [image["path"] for image in images]}
-            self._commit(live, principal, "export", {"gallery_index": match.gallery_index}, [("export", details)])
+            seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
+                                  [("export", details)])
+            live.exports.append(TimelineEntry(seq=seq, kind="export", text="", gallery_index=match.gallery_index,
+                                              user=principal.username, time=t))
             case = self.cases.get_case(live.case_id)
             return ExportRecord(case=case, session_id=sid, gallery=live.gallery.name, confirmed=match, images=images,
                                 conversation=list(live.timeline), exported_by=principal.username,
@@ -337,8 +340,10 @@ class Search:
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
                                   gallery_index=e.payload.get("gallery_index"), rank=e.payload.get("seen_rank"),
                                   similarity=e.payload.get("seen_similarity")) for entry, e in turns]
+        exports = [TimelineEntry(seq=e.seq, kind=e.kind, text="", gallery_index=e.payload.get("gallery_index"),
+                                 user=e.user, time=e.time) for e in log if e.kind == "export"]
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
-                    dict(row.options or {}), len(log), timeline)
+                    dict(row.options or {}), len(log), timeline, exports)
 
     def _remember(self, live: Live) -> None:
         with self._guard:

@@ -24,7 +24,7 @@ import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.interaction.explain import describe_fact
-from minterpr.interaction.presence import match_probabilities
+from minterpr.interaction.presence import match_probabilities, percent
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
@@ -70,6 +70,7 @@ class Live:
     options: dict[str, Any]  # the recorded Session options
     seq: int  # events committed (the session's events up to here are in this state)
     timeline: list[TimelineEntry] = field(default_factory=list)  # one per turn of session.history
+    exports: list[TimelineEntry] = field(default_factory=list)  # one per export made (kind "export"), oldest first
 
     def image_info(self, gallery_index: int) -> tuple[str, str | None, str | None]:
         """(path, camera, time) of a gallery image."""
@@ -79,14 +80,6 @@ class Live:
 
 def _score(value: float) -> float:
     return round(float(value), 6) if math.isfinite(value) else 0.0
-
-
-def percent(similarity: float | None) -> str:
-    """How a match probability is shown (the page, the confirmation and the export alike): ``'12 %'``."""
-    if similarity is None:
-        return "unknown"
-    value = 100.0 * similarity
-    return f"{value:.0f} %" if value >= 1 or value == 0 else "< 1 %"
 
 
 def results(live: Live, top: int) -> list[ResultView]:
@@ -161,7 +154,8 @@ def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
-                    confirmed=confirmed(live), timeline=list(live.timeline), unrecognised=unrecognised(live))
+                    confirmed=confirmed(live), timeline=list(live.timeline), unrecognised=unrecognised(live),
+                    exports=list(live.exports))
 
 
 def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:
