@@ -255,3 +255,51 @@ def test_unauthenticated_and_cross_site_requests_are_refused(browser, page, site
     login(page, site.url, "vic", PASSWORD)
     page.goto(url)
     assert page.locator("details.act").count() == 0 and page.locator("#description").count() == 0
+
+
+def test_looking_closely_more_results_the_strip_and_several_confirmed_crops(page, site) -> None:
+    """The footage's time range and 24-hour UTC fields beside the filters, the per-camera strip, "show
+    more" up to the whole (30-image) gallery, the look-closely page (full-resolution crop, where it came
+    from, compared with the next result, then with a confirmed crop), "search with this image", and two
+    crops confirmed as one person."""
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Looking case")
+    describe(page)
+    cards = page.locator("section[aria-labelledby=results-title] li.result")
+    expect(page.locator("#footage")).to_have_text(re.compile(r"runs from 2026-03-02 08:00:00 to 2026-03-02 \d\d:\d\d:\d\d \(UTC\)"))
+    assert page.locator("#f-from").get_attribute("type") == "text"  # not the browser's locale-dependent picker
+    expect(page.get_by_label("From (UTC, 24-hour)")).to_have_attribute("placeholder", "YYYY-MM-DD HH:MM")
+    marks = page.locator("figure.strip a.mark")
+    expect(marks).to_have_count(10)  # every result shown has a time: one mark each, on its camera's lane
+    assert {m.get_attribute("href") for m in marks.all()} == {f"#{c}" for c in ranking(page)}
+    page.get_by_role("link", name="Show more results (up to 20)").click()
+    expect(cards).to_have_count(20)
+    page.get_by_role("link", name="Show more results (up to 30)").click()
+    expect(cards).to_have_count(30)
+    expect(page.get_by_role("link", name=re.compile("Show more results"))).to_have_count(0)  # all 30 shown
+
+    order = ranking(page)
+    first = page.locator(f"#{order[0]}")
+    first.get_by_role("link").first.focus()  # keyboard: the thumbnail is a link
+    page.keyboard.press("Enter")
+    expect(page.get_by_role("heading", name="Look closely")).to_be_visible()
+    expect(page.get_by_role("heading", name="Compared with result #2")).to_be_visible()
+    big = page.locator("figure[aria-labelledby=this-image] img")
+    expect(big).to_have_attribute("src", re.compile(rf"/image/{order[0].split('-')[1]}$"))
+    page.wait_for_function("() => [...document.querySelectorAll('.look img')].every(i => i.complete && i.naturalWidth > 0)")
+    expect(page.locator("figure[aria-labelledby=this-image] dl")).to_contain_text("Track")
+    page.get_by_role("button", name="Search with this image").click()
+    page.wait_for_url(re.compile(r"/sessions/[0-9a-f]{32}\?moved=1"))
+    assert timeline(page)[-1].startswith(f"example: gallery image {order[0].split('-')[1]}")
+
+    a, b = ranking(page)[:2]
+    for card_id in (a, b):  # two crops of one person: the second after the first is confirmed
+        card = page.locator(f"#{card_id}")
+        card.locator("summary", has_text=re.compile("This is the person")).click()
+        card.get_by_role("checkbox").check()
+        card.get_by_role("button", name="Confirm match").click()
+        expect(page.locator(f"#{card_id}.confirmed")).to_be_visible()
+    expect(page.locator("ul.confirmed-crops img")).to_have_count(2)
+    page.goto(f"{page.url.split('?')[0]}/look/{b.split('-')[1]}")
+    expect(page.get_by_role("heading", name="Compared with your confirmed crop")).to_be_visible()

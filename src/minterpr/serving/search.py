@@ -49,7 +49,7 @@ from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
-from minterpr.serving.views import Live, Positions, confirmed, export_images, seen, turn_view
+from minterpr.serving.views import Live, Positions, confirmed, confirmed_all, export_images, seen, turn_view
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
                  "confirm": "confirm"}
@@ -132,6 +132,14 @@ class Search:
             return thumbnail(file, height), "image/jpeg"
         except (ImageError, InputError) as err:
             raise ApiError(404, "image_unavailable", f"image {gallery_index} cannot be read: {err}") from None
+
+    def image_info(self, principal: Principal, sid: str, gallery_index: int) -> dict[str, Any]:
+        """Camera, time and free metadata (frame, box, track, ...) of an in-scope gallery image of the session."""
+        need(principal, "session:read")
+        with self._open(principal, sid, write=False) as live:
+            self._local(live, gallery_index)
+            _, camera, moment = live.image_info(gallery_index)
+            return {"camera": camera, "time": moment, "metadata": dict(live.gallery.metadata[gallery_index])}
 
     # ----- moves ---------------------------------------------------------------------------------
     def describe(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
@@ -266,7 +274,8 @@ class Search:
                                                    user=principal.username, time=t, rank=extra.get("seen_rank"),
                                                    similarity=extra.get("seen_similarity")))
             # the confirmation reports the rank and match recorded with it (now in the timeline)
-            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline), "confirmed": confirmed(live)})
+            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline), "confirmed": confirmed(live),
+                                            "confirmed_all": confirmed_all(live)})
 
     def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],
                 audits: list[tuple[str, dict[str, Any]]]) -> tuple[int, float]:

@@ -128,12 +128,20 @@ def action(live: Live) -> ActionView | None:
 
 def confirmed(live: Live) -> ConfirmedView | None:
     """The image the analyst confirmed (the last one judged "this is the person"), if any."""
+    every = confirmed_all(live)
+    return every[-1] if every else None
+
+
+def confirmed_all(live: Live) -> list[ConfirmedView]:
+    """Every image the analyst confirmed as the person (several crops of one person, across cameras),
+    in the order confirmed."""
     chosen = [local for local, verdict in live.session.judgements.items() if verdict]
-    step = live.session.step
-    if not chosen or step is None:
-        return None
-    local = chosen[-1]
-    gallery_index = live.positions.to_gallery(local)
+    order = {t.gallery_index: k for k, t in enumerate(live.timeline) if t.kind == "confirm"}
+    views = [_confirmed_view(live, live.positions.to_gallery(local)) for local in chosen]
+    return sorted(views, key=lambda c: order.get(c.gallery_index, -1))
+
+
+def _confirmed_view(live: Live, gallery_index: int) -> ConfirmedView:
     path, camera, time = live.image_info(gallery_index)
     # what the page showed when the analyst confirmed it (recorded with the confirmation)
     entry = next((t for t in reversed(live.timeline) if t.kind == "confirm" and t.gallery_index == gallery_index), None)
@@ -154,7 +162,8 @@ def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
-                    confirmed=confirmed(live), timeline=list(live.timeline), unrecognised=unrecognised(live),
+                    confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=list(live.timeline),
+                    unrecognised=unrecognised(live),
                     exports=list(live.exports))
 
 
