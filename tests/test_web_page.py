@@ -303,3 +303,26 @@ def test_looking_closely_more_results_the_strip_and_several_confirmed_crops(page
     expect(page.locator("ul.confirmed-crops img")).to_have_count(2)
     page.goto(f"{page.url.split('?')[0]}/look/{b.split('-')[1]}")
     expect(page.get_by_role("heading", name="Compared with your confirmed crop")).to_be_visible()
+
+
+def test_understood_facts_are_chips_that_can_be_removed(page, site) -> None:
+    """Each turn shows the facts read from it; removing one (keyboard) re-ranks without it and the turn
+    stays; a turn that understood nothing says so."""
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Chips case")
+    describe(page, "a man in a red jacket with a backpack")
+    chips = page.locator("ol.timeline > li").first.locator("ul.said li.chip")
+    said = [c.strip() for c in chips.locator("span").all_text_contents()]
+    assert "top colour: red" in said and "gender: male" in said
+    remove = page.get_by_role("button", name="Remove “top colour: red” (turn 1): re-rank as if it was never said")
+    remove.focus()
+    page.keyboard.press("Enter")
+    expect(chips).to_have_count(len(said) - 1)
+    assert "top colour: red" not in chips.locator("span").all_text_contents()
+    expect(page.locator("ol.timeline > li")).to_have_count(1)  # the turn itself stays: the words were said
+    page.get_by_role("textbox", name="Add to the description").fill("hmm, I am not sure about anything else")
+    page.get_by_role("button", name="Add", exact=True).click()
+    expect(page.locator("ol.timeline > li")).to_have_count(2)
+    expect(page.locator("ol.timeline > li").nth(1).locator("p.nothing")).to_have_text(
+        "Nothing understood from this turn: it changes no attribute evidence.")

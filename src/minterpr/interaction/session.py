@@ -205,6 +205,37 @@ class Session:
         self._step = step
         return step
 
+    def withdraw_fact(self, turn: int, fact: Fact) -> Step | None:
+        """Withdraw one fact read from turn ``turn`` (0-based): every turn from there on is recomputed as if
+        that turn had recorded its other facts only (its evidence, explanations, the questions left to ask
+        and the references shown; the random generator as it was before that turn), exactly as
+        :meth:`replay` of the history without it. The turn itself stays (its words are what was said; a
+        neural backend's text encoder still reads them). Atomic: TurnError leaves the session as it was."""
+        k = gallery_position(turn, len(self._history), "turn")
+        entry = self._history[k]
+        if fact not in entry.facts:
+            raise TurnError(f"turn {k} recorded no fact {fact!r} (it recorded {list(entry.facts)})")
+        kept = tuple(f for f in entry.facts if f != fact)
+        history = [*self._history[:k], entry._replace(facts=kept), *self._history[k + 1:]]
+        state, states = self._rng.getstate(), list(self._rng_states)
+        step = None
+        try:
+            self._rng.setstate(states[k])  # as before turn k was first computed
+            recomputed, rng_states = [], states[:k]
+            for j in range(k, len(history)):
+                rng_states.append(self._rng.getstate())
+                step = self._compute(history[: j + 1])
+                recomputed.append(history[j]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k])))
+        except BaseException as err:
+            self._rng.setstate(state)
+            if isinstance(err, Exception):
+                raise TurnError(f"could not withdraw the fact: {_reason(err)}") from err
+            raise
+        self._history = [*history[:k], *recomputed]
+        self._rng_states = rng_states
+        self._step = step
+        return step
+
     def _text(self, text: Any, what: str) -> str:
         return clean_text(text, what, self.max_text_chars)
 

@@ -213,11 +213,15 @@ class _StandIn:
         self.matches, self.contradicts = [], []
 
 
-def _index(data: Any) -> int:
+def _number(data: Any, field: str) -> int:
     try:
-        return int(str(data.get("gallery_index", "")))
+        return int(str(data.get(field, "")))
     except ValueError:
-        raise ApiError(422, "invalid", "gallery_index: not a whole number", field="gallery_index") from None
+        raise ApiError(422, "invalid", f"{field}: not a whole number", field=field) from None
+
+
+def _index(data: Any) -> int:
+    return _number(data, "gallery_index")
 
 
 def _because(data: Any) -> str:
@@ -233,6 +237,7 @@ MOVES: dict[str, Callable[[Any, Any, str, Any], Any]] = {  # form post -> servic
     "confirm": lambda search, user, sid, d: search.confirm(user, sid, _index(d), acknowledge=d.get("acknowledge") == "yes"),
     "example": lambda search, user, sid, d: search.example_gallery(user, sid, _index(d)),
     "undo": lambda search, user, sid, d: search.undo(user, sid),
+    "withdraw": lambda search, user, sid, d: search.withdraw_fact(user, sid, _number(d, "turn"), _number(d, "fact")),
 }
 
 

@@ -210,6 +210,7 @@ class TimelineEntry(Strict):
     time: float
     rank: int | None = None  # a judgement's image: its rank on the page when judged
     similarity: float | None = None  # and its match probability then
+    facts: list[str] = []  # the facts the system understood from this turn (as it now holds them)
 
 
 class TurnView(Strict):

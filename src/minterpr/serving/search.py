@@ -49,7 +49,8 @@ from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
-from minterpr.serving.views import Live, Positions, confirmed, confirmed_all, export_images, seen, turn_view
+from minterpr.serving.views import (Live, Positions, confirmed, confirmed_all, export_images, seen, timeline,
+                                    turn_view)
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
                  "confirm": "confirm"}
@@ -186,6 +187,24 @@ class Search:
         return self._turn(principal, sid, "example", lambda live: live.session.example(str(folder / name)),
                           {"upload": name}, "example: uploaded image", None, top)
 
+    def withdraw_fact(self, principal: Principal, sid: str, turn: int, fact: int, top: int | None = None) -> TurnView:
+        """Withdraw fact number ``fact`` of turn ``turn`` (both 0-based, as the view lists them): the session
+        re-ranks as if that turn had never recorded it (:meth:`Session.withdraw_fact`); stored as a ``withdraw`` event."""
+        need(principal, "session:search")
+        with self._open(principal, sid, write=True) as live:
+            history = live.session.history
+            if not 0 <= turn < len(history) or not 0 <= fact < len(history[turn].facts):
+                raise ApiError(422, "invalid", f"turn {turn} has no fact {fact} (the conversation has "
+                               f"{len(history)} turns)", field="fact")
+            chosen = history[turn].facts[fact]
+            try:
+                live.session.withdraw_fact(turn, chosen)
+            except TurnError as err:
+                raise ApiError(422, "invalid_turn", str(err)) from None
+            payload = events.withdraw_payload(turn, chosen)
+            self._commit(live, principal, "withdraw", payload, [("query", {"session": sid, "kind": "withdraw", **payload})])
+            return turn_view(live, self._top(top), live.gallery.name)
+
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
 
@@ -274,7 +293,7 @@ class Search:
                                                    user=principal.username, time=t, rank=extra.get("seen_rank"),
                                                    similarity=extra.get("seen_similarity")))
             # the confirmation reports the rank and match recorded with it (now in the timeline)
-            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline), "confirmed": confirmed(live),
+            return shown.model_copy(update={"seq": seq, "timeline": timeline(live), "confirmed": confirmed(live),
                                             "confirmed_all": confirmed_all(live)})
 
     def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],

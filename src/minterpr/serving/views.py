@@ -158,11 +158,17 @@ def unrecognised(live: Live) -> list[str]:
     return [describe_fact(f) for f in dict.fromkeys(live.session.facts) if not policy.recognised(f)]
 
 
+def timeline(live: Live) -> list[TimelineEntry]:
+    """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone)."""
+    return [t.model_copy(update={"facts": [describe_fact(f) for f in entry.facts]})
+            for t, entry in zip(live.timeline, live.session.history)]
+
+
 def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
-                    confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=list(live.timeline),
+                    confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=timeline(live),
                     unrecognised=unrecognised(live),
                     exports=list(live.exports))
 
