@@ -156,3 +156,31 @@ def test_times_and_result_filters() -> None:
     keep = lambda **f: [r.gallery_index for r in _keep(results, {"camera": "", "from": "", "until": "", **f})]  # noqa: E731
     assert keep() == [0, 1, 2] and keep(camera="a") == [0, 2]
     assert keep(**{"from": "2026-03-02T08:30"}) == [1] and keep(until="2026-03-02T08:30") == [0]
+
+
+def test_probably_not_in_this_footage_names_the_scope(client) -> None:
+    """Under the threshold the page says so, with the scope searched; above it, nothing is said."""
+    from minterpr.interaction.presence import presence_probability
+
+    pages = Pages(client.app)
+
+    class Case:
+        id, title, cameras, start, end = 1, "T", None, None, None
+
+    ruled = [TimelineEntry(seq=k + 2, kind="feedback", text="Not this person.", gallery_index=k, user="ana", time=0.0,
+                           rank=1, similarity=0.8) for k in range(3)]
+    low = presence_probability([0.8, 0.8, 0.8])
+    assert low < 0.2
+
+    def render(presence, absent):
+        view = _view(presence=presence, timeline=_view().timeline + ruled)
+        return pages.env.get_template("session.html").render(
+            view=view, case=Case, results=view.results, shown=set(), references_outside=[], absent=absent,
+            filters={"camera": "", "from": "", "until": ""}, top=10, cameras=[], focus=None, status_text="",
+            filtered="", note="n", scope="every camera, any time", max_chars=1000, can_search=True, can_confirm=True,
+            can_export=True, hidden="", csrf="tok", user=None)
+
+    html = render(low, True)
+    assert "Probably not in this footage" in html and "every camera, any time" in html
+    assert f"only a {round(100 * low)} % chance" in html and "After the 3 images you ruled out" in html
+    assert "Probably not in this footage" not in render(0.6, False)

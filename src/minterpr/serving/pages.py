@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from minterpr.interaction.presence import percent
+from minterpr.interaction.presence import percent, probably_absent
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
 from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, export_filename,
@@ -269,7 +269,7 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     return dict(view=view, case=case, results=results, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
                 filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v and k != "n"),
-                more=more, strip=timeline_strip(results), footage=footage_range(pages.galleries(), view.gallery),
+                more=more, absent=view.presence is not None and not view.confirmed and probably_absent(view.presence), strip=timeline_strip(results), footage=footage_range(pages.galleries(), view.gallery),
                 note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
                 can_export=pages.allowed(user, "session:export"))

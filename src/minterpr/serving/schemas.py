@@ -227,6 +227,7 @@ class TurnView(Strict):
     timeline: list[TimelineEntry]
     unrecognised: list[str] = []  # facts said that the model cannot recognise (not shown as evidence)
     exports: list[TimelineEntry] = []  # the exports made of this session (who, when)
+    presence: float | None = None  # P(the person is in the images searched), from the rulings-out; None before any
     confirmed_all: list[ConfirmedView] = []  # every crop confirmed as the person, in order (confirmed is the last)
 
 

@@ -24,7 +24,7 @@ import numpy as np
 
 from minterpr.data.ontology import ONTOLOGY
 from minterpr.interaction.explain import describe_fact
-from minterpr.interaction.presence import match_probabilities, percent
+from minterpr.interaction.presence import match_probabilities, percent, presence_probability
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
@@ -164,12 +164,21 @@ def timeline(live: Live) -> list[TimelineEntry]:
             for t, entry in zip(live.timeline, live.session.history)]
 
 
+def presence(live: Live) -> float | None:
+    """P(the person is in the searched images) from the images ruled out so far, with the match each
+    had on the page when it was (None before anything was ruled out)."""
+    judgements = live.session.judgements
+    masses = [t.similarity for t in live.timeline if t.kind == "feedback" and t.similarity is not None
+              and t.gallery_index is not None and judgements.get(live.positions.to_local(t.gallery_index)) is False]
+    return presence_probability(masses) if masses else None
+
+
 def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
                     confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=timeline(live),
-                    unrecognised=unrecognised(live),
+                    unrecognised=unrecognised(live), presence=presence(live),
                     exports=list(live.exports))
 
 
