@@ -25,6 +25,7 @@ from typing import Any, Sequence
 STRIP_WIDTH = 600  # SVG user units of the strip's time axis
 LANE_HEIGHT = 22  # SVG user units per camera lane
 LABEL_WIDTH = 150  # room left of the axis for the camera names
+TOP_MARGIN = 18  # room above the first lane for the marks' rank labels
 
 
 @dataclass(frozen=True)
@@ -54,14 +55,15 @@ class Strip:
 
     @property
     def height(self) -> int:
-        return LANE_HEIGHT * (len(self.lanes) + 1)
+        return TOP_MARGIN + LANE_HEIGHT * len(self.lanes)
 
     def px(self, mark: Mark) -> float:
         """The mark's SVG x."""
         return round(LABEL_WIDTH + mark.x * STRIP_WIDTH, 1)
 
     def py(self, lane_number: int) -> int:
-        return LANE_HEIGHT * lane_number + LANE_HEIGHT // 2
+        """The SVG y of a camera's lane (room above the first for the rank labels)."""
+        return TOP_MARGIN + LANE_HEIGHT * lane_number
 
     @property
     def width(self) -> int:

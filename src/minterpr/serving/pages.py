@@ -247,8 +247,9 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     search, settings = pages.services.search, pages.settings
     count = _shown(filters, settings.results_per_turn, settings.max_results)
     filtered = any(filters[k] for k in ("camera", "from", "until"))
-    top = settings.max_results if filtered else min(count + 1, settings.max_results)  # one more: is there more?
-    view = search.view(user, sid, top=top)
+    top = settings.max_results if filtered else count
+    asked = settings.max_results if filtered else min(count + 1, settings.max_results)  # one more: is there more?
+    view = search.view(user, sid, top=asked)
     shown = set(view.action.gallery_indices) if view.action and view.action.kind == "references" else set()
     if shown - {r.gallery_index for r in view.results} and top < settings.max_results:
         view = search.view(user, sid, top=settings.max_results)
