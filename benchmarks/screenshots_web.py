@@ -74,6 +74,16 @@ def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, s
         page.get_by_role("textbox", name="Describe the person you are looking for").fill(said)
         submit(page.get_by_role("button", name="Search"))
         save("web_search.png", full_page=True, clip={"x": 0, "y": 0, "width": 1366, "height": 1100})
+        saved.append(out / "web_chips.png")  # what the system understood, as removable chips
+        page.locator("section[aria-labelledby=timeline-title]").screenshot(path=saved[-1])
+        page.locator("figure.strip").scroll_into_view_if_needed()
+        saved.append(out / "web_strip.png")  # the results by camera along time
+        page.locator("figure.strip").screenshot(path=saved[-1])
+        search_url = page.url
+        page.goto(f"{search_url.split('?')[0]}/look/{cards()[0][0]}")
+        page.wait_for_function("() => [...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        save("web_look.png")
+        page.goto(search_url)
         asked = False
         for _ in range(TURNS):
             shown = cards()
@@ -99,6 +109,9 @@ def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, s
         card.scroll_into_view_if_needed()
         save("web_confirm.png")
         submit(card.get_by_role("button", name="Confirm match"))
+        with page.expect_download():
+            page.get_by_role("button", name="Export the confirmed match (zip)").click()
+        expect(page.locator("#exports")).to_be_visible()
         page.evaluate("() => window.scrollTo(0, 0)")
         save("web_confirmed.png")
         browser.close()
@@ -122,7 +135,9 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="minterpr_shots_") as tmp:
         folder = Path(tmp)
-        run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE)
+        # an untrained tiny model gets the test suite's calibration record, so the marks show (illustration only)
+        run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE,
+                                          calibrated=args.run is None)
         prepare_service(folder / "data", run, store)
         server = Server(folder / "data").start()
         try:

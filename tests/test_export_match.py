@@ -146,9 +146,9 @@ def test_export_from_the_services_record(gallery, tmp_path) -> None:
                                       similarity=0.8123, rank=2, statement="similarity, not identity")
     conversation = [schemas.TimelineEntry(seq=1, kind="describe", text="a woman in red", user="ana", time=1.7e9),
                     schemas.TimelineEntry(seq=2, kind="feedback", text="Not this person. no bag", gallery_index=0,
-                                          user="ana", time=1.7e9 + 60),
-                    schemas.TimelineEntry(seq=3, kind="confirm", text="", gallery_index=5, user="ana",
-                                          time=1.7e9 + 120)]
+                                          user="ana", time=1.7e9 + 60, rank=4, similarity=0.31),
+                    schemas.TimelineEntry(seq=3, kind="confirm", text="Yes, this is the person.", gallery_index=5,
+                                          user="ana", time=1.7e9 + 120, rank=2, similarity=0.8123)]
     record = schemas.ExportRecord(
         case=case, session_id="abc", gallery="demo", confirmed=confirmed,
         images=[{"path": "c5.png", "absolute_path": str(root / "c5.png"), "camera": "site:cam2",
@@ -163,8 +163,9 @@ def test_export_from_the_services_record(gallery, tmp_path) -> None:
     assert sorted(n for n in archive.namelist() if n.startswith("crops/")) == \
         ["crops/01_confirmed_site-cam2.png", "crops/02_ruled_out_site-cam0.jpg"]
     match = json.loads(archive.read("match.json"))
+    # rank and match as the page showed them when each was judged (not as the results stand now: 0.2, 7)
     assert [(im["role"], im["similarity"], im["rank"]) for im in match["images"]] == \
-        [("confirmed", 0.8123, 2), ("ruled_out", 0.2, 7)]
+        [("confirmed", 0.8123, 2), ("ruled_out", 0.31, 4)]
     assert match["images"][1]["contradicted"] == ["top colour: blue"]
     assert match["case"]["title"] == "Case <3>" and match["exported_at"] == "2026-03-09T12:00:00"
     turns = json.loads(archive.read("conversation.json"))["turns"]
@@ -173,7 +174,13 @@ def test_export_from_the_services_record(gallery, tmp_path) -> None:
     assert turns[0]["at"] == "2023-11-14T22:13:20+00:00" and turns[0]["user"] == "ana"
     report = archive.read("report.html").decode()
     assert "Case &lt;3&gt;" in report and "a stolen bike, report 88" in report and "(6 images)" in report
-    assert "0.812" in report and "Not this person. no bag" in report
+    assert "match 81 %" in report and "match 31 %" in report and "“no bag”" in report
+    # only the analyst's words: nothing the system recorded for them, no identification language
+    assert "Not this person." not in report and "Yes, this is the person." not in report
+    assert [t["text"] for t in turns] == ["a woman in red", "no bag", ""] and match["images"][0]["reason"] == ""
+    # ISO-8601 times, an open scope in words
+    assert "all cameras" in report and "any time" in report and "2026-03-01T00:00:00" in report
+    assert match["case"]["created"] == "1970-01-01T00:00:00+00:00" and "—" not in report
     missing = record.model_copy(update={"images": [{"path": "c5.png", "absolute_path": str(root / "gone.png")}]})
     with pytest.raises(ImageError, match="cannot read the crop"):
         match_export_from_record(missing)

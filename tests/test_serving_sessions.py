@@ -201,3 +201,37 @@ def test_a_session_records_its_shortlist_and_an_old_record_replays_the_cosine_se
     assert old["shortlist"] == ShortlistConfig(fused=False)
     with pytest.raises(Exception, match="shortlist|unknown|field"):
         session_options({"seed": 1, "shortlist": {"no_such_field": 3}}, reranking=None)
+
+
+def test_a_withdrawn_fact_is_stored_and_replays_as_if_never_said(app_client):
+    """A removed chip: the service withdraws the fact (a ``forget`` event); the session then ranks as a
+    fresh session whose history never recorded it, and a restart rebuilds exactly that."""
+    from test_serving_support import PASSWORD
+
+    from minterpr.interaction.session import Session
+    from minterpr.serving.events import session_options
+
+    client, services = app_client
+    headers = login(client, "ana")
+    case = open_case(client, headers)
+    sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
+    ana = services.accounts.login("ana", PASSWORD, client="test").principal
+    services.search.describe(ana, sid, "a man in a red jacket with a backpack")
+    services.search.describe(ana, sid, "he wore blue jeans")
+    said = services.search.view(ana, sid).timeline[0].facts
+    assert "top colour: red" in said
+    view = services.search.withdraw_fact(ana, sid, 0, said.index("top colour: red"))
+    assert "top colour: red" not in view.timeline[0].facts and view.timeline[1].facts  # only that fact went
+    live = services.search._live[sid]
+    entries = live.session.history
+    loaded = live.gallery
+    fresh = Session(loaded.backend, live.session.index, **session_options(live.options, loaded.pipeline.rerank_config(),
+                                                                          loaded.pipeline.evidence_policy()))
+    for entry in entries:  # the turns as recorded now: the first without the fact
+        fresh.add(entry.turn, facts=entry.facts)
+    assert _session_ranking(fresh, live.positions) == _ranking(view.model_dump())
+    services.search.forget()  # nothing in memory: rebuilt from the events, the withdrawal included
+    again = services.search.view(ana, sid)
+    assert _ranking(again.model_dump()) == _ranking(view.model_dump()) and again.timeline == view.timeline
+    with pytest.raises(Exception, match="has no fact"):
+        services.search.withdraw_fact(ana, sid, 0, 99)

@@ -250,6 +250,9 @@ def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_pa
     assert calibration.split == "val" and calibration.temperatures
     assert set(calibration.temperatures) <= set(ONTOLOGY.slot_names)
     assert calibration.nll_after <= calibration.nll_before + 1e-9
+    # the per-label validation AUC of the calibrated probabilities (what the page hides labels by)
+    assert calibration.label_auc and all(0.0 <= a <= 100.0 for a in calibration.label_auc.values())
+    assert set(calibration.label_auc) <= {f"{s}:{v}" for s, v in ONTOLOGY.flat_labels()}
     assert load_run(run).extras == extras  # what was returned is what was stored
     assert read_checkpoint(run / "model.pt")["extra"]["stage"] == extras.other["stage"]  # training's keys kept
     assert "attribute temperatures fitted on val" in describe_choices(extras)

@@ -16,7 +16,7 @@ from fastapi.testclient import TestClient  # noqa: E402
 from minterpr.serving.app import create_app  # noqa: E402
 from minterpr.serving.pages import Pages, _keep, _safe_next, when  # noqa: E402
 from minterpr.serving.schemas import ActionView, ResultView, TimelineEntry, TurnView  # noqa: E402
-from minterpr.serving.settings import ServeSettings  # noqa: E402
+from minterpr.serving.settings import RateSpec, ServeSettings  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 HTML = {"Accept": "text/html"}
@@ -27,8 +27,9 @@ def client(tmp_path_factory):
     folder = tmp_path_factory.mktemp("routes")
     run, store, _ = build_gallery(folder, identities=6, views=2)
     prepare_service(folder / "data", run, store)
-    with TestClient(create_app(ServeSettings(data_dir=folder / "data", demo_gallery="demo")),
-                    base_url="http://127.0.0.1") as client:
+    # every test logs in again: the login limit (tested in test_serving_access) would refuse the later ones
+    settings = ServeSettings(data_dir=folder / "data", demo_gallery="demo", login_rate=RateSpec(100.0, 100))
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         yield client
 
 
@@ -155,7 +156,7 @@ def test_the_question_with_its_quick_answers(client) -> None:
                      r'required maxlength="1000" autofocus>', html)
     assert html.count('action="/sessions/' + "a" * 32 + '/answer"') == 2
     assert "a &lt;b&gt;red&lt;/b&gt; top" in html and "cam &lt;1&gt;" in html  # every text escaped
-    assert "similarity 0.43" in html and "2026-03-02 08:05:00" in html
+    assert "match 43 %" in html and "2026-03-02 08:05:00" in html  # a match probability, never a raw score
 
 
 def test_times_and_result_filters() -> None:
@@ -185,3 +186,31 @@ def test_a_case_is_closed_from_its_page(client) -> None:
     viewer_csrf = _login(client, "vic")
     assert f'action="/cases/{case_id}/close"' not in client.get(f"/cases/{case_id}").text
     assert client.post(f"/cases/{case_id}/close", data={"csrf_token": viewer_csrf}, headers=HTML).status_code == 403
+
+
+def test_probably_not_in_this_footage_names_the_scope(client) -> None:
+    """Under the threshold the page says so, with the scope searched; above it, nothing is said."""
+    from minterpr.interaction.presence import presence_probability
+
+    pages = Pages(client.app)
+
+    class Case:
+        id, title, cameras, start, end = 1, "T", None, None, None
+
+    ruled = [TimelineEntry(seq=k + 2, kind="feedback", text="Not this person.", gallery_index=k, user="ana", time=0.0,
+                           rank=1, similarity=0.8) for k in range(3)]
+    low = presence_probability([0.8, 0.8, 0.8])
+    assert low < 0.2
+
+    def render(presence, absent):
+        view = _view(presence=presence, timeline=_view().timeline + ruled)
+        return pages.env.get_template("session.html").render(
+            view=view, case=Case, results=view.results, shown=set(), references_outside=[], absent=absent,
+            filters={"camera": "", "from": "", "until": ""}, top=10, cameras=[], focus=None, status_text="",
+            filtered="", note="n", scope="every camera, any time", max_chars=1000, can_search=True, can_confirm=True,
+            can_export=True, hidden="", csrf="tok", user=None)
+
+    html = render(low, True)
+    assert "Probably not in this footage" in html and "every camera, any time" in html
+    assert f"only a {round(100 * low)} % chance" in html and "After the 3 images you ruled out" in html
+    assert "Probably not in this footage" not in render(0.6, False)

@@ -62,10 +62,26 @@ def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: in
     return images, metadata, truth
 
 
+# the calibration record of the test model: sharp temperatures (so some marks are confident) and
+# validation AUCs, every label recognisable but "headwear: hat" (55 %, under the page's 75 %)
+UNRECOGNISED = "headwear:hat"
+
+
+def calibration_record() -> dict:
+    from minterpr.language.ontology import ONTOLOGY
+
+    labels = {f"{slot}:{value}": (55.0 if f"{slot}:{value}" == UNRECOGNISED else 90.0)
+              for slot, value in ONTOLOGY.flat_labels()}
+    return {"split": "val", "temperatures": {s.name: 0.125 for s in ONTOLOGY.slots}, "nll_before": 1.0,
+            "nll_after": 0.9, "label_auc": labels}
+
+
 def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Path | None = None,
-                  seed: int = 0, size: tuple[int, int] = (192, 96)) -> tuple[Path, Path, list[dict]]:
+                  seed: int = 0, size: tuple[int, int] = (192, 96),
+                  calibrated: bool = False) -> tuple[Path, Path, list[dict]]:
     """:func:`render_people` into ``folder/crops``, embedded by ``run`` (default: a freshly initialised
-    tiny model) into the gallery store ``folder/store``. Returns (run, store, truth)."""
+    tiny model, with :func:`calibration_record` when ``calibrated``) into the gallery store
+    ``folder/store``. Returns (run, store, truth)."""
     import torch
 
     from minterpr.index.store.gallery_store import save_gallery
@@ -77,7 +93,11 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     if run is None:
         run = folder / "run"
         torch.manual_seed(seed)
-        save_model(create_model("tiny"), run / "model.pt", extra={"epoch": 1})
+        model, extra = create_model("tiny"), {"epoch": 1}
+        if calibrated:
+            extra["calibration"] = calibration_record()
+            model.set_attribute_temperature(extra["calibration"]["temperatures"])
+        save_model(model, run / "model.pt", extra=extra)
     pipeline = load_pipeline(run, engine="torch")
     index = pipeline.index_images(images, root=str(crops), progress=False, strict=True)
     store = folder / "store"

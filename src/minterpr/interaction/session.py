@@ -73,7 +73,7 @@ from minterpr.language.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_reading
-from minterpr.interaction.explain import explain_image
+from minterpr.interaction.explain import EvidencePolicy, explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
                                            QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
@@ -105,7 +105,7 @@ class Session:
                  history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
                  allow_external_images: bool = False,
                  shortlist: ShortlistConfig | int | None = ShortlistConfig(),
-                 vlm: VLMAssistant | None = None) -> None:
+                 vlm: VLMAssistant | None = None, evidence: EvidencePolicy | None = None) -> None:
         if not isinstance(gallery_index, GalleryIndex):
             raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
         if len(gallery_index) == 0:
@@ -133,6 +133,9 @@ class Session:
         # a vision-language model's uses (minterpr.vlm, interaction/vlm_turn.py); None = none, as before
         self.vlm = vlm
         self._phrasing = False  # may the model phrase questions now? (live turns and undo, not a replay)
+        # how predicted attributes become ✓ / ✗ in explanations (None: a 0.5 threshold; a served run passes
+        # its calibration's policy, so only confident, calibrated, recognisable labels are marked)
+        self.evidence = evidence
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -252,6 +255,38 @@ class Session:
             self._rng.setstate(state)
             step = self._compute(history, judged)
         return step, judged
+
+    def withdraw_fact(self, turn: int, fact: Fact) -> Step | None:
+        """Withdraw one fact read from turn ``turn`` (0-based): every turn from there on is recomputed as if
+        that turn had recorded its other facts only (its evidence, explanations, the questions left to ask
+        and the references shown; the random generator as it was before that turn), exactly as
+        :meth:`replay` of the history without it. The turn itself stays (its words are what was said; a
+        neural backend's text encoder still reads them). Atomic: TurnError leaves the session as it was."""
+        k = gallery_position(turn, len(self._history), "turn")
+        entry = self._history[k]
+        if fact not in entry.facts:
+            raise TurnError(f"turn {k} recorded no fact {fact!r} (it recorded {list(entry.facts)})")
+        kept = tuple(f for f in entry.facts if f != fact)
+        history = [*self._history[:k], entry._replace(facts=kept), *self._history[k + 1:]]
+        state, states = self._rng.getstate(), list(self._rng_states)
+        step = None
+        self._phrasing = False  # a recomputation asks no model to phrase anything
+        try:
+            self._rng.setstate(states[k])  # as before turn k was first computed
+            recomputed, rng_states = [], states[:k]
+            for j in range(k, len(history)):
+                rng_states.append(self._rng.getstate())
+                step = self._compute(history[: j + 1], self._judged[j])  # the model's judgements stay
+                recomputed.append(history[j]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k])))
+        except BaseException as err:
+            self._rng.setstate(state)
+            if isinstance(err, Exception):
+                raise TurnError(f"could not withdraw the fact: {_reason(err)}") from err
+            raise
+        self._history = [*history[:k], *recomputed]
+        self._rng_states = rng_states
+        self._step = step
+        return step
 
     def _text(self, text: Any, what: str) -> str:
         return clean_text(text, what, self.max_text_chars)
@@ -385,7 +420,8 @@ class Session:
         use_truth = bool(getattr(self.backend, "ground_truth", False))
         stated = _image_facts(history, self.index)  # what the user said of each shown image judges it first
         return Step(found.rows[order], scores[order], action, found.anchor,
-                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, stated=stated.get(i, ())),
+                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence,
+                                            stated=stated.get(i, ())),
                     len(self.index))
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:

@@ -42,6 +42,13 @@ class Pipeline:
             config = dataclasses.replace(config, attribute_weight=self.attribute_weight)
         return config
 
+    def evidence_policy(self) -> Any:
+        """The :class:`~minterpr.interaction.explain.EvidencePolicy` of this run's calibration record:
+        which facts its explanations may mark ✓ / ✗ (confident, calibrated, recognisable labels)."""
+        from minterpr.interaction.explain import EvidencePolicy
+
+        return EvidencePolicy.from_calibration(self.extras.calibration)
+
     @property
     def model(self) -> Any:
         return self.backend.model
@@ -95,11 +102,12 @@ class Pipeline:
         """A new interactive :class:`~minterpr.interaction.session.Session` over ``gallery``.
 
         Options are Session's keywords (question_policy, reference_policy, reranking, seed, ...);
-        ``reranking`` defaults to :meth:`rerank_config`.
+        ``reranking`` defaults to :meth:`rerank_config`, ``evidence`` to :meth:`evidence_policy`.
         """
         from minterpr.interaction.session import Session
 
         options.setdefault("reranking", self.rerank_config())
+        options.setdefault("evidence", self.evidence_policy())
         return Session(self.backend, gallery, **options)
 
 

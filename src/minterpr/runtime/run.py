@@ -59,6 +59,9 @@ class CalibrationRecord:
     temperatures: dict[str, float]  # slot -> temperature T (logits / T); slots absent keep T = 1
     nll_before: float  # summed per-slot negative log-likelihood on the split before fitting
     nll_after: float  # the same with the fitted temperatures
+    # label ("slot:value") -> ROC AUC (%) of the calibrated probabilities on the split; labels without
+    # positives or negatives there are absent; empty in records written before it was stored
+    label_auc: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -96,6 +99,8 @@ class RunExtras:
             out["scoring"] = self.scoring.to_dict()
         if self.calibration is not None:
             out["calibration"] = dataclasses.asdict(self.calibration)
+            if not self.calibration.label_auc:  # an old record is written back as it was read
+                del out["calibration"]["label_auc"]
         if self.selection is not None:
             out["scoring_selection"] = dataclasses.asdict(self.selection)
         return out
@@ -142,9 +147,13 @@ def _calibration(value: Any, source: str | os.PathLike[str]) -> CalibrationRecor
     if not isinstance(temperatures, Mapping) or not all(isinstance(k, str) for k in temperatures):
         raise RunError(source, "malformed extra 'calibration': 'temperatures' must map slot names to numbers")
     fitted = {k: _number(t, f"'calibration' temperature of {k!r}", source) for k, t in temperatures.items()}
+    auc = data.get("label_auc", {})  # absent in records written before label AUCs were stored
+    if not isinstance(auc, Mapping) or not all(isinstance(k, str) for k in auc):
+        raise RunError(source, "malformed extra 'calibration': 'label_auc' must map label names to numbers")
     return CalibrationRecord(_split(data.get("split"), "'calibration' split", source), fitted,
                              _number(data.get("nll_before"), "'calibration' nll_before", source),
-                             _number(data.get("nll_after"), "'calibration' nll_after", source))
+                             _number(data.get("nll_after"), "'calibration' nll_after", source),
+                             {k: _number(v, f"'calibration' label_auc of {k!r}", source) for k, v in auc.items()})
 
 
 def _selection(value: Any, source: str | os.PathLike[str]) -> WeightSelection:

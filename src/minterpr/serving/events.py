@@ -28,11 +28,12 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from minterpr.errors import InputError, TurnError
+from minterpr.language.phrasing import Fact
 from minterpr.interaction.history import HistoryEntry
 from minterpr.types import ExampleTurn
 
 TURN_KINDS = ("describe", "answer", "feedback", "example", "confirm")  # events that add a turn
-EVENT_KINDS = (*TURN_KINDS, "undo", "export")
+EVENT_KINDS = (*TURN_KINDS, "undo", "export", "withdraw")  # withdraw: a fact taken back from a turn (a removed chip)
 CONFIRM_TEXT = "Yes, this is the person."  # the feedback text a confirmation records
 # the Session keywords a stored session may record (anything else in its options is ignored)
 SESSION_OPTIONS = ("seed", "question_policy", "reference_policy", "num_references", "max_text_chars", "shortlist")
@@ -76,32 +77,55 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
             if not stack:
                 raise InputError(f"event {event.seq}: undo with no turn to undo")
             stack.pop()
+        elif event.kind == "withdraw":
+            k, fact = withdrawn(event, len(stack))
+            entry, made = stack[k]
+            if fact not in entry.facts:
+                raise InputError(f"event {event.seq}: turn {k} recorded no fact {fact!r}")
+            stack[k] = (entry._replace(facts=tuple(f for f in entry.facts if f != fact)), made)
         elif event.kind != "export":
             raise InputError(f"event {event.seq}: unknown kind {event.kind!r}")
     return stack
 
 
-def session_options(options: Mapping[str, Any], reranking: Any) -> dict[str, Any]:
-    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``),
-    and external example images allowed (the service names them itself: uploads it stored, never a
-    caller's path)."""
+def withdraw_payload(turn: int, fact: Fact) -> dict[str, Any]:
+    """The payload of a ``withdraw`` event: the turn (0-based) and the fact withdrawn from it."""
+    return {"turn": int(turn), "fact": [fact.slot, list(fact.values), bool(fact.negated)]}
+
+
+def withdrawn(event: Event, turns: int) -> tuple[int, Fact]:
+    """(turn, fact) of a ``withdraw`` event; InputError naming the event when it is malformed."""
+    try:
+        turn, (slot, values, negated) = event.payload["turn"], event.payload["fact"]
+        fact = Fact(str(slot), tuple(str(v) for v in values), bool(negated))
+    except (KeyError, TypeError, ValueError) as err:
+        raise InputError(f"event {event.seq}: a malformed withdraw ({err})") from None
+    if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < turns:
+        raise InputError(f"event {event.seq}: withdraw names turn {turn!r} of {turns}")
+    return turn, fact
+
+
+def session_options(options: Mapping[str, Any], reranking: Any, evidence: Any = None) -> dict[str, Any]:
+    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``)
+    and evidence policy (``evidence``, how its explanations mark facts), and external example images
+    allowed (the service names them itself: uploads it stored, never a caller's path)."""
     from minterpr.interaction.shortlist import ShortlistConfig
 
     chosen = {k: v for k, v in options.items() if k in SESSION_OPTIONS}
     # the shortlist a session was started with; a session stored before the record existed ran the
     # cosine shortlist, which is what an empty record reads as: replays rank as the session did
     chosen["shortlist"] = ShortlistConfig.from_dict(options.get("shortlist") or {})
-    return {**chosen, "reranking": reranking, "allow_external_images": True}
+    return {**chosen, "reranking": reranking, "evidence": evidence, "allow_external_images": True}
 
 
 def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[str, Any], reranking: Any,
-           uploads: str | os.PathLike[str] | None) -> Any:
+           uploads: str | os.PathLike[str] | None, evidence: Any = None) -> Any:
     """A fresh Session over ``backend`` and ``index`` rebuilt from the log (recorded facts, not
     re-parsed); TurnError names the event that could not be replayed (an image removed since, ...)."""
     from minterpr.interaction.session import Session
 
     turns = fold(events, uploads)
-    session = Session(backend, index, **session_options(options, reranking))
+    session = Session(backend, index, **session_options(options, reranking, evidence))
     for entry, event in turns:
         try:
             session.add(entry.turn, facts=entry.facts, shown=entry.shown,

@@ -62,19 +62,25 @@ from PIL import Image, UnidentifiedImageError
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
-from minterpr.interaction.explain import describe_fact
+from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, describe_fact
+from minterpr.interaction.presence import match_probabilities, percent
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
-__all__ = ["EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",
+__all__ = ["EVIDENCE_NOTE", "EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",
            "match_export_bytes", "match_export_from_record", "write_match_export"]
 
 EXPORT_FORMAT = "minterpr-match-export"
 EXPORT_VERSION = 1
 TEMPLATES = Path(__file__).resolve().parent / "templates"
 SIMILARITY_NOTE = ("A match is a similarity judgement made by a person looking at images that a model ranked "
-                   "as similar to a description; it is not an identification. The similarity score is the "
-                   "model's ranking score (higher is more similar, not a probability). Nothing here "
-                   "establishes who the person is.")
+                   "as similar to a description; it is not an identification. The match figure is the system's "
+                   "estimate, from appearance alone, that an image shows the person sought, among the images "
+                   "searched (they sum to 100 %); people who look alike share it. Nothing here establishes who "
+                   "the person is.")
+EVIDENCE_NOTE = (f"A \u2713 or \u2717 beside a fact means the model is at least {100 * CONFIDENT:.0f} % sure of it for "
+                 "that image, with probabilities calibrated on validation data; ? means it is not sure. Attributes "
+                 f"the model cannot recognise reliably (validation ROC AUC under {MIN_LABEL_AUC:.0f} %) are not shown "
+                 "as evidence.")
 _MIME = {"JPEG": ("image/jpeg", ".jpg"), "PNG": ("image/png", ".png"), "WEBP": ("image/webp", ".webp"),
          "GIF": ("image/gif", ".gif"), "BMP": ("image/bmp", ".bmp")}
 _TURN_KINDS = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}
@@ -91,10 +97,10 @@ class ExportImage:
     #   or "same_track" (another crop of the confirmed crop's track, exported with it)
     camera: str | None  # camera id, when the gallery knows it
     time: str | None  # when it was taken (the gallery's "time" metadata), when known
-    similarity: float | None  # ranking score (higher = more alike, not a probability): just before the analyst
-    #   judged it for an export of a Session, as the service reports it for a service export; None if unknown
+    similarity: float | None  # match probability in [0, 1] (presence.match_probabilities) on the page just before
+    #   the analyst judged it, as the page showed it; None if unknown
     rank: int | None  # its 1-based rank at that point (None beyond a shortlist or unknown)
-    reason: str  # the analyst's words when judging it
+    reason: str  # the analyst's own words when judging it ("" when they wrote none)
     matched: tuple[str, ...]  # facts of the conversation it matches ("top colour: red")
     contradicted: tuple[str, ...]  # facts it contradicts
     sha256: str  # of the file bytes
@@ -115,6 +121,8 @@ class ExportTurn:
     facts: tuple[str, ...]  # facts read from the turn
     at: str | None  # when the turn was made (from the service's event log), when known
     user: str | None = None  # who made it, when known
+    rank: int | None = None  # a judgement: the image's rank on the page when judged, when known
+    similarity: float | None = None  # and its match probability then
 
 
 @dataclass(frozen=True)
@@ -133,6 +141,44 @@ class MatchExport:
     @property
     def confirmed(self) -> tuple[ExportImage, ...]:
         return tuple(im for im in self.images if im.role == "confirmed")
+
+
+RULED_OUT_TEXT = "Not this person."  # the verdict the page's "Not this person…" form puts before the reason
+
+
+def analyst_words(kind: str, text: str) -> str:
+    """What the analyst wrote in a turn, without the words the system recorded for them: a confirmation
+    records :data:`~minterpr.serving.events.CONFIRM_TEXT` for the session to read (the analyst ticked a
+    box, wrote nothing), a ruling-out on the page puts :data:`RULED_OUT_TEXT` before the reason.
+
+    >>> analyst_words("feedback", "Not this person. no bag"), analyst_words("confirm", "Yes, this is the person.")
+    ('no bag', '')
+    """
+    from minterpr.serving.events import CONFIRM_TEXT
+
+    if kind == "confirm" and text == CONFIRM_TEXT:
+        return ""
+    if kind == "feedback" and text.startswith(RULED_OUT_TEXT):
+        return text[len(RULED_OUT_TEXT):].strip()
+    return text
+
+
+def case_rows(case: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The case as the report shows it: ISO-8601 times, "all cameras" / "any time" for an open scope."""
+    rows = []
+    for key, value in case.items():
+        if key == "cameras":
+            text = ", ".join(value) if value else "all cameras"
+        elif key in ("start", "end"):
+            text = _iso(value) or "any time"
+        elif key == "created":
+            text = _iso(value) or "unknown"
+        elif isinstance(value, (list, tuple)):
+            text = ", ".join(map(str, value))
+        else:
+            text = "" if value is None else str(value)
+        rows.append((key.replace("_", " "), text))
+    return rows
 
 
 def _now() -> str:
@@ -221,7 +267,7 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
         similarity = rank = None
         if before is not None and before.rank_of(i) is not None:
             rank = before.rank_of(i) + 1
-            similarity = round(float(before.scores[rank - 1]), 4)
+            similarity = round(float(match_probabilities(before.scores)[rank - 1]), 6)
         data = read(i)
         mime, ext = _image_type(data, image.path)
         role = "confirmed" if judgements[i] else "ruled_out"
@@ -231,7 +277,8 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
         time = _field(metadata[i], "time") if metadata is not None and i < len(metadata) else None
         images.append(ExportImage(
             i, image.path, member, role, image.camera_id, _iso(time), similarity, rank,
-            history[k].turn.feedback if k is not None else "",
+            analyst_words("confirm" if judgements[i] else "feedback", history[k].turn.feedback) if k is not None
+            else "",
             tuple(describe_fact(f) for f in explanation.matched) if explanation else (),
             tuple(describe_fact(f) for f in explanation.contradicted) if explanation else (),
             hashlib.sha256(data).hexdigest(), mime, data))
@@ -244,8 +291,9 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
         text = (turn.text if isinstance(turn, DescriptionTurn) else turn.answer if isinstance(turn, QATurn)
                 else turn.feedback if isinstance(turn, ReferenceTurn) else "")
         i = index.index_of(path) if path is not None else None
-        turns.append(ExportTurn(k + 1, _TURN_KINDS[type(turn)], turn.question if isinstance(turn, QATurn) else None,
-                                text, members.get(i) if i is not None else None, path,
+        kind = _TURN_KINDS[type(turn)]
+        turns.append(ExportTurn(k + 1, kind, turn.question if isinstance(turn, QATurn) else None,
+                                analyst_words(kind, text), members.get(i) if i is not None else None, path,
                                 tuple(describe_fact(f) for f in entry.facts),
                                 turn_times[k] if turn_times is not None else None))
     return MatchExport(dict(case), str(session_id), gallery, len(index), str(exported_by), exported_at or _now(),
@@ -253,13 +301,13 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
 
 
 def _iso(value: Any) -> str | None:
-    """ISO 8601 text of a datetime, UNIX seconds (UTC) or a string (kept); None for None."""
-    if value is None:
+    """ISO 8601 text of a datetime, UNIX seconds (UTC) or a string (kept); None for None or ""."""
+    if value is None or value == "":
         return None
     if isinstance(value, dt.datetime):
         return value.isoformat()
     if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return dt.datetime.fromtimestamp(value, dt.timezone.utc).isoformat()
+        return dt.datetime.fromtimestamp(value, dt.timezone.utc).replace(microsecond=0).isoformat()
     return str(value)
 
 
@@ -280,7 +328,9 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
     The record's crops are read from their ``absolute_path``; ``read_image`` (gallery index ->
     bytes, access-checked by the caller) adds the images the analyst ruled out in the conversation;
     ``results`` (the session's ``ResultView`` list) gives each image the facts it matches and
-    contradicts, ``gallery_size`` the images searched. ImageError when a crop cannot be read.
+    contradicts, ``gallery_size`` the images searched. The rank and match of a judged image are the
+    ones recorded with its judgement (the page's, at that moment; unknown for a log written before
+    they were recorded). ImageError when a crop cannot be read.
     """
     confirmed = record.confirmed
     facts = {_field(r, "gallery_index"): r for r in results}
@@ -309,7 +359,8 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
             raise ImageError(str(source), f"cannot read the crop for the export: {err}") from err
         mine = path == confirmed.path
         i = confirmed.gallery_index if mine else _field(item, "gallery_index")
-        reason = next((t.text for t in reversed(conversation) if t.gallery_index == i and t.kind == "confirm"), "")
+        reason = next((analyst_words(t.kind, t.text) for t in reversed(conversation)
+                       if t.gallery_index == i and t.kind == "confirm"), "")
         add(i, path, data, "confirmed" if mine else "same_track", _field(item, "camera"), _field(item, "time"),
             confirmed.similarity if mine else None, confirmed.rank if mine else None, reason)
     if read_image is not None:
@@ -318,12 +369,17 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
             if t.kind == "feedback" and i is not None and i not in members:
                 seen = facts.get(i)
                 role = "ruled_out" if seen is None or _field(seen, "judgement") is False else "undecided"
+                judged = next(u for u in reversed(conversation) if u.kind == "feedback" and u.gallery_index == i)
                 add(i, str(_field(seen, "path", f"gallery image {i}")), read_image(i), role,
-                    _field(seen, "camera"), _field(seen, "time"), _field(seen, "similarity"), _field(seen, "rank"),
-                    t.text)
-    turns = tuple(ExportTurn(k, t.kind, None, t.text, members.get(t.gallery_index) if t.gallery_index is not None
-                             else None, None, (), _iso(t.time), t.user) for k, t in enumerate(conversation, start=1))
-    return MatchExport(_plain(record.case), str(record.session_id), str(record.gallery),
+                    _field(seen, "camera"), _field(seen, "time"), judged.similarity, judged.rank,
+                    analyst_words(judged.kind, judged.text))
+    turns = tuple(ExportTurn(k, t.kind, None, analyst_words(t.kind, t.text),
+                             members.get(t.gallery_index) if t.gallery_index is not None else None, None, (),
+                             _iso(t.time), t.user, t.rank, t.similarity) for k, t in enumerate(conversation, start=1))
+    case = _plain(record.case)
+    if "created" in case:
+        case["created"] = _iso(case["created"])
+    return MatchExport(case, str(record.session_id), str(record.gallery),
                        int(gallery_size), str(record.exported_by),
                        _iso(record.exported_at) or _now(), tuple(images), turns)
 
@@ -348,7 +404,9 @@ def render_report(export: MatchExport) -> str:
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
     uris = {im.member: f"data:{im.mime};base64,{base64.b64encode(im.data).decode('ascii')}" for im in export.images}
+    env.filters["percent"] = percent
     return env.get_template("export_report.html").render(export=export, uris=uris, note=SIMILARITY_NOTE,
+                                                         case_rows=case_rows(export.case),
                                                          format=EXPORT_FORMAT, version=EXPORT_VERSION,
                                                          confirmed=export.confirmed,
                                                          ruled_out=[im for im in export.images

@@ -28,8 +28,11 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
+from minterpr.interaction.presence import percent, probably_absent
 from minterpr.serving.errors import ApiError
-from minterpr.serving.export import SIMILARITY_NOTE, export_filename, match_export_bytes, match_export_from_record
+from minterpr.serving.looking import footage_range, look_context, timeline_strip
+from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, export_filename,
+                                     match_export_bytes, match_export_from_record)
 
 HERE = Path(__file__).resolve().parent
 STATIC, TEMPLATES = HERE / "static", HERE / "templates"
@@ -40,6 +43,9 @@ CONTENT_SECURITY_POLICY = ("default-src 'self'; script-src 'self'; style-src 'se
                            "object-src 'none'")
 _TITLES = {400: "Bad request", 401: "Please log in", 403: "Not allowed", 404: "Not found", 409: "Conflict",
            413: "Too large", 422: "Cannot do that", 429: "Too many requests", 500: "Something went wrong"}
+
+
+TIME_PATTERN = r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?"  # the time fields: 24-hour UTC, "2026-03-02 08:30"
 
 
 def when(value: Any) -> str:
@@ -77,9 +83,11 @@ def _environment() -> Any:
 
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True),
                       trim_blocks=True, lstrip_blocks=True)
-    versions = {name: _static_version(name) for name in ("minterpr.css", "htmx.min.js")}
+    versions = {name: _static_version(name) for name in ("minterpr.css", "htmx.min.js", "minterpr.js")}
     env.globals["static"] = lambda name: f"/static/{name}?v={versions.get(name, '0')}"
     env.filters["when"] = when
+    env.filters["percent"] = percent
+    env.globals["time_pattern"] = TIME_PATTERN
     return env
 
 
@@ -168,13 +176,23 @@ def _safe_next(value: str | None) -> str:
     return "/cases"
 
 
-def _filters(camera: str | None, start: str | None, until: str | None) -> dict[str, str]:
-    return {"camera": camera or "", "from": start or "", "until": until or ""}
+def _filters(camera: str | None, start: str | None, until: str | None, shown: str | int | None = None) -> dict[str, str]:
+    """The page's query: camera / time filters and ``n``, how many results to show ("" = one turn's)."""
+    return {"camera": camera or "", "from": start or "", "until": until or "", "n": str(shown or "")}
+
+
+def _shown(filters: dict[str, str], per_turn: int, most: int) -> int:
+    """How many results the page shows: ``n`` (rounded to whole pages of ``per_turn``) within 1..most."""
+    try:
+        wanted = int(filters.get("n") or per_turn)
+    except ValueError:
+        wanted = per_turn
+    return max(per_turn, min(most, wanted))
 
 
 def _keep(results: list[Any], filters: dict[str, str]) -> list[Any]:
     """Results passing the page's camera / time filters (an unknown time passes no time filter)."""
-    low, high = _as_datetime(filters["from"]), _as_datetime(filters["until"])
+    low, high = _as_datetime(filters.get("from")), _as_datetime(filters.get("until"))
     kept = []
     for r in results:
         if filters["camera"] and r.camera != filters["camera"]:
@@ -201,17 +219,21 @@ class _StandIn:
         self.matches, self.contradicts = [], []
 
 
-def _index(data: Any) -> int:
+def _number(data: Any, field: str) -> int:
     try:
-        return int(str(data.get("gallery_index", "")))
+        return int(str(data.get(field, "")))
     except ValueError:
-        raise ApiError(422, "invalid", "gallery_index: not a whole number", field="gallery_index") from None
+        raise ApiError(422, "invalid", f"{field}: not a whole number", field=field) from None
+
+
+def _index(data: Any) -> int:
+    return _number(data, "gallery_index")
 
 
 def _because(data: Any) -> str:
     """The feedback of "Not this person…": the verdict first, then the analyst's reason."""
     reason = str(data.get("text", "")).strip()
-    return f"Not this person. {reason}" if reason else "Not this person."
+    return f"{RULED_OUT_TEXT} {reason}" if reason else RULED_OUT_TEXT
 
 
 MOVES: dict[str, Callable[[Any, Any, str, Any], Any]] = {  # form post -> service call (search, user, sid, form)
@@ -219,7 +241,9 @@ MOVES: dict[str, Callable[[Any, Any, str, Any], Any]] = {  # form post -> servic
     "answer": lambda search, user, sid, d: search.answer(user, sid, str(d.get("text", ""))),
     "feedback": lambda search, user, sid, d: search.feedback(user, sid, _index(d), _because(d)),
     "confirm": lambda search, user, sid, d: search.confirm(user, sid, _index(d), acknowledge=d.get("acknowledge") == "yes"),
+    "example": lambda search, user, sid, d: search.example_gallery(user, sid, _index(d)),
     "undo": lambda search, user, sid, d: search.undo(user, sid),
+    "withdraw": lambda search, user, sid, d: search.withdraw_fact(user, sid, _number(d, "turn"), _number(d, "fact")),
 }
 
 
@@ -227,19 +251,23 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     """What the search page shows: the session's view, the results passing the page's filters, the
     references asked about that are not among them, where the focus goes and what is announced."""
     search, settings = pages.services.search, pages.settings
-    filtered = any(filters.values())
-    top = settings.max_results if filtered else settings.results_per_turn
-    view = search.view(user, sid, top=top)
+    count = _shown(filters, settings.results_per_turn, settings.max_results)
+    filtered = any(filters[k] for k in ("camera", "from", "until"))
+    top = settings.max_results if filtered else count
+    asked = settings.max_results if filtered else min(count + 1, settings.max_results)  # one more: is there more?
+    view = search.view(user, sid, top=asked)
     shown = set(view.action.gallery_indices) if view.action and view.action.kind == "references" else set()
     if shown - {r.gallery_index for r in view.results} and top < settings.max_results:
         view = search.view(user, sid, top=settings.max_results)
     by_index = {r.gallery_index: r for r in view.results}
-    results = _keep(list(view.results), filters)[: settings.results_per_turn]
+    results = _keep(list(view.results), filters)[:count]
     outside = [by_index.get(i) or _StandIn(i) for i in sorted(shown - {r.gallery_index for r in results})]
     case = pages.services.cases.get_case(view.case_id)
     focus = ("describe" if view.turns == 0 else "confirmed" if view.confirmed else None if not moved else
              "results" if view.action is None else "answer" if view.action.kind == "question" else "references")
     status_text = f"Turn {view.turns}: {len(results)} results shown."
+    more = min(count + settings.results_per_turn, settings.max_results) if len(view.results) > count and \
+        not filtered and count < settings.max_results else None
     if view.action is not None:
         status_text += f" The system asks: {view.action.text}"
     scope = ", ".join(case.cameras) if case.cameras else "every camera"
@@ -247,8 +275,9 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
               else ", any time")
     return dict(view=view, case=case, results=results, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
-                filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v),
-                note=SIMILARITY_NOTE, scope=scope, max_chars=settings.max_text_chars,
+                filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v and k != "n"),
+                more=more, absent=view.presence is not None and not view.confirmed and probably_absent(view.presence), strip=timeline_strip(results), footage=footage_range(pages.galleries(), view.gallery),
+                note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
                 can_export=pages.allowed(user, "session:export"))
 
@@ -374,16 +403,32 @@ def register(app: Any) -> None:
     @router.get("/sessions/{sid}")
     def session_page(request: Request, sid: str = SessionId, camera: str = Query("", max_length=200),
                      start: str = Query("", alias="from", max_length=40), until: str = Query("", max_length=40),
-                     moved: int = Query(0, ge=0, le=1), user: Any = Depends(optional_user)) -> Any:
+                     moved: int = Query(0, ge=0, le=1), n: int | None = Query(None, ge=1, le=1000),
+                     user: Any = Depends(optional_user)) -> Any:
         if user is None:
             return _redirect("/login?" + urlencode({"next": f"/sessions/{sid}"}))
-        return _session_page(request, user, sid, _filters(camera, start, until), moved=bool(moved))
+        return _session_page(request, user, sid, _filters(camera, start, until, n), moved=bool(moved))
 
     @router.get("/sessions/{sid}/thumb/{gallery_index}")
     def thumbnail(sid: str = SessionId, gallery_index: int = PathParam(ge=0, le=2**40),
                   user: Any = Depends(current_user)) -> Any:
         data, media_type = pages.services.search.image(user, sid, gallery_index, thumbnail_only=True)
         return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=3600"})
+
+    @router.get("/sessions/{sid}/image/{gallery_index}")
+    def full_image(sid: str = SessionId, gallery_index: int = PathParam(ge=0, le=2**40),
+                   user: Any = Depends(current_user)) -> Any:
+        """The crop at full resolution (the look-closely page)."""
+        data, media_type = pages.services.search.image(user, sid, gallery_index, thumbnail_only=False)
+        return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=3600"})
+
+    @router.get("/sessions/{sid}/look/{gallery_index}")
+    def look(request: Request, sid: str = SessionId, gallery_index: int = PathParam(ge=0, le=2**40),
+             compare: int | None = Query(None, alias="with", ge=0, le=2**40), user: Any = Depends(optional_user)) -> Any:
+        """One image looked at closely, beside the confirmed crop or the top result (or ``?with=``)."""
+        if user is None:
+            return _redirect("/login?" + urlencode({"next": f"/sessions/{sid}/look/{gallery_index}"}))
+        return pages.render(request, "look.html", user=user, **look_context(pages, user, sid, gallery_index, compare))
 
     @router.post("/sessions/{sid}/export")  # a post: it records an export event (CSRF-checked)
     def export(sid: str = SessionId, user: Any = Depends(current_user)) -> Any:
@@ -400,7 +445,7 @@ def register(app: Any) -> None:
                         sid: str = SessionId, user: Any = Depends(current_user)) -> Any:
         """One move from a form; 303 back to the page (with its filters), or the page with the error."""
         data = await request.form()
-        filters = _filters(*(str(data.get(k, "")) for k in ("camera", "from", "until")))
+        filters = _filters(*(str(data.get(k, "")) for k in ("camera", "from", "until", "n")))
         try:
             await run_in_threadpool(MOVES[move], pages.services.search, user, sid, data)
         except ApiError as err:

@@ -176,9 +176,10 @@ class ResultView(Strict):
     path: str
     camera: str | None
     time: str | None
-    similarity: float  # the ranking score: how alike, never who
-    matches: list[str]
-    contradicts: list[str]
+    similarity: float  # match probability in [0, 1] (softmax of the final scores over the ranked images): how alike, never who
+    matches: list[str]  # facts it confidently matches (calibrated, recognisable labels)
+    contradicts: list[str]  # facts it confidently contradicts
+    unsure: list[str] = []  # facts the model is not confident about for this image
     judgement: bool | None = None  # the user's verdict on this image, if any (True = confirmed)
 
 
@@ -208,6 +209,9 @@ class TimelineEntry(Strict):
     user: str
     time: float
     understood: bool = True  # False: the system took nothing from this turn (no fact, no yes/no); the page says so
+    rank: int | None = None  # a judgement's image: its rank on the page when judged
+    similarity: float | None = None  # and its match probability then
+    facts: list[str] = []  # the facts the system understood from this turn (as it now holds them)
 
 
 class TurnView(Strict):
@@ -222,6 +226,10 @@ class TurnView(Strict):
     action: ActionView | None
     confirmed: ConfirmedView | None
     timeline: list[TimelineEntry]
+    unrecognised: list[str] = []  # facts said that the model cannot recognise (not shown as evidence)
+    exports: list[TimelineEntry] = []  # the exports made of this session (who, when)
+    presence: float | None = None  # P(the person is in the images searched), from the rulings-out; None before any
+    confirmed_all: list[ConfirmedView] = []  # every crop confirmed as the person, in order (confirmed is the last)
 
 
 class SessionSummary(Strict):

@@ -49,7 +49,8 @@ from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
-from minterpr.serving.views import Live, Positions, confirmed, export_images, turn_view
+from minterpr.serving.views import (Live, Positions, confirmed, confirmed_all, export_images, seen, timeline,
+                                    turn_view)
 from minterpr.vlm.assist import VLMAssistant
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
@@ -96,7 +97,7 @@ class Search:
         options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars,
                    "shortlist": ShortlistConfig().to_dict()}  # recorded: a later default must not change a replay
         session = self._with_model(events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(),
-                                                 None))
+                                                 None, loaded.pipeline.evidence_policy()))
         filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
                    "end": scope.end}
         positions = Positions(rows, len(loaded.index))
@@ -147,6 +148,14 @@ class Search:
             return thumbnail(file, height), "image/jpeg"
         except (ImageError, InputError) as err:
             raise ApiError(404, "image_unavailable", public_message(f"image {gallery_index} cannot be read: {err}")) from None
+
+    def image_info(self, principal: Principal, sid: str, gallery_index: int) -> dict[str, Any]:
+        """Camera, time and free metadata (frame, box, track, ...) of an in-scope gallery image of the session."""
+        need(principal, "session:read")
+        with self._open(principal, sid, write=False) as live:
+            self._local(live, gallery_index)
+            _, camera, moment = live.image_info(gallery_index)
+            return {"camera": camera, "time": moment, "metadata": dict(live.gallery.metadata[gallery_index])}
 
     # ----- moves ---------------------------------------------------------------------------------
     def describe(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
@@ -202,6 +211,24 @@ class Search:
 
         return self._turn(principal, sid, "example", move, extra, "example: uploaded image", None, top)
 
+    def withdraw_fact(self, principal: Principal, sid: str, turn: int, fact: int, top: int | None = None) -> TurnView:
+        """Withdraw fact number ``fact`` of turn ``turn`` (both 0-based, as the view lists them): the session
+        re-ranks as if that turn had never recorded it (:meth:`Session.withdraw_fact`); stored as a ``withdraw`` event."""
+        need(principal, "session:search")
+        with self._open(principal, sid, write=True) as live:
+            history = live.session.history
+            if not 0 <= turn < len(history) or not 0 <= fact < len(history[turn].facts):
+                raise ApiError(422, "invalid", f"turn {turn} has no fact {fact} (the conversation has "
+                               f"{len(history)} turns)", field="fact")
+            chosen = history[turn].facts[fact]
+            try:
+                live.session.withdraw_fact(turn, chosen)
+            except TurnError as err:
+                raise ApiError(422, "invalid_turn", str(err)) from None
+            payload = events.withdraw_payload(turn, chosen)
+            self._commit(live, principal, "withdraw", payload, [("query", {"session": sid, "kind": "withdraw", **payload})])
+            return turn_view(live, self._top(top), live.gallery.name)
+
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
 
@@ -215,7 +242,10 @@ class Search:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
             images = export_images(live, match.gallery_index)
             details = {"session": sid, "images": [image["path"] for image in images]}
-            self._commit(live, principal, "export", {"gallery_index": match.gallery_index}, [("export", details)])
+            seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
+                                  [("export", details)])
+            live.exports.append(TimelineEntry(seq=seq, kind="export", text="", gallery_index=match.gallery_index,
+                                              user=principal.username, time=t))
             case = self.cases.get_case(live.case_id)
             return ExportRecord(case=case, session_id=sid, gallery=live.gallery.name, confirmed=match, images=images,
                                 conversation=list(live.timeline), exported_by=principal.username,
@@ -261,6 +291,8 @@ class Search:
             if kind != "undo" and limit is not None and len(live.session.history) >= limit:
                 raise ApiError(409, "turn_limit", f"this conversation has the {limit} turns the model reads; undo a "
                                "turn, or start a new session in the same case")
+            if kind in ("feedback", "confirm") and gallery_index is not None:  # what the analyst saw of it
+                extra = {**extra, **seen(live, gallery_index)}
             started = time.perf_counter()
             try:
                 move(live)
@@ -291,9 +323,12 @@ class Search:
             else:
                 said = _text(live.session.history[-1].turn, events.Event(seq, kind, payload))
                 live.timeline.append(TimelineEntry(seq=seq, kind=kind, text=said, gallery_index=gallery_index,
-                                                   user=principal.username, time=t,
+                                                   user=principal.username, time=t, rank=extra.get("seen_rank"),
+                                                   similarity=extra.get("seen_similarity"),
                                                    understood=live.session.history[-1].understood))
-            return shown.model_copy(update={"seq": seq, "timeline": list(live.timeline)})
+            # the confirmation reports the rank and match recorded with it (now in the timeline)
+            return shown.model_copy(update={"seq": seq, "timeline": timeline(live), "confirmed": confirmed(live),
+                                            "confirmed_all": confirmed_all(live)})
 
     def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],
                 audits: list[tuple[str, dict[str, Any]]]) -> tuple[int, float]:
@@ -358,17 +393,21 @@ class Search:
         log = [events.Event(e.seq, e.kind, e.payload, name, e.time) for e, name in stored]
         uploads = self.settings.uploads_dir / row.id
         try:
-            session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads)
+            session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads,
+                                    loaded.pipeline.evidence_policy())
             turns = events.fold(log, uploads)
         except (TurnError, InputError) as err:
             raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
                            f"have been removed by retention): {public_message(str(err))}") from None
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
-                                  gallery_index=e.payload.get("gallery_index"), understood=entry.understood)
+                                  gallery_index=e.payload.get("gallery_index"), rank=e.payload.get("seen_rank"),
+                                  similarity=e.payload.get("seen_similarity"), understood=entry.understood)
                     for entry, e in turns]
         session = self._with_model(session)  # after the replay: recorded turns keep their recorded facts
+        exports = [TimelineEntry(seq=e.seq, kind=e.kind, text="", gallery_index=e.payload.get("gallery_index"),
+                                 user=e.user, time=e.time) for e in log if e.kind == "export"]
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
-                    dict(row.options or {}), len(log), timeline)
+                    dict(row.options or {}), len(log), timeline, exports)
 
     def _with_model(self, session: Any) -> Any:
         """``session`` with the service's vision-language model (`serve --vlm-url`), if one is configured."""

@@ -24,12 +24,13 @@ import numpy as np
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.explain import describe_fact
+from minterpr.interaction.presence import match_probabilities, percent, presence_probability
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
 STATEMENT = ("This records the analyst's judgement that the image looks like the person searched for "
-             "(similarity {similarity}). It is not an identification: the system compares appearance, "
-             "and different people can look alike.")
+             "(match {similarity} when it was confirmed). It is not an identification: the system compares "
+             "appearance, and different people can look alike.")
 
 
 @dataclass(frozen=True)
@@ -69,6 +70,7 @@ class Live:
     options: dict[str, Any]  # the recorded Session options
     seq: int  # events committed (the session's events up to here are in this state)
     timeline: list[TimelineEntry] = field(default_factory=list)  # one per turn of session.history
+    exports: list[TimelineEntry] = field(default_factory=list)  # one per export made (kind "export"), oldest first
 
     def image_info(self, gallery_index: int) -> tuple[str, str | None, str | None]:
         """(path, camera, time) of a gallery image."""
@@ -81,20 +83,34 @@ def _score(value: float) -> float:
 
 
 def results(live: Live, top: int) -> list[ResultView]:
+    """The top results; ``similarity`` is each one's match probability (:func:`match_probabilities`)."""
     step = live.session.step
     if step is None:
         return []
     judgements = live.session.judgements
+    shares = match_probabilities(step.scores)
     out = []
-    for rank, (local, score) in enumerate(zip(step.ranking[:top].tolist(), step.scores[:top].tolist())):
+    for rank, local in enumerate(step.ranking[:top].tolist()):
         explanation = step.explain(rank)
         gallery_index = live.positions.to_gallery(local)
         path, camera, time = live.image_info(gallery_index)
         out.append(ResultView(rank=rank + 1, gallery_index=gallery_index, path=path, camera=camera, time=time,
-                              similarity=_score(score), matches=[describe_fact(f) for f in explanation.matched],
+                              similarity=_score(shares[rank]), matches=[describe_fact(f) for f in explanation.matched],
                               contradicts=[describe_fact(f) for f in explanation.contradicted],
+                              unsure=[describe_fact(f) for f in explanation.unsure],
                               judgement=judgements.get(local)))
     return out
+
+
+def seen(live: Live, gallery_index: int) -> dict[str, Any]:
+    """Rank (1-based, None beyond a shortlist) and match probability of an image as the page shows it
+    now: recorded with a judgement, so the confirmation and the export report what the analyst saw."""
+    step = live.session.step
+    local = live.positions.to_local(gallery_index)
+    rank = None if step is None or local is None else step.rank_of(local)
+    if rank is None:
+        return {"seen_rank": None, "seen_similarity": None}
+    return {"seen_rank": rank + 1, "seen_similarity": _score(match_probabilities(step.scores)[rank])}
 
 
 def action(live: Live) -> ActionView | None:
@@ -112,24 +128,58 @@ def action(live: Live) -> ActionView | None:
 
 def confirmed(live: Live) -> ConfirmedView | None:
     """The image the analyst confirmed (the last one judged "this is the person"), if any."""
+    every = confirmed_all(live)
+    return every[-1] if every else None
+
+
+def confirmed_all(live: Live) -> list[ConfirmedView]:
+    """Every image the analyst confirmed as the person (several crops of one person, across cameras),
+    in the order confirmed."""
     chosen = [local for local, verdict in live.session.judgements.items() if verdict]
-    step = live.session.step
-    if not chosen or step is None:
-        return None
-    local = chosen[-1]
-    gallery_index = live.positions.to_gallery(local)
+    order = {t.gallery_index: k for k, t in enumerate(live.timeline) if t.kind == "confirm"}
+    views = [_confirmed_view(live, live.positions.to_gallery(local)) for local in chosen]
+    return sorted(views, key=lambda c: order.get(c.gallery_index, -1))
+
+
+def _confirmed_view(live: Live, gallery_index: int) -> ConfirmedView:
     path, camera, time = live.image_info(gallery_index)
-    rank = step.rank_of(local)
-    similarity = _score(float(step.gallery_scores()[local]))
+    # what the page showed when the analyst confirmed it (recorded with the confirmation)
+    entry = next((t for t in reversed(live.timeline) if t.kind == "confirm" and t.gallery_index == gallery_index), None)
+    rank, similarity = (entry.rank, entry.similarity) if entry is not None else (None, None)
     return ConfirmedView(gallery_index=gallery_index, path=path, camera=camera, time=time, similarity=similarity,
-                         rank=None if rank is None else rank + 1, statement=STATEMENT.format(similarity=f"{similarity:.3f}"))
+                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)))
+
+
+def unrecognised(live: Live) -> list[str]:
+    """The facts said so far on labels the run's model cannot recognise (its evidence policy)."""
+    policy = live.session.evidence
+    if policy is None:
+        return []
+    return [describe_fact(f) for f in dict.fromkeys(live.session.facts) if not policy.recognised(f)]
+
+
+def timeline(live: Live) -> list[TimelineEntry]:
+    """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone)."""
+    return [t.model_copy(update={"facts": [describe_fact(f) for f in entry.facts]})
+            for t, entry in zip(live.timeline, live.session.history)]
+
+
+def presence(live: Live) -> float | None:
+    """P(the person is in the searched images) from the images ruled out so far, with the match each
+    had on the page when it was (None before anything was ruled out)."""
+    judgements = live.session.judgements
+    masses = [t.similarity for t in live.timeline if t.kind == "feedback" and t.similarity is not None
+              and t.gallery_index is not None and judgements.get(live.positions.to_local(t.gallery_index)) is False]
+    return presence_probability(masses) if masses else None
 
 
 def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
-                    confirmed=confirmed(live), timeline=list(live.timeline))
+                    confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=timeline(live),
+                    unrecognised=unrecognised(live), presence=presence(live),
+                    exports=list(live.exports))
 
 
 def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:

@@ -11,11 +11,36 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
+from typing import Any
 
 from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
 from minterpr.training.config import TrainConfig
 
 __all__ = ["calibrate_and_choose_weight"]
+
+
+def label_aucs(probs: Any, targets: Any, mask: Any) -> dict[str, float]:
+    """Label ("slot:value") -> ROC AUC (%) of ``probs`` against the annotated ``targets`` ((N, L) over
+    ``ONTOLOGY.flat_labels()``); labels without positives or negatives are left out. Stored in the
+    calibration record: the page does not show a label under ``MIN_LABEL_AUC`` as evidence.
+
+    Example:
+        >>> import numpy as np
+        >>> from minterpr.language.ontology import ONTOLOGY
+        >>> n, labels = 4, len(ONTOLOGY.flat_labels())
+        >>> targets = np.zeros((n, labels)); targets[:2, 0] = 1
+        >>> probs = np.zeros((n, labels)); probs[:, 0] = [0.9, 0.8, 0.1, 0.2]
+        >>> mask = np.zeros((n, labels), bool); mask[:, 0] = True
+        >>> label_aucs(probs, targets, mask)
+        {'gender:male': 100.0}
+    """
+    from minterpr.evaluation.attribute_metrics import auc_scores
+    from minterpr.interaction.explain import label_key
+    from minterpr.language.ontology import ONTOLOGY
+
+    scores = auc_scores(probs, targets, mask)
+    return {label_key(slot, value): round(float(a), 2) for (slot, value), a in zip(ONTOLOGY.flat_labels(), scores)
+            if a is not None}
 
 
 def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[str]) -> RunExtras:
@@ -52,8 +77,11 @@ def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[
         temperatures = fit_slot_temperatures(logits, targets, mask)
         model.set_attribute_temperature(temperatures)
         before, after = calibration_nll(logits, targets, mask), calibration_nll(logits, targets, mask, temperatures)
+        with torch.inference_mode():
+            calibrated = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()
         extras = dataclasses.replace(extras, calibration=CalibrationRecord(
-            cfg.selection_split, dict(temperatures), float(sum(before.values())), float(sum(after.values()))))
+            cfg.selection_split, dict(temperatures), float(sum(before.values())), float(sum(after.values())),
+            label_aucs(calibrated, targets, mask)))
     if cfg.select_attribute_weight:
         with torch.inference_mode():
             probs = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()

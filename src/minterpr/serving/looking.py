@@ -1,0 +1,147 @@
+"""Looking closely at results: the per-camera timeline strip of the ranked results, the footage's time
+range, and what the "look closely" page of one image shows (its full-resolution crop, where it came
+from, and a crop to compare it with).
+
+The strip is server-drawn SVG (attributes, no inline style: a content security policy may forbid
+styles and scripts in the markup); each mark links to its result card.
+
+Example:
+    >>> from types import SimpleNamespace as R
+    >>> rows = [R(rank=1, gallery_index=4, camera="a", time="2026-03-02T08:00:00+00:00"),
+    ...         R(rank=2, gallery_index=7, camera="b", time="2026-03-02T09:00:00+00:00"),
+    ...         R(rank=3, gallery_index=9, camera="a", time=None)]
+    >>> strip = timeline_strip(rows)
+    >>> [(lane.camera, [(m.gallery_index, m.x) for m in lane.marks]) for lane in strip.lanes]
+    [('a', [(4, 0.0)]), ('b', [(7, 1.0)])]
+    >>> strip.untimed, strip.start, strip.end
+    (1, '2026-03-02 08:00:00', '2026-03-02 09:00:00')
+"""
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+STRIP_WIDTH = 600  # SVG user units of the strip's time axis
+LANE_HEIGHT = 22  # SVG user units per camera lane
+LABEL_WIDTH = 150  # room left of the axis for the camera names
+TOP_MARGIN = 18  # room above the first lane for the marks' rank labels
+
+
+@dataclass(frozen=True)
+class Mark:
+    """One result on the strip."""
+
+    gallery_index: int
+    rank: int
+    x: float  # position on the time axis in [0, 1]
+    label: str  # "#3, camera, time" (the mark's accessible name)
+
+
+@dataclass(frozen=True)
+class Lane:
+    camera: str
+    marks: tuple[Mark, ...]
+
+
+@dataclass(frozen=True)
+class Strip:
+    """Results by camera along time (those without a time are counted, not drawn)."""
+
+    lanes: tuple[Lane, ...]
+    start: str  # the earliest time drawn ("" when none)
+    end: str  # the latest
+    untimed: int  # results without a known time
+
+    @property
+    def height(self) -> int:
+        return TOP_MARGIN + LANE_HEIGHT * len(self.lanes)
+
+    def px(self, mark: Mark) -> float:
+        """The mark's SVG x."""
+        return round(LABEL_WIDTH + mark.x * STRIP_WIDTH, 1)
+
+    def py(self, lane_number: int) -> int:
+        """The SVG y of a camera's lane (room above the first for the rank labels)."""
+        return TOP_MARGIN + LANE_HEIGHT * lane_number
+
+    @property
+    def width(self) -> int:
+        return LABEL_WIDTH + STRIP_WIDTH + 10
+
+
+def _moment(value: Any) -> dt.datetime | None:
+    from minterpr.serving.pages import _as_datetime
+
+    return _as_datetime(value)
+
+
+def timeline_strip(results: Sequence[Any]) -> Strip:
+    """The strip of ``results`` (ResultViews: rank, gallery_index, camera, time)."""
+    from minterpr.serving.pages import when
+
+    timed = [(r, _moment(r.time)) for r in results]
+    known = [m for _, m in timed if m is not None]
+    if not known:
+        return Strip((), "", "", len(results))
+    low, high = min(known), max(known)
+    span = (high - low).total_seconds()
+    lanes: dict[str, list[Mark]] = {}
+    for r, moment in timed:
+        if moment is None:
+            continue
+        x = 0.5 if span == 0 else (moment - low).total_seconds() / span
+        camera = r.camera or "camera unknown"
+        lanes.setdefault(camera, []).append(Mark(r.gallery_index, r.rank, round(x, 4),
+                                                 f"#{r.rank}, {camera}, {when(r.time)}"))
+    return Strip(tuple(Lane(c, tuple(m)) for c, m in sorted(lanes.items())), when(low), when(high),
+                 len(results) - len(known))
+
+
+def footage_range(galleries: Sequence[Any], name: str) -> tuple[str, str] | None:
+    """(earliest, latest) image time of the named gallery as the page writes times; None when unknown."""
+    from minterpr.serving.pages import when
+
+    for g in galleries:
+        if g.name == name and g.time_start is not None:
+            return when(g.time_start), when(g.time_end)
+    return None
+
+
+def provenance(metadata: dict[str, Any]) -> list[tuple[str, str]]:
+    """Where a crop came from, for people: the video frame, its box, the offset, the track."""
+    rows = []
+    if "frame" in metadata:
+        rows.append(("Frame", str(metadata["frame"])))
+    if "offset_s" in metadata:
+        rows.append(("Offset in the video", f"{float(metadata['offset_s']):.1f} s"))
+    if isinstance(metadata.get("box"), (list, tuple)) and len(metadata["box"]) == 4:
+        x0, y0, x1, y1 = (round(float(v)) for v in metadata["box"])
+        rows.append(("Box in the frame", f"x {x0}–{x1}, y {y0}–{y1} (pixels)"))
+    if "track" in metadata:
+        rows.append(("Track", str(metadata["track"])))
+    if "source" in metadata:
+        rows.append(("Source", str(metadata["source"]).rsplit("/", 1)[-1]))
+    return rows
+
+
+def look_context(pages: Any, user: Any, sid: str, gallery_index: int, compare: int | None) -> dict[str, Any]:
+    """The look-closely page: the image (rank, match, camera, time, where it came from) and the one to
+    compare it with: ``compare``, else the confirmed crop, else the top result that is not it."""
+    search = pages.services.search
+    view = search.view(user, sid, top=pages.settings.max_results)
+    search.image_info(user, sid, gallery_index)  # 404 / 422 for an image the session may not show
+    by_index = {r.gallery_index: r for r in view.results}
+    if compare is None:
+        confirmed = [c.gallery_index for c in view.confirmed_all if c.gallery_index != gallery_index]
+        others = confirmed or [r.gallery_index for r in view.results if r.gallery_index != gallery_index][:1]
+        compare = others[0] if others else None
+
+    def described(i: int) -> dict[str, Any]:
+        info = search.image_info(user, sid, i)
+        return {"gallery_index": i, "result": by_index.get(i), "camera": info["camera"], "time": info["time"],
+                "provenance": provenance(info["metadata"]),
+                "confirmed": any(c.gallery_index == i for c in view.confirmed_all)}
+
+    return dict(view=view, image=described(gallery_index), other=None if compare is None else described(compare),
+                can_search=pages.allowed(user, "session:search"), case=pages.services.cases.get_case(view.case_id))
