@@ -57,3 +57,21 @@ def test_every_model_call_is_audited_without_the_key(world, tmp_path, monkeypatc
                and c["details"]["model"] == "m" for c in calls)
     assert "sk-never-in-the-log" not in log
     assert endpoint.requests[0]["headers"]["Authorization"] == "Bearer sk-never-in-the-log"
+
+
+def test_the_page_says_which_facts_the_model_read():
+    """The conversation's chips name a model's fact as such (the user may remove it like any other)."""
+    from types import SimpleNamespace
+
+    from minterpr.interaction.history import HistoryEntry, ModelFact
+    from minterpr.language.phrasing import Fact
+    from minterpr.serving.schemas import TimelineEntry
+    from minterpr.serving.views import timeline
+    from minterpr.types import DescriptionTurn
+
+    entry = HistoryEntry(DescriptionTurn("a woman, red top"), (Fact("gender", ("female",)),
+                                                               ModelFact("upper_colour", ("red",))), ())
+    said = TimelineEntry(seq=1, kind="describe", text="a woman, red top", user="ana", time=0.0)
+    live = SimpleNamespace(timeline=[said], session=SimpleNamespace(history=[entry]))
+    facts = timeline(live)[0].facts
+    assert facts[0] == "gender: female" and facts[1].endswith("(read by the model)") and "red" in facts[1]
