@@ -12,7 +12,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
-    import minterpr.cli.demo as demo
+    import minterpr.cli.demo_world as demo
     from minterpr.cli.main import build_parser
     from minterpr.cli.serve import cmd_serve
     from minterpr.data.formats.gallery import write_gallery

@@ -33,6 +33,7 @@ class Pipeline:
     # validation split and stored in model.pt; None = the stored scoring's, else the default
     attribute_weight: float | None = None
     extras: RunExtras = field(default_factory=RunExtras)  # what training stored with the model (scoring, ...)
+    model_path: Path | None = None  # the model file (or exported directory) it was read from
 
     def rerank_config(self) -> Any:
         """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default: the
@@ -122,4 +123,4 @@ def load_pipeline(run_dir: str | Path, *, device: str = "cpu", batch_size: int =
     run = load_run(run_dir, device=device)
     weight = run.extras.scoring.attribute_weight if run.extras.scoring is not None else None
     backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
-    return Pipeline(backend, run.run_dir, weight, run.extras)
+    return Pipeline(backend, run.run_dir, weight, run.extras, run.model_path)
