@@ -225,14 +225,15 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
     return pipeline.backend, pipeline.rerank_config()
 
 
-def load_model(args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int = 64) -> "Pipeline":
+def load_model(args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int | None = None) -> "Pipeline":
     """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
     way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
     where the command has it. A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.runtime.pipeline import load_pipeline
 
+    sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
     return load_pipeline(args.run if run is None else run, device=getattr(args, "device", None) or DEFAULT_DEVICE,
-                         batch_size=batch_size, text_precision=getattr(args, "text_precision", "fp32"))
+                         text_precision=getattr(args, "text_precision", "fp32"), **sizes)
 
 
 def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,

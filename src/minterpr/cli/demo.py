@@ -40,7 +40,7 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
     say(f"simulating {len(targets)} searches x {args.rounds} rounds over {len(gallery)} gallery images "
          "(oracle user: answers from the target's true attributes)")
     reports = compare(backend, index, targets, DEMO_SETTINGS, rounds=args.rounds, simulator="oracle",
-                      seed=args.seed, rerank=pipeline.rerank_config())
+                      seed=args.seed, reranking=pipeline.rerank_config())
     headline = next(iter(reports))
     print()
     print(format_table(reports[headline]))

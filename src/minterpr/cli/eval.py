@@ -65,7 +65,7 @@ def _run(args: argparse.Namespace) -> int:
     samples = read_minterpedes(data)
     gallery_path = Path(args.gallery) if args.gallery else default_gallery(data)
     gallery = read_gallery(gallery_path) if gallery_path else gallery_from_samples(samples)
-    scoring = trained.extras.scoring_config()  # chosen on the validation split at training time
+    scoring = trained.extras.rerank_config()  # chosen on the validation split at training time
     if args.attribute_weight is not None:
         scoring = dataclasses.replace(scoring, attribute_weight=args.attribute_weight)
     if args.keep_rejected:
@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     recorder = _recorder(args, samples, gallery)
     report = evaluate_dialogues(backend, samples, gallery, root, protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=show_progress(args), scoring=scoring, observe=recorder)
+                                progress=show_progress(args), reranking=scoring, observe=recorder)
     print(format_table(report))
     if write_json(args.json, report.to_json()) not in (None, STDOUT):
         log.info("wrote %s", args.json)

@@ -86,7 +86,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
-                  rerank=_rerank_config(args, stored),
+                  reranking=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {})})
     pictures = _Pictures(args, index, targets)
