@@ -181,3 +181,16 @@ def test_importing_the_package_and_its_data_layer_loads_no_torch():
             "minterpr.index, minterpr.runtime, minterpr.evaluation.metrics; print('torch' in sys.modules)")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_tests_never_import_each_other():
+    """Test modules share code through ``tests/support`` (not collected), never by importing a test
+    module or the conftest."""
+    tests = Path(__file__).resolve().parent
+    for path in sorted(tests.rglob("*.py")):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        for node in ast.walk(tree):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
+                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            bad = [n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
+            assert not bad, f"{path.relative_to(tests)} imports {bad}: move what it shares to tests/support"

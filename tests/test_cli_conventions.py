@@ -10,7 +10,7 @@ import random
 import pytest
 from PIL import Image
 
-from conftest import random_attributes
+from support.helpers import random_attributes
 from minterpr.cli.common import LOGGER_NAME, add_common_options
 from minterpr.cli.main import build_parser, main
 from minterpr.data.build import mark_dataset

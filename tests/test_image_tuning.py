@@ -16,7 +16,7 @@ from minterpr.training.image_augment import AugmentConfig, augment_batch
 from minterpr.training.image_tuning import ImageTuner, labelled_images, load_tuned
 from minterpr.training.trainer import Trainer
 
-from test_trainer import make_tiny_dataset
+from support.datasets import make_tiny_dataset
 
 OFF = dict(flip=0.0, shift=0.0, scale_min=1.0, scale_max=1.0, blur=0.0, low_resolution=0.0, jpeg=0.0, erasing=0.0)
 

@@ -6,7 +6,7 @@ import stat
 
 import pytest
 
-from test_serving_support import shared_world
+from support.serving import shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -18,7 +18,7 @@ def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
     from minterpr.data.formats.gallery import write_gallery
     from minterpr.index.store.gallery_store import open_gallery
     from minterpr.serving.service import build_services
-    from test_serving_support import settings
+    from support.serving import settings
 
     run, store = shared_world(tmp_path_factory)
     world = open_gallery(store)
