@@ -194,3 +194,14 @@ def test_tests_never_import_each_other():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             bad = [n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
             assert not bad, f"{path.relative_to(tests)} imports {bad}: move what it shares to tests/support"
+
+
+def test_the_old_trained_run_path_hands_out_the_moved_names_with_a_warning():
+    import minterpr.runtime
+    import minterpr.trained_run as old
+
+    for name in ("load_run", "export_run", "TrainedRun", "RunExtras"):
+        with pytest.warns(DeprecationWarning, match=f"minterpr.runtime.{name}"):
+            assert getattr(old, name) is getattr(minterpr.runtime, name)
+    with pytest.raises(AttributeError):
+        old.calibrate_and_choose_weight  # noqa: B018  (moved to training.post_training, not re-exported)
