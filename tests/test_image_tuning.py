@@ -16,7 +16,7 @@ from minterpr.training.image_augment import AugmentConfig, augment_batch
 from minterpr.training.image_tuning import ImageTuner, labelled_images, load_tuned
 from minterpr.training.trainer import Trainer
 
-from test_trainer import make_tiny_dataset
+from support.datasets import make_tiny_dataset
 
 OFF = dict(flip=0.0, shift=0.0, scale_min=1.0, scale_max=1.0, blur=0.0, low_resolution=0.0, jpeg=0.0, erasing=0.0)
 
@@ -264,7 +264,7 @@ def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data
     assert record["pseudo_labels"]["images"] > 0 and 0 < record["pseudo_labels"]["kept"] <= record["pseudo_labels"]["images"]
     adapted, base = load_run(out), load_run(run)
     assert adapted.extras.other["adaptation"]["confidence"] == 0.6
-    assert adapted.extras.scoring_config() == base.extras.scoring_config()
+    assert adapted.extras.rerank_config() == base.extras.rerank_config()
     changed = [k for k, v in base.model.state_dict().items() if not torch.equal(v, adapted.model.state_dict()[k])]
     assert changed and all(k.startswith(("image_encoder.", "image_head.")) for k in changed)
     assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out)]) == 2  # model.pt exists

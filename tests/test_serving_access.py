@@ -9,7 +9,7 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
-from test_serving_support import PASSWORD, login, open_case, prepare, settings, shared_world
+from support.serving import PASSWORD, login, open_case, prepare, settings, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -6,19 +6,19 @@ import stat
 
 import pytest
 
-from test_serving_support import shared_world
+from support.serving import shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
-    import minterpr.cli.demo as demo
+    import minterpr.cli.demo_world as demo
     from minterpr.cli.main import build_parser
     from minterpr.cli.serve import cmd_serve
     from minterpr.data.formats.gallery import write_gallery
     from minterpr.index.store.gallery_store import open_gallery
     from minterpr.serving.service import build_services
-    from test_serving_support import settings
+    from support.serving import settings
 
     run, store = shared_world(tmp_path_factory)
     world = open_gallery(store)

@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from test_serving_support import PASSWORD, USERS, settings, shared_world
+from support.serving import PASSWORD, USERS, settings, shared_world
 
 URL = os.environ.get("MINTERPR_TEST_POSTGRES_URL")
 pytestmark = [pytest.mark.skipif(not URL, reason="MINTERPR_TEST_POSTGRES_URL is not set"),

@@ -20,30 +20,23 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import errno
-import getpass
 import json
 import logging
 import os
 import secrets
 import shlex
 import socket
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import add_common_options, require_extras, show_progress
-from minterpr.cli.simulate import CLIError
-from minterpr.cli.vlm import add_vlm_arguments, vlm_config
+from minterpr.cli.common import CLIError, add_common_options, require_extras, show_progress
+from minterpr.cli.service_state import add_state_arguments, read_password, require_serve, settings_from
+from minterpr.cli.vlm_options import add_vlm_arguments
 
 log = logging.getLogger(__name__)
 
 DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synthetic capture times of the demo
-
-
-def require_serve() -> None:
-    """CLIError naming the extra when the service's packages are missing."""
-    require_extras("serve", ("serve",))
 
 
 def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
@@ -60,58 +53,13 @@ def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
     return specs
 
 
-def read_password(prompt: str = "password") -> str:
-    """A new password: typed twice on a terminal (not echoed), else one line of standard input."""
-    where = "typed" if sys.stdin is not None and sys.stdin.isatty() else "on standard input"
-    try:
-        if where == "typed":
-            first = getpass.getpass(f"{prompt}: ")
-            if getpass.getpass(f"{prompt} (again): ") != first:
-                raise CLIError("the two passwords differ")
-            line = first
-        else:
-            line = sys.stdin.readline() if sys.stdin is not None else ""
-            if not line:
-                raise CLIError("no password on standard input")
-        line.encode("utf-8")  # a surrogate-escaped byte is no password either
-    except UnicodeError:
-        raise CLIError(f"the password {where} is not UTF-8 text") from None
-    return line.rstrip("\r\n")
-
-
-def cli_actor() -> str:
-    """Who a change made on the command line is audited as: the operating-system user (``os:NAME``,
-    never mistaken for a service account)."""
-    try:
-        return f"os:{getpass.getuser()}"
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        return f"os:uid {os.getuid()}" if hasattr(os, "getuid") else "os:unknown"
-
-
-def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
-    from minterpr.serving.settings import ServeSettings
-
-    return ServeSettings(data_dir=Path(args.data), database_url=getattr(args, "database_url", None),
-                         cookie_secure=getattr(args, "cookie_secure", False),
-                         retention_days=getattr(args, "retention_days", None),
-                         torch_threads=getattr(args, "torch_threads", None), vlm=vlm_config(args), **extra)
-
-
-def services_from(args: argparse.Namespace) -> Any:
-    """The service layer over the state folder / database the parsed options name (the serve extra is checked first)."""
-    require_serve()
-    from minterpr.serving.service import build_services
-
-    return build_services(settings_from(args))
-
-
 def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0,
                         progress: bool = True) -> tuple[Path, Path]:
     """The demo's run and stored test gallery, registered as gallery "demo": the world is built and
     the model trained when absent (cached as ``minterpr demo`` caches them, with progress bars on
     stderr unless ``progress`` is false); the store is built once per model, with synthetic capture
     times spread over a day so time filters have something to cut."""
-    from minterpr.cli.demo import build_data, train_model
+    from minterpr.cli.demo_world import build_data, train_model
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
     from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
@@ -332,8 +280,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common_options(parser, device=True)
 
 
-def add_state_arguments(parser: argparse.ArgumentParser) -> None:
-    """--data and --database-url: where the service keeps its state (shared with users / audit)."""
-    parser.add_argument("--data", default="outputs/serve", metavar="DIR",
-                        help="the service's state folder (default outputs/serve)")
-    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: SQLite in --data)")

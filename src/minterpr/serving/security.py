@@ -36,7 +36,6 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "admin": _VIEW | _SEARCH | _MANAGE,
     "auditor": _VIEW | {"audit:read"},
 }
-ALL_PERMISSIONS = frozenset().union(*PERMISSIONS.values())
 
 _SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 MIN_PASSWORD_CHARS = 10  # shortest password accepted

@@ -1,7 +1,7 @@
 """What the service tests share: a tiny model, a small stored gallery over three cameras with
 capture times, a service data folder with one user per role, and logged-in test clients.
 
-It holds no tests: the ``tests/test_serving_*.py`` modules import it.
+It holds no tests: the ``tests/test_serving_*.py`` modules import it (``support.serving``).
 """
 from __future__ import annotations
 
