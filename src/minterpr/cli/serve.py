@@ -70,7 +70,8 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
     return ServeSettings(data_dir=Path(args.data), database_url=getattr(args, "database_url", None),
                          cookie_secure=getattr(args, "cookie_secure", False),
                          retention_days=getattr(args, "retention_days", None),
-                         torch_threads=getattr(args, "torch_threads", None), **extra)
+                         torch_threads=getattr(args, "torch_threads", None),
+                         trusted_proxies=tuple(getattr(args, "trusted_proxy", None) or ()), **extra)
 
 
 def services_from(args: argparse.Namespace) -> Any:
@@ -262,9 +263,7 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
     stop = threading.Event()
     if args.retention_days is not None:
         threading.Thread(target=_retention_loop, args=(services, args.retention_days, stop), daemon=True).start()
-    app = create_app(settings, services)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1)
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(create_app(settings, services), settings, args))
     print(text, flush=True)
     try:
         server.run(sockets=[sock])
@@ -276,6 +275,17 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
         services.close()
     log.info("[serve] stopped")
     return 0
+
+
+def server_config(app: Any, settings: Any, args: argparse.Namespace) -> Any:
+    """uvicorn's settings: X-Forwarded-For is believed only from ``settings.trusted_proxies`` (uvicorn
+    would otherwise trust it from 127.0.0.1, where the demo listens, and a client could pick the
+    address the login limit counts)."""
+    import uvicorn
+
+    trusted = list(settings.trusted_proxies)
+    return uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1,
+                          proxy_headers=bool(trusted), forwarded_allow_ips=trusted or [])
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -295,6 +305,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
     parser.add_argument("--cookie-secure", action="store_true", help="mark cookies Secure (serving behind TLS)")
+    parser.add_argument("--trusted-proxy", action="append", metavar="ADDR",
+                        help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
+                             "repeat for several (default: none, the header is ignored)")
     parser.add_argument("--torch-threads", type=int, metavar="N", help="torch threads in the server")
     parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
                         help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "

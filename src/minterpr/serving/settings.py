@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +42,8 @@ class ServeSettings:
     max_upload_bytes: int = 5 * MIB  # largest example image accepted
     max_image_pixels: int = 40_000_000  # largest decoded example image (width x height)
     max_request_bytes: int = 8 * MIB  # largest request body of any kind
-    login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per client address + username
+    login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per account (username, known or not)
+    login_client_rate: RateSpec = field(default_factory=lambda: RateSpec(0.5, 10))  # per client address, any username
     search_rate: RateSpec = field(default_factory=lambda: RateSpec(5.0, 20))  # turns per user
     results_per_turn: int = 10  # results a turn returns unless the request asks for another number
     max_results: int = 100  # most results one response may carry
@@ -54,6 +56,17 @@ class ServeSettings:
     # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
     # the command line may register any path, a request only these
     import_roots: tuple[Path, ...] = ()
+    # proxies (addresses or networks, "*" = any) whose X-Forwarded-For names the client; () = none, so a
+    # client cannot pick its own address (the login limit is per address)
+    trusted_proxies: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            if proxy != "*":
+                try:
+                    ipaddress.ip_network(proxy, strict=False)
+                except ValueError:
+                    raise InputError(f"trusted_proxies: {proxy!r} is not an IP address or network (or *)") from None
 
     def resolved_database_url(self) -> str:
         """The SQLAlchemy URL in use."""
