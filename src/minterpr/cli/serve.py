@@ -75,11 +75,12 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
 
 
 def services_from(args: argparse.Namespace) -> Any:
-    """The service layer over the state folder / database the parsed options name (the serve extra is checked first)."""
+    """The service layer over the state folder / database the parsed options name (the serve extra is
+    checked first), for a command run beside a server: without the job queue (a server may be ingesting)."""
     require_serve()
     from minterpr.serving.service import build_services
 
-    return build_services(settings_from(args))
+    return build_services(settings_from(args), jobs=False)
 
 
 def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0,

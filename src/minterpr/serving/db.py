@@ -146,6 +146,8 @@ class IngestJob(Base):
     updated: Mapped[float] = mapped_column(Float)
 
 
+BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for another writer's lock
+
 _SQLITE_APPEND_ONLY = [
     "CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit_log "
     "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END",
@@ -174,7 +176,7 @@ class Database:
         self.is_sqlite = url.startswith("sqlite")
         kwargs: dict[str, Any] = {}
         if self.is_sqlite:
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
+            kwargs["connect_args"] = {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}
             if url in ("sqlite://", "sqlite:///:memory:"):
                 kwargs["poolclass"] = StaticPool  # one in-memory database shared by every thread
         self.engine: Engine = create_engine(url, **kwargs)
@@ -184,6 +186,8 @@ class Database:
             if kwargs.get("poolclass") is not StaticPool:
                 self.write_engine = create_engine(url, **kwargs)
                 _sqlite_transactions(self.write_engine, "BEGIN IMMEDIATE")
+        if self.is_sqlite and kwargs.get("poolclass") is not StaticPool:
+            _sqlite_wal(self.engine)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.write_sessions = sessionmaker(self.write_engine, expire_on_commit=False)
         Base.metadata.create_all(self.engine)
@@ -227,9 +231,36 @@ def _sqlite_transactions(engine: Engine, begin: str) -> None:
 
 
 def _sqlite_pragmas(connection: Any) -> None:
+    """What each connection needs. Not the journal mode: WAL is a property of the file, set once
+    (:func:`_sqlite_wal`); asking for it on every connection made connections fail while another
+    process was writing."""
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: the pragmas below may wait for a lock
     cursor.execute("PRAGMA synchronous=NORMAL")  # in WAL: a commit survives a killed process (not a power cut)
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _sqlite_wal(engine: Engine, attempts: int = 50, pause_s: float = 0.2) -> None:
+    """Put the database file in WAL mode (readers never wait for the writer) unless it is already:
+    switching needs the file to itself, so a locked or busy file is retried for ~10 s."""
+    import sqlite3
+
+    for attempt in range(attempts):
+        connection = None
+        try:
+            connection = engine.raw_connection()  # the driver's, in autocommit: no transaction around the pragma
+            cursor = connection.cursor()
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                mode = cursor.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if mode != "wal":  # e.g. a file system without shared memory: say so rather than run slower
+                    raise sqlite3.OperationalError(f"{engine.url.database}: the journal mode stays {mode!r}, not WAL")
+            cursor.close()
+            return
+        except sqlite3.OperationalError as err:
+            if attempt == attempts - 1 or "stays" in str(err):
+                raise
+            time.sleep(pause_s)
+        finally:
+            if connection is not None:
+                connection.close()

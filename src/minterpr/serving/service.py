@@ -72,8 +72,10 @@ class Services:
         self.db.dispose()
 
 
-def build_services(settings: ServeSettings) -> Services:
-    """Open (or create) the service's state under ``settings.data_dir``."""
+def build_services(settings: ServeSettings, *, jobs: bool = True) -> Services:
+    """Open (or create) the service's state under ``settings.data_dir``. ``jobs=False`` for a
+    command that only changes state beside a running server (``minterpr users add``): the job
+    queue marks the jobs a stopped server left running as interrupted, which would be wrong then."""
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.torch_threads is not None:
         import torch
@@ -84,7 +86,8 @@ def build_services(settings: ServeSettings) -> Services:
     cases = Cases(db, settings.max_text_chars)
     services = Services(settings, db, Accounts(db, settings), galleries, cases,
                         Search(db, settings, galleries, cases), AuditService(db))
-    from minterpr.serving.jobs import Jobs
+    if jobs:
+        from minterpr.serving.jobs import Jobs
 
-    services.jobs = Jobs(services)
+        services.jobs = Jobs(services)
     return services

@@ -88,6 +88,23 @@ class ServeSettings:
         return any(target == root or root in target.parents
                    for root in (Path(r).expanduser().resolve() for r in (self.data_dir, *self.import_roots)))
 
+    def is_state(self, path: str | Path) -> bool:
+        """Whether ``path`` overlaps the service's own state — ``data_dir`` (its ``incoming`` folder
+        excepted) contains it or lies inside it, or it is the SQLite database or one of its side
+        files — so that ingestion never reads the database or the credentials file as a source."""
+        target = Path(path).expanduser().resolve()
+        data = Path(self.data_dir).expanduser().resolve()
+        incoming = Path(self.incoming_dir).expanduser().resolve()
+        if target == incoming or incoming in target.parents:
+            return False
+        if target == data or data in target.parents or target in data.parents:
+            return True
+        url = self.resolved_database_url()
+        if url.startswith("sqlite:///"):
+            database = Path(url[len("sqlite:///"):]).expanduser().resolve()
+            return target.parent == database.parent and target.name.startswith(database.name)
+        return False
+
     @property
     def galleries_dir(self) -> Path:
         """Gallery stores the service builds itself (ingestion)."""
