@@ -64,14 +64,23 @@ def read_password(prompt: str = "password") -> str:
     return line.rstrip("\r\n")
 
 
-def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
-    from minterpr.serving.settings import ServeSettings
+# flag (argparse dest) -> ServeSettings field; a flag left out (None) yields to the environment,
+# then the settings file, then the default (minterpr.serving.config)
+_FLAG_SETTINGS = {"data": "data_dir", "database_url": "database_url", "cookie_secure": "cookie_secure",
+                  "retention_days": "retention_days", "torch_threads": "torch_threads",
+                  "trusted_proxy": "trusted_proxies"}
 
-    return ServeSettings(data_dir=Path(args.data), database_url=getattr(args, "database_url", None),
-                         cookie_secure=getattr(args, "cookie_secure", False),
-                         retention_days=getattr(args, "retention_days", None),
-                         torch_threads=getattr(args, "torch_threads", None),
-                         trusted_proxies=tuple(getattr(args, "trusted_proxy", None) or ()), **extra)
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
+    """ServeSettings from the flags in ``args`` (and ``extra`` fields), the environment and the settings file."""
+    from minterpr.errors import InputError
+    from minterpr.serving.config import load_settings
+
+    flags = {field: getattr(args, dest, None) for dest, field in _FLAG_SETTINGS.items()}
+    try:
+        return load_settings({**flags, **extra}, config=getattr(args, "config", None))
+    except InputError as err:
+        raise CLIError(str(err)) from None
 
 
 def services_from(args: argparse.Namespace) -> Any:
@@ -213,10 +222,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 
-    data_dir = Path(args.data)
     serving = not (args.purge or args.no_serve)
+    settings = settings_from(args, demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
+                             device=args.device)
+    data_dir = Path(settings.data_dir)
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
-    settings = settings_from(args, demo_gallery="demo" if args.demo else None, device=args.device)
     credentials, made_now, described = None, False, None
     try:
         services = build_services(settings)
@@ -240,9 +250,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
             images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
             described = f"demo gallery ({images} images)"
-        if args.retention_days is not None:
-            report = purge(services, args.retention_days, by="minterpr serve")
-            print(f"[serve] retention {args.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
+        if settings.retention_days is not None:
+            report = purge(services, settings.retention_days, by="minterpr serve")
+            print(f"[serve] retention {settings.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
         if not serving:
             services.close()
             return 0
@@ -262,8 +272,8 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
     from minterpr.serving.app import create_app
 
     stop = threading.Event()
-    if args.retention_days is not None:
-        threading.Thread(target=_retention_loop, args=(services, args.retention_days, stop), daemon=True).start()
+    if settings.retention_days is not None:
+        threading.Thread(target=_retention_loop, args=(services, settings.retention_days, stop), daemon=True).start()
     server = uvicorn.Server(server_config(create_app(settings, services), settings, args))
     print(text, flush=True)
     try:
@@ -305,7 +315,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                         "than N days at start and daily")
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
-    parser.add_argument("--cookie-secure", action="store_true", help="mark cookies Secure (serving behind TLS)")
+    parser.add_argument("--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)")
     parser.add_argument("--trusted-proxy", action="append", metavar="ADDR",
                         help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
                              "repeat for several (default: none, the header is ignored)")
@@ -318,7 +328,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 def add_state_arguments(parser: argparse.ArgumentParser) -> None:
-    """--data and --database-url: where the service keeps its state (shared with users / audit)."""
-    parser.add_argument("--data", default="outputs/serve", metavar="DIR",
-                        help="the service's state folder (default outputs/serve)")
-    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: SQLite in --data)")
+    """--config, --data and --database-url: where the service keeps its state (shared with users / audit)."""
+    parser.add_argument("--config", metavar="FILE", help="a TOML settings file (default: $MINTERPR_CONFIG); "
+                                                         "flags win over MINTERPR_* variables, which win over it")
+    parser.add_argument("--data", metavar="DIR",
+                        help="the service's state folder (default: $MINTERPR_DATA_DIR, else outputs/serve)")
+    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: $MINTERPR_DATABASE_URL, "
+                                                             "else SQLite in --data)")

@@ -59,6 +59,7 @@ class ServeSettings:
     # proxies (addresses or networks, "*" = any) whose X-Forwarded-For names the client; () = none, so a
     # client cannot pick its own address (the login limit is per address)
     trusted_proxies: tuple[str, ...] = ()
+    upload_dir: Path | None = None  # where uploaded example images are kept; None = data_dir/uploads
 
     def __post_init__(self) -> None:
         for proxy in self.trusted_proxies:
@@ -75,7 +76,7 @@ class ServeSettings:
     @property
     def uploads_dir(self) -> Path:
         """Example images uploaded into sessions (re-encoded PNG, named by content hash)."""
-        return Path(self.data_dir) / "uploads"
+        return Path(self.upload_dir) if self.upload_dir is not None else Path(self.data_dir) / "uploads"
 
     @property
     def incoming_dir(self) -> Path:
