@@ -44,6 +44,7 @@ DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synt
 def require_serve() -> None:
     """CLIError naming the extra when the service's packages are missing."""
     try:
+        import alembic  # noqa: F401
         import fastapi  # noqa: F401
         import sqlalchemy  # noqa: F401
         import uvicorn  # noqa: F401
@@ -229,7 +230,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
     credentials, made_now, described = None, False, None
     try:
-        services = build_services(settings)
+        services = build_services(settings, upgrade=args.upgrade_db)
     except BaseException:
         if sock is not None:
             sock.close()
@@ -315,6 +316,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                         "than N days at start and daily")
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
+    parser.add_argument("--upgrade-db", action="store_true", help="bring an older database's schema up to date "
+                                                                   "first (default: refuse it; see minterpr db)")
     parser.add_argument("--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)")
     parser.add_argument("--trusted-proxy", action="append", metavar="ADDR",
                         help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "

@@ -72,16 +72,18 @@ class Services:
         self.db.dispose()
 
 
-def build_services(settings: ServeSettings, *, jobs: bool = True) -> Services:
+def build_services(settings: ServeSettings, *, jobs: bool = True, upgrade: bool = False) -> Services:
     """Open (or create) the service's state under ``settings.data_dir``. ``jobs=False`` for a
     command that only changes state beside a running server (``minterpr users add``): the job
-    queue marks the jobs a stopped server left running as interrupted, which would be wrong then."""
+    queue marks the jobs a stopped server left running as interrupted, which would be wrong then.
+    ``upgrade``: bring an older database's schema up to date (else it is refused, see
+    :mod:`minterpr.serving.schema`)."""
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.torch_threads is not None:
         import torch
 
         torch.set_num_threads(settings.torch_threads)
-    db = Database(settings.resolved_database_url())
+    db = Database(settings.resolved_database_url(), upgrade=upgrade)
     galleries = Galleries(db, device=settings.device)
     cases = Cases(db, settings.max_text_chars)
     services = Services(settings, db, Accounts(db, settings), galleries, cases,
