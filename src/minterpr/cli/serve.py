@@ -45,6 +45,7 @@ def require_serve() -> None:
     """CLIError naming the extra when the service's packages are missing."""
     try:
         import alembic  # noqa: F401
+        import argon2  # noqa: F401
         import fastapi  # noqa: F401
         import sqlalchemy  # noqa: F401
         import uvicorn  # noqa: F401

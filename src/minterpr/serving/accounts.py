@@ -34,8 +34,8 @@ from minterpr.serving import audit
 from minterpr.serving.db import ApiKey, Database, Login, User, now
 from minterpr.serving.errors import ApiError
 from minterpr.serving.ratelimit import RateLimiter
-from minterpr.serving.security import (ROLES, check_password_strength, dummy_verify, hash_password, new_token,
-                                       token_hash, verify_password)
+from minterpr.serving.security import (ROLES, check_password_strength, dummy_verify, hash_password, needs_rehash,
+                                       new_token, token_hash, verify_password)
 from minterpr.serving.settings import ServeSettings
 
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{1,63}$")
@@ -125,7 +125,10 @@ class Accounts:
             ok = False
         else:
             ok = verify_password(password, user.password_hash)
+        rehashed = hash_password(password) if ok and needs_rehash(user.password_hash) else None  # old scheme/parameters
         with self.db.write() as tx:
+            if rehashed is not None:
+                tx.get(User, user.id).password_hash = rehashed
             if not ok:
                 audit.append(tx, username[:64], "login_failed", None, {"client": client})
             else:

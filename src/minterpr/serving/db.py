@@ -44,7 +44,7 @@ class User(Base):
     __tablename__ = "users"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
-    password_hash: Mapped[str] = mapped_column(String(256))  # "scrypt$n$r$p$salt$hash" (security.py)
+    password_hash: Mapped[str] = mapped_column(String(256))  # Argon2id PHC string, or an older scrypt$... (security.py)
     role: Mapped[str] = mapped_column(String(16))
     created: Mapped[float] = mapped_column(Float)
     disabled: Mapped[bool] = mapped_column(default=False)
