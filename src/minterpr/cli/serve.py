@@ -224,6 +224,10 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 
+    if args.workers != 1:
+        raise CLIError(f"--workers {args.workers}: minterpr serve runs one worker process (its rate limits, live "
+                       "sessions and ingestion queue are in memory); it serves requests on threads, and more "
+                       "servers go behind a load balancer with sticky sessions (docs/service.md)")
     serving = not (args.purge or args.no_serve)
     settings = settings_from(args, demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
                              device=args.device)
@@ -317,6 +321,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                         "than N days at start and daily")
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes: 1 (the only value accepted; requests run on threads)")
     parser.add_argument("--upgrade-db", action="store_true", help="bring an older database's schema up to date "
                                                                    "first (default: refuse it; see minterpr db)")
     parser.add_argument("--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)")
