@@ -50,18 +50,13 @@ def legacy(request, tmp_path):
         with engine.begin() as conn:
             conn.execute(text("DROP TABLE alembic_version"))  # ... less the version, as that release left it
         engine.dispose()
-    engine = create_engine(url)
-    with engine.begin() as conn:  # rows as that release wrote them (the audit chain through its own code)
-        conn.execute(text("INSERT INTO cases (id, title, purpose, cameras, created_by, created, status) VALUES "
-                          "(1, 't', 'report 1', NULL, 1, 0.0, 'open')"))
-    engine.dispose()
     yield url, tmp_path / "state"
     if request.param == "postgresql":
         _clean_postgres(url)
 
 
 def _fill_through_old_code(url: str) -> None:
-    """A user made as the old release made them: its rows written with the schema check bypassed."""
+    """A user and a case as the old release made them (its rows written with the schema check bypassed)."""
     from sqlalchemy import create_engine, text
     from sqlalchemy.orm import Session
 
@@ -73,6 +68,8 @@ def _fill_through_old_code(url: str) -> None:
         tx.execute(text("INSERT INTO users (id, username, password_hash, role, created, disabled) VALUES "
                         "(1, 'root', :h, 'admin', 0.0, false)"), {"h": hash_password(PASSWORD)})
         audit.append(tx, "root", "user_create", None, {"username": "root", "role": "admin"})
+        tx.execute(text("INSERT INTO cases (id, title, purpose, cameras, created_by, created, status) VALUES "
+                        "(1, 't', 'report 1', NULL, 1, 0.0, 'open')"))
     engine.dispose()
 
 
@@ -98,6 +95,7 @@ def test_an_old_database_is_refused_then_upgraded_and_served(legacy, capsys):
     services = build_services(ServeSettings(data_dir=state, database_url=url))
     try:
         assert [u["username"] for u in services.accounts.users()] == ["root"]
+        assert services.cases.row(1).title == "t"
         assert services.accounts.login("root", PASSWORD, client="test").principal.role == "admin"
         assert services.audit.verify().ok and services.audit.head()[0] == 2  # the old entry and the login
         with pytest.raises(Exception, match="append-only"):  # the trigger came along
