@@ -47,6 +47,7 @@ def require_serve() -> None:
         import alembic  # noqa: F401
         import argon2  # noqa: F401
         import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
         import sqlalchemy  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as err:
@@ -301,8 +302,13 @@ def server_config(app: Any, settings: Any, args: argparse.Namespace) -> Any:
     import uvicorn
 
     trusted = list(settings.trusted_proxies)
+    extra: dict[str, Any] = {}
+    if getattr(args, "log_format", "text") == "json":
+        from minterpr.serving.logs import json_log_config
+
+        extra["log_config"] = json_log_config(uvicorn_level(args))
     return uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1,
-                          proxy_headers=bool(trusted), forwarded_allow_ips=trusted or [])
+                          proxy_headers=bool(trusted), forwarded_allow_ips=trusted or [], **extra)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -321,6 +327,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                         "than N days at start and daily")
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="log lines as text (default) or JSON objects with the request id")
     parser.add_argument("--workers", type=int, default=1, metavar="N",
                         help="worker processes: 1 (the only value accepted; requests run on threads)")
     parser.add_argument("--upgrade-db", action="store_true", help="bring an older database's schema up to date "

@@ -59,6 +59,8 @@ class ServeSettings:
     # proxies (addresses or networks, "*" = any) whose X-Forwarded-For names the client; () = none, so a
     # client cannot pick its own address (the login limit is per address)
     trusted_proxies: tuple[str, ...] = ()
+    # a bearer token that may read /metrics (Prometheus' `authorization` setting) besides admins; None = admins only
+    metrics_token: str | None = None
     upload_dir: Path | None = None  # where uploaded example images are kept; None = data_dir/uploads
 
     def __post_init__(self) -> None:
