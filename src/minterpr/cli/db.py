@@ -2,6 +2,8 @@
 
     minterpr db current --data /srv/minterpr          # the revision the database is at, and the one needed
     minterpr db upgrade --data /srv/minterpr          # bring it to that revision (back it up first)
+    minterpr db backup /backups/2026-12-02 --data /srv/minterpr    # database + uploads + galleries + manifest
+    minterpr db restore /backups/2026-12-02 --data /srv/new        # into a new state folder; checks the audit head
 
 Same --config / --data / --database-url as ``minterpr serve``. ``minterpr serve`` refuses a
 database at an older revision (one line pointing here) unless given ``--upgrade-db``. See
@@ -10,6 +12,7 @@ docs/service.md.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 from typing import Any
 
 from minterpr.cli.common import add_common_options
@@ -53,6 +56,26 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_backup(args: argparse.Namespace) -> int:
+    require_serve()
+    from minterpr.serving.backup import backup
+
+    manifest = backup(settings_from(args), Path(args.folder))
+    note = f"; {manifest['database_note']}" if manifest["database_note"] else ""
+    print(f"backup in {args.folder}: schema {manifest['schema']}, audit head {manifest['audit_seq']} "
+          f"{manifest['audit_head']}{note}")
+    return 0
+
+
+def cmd_restore(args: argparse.Namespace) -> int:
+    require_serve()
+    from minterpr.serving.backup import restore
+
+    manifest = restore(settings_from(args), Path(args.folder))
+    print(f"restored {args.folder}: audit head {manifest['audit_seq']} {manifest['audit_head']} verified")
+    return 0
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     group = subparsers.add_parser("db", help="the service database's schema: current revision, upgrade",
                                   description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
@@ -62,6 +85,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     for name, handler, text in (("current", cmd_current, "the revision the database is at"),
                                 ("upgrade", cmd_upgrade, "bring the database to the revision this minterpr needs")):
         parser = commands.add_parser(name, help=text, description=text)
+        add_state_arguments(parser)
+        parser.set_defaults(handler=handler)
+        add_common_options(parser)
+    for name, handler, text in (("backup", cmd_backup, "copy the database and state folder into a new FOLDER"),
+                                ("restore", cmd_restore, "restore a backup FOLDER into a new state folder")):
+        parser = commands.add_parser(name, help=text, description=text)
+        parser.add_argument("folder", metavar="FOLDER")
         add_state_arguments(parser)
         parser.set_defaults(handler=handler)
         add_common_options(parser)
