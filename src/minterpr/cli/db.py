@@ -1,4 +1,4 @@
-"""``minterpr db``: the service database's schema version.
+"""``minterpr db``: the service database: its schema revision, upgrades, backups.
 
     minterpr db current --data /srv/minterpr          # the revision the database is at, and the one needed
     minterpr db upgrade --data /srv/minterpr          # bring it to that revision (back it up first)
@@ -77,21 +77,19 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser("db", help="the service database's schema: current revision, upgrade",
+    group = subparsers.add_parser("db", help="the service database: schema revision, upgrade, backup and restore",
                                   description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
                                   formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = group.add_subparsers(dest="db_command", metavar="DB_COMMAND")
     group.set_defaults(group_parser=group)
-    for name, handler, text in (("current", cmd_current, "the revision the database is at"),
-                                ("upgrade", cmd_upgrade, "bring the database to the revision this minterpr needs")):
+    for name, handler, text, folder in (
+            ("current", cmd_current, "the revision the database is at", False),
+            ("upgrade", cmd_upgrade, "bring the database to the revision this minterpr needs", False),
+            ("backup", cmd_backup, "copy the database and state folder into a new FOLDER", True),
+            ("restore", cmd_restore, "restore a backup FOLDER into a new state folder", True)):
         parser = commands.add_parser(name, help=text, description=text)
-        add_state_arguments(parser)
-        parser.set_defaults(handler=handler)
-        add_common_options(parser)
-    for name, handler, text in (("backup", cmd_backup, "copy the database and state folder into a new FOLDER"),
-                                ("restore", cmd_restore, "restore a backup FOLDER into a new state folder")):
-        parser = commands.add_parser(name, help=text, description=text)
-        parser.add_argument("folder", metavar="FOLDER")
+        if folder:
+            parser.add_argument("folder", metavar="FOLDER")
         add_state_arguments(parser)
         parser.set_defaults(handler=handler)
         add_common_options(parser)
