@@ -28,6 +28,7 @@ def services(tmp_path_factory, tmp_path):
     with engine.begin() as conn:  # a clean schema for each test
         Base.metadata.drop_all(conn)
         conn.execute(text("DROP FUNCTION IF EXISTS minterpr_audit_append_only() CASCADE"))
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))  # the schema's revision (minterpr.serving.schema)
     engine.dispose()
     run, store = shared_world(tmp_path_factory)
     built = build_services(settings(tmp_path / "state", database_url=URL))

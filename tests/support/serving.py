@@ -67,7 +67,8 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
 def settings(data_dir: Path, **overrides):
     from minterpr.serving.settings import RateSpec, ServeSettings
 
-    options = {"login_rate": RateSpec(1000.0, 1000), "search_rate": RateSpec(1000.0, 1000), "torch_threads": 1}
+    options = {"login_rate": RateSpec(1000.0, 1000), "login_client_rate": RateSpec(1000.0, 1000),
+               "search_rate": RateSpec(1000.0, 1000), "torch_threads": 1}
     return ServeSettings(data_dir=data_dir, **{**options, **overrides})
 
 

@@ -70,7 +70,7 @@ _JSON_STDOUT: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar("mi
 # naming the extra, not a traceback minutes later); the weights packages name themselves
 EXTRAS: dict[str, tuple[str, ...]] = {
     "model": ("torch", "transformers", "safetensors"),
-    "serve": ("fastapi", "uvicorn", "sqlalchemy", "jinja2", "multipart"),
+    "serve": ("fastapi", "uvicorn", "sqlalchemy", "jinja2", "multipart", "alembic", "argon2", "prometheus_client"),
     "ingest": ("cv2", "av", "supervision", "trackers", "scipy"),
 }
 

@@ -185,14 +185,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 
-    data_dir = Path(args.data)
+    if args.workers != 1:
+        raise CLIError(f"--workers {args.workers}: minterpr serve runs one worker process (its rate limits, live "
+                       "sessions and ingestion queue are in memory); it serves requests on threads, and more "
+                       "servers go behind a load balancer with sticky sessions (docs/service.md)")
     galleries = gallery_specs(args.gallery)  # malformed --gallery: one line before anything starts
     serving = not (args.purge or args.no_serve)
+    settings = settings_from(args, demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
+                             device=args.device)
+    data_dir = Path(settings.data_dir)
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
-    settings = settings_from(args, demo_gallery="demo" if args.demo else None, device=args.device)
     credentials, made_now, described = None, False, None
     try:
-        services = build_services(settings)
+        services = build_services(settings, upgrade=args.upgrade_db)
     except BaseException:
         if sock is not None:
             sock.close()
@@ -213,9 +218,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
             images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
             described = f"demo gallery ({images} images)"
-        if args.retention_days is not None:
-            report = purge(services, args.retention_days, by="minterpr serve")
-            print(f"[serve] retention {args.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
+        if settings.retention_days is not None:
+            report = purge(services, settings.retention_days, by="minterpr serve")
+            print(f"[serve] retention {settings.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
         if not serving:
             services.close()
             return 0
@@ -235,11 +240,9 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
     from minterpr.serving.app import create_app
 
     stop = threading.Event()
-    if args.retention_days is not None:
-        threading.Thread(target=_retention_loop, args=(services, args.retention_days, stop), daemon=True).start()
-    app = create_app(settings, services)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1)
-    server = uvicorn.Server(config)
+    if settings.retention_days is not None:
+        threading.Thread(target=_retention_loop, args=(services, settings.retention_days, stop), daemon=True).start()
+    server = uvicorn.Server(server_config(create_app(settings, services), settings, args))
     print(text, flush=True)
     try:
         server.run(sockets=[sock])
@@ -251,6 +254,22 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
         services.close()
     log.info("[serve] stopped")
     return 0
+
+
+def server_config(app: Any, settings: Any, args: argparse.Namespace) -> Any:
+    """uvicorn's settings: X-Forwarded-For is believed only from ``settings.trusted_proxies`` (uvicorn
+    would otherwise trust it from 127.0.0.1, where the demo listens, and a client could pick the
+    address the login limit counts)."""
+    import uvicorn
+
+    trusted = list(settings.trusted_proxies)
+    extra: dict[str, Any] = {}
+    if getattr(args, "log_format", "text") == "json":
+        from minterpr.serving.logs import json_log_config
+
+        extra["log_config"] = json_log_config(uvicorn_level(args))
+    return uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1,
+                          proxy_headers=bool(trusted), forwarded_allow_ips=trusted or [], **extra)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -270,7 +289,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                         "than N days at start and daily")
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
-    parser.add_argument("--cookie-secure", action="store_true", help="mark cookies Secure (serving behind TLS)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="log lines as text (default) or JSON objects with the request id")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes: 1 (the only value accepted; requests run on threads)")
+    parser.add_argument("--upgrade-db", action="store_true", help="bring an older database's schema up to date "
+                                                                   "first (default: refuse it; see minterpr db)")
+    parser.add_argument("--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)")
+    parser.add_argument("--trusted-proxy", action="append", metavar="ADDR",
+                        help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
+                             "repeat for several (default: none, the header is ignored)")
     parser.add_argument("--torch-threads", type=int, metavar="N", help="torch threads in the server")
     parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
                         help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "

@@ -45,25 +45,40 @@ def cli_actor() -> str:
         return f"os:uid {os.getuid()}" if hasattr(os, "getuid") else "os:unknown"
 
 
-def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
-    from minterpr.serving.settings import ServeSettings
+# flag (argparse dest) -> ServeSettings field; a flag left out (None) yields to the environment,
+# then the settings file, then the default (minterpr.serving.config)
+_FLAG_SETTINGS = {"data": "data_dir", "database_url": "database_url", "cookie_secure": "cookie_secure",
+                  "retention_days": "retention_days", "torch_threads": "torch_threads",
+                  "trusted_proxy": "trusted_proxies"}
 
-    return ServeSettings(data_dir=Path(args.data), database_url=getattr(args, "database_url", None),
-                         cookie_secure=getattr(args, "cookie_secure", False),
-                         retention_days=getattr(args, "retention_days", None),
-                         torch_threads=getattr(args, "torch_threads", None), vlm=vlm_config(args), **extra)
+
+def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
+    """ServeSettings from the flags in ``args`` (``--vlm-*`` and ``extra`` fields too), the environment
+    and the settings file."""
+    from minterpr.errors import InputError
+    from minterpr.serving.config import load_settings
+
+    flags = {field: getattr(args, dest, None) for dest, field in _FLAG_SETTINGS.items()}
+    try:
+        return load_settings({**flags, "vlm": vlm_config(args), **extra}, config=getattr(args, "config", None))
+    except InputError as err:
+        raise CLIError(str(err)) from None
 
 
 def services_from(args: argparse.Namespace) -> Any:
-    """The service layer over the state folder / database the parsed options name (the serve extra is checked first)."""
+    """The service layer over the state folder / database the parsed options name (the serve extra is
+    checked first), for a command run beside a server: without the job queue (a server may be ingesting)."""
     require_serve()
     from minterpr.serving.service import build_services
 
-    return build_services(settings_from(args))
+    return build_services(settings_from(args), jobs=False)
 
 
 def add_state_arguments(parser: argparse.ArgumentParser) -> None:
-    """--data and --database-url: where the service keeps its state (shared with users / audit)."""
-    parser.add_argument("--data", default="outputs/serve", metavar="DIR",
-                        help="the service's state folder (default outputs/serve)")
-    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: SQLite in --data)")
+    """--config, --data and --database-url: where the service keeps its state (shared with users / audit)."""
+    parser.add_argument("--config", metavar="FILE", help="a TOML settings file (default: $MINTERPR_CONFIG); "
+                                                         "flags win over MINTERPR_* variables, which win over it")
+    parser.add_argument("--data", metavar="DIR",
+                        help="the service's state folder (default: $MINTERPR_DATA_DIR, else outputs/serve)")
+    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: $MINTERPR_DATABASE_URL, "
+                                                             "else SQLite in --data)")

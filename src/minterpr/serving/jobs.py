@@ -70,6 +70,10 @@ class Jobs:
             if path is not None and not settings.importable(path):
                 raise ApiError(403, "outside_roots", f"{path} is outside the folders this service may read (put "
                                f"sources in {settings.incoming_dir}, or add an import root)", field=field)
+        if settings.is_state(source):
+            raise ApiError(403, "outside_roots", f"{request.source} is part of the service's own state (its database, "
+                           f"credentials, uploads or galleries); put sources in {settings.incoming_dir}",
+                           field="source")
         if not source.exists():
             raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source")
         with self.db.transaction() as tx:
