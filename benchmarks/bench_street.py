@@ -64,7 +64,7 @@ def _tracking(video, labels, run, detector, detector_options):
 
     from minterpr.index.gallery_store import open_gallery
     from minterpr.ingest import IngestOptions, ingest
-    from minterpr.ingest.runner import tracked_detections
+    from minterpr.ingest.video import tracked_detections
     from minterpr.ingest.street_eval import track_report
 
     options = IngestOptions(detector=detector, detector_options=detector_options)

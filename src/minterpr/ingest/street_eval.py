@@ -134,7 +134,7 @@ class TrackReport:
 def track_majority(labels: StreetLabels, log: Sequence[tuple[Any, ...]], *, iou: float = 0.5,
                    standardise: bool = False) -> tuple[dict[int, list[str | None]], dict[int, str | None]]:
     """(track -> the people its labelled-frame detections show, track -> majority person or None).
-    ``log``: (frame, box, score, track) rows of :func:`minterpr.ingest.runner.tracked_detections`."""
+    ``log``: (frame, box, score, track) rows of :func:`minterpr.ingest.video.tracked_detections`."""
     by_frame: dict[int, list[tuple[Any, int]]] = defaultdict(list)
     for frame, box, _score, track in log:
         if int(frame) in labels.frames:
