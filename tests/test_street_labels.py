@@ -196,3 +196,22 @@ def test_label_gallery_cuts_the_labelled_boxes(tmp_path):
     again = label_gallery(short, video, tmp_path)  # cached: the same images, nothing decoded
     assert again == images
     np.testing.assert_equal(len(list(tmp_path.iterdir())), len(images))
+
+
+def test_a_witness_told_what_it_remembers_answers_from_that():
+    from minterpr.index.gallery_index import GalleryIndex
+    from minterpr.interaction.session import AskQuestion
+    from minterpr.interaction.simulators import WitnessSimulator
+    from minterpr.types import GalleryImage
+
+    target = GalleryImage("a.jpg", "p1")
+    index = GalleryIndex([target], np.ones((1, 2), np.float32))
+    caption = "A man in a black coat."
+    knows = {"lower_type": ("jeans",), "upper_colour": ("black",)}
+    user = WitnessSimulator(captions={"a.jpg": caption}, knowledge={"a.jpg": knows}).user(target, index, query=0, seed=0)
+    assert user.describe() == caption
+    turn = user.respond(AskQuestion("lower_type", "What was he wearing on his legs?"))
+    assert "jeans" in turn.answer.lower()
+    plain = WitnessSimulator(captions={"a.jpg": caption}).user(target, index, query=0, seed=0)
+    plain.describe()
+    assert "jeans" not in plain.respond(AskQuestion("lower_type", "What was he wearing on his legs?")).answer.lower()

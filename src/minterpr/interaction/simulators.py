@@ -4,7 +4,9 @@
   :mod:`minterpr.data.utterances` (the synthesiser's language); it recognises the target's
   identity when shown; ``dont_know_rate`` / ``wrong_answer_rate`` make it imperfect.
 * ``witness`` knows only a text description of the target (a caption, or one written from
-  ground truth): it answers only what that text says and gives feedback only on those slots.
+  ground truth): it answers only what that text says and gives feedback only on those slots;
+  given ``knowledge`` (labelled attributes), it opens with the caption but answers and corrects
+  from those (the street benchmark's witness, :mod:`minterpr.ingest.street_search`).
 * ``replay`` plays back a recorded MInterPEDES dialogue (the offline protocol): the recorded
   description, Q&A turns and reference turns in order, whatever the system asks.
 
