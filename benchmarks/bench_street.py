@@ -15,6 +15,7 @@ link them across the video and describe 13 of them as a witness would. This scri
   answers and corrects from the labels (:func:`minterpr.ingest.street_search.witness_search`).
 
     python benchmarks/bench_street.py --run outputs/demo/run
+    python benchmarks/bench_street.py --run outputs/demo/run --hog-option upscale=1.5 --skip-tracking
     python benchmarks/bench_street.py --run models/real --detector-onnx det.onnx --json street.json
 """
 from __future__ import annotations
@@ -87,6 +88,8 @@ def main(argv=None) -> int:
     parser.add_argument("--video", help="vtest.avi (default: ../shared/data/video/vtest.avi, then Debian's opencv-doc copy)")
     parser.add_argument("--labels", default=str(LABELS), help=f"label file (default {LABELS.relative_to(REPO)})")
     parser.add_argument("--detector-onnx", metavar="PATH", help="also measure this ONNX detection model (the onnx plug-in)")
+    parser.add_argument("--hog-option", action="append", default=[], metavar="KEY=JSON",
+                        help="an option of the HOG detector (repeatable), e.g. upscale=1.5 for people under ~96 px")
     parser.add_argument("--onnx-option", action="append", default=[], metavar="KEY=JSON",
                         help="an option of the ONNX detector (repeatable), e.g. input_size=[640,640]")
     parser.add_argument("--rounds", type=int, default=2, help="witness turns after the description (default 2)")
@@ -107,7 +110,8 @@ def main(argv=None) -> int:
         if video is None or not video.is_file():
             print(f"bench_street: no video (tried {args.video or ', '.join(map(str, VIDEOS))})", file=sys.stderr)
             return 2
-        onnx_options = {k: json.loads(v) for k, v in (o.split("=", 1) for o in args.onnx_option)}
+        hog_options, onnx_options = ({k: json.loads(v) for k, v in (o.split("=", 1) for o in given)}
+                                     for given in (args.hog_option, args.onnx_option))
         run, pipeline = load_run(args.run), load_pipeline(args.run)
         figures = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.platform(),
                    "video": str(video), "labels": {"frames": len(labels.frames), "boxes": labels.box_count(),
@@ -115,7 +119,7 @@ def main(argv=None) -> int:
                                                    "people": len(labels.people), "described": len(labels.described())},
                    "run": args.run, "detection": {}, "tracking": {}}
         frames = _labelled_frames(video, labels)
-        detectors = {"hog": ("hog", {})}
+        detectors = {"hog": ("hog", hog_options)}
         if args.detector_onnx:
             detectors["onnx"] = ("onnx", {"model": args.detector_onnx, **onnx_options})
         for name, (kind, options) in detectors.items():
