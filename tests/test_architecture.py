@@ -37,7 +37,7 @@ CORE = {unit for units in FLOORS[:3] for unit in units}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
 # the cli modules commands share (every other cli module is a command, or main, which lists them)
 CLI_SHARED = {"minterpr.cli.common", "minterpr.cli.service_state", "minterpr.cli.demo_world",
-              "minterpr.cli.vlm_options"}
+              "minterpr.cli.vlm_options", "minterpr.cli.serve_street"}
 CLI_ENTRY = {"minterpr.cli.main", "minterpr.cli.data", "minterpr.cli"}  # they load the commands by name
 
 

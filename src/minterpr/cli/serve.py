@@ -1,6 +1,7 @@
 """``minterpr serve``: the search service — JSON API and web page — on uvicorn.
 
     minterpr serve --demo                                  # the demo gallery (built and trained when absent)
+    minterpr serve --demo street [--video V] [--run RUN]   # and beside it a real street video, ingested once
     minterpr serve --data /srv/minterpr --gallery lobby galleries/lobby runs/synthetic --port 8000
     minterpr serve --data /srv/minterpr --create-admin root --no-serve   # password read from the terminal / stdin
     minterpr serve --data /srv/minterpr --retention-days 30 --purge      # apply retention and exit
@@ -210,6 +211,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for name, store, run in galleries:
             services.galleries.register(name, store, run, by="minterpr serve --gallery")
             log.info("[serve] gallery %r: %s", name, store)
+        street = None
+        if args.demo == "street":  # checked before the synthetic demo's minutes of work
+            from minterpr.cli.serve_street import street_model, street_video
+
+            street = street_video(args.video), street_model(args.run)
+        elif args.video or args.run:
+            raise CLIError("--video and --run go with --demo street")
         if args.demo:
             log.info("[serve] preparing the demo gallery in %s (built and trained once, then reused)", args.demo_out)
             ensure_demo_gallery(services, args.demo_out, progress=show_progress(args))
@@ -218,6 +226,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
             images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
             described = f"demo gallery ({images} images)"
+            if street is not None:
+                from minterpr.cli.serve_street import STREET_GALLERY, ensure_street_gallery
+
+                ensure_street_gallery(services, *street, progress=show_progress(args))
+                crops = next((g.images for g in services.galleries.list() if g.name == STREET_GALLERY), None)
+                described += f" and street gallery ({crops} crops of {street[0].name})"
         if settings.retention_days is not None:
             report = purge(services, settings.retention_days, by="minterpr serve")
             print(f"[serve] retention {settings.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
@@ -279,7 +293,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_state_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--demo", action="store_true", help="serve the demo gallery (built and trained when absent)")
+    parser.add_argument("--demo", nargs="?", const="synthetic", choices=("synthetic", "street"),
+                        help="serve the demo gallery (built and trained when absent); 'street' adds a real street "
+                             "video ingested beside it (docs/ingest.md)")
+    parser.add_argument("--video", metavar="PATH", help="--demo street: the video (default: vtest.avi, see docs)")
+    parser.add_argument("--run", metavar="RUN", help="--demo street: the model for real footage (default: the "
+                                                     "shipped one in models/)")
     parser.add_argument("--demo-out", default="outputs/demo", metavar="DIR", help="the demo's cache (default outputs/demo)")
     parser.add_argument("--gallery", nargs="+", action="append", metavar="NAME STORE [RUN]",
                         help="register a gallery store built by RUN (minterpr index build) under NAME; without RUN "

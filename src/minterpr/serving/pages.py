@@ -410,3 +410,6 @@ def register(app: Any) -> None:
         return _redirect(f"/sessions/{sid}?{urlencode(query)}")
 
     app.include_router(router)
+    from minterpr.serving.pages_ingest import register_ingest
+
+    register_ingest(app, pages)
