@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     position = {image.path: i for i, image in enumerate(gallery)}
     recorder = RankRecorder(range(len(chosen)), [position.get(s.target_path) for s in chosen], args.top)
     evaluate_dialogues(trained.backend(), chosen, gallery, str(data), {"dataset": str(data)}, progress=True,
-                       scoring=trained.extras.scoring_config(), observe=recorder)
+                       reranking=trained.extras.rerank_config(), observe=recorder)
     for k, (q, sample) in enumerate(zip(picks, chosen)):
         views = recorder.views(k, dialogue_turns(sample), position.get)
         target = position.get(sample.target_path)

@@ -31,7 +31,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from test_web_support import (Server, build_gallery, chromium_path, login, open_case_and_search,  # noqa: E402
+from support.web import (Server, build_gallery, chromium_path, login, open_case_and_search,  # noqa: E402
                               prepare_service)
 
 SIZE = (256, 128)  # crop (height, width), as the demo model sees them

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from conftest import random_attributes
+from support.helpers import random_attributes
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.evaluation.attribute_metrics import (LABELS, attribute_metrics, attribute_metrics_from_targets,
                                                    attribute_targets, auc_scores, balanced_thresholds,

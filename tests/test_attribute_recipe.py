@@ -13,7 +13,7 @@ from minterpr.models.heads import SlotAttributeHead
 from minterpr.models.io import load_model_dir, save_model_dir
 from minterpr.training.config import ConfigError, ImageTuningConfig, load_config
 
-from test_image_tuning import _tuner, tiny_data  # noqa: F401  (tiny_data is a fixture)
+from support.tuning import make_tuner as _tuner, tiny_data  # noqa: F401  (tiny_data is a fixture)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

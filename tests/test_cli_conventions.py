@@ -10,7 +10,7 @@ import random
 import pytest
 from PIL import Image
 
-from conftest import random_attributes
+from support.helpers import random_attributes
 from minterpr.cli.common import LOGGER_NAME, add_common_options
 from minterpr.cli.main import build_parser, main
 from minterpr.data.build import mark_dataset
@@ -21,11 +21,12 @@ from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
             "data show", "data convert", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
             "eval-attributes", "export", "adapt", "serve", "users add", "users list", "users passwd",
-            "audit verify", "audit export", "audit head", "ingest", "vlm caption"}
+            "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models", "db current", "db upgrade",
+            "db backup", "db restore"}
 MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "adapt", "serve",
                   "ingest"}
 JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes", "adapt",
-                 "users list", "audit verify", "audit export", "audit head", "ingest", "vlm caption"}
+                 "users list", "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models"}
 
 
 def _leaves(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):

@@ -59,7 +59,7 @@ def test_command_line_changes_are_the_os_users_and_export_counts_lines(tmp_path,
 
 
 def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
-    from minterpr.cli import demo
+    from minterpr.cli import demo_world as demo
 
     trained = []
 
@@ -70,7 +70,7 @@ def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
 
     monkeypatch.setattr("minterpr.training.trainer.train", fake_train)
     monkeypatch.setattr("minterpr.training.post_training.calibrate_and_choose_weight", lambda cfg, path: None)
-    monkeypatch.setattr("minterpr.cli.train.describe_choices", lambda choices: "")
+    monkeypatch.setattr("minterpr.cli.demo_world.describe_choices", lambda choices: "")
     first = tmp_path / "demo"
     (first / "data").mkdir(parents=True)
     demo.train_model(first, first / "data", 0, progress=False)

@@ -13,7 +13,7 @@ pytest.importorskip("transformers")
 
 from minterpr.cli.main import main  # noqa: E402
 from minterpr.training.config import load_config, save_config  # noqa: E402
-from test_convert import convert_args, cuhk_pedes  # noqa: E402  (the converter tests' CUHK-PEDES writer)
+from support.datasets import convert_args, cuhk_pedes  # noqa: E402  (the converter tests' CUHK-PEDES writer)
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_data_dir
+from support.helpers import shared_data_dir
 from minterpr.cli.main import main
 from minterpr.data.formats import read_gallery, read_minterpedes
 from minterpr.types import split_person_id

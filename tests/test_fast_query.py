@@ -16,7 +16,7 @@ from minterpr.models.onnx_query import (QueryEncoder, check_dialogues, query_cac
                                         query_fingerprint)
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn  # noqa: E402
 
-from conftest import tiny_model, two_image_index  # noqa: E402
+from support.helpers import tiny_model, two_image_index  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -15,7 +15,7 @@ from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
 from minterpr.models.onnx_text import TextFeaturizer, text_cache_path  # noqa: E402
 from minterpr.types import DescriptionTurn, QATurn, ReferenceTurn  # noqa: E402
 
-from conftest import tiny_model, two_image_index  # noqa: E402
+from support.helpers import tiny_model, two_image_index  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from conftest import REPO_ROOT
+from support.helpers import REPO_ROOT
 from minterpr.data.errors import DataError
 from minterpr.data.feedback_eval import KINDS, evaluate_feedback, read_labelled_utterances
 from minterpr.language.feedback_reading import Reading, read_feedback

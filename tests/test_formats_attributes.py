@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from conftest import shared_data_dir
+from support.helpers import shared_data_dir
 from minterpr.data.errors import DataError
 from minterpr.data.formats.market import market_images, parse_market_name, read_market_attributes
 from minterpr.data.formats.pa100k import read_pa100k

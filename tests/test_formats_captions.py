@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_data_dir
+from support.helpers import shared_data_dir
 from minterpr.data.errors import DataError
 from minterpr.data.formats.captions import (CaptionRecord, caption_stats, captions_to_samples,
                                             detect_caption_format, read_caption_dataset)

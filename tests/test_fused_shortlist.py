@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import near_duplicate_gallery
+from support.helpers import near_duplicate_gallery
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.evidence import fact_log_likelihood
 from minterpr.language.phrasing import Fact

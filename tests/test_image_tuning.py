@@ -16,7 +16,8 @@ from minterpr.training.image_augment import AugmentConfig, augment_batch
 from minterpr.training.image_tuning import ImageTuner, labelled_images, load_tuned
 from minterpr.training.trainer import Trainer
 
-from test_trainer import make_tiny_dataset
+from support.datasets import make_tiny_dataset
+from support.tuning import make_tuner as _tuner, tiny_data  # noqa: F401  (tiny_data is a fixture)
 
 OFF = dict(flip=0.0, shift=0.0, scale_min=1.0, scale_max=1.0, blur=0.0, low_resolution=0.0, jpeg=0.0, erasing=0.0)
 
@@ -118,27 +119,6 @@ def test_image_tuning_config_round_trips_and_refuses_bad_keys(tmp_path):
     with pytest.raises(ConfigError, match="probability"):
         load_config("tiny", ["data.root=x", "image_tuning.augment.jpeg=2"])
     assert load_config("peta", ["data.root=x"]).image_tuning.epochs > 0  # the shipped PETA config tunes
-
-
-@pytest.fixture(scope="module")
-def tiny_data(tmp_path_factory) -> Path:
-    return make_tiny_dataset(tmp_path_factory.mktemp("tune") / "data")
-
-
-def _tuner(tiny_data: Path, out: Path, **overrides) -> ImageTuner:
-    cfg = load_config("tiny", [f"data.root={tiny_data}"])
-    from minterpr.training.data import identity_index, load_split
-
-    train, val = load_split(cfg.data, "train"), load_split(cfg.data, "val")
-    torch.manual_seed(0)
-    model = create_model("tiny", num_identities=len({i.person_id for i in train.gallery}))
-    ids = identity_index([i.person_id for i in train.gallery])
-    tuning = ImageTuningConfig(**{"epochs": 2, "batch_size": 8, "warmup_steps": 2, "checkpoint_every_steps": 2,
-                                  "frozen_image_stages": "stem", **overrides})
-    return ImageTuner(model, tuning, out,
-                      train=labelled_images(train.gallery, train.image_root, model, ids, desc="", progress=False),
-                      val=labelled_images(val.gallery, val.image_root, model, ids, desc="", progress=False),
-                      seed=0, progress=False, log=lambda _: None)
 
 
 def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path):
@@ -265,7 +245,7 @@ def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data
     assert record["pseudo_labels"]["images"] > 0 and 0 < record["pseudo_labels"]["kept"] <= record["pseudo_labels"]["images"]
     adapted, base = load_run(out), load_run(run)
     assert adapted.extras.other["adaptation"]["confidence"] == 0.6
-    assert adapted.extras.scoring_config() == base.extras.scoring_config()
+    assert adapted.extras.rerank_config() == base.extras.rerank_config()
     changed = [k for k, v in base.model.state_dict().items() if not torch.equal(v, adapted.model.state_dict()[k])]
     assert changed and all(k.startswith(("image_encoder.", "image_head.")) for k in changed)
     assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out)]) == 2  # model.pt exists

@@ -16,6 +16,7 @@ from minterpr.ingest.sources import iter_frames, open_source
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
+from support.onnx_models import constant_detector_model  # noqa: E402
 
 N_BOXES = 6
 
@@ -44,22 +45,6 @@ def random_detector_model(path, size=(64, 96), seed=0) -> str:
         [w_box, w_score, b_score, shape])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
-    onnx.save(model, str(path))
-    return str(path)
-
-
-def constant_detector_model(path, rows, size=(64, 64)) -> str:
-    """A model whose one output is the fixed (N, 6) rows [x1, y1, x2, y2, score, class] (plus 0 x the input)."""
-    rows = np.asarray(rows, np.float32)
-    const = helper.make_tensor("rows_const", TensorProto.FLOAT, list(rows.shape), rows.ravel().tolist())
-    nodes = [helper.make_node("ReduceMean", ["images"], ["mean"], keepdims=0),
-             helper.make_node("Mul", ["mean", "zero"], ["nothing"]),
-             helper.make_node("Add", ["rows_const", "nothing"], ["rows"])]
-    graph = helper.make_graph(nodes, "constant_detector",
-                              [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, *size])],
-                              [helper.make_tensor_value_info("rows", TensorProto.FLOAT, list(rows.shape))],
-                              [const, helper.make_tensor("zero", TensorProto.FLOAT, [], [0.0])])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.save(model, str(path))
     return str(path)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from conftest import shared_data_dir
+from support.helpers import shared_data_dir
 from minterpr.index.store.gallery_store import open_gallery
 from minterpr.ingest import IngestOptions, ingest
 from minterpr.models import create_model, save_model

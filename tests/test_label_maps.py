@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, shared_data_dir
+from support.helpers import REPO_ROOT, shared_data_dir
 from minterpr.data.label_maps import (MARKET1501_ATTRIBUTE_NAMES, MARKET1501_LABELS, PA100K_LABELS, PA100K_NEGATIVES,
                                       PA100K_VIEWS, PETA_CLOSED_SLOTS, PETA_LABELS, labels_to_attributes)
 from minterpr.language.ontology import COLOURS, ONTOLOGY

@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 
 from minterpr.errors import InputError
-from minterpr.evaluation.scoring import ScoringConfig
 from minterpr.evaluation.static import evaluate_dialogues, replay_scores
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import AttributeBackend
@@ -22,7 +21,7 @@ CONFIGS = {
     "no rejection": RerankConfig(rejection=False),
     "no anchor": RerankConfig(anchor=False),
     "eager anchor, no pin": RerankConfig(attribute_weight=0.4, anchor_margin=0.0, pin_confirmed=False),
-    "stored (old form)": ScoringConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05,
+    "stored (old form)": RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05,
                                                   "reject_references": True}),
 }
 
@@ -61,7 +60,7 @@ def setup(attribute_gallery):
 def test_static_replay_scores_as_a_session_replaying_the_dialogue(setup, name):
     backend, index, gallery, samples = setup
     config = CONFIGS[name]
-    static = replay_scores(backend, samples, gallery, scoring=config)  # R x (Q, G)
+    static = replay_scores(backend, samples, gallery, reranking=config)  # R x (Q, G)
     assert len(static) == max(len(s.dialogue.turns()) for s in samples)
     for q, sample in enumerate(samples):
         history = [HistoryEntry(turn, turn_facts(turn), ()) for turn in sample.dialogue.turns()]
@@ -73,7 +72,7 @@ def test_static_replay_scores_as_a_session_replaying_the_dialogue(setup, name):
 def test_every_term_acts_in_the_replay(setup):
     """The configurations above differ where they should (so the test above compares something)."""
     backend, index, gallery, samples = setup
-    scores = {name: replay_scores(backend, samples, gallery, scoring=config) for name, config in CONFIGS.items()}
+    scores = {name: replay_scores(backend, samples, gallery, reranking=config) for name, config in CONFIGS.items()}
     for name in CONFIGS:
         if name != "defaults":
             assert any(not np.array_equal(a, b) for a, b in zip(scores[name], scores["defaults"])), name
@@ -107,7 +106,7 @@ def test_a_repeated_fact_counts_once_in_both_paths(setup):
     def rounds(answer):
         sample = RetrievalSample(gallery[0].path, gallery[0].person_id,
                                  Dialogue(description, (QATurn("Anything else?", answer),)))
-        return replay_scores(SameQuery(), [sample], gallery, scoring=attributes)
+        return replay_scores(SameQuery(), [sample], gallery, reranking=attributes)
 
     restated, added = rounds(again), rounds(new)
     assert np.array_equal(restated[1], restated[0])
@@ -131,7 +130,9 @@ def test_a_batch_row_scores_as_it_does_alone(setup):
 
 
 def test_the_default_is_one_default():
-    assert ScoringConfig is RerankConfig and ScoringConfig() == RerankConfig()
+    import minterpr.evaluation.scoring as scoring
+
+    assert not hasattr(scoring, "ScoringConfig") and RerankConfig() == RerankConfig()  # one name, one default
     samples = [RetrievalSample("a.jpg", "x:1", Dialogue("person"))]
     toy = GalleryIndex([GalleryImage("a.jpg", "x:1")], np.ones((1, 2), np.float32) / np.sqrt(2))
 

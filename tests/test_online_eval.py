@@ -55,7 +55,7 @@ def test_report_records_the_protocol(setup, tmp_path):
     backend, index, targets = setup
     report = simulate(backend, index, targets[:20], rounds=2, question_policy="fixed", reference_policy="top1",
                       simulator="oracle", simulator_options={"dont_know_rate": 0.3, "wrong_answer_rate": 0.1},
-                      rerank=RerankConfig(anchor=False), schedule=("question", "reference"), seed=4,
+                      reranking=RerankConfig(anchor=False), schedule=("question", "reference"), seed=4,
                       protocol={"dataset": "fixture"})
     assert [row["round"] for row in report.rounds] == [0, 1, 2]
     assert all(key in row for row in report.rounds for key in PERCENT_KEYS)

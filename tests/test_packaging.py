@@ -10,7 +10,7 @@ import tomllib
 import pytest
 import yaml
 
-from conftest import REPO_ROOT
+from support.helpers import REPO_ROOT
 
 # SHA-256 of the Apache License 2.0 as published (https://www.apache.org/licenses/LICENSE-2.0.txt)
 APACHE_2_SHA256 = "cfc7749b96f63bd31c3c42b5c471bf756814053e847c10f3eb003417bc523d30"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import shared_data_dir
+from support.helpers import shared_data_dir
 from minterpr.cli.main import main
 from minterpr.data.build import require_built_dataset
 from minterpr.data.formats.gallery import read_gallery

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from conftest import random_attributes
+from support.helpers import random_attributes
 from minterpr.cli.chat import ChatLoop
 from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset

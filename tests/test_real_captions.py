@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO_ROOT, shared_data_dir
+from support.helpers import REPO_ROOT, shared_data_dir
 from minterpr.data.errors import DataError
 from minterpr.data.parser_eval import (LabelledCaption, caption_texts, draw_sample, evaluate_parser, format_fact,
                                        parse_fact_label, read_labelled_captions)

@@ -21,11 +21,11 @@ import pytest
 import torch
 
 from minterpr.cli.main import main
-from minterpr.cli.simulate import load_backend
+from minterpr.cli.common import load_backend
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.errors import RunError
-from minterpr.evaluation.scoring import ScoringConfig
+from minterpr.interaction.reranking import RerankConfig
 from minterpr.models import create_model, save_model
 from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
 from minterpr.training.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
@@ -240,23 +240,23 @@ def test_checkpoints_of_older_minterpr_with_numpy_state_still_resume(tmp_path):
 
 def test_typed_extras_round_trip():
     extra = {"stage": "dialogue", "epoch": 2, "selection_metric": "r1@last", "value": 55.0, "metrics": {"bri": 1.5},
-             "scoring": ScoringConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05}).to_dict(),
+             "scoring": RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05}).to_dict(),
              "calibration": {"split": "val", "temperatures": {"gender": 1.5}, "nll_before": 3.0, "nll_after": 2.5},
              "scoring_selection": {"split": "val", "r1_last_by_weight": {"0.0": 40.0, "0.1": 45.0}}}
     extras = RunExtras.from_dict(extra)
     assert extras.to_dict() == extra and RunExtras.from_dict(extras.to_dict()) == extras
     assert extras.calibration == CalibrationRecord("val", {"gender": 1.5}, 3.0, 2.5)
     assert extras.selection == WeightSelection("val", {"0.0": 40.0, "0.1": 45.0})
-    assert extras.scoring_config().prob_floor == 0.05 and extras.scoring_config().attribute_weight == 0.1
+    assert extras.rerank_config().prob_floor == 0.05 and extras.rerank_config().attribute_weight == 0.1
     assert extras.model_selection() == {"stage": "dialogue", "epoch": 2, "selection_metric": "r1@last", "value": 55.0}
-    assert RunExtras.from_dict(None) == RunExtras() and RunExtras().scoring_config() == ScoringConfig()
+    assert RunExtras.from_dict(None) == RunExtras() and RunExtras().rerank_config() == RerankConfig()
 
 
 def test_an_old_model_without_scoring_or_calibration_loads_with_the_defaults(model_file):
     run = load_run(model_file.parent)
     assert run.model_path == model_file and run.run_dir == model_file.parent
     assert run.extras == RunExtras(other={"stage": "dialogue", "epoch": 1})
-    assert run.scoring_config() == ScoringConfig() and not run.model.training
+    assert run.rerank_config() == RerankConfig() and not run.model.training
 
 
 def test_the_stored_scoring_reaches_simulate_chat_and_eval(model_file, dataset, tmp_path):

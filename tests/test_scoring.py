@@ -1,4 +1,4 @@
-"""Attribute evidence in static evaluation, and the one scoring configuration (ScoringConfig = RerankConfig)."""
+"""Attribute evidence in static evaluation, and the one scoring configuration (RerankConfig)."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,7 +6,8 @@ import pytest
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.errors import InputError
-from minterpr.evaluation.scoring import ScoringConfig, round_log_likelihoods
+from minterpr.evaluation.scoring import round_log_likelihoods
+from minterpr.interaction.reranking import RerankConfig
 from minterpr.evaluation.static import evaluate_dialogues, select_attribute_weight
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import Dialogue, DescriptionTurn, GalleryImage, QATurn, RetrievalSample
@@ -51,8 +52,8 @@ def test_loglik_follows_stated_and_negated_facts() -> None:
 
 def test_fusion_changes_the_ranking_only_with_a_weight() -> None:
     samples = [_sample("red")]
-    off = evaluate_dialogues(FlatBackend(), samples, GALLERY, None, scoring=ScoringConfig(attribute_weight=0.0))
-    on = evaluate_dialogues(FlatBackend(), samples, GALLERY, None, scoring=ScoringConfig(attribute_weight=0.1))
+    off = evaluate_dialogues(FlatBackend(), samples, GALLERY, None, reranking=RerankConfig(attribute_weight=0.0))
+    on = evaluate_dialogues(FlatBackend(), samples, GALLERY, None, reranking=RerankConfig(attribute_weight=0.1))
     assert [r["r1"] for r in off.rounds] == [0.0, 0.0]  # ties keep gallery order: blue first
     assert [r["r1"] for r in on.rounds] == [0.0, 100.0]  # round 1 says "red"
     assert on.protocol["scoring"]["attribute_weight"] == 0.1
@@ -65,41 +66,41 @@ def test_select_attribute_weight_prefers_evidence_when_it_helps() -> None:
 
 def test_scoring_config_validates_and_round_trips() -> None:
     with pytest.raises(InputError, match="attribute_weight"):
-        ScoringConfig(attribute_weight=-1.0)
+        RerankConfig(attribute_weight=-1.0)
     for field, bad in [("prob_floor", 0.5), ("anchor_lambda", 1.5), ("duplicate_threshold", float("nan")),
                        ("rejection_penalty", -0.1), ("anchor", "yes"), ("attribute_weight", True),
                        ("anchor_margin", "0.1")]:
         with pytest.raises(InputError, match=field):
-            ScoringConfig(**{field: bad})
-    config = ScoringConfig(attribute_weight=0.3, prob_floor=0.05, anchor=False, anchor_margin=1)
-    assert ScoringConfig.from_dict(config.to_dict()) == config and ScoringConfig.from_dict(None) == ScoringConfig()
+            RerankConfig(**{field: bad})
+    config = RerankConfig(attribute_weight=0.3, prob_floor=0.05, anchor=False, anchor_margin=1)
+    assert RerankConfig.from_dict(config.to_dict()) == config and RerankConfig.from_dict(None) == RerankConfig()
     assert config.anchor_margin == 1.0 and isinstance(config.anchor_margin, float)  # plain JSON values
-    assert set(config.to_dict()) == {f for f in ScoringConfig.__dataclass_fields__}  # every field is stored
+    assert set(config.to_dict()) == {f for f in RerankConfig.__dataclass_fields__}  # every field is stored
 
 
 def test_scoring_config_reads_the_stored_forms() -> None:
     # what `minterpr train` stored before the configs were one: weight, floor and the rejection rule kept
-    old = ScoringConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05, "reject_references": False})
+    old = RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05, "reject_references": False})
     assert (old.attribute_weight, old.prob_floor, old.rejection) == (0.1, 0.05, False)
-    assert old.anchor == ScoringConfig().anchor  # what it did not store keeps the default
-    assert ScoringConfig.from_dict({"rejection": True, "reject_references": True}).rejection
+    assert old.anchor == RerankConfig().anchor  # what it did not store keeps the default
+    assert RerankConfig.from_dict({"rejection": True, "reject_references": True}).rejection
     with pytest.raises(InputError, match="reject_references=False contradicts rejection=True"):
-        ScoringConfig.from_dict({"rejection": True, "reject_references": False})
+        RerankConfig.from_dict({"rejection": True, "reject_references": False})
     with pytest.raises(InputError, match="unknown key 'weight'"):
-        ScoringConfig.from_dict({"weight": 0.1})
+        RerankConfig.from_dict({"weight": 0.1})
     with pytest.raises(InputError, match="mapping"):
-        ScoringConfig.from_dict([("attribute_weight", 0.1)])  # type: ignore[arg-type]
+        RerankConfig.from_dict([("attribute_weight", 0.1)])  # type: ignore[arg-type]
     with pytest.raises(InputError, match="prob_floor"):
-        ScoringConfig.from_dict({"prob_floor": None})
+        RerankConfig.from_dict({"prob_floor": None})
     with pytest.raises(InputError, match="unknown field"):
-        ScoringConfig().with_(weight=1.0)
-    assert ScoringConfig.with_attribute_weight(None) == ScoringConfig()
-    assert ScoringConfig.with_attribute_weight(0.2) == ScoringConfig(attribute_weight=0.2)
+        RerankConfig().with_(weight=1.0)
+    assert RerankConfig.with_attribute_weight(None) == RerankConfig()
+    assert RerankConfig.with_attribute_weight(0.2) == RerankConfig(attribute_weight=0.2)
 
 
 def test_select_attribute_weight_keeps_the_other_terms_and_needs_probabilities() -> None:
-    base = ScoringConfig(anchor=False, prob_floor=0.05)
-    best, _ = select_attribute_weight(FlatBackend(), [_sample("red")], GALLERY, None, grid=(0.0, 0.1), base=base)
+    base = RerankConfig(anchor=False, prob_floor=0.05)
+    best, _ = select_attribute_weight(FlatBackend(), [_sample("red")], GALLERY, None, grid=(0.0, 0.1), reranking=base)
     assert best == base.with_(attribute_weight=0.1)
 
     class NoProbs(FlatBackend):

@@ -9,7 +9,7 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
-from test_serving_support import PASSWORD, login, open_case, prepare, settings, shared_world
+from support.serving import PASSWORD, login, open_case, prepare, settings, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -33,7 +33,7 @@ def test_passwords_are_stored_as_scrypt_hashes_and_checked(world, tmp_path):
     with client:
         with services.db.transaction() as tx:
             stored = tx.scalar(select(User.password_hash).where(User.username == "ana"))
-        assert stored.startswith("scrypt$16384$8$1$") and PASSWORD not in stored
+        assert stored.startswith("$argon2id$v=19$m=65536,t=3,p=4$") and PASSWORD not in stored  # was scrypt n=2**14
         wrong = client.post("/api/auth/login", json={"username": "ana", "password": "not the password"})
         assert wrong.status_code == 401 and wrong.json()["error"]["code"] == "unauthenticated"
         nobody = client.post("/api/auth/login", json={"username": "nobody", "password": "whatever it is"})

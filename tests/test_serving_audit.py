@@ -10,7 +10,7 @@ import shutil
 import pytest
 from fastapi.testclient import TestClient
 
-from test_serving_support import login, open_case, prepare, shared_world
+from support.serving import login, open_case, prepare, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -130,7 +130,7 @@ def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, cap
     from minterpr.serving.galleries import parse_time
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
-    from test_serving_support import PASSWORD, settings
+    from support.serving import PASSWORD, settings
 
     run, store = world  # copied: the shared store must not change
     crops = tmp_path / "crops"

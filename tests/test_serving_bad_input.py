@@ -11,7 +11,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from test_serving_support import login, open_case, prepare, shared_world
+from support.serving import login, open_case, prepare, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

@@ -3,22 +3,20 @@ registered, a first user whose password goes to a private file and never to the 
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import pytest
 
-from test_serving_support import shared_world
+from support.serving import shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
-def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
-    import minterpr.cli.demo as demo
-    from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
+def _fake_demo(tmp_path_factory, tmp_path, monkeypatch):
+    """The demo's world and run stood in by the shared test world: (run, the calls made)."""
+    import minterpr.cli.demo_world as demo
     from minterpr.data.formats.gallery import write_gallery
     from minterpr.index.store.gallery_store import open_gallery
-    from minterpr.serving.service import build_services
-    from test_serving_support import settings
 
     run, store = shared_world(tmp_path_factory)
     world = open_gallery(store)
@@ -30,6 +28,16 @@ def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
     calls = []
     monkeypatch.setattr(demo, "build_data", lambda out, seed, progress: calls.append("data") or data)
     monkeypatch.setattr(demo, "train_model", lambda out, data_dir, seed, progress: calls.append("train") or run)
+    return run, calls
+
+
+def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.serving.service import build_services
+    from support.serving import settings
+
+    run, calls = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
     state = tmp_path / "state"
     argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(state), "--no-serve"]
     assert cmd_serve(build_parser().parse_args(argv)) == 0
@@ -50,3 +58,82 @@ def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
         assert [e["action"] for e in services.audit.entries(limit=100)].count("gallery_register") == 1
     finally:
         services.close()
+
+
+STREET_VIDEOS = [Path(__file__).resolve().parents[2] / "shared" / "data" / "video" / "vtest.avi",
+                 Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi")]
+
+
+def _street_clip(folder: Path, frames: int = 45) -> Path:
+    """The first ``frames`` frames of vtest.avi as a short video (skip without the video or PyAV)."""
+    av = pytest.importorskip("av")
+    pytest.importorskip("cv2")
+    source = next((p for p in STREET_VIDEOS if p.is_file()), None)
+    if source is None:
+        pytest.skip("vtest.avi not found (../shared/data/video or Debian's opencv-doc)")
+    clip = folder / "street.avi"
+    with av.open(str(source)) as src, av.open(str(clip), "w") as out:
+        stream = out.add_stream("mpeg4", rate=10)
+        stream.width, stream.height, stream.pix_fmt = 768, 576, "yuv420p"
+        for k, frame in enumerate(src.decode(video=0)):
+            if k >= frames:
+                break
+            out.mux(stream.encode(av.VideoFrame.from_ndarray(frame.to_ndarray(format="rgb24"), format="rgb24")))
+        out.mux(stream.encode())
+    return clip
+
+
+def test_the_street_demo_ingests_once_beside_the_synthetic_one(tmp_path_factory, tmp_path, monkeypatch, capsys):
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.serving.service import build_services
+    from support.serving import settings
+
+    run, calls = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
+    clip = _street_clip(tmp_path)
+    state = tmp_path / "state"
+    argv = ["serve", "--demo", "street", "--video", str(clip), "--run", str(run), "--demo-out", str(tmp_path / "demo"),
+            "--data", str(state), "--no-serve"]
+    assert cmd_serve(build_parser().parse_args(argv)) == 0
+    services = build_services(settings(state))
+    try:
+        galleries = {g.name: g for g in services.galleries.list()}
+        assert set(galleries) == {"demo", "street"} and galleries["street"].images > 0
+        assert galleries["street"].time_start is not None  # capture times from STREET_START
+        store = services.galleries.rows()
+    finally:
+        services.close()
+    first = {row.name: row.directory for row in store}
+    assert cmd_serve(build_parser().parse_args(argv)) == 0  # again: the ingested gallery is reused
+    services = build_services(settings(state))
+    try:
+        assert {row.name: row.directory for row in services.galleries.rows()} == first
+        registered = [e["action"] for e in services.audit.entries(limit=100)].count("gallery_register")
+        assert registered == 2  # demo + street, once each
+    finally:
+        services.close()
+
+
+def test_the_street_demo_without_a_model_or_video_is_one_line(tmp_path, monkeypatch):
+    import minterpr.cli.serve_street as street
+    import minterpr.models.zoo as zoo
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.cli.common import CLIError
+    from minterpr.errors import RunError
+
+    monkeypatch.setenv(zoo.MODELS_ENV, str(tmp_path / "models"))  # a checkout without the shipped models
+    with pytest.raises(RunError, match="no shipped model 'peta-pa100k-lite0'"):
+        zoo.default_real_model_dir()
+    video = tmp_path / "v.avi"
+    video.write_bytes(b"x")
+    state = ["--data", str(tmp_path / "state"), "--no-serve"]
+    with pytest.raises(RunError, match="--run RUN"):
+        cmd_serve(build_parser().parse_args(["serve", "--demo", "street", "--video", str(video), *state]))
+    with pytest.raises(CLIError, match="--video .*: no such file"):
+        cmd_serve(build_parser().parse_args(["serve", "--demo", "street", "--video", str(tmp_path / "no.avi"), *state]))
+    monkeypatch.setattr(street, "STREET_VIDEOS", (tmp_path / "none.avi",))
+    with pytest.raises(CLIError, match="no street video found"):
+        cmd_serve(build_parser().parse_args(["serve", "--demo", "street", "--run", "r", *state]))
+    with pytest.raises(CLIError, match="go with --demo street"):
+        cmd_serve(build_parser().parse_args(["serve", "--demo", "--video", str(video), *state]))

@@ -13,7 +13,7 @@ import zlib
 import pytest
 from fastapi.testclient import TestClient
 
-from test_serving_support import PASSWORD, login, open_case, prepare, shared_world
+from support.serving import PASSWORD, login, open_case, prepare, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

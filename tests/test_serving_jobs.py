@@ -9,7 +9,7 @@ import threading
 import pytest
 from fastapi.testclient import TestClient
 
-from test_serving_support import login, open_case, prepare, shared_world
+from support.serving import login, open_case, prepare, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -80,3 +80,83 @@ def test_a_queued_job_is_cancelled_and_sources_are_checked(admin, world, tmp_pat
     assert no_run.status_code == 422 and no_run.json()["error"]["field"] == "run"
     analyst = TestClient(client.app)
     assert analyst.post("/api/ingest", json=body, headers=login(analyst, "ana")).status_code == 403
+
+
+def _frames(folder, count=8):
+    """A folder of ``count`` 128 x 96 frames of one video."""
+    import numpy as np
+    from PIL import Image
+
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for k in range(count):
+        Image.fromarray(rng.integers(0, 255, (96, 128, 3), dtype=np.uint8)).save(folder / f"{k:03d}.png")
+    return folder
+
+
+def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    from support.onnx_models import constant_detector_model
+
+    client, headers, services, incoming = admin
+    root = services.settings.incoming_dir
+    frames = _frames(root / "clip")
+    model = constant_detector_model(root / "det.onnx", [[8, 4, 40, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
+    body = {"gallery": "clip", "source": str(frames), "frames": True, "every": 1, "run": str(world[0]), "detector": "onnx",
+            "detector_model": model}
+    refused = {
+        "no model": ({**body, "detector_model": None}, 422),
+        "model with hog": ({**body, "detector": "hog"}, 422),
+        "outside the roots": ({**body, "detector_model": str(tmp_path / "det.onnx")}, 403),
+        "not a model": ({**body, "detector_model": str(frames / "000.png")}, 422),
+    }
+    for name, (request, status) in refused.items():
+        answer = client.post("/api/ingest", json=request, headers=headers)
+        assert answer.status_code == status, (name, answer.text)
+        assert answer.json()["error"]["field"] == "detector_model", name
+    job = client.post("/api/ingest", json=body, headers=headers).json()
+    done = services.jobs.wait(job["id"])
+    assert done.status == "done", done.message
+    assert done.progress["result"]["tracks"] >= 1 and done.progress["detections"] == 16  # 2 per frame
+    stored = client.get(f"/api/ingest/{job['id']}").json()
+    assert stored["status"] == "done"
+
+
+def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):
+    import re
+
+    client, headers, services, incoming = admin
+    page = client.get("/ingest")
+    assert page.status_code == 200, page.text[:2000]
+    html = page.text
+    assert 'name="detector" value="hog"' in html and 'name="detector" value="onnx"' in html
+    assert 'name="detector_model"' in html and "No ingestion jobs yet." in html
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
+    form = {"csrf_token": csrf, "gallery": "lobby", "source": str(incoming), "run": str(world[0]), "detector": "onnx"}
+    refused = client.post("/ingest", data=form)
+    assert refused.status_code == 422 and 'role="alert"' in refused.text
+    assert 'id="detector_model" name="detector_model"' in refused.text and 'aria-invalid="true"' in refused.text
+    assert f'value="{incoming}"' in refused.text  # what was typed is kept
+    started = client.post("/ingest", data={**form, "detector": "hog"}, follow_redirects=False)
+    assert started.status_code == 303 and started.headers["location"] == "/ingest"
+    job = services.jobs.list()[-1]
+    assert services.jobs.wait(job.id).status == "done"
+    fragment = client.get("/ingest/jobs")
+    assert fragment.status_code == 200
+    assert f'data-job="{job.id}" data-status="done"' in fragment.text
+    assert '<progress max="1" value="1">' in fragment.text and "24 images added to lobby" in fragment.text
+    assert "hx-trigger" not in fragment.text  # nothing runs: the page stops polling
+    assert "/ingest" in client.get("/cases").text  # the admin's menu links it
+
+
+def test_the_ingest_page_is_for_admins(admin, world):
+    from support.serving import USERS, login
+
+    client, headers, services, incoming = admin
+    client.cookies.clear()
+    assert client.get("/ingest", follow_redirects=False).headers["location"].startswith("/login")
+    analyst = next(name for name, role in USERS.items() if role == "analyst")
+    login(client, analyst)
+    assert client.get("/ingest").status_code == 403 and client.get("/ingest/jobs").status_code == 403
+    assert 'href="/ingest"' not in client.get("/cases").text

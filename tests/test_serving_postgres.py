@@ -10,7 +10,7 @@ import threading
 import numpy as np
 import pytest
 
-from test_serving_support import PASSWORD, USERS, settings, shared_world
+from support.serving import PASSWORD, USERS, settings, shared_world
 
 URL = os.environ.get("MINTERPR_TEST_POSTGRES_URL")
 pytestmark = [pytest.mark.skipif(not URL, reason="MINTERPR_TEST_POSTGRES_URL is not set"),
@@ -28,6 +28,7 @@ def services(tmp_path_factory, tmp_path):
     with engine.begin() as conn:  # a clean schema for each test
         Base.metadata.drop_all(conn)
         conn.execute(text("DROP FUNCTION IF EXISTS minterpr_audit_append_only() CASCADE"))
+        conn.execute(text("DROP TABLE IF EXISTS alembic_version"))  # the schema's revision (minterpr.serving.schema)
     engine.dispose()
     run, store = shared_world(tmp_path_factory)
     built = build_services(settings(tmp_path / "state", database_url=URL))

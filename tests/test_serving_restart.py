@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from test_serving_support import PASSWORD, USERS, shared_world
+from support.serving import PASSWORD, USERS, shared_world
 
 LAUNCH = """
 import sys, uvicorn
@@ -52,7 +52,7 @@ def test_a_killed_server_loses_no_acknowledged_turn(tmp_path_factory, tmp_path):
     import httpx
 
     from minterpr.serving.service import build_services
-    from test_serving_support import settings
+    from support.serving import settings
 
     run, store = shared_world(tmp_path_factory)
     data = tmp_path / "state"

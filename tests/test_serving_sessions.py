@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from PIL import Image
 
-from test_serving_support import login, open_case, prepare, shared_world
+from support.serving import login, open_case, prepare, shared_world
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -206,7 +206,7 @@ def test_a_session_records_its_shortlist_and_an_old_record_replays_the_cosine_se
 def test_a_withdrawn_fact_is_stored_and_replays_as_if_never_said(app_client):
     """A removed chip: the service withdraws the fact (a ``forget`` event); the session then ranks as a
     fresh session whose history never recorded it, and a restart rebuilds exactly that."""
-    from test_serving_support import PASSWORD
+    from support.serving import PASSWORD
 
     from minterpr.interaction.session import Session
     from minterpr.serving.events import session_options

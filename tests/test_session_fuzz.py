@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from conftest import random_attributes
+from support.helpers import random_attributes
 from minterpr.errors import MinterprError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.session import Session

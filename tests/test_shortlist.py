@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from conftest import near_duplicate_gallery
+from support.helpers import near_duplicate_gallery
 from minterpr.errors import InputError
 from minterpr.index.vectors.vector_index import SearchResult
 from minterpr.interaction.attribute_backend import AttributeBackend

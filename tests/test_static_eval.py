@@ -177,23 +177,23 @@ def _rejecting_sample(feedback: str) -> RetrievalSample:
 
 
 def test_a_rejected_reference_ranks_below_the_images_not_rejected():
-    from minterpr.evaluation.scoring import ScoringConfig
+    from minterpr.interaction.reranking import RerankConfig
     from minterpr.evaluation.static import replay_scores
 
     # only the rejected image and the target compete; the feedback still points at person 1
     gallery = [GalleryImage("p0_0.png", "toy:0"), GalleryImage("p1_0.png", "toy:1")]
     samples = [_rejecting_sample("That's not the person. Shorter hair, number")]
     on = evaluate_dialogues(AxisBackend(), samples, gallery, None)
-    off = evaluate_dialogues(AxisBackend(), samples, gallery, None, scoring=ScoringConfig(rejection=False))
+    off = evaluate_dialogues(AxisBackend(), samples, gallery, None, reranking=RerankConfig(rejection=False))
     assert on.protocol["scoring"]["rejection"] and not off.protocol["scoring"]["rejection"]
     assert [r["r1"] for r in on.rounds] == [0.0, 100.0]  # from the round it was rejected on
     assert [r["r1"] for r in off.rounds] == [0.0, 0.0]
     # as in a session, the rejected image's near-duplicate (same person, cosine 0.99) loses the
     # penalty too; here not enough to fall below the target
-    scores = replay_scores(AxisBackend(), samples, GALLERY, scoring=ScoringConfig(anchor=False))
+    scores = replay_scores(AxisBackend(), samples, GALLERY, reranking=RerankConfig(anchor=False))
     near_duplicate = [g.path for g in GALLERY].index("p1_1.png")
     assert scores[0][0, near_duplicate] == pytest.approx(0.99)
-    assert scores[1][0, near_duplicate] == pytest.approx(0.99 - ScoringConfig().rejection_penalty)
+    assert scores[1][0, near_duplicate] == pytest.approx(0.99 - RerankConfig().rejection_penalty)
     full = evaluate_dialogues(AxisBackend(), samples, GALLERY, None)
     assert [r["r1"] for r in full.rounds] == [0.0, 0.0]
 

@@ -19,8 +19,6 @@ from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
-from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
 from minterpr.models import create_model, load_model, read_checkpoint
 from minterpr.fileio import atomic_write
@@ -29,13 +27,7 @@ from minterpr.training.config import load_config, save_config
 from minterpr.training.data import (FeatureTable, attribute_targets, gather_rows, identity_index, load_split,
                                     plan_dialogues)
 from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
-
-def make_tiny_dataset(root: Path) -> Path:
-    """A tiny synthetic world (64x32 images): 6 / 4 / 4 identities, dialogues with reference turns."""
-    world = SyntheticWorldConfig(train_identities=6, val_identities=4, test_identities=4, image_size=(64, 32),
-                                 workers=1)
-    build_synthetic_dataset(root, SyntheticDatasetConfig(world=world), progress=False)
-    return root
+from support.datasets import make_tiny_dataset
 
 
 # One intra-op thread (see conftest.one_torch_thread).
@@ -234,7 +226,7 @@ def test_train_command_writes_the_run(finished_run):
 def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_path, monkeypatch):
     import shutil
 
-    from minterpr.cli.train import describe_choices
+    from minterpr.cli.common import describe_choices
     from minterpr.runtime.run import load_run
     from minterpr.training.post_training import calibrate_and_choose_weight
 

@@ -6,7 +6,7 @@ import random
 import pytest
 from PIL import Image
 
-from conftest import random_attributes
+from support.helpers import random_attributes
 from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery

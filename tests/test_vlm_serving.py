@@ -7,7 +7,7 @@ import json
 import pytest
 from fastapi.testclient import TestClient
 
-from test_serving_support import login, open_case, prepare, shared_world
+from support.serving import login, open_case, prepare, shared_world
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.testing import ScriptedServer, reply, valid_answer
 

@@ -17,7 +17,7 @@ import zipfile
 
 import pytest
 
-from test_web_support import PASSWORD, Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+from support.web import PASSWORD, Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 pytest.importorskip("fastapi", reason="the service is not installed")

@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from test_web_support import CAMERAS, PASSWORD, build_gallery, prepare_service
+from support.web import CAMERAS, PASSWORD, build_gallery, prepare_service
 
 pytest.importorskip("fastapi", reason="the service is not installed")
 from fastapi.testclient import TestClient  # noqa: E402

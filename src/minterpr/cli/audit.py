@@ -17,9 +17,8 @@ import sys
 from pathlib import Path
 from typing import TextIO
 
-from minterpr.cli.common import add_common_options, write_json
-from minterpr.cli.serve import add_state_arguments, cli_actor, services_from
-from minterpr.cli.simulate import CLIError
+from minterpr.cli.common import CLIError, add_common_options, write_json
+from minterpr.cli.service_state import add_state_arguments, cli_actor, services_from
 
 
 def cmd_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:

@@ -39,15 +39,12 @@ import sys
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
-from minterpr.cli.common import add_common_options, show_progress
-from minterpr.cli.simulate import CLIError, add_backend_arguments, build_index, check_backend_arguments, load_backend
-from minterpr.cli.vlm import add_vlm_arguments, vlm_config
-from minterpr.data.formats.gallery import read_gallery
+from minterpr.cli.common import (CLIError, add_backend_arguments, add_common_options, build_index,
+                                 check_backend_arguments, gallery_images, load_backend, load_model, show_progress)
+from minterpr.cli.vlm_options import add_vlm_arguments, vlm_config
 from minterpr.errors import InputError, MinterprError
 from minterpr.language.dialogue_acts import verdict
-from minterpr.types import GalleryImage
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 HELP = __doc__.split("Commands:", 1)[1].split("Nothing typed", 1)[0].rstrip()
 # A reply that judges shown images (the value is then read by dialogue_acts.verdict); anything
 # else said while images are shown is a remark about the person.
@@ -69,23 +66,6 @@ def reply_verdict(text: str) -> tuple[bool, bool | None]:
     if _VERDICT.search(first_clause) is None:
         return False, None
     return True, verdict(text)
-
-
-def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[GalleryImage]:
-    """The manifest given, else ``gallery_<split>.jsonl`` in the directory, else every image file in it.
-    A directory minterpr built must be a finished, unchanged build (DatasetError otherwise)."""
-    from minterpr.data.build import check_if_built
-
-    check_if_built(images_dir)  # a folder without a build marker is read as it is
-    if gallery is not None:
-        return read_gallery(gallery)
-    manifest = images_dir / f"gallery_{split}.jsonl"
-    if manifest.is_file():
-        return read_gallery(manifest)
-    files = sorted(p for p in images_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
-    if not files:
-        raise CLIError(f"no gallery manifest ({manifest.name}) and no images in {images_dir}")
-    return [GalleryImage(str(p.relative_to(images_dir)), f"local:{i}") for i, p in enumerate(files)]
 
 
 class ChatLoop:
@@ -334,8 +314,6 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
     out = stdout or sys.stdout
     check_backend_arguments(args)
     if getattr(args, "index", None) is not None:  # a stored gallery (`minterpr index build`): no re-embedding
-        from minterpr.cli.index import open_for_chat
-
         backend, scoring, index = open_for_chat(args)  # refuses a store another model built
     else:
         images_dir = Path(args.images)
@@ -409,3 +387,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                  "as DIR/turn_<N>.png and print its path")
     p.set_defaults(handler=_handler)
     add_common_options(p, device=True)
+
+
+def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
+    """``chat --index DIR``: (backend, scoring, index) of ``--run`` and the store, which must be
+    one that model built (DatasetError otherwise: one line, exit 2)."""
+    from minterpr.index.store.gallery_store import load_gallery
+
+    if getattr(args, "backend", None) is not None or getattr(args, "run", None) is None:  # --run has a default
+        raise CLIError("--index needs --run RUN: the model that built the store embeds the queries")
+    if not Path(args.index).is_dir():
+        raise CLIError(f"gallery store not found: {args.index} (build one with `minterpr index build`)")
+    pipeline = load_model(args)
+    index = load_gallery(args.index, expected_fingerprint=pipeline.model_fingerprint)
+    return pipeline.backend, pipeline.rerank_config(), index

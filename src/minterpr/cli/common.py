@@ -1,4 +1,7 @@
-"""Options every ``minterpr`` command shares, and what they do.
+"""What every ``minterpr`` command shares: options and what they do, output, :class:`CLIError`, and
+loading a trained model (:func:`load_model`, through ``load_pipeline``). Commands import this
+module (and the narrower :mod:`~minterpr.cli.service_state`, :mod:`~minterpr.cli.demo_world`),
+never each other.
 
 :func:`add_common_options` gives a command, after its handler is set:
 
@@ -46,9 +49,16 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import Any, Callable, TextIO
+from typing import TYPE_CHECKING, Any, Callable, TextIO
 
+from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
+from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
+from minterpr.types import GalleryImage
+
+if TYPE_CHECKING:  # torch-heavy: loaded with a model
+    from minterpr.runtime.pipeline import Pipeline
+    from minterpr.runtime.run import RunExtras
 
 LOGGER_NAME = "minterpr"  # the package's logger: every module logs under it (minterpr.cli.eval, ...)
 STDOUT = "-"  # --json - : the report to stdout
@@ -60,7 +70,7 @@ _JSON_STDOUT: contextvars.ContextVar[TextIO | None] = contextvars.ContextVar("mi
 # naming the extra, not a traceback minutes later); the weights packages name themselves
 EXTRAS: dict[str, tuple[str, ...]] = {
     "model": ("torch", "transformers", "safetensors"),
-    "serve": ("fastapi", "uvicorn", "sqlalchemy", "jinja2", "multipart"),
+    "serve": ("fastapi", "uvicorn", "sqlalchemy", "jinja2", "multipart", "alembic", "argon2", "prometheus_client"),
     "ingest": ("cv2", "av", "supervision", "trackers", "scipy"),
 }
 
@@ -81,7 +91,7 @@ def require_extras(command: str, extras: tuple[str, ...]) -> None:
             except (ImportError, ValueError):  # a broken or half-removed package
                 found = False
             if not found:
-                raise _cli_error(f"{command} needs the [{extra}] extra ({module} is not installed): "
+                raise CLIError(f"{command} needs the [{extra}] extra ({module} is not installed): "
                                  f"{install_hint(extra)}")
 
 
@@ -92,20 +102,14 @@ def check_output_path(path: str | None, option: str) -> None:
         return
     target = Path(path)
     if target.is_dir():
-        raise _cli_error(f"{option} {path}: is a folder; name a file in it")
+        raise CLIError(f"{option} {path}: is a folder; name a file in it")
     folder = target.parent
     while not folder.exists() and folder != folder.parent:
         folder = folder.parent
     if not folder.is_dir():
-        raise _cli_error(f"{option} {path}: {folder} is not a folder")
+        raise CLIError(f"{option} {path}: {folder} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
-        raise _cli_error(f"{option} {path}: cannot write in {folder} (permission denied)")
-
-
-def _cli_error(message: str) -> Exception:
-    from minterpr.cli.simulate import CLIError  # the command line's one user error (exit 2)
-
-    return CLIError(message)
+        raise CLIError(f"{option} {path}: cannot write in {folder} (permission denied)")
 
 
 def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False, json: bool = False,
@@ -239,5 +243,135 @@ def write_json(target: str | None, data: Any) -> str | None:
     try:
         atomic_write_text(target, text)
     except OSError as err:  # named by the target, never by the temporary file beside it
-        raise _cli_error(f"{target}: cannot write the JSON report: {err.strerror or err}") from None
+        raise CLIError(f"{target}: cannot write the JSON report: {err.strerror or err}") from None
     return target
+
+
+class CLIError(InputError):
+    """A user error on the command line: ``minterpr.cli.main`` prints it as one line, exit code 2."""
+
+
+def add_backend_arguments(parser: argparse.ArgumentParser, default_run: str | None = None) -> None:
+    """--run / --backend / --attribute-noise, shared by simulate and chat (--device: add_common_options);
+    ``default_run``: the model without --run (None: one of --run / --backend is required)."""
+    which = parser.add_mutually_exclusive_group(required=default_run is None)
+    which.add_argument("--run", metavar="RUN_DIR", default=default_run,
+                       help="a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
+                            "'hf-hub:ORG/NAME[@REV]' (the neural pipeline)"
+                            + (f"; default: {default_run}" if default_run else ""))
+    which.add_argument("--backend", choices=("attribute",),
+                       help="no model: the attribute backend over the gallery's ground-truth attributes")
+    parser.add_argument("--attribute-noise", type=float, default=None, metavar="STD",
+                        help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)")
+    add_text_precision_argument(parser)
+
+
+def check_backend_arguments(args: argparse.Namespace) -> None:
+    """Refuse a combination of backend options that cannot work, before any data is read."""
+    if getattr(args, "backend", None) == "attribute" and getattr(args, "text_precision", "fp32") != "fp32":
+        raise CLIError("--text-precision needs --run: the attribute backend encodes no text")
+
+
+def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
+    """The backend chosen on the command line, and the scoring sessions should use with it
+    (a :class:`~minterpr.interaction.reranking.RerankConfig`: the one stored with ``--run``'s
+    model, chosen on val at training time, else the defaults).
+
+    ``--run`` loads through :func:`load_model` (a run directory or a model file): a broken run
+    raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
+    from minterpr.interaction.reranking import RerankConfig
+
+    if args.backend == "attribute":
+        from minterpr.interaction.attribute_backend import AttributeBackend
+
+        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), RerankConfig()
+    pipeline = load_model(args)
+    return pipeline.backend, pipeline.rerank_config()
+
+
+def load_model(args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int | None = None) -> "Pipeline":
+    """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
+    way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
+    where the command has it. A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
+    from minterpr.runtime.pipeline import load_pipeline
+
+    sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
+    return load_pipeline(args.run if run is None else run, device=getattr(args, "device", None) or DEFAULT_DEVICE,
+                         text_precision=getattr(args, "text_precision", "fp32"), **sizes)
+
+
+def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
+                complete: bool = True, progress: bool = True) -> GalleryIndex:
+    """The gallery's index; ``complete``: refuse one with skipped (unreadable) images;
+    ``progress``: a progress bar when stderr is a terminal."""
+    try:
+        index = backend.index_images(images, root=root, progress=progress and sys.stderr.isatty())
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+    # simulate draws its targets from the gallery list: an image left out would shift their positions
+    return index.require_complete("a simulated evaluation") if complete else index
+
+
+def add_text_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """--text-precision, for the commands that encode conversations with a trained model."""
+    parser.add_argument("--text-precision", choices=("fp32", "int8"), default="fp32",
+                        help="the query text encoder's weights on ONNX Runtime (CPU): int8 makes a turn's new "
+                             "utterance ~1.5-2x faster and moves its features a little (default: fp32)")
+
+
+def add_picture_options(parser: argparse.ArgumentParser, what: str) -> None:
+    """--pictures N, --pictures-dir DIR, --pictures-seed S, --pictures-top K."""
+    parser.add_argument("--pictures", type=int, default=0, metavar="N",
+                        help=f"draw a ranked strip (one row per round) for N {what}, a seeded sample")
+    parser.add_argument("--pictures-dir", metavar="DIR", help="where the strips go (DIR/query_<number>.png)")
+    parser.add_argument("--pictures-seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
+    parser.add_argument("--pictures-top", type=int, default=8, metavar="K", help="images per row (default 8)")
+
+
+def check_picture_options(args: argparse.Namespace) -> None:
+    """InputError (exit 2) for picture options that do not go together, before any work is done."""
+    from minterpr.errors import InputError
+
+    if args.pictures < 0 or args.pictures_top < 1:
+        raise InputError("--pictures must be >= 0 and --pictures-top >= 1")
+    if args.pictures and not args.pictures_dir:
+        raise InputError("--pictures N needs --pictures-dir DIR (where the strips go)")
+    if args.pictures_dir and not args.pictures:
+        raise InputError("--pictures-dir needs --pictures N (how many queries to draw)")
+
+
+IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
+
+
+def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[GalleryImage]:
+    """The manifest given, else ``gallery_<split>.jsonl`` in the directory, else every image file in it.
+    A directory minterpr built must be a finished, unchanged build (DatasetError otherwise)."""
+    from minterpr.data.build import check_if_built
+
+    from minterpr.data.formats.gallery import read_gallery
+
+    check_if_built(images_dir)  # a folder without a build marker is read as it is
+    if gallery is not None:
+        return read_gallery(gallery)
+    manifest = images_dir / f"gallery_{split}.jsonl"
+    if manifest.is_file():
+        return read_gallery(manifest)
+    files = sorted(p for p in images_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    if not files:
+        raise CLIError(f"no gallery manifest ({manifest.name}) and no images in {images_dir}")
+    return [GalleryImage(str(p.relative_to(images_dir)), f"local:{i}") for i, p in enumerate(files)]
+
+
+def describe_choices(extras: "RunExtras") -> str:
+    """One line per post-training choice stored with the model
+    (:func:`minterpr.training.post_training.calibrate_and_choose_weight`), for the console."""
+    lines = []
+    if extras.calibration is not None:
+        c = extras.calibration
+        lines.append(f"attribute temperatures fitted on {c.split}: summed slot NLL {c.nll_before:.2f} -> "
+                     f"{c.nll_after:.2f} ({len(c.temperatures)} slots)")
+    if extras.scoring is not None and extras.selection is not None:
+        table = ", ".join(f"w={w}: {r1:.1f}" for w, r1 in extras.selection.r1_last_by_weight.items())
+        lines.append(f"attribute weight {extras.scoring.attribute_weight:g} chosen on {extras.selection.split} "
+                     f"(R@1 after the last round: {table})")
+    return "\n".join(lines)

@@ -26,8 +26,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
-from minterpr.cli.vlm import add_vlm_arguments, format_vlm_usage, vlm_config
+from minterpr.cli.common import (STDOUT, add_common_options, add_picture_options, add_text_precision_argument,
+                                 check_picture_options, load_model, show_progress, write_json)
+from minterpr.cli.vlm_options import add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -58,24 +59,23 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.data.formats.minterpedes import read_minterpedes
     from minterpr.evaluation.report import format_table, plot_metric_per_round
     from minterpr.evaluation.static import evaluate_dialogues, gallery_from_samples
-    from minterpr.runtime.run import load_run
 
     check_picture_options(args)
     run_dir, data = Path(args.run), Path(args.data)
-    trained = load_run(run_dir, device=args.device)  # first: a broken run fails before the data is read
+    trained = load_model(args, run_dir, batch_size=args.batch_size)  # first: a broken run fails before the data
     from minterpr.data.build import check_if_built
 
     check_if_built(data.parent)  # a dataset minterpr built must be finished and unchanged; other folders read as is
     samples = read_minterpedes(data)
     gallery_path = Path(args.gallery) if args.gallery else default_gallery(data)
     gallery = read_gallery(gallery_path) if gallery_path else gallery_from_samples(samples)
-    scoring = trained.extras.scoring_config()  # chosen on the validation split at training time
+    scoring = trained.extras.rerank_config()  # chosen on the validation split at training time
     if args.attribute_weight is not None:
         scoring = dataclasses.replace(scoring, attribute_weight=args.attribute_weight)
     if args.keep_rejected:
         scoring = dataclasses.replace(scoring, rejection=False)
     model = trained.model
-    backend = trained.backend(args.batch_size, text_precision=args.text_precision)
+    backend = trained.backend
     backend.allow_outside_root = args.allow_outside_root  # image paths leaving --image-root are refused otherwise
     protocol = {
         "dataset": str(data.parent), "split": data.stem, "dialogues": str(data),
@@ -94,7 +94,7 @@ def _run(args: argparse.Namespace) -> int:
         protocol["vlm"] = vlm.config.to_dict()
     report = evaluate_dialogues(backend, samples, gallery, root, protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=show_progress(args), scoring=scoring, observe=recorder,
+                                progress=show_progress(args), reranking=scoring, observe=recorder,
                                 read_facts=None if vlm is None else turn_reader(vlm))
     if vlm is not None:
         report.extra["vlm"] = {"total": vlm.client.usage()}
@@ -113,7 +113,6 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
-# ----- pictures (shared with `minterpr simulate`) -----------------------------------------------
 def _vlm_reader(args: argparse.Namespace) -> Any:
     """The reading use of --vlm-* (a replay has recorded questions and references: reading is the one use)."""
     config = vlm_config(args)
@@ -126,25 +125,7 @@ def _vlm_reader(args: argparse.Namespace) -> Any:
     return VLMAssistant(config)
 
 
-def add_picture_options(parser: argparse.ArgumentParser, what: str) -> None:
-    """--pictures N, --pictures-dir DIR, --pictures-seed S, --pictures-top K."""
-    parser.add_argument("--pictures", type=int, default=0, metavar="N",
-                        help=f"draw a ranked strip (one row per round) for N {what}, a seeded sample")
-    parser.add_argument("--pictures-dir", metavar="DIR", help="where the strips go (DIR/query_<number>.png)")
-    parser.add_argument("--pictures-seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
-    parser.add_argument("--pictures-top", type=int, default=8, metavar="K", help="images per row (default 8)")
-
-
-def check_picture_options(args: argparse.Namespace) -> None:
-    """InputError (exit 2) for picture options that do not go together, before any work is done."""
-    from minterpr.errors import InputError
-
-    if args.pictures < 0 or args.pictures_top < 1:
-        raise InputError("--pictures must be >= 0 and --pictures-top >= 1")
-    if args.pictures and not args.pictures_dir:
-        raise InputError("--pictures N needs --pictures-dir DIR (where the strips go)")
-    if args.pictures_dir and not args.pictures:
-        raise InputError("--pictures-dir needs --pictures N (how many queries to draw)")
+# ----- pictures ------------------------------------------------------------------------------------
 
 
 def _recorder(args: argparse.Namespace, samples: list, gallery: list) -> Any:
@@ -176,13 +157,6 @@ def write_static_pictures(args: argparse.Namespace, recorder: Any, samples: list
             target_person=person, title=f"dialogue {q}, target {person}: rank {ranks}",
             config=StripConfig(top_k=args.pictures_top), allow_outside_root=args.allow_outside_root))
     return paths
-
-
-def add_text_precision_argument(parser: argparse.ArgumentParser) -> None:
-    """--text-precision, for the commands that encode conversations with a trained model."""
-    parser.add_argument("--text-precision", choices=("fp32", "int8"), default="fp32",
-                        help="the query text encoder's weights on ONNX Runtime (CPU): int8 makes a turn's new "
-                             "utterance ~1.5-2x faster and moves its features a little (default: fp32)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

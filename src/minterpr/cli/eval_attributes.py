@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
+from minterpr.cli.common import STDOUT, add_common_options, load_model, show_progress, write_json
 
 log = logging.getLogger(__name__)
 
@@ -82,11 +82,10 @@ def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: boo
 def _run(args: argparse.Namespace) -> int:
     from minterpr.errors import InputError
     from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
-    from minterpr.runtime.run import load_run
 
     gallery = Path(args.gallery)
-    trained = load_run(args.run, device=args.device)  # first: a broken run fails before the data is read
-    backend = trained.backend(args.batch_size)
+    trained = load_model(args, batch_size=args.batch_size)  # first: a broken run fails before the data is read
+    backend = trained.backend
     backend.allow_outside_root = args.allow_outside_root
     root = args.image_root or str(gallery.parent)
     protocol: dict[str, Any] = {

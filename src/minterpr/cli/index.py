@@ -30,15 +30,13 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
-from minterpr.cli.simulate import CLIError
+from minterpr.cli.common import STDOUT, CLIError, add_common_options, gallery_images, show_progress, write_json
 
 DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
 NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embeddings)
 
 
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
-    from minterpr.cli.chat import gallery_images
     from minterpr.index.store.fused_store import build_fused, wants_fused
     from minterpr.index.store.gallery_store import build_vector_index, save_gallery
     from minterpr.runtime.pipeline import load_pipeline
@@ -160,21 +158,6 @@ def _fused_options(text: str) -> dict[str, Any]:
     if not isinstance(value, dict) or set(value) - allowed:
         raise argparse.ArgumentTypeError(f"must be a JSON object with keys among {', '.join(sorted(allowed))}")
     return value
-
-
-def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
-    """``chat --index DIR``: (backend, scoring, index) of ``--run`` and the store, which must be
-    one that model built (DatasetError otherwise: one line, exit 2)."""
-    from minterpr.index.store.gallery_store import load_gallery
-    from minterpr.runtime.run import load_run
-
-    if getattr(args, "run", None) is None:
-        raise CLIError("--index needs --run RUN: the model that built the store embeds the queries")
-    if not Path(args.index).is_dir():
-        raise CLIError(f"gallery store not found: {args.index} (build one with `minterpr index build`)")
-    run = load_run(args.run, device=getattr(args, "device", "cpu"))
-    index = load_gallery(args.index, expected_fingerprint=run.fingerprint)
-    return run.backend(text_precision=getattr(args, "text_precision", "fp32")), run.scoring_config(), index
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

@@ -21,8 +21,7 @@ import shlex
 import sys
 from typing import Any, TextIO
 
-from minterpr.cli.common import add_common_options, show_progress, write_json
-from minterpr.cli.simulate import CLIError
+from minterpr.cli.common import CLIError, add_common_options, show_progress, write_json
 
 
 def _detector_options(pairs: list[str]) -> dict[str, Any]:

@@ -24,6 +24,7 @@ COMMAND_MODULES = (
     "minterpr.cli.eval",
     "minterpr.cli.serve",
     "minterpr.cli.users",
+    "minterpr.cli.db",
     "minterpr.cli.audit",
     "minterpr.cli.eval_attributes",
     "minterpr.cli.adapt",

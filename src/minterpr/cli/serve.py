@@ -1,6 +1,7 @@
 """``minterpr serve``: the search service — JSON API and web page — on uvicorn.
 
     minterpr serve --demo                                  # the demo gallery (built and trained when absent)
+    minterpr serve --demo street [--video V] [--run RUN]   # and beside it a real street video, ingested once
     minterpr serve --data /srv/minterpr --gallery lobby galleries/lobby runs/synthetic --port 8000
     minterpr serve --data /srv/minterpr --create-admin root --no-serve   # password read from the terminal / stdin
     minterpr serve --data /srv/minterpr --retention-days 30 --purge      # apply retention and exit
@@ -20,30 +21,23 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import errno
-import getpass
 import json
 import logging
 import os
 import secrets
 import shlex
 import socket
-import sys
 import threading
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import add_common_options, require_extras, show_progress
-from minterpr.cli.simulate import CLIError
-from minterpr.cli.vlm import add_vlm_arguments, vlm_config
+from minterpr.cli.common import CLIError, add_common_options, require_extras, show_progress
+from minterpr.cli.service_state import add_state_arguments, read_password, require_serve, settings_from
+from minterpr.cli.vlm_options import add_vlm_arguments
 
 log = logging.getLogger(__name__)
 
 DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synthetic capture times of the demo
-
-
-def require_serve() -> None:
-    """CLIError naming the extra when the service's packages are missing."""
-    require_extras("serve", ("serve",))
 
 
 def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
@@ -60,58 +54,13 @@ def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
     return specs
 
 
-def read_password(prompt: str = "password") -> str:
-    """A new password: typed twice on a terminal (not echoed), else one line of standard input."""
-    where = "typed" if sys.stdin is not None and sys.stdin.isatty() else "on standard input"
-    try:
-        if where == "typed":
-            first = getpass.getpass(f"{prompt}: ")
-            if getpass.getpass(f"{prompt} (again): ") != first:
-                raise CLIError("the two passwords differ")
-            line = first
-        else:
-            line = sys.stdin.readline() if sys.stdin is not None else ""
-            if not line:
-                raise CLIError("no password on standard input")
-        line.encode("utf-8")  # a surrogate-escaped byte is no password either
-    except UnicodeError:
-        raise CLIError(f"the password {where} is not UTF-8 text") from None
-    return line.rstrip("\r\n")
-
-
-def cli_actor() -> str:
-    """Who a change made on the command line is audited as: the operating-system user (``os:NAME``,
-    never mistaken for a service account)."""
-    try:
-        return f"os:{getpass.getuser()}"
-    except (KeyError, OSError):  # no name for this uid (a bare container)
-        return f"os:uid {os.getuid()}" if hasattr(os, "getuid") else "os:unknown"
-
-
-def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
-    from minterpr.serving.settings import ServeSettings
-
-    return ServeSettings(data_dir=Path(args.data), database_url=getattr(args, "database_url", None),
-                         cookie_secure=getattr(args, "cookie_secure", False),
-                         retention_days=getattr(args, "retention_days", None),
-                         torch_threads=getattr(args, "torch_threads", None), vlm=vlm_config(args), **extra)
-
-
-def services_from(args: argparse.Namespace) -> Any:
-    """The service layer over the state folder / database the parsed options name (the serve extra is checked first)."""
-    require_serve()
-    from minterpr.serving.service import build_services
-
-    return build_services(settings_from(args))
-
-
 def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0,
                         progress: bool = True) -> tuple[Path, Path]:
     """The demo's run and stored test gallery, registered as gallery "demo": the world is built and
     the model trained when absent (cached as ``minterpr demo`` caches them, with progress bars on
     stderr unless ``progress`` is false); the store is built once per model, with synthetic capture
     times spread over a day so time filters have something to cut."""
-    from minterpr.cli.demo import build_data, train_model
+    from minterpr.cli.demo_world import build_data, train_model
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
     from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
@@ -237,14 +186,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from minterpr.serving.retention import purge
     from minterpr.serving.service import build_services
 
-    data_dir = Path(args.data)
+    if args.workers != 1:
+        raise CLIError(f"--workers {args.workers}: minterpr serve runs one worker process (its rate limits, live "
+                       "sessions and ingestion queue are in memory); it serves requests on threads, and more "
+                       "servers go behind a load balancer with sticky sessions (docs/service.md)")
     galleries = gallery_specs(args.gallery)  # malformed --gallery: one line before anything starts
     serving = not (args.purge or args.no_serve)
+    settings = settings_from(args, demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
+                             device=args.device)
+    data_dir = Path(settings.data_dir)
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
-    settings = settings_from(args, demo_gallery="demo" if args.demo else None, device=args.device)
     credentials, made_now, described = None, False, None
     try:
-        services = build_services(settings)
+        services = build_services(settings, upgrade=args.upgrade_db)
     except BaseException:
         if sock is not None:
             sock.close()
@@ -257,6 +211,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
         for name, store, run in galleries:
             services.galleries.register(name, store, run, by="minterpr serve --gallery")
             log.info("[serve] gallery %r: %s", name, store)
+        street = None
+        if args.demo == "street":  # checked before the synthetic demo's minutes of work
+            from minterpr.cli.serve_street import street_model, street_video
+
+            street = street_video(args.video), street_model(args.run)
+        elif args.video or args.run:
+            raise CLIError("--video and --run go with --demo street")
         if args.demo:
             log.info("[serve] preparing the demo gallery in %s (built and trained once, then reused)", args.demo_out)
             ensure_demo_gallery(services, args.demo_out, progress=show_progress(args))
@@ -265,9 +226,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
             images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
             described = f"demo gallery ({images} images)"
-        if args.retention_days is not None:
-            report = purge(services, args.retention_days, by="minterpr serve")
-            print(f"[serve] retention {args.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
+            if street is not None:
+                from minterpr.cli.serve_street import STREET_GALLERY, ensure_street_gallery
+
+                ensure_street_gallery(services, *street, progress=show_progress(args))
+                crops = next((g.images for g in services.galleries.list() if g.name == STREET_GALLERY), None)
+                described += f" and street gallery ({crops} crops of {street[0].name})"
+        if settings.retention_days is not None:
+            report = purge(services, settings.retention_days, by="minterpr serve")
+            print(f"[serve] retention {settings.retention_days} days: {json.dumps(report.model_dump())}", flush=True)
         if not serving:
             services.close()
             return 0
@@ -287,11 +254,9 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
     from minterpr.serving.app import create_app
 
     stop = threading.Event()
-    if args.retention_days is not None:
-        threading.Thread(target=_retention_loop, args=(services, args.retention_days, stop), daemon=True).start()
-    app = create_app(settings, services)
-    config = uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1)
-    server = uvicorn.Server(config)
+    if settings.retention_days is not None:
+        threading.Thread(target=_retention_loop, args=(services, settings.retention_days, stop), daemon=True).start()
+    server = uvicorn.Server(server_config(create_app(settings, services), settings, args))
     print(text, flush=True)
     try:
         server.run(sockets=[sock])
@@ -305,6 +270,22 @@ def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: so
     return 0
 
 
+def server_config(app: Any, settings: Any, args: argparse.Namespace) -> Any:
+    """uvicorn's settings: X-Forwarded-For is believed only from ``settings.trusted_proxies`` (uvicorn
+    would otherwise trust it from 127.0.0.1, where the demo listens, and a client could pick the
+    address the login limit counts)."""
+    import uvicorn
+
+    trusted = list(settings.trusted_proxies)
+    extra: dict[str, Any] = {}
+    if getattr(args, "log_format", "text") == "json":
+        from minterpr.serving.logs import json_log_config
+
+        extra["log_config"] = json_log_config(uvicorn_level(args))
+    return uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1,
+                          proxy_headers=bool(trusted), forwarded_allow_ips=trusted or [], **extra)
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("serve", help="the search service: web page and JSON API",
                                    description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
@@ -312,7 +293,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_state_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--demo", action="store_true", help="serve the demo gallery (built and trained when absent)")
+    parser.add_argument("--demo", nargs="?", const="synthetic", choices=("synthetic", "street"),
+                        help="serve the demo gallery (built and trained when absent); 'street' adds a real street "
+                             "video ingested beside it (docs/ingest.md)")
+    parser.add_argument("--video", metavar="PATH", help="--demo street: the video (default: vtest.avi, see docs)")
+    parser.add_argument("--run", metavar="RUN", help="--demo street: the model for real footage (default: the "
+                                                     "shipped one in models/)")
     parser.add_argument("--demo-out", default="outputs/demo", metavar="DIR", help="the demo's cache (default outputs/demo)")
     parser.add_argument("--gallery", nargs="+", action="append", metavar="NAME STORE [RUN]",
                         help="register a gallery store built by RUN (minterpr index build) under NAME; without RUN "
@@ -322,7 +308,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                                         "than N days at start and daily")
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
-    parser.add_argument("--cookie-secure", action="store_true", help="mark cookies Secure (serving behind TLS)")
+    parser.add_argument("--log-format", choices=("text", "json"), default="text",
+                        help="log lines as text (default) or JSON objects with the request id")
+    parser.add_argument("--workers", type=int, default=1, metavar="N",
+                        help="worker processes: 1 (the only value accepted; requests run on threads)")
+    parser.add_argument("--upgrade-db", action="store_true", help="bring an older database's schema up to date "
+                                                                   "first (default: refuse it; see minterpr db)")
+    parser.add_argument("--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)")
+    parser.add_argument("--trusted-proxy", action="append", metavar="ADDR",
+                        help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
+                             "repeat for several (default: none, the header is ignored)")
     parser.add_argument("--torch-threads", type=int, metavar="N", help="torch threads in the server")
     parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
                         help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "
@@ -332,8 +327,3 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_common_options(parser, device=True)
 
 
-def add_state_arguments(parser: argparse.ArgumentParser) -> None:
-    """--data and --database-url: where the service keeps its state (shared with users / audit)."""
-    parser.add_argument("--data", default="outputs/serve", metavar="DIR",
-                        help="the service's state folder (default outputs/serve)")
-    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: SQLite in --data)")

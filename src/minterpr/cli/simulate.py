@@ -3,7 +3,7 @@
 The gallery is ``DIR/gallery_<split>.jsonl`` (as ``minterpr data synth`` / ``data peta`` write
 it); targets are one image per identity (``--limit N`` draws N of them, seeded), or, with
 ``--simulator replay``, the recorded dialogues of ``DIR/<split>.jsonl``. The model is a trained
-run (``--run RUN_DIR`` or a model file, through ``minterpr.runtime.run.load_run``, scoring with
+run (``--run RUN_DIR`` or a model file, through ``load_pipeline``, scoring with
 the configuration stored with it) or the attribute backend over ground truth (``--backend
 attribute``, optionally ``--attribute-noise``). ``--pictures N --pictures-dir DIR`` draws a
 ranked strip for N of the targets (a seeded sample): each round's turn, the session's top-k
@@ -22,76 +22,19 @@ import dataclasses
 import json
 import logging
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import STDOUT, add_common_options, show_progress, write_json
-from minterpr.cli.eval import add_picture_options, add_text_precision_argument, check_picture_options
-from minterpr.cli.vlm import add_vlm_arguments, format_vlm_usage, vlm_config
+from minterpr.cli.common import (STDOUT, CLIError, add_backend_arguments, add_common_options, add_picture_options,
+                                 build_index, check_backend_arguments, check_picture_options, load_backend,
+                                 show_progress, write_json)
+from minterpr.cli.vlm_options import add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
-from minterpr.errors import InputError
-from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
+from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import GalleryImage
 
 log = logging.getLogger(__name__)
-
-
-class CLIError(InputError):
-    """A user error on the command line: ``minterpr.cli.main`` prints it as one line, exit code 2."""
-
-
-def add_backend_arguments(parser: argparse.ArgumentParser, default_run: str | None = None) -> None:
-    """--run / --backend / --attribute-noise, shared by simulate and chat (--device: add_common_options);
-    ``default_run``: the model without --run (None: one of --run / --backend is required)."""
-    which = parser.add_mutually_exclusive_group(required=default_run is None)
-    which.add_argument("--run", metavar="RUN_DIR", default=default_run,
-                       help="a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
-                            "'hf-hub:ORG/NAME[@REV]' (the neural pipeline)"
-                            + (f"; default: {default_run}" if default_run else ""))
-    which.add_argument("--backend", choices=("attribute",),
-                       help="no model: the attribute backend over the gallery's ground-truth attributes")
-    parser.add_argument("--attribute-noise", type=float, default=None, metavar="STD",
-                        help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)")
-    add_text_precision_argument(parser)
-
-
-def check_backend_arguments(args: argparse.Namespace) -> None:
-    """Refuse a combination of backend options that cannot work, before any data is read."""
-    if getattr(args, "backend", None) == "attribute" and getattr(args, "text_precision", "fp32") != "fp32":
-        raise CLIError("--text-precision needs --run: the attribute backend encodes no text")
-
-
-def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
-    """The backend chosen on the command line, and the scoring sessions should use with it
-    (a :class:`~minterpr.evaluation.scoring.ScoringConfig`: the one stored with ``--run``'s
-    model, chosen on val at training time, else the defaults).
-
-    ``--run`` loads through :func:`minterpr.runtime.run.load_run` (a run directory or a model
-    file): a broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
-    from minterpr.evaluation.scoring import ScoringConfig
-
-    if args.backend == "attribute":
-        from minterpr.interaction.attribute_backend import AttributeBackend
-
-        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), ScoringConfig()
-    from minterpr.runtime.run import load_run
-
-    run = load_run(args.run, device=getattr(args, "device", "cpu"))
-    return run.backend(text_precision=getattr(args, "text_precision", "fp32")), run.scoring_config()
-
-
-def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
-                complete: bool = True, progress: bool = True) -> GalleryIndex:
-    """The gallery's index; ``complete``: refuse one with skipped (unreadable) images;
-    ``progress``: a progress bar when stderr is a terminal."""
-    try:
-        index = backend.index_images(images, root=root, progress=progress and sys.stderr.isatty())
-    except ValueError as err:
-        raise CLIError(str(err)) from None
-    # simulate draws its targets from the gallery list: an image left out would shift their positions
-    return index.require_complete("a simulated evaluation") if complete else index
 
 
 def _gallery(data_dir: Path, split: str) -> list[GalleryImage]:
@@ -147,7 +90,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
-                  rerank=_rerank_config(args, stored),
+                  reranking=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
                             **({"run": args.run} if args.run else {}),
                             **({"vlm_captions": args.vlm_captions, "vlm_caption_weight": args.vlm_caption_weight}

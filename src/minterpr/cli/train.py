@@ -18,13 +18,9 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-from minterpr.cli.common import add_common_options
+from minterpr.cli.common import add_common_options, describe_choices
 from minterpr.errors import InputError
-
-if TYPE_CHECKING:  # the CLI imports torch-heavy modules only when a command runs
-    from minterpr.runtime.run import RunExtras
 
 
 def _load(args: argparse.Namespace):  # -> TrainConfig
@@ -81,21 +77,6 @@ def run(args: argparse.Namespace) -> int:
             return 2
         print(describe_choices(extras))
     return 0
-
-
-def describe_choices(extras: "RunExtras") -> str:
-    """One line per post-training choice stored with the model
-    (:func:`minterpr.training.post_training.calibrate_and_choose_weight`), for the console."""
-    lines = []
-    if extras.calibration is not None:
-        c = extras.calibration
-        lines.append(f"attribute temperatures fitted on {c.split}: summed slot NLL {c.nll_before:.2f} -> "
-                     f"{c.nll_after:.2f} ({len(c.temperatures)} slots)")
-    if extras.scoring is not None and extras.selection is not None:
-        table = ", ".join(f"w={w}: {r1:.1f}" for w, r1 in extras.selection.r1_last_by_weight.items())
-        lines.append(f"attribute weight {extras.scoring.attribute_weight:g} chosen on {extras.selection.split} "
-                     f"(R@1 after the last round: {table})")
-    return "\n".join(lines)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

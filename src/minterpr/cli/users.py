@@ -13,7 +13,7 @@ import sys
 from typing import TextIO
 
 from minterpr.cli.common import add_common_options, write_json
-from minterpr.cli.serve import add_state_arguments, cli_actor, read_password, services_from
+from minterpr.cli.service_state import add_state_arguments, cli_actor, read_password, services_from
 
 
 def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:

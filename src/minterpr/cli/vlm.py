@@ -1,7 +1,6 @@
-"""``minterpr vlm caption``, and the ``--vlm-*`` options ``simulate``, ``eval`` and ``serve`` share.
+"""``minterpr vlm caption`` (the ``--vlm-*`` options it shares with ``simulate``, ``eval``, ``chat``
+and ``serve`` live in :mod:`minterpr.cli.vlm_options`).
 
-``--vlm-url URL --vlm-model NAME [--vlm-key-env VAR] --vlm-uses reading,asking,anchor,rerank`` plug
-in an OpenAI-compatible endpoint (docs/vlm.md); without ``--vlm-url`` nothing changes.
 ``minterpr vlm caption`` asks every crop of a gallery manifest the ontology's questions (CTGI's
 MTG) and appends captions and per-slot evidence to a JSONL file, resuming where a stopped run ended.
 
@@ -14,53 +13,9 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
-
 from minterpr.cli.common import add_common_options, write_json
+from minterpr.cli.vlm_options import add_vlm_arguments, vlm_config
 from minterpr.errors import InputError
-
-
-def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: str | None = "reading,asking") -> None:
-    """The endpoint options; ``uses`` is --vlm-uses' default (None: a command with one use of its own)."""
-    group = parser.add_argument_group("vision-language model (optional; docs/vlm.md)")
-    group.add_argument("--vlm-url", metavar="URL", help="an OpenAI-compatible base URL, e.g. http://localhost:11434/v1")
-    group.add_argument("--vlm-model", metavar="NAME", help="the model name the server knows")
-    group.add_argument("--vlm-key-env", metavar="VAR", help="the NAME of the environment variable holding the API key")
-    if uses is not None:
-        group.add_argument("--vlm-uses", default=uses, metavar="USES",
-                           help=f"comma-separated: reading, asking, anchor, rerank (default: {uses})")
-    group.add_argument("--vlm-deadline", type=float, default=None, metavar="S",
-                       help="longest a turn (or a crop) waits for the model (default: 10)")
-    group.add_argument("--vlm-cache", metavar="FILE.json", help="keep the model's answers in FILE across runs")
-
-
-def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
-    """The VLMConfig of the command line, or None without --vlm-url; InputError for half a configuration."""
-    url = getattr(args, "vlm_url", None)
-    if url is None:
-        if getattr(args, "vlm_model", None):
-            raise InputError("--vlm-model needs --vlm-url (the endpoint to ask)")
-        return None
-    if not getattr(args, "vlm_model", None):
-        raise InputError("--vlm-url needs --vlm-model (the model name the server knows)")
-    from minterpr.vlm.config import VLMConfig, parse_uses
-    options: dict[str, Any] = {}
-    if args.vlm_deadline is not None:
-        options["turn_deadline_s"] = args.vlm_deadline
-        options["timeout_s"] = args.vlm_deadline
-    return VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
-                     uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache, **options)
-
-
-def format_vlm_usage(usage: dict[str, Any]) -> str:
-    """One line: the model's calls, tokens, latency and fallbacks (per turn when known)."""
-    if usage.get("turns"):
-        t = usage["per_turn"]
-        return (f"vlm: {usage['turns']} turns, per turn {t['calls']:.2f} calls ({t['cached']:.2f} cached, "
-                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms")
-    t = usage["total"]
-    return (f"vlm: {t['calls']} calls ({t['cached']} cached, {t['failed']} fell back), "
-            f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, {t['latency_s']:.1f} s")
 
 
 def cmd_caption(args: argparse.Namespace) -> int:

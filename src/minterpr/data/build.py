@@ -48,7 +48,6 @@ import fnmatch
 import hashlib
 import json
 import os
-import re
 import shlex
 from dataclasses import asdict
 from pathlib import Path
@@ -356,7 +355,3 @@ def dialogue_config_dict(config: DialogueSynthesisConfig) -> dict:
     if out.get("description_style") == "synthetic":  # the default: builds made before the option keep their marker
         del out["description_style"]
     return out
-
-
-def safe_name(text: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", text)

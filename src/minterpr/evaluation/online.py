@@ -6,8 +6,8 @@ targets form one (Q, G) matrix, fed to :func:`~minterpr.evaluation.metrics.per_r
 one round at a time (all sessions advance together, so only one round's scores exist at once).
 The report records the whole protocol: simulator and its rates, rounds, policies, schedule,
 re-ranking switches, backend and seed. Sessions score with the one scoring configuration
-(``rerank``: a :class:`~minterpr.interaction.reranking.RerankConfig`, the same class and defaults
-as static evaluation's ``ScoringConfig``), so a model's stored config scores both alike.
+(``reranking``: a :class:`~minterpr.interaction.reranking.RerankConfig`, the same class and defaults
+as static evaluation's), so a model's stored config scores both alike.
 
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend
@@ -39,7 +39,7 @@ from minterpr.types import GalleryImage
 from minterpr.vlm.config import VLMConfig
 
 # Settings compared by `minterpr simulate --compare`: name -> simulate() keyword arguments, where
-# "rerank_changes" switches fields of the shared re-ranking config (compare's ``rerank``) instead
+# "rerank_changes" switches fields of the shared re-ranking config (compare's ``reranking``) instead
 # of replacing it, so a setting like "no anchor" keeps the caller's attribute weight.
 DEFAULT_COMPARISON: dict[str, dict[str, Any]] = {
     "auto: info_gain + diverse": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto"},
@@ -52,7 +52,7 @@ DEFAULT_COMPARISON: dict[str, dict[str, Any]] = {
     "references: uncertain": {"reference_policy": "uncertain", "schedule": "references"},
     "both: alternate": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "alternate"},
     "auto, no re-ranking": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
-                            "rerank": RerankConfig.off()},
+                            "reranking": RerankConfig.off()},
     # each re-ranking term switched off alone (the others on)
     "auto, no attribute evidence": {"question_policy": "info_gain", "reference_policy": "diverse",
                                     "schedule": "auto", "rerank_changes": {"attributes": False}},
@@ -78,7 +78,7 @@ def _backend_protocol(backend: RetrievalBackend) -> dict[str, Any]:
 def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[GalleryImage], *, rounds: int = 5,
              question_policy: str = "info_gain", reference_policy: str = "diverse",
              simulator: str | Simulator = "oracle", simulator_options: Mapping[str, Any] | None = None,
-             rerank: RerankConfig = RerankConfig(), schedule: str | Sequence[str] | Schedule = "auto",
+             reranking: RerankConfig = RerankConfig(), schedule: str | Sequence[str] | Schedule = "auto",
              num_references: int = 3, seed: int = 0, protocol: Mapping[str, Any] | None = None,
              observe: Callable[[int, Sequence[Session]], None] | None = None,
              vlm: VLMConfig | None = None) -> EvaluationReport:
@@ -104,7 +104,7 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
         simulator = SIMULATORS.create(simulator, **dict(simulator_options or {}))
     elif simulator_options:
         raise InputError("simulator_options only apply when the simulator is given by name")
-    options = dict(question_policy=question_policy, reference_policy=reference_policy, reranking=rerank,
+    options = dict(question_policy=question_policy, reference_policy=reference_policy, reranking=reranking,
                    seed=seed, schedule=schedule, num_references=num_references)
     models = vlm_sessions(vlm, len(targets))
     sessions = [Session(backend, index, **options, vlm=model) for model in models]
@@ -158,13 +158,13 @@ def compare(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[Ga
     """Run :func:`simulate` once per named setting (``common`` keyword arguments shared); name -> report.
     ``observers(name)``, when given, returns the ``observe`` of that setting's run (or None)."""
     settings = DEFAULT_COMPARISON if settings is None else settings
-    base: RerankConfig = common.get("rerank", RerankConfig())
+    base: RerankConfig = common.get("reranking", RerankConfig())
     reports = {}
     for name, options in settings.items():
         options = dict(options)
         changes = options.pop("rerank_changes", None)
         if changes is not None:
-            options["rerank"] = base.with_(**changes)
+            options["reranking"] = base.with_(**changes)
         if observers is not None:
             options["observe"] = observers(name)
         reports[name] = simulate(backend, index, targets, **{**common, **options})

@@ -9,11 +9,11 @@ images so far:
 near-duplicates demoted (rejected ones kept below the best image not rejected), anchor
 refinement, confirmed images pinned first.
 
-``ScoringConfig`` is the same class as :class:`~minterpr.interaction.reranking.RerankConfig`
-(one set of defaults). ``w`` (``attribute_weight``) is chosen on a validation split
+The configuration is :class:`~minterpr.interaction.reranking.RerankConfig` (one name, one set
+of defaults). ``w`` (``attribute_weight``) is chosen on a validation split
 (:func:`minterpr.evaluation.static.select_attribute_weight`) and stored with the model
-(checkpoint extra ``"scoring"``: ``ScoringConfig.to_dict()``, read back by
-``ScoringConfig.from_dict``, which also reads the older ``{"attribute_weight", "prob_floor",
+(checkpoint extra ``"scoring"``: ``RerankConfig.to_dict()``, read back by
+``RerankConfig.from_dict``, which also reads the older ``{"attribute_weight", "prob_floor",
 "reject_references"}`` form; a model that stores none gets the defaults).
 
 Example:
@@ -25,7 +25,7 @@ Example:
     >>> ll = round_log_likelihoods([DescriptionTurn("a man in a red shirt")], probs)  # (R, N)
     >>> int(np.argmax(ll[0]))
     1
-    >>> ScoringConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.02, "reject_references": True}).rejection
+    >>> RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.02, "reject_references": True}).rejection
     True
 """
 from __future__ import annotations
@@ -41,11 +41,9 @@ from minterpr.language.evidence import PROB_FLOOR
 from minterpr.interaction.reranking import FactLikelihoods, RerankConfig
 from minterpr.types import Turn
 
-ScoringConfig = RerankConfig  # the one scoring configuration, under the name evaluation has always used
-
 DEFAULT_WEIGHT_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)  # w candidates tried on the validation split
 
-__all__ = ["DEFAULT_WEIGHT_GRID", "ScoringConfig", "round_log_likelihoods"]
+__all__ = ["DEFAULT_WEIGHT_GRID", "round_log_likelihoods"]
 
 
 def round_log_likelihoods(turns: Sequence[Turn], attribute_probs: np.ndarray,

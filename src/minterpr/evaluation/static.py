@@ -11,7 +11,7 @@ all queries and the rounds remain comparable. ``protocol["ended_dialogues"]`` re
 Scores: each round is scored exactly as a :class:`~minterpr.interaction.session.Session` fed the
 same turns would score it — one scoring path,
 :func:`~minterpr.interaction.reranking.rerank_rows`, with one configuration
-(:class:`~minterpr.evaluation.scoring.ScoringConfig`, the sessions' ``RerankConfig``): the
+(:class:`~minterpr.interaction.reranking.RerankConfig`, the sessions' one): the
 query-image cosine, plus ``w`` times the attribute log-likelihood of the distinct facts parsed
 from the replayed turns so far (:func:`~minterpr.language.dialogue_acts.turn_facts`), with the
 user's judgements of the reference images so far (the latest
@@ -53,7 +53,8 @@ from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
-from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID, ScoringConfig
+from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
+from minterpr.interaction.reranking import RerankConfig
 from minterpr.language.dialogue_acts import round_judgements, turn_facts
 from minterpr.interaction.reranking import FactLikelihoods, Similarities, rerank_rows
 from minterpr.types import GalleryImage, RetrievalSample, Turn
@@ -169,7 +170,7 @@ class _Replay:
             self._fact_matrix = (floor, matrix)
         return self._fact_matrix[1]
 
-    def round_scores(self, scoring: ScoringConfig) -> Iterator[np.ndarray]:
+    def round_scores(self, scoring: RerankConfig) -> Iterator[np.ndarray]:
         """(Q, G) final scores of rounds 0, 1, ...: ``rerank_rows`` on the dialogues still talking."""
         lengths = np.array([len(t) for t in self.turns])
         use_facts = scoring.attributes and self.attribute_probs is not None and len(self.facts) > 0
@@ -217,7 +218,7 @@ class _Replay:
         for rows, ids in by_position:  # each dialogue appears once per position
             loglik[rows] += matrix[ids]
 
-    def metrics(self, scoring: ScoringConfig, observe: Callable[[int, np.ndarray], None] | None = None
+    def metrics(self, scoring: RerankConfig, observe: Callable[[int, np.ndarray], None] | None = None
                 ) -> dict[str, Any]:
         rounds = self.round_scores(scoring)
         return per_round_metrics(rounds if observe is None else _observed(rounds, observe), self.query_pids,
@@ -235,27 +236,27 @@ def _observed(rounds: Iterator[np.ndarray], observe: Callable[[int, np.ndarray],
 
 
 def replay_scores(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
-                  image_root: str | os.PathLike[str] | None = None, *, scoring: ScoringConfig | None = None,
+                  image_root: str | os.PathLike[str] | None = None, *, reranking: RerankConfig | None = None,
                   max_rounds: int | None = None, description_only: bool = False) -> list[np.ndarray]:
     """The (Q, G) final scores of every replayed round (what :func:`evaluate_dialogues` ranks),
     float64, gallery order: row q of round r is what a ``Session`` fed the first r + 1 turns of
     dialogue q would score (an ended dialogue keeps its last row). Keeps every round in memory.
     """
     replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, False)
-    return list(replay.round_scores(ScoringConfig() if scoring is None else scoring))
+    return list(replay.round_scores(RerankConfig() if reranking is None else reranking))
 
 
 def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
                        image_root: str | os.PathLike[str] | None, protocol: Mapping[str, Any] | None = None, *,
                        max_rounds: int | None = None, description_only: bool = False,
-                       progress: bool = False, scoring: ScoringConfig | None = None,
+                       progress: bool = False, reranking: RerankConfig | None = None,
                        observe: Callable[[int, np.ndarray], None] | None = None,
                        read_facts: Callable[[Turn], Sequence[Fact]] | None = None) -> EvaluationReport:
     """Replay ``samples`` round by round with ``backend`` (a RetrievalBackend) against the gallery.
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
     gallery's person id of its image (the manifest is the truth), else the sample's.
-    ``scoring`` (default: ``ScoringConfig()``, the sessions' defaults) says how rounds are scored
+    ``reranking`` (default: ``RerankConfig()``, the sessions' defaults) says how rounds are scored
     (see the module doc); the attribute term needs an index with ``attribute_probs``, else it is
     skipped, as in a session (``protocol["attribute_evidence"]`` says whether it applied).
     ``protocol`` (dataset, split, model, ...) is recorded in the report with what this adds:
@@ -265,9 +266,9 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
     :class:`~minterpr.evaluation.pictures.RankRecorder` keeping a few queries' rankings).
     ``read_facts(turn)``, when given, adds facts to the rule reader's (a VLM's reading, minterpr.vlm).
     """
-    scoring = ScoringConfig() if scoring is None else scoring
-    if not isinstance(scoring, ScoringConfig):
-        raise InputError(f"scoring must be a ScoringConfig, got {type(scoring).__name__}")
+    scoring = RerankConfig() if reranking is None else reranking
+    if not isinstance(scoring, RerankConfig):
+        raise InputError(f"reranking must be a RerankConfig, got {type(scoring).__name__}")
     replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress,
                      read_facts=read_facts)
     result = replay.metrics(scoring, observe)
@@ -282,12 +283,12 @@ def select_attribute_weight(backend: Any, samples: Sequence[RetrievalSample], ga
                             image_root: str | os.PathLike[str] | None,
                             grid: Sequence[float] = DEFAULT_WEIGHT_GRID, *, prob_floor: float | None = None,
                             progress: bool = False, index: Any = None, queries: Sequence[np.ndarray] | None = None,
-                            base: ScoringConfig | None = None) -> tuple[ScoringConfig, dict[float, float]]:
+                            reranking: RerankConfig | None = None) -> tuple[RerankConfig, dict[float, float]]:
     """The ``attribute_weight`` of ``grid`` with the best R@1 after the last round (ties: mean R@1
     over rounds), and every candidate's R@1@last. Use a validation split, never the test split.
 
-    Every candidate is ``base`` (default: ``ScoringConfig()``; ``prob_floor`` overrides its floor)
-    with the attributes on and that weight; the other terms stay as ``base`` has them, so the
+    Every candidate is ``reranking`` (default: ``RerankConfig()``; ``prob_floor`` overrides its floor)
+    with the attributes on and that weight; the other terms stay as ``reranking`` has them, so the
     weight is chosen for the scoring sessions and ``evaluate_dialogues`` apply. Returns that
     whole config (store its ``to_dict()``).
 
@@ -295,7 +296,7 @@ def select_attribute_weight(backend: Any, samples: Sequence[RetrievalSample], ga
     Outputs the caller already has skip that work: ``index`` (the gallery indexed by the same
     model) and ``queries`` (per dialogue, its (R_i, D) queries); with both, ``backend`` is unused.
     """
-    base = ScoringConfig() if base is None else base
+    base = RerankConfig() if reranking is None else reranking
     if prob_floor is not None:
         base = base.with_(prob_floor=prob_floor)
     if not grid:

@@ -4,7 +4,7 @@ This is the one scoring path of minterpr: a :class:`~minterpr.interaction.sessio
 scores every turn with :func:`rerank`, and the static replay of recorded dialogues
 (:mod:`minterpr.evaluation.static`) scores every round with :func:`rerank_rows`, the same
 function on many conversations at once, so a replayed dialogue and a session fed the same turns
-give the same scores. One :class:`RerankConfig` (alias ``minterpr.evaluation.scoring.ScoringConfig``)
+give the same scores. One :class:`RerankConfig`
 with one set of defaults says which evidence joins the backend's cosine score:
 
 * attribute likelihood — every distinct parsed fact is evidence about each image through the
@@ -243,11 +243,6 @@ class Similarities:
             matrix[missing, missing] = True
             self._dup_done[missing] = True
         return matrix[images]
-
-
-def near_duplicates(index: GalleryIndex, i: int, threshold: float) -> np.ndarray:
-    """(N,) bool: images whose embedding cosine with image i exceeds ``threshold`` (i included)."""
-    return Similarities(index).duplicates([i], threshold)[0]
 
 
 def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],

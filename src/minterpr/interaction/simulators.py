@@ -4,7 +4,9 @@
   :mod:`minterpr.language.utterances` (the synthesiser's language); it recognises the target's
   identity when shown; ``dont_know_rate`` / ``wrong_answer_rate`` make it imperfect.
 * ``witness`` knows only a text description of the target (a caption, or one written from
-  ground truth): it answers only what that text says and gives feedback only on those slots.
+  ground truth): it answers only what that text says and gives feedback only on those slots;
+  given ``knowledge`` (labelled attributes), it opens with the caption but answers and corrects
+  from those (the street benchmark's witness, :mod:`minterpr.ingest.street_search`).
 * ``replay`` plays back a recorded MInterPEDES dialogue (the offline protocol): the recorded
   description, Q&A turns and reference turns in order, whatever the system asks.
 
@@ -177,6 +179,7 @@ class WitnessSimulator:
     """Knows only a text description of the target (see the module doc)."""
 
     captions: Mapping[str, str] | None = None  # target path -> what the witness knows; None: written from ground truth
+    knowledge: Mapping[str, Attributes] | None = None  # target path -> what it remembers (answers, corrections); None: the caption's facts
     caption_slots: int = 6  # slots of a caption written from ground truth (CUHK captions name about this many)
     initial_slots: int | None = None  # None: round 0 is the whole caption; k: only k known slots, the rest held back
     vague_rate: float = 0.25  # vague colours in written captions ("dark top": the witness cannot answer which)
@@ -201,7 +204,8 @@ class WitnessSimulator:
     def user(self, target: GalleryImage, index: GalleryIndex, *, query: int, seed: int) -> SimulatedUser:
         rng = random.Random(f"witness:{seed}:{query}")
         caption = self.caption_for(target, rng)
-        knows = knowledge_from_text(caption)
+        knows = dict(self.knowledge[target.path]) if self.knowledge is not None and target.path in self.knowledge \
+            else knowledge_from_text(caption)
         opening = caption
         if self.initial_slots is not None and knows:
             slots = list(knows)[: self.initial_slots]
@@ -211,6 +215,7 @@ class WitnessSimulator:
 
     def describe_protocol(self) -> dict[str, Any]:
         return {"simulator": self.name, "captions": "given" if self.captions is not None else "from ground truth",
+                "knowledge": "given" if self.knowledge is not None else "the caption's",
                 "caption_slots": self.caption_slots, "initial_slots": self.initial_slots,
                 "vague_rate": self.vague_rate, "dont_know_rate": self.dont_know_rate, "recognises": self.recognises}
 

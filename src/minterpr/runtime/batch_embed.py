@@ -41,6 +41,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.errors import DatasetError, ImageError, InputError
 from minterpr.fileio import atomic_write, atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE
 from minterpr.runtime.pipeline import load_pipeline
 from minterpr.types import GalleryImage
 
@@ -246,7 +247,7 @@ def _shards(n: int, shard_size: int) -> Iterator[tuple[int, int]]:
 
 
 def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage | str], root: str | None,
-                  out_dir: str | os.PathLike[str], *, engine: str = "local", batch_size: int = 64,
+                  out_dir: str | os.PathLike[str], *, engine: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
                   shard_size: int = 4096, num_actors: int = 2, device: str = "cpu", progress: bool = True,
                   resume: bool = True) -> EmbeddedGallery:
     """Embed ``images`` (paths relative to ``root``, or GalleryImage records) with the run in

@@ -48,6 +48,11 @@ T = TypeVar("T")
 
 IMAGE_ENGINES = ("torch", "onnx", "auto")  # what runs the image network (see NeuralBackend)
 CPU_FORWARD_BATCH = 8  # images per network call on CPU: fastest of 8..64 on 2 cores (bench_encode.py)
+DEFAULT_BATCH_SIZE = 64  # images per batch of index_images (and per shard batch of batch_embed)
+# the engine of a loaded run's backend unless told (load_pipeline, TrainedRun.backend): ONNX Runtime
+# on CPU when installed, same results as "torch" to ~1e-6; NeuralBackend itself defaults to "torch",
+# the reference every fast path is tested against
+RUN_ENGINE = "auto"
 
 if TYPE_CHECKING:  # torch stays an optional dependency of minterpr.index
     import torch
@@ -89,7 +94,7 @@ class NeuralBackend:
     """
 
     def __init__(
-        self, model: "RetrievalModel", *, device: "str | torch.device" = "cpu", batch_size: int = 64,
+        self, model: "RetrievalModel", *, device: "str | torch.device" = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
         text_cache_size: int = 4096, allow_outside_root: bool = False, engine: str = "torch",
         onnx_cache: "str | os.PathLike[str] | None" = None, forward_batch: int | None = None,
         text_precision: str = "fp32",

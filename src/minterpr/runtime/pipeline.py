@@ -15,29 +15,37 @@ import os
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
 from minterpr.runtime.run import RunExtras, load_run
 from minterpr.types import GalleryImage
+
+if TYPE_CHECKING:  # for type checkers only: sessions and models load when used
+    from minterpr.interaction.reranking import RerankConfig
+    from minterpr.interaction.session import Session
+    from minterpr.models.query_model import RetrievalModel
+    from minterpr.runtime.neural_backend import NeuralBackend
 
 
 @dataclass
 class Pipeline:
     """A trained model ready to index galleries and run search sessions."""
 
-    backend: Any  # minterpr.runtime.neural_backend.NeuralBackend (a RetrievalBackend)
+    backend: "NeuralBackend"  # the model as a RetrievalBackend
     run_dir: Path | None  # where the model came from
     # weight of the attribute evidence in re-ranking: the one `minterpr train` chose on the
     # validation split and stored in model.pt; None = the stored scoring's, else the default
     attribute_weight: float | None = None
     extras: RunExtras = field(default_factory=RunExtras)  # what training stored with the model (scoring, ...)
+    model_path: Path | None = None  # the model file (or exported directory) it was read from
 
-    def rerank_config(self) -> Any:
+    def rerank_config(self) -> "RerankConfig":
         """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default: the
         stored scoring (attribute weight and probability floor), ``attribute_weight`` if set."""
-        config = self.extras.scoring_config()
+        config = self.extras.rerank_config()
         if self.attribute_weight is not None:
             config = dataclasses.replace(config, attribute_weight=self.attribute_weight)
         return config
@@ -50,7 +58,7 @@ class Pipeline:
         return EvidencePolicy.from_calibration(self.extras.calibration)
 
     @property
-    def model(self) -> Any:
+    def model(self) -> "RetrievalModel":
         return self.backend.model
 
     @cached_property
@@ -98,7 +106,7 @@ class Pipeline:
                                  f"got {type(item).__name__}")
         return self.backend.index_images(images, root=root, progress=progress, strict=strict)
 
-    def session(self, gallery: GalleryIndex, **options: Any) -> Any:
+    def session(self, gallery: GalleryIndex, **options: Any) -> "Session":
         """A new interactive :class:`~minterpr.interaction.session.Session` over ``gallery``.
 
         Options are Session's keywords (question_policy, reference_policy, reranking, seed, ...);
@@ -118,7 +126,8 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
     return list(values)
 
 
-def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch_size: int = 64, engine: str = "auto",
+def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
+                  engine: str = RUN_ENGINE,
                   onnx_cache: str | Path | None = None, text_precision: str = "fp32") -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
     model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
@@ -132,4 +141,4 @@ def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch
     run = load_run(run_dir, device=device)
     weight = run.extras.scoring.attribute_weight if run.extras.scoring is not None else None
     backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
-    return Pipeline(backend, run.run_dir, weight, run.extras)
+    return Pipeline(backend, run.run_dir, weight, run.extras, run.model_path)

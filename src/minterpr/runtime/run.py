@@ -24,7 +24,7 @@ Example:
     >>> save_model(create_model("tiny"), run_dir / "model.pt",
     ...            extra={"scoring": {"attribute_weight": 0.1, "prob_floor": 0.05}, "epoch": 2})
     >>> run = load_run(run_dir)
-    >>> run.extras.scoring.attribute_weight, run.extras.other, run.scoring_config().prob_floor
+    >>> run.extras.scoring.attribute_weight, run.extras.other, run.rerank_config().prob_floor
     (0.1, {'epoch': 2}, 0.05)
     >>> load_run(run_dir / "nothing")  # doctest: +ELLIPSIS
     Traceback (most recent call last):
@@ -41,7 +41,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
 from minterpr.errors import InputError, RunError
-from minterpr.evaluation.scoring import ScoringConfig
+from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
+from minterpr.interaction.reranking import RerankConfig
 
 if TYPE_CHECKING:  # torch-heavy: imported when a run is loaded
     from minterpr.runtime.neural_backend import NeuralBackend
@@ -76,7 +77,7 @@ class WeightSelection:
 class RunExtras:
     """The typed ``extra`` of a model file; :meth:`from_dict` / :meth:`to_dict` round-trip it."""
 
-    scoring: ScoringConfig | None = None  # "scoring": chosen on the validation split; None = not stored
+    scoring: RerankConfig | None = None  # "scoring": chosen on the validation split; None = not stored
     calibration: CalibrationRecord | None = None  # "calibration"; None = uncalibrated
     selection: WeightSelection | None = None  # "scoring_selection"; None = the weight was not chosen
     other: dict[str, Any] = field(default_factory=dict)  # every other key, kept as written (stage, epoch, ...)
@@ -105,10 +106,10 @@ class RunExtras:
             out["scoring_selection"] = dataclasses.asdict(self.selection)
         return out
 
-    def scoring_config(self) -> ScoringConfig:
+    def rerank_config(self) -> RerankConfig:
         """How this model scores, in static evaluation and in sessions alike: the stored scoring
         (attribute weight, probability floor, ...), else the defaults."""
-        return self.scoring if self.scoring is not None else ScoringConfig()
+        return self.scoring if self.scoring is not None else RerankConfig()
 
     def model_selection(self) -> dict[str, Any]:
         """How training selected these weights: stage, epoch, selection metric and its value."""
@@ -133,10 +134,10 @@ def _split(value: Any, what: str, source: str | os.PathLike[str]) -> str:
     return value
 
 
-def _scoring(value: Any, source: str | os.PathLike[str]) -> ScoringConfig:
+def _scoring(value: Any, source: str | os.PathLike[str]) -> RerankConfig:
     data = _entry(value, "scoring", source)
     try:
-        return ScoringConfig.from_dict(data)
+        return RerankConfig.from_dict(data)
     except (TypeError, ValueError) as err:
         raise RunError(source, f"malformed extra 'scoring': {err}") from None
 
@@ -175,9 +176,9 @@ class TrainedRun:
     run_dir: Path | None  # the run directory, None when a model file was given
     extras: RunExtras  # the typed checkpoint extras
 
-    def scoring_config(self) -> ScoringConfig:
+    def rerank_config(self) -> RerankConfig:
         """The scoring of sessions and evaluation: the stored one, else the defaults."""
-        return self.extras.scoring_config()
+        return self.extras.rerank_config()
 
     @cached_property
     def fingerprint(self) -> str:
@@ -187,12 +188,12 @@ class TrainedRun:
 
         return model_fingerprint(self.model)
 
-    def backend(self, batch_size: int = 64, **options: Any) -> "NeuralBackend":
+    def backend(self, batch_size: int = DEFAULT_BATCH_SIZE, **options: Any) -> "NeuralBackend":
         """The model as a retrieval backend (indexing, query encoding) on its device; ``options``
         are NeuralBackend's keywords (``engine``: "auto" unless given, ``onnx_cache``, ...)."""
         from minterpr.runtime.neural_backend import NeuralBackend
 
-        options.setdefault("engine", "auto")  # ONNX Runtime on CPU when installed: same results, faster
+        options.setdefault("engine", RUN_ENGINE)  # ONNX Runtime on CPU when installed: same results, faster
         return NeuralBackend(self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size,
                              **options)
 

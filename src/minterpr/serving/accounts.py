@@ -1,7 +1,8 @@
 """Users, logins (cookie tokens) and API keys: created, checked, revoked, audited.
 
 A :class:`Principal` is who a request acts as. :meth:`Accounts.login` checks a password
-(rate-limited per client and username; a failed attempt is audited without the password) and
+(rate-limited per client address and, separately, per username — unknown names included — so
+neither many names from one client nor one name from many clients gets through; a failed attempt is audited without the password) and
 returns a :class:`LoginGrant` whose token goes in the session cookie and whose CSRF token in
 the double-submit cookie. Only hashes of tokens and keys are stored.
 
@@ -33,8 +34,8 @@ from minterpr.serving import audit
 from minterpr.serving.db import ApiKey, Database, Login, User, now
 from minterpr.serving.errors import ApiError
 from minterpr.serving.ratelimit import RateLimiter
-from minterpr.serving.security import (ROLES, check_password_strength, dummy_verify, hash_password, new_token,
-                                       token_hash, verify_password)
+from minterpr.serving.security import (ROLES, check_password_strength, dummy_verify, hash_password, needs_rehash,
+                                       new_token, token_hash, verify_password)
 from minterpr.serving.settings import ServeSettings
 
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{1,63}$")
@@ -70,7 +71,8 @@ class Accounts:
     def __init__(self, db: Database, settings: ServeSettings) -> None:
         self.db = db
         self.settings = settings
-        self.login_limiter = RateLimiter(settings.login_rate)
+        self.login_limiter = RateLimiter(settings.login_rate)  # per account
+        self.client_limiter = RateLimiter(settings.login_client_rate)  # per client address
 
     # ----- users ---------------------------------------------------------------------------------
     def create_user(self, username: str, password: str, role: str, *, by: str | None = None) -> int:
@@ -111,8 +113,9 @@ class Accounts:
 
     # ----- logins --------------------------------------------------------------------------------
     def login(self, username: str, password: str, *, client: str) -> LoginGrant:
-        """Check the password and open a login; 429 when this client tried too often, 401 when wrong."""
-        wait = self.login_limiter.take(f"{client}|{username.lower()}")
+        """Check the password and open a login; 429 when this client or this username was tried too often,
+        401 when wrong."""
+        wait = self.client_limiter.take(client) or self.login_limiter.take(username.lower())
         if wait > 0:
             raise ApiError(429, "rate_limited", f"too many login attempts; try again in {wait:.0f} s",
                            headers={"Retry-After": str(max(1, round(wait)))})
@@ -123,7 +126,10 @@ class Accounts:
             ok = False
         else:
             ok = verify_password(password, user.password_hash)
+        rehashed = hash_password(password) if ok and needs_rehash(user.password_hash) else None  # old scheme/parameters
         with self.db.write() as tx:
+            if rehashed is not None:
+                tx.get(User, user.id).password_hash = rehashed
             if not ok:
                 audit.append(tx, username[:64], "login_failed", None, {"client": client})
             else:

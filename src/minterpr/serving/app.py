@@ -147,7 +147,8 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
     """The FastAPI app over ``services`` (built from ``settings`` when not given; closed on shutdown)."""
     from fastapi import FastAPI
 
-    from minterpr.serving import api, api_admin
+    from minterpr.serving import api, api_admin, api_metrics
+    from minterpr.serving.metrics import Metrics, RequestMetrics
 
     services = services or build_services(settings)
 
@@ -166,6 +167,8 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
     _offline_docs(app)
     app.include_router(api.router)
     app.include_router(api_admin.router)
+    app.include_router(api_metrics.router)
+    app.state.metrics = Metrics(services)
     if services.jobs is not None:
         from minterpr.serving import api_jobs
 
@@ -176,4 +179,5 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
         pages.register(app)
     app.add_middleware(_AuditRefusals, services=services)
     app.add_middleware(_Limits, max_bytes=settings.max_request_bytes)
+    app.add_middleware(RequestMetrics, metrics=app.state.metrics)  # outermost: every response gets its id
     return app

@@ -2,7 +2,8 @@
 event log, the audit chain, ingestion jobs. SQLite in WAL mode by default, PostgreSQL by URL.
 
 Times are UNIX seconds (float) so SQLite and PostgreSQL store them alike; the audit chain keeps
-its own ISO strings (they are hashed). The audit table refuses UPDATE and DELETE in the
+its own ISO strings (they are hashed). The tables are made by the schema's revisions
+(:mod:`minterpr.serving.schema`), not from these classes. The audit table refuses UPDATE and DELETE in the
 database itself (a trigger), and a session's events are unique by (session, seq), so two
 writers racing on one session cannot both commit the same turn.
 
@@ -43,7 +44,7 @@ class User(Base):
     __tablename__ = "users"
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     username: Mapped[str] = mapped_column(String(64), unique=True)
-    password_hash: Mapped[str] = mapped_column(String(256))  # "scrypt$n$r$p$salt$hash" (security.py)
+    password_hash: Mapped[str] = mapped_column(String(256))  # Argon2id PHC string, or an older scrypt$... (security.py)
     role: Mapped[str] = mapped_column(String(16))
     created: Mapped[float] = mapped_column(Float)
     disabled: Mapped[bool] = mapped_column(default=False)
@@ -98,7 +99,7 @@ class Case(Base):
 class SearchSession(Base):
     __tablename__ = "sessions"
     id: Mapped[str] = mapped_column(String(32), primary_key=True)
-    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id"))
+    case_id: Mapped[int] = mapped_column(ForeignKey("cases.id"), index=True)
     gallery_id: Mapped[int] = mapped_column(ForeignKey("galleries.id"))
     user_id: Mapped[int] = mapped_column(ForeignKey("users.id"))
     created: Mapped[float] = mapped_column(Float)
@@ -126,7 +127,7 @@ class AuditRow(Base):
     time: Mapped[str] = mapped_column(String(40))
     user: Mapped[str | None] = mapped_column(String(64), nullable=True)
     action: Mapped[str] = mapped_column(String(32))
-    case_id: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    case_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     details: Mapped[str] = mapped_column(Text)  # canonical JSON (hashed as written)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
@@ -146,20 +147,7 @@ class IngestJob(Base):
     updated: Mapped[float] = mapped_column(Float)
 
 
-_SQLITE_APPEND_ONLY = [
-    "CREATE TRIGGER IF NOT EXISTS audit_no_update BEFORE UPDATE ON audit_log "
-    "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END",
-    "CREATE TRIGGER IF NOT EXISTS audit_no_delete BEFORE DELETE ON audit_log "
-    "BEGIN SELECT RAISE(ABORT, 'the audit log is append-only'); END",
-]
-_POSTGRES_APPEND_ONLY = [
-    "CREATE OR REPLACE FUNCTION minterpr_audit_append_only() RETURNS trigger AS $$ "
-    "BEGIN RAISE EXCEPTION 'the audit log is append-only'; END; $$ LANGUAGE plpgsql",
-    "DROP TRIGGER IF EXISTS audit_append_only ON audit_log",
-    "CREATE TRIGGER audit_append_only BEFORE UPDATE OR DELETE ON audit_log "
-    "FOR EACH ROW EXECUTE FUNCTION minterpr_audit_append_only()",
-]
-
+BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for another writer's lock
 
 class Database:
     """An engine, a session factory and the schema (created when missing).
@@ -167,30 +155,23 @@ class Database:
     :meth:`transaction` reads (and may write); :meth:`write` is for transactions that append to
     the audit chain or a session's events: it takes the database's write lock when it starts
     (SQLite ``BEGIN IMMEDIATE``, a PostgreSQL transaction-level advisory lock), so writers —
-    threads or processes — follow one another and each sees the chain head the last one left."""
+    threads or processes — follow one another and each sees the chain head the last one left.
 
-    def __init__(self, url: str) -> None:
+    The schema is versioned (:mod:`minterpr.serving.schema`): an empty database is created at the
+    current revision, an older one refused (:class:`~minterpr.serving.schema.SchemaError`)
+    unless ``upgrade``."""
+
+    def __init__(self, url: str, *, upgrade: bool = False) -> None:
         self.url = url
         self.is_sqlite = url.startswith("sqlite")
-        kwargs: dict[str, Any] = {}
-        if self.is_sqlite:
-            kwargs["connect_args"] = {"check_same_thread": False, "timeout": 30}
-            if url in ("sqlite://", "sqlite:///:memory:"):
-                kwargs["poolclass"] = StaticPool  # one in-memory database shared by every thread
-        self.engine: Engine = create_engine(url, **kwargs)
-        self.write_engine: Engine = self.engine
-        if self.is_sqlite:
-            _sqlite_transactions(self.engine, "BEGIN")
-            if kwargs.get("poolclass") is not StaticPool:
-                self.write_engine = create_engine(url, **kwargs)
-                _sqlite_transactions(self.write_engine, "BEGIN IMMEDIATE")
+        self.engine, self.write_engine = engines(url)
         self.sessions = sessionmaker(self.engine, expire_on_commit=False)
         self.write_sessions = sessionmaker(self.write_engine, expire_on_commit=False)
-        Base.metadata.create_all(self.engine)
-        with self.engine.begin() as conn:
-            for statement in (_SQLITE_APPEND_ONLY if self.is_sqlite else
-                              _POSTGRES_APPEND_ONLY if self.engine.dialect.name == "postgresql" else []):
-                conn.execute(text(statement))
+        from minterpr.serving import schema
+
+        if upgrade or schema.revision(self.engine) is None:  # a new database is made at the current revision
+            schema.upgrade(self.write_engine)
+        schema.check(self.engine, self.engine.url.render_as_string(hide_password=True))
 
     @contextmanager
     def transaction(self) -> Iterator[Session]:
@@ -212,6 +193,24 @@ class Database:
             self.write_engine.dispose()
 
 
+def engines(url: str) -> tuple[Engine, Engine]:
+    """(reads, writes): for SQLite two engines — transactions begin deferred / ``BEGIN IMMEDIATE``
+    (the write lock from the start), the file put in WAL mode once — for other databases one."""
+    if not url.startswith("sqlite"):
+        engine = create_engine(url)
+        return engine, engine
+    kwargs: dict[str, Any] = {"connect_args": {"check_same_thread": False, "timeout": BUSY_TIMEOUT_MS / 1000}}
+    if url in ("sqlite://", "sqlite:///:memory:"):  # one in-memory database shared by every thread
+        engine = create_engine(url, poolclass=StaticPool, **kwargs)
+        _sqlite_transactions(engine, "BEGIN")
+        return engine, engine
+    engine, write_engine = create_engine(url, **kwargs), create_engine(url, **kwargs)
+    _sqlite_transactions(engine, "BEGIN")
+    _sqlite_transactions(write_engine, "BEGIN IMMEDIATE")
+    _sqlite_wal(engine)
+    return engine, write_engine
+
+
 def _sqlite_transactions(engine: Engine, begin: str) -> None:
     """pysqlite left to itself begins transactions late and never for reads; SQLAlchemy's recipe:
     autocommit at the driver, and ``begin`` emitted when SQLAlchemy begins."""
@@ -227,9 +226,36 @@ def _sqlite_transactions(engine: Engine, begin: str) -> None:
 
 
 def _sqlite_pragmas(connection: Any) -> None:
+    """What each connection needs. Not the journal mode: WAL is a property of the file, set once
+    (:func:`_sqlite_wal`); asking for it on every connection made connections fail while another
+    process was writing."""
     cursor = connection.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")  # readers never wait for the writer
+    cursor.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")  # first: the pragmas below may wait for a lock
     cursor.execute("PRAGMA synchronous=NORMAL")  # in WAL: a commit survives a killed process (not a power cut)
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=30000")
     cursor.close()
+
+
+def _sqlite_wal(engine: Engine, attempts: int = 50, pause_s: float = 0.2) -> None:
+    """Put the database file in WAL mode (readers never wait for the writer) unless it is already:
+    switching needs the file to itself, so a locked or busy file is retried for ~10 s."""
+    import sqlite3
+
+    for attempt in range(attempts):
+        connection = None
+        try:
+            connection = engine.raw_connection()  # the driver's, in autocommit: no transaction around the pragma
+            cursor = connection.cursor()
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0] != "wal":
+                mode = cursor.execute("PRAGMA journal_mode=WAL").fetchone()[0]
+                if mode != "wal":  # e.g. a file system without shared memory: say so rather than run slower
+                    raise sqlite3.OperationalError(f"{engine.url.database}: the journal mode stays {mode!r}, not WAL")
+            cursor.close()
+            return
+        except sqlite3.OperationalError as err:
+            if attempt == attempts - 1 or "stays" in str(err):
+                raise
+            time.sleep(pause_s)
+        finally:
+            if connection is not None:
+                connection.close()

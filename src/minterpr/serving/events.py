@@ -33,7 +33,6 @@ from minterpr.interaction.history import HistoryEntry
 from minterpr.types import ExampleTurn
 
 TURN_KINDS = ("describe", "answer", "feedback", "example", "confirm")  # events that add a turn
-EVENT_KINDS = (*TURN_KINDS, "undo", "export", "withdraw")  # withdraw: a fact taken back from a turn (a removed chip)
 CONFIRM_TEXT = "Yes, this is the person."  # the feedback text a confirmation records
 # the Session keywords a stored session may record (anything else in its options is ignored)
 SESSION_OPTIONS = ("seed", "question_policy", "reference_policy", "num_references", "max_text_chars", "shortlist")

@@ -10,6 +10,9 @@ the same source and options again resumes it, as does a job the server was stopp
 (its status then reads ``interrupted``). When a job ends, the gallery is registered (or its
 version bumped), so sessions see the new images.
 
+The detector is HOG by default, or (``detector="onnx"``) the ONNX detection model at
+``detector_model``, a file inside ``data_dir/incoming`` or an import root like the source.
+
 Example (an admin's principal; the source inside ``data_dir/incoming`` or an import root):
     >>> job = services.jobs.start(admin, IngestRequest(gallery="lobby", source="/srv/in/cam1.mp4",  # doctest: +SKIP
     ...                           run="runs/synthetic", camera="lobby:cam1", start="2026-12-01T10:00:00Z"))
@@ -64,12 +67,20 @@ class Jobs:
         source = Path(request.source).expanduser()
         settings = self.services.settings
         known_runs = {row.run_dir for row in self.services.galleries.rows()}  # runs already serving galleries
-        for field, path in (("source", request.source), ("run", request.run)):
+        if request.detector == "onnx" and request.detector_model is None:
+            raise ApiError(422, "invalid", "the onnx detector needs detector_model (a .onnx file)", field="detector_model")
+        if request.detector != "onnx" and request.detector_model is not None:
+            raise ApiError(422, "invalid", "detector_model goes with detector onnx", field="detector_model")
+        for field, path in (("source", request.source), ("run", request.run), ("detector_model", request.detector_model)):
             if field == "run" and path is not None and str(Path(path).absolute()) in known_runs:
                 continue
             if path is not None and not settings.importable(path):
                 raise ApiError(403, "outside_roots", f"{path} is outside the folders this service may read (put "
                                f"sources in {settings.incoming_dir}, or add an import root)", field=field)
+        if settings.is_state(source):
+            raise ApiError(403, "outside_roots", f"{request.source} is part of the service's own state (its database, "
+                           f"credentials, uploads or galleries); put sources in {settings.incoming_dir}",
+                           field="source")
         if not source.exists():
             raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source")
         with self.db.transaction() as tx:
@@ -84,11 +95,20 @@ class Jobs:
                 raise ApiError(422, "invalid", "a new gallery needs the run that embeds it", field="run")
             directory = str((self.services.settings.galleries_dir / request.gallery).absolute())
             run_dir, managed = str(Path(request.run).absolute()), True
+        detector_options = {} if request.detector_model is None else {"model": str(Path(request.detector_model).absolute())}
         try:
             options = IngestOptions(camera=request.camera, start=request.start, every=request.every,
-                                    target_fps=request.target_fps, frames=request.frames, best_k=request.best_k)
+                                    target_fps=request.target_fps, frames=request.frames, best_k=request.best_k,
+                                    detector=request.detector, detector_options=detector_options)
         except (TypeError, ValueError) as err:
             raise ApiError(422, "invalid", str(err)) from None
+        if request.detector == "onnx":  # a model that does not load fails now, not in the background
+            from minterpr.ingest import create_detector
+
+            try:
+                create_detector("onnx", detector_options)
+            except MinterprError as err:
+                raise ApiError(422, "invalid", f"detector_model: {err}", field="detector_model") from None
         job_id = uuid.uuid4().hex
         with self.db.write() as tx:
             t = now()

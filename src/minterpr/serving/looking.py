@@ -71,14 +71,14 @@ class Strip:
 
 
 def _moment(value: Any) -> dt.datetime | None:
-    from minterpr.serving.pages import _as_datetime
+    from minterpr.serving.times import _as_datetime
 
     return _as_datetime(value)
 
 
 def timeline_strip(results: Sequence[Any]) -> Strip:
     """The strip of ``results`` (ResultViews: rank, gallery_index, camera, time)."""
-    from minterpr.serving.pages import when
+    from minterpr.serving.times import when
 
     timed = [(r, _moment(r.time)) for r in results]
     known = [m for _, m in timed if m is not None]
@@ -100,7 +100,7 @@ def timeline_strip(results: Sequence[Any]) -> Strip:
 
 def footage_range(galleries: Sequence[Any], name: str) -> tuple[str, str] | None:
     """(earliest, latest) image time of the named gallery as the page writes times; None when unknown."""
-    from minterpr.serving.pages import when
+    from minterpr.serving.times import when
 
     for g in galleries:
         if g.name == name and g.time_start is not None:

@@ -28,6 +28,8 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
+from minterpr.serving.times import _as_datetime, when  # noqa: F401  (when: the templates' filter)
+
 from minterpr.interaction.presence import percent, probably_absent
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
@@ -46,32 +48,6 @@ _TITLES = {400: "Bad request", 401: "Please log in", 403: "Not allowed", 404: "N
 
 
 TIME_PATTERN = r"\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(:\d{2})?"  # the time fields: 24-hour UTC, "2026-03-02 08:30"
-
-
-def when(value: Any) -> str:
-    """A time for people: ``2026-12-01 10:02:03`` from a datetime or an ISO string ('' for None)."""
-    if value is None or value == "":
-        return ""
-    moment = _as_datetime(value)
-    return moment.strftime("%Y-%m-%d %H:%M:%S") if moment is not None else str(value)
-
-
-def _as_datetime(value: Any) -> dt.datetime | None:
-    """Naive datetime from a datetime, a UNIX time or an ISO string; None when it is none of those."""
-    if isinstance(value, dt.datetime):
-        moment = value
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
-        moment = dt.datetime.fromtimestamp(value, dt.timezone.utc)
-    elif isinstance(value, str) and value.strip():
-        try:
-            moment = dt.datetime.fromisoformat(value.strip().replace("Z", "+00:00"))
-        except ValueError:
-            return None
-    else:
-        return None
-    if moment.tzinfo is not None:  # the service keeps times in UTC; naive means UTC
-        moment = moment.astimezone(dt.timezone.utc)
-    return moment.replace(tzinfo=None)
 
 
 def _static_version(name: str) -> str:
@@ -455,3 +431,6 @@ def register(app: Any) -> None:
         return _redirect(f"/sessions/{sid}?{urlencode(query)}")
 
     app.include_router(router)
+    from minterpr.serving.pages_ingest import register_ingest
+
+    register_ingest(app, pages)

@@ -34,6 +34,7 @@ class RateLimiter:
         self._buckets: dict[str, tuple[float, float]] = {}  # key -> (tokens, time of last update)
         self._lock = threading.Lock()
         self._takes = 0
+        self.refused = 0  # takes refused so far (the service's metrics report it)
 
     def take(self, key: str) -> float:
         """Take one token for ``key``: 0.0 when granted, else the seconds until one is available."""
@@ -48,6 +49,7 @@ class RateLimiter:
                 self._buckets[key] = (tokens - 1.0, now)
                 return 0.0
             self._buckets[key] = (tokens, now)
+            self.refused += 1
             return (1.0 - tokens) / self.spec.rate_per_s
 
     def _sweep(self, now: float) -> None:

@@ -1,16 +1,18 @@
 """Passwords, tokens and who may do what.
 
-Passwords are hashed with scrypt (``hashlib.scrypt``, memory-hard: n=2**14, r=8, p=1, a 16-byte
-random salt) and compared in constant time. API keys and login tokens are 32 random bytes; only
+Passwords are hashed with Argon2id (argon2-cffi's RFC 9106 "low memory" profile: t=3, m=64 MiB,
+p=4, a 16-byte random salt). Hashes of the previous releases (scrypt, ``scrypt$n$r$p$salt$hash``)
+still verify; :func:`needs_rehash` says when a stored hash is of another scheme or other
+parameters, and a login then stores a new one. API keys and login tokens are 32 random bytes; only
 their SHA-256 is stored (a random 256-bit secret needs no slow hash), so a copy of the database
 lets nobody log in.
 
 Example:
     >>> stored = hash_password("correct horse battery staple")
-    >>> stored.startswith("scrypt$"), verify_password("correct horse battery staple", stored)
+    >>> stored.startswith("$argon2id$v=19$m=65536,t=3,p=4$"), verify_password("correct horse battery staple", stored)
     (True, True)
-    >>> verify_password("wrong", stored)
-    False
+    >>> verify_password("wrong", stored), needs_rehash(stored)
+    (False, False)
     >>> allowed("analyst", "session:search"), allowed("auditor", "session:search"), allowed("auditor", "audit:read")
     (True, False, True)
 """
@@ -21,6 +23,7 @@ import functools
 import hashlib
 import hmac
 import secrets
+from typing import Any
 
 from minterpr.errors import InputError
 
@@ -36,11 +39,10 @@ PERMISSIONS: dict[str, frozenset[str]] = {
     "admin": _VIEW | _SEARCH | _MANAGE,
     "auditor": _VIEW | {"audit:read"},
 }
-ALL_PERMISSIONS = frozenset().union(*PERMISSIONS.values())
 
-_SCRYPT = {"n": 2**14, "r": 8, "p": 1}
 MIN_PASSWORD_CHARS = 10  # shortest password accepted
-MAX_PASSWORD_CHARS = 256  # longest (scrypt would take any, a request should not)
+MAX_PASSWORD_CHARS = 256  # longest (the hash would take any, a request should not)
+_SCRYPT_MAXMEM = 256 * 1024 * 1024  # enough for an old scrypt hash at up to n=2**17, r=8
 
 
 def allowed(role: str, permission: str) -> bool:
@@ -56,22 +58,52 @@ def check_password_strength(password: str) -> None:
         raise InputError("a password must not repeat one or two characters")
 
 
+@functools.cache
+def _hasher() -> Any:
+    """argon2-cffi's hasher at its RFC 9106 low-memory profile (the serve extra installs it)."""
+    from argon2 import PasswordHasher, profiles
+
+    return PasswordHasher.from_parameters(profiles.RFC_9106_LOW_MEMORY)
+
+
 def hash_password(password: str) -> str:
-    """``scrypt$n$r$p$salt$hash`` (base64) of ``password`` with a fresh random salt."""
-    salt = secrets.token_bytes(16)
-    digest = hashlib.scrypt(password.encode("utf-8"), salt=salt, dklen=32, maxmem=64 * 1024 * 1024, **_SCRYPT)
-    return "$".join(["scrypt", str(_SCRYPT["n"]), str(_SCRYPT["r"]), str(_SCRYPT["p"]), _b64(salt), _b64(digest)])
+    """The Argon2id hash (PHC string, ``$argon2id$v=19$m=...,t=...,p=...$salt$hash``) of ``password``
+    with a fresh random salt."""
+    return _hasher().hash(password.encode("utf-8", "surrogatepass"))
 
 
 def verify_password(password: str, stored: str) -> bool:
-    """Whether ``password`` hashes to ``stored`` (constant-time comparison; False for a malformed hash)."""
+    """Whether ``password`` hashes to ``stored`` (Argon2id, or an older release's scrypt; constant-time
+    comparison; False for a malformed hash)."""
+    if stored.startswith("scrypt$"):
+        return _verify_scrypt(password, stored)
+    from argon2.exceptions import InvalidHashError, VerificationError
+
     try:
-        scheme, n, r, p, salt, digest = stored.split("$")
-        if scheme != "scrypt":
-            return False
+        return _hasher().verify(stored, password.encode("utf-8", "surrogatepass"))
+    except (VerificationError, InvalidHashError):
+        return False
+
+
+def needs_rehash(stored: str) -> bool:
+    """Whether ``stored`` is of an older scheme or other parameters than :func:`hash_password` makes."""
+    from argon2.exceptions import InvalidHashError
+
+    if not stored.startswith("$argon2id$"):
+        return True
+    try:
+        return _hasher().check_needs_rehash(stored)
+    except InvalidHashError:
+        return True
+
+
+def _verify_scrypt(password: str, stored: str) -> bool:
+    """An older release's ``scrypt$n$r$p$salt$hash`` (base64)."""
+    try:
+        _, n, r, p, salt, digest = stored.split("$")
         expected = base64.b64decode(digest)
         actual = hashlib.scrypt(password.encode("utf-8", "surrogatepass"), salt=base64.b64decode(salt),
-                                n=int(n), r=int(r), p=int(p), dklen=len(expected), maxmem=64 * 1024 * 1024)
+                                n=int(n), r=int(r), p=int(p), dklen=len(expected), maxmem=_SCRYPT_MAXMEM)
     except (ValueError, TypeError):
         return False
     return hmac.compare_digest(actual, expected)
@@ -95,10 +127,6 @@ def token_hash(token: str) -> str:
 def same(a: str, b: str) -> bool:
     """Constant-time string comparison."""
     return hmac.compare_digest(a.encode("utf-8", "surrogatepass"), b.encode("utf-8", "surrogatepass"))
-
-
-def _b64(data: bytes) -> str:
-    return base64.b64encode(data).decode("ascii")
 
 
 @functools.cache

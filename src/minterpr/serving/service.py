@@ -94,20 +94,25 @@ def _owner_only(url: str) -> None:
             os.chmod(file, 0o600)
 
 
-def build_services(settings: ServeSettings) -> Services:
-    """Open (or create) the service's state under ``settings.data_dir``."""
+def build_services(settings: ServeSettings, *, jobs: bool = True, upgrade: bool = False) -> Services:
+    """Open (or create) the service's state under ``settings.data_dir``. ``jobs=False`` for a
+    command that only changes state beside a running server (``minterpr users add``): the job
+    queue marks the jobs a stopped server left running as interrupted, which would be wrong then.
+    ``upgrade``: bring an older database's schema up to date (else it is refused, see
+    :mod:`minterpr.serving.schema`)."""
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.torch_threads is not None:
         import torch
 
         torch.set_num_threads(settings.torch_threads)
     _owner_only(settings.resolved_database_url())
-    db = Database(settings.resolved_database_url())
+    db = Database(settings.resolved_database_url(), upgrade=upgrade)
     galleries = Galleries(db, device=settings.device)
     cases = Cases(db, settings.max_text_chars)
     services = Services(settings, db, Accounts(db, settings), galleries, cases,
                         Search(db, settings, galleries, cases), AuditService(db))
-    from minterpr.serving.jobs import Jobs
+    if jobs:
+        from minterpr.serving.jobs import Jobs
 
-    services.jobs = Jobs(services)
+        services.jobs = Jobs(services)
     return services

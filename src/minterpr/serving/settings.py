@@ -9,6 +9,7 @@ Example:
 """
 from __future__ import annotations
 
+import ipaddress
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -42,7 +43,8 @@ class ServeSettings:
     max_upload_bytes: int = 5 * MIB  # largest example image accepted
     max_image_pixels: int = 40_000_000  # largest decoded example image (width x height)
     max_request_bytes: int = 8 * MIB  # largest request body of any kind
-    login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per client address + username
+    login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per account (username, known or not)
+    login_client_rate: RateSpec = field(default_factory=lambda: RateSpec(0.5, 10))  # per client address, any username
     search_rate: RateSpec = field(default_factory=lambda: RateSpec(5.0, 20))  # turns per user
     upload_rate: RateSpec = field(default_factory=lambda: RateSpec(0.5, 12))  # example uploads per user (disk)
     results_per_turn: int = 10  # results a turn returns unless the request asks for another number
@@ -57,6 +59,20 @@ class ServeSettings:
     # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
     # the command line may register any path, a request only these
     import_roots: tuple[Path, ...] = ()
+    # proxies (addresses or networks, "*" = any) whose X-Forwarded-For names the client; () = none, so a
+    # client cannot pick its own address (the login limit is per address)
+    trusted_proxies: tuple[str, ...] = ()
+    # a bearer token that may read /metrics (Prometheus' `authorization` setting) besides admins; None = admins only
+    metrics_token: str | None = None
+    upload_dir: Path | None = None  # where uploaded example images are kept; None = data_dir/uploads
+
+    def __post_init__(self) -> None:
+        for proxy in self.trusted_proxies:
+            if proxy != "*":
+                try:
+                    ipaddress.ip_network(proxy, strict=False)
+                except ValueError:
+                    raise InputError(f"trusted_proxies: {proxy!r} is not an IP address or network (or *)") from None
 
     def resolved_database_url(self) -> str:
         """The SQLAlchemy URL in use."""
@@ -65,8 +81,8 @@ class ServeSettings:
     @property
     def uploads_dir(self) -> Path:
         """Example images uploaded into sessions (re-encoded PNG, named by content hash); absolute, so a
-        relative ``data_dir`` is not read under a gallery's image root."""
-        return Path(self.data_dir).absolute() / "uploads"
+        relative ``data_dir`` (or ``upload_dir``) is not read under a gallery's image root."""
+        return Path(self.upload_dir).absolute() if self.upload_dir is not None else Path(self.data_dir).absolute() / "uploads"
 
     @property
     def incoming_dir(self) -> Path:
@@ -78,6 +94,23 @@ class ServeSettings:
         target = Path(path).expanduser().resolve()
         return any(target == root or root in target.parents
                    for root in (Path(r).expanduser().resolve() for r in (self.data_dir, *self.import_roots)))
+
+    def is_state(self, path: str | Path) -> bool:
+        """Whether ``path`` overlaps the service's own state — ``data_dir`` (its ``incoming`` folder
+        excepted) contains it or lies inside it, or it is the SQLite database or one of its side
+        files — so that ingestion never reads the database or the credentials file as a source."""
+        target = Path(path).expanduser().resolve()
+        data = Path(self.data_dir).expanduser().resolve()
+        incoming = Path(self.incoming_dir).expanduser().resolve()
+        if target == incoming or incoming in target.parents:
+            return False
+        if target == data or data in target.parents or target in data.parents:
+            return True
+        url = self.resolved_database_url()
+        if url.startswith("sqlite:///"):
+            database = Path(url[len("sqlite:///"):]).expanduser().resolve()
+            return target.parent == database.parent and target.name.startswith(database.name)
+        return False
 
     @property
     def galleries_dir(self) -> Path:

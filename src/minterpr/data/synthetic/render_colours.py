@@ -46,11 +46,6 @@ SKIN_TONES: tuple[RGB, ...] = ((246, 214, 188), (232, 190, 160), (214, 168, 132)
 FREE_COLOURS = ("black", "black", "grey", "blue", "brown", "red", "green", "white", "yellow")
 
 
-def colour_names() -> tuple[str, ...]:
-    """The colour names this module knows: the ontology's colours."""
-    return tuple(_ANCHORS)
-
-
 def pick_shade(colour: str, rng: np.random.Generator, *, hair: bool = False, spread: int = 14) -> RGB:
     """An identity-level shade of ``colour``: one anchor plus a moderate jitter."""
     table = _HAIR_ANCHORS if hair and colour in _HAIR_ANCHORS else _ANCHORS

@@ -1,7 +1,7 @@
 """What the service tests share: a tiny model, a small stored gallery over three cameras with
 capture times, a service data folder with one user per role, and logged-in test clients.
 
-It holds no tests: the ``tests/test_serving_*.py`` modules import it.
+It holds no tests: the ``tests/test_serving_*.py`` modules import it (``support.serving``).
 """
 from __future__ import annotations
 
@@ -67,7 +67,8 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
 def settings(data_dir: Path, **overrides):
     from minterpr.serving.settings import RateSpec, ServeSettings
 
-    options = {"login_rate": RateSpec(1000.0, 1000), "search_rate": RateSpec(1000.0, 1000), "torch_threads": 1}
+    options = {"login_rate": RateSpec(1000.0, 1000), "login_client_rate": RateSpec(1000.0, 1000),
+               "search_rate": RateSpec(1000.0, 1000), "torch_threads": 1}
     return ServeSettings(data_dir=data_dir, **{**options, **overrides})
 
 

@@ -1,0 +1,165 @@
+"""The street benchmark: detection, tracking and search on a real video with hand labels.
+
+The labels (``benchmarks/data/vtest_labels.json``, :mod:`minterpr.ingest.labels`) box every
+person on 35 frames of ``vtest.avi`` (OpenCV's sample, 795 frames of 768 x 576 at 10 frames/s),
+link them across the video and describe 13 of them as a witness would. This script reports:
+
+* **detection** on the labelled frames (:func:`minterpr.ingest.street_eval.detection_report`):
+  recall and precision at IoU 0.5, on the boxes as drawn and Caltech-standardised (0.41 aspect),
+  for HOG and, with ``--detector-onnx PATH``, for that ONNX model (the ``onnx`` plug-in);
+* **tracking** of a real ingestion (``minterpr.ingest.ingest`` at its default ~3 processed
+  frames/s, into a temporary gallery): track purity, fragmentation (tracks per person) and crops
+  per identity (:func:`~minterpr.ingest.street_eval.track_report`);
+* **search** with ``--run RUN`` (a run or exported model dir) over a gallery of the labelled
+  boxes: R@1 / R@5 after the description and after two more turns of a simulated witness who
+  answers and corrects from the labels (:func:`minterpr.ingest.street_search.witness_search`).
+
+    python benchmarks/bench_street.py --run outputs/demo/run
+    python benchmarks/bench_street.py --run outputs/demo/run --hog-option upscale=1.5 --skip-tracking
+    python benchmarks/bench_street.py --run shipped --detector-onnx det.onnx --json street.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import sys
+import tempfile
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+LABELS = REPO / "benchmarks" / "data" / "vtest_labels.json"
+VIDEOS = (REPO.parent / "shared" / "data" / "video" / "vtest.avi", Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"))
+
+
+def _labelled_frames(video, labels):
+    """frame index -> BGR frame, for the labelled frames."""
+    from minterpr.ingest.sources import iter_frames, open_source
+
+    wanted, out = set(labels.frames), {}
+    for index, frame in iter_frames(open_source(video)):
+        if index in wanted:
+            out[index] = frame
+        if len(out) == len(wanted):
+            break
+    return out
+
+
+def _detection(detector, frames, labels):
+    from dataclasses import asdict
+
+    from minterpr.ingest.street_eval import detection_report
+
+    start = time.perf_counter()
+    found = {f: detector.detect(image).boxes for f, image in frames.items()}
+    seconds = time.perf_counter() - start
+    return {"detector": detector.identity(), "s_per_frame": round(seconds / max(1, len(frames)), 3),
+            "drawn": asdict(detection_report(labels, found)),
+            "standardised": asdict(detection_report(labels, found, standardise=True))}
+
+
+def _tracking(video, labels, run, detector, detector_options):
+    from dataclasses import asdict
+
+    from minterpr.index.store.gallery_store import open_gallery
+    from minterpr.ingest import IngestOptions, ingest
+    from minterpr.ingest.video import tracked_detections
+    from minterpr.ingest.street_eval import track_report
+
+    options = IngestOptions(detector=detector, detector_options=detector_options)
+    with tempfile.TemporaryDirectory() as tmp:
+        result = ingest(video, Path(tmp) / "g", run=run, options=options)
+        frames, log = tracked_detections(Path(tmp) / "g", video, options)
+        meta = open_gallery(Path(tmp) / "g").meta_columns
+        crops = list(zip(meta["frame"], meta["box"], meta["track"]))
+    missing = sorted(set(labels.frames) - set(frames))
+    out = {"frames_processed": result.frames_processed, "tracks_kept": result.tracks, "ingest_s": round(result.seconds, 1),
+           "labelled_frames_not_processed": missing}
+    for name, standardise in (("drawn", False), ("standardised", True)):
+        out[name] = asdict(track_report(labels, log, crops, standardise=standardise))
+    return out
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", required=True, help="trained run or exported model dir (search, and crop embedding)")
+    parser.add_argument("--video", help="vtest.avi (default: ../shared/data/video/vtest.avi, then Debian's opencv-doc copy)")
+    parser.add_argument("--labels", default=str(LABELS), help=f"label file (default {LABELS.relative_to(REPO)})")
+    parser.add_argument("--detector-onnx", metavar="PATH", help="also measure this ONNX detection model (the onnx plug-in)")
+    parser.add_argument("--hog-option", action="append", default=[], metavar="KEY=JSON",
+                        help="an option of the HOG detector (repeatable), e.g. upscale=1.5 for people under ~96 px")
+    parser.add_argument("--onnx-option", action="append", default=[], metavar="KEY=JSON",
+                        help="an option of the ONNX detector (repeatable), e.g. input_size=[640,640]")
+    parser.add_argument("--rounds", type=int, default=2, help="witness turns after the description (default 2)")
+    parser.add_argument("--skip-tracking", action="store_true", help="no ingestion (detection and search only)")
+    parser.add_argument("--json", help="write the figures here")
+    args = parser.parse_args(argv)
+
+    from minterpr.errors import MinterprError
+    from minterpr.ingest.detectors import DETECTORS
+    from minterpr.ingest.labels import load_labels
+    from minterpr.ingest.street_search import label_gallery, witness_search
+    from minterpr.runtime.pipeline import load_pipeline
+    from minterpr.runtime import load_run
+
+    try:
+        labels = load_labels(args.labels)
+        video = Path(args.video) if args.video else next((v for v in VIDEOS if v.is_file()), None)
+        if video is None or not video.is_file():
+            print(f"bench_street: no video (tried {args.video or ', '.join(map(str, VIDEOS))})", file=sys.stderr)
+            return 2
+        hog_options, onnx_options = ({k: json.loads(v) for k, v in (o.split("=", 1) for o in given)}
+                                     for given in (args.hog_option, args.onnx_option))
+        run, pipeline = load_run(args.run), load_pipeline(args.run)
+        figures = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.platform(),
+                   "video": str(video), "labels": {"frames": len(labels.frames), "boxes": labels.box_count(),
+                                                   "ignore_boxes": labels.box_count(ignored=True) - labels.box_count(),
+                                                   "people": len(labels.people), "described": len(labels.described())},
+                   "run": args.run, "detection": {}, "tracking": {}}
+        frames = _labelled_frames(video, labels)
+        detectors = {"hog": ("hog", hog_options)}
+        if args.detector_onnx:
+            detectors["onnx"] = ("onnx", {"model": args.detector_onnx, **onnx_options})
+        for name, (kind, options) in detectors.items():
+            figures["detection"][name] = _detection(DETECTORS.create(kind, **options), frames, labels)
+            if not args.skip_tracking:
+                figures["tracking"][name] = _tracking(video, labels, pipeline, kind, options)
+        with tempfile.TemporaryDirectory() as tmp:
+            images = label_gallery(labels, video, tmp)
+            report = witness_search(run, labels, images, tmp, rounds=args.rounds)
+        figures["search"] = {"gallery": len(images), "targets": report.extra.get("num_queries"),
+                             "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"]} for r, row in enumerate(report.rounds)]}
+    except MinterprError as err:
+        print(f"bench_street: {err}", file=sys.stderr)
+        return 2
+    _print(figures)
+    if args.json:
+        Path(args.json).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
+def _print(figures) -> None:
+    lab = figures["labels"]
+    print(f"labels: {lab['boxes']} boxes (+{lab['ignore_boxes']} ignore) on {lab['frames']} frames, "
+          f"{lab['people']} people, {lab['described']} described")
+    for name, d in figures["detection"].items():
+        for kind in ("drawn", "standardised"):
+            r = d[kind]
+            print(f"detection {name:5s} IoU 0.5 {kind:12s}: recall {r['recall']:.3f} precision {r['precision']:.3f} "
+                  f"({r['matched']}/{r['people_boxes']} boxes, {r['detections']} detections; {d['s_per_frame']} s/frame)")
+    for name, t in figures["tracking"].items():
+        for kind in ("drawn", "standardised"):
+            r = t[kind]
+            print(f"tracking  {name:5s} {kind:12s}: purity {r['purity']:.3f}, {r['fragmentation']:.2f} tracks/person "
+                  f"({r['people']} people, {r['tracks']} tracks), {r['crops_per_identity']:.2f} crops/identity "
+                  f"({r['people_with_crops']} people with crops)")
+    s = figures["search"]
+    print(f"search over {s['gallery']} labelled crops, {s['targets']} witness searches ({figures['run']}):")
+    for row in s["rounds"]:
+        print(f"  round {row['round']}: R@1 {row['r1']:.1f}%  R@5 {row['r5']:.1f}%")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

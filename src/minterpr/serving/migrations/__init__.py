@@ -1,0 +1,1 @@
+"""Alembic revisions of the service's schema (``minterpr db upgrade``; see :mod:`minterpr.serving.schema`)."""

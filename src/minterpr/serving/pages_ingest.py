@@ -1,0 +1,100 @@
+"""The ingestion page: start a job on the server (source, gallery, run, detector) and watch its progress.
+
+``/ingest`` (permission ``ingest:run``) shows a form and the jobs; the form posts to ``/ingest``
+(303 back to the page, or the page with the error in place), and the job list — status, a
+progress bar, stage, frames, detections, tracks, crops, the job's last message — is the fragment
+``/ingest/jobs``, which the page re-fetches every second with htmx while a job runs (without
+JavaScript, a "Refresh" link reloads the page). The detector is HOG or an ONNX model file on the
+server (inside ``data_dir/incoming`` or an import root, like the source): ``services.jobs.start``
+checks both and the form shows its message next to the field it names.
+
+Example:
+    >>> job_line({"stage": "detect", "fraction": 0.4, "frames": 120, "detections": 300, "tracks": 9, "crops": 20})
+    'detect · 40% · 120 frames · 300 detections · 9 tracks · 20 crops'
+"""
+
+from typing import Any
+
+FORM_FIELDS = ("gallery", "source", "run", "camera", "start", "detector", "detector_model")  # the form's text fields
+
+
+def job_line(progress: dict[str, Any]) -> str:
+    """One line of a job's progress for people ('' before the first event)."""
+    if not progress or "stage" not in progress:
+        return ""
+    parts = [str(progress["stage"])]
+    if progress.get("fraction") is not None:
+        parts.append(f"{round(100 * float(progress['fraction']))}%")
+    parts += [f"{progress[k]} {k}" for k in ("frames", "detections", "tracks", "crops") if progress.get(k)]
+    return " · ".join(parts)
+
+
+def _request_from(form: dict[str, str]) -> Any:
+    """The IngestRequest of a posted form (empty fields left out); ApiError 422 naming the field otherwise."""
+    from pydantic import ValidationError
+
+    from minterpr.serving.errors import ApiError
+    from minterpr.serving.schemas_jobs import IngestRequest
+
+    data: dict[str, Any] = {k: v.strip() for k, v in form.items() if v.strip()}
+    if form.get("frames") == "yes":
+        data["frames"] = True
+    try:
+        return IngestRequest(**data)
+    except ValidationError as err:
+        first = err.errors()[0]
+        field = str(first["loc"][0]) if first.get("loc") else None
+        raise ApiError(422, "invalid", f"{field}: {first['msg']}" if field else first["msg"], field=field) from None
+
+
+def register_ingest(app: Any, pages: Any) -> None:
+    """Add the ingestion page's routes to ``app`` (called by :func:`minterpr.serving.pages.register`)."""
+    from fastapi import APIRouter, Depends, Request
+    from fastapi.responses import RedirectResponse
+    from starlette.concurrency import run_in_threadpool
+
+    from minterpr.serving.deps import current_user, optional_user
+    from minterpr.serving.errors import ApiError
+    from minterpr.serving.jobs import TERMINAL
+
+    router = APIRouter(include_in_schema=False)
+
+    def _jobs() -> list[Any]:
+        return sorted(pages.services.jobs.list(), key=lambda j: j.created, reverse=True)
+
+    def _page(request: Any, user: Any, status: int = 200, error: str | None = None, field: str | None = None,
+              form: dict[str, str] | None = None) -> Any:
+        pages.need(user, "ingest:run")
+        jobs = _jobs()
+        return pages.render(request, "ingest.html", status, user=user, jobs=jobs, job_line=job_line, error=error,
+                            error_field=field, galleries=pages.galleries(), terminal=TERMINAL,
+                            running=any(j.status not in TERMINAL for j in jobs),
+                            incoming=pages.settings.incoming_dir, form=form or {"detector": "hog"})
+
+    @router.get("/ingest")
+    def ingest_page(request: Request, user: Any = Depends(optional_user)) -> Any:
+        if user is None:
+            return RedirectResponse("/login?next=/ingest", status_code=303)
+        return _page(request, user)
+
+    @router.get("/ingest/jobs")
+    def ingest_jobs(request: Request, user: Any = Depends(current_user)) -> Any:
+        pages.need(user, "ingest:run")
+        jobs = _jobs()
+        return pages.render(request, "_ingest_jobs.html", jobs=jobs, job_line=job_line, terminal=TERMINAL,
+                            running=any(j.status not in TERMINAL for j in jobs))
+
+    @router.post("/ingest")
+    async def ingest_start(request: Request, user: Any = Depends(current_user)) -> Any:
+        data = await request.form()
+        form = {k: str(data.get(k, "")) for k in FORM_FIELDS}
+        form["frames"] = "yes" if data.get("frames") == "yes" else ""
+        pages.need(user, "ingest:run")
+        try:
+            body = _request_from(form)
+            await run_in_threadpool(pages.services.jobs.start, user, body)
+        except ApiError as err:
+            return _page(request, user, err.status, err.message, err.field, form)
+        return RedirectResponse("/ingest", status_code=303)
+
+    app.include_router(router)

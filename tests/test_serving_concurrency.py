@@ -1,0 +1,134 @@
+"""A second process writing to the service's database while the server works: 20 concurrent
+session starts beside a CLI-style writer in another process give no error, WAL is set once when
+the database is made (not on every connection), and ingestion refuses the service's own state."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from support.serving import PASSWORD, prepare, shared_world
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+# Another process writing what `minterpr users add` writes (a user, an audit entry) over fresh
+# connections, as fast as it can, until the file `stop` appears; prints how many it wrote.
+WRITER = """
+import sys, time
+from pathlib import Path
+from minterpr.serving.accounts import Accounts
+from minterpr.serving.db import Database
+from minterpr.serving.settings import ServeSettings
+url, stop = sys.argv[1], Path(sys.argv[2])
+done = 0
+while not stop.exists() or done == 0:
+    db = Database(url)
+    Accounts(db, ServeSettings(data_dir=Path("."))).create_user(f"cli{done}", "a long passphrase", "viewer",
+                                                                by="cli")
+    db.dispose()
+    done += 1
+    if done == 1:
+        print("ready", flush=True)
+print(done)
+"""
+
+
+def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tmp_path):
+    run, store = shared_world(tmp_path_factory)
+    services = prepare(tmp_path / "state", run, store)
+    url = services.settings.resolved_database_url()
+    ana = services.accounts.login("ana", PASSWORD, client="test").principal
+    case = services.cases.open_case(ana, "t", "report 12, authorised by the duty officer", None, None, None)
+    stop = tmp_path / "stop"
+    writer = subprocess.Popen([sys.executable, "-c", WRITER, url, str(stop)], env={"PYTHONPATH": str(SRC)},
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    errors: list[BaseException] = []
+    started: list[str] = []
+
+    def start() -> None:
+        try:
+            started.append(services.search.start(ana, case.id, "test").session_id)
+        except BaseException as err:  # noqa: BLE001 - every failure counts
+            errors.append(err)
+
+    try:
+        assert writer.stdout.readline().strip() == "ready"  # the other process is writing
+        threads = [threading.Thread(target=start) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        stop.touch()
+        out, err = writer.communicate(timeout=120)
+    assert writer.returncode == 0, err
+    assert errors == [] and len(set(started)) == 20
+    assert int(out) >= 2  # the other process wrote meanwhile
+    assert services.audit.verify().ok  # one chain, whoever wrote
+    services.close()
+
+
+def test_wal_is_set_when_the_database_is_made_waiting_for_a_busy_file(tmp_path):
+    import sqlite3
+
+    from minterpr.serving.db import Database
+
+    path = tmp_path / "m.db"
+    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # another process's rollback-journal database, busy
+    other.execute("CREATE TABLE other (x)")
+    other.execute("BEGIN EXCLUSIVE")
+    threading.Timer(1.0, lambda: other.execute("COMMIT")).start()
+    db = Database(f"sqlite:///{path}")  # waits for the lock instead of failing
+    with db.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
+        assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000
+        assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
+    db.dispose()
+    other.close()
+
+
+def test_ingestion_refuses_the_services_own_state(tmp_path_factory, tmp_path):
+    from minterpr.serving.errors import ApiError
+    from minterpr.serving.schemas_jobs import IngestRequest
+
+    pytest.importorskip("cv2")
+    run, store = shared_world(tmp_path_factory)
+    state = tmp_path / "state"
+    services = prepare(state, run, store, import_roots=(tmp_path,))
+    root = services.accounts.login("root", PASSWORD, client="test").principal
+    (state / "demo_credentials.txt").write_text("username: demo\n")
+    for source in (state / "minterpr.db", state / "minterpr.db-wal", state / "demo_credentials.txt", state,
+                   tmp_path, state / "uploads"):
+        with pytest.raises(ApiError) as refused:
+            services.jobs.start(root, IngestRequest(gallery="test", source=str(source)))
+        assert refused.value.status == 403 and refused.value.field == "source", source
+        assert "state" in str(refused.value), source
+    (state / "incoming").mkdir()
+    with pytest.raises(ApiError) as missing:  # inside incoming/ the state check passes: the file is missing
+        services.jobs.start(root, IngestRequest(gallery="test", source=str(state / "incoming" / "cam1.mp4")))
+    assert missing.value.status == 422
+    services.close()
+
+
+def test_a_cli_write_beside_the_server_leaves_its_jobs_running(tmp_path):
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.service_state import services_from
+    from minterpr.serving.db import IngestJob, now
+    from minterpr.serving.service import build_services
+    from support.serving import settings
+
+    server = build_services(settings(tmp_path / "state"))
+    with server.db.write() as tx:  # a job the server is running
+        tx.add(IngestJob(id="j1", gallery="g", source="s", options={}, user_id=1, status="running", progress={},
+                         created=now(), updated=now()))
+    cli = services_from(build_parser().parse_args(["users", "list", "--data", str(tmp_path / "state")]))
+    assert cli.jobs is None
+    cli.close()
+    with server.db.transaction() as tx:
+        assert tx.get(IngestJob, "j1").status == "running"
+    server.close()

@@ -1,0 +1,74 @@
+"""The ingestion page in a real browser: an admin picks the detector, a refused start shows its
+message at the field, and a job's progress updates on the page until it is done (no reload).
+Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from support.web import PASSWORD, Server, build_gallery, chromium_path, login, prepare_service
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+pytest.importorskip("fastapi", reason="the service is not installed")
+CHROMIUM = chromium_path()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+TIMEOUT_MS = 60_000
+ADMIN = "ada"  # an admin made here (the shared web users are an analyst and a viewer)
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    from minterpr.serving.service import build_services
+    from minterpr.serving.settings import ServeSettings
+
+    folder = tmp_path_factory.mktemp("web_ingest")
+    run, store, _ = build_gallery(folder)
+    data = folder / "data"
+    prepare_service(data, run, store)
+    services = build_services(ServeSettings(data_dir=data))
+    try:
+        services.accounts.create_user(ADMIN, PASSWORD, "admin")
+        incoming = services.settings.incoming_dir / "lobby"
+    finally:
+        services.close()
+    shutil.copytree(folder / "crops", incoming)
+    server = Server(data).start()
+    yield server, run, incoming
+    server.stop()
+
+
+def test_an_admin_ingests_from_the_page_and_watches_it_finish(site):
+    server, run, incoming = site
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        login(page, server.url, ADMIN)
+        page.get_by_role("link", name="Ingest").click()
+        page.wait_for_url(server.url + "/ingest")
+        expect(page.get_by_text("No ingestion jobs yet.")).to_be_visible()
+        page.get_by_label("Gallery", exact=False).first.fill("lobby")
+        page.get_by_label("Source on the server").fill(str(incoming))
+        page.get_by_label("Run").fill(str(run))
+        page.get_by_label("Camera").fill("lobby:cam1")
+        page.get_by_label("an ONNX detection model").check()
+        page.get_by_role("button", name="Start ingestion").click()
+        alert = page.get_by_role("alert")
+        expect(alert).to_contain_text("detector_model")
+        expect(page.get_by_label("ONNX model file")).to_have_attribute("aria-invalid", "true")
+        expect(page.get_by_label("Source on the server")).to_have_value(str(incoming))  # kept
+        page.get_by_label("HOG (built in)").check()
+        page.get_by_role("button", name="Start ingestion").click()
+        page.wait_for_url(server.url + "/ingest")
+        row = page.locator("#ingest-jobs tr[data-job]")
+        expect(row).to_have_count(1)
+        expect(row).to_have_attribute("data-status", "done", timeout=TIMEOUT_MS)  # the list polls itself
+        expect(row.locator("progress")).to_have_attribute("value", "1")
+        expect(row).to_contain_text("30 images added to lobby")  # 10 people x 3 views
+        browser.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"
