@@ -49,6 +49,8 @@ def test_chat_loop_describe_answer_feedback_undo(attribute_gallery):
     assert code == 0 and text.rstrip().endswith("bye")
     assert "  1. " in text and "score" in text and "matches: gender: female" in text
     assert text.index("  1. ") < text.index("system: ")  # results come before the question
+    assert "understood: gender: female; top colour: red" in text  # what the description was read as
+    assert text.index("understood: ") < text.index("  1. ")
     assert text.count("system: ") >= 3
     assert "error: rank 99999 out of range" in text and "error: unknown command :dance" in text
     # after :undo the feedback turn is gone; the answer stayed and was read with its question's slot

@@ -259,6 +259,8 @@ class ChatLoop:
         from minterpr.interaction.session import AskQuestion, ShowReferences
 
         index = self.session.index
+        if self.session.history:  # what the system took from the turn, the model's facts marked as such
+            self.say(understood_line(self.session.history[-1]))
         for k in range(min(self.top, len(step.ranking))):
             i = int(step.ranking[k])
             self.say(f"{k + 1:>3}. {index.images[i].path}  score {step.scores[k]:.3f}  {step.explain(k).summary()}")
@@ -295,6 +297,28 @@ class ChatLoop:
                            title=f"chat: {len(session.history)} turn(s)", config=StripConfig(top_k=top),
                            allow_outside_root=True)
         return path
+
+
+def understood_line(entry: Any) -> str:
+    """The chat's line of what a turn was read as: its facts (a model's marked), or that nothing was.
+
+    >>> from minterpr.interaction.history import HistoryEntry, ModelFact
+    >>> from minterpr.language.phrasing import Fact
+    >>> from minterpr.types import DescriptionTurn
+    >>> understood_line(HistoryEntry(DescriptionTurn("a man, red top"),
+    ...                              (Fact("gender", ("male",)), ModelFact("upper_colour", ("red",))), ()))
+    'understood: gender: male; top colour: red (read by the model)'
+    >>> understood_line(HistoryEntry(DescriptionTurn("qwerty"), (), ()))
+    'understood: nothing in this turn (say it another way)'
+    """
+    from minterpr.interaction.explain import describe_fact
+    from minterpr.interaction.history import fact_source
+
+    if not entry.facts:
+        return "understood: " + ("nothing in this turn (say it another way)" if not entry.understood
+                                 else "no attribute, only the verdict")
+    return "understood: " + "; ".join(describe_fact(f) + (" (read by the model)" if fact_source(f) == "vlm" else "")
+                                      for f in entry.facts)
 
 
 def _decode(raw: str | bytes) -> str | None:
