@@ -311,14 +311,12 @@ def understood_line(entry: Any) -> str:
     >>> understood_line(HistoryEntry(DescriptionTurn("qwerty"), (), ()))
     'understood: nothing in this turn (say it another way)'
     """
-    from minterpr.interaction.explain import describe_fact
-    from minterpr.interaction.history import fact_source
+    from minterpr.interaction.history import describe_said
 
     if not entry.facts:
         return "understood: " + ("nothing in this turn (say it another way)" if not entry.understood
                                  else "no attribute, only the verdict")
-    return "understood: " + "; ".join(describe_fact(f) + (" (read by the model)" if fact_source(f) == "vlm" else "")
-                                      for f in entry.facts)
+    return "understood: " + "; ".join(describe_said(f) for f in entry.facts)
 
 
 def _decode(raw: str | bytes) -> str | None:

@@ -79,6 +79,18 @@ def fact_source(fact: Fact) -> str:
     return "vlm" if isinstance(fact, ModelFact) else "rule"
 
 
+def describe_said(fact: Fact) -> str:
+    """A turn's fact as the page's chips and the chat show it: a model's marked as such.
+
+    Example:
+        >>> describe_said(Fact("gender", ("male",))), describe_said(ModelFact("upper_colour", ("red",)))
+        ('gender: male', 'top colour: red (read by the model)')
+    """
+    from minterpr.interaction.explain import describe_fact
+
+    return describe_fact(fact) + (" (read by the model)" if fact_source(fact) == "vlm" else "")
+
+
 class HistoryEntry(NamedTuple):
     """One turn of a session: what the user said, what it asserted, and the top results after it."""
 

@@ -71,9 +71,9 @@ class Strip:
 
 
 def _moment(value: Any) -> dt.datetime | None:
-    from minterpr.serving.times import _as_datetime
+    from minterpr.serving.times import as_datetime
 
-    return _as_datetime(value)
+    return as_datetime(value)
 
 
 def timeline_strip(results: Sequence[Any]) -> Strip:

@@ -28,7 +28,7 @@ from urllib.parse import urlencode
 
 from markupsafe import Markup, escape
 
-from minterpr.serving.times import _as_datetime, when  # noqa: F401  (when: the templates' filter)
+from minterpr.serving.times import as_datetime, when  # noqa: F401  (when: the templates' filter)
 
 from minterpr.interaction.presence import percent, probably_absent
 from minterpr.serving.errors import ApiError
@@ -133,7 +133,7 @@ class Pages:
 def _form_datetime(value: str | None, field: str) -> dt.datetime | None:
     if not value:
         return None
-    moment = _as_datetime(value)
+    moment = as_datetime(value)
     if moment is None:
         raise ApiError(422, "invalid", f"{field}: not a date and time: {value!r}", field=field)
     return moment
@@ -168,13 +168,13 @@ def _shown(filters: dict[str, str], per_turn: int, most: int) -> int:
 
 def _keep(results: list[Any], filters: dict[str, str]) -> list[Any]:
     """Results passing the page's camera / time filters (an unknown time passes no time filter)."""
-    low, high = _as_datetime(filters.get("from")), _as_datetime(filters.get("until"))
+    low, high = as_datetime(filters.get("from")), as_datetime(filters.get("until"))
     kept = []
     for r in results:
         if filters["camera"] and r.camera != filters["camera"]:
             continue
         if low is not None or high is not None:
-            moment = _as_datetime(r.time)
+            moment = as_datetime(r.time)
             if moment is None or (low is not None and moment < low) or (high is not None and moment > high):
                 continue
         kept.append(r)

@@ -14,13 +14,13 @@ def when(value: Any) -> str:
     """A time for people: ``2026-12-01 10:02:03`` from a datetime or an ISO string ('' for None)."""
     if value is None or value == "":
         return ""
-    moment = _as_datetime(value)
+    moment = as_datetime(value)
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment is not None else str(value)
 
 
 
 
-def _as_datetime(value: Any) -> dt.datetime | None:
+def as_datetime(value: Any) -> dt.datetime | None:
     """Naive datetime from a datetime, a UNIX time or an ISO string; None when it is none of those."""
     if isinstance(value, dt.datetime):
         moment = value
