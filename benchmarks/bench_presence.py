@@ -6,7 +6,9 @@ for up to ``--turns`` turns after the description. Each target is searched twice
 gallery (present) and over the gallery with every image of its identity removed (absent). After
 every turn the session's presence probability (:func:`minterpr.interaction.presence.presence_probability`
 of the match probabilities of the images ruled out, as the page showed them) is compared with the
-threshold. A present search stops when the user confirms the target.
+threshold. A present search stops when the user confirms the target. The match is shown at the
+run's fitted temperature (``minterpr calibrate-match``, on val) when it has one; ``--match-temperature``
+overrides it (``--match-temperature 0.02``: the uncalibrated default).
 
 Targets: >= 80 % of absent-target searches flagged within 5 turns, <= 5 % of present-target searches
 wrongly flagged. Prints one JSON line per (prior, threshold) setting and the headline setting.
@@ -29,7 +31,6 @@ def _search(session_of, user, turns: int, index) -> tuple[list[float], bool]:
     """Run one simulated search; returns (the match probability of each image ruled out when it was,
     as the page shows it; whether the user confirmed the target)."""
     from minterpr.language.dialogue_acts import verdict
-    from minterpr.interaction.presence import match_probabilities
     from minterpr.types import ReferenceTurn
 
     session = session_of()
@@ -45,7 +46,7 @@ def _search(session_of, user, turns: int, index) -> tuple[list[float], bool]:
             i = index.index_of(turn.reference_path)
             rank = None if i is None else session.step.rank_of(i)
             if verdict(turn.feedback) is False:
-                ruled_out.append(0.0 if rank is None else float(match_probabilities(session.step.scores)[rank]))
+                ruled_out.append(0.0 if rank is None else float(session.step.match()[rank]))
         session.add(turn)
     return ruled_out, False
 
@@ -58,6 +59,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=60, help="targets (each searched present and absent)")
     parser.add_argument("--turns", type=int, default=5, help="turns after the description")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--match-temperature", type=float, default=None,
+                        help="the match's softmax temperature (default: the run's fitted one, else 0.02)")
     args = parser.parse_args(argv)
 
     from minterpr.index.gallery_index import GalleryIndex
@@ -73,11 +76,14 @@ def main(argv: list[str] | None = None) -> int:
         from minterpr.runtime.pipeline import load_pipeline
 
         pipeline = load_pipeline(args.run, engine="torch")
-        backend, options = pipeline.backend, {"reranking": pipeline.rerank_config()}
+        backend, options = pipeline.backend, {"reranking": pipeline.rerank_config(),
+                                              "match_temperature": pipeline.extras.match_temperature()}
         full = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     else:
         backend, options = AttributeBackend(noise=1.0, seed=args.seed), {}
         full = backend.index_images(split.gallery, root=str(split.image_root))
+    if args.match_temperature is not None:
+        options["match_temperature"] = args.match_temperature
     rng = np.random.default_rng(args.seed)
     pids = sorted({im.person_id for im in full.images})
     targets = [pids[k] for k in rng.permutation(len(pids))[: args.searches]]
@@ -110,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
                               "present_flagged_pct": rate("present", prior, threshold)}))
     print(json.dumps({"headline": True, "backend": "run " + args.run if args.run else "attribute noise 1.0",
                       "split": args.split, "searches": len(targets), "turns": args.turns, "prior": PRIOR_PRESENT,
-                      "threshold": ABSENT_BELOW, "absent_flagged_pct": rate("absent", PRIOR_PRESENT, ABSENT_BELOW),
+                      "threshold": ABSENT_BELOW,
+                      "match_temperature": options.get("match_temperature", 0.02), "absent_flagged_pct": rate("absent", PRIOR_PRESENT, ABSENT_BELOW),
                       "present_flagged_pct": rate("present", PRIOR_PRESENT, ABSENT_BELOW),
                       "present_confirmed_pct": 100.0 * confirmed / len(targets), "gallery": len(full),
                       "seconds": round(elapsed, 1)}))

@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "minterpr.cli.db",
     "minterpr.cli.audit",
     "minterpr.cli.eval_attributes",
+    "minterpr.cli.calibrate_match",
     "minterpr.cli.adapt",
     "minterpr.cli.export",
     "minterpr.cli.models",

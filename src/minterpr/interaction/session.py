@@ -76,7 +76,7 @@ from minterpr.language.dialogue_acts import known_attributes, question_slot, rou
 from minterpr.interaction.explain import EvidencePolicy, explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
-                                           QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
+                                           TEMPERATURE, QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
                                            reference_information, shown_person_mass)
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
@@ -105,7 +105,8 @@ class Session:
                  history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
                  allow_external_images: bool = False,
                  shortlist: ShortlistConfig | int | None = ShortlistConfig(),
-                 vlm: VLMAssistant | None = None, evidence: EvidencePolicy | None = None) -> None:
+                 vlm: VLMAssistant | None = None, evidence: EvidencePolicy | None = None,
+                 match_temperature: float = TEMPERATURE) -> None:
         if not isinstance(gallery_index, GalleryIndex):
             raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
         if len(gallery_index) == 0:
@@ -114,6 +115,9 @@ class Session:
                                  ("max_text_chars", max_text_chars, 1)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InputError(f"{name} must be an int >= {low}, got {value!r}")
+        if isinstance(match_temperature, bool) or not isinstance(match_temperature, (int, float)) \
+                or not 0 < match_temperature < float("inf"):
+            raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
         self.backend = backend
         self.index = gallery_index
         self.question_policy = (QUESTION_POLICIES.create(question_policy) if isinstance(question_policy, str)
@@ -136,6 +140,9 @@ class Session:
         # how predicted attributes become ✓ / ✗ in explanations (None: a 0.5 threshold; a served run passes
         # its calibration's policy, so only confident, calibrated, recognisable labels are marked)
         self.evidence = evidence
+        # the temperature of the match the page shows (step.match()): a model's fitted one
+        # (interaction/presence.py, MatchCalibration); the policies keep theirs
+        self.match_temperature = float(match_temperature)
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -422,7 +429,7 @@ class Session:
         return Step(found.rows[order], scores[order], action, found.anchor,
                     lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence,
                                             stated=stated.get(i, ())),
-                    len(self.index))
+                    len(self.index), self.match_temperature)
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:

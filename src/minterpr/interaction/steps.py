@@ -13,6 +13,8 @@ Example:
     (1, None)
     >>> step.gallery_scores().tolist()
     [0.4, -inf, 0.9, -inf]
+    >>> [round(float(m), 3) for m in step.match()]  # the page's match of each ranked image (T = 0.02)
+    [1.0, 0.0]
 """
 from __future__ import annotations
 
@@ -22,6 +24,8 @@ from typing import Callable
 import numpy as np
 
 from minterpr.interaction.explain import Explanation
+from minterpr.interaction.policies import TEMPERATURE
+from minterpr.interaction.presence import match_probabilities
 from minterpr.interaction.turn_inputs import gallery_position
 
 __all__ = ["Action", "AskQuestion", "ShowReferences", "Step"]
@@ -57,6 +61,8 @@ class Step:
     anchor: int | None  # gallery index of the anchor image used in re-ranking, if any
     _explain: Callable[[int], Explanation] = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     gallery_size: int | None = None  # N, images in the gallery; None = len(ranking) (the whole gallery ranked)
+    # softmax temperature of the match the page shows (a model's fitted one, interaction/presence.py)
+    match_temperature: float = TEMPERATURE
 
     @property
     def num_images(self) -> int:
@@ -76,6 +82,11 @@ class Step:
         """0-based rank of a gallery image; None when it is beyond the shortlist."""
         found = np.flatnonzero(self.ranking == gallery_index)
         return int(found[0]) if len(found) else None
+
+    def match(self) -> np.ndarray:
+        """(K,) each ranked image's match probability, in ranking order (:func:`match_probabilities`
+        at :attr:`match_temperature`): what the page shows and what a ruling-out is weighed by."""
+        return match_probabilities(self.scores, self.match_temperature)
 
     def gallery_scores(self) -> np.ndarray:
         """(N,) the final scores in gallery order; ``-inf`` for images beyond the shortlist."""

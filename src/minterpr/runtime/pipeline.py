@@ -110,12 +110,14 @@ class Pipeline:
         """A new interactive :class:`~minterpr.interaction.session.Session` over ``gallery``.
 
         Options are Session's keywords (question_policy, reference_policy, reranking, seed, ...);
-        ``reranking`` defaults to :meth:`rerank_config`, ``evidence`` to :meth:`evidence_policy`.
+        ``reranking`` defaults to :meth:`rerank_config`, ``evidence`` to :meth:`evidence_policy`,
+        ``match_temperature`` to the run's fitted one (``RunExtras.match_temperature``).
         """
         from minterpr.interaction.session import Session
 
         options.setdefault("reranking", self.rerank_config())
         options.setdefault("evidence", self.evidence_policy())
+        options.setdefault("match_temperature", self.extras.match_temperature())
         return Session(self.backend, gallery, **options)
 
 

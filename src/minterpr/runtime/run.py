@@ -4,8 +4,8 @@
 model file, or a model directory (``minterpr export``: safetensors weights, JSON config and
 extras; :func:`export_run` writes one), and returns a :class:`TrainedRun`: the model and its
 :class:`RunExtras`, the typed record of the checkpoint's ``extra`` — the scoring chosen on the
-validation split (attribute weight, probability floor), the attribute calibration, the record of
-the weight choice, and the model-selection keys of training (stage, epoch, metric value).
+validation split (attribute weight, probability floor), the attribute calibration, the match
+distribution's temperature (fitted on validation searches), the record of the weight choice, and the model-selection keys of training (stage, epoch, metric value).
 ``load_pipeline``, ``minterpr eval``, ``simulate``, ``chat`` and ``demo`` all load through it, so
 they score alike.
 
@@ -42,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from minterpr.errors import InputError, RunError
 from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
+from minterpr.interaction.presence import MatchCalibration
 from minterpr.interaction.reranking import RerankConfig
 
 if TYPE_CHECKING:  # torch-heavy: imported when a run is loaded
@@ -80,6 +81,9 @@ class RunExtras:
     scoring: RerankConfig | None = None  # "scoring": chosen on the validation split; None = not stored
     calibration: CalibrationRecord | None = None  # "calibration"; None = uncalibrated
     selection: WeightSelection | None = None  # "scoring_selection"; None = the weight was not chosen
+    # "match_calibration": the page's match temperature fitted on validation searches (minterpr
+    # calibrate-match); None = not fitted, the policies' TEMPERATURE
+    match: MatchCalibration | None = None
     other: dict[str, Any] = field(default_factory=dict)  # every other key, kept as written (stage, epoch, ...)
 
     @classmethod
@@ -89,9 +93,11 @@ class RunExtras:
         scoring = extra.pop("scoring", None)
         calibration = extra.pop("calibration", None)
         selection = extra.pop("scoring_selection", None)
+        match = extra.pop("match_calibration", None)
         return cls(None if scoring is None else _scoring(scoring, source),
                    None if calibration is None else _calibration(calibration, source),
-                   None if selection is None else _selection(selection, source), extra)
+                   None if selection is None else _selection(selection, source),
+                   None if match is None else _match(match, source), extra)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``extra`` dict to store (plain data)."""
@@ -104,7 +110,15 @@ class RunExtras:
                 del out["calibration"]["label_auc"]
         if self.selection is not None:
             out["scoring_selection"] = dataclasses.asdict(self.selection)
+        if self.match is not None:
+            out["match_calibration"] = self.match.to_dict()
         return out
+
+    def match_temperature(self) -> float:
+        """The temperature of the match sessions show: the fitted one, else the policies' default."""
+        from minterpr.interaction.policies import TEMPERATURE
+
+        return self.match.temperature if self.match is not None else TEMPERATURE
 
     def rerank_config(self) -> RerankConfig:
         """How this model scores, in static evaluation and in sessions alike: the stored scoring
@@ -155,6 +169,13 @@ def _calibration(value: Any, source: str | os.PathLike[str]) -> CalibrationRecor
                              _number(data.get("nll_before"), "'calibration' nll_before", source),
                              _number(data.get("nll_after"), "'calibration' nll_after", source),
                              {k: _number(v, f"'calibration' label_auc of {k!r}", source) for k, v in auc.items()})
+
+
+def _match(value: Any, source: str | os.PathLike[str]) -> MatchCalibration:
+    try:
+        return MatchCalibration.from_dict(_entry(value, "match_calibration", source))
+    except ValueError as err:
+        raise RunError(source, f"malformed extra 'match_calibration': {err}") from None
 
 
 def _selection(value: Any, source: str | os.PathLike[str]) -> WeightSelection:

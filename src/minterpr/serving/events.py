@@ -104,27 +104,31 @@ def withdrawn(event: Event, turns: int) -> tuple[int, Fact]:
     return turn, fact
 
 
-def session_options(options: Mapping[str, Any], reranking: Any, evidence: Any = None) -> dict[str, Any]:
-    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``)
-    and evidence policy (``evidence``, how its explanations mark facts), and external example images
-    allowed (the service names them itself: uploads it stored, never a caller's path)."""
+def session_options(options: Mapping[str, Any], reranking: Any, evidence: Any = None,
+                    match_temperature: float | None = None) -> dict[str, Any]:
+    """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``),
+    evidence policy (``evidence``, how its explanations mark facts) and match temperature (None: the
+    default), and external example images allowed (the service names them itself: uploads it
+    stored, never a caller's path)."""
     from minterpr.interaction.shortlist import ShortlistConfig
 
     chosen = {k: v for k, v in options.items() if k in SESSION_OPTIONS}
     # the shortlist a session was started with; a session stored before the record existed ran the
     # cosine shortlist, which is what an empty record reads as: replays rank as the session did
     chosen["shortlist"] = ShortlistConfig.from_dict(options.get("shortlist") or {})
+    if match_temperature is not None:  # the model's, not the session's record: it follows the model served
+        chosen["match_temperature"] = match_temperature
     return {**chosen, "reranking": reranking, "evidence": evidence, "allow_external_images": True}
 
 
 def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[str, Any], reranking: Any,
-           uploads: str | os.PathLike[str] | None, evidence: Any = None) -> Any:
+           uploads: str | os.PathLike[str] | None, evidence: Any = None, match_temperature: float | None = None) -> Any:
     """A fresh Session over ``backend`` and ``index`` rebuilt from the log (recorded facts, not
     re-parsed); TurnError names the event that could not be replayed (an image removed since, ...)."""
     from minterpr.interaction.session import Session
 
     turns = fold(events, uploads)
-    session = Session(backend, index, **session_options(options, reranking, evidence))
+    session = Session(backend, index, **session_options(options, reranking, evidence, match_temperature))
     for entry, event in turns:
         try:
             session.add(entry.turn, facts=entry.facts, shown=entry.shown,

@@ -63,7 +63,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, describe_fact
-from minterpr.interaction.presence import match_probabilities, percent
+from minterpr.interaction.presence import percent
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
 __all__ = ["EVIDENCE_NOTE", "EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",
@@ -97,7 +97,7 @@ class ExportImage:
     #   or "same_track" (another crop of the confirmed crop's track, exported with it)
     camera: str | None  # camera id, when the gallery knows it
     time: str | None  # when it was taken (the gallery's "time" metadata), when known
-    similarity: float | None  # match probability in [0, 1] (presence.match_probabilities) on the page just before
+    similarity: float | None  # match probability in [0, 1] (``Step.match()``) on the page just before
     #   the analyst judged it, as the page showed it; None if unknown
     rank: int | None  # its 1-based rank at that point (None beyond a shortlist or unknown)
     reason: str  # the analyst's own words when judging it ("" when they wrote none)
@@ -220,7 +220,7 @@ def _replayed_steps(session: Any) -> list[Any]:
                    reranking=session.reranking, seed=session.seed, schedule=session.schedule,
                    num_references=session.num_references, history_k=session.history_k,
                    max_text_chars=session.max_text_chars, allow_external_images=session.allow_external_images,
-                   shortlist=session.shortlist)
+                   shortlist=session.shortlist, match_temperature=session.match_temperature)
     replay = Session(session.backend, session.index, **options)
     return [replay.add(entry.turn, facts=entry.facts, shown=entry.shown) for entry in session.history]
 
@@ -267,7 +267,7 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
         similarity = rank = None
         if before is not None and before.rank_of(i) is not None:
             rank = before.rank_of(i) + 1
-            similarity = round(float(match_probabilities(before.scores)[rank - 1]), 6)
+            similarity = round(float(before.match()[rank - 1]), 6)
         data = read(i)
         mime, ext = _image_type(data, image.path)
         role = "confirmed" if judgements[i] else "ruled_out"

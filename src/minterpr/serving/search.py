@@ -97,7 +97,8 @@ class Search:
         options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars,
                    "shortlist": ShortlistConfig().to_dict()}  # recorded: a later default must not change a replay
         session = self._with_model(events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(),
-                                                 None, loaded.pipeline.evidence_policy()))
+                                                 None, loaded.pipeline.evidence_policy(),
+                                                 loaded.pipeline.extras.match_temperature()))
         filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
                    "end": scope.end}
         positions = Positions(rows, len(loaded.index))
@@ -394,7 +395,7 @@ class Search:
         uploads = self.settings.uploads_dir / row.id
         try:
             session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads,
-                                    loaded.pipeline.evidence_policy())
+                                    loaded.pipeline.evidence_policy(), loaded.pipeline.extras.match_temperature())
             turns = events.fold(log, uploads)
         except (TurnError, InputError) as err:
             raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "

@@ -25,7 +25,7 @@ import numpy as np
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.history import describe_said
 from minterpr.interaction.explain import describe_fact
-from minterpr.interaction.presence import match_probabilities, percent, presence_probability
+from minterpr.interaction.presence import percent, presence_probability
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
@@ -84,12 +84,13 @@ def _score(value: float) -> float:
 
 
 def results(live: Live, top: int) -> list[ResultView]:
-    """The top results; ``similarity`` is each one's match probability (:func:`match_probabilities`)."""
+    """The top results; ``similarity`` is each one's match probability (``step.match()``, at the model's
+    fitted temperature: :mod:`minterpr.interaction.presence`)."""
     step = live.session.step
     if step is None:
         return []
     judgements = live.session.judgements
-    shares = match_probabilities(step.scores)
+    shares = step.match()
     out = []
     for rank, local in enumerate(step.ranking[:top].tolist()):
         explanation = step.explain(rank)
@@ -111,7 +112,7 @@ def seen(live: Live, gallery_index: int) -> dict[str, Any]:
     rank = None if step is None or local is None else step.rank_of(local)
     if rank is None:
         return {"seen_rank": None, "seen_similarity": None}
-    return {"seen_rank": rank + 1, "seen_similarity": _score(match_probabilities(step.scores)[rank])}
+    return {"seen_rank": rank + 1, "seen_similarity": _score(step.match()[rank])}
 
 
 def action(live: Live) -> ActionView | None:

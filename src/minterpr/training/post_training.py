@@ -93,3 +93,37 @@ def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[
             cfg.selection_split, {str(w): float(r1) for w, r1 in tried.items()}))
     save_model(model, run.model_path, extra=extras.to_dict())
     return extras
+
+
+def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExtras:
+    """Write a :class:`~minterpr.interaction.presence.MatchCalibration` into the model at ``path``
+    (a run directory's ``model.pt``, a model file, or an exported model directory's ``extras.json``;
+    its weights and ``config.json`` untouched, so a shipped model's pin holds). Returns the extras
+    as now stored.
+
+    Example:
+        >>> import tempfile
+        >>> from minterpr.interaction.presence import MatchCalibration
+        >>> from minterpr.models import create_model, save_model
+        >>> run_dir = Path(tempfile.mkdtemp())
+        >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"epoch": 2})
+        >>> record = MatchCalibration("val", 0.05, 10, 40, 3.0, 2.5, 0.2, 0.05, {"simulator": "oracle"})
+        >>> store_match_calibration(run_dir, record).match.temperature, load_run(run_dir).extras.other
+        (0.05, {'epoch': 2})
+    """
+    import json
+
+    from minterpr.fileio import atomic_write_text
+    from minterpr.models.io import EXTRAS_FILE, update_extra
+    from minterpr.runtime.run import model_path_of
+
+    model_path, _ = model_path_of(path)
+    extras = dataclasses.replace(load_run(model_path).extras, match=record)
+    if model_path.is_dir():  # an exported model directory: its extras are a JSON file beside the weights
+        target = model_path / EXTRAS_FILE
+        mode = target.stat().st_mode & 0o777
+        atomic_write_text(target, json.dumps(extras.to_dict(), indent=1, sort_keys=True) + "\n")
+        os.chmod(target, mode)
+    else:
+        update_extra(model_path, {"match_calibration": record.to_dict()})
+    return extras
