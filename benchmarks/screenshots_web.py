@@ -10,7 +10,9 @@ a result shows them. Saved at a laptop's 1366 px width:
   result matches or contradicts, and the system's next move;
 * ``web_question.png``: the system's question with its quick answers (when it asks one);
 * ``web_confirm.png``: the explicit confirmation step on one result;
-* ``web_confirmed.png``: the confirmed match, shown as similarity, with its export button.
+* ``web_confirmed.png``: the confirmed match, shown as similarity, with its export button;
+* ``web_look.png``: looking closely at the top result beside the next one, each with the frame it
+  was cut from and its box (the gallery's crops come with synthetic frames).
 
 The gallery: a trained run (``--run``; by default ``outputs/demo/run`` once ``minterpr demo`` made it)
 embeds ``--identities`` synthetic people x 3 views; without one a freshly initialised tiny model does
@@ -137,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         # an untrained tiny model gets the test suite's calibration record, so the marks show (illustration only)
         run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE,
-                                          calibrated=args.run is None)
+                                          calibrated=args.run is None, frames=True)
         prepare_service(folder / "data", run, store)
         server = Server(folder / "data").start()
         try:

@@ -92,6 +92,14 @@ def test_rows_carry_camera_time_frame_box_track_and_source(video, ingested, pipe
         with Image.open(gallery / image.path) as crop:
             assert abs(crop.size[0] - (x2 - x1)) <= 2 and abs(crop.size[1] - (y2 - y1)) <= 2
         assert 0 < meta["score"] <= 1 and meta["sharpness"] > 0
+        # the frame it was cut from, stored whole (480 px wide: under the 960 px cap) with its size
+        assert meta["frame_image"] == f"frames/{result.job}/f{meta['frame']:07d}.jpg" and meta["frame_size"] == [480, 360]
+        with Image.open(gallery / meta["frame_image"]) as frame:
+            assert frame.size == (480, 360)
+            whole = np.asarray(frame.convert("L"), np.float64)[round(y1):round(y2), round(x1):round(x2)]
+        with Image.open(gallery / image.path) as crop:
+            cut = np.asarray(crop.convert("L").resize((whole.shape[1], whole.shape[0])), np.float64)
+        assert np.abs(whole - cut).mean() < 12  # the box of the frame is the crop (JPEG twice: not exact)
         tracks.setdefault(meta["track"], []).append(meta["frame"])
         assert image.person_id == f"{result.job}:t{meta['track']}"
     assert len(tracks) == result.tracks
@@ -99,6 +107,8 @@ def test_rows_carry_camera_time_frame_box_track_and_source(video, ingested, pipe
     hits = stored.vectors.search(stored.index.embeddings[:1], 3, where={"camera": "test:cam1"}).ids
     assert hits[0, 0] == 0
     assert len(list((gallery / "crops" / result.job).iterdir())) == result.crops  # replaced crops deleted
+    frames = {m["frame_image"] for m in stored.metadata}  # and the frames only they were cut from
+    assert sorted(p.name for p in (gallery / "frames" / result.job).iterdir()) == sorted(f.rsplit("/", 1)[1] for f in frames)
 
 
 def test_progress_events(ingested):

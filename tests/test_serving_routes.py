@@ -98,6 +98,7 @@ def test_every_documented_success_is_reachable(service, world):
     call("POST", "/api/sessions/{session_id}/example/upload", url + "/example/upload",
          files={"file": ("x.jpg", buffer.getvalue(), "image/jpeg")}, headers=headers)
     call("GET", "/api/sessions/{session_id}/images/{gallery_index}", f"{url}/images/{first}")
+    call("GET", "/api/sessions/{session_id}/images/{gallery_index}/frame", f"{url}/images/0/frame")  # person 0 has frames
     call("POST", "/api/sessions/{session_id}/confirm", url + "/confirm",
          json={"gallery_index": first, "acknowledge": True}, headers=headers)
     call("POST", "/api/sessions/{session_id}/export", url + "/export", headers=headers)
@@ -202,6 +203,12 @@ def test_reads_by_others_and_refusals_are_audited(service):
     vic_headers = login(vic, "vic")
     assert vic.get(f"/api/sessions/{sid}").status_code == 200
     assert vic.get(f"/api/sessions/{sid}/images/{first}?full=true").status_code == 200
+    frame = client.get(f"/api/sessions/{sid}/images/1/frame")  # the analyst's own read of a frame: audited too
+    assert frame.status_code == 200 and frame.headers["content-type"] == "image/jpeg"
+    with Image.open(io.BytesIO(frame.content)) as drawn:  # the box (x 48-80, y 16-80) drawn in amber
+        assert drawn.size == (128, 96) and drawn.getpixel((48, 40))[2] < 90 < drawn.getpixel((48, 40))[0]
+    missing = client.get(f"/api/sessions/{sid}/images/5/frame")  # person 1: a crop without its frame
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "frame_unavailable"
     assert vic.post("/api/cases", json={"title": "t", "purpose": "report 12, authorised", "cameras": None,
                                         "start": None, "end": None}, headers=vic_headers).status_code == 403
     assert client.post("/api/admin/users", json={"username": "mal", "password": PASSWORD, "role": "admin"},
@@ -214,10 +221,12 @@ def test_reads_by_others_and_refusals_are_audited(service):
              e["details"].get("code")) for e in logged]
     assert said == [("vic", "session_read", case, None, None, None),
                     ("vic", "image_read", case, None, None, None),
+                    ("ana", "frame_read", case, None, None, None),
                     ("vic", "refused", None, "/api/cases", 403, "forbidden"),
                     ("ana", "refused", None, "/api/admin/users", 403, "forbidden"),
                     ("bob", "refused", None, f"/api/sessions/{sid}/describe", 403, "forbidden")], said
     assert logged[0]["details"] == {"session": sid}
     assert logged[1]["details"] == {"session": sid, "gallery_index": first, "full": True}
-    assert logged[2]["details"]["method"] == "POST" and logged[2]["details"]["via"] == "cookie"
+    assert logged[2]["details"] == {"session": sid, "gallery_index": 1}
+    assert logged[3]["details"]["method"] == "POST" and logged[3]["details"]["via"] == "cookie"
     assert services.audit.verify().ok

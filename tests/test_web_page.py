@@ -34,7 +34,7 @@ sync_api.expect.set_options(timeout=TIMEOUT_MS)
 def site(tmp_path_factory):
     """The server over a fresh data folder (users ana/analyst and vic/viewer, gallery "demo")."""
     folder = tmp_path_factory.mktemp("web")
-    run, store, truth = build_gallery(folder, calibrated=True)
+    run, store, truth = build_gallery(folder, calibrated=True, frames=True)
     prepare_service(folder / "data", run, store)
     server = Server(folder / "data").start()
     yield server
@@ -261,8 +261,8 @@ def test_unauthenticated_and_cross_site_requests_are_refused(browser, page, site
 
 def test_looking_closely_more_results_the_strip_and_several_confirmed_crops(page, site) -> None:
     """The footage's time range and 24-hour UTC fields beside the filters, the per-camera strip, "show
-    more" up to the whole (30-image) gallery, the look-closely page (full-resolution crop, where it came
-    from, compared with the next result, then with a confirmed crop), "search with this image", and two
+    more" up to the whole (30-image) gallery, the look-closely page (full-resolution crop, the frame it
+    came from with its box, where it came from, compared with the next result, then with a confirmed crop), "search with this image", and two
     crops confirmed as one person."""
     expect = sync_api.expect
     login(page, site.url)
@@ -287,10 +287,17 @@ def test_looking_closely_more_results_the_strip_and_several_confirmed_crops(page
     page.keyboard.press("Enter")
     expect(page.get_by_role("heading", name="Look closely")).to_be_visible()
     expect(page.get_by_role("heading", name="Compared with result #2")).to_be_visible()
-    big = page.locator("figure[aria-labelledby=this-image] img")
+    big = page.locator("figure[aria-labelledby=this-image] > a > img")
     expect(big).to_have_attribute("src", re.compile(rf"/image/{order[0].split('-')[1]}$"))
     page.wait_for_function("() => [...document.querySelectorAll('.look img')].every(i => i.complete && i.naturalWidth > 0)")
     expect(page.locator("figure[aria-labelledby=this-image] dl")).to_contain_text("Track")
+    # the frame it came from, its box drawn (served through the same checks, and audited)
+    shown_frame = page.locator("figure[aria-labelledby=this-image] figure.frame img")
+    expect(shown_frame).to_have_attribute("src", re.compile(rf"/frame/{order[0].split('-')[1]}$"))
+    expect(shown_frame).to_have_attribute("alt", re.compile(r"the frame it was cut from, its box drawn"))
+    assert page.evaluate("() => document.querySelector('figure.frame img').naturalWidth") == 4 * 96  # the whole frame
+    expect(page.locator("figure[aria-labelledby=this-image] figure.frame figcaption")).to_contain_text("UTC")
+    expect(page.locator("figure[aria-labelledby=this-image] dl")).to_contain_text("Box in the frame")
     page.get_by_role("button", name="Search with this image").click()
     page.wait_for_url(re.compile(r"/sessions/[0-9a-f]{32}\?moved=1"))
     assert timeline(page)[-1].startswith(f"example: gallery image {order[0].split('-')[1]}")

@@ -30,7 +30,9 @@ def shared_world(tmp_path_factory, people: int = 8, views: int = 3, seed: int = 
 
 def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) -> tuple[Path, Path]:
     """A tiny model run and a gallery store of ``people`` x ``views`` generated crops; returns (run, store).
-    Image k of person p is on camera (p + k) % 3 at START + 10 p + 3 k minutes, track "t{p}"."""
+    Image k of person p is on camera (p + k) % 3 at START + 10 p + 3 k minutes, track "t{p}"; the crops of
+    person 0 come with the frame they were "cut from" (a 128 x 96 frame holding the crop at its box:
+    ``frames/p0_k``, without a suffix, so a folder ingestion of ``crops`` does not take it for a crop)."""
     import torch
     from PIL import Image
 
@@ -41,7 +43,7 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
 
     rng = np.random.default_rng(seed)
     crops = folder / "crops"
-    crops.mkdir(parents=True, exist_ok=True)
+    (crops / "frames").mkdir(parents=True, exist_ok=True)
     images, metadata = [], []
     for p in range(people):
         colour = rng.integers(0, 255, size=3)
@@ -53,6 +55,12 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
             images.append(GalleryImage(name, f"test:{p}", camera_id=camera))
             when = START + dt.timedelta(minutes=10 * p + 3 * k)
             metadata.append({"time": when.isoformat(), "track": f"t{p}", "source": "test.mp4"})
+            if p == 0:
+                frame = Image.new("RGB", (128, 96), (90, 90, 90))
+                frame.paste(Image.fromarray(pixels), (16 + 32 * k, 16))
+                frame.save(crops / "frames" / f"p0_{k}", format="PNG")
+                metadata[-1].update(frame_image=f"frames/p0_{k}", box=[16 + 32 * k, 16, 48 + 32 * k, 80],
+                                    frame_size=[128, 96])
     run = folder / "run"
     torch.manual_seed(seed)
     save_model(create_model("tiny"), run / "model.pt", extra={"epoch": 1})

@@ -34,10 +34,12 @@ def chromium_path() -> str | None:
 
 
 def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: int = 0,
-                  size: tuple[int, int] = (192, 96)) -> tuple[list, list[dict], list[dict]]:
+                  size: tuple[int, int] = (192, 96), frames: bool = False) -> tuple[list, list[dict], list[dict]]:
     """Render ``identities`` x ``views`` synthetic crops over three cameras into ``crops`` (the same
     every time for one seed). Returns (GalleryImage list, metadata with capture time, truth): truth[i]
-    is image i's identity number and attributes (the tests know who is who; the page does not)."""
+    is image i's identity number and attributes (the tests know who is who; the page does not).
+    ``frames``: each crop also gets the "frame it was cut from" (:func:`_frame_of`), as ingestion stores
+    them (``frame_image``, ``box``, ``frame_size``, ``frame``)."""
     from minterpr.data.synthetic.cameras import make_cameras, sample_view
     from minterpr.data.synthetic.identities import sample_population
     from minterpr.data.synthetic.render import render_person
@@ -59,7 +61,27 @@ def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: in
             when = START + dt.timedelta(minutes=7 * pid + 23 * v)
             metadata.append({"time": when.isoformat(), "track": f"t{pid}_{v}", "source": CAMERAS[k]})
             truth.append({"identity": pid, "attributes": attributes})
+    if frames:
+        for n, meta in enumerate(metadata):
+            meta.update(_frame_of(crops, n, images, len(metadata)))
     return images, metadata, truth
+
+
+def _frame_of(crops: Path, n: int, images: list, count: int) -> dict:
+    """A 3:4-ish street frame holding crop ``n`` at its box and the next crop beside it (a frame shows
+    other people too), written as ``frames/f<n>.png`` under ``crops``; the row's frame metadata."""
+    from PIL import Image
+
+    with Image.open(crops / images[n].path) as own, Image.open(crops / images[(n + 1) % count].path) as other:
+        width, height = own.width * 4, round(own.height * 1.5)
+        frame = Image.new("RGB", (width, height), (128, 132, 138))
+        x, y = own.width // 2 + (n % 3) * own.width // 2, height - own.height - 8
+        frame.paste(other, (width - other.width - own.width // 3, y))
+        frame.paste(own, (x, y))
+    (crops / "frames").mkdir(exist_ok=True)
+    frame.save(crops / "frames" / f"f{n:05d}.png")
+    return {"frame": 10 * n, "frame_image": f"frames/f{n:05d}.png", "box": [x, y, x + own.width, y + own.height],
+            "frame_size": [width, height]}
 
 
 # the calibration record of the test model: sharp temperatures (so some marks are confident) and
@@ -78,7 +100,7 @@ def calibration_record() -> dict:
 
 def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Path | None = None,
                   seed: int = 0, size: tuple[int, int] = (192, 96),
-                  calibrated: bool = False) -> tuple[Path, Path, list[dict]]:
+                  calibrated: bool = False, frames: bool = False) -> tuple[Path, Path, list[dict]]:
     """:func:`render_people` into ``folder/crops``, embedded by ``run`` (default: a freshly initialised
     tiny model, with :func:`calibration_record` when ``calibrated``) into the gallery store
     ``folder/store``. Returns (run, store, truth)."""
@@ -89,7 +111,7 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     from minterpr.runtime.pipeline import load_pipeline
 
     crops = folder / "crops"
-    images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size)
+    images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size, frames=frames)
     if run is None:
         run = folder / "run"
         torch.manual_seed(seed)

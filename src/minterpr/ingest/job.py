@@ -10,7 +10,8 @@ A job is one source ingested into one gallery; its folder is ``GALLERY/ingest/<j
     embed/shard-00000.*       embedded crops (minterpr.runtime.batch_embed's shard files and markers)
     done.json                 the rows were added to the store (written after it was saved)
 
-and the crops themselves in ``GALLERY/crops/<job>/``. Every file is written through
+and the crops themselves in ``GALLERY/crops/<job>/``, the frames they were cut from (downscaled,
+one file per frame: :data:`minterpr.ingest.video.FRAME_MAX_WIDTH`) in ``GALLERY/frames/<job>/``. Every file is written through
 :mod:`minterpr.fileio`. A rerun reads the finished chunks, replays the tracker and the crop
 selection over their detections (fast: no pixels), and goes on decoding from the first frame of
 the first missing chunk, so it ends with the same tracks, crops and rows as a run that was
@@ -38,7 +39,7 @@ from minterpr.fileio import atomic_write_text
 
 JOB_FORMAT = "minterpr-ingest-job"  # job.json "format"
 JOB_VERSION = 1
-INGEST_DIR, CROPS_DIR = "ingest", "crops"  # in the gallery folder
+INGEST_DIR, CROPS_DIR, FRAMES_DIR = "ingest", "crops", "frames"  # in the gallery folder
 
 
 def job_id(source: str | os.PathLike[str]) -> str:
@@ -85,6 +86,7 @@ class JobFolder:
         self.gallery, self.job = gallery, job
         self.path = gallery / INGEST_DIR / job
         self.crops = gallery / CROPS_DIR / job
+        self.frames = gallery / FRAMES_DIR / job  # the (downscaled) frames the kept crops were cut from
 
     def start(self, description: dict[str, Any], *, restart: bool) -> bool:
         """Write ``job.json`` for a new job, or check the one there; True when progress is resumed."""
@@ -109,9 +111,10 @@ class JobFolder:
         return False
 
     def discard(self) -> None:
-        """Remove the job's progress and crops (its rows stay in the store until replaced)."""
+        """Remove the job's progress, crops and frames (its rows stay in the store until replaced)."""
         shutil.rmtree(self.path, ignore_errors=True)
         shutil.rmtree(self.crops, ignore_errors=True)
+        shutil.rmtree(self.frames, ignore_errors=True)
 
     # ------------------------------------------------------------------ detection chunks
     def chunk_path(self, chunk: int) -> Path:

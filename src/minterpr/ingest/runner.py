@@ -6,7 +6,9 @@ detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG 
 ``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
 (:func:`minterpr.index.store.gallery_append.append_gallery`) with their metadata: ``camera``,
 ``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
-``job``, ``score``, ``sharpness``. A folder of crops is indexed as it is: each image one row
+``job``, ``score``, ``sharpness``, and ``frame_image`` (the frame the crop was cut from, stored
+downscaled in ``GALLERY/frames/<job>/``: :mod:`minterpr.ingest.video`) with ``frame_size`` (the
+source frame's [width, height], the box's pixels). A folder of crops is indexed as it is: each image one row
 (copied, or hard-linked, into ``crops/<job>/``), with ``camera`` and ``time`` from the options.
 
 The job keeps durable progress (:mod:`minterpr.ingest.job`): a rerun after a kill, an error or
@@ -35,7 +37,7 @@ import numpy as np
 from minterpr.errors import DatasetError
 from minterpr.index.store.gallery_store import STORE_ROOT
 from minterpr.fileio import atomic_write
-from minterpr.ingest.job import CROPS_DIR, JobFolder, gallery_lock, job_id
+from minterpr.ingest.job import CROPS_DIR, FRAMES_DIR, JobFolder, gallery_lock, job_id
 from minterpr.ingest.options import (IngestOptions, IngestResult, check_options, create_detector, every_of,
                                      gallery_dir)
 from minterpr.ingest.progress import IngestProgress, Reporter
@@ -168,7 +170,8 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             when = lambda c: {} if start is None else {"time": frame_time(start, c.frame, info.fps)}  # noqa: E731
             metadata = [{**base, **when(c), "offset_s": round(c.frame / info.fps, 3), "frame": c.frame,
                          "box": [round(v, 1) for v in c.box], "track": c.track, "score": round(c.score, 4),
-                         "sharpness": round(c.sharpness, 1)} for c in chosen]
+                         "sharpness": round(c.sharpness, 1), **_frame_of(job, c.frame, tracking.sizes)}
+                        for c in chosen]
             stats = (frames_read, tracking.processed, tracking.detections,
                      tracking.picker.tracks(options.min_track_detections))
         else:
@@ -185,6 +188,11 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             for path in crops_dir.iterdir():
                 if path.name not in keep:
                     path.unlink(missing_ok=True)
+        if video and job.frames.is_dir():  # frames only replaced crops were cut from
+            keep = {Path(m["frame_image"]).name for m in metadata if "frame_image" in m}
+            for path in job.frames.iterdir():
+                if path.name not in keep:
+                    path.unlink(missing_ok=True)
         summary = dict(zip(("frames_read", "frames_processed", "detections", "tracks"), stats),
                        crops=len(images), rows=rows, skipped=[list(s) for s in skipped])
         job.mark_done(summary)
@@ -193,6 +201,16 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     return IngestResult(folder, job.job, os.fspath(info.path), info.kind, rows, total, *stats, len(images),
                         tuple(skipped), time.perf_counter() - started, resumed, False, info.fps or None,
                         info.duration_s)
+
+
+def _frame_of(job: JobFolder, frame: int, sizes: dict[int, tuple[int, int]]) -> dict[str, Any]:
+    """``frame_image`` and ``frame_size`` of a crop's row, when its frame was stored (a job ingested
+    before frames were kept has none: the page then says the frame was not kept)."""
+    from minterpr.ingest.video import frame_name
+
+    if frame not in sizes or not (job.frames / frame_name(frame)).is_file():
+        return {}
+    return {"frame_image": f"{FRAMES_DIR}/{job.job}/{frame_name(frame)}", "frame_size": list(sizes[frame])}
 
 
 def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, Any]], folder: Path, job: JobFolder,

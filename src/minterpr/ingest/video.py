@@ -23,6 +23,33 @@ from minterpr.ingest.progress import Reporter
 from minterpr.ingest.sources import SourceInfo, iter_frames, open_source
 from minterpr.ingest.tracking import BestCrops, Candidate, Tracker, crop_box, crop_quality, measure_sharpness
 
+# The frame each kept crop was cut from is stored at ingest, downscaled to this width (aspect kept),
+# rather than decoded from the source when someone looks: the gallery stays self-contained (a
+# video may be moved, or deleted under retention, after ingestion), a click costs one file read
+# instead of decoding a compressed stream from its previous key frame, and the frame is read
+# through the same permission check and audit as a full-size crop (serving/search.py). 960 px keeps
+# a 720p frame's people recognisable at ~60-120 kB a frame; one file serves every crop of that frame.
+FRAME_MAX_WIDTH = 960
+FRAME_JPEG_QUALITY = 80
+
+
+def frame_name(frame: int) -> str:
+    """The stored frame's file name (in ``GALLERY/frames/<job>/``)."""
+    return f"f{frame:07d}.jpg"
+
+
+def _write_frame(path: Path, frame: np.ndarray) -> None:
+    """The whole (H, W, 3) BGR frame as a JPEG, at most FRAME_MAX_WIDTH wide (written once per frame)."""
+    if path.is_file():
+        return
+    from PIL import Image
+
+    image = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]))
+    if image.width > FRAME_MAX_WIDTH:
+        image = image.resize((FRAME_MAX_WIDTH, max(1, round(image.height * FRAME_MAX_WIDTH / image.width))),
+                             Image.Resampling.LANCZOS)
+    atomic_write(path, lambda f: image.save(f, format="JPEG", quality=FRAME_JPEG_QUALITY), durable=False)
+
 
 def detect_people(detector: Detector, frame: np.ndarray, max_height: int | None) -> Detections:
     """``detector.detect(frame)``, on the frame shrunk to ``max_height`` rows (aspect kept, area
@@ -58,12 +85,14 @@ class Tracking:
         self.detections = self.processed = 0
         self.log: list[tuple[int, tuple[float, ...], float, int]] | None = None  # (frame, box, score, track)
         self.frames: list[int] | None = None  # the processed frames, when logging
+        self.sizes: dict[int, tuple[int, int]] = {}  # processed frame -> its (width, height) in pixels
 
     def step(self, index: int, size: tuple[int, int], dets: list[list[float]], frame: np.ndarray | None) -> None:
         rows = np.asarray(dets, np.float64).reshape(-1, 6)
         ids = self.tracker.update(rows[:, :4], rows[:, 4])
         self.detections += len(rows)
         self.processed += 1
+        self.sizes[index] = (int(size[0]), int(size[1]))
         if self.log is not None and self.frames is not None:
             self.frames.append(index)
             self.log += [(index, tuple(map(float, row[:4])), float(row[4]), t) for row, t in zip(rows, ids.tolist())]
@@ -75,6 +104,7 @@ class Tracking:
             candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size))  # type: ignore[arg-type]
             if self.picker.offer(candidate) and frame is not None:
                 _write_crop(self.job.crops / candidate.name, frame, box, self.options.jpeg_quality)
+                _write_frame(self.job.frames / frame_name(index), frame)
 
 
 def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, options: IngestOptions, every: int,

@@ -218,3 +218,12 @@ def image(request: Request, session_id: SessionId, gallery_index: int = Path(ge=
     data, media_type = get_services(request).search.image(principal, session_id, gallery_index,
                                                           thumbnail_only=not full)
     return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=3600"})
+
+
+@router.get("/sessions/{session_id}/images/{gallery_index}/frame", tags=["sessions"], responses=ERRORS,
+            response_class=Response)
+def frame(request: Request, session_id: SessionId, gallery_index: int = Path(ge=0, le=2**40),
+          principal: Principal = Depends(require("session:read"))) -> Response:
+    """The video frame the crop was cut from, with its box drawn (audited: a frame shows other people)."""
+    data, media_type = get_services(request).search.frame(principal, session_id, gallery_index)
+    return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=3600"})

@@ -1,6 +1,6 @@
 """Looking closely at results: the per-camera timeline strip of the ranked results, the footage's time
-range, and what the "look closely" page of one image shows (its full-resolution crop, where it came
-from, and a crop to compare it with).
+range, and what the "look closely" page of one image shows (its full-resolution crop, the frame it
+was cut from with its box drawn, where it came from, and a crop to compare it with).
 
 The strip is server-drawn SVG (attributes, no inline style: a content security policy may forbid
 styles and scripts in the markup); each mark links to its result card.
@@ -125,6 +125,44 @@ def provenance(metadata: dict[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
+BOX_COLOUR, BOX_WIDTH = (255, 196, 0), 3  # the crop's box drawn on its frame: amber, 3 px at the stored size
+
+
+def frame_with_box(path: Any, box: Sequence[float], frame_size: Sequence[int]) -> bytes:
+    """A JPEG of the stored frame at ``path`` with ``box`` (x1, y1, x2, y2 in the source frame's
+    pixels, ``frame_size`` = its [width, height]) drawn on it, scaled to the stored frame's size.
+    The stored file stays clean: one frame serves every crop cut from it, each with its own box.
+
+    Example:
+        >>> import io, tempfile
+        >>> from PIL import Image
+        >>> path = tempfile.mkdtemp() + "/f.jpg"; Image.new("RGB", (100, 50), "white").save(path)
+        >>> drawn = Image.open(io.BytesIO(frame_with_box(path, [40, 20, 80, 60], [200, 100])))
+        >>> drawn.size, drawn.getpixel((20, 15))[2] < 100, drawn.getpixel((30, 20))[2] > 200  # box at half scale
+        ((100, 50), True, True)
+    """
+    import io
+
+    from PIL import ImageDraw
+
+    from minterpr.serving.uploads import load_rgb
+
+    image = load_rgb(path)
+    sx, sy = image.width / float(frame_size[0]), image.height / float(frame_size[1])
+    x1, y1, x2, y2 = (float(v) for v in box)
+    ImageDraw.Draw(image).rectangle([x1 * sx, y1 * sy, x2 * sx, y2 * sy], outline=BOX_COLOUR, width=BOX_WIDTH)
+    buffer = io.BytesIO()
+    image.save(buffer, "JPEG", quality=88)
+    return buffer.getvalue()
+
+
+def has_frame(metadata: dict[str, Any]) -> bool:
+    """Whether ingestion stored the frame a crop was cut from (with its box and the frame's size)."""
+    box, size = metadata.get("box"), metadata.get("frame_size")
+    return (isinstance(metadata.get("frame_image"), str) and isinstance(box, (list, tuple)) and len(box) == 4
+            and isinstance(size, (list, tuple)) and len(size) == 2 and all(float(v) > 0 for v in size))
+
+
 def look_context(pages: Any, user: Any, sid: str, gallery_index: int, compare: int | None) -> dict[str, Any]:
     """The look-closely page: the image (rank, match, camera, time, where it came from) and the one to
     compare it with: ``compare``, else the confirmed crop, else the top result that is not it."""
@@ -140,7 +178,7 @@ def look_context(pages: Any, user: Any, sid: str, gallery_index: int, compare: i
     def described(i: int) -> dict[str, Any]:
         info = search.image_info(user, sid, i)
         return {"gallery_index": i, "result": by_index.get(i), "camera": info["camera"], "time": info["time"],
-                "provenance": provenance(info["metadata"]),
+                "provenance": provenance(info["metadata"]), "frame": has_frame(info["metadata"]),
                 "confirmed": any(c.gallery_index == i for c in view.confirmed_all)}
 
     return dict(view=view, image=described(gallery_index), other=None if compare is None else described(compare),

@@ -398,6 +398,13 @@ def register(app: Any) -> None:
         data, media_type = pages.services.search.image(user, sid, gallery_index, thumbnail_only=False)
         return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=3600"})
 
+    @router.get("/sessions/{sid}/frame/{gallery_index}")
+    def frame_image(sid: str = SessionId, gallery_index: int = PathParam(ge=0, le=2**40),
+                    user: Any = Depends(current_user)) -> Any:
+        """The frame the crop was cut from, its box drawn (permission-checked and audited as a full crop)."""
+        data, media_type = pages.services.search.frame(user, sid, gallery_index)
+        return Response(data, media_type=media_type, headers={"Cache-Control": "private, max-age=3600"})
+
     @router.get("/sessions/{sid}/look/{gallery_index}")
     def look(request: Request, sid: str = SessionId, gallery_index: int = PathParam(ge=0, le=2**40),
              compare: int | None = Query(None, alias="with", ge=0, le=2**40), user: Any = Depends(optional_user)) -> Any:

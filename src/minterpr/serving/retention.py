@@ -92,6 +92,10 @@ def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     vectors = (build_vector_index(backend, index, metadata, model_fingerprint=fingerprint)
                if backend is not None and len(keep) else None)
     removed_paths = [loaded.index.images[i].path for i in np.flatnonzero(old).tolist()]
+    # the frames the removed crops were cut from go too, unless a kept crop was cut from the same frame
+    kept_frames = {m.get("frame_image") for m in metadata}
+    removed_paths += sorted({loaded.metadata[i]["frame_image"] for i in np.flatnonzero(old).tolist()
+                             if isinstance(loaded.metadata[i].get("frame_image"), str)} - kept_frames)
     old_fused = loaded.index.fused  # a store that had a fused index keeps one, with its probe settings
     fused = build_fused(index, like=old_fused.params()) if old_fused is not None and len(keep) else None
     save_gallery(index, loaded.directory, model_fingerprint=fingerprint, vector_index=vectors, metadata=metadata,
@@ -103,7 +107,7 @@ def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
             except (OSError, InputError):
                 pass  # already gone, or not under the root: never delete outside the gallery's folder
     services.galleries.bump(row.name)
-    return len(removed_paths)
+    return int(old.sum())
 
 
 def _vector_backend(loaded: Any) -> str | None:

@@ -150,6 +150,27 @@ class Search:
         except (ImageError, InputError) as err:
             raise ApiError(404, "image_unavailable", public_message(f"image {gallery_index} cannot be read: {err}")) from None
 
+    def frame(self, principal: Principal, sid: str, gallery_index: int) -> tuple[bytes, str]:
+        """(JPEG bytes, media type) of the frame an in-scope crop was cut from, its box drawn. A frame
+        shows other people too: the same permission as the crop, and every read is audited."""
+        from minterpr.serving.looking import frame_with_box, has_frame
+
+        need(principal, "session:read")
+        with self._open(principal, sid, write=False) as live:
+            self._local(live, gallery_index)
+            gallery = live.gallery
+            meta = dict(gallery.metadata[gallery_index])
+        if not has_frame(meta):
+            raise ApiError(404, "frame_unavailable", f"image {gallery_index}: its frame was not kept (a gallery of "
+                                                     "crops, or one ingested before frames were stored)")
+        self._audit_read(principal, "frame_read", live.case_id, {"session": sid, "gallery_index": gallery_index})
+        try:
+            return frame_with_box(resolve_under(gallery.index.root, meta["frame_image"]), meta["box"],
+                                  meta["frame_size"]), "image/jpeg"
+        except (ImageError, InputError, OSError) as err:
+            raise ApiError(404, "frame_unavailable", public_message(f"the frame of image {gallery_index} cannot be "
+                                                                    f"read: {err}")) from None
+
     def image_info(self, principal: Principal, sid: str, gallery_index: int) -> dict[str, Any]:
         """Camera, time and free metadata (frame, box, track, ...) of an in-scope gallery image of the session."""
         need(principal, "session:read")
