@@ -8,7 +8,7 @@ from minterpr.errors import InputError
 from minterpr.evaluation.static import evaluate_dialogues, replay_scores
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.language.dialogue_acts import turn_facts
+from minterpr.language.dialogue_acts import turn_facts, turn_reading
 from minterpr.interaction.reranking import RerankConfig, rerank, rerank_rows
 from minterpr.interaction.session import HistoryEntry, Session
 from minterpr.types import DescriptionTurn, Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
@@ -46,6 +46,11 @@ def _samples(gallery: list[GalleryImage]) -> list[RetrievalSample]:
             "an old man in a grey coat", (QATurn("Was he wearing a hat?", "Yes, a hat."),),
             (ReferenceTurn(g[1], "No, that's not him."), ReferenceTurn(g[12], "No."),
              ReferenceTurn(g[1], "Actually yes, that's him."), ReferenceTurn(g[2], "Not this one.")))),
+        RetrievalSample(g[8], gallery[8].person_id, Dialogue(  # what is said of a shown image: evidence about it
+            "a man in brown shoes with a backpack", (),
+            (ReferenceTurn(g[11], "Maybe. These shoes are blue though."),
+             ReferenceTurn(g[13], "No. His shoes were brown, this one has no backpack."),
+             ReferenceTurn(g[11], "Maybe. This one has a backpack.")))),
     ]
 
 
@@ -63,7 +68,8 @@ def test_static_replay_scores_as_a_session_replaying_the_dialogue(setup, name):
     static = replay_scores(backend, samples, gallery, reranking=config)  # R x (Q, G)
     assert len(static) == max(len(s.dialogue.turns()) for s in samples)
     for q, sample in enumerate(samples):
-        history = [HistoryEntry(turn, turn_facts(turn), ()) for turn in sample.dialogue.turns()]
+        history = [HistoryEntry(turn, turn_reading(turn).target, (), turn_reading(turn).shown)
+                   for turn in sample.dialogue.turns()]
         for r in range(len(static)):
             session = Session.replay(history[: r + 1], backend, index, reranking=config)
             np.testing.assert_array_equal(static[r][q], session.step.gallery_scores(), err_msg=f"dialogue {q} round {r}")

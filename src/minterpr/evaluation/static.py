@@ -57,6 +57,7 @@ from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.language.dialogue_acts import round_judgements, turn_facts
 from minterpr.interaction.reranking import FactLikelihoods, Similarities, rerank_rows
+from minterpr.language.evidence import stated_log_likelihood
 from minterpr.types import GalleryImage, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
@@ -137,6 +138,9 @@ class _Replay:
             position.setdefault(image.path, i)
         index_of = getattr(self.index, "index_of", None) or position.get  # the lookup a session uses
         self.judgements = [round_judgements(turns, index_of) for turns in self.turns]
+        # per dialogue and round: gallery position -> what the user said of that shown image so far
+        # (a session's image_facts), evidence about the image that outranks the model's
+        self.stated = [_stated_by_round(turns, index_of) for turns in self.turns]
         # every distinct fact once; per dialogue and round, the ids of the facts first stated then
         self.facts: dict[Fact, int] = {}
         self.new_facts: list[list[list[int]]] = []
@@ -150,6 +154,7 @@ class _Replay:
                 seen.update(new)
                 per_round.append(new)
             self.new_facts.append(per_round)
+        self.fact_list = list(self.facts)  # fact id -> fact (ids number them in order of insertion)
         # shared by every round and every config; one N x N matrix when it is small (<= 64 MB)
         self.similarities = Similarities(self.index, dense=len(self.gallery) <= _DENSE_SIMILARITIES)
         self._fact_matrix: tuple[float, np.ndarray] | None = None
@@ -184,9 +189,21 @@ class _Replay:
                     self._add_facts(loglik, matrix, active, r)
                 cosine = self.cosine(r, active)
                 scores = scores.copy()  # the previous round's array may still be in use
-                scores[active], _ = rerank_rows(cosine, self.index, None if loglik is None else loglik[active],
+                terms = None if loglik is None else self._with_stated(loglik, active, r, scoring.prob_floor)
+                scores[active], _ = rerank_rows(cosine, self.index, terms,
                                                 [self.judgements[i][r] for i in active], scoring, self.similarities)
             yield scores
+
+    def _with_stated(self, loglik: np.ndarray, active: np.ndarray, r: int, floor: float) -> np.ndarray:
+        """(A, G) the active dialogues' attribute terms, each image the user described judged by their
+        words as a session judges it (:func:`stated_log_likelihood`); the running sums stay as they are."""
+        terms = loglik[active]
+        for row, i in enumerate(active.tolist()):
+            said = self.stated[i][r]
+            if said:
+                facts = [self.fact_list[k] for j in range(r + 1) for k in self.new_facts[i][j]]
+                terms[row] = stated_log_likelihood(terms[row], facts, said, np.asarray(self.attribute_probs), floor)
+        return terms
 
     def cosine(self, r: int, active: np.ndarray) -> np.ndarray:
         """(A, G) the backend's scores of round r's queries of the ``active`` dialogues.
@@ -223,6 +240,23 @@ class _Replay:
         rounds = self.round_scores(scoring)
         return per_round_metrics(rounds if observe is None else _observed(rounds, observe), self.query_pids,
                                  self.gallery_pids)
+
+
+def _stated_by_round(turns: Sequence[Turn], index_of: Callable[[str], int | None]
+                     ) -> list[dict[int, tuple[Fact, ...]]]:
+    """Per round: gallery position -> the facts said of that shown image so far (oldest first)."""
+    from minterpr.language.dialogue_acts import turn_reading
+    from minterpr.types import ReferenceTurn
+
+    out, said = [], {}
+    for turn in turns:
+        if isinstance(turn, ReferenceTurn):
+            shown = turn_reading(turn).shown
+            i = index_of(turn.reference_path) if shown else None
+            if i is not None:
+                said = {**said, i: said.get(i, ()) + tuple(shown)}
+        out.append(said)
+    return out
 
 
 def _observed(rounds: Iterator[np.ndarray], observe: Callable[[int, np.ndarray], None]) -> Iterator[np.ndarray]:

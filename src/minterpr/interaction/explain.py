@@ -38,7 +38,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.language.evidence import SINGLE
+from minterpr.language.evidence import SINGLE, stated_holds
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.index.gallery_index import GalleryIndex
@@ -136,20 +136,6 @@ class Explanation:
         return " | ".join(parts) or "no known attributes to compare"
 
 
-def _stated_holds(fact: Fact, stated: Sequence[Fact]) -> bool | None:
-    """``fact`` judged by what the user said of the image ("these are blue"); None when they said nothing of its slot."""
-    said = [f for f in stated if f.slot == fact.slot]
-    present_values = {v for f in said if not f.negated for v in f.values}
-    absent_values = {v for f in said if f.negated for v in f.values}
-    if present_values:
-        present = bool(set(fact.values) & present_values)
-    elif absent_values and set(fact.values) <= absent_values:
-        present = False
-    else:
-        return None
-    return not present if fact.negated else present
-
-
 def explain_image(index: GalleryIndex, i: int, facts: Sequence[Fact], *, use_ground_truth: bool = False,
                   threshold: float = 0.5, evidence: EvidencePolicy | None = None,
                   stated: Sequence[Fact] = ()) -> Explanation:
@@ -172,7 +158,7 @@ def explain_image(index: GalleryIndex, i: int, facts: Sequence[Fact], *, use_gro
     truth = image.attributes if use_ground_truth else None
     source = "ground_truth" if truth is not None else ("predicted" if index.attribute_probs is not None else "none")
     for fact in dict.fromkeys(facts):
-        said = _stated_holds(fact, stated)
+        said = stated_holds(fact, stated)
         if said is not None:
             kind = "yes" if said else "no"
             by_user.append(fact)

@@ -43,7 +43,7 @@ import numpy as np
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
-from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
+from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood, stated_log_likelihood
 from minterpr.index.gallery_index import GalleryIndex
 
 # the key static evaluation stored for ``rejection`` before the two configs were one
@@ -246,12 +246,15 @@ class Similarities:
 
 
 def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
-           judgements: Mapping[int, bool | None], config: RerankConfig = RerankConfig()) -> RerankResult:
+           judgements: Mapping[int, bool | None], config: RerankConfig = RerankConfig(),
+           stated: Mapping[int, Sequence[Fact]] | None = None) -> RerankResult:
     """Combine the backend's (N,) query scores with the facts and judgements so far.
 
     ``judgements`` maps gallery index -> True (the user said it is the person), False (not) or
     None (unsure: neither promoted nor demoted); a later confirmed image is the anchor.
-    One conversation of :func:`rerank_rows`.
+    ``stated`` maps gallery index -> what the user said of that image when it was shown: its
+    attribute term judges the facts of those slots by their words
+    (:func:`~minterpr.language.evidence.stated_log_likelihood`). One conversation of :func:`rerank_rows`.
     """
     scores = np.asarray(query_scores, dtype=np.float64)
     if scores.ndim != 1 or len(scores) != len(index):
@@ -259,6 +262,8 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
     loglik = None
     if config.attributes and index.attribute_probs is not None and facts:
         loglik = attribute_log_likelihood(facts, index.attribute_probs, config.prob_floor)
+        if stated:
+            loglik = stated_log_likelihood(loglik, facts, stated, index.attribute_probs, config.prob_floor)
     final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], config)
     return RerankResult(final[0], None if anchors[0] < 0 else int(anchors[0]), loglik)
 

@@ -411,8 +411,9 @@ class Session:
         judgements = self._judgements(history)
         facts = _facts(history)
         named = {self.index.index_of(t.image_path) for t in turns if isinstance(t, ExampleTurn)} - {None}
+        stated = _image_facts(history, self.index)  # what the user said of each shown image: evidence about it
         found = rank_candidates(self.index, queries[-1], facts, judgements, self.shortlist, self.reranking,
-                                named=named, min_open=self.num_references + 1)  # every image on the exact path
+                                named=named, min_open=self.num_references + 1, stated=stated)  # every image on the exact path
         scores = found.scores
         if judged:  # the model's judgements of this turn's candidates (vlm rerank)
             weight = self.vlm.config.rerank_weight if self.vlm is not None else VLMConfig.rerank_weight
@@ -425,7 +426,6 @@ class Session:
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
-        stated = _image_facts(history, self.index)  # what the user said of each shown image judges it first
         return Step(found.rows[order], scores[order], action, found.anchor,
                     lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence,
                                             stated=stated.get(i, ())),

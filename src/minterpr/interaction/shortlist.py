@@ -180,18 +180,21 @@ def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndar
 def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact],
                     judgements: Mapping[int, bool | None], shortlist: ShortlistConfig | None,
                     config: RerankConfig = RerankConfig(), *, named: Collection[int] = (),
-                    min_open: int = 1) -> Candidates:
+                    min_open: int = 1, stated: Mapping[int, Sequence[Fact]] | None = None) -> Candidates:
     """Rank the gallery for one (D,) query: on the exact path when ``shortlist`` is None or does
     not apply to this gallery's size, else on a growing shortlist (module doc). ``named``:
     gallery images the conversation named that must be candidates; ``min_open``: leading
-    candidates below which the shortlist grows (as ``ShortlistConfig.certify``)."""
+    candidates below which the shortlist grows (as ``ShortlistConfig.certify``); ``stated``: gallery
+    image -> what the user said of it when shown, evidence that outranks the model's for those images
+    (:func:`~minterpr.language.evidence.stated_log_likelihood`; they are always candidates)."""
+    stated = dict(stated or {})
     n = len(index)
     if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
-        return _exact(index, query, facts, judgements, config)
+        return _exact(index, query, facts, judgements, config, stated)
     query = np.asarray(query, dtype=np.float32)
-    must = np.asarray(sorted({*judgements, *named}), dtype=np.int64)
+    must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
-        return _fused(index, query, facts, judgements, shortlist, config, must, min_open)
+        return _fused(index, query, facts, judgements, shortlist, config, must, min_open, stated)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
     distinct = len(dict.fromkeys(facts)) if config.attributes and index.attribute_probs is not None else 0
@@ -200,7 +203,7 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
     while True:
         top = nearest_rows(index, query, k, full)
         rows = np.union1d(top, must)
-        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, config)
+        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, config, stated)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
         bound = edge + best_evidence
@@ -214,7 +217,7 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
                 near = nearest_rows(index, blend, k, blend_scores)
                 grown = np.union1d(rows, near)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config)
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
@@ -223,11 +226,12 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
         if k is None:
             return found  # the cap: the best the shortlist could do within its budget
         if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
-            return _exact(index, query, facts, judgements, config)
+            return _exact(index, query, facts, judgements, config, stated)
 
 
 def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-           shortlist: ShortlistConfig, config: RerankConfig, must: np.ndarray, min_open: int) -> Candidates:
+           shortlist: ShortlistConfig, config: RerankConfig, must: np.ndarray, min_open: int,
+           stated: Mapping[int, Sequence[Fact]]) -> Candidates:
     """The shortlist on the top-K of the fused score (module doc, "Fused search"): ``index.fused``
     when set, else one exact scan of cosine plus the facts' cached columns."""
     n = len(index)
@@ -254,7 +258,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
     while True:
         near, edge = top(query, 1.0, None, k)
         rows = np.union1d(near, must)
-        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config)
+        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated)
         # an image left out has a fused score <= edge; rejections only lower it
         bound = edge
         if found.anchor is not None and config.anchor:
@@ -265,7 +269,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
                 blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam, anchor, k)
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config)
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
                 bound = min(bound, blend_edge)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
@@ -273,7 +277,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
         if k is None:
             return found
         if k >= n:
-            return _exact(index, query, facts, judgements, config)
+            return _exact(index, query, facts, judgements, config, stated)
 
 
 def _approximate(vectors: Any) -> bool:
@@ -301,17 +305,18 @@ def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
 
 
 def _exact(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-           config: RerankConfig) -> Candidates:
-    result = rerank(index.scores(query), index, facts, judgements, config)
+           config: RerankConfig, stated: Mapping[int, Sequence[Fact]] | None = None) -> Candidates:
+    result = rerank(index.scores(query), index, facts, judgements, config, stated)
     return Candidates(np.arange(len(index)), index, result.scores, result.anchor)
 
 
 def _rerank_rows(index: GalleryIndex, rows: np.ndarray, query: np.ndarray, full: np.ndarray | None,
                  facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-                 config: RerankConfig) -> tuple[Candidates, np.ndarray]:
+                 config: RerankConfig, stated: Mapping[int, Sequence[Fact]]) -> tuple[Candidates, np.ndarray]:
     sub = index.subset(rows)  # (K, ...) the candidates
     scores = full[rows] if full is not None else sub.scores(query)  # (K,) exact re-scoring of an ANN's shortlist
     local = dict(zip(np.searchsorted(rows, list(judgements)).tolist(), judgements.values()))
-    result = rerank(scores, sub, facts, local, config)
+    said = dict(zip(np.searchsorted(rows, list(stated)).tolist(), stated.values()))  # every stated image is a row
+    result = rerank(scores, sub, facts, local, config, said)
     anchor = None if result.anchor is None else int(rows[result.anchor])
     return Candidates(rows, sub, result.scores, anchor), scores

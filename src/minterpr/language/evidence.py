@@ -7,6 +7,13 @@ so all of them get the same bits. :data:`SLOT_COLUMNS` and :func:`chosen_columns
 columns of the (N, L) label probabilities (L = ``ONTOLOGY.flat_labels()``) a slot and a fact
 read; :data:`PROB_FLOOR` is the one default clip.
 
+What the user said of a shown image ("these shoes are blue") is evidence about that image that
+outranks the model's: :func:`stated_holds` judges a fact by it, and :func:`stated_log_likelihood`
+is the attribute term of such an image with the facts of the slots they described judged by
+their words (a fact it makes hold counts log(1 - floor), one it denies log(floor), as a certain
+prediction would), the others by the model as before. The session's marks and its ranking (and the
+static replay) read it there.
+
 Example:
     >>> import numpy as np
     >>> probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.5, np.float32)
@@ -18,12 +25,15 @@ Example:
 """
 from __future__ import annotations
 
+from typing import Mapping, Sequence
+
 import numpy as np
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 
-__all__ = ["PROB_FLOOR", "SINGLE", "SLOT_COLUMNS", "chosen_columns", "fact_log_likelihood", "normalised_probs"]
+__all__ = ["PROB_FLOOR", "SINGLE", "SLOT_COLUMNS", "chosen_columns", "fact_log_likelihood", "normalised_probs",
+           "stated_holds", "stated_log_likelihood"]
 
 PROB_FLOOR = 0.02  # probabilities are clipped to [floor, 1 - floor]: one wrong prediction costs <= ln 50
 SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
@@ -73,3 +83,56 @@ def normalised_probs(probs: np.ndarray) -> np.ndarray:
         if SINGLE[slot]:
             r[:, cols] = probs[:, cols] / np.maximum(probs[:, cols].sum(axis=1, keepdims=True), 1e-12)
     return r
+
+
+def stated_holds(fact: Fact, stated: Sequence[Fact]) -> bool | None:
+    """``fact`` judged by what the user said of an image (``stated``: "these are blue"); None when they
+    said nothing of its slot, or nothing that decides it.
+
+    Example:
+        >>> blue = [Fact("footwear_colour", ("blue",))]
+        >>> stated_holds(Fact("footwear_colour", ("brown",)), blue), stated_holds(Fact("gender", ("male",)), blue)
+        (False, None)
+    """
+    said = [f for f in stated if f.slot == fact.slot]
+    present_values = {v for f in said if not f.negated for v in f.values}
+    absent_values = {v for f in said if f.negated for v in f.values}
+    if present_values:
+        present = bool(set(fact.values) & present_values)
+    elif absent_values and set(fact.values) <= absent_values:
+        present = False
+    else:
+        return None
+    return not present if fact.negated else present
+
+
+def stated_log_likelihood(loglik: np.ndarray, facts: Sequence[Fact], stated: Mapping[int, Sequence[Fact]],
+                          probs: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
+    """``loglik`` ((N,) Σ over the distinct ``facts`` of log P(fact | image)) with the term of each image
+    the user described (``stated``: gallery position -> what they said of it) recomputed: the facts
+    their words decide count log(1 - floor) or log(floor), the rest as the model has them. A copy;
+    ``loglik`` itself is left as it was. Images whose words decide none of the facts keep their term.
+
+    Example:
+        >>> probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.5)
+        >>> brown = Fact("footwear_colour", ("brown",))
+        >>> before = fact_log_likelihood(brown, probs)
+        >>> after = stated_log_likelihood(before, [brown], {1: [Fact("footwear_colour", ("blue",))]}, probs)
+        >>> bool(after[0] == before[0]), round(float(after[1]), 3)  # image 1's shoes are blue: not brown
+        (True, -3.912)
+    """
+    out = np.array(loglik, dtype=np.float64)
+    distinct = list(dict.fromkeys(facts))
+    for i, said in stated.items():
+        verdicts = [stated_holds(f, said) for f in distinct]
+        if all(v is None for v in verdicts):
+            continue
+        rows = np.array([i])
+        total = 0.0  # float64 in the order of first mention, as FactLikelihoods.total adds them
+        for fact, holds in zip(distinct, verdicts):
+            if holds is None:
+                total += float(fact_log_likelihood(fact, probs, floor, rows)[0])
+            else:
+                total += float(np.log(1.0 - floor) if holds else np.log(floor))
+        out[i] = total
+    return out
