@@ -65,6 +65,7 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
     finished = run_dir / "demo_finished.json"  # the same, written once training and the weight choice ended
     if (run_dir / "model.pt").is_file() and finished.is_file() and finished.read_text() in (wanted, legacy):
         say(f"model: {run_dir / 'model.pt'} (cached)")
+        calibrate_demo_match(run_dir, data_dir)  # a demo trained before match temperatures were fitted
         return run_dir
     started = time.time()
     resume = (run_dir / "last.pt").is_file() and stamp.is_file() and stamp.read_text() in (wanted, legacy)
@@ -78,6 +79,27 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
         from minterpr.training.post_training import calibrate_and_choose_weight
 
         say(describe_choices(calibrate_and_choose_weight(cfg, result.model_path)))
+    calibrate_demo_match(run_dir, data_dir)
     finished.write_text(wanted)
     say(f"model: {run_dir / 'model.pt'} (trained in {time.time() - started:.0f} s)")
     return run_dir
+
+
+def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
+    """Fit the page's match temperature on the demo's val searches (``minterpr calibrate-match``),
+    once: a run that holds the record keeps it."""
+    from minterpr.evaluation.match_calibration import calibrate_match
+    from minterpr.runtime.pipeline import load_pipeline
+    from minterpr.training.config import DataConfig
+    from minterpr.training.data import load_split
+    from minterpr.training.post_training import store_match_calibration
+
+    pipeline = load_pipeline(run_dir, engine="torch")
+    if pipeline.extras.match is not None:
+        return
+    split = load_split(DataConfig(root=str(data_dir)), "val")
+    index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
+    record = calibrate_match(pipeline.backend, index, split="val", session_options={"reranking": pipeline.rerank_config()})
+    store_match_calibration(run_dir, record)
+    say(f"match temperature fitted on val: {record.temperature:.3g} (mean -log P(target) {record.nll_before:.2f} -> "
+        f"{record.nll_after:.2f})")
