@@ -41,7 +41,7 @@ from typing import Any, Iterable, TextIO
 
 from minterpr.cli.common import (CLIError, add_backend_arguments, add_common_options, build_index,
                                  check_backend_arguments, gallery_images, load_backend, load_model, show_progress)
-from minterpr.cli.vlm_options import add_vlm_arguments, vlm_config
+from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, vlm_config
 from minterpr.errors import InputError, MinterprError
 from minterpr.language.dialogue_acts import verdict
 
@@ -345,6 +345,12 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
         backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
         index = build_index(backend, images, str(images_dir), complete=False,  # chat reports skipped images
                             progress=show_progress(args))
+    if args.vlm_captions:  # MTG: the captions' evidence beside the image model's (minterpr vlm caption)
+        from minterpr.vlm.caption import use_captions
+
+        index, captioned = use_captions(index, args.vlm_captions, args.vlm_caption_weight)
+        print(f"MTG captions: {captioned.get('vlm_captioned', 0)} of {len(index)} images"
+              + ("" if captioned else f" ({args.vlm_captions} holds none)"), file=out)
     skipped = tuple(getattr(index, "skipped", ()) or ())
     if skipped:  # one line, then the chat goes on without them
         path, reason = skipped[0]
@@ -392,6 +398,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="Describe a person, answer the system's questions, judge results.")
     add_backend_arguments(p, default_run="shipped")  # real photos by default: the shipped real-pixel model
     add_vlm_arguments(p)
+    add_caption_arguments(p)
     gallery = p.add_mutually_exclusive_group(required=True)
     gallery.add_argument("--images", metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
     gallery.add_argument("--index", metavar="INDEX_DIR", help="a gallery store built by `minterpr index build` "
