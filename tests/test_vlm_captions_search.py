@@ -131,3 +131,20 @@ def test_serve_takes_the_switch_from_its_command_line(tmp_path):
     settings = settings_from(args)
     assert settings.vlm_captions is True and settings.vlm_caption_weight == 0.3
     assert settings_from(build_parser().parse_args(["serve", "--data", str(tmp_path)])).vlm_captions is False
+
+
+def test_vlm_caption_writes_a_stores_captions_into_the_store(world, tmp_path, capsys):
+    from minterpr.index.store.gallery_store import check_store_folder
+    from minterpr.vlm.caption import read_captions
+    from minterpr.vlm.testing import ScriptedServer, valid_answer
+
+    _, _, plain, images = world
+    store = tmp_path / "store"
+    shutil.copytree(plain, store)
+    with ScriptedServer([valid_answer], repeat=True) as server:
+        code = main(["vlm", "caption", "--index", str(store), "--limit", "2", "--vlm-url", server.url,
+                     "--vlm-model", "m"])
+    assert code == 0 and f"-> {store / CAPTIONS}" in capsys.readouterr().out
+    assert sorted(read_captions(store / CAPTIONS)) == sorted(image.path for image in images[:2])
+    check_store_folder(store)  # still a store: a save into it keeps the captions
+    assert use_captions(load_gallery(store), store)[1]["vlm_captioned"] == 2
