@@ -56,7 +56,7 @@ from minterpr.types import GalleryImage
 from minterpr.vlm.assist import read_image
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
-from minterpr.vlm.errors import VLMBudgetExceeded, VLMError
+from minterpr.vlm.errors import VLMBudgetExceeded, VLMError, VLMUnavailable
 from minterpr.vlm.schema import answers_schema
 
 CAPTION_FORMAT = "minterpr-vlm-captions/1"  # the "format" of every record line
@@ -70,18 +70,25 @@ def question_groups() -> list[tuple[str, list[str]]]:
 
 
 def caption_crop(client: VLMClient, image: bytes) -> tuple[dict[str, tuple[str, ...]], int]:
-    """(validated attributes, how many of the turns failed) for one crop."""
+    """(validated attributes, how many of the turns failed) for one crop. Its questions share one
+    deadline (``turn_deadline_s``, as a session's turn), and after the endpoint fails (unreachable,
+    timed out) the crop's remaining parts are not asked: a failing endpoint costs a crop its deadline once."""
     attributes: dict[str, tuple[str, ...]] = {}
     failed = 0
-    for part, slots in question_groups():
+    groups = question_groups()
+    deadline = client.clock() + client.config.turn_deadline_s
+    for k, (part, slots) in enumerate(groups):
         prompt = (f"Look at the {'person as a whole' if part == 'whole' else part + ' of the person'} in this "
                   "image. For each slot of the schema, list the values you can see ([] when you cannot tell).")
         try:
-            answer = client.ask("caption", prompt, images=[image], schema=answers_schema(slots))
+            answer = client.ask("caption", prompt, images=[image], schema=answers_schema(slots), deadline=deadline)
             attributes.update(ONTOLOGY.validate({k: tuple(v) for k, v in answer.items() if v}))
         except VLMBudgetExceeded:
             raise
-        except (VLMError, ValueError):  # a failed turn or values the ontology refuses: that part unknown
+        except VLMUnavailable:  # the endpoint failed: this part and the rest unknown
+            failed += len(groups) - k
+            break
+        except (VLMError, ValueError):  # a bad answer or values the ontology refuses: that part unknown
             failed += 1
     return attributes, failed
 
