@@ -190,3 +190,28 @@ def test_a_replay_with_a_model_asks_it_nothing(gallery):
         asked = len(server.requests)
         replayed = Session.replay(live.history, backend, index, schedule="questions", vlm=assistant(server))
     assert len(server.requests) == asked and np.array_equal(replayed.step.ranking, steps[-1].ranking)
+
+
+def test_the_chat_lists_the_models_facts_and_forgets_one_on_request(gallery):
+    import io
+
+    from minterpr.cli.chat import ChatLoop
+
+    backend, index, _ = gallery
+    answer = json.dumps({"facts": [{"slot": "carried", "values": ["umbrella"], "negated": False},
+                                   {"slot": "gender", "values": ["female"], "negated": False}]})
+    out = io.StringIO()
+    with ScriptedServer([reply(answer)]) as server:
+        session = Session(backend, index, vlm=assistant(server, uses=("reading",)))
+        ChatLoop(session, out, top=2).run(io.StringIO("someone with a brolly, out in the drizzle\n:facts\n:forget 1\n"
+                                                      ":forget 9\n:quit\n"))
+    text = out.getvalue()
+    umbrella, woman = "carried items: umbrella (read by the model)", "gender: female (read by the model)"
+    assert f"understood: {umbrella}; {woman}" in text
+    assert f"  1. {umbrella}  (turn 1)\n  2. {woman}  (turn 1)\n" in text
+    assert f"forgot: {umbrella} (turn 1)" in text
+    assert "error: usage: :forget K, K a fact number of :facts (1..1)" in text
+    kept = session.history[0].facts
+    assert [(f.slot, fact_source(f)) for f in kept] == [("gender", "vlm")]  # the umbrella is forgotten
+    reference = Session(backend, index).add(session.history[0].turn, facts=kept)
+    assert np.array_equal(session.step.ranking, reference.ranking)

@@ -9,6 +9,8 @@ Commands:
     :yes K             result K is the person
     :example PATH      search by an example image (a gallery path, or any image file)
     :explain K         all facts result K matches / contradicts
+    :facts             every fact taken from what you said, numbered (the model's marked)
+    :forget K          withdraw fact K of :facts (e.g. one the model read wrongly): re-ranked without it
     :undo              take back the last line's turns
     :save FILE         save the conversation (JSON; it replays with Session.load_history)
     :help, :quit
@@ -41,7 +43,7 @@ from typing import Any, Iterable, TextIO
 
 from minterpr.cli.common import (CLIError, add_backend_arguments, add_common_options, build_index,
                                  check_backend_arguments, gallery_images, load_backend, load_model, show_progress)
-from minterpr.cli.vlm_options import add_vlm_arguments, vlm_config
+from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, vlm_config
 from minterpr.errors import InputError, MinterprError
 from minterpr.language.dialogue_acts import verdict
 
@@ -197,11 +199,37 @@ class ChatLoop:
             if not rest:
                 raise InputError("usage: :save FILE (the conversation as JSON)")
             return self.say(f"saved {len(session.history)} turns to {self._save(rest)}")
+        if command == "facts":
+            return self.say(self._facts_list())
+        if command == "forget":
+            return self._forget(rest)
         if command == "explain":
             step = session.step
             i = self._target(rest)
             return self.say(f"{session.index.images[i].path}: {step.explain_image(i).summary()}")  # ranked or not
         raise InputError(f"unknown command :{command} (:help lists them)")
+
+    def _facts_list(self) -> str:
+        from minterpr.interaction.history import describe_said, said_facts
+
+        facts = said_facts(self.session.history)
+        if not facts:
+            return "(no facts yet)"
+        return "\n".join(f"{k:>3}. {describe_said(fact)}  (turn {turn + 1})"
+                         for k, (turn, fact) in enumerate(facts, 1))
+
+    def _forget(self, token: str) -> None:
+        """Withdraw fact K of :facts; the ranking is recomputed as if it had never been said."""
+        from minterpr.interaction.history import describe_said, said_facts
+
+        facts = said_facts(self.session.history)
+        if not token.isdigit() or not 1 <= int(token) <= len(facts):
+            raise InputError(f"usage: :forget K, K a fact number of :facts (1..{len(facts)})" if facts
+                             else "there is no fact to forget yet")
+        turn, fact = facts[int(token) - 1]
+        step = self.session.withdraw_fact(turn, fact)
+        self.say(f"forgot: {describe_said(fact)} (turn {turn + 1})")
+        self._show_results(step)
 
     def _turns(self, count: int, step) -> None:
         self._line_turns.append(count)
@@ -256,11 +284,14 @@ class ChatLoop:
         return path
 
     def show(self, step) -> None:
+        if self.session.history:  # what the system took from the turn, the model's facts marked as such
+            self.say(understood_line(self.session.history[-1]))
+        self._show_results(step)
+
+    def _show_results(self, step) -> None:
         from minterpr.interaction.session import AskQuestion, ShowReferences
 
         index = self.session.index
-        if self.session.history:  # what the system took from the turn, the model's facts marked as such
-            self.say(understood_line(self.session.history[-1]))
         for k in range(min(self.top, len(step.ranking))):
             i = int(step.ranking[k])
             self.say(f"{k + 1:>3}. {index.images[i].path}  score {step.scores[k]:.3f}  {step.explain(k).summary()}")
@@ -345,6 +376,12 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
         backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
         index = build_index(backend, images, str(images_dir), complete=False,  # chat reports skipped images
                             progress=show_progress(args))
+    if args.vlm_captions:  # MTG: the captions' evidence beside the image model's (minterpr vlm caption)
+        from minterpr.vlm.caption import use_captions
+
+        index, captioned = use_captions(index, args.vlm_captions, args.vlm_caption_weight)
+        print(f"MTG captions: {captioned.get('vlm_captioned', 0)} of {len(index)} images"
+              + ("" if captioned else f" ({args.vlm_captions} holds none)"), file=out)
     skipped = tuple(getattr(index, "skipped", ()) or ())
     if skipped:  # one line, then the chat goes on without them
         path, reason = skipped[0]
@@ -392,6 +429,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                               description="Describe a person, answer the system's questions, judge results.")
     add_backend_arguments(p, default_run="shipped")  # real photos by default: the shipped real-pixel model
     add_vlm_arguments(p)
+    add_caption_arguments(p)
     gallery = p.add_mutually_exclusive_group(required=True)
     gallery.add_argument("--images", metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
     gallery.add_argument("--index", metavar="INDEX_DIR", help="a gallery store built by `minterpr index build` "

@@ -28,7 +28,7 @@ from typing import Any
 
 from minterpr.cli.common import (STDOUT, add_common_options, add_picture_options, add_text_precision_argument,
                                  check_picture_options, load_model, show_progress, write_json)
-from minterpr.cli.vlm_options import add_vlm_arguments, format_vlm_usage, vlm_config
+from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -92,10 +92,17 @@ def _run(args: argparse.Namespace) -> int:
     vlm = _vlm_reader(args)
     if vlm is not None:
         protocol["vlm"] = vlm.config.to_dict()
+    index = None  # without --vlm-captions the replay indexes the gallery itself, as always
+    if args.vlm_captions:  # MTG: the captions' evidence beside the image model's
+        from minterpr.vlm.caption import use_captions
+
+        index, captioned = use_captions(backend.index_images(list(gallery), root, progress=show_progress(args)),
+                                        args.vlm_captions, args.vlm_caption_weight)
+        protocol.update(captioned)
     report = evaluate_dialogues(backend, samples, gallery, root, protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
                                 progress=show_progress(args), reranking=scoring, observe=recorder,
-                                read_facts=None if vlm is None else turn_reader(vlm))
+                                read_facts=None if vlm is None else turn_reader(vlm), index=index)
     if vlm is not None:
         report.extra["vlm"] = {"total": vlm.client.usage()}
         print(format_vlm_usage({"turns": None, **report.extra["vlm"]}))
@@ -184,6 +191,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")
     add_picture_options(parser, "dialogues")
     add_vlm_arguments(parser, uses="reading")
+    add_caption_arguments(parser)
     parser.set_defaults(handler=run)
     add_common_options(parser, device=True, json=True, needs=("model",), outputs=("plot",),
                        json_help="write the evaluation report to PATH ('-' or no value: to stdout, the table to "

@@ -33,7 +33,7 @@ from typing import Any
 
 from minterpr.cli.common import CLIError, add_common_options, require_extras, show_progress
 from minterpr.cli.service_state import add_state_arguments, read_password, require_serve, settings_from
-from minterpr.cli.vlm_options import add_vlm_arguments
+from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments
 
 log = logging.getLogger(__name__)
 
@@ -323,6 +323,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "
                              "warning with --quiet)")
     add_vlm_arguments(parser)
+    add_caption_arguments(parser, per_store=True)
     parser.set_defaults(handler=cmd_serve)
     add_common_options(parser, device=True)
 

@@ -49,7 +49,8 @@ def cli_actor() -> str:
 # then the settings file, then the default (minterpr.serving.config)
 _FLAG_SETTINGS = {"data": "data_dir", "database_url": "database_url", "cookie_secure": "cookie_secure",
                   "retention_days": "retention_days", "torch_threads": "torch_threads",
-                  "trusted_proxy": "trusted_proxies"}
+                  "trusted_proxy": "trusted_proxies", "vlm_captions": "vlm_captions",
+                  "vlm_caption_weight": "vlm_caption_weight"}
 
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Any:

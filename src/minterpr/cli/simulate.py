@@ -28,7 +28,7 @@ from typing import Any
 from minterpr.cli.common import (STDOUT, CLIError, add_backend_arguments, add_common_options, add_picture_options,
                                  build_index, check_backend_arguments, check_picture_options, load_backend,
                                  show_progress, write_json)
-from minterpr.cli.vlm_options import add_vlm_arguments, format_vlm_usage, vlm_config
+from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.index.gallery_index import GalleryIndex
@@ -84,17 +84,16 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         simulator = SIMULATORS.create(args.simulator, **options)
     backend, stored = load_backend(args)
     index = build_index(backend, gallery, str(data_dir), progress=show_progress(args))
-    if args.vlm_captions:  # MTG: the captions' evidence beside the image model's (minterpr vlm caption)
-        from minterpr.vlm.caption import read_captions, with_caption_evidence
-        index = with_caption_evidence(index, read_captions(args.vlm_captions), args.vlm_caption_weight)
+    from minterpr.vlm.caption import use_captions
+
+    # MTG: the captions' evidence beside the image model's (minterpr vlm caption); off: the index as it is
+    index, captioned = use_captions(index, args.vlm_captions, args.vlm_caption_weight)
     targets = simulator.targets(index) if args.simulator == "replay" else \
         one_target_per_identity(gallery, args.limit, args.seed)
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
                   reranking=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
-                            **({"run": args.run} if args.run else {}),
-                            **({"vlm_captions": args.vlm_captions, "vlm_caption_weight": args.vlm_caption_weight}
-                               if args.vlm_captions else {})})
+                            **({"run": args.run} if args.run else {}), **captioned})
     common["vlm"] = vlm_config(args)
     pictures = _Pictures(args, index, targets)
     if args.compare:
@@ -202,10 +201,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--seed", type=int, default=0)
     add_picture_options(p, "targets (with --compare: per setting, in DIR/<setting>/)")
     add_vlm_arguments(p)
-    p.add_argument("--vlm-captions", metavar="CAPTIONS.jsonl",
-                   help="the gallery's MTG captions (minterpr vlm caption): their evidence beside the image model's")
-    p.add_argument("--vlm-caption-weight", type=float, default=0.5, metavar="W",
-                   help="weight of the captions' evidence in each captioned slot's probabilities (default 0.5)")
+    add_caption_arguments(p)
     p.set_defaults(handler=cmd_simulate)  # CLIError, RunError, ...: minterpr.cli.main prints them (exit 2)
     add_common_options(p, device=True, json=True,
                        json_help="write the report to PATH (with --compare: {settings: {name: report}}); "

@@ -1,12 +1,14 @@
 """``minterpr vlm caption`` (the ``--vlm-*`` options it shares with ``simulate``, ``eval``, ``chat``
 and ``serve`` live in :mod:`minterpr.cli.vlm_options`).
 
-``minterpr vlm caption`` asks every crop of a gallery manifest the ontology's questions (CTGI's
-MTG) and appends captions and per-slot evidence to a JSONL file, resuming where a stopped run ended.
+``minterpr vlm caption`` asks every crop of a gallery manifest (or of a gallery store, ``--index``)
+the ontology's questions (CTGI's MTG) and appends captions and per-slot evidence to a JSONL file (a
+store's own ``vlm_captions.jsonl`` by default), resuming where a stopped run ended.
 
 Example:
     $ minterpr vlm caption --gallery data/synth/gallery_test.jsonl --root data/synth \\
           --out data/synth/mtg_test.jsonl --vlm-url http://localhost:11434/v1 --vlm-model qwen2.5vl:7b
+    $ minterpr vlm caption --index galleries/street --vlm-url http://localhost:11434/v1 --vlm-model qwen2.5vl:7b
 """
 from __future__ import annotations
 
@@ -20,28 +22,36 @@ from minterpr.errors import InputError
 
 def cmd_caption(args: argparse.Namespace) -> int:
     from minterpr.data.formats.gallery import read_gallery
-    from minterpr.vlm.caption import caption_gallery
+    from minterpr.vlm.caption import CAPTIONS_FILE, caption_gallery
     from minterpr.vlm.client import VLMClient
 
     config = vlm_config(args, "caption")
     if config is None:
         raise InputError("minterpr vlm caption needs --vlm-url and --vlm-model")
-    images = read_gallery(args.gallery)
-    root = args.root or str(Path(args.gallery).parent)
+    if args.index is not None:  # a gallery store: its crops, its root, its own captions file (what serve reads)
+        from minterpr.index.store.gallery_store import load_gallery
+
+        index = load_gallery(args.index, fused=False)
+        images, root = index.images, args.root or index.root
+        out = args.out or str(Path(args.index) / CAPTIONS_FILE)
+    else:
+        if args.out is None:
+            raise InputError("minterpr vlm caption --gallery needs --out CAPTIONS.jsonl (where the records go)")
+        images, root, out = read_gallery(args.gallery), args.root or str(Path(args.gallery).parent), args.out
 
     def progress(done: int, total: int) -> None:
         if not args.quiet:
             print(f"\rcaptioned {done}/{total}", end="", file=sys.stderr, flush=True)
 
     with VLMClient(config) as client:
-        report = caption_gallery(images, root, client, args.out, batch_size=args.batch_size, limit=args.limit,
+        report = caption_gallery(images, root, client, out, batch_size=args.batch_size, limit=args.limit,
                                  progress=progress)
     if not args.quiet:
         print(file=sys.stderr)
     usage = report["usage"]
     print(f"captioned {report['captioned']} crops ({report['skipped']} already done, {report['failed']} failed, "
           f"{report['unreadable']} unreadable) in {report['seconds']:.1f} s: {usage['calls']} calls, "
-          f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens -> {args.out}")
+          f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens -> {out}")
     if report["stopped"]:
         print(f"stopped: {report['stopped']} (run again to continue)")
     write_json(args.json, report)
@@ -55,9 +65,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     sub = parser.add_subparsers(dest="vlm_command", metavar="VLM_COMMAND")
     caption = sub.add_parser("caption", help="caption every crop of a gallery from the model's answers (resumable)",
                              description="Ask each crop the ontology's questions; append caption and evidence.")
-    caption.add_argument("--gallery", required=True, metavar="GALLERY.jsonl", help="the gallery manifest")
-    caption.add_argument("--root", metavar="DIR", help="the image root (default: the manifest's folder)")
-    caption.add_argument("--out", required=True, metavar="CAPTIONS.jsonl", help="where records go (appended; resumed)")
+    which = caption.add_mutually_exclusive_group(required=True)
+    which.add_argument("--gallery", metavar="GALLERY.jsonl", help="the gallery manifest")
+    which.add_argument("--index", metavar="STORE", help="a gallery store (minterpr index build, an ingestion): its "
+                                                       "captions go into the store, where serve --vlm-captions reads them")
+    caption.add_argument("--root", metavar="DIR", help="the image root (default: the manifest's folder, the store's root)")
+    caption.add_argument("--out", metavar="CAPTIONS.jsonl",
+                         help="where records go (appended; resumed; default with --index: STORE/vlm_captions.jsonl)")
     caption.add_argument("--batch-size", type=int, default=16, help="crops written per batch (default 16)")
     caption.add_argument("--limit", type=int, default=None, metavar="N", help="caption at most N more crops")
     add_vlm_arguments(caption, uses=None)

@@ -2,6 +2,9 @@
 
 ``--vlm-url URL --vlm-model NAME [--vlm-key-env VAR] --vlm-uses reading,asking,anchor,rerank`` plug
 in an OpenAI-compatible endpoint (docs/vlm.md); without ``--vlm-url`` nothing changes.
+``--vlm-captions FILE|STORE [--vlm-caption-weight W]`` (``simulate``, ``eval``, ``chat``; ``serve
+--vlm-captions``: each gallery store's own) searches with the MTG captions' evidence
+(:func:`minterpr.vlm.caption.use_captions`); without it nothing changes either.
 
 Example:
     >>> import argparse
@@ -48,6 +51,21 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
         options["timeout_s"] = args.vlm_deadline
     return VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
                      uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache, **options)
+
+
+def add_caption_arguments(parser: argparse.ArgumentParser, *, per_store: bool = False) -> None:
+    """--vlm-captions and --vlm-caption-weight: MTG captions' evidence beside the image model's.
+    ``per_store`` (serve): a switch for every registered gallery store holding its own captions file."""
+    if per_store:
+        parser.add_argument("--vlm-captions", action="store_true", default=None,
+                            help="search each gallery with the MTG captions stored in its store "
+                                 "(STORE/vlm_captions.jsonl, written by `minterpr vlm caption --index STORE`)")
+    else:
+        parser.add_argument("--vlm-captions", metavar="CAPTIONS.jsonl|STORE",
+                            help="the gallery's MTG captions (minterpr vlm caption), or a gallery store holding "
+                                 "them: their evidence beside the image model's")
+    parser.add_argument("--vlm-caption-weight", type=float, default=None if per_store else 0.5, metavar="W",
+                        help="weight of the captions' evidence in each captioned slot's probabilities (default 0.5)")
 
 
 def format_vlm_usage(usage: dict[str, Any]) -> str:

@@ -285,7 +285,8 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
                        max_rounds: int | None = None, description_only: bool = False,
                        progress: bool = False, reranking: RerankConfig | None = None,
                        observe: Callable[[int, np.ndarray], None] | None = None,
-                       read_facts: Callable[[Turn], Sequence[Fact]] | None = None) -> EvaluationReport:
+                       read_facts: Callable[[Turn], Sequence[Fact]] | None = None,
+                       index: Any = None) -> EvaluationReport:
     """Replay ``samples`` round by round with ``backend`` (a RetrievalBackend) against the gallery.
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
@@ -299,12 +300,14 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
     scores before they are scored and must not change them (e.g. a
     :class:`~minterpr.evaluation.pictures.RankRecorder` keeping a few queries' rankings).
     ``read_facts(turn)``, when given, adds facts to the rule reader's (a VLM's reading, minterpr.vlm).
+    ``index``, when given, is the gallery already indexed by ``backend`` (one row per ``gallery_images``,
+    in order), e.g. with MTG captions' evidence (:func:`minterpr.vlm.caption.use_captions`).
     """
     scoring = RerankConfig() if reranking is None else reranking
     if not isinstance(scoring, RerankConfig):
         raise InputError(f"reranking must be a RerankConfig, got {type(scoring).__name__}")
     replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress,
-                     read_facts=read_facts)
+                     index, read_facts=read_facts)
     result = replay.metrics(scoring, observe)
     full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
             "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",

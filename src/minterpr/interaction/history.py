@@ -91,6 +91,19 @@ def describe_said(fact: Fact) -> str:
     return describe_fact(fact) + (" (read by the model)" if fact_source(fact) == "vlm" else "")
 
 
+def said_facts(history: Sequence["HistoryEntry"]) -> list[tuple[int, Fact]]:
+    """Every fact the conversation recorded, as (turn, fact) in order: what a user may withdraw
+    (``Session.withdraw_fact(turn, fact)``; the chat's ``:facts`` numbers them from 1).
+
+    Example:
+        >>> from minterpr.types import DescriptionTurn
+        >>> said_facts([HistoryEntry(DescriptionTurn("a man"), (Fact("gender", ("male",)),), ()),
+        ...             HistoryEntry(DescriptionTurn("hmm"), (ModelFact("carried", ("umbrella",)),), ())])
+        [(0, Fact(slot='gender', values=('male',), negated=False)), (1, ModelFact(slot='carried', values=('umbrella',), negated=False, use='reading'))]
+    """
+    return [(k, fact) for k, entry in enumerate(history) for fact in entry.facts]
+
+
 class HistoryEntry(NamedTuple):
     """One turn of a session: what the user said, what it asserted, and the top results after it."""
 

@@ -5,6 +5,10 @@ opens them once per version (memory-mapped; the model of each run loaded once an
 cuts them to a case's scope: the images of the allowed cameras whose time lies in the allowed
 window. An image's camera is its ``camera_id``; its time the ``time`` of its free metadata (ISO
 8601, or UNIX seconds); with a time bound in the scope, images without a time are out of it.
+With ``caption_weight`` (``serve --vlm-captions``), a store holding MTG captions (its
+``vlm_captions.jsonl``, :func:`minterpr.vlm.caption.use_captions`) is searched with their evidence
+beside the image model's; a store without them as before. Captions written to a store that is
+already open take effect when it is opened again (``Galleries.bump``, a re-registration, a restart).
 
 Example:
     >>> import numpy as np
@@ -92,6 +96,7 @@ class LoadedGallery:
     metadata: list[dict[str, Any]]  # free metadata per image
     cameras: np.ndarray  # (N,) object: camera id or None
     times: np.ndarray  # (N,) float64 UNIX seconds, NaN = unknown
+    captions: dict[str, Any] = field(default_factory=dict)  # the MTG captions searched with ({} = none)
     _scoped: dict[tuple, Any] = field(default_factory=dict, repr=False)
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
@@ -123,9 +128,10 @@ class LoadedGallery:
 class Galleries:
     """The registry (database) and the opened galleries (memory)."""
 
-    def __init__(self, db: Database, device: str = "cpu") -> None:
+    def __init__(self, db: Database, device: str = "cpu", caption_weight: float | None = None) -> None:
         self.db = db
         self.device = device  # where every run's model is loaded
+        self.caption_weight = caption_weight  # MTG captions a store holds, at this weight; None = not read
         self._pipelines: dict[str, tuple[Any, Any]] = {}
         self._loaded: dict[int, LoadedGallery] = {}
         self._lock = threading.Lock()
@@ -224,12 +230,17 @@ class Galleries:
 
         pipeline, backend = self._run(run_dir)
         stored = open_gallery(directory, expected_fingerprint=pipeline.model_fingerprint)
-        _warm_up(backend, stored.index)
+        index, captions = stored.index, {}
+        if self.caption_weight is not None:
+            from minterpr.vlm.caption import use_captions
+
+            index, captions = use_captions(index, directory, self.caption_weight)
+        _warm_up(backend, index)
         metadata = stored.metadata
-        cameras = np.array([image.camera_id for image in stored.index.images], dtype=object)
+        cameras = np.array([image.camera_id for image in index.images], dtype=object)
         times = np.array([parse_time(m.get(TIME_KEY)) for m in metadata], dtype=np.float64)
-        return LoadedGallery(gallery_id, name, version, directory, run_dir, managed, pipeline, backend, stored.index,
-                             metadata, cameras, times)
+        return LoadedGallery(gallery_id, name, version, directory, run_dir, managed, pipeline, backend, index,
+                             metadata, cameras, times, captions)
 
 
 def _warm_up(backend: Any, index: Any) -> None:

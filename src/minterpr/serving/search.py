@@ -108,6 +108,7 @@ class Search:
                                  updated=t, filters=filters, options=options, seq=0))
             audit.append(tx, principal.username, "session_start", case_id,
                          {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope,
+                          **({"vlm_captioned": loaded.captions["vlm_captioned"]} if loaded.captions else {}),
                           **acted(principal)})
         live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0)
         self._remember(live)

@@ -56,6 +56,10 @@ class ServeSettings:
     device: str = "cpu"  # torch device the galleries' models run on (`minterpr serve --device`)
     demo_gallery: str | None = None  # gallery a page offers first (set by `minterpr serve --demo`)
     vlm: VLMConfig | None = None  # a vision-language model for every session (`serve --vlm-url`); None = none
+    # MTG: search each gallery with the captions its store holds (STORE/vlm_captions.jsonl, `minterpr vlm
+    # caption --index STORE`; `serve --vlm-captions`); a store without them is searched as before
+    vlm_captions: bool = False
+    vlm_caption_weight: float = 0.5  # weight of the captions' evidence in each captioned slot's probabilities
     # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
     # the command line may register any path, a request only these
     import_roots: tuple[Path, ...] = ()
@@ -67,6 +71,8 @@ class ServeSettings:
     upload_dir: Path | None = None  # where uploaded example images are kept; None = data_dir/uploads
 
     def __post_init__(self) -> None:
+        if not 0.0 <= self.vlm_caption_weight <= 1.0:
+            raise InputError(f"vlm_caption_weight must be within 0..1, got {self.vlm_caption_weight}")
         for proxy in self.trusted_proxies:
             if proxy != "*":
                 try:

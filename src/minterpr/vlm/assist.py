@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import math
 import os
-import time
 from functools import lru_cache
 from typing import Any, Callable, Mapping, Sequence
 
@@ -104,7 +103,7 @@ class VLMAssistant:
 
     def begin_turn(self) -> None:
         """Start a turn's clock: its calls share one deadline."""
-        self._deadline = time.monotonic() + self.config.turn_deadline_s
+        self._deadline = self.client.clock() + self.config.turn_deadline_s
         self._failed = False
         self._mark = len(self.client.calls)
 

@@ -11,7 +11,9 @@ crop, appended a batch at a time and flushed: a run stopped at any point resumes
 (the crops already in the file are skipped, a half-written last line is dropped). A crop whose
 every question failed gets no record, so a resumed run asks it again. The report says what was
 done and what it cost (calls, tokens, seconds). :func:`with_caption_evidence` gives a search the
-stored evidence beside the image model's (``minterpr simulate --vlm-captions FILE``).
+stored evidence beside the image model's, and :func:`use_captions` is the one switch every search
+goes through (``simulate``, ``eval`` and ``chat`` with ``--vlm-captions FILE|STORE``; ``serve
+--vlm-captions`` for each gallery store that holds its own :data:`CAPTIONS_FILE`).
 
 Example (a scripted endpoint that sees a man in black, one answer per turn):
     >>> import json, tempfile, os
@@ -49,11 +51,12 @@ from minterpr.language.text_parser import facts_to_evidence
 from minterpr.language.utterances import caption_description
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.index.store.gallery_store import CAPTIONS as CAPTIONS_FILE  # a store's own captions file
 from minterpr.types import GalleryImage
 from minterpr.vlm.assist import read_image
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
-from minterpr.vlm.errors import VLMBudgetExceeded, VLMError
+from minterpr.vlm.errors import VLMBudgetExceeded, VLMError, VLMUnavailable
 from minterpr.vlm.schema import answers_schema
 
 CAPTION_FORMAT = "minterpr-vlm-captions/1"  # the "format" of every record line
@@ -67,18 +70,25 @@ def question_groups() -> list[tuple[str, list[str]]]:
 
 
 def caption_crop(client: VLMClient, image: bytes) -> tuple[dict[str, tuple[str, ...]], int]:
-    """(validated attributes, how many of the turns failed) for one crop."""
+    """(validated attributes, how many of the turns failed) for one crop. Its questions share one
+    deadline (``turn_deadline_s``, as a session's turn), and after the endpoint fails (unreachable,
+    timed out) the crop's remaining parts are not asked: a failing endpoint costs a crop its deadline once."""
     attributes: dict[str, tuple[str, ...]] = {}
     failed = 0
-    for part, slots in question_groups():
+    groups = question_groups()
+    deadline = client.clock() + client.config.turn_deadline_s
+    for k, (part, slots) in enumerate(groups):
         prompt = (f"Look at the {'person as a whole' if part == 'whole' else part + ' of the person'} in this "
                   "image. For each slot of the schema, list the values you can see ([] when you cannot tell).")
         try:
-            answer = client.ask("caption", prompt, images=[image], schema=answers_schema(slots))
+            answer = client.ask("caption", prompt, images=[image], schema=answers_schema(slots), deadline=deadline)
             attributes.update(ONTOLOGY.validate({k: tuple(v) for k, v in answer.items() if v}))
         except VLMBudgetExceeded:
             raise
-        except (VLMError, ValueError):  # a failed turn or values the ontology refuses: that part unknown
+        except VLMUnavailable:  # the endpoint failed: this part and the rest unknown
+            failed += len(groups) - k
+            break
+        except (VLMError, ValueError):  # a bad answer or values the ontology refuses: that part unknown
             failed += 1
     return attributes, failed
 
@@ -194,6 +204,57 @@ def with_caption_evidence(index: GalleryIndex, captions: Mapping[str, Mapping[st
     return dataclasses.replace(index, attribute_probs=probs, fused=None)
 
 
+def captions_file(source: str | os.PathLike[str]) -> str | None:
+    """The captions file ``source`` names: itself, or a gallery store folder's :data:`CAPTIONS_FILE`
+    (None when the store has none: it was not captioned). InputError for a file that is not there.
+
+    Example:
+        >>> import tempfile
+        >>> captions_file(tempfile.mkdtemp()) is None
+        True
+    """
+    name = os.fspath(source)
+    if os.path.isdir(name):
+        own = os.path.join(name, CAPTIONS_FILE)
+        return own if os.path.isfile(own) else None
+    if not os.path.isfile(name):
+        raise InputError(f"{name}: no such captions file (write one with `minterpr vlm caption`)")
+    return name
+
+
+def use_captions(index: GalleryIndex, source: str | os.PathLike[str] | None,
+                 weight: float = 0.5) -> tuple[GalleryIndex, dict[str, Any]]:
+    """The index a search runs on with the MTG switch (``--vlm-captions``), and what to record of it.
+
+    ``source``: a captions file, a gallery store folder (its own :data:`CAPTIONS_FILE`), or None (the
+    switch off). Returns ``(index, record)``: :func:`with_caption_evidence` of the records whose path the
+    index holds, and ``{"vlm_captions", "vlm_caption_weight", "vlm_captioned"}`` (source, weight, crops
+    blended) for a report's protocol. With the switch off, a store without captions or no record
+    matching a crop, ``index`` itself comes back (today's behaviour, its fused index kept) and the
+    record is ``{}`` (switch off or nothing to read) or says 0 crops.
+
+    Example:
+        >>> import numpy as np, tempfile
+        >>> index = GalleryIndex([GalleryImage("a.jpg", "x:1")], np.eye(1, dtype=np.float32))
+        >>> use_captions(index, None) == (index, {})
+        True
+        >>> path = os.path.join(tempfile.mkdtemp(), "mtg.jsonl")
+        >>> _ = open(path, "w").write(json.dumps(crop_record("a.jpg", {"gender": ("male",)})) + "\\n")
+        >>> captioned, record = use_captions(index, path, 0.5)
+        >>> record["vlm_captioned"], captioned.attribute_probs[0, ONTOLOGY.slot_columns()["gender"]].tolist()
+        (1, [0.75, 0.25])
+    """
+    if not 0.0 <= weight <= 1.0:
+        raise InputError(f"caption weight must be within 0..1, got {weight}")
+    path = None if source is None else captions_file(source)
+    if path is None:
+        return index, {}
+    records = read_captions(path)
+    matched = {image.path: records[image.path] for image in index.images if image.path in records}
+    record = {"vlm_captions": os.fspath(source), "vlm_caption_weight": weight, "vlm_captioned": len(matched)}
+    return (with_caption_evidence(index, matched, weight) if matched else index), record
+
+
 def _drop_broken_tail(path: str) -> None:
     """Cut a half-written last line (a run stopped mid-write) so appending starts on a fresh line."""
     if not os.path.exists(path):
@@ -204,5 +265,5 @@ def _drop_broken_tail(path: str) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-__all__ = ["VLMConfig", "caption_crop", "caption_gallery", "crop_record", "question_groups", "read_captions",
-           "with_caption_evidence"]
+__all__ = ["CAPTIONS_FILE", "VLMConfig", "caption_crop", "caption_gallery", "captions_file", "crop_record",
+           "question_groups", "read_captions", "use_captions", "with_caption_evidence"]

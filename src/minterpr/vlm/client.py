@@ -9,11 +9,20 @@ in the prompt, and that is remembered. Either way the answer is validated
 
 Why ``httpx`` and not the ``openai`` package: the service's extra already installs it (one fewer
 dependency: the ``vlm`` extra adds nothing to ``serve``), it is synchronous without an event loop,
-and it lets this module own the deadline: every request's timeout is the smaller of the call's
-timeout and what is left of the turn's deadline, the answer is read in chunks checked against
-that deadline, and retries (429, 5xx, connection errors) with exponential backoff never sleep
-past it. The ``openai`` client's own retries and timeouts would have to be switched off to get
-the same control, and its schema helpers assume OpenAI's own server.
+and it lets this module own the deadline: a request's timeouts (waiting for a pooled connection,
+connecting, sending, reading the headers, reading the body) are each read when that phase starts,
+as what is left before the call's end (its timeout or the turn's deadline, the sooner), so the
+phases together never wait past it; the answer is read in chunks checked against it, and retries
+(429, 5xx, connection errors) with exponential backoff never sleep past it. The ``openai``
+client's own retries and timeouts would have to be switched off to get the same control, and its
+schema helpers assume OpenAI's own server.
+
+What a call costs beyond the server's answer is kept small: every client of a process borrows one
+connection pool per scheme (:func:`shared_transport`: keep-alive across calls *and* sessions, no
+new connection or TLS context per session); an image's hash and base64 form are computed once
+(a few dozen images memoised per client), a schema's JSON once per schema object (the builders of
+:mod:`~minterpr.vlm.schema` return shared ones), and the request body is spliced from those
+pieces (:func:`body_bytes`, checked against the plain :func:`request_body` by the tests).
 
 Every call (cache hits included) is recorded as a :class:`CallRecord`: purpose, endpoint, model,
 outcome, latency, tokens; never the key (sent as ``Authorization: Bearer`` and read from the
@@ -36,9 +45,12 @@ import base64
 import hashlib
 import json
 import os
+import threading
 import time
+from collections import OrderedDict
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
@@ -51,6 +63,10 @@ _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_ANSWER_BYTES = 4 * 2**20  # a chat answer is a few kilobytes
 _SYSTEM = ("You describe pedestrians in images for a person-retrieval system. Answer only with JSON that "
            "follows the schema you are given; use [] or omit what you cannot tell. Never guess identities.")
+_SYSTEM_JSON = json.dumps({"role": "system", "content": _SYSTEM}, ensure_ascii=False)
+_MIN_WAIT_S = 0.001  # a phase's shortest timeout: 0 would make the socket non-blocking (an error, not a timeout)
+_IMAGE_MEMO = 64  # images whose hash and base64 a client keeps (a turn's rerank candidates and anchor)
+_SCHEMA_MEMO = 64  # schemas whose JSON is kept (held, so their ids stay theirs)
 
 
 @dataclass(frozen=True)
@@ -84,11 +100,94 @@ def _mime(data: bytes) -> str:
     return "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
 
 
+class Remaining(Mapping):
+    """httpx's per-request ``timeout`` extension whose every phase (connect, read, write, pool) is
+    what is left until ``until`` when the phase asks, so that connecting, sending and reading
+    together never wait past it (a plain ``httpx.Timeout(left)`` gives each phase the whole ``left``).
+
+    Example:
+        >>> now = [10.0]
+        >>> left = Remaining(12.5, lambda: now[0])
+        >>> left["connect"], (now.__setitem__(0, 12.0), left["read"])[1], sorted(left)
+        (2.5, 0.5, ['connect', 'pool', 'read', 'write'])
+        >>> now[0] = 13.0; left["read"]
+        0.001
+    """
+
+    PHASES = ("connect", "read", "write", "pool")
+
+    def __init__(self, until: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.until, self.clock = until, clock
+
+    def __getitem__(self, phase: str) -> float:
+        if phase not in self.PHASES:
+            raise KeyError(phase)
+        return max(self.until - self.clock(), _MIN_WAIT_S)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.PHASES)
+
+    def __len__(self) -> int:
+        return len(self.PHASES)
+
+
+class _Borrowed:
+    """A shared transport as one client sees it: closing the client leaves the pool to the others."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+
+    def handle_request(self, request: Any) -> Any:
+        return self.inner.handle_request(request)
+
+    def close(self) -> None:
+        pass
+
+
+_TRANSPORTS: dict[bool, Any] = {}
+_TRANSPORTS_LOCK = threading.Lock()
+
+
+def shared_transport(https: bool) -> Any:
+    """The process's connection pool for https (certificates verified) or plain-http endpoints:
+    every :class:`VLMClient` without a transport of its own borrows it, so sessions reuse kept-alive
+    connections (a new one costs a connect, and for https a TLS context: ~0.5 s) and a session's
+    client holds nothing to leak. httpcore's pool is thread-safe."""
+    import httpx
+
+    with _TRANSPORTS_LOCK:
+        if https not in _TRANSPORTS:
+            _TRANSPORTS[https] = httpx.HTTPTransport(verify=https)
+        return _TRANSPORTS[https]
+
+
+_SCHEMAS: OrderedDict[int, tuple[dict[str, Any], str, str]] = OrderedDict()
+_SCHEMAS_LOCK = threading.Lock()
+
+
+def _schema_texts(schema: dict[str, Any]) -> tuple[str, str]:
+    """(sorted JSON for the cache key, JSON for the body) of a schema, once per schema object."""
+    with _SCHEMAS_LOCK:
+        held = _SCHEMAS.get(id(schema))
+        if held is not None and held[0] is schema:
+            _SCHEMAS.move_to_end(id(schema))
+            return held[1], held[2]
+    texts = json.dumps(schema, sort_keys=True), json.dumps(schema, ensure_ascii=False)
+    with _SCHEMAS_LOCK:
+        _SCHEMAS[id(schema)] = (schema, *texts)
+        while len(_SCHEMAS) > _SCHEMA_MEMO:
+            _SCHEMAS.popitem(last=False)
+    return texts
+
+
 class VLMClient:
     """Chat completions against ``config.url``; one client per session (the budget is its own)."""
 
-    def __init__(self, config: VLMConfig, *, transport: Any = None, cache: dict[str, Any] | None = None) -> None:
-        """``cache``: a dict shared by several clients (an evaluation's sessions, each with its own budget)."""
+    def __init__(self, config: VLMConfig, *, transport: Any = None, cache: dict[str, Any] | None = None,
+                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+        """``cache``: a dict shared by several clients (an evaluation's sessions, each with its own budget);
+        ``transport``: an httpx transport (default: the process's :func:`shared_transport`); ``clock`` and
+        ``sleep``: the monotonic clock deadlines are read on and the backoff's wait (tests inject them)."""
         try:
             import httpx
         except ImportError as err:
@@ -96,18 +195,26 @@ class VLMClient:
         self._httpx = httpx
         self.config = config
         self.endpoint = config.url.rstrip("/") + "/chat/completions"
+        self._url = httpx.URL(self.endpoint)  # parsed once, not per request
         self.calls: list[CallRecord] = []  # every call, in order
+        self._sent = self._tokens = 0  # requests that reached the wire, tokens spent: the budget's counters
         self._schema_supported = config.json_schema
         self._cache: dict[str, Any] = cache if cache is not None else {}
         if config.cache_path and not self._cache:
             self._cache.update(_read_cache(config.cache_path))
-        # plain http (a local server) needs no certificates: loading them costs ~0.5 s per session
-        verify = True if self.endpoint.startswith("https://") else False
-        self._http = httpx.Client(transport=transport, follow_redirects=False, verify=verify)
-        self._sleep = time.sleep
+        if transport is None:
+            transport = _Borrowed(shared_transport(self.endpoint.startswith("https://")))
+        self._http = httpx.Client(transport=transport, follow_redirects=False)
+        self._images: OrderedDict[bytes, tuple[str, str]] = OrderedDict()  # bytes -> (sha256, body part)
+        self._clock = clock
+        self._sleep = sleep
+
+    @property
+    def clock(self) -> Callable[[], float]:
+        return self._clock
 
     def close(self) -> None:
-        self._http.close()
+        self._http.close()  # a borrowed pool stays open for the other clients
 
     def __enter__(self) -> "VLMClient":
         return self
@@ -126,27 +233,28 @@ class VLMClient:
                 "latency_s": round(sum(c.latency_s for c in self.calls), 6)}
 
     def _budget_left(self) -> None:
-        used = self.usage()
-        if used["calls"] >= self.config.max_calls:
+        if self._sent >= self.config.max_calls:
             raise VLMBudgetExceeded(f"the session's {self.config.max_calls} model calls are spent")
-        if used["prompt_tokens"] + used["completion_tokens"] >= self.config.max_total_tokens:
+        if self._tokens >= self.config.max_total_tokens:
             raise VLMBudgetExceeded(f"the session's {self.config.max_total_tokens:,} model tokens are spent")
 
     # ----- the call -----------------------------------------------------------------------------
     def ask(self, purpose: str, prompt: str, *, images: Sequence[bytes] = (), schema: dict[str, Any] | None = None,
             deadline: float | None = None) -> Any:
         """The answer to ``prompt`` about ``images``: the validated JSON value with a ``schema``, else the
-        text. ``deadline`` is a ``time.monotonic()`` instant no wait goes past. Raises VLMError."""
-        start = time.monotonic()
+        text. ``deadline`` is an instant on :attr:`clock` no wait goes past. Raises VLMError."""
+        start = self._clock()
         deadline = start + self.config.turn_deadline_s if deadline is None else deadline
-        key = _cache_key(self.config.model, prompt, schema, images)
+        parts = [self._image(data) for data in images]
+        key = _cache_key(self.config.model, prompt, None if schema is None else _schema_texts(schema)[0],
+                         [digest for digest, _ in parts])
         if key in self._cache:
             self.calls.append(CallRecord(purpose, self.endpoint, self.config.model, "cached", 0.0))
             return self._cache[key]
         tokens = [0, 0, 0]  # prompt, completion, attempts
         try:
             self._budget_left()
-            text = self._complete(prompt, images, schema, deadline, tokens)
+            text = self._complete(prompt, [part for _, part in parts], schema, deadline, tokens)
             value = text if schema is None else parse_answer(text, schema)
         except VLMError as err:
             self._record(purpose, type(err).__name__, start, tokens)
@@ -155,31 +263,47 @@ class VLMClient:
         self._remember(key, value)
         return value
 
+    def _image(self, data: bytes) -> tuple[str, str]:
+        """(sha256 hex, the JSON of its image_url content part) of an image, memoised."""
+        held = self._images.get(data)
+        if held is None:
+            url = image_data_url(data, _mime(data))
+            held = (hashlib.sha256(data).hexdigest(), json.dumps({"type": "image_url", "image_url": {"url": url}}))
+            self._images[data] = held
+            if len(self._images) > _IMAGE_MEMO:
+                self._images.popitem(last=False)
+        else:
+            self._images.move_to_end(data)
+        return held
+
     def _record(self, purpose: str, outcome: str, start: float, tokens: list[int]) -> None:
         self.calls.append(CallRecord(purpose, self.endpoint, self.config.model, outcome,
-                                     round(time.monotonic() - start, 6), tokens[0], tokens[1], tokens[2]))
+                                     round(self._clock() - start, 6), tokens[0], tokens[1], tokens[2]))
+        self._sent += tokens[2] > 0
+        self._tokens += tokens[0] + tokens[1]
 
     def _remember(self, key: str, value: Any) -> None:
         self._cache[key] = value
         if self.config.cache_path:
             atomic_write_text(self.config.cache_path, json.dumps(self._cache, ensure_ascii=True) + "\n")
 
-    def _complete(self, prompt: str, images: Sequence[bytes], schema: dict[str, Any] | None, deadline: float,
+    def _complete(self, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, deadline: float,
                   tokens: list[int]) -> str:
         if schema is not None and not self._schema_supported:
             prompt = _with_schema(prompt, schema)
-        body = _body(self.config, prompt, images, schema if self._schema_supported else None)
+        content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None)
+        constrained = schema is not None and self._schema_supported
         attempt = 0
         while True:
             try:
-                status, data = self._post(body, deadline, tokens)
+                status, data = self._post(content, deadline, tokens)
             except VLMTimeout:
                 raise
             except VLMUnavailable:
                 status, data = None, None
-            if status in (400, 422) and "response_format" in body:  # this server does not take schemas
-                self._schema_supported = False
-                body = _body(self.config, _with_schema(prompt, schema or {}), images, None)
+            if status in (400, 422) and constrained:  # this server does not take schemas
+                self._schema_supported = constrained = False
+                content = body_bytes(self.config, _with_schema(prompt, schema or {}), image_parts, None)
                 continue
             if status == 200:
                 return _message_text(data, tokens)
@@ -189,37 +313,38 @@ class VLMClient:
                 raise VLMUnavailable(f"{self.endpoint}: no answer after {attempt + 1} tries"
                                      + (f" (last: HTTP {status})" if status else " (connection failed)"))
             wait = self.config.backoff_s * 2 ** attempt
-            if time.monotonic() + wait >= deadline:
+            if self._clock() + wait >= deadline:
                 raise VLMTimeout(f"{self.endpoint}: the turn's deadline leaves no time to retry")
             self._sleep(wait)
             attempt += 1
 
-    def _post(self, body: dict[str, Any], deadline: float, tokens: list[int]) -> tuple[int, Any]:
+    def _post(self, content: bytes, deadline: float, tokens: list[int]) -> tuple[int, Any]:
         """One request: (status, parsed JSON or None). VLMTimeout past the deadline, VLMUnavailable when
         the connection fails or drops."""
-        left = min(self.config.timeout_s, deadline - time.monotonic())
-        if left <= 0:
+        now = self._clock()
+        stop = min(now + self.config.timeout_s, deadline)  # this request's end: every wait inside it ends here
+        if stop <= now:
             raise VLMTimeout(f"{self.endpoint}: past the turn's deadline")
         headers = {"Content-Type": "application/json"}
-        key = self.config.api_key()
+        key = self.config.api_key()  # read now, never kept
         if key:
             headers["Authorization"] = f"Bearer {key}"
         httpx = self._httpx
         tokens[2] += 1
-        stop = time.monotonic() + left
         try:
-            with self._http.stream("POST", self.endpoint, json=body, headers=headers, timeout=httpx.Timeout(left)) as r:
+            with self._http.stream("POST", self._url, content=content, headers=headers,
+                                   extensions={"timeout": Remaining(stop, self._clock)}) as r:
                 chunks, size = [], 0
-                for chunk in r.iter_bytes():  # each read waits at most `left`; the total is checked here
+                for chunk in r.iter_bytes():  # each read waits at most until `stop`; checked between reads too
                     chunks.append(chunk)
                     size += len(chunk)
-                    if time.monotonic() > stop:
+                    if self._clock() > stop:
                         raise VLMTimeout(f"{self.endpoint}: the answer was still arriving at the deadline")
                     if size > _MAX_ANSWER_BYTES:
                         raise VLMBadAnswer(f"{self.endpoint}: answer larger than {_MAX_ANSWER_BYTES // 2**20} MiB")
                 status = r.status_code
         except httpx.TimeoutException as err:
-            raise VLMTimeout(f"{self.endpoint}: no answer within {left:.2f} s") from err
+            raise VLMTimeout(f"{self.endpoint}: no answer within {stop - now:.2f} s") from err
         except (httpx.TransportError, httpx.StreamError) as err:  # refused, reset, dropped mid-answer
             raise VLMUnavailable(f"{self.endpoint}: {type(err).__name__}") from err
         if status != 200:
@@ -230,7 +355,9 @@ class VLMClient:
             raise VLMBadAnswer(f"{self.endpoint}: the HTTP body is not JSON") from err
 
 
-def _body(config: VLMConfig, prompt: str, images: Sequence[bytes], schema: dict[str, Any] | None) -> dict[str, Any]:
+def request_body(config: VLMConfig, prompt: str, images: Sequence[bytes],
+                 schema: dict[str, Any] | None) -> dict[str, Any]:
+    """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal)."""
     content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
     content += [{"type": "image_url", "image_url": {"url": image_data_url(data, _mime(data))}} for data in images]
     body: dict[str, Any] = {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature,
@@ -238,6 +365,24 @@ def _body(config: VLMConfig, prompt: str, images: Sequence[bytes], schema: dict[
     if schema is not None:
         body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
     return body
+
+
+def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None) -> bytes:
+    """:func:`request_body` as UTF-8 JSON, spliced from pieces encoded once (each image's content part,
+    the schema's JSON) instead of encoding their long strings again on every call.
+
+    Example:
+        >>> config = VLMConfig("http://127.0.0.1:9/v1", "m")
+        >>> json.loads(body_bytes(config, "hi", [], None)) == request_body(config, "hi", [], None)
+        True
+    """
+    settings = json.dumps({"model": config.model, "max_tokens": config.max_tokens,
+                           "temperature": config.temperature}, ensure_ascii=False)[:-1]  # without its closing brace
+    user = json.dumps({"type": "text", "text": prompt}, ensure_ascii=False) + "".join("," + p for p in image_parts)
+    answer = "" if schema is None else (',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
+                                        f'"schema":{_schema_texts(schema)[1]}}}}}')
+    return (f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'
+            .encode("utf-8"))
 
 
 def _with_schema(prompt: str, schema: dict[str, Any]) -> str:
@@ -262,8 +407,9 @@ def _message_text(data: Any, tokens: list[int]) -> str:
     return text
 
 
-def _cache_key(model: str, prompt: str, schema: dict[str, Any] | None, images: Sequence[bytes]) -> str:
-    parts = [model, prompt, json.dumps(schema, sort_keys=True), *(hashlib.sha256(d).hexdigest() for d in images)]
+def _cache_key(model: str, prompt: str, schema_text: str | None, image_digests: Sequence[str]) -> str:
+    """The answer cache's key: (model, prompt, the schema's sorted JSON, each image's sha256)."""
+    parts = [model, prompt, "null" if schema_text is None else schema_text, *image_digests]
     return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()
 
 

@@ -51,17 +51,25 @@ def facts_schema(slots: tuple[str, ...] | None = None) -> dict[str, Any]:
 
 
 def answers_schema(slots: Sequence[str]) -> dict[str, Any]:
-    """One property per slot: the values seen (``[]`` or left out = cannot tell); single-valued slots at most one."""
+    """One property per slot: the values seen (``[]`` or left out = cannot tell); single-valued slots at most one.
+    Built once per list of slots and shared: callers must not change it."""
+    return _answers_schema(tuple(slots))
+
+
+@lru_cache(maxsize=64)
+def _answers_schema(slots: tuple[str, ...]) -> dict[str, Any]:
     properties = {name: {"type": "array", "items": _value_items(name),
                          **({} if ONTOLOGY.slot(name).multi else {"maxItems": 1})} for name in slots}
     return {"type": "object", "additionalProperties": False, "properties": properties}  # a slot left out: unknown
 
 
+@lru_cache(maxsize=1)
 def question_schema() -> dict[str, Any]:
     return {"type": "object", "additionalProperties": False, "required": ["question"],
             "properties": {"question": {"type": "string", "minLength": 3, "maxLength": 200}}}
 
 
+@lru_cache(maxsize=16)
 def scores_schema(k: int) -> dict[str, Any]:
     """``{"scores": [p_0, ..., p_{k-1}]}``: each candidate's probability of being the person."""
     return {"type": "object", "additionalProperties": False, "required": ["scores"],

@@ -86,7 +86,9 @@ MANIFEST = "gallery.json"  # written last: its presence means the store was save
 IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS = ("images.json", "embeddings.npy", "attribute_probs.npy",
                                                "skipped.json", "vectors")
 STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED)  # what a store folder may hold
-SIDE_ENTRIES = ("crops", "frames", "ingest")  # what else it may hold (an ingested gallery's crops, their frames, progress): kept by saves
+CAPTIONS = "vlm_captions.jsonl"  # the crops' MTG captions (`minterpr vlm caption --index STORE`), if any
+# what else it may hold (an ingested gallery's crops, their frames and progress, its captions): kept by saves
+SIDE_ENTRIES = ("crops", "frames", "ingest", CAPTIONS)
 STAGING = ".staging"  # append_gallery writes the new store here, then moves it into place
 STORE_ROOT = "."  # a store's root meaning "the store's own folder" (its images inside it: the folder can move)
 APPENDABLE = ("exact", "faiss_hnsw", "faiss_ivfpq")  # vector indexes append_gallery rebuilds (qdrant: a server's)
