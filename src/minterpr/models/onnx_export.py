@@ -276,7 +276,9 @@ def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) 
         return None
 
 
-ENGINES = ("torch", "onnx", "auto")  # the reference, ONNX Runtime, or ONNX Runtime where it can run
+# the reference, ONNX Runtime, or ONNX Runtime where it can run; the parts below take one with no
+# default: the defaults are the runtime's (runtime.neural_backend.REFERENCE_ENGINE and RUN_ENGINE)
+ENGINES = ("torch", "onnx", "auto")
 
 
 class LazyOnnxEngine:
@@ -288,7 +290,7 @@ class LazyOnnxEngine:
 
     what = "model"
 
-    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
+    def __init__(self, model: "RetrievalModel", engine: str, *,
                  cache: str | os.PathLike[str] | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")

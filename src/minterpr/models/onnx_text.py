@@ -205,7 +205,7 @@ class TextFeaturizer(LazyOnnxEngine):
 
     what = "text"
 
-    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
+    def __init__(self, model: "RetrievalModel", engine: str, *,
                  cache: str | os.PathLike[str] | None = None, batch_size: int = 256, precision: str = "fp32") -> None:
         super().__init__(model, engine, cache=cache)
         if precision not in PRECISIONS:
