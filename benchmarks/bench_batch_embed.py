@@ -2,10 +2,10 @@
 
     python benchmarks/bench_batch_embed.py embed --run /work/runs/synth --data /work/data/synth
     python benchmarks/bench_batch_embed.py qdrant --sizes 50000 200000 --dim 256
-    python benchmarks/bench_batch_embed.py embed ... --engines local ray --json
+    python benchmarks/bench_batch_embed.py embed ... --executors local ray --json
 
 ``embed``: images/s of ``embed_gallery`` over the test gallery of a synthetic dataset (tiled to
-``--images`` when larger), per engine, each into a fresh folder, after one warm-up batch; Ray's
+``--images`` when larger), per executor, each into a fresh folder, after one warm-up batch; Ray's
 figure includes its actors' model loading (what a job pays), ``ray.init`` is timed apart.
 ``qdrant``: insert rate, top-10 search latency (unfiltered and with a camera + time-window
 filter) and the Python process's resident memory for N synthetic 256-d unit vectors in Qdrant's
@@ -43,9 +43,9 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
         print(f"--images {args.images} > gallery {len(paths)}: using {len(paths)}", file=sys.stderr)
         images = paths
     rows = []
-    for engine in args.engines:
+    for executor in args.executors:
         extra = {}
-        if engine == "ray":
+        if executor == "ray":
             import ray
 
             start = time.perf_counter()
@@ -53,14 +53,14 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
             extra["ray_init_s"] = round(time.perf_counter() - start, 2)
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()
-            result = embed_gallery(args.run, images, args.data, out, engine=engine, batch_size=args.batch_size,
+            result = embed_gallery(args.run, images, args.data, out, executor=executor, batch_size=args.batch_size,
                                    shard_size=args.shard_size, num_actors=args.num_actors, progress=False)
             seconds = time.perf_counter() - start
-        rows.append({"bench": "embed", "engine": engine, "images": len(images), "seconds": round(seconds, 2),
+        rows.append({"bench": "embed", "executor": executor, "images": len(images), "seconds": round(seconds, 2),
                      "images_per_s": round(len(images) / seconds, 1), "skipped": len(result.skipped),
-                     "batch_size": args.batch_size, "num_actors": args.num_actors if engine == "ray" else 1,
+                     "batch_size": args.batch_size, "num_actors": args.num_actors if executor == "ray" else 1,
                      "torch_threads": args.threads, **extra})
-        if engine == "ray":
+        if executor == "ray":
             ray.shutdown()
     return rows
 
@@ -112,11 +112,12 @@ def main() -> None:
     embed.add_argument("--run", default="/work/runs/synth")
     embed.add_argument("--data", default="/work/data/synth")
     embed.add_argument("--images", type=int, default=886, help="gallery images (the test gallery has 886)")
-    embed.add_argument("--engines", nargs="+", default=["local", "ray"], choices=["local", "ray"])
+    embed.add_argument("--executors", nargs="+", default=["local", "ray"], choices=["local", "ray"],
+                       help="where embed_gallery runs the model (its executor)")
     embed.add_argument("--batch-size", type=int, default=64)
     embed.add_argument("--shard-size", type=int, default=256)
     embed.add_argument("--num-actors", type=int, default=2)
-    embed.add_argument("--threads", type=int, default=2, help="torch threads of the local engine")
+    embed.add_argument("--threads", type=int, default=2, help="torch threads of the local executor")
     qdrant = sub.add_parser("qdrant")
     qdrant.add_argument("--sizes", type=int, nargs="+", default=[50_000, 200_000])
     qdrant.add_argument("--dim", type=int, default=256)

@@ -202,8 +202,13 @@ def test_the_old_trained_run_path_hands_out_the_moved_names_with_a_warning():
     import minterpr.runtime
     import minterpr.trained_run as old
 
-    for name in ("load_run", "export_run", "TrainedRun", "RunExtras"):
-        with pytest.warns(DeprecationWarning, match=f"minterpr.runtime.{name}"):
-            assert getattr(old, name) is getattr(minterpr.runtime, name)
+    for name, now in (("load_run", "load_run"), ("export_run", "export_model_dir"), ("TrainedRun", "TrainedRun"),
+                      ("RunExtras", "RunExtras")):
+        with pytest.warns(DeprecationWarning, match=f"minterpr.runtime.{now}"):
+            assert getattr(old, name) is getattr(minterpr.runtime, now)
+    with pytest.warns(DeprecationWarning, match="minterpr.runtime.export_run is now minterpr.runtime.export_model_dir"):
+        assert minterpr.runtime.export_run is minterpr.runtime.export_model_dir  # renamed (one name per idea)
+    with pytest.raises(AttributeError):
+        minterpr.runtime.no_such_name  # noqa: B018
     with pytest.raises(AttributeError):
         old.calibrate_and_choose_weight  # noqa: B018  (moved to training.post_training, not re-exported)

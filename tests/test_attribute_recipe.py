@@ -91,14 +91,14 @@ def test_a_model_with_logit_norm_saves_loads_calibrates_and_exports(tmp_path):
 
 def test_a_model_with_logit_norm_exports_to_onnx_that_agrees():
     pytest.importorskip("onnxruntime")
-    from minterpr.models.onnx_export import OnnxImageEngine, check_engine, export_image_tower
+    from minterpr.models.onnx_export import OnnxImageEngine, check_engine, export_onnx_image_tower
 
     model = _tiny(attribute_logit_norm=True)
     with torch.no_grad():
         model.image_head.attributes.logit_norm.running_mean.uniform_(-1, 1)
         model.image_head.attributes.logit_norm.running_var.uniform_(0.5, 2)
     model.eval()
-    assert check_engine(OnnxImageEngine(export_image_tower(model)), model) < 1e-4
+    assert check_engine(OnnxImageEngine(export_onnx_image_tower(model)), model) < 1e-4
 
 
 # ----------------------------------------------------------------------------- per-label feature mixup

@@ -1,6 +1,6 @@
-"""Batch gallery embedding: the local engine equals Pipeline.index_images, resumes after a kill
+"""Batch gallery embedding: the local executor equals Pipeline.index_images, resumes after a kill
 (a shard without its marker is redone, the others are not touched), reports unreadable images,
-refuses another job's folder; the Ray Data engine (a local ray.init(num_cpus=2)) gives the same
+refuses another job's folder; the Ray Data executor (a local ray.init(num_cpus=2)) gives the same
 result as the local one."""
 from __future__ import annotations
 
@@ -73,8 +73,10 @@ def test_refusals(gallery, tmp_path):
         embed_gallery(run, names[:4], root, out, shard_size=2, progress=False)
     with pytest.raises(InputError, match="listed twice"):
         embed_gallery(run, [names[0], names[0]], root, tmp_path / "o2", progress=False)
-    with pytest.raises(InputError, match="engine"):
-        embed_gallery(run, names, root, tmp_path / "o3", engine="spark", progress=False)
+    with pytest.raises(InputError, match="executor must be one of"):
+        embed_gallery(run, names, root, tmp_path / "o3", executor="spark", progress=False)
+    with pytest.warns(DeprecationWarning, match="executor"), pytest.raises(InputError, match="executor"):
+        embed_gallery(run, names, root, tmp_path / "o3", engine="spark", progress=False)  # the old keyword
     with pytest.raises(InputError, match="shard_size"):
         embed_gallery(run, names, root, tmp_path / "o3", shard_size=0, progress=False)
     (out / "shard-00000.probs.npy").write_bytes(b"garbage")
@@ -94,8 +96,8 @@ def ray_local():
 
 
 @pytest.mark.slow
-def test_ray_engine_equals_local_and_resumes(gallery, tmp_path, ray_local):
-    """One Ray run (actor start-up is slow): it resumes the local engine's folder, where shard 0 is
+def test_ray_executor_equals_local_and_resumes(gallery, tmp_path, ray_local):
+    """One Ray run (actor start-up is slow): it resumes the local executor's folder, where shard 0 is
     done and shards 1 and 2 lost their markers, and ends with the local result."""
     run, names, root = gallery
     out = tmp_path / "out"
@@ -103,7 +105,7 @@ def test_ray_engine_equals_local_and_resumes(gallery, tmp_path, ray_local):
     for s in (1, 2):
         (out / f"shard-0000{s}.done").unlink()
     stamp = (out / "shard-00000.emb.npy").stat().st_mtime_ns
-    remote = embed_gallery(run, names, root, out, engine="ray", shard_size=4, batch_size=3, num_actors=2,
+    remote = embed_gallery(run, names, root, out, executor="ray", shard_size=4, batch_size=3, num_actors=2,
                            progress=False)
     assert (out / "shard-00000.emb.npy").stat().st_mtime_ns == stamp  # a finished shard is not redone
     assert sorted(p.name for p in out.glob("*.done")) == [f"shard-0000{s}.done" for s in range(3)]

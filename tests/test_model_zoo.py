@@ -19,7 +19,7 @@ from minterpr.errors import InputError, RunError  # noqa: E402
 from minterpr.models import create_model, save_model  # noqa: E402
 from minterpr.models.fingerprint import model_fingerprint  # noqa: E402
 from minterpr.models.zoo import MODELS_ENV, parse_hub_ref, resolve_model  # noqa: E402
-from minterpr.runtime import export_run, load_run  # noqa: E402
+from minterpr.runtime import export_model_dir, load_run  # noqa: E402
 from minterpr.runtime.catalogue import describe_models  # noqa: E402
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
@@ -31,7 +31,7 @@ def exported(tmp_path: Path) -> tuple[Path, str]:
     torch.manual_seed(0)
     model = create_model("tiny")
     save_model(model, tmp_path / "run" / "model.pt", extra={"scoring": {"attribute_weight": 0.2}})
-    export_run(tmp_path / "run", tmp_path / "export")
+    export_model_dir(tmp_path / "run", tmp_path / "export")
     return tmp_path / "export", model_fingerprint(model)
 
 
@@ -116,15 +116,15 @@ def test_clip_weights_by_hub_id(tmp_path):
 def test_float16_directory_halves_the_weights_within_tolerance(tmp_path):
     torch.manual_seed(0)
     save_model(create_model("tiny"), tmp_path / "run" / "model.pt")
-    full = export_run(tmp_path / "run", tmp_path / "fp32")
-    half = export_run(tmp_path / "run", tmp_path / "fp16", precision="float16")
+    full = export_model_dir(tmp_path / "run", tmp_path / "fp32")
+    half = export_model_dir(tmp_path / "run", tmp_path / "fp16", precision="float16")
     assert half["weights"]["precision"] == "float16" and half["weights"]["bytes"] < 0.6 * full["weights"]["bytes"]
     drift = half["half_precision_drift"]
     assert drift["image_cosine_min"] > 0.999 and drift["attribute_prob_max_abs"] < 0.01
     loaded = load_run(tmp_path / "fp16").model
     assert all(p.dtype == torch.float32 for p in loaded.parameters())  # computes at float32
     with pytest.raises(ValueError, match="must be one of float32, float16"):
-        export_run(tmp_path / "run", tmp_path / "bf", precision="bfloat16")
+        export_model_dir(tmp_path / "run", tmp_path / "bf", precision="bfloat16")
 
 
 def test_float16_is_refused_beyond_the_tolerance(tmp_path, monkeypatch):
@@ -133,7 +133,7 @@ def test_float16_is_refused_beyond_the_tolerance(tmp_path, monkeypatch):
     save_model(create_model("tiny"), tmp_path / "run" / "model.pt")
     monkeypatch.setattr(trained_run, "HALF_COSINE_MIN", 1.5)  # no cosine reaches it
     with pytest.raises(RunError, match="float16 storage changes this model too much"):
-        export_run(tmp_path / "run", tmp_path / "fp16", precision="float16")
+        export_model_dir(tmp_path / "run", tmp_path / "fp16", precision="float16")
 
 
 def test_models_lists_shipped_runs_and_exports(exported, tmp_path, monkeypatch, capsys):

@@ -6,7 +6,7 @@ import pytest
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.errors import InputError
-from minterpr.evaluation.scoring import round_log_likelihoods
+from minterpr.evaluation.static import round_log_likelihoods
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.evaluation.static import evaluate_dialogues, select_attribute_weight
 from minterpr.index.gallery_index import GalleryIndex

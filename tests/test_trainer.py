@@ -19,7 +19,7 @@ from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
+from minterpr.evaluation.static import DEFAULT_WEIGHT_GRID
 from minterpr.models import create_model, load_model, read_checkpoint
 from minterpr.fileio import atomic_write
 from minterpr.training.checkpoint import load_checkpoint, save_checkpoint

@@ -118,3 +118,38 @@ def test_unknown_config_name_lists_the_shipped_ones(tmp_path):
         load_config("no_such_config")
     with pytest.raises(ConfigError, match="does not exist"):
         load_config(tmp_path / "missing.yaml")
+
+
+# ModelConfig's implicit layout before a bare ModelConfig() became the default model (issue 23)
+OLD_IMPLICIT_LAYOUT = {"image_size": (128, 64), "frozen_image_stages": "stage5", "num_stripes": 4,
+                       "stripe_columns": 1, "stripe_stage": None, "colour_stripes": 0, "encoder_kwargs": {}}
+
+
+def test_bare_model_config_is_the_default_model():
+    from minterpr.models.config import MODEL_CONFIGS, ModelConfig
+
+    assert ModelConfig() == MODEL_CONFIGS.create("efficientnet_minilm") == load_config("synthetic").model
+    assert ModelConfig().image_size == (256, 128) and TrainConfig().model == ModelConfig()
+
+
+def test_old_saved_configs_that_omit_fields_load_as_before(tmp_path):
+    """A run's config.yaml and a checkpoint's embedded config, written when the omitted fields
+    had the old implicit defaults, read exactly as they were made."""
+    from minterpr.models.config import LATER_FIELDS, LEGACY_DEFAULTS, ModelConfig
+    from minterpr.models.io import model_config_of
+
+    assert LEGACY_DEFAULTS == OLD_IMPLICIT_LAYOUT
+    assert not set(LATER_FIELDS) & set(LEGACY_DEFAULTS)
+    assert all(getattr(ModelConfig(), name) == value for name, value in LATER_FIELDS.items())
+    path = tmp_path / "config.yaml"
+    path.write_text("seed: 3\nmodel:\n  embed_dim: 128\n  num_identities: 10\n")  # no preset
+    model = load_config(path).model
+    for name, value in OLD_IMPLICIT_LAYOUT.items():
+        assert getattr(model, name) == value, name
+    assert model.embed_dim == 128 and model.image_encoder == "efficientnet_lite0"
+    path.write_text("seed: 3\n")  # no model section at all
+    assert load_config(path).model == ModelConfig(**OLD_IMPLICIT_LAYOUT)
+    # a checkpoint saved before the colour branch and the part grid (no such keys in its config)
+    saved = {k: v for k, v in ModelConfig(**OLD_IMPLICIT_LAYOUT).to_dict().items()
+             if k not in ("colour_stripes", "stripe_columns", "stripe_stage", "flip_test")}
+    assert model_config_of({"config": saved}) == ModelConfig(**OLD_IMPLICIT_LAYOUT)

@@ -54,6 +54,7 @@ from typing import TYPE_CHECKING, Any, Callable, TextIO
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
+from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE
 from minterpr.types import GalleryImage
 
 if TYPE_CHECKING:  # torch-heavy: loaded with a model
@@ -310,6 +311,12 @@ def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str
         raise CLIError(str(err)) from None
     # simulate draws its targets from the gallery list: an image left out would shift their positions
     return index.require_complete("a simulated evaluation") if complete else index
+
+
+def add_batch_size_argument(parser: argparse.ArgumentParser, what: str) -> None:
+    """--batch-size, the loaded model's batch (``what`` it counts), at the backend's default."""
+    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
+                        help=f"{what} per forward pass (default {DEFAULT_BATCH_SIZE})")
 
 
 def add_text_precision_argument(parser: argparse.ArgumentParser) -> None:

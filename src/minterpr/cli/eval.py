@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import (STDOUT, add_common_options, add_picture_options, add_text_precision_argument,
-                                 check_picture_options, load_model, show_progress, write_json)
+from minterpr.cli.common import (STDOUT, add_batch_size_argument, add_common_options, add_picture_options,
+                                 add_text_precision_argument, check_picture_options, load_model, show_progress, write_json)
 from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError
 
@@ -185,7 +185,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                              "(default: the weight stored with the model, chosen on val; 0 = embedding only)")
     parser.add_argument("--keep-rejected", action="store_true",
                         help="rank reference images the user rejected like any other image (default: below the rest)")
-    parser.add_argument("--batch-size", type=int, default=64, help="images / dialogues per forward pass")
+    add_batch_size_argument(parser, "images / dialogues")
     add_text_precision_argument(parser)
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")

@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import STDOUT, add_common_options, load_model, show_progress, write_json
+from minterpr.cli.common import STDOUT, add_batch_size_argument, add_common_options, load_model, show_progress, write_json
 
 log = logging.getLogger(__name__)
 
@@ -131,7 +131,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="validation gallery for --thresholds val (default: gallery_val.jsonl beside --gallery)")
     parser.add_argument("--val-image-root", metavar="ROOT", help="image root of --val-gallery (default: as --image-root, "
                                                                  "else its folder)")
-    parser.add_argument("--batch-size", type=int, default=64, help="images per forward pass")
+    add_batch_size_argument(parser, "images")
     parser.add_argument("--allow-outside-root", action="store_true",
                         help="read image paths that leave the image root (../x.jpg, absolute paths)")
     parser.set_defaults(handler=run)

@@ -20,9 +20,9 @@ from minterpr.cli.common import add_common_options
 
 
 def run(args: argparse.Namespace) -> int:
-    from minterpr.runtime.run import export_run
+    from minterpr.runtime.run import export_model_dir
 
-    manifest = export_run(args.run, args.out, self_contained=args.self_contained, precision=args.precision)
+    manifest = export_model_dir(args.run, args.out, self_contained=args.self_contained, precision=args.precision)
     out = Path(args.out)
     total = 0
     for name in (manifest["weights"]["file"], manifest["extras"], "config.json"):

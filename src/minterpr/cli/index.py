@@ -30,7 +30,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from minterpr.cli.common import STDOUT, CLIError, add_common_options, gallery_images, show_progress, write_json
+from minterpr.cli.common import (STDOUT, CLIError, add_batch_size_argument, add_common_options, gallery_images,
+                                 show_progress, write_json)
 
 DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
 NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embeddings)
@@ -180,7 +181,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="vector index saved with the store: exact, faiss_hnsw, faiss_ivfpq, qdrant (where "
                             f"installed) or {NO_BACKEND} (default: {DEFAULT_BACKEND})")
     build.add_argument("--camera", metavar="ID", help="camera id of the images that name none (a folder of one camera)")
-    build.add_argument("--batch-size", type=int, default=64, help="images embedded per batch")
+    add_batch_size_argument(build, "images embedded")
     build.add_argument("--fused", choices=("auto", "yes", "no"), default="auto",
                        help="save the fused index sessions take their shortlist from (auto: from 20,000 images)")
     build.add_argument("--fused-options", type=_fused_options, default={}, metavar="JSON",

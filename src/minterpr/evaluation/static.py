@@ -18,8 +18,12 @@ user's judgements of the reference images so far (the latest
 :func:`~minterpr.language.dialogue_acts.verdict` per image, as ``Session.judgements``): a
 rejected image and its near-duplicates lose a penalty and the rejected image ranks below every
 image not rejected, a confirmed one becomes the anchor and ranks first, and a confident top-1
-anchors the rest. :func:`select_attribute_weight` picks ``w`` on a validation split.
-``protocol["scoring"]`` records the whole configuration.
+anchors the rest. :func:`select_attribute_weight` picks ``w`` on a validation split (from
+:data:`DEFAULT_WEIGHT_GRID`) and the model stores the chosen configuration (checkpoint extra
+``"scoring"``: ``RerankConfig.to_dict()``, read back by ``RerankConfig.from_dict``, which also
+reads the older ``{"attribute_weight", "prob_floor", "reject_references"}`` form; a model that
+stores none gets the defaults). ``protocol["scoring"]`` records the whole configuration;
+:func:`round_log_likelihoods` is the attribute term of one dialogue's rounds, as a session adds it.
 
 ``description_only=True`` is the single-shot baseline protocol: every round uses the
 description alone (a text-to-image model that ignores the conversation), so its curve is flat
@@ -49,20 +53,43 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.evaluation.metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
-from minterpr.evaluation.scoring import DEFAULT_WEIGHT_GRID
-from minterpr.interaction.reranking import RerankConfig
+from minterpr.interaction.reranking import FactLikelihoods, RerankConfig, Similarities, rerank_rows
 from minterpr.language.dialogue_acts import round_judgements, turn_facts
-from minterpr.interaction.reranking import FactLikelihoods, Similarities, rerank_rows
-from minterpr.language.evidence import stated_log_likelihood
+from minterpr.language.evidence import PROB_FLOOR, stated_log_likelihood
+from minterpr.language.phrasing import Fact
 from minterpr.types import GalleryImage, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
 _DENSE_SIMILARITIES = 4096  # galleries up to this size keep image-image similarities in one matrix
 _CACHE_COSINES = 2 ** 27  # a weight search keeps every round's query scores up to this many (512 MB float32)
+DEFAULT_WEIGHT_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)  # w candidates tried on the validation split
+
+
+def round_log_likelihoods(turns: Sequence[Turn], attribute_probs: np.ndarray,
+                          prob_floor: float = PROB_FLOOR) -> np.ndarray:
+    """(R, N) float64: row r = Σ log P(fact | image) over the distinct facts of turns[0..r]
+    (each turn read with :func:`~minterpr.language.dialogue_acts.turn_facts`), the attribute
+    term :func:`~minterpr.interaction.reranking.rerank` adds after round r.
+
+    Example:
+        >>> from minterpr.language.ontology import ONTOLOGY
+        >>> from minterpr.types import DescriptionTurn
+        >>> probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.1, np.float32)
+        >>> probs[1, ONTOLOGY.flat_labels().index(("upper_colour", "red"))] = 0.9  # image 1 looks red on top
+        >>> ll = round_log_likelihoods([DescriptionTurn("a man in a red shirt")], probs)  # (R, N)
+        >>> int(np.argmax(ll[0]))
+        1
+    """
+    scorer = FactLikelihoods(attribute_probs, prob_floor)
+    out = np.zeros((len(turns), len(scorer.probs)), np.float64)
+    facts: list[Fact] = []
+    for r, turn in enumerate(turns):
+        facts.extend(turn_facts(turn))
+        out[r] = scorer.total(facts)
+    return out
 
 
 def gallery_from_samples(samples: Sequence[RetrievalSample]) -> list[GalleryImage]:

@@ -246,7 +246,7 @@ class Similarities:
 
 
 def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
-           judgements: Mapping[int, bool | None], config: RerankConfig = RerankConfig(),
+           judgements: Mapping[int, bool | None], reranking: RerankConfig = RerankConfig(),
            stated: Mapping[int, Sequence[Fact]] | None = None) -> RerankResult:
     """Combine the backend's (N,) query scores with the facts and judgements so far.
 
@@ -260,22 +260,22 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
     if scores.ndim != 1 or len(scores) != len(index):
         raise InputError(f"query_scores must be ({len(index)},), one per gallery image, got {scores.shape}")
     loglik = None
-    if config.attributes and index.attribute_probs is not None and facts:
-        loglik = attribute_log_likelihood(facts, index.attribute_probs, config.prob_floor)
+    if reranking.attributes and index.attribute_probs is not None and facts:
+        loglik = attribute_log_likelihood(facts, index.attribute_probs, reranking.prob_floor)
         if stated:
-            loglik = stated_log_likelihood(loglik, facts, stated, index.attribute_probs, config.prob_floor)
-    final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], config)
+            loglik = stated_log_likelihood(loglik, facts, stated, index.attribute_probs, reranking.prob_floor)
+    final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], reranking)
     return RerankResult(final[0], None if anchors[0] < 0 else int(anchors[0]), loglik)
 
 
 def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarray | None,
-                judgements: Sequence[Mapping[int, bool | None]], config: RerankConfig,
+                judgements: Sequence[Mapping[int, bool | None]], reranking: RerankConfig,
                 similarities: Similarities | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerank` for B conversations at once: ((B, N) scores, (B,) anchor or -1).
 
     ``query_scores`` (B, N): the backend's scores; ``loglik`` (B, N): each conversation's
     :meth:`FactLikelihoods.total` (None: no facts, or no attribute evidence), added when
-    ``config.attributes``; ``judgements``: one mapping per conversation. Rows never influence
+    ``reranking.attributes``; ``judgements``: one mapping per conversation. Rows never influence
     each other, so a row scores the same alone or in a batch. ``similarities`` shares the
     embedding-similarity rows between calls over the same index.
     """
@@ -284,8 +284,8 @@ def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarra
     if len(judgements) != b:
         raise InputError(f"judgements: one mapping per row expected ({b}), got {len(judgements)}")
     sims = similarities if similarities is not None else Similarities(index)
-    if config.attributes and loglik is not None:
-        scores += config.attribute_weight * loglik
+    if reranking.attributes and loglik is not None:
+        scores += reranking.attribute_weight * loglik
     rejected = np.zeros((b, n), dtype=bool)  # the judged images themselves
     confirmed = np.zeros((b, n), dtype=bool)
     last_confirmed = np.full(b, -1, dtype=np.int64)  # the latest image confirmed: the anchor
@@ -298,39 +298,39 @@ def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarra
             elif ok is False:
                 rejected[row, i] = True
     excluded = np.zeros((b, n), dtype=bool)  # never an anchor: rejected images and their near-duplicates
-    if config.rejection and rejected.any():
+    if reranking.rejection and rejected.any():
         rows, images = np.nonzero(rejected)  # row-major: each row's rejections together
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
         judged_rows = rows[starts]
-        count = sims.duplicates(images[starts], config.duplicate_threshold).astype(np.int32)  # first rejections
+        count = sims.duplicates(images[starts], reranking.duplicate_threshold).astype(np.int32)  # first rejections
         nth = np.arange(len(rows)) - np.repeat(starts, np.diff(np.r_[starts, len(rows)]))  # k-th of its row
         group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
         for k in range(1, int(nth.max()) + 1):  # rejections each image looks like, a few vector adds
-            count[group[nth == k]] += sims.duplicates(images[nth == k], config.duplicate_threshold)
+            count[group[nth == k]] += sims.duplicates(images[nth == k], reranking.duplicate_threshold)
         count[confirmed[judged_rows]] = 0  # a confirmed image is never demoted for looking like a rejected one
-        scores[judged_rows] -= config.rejection_penalty * count
+        scores[judged_rows] -= reranking.rejection_penalty * count
         excluded = rejected.copy()
         excluded[judged_rows] |= count > 0
     anchors = np.full(b, -1, dtype=np.int64)
-    if config.anchor:
+    if reranking.anchor:
         has_confirmed = last_confirmed >= 0
         anchors[has_confirmed] = last_confirmed[has_confirmed]
         free = np.flatnonzero(~has_confirmed)
         if len(free):
-            anchors[free] = _confident_tops(scores[free], excluded[free], sims, config)
+            anchors[free] = _confident_tops(scores[free], excluded[free], sims, reranking)
         blended = np.flatnonzero(anchors >= 0)
         if len(blended):
-            lam = np.where(has_confirmed[blended], config.confirmed_lambda, config.anchor_lambda)[:, None]
+            lam = np.where(has_confirmed[blended], reranking.confirmed_lambda, reranking.anchor_lambda)[:, None]
             if len(blended) == b:  # in place: the same products and sum, fewer copies
                 scores *= lam
                 scores += (1.0 - lam) * sims.rows(anchors)
             else:
                 scores[blended] = lam * scores[blended] + (1.0 - lam) * sims.rows(anchors[blended])
-    if config.pin_confirmed and confirmed.any():
+    if reranking.pin_confirmed and confirmed.any():
         rows = np.flatnonzero(confirmed.any(axis=1))
         top = scores[rows].max(axis=1, keepdims=True) + 1.0
         scores[rows] = np.where(confirmed[rows], top, scores[rows])
-    if config.rejection:
+    if reranking.rejection:
         scores = keep_rejected_below(scores, rejected)
     return scores, anchors
 

@@ -179,7 +179,7 @@ def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndar
 
 def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact],
                     judgements: Mapping[int, bool | None], shortlist: ShortlistConfig | None,
-                    config: RerankConfig = RerankConfig(), *, named: Collection[int] = (),
+                    reranking: RerankConfig = RerankConfig(), *, named: Collection[int] = (),
                     min_open: int = 1, stated: Mapping[int, Sequence[Fact]] | None = None) -> Candidates:
     """Rank the gallery for one (D,) query: on the exact path when ``shortlist`` is None or does
     not apply to this gallery's size, else on a growing shortlist (module doc). ``named``:
@@ -190,25 +190,25 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
     stated = dict(stated or {})
     n = len(index)
     if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
-        return _exact(index, query, facts, judgements, config, stated)
+        return _exact(index, query, facts, judgements, reranking, stated)
     query = np.asarray(query, dtype=np.float32)
     must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
-        return _fused(index, query, facts, judgements, shortlist, config, must, min_open, stated)
+        return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
-    distinct = len(dict.fromkeys(facts)) if config.attributes and index.attribute_probs is not None else 0
-    best_evidence = config.attribute_weight * distinct * math.log(1.0 - config.prob_floor)
+    distinct = len(dict.fromkeys(facts)) if reranking.attributes and index.attribute_probs is not None else 0
+    best_evidence = reranking.attribute_weight * distinct * math.log(1.0 - reranking.prob_floor)
     k = min(shortlist.size, n)
     while True:
         top = nearest_rows(index, query, k, full)
         rows = np.union1d(top, must)
-        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, config, stated)
+        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
         bound = edge + best_evidence
-        if found.anchor is not None and config.anchor:
-            lam = config.confirmed_lambda if judgements.get(found.anchor) is True else config.anchor_lambda
+        if found.anchor is not None and reranking.anchor:
+            lam = reranking.confirmed_lambda if judgements.get(found.anchor) is True else reranking.anchor_lambda
             bound = lam * (edge + best_evidence) + (1.0 - lam)  # anchor similarity <= 1
             if shortlist.anchor_search:
                 anchor = index.embeddings[found.anchor]
@@ -217,7 +217,7 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
                 near = nearest_rows(index, blend, k, blend_scores)
                 grown = np.union1d(rows, near)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
@@ -226,7 +226,7 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
         if k is None:
             return found  # the cap: the best the shortlist could do within its budget
         if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
-            return _exact(index, query, facts, judgements, config, stated)
+            return _exact(index, query, facts, judgements, reranking, stated)
 
 
 def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],

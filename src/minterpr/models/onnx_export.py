@@ -1,6 +1,6 @@
 """The image side of a retrieval model on ONNX Runtime: the fast CPU path for gallery encoding.
 
-:func:`export_image_tower` writes ``pixels (B, 3, H, W) -> embedding (B, D), attribute_logits
+:func:`export_onnx_image_tower` writes ``pixels (B, 3, H, W) -> embedding (B, D), attribute_logits
 (B, L)`` (image encoder + colour branch + heads, exactly :meth:`RetrievalModel.encode_images`)
 as ONNX, from a copy of the model with every BatchNorm folded into its convolution; the model
 itself is left untouched. The batch axis is dynamic, the image size is the model's
@@ -150,7 +150,7 @@ def _exportable_adaptive_pool() -> Iterator[None]:
         F.adaptive_avg_pool2d = original
 
 
-def export_image_tower(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
+def export_onnx_image_tower(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
     """The ONNX bytes of ``model``'s image tower (BatchNorm folded, batch axis dynamic), its
     fingerprint in the metadata (:func:`image_fingerprint` unless given)."""
     height, width = model.config.image_size
@@ -254,7 +254,7 @@ def load_image_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
     """
     fingerprint = image_fingerprint(model)
     return load_checked_engine(cache, fingerprint, lambda data: OnnxImageEngine(data, threads=threads),
-                               lambda: export_image_tower(model, fingerprint), lambda e: check_engine(e, model))
+                               lambda: export_onnx_image_tower(model, fingerprint), lambda e: check_engine(e, model))
 
 
 def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) -> Any | None:
@@ -276,7 +276,9 @@ def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) 
         return None
 
 
-ENGINES = ("torch", "onnx", "auto")  # the reference, ONNX Runtime, or ONNX Runtime where it can run
+# the reference, ONNX Runtime, or ONNX Runtime where it can run; the parts below take one with no
+# default: the defaults are the runtime's (runtime.neural_backend.REFERENCE_ENGINE and RUN_ENGINE)
+ENGINES = ("torch", "onnx", "auto")
 
 
 class LazyOnnxEngine:
@@ -288,7 +290,7 @@ class LazyOnnxEngine:
 
     what = "model"
 
-    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
+    def __init__(self, model: "RetrievalModel", engine: str, *,
                  cache: str | os.PathLike[str] | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
@@ -328,12 +330,12 @@ class ImageTowerEngine(LazyOnnxEngine):
         return load_image_engine(self.model, self.cache)
 
 
-def sibling_export_path(image_cache: str | os.PathLike[str] | None, part: str) -> Path | None:
+def sibling_onnx_path(image_cache: str | os.PathLike[str] | None, part: str) -> Path | None:
     """Where the export of another part of the model is kept next to an image export file:
     ``x.onnx`` -> ``x.<part>.onnx`` (None without an image cache: that part exports in memory).
 
     Example:
-        >>> str(sibling_export_path("cache/image.onnx", "text")), sibling_export_path(None, "text")
+        >>> str(sibling_onnx_path("cache/image.onnx", "text")), sibling_onnx_path(None, "text")
         ('cache/image.text.onnx', None)
     """
     if image_cache is None:

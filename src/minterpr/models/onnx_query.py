@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from minterpr.errors import RunError
-from minterpr.models.onnx_export import (OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, sibling_export_path,
+from minterpr.models.onnx_export import (OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, sibling_onnx_path,
                                          with_fingerprint)
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ def check_dialogues(model: "RetrievalModel", seed: int = 0) -> list[dict[str, to
     return batches
 
 
-def export_query_model(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
+def export_onnx_query_model(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
     """The ONNX bytes of ``model``'s turn encoder + dialogue memory on unpadded dialogues (batch
     and round axes dynamic), its fingerprint in the metadata (:func:`query_fingerprint` unless given)."""
     example = check_dialogues(model)[-1]
@@ -149,7 +149,7 @@ def load_query_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
     fingerprint = query_fingerprint(model)
     return load_checked_engine(
         cache, fingerprint, lambda data: OnnxQueryEngine(data, max_turns=model.memory.max_turns, threads=threads),
-        lambda: export_query_model(model, fingerprint), lambda e: check_query_engine(e, model))
+        lambda: export_onnx_query_model(model, fingerprint), lambda e: check_query_engine(e, model))
 
 
 class QueryEncoder(LazyOnnxEngine):
@@ -188,4 +188,4 @@ def query_cache_path(image_cache: str | os.PathLike[str] | None) -> Path | None:
         >>> str(query_cache_path("cache/image.onnx")), query_cache_path(None)
         ('cache/image.query.onnx', None)
     """
-    return sibling_export_path(image_cache, "query")
+    return sibling_onnx_path(image_cache, "query")

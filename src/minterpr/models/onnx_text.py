@@ -5,7 +5,7 @@ backend). On CPU, eager PyTorch spends most of that in framework overhead around
 small layers; ONNX Runtime runs the same float32 graph ~2-3x faster with the same features (max
 |difference| ~1e-6; ``benchmarks/bench_text_encode.py``).
 
-:func:`export_text_encoder` writes ``input_ids (B, T), attention_mask (B, T) -> features (B, Dt)``
+:func:`export_onnx_text_encoder` writes ``input_ids (B, T), attention_mask (B, T) -> features (B, Dt)``
 (the BERT model + masked mean pooling, exactly ``model.text_encoder(tokens)["global"]``) with
 dynamic batch and sequence axes; tokenisation stays in Python (the model's own tokenizer). The
 export records :func:`text_fingerprint` in the ONNX metadata and is checked against PyTorch on
@@ -36,7 +36,7 @@ from torch import nn
 
 from minterpr.errors import RunError
 from minterpr.models.onnx_export import (INSTALL_HINT, OPSET, LazyOnnxEngine, cpu_session, load_checked_engine,
-                                         sibling_export_path, with_fingerprint)
+                                         sibling_onnx_path, with_fingerprint)
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -46,7 +46,8 @@ FINGERPRINT_KEY = "minterpr.text_fingerprint"
 CHECK_TOLERANCE = 1e-4  # largest |ONNX - PyTorch| accepted on the check texts (float32 gives ~1e-6)
 CHECK_TEXTS = ("no", "a young woman in a long red coat with black trousers, carrying a grey shoulder bag",
                "what colour are the shoes? white")  # lengths 3..~20 tokens, padded together once
-PRECISIONS = ("fp32", "int8")  # the text encoder's weights on ONNX Runtime (int8: opt-in, see quantize_text_export)
+# the text encoder's weights on ONNX Runtime (int8: opt-in, see quantize_onnx_text_encoder)
+PRECISIONS = ("fp32", "int8")
 INT8_MIN_COSINE = 0.95  # lowest cosine int8 vs PyTorch features accepted on CHECK_TEXTS (MiniLM: >= 0.97)
 
 
@@ -83,7 +84,7 @@ class _TextTower(nn.Module):
         return self.encoder(tokens)["global"]  # (B, Dt)
 
 
-def export_text_encoder(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
+def export_onnx_text_encoder(model: "RetrievalModel", fingerprint: str | None = None) -> bytes:
     """The ONNX bytes of ``model``'s text encoder (batch and sequence axes dynamic), its
     fingerprint in the metadata (:func:`text_fingerprint` unless given)."""
     encoder = copy.deepcopy(model.text_encoder).cpu().float().eval()
@@ -147,7 +148,7 @@ def check_text_engine(engine: OnnxTextEngine, model: "RetrievalModel", precision
     return difference
 
 
-def quantize_text_export(model_bytes: bytes, fingerprint: str) -> bytes:
+def quantize_onnx_text_encoder(model_bytes: bytes, fingerprint: str) -> bytes:
     """An exported text encoder with int8 weights in its matrix products (per output channel;
     activations quantised on the fly), ``fingerprint`` recorded. About 4x smaller and 1.5-2x
     faster on one CPU thread; the features move (cosine ~0.97-0.99 to fp32), so rankings may
@@ -176,7 +177,7 @@ def quantize_text_export(model_bytes: bytes, fingerprint: str) -> bytes:
 def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *,
                      threads: int | None = None, precision: str = "fp32") -> OnnxTextEngine:
     """An :class:`OnnxTextEngine` computing ``model.text_features``, checked against the model;
-    ``precision`` "int8" quantises the export (:func:`quantize_text_export`).
+    ``precision`` "int8" quantises the export (:func:`quantize_onnx_text_encoder`).
 
     ``cache``: an ``.onnx`` file to reuse when its recorded fingerprint is the model's (and the
     precision's), (re)written atomically otherwise; None exports in memory (a few seconds for MiniLM).
@@ -186,8 +187,8 @@ def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | No
     fingerprint = text_fingerprint(model) + ("" if precision == "fp32" else f"+{precision}")
 
     def export() -> bytes:
-        data = export_text_encoder(model, fingerprint)
-        return data if precision == "fp32" else quantize_text_export(data, fingerprint)
+        data = export_onnx_text_encoder(model, fingerprint)
+        return data if precision == "fp32" else quantize_onnx_text_encoder(data, fingerprint)
 
     return load_checked_engine(cache, fingerprint, lambda data: OnnxTextEngine(data, threads=threads), export,
                                lambda e: check_text_engine(e, model, precision))
@@ -205,7 +206,7 @@ class TextFeaturizer(LazyOnnxEngine):
 
     what = "text"
 
-    def __init__(self, model: "RetrievalModel", engine: str = "torch", *,
+    def __init__(self, model: "RetrievalModel", engine: str, *,
                  cache: str | os.PathLike[str] | None = None, batch_size: int = 256, precision: str = "fp32") -> None:
         super().__init__(model, engine, cache=cache)
         if precision not in PRECISIONS:
@@ -247,4 +248,4 @@ def text_cache_path(image_cache: str | os.PathLike[str] | None, precision: str =
         >>> str(text_cache_path("cache/image.onnx", "int8"))
         'cache/image.text-int8.onnx'
     """
-    return sibling_export_path(image_cache, "text" if precision == "fp32" else f"text-{precision}")
+    return sibling_onnx_path(image_cache, "text" if precision == "fp32" else f"text-{precision}")

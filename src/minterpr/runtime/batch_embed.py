@@ -4,8 +4,11 @@
 in ``OUT`` and returns the whole result in gallery order (:class:`EmbeddedGallery`: embeddings,
 calibrated attribute probabilities, and the unreadable images with their reasons, never a crash).
 
-* ``engine="local"``: this process, one model, ``batch_size`` images per forward pass. No Ray.
-* ``engine="ray"``: Ray Data, ``ray.data.from_items(rows).map_batches(EmbedActor,
+Where the work runs is the ``executor`` (the model's own ``engine`` is the loaded run's,
+:data:`minterpr.runtime.neural_backend.RUN_ENGINE`):
+
+* ``executor="local"``: this process, one model, ``batch_size`` images per forward pass. No Ray.
+* ``executor="ray"``: Ray Data, ``ray.data.from_items(rows).map_batches(EmbedActor,
   concurrency=num_actors, batch_size=batch_size)``: each actor loads the run once
   (:func:`minterpr.runtime.pipeline.load_pipeline`) and embeds batches; results stream back to this
   process, which writes each shard as soon as all its images have come back. Workers must see
@@ -19,10 +22,10 @@ refused), then per shard ``shard-00000.emb.npy`` (n, D) float32, ``.probs.npy`` 
 ``.errors.json`` (position in shard -> reason; its rows are zeros) and, last, the marker
 ``shard-00000.done``. A killed job leaves shards without a marker: the rerun (``resume=True``)
 skips every shard with one and redoes the others. The concatenation is the same for both
-engines (tests/test_batch_embed.py), and equal to :meth:`Pipeline.index_images`.
+executors (tests/test_batch_embed.py), and equal to :meth:`Pipeline.index_images`.
 
 Example (with a trained run and images):
-    >>> result = embed_gallery("runs/synth", ["a.jpg", "b.jpg"], "photos", "emb", engine="local")  # doctest: +SKIP
+    >>> result = embed_gallery("runs/synth", ["a.jpg", "b.jpg"], "photos", "emb", executor="local")  # doctest: +SKIP
     >>> result.embeddings.shape, result.skipped  # doctest: +SKIP
     ((2, 256), ())
 """
@@ -31,6 +34,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
@@ -47,7 +51,7 @@ from minterpr.types import GalleryImage
 
 JOB_FILE = "job.json"
 JOB_FORMAT = "minterpr-batch-embed"  # job.json "format"
-ENGINES = ("local", "ray")
+EXECUTORS = ("local", "ray")  # where embed_gallery runs the model: this process, or Ray Data actors
 
 try:
     from tqdm import tqdm
@@ -147,7 +151,7 @@ def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size
     atomic_write_text(path, json.dumps(job, indent=2, sort_keys=True) + "\n")
 
 
-# ---------------------------------------------------------------------- engines
+# ---------------------------------------------------------------------- executors
 def shard_done(out: Path, s: int) -> bool:
     """Whether shard ``s`` of ``out`` is whole (its marker, written last, is there)."""
     return _shard(out, s, "done").is_file()
@@ -194,7 +198,8 @@ def _run_ray(run_dir: str, images: list[GalleryImage], root: str | None, out: Pa
     try:
         import ray
     except ImportError:
-        raise InputError("engine='ray' needs Ray Data: pip install 'minterpr[ray]' (or use engine='local')") from None
+        raise InputError("executor='ray' needs Ray Data: pip install 'minterpr[ray]' (or use executor='local')") \
+            from None
     if not ray.is_initialized():
         ray.init()
     ray.data.DataContext.get_current().enable_progress_bars = False
@@ -247,18 +252,22 @@ def _shards(n: int, shard_size: int) -> Iterator[tuple[int, int]]:
 
 
 def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage | str], root: str | None,
-                  out_dir: str | os.PathLike[str], *, engine: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
+                  out_dir: str | os.PathLike[str], *, executor: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
                   shard_size: int = 4096, num_actors: int = 2, device: str = "cpu", progress: bool = True,
-                  resume: bool = True) -> EmbeddedGallery:
+                  resume: bool = True, engine: str | None = None) -> EmbeddedGallery:
     """Embed ``images`` (paths relative to ``root``, or GalleryImage records) with the run in
     ``run_dir`` into shards in ``out_dir`` and return the gallery's outputs (see the module doc).
 
     ``batch_size``: images per forward pass (per Ray batch); ``shard_size``: images per shard
     file (the unit of resumption); ``num_actors``: Ray actors (one model each, one CPU each);
-    ``resume=False`` redoes every shard.
+    ``resume=False`` redoes every shard. ``engine``: deprecated name of ``executor`` (until
+    2026-12-02; "engine" is the model's, see docs/extending.md).
     """
-    if engine not in ENGINES:
-        raise InputError(f"engine must be one of {ENGINES}, got {engine!r}")
+    if engine is not None:
+        warnings.warn("embed_gallery(engine=...) is now embed_gallery(executor=...)", DeprecationWarning, stacklevel=2)
+        executor = engine
+    if executor not in EXECUTORS:
+        raise InputError(f"executor must be one of {EXECUTORS}, got {executor!r}")
     for name, value in (("batch_size", batch_size), ("shard_size", shard_size), ("num_actors", num_actors)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise InputError(f"{name} must be a positive integer, got {value!r}")
@@ -270,9 +279,9 @@ def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage
     _job(out, pipeline.model_fingerprint, gallery, shard_size, resume)
     pending = [s for s, _ in _shards(len(gallery), shard_size) if not shard_done(out, s)]
     todo = sum(n for s, n in _shards(len(gallery), shard_size) if s in set(pending))
-    bar = tqdm(total=todo, desc=f"embedding ({engine})", unit="img", disable=not progress) if tqdm else None
+    bar = tqdm(total=todo, desc=f"embedding ({executor})", unit="img", disable=not progress) if tqdm else None
     try:
-        if engine == "local":
+        if executor == "local":
             embed_shards(pipeline.backend, gallery, root, out, shard_size, batch_size,
                          None if bar is None else lambda _, n: bar.update(n))
         elif pending:

@@ -46,12 +46,14 @@ from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, R
 
 T = TypeVar("T")
 
-IMAGE_ENGINES = ("torch", "onnx", "auto")  # what runs the image network (see NeuralBackend)
 CPU_FORWARD_BATCH = 8  # images per network call on CPU: fastest of 8..64 on 2 cores (bench_encode.py)
 DEFAULT_BATCH_SIZE = 64  # images per batch of index_images (and per shard batch of batch_embed)
-# the engine of a loaded run's backend unless told (load_pipeline, TrainedRun.backend): ONNX Runtime
-# on CPU when installed, same results as "torch" to ~1e-6; NeuralBackend itself defaults to "torch",
-# the reference every fast path is tested against
+# The two defaults of ``engine`` (one of minterpr.models.onnx_export.ENGINES), each held here only.
+# A NeuralBackend built by hand runs the reference unless told: the trainer validates through one
+# while the weights change (an export would go stale), and every fast path is tested against it
+REFERENCE_ENGINE = "torch"
+# a loaded run's backend (load_pipeline, TrainedRun.backend, hence every command and the service):
+# ONNX Runtime on CPU when installed, the same results as the reference to ~1e-6, faster
 RUN_ENGINE = "auto"
 
 if TYPE_CHECKING:  # torch stays an optional dependency of minterpr.index
@@ -78,7 +80,8 @@ class NeuralBackend:
     :meth:`encode_dialogues`. ``text_cache_size``: texts whose features are kept.
     ``allow_outside_root``: read image paths that leave the index root (``../x.jpg``,
     absolute paths); off by default, so a downloaded manifest cannot make minterpr read
-    files elsewhere. ``engine``: "torch" (reference), "onnx" or "auto" (see the module doc);
+    files elsewhere. ``engine``: "torch" (the reference, :data:`REFERENCE_ENGINE`), "onnx" or
+    "auto" (see the module doc; a loaded run's backend defaults to :data:`RUN_ENGINE`, "auto");
     the ONNX export is made at the first image encoding (weights changed later need a new
     backend). ``onnx_cache``: an ``.onnx`` file to
     keep that export in (reused only for the same weights); None exports in memory.
@@ -95,14 +98,12 @@ class NeuralBackend:
 
     def __init__(
         self, model: "RetrievalModel", *, device: "str | torch.device" = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
-        text_cache_size: int = 4096, allow_outside_root: bool = False, engine: str = "torch",
+        text_cache_size: int = 4096, allow_outside_root: bool = False, engine: str = REFERENCE_ENGINE,
         onnx_cache: "str | os.PathLike[str] | None" = None, forward_batch: int | None = None,
         text_precision: str = "fp32",
     ) -> None:
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-        if engine not in IMAGE_ENGINES:
-            raise ValueError(f"engine must be one of {', '.join(IMAGE_ENGINES)}, got {engine!r}")
         if forward_batch is not None and forward_batch < 1:
             raise ValueError(f"forward_batch must be >= 1, got {forward_batch}")
         self.model = model.to(device).eval()

@@ -2,7 +2,7 @@
 
 ``load_run(PATH)`` takes a run directory (``minterpr train --out RUN``: its ``model.pt``), a
 model file, or a model directory (``minterpr export``: safetensors weights, JSON config and
-extras; :func:`export_run` writes one), and returns a :class:`TrainedRun`: the model and its
+extras; :func:`export_model_dir` writes one), and returns a :class:`TrainedRun`: the model and its
 :class:`RunExtras`, the typed record of the checkpoint's ``extra`` — the scoring chosen on the
 validation split (attribute weight, probability floor), the attribute calibration, the match
 distribution's temperature (fitted on validation searches), the record of the weight choice, and the model-selection keys of training (stage, epoch, metric value).
@@ -290,7 +290,7 @@ def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun
 HALF_COSINE_MIN, HALF_PROB_MAX_ABS = 0.999, 0.01
 
 
-def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
+def export_model_dir(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
                self_contained: bool = False, precision: str = "float32") -> dict[str, Any]:
     """Write the model of a run (directory, model file or model directory) as a shareable model
     directory (``minterpr export``): safetensors weights, ``config.json``, the typed extras as
@@ -305,7 +305,7 @@ def export_run(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
         >>> from minterpr.models import create_model, save_model
         >>> run_dir, out = Path(tempfile.mkdtemp()), Path(tempfile.mkdtemp()) / "shared"
         >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"scoring": {"attribute_weight": 0.1}})
-        >>> sorted(export_run(run_dir, out)), sorted(p.name for p in out.iterdir())
+        >>> sorted(export_model_dir(run_dir, out)), sorted(p.name for p in out.iterdir())
         (['extras', 'format', 'model_config', 'pretrained', 'version', 'weights'], ['config.json', 'extras.json', 'model.safetensors'])
         >>> load_run(out).extras.scoring.attribute_weight
         0.1

@@ -456,7 +456,7 @@ def write_match_export(export: MatchExport, path: str | os.PathLike[str]) -> Pat
     return atomic_write(path, lambda f: _write_zip(f, export))
 
 
-def export_filename(export: MatchExport) -> str:
+def match_export_filename(export: MatchExport) -> str:
     """A download name: ``match_<case>_<session>_<date>.zip`` (only letters, digits and dashes)."""
     case = _slug(str(export.case.get("id", ""))) or "case"
     return f"match_{case}_{_slug(export.session_id) or 'session'}_{_slug(export.exported_at[:10])}.zip"

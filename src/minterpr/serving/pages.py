@@ -33,7 +33,7 @@ from minterpr.serving.times import as_datetime, when  # noqa: F401  (when: the t
 from minterpr.interaction.presence import percent, probably_absent
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
-from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, export_filename,
+from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, match_export_filename,
                                      match_export_bytes, match_export_from_record)
 
 HERE = Path(__file__).resolve().parent
@@ -421,7 +421,8 @@ def register(app: Any) -> None:
         built = match_export_from_record(record, results=view.results, gallery_size=view.gallery_size,
                                          read_image=lambda i: search.image(user, sid, i, thumbnail_only=False)[0])
         return Response(match_export_bytes(built), media_type="application/zip", headers={
-            "Content-Disposition": f'attachment; filename="{export_filename(built)}"', "Cache-Control": "no-store"})
+            "Content-Disposition": f'attachment; filename="{match_export_filename(built)}"',
+            "Cache-Control": "no-store"})
 
     @router.post("/sessions/{sid}/{move}")
     async def make_move(request: Request, move: str = PathParam(pattern="^(" + "|".join(MOVES) + ")$"),

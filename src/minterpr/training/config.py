@@ -199,7 +199,8 @@ class TrainConfig:
     calibrate_attributes: bool = True
     progress: bool = True  # tqdm progress bars
     data: DataConfig = field(default_factory=DataConfig)  # dataset files
-    model: ModelConfig = field(default_factory=ModelConfig)  # the retrieval model
+    # the retrieval model (in Python: the default model; a config file's omitted fields: see _model_config)
+    model: ModelConfig = field(default_factory=ModelConfig)
     loss_weights: LossWeights = field(default_factory=LossWeights)  # weight of each loss when on
     stages: list[StageConfig] = field(default_factory=lambda: [StageConfig(n) for n in STAGE_NAMES])
     # fine-tune the image side on labelled pixels before the stages (None = keep the pretrained encoder)
@@ -292,7 +293,8 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
 
 
 def _model_config(raw: Any, source: str) -> ModelConfig:
-    """``model:`` section: ModelConfig fields, on top of ``preset`` (a MODEL_CONFIGS name) if given."""
+    """``model:`` section: ModelConfig fields, on top of ``preset`` (a MODEL_CONFIGS name) if given;
+    without one, the fields left out read as a saved model config's do (``ModelConfig.from_dict``)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: 'model' must be a mapping, got {raw!r}")
     raw = dict(raw)
@@ -366,8 +368,9 @@ def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
     cfg = _build(TrainConfig, raw, "", source)
     if "data" in sections:
         cfg.data = _build(DataConfig, sections["data"] or {}, "data", source)
-    if "model" in sections:
-        cfg.model = _model_config(sections["model"] or {}, source)
+    # a file without a model section (or one without a preset) means what it meant when written: the
+    # fields it leaves out read as models.config.LEGACY_DEFAULTS, not as the default model
+    cfg.model = _model_config(sections.get("model") or {}, source)
     if "loss_weights" in sections:
         cfg.loss_weights = _build(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)
     if "stages" in sections:
