@@ -21,6 +21,7 @@ Example (an admin's principal; the source inside ``data_dir/incoming`` or an imp
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 import time
@@ -121,8 +122,9 @@ class Jobs:
         with self._lock:
             self._cancel[job_id] = stop
             self._progress[job_id] = {}
-        self._pool.submit(self._run, job_id, principal, str(source.absolute()), directory, run_dir, managed,
-                          request.gallery, options, stop)
+        # in a copy of this request's context: the job's audit entries carry the id of the request that started it
+        self._pool.submit(contextvars.copy_context().run, self._run, job_id, principal, str(source.absolute()),
+                          directory, run_dir, managed, request.gallery, options, stop)
         return self.view(job_id)
 
     def _run(self, job_id: str, principal: Principal, source: str, directory: str, run_dir: str, managed: bool,
