@@ -61,6 +61,49 @@ def test_the_chain_records_every_kind_of_move(searched):
     assert auditor.get("/api/audit/verify").json()["ok"] is True
 
 
+def test_audit_entries_carry_the_request_id_of_the_request_that_wrote_them(world, tmp_path):
+    """The X-Request-ID a client sent (or the one made for it, echoed in the response) is stored
+    with every entry its request wrote — the moves, the results shown, a refusal — and is hashed:
+    changing or dropping it breaks the chain. What the command line writes has none."""
+    from minterpr.serving.app import create_app
+    from minterpr.serving.audit import verify_lines
+
+    services = prepare(tmp_path / "state", *world)
+    with TestClient(create_app(services.settings, services)) as client:
+        headers = login(client, "ana")
+        case = open_case(client, {**headers, "X-Request-ID": "case-open-1"})
+        start = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
+                            headers={**headers, "X-Request-ID": "not a safe id <x>"})
+        made = start.headers["X-Request-ID"]
+        assert made != "not a safe id <x>" and len(made) == 32
+        sid = start.json()["session_id"]
+        turn = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"},
+                           headers={**headers, "X-Request-ID": "turn:1"})
+        assert turn.status_code == 200 and turn.headers["X-Request-ID"] == "turn:1"
+        refused = client.post("/api/admin/users", json={"username": "eve", "password": "x" * 20, "role": "admin"},
+                              headers={**headers, "X-Request-ID": "escalate.1"})
+        assert refused.status_code == 403
+        services.audit.append_as("os:operator", "user_create", {"username": "zed"})  # as `minterpr users add`
+        entries = services.audit.entries(limit=1000)
+    by_request: dict = {}
+    for entry in entries:
+        by_request.setdefault(entry["request"], []).append(entry["action"])
+    assert by_request["case-open-1"] == ["case_open"]
+    assert "session_start" in by_request[made]
+    assert set(by_request["turn:1"]) >= {"query", "results_shown"}
+    assert by_request["escalate.1"] == ["refused"]
+    assert entries[-1]["request"] is None and entries[0]["request"] is None  # the CLI's and the set-up's
+    lines = list(services.audit.export_lines())
+    assert verify_lines(lines).ok and all('"request":' in line for line in lines)
+    k = next(i for i, e in enumerate(entries) if e["request"] == "turn:1")
+    for forged in ({**entries[k], "request": "turn:2"}, {**entries[k], "request": None}):
+        tampered = lines[:k] + [json.dumps(forged) + "\n"] + lines[k + 1:]
+        assert verify_lines(tampered).problems[0] == f"line {k + 1} (seq {k + 1}): hash does not match the entry (edited)"
+    old_export = [json.dumps({key: value for key, value in e.items() if key != "request"}) for e in entries[:1]]
+    assert verify_lines(old_export).ok  # an export made before entries had the field still verifies
+    services.close()
+
+
 def _verify(path, head=None) -> tuple[int, str]:
     from minterpr.cli.audit import cmd_verify
     from minterpr.cli.main import build_parser

@@ -1,8 +1,19 @@
 """A second process writing to the service's database while the server works: 20 concurrent
 session starts beside a CLI-style writer in another process give no error, WAL is set once when
-the database is made (not on every connection), and ingestion refuses the service's own state."""
+the database is made (not on every connection), and ingestion refuses the service's own state.
+
+The failure issue 26 (item 6) reported is replayed whole, over HTTP: an ingestion job asked to
+read the service's own ``minterpr.db``, then ``minterpr users add`` in another process while the
+server serves, then 20 concurrent ``POST /api/sessions``. Before the fix the job opened and closed
+the database file inside the server process, which (POSIX locks belong to the process) dropped
+the server's SQLite locks on it; the CLI's connection then believed it was the last, checkpointed
+and removed the WAL, and the server's next connections failed (``PRAGMA journal_mode=WAL``: disk
+I/O error): about half of the 20 answered 500."""
 from __future__ import annotations
 
+import importlib.util
+import os
+import shutil
 import subprocess
 import sys
 import threading
@@ -73,6 +84,61 @@ def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tm
     services.close()
 
 
+def test_the_reported_failure_ingest_of_the_database_then_a_cli_write_then_twenty_session_starts(
+        tmp_path_factory, tmp_path):
+    from fastapi.testclient import TestClient
+
+    from minterpr.serving.app import create_app
+    from support.serving import login, open_case
+
+    if importlib.util.find_spec("av") is None and importlib.util.find_spec("cv2") is None:
+        pytest.skip("ingestion's video readers (the [ingest] extra) are not installed")
+    run, store = shared_world(tmp_path_factory)
+    state = tmp_path / "state"
+    services = prepare(state, run, store)
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    with TestClient(create_app(services.settings, services)) as client:
+        admin = login(client, "root")
+        ingest = client.post("/api/ingest", json={"gallery": "stolen", "source": str(state / "minterpr.db"),
+                                                  "run": str(run)}, headers=admin)
+        if ingest.status_code == 202:  # accepted (the bug): let the job read the file to its end
+            services.jobs.wait(ingest.json()["id"])
+        cli = subprocess.run([sys.executable, "-m", "minterpr", "users", "add", "cli", "--role", "viewer",
+                              "--data", str(state)], input="a long passphrase\n", capture_output=True, text=True,
+                             env=env, timeout=300)
+        assert cli.returncode == 0, cli.stderr
+        client.cookies.clear()
+        headers = login(client, "ana")
+        case = open_case(client, headers)
+        stop = tmp_path / "stop"
+        writer = subprocess.Popen([sys.executable, "-c", WRITER, services.settings.resolved_database_url(),
+                                   str(stop)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        statuses: list[int] = []
+
+        def start() -> None:
+            try:
+                answer = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers)
+                statuses.append(answer.status_code)
+            except Exception as err:  # noqa: BLE001 - the test client re-raises what answered 500
+                statuses.append(f"500 {type(err).__name__}: {str(err).splitlines()[0][:120]}")
+
+        try:
+            assert writer.stdout.readline().strip() == "ready"  # the other process is writing
+            threads = [threading.Thread(target=start) for _ in range(20)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join(120)
+        finally:
+            stop.touch()
+            out, err = writer.communicate(timeout=120)
+        assert statuses == [201] * 20, statuses  # before the fix: about half were 500
+        assert writer.returncode == 0, err
+        assert ingest.status_code == 403 and ingest.json()["error"]["field"] == "source"
+    assert services.audit.verify().ok
+    services.close()
+
+
 def test_wal_is_set_when_the_database_is_made_waiting_for_a_busy_file(tmp_path):
     import sqlite3
 
@@ -109,6 +175,13 @@ def test_ingestion_refuses_the_services_own_state(tmp_path_factory, tmp_path):
         assert refused.value.status == 403 and refused.value.field == "source", source
         assert "state" in str(refused.value), source
     (state / "incoming").mkdir()
+    linked = state / "incoming" / "lobby"  # a folder of crops with a link into the state among them
+    shutil.copytree(store.parent / "crops", linked)
+    (linked / "sub").mkdir()
+    (linked / "sub" / "p9_0.png").symlink_to(state / "minterpr.db")
+    with pytest.raises(ApiError) as refused:
+        services.jobs.start(root, IngestRequest(gallery="test", source=str(linked)))
+    assert refused.value.status == 403 and "sub/p9_0.png links to the service's own state" in str(refused.value)
     with pytest.raises(ApiError) as missing:  # inside incoming/ the state check passes: the file is missing
         services.jobs.start(root, IngestRequest(gallery="test", source=str(state / "incoming" / "cam1.mp4")))
     assert missing.value.status == 422

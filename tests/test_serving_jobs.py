@@ -35,7 +35,7 @@ def test_a_folder_of_crops_becomes_a_searchable_gallery(admin, world):
     client, headers, services, incoming = admin
     body = {"gallery": "lobby", "source": str(incoming), "run": str(world[0]), "camera": "lobby:cam1",
             "start": "2026-03-05T10:00:00Z"}
-    started = client.post("/api/ingest", json=body, headers=headers)
+    started = client.post("/api/ingest", json=body, headers={**headers, "X-Request-ID": "ingest-1"})
     assert started.status_code == 202, started.text
     job = started.json()
     assert job["status"] in ("queued", "running", "done")
@@ -58,6 +58,9 @@ def test_a_folder_of_crops_becomes_a_searchable_gallery(admin, world):
     assert client.post(f"/api/ingest/{job['id']}/cancel", headers=headers).status_code == 409
     actions = [e["action"] for e in services.audit.entries(limit=1000)]
     assert actions.count("ingest_start") == 2 and actions.count("ingest_done") == 2
+    # the job's entries, written by its thread, carry the id of the request that started it
+    first = [e["action"] for e in services.audit.entries(limit=1000) if e["request"] == "ingest-1"]
+    assert first == ["ingest_start", "gallery_register", "ingest_done"]
 
 
 def test_a_queued_job_is_cancelled_and_sources_are_checked(admin, world, tmp_path):

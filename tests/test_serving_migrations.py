@@ -67,7 +67,13 @@ def _fill_through_old_code(url: str) -> None:
     with Session(engine) as tx, tx.begin():
         tx.execute(text("INSERT INTO users (id, username, password_hash, role, created, disabled) VALUES "
                         "(1, 'root', :h, 'admin', 0.0, false)"), {"h": hash_password(PASSWORD)})
-        audit.append(tx, "root", "user_create", None, {"username": "root", "role": "admin"})
+        # the old release's entry: no request field (neither in the table nor in what it hashed)
+        entry = {"seq": 1, "time": "2026-12-01T00:00:00.000000+00:00", "user": "root", "action": "user_create",
+                 "case": None, "details": {"username": "root", "role": "admin"}, "prev": audit.GENESIS}
+        tx.execute(text("INSERT INTO audit_log (seq, time, \"user\", action, case_id, details, prev_hash, hash) VALUES "
+                        "(1, :time, 'root', 'user_create', NULL, :details, :prev, :hash)"),
+                   {"time": entry["time"], "details": audit.canonical(entry["details"]), "prev": audit.GENESIS,
+                    "hash": audit.entry_hash(entry)})
         tx.execute(text("INSERT INTO cases (id, title, purpose, cameras, created_by, created, status) VALUES "
                         "(1, 't', 'report 1', NULL, 1, 0.0, 'open')"))
     engine.dispose()
@@ -98,6 +104,8 @@ def test_an_old_database_is_refused_then_upgraded_and_served(legacy, capsys):
         assert services.cases.row(1).title == "t"
         assert services.accounts.login("root", PASSWORD, client="test").principal.role == "admin"
         assert services.audit.verify().ok and services.audit.head()[0] == 2  # the old entry and the login
+        old, login = services.audit.entries()
+        assert old["request"] is None and login["action"] == "login"
         with pytest.raises(Exception, match="append-only"):  # the trigger came along
             with services.db.write() as tx:
                 from sqlalchemy import text

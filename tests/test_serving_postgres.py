@@ -81,3 +81,19 @@ def test_sessions_replay_and_the_chain_holds_on_postgres(services):
         with services.db.write() as tx:
             tx.execute(text("DELETE FROM audit_log WHERE seq = 1"))
     other.db.dispose()
+
+
+def test_request_ids_reach_the_audit_chain_on_postgres(services):
+    """The column of schema 0003 on PostgreSQL: a request's id stored with its entries, hashed."""
+    from fastapi.testclient import TestClient
+
+    from minterpr.serving.app import create_app
+    from support.serving import login, open_case
+
+    with TestClient(create_app(services.settings, services)) as client:
+        headers = login(client, "ana")
+        case = open_case(client, {**headers, "X-Request-ID": "pg-case-1"})
+        assert client.get(f"/api/cases/{case}", headers={"X-Request-ID": "pg-read-1"}).status_code == 200
+    entries = services.audit.entries(limit=1000)
+    assert [e["action"] for e in entries if e["request"] == "pg-case-1"] == ["case_open"]
+    assert services.audit.verify().ok

@@ -4,7 +4,7 @@
     minterpr users list --data /srv/minterpr                       # --json -: the list as JSON on stdout
     minterpr users passwd ana --data /srv/minterpr
 
-Passwords are read, never printed or logged; only their scrypt hashes are stored.
+Passwords are read, never printed or logged; only their Argon2id hashes are stored.
 """
 from __future__ import annotations
 

@@ -1,8 +1,12 @@
 """A hash-chained, append-only audit log: who did what, in which case, when.
 
-Each entry is ``{"seq", "time", "user", "action", "case", "details", "prev", "hash"}``: ``hash``
-is the SHA-256 of the entry's canonical JSON without ``hash`` (``prev`` included), ``prev`` the
-hash of the entry before (64 zeros for the first). Editing an entry changes its hash; removing
+Each entry is ``{"seq", "time", "user", "action", "case", "details", "request", "prev", "hash"}``:
+``hash`` is the SHA-256 of the entry's canonical JSON without ``hash`` (``prev`` included), ``prev``
+the hash of the entry before (64 zeros for the first). ``request`` is the id of the HTTP request
+that wrote the entry (its ``X-Request-ID``, :func:`minterpr.serving.metrics.request_id`; an
+ingestion job's entries carry the id of the request that started it), None for what the command
+line wrote; it is hashed when it is not None, so entries written before it existed (schema 0002
+and older, exports without the field) keep their hashes. Editing an entry changes its hash; removing
 or reordering entries breaks a ``prev`` link or the ``seq`` count. The table refuses UPDATE and
 DELETE (a database trigger, :mod:`~minterpr.serving.db`); entries are appended inside the
 transaction of what they record, under the write lock, so the chain never forks.
@@ -17,10 +21,10 @@ Example:
     >>> db = Database("sqlite://")
     >>> with db.write() as tx:
     ...     _ = append(tx, "ana", "login", None, {"via": "password"})
-    ...     _ = append(tx, "ana", "case_open", 1, {"purpose": "missing child report 12"})
+    ...     _ = append(tx, "ana", "case_open", 1, {"purpose": "missing child report 12"}, request="req-7")
     >>> lines = list(export_lines(db))
-    >>> verify_lines(lines).ok
-    True
+    >>> verify_lines(lines).ok, json.loads(lines[1])["request"]
+    (True, 'req-7')
     >>> tampered = lines[1].replace("12", "13")
     >>> report = verify_lines([lines[0], tampered])
     >>> report.ok, report.problems[0]
@@ -38,9 +42,11 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from minterpr.serving.db import AuditRow
+from minterpr.serving.metrics import request_id
 
 GENESIS = "0" * 64  # prev of the first entry
-_FIELDS = ("seq", "time", "user", "action", "case", "details", "prev", "hash")
+_FIELDS = ("seq", "time", "user", "action", "case", "details", "request", "prev", "hash")
+_OPTIONAL = ("request",)  # hashed only when not None; an export made before it existed lacks it
 
 
 def canonical(value: Any) -> str:
@@ -50,13 +56,14 @@ def canonical(value: Any) -> str:
 
 def entry_hash(entry: dict[str, Any]) -> str:
     """SHA-256 (hex) of the entry without its ``hash``."""
-    body = {key: entry[key] for key in _FIELDS if key != "hash"}
+    body = {key: entry[key] for key in _FIELDS
+            if key != "hash" and not (key in _OPTIONAL and entry.get(key) is None)}
     return hashlib.sha256(canonical(body).encode("utf-8")).hexdigest()
 
 
 def _row_entry(row: AuditRow) -> dict[str, Any]:
     return {"seq": row.seq, "time": row.time, "user": row.user, "action": row.action, "case": row.case_id,
-            "details": json.loads(row.details), "prev": row.prev_hash, "hash": row.hash}
+            "details": json.loads(row.details), "request": row.request_id, "prev": row.prev_hash, "hash": row.hash}
 
 
 def head(tx: Session) -> tuple[int, str]:
@@ -65,14 +72,18 @@ def head(tx: Session) -> tuple[int, str]:
     return (int(row[0]), str(row[1])) if row else (0, GENESIS)
 
 
-def append(tx: Session, user: str | None, action: str, case_id: int | None, details: dict[str, Any]) -> dict[str, Any]:
-    """Append one entry in ``tx`` (a :meth:`Database.write` transaction); returns it."""
+def append(tx: Session, user: str | None, action: str, case_id: int | None, details: dict[str, Any], *,
+           request: str | None = None) -> dict[str, Any]:
+    """Append one entry in ``tx`` (a :meth:`Database.write` transaction); returns it. ``request``:
+    the request id to record, by default that of the request being served (None outside one)."""
     seq, prev = head(tx)
+    request = request or request_id()
     entry = {"seq": seq + 1, "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"), "user": user,
-             "action": action, "case": case_id, "details": json.loads(canonical(details)), "prev": prev}
+             "action": action, "case": case_id, "details": json.loads(canonical(details)), "request": request,
+             "prev": prev}
     entry["hash"] = entry_hash(entry)
     tx.add(AuditRow(seq=entry["seq"], time=entry["time"], user=user, action=action, case_id=case_id,
-                    details=canonical(entry["details"]), prev_hash=prev, hash=entry["hash"]))
+                    details=canonical(entry["details"]), request_id=request, prev_hash=prev, hash=entry["hash"]))
     tx.flush()
     return entry
 
@@ -134,7 +145,7 @@ def verify_lines(lines: Iterable[str | bytes], *, expected_head: str | None = No
         except (json.JSONDecodeError, RecursionError):
             report.problems.append(f"line {number}: not a JSON entry")
             continue
-        if not isinstance(entry, dict) or set(entry) != set(_FIELDS):
+        if not isinstance(entry, dict) or not set(_FIELDS) - set(_OPTIONAL) <= set(entry) <= set(_FIELDS):
             report.problems.append(f"line {number}: not an audit entry (expected the fields {', '.join(_FIELDS)})")
             continue
         report.entries += 1

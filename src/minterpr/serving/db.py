@@ -129,6 +129,7 @@ class AuditRow(Base):
     action: Mapped[str] = mapped_column(String(32))
     case_id: Mapped[int | None] = mapped_column(Integer, nullable=True, index=True)
     details: Mapped[str] = mapped_column(Text)  # canonical JSON (hashed as written)
+    request_id: Mapped[str | None] = mapped_column(String(64), nullable=True)  # X-Request-ID of the writer (0003)
     prev_hash: Mapped[str] = mapped_column(String(64))
     hash: Mapped[str] = mapped_column(String(64))
 

@@ -21,6 +21,7 @@ Example (an admin's principal; the source inside ``data_dir/incoming`` or an imp
 """
 from __future__ import annotations
 
+import contextvars
 import dataclasses
 import threading
 import time
@@ -81,6 +82,13 @@ class Jobs:
             raise ApiError(403, "outside_roots", f"{request.source} is part of the service's own state (its database, "
                            f"credentials, uploads or galleries); put sources in {settings.incoming_dir}",
                            field="source")
+        # a folder's links too: reading the database file in this process, even once, drops the process's
+        # SQLite locks on it (POSIX locks belong to the process) and lets another process remove its WAL
+        linked = next((p for p in source.rglob("*") if p.is_symlink() and settings.is_state(p)),
+                      None) if source.is_dir() else None
+        if linked is not None:
+            raise ApiError(403, "outside_roots", f"{request.source}: {linked.relative_to(source)} links to the "
+                           f"service's own state; put sources in {settings.incoming_dir}", field="source")
         if not source.exists():
             raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source")
         with self.db.transaction() as tx:
@@ -121,8 +129,9 @@ class Jobs:
         with self._lock:
             self._cancel[job_id] = stop
             self._progress[job_id] = {}
-        self._pool.submit(self._run, job_id, principal, str(source.absolute()), directory, run_dir, managed,
-                          request.gallery, options, stop)
+        # in a copy of this request's context: the job's audit entries carry the id of the request that started it
+        self._pool.submit(contextvars.copy_context().run, self._run, job_id, principal, str(source.absolute()),
+                          directory, run_dir, managed, request.gallery, options, stop)
         return self.view(job_id)
 
     def _run(self, job_id: str, principal: Principal, source: str, directory: str, run_dir: str, managed: bool,

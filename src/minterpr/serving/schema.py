@@ -14,7 +14,7 @@ Example:
     >>> revision(engine) is None
     True
     >>> upgrade(engine)
-    (None, '0002')
+    (None, '0003')
     >>> revision(engine) == HEAD
     True
 """
@@ -28,7 +28,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from minterpr.errors import MinterprError
 
-HEAD = "0002"  # the revision this code reads and writes (the last module in migrations/versions)
+HEAD = "0003"  # the revision this code reads and writes (the last module in migrations/versions)
 BASELINE = "0001"  # what a database made before revisions existed is
 _LOCK = 72150611  # the PostgreSQL advisory lock the service's writers take (minterpr.serving.db)
 
