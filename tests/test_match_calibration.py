@@ -107,11 +107,11 @@ def test_calibrate_match_fits_on_simulated_searches_and_refuses_test() -> None:
 def test_the_record_is_stored_in_an_exported_model_directory_without_touching_its_weights(tmp_path) -> None:
     pytest.importorskip("torch")
     from minterpr.models import create_model, save_model
-    from minterpr.runtime.run import export_run, load_run
+    from minterpr.runtime.run import export_model_dir, load_run
     from minterpr.training.post_training import store_match_calibration
 
     save_model(create_model("tiny"), tmp_path / "run" / "model.pt", extra={"epoch": 1})
-    export_run(tmp_path / "run", tmp_path / "shared")
+    export_model_dir(tmp_path / "run", tmp_path / "shared")
     config = (tmp_path / "shared" / "config.json").read_bytes()
     store_match_calibration(tmp_path / "shared", _record())
     assert (tmp_path / "shared" / "config.json").read_bytes() == config  # a shipped model's pin holds

@@ -72,7 +72,7 @@ def test_every_setting_can_be_read():
     """Each field's type is one the loader converts (a new field type fails here, not in production)."""
     examples = {"data_dir": "/s", "database_url": "sqlite://", "device": "cpu", "demo_gallery": "demo",
                 "trusted_proxies": "*", "import_roots": "/a,/b", "upload_dir": "/u",
-                "vlm": '{"url": "http://localhost:11434/v1", "model": "m", "uses": "reading,asking"}'}
+                "vlm": '{"url": "http://localhost:11434/v1", "model": "m", "uses": "reading,asking"}', "vlm_caption_weight": "0.5"}
     for name, kind in setting_types().items():
         raw = examples.get(name, "0.5/3" if kind is RateSpec else "true" if kind is bool else "3")
         load_settings({}, environ={"MINTERPR_" + name.upper(): raw})
