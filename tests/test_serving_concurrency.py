@@ -49,6 +49,22 @@ print(done)
 """
 
 
+
+def twenty_while_writing(writer: subprocess.Popen, stop, start) -> tuple[str, str]:
+    """Run ``start`` in 20 threads at once while ``writer`` (WRITER, once it says ready) writes the
+    database, then stop the writer; its (stdout, stderr)."""
+    try:
+        assert writer.stdout.readline().strip() == "ready"  # the other process is writing
+        threads = [threading.Thread(target=start) for _ in range(20)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(120)
+    finally:
+        stop.touch()
+        out, err = writer.communicate(timeout=120)
+    return out, err
+
 def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tmp_path):
     run, store = shared_world(tmp_path_factory)
     services = prepare(tmp_path / "state", run, store)
@@ -67,16 +83,7 @@ def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tm
         except BaseException as err:  # noqa: BLE001 - every failure counts
             errors.append(err)
 
-    try:
-        assert writer.stdout.readline().strip() == "ready"  # the other process is writing
-        threads = [threading.Thread(target=start) for _ in range(20)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(120)
-    finally:
-        stop.touch()
-        out, err = writer.communicate(timeout=120)
+    out, err = twenty_while_writing(writer, stop, start)
     assert writer.returncode == 0, err
     assert errors == [] and len(set(started)) == 20
     assert int(out) >= 2  # the other process wrote meanwhile
@@ -122,16 +129,7 @@ def test_the_reported_failure_ingest_of_the_database_then_a_cli_write_then_twent
             except Exception as err:  # noqa: BLE001 - the test client re-raises what answered 500
                 statuses.append(f"500 {type(err).__name__}: {str(err).splitlines()[0][:120]}")
 
-        try:
-            assert writer.stdout.readline().strip() == "ready"  # the other process is writing
-            threads = [threading.Thread(target=start) for _ in range(20)]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join(120)
-        finally:
-            stop.touch()
-            out, err = writer.communicate(timeout=120)
+        out, err = twenty_while_writing(writer, stop, start)
         assert statuses == [201] * 20, statuses  # before the fix: about half were 500
         assert writer.returncode == 0, err
         assert ingest.status_code == 403 and ingest.json()["error"]["field"] == "source"
