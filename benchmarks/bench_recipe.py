@@ -5,7 +5,8 @@ ones first, then the setting's own), the retrieval stages switched off and no at
 selection (``stages.N.epochs=0``, ``select_attribute_weight=false``): only the image tuning runs.
 Each run is then scored with ``minterpr eval-attributes`` on the dataset's val and test galleries
 (p > 0.5). Prints a Markdown table: val mA (the figure to decide on), test mA, PETA-35 mA on test
-(PETA's 35 standard attributes; "-" when the labels have none), and minutes (the tuning's own
+(PETA's 35 standard attributes; "-" when the labels have none), the mean per-label ROC AUC on val
+and test (how well labels are ranked, whatever the threshold), instance F1 on test, and minutes (the tuning's own
 clock, and the whole command's). Runs already finished under ``--out`` are reused (delete them to
 retrain). Choose on val; read test only to confirm.
 
@@ -60,12 +61,27 @@ def run_setting(name: str, overrides: list[str], args: argparse.Namespace) -> di
         if not report_path.is_file():
             _minterpr("eval-attributes", "--run", str(run_dir), "--gallery", str(data / f"gallery_{split}.jsonl"),
                       "--image-root", args.image_root or str(data), "--quiet", "--json", str(report_path))
-        label_based = json.loads(report_path.read_text())["label_based"]
+        report = json.loads(report_path.read_text())
+        label_based = report["label_based"]
         row[f"{split}_mA"], row[f"{split}_peta35_mA"] = label_based["mA"], label_based["peta35_mA"]
+        row[f"{split}_auc"] = mean_auc(report["labels"])
+        row[f"{split}_f1"] = report["instance_based"]["f1"]
     history = [json.loads(line) for line in (run_dir / "image_tuning" / "metrics.jsonl").read_text().splitlines()]
     row["tuning_minutes"] = history[-1]["seconds"] / 60 if history else 0.0
     row["wall_minutes"] = float((run_dir / "train_seconds.txt").read_text()) / 60
     return row
+
+
+def mean_auc(labels: list[dict[str, object]]) -> float | None:
+    """Mean per-label ROC AUC of an ``eval-attributes`` report's labels (those with one): how well the
+    model ranks, whatever the threshold; None when no label has one.
+
+    Example:
+        >>> mean_auc([{"auc": 80.0}, {"auc": None}, {"auc": 70.0}])
+        75.0
+    """
+    aucs = [float(label["auc"]) for label in labels if label.get("auc") is not None]
+    return sum(aucs) / len(aucs) if aucs else None
 
 
 def table(rows: list[dict[str, object]]) -> str:
@@ -73,8 +89,10 @@ def table(rows: list[dict[str, object]]) -> str:
     def figure(value: object, digits: int = 1) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    lines = ["| setting | val mA | test mA | PETA-35 mA (test) | tuning min | wall min |", "|---|---|---|---|---|---|"]
+    lines = ["| setting | val mA | test mA | PETA-35 mA (test) | val / test mean label AUC | test instance F1 "
+             "| tuning min | wall min |", "|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['setting']} | {figure(r['val_mA'])} | {figure(r['test_mA'])} | {figure(r['test_peta35_mA'])} "
+              f"| {figure(r['val_auc'])} / {figure(r['test_auc'])} | {figure(r['test_f1'])} "
               f"| {figure(r['tuning_minutes'])} | {figure(r['wall_minutes'])} |" for r in rows]
     return "\n".join(lines)
 

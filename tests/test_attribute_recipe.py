@@ -232,6 +232,11 @@ def test_bench_recipe_tunes_each_setting_and_prints_its_table(tiny_data, tmp_pat
     rows = json.loads((tmp_path / "rows.json").read_text())
     assert [r["setting"] for r in rows] == ["plain", "all three"]
     assert all(0 <= r["val_mA"] <= 100 and 0 <= r["test_mA"] <= 100 and r["tuning_minutes"] > 0 for r in rows)
+    for r in rows:  # the ranking and instance columns come from the same reports
+        report = json.loads((out / r["setting"].replace(" ", "_") / "attributes_test.json").read_text())
+        assert r["test_f1"] == report["instance_based"]["f1"]
+        aucs = [label["auc"] for label in report["labels"] if label["auc"] is not None]
+        assert r["test_auc"] == pytest.approx(sum(aucs) / len(aucs))
     history = [json.loads(line) for line in (out / "all_three" / "image_tuning" / "metrics.jsonl").read_text().splitlines()]
     assert [h.get("input_size") for h in history] == [[32, 16], None]  # the setting's overrides reached the tuning
     config = (out / "all_three" / "config.yaml").read_text()
