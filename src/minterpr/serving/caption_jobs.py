@@ -139,7 +139,7 @@ def _run(services: Any, principal: Principal, job_id: str, request: CaptionReque
         client.close()
     audit_calls()
     summary = progress(report, report["usage"], total)
-    jobs.report(job_id, summary)
+    jobs.report(job_id, summary, f"opening {gallery} again with its captions")
     reopened = False
     if report["captioned"]:
         services.galleries.bump(gallery)  # sessions over it are rebuilt; with vlm_captions, on the new captions
