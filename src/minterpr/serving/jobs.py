@@ -13,6 +13,12 @@ version bumped), so sessions see the new images.
 The detector is HOG by default, or (``detector="onnx"``) the ONNX detection model at
 ``detector_model``, a file inside ``data_dir/incoming`` or an import root like the source.
 
+The queue also runs MTG captioning jobs (``kind`` "caption", :mod:`minterpr.serving.caption_jobs`):
+:meth:`Jobs.queue` records and runs a job of any kind, whose work reports with :meth:`Jobs.report`
+and ends with :meth:`Jobs.finish`; read, streamed, cancelled and audited (``{kind}_start``,
+``{kind}_cancel``, ``{kind}_done`` ...) the same way. A job's kind is kept in its options (rows
+from before it are ingestions).
+
 Example (an admin's principal; the source inside ``data_dir/incoming`` or an import root):
     >>> job = services.jobs.start(admin, IngestRequest(gallery="lobby", source="/srv/in/cam1.mp4",  # doctest: +SKIP
     ...                           run="runs/synthetic", camera="lobby:cam1", start="2026-12-01T10:00:00Z"))
