@@ -178,6 +178,9 @@ def test_refusals_without_permission_model_key_or_gallery(world, tmp_path, monke
         monkeypatch.setenv("TEST_CAPTION_KEY", KEY)
         unknown = admin.post("/api/ingest/caption", json={"gallery": "nowhere"}, headers=headers)
         assert unknown.status_code == 404 and unknown.json()["error"]["field"] == "gallery"
+        (tmp_path / "copy" / CAPTIONS_FILE).symlink_to(tmp_path / "elsewhere.jsonl")
+        linked = admin.post("/api/ingest/caption", json={"gallery": "copy"}, headers=headers)
+        assert linked.status_code == 409 and "symbolic link" in linked.json()["error"]["message"]
     refusals = [e for e in services.audit.entries(limit=10_000) if e["action"] == "refused"]
     assert [(e["user"], e["details"]["path"], e["details"]["code"]) for e in refusals] == [
         ("ana", "/api/ingest/caption", "forbidden"), ("ana", "/ingest/caption", "forbidden")]

@@ -68,8 +68,8 @@ def caption_config(settings: Any) -> Any:
 
 
 def start_caption(services: Any, principal: Principal, request: CaptionRequest) -> JobView:
-    """Queue a captioning job (409 ``unavailable`` without a configured model or its API key; 404 for a
-    gallery that is not registered)."""
+    """Queue a captioning job (409 ``unavailable`` without a configured model or its API key, or when the
+    store's captions file is a symbolic link; 404 for a gallery that is not registered)."""
     settings = services.settings
     if settings.vlm is None:
         raise ApiError(409, "unavailable", "no vision-language model is configured: serve with --vlm-url and "
@@ -88,6 +88,11 @@ def start_caption(services: Any, principal: Principal, request: CaptionRequest) 
         raise ApiError(404, "not_found", f"no gallery {request.gallery!r}", field="gallery")
     config = caption_config(settings)
     directory = row.directory
+    from minterpr.vlm.caption import CAPTIONS_FILE
+
+    if os.path.islink(os.path.join(directory, CAPTIONS_FILE)):  # the job appends to it: never through a link
+        raise ApiError(409, "unavailable", f"{os.path.join(directory, CAPTIONS_FILE)} is a symbolic link; the "
+                                           "captioning job writes only a regular file in the gallery's store")
 
     def work(job_id: str, stop: threading.Event) -> None:
         _run(services, principal, job_id, request, directory, config, stop)
