@@ -138,7 +138,7 @@ def test_an_endpoint_failing_mid_job_loses_nothing_and_a_second_job_captions_the
     assert ended.count("caption_failed") == 1 and ended.count("caption_done") == 1
 
 
-def test_a_running_job_is_cancelled_and_keeps_what_it_captioned(world, tmp_path, monkeypatch):
+def test_a_running_job_is_cancelled_from_the_page_and_keeps_what_it_captioned(world, tmp_path, monkeypatch):
     monkeypatch.setenv("TEST_CAPTION_KEY", KEY)
     with ScriptedServer([lambda body: seen(body, 0.05)], repeat=True) as endpoint:
         services, client = serve(world, tmp_path, endpoint.url)
@@ -150,8 +150,11 @@ def test_a_running_job_is_cancelled_and_keeps_what_it_captioned(world, tmp_path,
             while client.get(f"/api/ingest/{job['id']}").json()["progress"].get("crops_done", 0) < 1:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
-            cancelled = client.post(f"/api/ingest/{job['id']}/cancel", headers=headers)
-            assert cancelled.status_code == 200
+            fragment = client.get("/ingest/jobs").text  # the page's list: a Cancel button while it runs
+            assert f'action="/ingest/{job["id"]}/cancel"' in fragment and "Cancel the captioning job of copy" in fragment
+            cancelled = client.post(f"/ingest/{job['id']}/cancel", data={"csrf_token": headers["X-CSRF-Token"]},
+                                    follow_redirects=False)
+            assert cancelled.status_code == 303
             view = services.jobs.wait(job["id"])
     assert view.status == "cancelled" and view.progress["result"]["captioned"] >= 1
     assert view.progress["result"]["captioned"] < CROPS

@@ -4,7 +4,8 @@
 (303 back to the page, or the page with the error in place), and the job list — status, a
 progress bar, stage, frames, detections, tracks, crops, the job's last message — is the fragment
 ``/ingest/jobs``, which the page re-fetches every second with htmx while a job runs (without
-JavaScript, a "Refresh" link reloads the page). The detector is HOG or an ONNX model file on the
+JavaScript, a "Refresh" link reloads the page); a job not yet ended has a Cancel button (posting
+to ``/ingest/{id}/cancel``, as ``POST /api/ingest/{id}/cancel``). The detector is HOG or an ONNX model file on the
 server (inside ``data_dir/incoming`` or an import root, like the source): ``services.jobs.start``
 checks both and the form shows its message next to the field it names.
 
@@ -78,6 +79,7 @@ def _caption_request(gallery: str) -> Any:
 def register_ingest(app: Any, pages: Any) -> None:
     """Add the ingestion page's routes to ``app`` (called by :func:`minterpr.serving.pages.register`)."""
     from fastapi import APIRouter, Depends, Request
+    from fastapi import Path as PathParam
     from fastapi.responses import RedirectResponse
     from starlette.concurrency import run_in_threadpool
 
@@ -124,6 +126,16 @@ def register_ingest(app: Any, pages: Any) -> None:
             await run_in_threadpool(pages.services.jobs.start, user, body)
         except ApiError as err:
             return _page(request, user, err.status, err.message, err.field, form)
+        return RedirectResponse("/ingest", status_code=303)
+
+    @router.post("/ingest/{job_id}/cancel")
+    async def job_cancel(request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"),
+                         user: Any = Depends(current_user)) -> Any:
+        pages.need(user, "ingest:run")
+        try:
+            await run_in_threadpool(pages.services.jobs.cancel, user, job_id)
+        except ApiError as err:
+            return _page(request, user, err.status, err.message)
         return RedirectResponse("/ingest", status_code=303)
 
     @router.post("/ingest/caption")
