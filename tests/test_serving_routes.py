@@ -32,7 +32,10 @@ def _client(world, folder, **overrides):
 
 @pytest.fixture()
 def service(world, tmp_path):
-    client, services = _client(world, tmp_path / "state")
+    from minterpr.vlm.config import VLMConfig
+
+    # a model no use is switched on for (sessions ask it nothing): what the caption route needs to queue a job
+    client, services = _client(world, tmp_path / "state", vlm=VLMConfig("http://127.0.0.1:9/v1", "m"))
     with client:
         yield client, services
 
@@ -115,8 +118,11 @@ def test_every_documented_success_is_reachable(service, world):
     call("GET", "/api/ingest")
     call("GET", "/api/ingest/{job_id}", f"/api/ingest/{job}")
     call("POST", "/api/ingest/{job_id}/cancel", f"/api/ingest/{job}/cancel", headers=headers)
+    captioning = call("POST", "/api/ingest/caption", json={"gallery": "test"}, headers=headers).json()["id"]
+    assert client.post(f"/api/ingest/{captioning}/cancel", headers=headers).json()["kind"] == "caption"
     gate.set()
     services.jobs.wait(job)
+    assert services.jobs.wait(captioning).status == "cancelled"  # before it asked the model anything
     call("GET", "/api/ingest/{job_id}/events", f"/api/ingest/{job}/events")
     auditor = TestClient(client.app)
     login(auditor, "aud")

@@ -180,3 +180,25 @@ def test_without_httpx_one_line_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "httpx", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pip install 'minterpr\[vlm\]' -c constraints.txt"):
         VLMClient(VLMConfig("http://127.0.0.1:9/v1", "m"))
+
+
+def test_the_dry_run_endpoint_serves_valid_answers_from_the_command_line():
+    """``python -m minterpr.vlm.testing``: the endpoint docs/vlm.md's dry run points the commands at."""
+    import subprocess
+    import sys
+
+    import httpx
+
+    process = subprocess.Popen([sys.executable, "-m", "minterpr.vlm.testing", "--port", "0"],
+                               stdout=subprocess.PIPE, text=True)
+    try:
+        line = process.stdout.readline()
+        url = line.split(" at ")[1].split()[0]
+        body = {"model": "m", "messages": [], "response_format": {"json_schema": {"schema": {
+            "type": "object", "properties": {"question": {"type": "string"}}}}}}
+        answer = httpx.post(url + "/chat/completions", json=body, timeout=10).json()
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+    assert url.startswith("http://127.0.0.1:") and url.endswith("/v1")
+    assert json.loads(answer["choices"][0]["message"]["content"]) == {"question": "And what about that?"}

@@ -75,3 +75,42 @@ def test_the_page_says_which_facts_the_model_read():
     live = SimpleNamespace(timeline=[said], session=SimpleNamespace(history=[entry]))
     facts = timeline(live)[0].facts
     assert facts[0] == "gender: female" and facts[1].endswith("(read by the model)") and "red" in facts[1]
+
+
+def test_the_models_facts_are_marked_on_the_page_and_in_the_api_and_removed_like_any_other(world, tmp_path):
+    """Through the service: a fact the model read shows as a marked chip (and as "vlm" in the API), the
+    page's remove button withdraws it, and a session rebuilt from its events keeps it removed without
+    asking the model again."""
+    import html
+    import re
+
+    from minterpr.serving.app import create_app
+
+    read = json.dumps({"facts": [{"slot": "carried", "values": ["umbrella"], "negated": False},
+                                 {"slot": "gender", "values": ["female"], "negated": False}]})
+    umbrella, woman = "carried items: umbrella (read by the model)", "gender: female (read by the model)"
+    with ScriptedServer([reply(read)]) as endpoint:
+        services = prepare(tmp_path / "state", *world, vlm=VLMConfig(endpoint.url, "m", uses=("reading",)))
+        client = TestClient(create_app(services.settings, services))
+        with client:
+            headers = login(client, "ana")
+            case = open_case(client, headers)
+            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
+                              headers=headers).json()["session_id"]
+            said = client.post(f"/api/sessions/{sid}/describe", json={"text": "someone with a brolly, out in the drizzle"},
+                               headers=headers).json()["timeline"][0]
+            page = html.unescape(client.get(f"/sessions/{sid}").text)
+            chips = re.findall(r'<li class="chip( model)?" data-source="(\w+)"><span>([^<]+)</span>', page)
+            removed = client.post(f"/sessions/{sid}/withdraw", data={"csrf_token": headers["X-CSRF-Token"],
+                                                                     "turn": "0", "fact": "0"}, follow_redirects=False)
+            after = client.get(f"/api/sessions/{sid}", headers=headers).json()["timeline"][0]
+            services.search.forget()  # rebuilt from its events: the withdrawal replayed, the model not asked
+            rebuilt = client.get(f"/api/sessions/{sid}", headers=headers).json()
+            assert "timeline" in rebuilt, rebuilt
+            rebuilt = rebuilt["timeline"][0]
+    assert said["facts"] == [umbrella, woman] and said["fact_sources"] == ["vlm", "vlm"]
+    assert chips == [(" model", "vlm", umbrella), (" model", "vlm", woman)]
+    assert f"Remove “{umbrella}” (turn 1)" in page  # each marked chip has its remove button
+    assert removed.status_code == 303
+    assert after["facts"] == [woman] and after["fact_sources"] == ["vlm"]
+    assert rebuilt == after and len(endpoint.requests) == 1

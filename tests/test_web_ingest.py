@@ -1,5 +1,6 @@
 """The ingestion page in a real browser: an admin picks the detector, a refused start shows its
-message at the field, and a job's progress updates on the page until it is done (no reload).
+message at the field, and a job's progress updates on the page until it is done (no reload); with a
+vision-language model configured, the admin captions a gallery from the page and watches that job too.
 Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
 from __future__ import annotations
 
@@ -72,3 +73,54 @@ def test_an_admin_ingests_from_the_page_and_watches_it_finish(site):
         expect(row).to_contain_text("30 images added to lobby")  # 10 people x 3 views
         browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def test_an_admin_captions_a_gallery_from_the_page(tmp_path):
+    """The "Caption a gallery" form: the settings' model named, the gallery chosen, the job's crops counted
+    on the page until it is done; the captions land in the gallery's store."""
+    import json
+
+    from minterpr.serving.service import build_services
+    from minterpr.serving.settings import ServeSettings
+    from minterpr.vlm.caption import CAPTIONS_FILE, question_groups, read_captions
+    from minterpr.vlm.testing import ScriptedServer, reply
+
+    def seen(body):
+        slots = body["response_format"]["json_schema"]["schema"]["properties"]
+        return reply(json.dumps({"upper_colour": ["red"]} if "upper_colour" in slots else {}))
+
+    run, store, _ = build_gallery(tmp_path)
+    prepare_service(tmp_path / "data", run, store)
+    services = build_services(ServeSettings(data_dir=tmp_path / "data"))
+    try:
+        services.accounts.create_user(ADMIN, PASSWORD, "admin")
+    finally:
+        services.close()
+    expect = sync_api.expect
+    with ScriptedServer([seen], repeat=True) as endpoint:
+        server = Server(tmp_path / "data", settings={"vlm": {"url": endpoint.url, "model": "scripted-vlm"}}).start()
+        try:
+            with sync_api.sync_playwright() as playwright:
+                browser = playwright.chromium.launch(executable_path=CHROMIUM)
+                page = browser.new_page(viewport={"width": 1366, "height": 900})
+                page.set_default_timeout(TIMEOUT_MS)
+                errors: list[str] = []
+                page.on("pageerror", lambda err: errors.append(str(err)))
+                login(page, server.url, ADMIN)
+                page.goto(server.url + "/ingest")
+                section = page.get_by_role("region", name="Caption a gallery")
+                expect(section).to_contain_text("scripted-vlm")
+                page.get_by_label("Gallery to caption").select_option("demo")
+                page.get_by_role("button", name="Start captioning").click()
+                page.wait_for_url(server.url + "/ingest")
+                row = page.locator('#ingest-jobs tr[data-kind="caption"]')
+                expect(row).to_have_count(1)
+                expect(row).to_have_attribute("data-status", "done", timeout=TIMEOUT_MS)  # the list polls itself
+                expect(row).to_contain_text("30/30 crops")
+                expect(row).to_contain_text("30 crops of demo captioned")
+                browser.close()
+        finally:
+            server.stop()
+    assert not errors, f"JavaScript errors on the page: {errors}"
+    assert len(endpoint.requests) == 30 * len(question_groups())
+    assert all(r["attributes"] == {"upper_colour": ["red"]} for r in read_captions(store / CAPTIONS_FILE).values())

@@ -7,6 +7,7 @@ It holds no tests: ``tests/test_web_page.py`` and the screenshot script import i
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import shutil
 import socket
@@ -148,11 +149,15 @@ def free_port() -> int:
 
 
 _LAUNCH = """
-import sys, uvicorn
+import json, sys, uvicorn
 from pathlib import Path
 from minterpr.serving.app import create_app
+from minterpr.serving.config import load_settings
 from minterpr.serving.settings import ServeSettings
 settings = ServeSettings(data_dir=Path(sys.argv[1]), demo_gallery="demo", torch_threads=1)
+if len(sys.argv) > 3:  # more settings, as a settings file would give them (the vlm table, ...)
+    settings = load_settings({"data_dir": sys.argv[1], "demo_gallery": "demo", "torch_threads": 1,
+                              **json.loads(sys.argv[3])}, environ={})
 uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 """
 
@@ -160,8 +165,11 @@ uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_l
 class Server:
     """``minterpr.serving`` under uvicorn in a child process on 127.0.0.1:port (start, stop, restart)."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, log: Path | None = None) -> None:
+    def __init__(self, data_dir: Path, port: int | None = None, log: Path | None = None,
+                 settings: dict | None = None) -> None:
+        """``settings``: more ServeSettings fields, as a settings file writes them (``{"vlm": {"url": ...}}``)."""
         self.data_dir, self.port = data_dir, port or free_port()
+        self.settings = settings
         self.log = log or data_dir.parent / f"server_{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -172,7 +180,8 @@ class Server:
     def start(self, timeout: float = 90.0) -> "Server":
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(self.data_dir), str(self.port)],
+            extra = [json.dumps(self.settings)] if self.settings else []
+            self.process = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(self.data_dir), str(self.port), *extra],
                                             stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

@@ -12,6 +12,9 @@ Example:
     >>> add_vlm_arguments(parser)
     >>> vlm_config(parser.parse_args([])) is None
     True
+    >>> vlm_config(parser.parse_args(["--vlm-url", "http://127.0.0.1:8765/v1", "--vlm-model", "m",
+    ...                               "--vlm-max-calls", "5000"])).max_calls
+    5000
 """
 from __future__ import annotations
 
@@ -33,6 +36,10 @@ def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: str | None = "re
     group.add_argument("--vlm-deadline", type=float, default=None, metavar="S",
                        help="longest a turn (or a crop) waits for the model (default: 10)")
     group.add_argument("--vlm-cache", metavar="FILE.json", help="keep the model's answers in FILE across runs")
+    group.add_argument("--vlm-max-calls", type=int, default=None, metavar="N",
+                       help="model calls per session, or per `vlm caption` run (5 a crop) (default: 500)")
+    group.add_argument("--vlm-max-tokens", type=int, default=None, metavar="N",
+                       help="prompt + completion tokens per session, or per `vlm caption` run (default: 500,000)")
 
 
 def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
@@ -49,6 +56,9 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
     if args.vlm_deadline is not None:
         options["turn_deadline_s"] = args.vlm_deadline
         options["timeout_s"] = args.vlm_deadline
+    for flag, field in (("vlm_max_calls", "max_calls"), ("vlm_max_tokens", "max_total_tokens")):
+        if getattr(args, flag, None) is not None:
+            options[field] = getattr(args, flag)
     return VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
                      uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache, **options)
 

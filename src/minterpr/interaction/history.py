@@ -80,15 +80,21 @@ def fact_source(fact: Fact) -> str:
 
 
 def describe_said(fact: Fact) -> str:
-    """A turn's fact as the page's chips and the chat show it: a model's marked as such.
+    """A turn's fact as the page's chips and the chat show it: a model's marked as such (read in the
+    user's words, or seen by the model on the anchor image, which nobody said).
 
     Example:
         >>> describe_said(Fact("gender", ("male",))), describe_said(ModelFact("upper_colour", ("red",)))
         ('gender: male', 'top colour: red (read by the model)')
+        >>> describe_said(ModelFact("gender", ("male",), use="anchor"))
+        'gender: male (seen by the model in the anchor image)'
     """
     from minterpr.interaction.explain import describe_fact
 
-    return describe_fact(fact) + (" (read by the model)" if fact_source(fact) == "vlm" else "")
+    if fact_source(fact) != "vlm":
+        return describe_fact(fact)
+    seen = getattr(fact, "use", "reading") == "anchor"
+    return describe_fact(fact) + (" (seen by the model in the anchor image)" if seen else " (read by the model)")
 
 
 def said_facts(history: Sequence["HistoryEntry"]) -> list[tuple[int, Fact]]:

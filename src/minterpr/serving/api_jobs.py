@@ -1,8 +1,14 @@
-"""Routes of ingestion jobs: start, list, read (poll), stream (server-sent events), cancel.
+"""Routes of the job queue: start an ingestion or an MTG captioning job, list, read (poll), stream
+(server-sent events), cancel. Every route needs ``ingest:run`` (admins).
+
+``POST /api/ingest/caption`` (:class:`~minterpr.serving.schemas_jobs.CaptionRequest`: the gallery, a
+batch size, a limit) captions a registered gallery with the service's vision-language model
+(:mod:`~minterpr.serving.caption_jobs`; 409 ``unavailable`` when none is configured).
 
 Example:
-    >>> sorted(route.path for route in router.routes)
-    ['/api/ingest', '/api/ingest', '/api/ingest/{job_id}', '/api/ingest/{job_id}/cancel', '/api/ingest/{job_id}/events']
+    >>> sorted(route.path for route in router.routes)  # doctest: +NORMALIZE_WHITESPACE
+    ['/api/ingest', '/api/ingest', '/api/ingest/caption', '/api/ingest/{job_id}', '/api/ingest/{job_id}/cancel',
+     '/api/ingest/{job_id}/events']
 """
 from __future__ import annotations
 
@@ -16,7 +22,7 @@ from minterpr.serving.accounts import Principal
 from minterpr.serving.api import ERRORS
 from minterpr.serving.deps import get_services, require
 from minterpr.serving.jobs import TERMINAL
-from minterpr.serving.schemas_jobs import IngestRequest, JobView
+from minterpr.serving.schemas_jobs import CaptionRequest, IngestRequest, JobView
 
 router = APIRouter(prefix="/api/ingest")
 JobId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="a job id (32 hex characters)")]  # as api.Id
@@ -26,6 +32,14 @@ POLL_S = 0.5  # how often the event stream looks at the job
 @router.post("", response_model=JobView, status_code=202, tags=["ingest"], responses=ERRORS)
 def start(body: IngestRequest, request: Request, principal: Principal = Depends(require("ingest:run"))) -> JobView:
     return get_services(request).jobs.start(principal, body)
+
+
+@router.post("/caption", response_model=JobView, status_code=202, tags=["ingest"], responses=ERRORS)
+def caption(body: CaptionRequest, request: Request, principal: Principal = Depends(require("ingest:run"))) -> JobView:
+    """Caption a registered gallery's crops with the service's vision-language model (MTG; resumable)."""
+    from minterpr.serving.caption_jobs import start_caption
+
+    return start_caption(get_services(request), principal, body)
 
 
 @router.get("", response_model=list[JobView], tags=["ingest"], responses=ERRORS)

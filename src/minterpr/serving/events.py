@@ -29,7 +29,7 @@ from typing import Any, Iterable, Mapping
 
 from minterpr.errors import InputError, TurnError
 from minterpr.language.phrasing import Fact
-from minterpr.interaction.history import HistoryEntry
+from minterpr.interaction.history import MODEL_USES, HistoryEntry, ModelFact
 from minterpr.types import ExampleTurn
 
 TURN_KINDS = ("describe", "answer", "feedback", "example", "confirm")  # events that add a turn
@@ -77,10 +77,11 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
                 raise InputError(f"event {event.seq}: undo with no turn to undo")
             stack.pop()
         elif event.kind == "withdraw":
-            k, fact = withdrawn(event, len(stack))
+            k, named = withdrawn(event, len(stack))
             entry, made = stack[k]
-            if fact not in entry.facts:
-                raise InputError(f"event {event.seq}: turn {k} recorded no fact {fact!r}")
+            fact = recorded_fact(entry.facts, named)
+            if fact is None:
+                raise InputError(f"event {event.seq}: turn {k} recorded no fact {named!r}")
             stack[k] = (entry._replace(facts=tuple(f for f in entry.facts if f != fact)), made)
         elif event.kind != "export":
             raise InputError(f"event {event.seq}: unknown kind {event.kind!r}")
@@ -88,15 +89,43 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
 
 
 def withdraw_payload(turn: int, fact: Fact) -> dict[str, Any]:
-    """The payload of a ``withdraw`` event: the turn (0-based) and the fact withdrawn from it."""
-    return {"turn": int(turn), "fact": [fact.slot, list(fact.values), bool(fact.negated)]}
+    """The payload of a ``withdraw`` event: the turn (0-based) and the fact withdrawn from it (a model's
+    fact with its use as a 4th item, as a recorded entry writes it).
+
+    Example:
+        >>> withdraw_payload(0, ModelFact("carried", ("umbrella",)))
+        {'turn': 0, 'fact': ['carried', ['umbrella'], False, 'reading']}
+    """
+    use = [fact.use] if isinstance(fact, ModelFact) else []
+    return {"turn": int(turn), "fact": [fact.slot, list(fact.values), bool(fact.negated), *use]}
+
+
+def recorded_fact(facts: Iterable[Fact], fact: Fact) -> Fact | None:
+    """The fact of a turn's ``facts`` a withdrawal names: equal to it, else (a withdrawal recorded without
+    the fact's source, before model facts carried theirs) the one with its slot, values and negation.
+
+    Example:
+        >>> said = (Fact("gender", ("male",)), ModelFact("carried", ("umbrella",)))
+        >>> recorded_fact(said, Fact("carried", ("umbrella",)))
+        ModelFact(slot='carried', values=('umbrella',), negated=False, use='reading')
+    """
+    facts = tuple(facts)
+    if fact in facts:
+        return fact
+    same = (fact.slot, fact.values, fact.negated)
+    return next((f for f in facts if (f.slot, f.values, f.negated) == same), None)
 
 
 def withdrawn(event: Event, turns: int) -> tuple[int, Fact]:
     """(turn, fact) of a ``withdraw`` event; InputError naming the event when it is malformed."""
     try:
-        turn, (slot, values, negated) = event.payload["turn"], event.payload["fact"]
+        turn, item = event.payload["turn"], event.payload["fact"]
+        slot, values, negated, *use = item
+        if len(use) > 1 or (use and use[0] not in MODEL_USES):
+            raise ValueError(f"a fact is [slot, [values], negated] (+ {' or '.join(MODEL_USES)}), got {item!r}")
         fact = Fact(str(slot), tuple(str(v) for v in values), bool(negated))
+        if use:
+            fact = ModelFact(fact.slot, fact.values, fact.negated, use[0])
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"event {event.seq}: a malformed withdraw ({err})") from None
     if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < turns:

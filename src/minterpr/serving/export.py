@@ -63,6 +63,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, describe_fact
+from minterpr.interaction.history import describe_said
 from minterpr.interaction.presence import percent
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
@@ -118,7 +119,7 @@ class ExportTurn:
     text: str  # what the analyst wrote
     image_member: str | None  # the zip member of the image the turn is about, if exported
     image_path: str | None  # that image's gallery path
-    facts: tuple[str, ...]  # facts read from the turn
+    facts: tuple[str, ...]  # facts read from the turn (a model's marked "(read by the model)", as on the page)
     at: str | None  # when the turn was made (from the service's event log), when known
     user: str | None = None  # who made it, when known
     rank: int | None = None  # a judgement: the image's rank on the page when judged, when known
@@ -294,7 +295,7 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
         kind = _TURN_KINDS[type(turn)]
         turns.append(ExportTurn(k + 1, kind, turn.question if isinstance(turn, QATurn) else None,
                                 analyst_words(kind, text), members.get(i) if i is not None else None, path,
-                                tuple(describe_fact(f) for f in entry.facts),
+                                tuple(describe_said(f) for f in entry.facts),  # a model's fact marked
                                 turn_times[k] if turn_times is not None else None))
     return MatchExport(dict(case), str(session_id), gallery, len(index), str(exported_by), exported_at or _now(),
                        tuple(images), tuple(turns))

@@ -13,6 +13,12 @@ version bumped), so sessions see the new images.
 The detector is HOG by default, or (``detector="onnx"``) the ONNX detection model at
 ``detector_model``, a file inside ``data_dir/incoming`` or an import root like the source.
 
+The queue also runs MTG captioning jobs (``kind`` "caption", :mod:`minterpr.serving.caption_jobs`):
+:meth:`Jobs.queue` records and runs a job of any kind, whose work reports with :meth:`Jobs.report`
+and ends with :meth:`Jobs.finish`; read, streamed, cancelled and audited (``{kind}_start``,
+``{kind}_cancel``, ``{kind}_done`` ...) the same way. A job's kind is kept in its options (rows
+from before it are ingestions).
+
 Example (an admin's principal; the source inside ``data_dir/incoming`` or an import root):
     >>> job = services.jobs.start(admin, IngestRequest(gallery="lobby", source="/srv/in/cam1.mp4",  # doctest: +SKIP
     ...                           run="runs/synthetic", camera="lobby:cam1", start="2026-12-01T10:00:00Z"))
@@ -28,7 +34,7 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from sqlalchemy import select
 
@@ -41,6 +47,13 @@ from minterpr.serving.schemas_jobs import IngestRequest, JobView
 
 TERMINAL = ("done", "failed", "cancelled", "interrupted")
 _PERSIST_EVERY_S = 1.0
+KINDS = ("ingest", "caption")  # what a job does: ingest a source, caption a gallery (minterpr.serving.caption_jobs)
+
+
+def _kind(job: IngestJob | None) -> str:
+    """A job row's kind (rows written before captioning jobs existed are ingestions)."""
+    kind = (job.options or {}).get("kind") if job is not None else None
+    return kind if kind in KINDS else "ingest"
 
 
 class Jobs:
@@ -52,6 +65,7 @@ class Jobs:
         self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="minterpr-ingest")
         self._progress: dict[str, dict[str, Any]] = {}
         self._cancel: dict[str, threading.Event] = {}
+        self._persisted: dict[str, float] = {}  # job -> when its progress was last written
         self._lock = threading.Lock()
         with self.db.write() as tx:  # jobs a previous process left unfinished
             for job in tx.scalars(select(IngestJob).where(IngestJob.status.in_(("queued", "running")))):
@@ -117,56 +131,74 @@ class Jobs:
                 create_detector("onnx", detector_options)
             except MinterprError as err:
                 raise ApiError(422, "invalid", f"detector_model: {err}", field="detector_model") from None
+        source_path = str(source.absolute())
+
+        def work(job_id: str, stop: threading.Event) -> None:
+            self._run(job_id, principal, source_path, directory, run_dir, managed, request.gallery, options, stop)
+
+        return self.queue(principal, "ingest", request.gallery, source_path, request.model_dump(),
+                          {"gallery": request.gallery, "source": source_path}, work)
+
+    def queue(self, principal: Principal, kind: str, gallery: str, source: str, options: dict[str, Any],
+              details: dict[str, Any], work: Callable[[str, threading.Event], None]) -> JobView:
+        """Record a job of ``kind`` ("ingest", "caption"), audit ``{kind}_start`` with ``details``, and run
+        ``work(job_id, stop)`` in the queue (after the jobs before it); ``work`` reports with :meth:`report`
+        and ends with :meth:`finish` (an exception it lets out ends the job as failed)."""
         job_id = uuid.uuid4().hex
         with self.db.write() as tx:
             t = now()
-            tx.add(IngestJob(id=job_id, gallery=request.gallery, source=str(source.absolute()),
-                             options=request.model_dump(), user_id=principal.user_id, status="queued",
-                             progress={}, message="", created=t, updated=t))
-            audit.append(tx, principal.username, "ingest_start", None,
-                         {"job": job_id, "gallery": request.gallery, "source": str(source.absolute())})
+            tx.add(IngestJob(id=job_id, gallery=gallery, source=source, options={**options, "kind": kind},
+                             user_id=principal.user_id, status="queued", progress={}, message="", created=t, updated=t))
+            audit.append(tx, principal.username, f"{kind}_start", None, {"job": job_id, **details})
         stop = threading.Event()
         with self._lock:
             self._cancel[job_id] = stop
             self._progress[job_id] = {}
         # in a copy of this request's context: the job's audit entries carry the id of the request that started it
-        self._pool.submit(contextvars.copy_context().run, self._run, job_id, principal, str(source.absolute()),
-                          directory, run_dir, managed, request.gallery, options, stop)
+        self._pool.submit(contextvars.copy_context().run, self._guarded, job_id, principal, work, stop)
         return self.view(job_id)
+
+    def _guarded(self, job_id: str, principal: Principal, work: Callable[[str, threading.Event], None],
+                 stop: threading.Event) -> None:
+        if stop.is_set():
+            self.finish(job_id, principal, "cancelled", "cancelled before it started", {})
+            return
+        self._update(job_id, "running", {}, "starting")
+        try:
+            work(job_id, stop)
+        except Exception as err:  # noqa: BLE001 - a background job must record why it stopped
+            self.finish(job_id, principal, "failed", f"unexpected error: {type(err).__name__}: {err}", {})
+
+    def report(self, job_id: str, progress: dict[str, Any], message: str = "") -> None:
+        """A running job's progress: kept for live polling, written to the database about once a second."""
+        with self._lock:
+            self._progress[job_id] = progress
+            due = time.monotonic() - self._persisted.get(job_id, 0.0) >= _PERSIST_EVERY_S
+            if due:
+                self._persisted[job_id] = time.monotonic()
+        if due:
+            self._update(job_id, "running", progress, message)
 
     def _run(self, job_id: str, principal: Principal, source: str, directory: str, run_dir: str, managed: bool,
              gallery: str, options: Any, stop: threading.Event) -> None:
         from minterpr.ingest import IngestCancelled, ingest
 
-        last = [0.0]
-
         def progress(event: Any) -> None:
-            data = dataclasses.asdict(event)
-            with self._lock:
-                self._progress[job_id] = data
-            if time.monotonic() - last[0] >= _PERSIST_EVERY_S:
-                last[0] = time.monotonic()
-                self._update(job_id, "running", data, event.message)
+            self.report(job_id, dataclasses.asdict(event), event.message)
 
-        if stop.is_set():
-            self._finish(job_id, principal, "cancelled", "cancelled before it started", {})
-            return
-        self._update(job_id, "running", {}, "starting")
         try:
             pipeline = self.services.galleries.pipeline(run_dir)
             result = ingest(source, directory, run=pipeline, options=options, progress=progress, cancel=stop.is_set)
             self.services.galleries.register(gallery, directory, run_dir, by=principal.username, managed=managed)
         except IngestCancelled as err:
-            self._finish(job_id, principal, "cancelled", str(err), {})
+            self.finish(job_id, principal, "cancelled", str(err), {})
         except (MinterprError, ApiError) as err:
-            self._finish(job_id, principal, "failed", str(err), {})
-        except Exception as err:  # noqa: BLE001 - a background job must record why it stopped
-            self._finish(job_id, principal, "failed", f"unexpected error: {type(err).__name__}: {err}", {})
+            self.finish(job_id, principal, "failed", str(err), {})
         else:
             summary = {"rows_added": result.rows_added, "rows_total": result.rows_total, "tracks": result.tracks,
                        "crops": result.crops, "frames_read": result.frames_read, "seconds": round(result.seconds, 2),
                        "skipped": len(result.skipped), "resumed": result.resumed}
-            self._finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}", summary)
+            self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}", summary)
 
     def _update(self, job_id: str, status: str, progress: dict[str, Any], message: str) -> None:
         with self.db.write() as tx:
@@ -174,15 +206,19 @@ class Jobs:
             if job is not None and job.status not in TERMINAL:
                 job.status, job.progress, job.message, job.updated = status, progress, message, now()
 
-    def _finish(self, job_id: str, principal: Principal, status: str, message: str, summary: dict[str, Any]) -> None:
+    def finish(self, job_id: str, principal: Principal, status: str, message: str, summary: dict[str, Any]) -> None:
+        """End a job: its last progress (with ``summary`` as ``result``), status and message; audited as
+        ``{kind}_{status}``."""
         with self._lock:
             progress = {**self._progress.get(job_id, {}), **({"result": summary} if summary else {})}
             self._progress[job_id] = progress
+            self._persisted.pop(job_id, None)
         with self.db.write() as tx:
             job = tx.get(IngestJob, job_id)
+            kind = _kind(job)
             if job is not None:
                 job.status, job.progress, job.message, job.updated = status, progress, message, now()
-            audit.append(tx, principal.username, f"ingest_{status}", None, {"job": job_id, "message": message})
+            audit.append(tx, principal.username, f"{kind}_{status}", None, {"job": job_id, "message": message})
 
     def view(self, job_id: str) -> JobView:
         with self.db.transaction() as tx:
@@ -192,8 +228,8 @@ class Jobs:
         with self._lock:
             live = self._progress.get(job_id)
         progress = live if live and job.status not in TERMINAL else (job.progress or {})
-        return JobView(id=job.id, gallery=job.gallery, source=job.source, status=job.status, progress=progress,
-                       message=job.message, created=job.created, updated=job.updated)
+        return JobView(id=job.id, kind=_kind(job), gallery=job.gallery, source=job.source, status=job.status,
+                       progress=progress, message=job.message, created=job.created, updated=job.updated)
 
     def list(self) -> list[JobView]:
         with self.db.transaction() as tx:
@@ -208,7 +244,7 @@ class Jobs:
             stop = self._cancel.get(job_id)
         if stop is not None:
             stop.set()
-        self.services.audit.record(principal, "ingest_cancel", None, {"job": job_id})
+        self.services.audit.record(principal, f"{view.kind}_cancel", None, {"job": job_id})
         return self.view(job_id)
 
     def wait(self, job_id: str, timeout: float = 60.0) -> JobView:

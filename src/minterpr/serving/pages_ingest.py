@@ -4,13 +4,23 @@
 (303 back to the page, or the page with the error in place), and the job list — status, a
 progress bar, stage, frames, detections, tracks, crops, the job's last message — is the fragment
 ``/ingest/jobs``, which the page re-fetches every second with htmx while a job runs (without
-JavaScript, a "Refresh" link reloads the page). The detector is HOG or an ONNX model file on the
+JavaScript, a "Refresh" link reloads the page); a job not yet ended has a Cancel button (posting
+to ``/ingest/{id}/cancel``, as ``POST /api/ingest/{id}/cancel``). The detector is HOG or an ONNX model file on the
 server (inside ``data_dir/incoming`` or an import root, like the source): ``services.jobs.start``
 checks both and the form shows its message next to the field it names.
+
+With a vision-language model configured (``serve --vlm-url``), a second form, "Caption a gallery",
+picks a registered gallery and posts to ``/ingest/caption``: an MTG captioning job
+(:mod:`~minterpr.serving.caption_jobs`) in the same list, its line the crops done of the gallery's,
+the calls, the tokens and the crops without an answer. The form names the settings' model and
+endpoint; it has no field for them (a request never chooses the URL).
 
 Example:
     >>> job_line({"stage": "detect", "fraction": 0.4, "frames": 120, "detections": 300, "tracks": 9, "crops": 20})
     'detect · 40% · 120 frames · 300 detections · 9 tracks · 20 crops'
+    >>> job_line({"stage": "caption", "fraction": 0.5, "crops_done": 12, "crops_total": 24, "calls": 60,
+    ...           "tokens": 3600, "failed": 1})
+    'caption · 50% · 12/24 crops · 60 calls · 3,600 tokens · 1 without an answer'
 """
 
 from typing import Any
@@ -25,6 +35,12 @@ def job_line(progress: dict[str, Any]) -> str:
     parts = [str(progress["stage"])]
     if progress.get("fraction") is not None:
         parts.append(f"{round(100 * float(progress['fraction']))}%")
+    if "crops_total" in progress:  # a captioning job
+        parts.append(f"{progress.get('crops_done', 0)}/{progress['crops_total']} crops")
+        parts += [f"{progress[k]:,} {k}" for k in ("calls", "tokens") if progress.get(k)]
+        if progress.get("failed"):
+            parts.append(f"{progress['failed']} without an answer")
+        return " · ".join(parts)
     parts += [f"{progress[k]} {k}" for k in ("frames", "detections", "tracks", "crops") if progress.get(k)]
     return " · ".join(parts)
 
@@ -47,9 +63,23 @@ def _request_from(form: dict[str, str]) -> Any:
         raise ApiError(422, "invalid", f"{field}: {first['msg']}" if field else first["msg"], field=field) from None
 
 
+def _caption_request(gallery: str) -> Any:
+    """The CaptionRequest of the caption form (the gallery only); ApiError 422 otherwise."""
+    from pydantic import ValidationError
+
+    from minterpr.serving.errors import ApiError
+    from minterpr.serving.schemas_jobs import CaptionRequest
+
+    try:
+        return CaptionRequest(gallery=gallery.strip())
+    except ValidationError:
+        raise ApiError(422, "invalid", "choose a registered gallery to caption", field="gallery") from None
+
+
 def register_ingest(app: Any, pages: Any) -> None:
     """Add the ingestion page's routes to ``app`` (called by :func:`minterpr.serving.pages.register`)."""
     from fastapi import APIRouter, Depends, Request
+    from fastapi import Path as PathParam
     from fastapi.responses import RedirectResponse
     from starlette.concurrency import run_in_threadpool
 
@@ -63,13 +93,14 @@ def register_ingest(app: Any, pages: Any) -> None:
         return sorted(pages.services.jobs.list(), key=lambda j: j.created, reverse=True)
 
     def _page(request: Any, user: Any, status: int = 200, error: str | None = None, field: str | None = None,
-              form: dict[str, str] | None = None) -> Any:
+              form: dict[str, str] | None = None, caption_error: str | None = None) -> Any:
         pages.need(user, "ingest:run")
         jobs = _jobs()
         return pages.render(request, "ingest.html", status, user=user, jobs=jobs, job_line=job_line, error=error,
                             error_field=field, galleries=pages.galleries(), terminal=TERMINAL,
                             running=any(j.status not in TERMINAL for j in jobs),
-                            incoming=pages.settings.incoming_dir, form=form or {"detector": "hog"})
+                            incoming=pages.settings.incoming_dir, form=form or {"detector": "hog"},
+                            vlm=pages.settings.vlm, caption_error=caption_error)
 
     @router.get("/ingest")
     def ingest_page(request: Request, user: Any = Depends(optional_user)) -> Any:
@@ -95,6 +126,29 @@ def register_ingest(app: Any, pages: Any) -> None:
             await run_in_threadpool(pages.services.jobs.start, user, body)
         except ApiError as err:
             return _page(request, user, err.status, err.message, err.field, form)
+        return RedirectResponse("/ingest", status_code=303)
+
+    @router.post("/ingest/{job_id}/cancel")
+    async def job_cancel(request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"),
+                         user: Any = Depends(current_user)) -> Any:
+        pages.need(user, "ingest:run")
+        try:
+            await run_in_threadpool(pages.services.jobs.cancel, user, job_id)
+        except ApiError as err:
+            return _page(request, user, err.status, err.message)
+        return RedirectResponse("/ingest", status_code=303)
+
+    @router.post("/ingest/caption")
+    async def caption_start(request: Request, user: Any = Depends(current_user)) -> Any:
+        from minterpr.serving.caption_jobs import start_caption
+
+        data = await request.form()
+        pages.need(user, "ingest:run")
+        try:
+            body = _caption_request(str(data.get("gallery", "")))
+            await run_in_threadpool(start_caption, pages.services, user, body)
+        except ApiError as err:
+            return _page(request, user, err.status, caption_error=err.message)
         return RedirectResponse("/ingest", status_code=303)
 
     app.include_router(router)

@@ -212,6 +212,7 @@ class TimelineEntry(Strict):
     rank: int | None = None  # a judgement's image: its rank on the page when judged
     similarity: float | None = None  # and its match probability then
     facts: list[str] = []  # the facts the system understood from this turn (as it now holds them)
+    fact_sources: list[Literal["rule", "vlm"]] = []  # per fact: the rule reader's, or the vision-language model's
 
 
 class TurnView(Strict):

@@ -1,8 +1,20 @@
-"""Requests and responses of the ingestion-job routes.
+"""Requests and responses of the job routes: ingestion, and MTG captioning of a registered gallery.
+
+A caption request names the gallery only (and how much of it): the endpoint, the model and the
+API key's variable come from the service's settings (``vlm``), never from a request, so a request
+cannot make the server call a URL of its choosing.
 
 Example:
     >>> IngestRequest(gallery="lobby", source="/srv/video/cam1.mp4", camera="lobby:cam1").every is None  # ~3 frames/s
     True
+    >>> CaptionRequest(gallery="lobby").batch_size
+    16
+    >>> CaptionRequest(gallery="lobby", url="http://169.254.169.254/v1")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    pydantic_core._pydantic_core.ValidationError: 1 validation error for CaptionRequest
+    url
+      Extra inputs are not permitted ...
 """
 from __future__ import annotations
 
@@ -31,12 +43,24 @@ class IngestRequest(Strict):
                                         description="the .onnx file (on the server, inside an import root) of detector onnx")
 
 
+class CaptionRequest(Strict):
+    """Caption a registered gallery's crops with the service's vision-language model (CTGI's MTG)."""
+
+    gallery: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+                          description="a registered gallery; its crops not yet captioned are asked")
+    batch_size: int = Field(default=16, ge=1, le=1000, description="crops written to the captions file at a time")
+    limit: int | None = Field(default=None, ge=1, le=10_000_000, description="caption at most this many more crops")
+
+
 class JobView(Strict):
     id: str
+    kind: Literal["ingest", "caption"] = "ingest"  # ingest a source; caption a gallery (MTG)
     gallery: str
     source: str
     status: Literal["queued", "running", "done", "failed", "cancelled", "interrupted"]
-    progress: dict[str, Any]  # the last IngestProgress (stage, fraction, frames, tracks, crops, fps, message, ...)
+    # ingest: the last IngestProgress (stage, fraction, frames, tracks, crops, fps, message, ...); caption: stage,
+    # fraction, crops_done, crops_total, captioned, skipped, failed, calls, calls_failed, tokens
+    progress: dict[str, Any]
     message: str
     created: float
     updated: float

@@ -60,6 +60,10 @@ class ServeSettings:
     # caption --index STORE`; `serve --vlm-captions`); a store without them is searched as before
     vlm_captions: bool = False
     vlm_caption_weight: float = 0.5  # weight of the captions' evidence in each captioned slot's probabilities
+    # MTG as a service job (POST /api/ingest/caption, the ingest page): the `vlm` endpoint captions a registered
+    # gallery's crops into its store; one job may spend at most this many calls and tokens (5 calls a crop)
+    vlm_caption_max_calls: int = 20_000
+    vlm_caption_max_tokens: int = 20_000_000
     # folders (besides data_dir) the API may read ingestion sources, gallery stores and runs from;
     # the command line may register any path, a request only these
     import_roots: tuple[Path, ...] = ()
@@ -73,6 +77,9 @@ class ServeSettings:
     def __post_init__(self) -> None:
         if not 0.0 <= self.vlm_caption_weight <= 1.0:
             raise InputError(f"vlm_caption_weight must be within 0..1, got {self.vlm_caption_weight}")
+        for name in ("vlm_caption_max_calls", "vlm_caption_max_tokens"):
+            if getattr(self, name) < 1:
+                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
         for proxy in self.trusted_proxies:
             if proxy != "*":
                 try:

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.interaction.history import describe_said
+from minterpr.interaction.history import describe_said, fact_source
 from minterpr.interaction.explain import describe_fact
 from minterpr.interaction.presence import percent, presence_probability
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
@@ -162,7 +162,8 @@ def unrecognised(live: Live) -> list[str]:
 
 def timeline(live: Live) -> list[TimelineEntry]:
     """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone)."""
-    return [t.model_copy(update={"facts": [describe_said(f) for f in entry.facts]})
+    return [t.model_copy(update={"facts": [describe_said(f) for f in entry.facts],
+                                 "fact_sources": [fact_source(f) for f in entry.facts]})
             for t, entry in zip(live.timeline, live.session.history)]
 
 

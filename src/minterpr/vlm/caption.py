@@ -128,32 +128,54 @@ def read_captions(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
 
 def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VLMClient,
                     out_path: str | os.PathLike[str], *, batch_size: int = 16, limit: int | None = None,
-                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+                    progress: Callable[[int, int], None] | None = None,
+                    on_crop: Callable[[dict[str, Any]], None] | None = None,
+                    cancel: Callable[[], bool] | None = None, give_up_after: int | None = None) -> dict[str, Any]:
     """Caption every crop not yet in ``out_path`` (see the module doc); returns the report
-    ``{"captioned", "skipped", "failed", "unreadable", "stopped", "usage", "seconds"}``."""
+    ``{"captioned", "skipped", "failed", "unreadable", "stopped", "usage", "seconds"}``.
+
+    ``progress(done, total)`` is called after each batch is written (crops of this run); ``on_crop(report)``
+    after each crop is asked (the counts so far; a service job's live progress); ``cancel()`` is read
+    before each crop: when true, the crops asked so far are written and ``stopped`` is ``"cancelled"``.
+    ``give_up_after``: stop once that many crops in a row got no usable answer (the endpoint is down or
+    answers nonsense; ``stopped`` says so) rather than spend every crop's deadline on it."""
     if batch_size < 1:
         raise InputError(f"batch_size must be >= 1, got {batch_size}")
+    if give_up_after is not None and give_up_after < 1:
+        raise InputError(f"give_up_after must be >= 1, got {give_up_after}")
     start = time.monotonic()
     done = read_captions(out_path)
     todo = [image for image in images if image.path not in done][:limit]
     report: dict[str, Any] = {"captioned": 0, "skipped": len(images) - len(todo) if limit is None else len(done),
                               "failed": 0, "unreadable": 0, "stopped": None}
+    in_a_row = 0  # crops in a row without a usable answer
     _drop_broken_tail(os.fspath(out_path))
     with open(out_path, "a", encoding="utf-8") as out:
         for first in range(0, len(todo), batch_size):
             lines = []
             try:
                 for image in todo[first:first + batch_size]:
+                    if cancel is not None and cancel():
+                        report["stopped"] = "cancelled"
+                        break
                     data = read_image(root, image.path)
                     if data is None:
                         report["unreadable"] += 1
-                        continue
-                    attributes, failed = caption_crop(client, data)
-                    if failed == len(question_groups()):
-                        report["failed"] += 1
-                        continue
-                    lines.append(json.dumps(crop_record(image.path, attributes), ensure_ascii=True))
-                    report["captioned"] += 1
+                    else:
+                        attributes, failed = caption_crop(client, data)
+                        if failed == len(question_groups()):
+                            report["failed"] += 1
+                            in_a_row += 1
+                        else:
+                            lines.append(json.dumps(crop_record(image.path, attributes), ensure_ascii=True))
+                            report["captioned"] += 1
+                            in_a_row = 0
+                    if on_crop is not None:
+                        on_crop(dict(report))
+                    if give_up_after is not None and in_a_row >= give_up_after:
+                        report["stopped"] = (f"the endpoint gave no usable answer for {in_a_row} crops in a row "
+                                             f"(unreachable, failing or answering nonsense)")
+                        break
             except VLMBudgetExceeded as err:
                 report["stopped"] = str(err)
             out.write("".join(line + "\n" for line in lines))

@@ -8,6 +8,10 @@ returning one of those (an answer that depends on the question, e.g. :func:`vali
 end with the last item. It records each request's JSON body and headers (``server.requests``),
 so tests can check what the client sent. The client under test is the one users run.
 
+``python -m minterpr.vlm.testing [--port 8765]`` serves :func:`valid_answer` to every request until
+interrupted (it prints the base URL): a dry run of an evaluation's commands (docs/vlm.md) before
+a real endpoint is paid for, whose rankings must equal those without a model (it sees nothing).
+
 Example:
     >>> import httpx
     >>> with ScriptedServer([status(503), reply("hi")]) as server:
@@ -92,13 +96,13 @@ def drop() -> Answer:
 class ScriptedServer:
     """Answers chat-completion requests from a script; a context manager (starts and stops the thread)."""
 
-    def __init__(self, script: Sequence[Script], *, repeat: bool = False) -> None:
+    def __init__(self, script: Sequence[Script], *, repeat: bool = False, port: int = 0) -> None:
         self.script = list(script)
         self.repeat = repeat  # past the script's end: the last answer again (else HTTP 500 "script exhausted")
         self.requests: list[dict[str, Any]] = []  # {"path", "headers", "body"} per request received
         self._lock = threading.Lock()
         self._closing = threading.Event()
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
+        self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())  # port 0: a free one
         self._server.daemon_threads = True
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), name="scripted-vlm",
                                         daemon=True)  # a short poll: stopping takes 10 ms, not 0.5 s
@@ -166,3 +170,24 @@ class ScriptedServer:
                     self.close_connection = True
 
         return Handler
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Serve :func:`valid_answer` on 127.0.0.1 until interrupted (the dry run of docs/vlm.md)."""
+    import argparse
+
+    parser = argparse.ArgumentParser(prog="python -m minterpr.vlm.testing",
+                                     description="A local endpoint that answers every question with nothing seen.")
+    parser.add_argument("--port", type=int, default=8765, help="the port on 127.0.0.1 (default 8765; 0: a free one)")
+    args = parser.parse_args(argv)
+    with ScriptedServer([valid_answer], repeat=True, port=args.port) as server:
+        print(f"serving scripted answers at {server.url} (Ctrl-C to stop)", flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
