@@ -19,7 +19,7 @@ Example:
     >>> backend = AttributeBackend(noise=0.5)
     >>> found = presence_searches(backend, backend.index_images(images), searches=5, turns=3)
     >>> len(found), sorted({s.present for s in found}), found[0].rows.shape[1]
-    (10, [False, True], 4)
+    (10, [False, True], 5)
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ class PresenceSearch:
     person_id: str
     present: bool  # the target's images were in the searched gallery
     confirmed: bool  # the user confirmed the target (present searches only)
-    rows: np.ndarray  # (S, 4) session_features after the description and each turn, in order
+    rows: np.ndarray  # (S, 5) session_features after the description and each turn, in order
 
 
 def without_identity(index: GalleryIndex, person_id: str) -> GalleryIndex:

@@ -14,6 +14,8 @@ Every signal is computed from what a live session holds, without ground truth
   was ruled out (the odds factor of :func:`~minterpr.interaction.presence.presence_probability`).
 * ``top_match`` — the match probability (the page's, at the model's fitted temperature) of the best
   image not ruled out: a person present tends to stand out of the rest.
+* ``ruled_out`` — how many images the analyst ruled out: the system shows its best candidates, and
+  each one that is not the person makes it less likely the person is there at all.
 
 :class:`PresenceModel` is the fitted record (a run's extra ``"presence_model"``; ``minterpr
 calibrate-presence`` fits it on validation searches whose target is present vs removed,
@@ -33,8 +35,8 @@ Example:
     >>> x = presence_features(np.array([1.0, 0.5, 0.0]), 0.5, probs, [Fact("gender", ("female",))],
     ...                       rejected=np.array([False, True, False]), ruled_out=[0.6])
     >>> {k: round(float(v), 3) for k, v in zip(FEATURE_NAMES, x)}  # image 1 (the woman) was ruled out
-    {'best_fit': -0.693, 'compatible': -0.511, 'rejected': 0.916, 'top_match': 0.881}
-    >>> model = PresenceModel("val", dict(zip(FEATURE_NAMES, (1.0, 0.0, -1.0, 0.0))), 0.5, 0.2, 10, 40, 90.0, 5.0, {})
+    {'best_fit': -0.693, 'compatible': -0.511, 'rejected': 0.916, 'top_match': 0.881, 'ruled_out': 1.0}
+    >>> model = PresenceModel("val", dict(zip(FEATURE_NAMES, (1.0, 0.0, -1.0, 0.0, 0.0))), 0.5, 0.2, 10, 40, 90.0, 5.0, {})
     >>> round(model.probability(x), 3), model.absent(x)
     (0.248, False)
 """
@@ -49,7 +51,7 @@ import numpy as np
 from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
 from minterpr.language.phrasing import Fact
 
-FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match")
+FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match", "ruled_out")
 MATCH_CLIP = 1e-3  # a ruled-out match is clipped to [0, 1 - this]: one ruling-out adds at most ln 1000
 
 
@@ -60,7 +62,7 @@ def _distinct(facts: Sequence[Fact]) -> list[Fact]:
 def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray | None, facts: Sequence[Fact], *,
                       rejected: np.ndarray, ruled_out: Sequence[float], order: np.ndarray | None = None,
                       floor: float = PROB_FLOOR) -> np.ndarray:
-    """(4,) the features of :data:`FEATURE_NAMES` (the module doc) for one step.
+    """(5,) the features of :data:`FEATURE_NAMES` (the module doc) for one step.
 
     ``scores``: the step's final scores of the ranked images, ``order`` their gallery indices (None:
     image k has score k, the whole gallery ranked); ``probs``: the (N, L) attribute probabilities
@@ -85,7 +87,7 @@ def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray 
     if open_.any():
         logits = scores[open_] / temperature
         top = float(1.0 / np.exp(logits - logits.max()).sum())
-    return np.array([best, compatible, rejected_evidence, top])
+    return np.array([best, compatible, rejected_evidence, top, float(rejected.sum())])
 
 
 def presence_features_reference(scores: Sequence[float], temperature: float, probs: np.ndarray | None,
@@ -109,7 +111,7 @@ def presence_features_reference(scores: Sequence[float], temperature: float, pro
     if open_scores:
         high = max(open_scores)
         top = 1.0 / sum(math.exp(s - high) for s in open_scores)
-    return [best, compatible, rejected_evidence, top]
+    return [best, compatible, rejected_evidence, top, float(sum(1 for r in rejected if r))]
 
 
 def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | None:
@@ -146,7 +148,7 @@ class PresenceModel:
     protocol: Mapping[str, Any]  # how the searches ran (simulator, turns, seed, allowed false flags)
 
     def probability(self, features: Sequence[float]) -> float:
-        """σ(bias + Σ weight · feature) of one (4,) row of :func:`presence_features`."""
+        """σ(bias + Σ weight · feature) of one (5,) row of :func:`presence_features`."""
         z = self.bias + sum(self.weights[name] * float(x) for name, x in zip(FEATURE_NAMES, features))
         return _sigmoid(z)
 
