@@ -52,6 +52,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=100, help="targets (each searched present and absent)")
     parser.add_argument("--fit-searches", type=int, default=100, help="targets of the fit when fitted here")
     parser.add_argument("--turns", type=int, default=5, help="turns after the description")
+    parser.add_argument("--gallery-identities", type=int, default=None,
+                        help="measure on a gallery of this many identities of --split (drawn with --seed; "
+                             "default: all): how the figures move with the gallery's size")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--match-temperature", type=float, default=None,
                         help="the match's softmax temperature (default: the run's fitted one, else 0.02)")
@@ -83,6 +86,10 @@ def main(argv: list[str] | None = None) -> int:
         fitted_here = True
     fit_seconds = time.perf_counter() - started
     index = _index((pipeline, backend, options), args.data, args.split)
+    if args.gallery_identities is not None:
+        pids = sorted({image.person_id for image in index.images})
+        kept = set(np.random.default_rng(args.seed).permutation(pids)[: args.gallery_identities].tolist())
+        index = index.subset(np.array([k for k, im in enumerate(index.images) if im.person_id in kept], np.int64))
     started = time.perf_counter()
     found = presence_searches(backend, index, searches=args.searches, turns=args.turns, seed=args.seed,
                               session_options=options)

@@ -82,7 +82,7 @@ def test_the_session_features_are_the_features_of_its_step_and_rejections() -> N
 
 
 def _model(**changes) -> PresenceModel:
-    fields = dict(split="val", weights=dict(zip(FEATURE_NAMES, (0.6, 0.2, -0.1, 0.7, -0.5))), bias=0.7, threshold=0.4,
+    fields = dict(split="val", weights=dict(zip(FEATURE_NAMES, (0.6, 0.2, -0.1, 0.7, -0.5, -0.2))), bias=0.7, threshold=0.4,
                   searches=100, steps=700, absent_flagged_pct=95.0, present_flagged_pct=5.0,
                   protocol={"simulator": "oracle", "turns": 5, "seed": 0})
     return PresenceModel(**{**fields, **changes})

@@ -9,6 +9,10 @@ every step (after the description and after each turn) until the user confirms t
 turns run out. :func:`fit_presence` fits the logistic :class:`~minterpr.interaction.presence_model.PresenceModel`
 on those rows and chooses its threshold; :func:`calibrate_presence` does both on a split (never test:
 the test split measures the result) and returns the record a run stores (``minterpr calibrate-presence``).
+It searches the split's gallery whole and two samples of its identities (a third, a half:
+:data:`GALLERY_SHARES`), so the model sees how its signals move with the gallery's size (its
+``gallery`` feature) instead of learning one size: a search over footage larger than the
+validation gallery takes more rulings-out to find a present person.
 
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend
@@ -19,7 +23,7 @@ Example:
     >>> backend = AttributeBackend(noise=0.5)
     >>> found = presence_searches(backend, backend.index_images(images), searches=5, turns=3)
     >>> len(found), sorted({s.present for s in found}), found[0].rows.shape[1]
-    (10, [False, True], 5)
+    (10, [False, True], 6)
 """
 from __future__ import annotations
 
@@ -39,6 +43,7 @@ from minterpr.language.dialogue_acts import verdict
 from minterpr.types import ReferenceTurn
 
 DEFAULT_SEARCHES, DEFAULT_TURNS, MAX_FALSE = 100, 5, 0.05  # targets, turns after the description, false flags
+GALLERY_SHARES = (1 / 3, 1 / 2, 1.0)  # the shares of the split's identities searched (1: the whole gallery)
 
 
 @dataclass(frozen=True)
@@ -48,7 +53,7 @@ class PresenceSearch:
     person_id: str
     present: bool  # the target's images were in the searched gallery
     confirmed: bool  # the user confirmed the target (present searches only)
-    rows: np.ndarray  # (S, 5) session_features after the description and each turn, in order
+    rows: np.ndarray  # (S, 6) session_features after the description and each turn, in order
 
 
 def without_identity(index: GalleryIndex, person_id: str) -> GalleryIndex:
@@ -57,6 +62,15 @@ def without_identity(index: GalleryIndex, person_id: str) -> GalleryIndex:
     if not len(keep):
         raise InputError(f"removing {person_id!r} leaves no image to search")
     return index.subset(keep)
+
+
+def identity_sample(index: GalleryIndex, share: float, seed: int = 0) -> GalleryIndex:
+    """The images of ``share`` of the gallery's identities (at least two), drawn with ``seed``; 1: the gallery."""
+    if share >= 1.0:
+        return index
+    pids = sorted({image.person_id for image in index.images})
+    kept = set(np.random.default_rng(seed).permutation(pids)[: max(2, round(share * len(pids)))].tolist())
+    return index.subset(np.array([k for k, image in enumerate(index.images) if image.person_id in kept], np.int64))
 
 
 def _one_search(session: Session, user: Any, turns: int) -> tuple[list[np.ndarray], bool]:
@@ -137,16 +151,22 @@ def fit_presence(searches: Sequence[PresenceSearch], *, split: str, max_false: f
 
 def calibrate_presence(backend: RetrievalBackend, index: GalleryIndex, *, split: str,
                        searches: int = DEFAULT_SEARCHES, turns: int = DEFAULT_TURNS, seed: int = 0,
-                       max_false: float = MAX_FALSE, session_options: Mapping[str, Any] | None = None) -> PresenceModel:
-    """Fit the presence model on ``searches`` targets' present and absent searches over ``index``
-    (a gallery of the ``split`` named: never test); ``session_options`` are Session keywords (the
-    run's scoring and match temperature)."""
+                       max_false: float = MAX_FALSE, session_options: Mapping[str, Any] | None = None,
+                       shares: Sequence[float] = GALLERY_SHARES) -> PresenceModel:
+    """Fit the presence model on present and absent searches over ``index`` (a gallery of the
+    ``split`` named: never test) and over samples of its identities (``shares``): ``searches`` x
+    share targets each; ``session_options`` are Session keywords (the run's scoring and match
+    temperature)."""
     if split == "test":
         raise InputError("the presence model is fitted on a validation split, never on test (it measures it)")
     if searches < 1 or turns < 0 or not 0.0 <= max_false < 1.0:
         raise InputError(f"searches must be >= 1, turns >= 0 and max_false in [0, 1), got {searches}, {turns}, "
                          f"{max_false}")
-    found = presence_searches(backend, index, searches=searches, turns=turns, seed=seed,
-                              session_options=session_options)
+    found: list[PresenceSearch] = []
+    for share in shares:
+        gallery = identity_sample(index, share, seed)
+        found += presence_searches(backend, gallery, searches=max(1, round(searches * min(share, 1.0))), turns=turns,
+                                   seed=seed, session_options=session_options)
     return fit_presence(found, split=split, max_false=max_false,
-                        protocol={"simulator": "oracle", "turns": turns, "seed": seed})
+                        protocol={"simulator": "oracle", "turns": turns, "seed": seed,
+                                  "gallery_shares": [round(float(x), 4) for x in shares]})

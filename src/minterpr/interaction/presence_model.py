@@ -16,6 +16,9 @@ Every signal is computed from what a live session holds, without ground truth
   image not ruled out: a person present tends to stand out of the rest.
 * ``ruled_out`` — how many images the analyst ruled out: the system shows its best candidates, and
   each one that is not the person makes it less likely the person is there at all.
+* ``gallery`` — log of the number of images searched: in a larger gallery a present person takes
+  more rulings-out to surface and an absent one has more look-alikes, so the other signals mean
+  less (fitted on validation galleries of several sizes, :mod:`minterpr.evaluation.presence_calibration`).
 
 :class:`PresenceModel` is the fitted record (a run's extra ``"presence_model"``; ``minterpr
 calibrate-presence`` fits it on validation searches whose target is present vs removed,
@@ -34,9 +37,12 @@ Example:
     >>> probs[:, SLOT_COLUMNS["gender"]] = [[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]
     >>> x = presence_features(np.array([1.0, 0.5, 0.0]), 0.5, probs, [Fact("gender", ("female",))],
     ...                       rejected=np.array([False, True, False]), ruled_out=[0.6])
-    >>> {k: round(float(v), 3) for k, v in zip(FEATURE_NAMES, x)}  # image 1 (the woman) was ruled out
-    {'best_fit': -0.693, 'compatible': -0.511, 'rejected': 0.916, 'top_match': 0.881, 'ruled_out': 1.0}
-    >>> model = PresenceModel("val", dict(zip(FEATURE_NAMES, (1.0, 0.0, -1.0, 0.0, 0.0))), 0.5, 0.2, 10, 40, 90.0, 5.0, {})
+    >>> [(k, round(float(v), 3)) for k, v in zip(FEATURE_NAMES, x)][:3]  # image 1 (the woman) was ruled out
+    [('best_fit', -0.693), ('compatible', -0.511), ('rejected', 0.916)]
+    >>> [(k, round(float(v), 3)) for k, v in zip(FEATURE_NAMES, x)][3:]  # gallery: log 3 images
+    [('top_match', 0.881), ('ruled_out', 1.0), ('gallery', 1.099)]
+    >>> model = PresenceModel("val", dict(zip(FEATURE_NAMES, (1.0, 0.0, -1.0, 0.0, 0.0, 0.0))), 0.5, 0.2, 10, 40, 90.0,
+    ...                       5.0, {})
     >>> round(model.probability(x), 3), model.absent(x)
     (0.248, False)
 """
@@ -51,7 +57,7 @@ import numpy as np
 from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
 from minterpr.language.phrasing import Fact
 
-FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match", "ruled_out")
+FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match", "ruled_out", "gallery")
 MATCH_CLIP = 1e-3  # a ruled-out match is clipped to [0, 1 - this]: one ruling-out adds at most ln 1000
 
 
@@ -62,12 +68,12 @@ def _distinct(facts: Sequence[Fact]) -> list[Fact]:
 def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray | None, facts: Sequence[Fact], *,
                       rejected: np.ndarray, ruled_out: Sequence[float], order: np.ndarray | None = None,
                       floor: float = PROB_FLOOR) -> np.ndarray:
-    """(5,) the features of :data:`FEATURE_NAMES` (the module doc) for one step.
+    """(6,) the features of :data:`FEATURE_NAMES` (the module doc) for one step.
 
     ``scores``: the step's final scores of the ranked images, ``order`` their gallery indices (None:
     image k has score k, the whole gallery ranked); ``probs``: the (N, L) attribute probabilities
-    (None: the fact features are 0); ``rejected``: (N,) bool, the images the user's latest verdict
-    ruled out; ``ruled_out``: the match each ruled-out image had when it was."""
+    (None: the fact features are 0); ``rejected``: (N,) bool over the N images searched, those the
+    user's latest verdict ruled out; ``ruled_out``: the match each ruled-out image had when it was."""
     rejected = np.asarray(rejected, bool)
     kept = ~rejected
     best = compatible = 0.0
@@ -87,7 +93,7 @@ def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray 
     if open_.any():
         logits = scores[open_] / temperature
         top = float(1.0 / np.exp(logits - logits.max()).sum())
-    return np.array([best, compatible, rejected_evidence, top, float(rejected.sum())])
+    return np.array([best, compatible, rejected_evidence, top, float(rejected.sum()), math.log(max(len(rejected), 1))])
 
 
 def presence_features_reference(scores: Sequence[float], temperature: float, probs: np.ndarray | None,
@@ -111,7 +117,7 @@ def presence_features_reference(scores: Sequence[float], temperature: float, pro
     if open_scores:
         high = max(open_scores)
         top = 1.0 / sum(math.exp(s - high) for s in open_scores)
-    return [best, compatible, rejected_evidence, top, float(sum(1 for r in rejected if r))]
+    return [best, compatible, rejected_evidence, top, float(sum(1 for r in rejected if r)), math.log(max(len(rejected), 1))]
 
 
 def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | None:
@@ -148,7 +154,7 @@ class PresenceModel:
     protocol: Mapping[str, Any]  # how the searches ran (simulator, turns, seed, allowed false flags)
 
     def probability(self, features: Sequence[float]) -> float:
-        """σ(bias + Σ weight · feature) of one (5,) row of :func:`presence_features`."""
+        """σ(bias + Σ weight · feature) of one (6,) row of :func:`presence_features`."""
         z = self.bias + sum(self.weights[name] * float(x) for name, x in zip(FEATURE_NAMES, features))
         return _sigmoid(z)
 
