@@ -96,7 +96,7 @@ def test_the_record_round_trips_through_the_run_extras_and_a_malformed_one_names
                                ("bias", "x", "'bias': 'x' is not a finite number"),
                                ("steps", -1, "'steps': -1 is not a count"),
                                ("split", None, "'split': None is not a split name"),
-                               ("weights", {"best_fit": 1.0}, "'weights': ['best_fit'] must name exactly")):
+                               ("weights", [1.0], "'weights': [1.0] must map feature names to numbers")):
         bad = json.loads(json.dumps(stored))
         bad["presence_model"][field] = value
         with pytest.raises(RunError, match="malformed extra 'presence_model'") as caught:
@@ -108,6 +108,15 @@ def test_the_record_round_trips_through_the_run_extras_and_a_malformed_one_names
         RunExtras.from_dict(bad, "m.pt")
     with pytest.raises(RunError, match="m.pt: malformed extra 'presence_model': a list, not a dict"):
         RunExtras.from_dict({"presence_model": []}, "m.pt")
+
+
+def test_a_record_fitted_on_other_features_is_ignored_with_a_warning_and_kept_as_written(caplog) -> None:
+    older = _model().to_dict()
+    older["weights"] = {"best_fit": 0.5, "rejected": -1.0}  # an older minterpr's features
+    extras = RunExtras.from_dict({"presence_model": older, "epoch": 3}, "runs/b/model.pt")
+    assert extras.presence is None and extras.other == {"presence_model": older, "epoch": 3}
+    assert "runs/b/model.pt: extra 'presence_model' ignored" in caplog.text and "calibrate-presence" in caplog.text
+    assert RunExtras(presence=_model(), other=extras.other).to_dict()["presence_model"] == _model().to_dict()
 
 
 def test_the_logistic_fit_recovers_known_weights_and_the_threshold_allows_the_false_flags_asked() -> None:

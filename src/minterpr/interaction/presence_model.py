@@ -61,6 +61,10 @@ FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match", "ruled_out",
 MATCH_CLIP = 1e-3  # a ruled-out match is clipped to [0, 1 - this]: one ruling-out adds at most ln 1000
 
 
+class OtherFeatures(ValueError):
+    """A presence record fitted on another feature set (an older or newer minterpr): well formed, unusable here."""
+
+
 def _distinct(facts: Sequence[Fact]) -> list[Fact]:
     return list(dict.fromkeys(facts))
 
@@ -169,7 +173,8 @@ class PresenceModel:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "PresenceModel":
-        """The record of ``to_dict``; ValueError naming the field that is missing or wrong."""
+        """The record of ``to_dict``; ValueError naming the field that is missing or wrong
+        (:class:`OtherFeatures` when it is well formed but names other features than :data:`FEATURE_NAMES`)."""
         if not isinstance(data, Mapping):
             raise ValueError(f"a {type(data).__name__}, not a dict")
 
@@ -179,10 +184,12 @@ class PresenceModel:
             return float(value)
 
         weights = data.get("weights")
-        if not isinstance(weights, Mapping) or set(weights) != set(FEATURE_NAMES):
-            names = sorted(weights) if isinstance(weights, Mapping) else weights
-            raise ValueError(f"'weights': {names!r} must name exactly the features {list(FEATURE_NAMES)}")
-        fitted = {name: number(f"weights.{name}", weights[name]) for name in FEATURE_NAMES}
+        if not isinstance(weights, Mapping) or not all(isinstance(k, str) for k in weights):
+            raise ValueError(f"'weights': {weights!r} must map feature names to numbers")
+        fitted = {name: number(f"weights.{name}", value) for name, value in weights.items()}
+        if set(fitted) != set(FEATURE_NAMES):
+            raise OtherFeatures(f"'weights': fitted on the features {sorted(fitted)}, this minterpr computes "
+                                f"{list(FEATURE_NAMES)}")
         values = {name: number(name, data.get(name)) for name in
                   ("bias", "threshold", "absent_flagged_pct", "present_flagged_pct")}
         if not 0.0 < values["threshold"] < 1.0:
