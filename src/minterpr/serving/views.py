@@ -188,14 +188,16 @@ def presence(live: Live) -> tuple[float | None, bool]:
 
     With the run's fitted presence model (extra ``"presence_model"``, interaction/presence_model.py)
     the probability of every step, from the facts, the match and the images ruled out (each with the
-    match it had on the page when it was), flagged under the model's threshold; without one the
-    rulings-out estimate (None before anything was ruled out) under ABSENT_BELOW. Never flagged once
+    match it had on the page when it was), flagged under the model's threshold; without one (or over
+    a gallery without attribute probabilities) the rulings-out estimate (None before anything was
+    ruled out) under ABSENT_BELOW. Never flagged once
     the analyst confirmed an image."""
     judgements = live.session.judgements
     masses = [t.similarity for t in live.timeline if t.kind == "feedback" and t.similarity is not None
               and t.gallery_index is not None and judgements.get(live.positions.to_local(t.gallery_index)) is False]
     model = getattr(live.gallery.pipeline.extras, "presence", None)
-    features = session_features(live.session, masses) if model is not None else None
+    usable = model is not None and live.session.index.attribute_probs is not None  # its fit signals need them
+    features = session_features(live.session, masses) if usable else None
     if features is not None:
         probability, threshold = model.probability(features), model.threshold
     else:
