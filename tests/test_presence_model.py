@@ -162,3 +162,39 @@ def test_searches_without_the_target_search_without_its_images_and_fitting_needs
 
     with pytest.raises(InputError, match="never on test"):
         calibrate_presence(backend, index, split="test")
+
+
+def test_the_command_fits_on_val_stores_the_record_and_refuses_test(tmp_path, tiny_run, capsys, one_torch_thread) -> None:
+    import random
+    import shutil
+
+    from PIL import Image
+
+    from minterpr.cli.main import main
+    from minterpr.data.build import mark_dataset
+    from minterpr.data.formats.gallery import write_gallery
+    from minterpr.data.formats.minterpedes import write_minterpedes
+    from minterpr.types import Dialogue, QATurn, RetrievalSample
+    from minterpr.runtime.run import load_run
+    from support.helpers import random_attributes
+
+    rng = random.Random(2)
+    gallery = []
+    for pid in range(8):
+        attributes = random_attributes(rng, unknown_rate=0.0)
+        for view in range(2):
+            Image.new("RGB", (16, 32), (30 * pid, 90, 70 * view)).save(tmp_path / f"p{pid}_{view}.png")
+            gallery.append(GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", attributes=attributes))
+    write_gallery(gallery, tmp_path / "gallery_val.jsonl")
+    write_minterpedes([RetrievalSample("p0_0.png", "minterpedes:0", Dialogue("a person", (QATurn("Bag?", "no"),)))],
+                      tmp_path / "val.jsonl")
+    mark_dataset(tmp_path)
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    assert main(["calibrate-presence", "--run", str(run), "--data", str(tmp_path), "--searches", "6", "--turns", "2",
+                 "--json", "-", "-q"]) == 0
+    printed = capsys.readouterr().out
+    record = PresenceModel.from_dict(json.loads(printed[printed.index("{"):]))
+    assert record.split == "val" and record.searches == 2 + 3 + 6 and load_run(run).extras.presence == record
+    assert main(["calibrate-presence", "--run", str(run), "--data", str(tmp_path), "--split", "test"]) == 2
+    assert "--split test" in capsys.readouterr().err
