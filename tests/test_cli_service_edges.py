@@ -74,6 +74,7 @@ def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
     # the fake weights cannot be loaded to fit the match temperature: record where it would be fitted
     calibrated = []
     monkeypatch.setattr("minterpr.cli.demo_world.calibrate_demo_match", lambda run, data: calibrated.append(run))
+    monkeypatch.setattr("minterpr.cli.demo_world.calibrate_demo_presence", lambda run, data: calibrated.append(run))
     first = tmp_path / "demo"
     (first / "data").mkdir(parents=True)
     demo.train_model(first, first / "data", 0, progress=False)

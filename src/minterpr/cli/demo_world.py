@@ -66,6 +66,7 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
     if (run_dir / "model.pt").is_file() and finished.is_file() and finished.read_text() in (wanted, legacy):
         say(f"model: {run_dir / 'model.pt'} (cached)")
         calibrate_demo_match(run_dir, data_dir)  # a demo trained before match temperatures were fitted
+        calibrate_demo_presence(run_dir, data_dir)  # ... or before presence models were
         return run_dir
     started = time.time()
     resume = (run_dir / "last.pt").is_file() and stamp.is_file() and stamp.read_text() in (wanted, legacy)
@@ -80,6 +81,7 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
 
         say(describe_choices(calibrate_and_choose_weight(cfg, result.model_path)))
     calibrate_demo_match(run_dir, data_dir)
+    calibrate_demo_presence(run_dir, data_dir)
     finished.write_text(wanted)
     say(f"model: {run_dir / 'model.pt'} (trained in {time.time() - started:.0f} s)")
     return run_dir
@@ -103,3 +105,24 @@ def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
     store_match_calibration(run_dir, record)
     say(f"match temperature fitted on val: {record.temperature:.3g} (mean -log P(target) {record.nll_before:.2f} -> "
         f"{record.nll_after:.2f})")
+
+
+def calibrate_demo_presence(run_dir: Path, data_dir: Path) -> None:
+    """Fit "probably not in this footage" on the demo's val searches (``minterpr calibrate-presence``,
+    after the match temperature it reads), once: a run that holds the record keeps it."""
+    from minterpr.evaluation.presence_calibration import calibrate_presence
+    from minterpr.runtime.pipeline import load_pipeline
+    from minterpr.training.config import DataConfig
+    from minterpr.training.data import load_split
+    from minterpr.training.post_training import store_presence_model
+
+    pipeline = load_pipeline(run_dir, engine="torch")
+    if pipeline.extras.presence is not None:
+        return
+    split = load_split(DataConfig(root=str(data_dir)), "val")
+    index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
+    options = {"reranking": pipeline.rerank_config(), "match_temperature": pipeline.extras.match_temperature()}
+    record = calibrate_presence(pipeline.backend, index, split="val", session_options=options)
+    store_presence_model(run_dir, record)
+    say(f"presence model fitted on val: threshold {record.threshold:.3g}, there {record.absent_flagged_pct:.0f} % of "
+        f"absent-target searches flagged within 5 turns, {record.present_flagged_pct:.0f} % of present ones")

@@ -28,6 +28,7 @@ COMMAND_MODULES = (
     "minterpr.cli.audit",
     "minterpr.cli.eval_attributes",
     "minterpr.cli.calibrate_match",
+    "minterpr.cli.calibrate_presence",
     "minterpr.cli.adapt",
     "minterpr.cli.export",
     "minterpr.cli.models",

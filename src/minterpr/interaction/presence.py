@@ -11,15 +11,14 @@ so an image shown at match m is the person about m of the time; :class:`MatchCal
 stored record, ``minterpr calibrate-match`` computes it, docs/benchmarks.md); a model without one
 keeps the policies' :data:`~minterpr.interaction.policies.TEMPERATURE`.
 
-:func:`presence_probability` estimates whether the person is among the searched images at all.
-Hypotheses: the person is image i (prior ``prior``, spread by the match distribution) or is not in
-the footage (1 - ``prior``). An image the analyst rules out had mass m under the distribution shown
-when they did; under "present" that verdict had probability 1 - m, under "absent" 1, so each
-ruling-out multiplies the odds of presence by 1 - m: ruling out the images the system was sure of
-makes "probably not in this footage" likely, ruling out long shots changes little. (The facts alone
-cannot tell: a stranger's description is as likely as a gallery member's when the gallery is a fair
-sample of people.) Prior and threshold are measured by ``benchmarks/bench_presence.py``
-(docs/benchmarks.md).
+:func:`presence_probability` is the estimate from the rulings-out alone, used by a model without a
+fitted presence model. Hypotheses: the person is image i (prior ``prior``, spread by the match
+distribution) or is not in the footage (1 - ``prior``). An image the analyst rules out had mass m
+under the distribution shown when they did; under "present" that verdict had probability 1 - m,
+under "absent" 1, so each ruling-out multiplies the odds of presence by 1 - m. At a calibrated match
+five rulings-out barely move it; a fitted model (:mod:`minterpr.interaction.presence_model`: how
+well the remaining images fit the facts, how many were ruled out, ...) is what separates present
+from absent targets (docs/benchmarks.md).
 
 Example:
     >>> import numpy as np

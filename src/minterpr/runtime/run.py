@@ -43,6 +43,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 from minterpr.errors import InputError, RunError
 from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
 from minterpr.interaction.presence import MatchCalibration
+from minterpr.interaction.presence_model import OtherFeatures, PresenceModel
 from minterpr.interaction.reranking import RerankConfig
 
 if TYPE_CHECKING:  # torch-heavy: imported when a run is loaded
@@ -84,6 +85,9 @@ class RunExtras:
     # "match_calibration": the page's match temperature fitted on validation searches (minterpr
     # calibrate-match); None = not fitted, the policies' TEMPERATURE
     match: MatchCalibration | None = None
+    # "presence_model": "probably not in this footage", fitted on validation searches whose target is
+    # present or removed (minterpr calibrate-presence); None = not fitted, the rulings-out estimate
+    presence: PresenceModel | None = None
     other: dict[str, Any] = field(default_factory=dict)  # every other key, kept as written (stage, epoch, ...)
 
     @classmethod
@@ -94,10 +98,15 @@ class RunExtras:
         calibration = extra.pop("calibration", None)
         selection = extra.pop("scoring_selection", None)
         match = extra.pop("match_calibration", None)
+        stored = extra.pop("presence_model", None)
+        presence = None if stored is None else _presence(stored, source)
+        if stored is not None and presence is None:  # fitted on another feature set: kept as written, unused
+            extra["presence_model"] = stored
         return cls(None if scoring is None else _scoring(scoring, source),
                    None if calibration is None else _calibration(calibration, source),
                    None if selection is None else _selection(selection, source),
-                   None if match is None else _match(match, source), extra)
+                   None if match is None else _match(match, source),
+                   presence, extra)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``extra`` dict to store (plain data)."""
@@ -112,6 +121,8 @@ class RunExtras:
             out["scoring_selection"] = dataclasses.asdict(self.selection)
         if self.match is not None:
             out["match_calibration"] = self.match.to_dict()
+        if self.presence is not None:
+            out["presence_model"] = self.presence.to_dict()
         return out
 
     def match_temperature(self) -> float:
@@ -176,6 +187,21 @@ def _match(value: Any, source: str | os.PathLike[str]) -> MatchCalibration:
         return MatchCalibration.from_dict(_entry(value, "match_calibration", source))
     except ValueError as err:
         raise RunError(source, f"malformed extra 'match_calibration': {err}") from None
+
+
+def _presence(value: Any, source: str | os.PathLike[str]) -> PresenceModel | None:
+    """The record, or None (with a warning) for one fitted on another feature set: the page then keeps
+    the rulings-out estimate until ``minterpr calibrate-presence`` fits this version's."""
+    try:
+        return PresenceModel.from_dict(_entry(value, "presence_model", source))
+    except OtherFeatures as err:
+        import logging
+
+        logging.getLogger(__name__).warning("%s: extra 'presence_model' ignored: %s (refit it with minterpr "
+                                            "calibrate-presence)", os.fspath(source), err)
+        return None
+    except ValueError as err:
+        raise RunError(source, f"malformed extra 'presence_model': {err}") from None
 
 
 def _selection(value: Any, source: str | os.PathLike[str]) -> WeightSelection:

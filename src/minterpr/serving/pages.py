@@ -30,7 +30,7 @@ from markupsafe import Markup, escape
 
 from minterpr.serving.times import as_datetime, when  # noqa: F401  (when: the templates' filter)
 
-from minterpr.interaction.presence import percent, probably_absent
+from minterpr.interaction.presence import percent
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
 from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, match_export_filename,
@@ -246,13 +246,11 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
         not filtered and count < settings.max_results else None
     if view.action is not None:
         status_text += f" The system asks: {view.action.text}"
-    scope = ", ".join(case.cameras) if case.cameras else "every camera"
-    scope += (f", {when(case.start) or 'any time'} – {when(case.end) or 'any time'} (UTC)" if case.start or case.end
-              else ", any time")
+    scope = view.scope  # the session's own scope (the case's, narrowed by the filters it was started with)
     return dict(view=view, case=case, results=results, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
                 filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v and k != "n"),
-                more=more, absent=view.presence is not None and not view.confirmed and probably_absent(view.presence), strip=timeline_strip(results), footage=footage_range(pages.galleries(), view.gallery),
+                more=more, absent=view.probably_absent, strip=timeline_strip(results), footage=footage_range(pages.galleries(), view.gallery),
                 note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
                 can_export=pages.allowed(user, "session:export"))

@@ -229,7 +229,11 @@ class TurnView(Strict):
     timeline: list[TimelineEntry]
     unrecognised: list[str] = []  # facts said that the model cannot recognise (not shown as evidence)
     exports: list[TimelineEntry] = []  # the exports made of this session (who, when)
-    presence: float | None = None  # P(the person is in the images searched), from the rulings-out; None before any
+    # P(the person is in the images searched): the run's fitted presence model, else the rulings-out alone
+    # (None before any); probably_absent: the page says "probably not in this footage" (under the threshold)
+    presence: float | None = None
+    probably_absent: bool = False
+    scope: str = ""  # the images this session searches, in words: cameras and time window (UTC)
     confirmed_all: list[ConfirmedView] = []  # every crop confirmed as the person, in order (confirmed is the last)
 
 

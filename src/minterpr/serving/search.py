@@ -50,7 +50,7 @@ from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
 from minterpr.serving.views import (Live, Positions, confirmed, confirmed_all, export_images, seen, timeline,
-                                    turn_view)
+                                    scope_words, turn_view)
 from minterpr.vlm.assist import VLMAssistant
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
@@ -110,7 +110,8 @@ class Search:
                          {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope,
                           **({"vlm_captioned": loaded.captions["vlm_captioned"]} if loaded.captions else {}),
                           **acted(principal)})
-        live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0)
+        live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0,
+                    scope=scope_words(scope.cameras, scope.start, scope.end))
         self._remember(live)
         return turn_view(live, self.settings.results_per_turn, loaded.name)
 
@@ -430,7 +431,7 @@ class Search:
         exports = [TimelineEntry(seq=e.seq, kind=e.kind, text="", gallery_index=e.payload.get("gallery_index"),
                                  user=e.user, time=e.time) for e in log if e.kind == "export"]
         return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
-                    dict(row.options or {}), len(log), timeline, exports)
+                    dict(row.options or {}), len(log), timeline, exports, scope_words(scope.cameras, scope.start, scope.end))
 
     def _with_model(self, session: Any) -> Any:
         """``session`` with the service's vision-language model (`serve --vlm-url`), if one is configured."""

@@ -25,8 +25,10 @@ import numpy as np
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.history import describe_said, fact_source
 from minterpr.interaction.explain import describe_fact
-from minterpr.interaction.presence import percent, presence_probability
+from minterpr.interaction.presence import ABSENT_BELOW, percent, presence_probability
+from minterpr.interaction.presence_model import session_features
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
+from minterpr.serving.times import when
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
 STATEMENT = ("This records the analyst's judgement that the image looks like the person searched for "
@@ -72,6 +74,7 @@ class Live:
     seq: int  # events committed (the session's events up to here are in this state)
     timeline: list[TimelineEntry] = field(default_factory=list)  # one per turn of session.history
     exports: list[TimelineEntry] = field(default_factory=list)  # one per export made (kind "export"), oldest first
+    scope: str = "every camera, any time"  # the images this session searches, in words (scope_words)
 
     def image_info(self, gallery_index: int) -> tuple[str, str | None, str | None]:
         """(path, camera, time) of a gallery image."""
@@ -167,21 +170,51 @@ def timeline(live: Live) -> list[TimelineEntry]:
             for t, entry in zip(live.timeline, live.session.history)]
 
 
-def presence(live: Live) -> float | None:
-    """P(the person is in the searched images) from the images ruled out so far, with the match each
-    had on the page when it was (None before anything was ruled out)."""
+def scope_words(cameras: Any, start: float | None, end: float | None) -> str:
+    """A session's scope for people: ``'cam1, cam2, 2026-12-01 10:00:00 – any time (UTC)'``;
+    ``'every camera, any time'`` when it is the whole gallery.
+
+    Example:
+        >>> scope_words(None, None, None), scope_words(["c1", "c2"], 0.0, None)
+        ('every camera, any time', 'c1, c2, 1970-01-01 00:00:00 – any time (UTC)')
+    """
+    words = ", ".join(cameras) if cameras else "every camera"
+    if start is None and end is None:
+        return words + ", any time"
+    return f"{words}, {when(format_time(start)) or 'any time'} – {when(format_time(end)) or 'any time'} (UTC)"
+
+
+def presence(live: Live) -> tuple[float | None, bool]:
+    """(P(the person is in the searched images), whether to say "probably not in this footage").
+
+    With the run's fitted presence model (extra ``"presence_model"``, interaction/presence_model.py)
+    the probability of every step, from the facts, the match and the images ruled out (each with the
+    match it had on the page when it was), flagged under the model's threshold; without one (or over
+    a gallery without attribute probabilities) the rulings-out estimate (None before anything was
+    ruled out) under ABSENT_BELOW. Never flagged once
+    the analyst confirmed an image."""
     judgements = live.session.judgements
     masses = [t.similarity for t in live.timeline if t.kind == "feedback" and t.similarity is not None
               and t.gallery_index is not None and judgements.get(live.positions.to_local(t.gallery_index)) is False]
-    return presence_probability(masses) if masses else None
+    model = getattr(live.gallery.pipeline.extras, "presence", None)
+    usable = model is not None and live.session.index.attribute_probs is not None  # its fit signals need them
+    features = session_features(live.session, masses) if usable else None
+    if features is not None:
+        probability, threshold = model.probability(features), model.threshold
+    else:
+        probability, threshold = (presence_probability(masses) if masses else None), ABSENT_BELOW
+    flagged = probability is not None and probability < threshold and not any(judgements.values())
+    return probability, flagged
 
 
 def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
+    probability, absent = presence(live)
     return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
                     turns=len(live.session.history), gallery_size=live.positions.gallery_size,
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
                     confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=timeline(live),
-                    unrecognised=unrecognised(live), presence=presence(live),
+                    unrecognised=unrecognised(live), presence=probability, probably_absent=absent,
+                    scope=live.scope,
                     exports=list(live.exports))
 
 

@@ -111,6 +111,28 @@ def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExt
         >>> store_match_calibration(run_dir, record).match.temperature, load_run(run_dir).extras.other
         (0.05, {'epoch': 2})
     """
+    return _store_record(path, "match", "match_calibration", record)
+
+
+def store_presence_model(path: str | os.PathLike[str], record: Any) -> RunExtras:
+    """Write a :class:`~minterpr.interaction.presence_model.PresenceModel` into the model at ``path``,
+    as :func:`store_match_calibration` writes its record (extra ``"presence_model"``).
+
+    Example:
+        >>> import tempfile
+        >>> from minterpr.interaction.presence_model import FEATURE_NAMES, PresenceModel
+        >>> from minterpr.models import create_model, save_model
+        >>> run_dir = Path(tempfile.mkdtemp())
+        >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"epoch": 2})
+        >>> record = PresenceModel("val", dict.fromkeys(FEATURE_NAMES, 0.5), 1.0, 0.3, 10, 40, 90.0, 5.0, {})
+        >>> store_presence_model(run_dir, record).presence.threshold, load_run(run_dir).extras.other
+        (0.3, {'epoch': 2})
+    """
+    return _store_record(path, "presence", "presence_model", record)
+
+
+def _store_record(path: str | os.PathLike[str], field: str, key: str, record: Any) -> RunExtras:
+    """Store ``record`` as the extras' ``field`` (extra ``key``) of the model at ``path``."""
     import json
 
     from minterpr.fileio import atomic_write_text
@@ -118,12 +140,12 @@ def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExt
     from minterpr.runtime.run import model_path_of
 
     model_path, _ = model_path_of(path)
-    extras = dataclasses.replace(load_run(model_path).extras, match=record)
+    extras = dataclasses.replace(load_run(model_path).extras, **{field: record})
     if model_path.is_dir():  # an exported model directory: its extras are a JSON file beside the weights
         target = model_path / EXTRAS_FILE
         mode = target.stat().st_mode & 0o777
         atomic_write_text(target, json.dumps(extras.to_dict(), indent=1, sort_keys=True) + "\n")
         os.chmod(target, mode)
     else:
-        update_extra(model_path, {"match_calibration": record.to_dict()})
+        update_extra(model_path, {key: record.to_dict()})
     return extras
