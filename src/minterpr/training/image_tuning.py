@@ -339,7 +339,7 @@ class ImageTuner:
         bar.close()
         state["seconds"] += time.perf_counter() - started
         record = {"epoch": epoch + 1, "loss": state["loss_sum"] / max(1, self.steps_per_epoch),
-                  "seconds": round(state["seconds"], 1)}
+                  "seconds": round(state["seconds"], 3)}
         if size is not None:
             record["input_size"] = list(size)
         if self.val is not None and len(self.val):
