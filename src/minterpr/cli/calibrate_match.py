@@ -11,7 +11,7 @@ then use it (docs/web.md, docs/benchmarks.md "Probably not in this footage").
 
 Example:
     $ minterpr calibrate-match --run outputs/demo/run --data outputs/demo/data
-    $ minterpr calibrate-match --run models/peta-pa100k-lite0 --data data/peta_cw --searches 40 --json -
+    $ minterpr calibrate-match --run models/peta-pa100k-lite2 --data data/peta_cw --searches 40 --json -
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ features read the match at the model's fitted temperature. Measured on test by
 
 Example:
     $ minterpr calibrate-presence --run outputs/demo/run --data outputs/demo/data
-    $ minterpr calibrate-presence --run models/peta-pa100k-lite0 --data data/peta_cw --searches 60 --json -
+    $ minterpr calibrate-presence --run models/peta-pa100k-lite2 --data data/peta_cw --searches 60 --json -
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 The video (``--video``, else ``../shared/data/video/vtest.avi`` beside the repository, else Debian's
 ``opencv-doc`` copy) is ingested once with the real-footage model (``--run``, else
-:func:`minterpr.models.zoo.default_real_model_dir`, the shipped ``peta-pa100k-lite0``) into the service's gallery ``street``, with
+:func:`minterpr.models.zoo.default_real_model_dir`, the shipped ``peta-pa100k-lite2``) into the service's gallery ``street``, with
 camera ``street:cam1``, capture times from :data:`STREET_START` and HOG on frames enlarged
 1.5 times (:data:`STREET_DETECTOR_OPTIONS`: its people are small). Ingestion is a resumable job
 (:mod:`minterpr.ingest`): a later start finds it done and reuses the store in seconds; another

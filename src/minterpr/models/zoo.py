@@ -33,7 +33,7 @@ from pathlib import Path
 
 from minterpr.errors import InputError, RunError
 
-DEFAULT_REAL_MODEL = "peta-pa100k-lite0"  # the shipped model for real camera footage (models/<name>/)
+DEFAULT_REAL_MODEL = "peta-pa100k-lite2"  # the shipped model for real camera footage (models/<name>/)
 MODELS_ENV = "MINTERPR_MODELS"  # a folder of shipped model directories, instead of the repository's models/
 ZOO_FILE = "zoo.json"  # in that folder: {name: {"config_sha256": ..., "summary": ...}}
 SHIPPED_PREFIX, HUB_PREFIX = "shipped", "hf-hub:"
