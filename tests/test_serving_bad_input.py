@@ -94,6 +94,23 @@ def test_bad_json_requests(service):
     assert client.get(url).json()["turns"] == 0  # nothing above changed the session
 
 
+def test_integers_and_booleans_in_bodies_are_json_integers_and_booleans(service):
+    """probe_service.py: lax parsing took ``true`` for gallery index 1 and ``"0"`` for 0, so a sloppy
+    client's feedback landed on an image it never named."""
+    client, headers, sid, _ = service
+    url = f"/api/sessions/{sid}"
+    for value in (True, "0", 1.0, "1e0"):
+        refused(client.post(url + "/feedback", json={"gallery_index": value, "text": "not him"}, headers=headers),
+                422, "invalid", "gallery_index")
+        refused(client.post(url + "/example", json={"gallery_index": value}, headers=headers), 422, "invalid",
+                "gallery_index")
+    for value in ("true", 1):
+        refused(client.post(url + "/confirm", json={"gallery_index": 0, "acknowledge": value}, headers=headers),
+                422, "invalid", "acknowledge")
+    refused(client.post("/api/sessions", json={"case_id": "1", "gallery": "test"}, headers=headers), 422, "invalid",
+            "case_id")
+
+
 def test_request_size_is_capped(service):
     client, headers, sid, _ = service
     url = f"/api/sessions/{sid}/describe"

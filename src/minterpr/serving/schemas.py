@@ -22,7 +22,8 @@ from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 TEXT_MAX = 1000  # longest free text a request may carry (ServeSettings.max_text_chars may lower it)
 NAME_MAX = 64
-Position = Field(ge=0, le=2**40, description="a position in the gallery (0-based)")
+# strict: a JSON integer only (lax parsing would take true for 1 and "7" for 7)
+Position = Field(strict=True, ge=0, le=2**40, description="a position in the gallery (0-based)")
 
 
 def _plain_text(value: str) -> str:
@@ -140,7 +141,7 @@ class CaseView(Strict):
 
 # ----- sessions --------------------------------------------------------------------------------
 class StartSessionRequest(Strict):
-    case_id: int = Field(ge=1, le=2**62)
+    case_id: int = Field(strict=True, ge=1, le=2**62)
     gallery: Text = Field(min_length=1, max_length=NAME_MAX)
     cameras: list[Camera] | None = Field(default=None, max_length=1000, description="within the case's cameras")
     start: datetime | None = None  # within the case's time scope
@@ -166,7 +167,7 @@ class ExampleRequest(Strict):
 
 class ConfirmRequest(Strict):
     gallery_index: int = Position
-    acknowledge: bool = Field(description="must be true: I confirm this result looks like the person I am "
+    acknowledge: bool = Field(strict=True, description="must be true: I confirm this result looks like the person I am "
                                           "searching for; this records similarity, not identity")
 
 
@@ -263,7 +264,7 @@ class VerifyResponse(Strict):
 
 
 class RetentionRequest(Strict):
-    days: int = Field(ge=1, le=36500)
+    days: int = Field(strict=True, ge=1, le=36500)
 
 
 class RetentionReport(Strict):
