@@ -132,6 +132,12 @@ def test_the_spec_describes_what_schemathesis_found_refused(service):
     assert any(option.get("minItems") == 1 for option in body["cameras"]["anyOf"]), body["cameras"]
     case_id = schema["components"]["schemas"]["StartSessionRequest"]["properties"]["case_id"]
     assert case_id["maximum"] == 2**53 - 1  # ids every JSON parser reads exactly
+    text = schema["components"]["schemas"]["DescribeRequest"]["properties"]["text"]
+    assert text["pattern"] == "^[^\\x00]*$"  # no NUL: refused before, now said
+    ack = schema["components"]["schemas"]["ConfirmRequest"]["properties"]["acknowledge"]
+    assert ack.get("const") is True
+    name = schema["components"]["schemas"]["RegisterGalleryRequest"]["properties"]["name"]
+    assert name["pattern"] == "^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a field's own pattern is kept
     # a body that is not text: 400 in the one error shape, and the spec lists 400
     refused(client.post(f"/api/sessions/{sid}/describe", content=b'{"text": "\x80"}', headers={**headers,
             "content-type": "application/json"}), 400, "bad_request")

@@ -16,7 +16,7 @@ Example:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
@@ -56,8 +56,26 @@ def _plain_text(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_plain_text)]  # every request string goes through this
-Camera = Annotated[Text, Field(min_length=1, max_length=200, pattern=r"\S")]
+# every request string goes through this; the spec says "no NUL" (a lone surrogate it cannot say)
+NO_NUL = r"^[^\x00]*$"
+NONBLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"  # and at least one character that is not a space
+
+
+def text(pattern: str = NO_NUL) -> Any:
+    """A request string matching ``pattern`` (a field's own ``Field(pattern=...)`` would not replace the
+    type's: the type's constraint wins), with what no pattern can say checked too (lone surrogates).
+
+    >>> from pydantic import TypeAdapter
+    >>> TypeAdapter(text(NONBLANK)).json_schema()["pattern"] == NONBLANK
+    True
+    """
+    return Annotated[str, Field(pattern=pattern), AfterValidator(_plain_text)]
+
+
+Text = text()
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # gallery names: they name folders
+Name = text(NAME)
+Camera = Annotated[text(NONBLANK), Field(min_length=1, max_length=200)]
 
 
 class Strict(BaseModel):
@@ -131,15 +149,15 @@ class GalleryView(Strict):
 
 
 class RegisterGalleryRequest(Strict):
-    name: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: Name = Field(min_length=1, max_length=NAME_MAX)
     directory: Text = Field(min_length=1, max_length=4096)
     run_dir: Text = Field(min_length=1, max_length=4096)
 
 
 class OpenCaseRequest(Strict):
-    title: Text = Field(min_length=1, max_length=200, pattern=r"\S")
+    title: text(NONBLANK) = Field(min_length=1, max_length=200)
     # at least 10 characters from the first to the last that is not a space (what the case service keeps)
-    purpose: Text = Field(min_length=10, max_length=TEXT_MAX, pattern=r"\S[\s\S]{8,}\S",
+    purpose: text(r"^[^\x00]*[^\s\x00][^\x00]{8,}[^\s\x00][^\x00]*$") = Field(min_length=10, max_length=TEXT_MAX,
                          description="why this search is made (a report number, an authorisation)")
     # the scope is stated explicitly: null means every camera / no time bound, and must be sent as null
     cameras: list[Camera] | None = Field(min_length=1, max_length=1000,
@@ -189,7 +207,8 @@ class ExampleRequest(Strict):
 
 class ConfirmRequest(Strict):
     gallery_index: Index = Position
-    acknowledge: bool = Field(strict=True, description="must be true: I confirm this result looks like the person I am "
+    # the spec says true only; false is answered by the service (acknowledge_required, saying why)
+    acknowledge: bool = Field(strict=True, json_schema_extra={"const": True}, description="must be true: I confirm this result looks like the person I am "
                                           "searching for; this records similarity, not identity")
 
 
