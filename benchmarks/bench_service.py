@@ -290,7 +290,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                            "by --run) instead of synthetic clusters")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "minterpr_bench_service"))
     parser.add_argument("--no-restart", action="store_true")
-    parser.add_argument("--writers", action="store_true", help="during the load phase, `minterpr users add` every 2 s "
+    parser.add_argument("--writers", action="store_true", help="during the load phase, `minterpr users add` back to back (0.5 s apart) "
                         "against the same state folder and an ingestion job (bench_service_writers.py)")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)

@@ -53,7 +53,7 @@ def add_admin(data: Path) -> str:
 class Writers:
     """The CLI writer and the ingestion job, each in a thread, from :meth:`start` to :meth:`stop`."""
 
-    def __init__(self, url: str, data: Path, run: Path, admin_key: str, every_s: float = 2.0) -> None:
+    def __init__(self, url: str, data: Path, run: Path, admin_key: str, every_s: float = 0.5) -> None:
         self.url, self.data, self.run, self.key, self.every_s = url, data, run, admin_key, every_s
         self.errors: list[str] = []
         self.cli_writes = 0
