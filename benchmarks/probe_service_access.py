@@ -148,13 +148,15 @@ def forged(ctx: Ctx) -> None:
     for kind in ("logged out", "expired"):
         login = httpx.post(ctx.url + "/api/auth/login", json={"username": "dan", "password": PASSWORD})
         cookies, token = dict(login.cookies), login.json()["csrf_token"]
-        if kind == "logged out":
-            httpx.post(ctx.url + "/api/auth/logout", cookies=cookies, headers={"X-CSRF-Token": token})
-        else:
-            _expire_logins(ctx, "dan")
-        for method, path in (("GET", "/api/auth/me"), ("POST", "/api/cases"), ("GET", "/cases")):
-            r = httpx.request(method, ctx.url + path, cookies=cookies, headers={"X-CSRF-Token": token},
-                              json=body_for(ctx, path) if method == "POST" else None)
+        with httpx.Client(base_url=ctx.url, cookies=cookies, headers={"X-CSRF-Token": token}, timeout=60) as http:
+            if kind == "logged out":
+                http.post("/api/auth/logout")
+                http.cookies = httpx.Cookies(cookies)  # the old cookie again, as a thief who copied it would send it
+            else:
+                _expire_logins(ctx, "dan")
+            answers = [(method, path, http.request(method, path, json=body_for(ctx, path) if method == "POST" else None))
+                       for method, path in (("GET", "/api/auth/me"), ("POST", "/api/cases"), ("GET", "/cases"))]
+        for method, path, r in answers:
             ok = r.status_code == 401 or (path == "/cases" and r.status_code == 303)
             ctx.record(cat, f"a {kind} login cookie: {method} {path}", "401 (a page: redirect to /login)", got(r), ok)
     with httpx.Client(base_url=ctx.url, headers={"Authorization": "Bearer " + secrets.token_urlsafe(16)}) as http:
@@ -307,8 +309,8 @@ def other_users(ctx: Ctx) -> None:
     jar = {"minterpr_session": ctx.cookies["ana"]["minterpr_session"], "minterpr_csrf": ctx.csrf["bob"]}
     import httpx
 
-    r = httpx.post(ctx.url + f"/api/sessions/{sid}/describe", cookies=jar, headers={"X-CSRF-Token": ctx.csrf["bob"]},
-                   json={"text": "a man"})
+    with httpx.Client(base_url=ctx.url, cookies=jar, headers={"X-CSRF-Token": ctx.csrf["bob"]}) as http:
+        r = http.post(f"/api/sessions/{sid}/describe", json={"text": "a man"})
     ctx.record(cat, "ana's cookie with bob's CSRF token", "403 csrf_failed", got(r), got(r) == "403 csrf_failed")
     for who, what, path, action in (("bob", "session", f"/api/sessions/{sid}", "session_read"),
                                     ("vic", "session", f"/api/sessions/{sid}", "session_read"),
