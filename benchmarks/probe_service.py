@@ -313,10 +313,11 @@ def tables(results: list[Result]) -> str:
 def categories() -> dict[str, Callable[[Ctx], None]]:
     """Every probe family, in the order they run (the kill and the rate limits last: a restart resets the buckets)."""
     from probe_service_access import ACCESS
+    from probe_service_injection import injection
     from probe_service_load import LOAD
     from probe_service_robust import ROBUST
 
-    return {**ACCESS, **ROBUST, **LOAD}
+    return {**ACCESS, "injection": injection, **ROBUST, **LOAD}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -9,12 +9,11 @@ import secrets
 import shutil
 import sqlite3
 import struct
-import threading
 import zlib
 from typing import Any
 
 from probe_service import PASSWORD, Ctx, minterpr, start_session
-from probe_service_access import got, png_bytes, uploads_count
+from probe_service_access import got, png_bytes
 
 
 def raw(ctx: Ctx, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"") -> tuple[int, bytes]:
