@@ -50,7 +50,7 @@ from pathlib import Path
 from minterpr.serving.app import create_app
 from minterpr.serving.settings import RateSpec, ServeSettings
 settings = ServeSettings(data_dir=Path(sys.argv[1]), torch_threads=1, search_rate=RateSpec(1e6, 10**6),
-                         max_live_sessions=1000)
+                         max_live_sessions=1000, import_roots=tuple(Path(p) for p in sys.argv[3:]))
 uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 """
 TURNS_PER_SESSION = 12  # turns of one session in the latency phase (the model reads at most 16)
@@ -146,8 +146,8 @@ def _principal(services: Any) -> Any:
 
 
 class Server:
-    def __init__(self, data: Path, port: int, log: Path) -> None:
-        self.data, self.port, self.log = data, port, log
+    def __init__(self, data: Path, port: int, log: Path, import_roots: tuple[Path, ...] = ()) -> None:
+        self.data, self.port, self.log, self.import_roots = data, port, log, import_roots
         self.process: subprocess.Popen | None = None
 
     def start(self, timeout: float = 300.0) -> float:
@@ -156,7 +156,8 @@ class Server:
         started = time.perf_counter()
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", LAUNCH, str(self.data), str(self.port)],
+            self.process = subprocess.Popen([sys.executable, "-c", LAUNCH, str(self.data), str(self.port),
+                                             *map(str, self.import_roots)],
                                             stdout=log, stderr=subprocess.STDOUT, env=env)
         while time.perf_counter() - started < timeout:
             if self.process.poll() is not None:
@@ -268,7 +269,13 @@ def percentiles(latencies: list[float], parts: list[dict[str, float]]) -> dict[s
     if known:
         for name in ("session", "view", "commit"):
             out[f"{name}_p50_ms"] = round(float(np.median([p[name] for _, p in known])), 1)
+        out["commit_p95_ms"] = round(float(np.percentile([p["commit"] for _, p in known], 95)), 1)
         out["outside_session_p50_ms"] = round(float(np.median([total - p["session"] for total, p in known])), 1)
+        # the tail: the turns at or above the p95 latency, and the part of their time the commit took
+        tail = [(total, p) for total, p in known if total >= out["p95_ms"]]
+        out["tail_turns"] = len(tail)
+        out["commit_share_of_tail"] = round(sum(p["commit"] for _, p in tail) / max(1e-9, sum(t for t, _ in tail)), 3)
+        out["commit_share_p50"] = round(float(np.median([p["commit"] / max(total, 1e-9) for total, p in known])), 3)
     return out
 
 
@@ -283,6 +290,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                                            "by --run) instead of synthetic clusters")
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "minterpr_bench_service"))
     parser.add_argument("--no-restart", action="store_true")
+    parser.add_argument("--writers", action="store_true", help="during the load phase, `minterpr users add` back to back (0.5 s apart) "
+                        "against the same state folder and an ingestion job (bench_service_writers.py)")
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -294,7 +303,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                               "store_s": round(time.perf_counter() - t, 1)}
     data = Path(tempfile.mkdtemp(prefix="state_", dir=work))
     key, case = prepare_state(data, run, store)
-    server = Server(data, free_port(), work / "server.log")
+    admin_key = None
+    if args.writers:
+        from bench_service_writers import add_admin
+
+        admin_key = add_admin(data)
+    server = Server(data, free_port(), work / "server.log", import_roots=(run.resolve().parent,))
     result["start_s"] = round(server.start(), 1)
     url = f"http://127.0.0.1:{server.port}"
     try:
@@ -330,12 +344,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         threads = [threading.Thread(target=drive, args=(c,)) for c in clients]
         if not args.no_restart:
             threads.append(threading.Thread(target=restarter))
+        writers = None
+        if admin_key is not None:
+            from bench_service_writers import Writers
+
+            writers = Writers(url, data, run.resolve(), admin_key)
+            writers.start()
         started = time.perf_counter()
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
         wall = time.perf_counter() - started
+        writer_report = writers.stop() if writers is not None else None
         latencies = [x for c in clients for x in c.latencies]
         lost, different = [], []
         for c in clients:
@@ -349,7 +370,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                           "errors": sum(len(c.errors) for c in clients),
                           "error_examples": [e for c in clients for e in c.errors][:3],
                           "interrupted_requests": sum(c.interrupted for c in clients), "restart": restart,
-                          "sessions_with_lost_or_doubled_turns": lost, "sessions_ranking_differently": different}
+                          "sessions_with_lost_or_doubled_turns": lost, "sessions_ranking_differently": different,
+                          **({"writers": writer_report} if writer_report is not None else {})}
     finally:
         server.kill()
     print(json.dumps(result, indent=1))

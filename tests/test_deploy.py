@@ -50,17 +50,26 @@ def test_the_dockerfile_honours_the_constraints_runs_as_a_user_and_checks_health
     assert "HEALTHCHECK" in text and "/healthz" in text
 
 
-@pytest.mark.skipif(shutil.which("docker") is None, reason="docker is not installed")
+def _compose() -> list[str] | None:
+    """``docker compose`` (v2), else ``docker-compose`` (v1, Debian's package), else None."""
+    for command in (["docker", "compose"], ["docker-compose"]):
+        if shutil.which(command[0]) is None:
+            continue
+        if subprocess.run([*command, "version"], capture_output=True, text=True).returncode == 0:
+            return command
+    return None
+
+
 def test_docker_compose_accepts_the_file(tmp_path):
-    probe = subprocess.run(["docker", "compose", "version"], capture_output=True, text=True)
-    if probe.returncode != 0:
-        pytest.skip("docker compose is not available")
+    compose = _compose()
+    if compose is None:
+        pytest.skip("neither docker compose nor docker-compose is available")
     secret = DEPLOY / "db_password.txt"
     made = not secret.exists()
     if made:
         secret.write_text("for the config check only\n")
     try:
-        result = subprocess.run(["docker", "compose", "-f", str(COMPOSE), "config", "--quiet"],
+        result = subprocess.run([*compose, "-f", str(COMPOSE), "config", "--quiet"],
                                 capture_output=True, text=True)
     finally:
         if made:

@@ -115,3 +115,40 @@ def test_the_api_docs_load_nothing_from_outside(service):
         assert client.get(source).status_code == 200, source
     assert "unpkg" not in page.text and "jsdelivr" not in page.text
     assert client.get("/api/docs/static/LICENSE").status_code == 200
+
+
+def test_the_api_docs_carry_a_content_security_policy_without_inline_script(service):
+    """probe_service.py found /api/docs, the one HTML page without a policy (its Swagger UI was started
+    by an inline script)."""
+    client, _ = service
+    page = client.get("/api/docs")
+    policy = page.headers.get("content-security-policy", "")
+    script = next(d for d in policy.split(";") if d.strip().startswith("script-src"))
+    assert "frame-ancestors 'none'" in policy and "'self'" in script and "unsafe-inline" not in script, policy
+    scripts = re.findall(r"<script([^>]*)>(.*?)</script>", page.text, flags=re.S)
+    assert scripts and all("src=" in attrs and not body.strip() for attrs, body in scripts), scripts
+    init = client.get("/api/docs/init.js")
+    assert init.status_code == 200 and "/api/openapi.json" in init.text
+
+
+
+def test_uploaded_images_are_readable_by_their_owner_only(service):
+    """An uploaded example is a picture of a person: probe_service.py found it stored 0644 (the umask's)."""
+    import io
+
+    from PIL import Image
+
+    client, services = service
+    headers = login(client, "ana")
+    case = open_case(client, headers)
+    sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
+    buffer = io.BytesIO()
+    Image.new("RGB", (32, 64), (200, 10, 10)).save(buffer, "PNG")
+    done = client.post(f"/api/sessions/{sid}/example/upload", files={"file": ("p.png", buffer.getvalue(), "image/png")},
+                       headers=headers)
+    assert done.status_code == 200, done.text
+    stored = [p for p in services.settings.uploads_dir.rglob("*") if p.is_file()]
+    assert stored
+    for path in stored:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+        assert stat.S_IMODE(path.parent.stat().st_mode) == 0o700, path.parent

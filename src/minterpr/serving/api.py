@@ -17,7 +17,7 @@ from minterpr.serving.accounts import Principal
 from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, refuse_cross_site,
                                    require, set_login_cookies)
 from minterpr.serving.errors import ApiError
-from minterpr.serving.schemas import (AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
+from minterpr.serving.schemas import (ID_MAX, AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
                                       ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, GalleryView, KeyCreated,
                                       KeyView,
                                       LoginRequest, LoginResponse, OpenCaseRequest, RegisterGalleryRequest,
@@ -28,10 +28,10 @@ router = APIRouter(prefix="/api")
 # Annotated, not shared defaults: FastAPI copies an Annotated parameter's FieldInfo for each route and
 # parameter, but writes the parameter's name into a shared default object (the last route's name wins).
 SessionId = Annotated[str, Path(pattern=r"^[0-9a-f]{32}$", description="a session id (32 hex characters)")]
-Id = Annotated[int, Path(ge=1, le=2**62)]
+Id = Annotated[int, Path(ge=1, le=ID_MAX)]  # ids beyond 2^53 are not read exactly by every JSON client
 Top = Annotated[int | None, Query(ge=1, le=1000, description="results to return (at most the server's max_results)")]
 ERRORS: dict[int | str, dict] = {code: {"model": ErrorBody, "description": "refused: the one error shape"}
-                                 for code in (401, 403, 404, 409, 410, 413, 415, 422, 429)}
+                                 for code in (400, 401, 403, 404, 409, 410, 413, 415, 422, 429)}
 
 
 def _timed(request: Request, response: Response, view: TurnView) -> TurnView:

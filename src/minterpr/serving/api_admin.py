@@ -15,7 +15,7 @@ from minterpr.serving.accounts import Principal
 from minterpr.serving.api import ERRORS
 from minterpr.serving.deps import get_services, require
 from minterpr.serving.retention import purge
-from minterpr.serving.schemas import CreateUserRequest, Health, RetentionReport, RetentionRequest, UserView, VerifyResponse
+from minterpr.serving.schemas import ID_MAX, CreateUserRequest, Health, RetentionReport, RetentionRequest, UserView, VerifyResponse
 
 router = APIRouter()
 
@@ -26,8 +26,8 @@ def health(request: Request) -> Health:
 
 
 @router.get("/api/audit/entries", tags=["audit"], responses=ERRORS)
-def audit_entries(request: Request, after: int = Query(default=0, ge=0, le=2**62),
-                  limit: int = Query(default=100, ge=1, le=1000), case_id: int | None = Query(default=None, ge=1, le=2**62),
+def audit_entries(request: Request, after: int = Query(default=0, ge=0, le=ID_MAX),
+                  limit: int = Query(default=100, ge=1, le=1000), case_id: int | None = Query(default=None, ge=1, le=ID_MAX),
                   _: Principal = Depends(require("audit:read"))) -> list[dict[str, Any]]:
     return get_services(request).audit.entries(after=after, limit=limit, case_id=case_id)
 

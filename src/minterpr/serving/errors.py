@@ -25,6 +25,22 @@ _STATUS_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 4
                  415: "unsupported_media_type", 422: "invalid", 429: "rate_limited", 500: "internal"}
 
 
+def allowed_methods(app: Any, path: str) -> str | None:
+    """The methods the OpenAPI spec lists for ``path`` (``"GET, POST"``), None when no operation matches.
+
+    >>> from fastapi import FastAPI
+    >>> app = FastAPI()
+    >>> _ = app.get("/cases/{case_id}")(lambda case_id: None), app.post("/cases/{case_id}")(lambda case_id: None)
+    >>> allowed_methods(app, "/cases/7"), allowed_methods(app, "/nowhere")
+    ('GET, POST', None)
+    """
+    for template, operations in app.openapi().get("paths", {}).items():
+        pattern = re.sub(r"\\\{[^}]*\\\}", "[^/]+", re.escape(template))
+        if re.fullmatch(pattern, path):
+            return ", ".join(sorted(method.upper() for method in operations))
+    return None
+
+
 class ApiError(MinterprError):
     """A refused request: HTTP status, a stable machine code, a sentence for people, the field at fault
     (a documented error: on the command line it prints as one line, exit 2)."""
@@ -104,7 +120,10 @@ def install_error_handlers(app: Any) -> None:
     async def http_error(request: Any, err: StarletteHTTPException) -> Any:
         code = _STATUS_CODES.get(err.status_code, "error")
         message = err.detail if isinstance(err.detail, str) else code.replace("_", " ")
-        return respond(request, ApiError(err.status_code, code, message, headers=dict(err.headers or {})))
+        headers = dict(err.headers or {})
+        if err.status_code == 405:  # Starlette names the methods of the first route of the path only
+            headers["Allow"] = allowed_methods(request.app, request.url.path) or headers.get("Allow", "")
+        return respond(request, ApiError(err.status_code, code, message, headers=headers))
 
     @app.exception_handler(MinterprError)
     async def library_error(request: Any, err: MinterprError) -> Any:

@@ -268,7 +268,7 @@ def register(app: Any) -> None:
                                       refuse_cross_site, set_login_cookies)
 
     SessionId = PathParam(pattern=r"^[0-9a-f]{32}$")  # noqa: N806  (as the API's session ids)
-    CaseId = PathParam(ge=1, le=2**62)  # noqa: N806
+    CaseId = PathParam(ge=1, le=2**53 - 1)  # noqa: N806
     pages = Pages(app)
     app.state.html_error_renderer = pages.error_page
     app.mount("/static", StaticFiles(directory=STATIC), name="static")

@@ -16,13 +16,33 @@ Example:
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
 TEXT_MAX = 1000  # longest free text a request may carry (ServeSettings.max_text_chars may lower it)
 NAME_MAX = 64
+ID_MAX = 2**53 - 1  # the largest integer every JSON parser reads exactly (an id beyond it is refused)
+
+
+def _json_number(value: object) -> object:
+    """What JSON Schema calls an integer: a number (3 or 3.0), never true/false nor a string ("3")."""
+    if isinstance(value, (bool, str, bytes)):
+        raise ValueError("must be a JSON number, not " + ("a boolean" if isinstance(value, bool) else "a string"))
+    return value
+
+
+def _json_time(value: object) -> object:
+    """A time is an ISO 8601 string (or null), not a number of seconds."""
+    if value is not None and not isinstance(value, (str, datetime)):
+        raise ValueError("must be an ISO 8601 date-time string, e.g. 2026-03-02T08:00:00Z")
+    return value
+
+
+# a JSON integer only (lax parsing took true for 1 and "7" for 7: a sloppy client's move on an image it never named)
+Index = Annotated[int, BeforeValidator(_json_number)]
 Position = Field(ge=0, le=2**40, description="a position in the gallery (0-based)")
+Time = Annotated[datetime, BeforeValidator(_json_time)]
 
 
 def _plain_text(value: str) -> str:
@@ -36,8 +56,26 @@ def _plain_text(value: str) -> str:
     return value
 
 
-Text = Annotated[str, AfterValidator(_plain_text)]  # every request string goes through this
-Camera = Annotated[Text, Field(min_length=1, max_length=200)]
+# every request string goes through this; the spec says "no NUL" (a lone surrogate it cannot say)
+NO_NUL = r"^[^\x00]*$"
+NONBLANK = r"^[^\x00]*[^\s\x00][^\x00]*$"  # and at least one character that is not a space
+
+
+def text(pattern: str = NO_NUL) -> Any:
+    """A request string matching ``pattern`` (a field's own ``Field(pattern=...)`` would not replace the
+    type's: the type's constraint wins), with what no pattern can say checked too (lone surrogates).
+
+    >>> from pydantic import TypeAdapter
+    >>> TypeAdapter(text(NONBLANK)).json_schema()["pattern"] == NONBLANK
+    True
+    """
+    return Annotated[str, Field(pattern=pattern), AfterValidator(_plain_text)]
+
+
+Text = text()
+NAME = r"^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # gallery names: they name folders
+Name = text(NAME)
+Camera = Annotated[text(NONBLANK), Field(min_length=1, max_length=200)]
 
 
 class Strict(BaseModel):
@@ -111,19 +149,21 @@ class GalleryView(Strict):
 
 
 class RegisterGalleryRequest(Strict):
-    name: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    name: Name = Field(min_length=1, max_length=NAME_MAX)
     directory: Text = Field(min_length=1, max_length=4096)
     run_dir: Text = Field(min_length=1, max_length=4096)
 
 
 class OpenCaseRequest(Strict):
-    title: Text = Field(min_length=1, max_length=200)
-    purpose: Text = Field(min_length=10, max_length=TEXT_MAX,
+    title: text(NONBLANK) = Field(min_length=1, max_length=200)
+    # at least 10 characters from the first to the last that is not a space (what the case service keeps)
+    purpose: text(r"^[^\x00]*[^\s\x00][^\x00]{8,}[^\s\x00][^\x00]*$") = Field(min_length=10, max_length=TEXT_MAX,
                          description="why this search is made (a report number, an authorisation)")
     # the scope is stated explicitly: null means every camera / no time bound, and must be sent as null
-    cameras: list[Camera] | None = Field(max_length=1000, description="camera ids the case may search; null = all")
-    start: datetime | None = Field(description="earliest image time the case may search; null = unbounded")
-    end: datetime | None = Field(description="latest image time the case may search; null = unbounded")
+    cameras: list[Camera] | None = Field(min_length=1, max_length=1000,
+                                         description="camera ids the case may search; null = all")
+    start: Time | None = Field(description="earliest image time the case may search; null = unbounded")
+    end: Time | None = Field(description="latest image time the case may search; null = unbounded")
 
 
 class CaseView(Strict):
@@ -140,11 +180,12 @@ class CaseView(Strict):
 
 # ----- sessions --------------------------------------------------------------------------------
 class StartSessionRequest(Strict):
-    case_id: int = Field(ge=1, le=2**62)
+    case_id: Index = Field(ge=1, le=ID_MAX)
     gallery: Text = Field(min_length=1, max_length=NAME_MAX)
-    cameras: list[Camera] | None = Field(default=None, max_length=1000, description="within the case's cameras")
-    start: datetime | None = None  # within the case's time scope
-    end: datetime | None = None
+    cameras: list[Camera] | None = Field(default=None, min_length=1, max_length=1000,
+                                         description="within the case's cameras")
+    start: Time | None = None  # within the case's time scope
+    end: Time | None = None
 
 
 class DescribeRequest(Strict):
@@ -156,17 +197,18 @@ class AnswerRequest(Strict):
 
 
 class FeedbackRequest(Strict):
-    gallery_index: int = Position
+    gallery_index: Index = Position
     text: Text = Field(min_length=1, max_length=TEXT_MAX, description='"not her: no backpack", "maybe"')
 
 
 class ExampleRequest(Strict):
-    gallery_index: int = Position  # search by a gallery image (uploads: POST .../example/upload)
+    gallery_index: Index = Position  # search by a gallery image (uploads: POST .../example/upload)
 
 
 class ConfirmRequest(Strict):
-    gallery_index: int = Position
-    acknowledge: bool = Field(description="must be true: I confirm this result looks like the person I am "
+    gallery_index: Index = Position
+    # the spec says true only; false is answered by the service (acknowledge_required, saying why)
+    acknowledge: bool = Field(strict=True, json_schema_extra={"const": True}, description="must be true: I confirm this result looks like the person I am "
                                           "searching for; this records similarity, not identity")
 
 
@@ -268,7 +310,7 @@ class VerifyResponse(Strict):
 
 
 class RetentionRequest(Strict):
-    days: int = Field(ge=1, le=36500)
+    days: Index = Field(ge=1, le=36500)
 
 
 class RetentionReport(Strict):

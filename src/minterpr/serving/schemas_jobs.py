@@ -22,11 +22,11 @@ from typing import Any, Literal
 
 from pydantic import Field
 
-from minterpr.serving.schemas import NAME_MAX, Strict, Text
+from minterpr.serving.schemas import NAME_MAX, Name, Strict, Text
 
 
 class IngestRequest(Strict):
-    gallery: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+    gallery: Name = Field(min_length=1, max_length=NAME_MAX)
     source: Text = Field(min_length=1, max_length=4096, description="a video file, or a folder of crops / frames, "
                                                                     "on the server")
     run: Text | None = Field(default=None, max_length=4096, description="the run that embeds a new gallery")

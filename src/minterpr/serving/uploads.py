@@ -25,6 +25,7 @@ import os
 import re
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from PIL import Image, UnidentifiedImageError
 
@@ -78,8 +79,13 @@ def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLik
     name = hashlib.sha256(png).hexdigest() + ".png"
     target = Path(folder) / name
     if not target.exists():
-        target.parent.mkdir(parents=True, exist_ok=True)
-        atomic_write(target, lambda f: f.write(png))
+        target.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+        def write(f: Any) -> None:
+            os.fchmod(f.fileno(), 0o600)  # a picture of a person: its owner (the service) only, before it is named
+            f.write(png)
+
+        atomic_write(target, write)
     return name
 
 
