@@ -48,6 +48,8 @@ def test_the_dockerfile_honours_the_constraints_runs_as_a_user_and_checks_health
     assert users and users[-1] not in ("root", "0")
     assert 'VOLUME ["/data"]' in text and "MINTERPR_DATA_DIR=/data" in text
     assert "HEALTHCHECK" in text and "/healthz" in text
+    # the shipped models travel with the image, where MINTERPR_MODELS finds them
+    assert "COPY models ./models" in text and "MINTERPR_MODELS=/app/models" in text
 
 
 def _compose() -> list[str] | None:
