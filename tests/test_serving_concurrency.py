@@ -203,3 +203,30 @@ def test_a_cli_write_beside_the_server_leaves_its_jobs_running(tmp_path):
     with server.db.transaction() as tx:
         assert tx.get(IngestJob, "j1").status == "running"
     server.close()
+
+
+def test_begin_immediate_waits_for_the_lock_in_short_steps_and_keeps_the_busy_handler(tmp_path):
+    import sqlite3
+
+    from minterpr.serving.db import BUSY_TIMEOUT_MS, begin_immediate
+
+    path = tmp_path / "lock.db"
+    holder = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("PRAGMA journal_mode=WAL")
+    holder.execute("CREATE TABLE t (x)")
+    waiter = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    holder.execute("BEGIN IMMEDIATE")
+    with pytest.raises(sqlite3.OperationalError, match="locked"):  # held all along: gives up at its timeout
+        begin_immediate(waiter, timeout_s=0.05)
+    assert not waiter.in_transaction
+    assert waiter.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS  # restored after a failure
+    release = threading.Timer(0.1, lambda: holder.execute("COMMIT"))
+    release.start()
+    begin_immediate(waiter)  # retried until the holder commits
+    release.join()
+    assert waiter.in_transaction and not holder.in_transaction
+    waiter.execute("INSERT INTO t VALUES (1)")
+    waiter.execute("COMMIT")
+    assert waiter.execute("PRAGMA busy_timeout").fetchone()[0] == BUSY_TIMEOUT_MS
+    holder.close()
+    waiter.close()
