@@ -50,6 +50,8 @@ def test_the_dockerfile_honours_the_constraints_runs_as_a_user_and_checks_health
     assert "HEALTHCHECK" in text and "/healthz" in text
     # the shipped models travel with the image, where MINTERPR_MODELS finds them
     assert "COPY models ./models" in text and "MINTERPR_MODELS=/app/models" in text
+    # bare gallery names of a CLI ingest inside the container land in the volume, beside the service's
+    assert "MINTERPR_GALLERIES=/data/galleries" in text
 
 
 def _compose() -> list[str] | None:

@@ -303,3 +303,17 @@ def test_sigkilled_process_then_rerun_gives_the_same_gallery(video, ingested, ru
     result = ingest(video[0], gallery, run=pipeline, options=OPTIONS)
     assert result.resumed
     _same_gallery(ingested[0], gallery)
+
+
+def test_an_unwritable_gallery_is_refused_in_one_line_before_the_model_loads(video, tmp_path, capsys, monkeypatch):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder")
+    monkeypatch.setenv("MINTERPR_GALLERIES", str(blocker))  # bare names would live under a file
+    # a run that does not exist: the gallery check must come first, so its message is the one given
+    assert main(["ingest", str(video[0]), "--gallery", "lobby", "--run", str(tmp_path / "no-run")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "cannot create the gallery folder" in err and "is not a folder" in err
+    assert "MINTERPR_GALLERIES" in err and "Traceback" not in err
+    with pytest.raises(InputError, match="cannot create the gallery folder"):  # the library says it too
+        with gallery_lock(blocker / "lobby"):
+            pass

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from minterpr.cli.common import CLIError, add_common_options, show_progress, write_json
@@ -69,6 +71,17 @@ class ProgressBars:
             self.bar = None
 
 
+def _check_writable(gallery: Path) -> None:
+    """CLIError when ``gallery`` cannot be made or written: its nearest existing folder must be writable."""
+    folder = gallery.absolute()
+    while not folder.exists() and folder.parent != folder:
+        folder = folder.parent
+    if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        what = "is not a folder" if not folder.is_dir() else "is not writable"
+        raise CLIError(f"{gallery}: cannot create the gallery folder ({folder} {what}); give --gallery a folder "
+                       f"you can write, or set $MINTERPR_GALLERIES for bare names")
+
+
 def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.ingest import IngestOptions, gallery_dir, ingest
     from minterpr.ingest.options import check_options
@@ -84,6 +97,7 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
                             detector_options=_detector_options(args.detector_option), best_k=args.best_k,
                             restart=args.restart)
     gallery = gallery_dir(args.gallery)
+    _check_writable(gallery)  # an unwritable gallery fails before the model is loaded (and the video decoded)
     check_options(options)  # a bad option fails before the model is loaded
     parse_start(options.start)
     pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"))  # an unusable device: InputError

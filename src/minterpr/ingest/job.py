@@ -51,7 +51,11 @@ def job_id(source: str | os.PathLike[str]) -> str:
 def gallery_lock(gallery: Path) -> Iterator[None]:
     """Hold the gallery's ingestion lock, or raise InputError at once if another process holds it."""
     folder = gallery / INGEST_DIR
-    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise InputError(f"{gallery}: cannot create the gallery folder ({err.strerror}); give --gallery a folder "
+                         f"you can write, or set $MINTERPR_GALLERIES for bare names") from None
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: no lock

@@ -278,7 +278,9 @@ class UncertainReferences:
         position = {int(c): n for n, c in enumerate(candidates)}
         info = [comparison_entropy(weights, labels, same, position[i]) for i in pool]
         picked: list[int] = []
-        for n in np.argsort(-np.asarray(info), kind="stable"):
+        # rounded: float noise (BLAS kernels differ with memory layout) must not reorder near-duplicates'
+        # equal information; ties go to the better ranked image
+        for n in np.argsort(-np.round(np.asarray(info), 9), kind="stable"):
             j = position[pool[n]]
             if not any(same[j, position[q]] for q in picked):
                 picked.append(pool[n])

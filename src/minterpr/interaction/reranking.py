@@ -13,6 +13,9 @@ with one set of defaults says which evidence joins the backend's cosine score:
 * rejected references — an image the user judged "not this one", and its near-duplicates
   (embedding cosine above a threshold: the person id is unknown at run time), lose a penalty,
   and a rejected image is kept below rank 1 whatever the other terms say;
+* plausible references — an image the user could not rule out ("could be", "maybe": the verdict
+  None) pulls the scores towards itself, ``λp · S(q) + (1 − λp) · mean S(plausible)``, gentler than
+  a confirmation (a user who cannot recognise a face still says nothing contradicts it);
 * anchor refinement (as CTGI / ICL) — once an image is confidently the person (the user
   confirmed it, or the top-1 leads the best non-duplicate by a margin), scores blend towards it:
   ``λ · S(q) + (1 − λ) · S(anchor)``, which lifts the same person's other images;
@@ -52,6 +55,7 @@ _BOUNDS = {  # field -> (low, high, closed) allowed range of the numeric fields
     "attribute_weight": (0.0, math.inf, True), "prob_floor": (0.0, 0.5, False),
     "rejection_penalty": (0.0, math.inf, True), "duplicate_threshold": (-1.0, 1.0, True),
     "anchor_lambda": (0.0, 1.0, True), "confirmed_lambda": (0.0, 1.0, True), "anchor_margin": (0.0, math.inf, True),
+    "plausible_lambda": (0.0, 1.0, True),
 }
 
 
@@ -66,6 +70,9 @@ class RerankConfig:
     rejection: bool = True  # demote images the user rejected and their near-duplicates, rejected ones below rank 1
     rejection_penalty: float = 0.5  # subtracted from a rejected image and its near-duplicates (once per rejection)
     duplicate_threshold: float = 0.9  # embedding cosine above which two images count as the same person
+    plausible: bool = True  # blend scores towards images the user could not rule out (verdict None)
+    plausible_lambda: float = 0.5  # weight of the score in that blend; 1 - it goes to their mean similarity
+    #   (chosen on PETA val with the text-only witness: docs/benchmarks.md, "Plausible references")
     anchor: bool = True  # blend scores towards a confident anchor image
     anchor_lambda: float = 0.7  # weight of the query score in the blend; 1 - it goes to the anchor's similarity
     confirmed_lambda: float = 0.3  # the same weight when the anchor is an image the user confirmed (trusted more)
@@ -251,7 +258,8 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
     """Combine the backend's (N,) query scores with the facts and judgements so far.
 
     ``judgements`` maps gallery index -> True (the user said it is the person), False (not) or
-    None (unsure: neither promoted nor demoted); a later confirmed image is the anchor.
+    None (unsure: not ruled out, so scores lean towards it, :attr:`RerankConfig.plausible`); a later
+    confirmed image is the anchor.
     ``stated`` maps gallery index -> what the user said of that image when it was shown: its
     attribute term judges the facts of those slots by their words
     (:func:`~minterpr.language.evidence.stated_log_likelihood`). One conversation of :func:`rerank_rows`.
@@ -297,6 +305,8 @@ def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarra
                 confirmed[row, i], last_confirmed[row] = True, i
             elif ok is False:
                 rejected[row, i] = True
+    if reranking.plausible:
+        scores = _towards_plausible(scores, judgements, last_confirmed, sims, reranking.plausible_lambda)
     excluded = np.zeros((b, n), dtype=bool)  # never an anchor: rejected images and their near-duplicates
     if reranking.rejection and rejected.any():
         rows, images = np.nonzero(rejected)  # row-major: each row's rejections together
@@ -333,6 +343,29 @@ def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarra
     if reranking.rejection:
         scores = keep_rejected_below(scores, rejected)
     return scores, anchors
+
+
+def plausible_images(judgements: Mapping[int, bool | None]) -> list[int]:
+    """The images a conversation left undecided (verdict None) while it confirmed none: the ones
+    :class:`RerankConfig`'s plausible blend pulls towards (a confirmation outranks them).
+
+    >>> plausible_images({3: None, 5: False, 7: None}), plausible_images({3: None, 4: True})
+    ([3, 7], [])
+    """
+    if any(ok is True for ok in judgements.values()):
+        return []
+    return sorted(i for i, ok in judgements.items() if ok is None)
+
+
+def _towards_plausible(scores: np.ndarray, judgements: Sequence[Mapping[int, bool | None]],
+                       last_confirmed: np.ndarray, sims: Similarities, lam: float) -> np.ndarray:
+    """(B, N) scores blended towards each row's plausible images (:func:`plausible_images`), in place."""
+    for row, judged in enumerate(judgements):
+        kept = plausible_images(judged) if last_confirmed[row] < 0 else []
+        if kept:
+            scores[row] *= lam
+            scores[row] += (1.0 - lam) * sims.rows(kept).mean(axis=0)  # (N,) mean cosine to them
+    return scores
 
 
 def _confident_tops(scores: np.ndarray, excluded: np.ndarray, sims: Similarities, config: RerankConfig) -> np.ndarray:

@@ -63,7 +63,7 @@ from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_vectors import fact_columns
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.reranking import RerankConfig, rerank
+from minterpr.interaction.reranking import RerankConfig, plausible_images, rerank
 
 __all__ = ["Candidates", "ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
 
@@ -206,11 +206,12 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
         found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
-        bound = edge + best_evidence
+        lean = _leans(judgements, reranking)
+        bound = _plausible_bound(edge + best_evidence, judgements, reranking)
         if found.anchor is not None and reranking.anchor:
             lam = reranking.confirmed_lambda if judgements.get(found.anchor) is True else reranking.anchor_lambda
-            bound = lam * (edge + best_evidence) + (1.0 - lam)  # anchor similarity <= 1
-            if shortlist.anchor_search:
+            bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
+            if shortlist.anchor_search and not lean:
                 anchor = index.embeddings[found.anchor]
                 blend = lam * query + (1.0 - lam) * anchor  # anchor refinement scores by this inner product
                 blend_scores = None if full is None else lam * full + (1.0 - lam) * index.scores(anchor)
@@ -220,6 +221,14 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
                     found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
+        if lean and shortlist.anchor_search and len(top) < n:
+            vector, scale = _blend(query, index, judgements, reranking, found.anchor)
+            near = nearest_rows(index, vector, k, None if full is None else index.scores(vector))
+            grown = np.union1d(rows, near)
+            if len(grown) > len(rows):
+                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated)
+            if len(near) < n:
+                bound = min(bound, float((index.embeddings[near] @ vector).min()) + scale * best_evidence)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
         k = _grow(k, shortlist)
@@ -237,7 +246,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
     n = len(index)
     weight = config.attribute_weight if config.attributes and index.attribute_probs is not None else 0.0
     floor = config.prob_floor
-    full = fused_full = None
+    full = fused_full = columns = None
     if index.fused is None:  # exact: (N,) cosine (the exact path's own scan) + (N,) attribute columns
         full = index.scores(query)
         fused_full = full.astype(np.float64)
@@ -260,17 +269,33 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
         rows = np.union1d(near, must)
         found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated)
         # an image left out has a fused score <= edge; rejections only lower it
-        bound = edge
+        lean = _leans(judgements, config)
+        bound = _plausible_bound(edge, judgements, config)
         if found.anchor is not None and config.anchor:
             lam = config.confirmed_lambda if judgements.get(found.anchor) is True else config.anchor_lambda
-            bound = lam * edge + (1.0 - lam)  # anchor similarity <= 1
-            if shortlist.anchor_search:  # the blend is the inner product [lam q + (1 - lam) a, lam w facts]
+            bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
+            if shortlist.anchor_search and not lean:  # the blend is the inner product [lam q + (1 - lam) a, lam w facts]
                 anchor = index.embeddings[found.anchor]
                 blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam, anchor, k)
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
                     found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
                 bound = min(bound, blend_edge)
+        if lean and shortlist.anchor_search:  # the blends' inner product [vector, scale w facts]
+            vector, scale = _blend(query, index, judgements, config, found.anchor)
+            if index.fused is not None:
+                hits = index.fused.search(vector, facts, scale * weight, floor, k)
+                blended, blend_edge = hits.rows, float(hits.scores[-1])
+            else:
+                scores = index.scores(vector).astype(np.float64)
+                if columns is not None:
+                    scores += scale * weight * columns.total(facts)
+                blended = np.argpartition(scores, n - k)[n - k:]
+                blend_edge = float(scores[blended].min())
+            grown = np.union1d(rows, blended)
+            if len(grown) > len(rows):
+                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
+            bound = min(bound, blend_edge)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
         k = _grow(k, shortlist)
@@ -278,6 +303,34 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
             return found
         if k >= n:
             return _exact(index, query, facts, judgements, config, stated)
+
+
+def _leans(judgements: Mapping[int, bool | None], config: RerankConfig) -> bool:
+    """Whether the scores lean towards plausible images (reranking's blend over their similarities)."""
+    return config.plausible and bool(plausible_images(judgements))
+
+
+def _blend(query: np.ndarray, index: GalleryIndex, judgements: Mapping[int, bool | None], config: RerankConfig,
+           anchor: int | None) -> tuple[np.ndarray, float]:
+    """(vector, scale): an unjudged image x's final score is vector · x + scale · w · Σ log P(facts | x)
+    once the plausible blend and then the anchor's (``anchor``, when anchoring) are applied."""
+    lam = config.plausible_lambda
+    vector = lam * np.asarray(query, np.float64) + (1.0 - lam) * index.embeddings[plausible_images(judgements)].mean(axis=0)
+    scale = lam
+    if anchor is not None and config.anchor:
+        lam = config.confirmed_lambda if judgements.get(anchor) is True else config.anchor_lambda
+        vector = lam * vector + (1.0 - lam) * index.embeddings[anchor]
+        scale *= lam
+    return vector.astype(np.float32), scale
+
+
+def _plausible_bound(bound: float, judgements: Mapping[int, bool | None], config: RerankConfig) -> float:
+    """The most an image left out can score after the plausible blend, given ``bound`` before it:
+    λp · bound + (1 − λp), its mean similarity being at most 1 (loose: such sessions grow the
+    shortlist sooner, never lose an image)."""
+    if not _leans(judgements, config):
+        return bound
+    return config.plausible_lambda * bound + (1.0 - config.plausible_lambda)
 
 
 def _approximate(vectors: Any) -> bool:

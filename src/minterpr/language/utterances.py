@@ -346,7 +346,8 @@ def feedback(target: Attrs, reference: Attrs, rng: random.Random, *, max_differe
     matching = [s for s in FEEDBACK_SLOTS if target.get(s) and target.get(s) == reference.get(s) and _mentionable(s, target)]
     opener = rng.choice([f"Not {p['object']}.", f"No, that's not {p['object']}.", "That's not the person.", "No."])
     if not differing:
-        return Phrase(f"{opener} But {p['pronoun']} looks very similar.")
+        verb = "look" if p["pronoun"] == "they" else "looks"  # "they look", "she looks"
+        return Phrase(f"{opener} But {p['pronoun']} {verb} very similar.")
     # Favour the most noticeable differences, with some variety.
     count = min(len(differing), rng.choice([1, 2, 2][:max(1, max_differences + 1)]), max_differences)
     chosen = rng.sample(differing[: count + 2], count)
