@@ -306,7 +306,7 @@ def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarra
             elif ok is False:
                 rejected[row, i] = True
     if reranking.plausible:
-        scores = _towards_plausible(scores, judgements, last_confirmed, sims, reranking.plausible_lambda)
+        scores = _towards_plausible(scores, judgements, sims, reranking.plausible_lambda)
     excluded = np.zeros((b, n), dtype=bool)  # never an anchor: rejected images and their near-duplicates
     if reranking.rejection and rejected.any():
         rows, images = np.nonzero(rejected)  # row-major: each row's rejections together
@@ -358,10 +358,10 @@ def plausible_images(judgements: Mapping[int, bool | None]) -> list[int]:
 
 
 def _towards_plausible(scores: np.ndarray, judgements: Sequence[Mapping[int, bool | None]],
-                       last_confirmed: np.ndarray, sims: Similarities, lam: float) -> np.ndarray:
+                       sims: Similarities, lam: float) -> np.ndarray:
     """(B, N) scores blended towards each row's plausible images (:func:`plausible_images`), in place."""
     for row, judged in enumerate(judgements):
-        kept = plausible_images(judged) if last_confirmed[row] < 0 else []
+        kept = plausible_images(judged)  # none once the row confirmed an image
         if kept:
             scores[row] *= lam
             scores[row] += (1.0 - lam) * sims.rows(kept).mean(axis=0)  # (N,) mean cosine to them

@@ -55,7 +55,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass
-from typing import Any, Collection, Mapping, Sequence
+from typing import Any, Callable, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -207,9 +207,9 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
         lean = _leans(judgements, reranking)
-        bound = _plausible_bound(edge + best_evidence, judgements, reranking)
+        bound = _plausible_bound(edge + best_evidence, lean, reranking)
         if found.anchor is not None and reranking.anchor:
-            lam = reranking.confirmed_lambda if judgements.get(found.anchor) is True else reranking.anchor_lambda
+            lam = _anchor_lambda(reranking, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
             if shortlist.anchor_search and not lean:
                 anchor = index.embeddings[found.anchor]
@@ -254,44 +254,44 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
         if columns is not None:
             fused_full += weight * columns.total(facts)
 
-    def top(vector: np.ndarray, lam: float, anchor: np.ndarray | None, k: int) -> tuple[np.ndarray, float]:
-        """(k,) rows of the top-k of lam · fused(vector) [+ (1 - lam) · cos(anchor)] and its k-th score."""
+    def top(vector: np.ndarray, lam: float, exact: Callable[[], np.ndarray], k: int) -> tuple[np.ndarray, float]:
+        """(k,) rows of the top-k of vector · x + lam · w · Σ log P(facts | x) and its k-th score:
+        ``index.fused``'s search, else ``exact()``, those (N,) scores computed in full."""
         if index.fused is not None:
             hits = index.fused.search(vector, facts, lam * weight, floor, k)
             return hits.rows, float(hits.scores[-1])
-        scores = fused_full if anchor is None else lam * fused_full + (1.0 - lam) * index.scores(anchor)
+        scores = exact()
         rows = np.argpartition(scores, n - k)[n - k:]
         return rows, float(scores[rows].min())
 
     k = min(shortlist.size, n)
     while True:
-        near, edge = top(query, 1.0, None, k)
+        near, edge = top(query, 1.0, lambda: fused_full, k)
         rows = np.union1d(near, must)
         found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated)
         # an image left out has a fused score <= edge; rejections only lower it
         lean = _leans(judgements, config)
-        bound = _plausible_bound(edge, judgements, config)
+        bound = _plausible_bound(edge, lean, config)
         if found.anchor is not None and config.anchor:
-            lam = config.confirmed_lambda if judgements.get(found.anchor) is True else config.anchor_lambda
+            lam = _anchor_lambda(config, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
             if shortlist.anchor_search and not lean:  # the blend is the inner product [lam q + (1 - lam) a, lam w facts]
                 anchor = index.embeddings[found.anchor]
-                blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam, anchor, k)
+                blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam,
+                                          lambda: lam * fused_full + (1.0 - lam) * index.scores(anchor), k)
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
                     found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
                 bound = min(bound, blend_edge)
         if lean and shortlist.anchor_search:  # the blends' inner product [vector, scale w facts]
             vector, scale = _blend(query, index, judgements, config, found.anchor)
-            if index.fused is not None:
-                hits = index.fused.search(vector, facts, scale * weight, floor, k)
-                blended, blend_edge = hits.rows, float(hits.scores[-1])
-            else:
+
+            def exact_blend() -> np.ndarray:
                 scores = index.scores(vector).astype(np.float64)
                 if columns is not None:
                     scores += scale * weight * columns.total(facts)
-                blended = np.argpartition(scores, n - k)[n - k:]
-                blend_edge = float(scores[blended].min())
+                return scores
+            blended, blend_edge = top(vector, scale, exact_blend, k)
             grown = np.union1d(rows, blended)
             if len(grown) > len(rows):
                 found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
@@ -318,17 +318,22 @@ def _blend(query: np.ndarray, index: GalleryIndex, judgements: Mapping[int, bool
     vector = lam * np.asarray(query, np.float64) + (1.0 - lam) * index.embeddings[plausible_images(judgements)].mean(axis=0)
     scale = lam
     if anchor is not None and config.anchor:
-        lam = config.confirmed_lambda if judgements.get(anchor) is True else config.anchor_lambda
+        lam = _anchor_lambda(config, judgements, anchor)
         vector = lam * vector + (1.0 - lam) * index.embeddings[anchor]
         scale *= lam
     return vector.astype(np.float32), scale
 
 
-def _plausible_bound(bound: float, judgements: Mapping[int, bool | None], config: RerankConfig) -> float:
-    """The most an image left out can score after the plausible blend, given ``bound`` before it:
-    λp · bound + (1 − λp), its mean similarity being at most 1 (loose: such sessions grow the
-    shortlist sooner, never lose an image)."""
-    if not _leans(judgements, config):
+def _anchor_lambda(config: RerankConfig, judgements: Mapping[int, bool | None], anchor: int) -> float:
+    """The query's weight in the blend towards ``anchor``: a confirmed anchor is trusted more."""
+    return config.confirmed_lambda if judgements.get(anchor) is True else config.anchor_lambda
+
+
+def _plausible_bound(bound: float, lean: bool, config: RerankConfig) -> float:
+    """The most an image left out can score after the plausible blend (when the scores ``lean``,
+    :func:`_leans`), given ``bound`` before it: λp · bound + (1 − λp), its mean similarity being at
+    most 1 (loose: such sessions grow the shortlist sooner, never lose an image)."""
+    if not lean:
         return bound
     return config.plausible_lambda * bound + (1.0 - config.plausible_lambda)
 
