@@ -33,25 +33,37 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     from minterpr.data.formats.gallery import read_gallery
+    from minterpr.errors import MinterprError
     from minterpr.evaluation.online import one_target_per_identity, simulate
+    from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.simulators import WitnessSimulator
     from minterpr.runtime import load_run
 
-    run = load_run(args.run)
-    backend = run.backend()
-    gallery = read_gallery(Path(args.data) / f"gallery_{args.split}.jsonl")
-    index = backend.index_images(gallery, root=args.data, progress=False).require_complete("bench_plausible")
-    targets = one_target_per_identity(gallery, args.limit, args.seed)
+    manifest = Path(args.data) / f"gallery_{args.split}.jsonl"
     rows = []
-    for lam in args.lambdas:
-        start = time.perf_counter()
-        report = simulate(backend, index, targets, rounds=args.rounds, simulator=WitnessSimulator(), seed=args.seed,
-                          reranking=run.rerank_config().with_(plausible_lambda=lam))
-        row = {"plausible_lambda": lam, "split": args.split, "targets": len(targets),
-               "r1": [round(r["r1"], 1) for r in report.rounds], "r5": [round(r["r5"], 1) for r in report.rounds],
-               "bri": round(report.bri, 3), "seconds": round(time.perf_counter() - start, 1)}
-        rows.append(row)
-        print(json.dumps(row), flush=True)
+    try:
+        for lam in args.lambdas:  # a bad value fails before any work
+            RerankConfig(plausible_lambda=lam)
+        if not manifest.is_file():
+            print(f"bench_plausible: no gallery manifest {manifest}", file=sys.stderr)
+            return 2
+        run = load_run(args.run)
+        backend = run.backend()
+        gallery = read_gallery(manifest)
+        index = backend.index_images(gallery, root=args.data, progress=False).require_complete("bench_plausible")
+        targets = one_target_per_identity(gallery, args.limit, args.seed)
+        for lam in args.lambdas:
+            start = time.perf_counter()
+            report = simulate(backend, index, targets, rounds=args.rounds, simulator=WitnessSimulator(),
+                              seed=args.seed, reranking=run.rerank_config().with_(plausible_lambda=lam))
+            row = {"plausible_lambda": lam, "split": args.split, "targets": len(targets),
+                   "r1": [round(r["r1"], 1) for r in report.rounds], "r5": [round(r["r5"], 1) for r in report.rounds],
+                   "bri": round(report.bri, 3), "seconds": round(time.perf_counter() - start, 1)}
+            rows.append(row)
+            print(json.dumps(row), flush=True)
+    except MinterprError as err:
+        print(f"bench_plausible: {err}", file=sys.stderr)
+        return 2
     if args.json:
         Path(args.json).write_text(json.dumps({"run": args.run, "rows": rows}, indent=1) + "\n", encoding="utf-8")
     return 0
