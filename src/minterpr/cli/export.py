@@ -7,9 +7,15 @@ every file readable by everyone (0644). ``minterpr eval --run DIR``, ``chat``, `
 ``minterpr.load_pipeline(DIR)`` load it like a run. ``--self-contained`` copies the pretrained
 weights too (for a machine without the weights packages).
 
+``--push-to-hub ORG/NAME`` then publishes the directory on the Hugging Face Hub in one commit
+(``minterpr.models.publish``): it must hold a model card (README.md or MODEL_CARD.md), and the
+commit printed pins it (``--run hf-hub:ORG/NAME@COMMIT``). Without ``--out``, RUN must be an
+exported model directory, pushed as it is.
+
 Example:
     $ minterpr export runs/synth --out models/synth
     $ minterpr eval --run models/synth --data data/synth/test.jsonl --json eval.json
+    $ minterpr export models/synth --push-to-hub my-lab/synth-demo --private   # after writing its MODEL_CARD.md
 """
 from __future__ import annotations
 
@@ -20,6 +26,29 @@ from minterpr.cli.common import add_common_options
 
 
 def run(args: argparse.Namespace) -> int:
+    from minterpr.errors import InputError
+
+    if not args.push_to_hub and (args.revision or args.private or args.commit_message):
+        raise InputError("--revision, --private and --commit-message go with --push-to-hub ORG/NAME")
+    if args.out is None:
+        if not args.push_to_hub:
+            raise InputError("--out DIR is required (only --push-to-hub of an exported model directory goes without)")
+        return push(args, Path(args.run))
+    code = export(args)
+    return push(args, Path(args.out)) if code == 0 and args.push_to_hub else code
+
+
+def push(args: argparse.Namespace, model_dir: Path) -> int:
+    from minterpr.models.publish import push_model_dir
+
+    result = push_model_dir(model_dir, args.push_to_hub, revision=args.revision, private=args.private,
+                            commit_message=args.commit_message)
+    print(f"pushed {len(result.files)} files to {result.repo_id} ({result.revision}): {result.url}")
+    print(f"load exactly this commit with --run {result.reference}")
+    return 0
+
+
+def export(args: argparse.Namespace) -> int:
     from minterpr.runtime.run import export_model_dir
 
     manifest = export_model_dir(args.run, args.out, self_contained=args.self_contained, precision=args.precision)
@@ -45,12 +74,19 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write a run's model as a portable directory (safetensors + JSON)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("run", metavar="RUN", help="run directory (its model.pt), model file or model directory")
-    parser.add_argument("--out", required=True, metavar="DIR", help="the model directory to write (new or empty, or "
-                                                                     "an earlier export to replace)")
+    parser.add_argument("--out", metavar="DIR", help="the model directory to write (new or empty, or an earlier "
+                                                     "export to replace; files it holds besides, a card, stay)")
     parser.add_argument("--self-contained", action="store_true",
                         help="copy the unchanged pretrained encoder weights too instead of referencing their package")
     parser.add_argument("--precision", choices=("float32", "float16"), default="float32",
                         help="how the copied weights are stored: float16 halves the size and is refused when it moves "
                              "embeddings or attribute probabilities beyond the stated tolerance (docs/model.md)")
+    hub = parser.add_argument_group("publishing on the Hugging Face Hub (optional)")
+    hub.add_argument("--push-to-hub", metavar="ORG/NAME", help="upload the model directory (with its model card) to "
+                                                               "this hub repository, created when missing")
+    hub.add_argument("--revision", metavar="BRANCH", help="the hub branch to commit to (default main; created when "
+                                                          "missing)")
+    hub.add_argument("--private", action="store_true", help="create the repository private")
+    hub.add_argument("--commit-message", metavar="TEXT", help="the hub commit's message")
     parser.set_defaults(handler=run)
     add_common_options(parser, needs=("model",))
