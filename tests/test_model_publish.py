@@ -20,7 +20,7 @@ from minterpr.models.fingerprint import model_fingerprint  # noqa: E402
 from minterpr.models.publish import push_model_dir  # noqa: E402
 from minterpr.runtime import export_model_dir  # noqa: E402
 
-from test_model_zoo import offline_python  # noqa: E402
+from support.hub import offline_python  # noqa: E402
 
 CARD = "# tiny-test\n\nTrained on nothing real: a test model. Not for use on people.\n"
 

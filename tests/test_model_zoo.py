@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,7 +19,8 @@ from minterpr.models.zoo import MODELS_ENV, parse_hub_ref, resolve_model  # noqa
 from minterpr.runtime import export_model_dir, load_run  # noqa: E402
 from minterpr.runtime.catalogue import describe_models  # noqa: E402
 
-COMMIT = "0123456789abcdef0123456789abcdef01234567"
+from support.hub import COMMIT, hub_cache, offline_python  # noqa: E402
+
 
 
 @pytest.fixture
@@ -67,21 +65,6 @@ def test_hub_references_are_parsed_strictly():
     for bad in ("hf-hub:", "hf-hub:org", "hf-hub:org/name@", "hf-hub:/name", "hf-hub:a/b/c"):
         with pytest.raises(InputError, match="hf-hub:ORG/NAME"):
             resolve_model(bad)
-
-
-def hub_cache(root: Path, repo: str, files: Path, ref: str = "main") -> Path:
-    """The Hugging Face cache layout (refs/REF -> commit, snapshots/COMMIT/files) for ``repo``."""
-    folder = root / ("models--" + repo.replace("/", "--"))
-    shutil.copytree(files, folder / "snapshots" / COMMIT)
-    (folder / "refs").mkdir(parents=True)
-    (folder / "refs" / ref).write_text(COMMIT)
-    return root
-
-
-def offline_python(code: str, cache: Path) -> subprocess.CompletedProcess:
-    """``code`` in a fresh interpreter reading only ``cache`` (HF_HUB_OFFLINE: nothing downloads)."""
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache), "HF_HOME": str(cache.parent / "home")}
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
 
 
 def test_a_model_by_hub_id_loads_offline_from_the_cache(exported, tmp_path):

@@ -1,0 +1,58 @@
+"""``benchmarks/bench_scoring.py``: a grid of scoring fields measured by simulated searches, seeds pooled."""
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+from support.datasets import make_tiny_dataset  # noqa: E402
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scoring.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_scoring", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_grid_is_parsed_strictly(bench):
+    assert bench.parse_vary(["anchor_lambda=0.5,0.7", "rejection=true,false"]) == [
+        ("anchor_lambda", [0.5, 0.7]), ("rejection", [True, False])]
+    for bad, says in (("anchor_lambda", "expected FIELD=V1,V2"), ("anchor_lambda=", "expected FIELD=V1,V2"),
+                      ("anchor_lambda=0.5,high", "'high' is not a number")):
+        with pytest.raises(ValueError, match=says):
+            bench.parse_vary([bad])
+
+
+def test_each_point_is_measured_and_seeds_pool(bench, tiny_run, tmp_path, capsys, one_torch_thread):
+    data = make_tiny_dataset(tmp_path / "data")
+    argv = ["--run", str(tiny_run), "--data", str(data), "--split", "val", "--rounds", "2",
+            "--vary", "anchor_lambda=0.5,1.0"]
+    assert bench.main(argv + ["--seeds", "0", "1", "--json", str(tmp_path / "rows.json")]) == 0
+    rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
+    assert [r["anchor_lambda"] for r in rows] == [0.5, 1.0]
+    assert bench.main(argv + ["--seeds", "0", "--json", str(tmp_path / "seed0.json")]) == 0
+    seed0 = json.loads((tmp_path / "seed0.json").read_text())["rows"]
+    assert bench.main(argv + ["--seeds", "1", "--json", str(tmp_path / "seed1.json")]) == 0
+    seed1 = json.loads((tmp_path / "seed1.json").read_text())["rows"]
+    targets = seed0[0]["searches"]  # one per val identity
+    assert targets == 4 and all(r["searches"] == 2 * targets for r in rows)
+    for pooled, a, b in zip(rows, seed0, seed1):  # equal searches per seed: the pooled figure is their mean
+        assert pooled["r1"] == pytest.approx([(x + y) / 2 for x, y in zip(a["r1"], b["r1"])], abs=0.051)
+    for row in rows:
+        assert len(row["r1"]) == 3 and all(0 <= x <= y <= 100 for x, y in zip(row["r1"], row["r5"]))
+    capsys.readouterr()
+    # a bad field or value, a missing split: one line and exit 2, before any search
+    assert bench.main(["--run", str(tiny_run), "--data", str(data), "--vary", "anchor_lambda=2"]) == 2
+    assert "anchor_lambda must be in" in capsys.readouterr().err
+    assert bench.main(["--run", str(tiny_run), "--data", str(data), "--vary", "no_such=1"]) == 2
+    assert "unknown field(s) no_such" in capsys.readouterr().err
+    assert bench.main(["--run", str(tiny_run), "--data", str(data), "--split", "absent"]) == 2
+    assert "no gallery manifest" in capsys.readouterr().err
