@@ -15,12 +15,9 @@ pytest.importorskip("safetensors")
 pytest.importorskip("huggingface_hub")
 
 from minterpr.errors import InputError, RunError  # noqa: E402
-from minterpr.models import create_model, save_model  # noqa: E402
-from minterpr.models.fingerprint import model_fingerprint  # noqa: E402
 from minterpr.models.publish import push_model_dir  # noqa: E402
-from minterpr.runtime import export_model_dir  # noqa: E402
 
-from support.hub import offline_python  # noqa: E402
+from support.hub import export_tiny, offline_python  # noqa: E402
 
 CARD = "# tiny-test\n\nTrained on nothing real: a test model. Not for use on people.\n"
 
@@ -56,13 +53,10 @@ class FakeHub:
 @pytest.fixture
 def model_dir(tmp_path: Path) -> tuple[Path, str]:
     """A tiny exported model directory with a model card, and the model's fingerprint."""
-    torch.manual_seed(0)
-    model = create_model("tiny")
-    save_model(model, tmp_path / "run" / "model.pt", extra={"scoring": {"attribute_weight": 0.2}})
-    export_model_dir(tmp_path / "run", tmp_path / "export")
-    (tmp_path / "export" / "MODEL_CARD.md").write_text(CARD)
-    (tmp_path / "export" / ".notes").write_text("stays home")
-    return tmp_path / "export", model_fingerprint(model)
+    folder, fingerprint = export_tiny(tmp_path)
+    (folder / "MODEL_CARD.md").write_text(CARD)
+    (folder / ".notes").write_text("stays home")
+    return folder, fingerprint
 
 
 def test_a_pushed_model_loads_offline_by_its_commit(model_dir, tmp_path):

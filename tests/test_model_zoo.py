@@ -14,23 +14,18 @@ pytest.importorskip("safetensors")
 
 from minterpr.errors import InputError, RunError  # noqa: E402
 from minterpr.models import create_model, save_model  # noqa: E402
-from minterpr.models.fingerprint import model_fingerprint  # noqa: E402
 from minterpr.models.zoo import MODELS_ENV, parse_hub_ref, resolve_model  # noqa: E402
 from minterpr.runtime import export_model_dir, load_run  # noqa: E402
 from minterpr.runtime.catalogue import describe_models  # noqa: E402
 
-from support.hub import COMMIT, hub_cache, offline_python  # noqa: E402
+from support.hub import COMMIT, export_tiny, hub_cache, offline_python  # noqa: E402
 
 
 
 @pytest.fixture
 def exported(tmp_path: Path) -> tuple[Path, str]:
     """A tiny model exported as a model directory, and its fingerprint."""
-    torch.manual_seed(0)
-    model = create_model("tiny")
-    save_model(model, tmp_path / "run" / "model.pt", extra={"scoring": {"attribute_weight": 0.2}})
-    export_model_dir(tmp_path / "run", tmp_path / "export")
-    return tmp_path / "export", model_fingerprint(model)
+    return export_tiny(tmp_path)
 
 
 def make_zoo(root: Path, name: str, model_dir: Path) -> Path:
