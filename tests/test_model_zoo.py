@@ -149,3 +149,22 @@ def test_models_names_a_missing_folder(tmp_path, capsys):
 
     assert main(["models", str(tmp_path / "absent")]) == 2
     assert "absent: no such folder" in capsys.readouterr().err
+
+
+def test_the_commands_that_take_a_run_take_a_shipped_name(exported, tmp_path, monkeypatch, capsys):
+    """``eval`` once read --run as a plain path ('shipped: no such run directory'); every command
+    that scores with a model resolves the name the same way."""
+    from minterpr.cli.main import main
+
+    from support.datasets import make_tiny_dataset
+
+    model_dir, _ = exported
+    zoo = make_zoo(tmp_path / "zoo", "tiny-test", model_dir)
+    monkeypatch.setenv(MODELS_ENV, str(zoo))
+    data = make_tiny_dataset(tmp_path / "data")
+    run = ["--run", "shipped:tiny-test"]
+    assert main(["eval", *run, "--data", str(data / "test.jsonl"), "--json", str(tmp_path / "eval.json")]) == 0
+    assert json.loads((tmp_path / "eval.json").read_text())["protocol"]["model"].startswith(str(zoo / "tiny-test"))
+    assert main(["eval-attributes", *run, "--gallery", str(data / "gallery_test.jsonl")]) == 0
+    assert main(["simulate", *run, "--data", str(data), "--split", "test", "--rounds", "1"]) == 0
+    capsys.readouterr()

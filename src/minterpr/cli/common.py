@@ -252,14 +252,17 @@ class CLIError(InputError):
     """A user error on the command line: ``minterpr.cli.main`` prints it as one line, exit code 2."""
 
 
+# what --run takes, wherever a command scores with a trained model (load_model resolves all of them)
+RUN_HELP = ("a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
+            "'hf-hub:ORG/NAME[@REV]'")
+
+
 def add_backend_arguments(parser: argparse.ArgumentParser, default_run: str | None = None) -> None:
     """--run / --backend / --attribute-noise, shared by simulate and chat (--device: add_common_options);
     ``default_run``: the model without --run (None: one of --run / --backend is required)."""
     which = parser.add_mutually_exclusive_group(required=default_run is None)
     which.add_argument("--run", metavar="RUN_DIR", default=default_run,
-                       help="a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
-                            "'hf-hub:ORG/NAME[@REV]' (the neural pipeline)"
-                            + (f"; default: {default_run}" if default_run else ""))
+                       help=RUN_HELP + " (the neural pipeline)" + (f"; default: {default_run}" if default_run else ""))
     which.add_argument("--backend", choices=("attribute",),
                        help="no model: the attribute backend over the gallery's ground-truth attributes")
     parser.add_argument("--attribute-noise", type=float, default=None, metavar="STD",

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import (STDOUT, add_batch_size_argument, add_common_options, add_picture_options,
+from minterpr.cli.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, add_picture_options,
                                  add_text_precision_argument, check_picture_options, load_model, show_progress, write_json)
 from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError
@@ -62,7 +62,7 @@ def _run(args: argparse.Namespace) -> int:
 
     check_picture_options(args)
     run_dir, data = Path(args.run), Path(args.data)
-    trained = load_model(args, run_dir, batch_size=args.batch_size)  # first: a broken run fails before the data
+    trained = load_model(args, batch_size=args.batch_size)  # first: a broken run fails before the data
     from minterpr.data.build import check_if_built
 
     check_if_built(data.parent)  # a dataset minterpr built must be finished and unchanged; other folders read as is
@@ -169,7 +169,7 @@ def write_static_pictures(args: argparse.Namespace, recorder: Any, samples: list
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval", help="replay recorded dialogues and report per-round metrics",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", required=True, metavar="RUN_DIR", help="run directory (its model.pt) or a model file")
+    parser.add_argument("--run", required=True, metavar="RUN", help=RUN_HELP)
     parser.add_argument("--data", required=True, metavar="DIALOGUES.jsonl", help="MInterPEDES dialogues to replay")
     parser.add_argument("--image-root", metavar="ROOT",
                         help="image paths resolve here (default: the dialogue file's folder)")

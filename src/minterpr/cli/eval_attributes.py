@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import STDOUT, add_batch_size_argument, add_common_options, load_model, show_progress, write_json
+from minterpr.cli.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, load_model,
+                                 show_progress, write_json)
 
 log = logging.getLogger(__name__)
 
@@ -120,7 +121,7 @@ def _run(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval-attributes", help="attribute recognition: mA, instance F1, per slot",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", required=True, metavar="RUN_DIR", help="run directory (its model.pt) or a model file")
+    parser.add_argument("--run", required=True, metavar="RUN", help=RUN_HELP)
     parser.add_argument("--gallery", required=True, metavar="GALLERY.jsonl",
                         help="gallery manifest whose labelled images are evaluated")
     parser.add_argument("--image-root", metavar="ROOT", help="image paths resolve here (default: the manifest's folder)")

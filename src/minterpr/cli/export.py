@@ -33,7 +33,9 @@ def run(args: argparse.Namespace) -> int:
     if args.out is None:
         if not args.push_to_hub:
             raise InputError("--out DIR is required (only --push-to-hub of an exported model directory goes without)")
-        return push(args, Path(args.run))
+        from minterpr.models.zoo import resolve_model
+
+        return push(args, resolve_model(args.run))  # a path, shipped[:NAME] or a hub model's cached copy
     code = export(args)
     return push(args, Path(args.out)) if code == 0 and args.push_to_hub else code
 
