@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minterpr.cli.common import add_common_options
+from minterpr.cli.common import RUN_HELP, add_common_options
 
 
 def run(args: argparse.Namespace) -> int:
@@ -75,7 +75,7 @@ def export(args: argparse.Namespace) -> int:
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("export", help="write a run's model as a portable directory (safetensors + JSON)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("run", metavar="RUN", help="run directory (its model.pt), model file or model directory")
+    parser.add_argument("run", metavar="RUN", help=RUN_HELP)
     parser.add_argument("--out", metavar="DIR", help="the model directory to write (new or empty, or an earlier "
                                                      "export to replace; files it holds besides, a card, stay)")
     parser.add_argument("--self-contained", action="store_true",
