@@ -61,13 +61,17 @@ def publish_files(model_dir: str | os.PathLike[str]) -> dict[str, Path]:
     return files
 
 
-def _hub_api() -> Any:
+def _hub_module() -> Any:
     try:
-        from huggingface_hub import HfApi
+        import huggingface_hub
     except ImportError:
         raise InputError("pushing to the hub needs huggingface_hub: pip install -c constraints.txt "
                          "'minterpr[model]'") from None
-    return HfApi()
+    return huggingface_hub
+
+
+def _hub_api() -> Any:
+    return _hub_module().HfApi()
 
 
 def _hub_errors() -> tuple[type[BaseException], ...]:
@@ -107,22 +111,17 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
 
     load_run(folder)  # what a user's --run hf-hub:... will do: the checksum, config and extras are checked here
     files = publish_files(folder)
+    add = _hub_module().CommitOperationAdd
+    operations = [add(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()]
     api = _hub_api() if api is None else api
     branch = revision or "main"
-    from_hub = _hub_errors()
     try:
         api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo, branch=branch, repo_type="model", exist_ok=True)
-        from huggingface_hub import CommitOperationAdd
-
-        operations = [CommitOperationAdd(path_in_repo=name, path_or_fileobj=str(path)) for name, path in files.items()]
         info = api.create_commit(repo, operations, commit_message=commit_message or f"minterpr model {folder.name}",
                                  revision=branch, repo_type="model")
-    except ImportError:
-        raise InputError("pushing to the hub needs huggingface_hub: pip install -c constraints.txt "
-                         "'minterpr[model]'") from None
-    except from_hub as err:
+    except _hub_errors() as err:
         first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
         raise RunError(f"{HUB_PREFIX}{repo}", f"the push to the Hugging Face Hub failed ({first})") from None
     return PushResult(repo_id=repo, revision=branch, commit=str(info.oid), url=str(info.commit_url),
