@@ -13,6 +13,9 @@ on ``--fit-split`` (val) first; the figures are on ``--split`` (test), never the
 Also printed, as a baseline, the rulings-out-only estimate of earlier versions
 (:func:`minterpr.interaction.presence.presence_probability`, prior 0.9, threshold 0.2).
 
+Also printed: how well the lowest presence probabilities separate the absent searches from the present
+ones confirmed and from those not confirmed within the turns (AUC, :func:`~minterpr.evaluation.presence_calibration.separation`).
+
 Targets: >= 80 % of absent-target searches flagged within 5 turns, <= 5 % of present-target searches
 wrongly flagged. Prints one JSON line per number of turns and the headline line.
 
@@ -62,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.split == args.fit_split:
         parser.error("--split and --fit-split must differ: the figures are not measured on the fitting split")
 
-    from minterpr.evaluation.presence_calibration import calibrate_presence, lowest, presence_searches
+    from minterpr.evaluation.presence_calibration import calibrate_presence, lowest, presence_searches, separation
     from minterpr.interaction.attribute_backend import AttributeBackend
     from minterpr.interaction.presence import ABSENT_BELOW, PRIOR_PRESENT
 
@@ -111,6 +114,11 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps({"within_turns": within, "absent_flagged_pct": round(rate(False, within), 1),
                           "present_flagged_pct": round(rate(True, within), 1)}))
     present = [s for s in found if s.present]
+    absent_lows = [lowest(model, s) for s in found if not s.present]
+
+    def auc(confirmed: bool) -> float | None:  # absent searches against the present ones (not) confirmed
+        value = separation(absent_lows, [lowest(model, s) for s in present if s.confirmed == confirmed])
+        return None if value is None else round(value, 3)
     print(json.dumps({
         "headline": True, "backend": "run " + args.run if args.run else "attribute noise 1.0", "split": args.split,
         "model": f"fitted here on {args.fit_split}" if fitted_here else "stored in the run",
@@ -122,6 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         "baseline_rulings_out_present_pct": round(rate(True, args.turns, old_estimate), 1),
         "present_confirmed_pct": round(100.0 * np.mean([s.confirmed for s in present]), 1),
         "median_lowest_present": round(float(np.median([lowest(model, s) for s in present])), 4),
+        "auc_absent_vs_confirmed": auc(True), "auc_absent_vs_unconfirmed": auc(False),
         "gallery": len(index), "fit_seconds": round(fit_seconds, 1), "seconds": round(elapsed, 1)}))
     return 0
 

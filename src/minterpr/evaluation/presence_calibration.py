@@ -118,6 +118,20 @@ def lowest(model: PresenceModel, search: PresenceSearch) -> float:
     return min(model.probability(row) for row in search.rows)
 
 
+def separation(absent: Sequence[float], present: Sequence[float]) -> float | None:
+    """How well the lowest presence probabilities of absent searches fall under those of present
+    ones: P(an absent search's < a present search's), ties counting half (the ROC AUC of "flag
+    absent"; 0.5: no better than chance); None when a group is empty.
+
+    >>> separation([0.1, 0.2], [0.3, 0.4]), separation([0.1, 0.3], [0.2, 0.3]), separation([], [0.5])
+    (1.0, 0.625, None)
+    """
+    a, b = np.asarray(list(absent), np.float64), np.asarray(list(present), np.float64)
+    if not len(a) or not len(b):
+        return None
+    return float((a[:, None] < b[None, :]).mean() + 0.5 * (a[:, None] == b[None, :]).mean())
+
+
 def flag_rates(model: PresenceModel, searches: Sequence[PresenceSearch]) -> tuple[float, float]:
     """(% of absent searches flagged, % of present searches flagged) at the model's threshold."""
     flagged = {True: [], False: []}
