@@ -108,10 +108,7 @@ def main(argv=None) -> int:
             row["seconds"] = round(time.perf_counter() - start, 1)
             rows.append(row)
             print(json.dumps(row), flush=True)
-    except ValueError as err:
-        print(f"bench_scoring: {err}", file=sys.stderr)
-        return 2
-    except MinterprError as err:
+    except (ValueError, MinterprError) as err:  # a bad --vary, field or value; a broken run or manifest
         print(f"bench_scoring: {err}", file=sys.stderr)
         return 2
     if args.json:
