@@ -54,3 +54,14 @@ class DatasetError(_PathError, ValueError):
 
 class ImageError(_PathError, OSError):
     """An image file that cannot be read or decoded."""
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an exception's message, or its type's name when it has none: what a
+    one-line report of a third-party error quotes.
+
+    >>> first_line(OSError("401 Unauthorized\\nmore detail")), first_line(ValueError())
+    ('401 Unauthorized', 'ValueError')
+    """
+    text = str(err).strip()
+    return text.splitlines()[0] if text else type(err).__name__

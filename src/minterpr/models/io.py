@@ -56,7 +56,7 @@ import numpy as np
 import torch
 
 from minterpr.data.formats.safejson import JSONProblem, loads
-from minterpr.errors import RunError
+from minterpr.errors import RunError, first_line
 from minterpr.fileio import atomic_write
 
 from .config import ModelConfig
@@ -137,7 +137,7 @@ def load_torch_file(path: str | PathLike[str], map_location: str | torch.device 
     except MemoryError:
         raise
     except Exception as err:  # noqa: BLE001 - torch reports damaged archives with many types
-        first = str(err).strip().splitlines()[0][:200] if str(err).strip() else type(err).__name__
+        first = first_line(err)[:200]
         if "weights_only" in first:
             first = type(err).__name__
         raise RunError(path, f"damaged PyTorch file ({first}): copy it again or retrain") from None

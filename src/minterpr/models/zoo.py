@@ -31,7 +31,7 @@ import os
 import re
 from pathlib import Path
 
-from minterpr.errors import InputError, RunError
+from minterpr.errors import InputError, RunError, first_line
 
 DEFAULT_REAL_MODEL = "peta-pa100k-lite2"  # the shipped model for real camera footage (models/<name>/)
 MODELS_ENV = "MINTERPR_MODELS"  # a folder of shipped model directories, instead of the repository's models/
@@ -109,8 +109,7 @@ def hub_snapshot(ref: str) -> Path:
         raise RunError(ref, "not in the Hugging Face cache and the hub cannot be reached (HF_HUB_OFFLINE or no "
                             "network): download it once where there is a network, or copy its cache") from None
     except (HfHubHTTPError, OSError, ValueError) as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise RunError(ref, f"cannot be fetched from the Hugging Face Hub ({first})") from None
+        raise RunError(ref, f"cannot be fetched from the Hugging Face Hub ({first_line(err)})") from None
 
 
 def resolve_model(ref: str | os.PathLike[str]) -> Path:

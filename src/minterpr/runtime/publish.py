@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from minterpr.errors import InputError, RunError
+from minterpr.errors import InputError, RunError, first_line
 from minterpr.models.zoo import HUB_PREFIX, parse_hub_ref
 
 CARD_FILES = ("README.md", "MODEL_CARD.md")  # the model card, in the order looked for; the hub shows README.md
@@ -122,7 +122,6 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
         info = api.create_commit(repo, operations, commit_message=commit_message or f"minterpr model {folder.name}",
                                  revision=branch, repo_type="model")
     except _hub_errors() as err:
-        first = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-        raise RunError(f"{HUB_PREFIX}{repo}", f"the push to the Hugging Face Hub failed ({first})") from None
+        raise RunError(f"{HUB_PREFIX}{repo}", f"the push to the Hugging Face Hub failed ({first_line(err)})") from None
     return PushResult(repo_id=repo, revision=branch, commit=str(info.oid), url=str(info.commit_url),
                       files=tuple(sorted(files)))

@@ -40,7 +40,7 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
-from minterpr.errors import InputError, RunError
+from minterpr.errors import InputError, RunError, first_line
 from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
 from minterpr.interaction.presence import MatchCalibration
 from minterpr.interaction.presence_model import OtherFeatures, PresenceModel
@@ -287,7 +287,7 @@ def _device(device: str) -> Any:
     try:
         return resolve_device(str(device))
     except (ValueError, RuntimeError) as err:  # "cuda" without CUDA, a misspelt device
-        message = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+        message = first_line(err)
         raise InputError(message if repr(str(device)) in message else f"device {device!r}: {message}") from None
 
 
