@@ -100,8 +100,9 @@ def test_nothing_is_pushed_without_a_card_or_a_loadable_model(model_dir, tmp_pat
         push_model_dir(tmp_path / "run", "my-lab/tiny-test", api=hub)
     with pytest.raises(InputError, match="name the branch with --revision"):
         push_model_dir(folder, "my-lab/tiny-test@v2", api=hub)
-    with pytest.raises(InputError, match="ORG/NAME"):
-        push_model_dir(folder, "no-slash", api=hub)
+    for bad in ("no-slash", "a/b/c", ""):
+        with pytest.raises(InputError, match="push to a hub repository named ORG/NAME"):
+            push_model_dir(folder, bad, api=hub)
     weights = folder / "model.safetensors"
     weights.write_bytes(weights.read_bytes()[:-8] + b"\0" * 8)  # the checksum no longer holds
     with pytest.raises(RunError):
@@ -147,6 +148,8 @@ def test_export_pushes_from_the_command_line(model_dir, tmp_path, monkeypatch, c
     # export and push in one command: the card written beside an earlier export stays and goes up
     assert main(["export", str(tmp_path / "run"), "--out", str(folder), "--push-to-hub", "my-lab/tiny-test"]) == 0
     assert "MODEL_CARD.md" in hub.calls[-1][2]
+    assert main(["export", str(folder), "--push-to-hub", ""]) == 2  # an empty name is refused, not "no push"
+    assert "'': push to a hub repository named ORG/NAME" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "run")]) == 2
     assert "--out DIR is required" in capsys.readouterr().err
     assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x"), "--private"]) == 2

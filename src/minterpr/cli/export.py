@@ -28,16 +28,17 @@ from minterpr.cli.common import RUN_HELP, add_common_options
 def run(args: argparse.Namespace) -> int:
     from minterpr.errors import InputError
 
-    if not args.push_to_hub and (args.revision or args.private or args.commit_message):
+    pushing = args.push_to_hub is not None  # an empty name is a bad name, not "no push"
+    if not pushing and (args.revision or args.private or args.commit_message):
         raise InputError("--revision, --private and --commit-message go with --push-to-hub ORG/NAME")
     if args.out is None:
-        if not args.push_to_hub:
+        if not pushing:
             raise InputError("--out DIR is required (only --push-to-hub of an exported model directory goes without)")
         from minterpr.models.zoo import resolve_model
 
         return push(args, resolve_model(args.run))  # a path, shipped[:NAME] or a hub model's cached copy
     code = export(args)
-    return push(args, Path(args.out)) if code == 0 and args.push_to_hub else code
+    return push(args, Path(args.out)) if code == 0 and pushing else code
 
 
 def push(args: argparse.Namespace, model_dir: Path) -> int:

@@ -96,7 +96,10 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
     ``api``: an object with ``huggingface_hub.HfApi``'s ``create_repo``, ``create_branch`` and
     ``create_commit`` (default: a new ``HfApi``). InputError for a bad name or a directory without a
     model card, RunError (one line) for a directory that does not load or a hub that refuses."""
-    repo, pinned = parse_hub_ref(HUB_PREFIX + str(repo_id))
+    try:
+        repo, pinned = parse_hub_ref(HUB_PREFIX + str(repo_id))
+    except InputError:
+        raise InputError(f"{repo_id!r}: push to a hub repository named ORG/NAME") from None
     if pinned is not None:
         raise InputError(f"{repo_id}: push to ORG/NAME and name the branch with --revision, not @{pinned}")
     folder = Path(model_dir)
