@@ -24,7 +24,7 @@ import argparse
 import json
 import logging
 
-from minterpr.cli.common import STDOUT, add_common_options, load_model, show_progress, write_json
+from minterpr.cli.common import STDOUT, add_common_options, load_pipeline_of, show_progress, write_json
 
 COMMAND = "minterpr calibrate-presence"
 log = logging.getLogger(__name__)
@@ -39,7 +39,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.split == "test":
         raise InputError("--split test: the presence model is fitted on validation searches; test measures it")
-    pipeline = load_model(args)  # first: a broken run fails before the data is read
+    pipeline = load_pipeline_of(args)  # first: a broken run fails before the data is read
     split = load_split(DataConfig(root=args.data), args.split)
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=show_progress(args))
     index.require_complete(f"{COMMAND} ({args.data}, {args.split})")
