@@ -459,5 +459,5 @@ def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
     if not Path(args.index).is_dir():
         raise CLIError(f"gallery store not found: {args.index} (build one with `minterpr index build`)")
     pipeline = load_pipeline_of(args)
-    index = load_gallery(args.index, expected_fingerprint=pipeline.model_fingerprint)
+    index = load_gallery(args.index, expected_fingerprint=pipeline.fingerprint)
     return pipeline.backend, pipeline.rerank_config(), index
