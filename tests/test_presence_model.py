@@ -1,4 +1,4 @@
-"""'Probably not in this footage' as a fitted model (interaction/presence_model.py,
+"""'Probably not in this footage' as a fitted model (interaction/presence.py,
 evaluation/presence_calibration.py, ``minterpr calibrate-presence``): the fast features agree with
 the plain reference, the record round-trips and names what is wrong, the fit recovers known
 weights, and on a small synthetic world an absent target lowers the probability more than a present one."""
@@ -13,8 +13,8 @@ from minterpr.errors import InputError, RunError
 from minterpr.evaluation.presence_calibration import (fit_presence, flag_rates, lowest, presence_searches,
                                                       without_identity)
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.presence_model import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
-                                                 presence_features, presence_features_reference, session_features)
+from minterpr.interaction.presence import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
+                                           presence_features, presence_features_reference, session_features)
 from minterpr.interaction.session import Session
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact

@@ -6,7 +6,7 @@ images shown with what differs and confirms the target when it is shown; up to `
 over the whole gallery and over the gallery with the target's images removed. Fits the logistic
 presence model over the session's signals (how well the best remaining image fits the facts, how
 many fit, the images ruled out, how much the best one stands out, the gallery's size;
-:mod:`minterpr.interaction.presence_model`; also over a third and a half of the split's people,
+:mod:`minterpr.interaction.presence`; also over a third and a half of the split's people,
 so the size varies), chooses the threshold under which the page says
 "probably not in this footage" (at most ``--max-false`` of the present searches flagged) and
 stores it with the model (extra ``"presence_model"``: a run's model.pt, or an exported model

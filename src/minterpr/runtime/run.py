@@ -42,8 +42,8 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 from minterpr.errors import InputError, RunError, first_line
 from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
-from minterpr.interaction.presence import MatchCalibration
-from minterpr.interaction.presence_model import OtherFeatures, PresenceModel
+from minterpr.interaction.match import MatchCalibration
+from minterpr.interaction.presence import OtherFeatures, PresenceModel
 from minterpr.interaction.reranking import RerankConfig
 
 if TYPE_CHECKING:  # torch-heavy: imported when a run is loaded

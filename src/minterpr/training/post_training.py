@@ -96,14 +96,14 @@ def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[
 
 
 def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExtras:
-    """Write a :class:`~minterpr.interaction.presence.MatchCalibration` into the model at ``path``
+    """Write a :class:`~minterpr.interaction.match.MatchCalibration` into the model at ``path``
     (a run directory's ``model.pt``, a model file, or an exported model directory's ``extras.json``;
     its weights and ``config.json`` untouched, so a shipped model's pin holds). Returns the extras
     as now stored.
 
     Example:
         >>> import tempfile
-        >>> from minterpr.interaction.presence import MatchCalibration
+        >>> from minterpr.interaction.match import MatchCalibration
         >>> from minterpr.models import create_model, save_model
         >>> run_dir = Path(tempfile.mkdtemp())
         >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"epoch": 2})
@@ -115,12 +115,12 @@ def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExt
 
 
 def store_presence_model(path: str | os.PathLike[str], record: Any) -> RunExtras:
-    """Write a :class:`~minterpr.interaction.presence_model.PresenceModel` into the model at ``path``,
+    """Write a :class:`~minterpr.interaction.presence.PresenceModel` into the model at ``path``,
     as :func:`store_match_calibration` writes its record (extra ``"presence_model"``).
 
     Example:
         >>> import tempfile
-        >>> from minterpr.interaction.presence_model import FEATURE_NAMES, PresenceModel
+        >>> from minterpr.interaction.presence import FEATURE_NAMES, PresenceModel
         >>> from minterpr.models import create_model, save_model
         >>> run_dir = Path(tempfile.mkdtemp())
         >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"epoch": 2})
