@@ -14,7 +14,7 @@ from minterpr.interaction.policies import TEMPERATURE
 from minterpr.interaction.match import (MatchCalibration, fit_match_temperature, match_nll, match_probabilities,
                                         match_reliability)
 from minterpr.interaction.session import Session
-from minterpr.runtime.run import RunExtras
+from minterpr.interaction.fitted import RunExtras
 from minterpr.serving.events import session_options
 from minterpr.types import GalleryImage
 

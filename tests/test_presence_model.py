@@ -18,7 +18,7 @@ from minterpr.interaction.presence import (FEATURE_NAMES, PresenceModel, choose_
 from minterpr.interaction.session import Session
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
-from minterpr.runtime.run import RunExtras
+from minterpr.interaction.fitted import RunExtras
 from minterpr.types import GalleryImage
 
 

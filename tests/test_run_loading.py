@@ -27,7 +27,8 @@ from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.errors import RunError
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.models import create_model, save_model
-from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
+from minterpr.interaction.fitted import CalibrationRecord, RunExtras, WeightSelection
+from minterpr.runtime.run import load_run
 from minterpr.training.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

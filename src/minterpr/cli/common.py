@@ -59,7 +59,7 @@ from minterpr.types import GalleryImage
 
 if TYPE_CHECKING:  # torch-heavy: loaded with a model
     from minterpr.runtime.pipeline import Pipeline
-    from minterpr.runtime.run import RunExtras
+    from minterpr.interaction.fitted import RunExtras
 
 LOGGER_NAME = "minterpr"  # the package's logger: every module logs under it (minterpr.cli.eval, ...)
 STDOUT = "-"  # --json - : the report to stdout

@@ -43,7 +43,7 @@ class Pipeline:
 
     @property
     def extras(self) -> RunExtras:
-        """What training stored with the model (:class:`~minterpr.runtime.run.RunExtras`)."""
+        """What training stored with the model (:class:`~minterpr.interaction.fitted.RunExtras`)."""
         return self.run.extras
 
     @property

@@ -1,7 +1,7 @@
 """After training: calibrate the attribute probabilities and choose the attribute-evidence weight.
 
 Both run on the selection split (never test) and are stored with the model as typed extras
-(:class:`~minterpr.runtime.run.RunExtras`: ``"calibration"``, ``"scoring"``,
+(:class:`~minterpr.interaction.fitted.RunExtras`: ``"calibration"``, ``"scoring"``,
 ``"scoring_selection"``), which :func:`~minterpr.runtime.run.load_run` reads back; ``minterpr
 train`` and ``minterpr demo`` run :func:`calibrate_and_choose_weight` after training. Loading a
 model never imports this module.
@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
+from minterpr.interaction.fitted import CalibrationRecord, RunExtras, WeightSelection
+from minterpr.runtime.run import load_run
 from minterpr.training.config import TrainConfig
 
 __all__ = ["calibrate_and_choose_weight"]
