@@ -1,6 +1,8 @@
 """The house plan: imports flow one way, bottom up through these floors, and draw no circle.
 
-    0  types, errors, fileio, registry   plain records, errors, atomic files, the registry pattern
+    0  types, errors, fileio, registry, records
+                     plain records, errors, atomic files, the registry pattern, the checks a
+                     stored record is read back with
     1  language      the ontology, phrasing, reading and parsing, dialogue acts, fact evidence
     2  data          formats, synthetic world, builders, converters, label maps, images, stats
     3  models        the trainable retrieval model, its encoders, I/O, devices, ONNX export
@@ -28,8 +30,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
-FLOORS = [("types", "errors", "fileio", "registry"), ("language",), ("data",), ("models",), ("index",), ("vlm",),
-          ("interaction",), ("evaluation",), ("runtime", "__init__"), ("training",), ("ingest",),
+FLOORS = [("types", "errors", "fileio", "registry", "records"), ("language",), ("data",), ("models",), ("index",),
+          ("vlm",), ("interaction",), ("evaluation",), ("runtime", "__init__"), ("training",), ("ingest",),
           ("serving",), ("cli", "__main__")]
 RANK = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
 CORE = {unit for units in FLOORS[:3] for unit in units}

@@ -9,6 +9,11 @@ match temperature (:class:`~minterpr.interaction.match.MatchCalibration`) and th
 :func:`minterpr.runtime.run.load_run` reads it with the model; a malformed entry raises
 :class:`~minterpr.errors.RunError` naming the file and the entry.
 
+:data:`RECORDS` is the table: one row per record (the field of :class:`RunExtras`, the key in the
+file, the record's class). Each record owns its ``from_dict`` (checks from :mod:`minterpr.records`,
+``ValueError`` naming the field) and ``to_dict``; adding one is a class, a row and a field here
+(docs/extending.md, "A third fitted record").
+
 Example:
     >>> extras = RunExtras.from_dict({"scoring": {"attribute_weight": 0.1}, "epoch": 2})
     >>> extras.scoring.attribute_weight, extras.other, extras.to_dict()["epoch"]
@@ -20,15 +25,16 @@ Example:
 from __future__ import annotations
 
 import dataclasses
-import math
+import logging
 import os
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from minterpr.errors import RunError
 from minterpr.interaction.match import MatchCalibration
-from minterpr.interaction.presence import OtherFeatures, PresenceModel
+from minterpr.interaction.presence import PresenceModel
 from minterpr.interaction.reranking import RerankConfig
+from minterpr.records import Unusable, finite, mapping, number_map, split_name
 
 SELECTED_KEYS = ("stage", "epoch", "selection_metric", "value")  # how training selected the weights
 
@@ -45,6 +51,21 @@ class CalibrationRecord:
     # positives or negatives there are absent; empty in records written before it was stored
     label_auc: dict[str, float] = field(default_factory=dict)
 
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "CalibrationRecord":
+        """The record of :meth:`to_dict`; ValueError naming the field that is missing or wrong."""
+        data = mapping(data)
+        return cls(split_name(data.get("split")), number_map(data.get("temperatures"), "temperatures", "slot names"),
+                   finite(data.get("nll_before"), "nll_before"), finite(data.get("nll_after"), "nll_after"),
+                   # absent in records written before label AUCs were stored
+                   number_map(data.get("label_auc", {}), "label_auc", "label names"))
+
+    def to_dict(self) -> dict[str, Any]:
+        out = dataclasses.asdict(self)
+        if not self.label_auc:  # an old record is written back as it was read
+            del out["label_auc"]
+        return out
+
 
 @dataclass(frozen=True)
 class WeightSelection:
@@ -52,6 +73,37 @@ class WeightSelection:
 
     split: str  # the split the weights were tried on (never test)
     r1_last_by_weight: dict[str, float]  # str(weight) -> R@1 (%) after the last round
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "WeightSelection":
+        """The record of :meth:`to_dict`; ValueError naming the field that is missing or wrong."""
+        data = mapping(data)
+        tried = mapping(data.get("r1_last_by_weight"), "r1_last_by_weight")
+        return cls(split_name(data.get("split")),
+                   number_map({str(w): r for w, r in tried.items()}, "r1_last_by_weight", "weights"))
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+@dataclass(frozen=True)
+class Record:
+    """One row of :data:`RECORDS`: a fitted record stored with the model."""
+
+    field: str  # its field in RunExtras
+    key: str  # its key in the model file's extra (and extras.json)
+    type: Any  # its class: from_dict(Mapping) (ValueError or TypeError when malformed, Unusable) and to_dict()
+    refit: str = ""  # the command that refits it, named when a stored one is Unusable here
+
+
+# read and written in this order; every other key of the extra is kept as written
+RECORDS = (
+    Record("scoring", "scoring", RerankConfig),
+    Record("calibration", "calibration", CalibrationRecord),
+    Record("selection", "scoring_selection", WeightSelection),
+    Record("match", "match_calibration", MatchCalibration, "minterpr calibrate-match"),
+    Record("presence", "presence_model", PresenceModel, "minterpr calibrate-presence"),
+)
 
 
 @dataclass(frozen=True)
@@ -71,38 +123,35 @@ class RunExtras:
 
     @classmethod
     def from_dict(cls, extra: Mapping[str, Any] | None, source: str | os.PathLike[str] = "model file") -> "RunExtras":
-        """Parse a checkpoint's ``extra``; a malformed entry raises :class:`RunError` naming it."""
-        extra = dict(extra or {})
-        scoring = extra.pop("scoring", None)
-        calibration = extra.pop("calibration", None)
-        selection = extra.pop("scoring_selection", None)
-        match = extra.pop("match_calibration", None)
-        stored = extra.pop("presence_model", None)
-        presence = None if stored is None else _presence(stored, source)
-        if stored is not None and presence is None:  # fitted on another feature set: kept as written, unused
-            extra["presence_model"] = stored
-        return cls(None if scoring is None else _scoring(scoring, source),
-                   None if calibration is None else _calibration(calibration, source),
-                   None if selection is None else _selection(selection, source),
-                   None if match is None else _match(match, source),
-                   presence, extra)
+        """Parse a checkpoint's ``extra``; a malformed entry raises :class:`RunError` naming it. A
+        well-formed record this minterpr cannot use is kept in ``other`` as written, with a warning."""
+        other = dict(extra or {})
+        records: dict[str, Any] = {}
+        for row in RECORDS:
+            stored = other.pop(row.key, None)
+            if stored is not None:
+                records[row.field] = _read(row, stored, source)
+                if records[row.field] is None:  # unusable here: kept as written, unused
+                    other[row.key] = stored
+        return cls(**records, other=other)
 
     def to_dict(self) -> dict[str, Any]:
         """The ``extra`` dict to store (plain data)."""
         out = dict(self.other)
-        if self.scoring is not None:
-            out["scoring"] = self.scoring.to_dict()
-        if self.calibration is not None:
-            out["calibration"] = dataclasses.asdict(self.calibration)
-            if not self.calibration.label_auc:  # an old record is written back as it was read
-                del out["calibration"]["label_auc"]
-        if self.selection is not None:
-            out["scoring_selection"] = dataclasses.asdict(self.selection)
-        if self.match is not None:
-            out["match_calibration"] = self.match.to_dict()
-        if self.presence is not None:
-            out["presence_model"] = self.presence.to_dict()
+        for row in RECORDS:
+            record = getattr(self, row.field)
+            if record is not None:
+                out[row.key] = record.to_dict()
         return out
+
+    @staticmethod
+    def row_of(record: Any) -> Record:
+        """The row of :data:`RECORDS` whose class ``record`` is; TypeError for anything else."""
+        for row in RECORDS:
+            if type(record) is row.type:
+                return row
+        raise TypeError(f"a {type(record).__name__} is not a record stored with a model "
+                        f"(known: {', '.join(row.type.__name__ for row in RECORDS)})")
 
     def match_temperature(self) -> float:
         """The temperature of the match sessions show: the fitted one, else the policies' default."""
@@ -120,74 +169,14 @@ class RunExtras:
         return {k: self.other[k] for k in SELECTED_KEYS if k in self.other}
 
 
-def _entry(value: Any, key: str, source: str | os.PathLike[str]) -> dict[str, Any]:
-    if not isinstance(value, Mapping):
-        raise RunError(source, f"malformed extra {key!r}: a {type(value).__name__}, not a dict")
-    return dict(value)
-
-
-def _number(value: Any, what: str, source: str | os.PathLike[str]) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-        raise RunError(source, f"malformed extra {what}: {value!r} is not a finite number")
-    return float(value)
-
-
-def _split(value: Any, what: str, source: str | os.PathLike[str]) -> str:
-    if not isinstance(value, str):
-        raise RunError(source, f"malformed extra {what}: {value!r} is not a split name")
-    return value
-
-
-def _scoring(value: Any, source: str | os.PathLike[str]) -> RerankConfig:
-    data = _entry(value, "scoring", source)
+def _read(row: Record, stored: Any, source: str | os.PathLike[str]) -> Any:
+    """The record of ``row`` stored as ``stored``; None (with a warning) for one this minterpr cannot
+    use; :class:`RunError` naming the file and the entry for a malformed one."""
     try:
-        return RerankConfig.from_dict(data)
-    except (TypeError, ValueError) as err:
-        raise RunError(source, f"malformed extra 'scoring': {err}") from None
-
-
-def _calibration(value: Any, source: str | os.PathLike[str]) -> CalibrationRecord:
-    data = _entry(value, "calibration", source)
-    temperatures = data.get("temperatures")
-    if not isinstance(temperatures, Mapping) or not all(isinstance(k, str) for k in temperatures):
-        raise RunError(source, "malformed extra 'calibration': 'temperatures' must map slot names to numbers")
-    fitted = {k: _number(t, f"'calibration' temperature of {k!r}", source) for k, t in temperatures.items()}
-    auc = data.get("label_auc", {})  # absent in records written before label AUCs were stored
-    if not isinstance(auc, Mapping) or not all(isinstance(k, str) for k in auc):
-        raise RunError(source, "malformed extra 'calibration': 'label_auc' must map label names to numbers")
-    return CalibrationRecord(_split(data.get("split"), "'calibration' split", source), fitted,
-                             _number(data.get("nll_before"), "'calibration' nll_before", source),
-                             _number(data.get("nll_after"), "'calibration' nll_after", source),
-                             {k: _number(v, f"'calibration' label_auc of {k!r}", source) for k, v in auc.items()})
-
-
-def _match(value: Any, source: str | os.PathLike[str]) -> MatchCalibration:
-    try:
-        return MatchCalibration.from_dict(_entry(value, "match_calibration", source))
-    except ValueError as err:
-        raise RunError(source, f"malformed extra 'match_calibration': {err}") from None
-
-
-def _presence(value: Any, source: str | os.PathLike[str]) -> PresenceModel | None:
-    """The record, or None (with a warning) for one fitted on another feature set: the page then keeps
-    the rulings-out estimate until ``minterpr calibrate-presence`` fits this version's."""
-    try:
-        return PresenceModel.from_dict(_entry(value, "presence_model", source))
-    except OtherFeatures as err:
-        import logging
-
-        logging.getLogger(__name__).warning("%s: extra 'presence_model' ignored: %s (refit it with minterpr "
-                                            "calibrate-presence)", os.fspath(source), err)
+        return row.type.from_dict(mapping(stored))
+    except Unusable as err:
+        logging.getLogger(__name__).warning("%s: extra %r ignored: %s (refit it with %s)", os.fspath(source),
+                                            row.key, err, row.refit)
         return None
-    except ValueError as err:
-        raise RunError(source, f"malformed extra 'presence_model': {err}") from None
-
-
-def _selection(value: Any, source: str | os.PathLike[str]) -> WeightSelection:
-    data = _entry(value, "scoring_selection", source)
-    tried = data.get("r1_last_by_weight")
-    if not isinstance(tried, Mapping):
-        raise RunError(source, "malformed extra 'scoring_selection': no 'r1_last_by_weight' dict")
-    return WeightSelection(_split(data.get("split"), "'scoring_selection' split", source),
-                           {str(w): _number(r, f"'scoring_selection' R@1 of weight {w}", source)
-                            for w, r in tried.items()})
+    except (TypeError, ValueError) as err:
+        raise RunError(source, f"malformed extra {row.key!r}: {err}") from None

@@ -34,6 +34,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from minterpr.interaction.policies import TEMPERATURE
+from minterpr.records import count, finite, mapping, split_name
 
 # the range fit_match_temperature searches (log-spaced): 1e-3 is sharper than any score gap, 1e3 flat
 TEMPERATURE_RANGE = (1e-3, 1e3)
@@ -152,22 +153,11 @@ class MatchCalibration:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "MatchCalibration":
         """The record of ``to_dict``; ValueError naming the field that is missing or not a number."""
-        values: dict[str, Any] = {}
-        for name in ("temperature", "nll_before", "nll_after", "ece_before", "ece_after"):
-            value = data.get(name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name!r}: {value!r} is not a finite number")
-            values[name] = float(value)
+        data = mapping(data)
+        values: dict[str, Any] = {name: finite(data.get(name), name) for name in
+                                  ("temperature", "nll_before", "nll_after", "ece_before", "ece_after")}
         if values["temperature"] <= 0:
             raise ValueError(f"'temperature': {values['temperature']!r} is not positive")
-        for name in ("searches", "steps"):
-            value = data.get(name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name!r}: {value!r} is not a count")
-            values[name] = value
-        if not isinstance(data.get("split"), str):
-            raise ValueError(f"'split': {data.get('split')!r} is not a split name")
-        protocol = data.get("protocol", {})
-        if not isinstance(protocol, Mapping):
-            raise ValueError(f"'protocol': a {type(protocol).__name__}, not a dict")
-        return cls(split=data["split"], protocol=dict(protocol), **values)
+        values.update({name: count(data.get(name), name) for name in ("searches", "steps")})
+        return cls(split=split_name(data.get("split")), protocol=mapping(data.get("protocol", {}), "protocol"),
+                   **values)

@@ -69,6 +69,7 @@ import numpy as np
 
 from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
 from minterpr.language.phrasing import Fact
+from minterpr.records import Unusable, count, finite, mapping, number_map, split_name
 
 PRIOR_PRESENT = 0.9  # P(the person is in the searched images) before anything is said: the analyst chose this footage
 ABSENT_BELOW = 0.2  # under this presence probability the page says "probably not in this footage"
@@ -93,7 +94,7 @@ def probably_absent(probability: float, threshold: float = ABSENT_BELOW) -> bool
     return probability < threshold
 
 
-class OtherFeatures(ValueError):
+class OtherFeatures(Unusable):
     """A presence record fitted on another feature set (an older or newer minterpr): well formed, unusable here."""
 
 
@@ -207,36 +208,18 @@ class PresenceModel:
     def from_dict(cls, data: Mapping[str, Any]) -> "PresenceModel":
         """The record of ``to_dict``; ValueError naming the field that is missing or wrong
         (:class:`OtherFeatures` when it is well formed but names other features than :data:`FEATURE_NAMES`)."""
-        if not isinstance(data, Mapping):
-            raise ValueError(f"a {type(data).__name__}, not a dict")
-
-        def number(name: str, value: Any) -> float:
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name!r}: {value!r} is not a finite number")
-            return float(value)
-
-        weights = data.get("weights")
-        if not isinstance(weights, Mapping) or not all(isinstance(k, str) for k in weights):
-            raise ValueError(f"'weights': {weights!r} must map feature names to numbers")
-        fitted = {name: number(f"weights.{name}", value) for name, value in weights.items()}
+        data = mapping(data)
+        fitted = number_map(data.get("weights"), "weights", "feature names")
         if set(fitted) != set(FEATURE_NAMES):
             raise OtherFeatures(f"'weights': fitted on the features {sorted(fitted)}, this minterpr computes "
                                 f"{list(FEATURE_NAMES)}")
-        values = {name: number(name, data.get(name)) for name in
-                  ("bias", "threshold", "absent_flagged_pct", "present_flagged_pct")}
+        values: dict[str, Any] = {name: finite(data.get(name), name) for name in
+                                  ("bias", "threshold", "absent_flagged_pct", "present_flagged_pct")}
         if not 0.0 < values["threshold"] < 1.0:
             raise ValueError(f"'threshold': {values['threshold']!r} is not in (0, 1)")
-        for name in ("searches", "steps"):
-            value = data.get(name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name!r}: {value!r} is not a count")
-            values[name] = value
-        if not isinstance(data.get("split"), str):
-            raise ValueError(f"'split': {data.get('split')!r} is not a split name")
-        protocol = data.get("protocol", {})
-        if not isinstance(protocol, Mapping):
-            raise ValueError(f"'protocol': a {type(protocol).__name__}, not a dict")
-        return cls(split=data["split"], weights=fitted, protocol=dict(protocol), **values)
+        values.update({name: count(data.get(name), name) for name in ("searches", "steps")})
+        return cls(split=split_name(data.get("split")), weights=fitted,
+                   protocol=mapping(data.get("protocol", {}), "protocol"), **values)
 
 
 def fit_logistic(rows: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None,

@@ -112,7 +112,7 @@ def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExt
         >>> store_match_calibration(run_dir, record).match.temperature, load_run(run_dir).extras.other
         (0.05, {'epoch': 2})
     """
-    return _store_record(path, "match", "match_calibration", record)
+    return store_record(path, record)
 
 
 def store_presence_model(path: str | os.PathLike[str], record: Any) -> RunExtras:
@@ -129,11 +129,14 @@ def store_presence_model(path: str | os.PathLike[str], record: Any) -> RunExtras
         >>> store_presence_model(run_dir, record).presence.threshold, load_run(run_dir).extras.other
         (0.3, {'epoch': 2})
     """
-    return _store_record(path, "presence", "presence_model", record)
+    return store_record(path, record)
 
 
-def _store_record(path: str | os.PathLike[str], field: str, key: str, record: Any) -> RunExtras:
-    """Store ``record`` as the extras' ``field`` (extra ``key``) of the model at ``path``."""
+def store_record(path: str | os.PathLike[str], record: Any) -> RunExtras:
+    """Store a fitted ``record`` (any class of :data:`~minterpr.interaction.fitted.RECORDS`) with the
+    model at ``path``, under its row's key, the rest of the extras unchanged; TypeError for an object
+    that is not such a record."""
+    row = RunExtras.row_of(record)
     import json
 
     from minterpr.fileio import atomic_write_text
@@ -141,12 +144,12 @@ def _store_record(path: str | os.PathLike[str], field: str, key: str, record: An
     from minterpr.runtime.run import model_path_of
 
     model_path, _ = model_path_of(path)
-    extras = dataclasses.replace(load_run(model_path).extras, **{field: record})
+    extras = dataclasses.replace(load_run(model_path).extras, **{row.field: record})
     if model_path.is_dir():  # an exported model directory: its extras are a JSON file beside the weights
         target = model_path / EXTRAS_FILE
         mode = target.stat().st_mode & 0o777
         atomic_write_text(target, json.dumps(extras.to_dict(), indent=1, sort_keys=True) + "\n")
         os.chmod(target, mode)
     else:
-        update_extra(model_path, {key: record.to_dict()})
+        update_extra(model_path, {row.key: record.to_dict()})
     return extras
