@@ -1,5 +1,5 @@
 """The page's match temperature fitted on validation searches (interaction/match.py,
-evaluation/match_calibration.py, ``minterpr calibrate-match``): it recovers a known temperature,
+evaluation/match_calibration.py, ``minterpr calibrate match``): it recovers a known temperature,
 it is stored with the model, and sessions, the page and the presence estimate use it."""
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ is shown; the protocol of ``benchmarks/bench_presence.py``) and keeps every step
 which ranked images show the target's identity. :func:`calibrate_match` fits the one softmax
 temperature of the match distribution on them (:func:`~minterpr.interaction.match.fit_match_temperature`)
 and returns the :class:`~minterpr.interaction.match.MatchCalibration` record a run stores
-(``minterpr calibrate-match``). Run it on the validation split only: the test split measures it.
+(``minterpr calibrate match``). Run it on the validation split only: the test split measures it.
 
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend

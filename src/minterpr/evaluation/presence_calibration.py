@@ -8,7 +8,7 @@ whole gallery (present) and over the gallery with every image of the target's id
 every step (after the description and after each turn) until the user confirms the target or the
 turns run out. :func:`fit_presence` fits the logistic :class:`~minterpr.interaction.presence.PresenceModel`
 on those rows and chooses its threshold; :func:`calibrate_presence` does both on a split (never test:
-the test split measures the result) and returns the record a run stores (``minterpr calibrate-presence``).
+the test split measures the result) and returns the record a run stores (``minterpr calibrate presence``).
 It searches the split's gallery whole and two samples of its identities (a third, a half:
 :data:`GALLERY_SHARES`), so the model sees how its signals move with the gallery's size (its
 ``gallery`` feature) instead of learning one size: a search over footage larger than the

@@ -101,8 +101,8 @@ RECORDS = (
     Record("scoring", "scoring", RerankConfig),
     Record("calibration", "calibration", CalibrationRecord),
     Record("selection", "scoring_selection", WeightSelection),
-    Record("match", "match_calibration", MatchCalibration, "minterpr calibrate-match"),
-    Record("presence", "presence_model", PresenceModel, "minterpr calibrate-presence"),
+    Record("match", "match_calibration", MatchCalibration, "minterpr calibrate match"),
+    Record("presence", "presence_model", PresenceModel, "minterpr calibrate presence"),
 )
 
 
@@ -114,10 +114,10 @@ class RunExtras:
     calibration: CalibrationRecord | None = None  # "calibration"; None = uncalibrated
     selection: WeightSelection | None = None  # "scoring_selection"; None = the weight was not chosen
     # "match_calibration": the page's match temperature fitted on validation searches (minterpr
-    # calibrate-match); None = not fitted, the policies' TEMPERATURE
+    # calibrate match); None = not fitted, the policies' TEMPERATURE
     match: MatchCalibration | None = None
     # "presence_model": "probably not in this footage", fitted on validation searches whose target is
-    # present or removed (minterpr calibrate-presence); None = not fitted, the rulings-out estimate
+    # present or removed (minterpr calibrate presence); None = not fitted, the rulings-out estimate
     presence: PresenceModel | None = None
     other: dict[str, Any] = field(default_factory=dict)  # every other key, kept as written (stage, epoch, ...)
 

@@ -8,7 +8,7 @@ result's "match" (never the raw score, whose scale moves with every fact said).
 The temperature a model's page uses is fitted on validation searches (:func:`fit_match_temperature`:
 the one T minimising the negative log-likelihood of the target's images under the match distribution,
 so an image shown at match m is the person about m of the time; :class:`MatchCalibration` is the
-stored record, ``minterpr calibrate-match`` computes it, docs/benchmarks.md); a model without one
+stored record, ``minterpr calibrate match`` computes it, docs/benchmarks.md); a model without one
 keeps the policies' :data:`~minterpr.interaction.policies.TEMPERATURE`.
 
 Example:
@@ -133,7 +133,7 @@ def match_reliability(steps: Sequence[MatchStep], temperature: float, top: int =
 @dataclass(frozen=True)
 class MatchCalibration:
     """The match distribution's temperature fitted on validation searches (a run's extra
-    ``"match_calibration"``; ``minterpr calibrate-match`` writes it)."""
+    ``"match_calibration"``; ``minterpr calibrate match`` writes it)."""
 
     split: str  # the split the searches ran on (never test)
     temperature: float  # softmax temperature of the page's match (and of the presence estimate it feeds)

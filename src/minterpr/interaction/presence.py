@@ -30,7 +30,7 @@ what a live session holds, without ground truth (:func:`presence_features`, one 
   less (fitted on validation galleries of several sizes, :mod:`minterpr.evaluation.presence_calibration`).
 
 :class:`PresenceModel` is the fitted record (a run's extra ``"presence_model"``; ``minterpr
-calibrate-presence`` fits it on validation searches whose target is present vs removed,
+calibrate presence`` fits it on validation searches whose target is present vs removed,
 :mod:`minterpr.evaluation.presence_calibration`): P(present) = σ(bias + Σ w·feature), fitted with
 each search weighted equally and as many present as absent searches (so 0.5 means "as likely as
 not"), and the threshold under which the page says "probably not in this footage" (chosen on the
@@ -178,7 +178,7 @@ def _sigmoid(z: float) -> float:
 @dataclass(frozen=True)
 class PresenceModel:
     """P(the person is in the searched images) from :data:`FEATURE_NAMES`, fitted on validation
-    searches (a run's extra ``"presence_model"``; ``minterpr calibrate-presence`` writes it)."""
+    searches (a run's extra ``"presence_model"``; ``minterpr calibrate presence`` writes it)."""
 
     split: str  # the split the searches ran on (never test)
     weights: Mapping[str, float]  # feature name -> weight (every name of FEATURE_NAMES)
