@@ -51,6 +51,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, TextIO
 
+from minterpr.data.layout import IMAGE_SUFFIXES
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
@@ -348,9 +349,6 @@ def check_picture_options(args: argparse.Namespace) -> None:
         raise InputError("--pictures N needs --pictures-dir DIR (where the strips go)")
     if args.pictures_dir and not args.pictures:
         raise InputError("--pictures-dir needs --pictures N (how many queries to draw)")
-
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
 
 
 def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[GalleryImage]:
