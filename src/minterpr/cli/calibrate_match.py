@@ -26,16 +26,15 @@ log = logging.getLogger(__name__)
 
 
 def run(args: argparse.Namespace) -> int:
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import InputError
     from minterpr.evaluation.match_calibration import calibrate_match
-    from minterpr.training.config import DataConfig
-    from minterpr.training.data import load_split
     from minterpr.training.post_training import store_match_calibration
 
     if args.split == "test":
         raise InputError("--split test: the temperature is fitted on validation searches; test measures it")
     pipeline = load_model(args)  # first: a broken run fails before the data is read
-    split = load_split(DataConfig(root=args.data), args.split)
+    split = BuiltDataset(args.data).split(args.split)
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=show_progress(args))
     index.require_complete(f"{COMMAND} ({args.data}, {args.split})")
     record = calibrate_match(pipeline.backend, index, split=args.split, searches=args.searches, turns=args.turns,

@@ -36,7 +36,9 @@ log = logging.getLogger(__name__)
 
 def default_gallery(data: Path) -> Path | None:
     """``gallery_<split>.jsonl`` beside ``<split>.jsonl``, when it exists."""
-    candidate = data.with_name(f"gallery_{data.stem}.jsonl")
+    from minterpr.data.layout import gallery_file
+
+    candidate = data.with_name(gallery_file(data.stem))
     return candidate if candidate.is_file() else None
 
 

@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from minterpr.data.layout import dialogues_file, gallery_file
 from minterpr.errors import MinterprError
 from minterpr.fileio import atomic_write_text
 from minterpr.models.config import ModelConfig
@@ -74,12 +75,12 @@ class DataConfig:
 
     root: str = ""  # dataset directory (e.g. made by `minterpr data synth`); `--data DIR` sets it
     kind: str = "synthetic"  # "synthetic", "peta" or "custom" (data convert / data mark): which builder made root
-    train: str = "train.jsonl"  # MInterPEDES dialogues of the training split
-    val: str = "val.jsonl"  # dialogues used for validation and model selection
-    test: str = "test.jsonl"  # dialogues of the test split (never used for selection)
-    train_gallery: str = "gallery_train.jsonl"  # gallery manifest: identities + attributes of train images
-    val_gallery: str = "gallery_val.jsonl"  # gallery manifest of the validation split
-    test_gallery: str = "gallery_test.jsonl"  # gallery manifest of the test split
+    train: str = dialogues_file("train")  # MInterPEDES dialogues of the training split
+    val: str = dialogues_file("val")  # dialogues used for validation and model selection
+    test: str = dialogues_file("test")  # dialogues of the test split (never used for selection)
+    train_gallery: str = gallery_file("train")  # gallery manifest: identities + attributes of train images
+    val_gallery: str = gallery_file("val")  # gallery manifest of the validation split
+    test_gallery: str = gallery_file("test")  # gallery manifest of the test split
     image_root: str | None = None  # where image paths resolve; None = root
     max_train_samples: int = 0  # smoke runs: first N training dialogues (and N images for stage 1); 0 = all
     max_val_samples: int = 0  # keep only the first N validation dialogues; 0 = all
