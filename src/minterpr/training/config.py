@@ -295,18 +295,20 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
 
 def _model_config(raw: Any, source: str) -> ModelConfig:
     """``model:`` section: ModelConfig fields, on top of ``preset`` (a MODEL_CONFIGS name) if given;
-    without one, the fields left out read as a saved model config's do (``ModelConfig.from_dict``)."""
+    without one, a stored model config of ``config_version`` (default 1: the fields left out read
+    as they did when such sections were written; :func:`minterpr.models.io.read_model_config`)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: 'model' must be a mapping, got {raw!r}")
     raw = dict(raw)
     preset = raw.pop("preset", None)
-    base: dict[str, Any] = {}
-    if preset is not None:
-        from minterpr.models.config import MODEL_CONFIGS
+    version = raw.pop("config_version", 1)
+    from minterpr.models.config import MODEL_CONFIGS
+    from minterpr.models.io import MODEL_CONFIG_VERSION, read_model_config
 
-        base = MODEL_CONFIGS.create(preset).to_dict()
     try:
-        return ModelConfig.from_dict({**base, **raw})
+        if preset is None:
+            return read_model_config(raw, version)
+        return read_model_config({**MODEL_CONFIGS.create(preset).to_dict(), **raw}, MODEL_CONFIG_VERSION)
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{source}: model: {err}") from None
 
@@ -370,7 +372,7 @@ def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
     if "data" in sections:
         cfg.data = _build(DataConfig, sections["data"] or {}, "data", source)
     # a file without a model section (or one without a preset) means what it meant when written: the
-    # fields it leaves out read as models.config.LEGACY_DEFAULTS, not as the default model
+    # fields it leaves out read as a version-1 stored config's (models.io.V1_DEFAULTS)
     cfg.model = _model_config(sections.get("model") or {}, source)
     if "loss_weights" in sections:
         cfg.loss_weights = _build(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)
