@@ -72,3 +72,19 @@ def test_reading_a_split_imports_no_training_and_no_torch(tmp_path):
             "print(sorted(m for m in sys.modules if m.startswith('minterpr.training') or m == 'torch'))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_commands_and_benchmarks_read_splits_through_the_built_dataset():
+    """No command or benchmark imports the training loader, or spells a split's file name, to read
+    a split (the probes, which damage named files of a fixture on purpose, may)."""
+    import ast
+    import re
+
+    root = Path(__file__).resolve().parents[1]
+    for path in sorted([*(root / "src" / "minterpr" / "cli").glob("*.py"), *(root / "benchmarks").glob("bench_*.py")]):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+        assert "minterpr.training.data" not in imported, path.name
+        spelled = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
+                   and isinstance(node.value, str) and re.search(r"(^|/)gallery_\w+\.jsonl$", node.value)]
+        assert not spelled, f"{path.name} spells {spelled}: use BuiltDataset or minterpr.data.layout"
