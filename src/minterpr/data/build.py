@@ -8,7 +8,8 @@ training, evaluation and simulation read them alike::
     DIR/gallery_<split>.jsonl   every image of the split with identity, camera, attributes
     DIR/<split>.jsonl           MInterPEDES dialogues whose targets are that split's images
 
-Gallery paths are relative to DIR, so DIR is the image root.
+Gallery paths are relative to DIR, so DIR is the image root. The names are
+:mod:`minterpr.data.layout`'s; :class:`minterpr.data.dataset.BuiltDataset` reads a build.
 
 **Build marker.** A build first replaces ``dataset.json`` with an *in progress* marker
 (:func:`begin_build`, which also removes the temporaries a killed build left), writes every
