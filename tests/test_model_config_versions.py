@@ -61,6 +61,8 @@ def test_a_version_1_dict_keeps_its_meaning_and_an_unknown_version_is_one_line()
     with pytest.raises(RunError, match=r"model file: malformed embedded model config: model config version 9: "
                                        r"this minterpr reads versions 1 to 2"):
         model_config_of({"config": old, "config_version": 9})
+    with pytest.raises(RunError, match="model config version True"):
+        model_config_of({"config": old, "config_version": True})
 
 
 def test_a_training_yaml_may_say_its_model_config_version(tmp_path):

@@ -237,9 +237,10 @@ def read_model_config(raw: Mapping[str, Any], version: object = 1) -> ModelConfi
         ...
         ValueError: model config version 3: this minterpr reads versions 1 to 2 (use the minterpr that wrote it)
     """
-    if version == 1:
+    known = not isinstance(version, bool) and isinstance(version, int)  # `true` or 1.0 is no version
+    if known and version == 1:
         return ModelConfig.from_dict({**copy.deepcopy(V1_DEFAULTS), **dict(raw)})
-    if version == MODEL_CONFIG_VERSION:
+    if known and version == MODEL_CONFIG_VERSION:
         return ModelConfig.from_dict(raw)
     raise ValueError(f"model config version {version!r}: this minterpr reads versions 1 to {MODEL_CONFIG_VERSION} "
                      "(use the minterpr that wrote it)")
