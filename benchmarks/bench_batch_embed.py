@@ -19,7 +19,6 @@ import resource
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -32,10 +31,10 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
     import torch
 
     from minterpr.runtime.batch_embed import embed_gallery
-    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.data.dataset import BuiltDataset
 
     torch.set_num_threads(args.threads)
-    gallery = read_gallery(Path(args.data) / "gallery_test.jsonl")
+    gallery = BuiltDataset(args.data).gallery("test")
     paths = [g.path for g in gallery]
     images = paths if args.images <= len(paths) else paths * (args.images // len(paths) + 1)
     images = images[:args.images]

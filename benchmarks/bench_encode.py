@@ -37,8 +37,7 @@ from typing import Any, Callable
 import numpy as np
 import torch
 
-from minterpr.data.formats.gallery import read_gallery
-from minterpr.data.formats.minterpedes import read_minterpedes
+from minterpr.data.dataset import BuiltDataset
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.evaluation.metrics import retrieval_metrics_from_embeddings
 from minterpr.evaluation.static import dialogue_turns
@@ -159,7 +158,7 @@ def main() -> None:
 
     pipe = load_pipeline(args.run, engine="torch")
     model = pipe.model
-    gallery = read_gallery(Path(args.data) / "gallery_test.jsonl")
+    gallery = BuiltDataset(args.data).gallery("test")
     if args.limit:
         gallery = gallery[: args.limit]
     paths = [str(Path(args.data) / g.path) for g in gallery]
@@ -171,7 +170,7 @@ def main() -> None:
     queries, query_pids = None, []
     if args.queries:
         pid_of = {g.path: g.person_id for g in gallery}  # the dialogues use another id namespace
-        samples = [s for s in read_minterpedes(Path(args.data) / "test.jsonl") if s.target_path in pid_of]
+        samples = [s for s in BuiltDataset(args.data).dialogues("test") if s.target_path in pid_of]
         samples = samples[: args.queries]
         reference = GalleryIndex(gallery, ref_emb, root=args.data)
         queries = np.stack([q[-1] for q in pipe.backend.encode_dialogues([dialogue_turns(s) for s in samples],

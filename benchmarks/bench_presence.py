@@ -35,11 +35,10 @@ import numpy as np
 
 
 def _index(backend_and_options, data: str, split_name: str):
-    from minterpr.training.config import DataConfig
-    from minterpr.training.data import load_split
+    from minterpr.data.dataset import BuiltDataset
 
     pipeline, backend, _ = backend_and_options
-    split = load_split(DataConfig(root=data), split_name)
+    split = BuiltDataset(data).split(split_name)
     if pipeline is not None:
         return pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     return backend.index_images(split.gallery, root=str(split.image_root))

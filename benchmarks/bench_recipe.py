@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 from minterpr.cli.main import main as minterpr_main
+from minterpr.data.dataset import BuiltDataset
 
 # only the image tuning: no retrieval stage, no selection of the attribute weight on val
 TUNING_ONLY = ["stages.0.epochs=0", "stages.1.epochs=0", "stages.2.epochs=0", "select_attribute_weight=false",
@@ -59,7 +60,7 @@ def run_setting(name: str, overrides: list[str], args: argparse.Namespace) -> di
     for split in ("val", "test"):
         report_path = run_dir / f"attributes_{split}.json"
         if not report_path.is_file():
-            _minterpr("eval-attributes", "--run", str(run_dir), "--gallery", str(data / f"gallery_{split}.jsonl"),
+            _minterpr("eval-attributes", "--run", str(run_dir), "--gallery", str(BuiltDataset(data).gallery_path(split)),
                       "--image-root", args.image_root or str(data), "--quiet", "--json", str(report_path))
         report = json.loads(report_path.read_text())
         label_based = report["label_based"]

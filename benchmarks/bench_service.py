@@ -92,9 +92,9 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     if base is not None:
         from bench_turn_latency import tile
 
-        from minterpr.data.formats.gallery import read_gallery
+        from minterpr.data.dataset import BuiltDataset
 
-        embedded = pipe.index_images(read_gallery(base / "gallery_test.jsonl"), root=str(base), progress=False)
+        embedded = pipe.index_images(BuiltDataset(base).gallery("test"), root=str(base), progress=False)
         index = tile(embedded, n, 0.05, seed)
         metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"}
                     for i in range(n)]

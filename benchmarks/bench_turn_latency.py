@@ -47,7 +47,7 @@ from typing import Any
 import numpy as np
 
 from minterpr import load_pipeline
-from minterpr.data.formats.gallery import read_gallery
+from minterpr.data.dataset import BuiltDataset
 from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.store.gallery_store import open_gallery, save_gallery
@@ -335,7 +335,7 @@ def main(argv: list[str] | None = None) -> None:
     if hasattr(pipe.backend, "_featurize"):
         pipe.backend._counts = TextCounts(pipe.backend)
     t = time.perf_counter()
-    base = pipe.index_images(read_gallery(f"{args.data}/gallery_test.jsonl"), root=args.data, progress=False)
+    base = pipe.index_images(BuiltDataset(args.data).gallery("test"), root=args.data, progress=False)
     print(f"# embedded {len(base)} gallery images in {time.perf_counter() - t:.1f} s; ANN backends: "
           f"{', '.join(backends) or 'none registered'}", file=sys.stderr)
     results = []

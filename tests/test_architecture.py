@@ -4,7 +4,8 @@
                      plain records, errors, atomic files, the registry pattern, the checks a
                      stored record is read back with
     1  language      the ontology, phrasing, reading and parsing, dialogue acts, fact evidence
-    2  data          formats, synthetic world, builders, converters, label maps, images, stats
+    2  data          formats, built datasets (layout, BuiltDataset), synthetic world, builders,
+                     converters, label maps, images, stats
     3  models        the trainable retrieval model, its encoders, I/O, devices, ONNX export
     4  index         gallery index, fused vectors and IVF; store/ (saved galleries), vectors/ (ANN)
     5  vlm           the optional vision-language model: endpoint client, prompts, captions, judgements

@@ -135,11 +135,11 @@ def test_bare_model_config_is_the_default_model():
 def test_old_saved_configs_that_omit_fields_load_as_before(tmp_path):
     """A run's config.yaml and a checkpoint's embedded config, written when the omitted fields
     had the old implicit defaults, read exactly as they were made."""
-    from minterpr.models.config import LATER_FIELDS, LEGACY_DEFAULTS, ModelConfig
-    from minterpr.models.io import model_config_of
+    from minterpr.models.config import LATER_FIELDS, ModelConfig
+    from minterpr.models.io import V1_DEFAULTS, model_config_of
 
-    assert LEGACY_DEFAULTS == OLD_IMPLICIT_LAYOUT
-    assert not set(LATER_FIELDS) & set(LEGACY_DEFAULTS)
+    assert V1_DEFAULTS == OLD_IMPLICIT_LAYOUT
+    assert not set(LATER_FIELDS) & set(V1_DEFAULTS)
     assert all(getattr(ModelConfig(), name) == value for name, value in LATER_FIELDS.items())
     path = tmp_path / "config.yaml"
     path.write_text("seed: 3\nmodel:\n  embed_dim: 128\n  num_identities: 10\n")  # no preset

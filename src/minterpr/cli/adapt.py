@@ -90,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 def _fine_tune_on_pseudo_labels(args: argparse.Namespace, model, pixels, crops: list[str], config,  # noqa: ANN001
                                 images_dir: Path, out: Path, progress: bool) -> tuple[Any, dict[str, Any]]:
     """Pseudo-label the crops with ``model`` and fine-tune its image side on them (+ ``--source``)."""
-    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import InputError
     from minterpr.training.adaptation import pseudo_labelled
     from minterpr.training.image_tuning import ImageTuner, concat_labelled, labelled_images, predict_probabilities
@@ -103,9 +103,9 @@ def _fine_tune_on_pseudo_labels(args: argparse.Namespace, model, pixels, crops: 
     parts, val = [target], None
     if args.source:
         source = Path(args.source)
-        train_images = [i for i in read_gallery(source / "gallery_train.jsonl") if i.attributes]
+        train_images = [i for i in BuiltDataset(source).gallery("train") if i.attributes]
         parts.append(labelled_images(train_images, source, model, {}, desc="adapt: decoding source", progress=progress))
-        val_images = [i for i in read_gallery(source / "gallery_val.jsonl") if i.attributes]
+        val_images = [i for i in BuiltDataset(source).gallery("val") if i.attributes]
         val = labelled_images(val_images, source, model, {}, desc="adapt: decoding source val", progress=progress)
     log.info("%s: %d of %d crops have a confident answer; fine-tuning on %d images for %d epochs", COMMAND,
              stats.kept, stats.images, sum(len(p) for p in parts), config.tuning.epochs)

@@ -87,16 +87,15 @@ KINDS = {kind.name: kind for kind in (
 
 
 def run(args: argparse.Namespace) -> int:
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import InputError
-    from minterpr.training.config import DataConfig
-    from minterpr.training.data import load_split
     from minterpr.training.post_training import store_record
 
     kind = KINDS[args.calibrate_kind]
     if args.split == "test":
         raise InputError(f"--split test: {kind.what} is fitted on validation searches; test measures it")
     pipeline = load_pipeline_of(args)  # first: a broken run fails before the data is read
-    split = load_split(DataConfig(root=args.data), args.split)
+    split = BuiltDataset(args.data).split(args.split)
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=show_progress(args))
     index.require_complete(f"minterpr calibrate {kind.name} ({args.data}, {args.split})")
     record = kind.fit(pipeline, index, args)

@@ -367,13 +367,13 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
     out = stdout or sys.stdout
     check_backend_arguments(args)
     if getattr(args, "index", None) is not None:  # a stored gallery (`minterpr index build`): no re-embedding
-        backend, scoring, index = open_for_chat(args)  # refuses a store another model built
+        backend, reranking, index = open_for_chat(args)  # refuses a store another model built
     else:
         images_dir = Path(args.images)
         if not images_dir.is_dir():
             raise CLIError(f"image directory not found: {images_dir}")
         images = gallery_images(images_dir, args.gallery, args.split)
-        backend, scoring = load_backend(args)  # the run's stored scoring, else the defaults
+        backend, reranking = load_backend(args)  # the run's stored scoring, else the defaults
         index = build_index(backend, images, str(images_dir), complete=False,  # chat reports skipped images
                             progress=show_progress(args))
     if args.vlm_captions:  # MTG: the captions' evidence beside the image model's (minterpr vlm caption)
@@ -388,7 +388,7 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
         print(f"{len(skipped)} images could not be read and were left out, e.g. {path}: {reason}", file=out)
     # the user's own terminal: example images may be any file the user can read
     options = dict(question_policy=args.questions, reference_policy=args.references, schedule=args.schedule,
-                   seed=args.seed, reranking=scoring,
+                   seed=args.seed, reranking=reranking,
                    allow_external_images=True, vlm=_assistant(args))
     transcript = getattr(args, "transcript", None)
     loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript,

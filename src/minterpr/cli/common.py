@@ -351,23 +351,20 @@ def check_picture_options(args: argparse.Namespace) -> None:
         raise InputError("--pictures-dir needs --pictures N (how many queries to draw)")
 
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")
-
-
 def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[GalleryImage]:
     """The manifest given, else ``gallery_<split>.jsonl`` in the directory, else every image file in it.
     A directory minterpr built must be a finished, unchanged build (DatasetError otherwise)."""
-    from minterpr.data.build import check_if_built
-
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.data.formats.gallery import read_gallery
 
-    check_if_built(images_dir)  # a folder without a build marker is read as it is
+    data = BuiltDataset(images_dir)
+    data.check()  # a folder without a build marker is read as it is
     if gallery is not None:
         return read_gallery(gallery)
-    manifest = images_dir / f"gallery_{split}.jsonl"
+    manifest = data.gallery_path(split)
     if manifest.is_file():
-        return read_gallery(manifest)
-    files = sorted(p for p in images_dir.rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+        return data.gallery(split)
+    files = data.image_files()
     if not files:
         raise CLIError(f"no gallery manifest ({manifest.name}) and no images in {images_dir}")
     return [GalleryImage(str(p.relative_to(images_dir)), f"local:{i}") for i, p in enumerate(files)]

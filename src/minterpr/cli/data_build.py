@@ -77,13 +77,14 @@ def cmd_peta(args: argparse.Namespace) -> int:
 
 
 def cmd_pa100k(args: argparse.Namespace) -> int:
+    from minterpr.data.layout import gallery_file
     from minterpr.data.pa100k_gallery import build_pa100k_gallery
 
     info = build_pa100k_gallery(args.root, args.out)
     if not args.quiet:
         print(f"gallery manifests written to {args.out}")
         for split, s in info["splits"].items():
-            print(f"{split:6} {s['images']:7,} images  (gallery_{split}.jsonl)")
+            print(f"{split:6} {s['images']:7,} images  ({gallery_file(split)})")
     return 0
 
 

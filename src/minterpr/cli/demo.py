@@ -28,12 +28,12 @@ DEMO_SETTINGS = {  # name -> simulate() options; the first is the headline resul
 
 
 def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
-    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.evaluation.online import compare, one_target_per_identity
     from minterpr.evaluation.report import format_comparison, format_table, plot_metric_per_round
     pipeline = load_pipeline_of(args, run_dir)  # a broken cached run: RunError, one line naming the file
     backend = pipeline.backend
-    gallery = read_gallery(data_dir / "gallery_test.jsonl")
+    gallery = BuiltDataset(data_dir).gallery("test")
     index = backend.index_images(gallery, root=str(data_dir), progress=show_progress(args))
     index.require_complete("the demo")
     targets = one_target_per_identity(gallery, limit=args.limit, seed=args.seed)

@@ -92,14 +92,13 @@ def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
     once: a run that holds the record keeps it."""
     from minterpr.evaluation.match_calibration import calibrate_match
     from minterpr.runtime.pipeline import load_pipeline
-    from minterpr.training.config import DataConfig
-    from minterpr.training.data import load_split
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.training.post_training import store_match_calibration
 
     pipeline = load_pipeline(run_dir, engine="torch")
     if pipeline.extras.match is not None:
         return
-    split = load_split(DataConfig(root=str(data_dir)), "val")
+    split = BuiltDataset(data_dir).split("val")
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     record = calibrate_match(pipeline.backend, index, split="val", session_options={"reranking": pipeline.rerank_config()})
     store_match_calibration(run_dir, record)
@@ -112,14 +111,13 @@ def calibrate_demo_presence(run_dir: Path, data_dir: Path) -> None:
     after the match temperature it reads), once: a run that holds the record keeps it."""
     from minterpr.evaluation.presence_calibration import calibrate_presence
     from minterpr.runtime.pipeline import load_pipeline
-    from minterpr.training.config import DataConfig
-    from minterpr.training.data import load_split
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.training.post_training import store_presence_model
 
     pipeline = load_pipeline(run_dir, engine="torch")
     if pipeline.extras.presence is not None:
         return
-    split = load_split(DataConfig(root=str(data_dir)), "val")
+    split = BuiltDataset(data_dir).split("val")
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     options = {"reranking": pipeline.rerank_config(), "match_temperature": pipeline.extras.match_temperature()}
     record = calibrate_presence(pipeline.backend, index, split="val", session_options=options)

@@ -37,7 +37,9 @@ log = logging.getLogger(__name__)
 
 def default_gallery(data: Path) -> Path | None:
     """``gallery_<split>.jsonl`` beside ``<split>.jsonl``, when it exists."""
-    candidate = data.with_name(f"gallery_{data.stem}.jsonl")
+    from minterpr.data.layout import gallery_file
+
+    candidate = data.with_name(gallery_file(data.stem))
     return candidate if candidate.is_file() else None
 
 
@@ -70,11 +72,11 @@ def _run(args: argparse.Namespace) -> int:
     samples = read_minterpedes(data)
     gallery_path = Path(args.gallery) if args.gallery else default_gallery(data)
     gallery = read_gallery(gallery_path) if gallery_path else gallery_from_samples(samples)
-    scoring = trained.extras.rerank_config()  # chosen on the validation split at training time
+    reranking = trained.extras.rerank_config()  # chosen on the validation split at training time
     if args.attribute_weight is not None:
-        scoring = dataclasses.replace(scoring, attribute_weight=args.attribute_weight)
+        reranking = dataclasses.replace(reranking, attribute_weight=args.attribute_weight)
     if args.keep_rejected:
-        scoring = dataclasses.replace(scoring, rejection=False)
+        reranking = dataclasses.replace(reranking, rejection=False)
     model = trained.model
     backend = trained.backend
     backend.allow_outside_root = args.allow_outside_root  # image paths leaving --image-root are refused otherwise
@@ -102,7 +104,7 @@ def _run(args: argparse.Namespace) -> int:
         protocol.update(captioned)
     report = evaluate_dialogues(backend, samples, gallery, root, protocol,
                                 max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=show_progress(args), reranking=scoring, observe=recorder,
+                                progress=show_progress(args), reranking=reranking, observe=recorder,
                                 read_facts=None if vlm is None else turn_reader(vlm), index=index)
     if vlm is not None:
         report.extra["vlm"] = {"total": vlm.client.usage()}

@@ -81,6 +81,7 @@ def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: boo
 
 
 def _run(args: argparse.Namespace) -> int:
+    from minterpr.data.layout import gallery_file
     from minterpr.errors import InputError
     from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
 
@@ -96,7 +97,7 @@ def _run(args: argparse.Namespace) -> int:
     }
     threshold: Any = args.thresholds
     if args.thresholds == "val":
-        val = Path(args.val_gallery) if args.val_gallery else gallery.with_name("gallery_val.jsonl")
+        val = Path(args.val_gallery) if args.val_gallery else gallery.with_name(gallery_file("val"))
         if not val.is_file():
             raise InputError(f"--thresholds val: {val}: no such validation gallery (give one with --val-gallery)")
         if val.resolve() == gallery.resolve():

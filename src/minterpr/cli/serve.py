@@ -61,7 +61,7 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
     stderr unless ``progress`` is false); the store is built once per model, with synthetic capture
     times spread over a day so time filters have something to cut."""
     from minterpr.cli.demo_world import build_data, train_model
-    from minterpr.data.formats.gallery import read_gallery
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import MinterprError
     from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
 
@@ -74,7 +74,7 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
         open_gallery(store, expected_fingerprint=pipeline.fingerprint)
     except MinterprError:
         log.info("[serve] embedding the demo gallery into %s ...", store)
-        images = read_gallery(data_dir / "gallery_test.jsonl")
+        images = BuiltDataset(data_dir).gallery("test")
         index = pipeline.index_images(images, root=str(data_dir.absolute()), progress=progress)
         step = 86400 / max(1, len(index))
         metadata = [{"time": (DEMO_TIMES_START + dt.timedelta(seconds=round(k * step))).isoformat()}

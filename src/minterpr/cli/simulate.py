@@ -29,7 +29,6 @@ from minterpr.cli.common import (STDOUT, CLIError, add_backend_arguments, add_co
                                  build_index, check_backend_arguments, check_picture_options, load_backend,
                                  show_progress, write_json)
 from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
-from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import GalleryImage
@@ -38,13 +37,14 @@ log = logging.getLogger(__name__)
 
 
 def _gallery(data_dir: Path, split: str) -> list[GalleryImage]:
-    path = data_dir / f"gallery_{split}.jsonl"
+    from minterpr.data.dataset import BuiltDataset
+
+    data = BuiltDataset(data_dir)
+    path = data.gallery_path(split)
     if not path.is_file():
         raise CLIError(f"gallery manifest not found: {path}")
-    from minterpr.data.build import require_built_dataset
-
-    require_built_dataset(data_dir)  # DatasetError (exit 2) naming the rebuild command: unfinished or mixed build
-    return read_gallery(path)
+    data.require()  # DatasetError (exit 2) naming the rebuild command: unfinished or mixed build
+    return data.gallery(split)
 
 
 def _rerank_config(args: argparse.Namespace, stored: Any = None) -> Any:

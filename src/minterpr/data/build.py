@@ -8,7 +8,8 @@ training, evaluation and simulation read them alike::
     DIR/gallery_<split>.jsonl   every image of the split with identity, camera, attributes
     DIR/<split>.jsonl           MInterPEDES dialogues whose targets are that split's images
 
-Gallery paths are relative to DIR, so DIR is the image root.
+Gallery paths are relative to DIR, so DIR is the image root. The names are
+:mod:`minterpr.data.layout`'s; :class:`minterpr.data.dataset.BuiltDataset` reads a build.
 
 **Build marker.** A build first replaces ``dataset.json`` with an *in progress* marker
 (:func:`begin_build`, which also removes the temporaries a killed build left), writes every
@@ -56,13 +57,12 @@ from typing import Iterable, Mapping, Sequence
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig, ambiguity, synthesize_records
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
+from minterpr.data.layout import (DATASET_FILE, GALLERY_PREFIX, IMAGES_DIR, SPLITS, dialogues_file, gallery_file,  # noqa: F401
+                                  split_files, split_of_file)  # (re-exported: the writers import them from here)
 from minterpr.errors import DatasetError
 from minterpr.fileio import TEMPORARY_GLOB, atomic_write_text, remove_stale_temporaries
 from minterpr.types import GalleryImage, RetrievalSample, split_person_id
 
-SPLITS = ("train", "val", "test")
-DATASET_FILE = "dataset.json"
-IMAGES_DIR = "images"
 MARKER_FORMAT = 1  # version of dataset.json's marker fields
 BUILDING, FINISHED = "building", "finished"  # dataset.json "state"
 DIR_PLACEHOLDER = "{DIR}"  # stands for the dataset folder in a stored rebuild command
@@ -78,15 +78,10 @@ def _integer_ids(images: Sequence[GalleryImage]) -> dict[str, int]:
     return ids
 
 
-def split_files(splits: Iterable[str] = SPLITS) -> list[str]:
-    """The manifest and dialogue file names a build writes for ``splits``."""
-    return [name for split in splits for name in (f"gallery_{split}.jsonl", f"{split}.jsonl")]
-
-
 def write_split(out_dir: Path, split: str, gallery: Sequence[GalleryImage], config: DialogueSynthesisConfig, *,
                 namespace: str, targets: Sequence[GalleryImage] | None = None) -> dict[str, float]:
     """Write ``gallery_<split>.jsonl`` and ``<split>.jsonl``; return counts and ambiguity (percent)."""
-    write_gallery(gallery, out_dir / f"gallery_{split}.jsonl")
+    write_gallery(gallery, out_dir / gallery_file(split))
     targets = list(gallery if targets is None else targets)
     records = synthesize_records(targets, gallery, config)
     int_ids = _integer_ids(gallery)
@@ -98,7 +93,7 @@ def write_split(out_dir: Path, split: str, gallery: Sequence[GalleryImage], conf
         # gallery manifest keeps the real namespaced identity of every target path).
         number = int(local) if namespace == split_person_id(sample.person_id)[0] and local.isdigit() else int_ids[sample.person_id]
         samples.append(RetrievalSample(sample.target_path, f"{namespace}:{number}", sample.dialogue))
-    write_minterpedes(samples, out_dir / f"{split}.jsonl", namespace=namespace)
+    write_minterpedes(samples, out_dir / dialogues_file(split), namespace=namespace)
     return {
         "images": len(gallery), "identities": len(int_ids), "records": len(samples),
         "ambiguity_description": round(ambiguity(records, gallery, rounds=1), 2),
@@ -338,12 +333,12 @@ def mark_dataset(data_dir: str | os.PathLike[str]) -> dict:
         raise DatasetError(folder, f"minterpr built this folder: rebuild it with {_marker_rebuild(folder, marker)} "
                                    "instead of marking it")
     files = [name for name in split_files() if (folder / name).is_file()]
-    if not any(name.startswith("gallery_") for name in files):
+    if not any(name.startswith(GALLERY_PREFIX) for name in files):
         raise DatasetError(folder, "no gallery_<split>.jsonl manifest (split: train, val or test): nothing to mark")
     splits: dict[str, dict[str, int]] = {}
     for name in files:
-        split = name.removeprefix("gallery_").removesuffix(".jsonl")
-        key = "images" if name.startswith("gallery_") else "records"
+        split = split_of_file(name)
+        key = "images" if name.startswith(GALLERY_PREFIX) else "records"
         count = len(read_gallery(folder / name)) if key == "images" else len(read_minterpedes(folder / name))
         splits.setdefault(split, {})[key] = count
     begin_build(folder, rebuild)

@@ -43,6 +43,7 @@ from minterpr.data.formats.captions import read_caption_dataset
 from minterpr.data.formats.chatpedes import read_chatpedes
 from minterpr.data.formats.gallery import read_gallery, write_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes, write_minterpedes
+from minterpr.data.layout import dialogues_file, gallery_file
 from minterpr.errors import DatasetError, InputError
 from minterpr.types import Dialogue, GalleryImage, ReferenceTurn, RetrievalSample, split_person_id
 
@@ -223,7 +224,7 @@ def write_converted_split(out: Path, name: str, part: _Split, config: ConvertCon
               if config.synthesise_dialogues else {})
     gallery = [GalleryImage(f"{IMAGES_DIR}/{path}", pid, attributes=labels.get(path) if labels else None)
                for path, pid in part.images.items()]
-    write_gallery(gallery, out / f"gallery_{name}.jsonl")
+    write_gallery(gallery, out / gallery_file(name))
     if config.synthesise_dialogues:
         dialogue_config = replace(config.dialogue_config(), seed=config.seed + SPLITS.index(name))
         targets = [(image, k, caption) for image in gallery
@@ -232,7 +233,7 @@ def write_converted_split(out: Path, name: str, part: _Split, config: ConvertCon
     else:
         samples = [_under_images(s) for s in part.samples]
     namespace, ids = _int_ids(samples, config.source_format)
-    write_minterpedes([replace(s, person_id=ids[s.person_id]) for s in samples], out / f"{name}.jsonl",
+    write_minterpedes([replace(s, person_id=ids[s.person_id]) for s in samples], out / dialogues_file(name),
                       namespace=namespace)
     return {"images": len(gallery), "identities": len(set(part.images.values())), "records": len(samples)}
 
@@ -241,12 +242,12 @@ def validate_converted(out: Path, splits: list[str]) -> None:
     """Read back every written file strictly with its images checked; every dialogue's target
     and reference images must be in the split's gallery. Raises the first problem."""
     for split in splits:
-        gallery = {image.path for image in read_gallery(out / f"gallery_{split}.jsonl", check_images=True)}
-        for number, sample in enumerate(read_minterpedes(out / f"{split}.jsonl", check_images=True), start=1):
+        gallery = {image.path for image in read_gallery(out / gallery_file(split), check_images=True)}
+        for number, sample in enumerate(read_minterpedes(out / dialogues_file(split), check_images=True), start=1):
             for path in (sample.target_path, *(t.reference_path for t in sample.dialogue.reference_turns)):
                 if path not in gallery:
-                    raise DatasetError(out / f"{split}.jsonl", f"record {number}: image {path!r} is not in "
-                                                               f"gallery_{split}.jsonl")
+                    raise DatasetError(out / dialogues_file(split), f"record {number}: image {path!r} is not in "
+                                                                    f"{gallery_file(split)}")
 
 
 def rebuild_args(config: ConvertConfig) -> list[str]:

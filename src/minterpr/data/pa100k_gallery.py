@@ -24,6 +24,7 @@ from pathlib import Path
 from minterpr.data.build import DIR_PLACEHOLDER, IMAGES_DIR, SPLITS, begin_build, finish_build
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.pa100k import load_mat, mat_strings, read_pa100k
+from minterpr.data.layout import gallery_file
 from minterpr.errors import DatasetError
 
 ANNOTATION, IMAGE_FOLDER = "annotation.mat", "data"  # the release's names under its root
@@ -65,7 +66,7 @@ def build_pa100k_gallery(root: str | Path, out_dir: str | Path) -> dict:
     for split, gallery in galleries.items():
         if not gallery:
             continue
-        name = f"gallery_{split}.jsonl"
+        name = gallery_file(split)
         write_gallery(gallery, out / name)
         files.append(name)
         info["splits"][split] = {"images": len(gallery), "identities": len({im.person_id for im in gallery})}

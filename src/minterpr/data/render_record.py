@@ -22,6 +22,7 @@ from PIL import Image, ImageDraw, ImageFont
 from minterpr.data.formats.gallery import iter_gallery
 from minterpr.data.formats.minterpedes import iter_minterpedes
 from minterpr.data.images import load_rgb
+from minterpr.data.layout import gallery_file
 from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, MinterprError
 from minterpr.types import RetrievalSample
@@ -81,7 +82,7 @@ def gallery_identities(data_path: str | os.PathLike[str]) -> dict[str, str]:
     MInterPEDES stores integer ids only, the manifest the real identity. Empty when absent.
     """
     path = Path(data_path)
-    manifest = path.with_name(f"gallery_{path.stem}.jsonl")
+    manifest = path.with_name(gallery_file(path.stem))
     if not manifest.is_file():
         return {}
     return {image.path: image.person_id for image in iter_gallery(manifest)}

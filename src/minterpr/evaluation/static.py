@@ -202,11 +202,11 @@ class _Replay:
             self._fact_matrix = (floor, matrix)
         return self._fact_matrix[1]
 
-    def round_scores(self, scoring: RerankConfig) -> Iterator[np.ndarray]:
+    def round_scores(self, reranking: RerankConfig) -> Iterator[np.ndarray]:
         """(Q, G) final scores of rounds 0, 1, ...: ``rerank_rows`` on the dialogues still talking."""
         lengths = np.array([len(t) for t in self.turns])
-        use_facts = scoring.attributes and self.attribute_probs is not None and len(self.facts) > 0
-        matrix = self.fact_matrix(scoring.prob_floor) if use_facts else None
+        use_facts = reranking.attributes and self.attribute_probs is not None and len(self.facts) > 0
+        matrix = self.fact_matrix(reranking.prob_floor) if use_facts else None
         loglik = np.zeros((len(self.turns), len(self.gallery)), np.float64) if use_facts else None
         scores = np.zeros((len(self.turns), len(self.gallery)), np.float64)
         for r in range(self.num_rounds):
@@ -216,9 +216,9 @@ class _Replay:
                     self._add_facts(loglik, matrix, active, r)
                 cosine = self.cosine(r, active)
                 scores = scores.copy()  # the previous round's array may still be in use
-                terms = None if loglik is None else self._with_stated(loglik, active, r, scoring.prob_floor)
+                terms = None if loglik is None else self._with_stated(loglik, active, r, reranking.prob_floor)
                 scores[active], _ = rerank_rows(cosine, self.index, terms,
-                                                [self.judgements[i][r] for i in active], scoring, self.similarities)
+                                                [self.judgements[i][r] for i in active], reranking, self.similarities)
             yield scores
 
     def _with_stated(self, loglik: np.ndarray, active: np.ndarray, r: int, floor: float) -> np.ndarray:
@@ -262,9 +262,9 @@ class _Replay:
         for rows, ids in by_position:  # each dialogue appears once per position
             loglik[rows] += matrix[ids]
 
-    def metrics(self, scoring: RerankConfig, observe: Callable[[int, np.ndarray], None] | None = None
+    def metrics(self, reranking: RerankConfig, observe: Callable[[int, np.ndarray], None] | None = None
                 ) -> dict[str, Any]:
-        rounds = self.round_scores(scoring)
+        rounds = self.round_scores(reranking)
         return per_round_metrics(rounds if observe is None else _observed(rounds, observe), self.query_pids,
                                  self.gallery_pids)
 
@@ -330,16 +330,16 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
     ``index``, when given, is the gallery already indexed by ``backend`` (one row per ``gallery_images``,
     in order), e.g. with MTG captions' evidence (:func:`minterpr.vlm.caption.use_captions`).
     """
-    scoring = RerankConfig() if reranking is None else reranking
-    if not isinstance(scoring, RerankConfig):
-        raise InputError(f"reranking must be a RerankConfig, got {type(scoring).__name__}")
+    reranking = RerankConfig() if reranking is None else reranking
+    if not isinstance(reranking, RerankConfig):
+        raise InputError(f"reranking must be a RerankConfig, got {type(reranking).__name__}")
     replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress,
                      index, read_facts=read_facts)
-    result = replay.metrics(scoring, observe)
+    result = replay.metrics(reranking, observe)
     full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
             "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",
-            "queries": "description_only" if description_only else "dialogue", "scoring": scoring.to_dict(),
-            "attribute_evidence": scoring.attributes and replay.attribute_probs is not None}
+            "queries": "description_only" if description_only else "dialogue", "scoring": reranking.to_dict(),
+            "attribute_evidence": reranking.attributes and replay.attribute_probs is not None}
     return build_report(full, result)
 
 

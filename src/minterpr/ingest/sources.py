@@ -29,9 +29,9 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from minterpr.data.layout import IMAGE_SUFFIXES  # what a folder source's images may be
 from minterpr.errors import ImageError, InputError
 
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp")  # what a folder source's images may be
 FRAMES_FPS = 25.0  # frame rate of a folder of frames unless told
 VIDEO_HINT = "pip install 'minterpr[ingest]' (PyAV, or opencv-python-headless<5)"
 

@@ -97,7 +97,7 @@ _REFERENCE_PROMPTS = ("Is this the person? If not, tell me what is different.",
 class Session:
     """One interactive search over a gallery (see the module doc, "Errors" for what each move checks)."""
 
-    def __init__(self, backend: RetrievalBackend, gallery_index: GalleryIndex, *,
+    def __init__(self, backend: RetrievalBackend, index: GalleryIndex, *,
                  question_policy: str | QuestionPolicy = "info_gain",
                  reference_policy: str | ReferencePolicy = "diverse",
                  reranking: RerankConfig = RerankConfig(), seed: int = 0,
@@ -107,9 +107,9 @@ class Session:
                  shortlist: ShortlistConfig | int | None = ShortlistConfig(),
                  vlm: VLMAssistant | None = None, evidence: EvidencePolicy | None = None,
                  match_temperature: float = TEMPERATURE) -> None:
-        if not isinstance(gallery_index, GalleryIndex):
-            raise InputError(f"gallery_index must be a GalleryIndex, got {type(gallery_index).__name__}")
-        if len(gallery_index) == 0:
+        if not isinstance(index, GalleryIndex):
+            raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
+        if len(index) == 0:
             raise InputError("the gallery index is empty: there is nothing to search (index at least one image)")
         for name, value, low in (("num_references", num_references, 1), ("history_k", history_k, 0),
                                  ("max_text_chars", max_text_chars, 1)):
@@ -119,7 +119,7 @@ class Session:
                 or not 0 < match_temperature < float("inf"):
             raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
         self.backend = backend
-        self.index = gallery_index
+        self.index = index  # the gallery searched (a gallery_index elsewhere is a position in it)
         self.question_policy = (QUESTION_POLICIES.create(question_policy) if isinstance(question_policy, str)
                                 else question_policy)
         self.reference_policy = (REFERENCE_POLICIES.create(reference_policy) if isinstance(reference_policy, str)
@@ -376,21 +376,21 @@ class Session:
             raise InputError(f"{os.fspath(path)}: cannot save the conversation: {err.strerror or err}") from err
 
     @classmethod
-    def load_history(cls, path: str | os.PathLike[str], backend: RetrievalBackend, gallery_index: GalleryIndex,
+    def load_history(cls, path: str | os.PathLike[str], backend: RetrievalBackend, index: GalleryIndex,
                      **options: Any) -> "Session":
         """The session saved by :meth:`save_history`, replayed with ``options`` (use the same as when saved)."""
         history = read_history(path)  # DataError FILE:LINE: FIELD: reason
         try:
-            return cls.replay(history, backend, gallery_index, **options)
+            return cls.replay(history, backend, index, **options)
         except TurnError as err:
             raise InputError(f"{os.fspath(path)}: {err}") from err
 
     @classmethod
-    def replay(cls, history: Sequence[HistoryEntry], backend: RetrievalBackend, gallery_index: GalleryIndex,
+    def replay(cls, history: Sequence[HistoryEntry], backend: RetrievalBackend, index: GalleryIndex,
                **options: Any) -> "Session":
         """Rebuild a session from a history (its recorded facts, not re-parsed); same options give the same
         rankings. TurnError names the entry that could not be replayed."""
-        session = cls(backend, gallery_index, **options)
+        session = cls(backend, index, **options)
         for k, entry in enumerate(history):
             if not isinstance(entry, HistoryEntry):
                 raise TurnError(f"history entry {k}: expected a HistoryEntry, got {type(entry).__name__}")

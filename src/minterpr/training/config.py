@@ -36,6 +36,7 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from minterpr.data.layout import dialogues_file, gallery_file
 from minterpr.errors import MinterprError
 from minterpr.fileio import atomic_write_text
 from minterpr.models.config import ModelConfig
@@ -74,12 +75,12 @@ class DataConfig:
 
     root: str = ""  # dataset directory (e.g. made by `minterpr data synth`); `--data DIR` sets it
     kind: str = "synthetic"  # "synthetic", "peta" or "custom" (data convert / data mark): which builder made root
-    train: str = "train.jsonl"  # MInterPEDES dialogues of the training split
-    val: str = "val.jsonl"  # dialogues used for validation and model selection
-    test: str = "test.jsonl"  # dialogues of the test split (never used for selection)
-    train_gallery: str = "gallery_train.jsonl"  # gallery manifest: identities + attributes of train images
-    val_gallery: str = "gallery_val.jsonl"  # gallery manifest of the validation split
-    test_gallery: str = "gallery_test.jsonl"  # gallery manifest of the test split
+    train: str = dialogues_file("train")  # MInterPEDES dialogues of the training split
+    val: str = dialogues_file("val")  # dialogues used for validation and model selection
+    test: str = dialogues_file("test")  # dialogues of the test split (never used for selection)
+    train_gallery: str = gallery_file("train")  # gallery manifest: identities + attributes of train images
+    val_gallery: str = gallery_file("val")  # gallery manifest of the validation split
+    test_gallery: str = gallery_file("test")  # gallery manifest of the test split
     image_root: str | None = None  # where image paths resolve; None = root
     max_train_samples: int = 0  # smoke runs: first N training dialogues (and N images for stage 1); 0 = all
     max_val_samples: int = 0  # keep only the first N validation dialogues; 0 = all
@@ -294,18 +295,20 @@ def _build(cls: type, raw: Any, where: str, source: str) -> Any:
 
 def _model_config(raw: Any, source: str) -> ModelConfig:
     """``model:`` section: ModelConfig fields, on top of ``preset`` (a MODEL_CONFIGS name) if given;
-    without one, the fields left out read as a saved model config's do (``ModelConfig.from_dict``)."""
+    without one, a stored model config of ``config_version`` (default 1: the fields left out read
+    as they did when such sections were written; :func:`minterpr.models.io.read_model_config`)."""
     if not isinstance(raw, Mapping):
         raise ConfigError(f"{source}: 'model' must be a mapping, got {raw!r}")
     raw = dict(raw)
     preset = raw.pop("preset", None)
-    base: dict[str, Any] = {}
-    if preset is not None:
-        from minterpr.models.config import MODEL_CONFIGS
+    version = raw.pop("config_version", 1)
+    from minterpr.models.config import MODEL_CONFIGS
+    from minterpr.models.io import MODEL_CONFIG_VERSION, read_model_config
 
-        base = MODEL_CONFIGS.create(preset).to_dict()
     try:
-        return ModelConfig.from_dict({**base, **raw})
+        if preset is None:
+            return read_model_config(raw, version)
+        return read_model_config({**MODEL_CONFIGS.create(preset).to_dict(), **raw}, MODEL_CONFIG_VERSION)
     except (KeyError, TypeError, ValueError) as err:
         raise ConfigError(f"{source}: model: {err}") from None
 
@@ -369,7 +372,7 @@ def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
     if "data" in sections:
         cfg.data = _build(DataConfig, sections["data"] or {}, "data", source)
     # a file without a model section (or one without a preset) means what it meant when written: the
-    # fields it leaves out read as models.config.LEGACY_DEFAULTS, not as the default model
+    # fields it leaves out read as a version-1 stored config's (models.io.V1_DEFAULTS)
     cfg.model = _model_config(sections.get("model") or {}, source)
     if "loss_weights" in sections:
         cfg.loss_weights = _build(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)

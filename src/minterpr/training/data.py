@@ -26,63 +26,29 @@ import torch
 from PIL import Image, ImageEnhance, ImageOps
 from tqdm import tqdm
 
-from minterpr.data.build import require_built_dataset
-from minterpr.data.formats.gallery import read_gallery
-from minterpr.data.formats.minterpedes import read_minterpedes
+from minterpr.data.dataset import BuiltDataset, SplitData  # noqa: F401  (SplitData: one definition; re-exported here)
 from minterpr.data.images import load_rgb
 from minterpr.evaluation.attribute_metrics import attribute_targets  # noqa: F401  (one definition; re-exported here)
 from minterpr.fileio import TEMPORARY_GLOB, atomic_write
 from minterpr.models.encoders import ImagePreprocess
 from minterpr.models.turn_encoder import DESCRIPTION, EXAMPLE, PADDING, QA, REFERENCE
-from minterpr.types import (DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn,
-                            RetrievalSample, Turn)
+from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, RetrievalSample, Turn
 
 from .config import DataConfig
 
 
-@dataclass
-class SplitData:
-    """One split: dialogues, the gallery manifest and each dialogue's identity."""
-
-    name: str  # "train", "val" or "test"
-    samples: list[RetrievalSample]  # dialogues, file order (truncated for smoke runs)
-    gallery: list[GalleryImage]  # every image of the split's gallery manifest
-    image_root: Path  # image paths resolve against it
-    sample_pids: list[str]  # (len(samples),) identity of each target, from the manifest
-
-    def target_images(self) -> list[GalleryImage]:
-        """Manifest entry of each sample's target image."""
-        by_path = {image.path: image for image in self.gallery}
-        return [by_path[s.target_path] for s in self.samples]
-
-
 def load_split(cfg: DataConfig, split: str, max_samples: int = 0) -> SplitData:
-    """Read ``split`` ("train", "val", "test") of the dataset described by ``cfg``.
+    """Read ``split`` ("train", "val", "test") of the dataset described by ``cfg``
+    (:meth:`minterpr.data.dataset.BuiltDataset.split`, with the config's file names).
 
-    Every target image must be listed in the gallery manifest (the identity comes from it).
     ``cfg.root`` must be a finished build whose fingerprint verifies
     (:func:`minterpr.data.build.require_built_dataset`: DatasetError naming the command that
     rebuilds it otherwise; ``minterpr data mark DIR`` fingerprints a folder assembled by hand).
     """
     if not cfg.root:
         raise ValueError("data.root is empty: pass --data DIR or set data.root in the config")
-    root = Path(cfg.root)
-    require_built_dataset(root)
-    dialogues, manifest = root / getattr(cfg, split), root / getattr(cfg, f"{split}_gallery")
-    for path in (dialogues, manifest):
-        if not path.is_file():
-            raise FileNotFoundError(f"{split} split: {path} does not exist (data.root={cfg.root!r})")
-    samples = read_minterpedes(dialogues)
-    if max_samples > 0:
-        samples = samples[:max_samples]
-    gallery = read_gallery(manifest)
-    pid_of = {image.path: image.person_id for image in gallery}
-    missing = [s.target_path for s in samples if s.target_path not in pid_of]
-    if missing:
-        raise ValueError(f"{dialogues}: {len(missing)} target images are not in {manifest} "
-                         f"(first: {missing[0]!r}); the manifest gives each dialogue its identity")
-    image_root = Path(cfg.image_root) if cfg.image_root else root
-    return SplitData(split, samples, gallery, image_root, [pid_of[s.target_path] for s in samples])
+    return BuiltDataset(cfg.root, cfg.image_root).split(split, max_samples, dialogues=getattr(cfg, split),
+                                                         gallery=getattr(cfg, f"{split}_gallery"))
 
 
 def identity_index(person_ids: Sequence[str]) -> dict[str, int]:

@@ -46,9 +46,9 @@ from typing import Iterable
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import ReadResult
 from minterpr.data.label_maps import PETA_CLOSED_SLOTS, PETA_LABELS, labels_to_attributes
+from minterpr.data.layout import IMAGE_SUFFIXES
 from minterpr.types import GalleryImage, person_id
 
-IMAGE_SUFFIXES = (".bmp", ".jpg", ".jpeg", ".png")
 _VIEWS = {"front": "front", "fore": "front", "back": "back", "left": "side", "right": "side", "side": "side"}
 
 
