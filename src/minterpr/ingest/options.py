@@ -60,7 +60,7 @@ class IngestOptions:
     # back, crops cut from the full frame): the detector's cost follows the pixels; None: full size
     fps: float | None = None  # the source's frame rate, overriding the container's (frame folders: 25)
     frames: bool = False  # a folder SOURCE holds one video's frames (detect + track), not crops
-    detector: str = "hog"  # a name in DETECTORS
+    detector: str = "auto"  # a name in DETECTORS, "onnx:PATH", or "auto": yolox-nano when fetched, else hog
     detector_options: Mapping[str, Any] = field(default_factory=dict)  # that detector's keyword options
     best_k: int = 3  # crops kept per track
     min_gap_s: float = 1.0  # crops of one track at least this many seconds apart
@@ -96,9 +96,13 @@ class IngestResult:
 
 
 def create_detector(name: str, options: Mapping[str, Any] | None = None) -> Detector:
-    """``DETECTORS.create(name, **options)`` with unknown options as one InputError."""
+    """``DETECTORS.create(name, **options)`` with unknown options as one InputError; ``name`` may
+    also be ``auto`` or ``onnx:PATH`` (:func:`minterpr.ingest.detector_zoo.resolve_detector`)."""
+    from minterpr.ingest.detector_zoo import resolve_detector
+
+    name, resolved, _ = resolve_detector(name, options)
     try:
-        return DETECTORS.create(name, **dict(options or {}))
+        return DETECTORS.create(name, **resolved)
     except TypeError as err:
         raise InputError(f"detector {name!r}: bad option ({err})") from None
 

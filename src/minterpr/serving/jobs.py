@@ -10,8 +10,10 @@ the same source and options again resumes it, as does a job the server was stopp
 (its status then reads ``interrupted``). When a job ends, the gallery is registered (or its
 version bumped), so sessions see the new images.
 
-The detector is HOG by default, or (``detector="onnx"``) the ONNX detection model at
-``detector_model``, a file inside ``data_dir/incoming`` or an import root like the source.
+The detector is ``auto`` by default: YOLOX-nano when the server's model cache has it (``minterpr
+models fetch yolox-nano``), else HOG, the job's first message saying so; or ``hog``, ``yolox-nano``,
+or (``detector="onnx"``) the ONNX detection model at ``detector_model``, a file inside
+``data_dir/incoming`` or an import root like the source.
 
 The queue also runs MTG captioning jobs (``kind`` "caption", :mod:`minterpr.serving.caption_jobs`):
 :meth:`Jobs.queue` records and runs a job of any kind, whose work reports with :meth:`Jobs.report`
@@ -124,11 +126,11 @@ class Jobs:
                                     detector=request.detector, detector_options=detector_options)
         except (TypeError, ValueError) as err:
             raise ApiError(422, "invalid", str(err)) from None
-        if request.detector == "onnx":  # a model that does not load fails now, not in the background
+        if request.detector in ("onnx", "yolox-nano"):  # a model that does not load fails now, not in the background
             from minterpr.ingest import create_detector
 
             try:
-                create_detector("onnx", detector_options)
+                create_detector(request.detector, detector_options)
             except MinterprError as err:
                 raise ApiError(422, "invalid", f"detector_model: {err}", field="detector_model") from None
         source_path = str(source.absolute())
