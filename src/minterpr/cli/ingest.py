@@ -44,12 +44,16 @@ def _detector_options(pairs: list[str]) -> dict[str, Any]:
 class ProgressBars:
     """One tqdm bar per stage, on stderr, from IngestProgress events."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, note: str | None = None) -> None:
         self.enabled = enabled
+        self.note = note  # the detector's fallback line: printed once, when ingestion has opened a video
         self.bar: Any = None
         self.stage: str | None = None
 
     def __call__(self, event: Any) -> None:
+        if self.note is not None and event.message == self.note:
+            print(self.note, file=sys.stderr)  # a warning: shown with --quiet too
+            self.note = None
         if not self.enabled:
             return
         from tqdm import tqdm
@@ -105,8 +109,6 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     check_options(options)  # a bad option fails before the model is loaded
     name, detector_options, note = resolve_detector(options.detector, options.detector_options)
     create_detector(name, detector_options)  # so does a detector that cannot load (not fetched, a bad file)
-    if note is not None:
-        print(note, file=sys.stderr)
     parse_start(options.start)
     pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"))  # an unusable device: InputError
     try:  # FFmpeg's own log lines (a damaged file) would break the one-line error
@@ -115,7 +117,7 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
         av.logging.set_level(av.logging.PANIC)
     except ImportError:
         pass
-    bars = ProgressBars(enabled=show_progress(args, sys.stderr.isatty()))
+    bars = ProgressBars(enabled=show_progress(args, sys.stderr.isatty()), note=note)
     try:
         result = ingest(args.source, gallery, run=pipeline, options=options, progress=bars)
     except KeyboardInterrupt:

@@ -143,12 +143,6 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     weights = {"detect": 0.9, "embed": 0.08, "index": 0.02} if video else {"copy": 0.1, "embed": 0.85, "index": 0.05}
     reporter = Reporter(progress, cancel, weights=weights)
     reporter.update("open", 0, None, force=True, message=f"open: {info.kind} {info.path}")
-    if video:
-        from minterpr.ingest.detector_zoo import resolve_detector
-
-        note = resolve_detector(options.detector, options.detector_options)[2]
-        if note is not None:  # the fallback to HOG, said once (the web job shows it, the CLI prints it)
-            reporter.update("open", 0, None, force=True, message=note)
     settings = {k: v for k, v in asdict(options).items() if k not in ("restart", "batch_size", "target_fps")}
     settings.update(every=every, fps=info.fps, start=None if start is None else start.isoformat(),
                     detector_options=None, detector=None if detector is None else detector.identity())
@@ -169,6 +163,11 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
         base = {"source": os.fspath(info.path), "job": job.job, **({"camera": options.camera} if options.camera else {})}
         if video:
             assert detector is not None
+            from minterpr.ingest.detector_zoo import resolve_detector
+
+            note = resolve_detector(options.detector, options.detector_options)[2]
+            if note is not None:  # the fallback to HOG, said once (the web job shows it, the CLI prints it)
+                reporter.update("open", 0, None, force=True, message=note)
             tracking, frames_read = detect_and_track(info, job, detector, options, every, reporter, skipped)
             chosen = tracking.picker.selection(options.min_track_detections)
             images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{c.name}", f"{job.job}:t{c.track}", options.camera)
