@@ -105,7 +105,9 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
     client, headers, services, incoming = admin
     root = services.settings.incoming_dir
     frames = _frames(root / "clip")
-    model = constant_detector_model(root / "det.onnx", [[8, 4, 40, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
+    # two people side by side (overlapping boxes would be "crowded": tracked, never cropped)
+    model = constant_detector_model(root / "det.onnx", [[8, 4, 28, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
+    crowded = constant_detector_model(root / "crowded.onnx", [[8, 4, 40, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
     body = {"gallery": "clip", "source": str(frames), "frames": True, "every": 1, "run": str(world[0]), "detector": "onnx",
             "detector_model": model}
     refused = {
@@ -126,7 +128,11 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
     assert done.status == "done", done.message
     assert done.progress["result"]["tracks"] >= 1 and done.progress["detections"] == 16  # 2 per frame
     stored = client.get(f"/api/ingest/{job['id']}").json()
-    assert stored["status"] == "done"
+    assert stored["status"] == "done" and stored["progress"]["result"]["rejected"] == {}
+    job = client.post("/api/ingest", json={**body, "gallery": "crowd", "detector_model": crowded}, headers=headers).json()
+    done = services.jobs.wait(job["id"])  # every detection crowded: no store, and the job says why
+    assert done.status == "failed" and "no crops of one person were kept" in done.message
+    assert "crowded" in done.message and "crowd" not in {g["name"] for g in client.get("/api/galleries", headers=headers).json()}
 
 
 def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):

@@ -139,7 +139,9 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
         speed = f", {result.duration_s / result.seconds:.2f}x real time" if result.duration_s else ""
         print(f"ingested {result.source}: {result.frames_read} frames ({result.frames_processed} processed) in "
               f"{result.seconds:.1f} s ({rate:.1f} frames/s{speed}){' (resumed)' if result.resumed else ''}", file=out)
-        print(f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept", file=out)
+        why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items())
+        print(f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept"
+              f"{f' (not cropped: {why})' if why else ''}", file=out)
     if result.skipped:
         named = ", ".join(f"{p} ({r})" for p, r in result.skipped[:3])
         print(f"{len(result.skipped)} skipped (unreadable): {named}", file=out)

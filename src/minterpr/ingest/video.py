@@ -21,7 +21,8 @@ from minterpr.ingest.job import JobFolder, job_id
 from minterpr.ingest.options import IngestOptions, every_of
 from minterpr.ingest.progress import Reporter
 from minterpr.ingest.sources import SourceInfo, iter_frames, open_source
-from minterpr.ingest.tracking import BestCrops, Candidate, Tracker, crop_box, crop_quality, measure_sharpness
+from minterpr.ingest.tracking import (BestCrops, Candidate, Tracker, covered_share, crop_box, crop_flags, crop_quality,
+                                      measure_sharpness)
 
 # The frame each kept crop was cut from is stored at ingest, downscaled to this width (aspect kept),
 # rather than decoded from the source when someone looks: the gallery stays self-contained (a
@@ -86,6 +87,7 @@ class Tracking:
         self.log: list[tuple[int, tuple[float, ...], float, int]] | None = None  # (frame, box, score, track)
         self.frames: list[int] | None = None  # the processed frames, when logging
         self.sizes: dict[int, tuple[int, int]] = {}  # processed frame -> its (width, height) in pixels
+        self.rejected: dict[str, int] = {}  # reason -> tracked detections that did not become crops for it
 
     def step(self, index: int, size: tuple[int, int], dets: list[list[float]], frame: np.ndarray | None) -> None:
         rows = np.asarray(dets, np.float64).reshape(-1, 6)
@@ -96,12 +98,20 @@ class Tracking:
         if self.log is not None and self.frames is not None:
             self.frames.append(index)
             self.log += [(index, tuple(map(float, row[:4])), float(row[4]), t) for row, t in zip(rows, ids.tolist())]
+        covered = covered_share(rows[:, :4])
         for k, track in enumerate(ids.tolist()):
             if track < 0:
                 continue
             box = tuple(float(v) for v in rows[k, :4])
             score, sharp = float(rows[k, 4]), float(rows[k, 5])
-            candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size))  # type: ignore[arg-type]
+            flags = crop_flags(box, sharp, float(covered[k]), self.options.crop_filter)
+            for flag in flags:  # it is still tracked; it only never becomes a crop
+                self.rejected[flag] = self.rejected.get(flag, 0) + 1
+            if flags:
+                self.picker.count(track)
+                continue
+            candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size),  # type: ignore[arg-type]
+                                  round(float(covered[k]), 4))
             if self.picker.offer(candidate) and frame is not None:
                 _write_crop(self.job.crops / candidate.name, frame, box, self.options.jpeg_quality)
                 _write_frame(self.job.frames / frame_name(index), frame)

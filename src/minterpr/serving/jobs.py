@@ -191,6 +191,10 @@ class Jobs:
         try:
             pipeline = self.services.galleries.pipeline(run_dir)
             result = ingest(source, directory, run=pipeline, options=options, progress=progress, cancel=stop.is_set)
+            if result.rows_total == 0:  # no store was written: say why, rather than fail to register it
+                why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items()) or "none"
+                raise MinterprError(f"no crops of one person were kept from {source} ({result.detections} "
+                                    f"detections, {result.tracks} tracks; not cropped: {why}); nothing was added")
             self.services.galleries.register(gallery, directory, run_dir, by=principal.username, managed=managed)
         except IngestCancelled as err:
             self.finish(job_id, principal, "cancelled", str(err), {})
@@ -199,7 +203,7 @@ class Jobs:
         else:
             summary = {"rows_added": result.rows_added, "rows_total": result.rows_total, "tracks": result.tracks,
                        "crops": result.crops, "frames_read": result.frames_read, "seconds": round(result.seconds, 2),
-                       "skipped": len(result.skipped), "resumed": result.resumed}
+                       "skipped": len(result.skipped), "resumed": result.resumed, "rejected": dict(result.rejected)}
             self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}", summary)
 
     def _update(self, job_id: str, status: str, progress: dict[str, Any], message: str) -> None:
