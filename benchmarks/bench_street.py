@@ -56,15 +56,18 @@ def _labelled_frames(video, labels):
 def _detection(detector, frames, labels):
     from dataclasses import asdict
 
+    import numpy as np
+
     from minterpr.ingest.street_eval import crop_people_report, detection_report
     from minterpr.ingest.tracking import CropFilter, covered_share, crop_flags, measure_sharpness
 
     start = time.perf_counter()
-    found = {f: detector.detect(image).boxes for f, image in frames.items()}
+    detections = {f: detector.detect(image) for f, image in frames.items()}
     seconds = time.perf_counter() - start
+    found = {f: d.boxes for f, d in detections.items()}
     crops = [(f, box) for f, boxes in found.items() for box in boxes]
-    passing = [(f, box) for f, boxes in found.items()
-               for box, covered in zip(boxes, covered_share(boxes))
+    passing = [(f, box) for f, d in detections.items()  # the crop filter of ingestion (video.Tracking.step)
+               for box, covered in zip(d.boxes, np.maximum(covered_share(d.boxes), d.crowd))
                if not crop_flags(box, measure_sharpness(frames[f], box), float(covered), CropFilter())]
     return {"detector": detector.identity(), "s_per_frame": round(seconds / max(1, len(frames)), 3),
             "drawn": asdict(detection_report(labels, found)),

@@ -186,4 +186,10 @@ def test_finish_clips_sorts_and_suppresses():
                    np.array([0.5, 0.9, 0.7, 0.99]), 64, 80)
     assert found.boxes.tolist() == [[0, 0, 48, 80], [60, 0, 64, 30]]  # the overlap and the sliver gone
     assert found.scores.tolist() == [0.9, 0.7]
+    assert found.crowd.tolist() == [0.0, 0.0]  # the suppressed box was the same person (IoU 0.96)
+    pair = finish(np.array([[0, 0, 48, 100], [10, 0, 58, 100], [60, 0, 70, 30], [61, 0, 71, 30]], float),
+                  np.array([0.9, 0.8, 0.7, 0.6]), 100, 100)
+    # IoU 0.66: suppressed, but too far off to be the same person -> the kept box is crowd-marked;
+    # IoU 0.82: a duplicate of the same person, no mark
+    assert pair.scores.tolist() == [0.9, 0.7] and pair.crowd.tolist() == [1.0, 0.0]
     assert iou_matrix(np.zeros((0, 4)), np.ones((2, 4))).shape == (0, 2)

@@ -130,3 +130,5 @@ def test_auto_detector_is_yolox_nano_when_fetched_else_hog_with_one_line(tmp_pat
                                                                                  "decoder": "yolov8"}, None)
     with pytest.raises(InputError, match="onnx:PATH"):
         resolve_detector("onnx:", {})
+    with pytest.raises(InputError, match=r"detector options \(upscale\) need a named detector"):
+        resolve_detector("auto", {"upscale": 1.5}, cache=tmp_path)  # HOG's option, meant for YOLOX-nano here

@@ -105,7 +105,8 @@ def resolve_detector(name: str, options: Mapping[str, Any] | None = None,
                      cache: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any], str | None]:
     """(registered detector name, its options, a one-line note or None) for ingestion's
     ``detector``: ``auto`` is ``yolox-nano`` when cached, else ``hog`` with a note saying so;
-    ``onnx:PATH`` is ``onnx`` with ``model=PATH``; any other name is itself."""
+    ``onnx:PATH`` is ``onnx`` with ``model=PATH``; any other name is itself. ``auto`` takes no
+    options (they would be another detector's)."""
     given = dict(options or {})
     if name.startswith("onnx:"):
         path = name[len("onnx:"):]
@@ -114,6 +115,9 @@ def resolve_detector(name: str, options: Mapping[str, Any] | None = None,
         return "onnx", {"model": path, **given}, None
     if name != AUTO:
         return name, given, None
+    if given:  # options of one detector would be wrong for the other
+        raise InputError(f"detector options ({', '.join(sorted(given))}) need a named detector: give --detector "
+                         f"hog, yolox-nano or onnx:PATH with them")
     if cached_model("yolox-nano", cache) is not None:
         return "yolox-nano", given, None
     note = (f"people detector: OpenCV's HOG (YOLOX-nano finds far more of the people in street footage; "

@@ -15,7 +15,9 @@ accepted is all the final selection ever needs.
 
 Only crops that show one person are offered (:class:`CropFilter`, :func:`crop_flags`): a
 detection that another detection of the same frame covers by more than ``crowded_overlap`` of
-its area is ``crowded`` (two people in one crop mix their attributes), one under
+its area, or whose detector suppressed a box beside it (:attr:`Detections.crowd
+<minterpr.ingest.detection.Detections>`: two people, one box), is ``crowded`` (two people in one
+crop mix their attributes), one under
 ``min_height`` pixels is ``small``, one whose sharpness is under ``min_sharpness`` is
 ``blurry``. Flagged detections are still tracked; they never become crops, and the reasons
 are counted (the ingestion's ``rejected``).
@@ -145,8 +147,9 @@ class CropFilter:
     """When a tracked detection may become a crop (measured on the street video's labels with
     YOLOX-nano, docs/ingest.md "Crops that show one person")."""
 
-    # share of a box covered by another detection of its frame above which it is "crowded": 0.1
-    # keeps 202 of 232 detections and leaves 5 showing two labelled people (13 unfiltered; 0.3: 11)
+    # share of a box covered by another detection of its frame above which it is "crowded" (a crowd
+    # mark counts as 1): 0.1 leaves 5 of 179 boxes showing two labelled people (13 of 232 unfiltered,
+    # 0.3: 11), 1 of 136 with the crowd marks
     crowded_overlap: float = 0.1
     # least box height in pixels: all 17 detections showing no labelled person were a ~31 px
     # static object, and a person under ~48 px shows no colour or garment a witness could name

@@ -65,7 +65,7 @@ def detect_people(detector: Detector, frame: np.ndarray, max_height: int | None)
     found = detector.detect(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
     factors = np.array([width / size[0], height / size[1]] * 2, np.float64)  # exact per axis (rounded width)
     boxes = np.clip(found.boxes * factors, 0, [width, height, width, height])
-    return Detections(boxes, found.scores)
+    return Detections(boxes, found.scores, found.crowd)
 
 
 def _write_crop(path: Path, frame: np.ndarray, box: Any, quality: int) -> None:
@@ -90,7 +90,11 @@ class Tracking:
         self.rejected: dict[str, int] = {}  # reason -> tracked detections that did not become crops for it
 
     def step(self, index: int, size: tuple[int, int], dets: list[list[float]], frame: np.ndarray | None) -> None:
-        rows = np.asarray(dets, np.float64).reshape(-1, 6)
+        # a detection: box, score, sharpness, and (since crowd marks) crowd; chunks of before have 6 values
+        rows = np.asarray(dets, np.float64)
+        rows = rows.reshape(-1, rows.shape[1] if rows.ndim == 2 else 7)
+        if rows.shape[1] == 6:
+            rows = np.concatenate([rows, np.zeros((len(rows), 1))], axis=1)
         ids = self.tracker.update(rows[:, :4], rows[:, 4])
         self.detections += len(rows)
         self.processed += 1
@@ -98,7 +102,8 @@ class Tracking:
         if self.log is not None and self.frames is not None:
             self.frames.append(index)
             self.log += [(index, tuple(map(float, row[:4])), float(row[4]), t) for row, t in zip(rows, ids.tolist())]
-        covered = covered_share(rows[:, :4])
+        # crowded: another box covers it, or its detector suppressed a box beside it (two people, one box)
+        covered = np.maximum(covered_share(rows[:, :4]), rows[:, 6])
         for k, track in enumerate(ids.tolist()):
             if track < 0:
                 continue
@@ -148,8 +153,9 @@ def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, optio
                 current, pending, lost = current + 1, [], []
             if frame is not None:
                 found = detect_people(detector, frame, options.detect_max_height)
-                dets = [[*map(float, box), float(score), measure_sharpness(frame, box)]
-                        for box, score in zip(found.boxes, found.scores)]
+                crowd = found.crowd if found.crowd is not None else np.zeros(len(found))
+                dets = [[*map(float, box), float(score), measure_sharpness(frame, box), float(marked)]
+                        for box, score, marked in zip(found.boxes, found.scores, crowd)]
                 size = (int(frame.shape[1]), int(frame.shape[0]))
                 tracking.step(index, size, dets, frame)
                 pending.append([index, size[0], size[1], dets])
