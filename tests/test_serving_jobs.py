@@ -133,6 +133,11 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
     done = services.jobs.wait(job["id"])  # every detection crowded: no store, and the job says why
     assert done.status == "failed" and "no crops of one person were kept" in done.message
     assert "crowded" in done.message and "crowd" not in {g["name"] for g in client.get("/api/galleries", headers=headers).json()}
+    # the default detector: no YOLOX-nano in the (tests' empty) model cache, so HOG, and the job says so
+    job = client.post("/api/ingest", json={**body, "gallery": "auto", "detector": "auto", "detector_model": None},
+                      headers=headers).json()
+    done = services.jobs.wait(job["id"])  # HOG finds nobody in noise: no crops, and why, and the fallback
+    assert "people detector: OpenCV's HOG" in done.message and "minterpr models fetch yolox-nano" in done.message
 
 
 def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):

@@ -194,7 +194,8 @@ class Jobs:
             if result.rows_total == 0:  # no store was written: say why, rather than fail to register it
                 why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items()) or "none"
                 raise MinterprError(f"no crops of one person were kept from {source} ({result.detections} "
-                                    f"detections, {result.tracks} tracks; not cropped: {why}); nothing was added")
+                                    f"detections, {result.tracks} tracks; not cropped: {why}); nothing was "
+                                    f"added{self._note(options, result)}")
             self.services.galleries.register(gallery, directory, run_dir, by=principal.username, managed=managed)
         except IngestCancelled as err:
             self.finish(job_id, principal, "cancelled", str(err), {})
@@ -204,7 +205,17 @@ class Jobs:
             summary = {"rows_added": result.rows_added, "rows_total": result.rows_total, "tracks": result.tracks,
                        "crops": result.crops, "frames_read": result.frames_read, "seconds": round(result.seconds, 2),
                        "skipped": len(result.skipped), "resumed": result.resumed, "rejected": dict(result.rejected)}
-            self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}", summary)
+            self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}"
+                        f"{self._note(options, result)}", summary)
+
+    @staticmethod
+    def _note(options: Any, result: Any) -> str:
+        """``"; <the HOG fallback line>"`` when a video was ingested with ``auto`` and no YOLOX-nano, else "":
+        the job's last message keeps it (its first progress message is soon replaced)."""
+        from minterpr.ingest.detector_zoo import resolve_detector
+
+        note = None if result.kind == "crops" else resolve_detector(options.detector, options.detector_options)[2]
+        return f"; {note}" if note else ""
 
     def _update(self, job_id: str, status: str, progress: dict[str, Any], message: str) -> None:
         with self.db.write() as tx:
