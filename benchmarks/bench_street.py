@@ -107,7 +107,8 @@ def main(argv=None) -> int:
     parser.add_argument("--labels", default=str(LABELS), help=f"label file (default {LABELS.relative_to(REPO)})")
     parser.add_argument("--detector-onnx", metavar="PATH", help="also measure this ONNX detection model (the onnx plug-in)")
     parser.add_argument("--yolox-nano", nargs="?", const="", metavar="PATH",
-                        help="also measure YOLOX-nano: from the model cache (`minterpr models fetch yolox-nano`), or PATH")
+                        help="also measure YOLOX-nano: from the model cache (`minterpr models fetch yolox-nano`), "
+                             "or PATH")
     parser.add_argument("--skip-search", action="store_true", help="no search (detection and tracking only)")
     parser.add_argument("--hog-option", action="append", default=[], metavar="KEY=JSON",
                         help="an option of the HOG detector (repeatable), e.g. upscale=1.5 for people under ~96 px")
@@ -151,14 +152,14 @@ def main(argv=None) -> int:
             figures["detection"][name] = _detection(DETECTORS.create(kind, **options), frames, labels)
             if not args.skip_tracking:
                 figures["tracking"][name] = _tracking(video, labels, pipeline, kind, options)
-        if args.skip_search:
-            figures["search"] = None
-        else:
+        figures["search"] = None
+        if not args.skip_search:
             with tempfile.TemporaryDirectory() as tmp:
                 images = label_gallery(labels, video, tmp)
                 report = witness_search(run, labels, images, tmp, rounds=args.rounds)
-        figures["search"] = None if args.skip_search else {"gallery": len(images), "targets": report.extra.get("num_queries"),
-                             "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"]} for r, row in enumerate(report.rounds)]}
+            figures["search"] = {"gallery": len(images), "targets": report.extra.get("num_queries"),
+                                 "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"]}
+                                            for r, row in enumerate(report.rounds)]}
     except MinterprError as err:
         print(f"bench_street: {err}", file=sys.stderr)
         return 2
@@ -185,8 +186,8 @@ def _print(figures) -> None:
     for name, t in figures["tracking"].items():
         r = t["people_per_crop_on_labelled_frames"]
         print(f"ingest    {name:5s}: {t['ingest_s']} s for {t['video_s']} s of video ({t['x_real_time']}x real time), "
-              f"{t['crops']} crops, not cropped: {t['rejected']}; kept crops on labelled frames: {r['one']}/{r['crops']} "
-              f"show exactly one labelled person")
+              f"{t['crops']} crops, not cropped: {t['rejected']}; kept crops on labelled frames: "
+              f"{r['one']}/{r['crops']} show exactly one labelled person")
         for kind in ("drawn", "standardised"):
             r = t[kind]
             print(f"tracking  {name:5s} {kind:12s}: purity {r['purity']:.3f}, {r['fragmentation']:.2f} tracks/person "

@@ -64,11 +64,25 @@ def catalogue(monkeypatch, server, tmp_path):
     return entry
 
 
-def test_fetch_downloads_checks_and_keeps(catalogue, tmp_path):
+def test_fetch_downloads_checks_and_keeps(catalogue, tmp_path, capsys):
+    path = fetch_model("tiny-det", progress=True)
+    err = capsys.readouterr().err
+    assert "fetch tiny-det" in err and "100%" in err  # the progress bar, on stderr
+    path.unlink()
     path = fetch_model("tiny-det", progress=False)
     assert path == tmp_path / "cache" / "tiny.onnx" and path.read_bytes() == PAYLOAD
     assert not (tmp_path / "cache" / "tiny.onnx.part").exists()
-    assert fetch_model("tiny-det", progress=False) == path and _Handler.served == [""]  # cached: no second request
+    assert fetch_model("tiny-det", progress=False) == path and _Handler.served == ["", ""]  # cached: no request
+
+
+def test_models_lists_the_catalogue_and_what_is_fetched(catalogue, tmp_path, capsys):
+    (tmp_path / "runs").mkdir()
+    assert main(["models", str(tmp_path / "runs"), "--no-fingerprints"]) == 0
+    out = capsys.readouterr().out
+    assert "detector  tiny-det" in out and "not fetched (`minterpr models fetch tiny-det`)" in out
+    fetch_model("tiny-det", progress=False)
+    assert main(["models", str(tmp_path / "runs"), "--no-fingerprints"]) == 0
+    assert f"in the cache: {tmp_path / 'cache' / 'tiny.onnx'}" in capsys.readouterr().out
 
 
 def test_fetch_resumes_a_partial_download(catalogue, tmp_path):

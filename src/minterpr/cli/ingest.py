@@ -2,8 +2,8 @@
 
 Detects people (YOLOX-nano when ``minterpr models fetch yolox-nano`` has put it in the model
 cache, else OpenCV's HOG with one line saying so; ``--detector hog|yolox-nano|onnx:PATH`` picks
-one, ``--detector-option decoder=yolov8`` how an ONNX model's output is read), tracks them (ByteTrack), keeps the best crops of each track,
-embeds them with ``--run`` and adds them to the gallery with camera, time, frame, box, track
+one, ``--detector-option decoder=yolov8`` how an ONNX model's output is read), tracks them
+(ByteTrack), keeps the best crops of each track (only crops that show one person), embeds them with ``--run`` and adds them to the gallery with camera, time, frame, box, track
 and source metadata (:mod:`minterpr.ingest`). Interrupted (Ctrl-C, a kill), the same command
 continues where it stopped. ``minterpr chat --run RUN --index DIR`` then searches the gallery.
 ``--device`` picks where the crops are embedded (cpu by default); ``--json [PATH|-]`` writes the
