@@ -233,6 +233,12 @@ def test_bad_input_is_one_line(tmp_path, run_dir, capsys, video, pipeline, inges
                                                                       "--every", "0"])
     assert "expected KEY=VALUE" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:],
                                                         "--detector-option", "model"])
+    assert "need a named detector: give --detector hog, yolox-nano or onnx:PATH" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector-option", "upscale=1.5"])  # with auto
+    assert "get it with `minterpr models fetch yolox-nano`" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector", "yolox-nano"])  # the tests' cache is empty
+    assert "no such ONNX model file" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:], "--detector",
+                                                             f"onnx:{tmp_path / 'none.onnx'}"])
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x")
     assert "not a gallery store" in _error_line(capsys, ["ingest", str(video[0]), "--run", str(run_dir),
