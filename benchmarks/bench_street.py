@@ -6,10 +6,15 @@ link them across the video and describe 13 of them as a witness would. This scri
 
 * **detection** on the labelled frames (:func:`minterpr.ingest.street_eval.detection_report`):
   recall and precision at IoU 0.5, on the boxes as drawn and Caltech-standardised (0.41 aspect),
-  for HOG and, with ``--detector-onnx PATH``, for that ONNX model (the ``onnx`` plug-in);
+  for HOG, YOLOX-nano (``--yolox-nano [PATH]``: from the model cache, or that file) and, with
+  ``--detector-onnx PATH``, another ONNX model (the ``onnx`` plug-in); and how many labelled
+  people the detections show before and after ingestion's crop filter (crowded, small,
+  blurry: :func:`~minterpr.ingest.street_eval.crop_people_report`);
 * **tracking** of a real ingestion (``minterpr.ingest.ingest`` at its default ~3 processed
-  frames/s, into a temporary gallery): track purity, fragmentation (tracks per person) and crops
-  per identity (:func:`~minterpr.ingest.street_eval.track_report`);
+  frames/s, into a temporary gallery): its speed against real time, track purity,
+  fragmentation (tracks per person), crops per identity
+  (:func:`~minterpr.ingest.street_eval.track_report`), and the people the kept crops on
+  labelled frames show;
 * **search** with ``--run RUN`` (a run or exported model dir) over a gallery of the labelled
   boxes: R@1 / R@5 after the description and after two more turns of a simulated witness who
   answers and corrects from the labels (:func:`minterpr.ingest.street_search.witness_search`).
@@ -17,6 +22,7 @@ link them across the video and describe 13 of them as a witness would. This scri
     python benchmarks/bench_street.py --run outputs/demo/run
     python benchmarks/bench_street.py --run outputs/demo/run --hog-option upscale=1.5 --skip-tracking
     python benchmarks/bench_street.py --run shipped --detector-onnx det.onnx --json street.json
+    python benchmarks/bench_street.py --run shipped --yolox-nano ../shared/weights/yolox_nano.onnx --skip-search
 """
 from __future__ import annotations
 
@@ -50,14 +56,24 @@ def _labelled_frames(video, labels):
 def _detection(detector, frames, labels):
     from dataclasses import asdict
 
-    from minterpr.ingest.street_eval import detection_report
+    import numpy as np
+
+    from minterpr.ingest.street_eval import crop_people_report, detection_report
+    from minterpr.ingest.tracking import CropFilter, covered_share, crop_flags, measure_sharpness
 
     start = time.perf_counter()
-    found = {f: detector.detect(image).boxes for f, image in frames.items()}
+    detections = {f: detector.detect(image) for f, image in frames.items()}
     seconds = time.perf_counter() - start
+    found = {f: d.boxes for f, d in detections.items()}
+    crops = [(f, box) for f, boxes in found.items() for box in boxes]
+    passing = [(f, box) for f, d in detections.items()  # the crop filter of ingestion (video.Tracking.step)
+               for box, covered in zip(d.boxes, np.maximum(covered_share(d.boxes), d.crowd))
+               if not crop_flags(box, measure_sharpness(frames[f], box), float(covered), CropFilter())]
     return {"detector": detector.identity(), "s_per_frame": round(seconds / max(1, len(frames)), 3),
             "drawn": asdict(detection_report(labels, found)),
-            "standardised": asdict(detection_report(labels, found, standardise=True))}
+            "standardised": asdict(detection_report(labels, found, standardise=True)),
+            "people_per_detection": asdict(crop_people_report(labels, crops)),
+            "people_per_filtered_detection": asdict(crop_people_report(labels, passing))}
 
 
 def _tracking(video, labels, run, detector, detector_options):
@@ -66,7 +82,7 @@ def _tracking(video, labels, run, detector, detector_options):
     from minterpr.index.store.gallery_store import open_gallery
     from minterpr.ingest import IngestOptions, ingest
     from minterpr.ingest.video import tracked_detections
-    from minterpr.ingest.street_eval import track_report
+    from minterpr.ingest.street_eval import crop_people_report, track_report
 
     options = IngestOptions(detector=detector, detector_options=detector_options)
     with tempfile.TemporaryDirectory() as tmp:
@@ -76,7 +92,9 @@ def _tracking(video, labels, run, detector, detector_options):
         crops = list(zip(meta["frame"], meta["box"], meta["track"]))
     missing = sorted(set(labels.frames) - set(frames))
     out = {"frames_processed": result.frames_processed, "tracks_kept": result.tracks, "ingest_s": round(result.seconds, 1),
-           "labelled_frames_not_processed": missing}
+           "video_s": result.duration_s, "x_real_time": round(result.duration_s / result.seconds, 2),
+           "crops": result.crops, "rejected": dict(result.rejected), "labelled_frames_not_processed": missing,
+           "people_per_crop_on_labelled_frames": asdict(crop_people_report(labels, [(f, b) for f, b, _ in crops]))}
     for name, standardise in (("drawn", False), ("standardised", True)):
         out[name] = asdict(track_report(labels, log, crops, standardise=standardise))
     return out
@@ -88,6 +106,10 @@ def main(argv=None) -> int:
     parser.add_argument("--video", help="vtest.avi (default: ../shared/data/video/vtest.avi, then Debian's opencv-doc copy)")
     parser.add_argument("--labels", default=str(LABELS), help=f"label file (default {LABELS.relative_to(REPO)})")
     parser.add_argument("--detector-onnx", metavar="PATH", help="also measure this ONNX detection model (the onnx plug-in)")
+    parser.add_argument("--yolox-nano", nargs="?", const="", metavar="PATH",
+                        help="also measure YOLOX-nano: from the model cache (`minterpr models fetch yolox-nano`), "
+                             "or PATH")
+    parser.add_argument("--skip-search", action="store_true", help="no search (detection and tracking only)")
     parser.add_argument("--hog-option", action="append", default=[], metavar="KEY=JSON",
                         help="an option of the HOG detector (repeatable), e.g. upscale=1.5 for people under ~96 px")
     parser.add_argument("--onnx-option", action="append", default=[], metavar="KEY=JSON",
@@ -120,17 +142,23 @@ def main(argv=None) -> int:
                    "run": args.run, "detection": {}, "tracking": {}}
         frames = _labelled_frames(video, labels)
         detectors = {"hog": ("hog", hog_options)}
+        if args.yolox_nano is not None:
+            detectors["yolox-nano"] = ("yolox-nano", {"model": args.yolox_nano} if args.yolox_nano else {})
         if args.detector_onnx:
             detectors["onnx"] = ("onnx", {"model": args.detector_onnx, **onnx_options})
         for name, (kind, options) in detectors.items():
+            print(f"measuring {name} ...", file=sys.stderr)
             figures["detection"][name] = _detection(DETECTORS.create(kind, **options), frames, labels)
             if not args.skip_tracking:
                 figures["tracking"][name] = _tracking(video, labels, pipeline, kind, options)
-        with tempfile.TemporaryDirectory() as tmp:
-            images = label_gallery(labels, video, tmp)
-            report = witness_search(run, labels, images, tmp, rounds=args.rounds)
-        figures["search"] = {"gallery": len(images), "targets": report.extra.get("num_queries"),
-                             "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"]} for r, row in enumerate(report.rounds)]}
+        figures["search"] = None
+        if not args.skip_search:
+            with tempfile.TemporaryDirectory() as tmp:
+                images = label_gallery(labels, video, tmp)
+                report = witness_search(run, labels, images, tmp, rounds=args.rounds)
+            figures["search"] = {"gallery": len(images), "targets": report.extra.get("num_queries"),
+                                 "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"]}
+                                            for r, row in enumerate(report.rounds)]}
     except MinterprError as err:
         print(f"bench_street: {err}", file=sys.stderr)
         return 2
@@ -149,13 +177,24 @@ def _print(figures) -> None:
             r = d[kind]
             print(f"detection {name:5s} IoU 0.5 {kind:12s}: recall {r['recall']:.3f} precision {r['precision']:.3f} "
                   f"({r['matched']}/{r['people_boxes']} boxes, {r['detections']} detections; {d['s_per_frame']} s/frame)")
+    for name, d in figures["detection"].items():
+        for kind in ("people_per_detection", "people_per_filtered_detection"):
+            r = d[kind]
+            print(f"crops     {name:5s} {kind:30s}: {r['one_share']:.3f} show exactly one labelled person "
+                  f"({r['one']}/{r['crops']}; {r['none']} nobody, {r['several']} two or more)")
     for name, t in figures["tracking"].items():
+        r = t["people_per_crop_on_labelled_frames"]
+        print(f"ingest    {name:5s}: {t['ingest_s']} s for {t['video_s']} s of video ({t['x_real_time']}x real time), "
+              f"{t['crops']} crops, not cropped: {t['rejected']}; kept crops on labelled frames: "
+              f"{r['one']}/{r['crops']} show exactly one labelled person")
         for kind in ("drawn", "standardised"):
             r = t[kind]
             print(f"tracking  {name:5s} {kind:12s}: purity {r['purity']:.3f}, {r['fragmentation']:.2f} tracks/person "
                   f"({r['people']} people, {r['tracks']} tracks), {r['crops_per_identity']:.2f} crops/identity "
                   f"({r['people_with_crops']} people with crops)")
     s = figures["search"]
+    if s is None:
+        return
     print(f"search over {s['gallery']} labelled crops, {s['targets']} witness searches ({figures['run']}):")
     for row in s["rounds"]:
         print(f"  round {row['round']}: R@1 {row['r1']:.1f}%  R@5 {row['r5']:.1f}%")

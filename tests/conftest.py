@@ -9,6 +9,21 @@ from minterpr.types import GalleryImage
 from support.helpers import random_attributes
 
 
+@pytest.fixture(scope="session", autouse=True)
+def empty_model_cache(tmp_path_factory):
+    """An empty detector model cache: ingestion's `auto` detector is HOG in every test, whatever the
+    developer has fetched (tests that want YOLOX-nano point MINTERPR_MODEL_CACHE at a copy)."""
+    import os
+
+    before = os.environ.get("MINTERPR_MODEL_CACHE")
+    os.environ["MINTERPR_MODEL_CACHE"] = str(tmp_path_factory.mktemp("model_cache"))
+    yield
+    if before is None:
+        os.environ.pop("MINTERPR_MODEL_CACHE", None)
+    else:
+        os.environ["MINTERPR_MODEL_CACHE"] = before
+
+
 @pytest.fixture(scope="session")
 def attribute_gallery() -> list[GalleryImage]:
     """300 identities x 3 images with random (full-coverage) attributes."""

@@ -233,6 +233,12 @@ def test_bad_input_is_one_line(tmp_path, run_dir, capsys, video, pipeline, inges
                                                                       "--every", "0"])
     assert "expected KEY=VALUE" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:],
                                                         "--detector-option", "model"])
+    assert "need a named detector: give --detector hog, yolox-nano or onnx:PATH" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector-option", "upscale=1.5"])  # with auto
+    assert "get it with `minterpr models fetch yolox-nano`" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector", "yolox-nano"])  # the tests' cache is empty
+    assert "no such ONNX model file" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:], "--detector",
+                                                             f"onnx:{tmp_path / 'none.onnx'}"])
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x")
     assert "not a gallery store" in _error_line(capsys, ["ingest", str(video[0]), "--run", str(run_dir),
@@ -255,8 +261,12 @@ def test_cli_ingests_and_prints_what_it_did(video, run_dir, tmp_path, capsys, mo
     argv = ["ingest", str(video[0]), "--gallery", "lobby", "--run", str(run_dir), "--camera", "c1", "--every", "5",
             "--json"]
     assert main(argv) == 0
-    data = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
     assert data["gallery"] == str(tmp_path / "home" / "lobby") and data["frames_processed"] == 8
+    # the default detector (auto): no YOLOX-nano in the (test's empty) model cache, so HOG, said in one line
+    notes = [line for line in captured.err.splitlines() if line.startswith("people detector: OpenCV's HOG")]
+    assert len(notes) == 1 and "minterpr models fetch yolox-nano" in notes[0]
     assert main(argv[:-1]) == 0
     out = capsys.readouterr().out
     assert "already ingested" in out and "search it with: minterpr chat" in out

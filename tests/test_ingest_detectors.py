@@ -1,6 +1,7 @@
-"""People detectors: the contract every registered detector passes (HOG, and the ONNX plug-in on
-a tiny random model built here with onnx.helper), the ONNX plug-in's input/output conventions,
-and clear errors for bad models and options."""
+"""People detectors: the contract every registered detector passes (HOG; the ONNX plug-in with
+each output decoder on a tiny random model built here with onnx.helper; YOLOX-nano from
+../shared/weights when it is there), the ONNX plug-in's input/output conventions, and clear
+errors for bad models and options."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,12 @@ from minterpr.ingest.sources import iter_frames, open_source
 onnx = pytest.importorskip("onnx")
 pytest.importorskip("onnxruntime")
 from onnx import TensorProto, helper  # noqa: E402
-from support.onnx_models import constant_detector_model  # noqa: E402
+from support.helpers import shared_data_dir, shared_weights_dir  # noqa: E402
+from support.onnx_models import constant_detector_model, random_output_model  # noqa: E402
+from minterpr.ingest.onnx_decoders import DECODERS, grid_points  # noqa: E402
+
+YOLOX_NANO = shared_weights_dir() / "yolox_nano.onnx"
+VTEST = shared_data_dir() / "video" / "vtest.avi"
 
 N_BOXES = 6
 
@@ -49,33 +55,63 @@ def random_detector_model(path, size=(64, 96), seed=0) -> str:
     return str(path)
 
 
+def _decoder_models(folder, size=(64, 64)):
+    """A random head of each decoder's output format (columns scaled to plausible values)."""
+    anchors = len(grid_points(size, (8, 16, 32))[0])
+    points = len(grid_points(size, (8, 16, 32, 64))[0])
+    shapes = {"yolox": ((1, anchors, 7), [1, 1, 3, 3, 1, 1, 1]),
+              "yolov5": ((1, 10, 7), [64, 64, 48, 64, 1, 1, 1]),
+              "yolov8": ((1, 6, 10), np.array([64, 64, 48, 64, 1, 1], np.float32).reshape(1, 6, 1)),
+              "nanodet": ((1, points, 2 + 32), [1, 1] + [8] * 32)}
+    return {name: random_output_model(folder / f"{name}.onnx", shape, scale, size, seed=k)
+            for k, (name, (shape, scale)) in enumerate(shapes.items())}
+
+
 @pytest.fixture(scope="module")
 def contract_options(tmp_path_factory):
-    """Options that make each registered detector (a new one must be added here to pass the contract)."""
+    """(registered detector, options) for each detector and each ONNX decoder (a new one must be
+    added here to pass the contract; `onnx/NAME` is the onnx plug-in with decoder NAME)."""
     folder = tmp_path_factory.mktemp("onnx")
-    return {"hog": {}, "onnx": {"model": random_detector_model(folder / "random.onnx"), "box_format": "cxcywh",
-                                "normalized": True, "score_threshold": 0.05}}
+    cases = {"hog": ("hog", {}),
+             "onnx/boxes": ("onnx", {"model": random_detector_model(folder / "random.onnx"), "box_format": "cxcywh",
+                                     "normalized": True, "score_threshold": 0.05}),
+             "yolox-nano": ("yolox-nano", {"model": str(YOLOX_NANO)})}
+    for name, path in _decoder_models(folder).items():
+        cases[f"onnx/{name}"] = ("onnx", {"model": path, "decoder": name, "score_threshold": 0.05})
+    return cases
+
+
+CONTRACT_CASES = ["hog", "yolox-nano"] + [f"onnx/{name}" for name in DECODERS.names()]
 
 
 @pytest.fixture(scope="module")
 def frames(tmp_path_factory):
-    """Frames with people (a synthetic walk), a blank frame, a noisy one and a tiny one."""
+    """Frames with people (a synthetic walk; a real street frame when ../shared/data is there), a
+    blank frame, a noisy one and a tiny one."""
     folder = tmp_path_factory.mktemp("walk")
     render_video(folder / "walk.mp4", SyntheticVideoConfig(people=3, frames=24, size=(300, 400), person_height=180,
                                                            seed=3))
     video = [f for _, f in iter_frames(open_source(folder / "walk.mp4"), every=6) if f is not None]
+    if VTEST.is_file():  # real people: the cartoon walkers are not what a COCO detector learnt
+        video += [next(f for k, f in iter_frames(open_source(VTEST), first=100) if f is not None)]
     rng = np.random.default_rng(0)
     return video + [np.zeros((200, 160, 3), np.uint8), rng.integers(0, 256, (240, 320, 3), dtype=np.uint8),
                     np.full((20, 12, 3), 128, np.uint8)]
 
 
 def test_every_registered_detector_has_contract_options(contract_options):
-    assert set(DETECTORS.names()) == set(contract_options)
+    assert set(DETECTORS.names()) == {kind for kind, _ in contract_options.values()}
+    assert set(CONTRACT_CASES) == set(contract_options)  # every decoder too
 
 
-@pytest.mark.parametrize("name", DETECTORS.names())
-def test_detector_contract(name, contract_options, frames):
-    detector = create_detector(name, contract_options[name])
+@pytest.mark.parametrize("case", CONTRACT_CASES)
+def test_detector_contract(case, contract_options, frames):
+    name, options = contract_options[case]
+    if name == "yolox-nano" and not YOLOX_NANO.is_file():
+        pytest.skip(f"{YOLOX_NANO} is absent (../shared/weights, research-only: not in the repository)")
+    if name == "yolox-nano" and not VTEST.is_file():
+        pytest.skip(f"{VTEST} is absent: YOLOX-nano needs real people to find (../shared/data)")
+    detector = create_detector(name, options)
     assert detector.name == name
     identity = detector.identity()
     assert identity["detector"] == name and isinstance(identity, dict)
@@ -127,10 +163,18 @@ def test_onnx_errors_are_one_documented_error(tmp_path, contract_options):
         create_detector("onnx")
     with pytest.raises(InputError, match="no such ONNX model"):
         create_detector("onnx", {"model": str(tmp_path / "absent.onnx")})
+    boxes = contract_options["onnx/boxes"][1]
     with pytest.raises(InputError, match="bad option"):
-        create_detector("onnx", {**contract_options["onnx"], "colour": "red"})
+        create_detector("onnx", {**boxes, "colour": "red"})
     with pytest.raises(InputError, match="no output named"):
-        create_detector("onnx", {**contract_options["onnx"], "boxes_output": "dets"})
+        create_detector("onnx", {**boxes, "boxes_output": "dets"})
+    with pytest.raises(MinterprError, match="unknown ONNX output decoder 'ssd'"):
+        create_detector("onnx", {**boxes, "decoder": "ssd"})
+    yolov8 = contract_options["onnx/yolov8"][1]
+    with pytest.raises(RunError, match="yolox decoder: 6 rows, but strides"):  # the wrong decoder for the file
+        create_detector("onnx", {**yolov8, "decoder": "yolox"}).detect(np.zeros((64, 64, 3), np.uint8))
+    with pytest.raises(InputError, match="not in the model cache.*models fetch yolox-nano"):
+        create_detector("yolox-nano")  # the test session's model cache is empty
     with pytest.raises(MinterprError, match="unknown people detector 'yolo'"):
         create_detector("yolo")
     with pytest.raises(InputError, match="scale > 1"):
@@ -142,4 +186,10 @@ def test_finish_clips_sorts_and_suppresses():
                    np.array([0.5, 0.9, 0.7, 0.99]), 64, 80)
     assert found.boxes.tolist() == [[0, 0, 48, 80], [60, 0, 64, 30]]  # the overlap and the sliver gone
     assert found.scores.tolist() == [0.9, 0.7]
+    assert found.crowd.tolist() == [0.0, 0.0]  # the suppressed box was the same person (IoU 0.96)
+    pair = finish(np.array([[0, 0, 48, 100], [10, 0, 58, 100], [60, 0, 70, 30], [61, 0, 71, 30]], float),
+                  np.array([0.9, 0.8, 0.7, 0.6]), 100, 100)
+    # IoU 0.66: suppressed, but too far off to be the same person -> the kept box is crowd-marked;
+    # IoU 0.82: a duplicate of the same person, no mark
+    assert pair.scores.tolist() == [0.9, 0.7] and pair.crowd.tolist() == [1.0, 0.0]
     assert iou_matrix(np.zeros((0, 4)), np.ones((2, 4))).shape == (0, 2)

@@ -137,3 +137,37 @@ def test_the_street_demo_without_a_model_or_video_is_one_line(tmp_path, monkeypa
         cmd_serve(build_parser().parse_args(["serve", "--demo", "street", "--run", "r", *state]))
     with pytest.raises(CLIError, match="go with --demo street"):
         cmd_serve(build_parser().parse_args(["serve", "--demo", "--video", str(video), *state]))
+
+
+def test_the_street_demo_uses_yolox_nano_when_it_is_fetched(tmp_path_factory, tmp_path, monkeypatch):
+    import json
+    import shutil
+
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.serving.service import build_services
+    from support.helpers import shared_weights_dir
+    from support.serving import settings
+
+    weights = shared_weights_dir() / "yolox_nano.onnx"
+    if not weights.is_file():
+        pytest.skip(f"{weights} is absent (../shared/weights, research-only: not in the repository)")
+    pytest.importorskip("onnxruntime")
+    cache = tmp_path / "model_cache"
+    cache.mkdir()
+    shutil.copy(weights, cache / "yolox_nano.onnx")  # as `minterpr models fetch yolox-nano --from` leaves it
+    monkeypatch.setenv("MINTERPR_MODEL_CACHE", str(cache))
+    run, _ = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
+    clip = _street_clip(tmp_path)
+    state = tmp_path / "state"
+    argv = ["serve", "--demo", "street", "--video", str(clip), "--run", str(run), "--demo-out", str(tmp_path / "demo"),
+            "--data", str(state), "--no-serve"]
+    assert cmd_serve(build_parser().parse_args(argv)) == 0
+    services = build_services(settings(state))
+    try:
+        street = next(row for row in services.galleries.rows() if row.name == "street")
+        assert next(g for g in services.galleries.list() if g.name == "street").images > 0
+    finally:
+        services.close()
+    jobs = list(Path(street.directory).glob("ingest/*/job.json"))
+    assert len(jobs) == 1 and json.loads(jobs[0].read_text())["options"]["detector"]["detector"] == "yolox-nano"

@@ -105,7 +105,9 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
     client, headers, services, incoming = admin
     root = services.settings.incoming_dir
     frames = _frames(root / "clip")
-    model = constant_detector_model(root / "det.onnx", [[8, 4, 40, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
+    # two people side by side (overlapping boxes would be "crowded": tracked, never cropped)
+    model = constant_detector_model(root / "det.onnx", [[8, 4, 28, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
+    crowded = constant_detector_model(root / "crowded.onnx", [[8, 4, 40, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
     body = {"gallery": "clip", "source": str(frames), "frames": True, "every": 1, "run": str(world[0]), "detector": "onnx",
             "detector_model": model}
     refused = {
@@ -118,12 +120,24 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
         answer = client.post("/api/ingest", json=request, headers=headers)
         assert answer.status_code == status, (name, answer.text)
         assert answer.json()["error"]["field"] == "detector_model", name
+    # yolox-nano not in the server's model cache (the tests' is empty): refused before anything runs
+    answer = client.post("/api/ingest", json={**body, "detector": "yolox-nano", "detector_model": None}, headers=headers)
+    assert answer.status_code == 422 and "minterpr models fetch yolox-nano" in answer.json()["error"]["message"]
     job = client.post("/api/ingest", json=body, headers=headers).json()
     done = services.jobs.wait(job["id"])
     assert done.status == "done", done.message
     assert done.progress["result"]["tracks"] >= 1 and done.progress["detections"] == 16  # 2 per frame
     stored = client.get(f"/api/ingest/{job['id']}").json()
-    assert stored["status"] == "done"
+    assert stored["status"] == "done" and stored["progress"]["result"]["rejected"] == {}
+    job = client.post("/api/ingest", json={**body, "gallery": "crowd", "detector_model": crowded}, headers=headers).json()
+    done = services.jobs.wait(job["id"])  # every detection crowded: no store, and the job says why
+    assert done.status == "failed" and "no crops of one person were kept" in done.message
+    assert "crowded" in done.message and "crowd" not in {g["name"] for g in client.get("/api/galleries", headers=headers).json()}
+    # the default detector: no YOLOX-nano in the (tests' empty) model cache, so HOG, and the job says so
+    job = client.post("/api/ingest", json={**body, "gallery": "auto", "detector": "auto", "detector_model": None},
+                      headers=headers).json()
+    done = services.jobs.wait(job["id"])  # HOG finds nobody in noise: no crops, and why, and the fallback
+    assert "people detector: OpenCV's HOG" in done.message and "minterpr models fetch yolox-nano" in done.message
 
 
 def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):

@@ -16,6 +16,11 @@ def shared_data_dir() -> Path:
     return Path(os.environ.get("MINTERPR_SHARED_DATA", REPO_ROOT.parent / "shared" / "data"))
 
 
+def shared_weights_dir() -> Path:
+    """Where the small third-party weights lie (research-only terms: never copied into the repository)."""
+    return Path(os.environ.get("MINTERPR_SHARED_WEIGHTS", shared_data_dir().parent / "weights"))
+
+
 def random_attributes(rng: random.Random, unknown_rate: float = 0.1) -> dict[str, tuple[str, ...]]:
     """A valid attribute dict with every slot known except a random few."""
     attributes = {}

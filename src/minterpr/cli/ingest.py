@@ -1,8 +1,9 @@
 """``minterpr ingest``: a video, a folder of frames or a folder of crops into a gallery store.
 
-Detects people (OpenCV's HOG by default, ``--detector onnx --detector-option model=det.onnx``
-for an ONNX model of yours), tracks them (ByteTrack), keeps the best crops of each track,
-embeds them with ``--run`` and adds them to the gallery with camera, time, frame, box, track
+Detects people (YOLOX-nano when ``minterpr models fetch yolox-nano`` has put it in the model
+cache, else OpenCV's HOG with one line saying so; ``--detector hog|yolox-nano|onnx:PATH`` picks
+one, ``--detector-option decoder=yolov8`` how an ONNX model's output is read), tracks them
+(ByteTrack), keeps the best crops of each track (only crops that show one person), embeds them with ``--run`` and adds them to the gallery with camera, time, frame, box, track
 and source metadata (:mod:`minterpr.ingest`). Interrupted (Ctrl-C, a kill), the same command
 continues where it stopped. ``minterpr chat --run RUN --index DIR`` then searches the gallery.
 ``--device`` picks where the crops are embedded (cpu by default); ``--json [PATH|-]`` writes the
@@ -43,12 +44,16 @@ def _detector_options(pairs: list[str]) -> dict[str, Any]:
 class ProgressBars:
     """One tqdm bar per stage, on stderr, from IngestProgress events."""
 
-    def __init__(self, enabled: bool) -> None:
+    def __init__(self, enabled: bool, note: str | None = None) -> None:
         self.enabled = enabled
+        self.note = note  # the detector's fallback line: printed once, when ingestion has opened a video
         self.bar: Any = None
         self.stage: str | None = None
 
     def __call__(self, event: Any) -> None:
+        if self.note is not None and event.message == self.note:
+            print(self.note, file=sys.stderr)  # a warning: shown with --quiet too
+            self.note = None
         if not self.enabled:
             return
         from tqdm import tqdm
@@ -88,6 +93,9 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.ingest.sources import parse_start
     from minterpr.runtime.pipeline import load_pipeline
 
+    from minterpr.ingest import create_detector
+    from minterpr.ingest.detector_zoo import resolve_detector
+
     out = out or sys.stdout
     if args.every is not None and args.target_fps is not None:
         raise CLIError("give --every or --target-fps, not both")
@@ -99,6 +107,8 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     gallery = gallery_dir(args.gallery)
     _check_writable(gallery)  # an unwritable gallery fails before the model is loaded (and the video decoded)
     check_options(options)  # a bad option fails before the model is loaded
+    name, detector_options, note = resolve_detector(options.detector, options.detector_options)
+    create_detector(name, detector_options)  # so does a detector that cannot load (not fetched, a bad file)
     parse_start(options.start)
     pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"))  # an unusable device: InputError
     try:  # FFmpeg's own log lines (a damaged file) would break the one-line error
@@ -107,7 +117,7 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
         av.logging.set_level(av.logging.PANIC)
     except ImportError:
         pass
-    bars = ProgressBars(enabled=show_progress(args, sys.stderr.isatty()))
+    bars = ProgressBars(enabled=show_progress(args, sys.stderr.isatty()), note=note)
     try:
         result = ingest(args.source, gallery, run=pipeline, options=options, progress=bars)
     except KeyboardInterrupt:
@@ -129,7 +139,9 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
         speed = f", {result.duration_s / result.seconds:.2f}x real time" if result.duration_s else ""
         print(f"ingested {result.source}: {result.frames_read} frames ({result.frames_processed} processed) in "
               f"{result.seconds:.1f} s ({rate:.1f} frames/s{speed}){' (resumed)' if result.resumed else ''}", file=out)
-        print(f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept", file=out)
+        why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items())
+        print(f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept"
+              f"{f' (not cropped: {why})' if why else ''}", file=out)
     if result.skipped:
         named = ", ".join(f"{p} ({r})" for p, r in result.skipped[:3])
         print(f"{len(result.skipped)} skipped (unreadable): {named}", file=out)
@@ -163,9 +175,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         "detector only (crops stay full size); for HD video whose people stay >= ~96 px tall")
     parser.add_argument("--fps", type=float, help="the source's frame rate, if its file is wrong (frame folders: 25)")
     parser.add_argument("--frames", action="store_true", help="SOURCE is a folder of one video's frames, not crops")
-    parser.add_argument("--detector", default="hog", metavar="NAME", help="people detector: hog (default) or onnx")
+    parser.add_argument("--detector", default="auto", metavar="NAME",
+                        help="people detector: hog, yolox-nano (after `minterpr models fetch yolox-nano`), "
+                             "onnx:PATH (an ONNX model of yours), or auto (default: yolox-nano when fetched, else hog)")
     parser.add_argument("--detector-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a detector option, repeatable (onnx: model=PATH, input_size=[640,640], ...)")
+                        help="a detector option, repeatable (onnx: decoder=yolox|yolov5|yolov8|nanodet|boxes, "
+                             "input_size=[640,640], score_threshold=0.4, ...)")
     parser.add_argument("--best-k", type=int, default=3, metavar="K", help="crops kept per track (default 3)")
     parser.add_argument("--restart", action="store_true", help="discard this source's saved progress and redo it")
     parser.set_defaults(handler=cmd_ingest)

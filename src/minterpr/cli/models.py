@@ -3,15 +3,24 @@
 Lists the shipped models (``models/``, pinned by ``models/zoo.json``), then the training runs and
 exported model directories found under the folders given (default ``runs`` and ``models``). The
 fingerprint is what a stored gallery records: a gallery opens only with the model that built it.
+Then the detection models of the detector catalogue, and whether each is in the model cache.
+
+``minterpr models fetch NAME`` downloads a catalogue model (``yolox-nano``) into the model cache,
+with a progress bar, resuming an interrupted download, checked against the SHA-256 the catalogue
+pins; ``--from FILE|URL`` takes a copy you already have, ``--sha256 HEX`` accepts a file whose
+hash you have checked yourself (:mod:`minterpr.ingest.fetch`).
 
 Example:
     $ minterpr models
     $ minterpr models runs/ outputs/demo --json models.json
+    $ minterpr models fetch yolox-nano
+    $ minterpr models fetch yolox-nano --from ~/Downloads/yolox_nano.onnx
 """
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import sys
 from pathlib import Path
 
 from minterpr.cli.common import add_common_options, write_json
@@ -21,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
     from minterpr.errors import InputError
     from minterpr.runtime.catalogue import describe_models
 
+    if args.roots[:1] == ["fetch"]:
+        return fetch(args)
+    if args.source is not None or args.sha256 is not None:
+        raise InputError("--from and --sha256 go with `minterpr models fetch NAME`")
     missing = [root for root in args.roots if not Path(root).is_dir()]
     if missing:  # a folder named on the command line must exist; the defaults may not
         raise InputError(f"{missing[0]}: no such folder")
@@ -30,14 +43,38 @@ def run(args: argparse.Namespace) -> int:
     for entry in entries:
         what = entry.problem or f"{entry.image_encoder}  fingerprint {entry.fingerprint or '-'}"
         print(f"{entry.kind:8}  {entry.name}  {what}")
+    from minterpr.ingest.detector_zoo import CATALOGUE, cached_model
+
+    for name, model in CATALOGUE.items():
+        where = cached_model(name)
+        state = f"in the cache: {where}" if where else f"not fetched (`minterpr models fetch {name}`)"
+        print(f"detector  {name}  {model.summary}; {state}")
     write_json(args.json, [dict(dataclasses.asdict(e), path=str(e.path)) for e in entries])
+    return 0
+
+
+def fetch(args: argparse.Namespace) -> int:
+    from minterpr.errors import InputError
+    from minterpr.ingest.fetch import fetch_model
+
+    if len(args.roots) != 2:
+        raise InputError("usage: minterpr models fetch NAME [--from FILE|URL] [--sha256 HEX] (NAME: yolox-nano)")
+    path = fetch_model(args.roots[1], source=args.source, sha256=args.sha256,
+                       progress=not args.quiet and sys.stderr.isatty(), say=lambda line: print(line, file=sys.stderr))
+    print(path)
+    write_json(args.json, {"model": args.roots[1], "path": str(path)})
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("models", help="list the shipped models, runs and exported models",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("roots", nargs="*", metavar="DIR", help="folders to look in (default: runs models)")
+    parser.add_argument("roots", nargs="*", metavar="DIR", help="folders to look in (default: runs models); "
+                        "or `fetch NAME` to download a catalogue model (yolox-nano) into the model cache")
+    parser.add_argument("--from", dest="source", metavar="FILE|URL", help="fetch: a copy you already have, or "
+                        "another URL to download it from (default: the catalogue's release URL)")
+    parser.add_argument("--sha256", metavar="HEX", help="fetch: accept a file with this SHA-256 instead of the "
+                        "catalogue's pin (one you have checked yourself)")
     parser.add_argument("--no-fingerprints", action="store_true", help="do not compute the fingerprints (each model is still loaded to check it)")
     parser.set_defaults(handler=run)
     add_common_options(parser, json=True)

@@ -61,9 +61,16 @@ def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str
                           progress: bool = True) -> Path:
     """Ingest ``video`` with ``run`` into the service's galleries (once) and register it as "street"."""
     from minterpr.ingest import IngestOptions, ingest
+    from minterpr.ingest.detector_zoo import cached_model, resolve_detector
 
     pipeline = services.galleries.pipeline(str(Path(run).absolute()))
-    key = hashlib.sha256(f"{video.resolve()}\0{pipeline.fingerprint}".encode()).hexdigest()[:10]
+    # YOLOX-nano when fetched (it finds 94 % of the labelled walkers), else HOG at 1.5x with the fallback's line
+    if cached_model("yolox-nano") is not None:
+        detector, options = "yolox-nano", {}
+    else:
+        detector, options = "hog", STREET_DETECTOR_OPTIONS
+        log.info("[serve] street: %s", resolve_detector("auto")[2])
+    key = hashlib.sha256(f"{video.resolve()}\0{pipeline.fingerprint}\0{detector}".encode()).hexdigest()[:10]
     store = Path(services.settings.galleries_dir) / f"{STREET_GALLERY}-{key}"
     events = {"last": -1}
 
@@ -75,8 +82,8 @@ def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str
 
     log.info("[serve] street demo: ingesting %s into %s (once; later starts reuse it)", video, store)
     result = ingest(video, store, run=pipeline, progress=report,
-                    options=IngestOptions(camera=STREET_CAMERA, start=STREET_START,
-                                          detector_options=STREET_DETECTOR_OPTIONS))
+                    options=IngestOptions(camera=STREET_CAMERA, start=STREET_START, detector=detector,
+                                          detector_options=options))
     log.info("[serve] street: %d crops of %d tracks%s", result.rows_added, result.tracks,
              " (cached)" if result.already_done else "")
     rows = {row.name: row for row in services.galleries.rows()}

@@ -13,7 +13,13 @@ tests/test_ingest_detectors.py holds the contract every registered detector pass
   nothing to download). It finds upright people at least ~96 px tall (its window is 64 x 128);
   ``upscale`` enlarges frames first for smaller people. Its SVM margins ``w`` become scores
   ``1 - exp(-w)``. About 0.1 s for a 768 x 576 frame on one core.
-* ``onnx``: a user-supplied ONNX detection model on ONNX Runtime (:mod:`minterpr.ingest.onnx_detector`).
+* ``onnx``: an ONNX detection model on ONNX Runtime, its output read by a decoder named after
+  its format (``decoder=yolox|yolov5|yolov8|nanodet|boxes``; :mod:`minterpr.ingest.onnx_detector`).
+* ``yolox-nano``: the ``onnx`` detector on YOLOX-nano from the model cache (``minterpr models
+  fetch yolox-nano``; :mod:`minterpr.ingest.detector_zoo`), at its measured settings.
+
+Ingestion also takes ``auto`` (YOLOX-nano when fetched, else HOG) and ``onnx:PATH``
+(:func:`minterpr.ingest.detector_zoo.resolve_detector`).
 
 Example:
     >>> import numpy as np
@@ -99,3 +105,13 @@ def make_onnx(**options: Any) -> Detector:
     from minterpr.ingest.onnx_detector import OnnxDetector
 
     return OnnxDetector(**options)
+
+
+@DETECTORS.register("yolox-nano")
+def make_yolox_nano(**options: Any) -> Detector:
+    from minterpr.ingest.detector_zoo import catalogue_detector_options
+    from minterpr.ingest.onnx_detector import OnnxDetector
+
+    detector = OnnxDetector(**catalogue_detector_options("yolox-nano", options))
+    detector.name = "yolox-nano"  # its identity names the catalogue model, not only the plug-in
+    return detector

@@ -1,17 +1,19 @@
-"""A people detector that runs a user-supplied ONNX model on ONNX Runtime (CPU).
+"""A people detector that runs an ONNX detection model on ONNX Runtime (CPU).
 
-No modern detector's weights install offline, so minterpr ships none: export yours (YOLO,
-RT-DETR, SSD, ...) to ONNX **with its post-processing (decoding, and preferably NMS) inside
-the graph** and give its path (``DETECTORS.create("onnx", model="det.onnx")``, or
-``minterpr ingest ... --detector onnx --detector-option model=det.onnx``).
+The model's raw output is read by a decoder named after its format (``decoder=``; the registry
+:data:`minterpr.ingest.onnx_decoders.DECODERS`): ``yolox``, ``yolov5``, ``yolov8``, ``nanodet``,
+or ``boxes`` (the default) for a model exported **with its post-processing inside the graph**.
+``minterpr models fetch yolox-nano`` puts YOLOX-nano in the model cache, and the ``yolox-nano``
+detector (:mod:`minterpr.ingest.detector_zoo`) runs it with the ``yolox`` decoder.
 
 Input the model must take: its first input, float32 ``(1, 3, H, W)`` (NCHW). ``H, W`` are the
 input's static shape, or ``input_size=(H, W)`` when it is dynamic. Each frame is converted to
 RGB (``rgb=False`` keeps BGR), resized into ``H x W`` — letterboxed (aspect kept, padded with
-grey 114, the YOLO convention) unless ``letterbox=False`` (stretched) — and scaled by ``scale``
-(default 1/255), then ``(x - mean) / std`` per channel when ``mean``/``std`` are given.
+grey 114, the YOLO convention) unless ``letterbox=False`` (stretched) — and scaled by ``scale``,
+then ``(x - mean) / std`` per channel when ``mean``/``std`` are given. Each of these defaults to
+the decoder's family convention (``yolox``: BGR 0-255; ``boxes``, ``yolov5``, ``yolov8``: RGB / 255).
 
-Outputs it must give (a leading batch axis of 1 is optional everywhere), either
+Outputs of the ``boxes`` decoder (a leading batch axis of 1 is optional everywhere), either
 
 * two outputs, **boxes** ``(N, 4)`` and **scores** ``(N,)`` — or ``(N, C)`` class scores, of
   which column ``person_class`` (default 0) is used: the outputs named ``boxes_output`` /
@@ -20,12 +22,13 @@ Outputs it must give (a leading batch axis of 1 is optional everywhere), either
   class than ``person_class`` are dropped).
 
 Boxes are ``x1, y1, x2, y2`` (``box_format="cxcywh"``: centre, width, height) in input pixels,
-or in [0, 1] of the input when ``normalized=True``. The detector maps them back to the frame
-(undoing the letterbox), keeps scores >= ``score_threshold`` (0.3), clips them to [0, 1], and
-runs its own NMS at ``nms_iou`` (0.5; harmless when the graph already did).
+or in [0, 1] of the input when ``normalized=True``. Whatever the decoder, only the person class
+is read; the detector maps the boxes back to the frame (undoing the letterbox), keeps scores >=
+``score_threshold`` (0.3), clips them to the frame, and runs its own NMS at ``nms_iou`` (0.5;
+harmless when the graph already did).
 
 Example (a model file of yours):
-    >>> detector = OnnxDetector(model="yolo-person.onnx", box_format="cxcywh")  # doctest: +SKIP
+    >>> detector = OnnxDetector(model="yolov8n.onnx", decoder="yolov8")  # doctest: +SKIP
 """
 from __future__ import annotations
 
@@ -55,20 +58,24 @@ class OnnxDetector:
 
     name = "onnx"
 
-    def __init__(self, *, model: str | os.PathLike[str] | None = None, input_size: Sequence[int] | None = None,
-                 letterbox: bool = True, rgb: bool = True, scale: float = 1 / 255,
-                 mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
-                 box_format: str = "xyxy", normalized: bool = False, person_class: int = 0,
-                 score_threshold: float = 0.3, nms_iou: float = 0.5, boxes_output: str | None = None,
-                 scores_output: str | None = None, threads: int = 1) -> None:
+    def __init__(self, *, model: str | os.PathLike[str] | None = None, decoder: str = "boxes",
+                 input_size: Sequence[int] | None = None, letterbox: bool | None = None, rgb: bool | None = None,
+                 scale: float | None = None, mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
+                 person_class: int = 0, score_threshold: float = 0.3, nms_iou: float = 0.5, threads: int = 1,
+                 **decoder_options: Any) -> None:
+        from minterpr.ingest.onnx_decoders import DECODERS
+
         if model is None:
             raise InputError("the onnx detector needs model=PATH (an ONNX detection model; see docs/ingest.md)")
+        try:
+            made = DECODERS.create(decoder, person_class=person_class, **decoder_options)
+        except TypeError as err:  # an option the decoder does not take
+            raise InputError(f"onnx detector, decoder {decoder!r}: bad option ({err})") from None
         try:
             import onnxruntime as ort
         except ImportError:
             raise InputError(ORT_HINT) from None
-        if box_format not in ("xyxy", "cxcywh"):
-            raise InputError(f"onnx detector: box_format must be 'xyxy' or 'cxcywh', got {box_format!r}")
+        self.decoder = made
         self.path = Path(model)
         if not self.path.is_file():
             raise InputError(f"{self.path}: no such ONNX model file")
@@ -90,19 +97,23 @@ class OnnxDetector:
             raise InputError(f"{self.path}: the input size is dynamic ({shape}); give input_size=(H, W)")
         self.size = (int(size[0]), int(size[1]))
         outputs = [o.name for o in self.session.get_outputs()]
-        for wanted in (boxes_output, scores_output):
+        for wanted in (made.options.get("boxes_output"), made.options.get("scores_output")):
             if wanted is not None and wanted not in outputs:
                 raise InputError(f"{self.path}: no output named {wanted!r} (it has {', '.join(outputs)})")
         self.outputs = outputs
-        self.boxes_output, self.scores_output = boxes_output, scores_output
+        given = {"letterbox": letterbox, "rgb": rgb, "scale": scale, "mean": mean, "std": std}
+        pre = {k: (made.preprocess.get(k) if v is None else v) for k, v in given.items()}  # the family's convention
+        mean, std = pre["mean"], pre["std"]
         self.mean = None if mean is None else np.asarray(mean, np.float32).reshape(1, 3, 1, 1)
         self.std = None if std is None else np.asarray(std, np.float32).reshape(1, 3, 1, 1)
-        self.options = {"model_sha256": _file_sha256(self.path), "input_size": list(self.size),
-                        "letterbox": bool(letterbox), "rgb": bool(rgb), "scale": float(scale),
+        self.options = {"model_sha256": _file_sha256(self.path), "decoder": made.name, "input_size": list(self.size),
+                        "letterbox": bool(pre["letterbox"]), "rgb": bool(pre["rgb"]),
+                        "scale": float(1 / 255 if pre["scale"] is None else pre["scale"]),
                         "mean": None if mean is None else [float(v) for v in mean],
-                        "std": None if std is None else [float(v) for v in std], "box_format": box_format,
-                        "normalized": bool(normalized), "person_class": int(person_class),
-                        "score_threshold": float(score_threshold), "nms_iou": float(nms_iou)}
+                        "std": None if std is None else [float(v) for v in std],
+                        "person_class": int(person_class), "score_threshold": float(score_threshold),
+                        "nms_iou": float(nms_iou),
+                        **{k: (list(v) if isinstance(v, (tuple, list)) else v) for k, v in decoder_options.items()}}
 
     def identity(self) -> dict[str, Any]:
         return {"detector": self.name, **self.options}
@@ -132,45 +143,15 @@ class OnnxDetector:
             x = x / self.std
         return np.ascontiguousarray(x), sx, sy, float(dx), float(dy)
 
-    def _boxes_scores(self, named: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-        person = self.options["person_class"]
-        if self.boxes_output is None and len(self.outputs) == 1:
-            rows = np.asarray(named[self.outputs[0]], np.float64)
-            rows = rows[0] if rows.ndim == 3 else rows
-            if rows.ndim != 2 or rows.shape[1] not in (5, 6):
-                raise RunError(self.path, f"one output must be (N, 5) or (N, 6) rows, got {rows.shape}")
-            if rows.shape[1] == 6:
-                rows = rows[np.round(rows[:, 5]).astype(np.int64) == person]
-            return rows[:, :4], rows[:, 4]
-        boxes_name = self.boxes_output or self.outputs[0]
-        scores_name = self.scores_output or [n for n in self.outputs if n != boxes_name][0]
-        boxes = np.asarray(named[boxes_name], np.float64)
-        scores = np.asarray(named[scores_name], np.float64)
-        batched = boxes.ndim == 3  # a leading batch axis on the boxes: the scores have one too
-        boxes = boxes[0] if batched else boxes
-        scores = scores[0] if scores.ndim == 3 or (batched and scores.ndim == 2 and scores.shape[0] == 1) else scores
-        if boxes.ndim != 2 or boxes.shape[1] != 4:
-            raise RunError(self.path, f"output {boxes_name!r} must hold (N, 4) boxes, got {boxes.shape}")
-        if scores.ndim == 2:
-            if not 0 <= person < scores.shape[1]:
-                raise RunError(self.path, f"person_class {person} is not a column of {scores_name!r} {scores.shape}")
-            scores = scores[:, person]
-        if scores.shape != (len(boxes),):
-            raise RunError(self.path, f"{len(boxes)} boxes but scores of shape {scores.shape}")
-        return boxes, scores
-
     def detect(self, frame: np.ndarray) -> Detections:
         frame = check_frame(frame)
         height, width = frame.shape[:2]
         x, sx, sy, dx, dy = self._prepare(frame)
         values = self.session.run(None, {self.input_name: x})
-        boxes, scores = self._boxes_scores(dict(zip(self.outputs, values)))
-        boxes = boxes.copy()
-        if self.options["box_format"] == "cxcywh":
-            cx, cy, w, h = boxes.T.copy()
-            boxes = np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
-        if self.options["normalized"]:
-            boxes *= [self.size[1], self.size[0], self.size[1], self.size[0]]
+        try:
+            boxes, scores = self.decoder.decode(dict(zip(self.outputs, values)), self.size)
+        except InputError as err:  # the outputs are not of the decoder's format: name the file
+            raise RunError(self.path, str(err)) from None
         boxes = (boxes - [dx, dy, dx, dy]) / [sx, sy, sx, sy]
         return finish(boxes, scores, width, height, min_score=self.options["score_threshold"],
                       nms_iou=self.options["nms_iou"])

@@ -22,7 +22,7 @@ from minterpr.errors import InputError
 from minterpr.ingest.detection import Detector
 from minterpr.ingest.detectors import DETECTORS
 from minterpr.ingest.sources import SourceInfo
-from minterpr.ingest.tracking import TrackerConfig
+from minterpr.ingest.tracking import CropFilter, TrackerConfig
 
 GALLERIES_ENV = "MINTERPR_GALLERIES"  # where bare gallery names live (default ./galleries)
 # Frames per second of video that go through the detector unless `every` / `target_fps` say
@@ -60,12 +60,13 @@ class IngestOptions:
     # back, crops cut from the full frame): the detector's cost follows the pixels; None: full size
     fps: float | None = None  # the source's frame rate, overriding the container's (frame folders: 25)
     frames: bool = False  # a folder SOURCE holds one video's frames (detect + track), not crops
-    detector: str = "hog"  # a name in DETECTORS
+    detector: str = "auto"  # a name in DETECTORS, "onnx:PATH", or "auto": yolox-nano when fetched, else hog
     detector_options: Mapping[str, Any] = field(default_factory=dict)  # that detector's keyword options
     best_k: int = 3  # crops kept per track
     min_gap_s: float = 1.0  # crops of one track at least this many seconds apart
     min_track_detections: int = 2  # tracks detected on fewer processed frames are dropped
     tracker: TrackerConfig = TrackerConfig()  # ByteTrack's settings
+    crop_filter: CropFilter = CropFilter()  # which tracked detections may become crops (one person, sharp, large)
     chunk_frames: int = 64  # frames per durable detection chunk (a kill loses at most one)
     jpeg_quality: int = 95  # of the crops written
     batch_size: int = 32  # crops embedded per batch
@@ -93,12 +94,18 @@ class IngestResult:
     already_done: bool  # the job had finished before: nothing was redone
     video_fps: float | None  # the source's frame rate
     duration_s: float | None  # the video's length in seconds
+    rejected: Mapping[str, int] = field(default_factory=dict)  # reason (crowded, small, blurry) -> tracked
+    # detections that did not become crops for it (one may have several reasons)
 
 
 def create_detector(name: str, options: Mapping[str, Any] | None = None) -> Detector:
-    """``DETECTORS.create(name, **options)`` with unknown options as one InputError."""
+    """``DETECTORS.create(name, **options)`` with unknown options as one InputError; ``name`` may
+    also be ``auto`` or ``onnx:PATH`` (:func:`minterpr.ingest.detector_zoo.resolve_detector`)."""
+    from minterpr.ingest.detector_zoo import resolve_detector
+
+    name, resolved, _ = resolve_detector(name, options)
     try:
-        return DETECTORS.create(name, **dict(options or {}))
+        return DETECTORS.create(name, **resolved)
     except TypeError as err:
         raise InputError(f"detector {name!r}: bad option ({err})") from None
 

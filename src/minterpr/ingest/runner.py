@@ -155,12 +155,17 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             return IngestResult(folder, job.job, os.fspath(info.path), info.kind, counts[0], counts[1],
                                 done["frames_read"], done["frames_processed"], done["detections"], done["tracks"],
                                 done["crops"], tuple(map(tuple, done["skipped"])), time.perf_counter() - started,
-                                resumed, True, info.fps or None, info.duration_s)
+                                resumed, True, info.fps or None, info.duration_s, done.get("rejected", {}))
         job.clear_done()
         skipped: list[tuple[str, str]] = []
         base = {"source": os.fspath(info.path), "job": job.job, **({"camera": options.camera} if options.camera else {})}
         if video:
             assert detector is not None
+            from minterpr.ingest.detector_zoo import resolve_detector
+
+            note = resolve_detector(options.detector, options.detector_options)[2]
+            if note is not None:  # the fallback to HOG, said once (the web job shows it, the CLI prints it)
+                reporter.update("open", 0, None, force=True, message=note)
             tracking, frames_read = detect_and_track(info, job, detector, options, every, reporter, skipped)
             chosen = tracking.picker.selection(options.min_track_detections)
             images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{c.name}", f"{job.job}:t{c.track}", options.camera)
@@ -168,10 +173,11 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             when = lambda c: {} if start is None else {"time": frame_time(start, c.frame, info.fps)}  # noqa: E731
             metadata = [{**base, **when(c), "offset_s": round(c.frame / info.fps, 3), "frame": c.frame,
                          "box": [round(v, 1) for v in c.box], "track": c.track, "score": round(c.score, 4),
-                         "sharpness": round(c.sharpness, 1), **_frame_of(job, c.frame, tracking.sizes)}
+                         "sharpness": round(c.sharpness, 1), "covered": c.covered, **_frame_of(job, c.frame, tracking.sizes)}
                         for c in chosen]
             stats = (frames_read, tracking.processed, tracking.detections,
                      tracking.picker.tracks(options.min_track_detections))
+            rejected = dict(sorted(tracking.rejected.items()))
         else:
             _copy_crops(info, job, reporter)
             images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{name}", f"{job.job}:{k}", options.camera)
@@ -179,6 +185,7 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             metadata = [{**base, **({} if start is None else {"time": start.isoformat(timespec="milliseconds")}),
                          "file": name} for name in info.files]
             stats = (0, 0, 0, 0)
+            rejected = {}
         rows, total = _index(pipeline, images, metadata, folder, job, options, reporter, skipped, info)
         crops_dir = job.crops
         if video and crops_dir.is_dir():  # crops a track later replaced by better ones
@@ -192,13 +199,13 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
                 if path.name not in keep:
                     path.unlink(missing_ok=True)
         summary = dict(zip(("frames_read", "frames_processed", "detections", "tracks"), stats),
-                       crops=len(images), rows=rows, skipped=[list(s) for s in skipped])
+                       crops=len(images), rows=rows, skipped=[list(s) for s in skipped], rejected=rejected)
         job.mark_done(summary)
     reporter.update("done", 1, 1, force=True, crops=len(images),
                     message=f"done: {rows} rows added to {folder} ({total} in all)")
     return IngestResult(folder, job.job, os.fspath(info.path), info.kind, rows, total, *stats, len(images),
                         tuple(skipped), time.perf_counter() - started, resumed, False, info.fps or None,
-                        info.duration_s)
+                        info.duration_s, rejected)
 
 
 def _frame_of(job: JobFolder, frame: int, sizes: dict[int, tuple[int, int]]) -> dict[str, Any]:

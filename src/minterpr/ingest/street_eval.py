@@ -14,6 +14,9 @@
   the track's majority person (an unmatched one counts as impure); **fragmentation** = mean
   number of tracks a person's matched detections fall into (1 = one track per person); **crops per
   identity**: the kept crops, each given its track's majority person, per person covered.
+* :func:`crop_people_report`: how many labelled people each crop shows (a person is shown when
+  at least ``min_inside`` = 0.3 of their labelled box lies inside the crop, ignore boxes
+  included): the share showing **exactly one**, none (a false detection: a van, a sign) or more.
 
 Example:
     >>> from minterpr.ingest.labels import LabelBox, StreetLabels
@@ -168,3 +171,40 @@ def track_report(labels: StreetLabels, log: Sequence[tuple[Any, ...]], crops: Se
     return TrackReport(len(members), round(pure / max(1, total), 4), len(tracks_of),
                        round(sum(len(t) for t in tracks_of.values()) / max(1, len(tracks_of)), 3), len(crops),
                        len(per_person), round(sum(per_person.values()) / max(1, len(per_person)), 3))
+
+
+@dataclass(frozen=True)
+class CropPeopleReport:
+    """Labelled people shown per crop (see the module doc)."""
+
+    crops: int  # crops on labelled frames
+    one: int  # showing exactly one labelled person
+    none: int  # showing nobody labelled (a false detection)
+    several: int  # showing two or more
+    one_share: float  # one / crops
+
+
+def people_shown(box: Any, people: Sequence[Any], min_inside: float = 0.3) -> int:
+    """How many of ``people`` (LabelBox) have at least ``min_inside`` of their box inside ``box``.
+
+    >>> from minterpr.ingest.labels import LabelBox
+    >>> people_shown((0, 0, 10, 30), [LabelBox("a", (0, 0, 10, 30)), LabelBox("b", (8, 0, 18, 30))])
+    1
+    """
+    x1, y1, x2, y2 = (float(v) for v in box)
+    count = 0
+    for person in people:
+        px1, py1, px2, py2 = person.box
+        inside = max(0.0, min(x2, px2) - max(x1, px1)) * max(0.0, min(y2, py2) - max(y1, py1))
+        count += inside >= min_inside * max(1e-9, (px2 - px1) * (py2 - py1))
+    return count
+
+
+def crop_people_report(labels: StreetLabels, crops: Sequence[tuple[int, Any]], *,
+                       min_inside: float = 0.3) -> CropPeopleReport:
+    """``crops``: (frame, box) pairs; those on unlabelled frames are left out."""
+    counts = [people_shown(box, labels.frames[int(frame)], min_inside) for frame, box in crops
+              if int(frame) in labels.frames]
+    one = sum(1 for n in counts if n == 1)
+    return CropPeopleReport(len(counts), one, sum(1 for n in counts if n == 0), sum(1 for n in counts if n > 1),
+                            round(one / max(1, len(counts)), 4))

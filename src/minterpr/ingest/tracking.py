@@ -13,6 +13,15 @@ the gallery's rows). It decides online, at each detection's frame — the only m
 pixels exist — and a detection it drops never comes back, so a crop written when it is
 accepted is all the final selection ever needs.
 
+Only crops that show one person are offered (:class:`CropFilter`, :func:`crop_flags`): a
+detection that another detection of the same frame covers by more than ``crowded_overlap`` of
+its area, or whose detector suppressed a box beside it (:attr:`Detections.crowd
+<minterpr.ingest.detection.Detections>`: two people, one box), is ``crowded`` (two people in one
+crop mix their attributes), one under
+``min_height`` pixels is ``small``, one whose sharpness is under ``min_sharpness`` is
+``blurry``. Flagged detections are still tracked; they never become crops, and the reasons
+are counted (the ingestion's ``rejected``).
+
 Example:
     >>> picker = BestCrops(k=2, min_gap=5)
     >>> [picker.offer(Candidate(track=0, frame=f, det=0, box=(0, 0, 10, 20), score=s, sharpness=100.0,
@@ -134,6 +143,58 @@ def crop_quality(box: Any, score: float, sharp: float, width: int, height: int) 
 
 
 @dataclass(frozen=True)
+class CropFilter:
+    """When a tracked detection may become a crop (measured on the street video's labels with
+    YOLOX-nano, docs/ingest.md "Crops that show one person")."""
+
+    # share of a box covered by another detection of its frame above which it is "crowded" (a crowd
+    # mark counts as 1): 0.1 leaves 5 of 179 boxes showing two labelled people (13 of 232 unfiltered,
+    # 0.3: 11), 1 of 136 with the crowd marks
+    crowded_overlap: float = 0.1
+    # least box height in pixels: all 17 detections showing no labelled person were a ~31 px
+    # static object, and a person under ~48 px shows no colour or garment a witness could name
+    min_height: float = 48.0
+    # least sharpness (Laplacian variance at SHARPNESS_SIZE): a typical crop measures ~230, blurred
+    # with a 5 x 5 Gaussian ~30; 25 drops about 1 % of the real crops >= 48 px
+    min_sharpness: float = 25.0
+
+
+def covered_share(boxes: Any) -> np.ndarray:
+    """(n,) for (n, 4) xyxy boxes: the largest share of each box's area that another box covers.
+
+    >>> covered_share(np.array([[0, 0, 10, 10], [5, 0, 15, 10], [30, 0, 40, 10]], float)).tolist()
+    [0.5, 0.5, 0.0]
+    """
+    b = np.asarray(boxes, np.float64).reshape(-1, 4)
+    if len(b) < 2:
+        return np.zeros(len(b))
+    w = np.clip(np.minimum(b[:, None, 2], b[None, :, 2]) - np.maximum(b[:, None, 0], b[None, :, 0]), 0, None)
+    h = np.clip(np.minimum(b[:, None, 3], b[None, :, 3]) - np.maximum(b[:, None, 1], b[None, :, 1]), 0, None)
+    area = np.clip((b[:, 2] - b[:, 0]) * (b[:, 3] - b[:, 1]), 1e-9, None)
+    share = w * h / area[:, None]
+    np.fill_diagonal(share, 0.0)
+    return share.max(axis=1)
+
+
+def crop_flags(box: Any, sharp: float, covered: float, rules: CropFilter = CropFilter()) -> tuple[str, ...]:
+    """Why a detection may not become a crop: () when it may (see :class:`CropFilter`).
+
+    >>> crop_flags((0, 0, 30, 40), 10.0, 0.5)
+    ('crowded', 'small', 'blurry')
+    >>> crop_flags((0, 0, 30, 90), 200.0, 0.05)
+    ()
+    """
+    flags = []
+    if covered > rules.crowded_overlap:
+        flags.append("crowded")
+    if float(box[3]) - float(box[1]) < rules.min_height:
+        flags.append("small")
+    if sharp < rules.min_sharpness:
+        flags.append("blurry")
+    return tuple(flags)
+
+
+@dataclass(frozen=True)
 class Candidate:
     """One tracked detection that may become a gallery crop."""
 
@@ -144,6 +205,7 @@ class Candidate:
     score: float  # detector score
     sharpness: float  # Laplacian variance at SHARPNESS_SIZE
     quality: float  # crop_quality
+    covered: float = 0.0  # the largest share of its box another detection of the frame covers
 
     @property
     def name(self) -> str:
@@ -161,9 +223,13 @@ class BestCrops:
         self.kept: dict[int, list[Candidate]] = {}
         self.detections: dict[int, int] = {}  # track -> detections seen
 
+    def count(self, track: int) -> None:
+        """A detection of ``track`` that may not become a crop (:func:`crop_flags`): the track was seen."""
+        self.detections[track] = self.detections.get(track, 0) + 1
+
     def offer(self, candidate: Candidate) -> bool:
         """Whether ``candidate`` is kept now (then write its crop); it may evict earlier ones."""
-        self.detections[candidate.track] = self.detections.get(candidate.track, 0) + 1
+        self.count(candidate.track)
         kept = self.kept.setdefault(candidate.track, [])
         near = [c for c in kept if abs(c.frame - candidate.frame) < self.min_gap]
         if near:

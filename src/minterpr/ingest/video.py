@@ -21,7 +21,8 @@ from minterpr.ingest.job import JobFolder, job_id
 from minterpr.ingest.options import IngestOptions, every_of
 from minterpr.ingest.progress import Reporter
 from minterpr.ingest.sources import SourceInfo, iter_frames, open_source
-from minterpr.ingest.tracking import BestCrops, Candidate, Tracker, crop_box, crop_quality, measure_sharpness
+from minterpr.ingest.tracking import (BestCrops, Candidate, Tracker, covered_share, crop_box, crop_flags, crop_quality,
+                                      measure_sharpness)
 
 # The frame each kept crop was cut from is stored at ingest, downscaled to this width (aspect kept),
 # rather than decoded from the source when someone looks: the gallery stays self-contained (a
@@ -64,7 +65,7 @@ def detect_people(detector: Detector, frame: np.ndarray, max_height: int | None)
     found = detector.detect(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
     factors = np.array([width / size[0], height / size[1]] * 2, np.float64)  # exact per axis (rounded width)
     boxes = np.clip(found.boxes * factors, 0, [width, height, width, height])
-    return Detections(boxes, found.scores)
+    return Detections(boxes, found.scores, found.crowd)
 
 
 def _write_crop(path: Path, frame: np.ndarray, box: Any, quality: int) -> None:
@@ -86,9 +87,14 @@ class Tracking:
         self.log: list[tuple[int, tuple[float, ...], float, int]] | None = None  # (frame, box, score, track)
         self.frames: list[int] | None = None  # the processed frames, when logging
         self.sizes: dict[int, tuple[int, int]] = {}  # processed frame -> its (width, height) in pixels
+        self.rejected: dict[str, int] = {}  # reason -> tracked detections that did not become crops for it
 
     def step(self, index: int, size: tuple[int, int], dets: list[list[float]], frame: np.ndarray | None) -> None:
-        rows = np.asarray(dets, np.float64).reshape(-1, 6)
+        # a detection: box, score, sharpness, and (since crowd marks) crowd; chunks of before have 6 values
+        rows = np.asarray(dets, np.float64)
+        rows = rows.reshape(-1, rows.shape[1] if rows.ndim == 2 else 7)
+        if rows.shape[1] == 6:
+            rows = np.concatenate([rows, np.zeros((len(rows), 1))], axis=1)
         ids = self.tracker.update(rows[:, :4], rows[:, 4])
         self.detections += len(rows)
         self.processed += 1
@@ -96,12 +102,21 @@ class Tracking:
         if self.log is not None and self.frames is not None:
             self.frames.append(index)
             self.log += [(index, tuple(map(float, row[:4])), float(row[4]), t) for row, t in zip(rows, ids.tolist())]
+        # crowded: another box covers it, or its detector suppressed a box beside it (two people, one box)
+        covered = np.maximum(covered_share(rows[:, :4]), rows[:, 6])
         for k, track in enumerate(ids.tolist()):
             if track < 0:
                 continue
             box = tuple(float(v) for v in rows[k, :4])
             score, sharp = float(rows[k, 4]), float(rows[k, 5])
-            candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size))  # type: ignore[arg-type]
+            flags = crop_flags(box, sharp, float(covered[k]), self.options.crop_filter)
+            for flag in flags:  # it is still tracked; it only never becomes a crop
+                self.rejected[flag] = self.rejected.get(flag, 0) + 1
+            if flags:
+                self.picker.count(track)
+                continue
+            candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size),  # type: ignore[arg-type]
+                                  round(float(covered[k]), 4))
             if self.picker.offer(candidate) and frame is not None:
                 _write_crop(self.job.crops / candidate.name, frame, box, self.options.jpeg_quality)
                 _write_frame(self.job.frames / frame_name(index), frame)
@@ -138,8 +153,9 @@ def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, optio
                 current, pending, lost = current + 1, [], []
             if frame is not None:
                 found = detect_people(detector, frame, options.detect_max_height)
-                dets = [[*map(float, box), float(score), measure_sharpness(frame, box)]
-                        for box, score in zip(found.boxes, found.scores)]
+                crowd = found.crowd if found.crowd is not None else np.zeros(len(found))
+                dets = [[*map(float, box), float(score), measure_sharpness(frame, box), float(marked)]
+                        for box, score, marked in zip(found.boxes, found.scores, crowd)]
                 size = (int(frame.shape[1]), int(frame.shape[0]))
                 tracking.step(index, size, dets, frame)
                 pending.append([index, size[0], size[1], dets])

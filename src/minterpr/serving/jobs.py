@@ -10,8 +10,10 @@ the same source and options again resumes it, as does a job the server was stopp
 (its status then reads ``interrupted``). When a job ends, the gallery is registered (or its
 version bumped), so sessions see the new images.
 
-The detector is HOG by default, or (``detector="onnx"``) the ONNX detection model at
-``detector_model``, a file inside ``data_dir/incoming`` or an import root like the source.
+The detector is ``auto`` by default: YOLOX-nano when the server's model cache has it (``minterpr
+models fetch yolox-nano``), else HOG, the job's first message saying so; or ``hog``, ``yolox-nano``,
+or (``detector="onnx"``) the ONNX detection model at ``detector_model``, a file inside
+``data_dir/incoming`` or an import root like the source.
 
 The queue also runs MTG captioning jobs (``kind`` "caption", :mod:`minterpr.serving.caption_jobs`):
 :meth:`Jobs.queue` records and runs a job of any kind, whose work reports with :meth:`Jobs.report`
@@ -124,11 +126,11 @@ class Jobs:
                                     detector=request.detector, detector_options=detector_options)
         except (TypeError, ValueError) as err:
             raise ApiError(422, "invalid", str(err)) from None
-        if request.detector == "onnx":  # a model that does not load fails now, not in the background
+        if request.detector in ("onnx", "yolox-nano"):  # a model that does not load fails now, not in the background
             from minterpr.ingest import create_detector
 
             try:
-                create_detector("onnx", detector_options)
+                create_detector(request.detector, detector_options)
             except MinterprError as err:
                 raise ApiError(422, "invalid", f"detector_model: {err}", field="detector_model") from None
         source_path = str(source.absolute())
@@ -189,6 +191,11 @@ class Jobs:
         try:
             pipeline = self.services.galleries.pipeline(run_dir)
             result = ingest(source, directory, run=pipeline, options=options, progress=progress, cancel=stop.is_set)
+            if result.rows_total == 0:  # no store was written: say why, rather than fail to register it
+                why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items()) or "none"
+                raise MinterprError(f"no crops of one person were kept from {source} ({result.detections} "
+                                    f"detections, {result.tracks} tracks; not cropped: {why}); nothing was "
+                                    f"added{self._note(options, result)}")
             self.services.galleries.register(gallery, directory, run_dir, by=principal.username, managed=managed)
         except IngestCancelled as err:
             self.finish(job_id, principal, "cancelled", str(err), {})
@@ -197,8 +204,18 @@ class Jobs:
         else:
             summary = {"rows_added": result.rows_added, "rows_total": result.rows_total, "tracks": result.tracks,
                        "crops": result.crops, "frames_read": result.frames_read, "seconds": round(result.seconds, 2),
-                       "skipped": len(result.skipped), "resumed": result.resumed}
-            self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}", summary)
+                       "skipped": len(result.skipped), "resumed": result.resumed, "rejected": dict(result.rejected)}
+            self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}"
+                        f"{self._note(options, result)}", summary)
+
+    @staticmethod
+    def _note(options: Any, result: Any) -> str:
+        """``"; <the HOG fallback line>"`` when a video was ingested with ``auto`` and no YOLOX-nano, else "":
+        the job's last message keeps it (its first progress message is soon replaced)."""
+        from minterpr.ingest.detector_zoo import resolve_detector
+
+        note = None if result.kind == "crops" else resolve_detector(options.detector, options.detector_options)[2]
+        return f"; {note}" if note else ""
 
     def _update(self, job_id: str, status: str, progress: dict[str, Any], message: str) -> None:
         with self.db.write() as tx:

@@ -37,8 +37,10 @@ class IngestRequest(Strict):
     target_fps: float | None = Field(default=None, gt=0, le=1000)
     frames: bool = False  # a folder of one video's frames rather than crops
     best_k: int = Field(default=3, ge=1, le=100)
-    detector: Literal["hog", "onnx"] = Field(default="hog", description="hog: OpenCV's people detector; onnx: the "
-                                                                        "ONNX detection model at detector_model")
+    detector: Literal["auto", "hog", "onnx", "yolox-nano"] = Field(
+        default="auto", description="auto: yolox-nano when the server has fetched it (`minterpr models fetch "
+                                    "yolox-nano`), else hog; hog: OpenCV's people detector; yolox-nano: YOLOX-nano "
+                                    "from the model cache; onnx: the ONNX detection model at detector_model")
     detector_model: Text | None = Field(default=None, max_length=4096,
                                         description="the .onnx file (on the server, inside an import root) of detector onnx")
 
