@@ -83,7 +83,9 @@ def format_vlm_usage(usage: dict[str, Any]) -> str:
     if usage.get("turns"):
         t = usage["per_turn"]
         return (f"vlm: {usage['turns']} turns, per turn {t['calls']:.2f} calls ({t['cached']:.2f} cached, "
-                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms")
+                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms"
+                + (f"; {usage['total']['discarded']} phrased questions discarded" if usage["total"].get("discarded")
+                   else ""))
     t = usage["total"]
     return (f"vlm: {t['calls']} calls ({t['cached']} cached, {t['failed']} fell back), "
             f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, {t['latency_s']:.1f} s")

@@ -77,15 +77,35 @@ def _value_words(slot: str) -> tuple[str, ...]:
     return tuple(f" {' '.join(read_tokens(v.phrases[0]))} " for v in ONTOLOGY.slot(slot).values)
 
 
+def _named(slot: str, question: str) -> frozenset[int]:
+    """The slot's values (by position) whose canonical phrase ``question`` says, as whole words."""
+    words = f" {' '.join(read_tokens(question))} "
+    return frozenset(k for k, phrase in enumerate(_value_words(slot)) if phrase in words)
+
+
+@lru_cache(maxsize=None)
+def _slot_nouns(slot: str) -> frozenset[int]:
+    """Values the slot's own questions name alone ("What kind of shoes ...": its noun), which ask and do not suggest."""
+    pronouns = {"pronoun": "she", "possessive": "her", "object": "her"}
+    alone = [_named(slot, template.format(**pronouns)) for template in ONTOLOGY.slot(slot).questions]
+    return frozenset(k for named in alone if len(named) == 1 for k in named)
+
+
 def leading(slot: str, question: str) -> bool:
     """Does ``question`` suggest an answer (name one of the slot's values)? Such phrasings are refused.
+    Whole words only; the slot's own noun ("shoes", "top") is no suggestion, and alternatives joined by
+    "or" ("a man or a woman", "long or short") are offered, not suggested.
 
     Example:
         >>> leading("upper_colour", "Was her top red?"), leading("upper_colour", "What colour was her top?")
         (True, False)
+        >>> leading("gender", "Was it a man or a woman?"), leading("footwear_type", "What kind of shoes was she wearing?")
+        (False, False)
     """
-    words = f" {' '.join(read_tokens(question))} "
-    return any(phrase in words for phrase in _value_words(slot))
+    named = _named(slot, question)
+    if len(named) >= 2 and " or " in f" {' '.join(read_tokens(question))} ":
+        return False
+    return bool(named - _slot_nouns(slot))
 
 
 class VLMAssistant:
@@ -97,6 +117,8 @@ class VLMAssistant:
         self._deadline: float | None = None
         self._failed = False  # the endpoint failed this turn: no further call until the next one
         self._mark = 0  # len(client.calls) when the turn began
+        self.discarded = 0  # questions the model phrased that were refused (leading, or not about the slot)
+        self._discarded_mark = 0  # self.discarded when the turn began
 
     def enabled(self, use: str) -> bool:
         return self.config.enabled(use)
@@ -106,12 +128,15 @@ class VLMAssistant:
         self._deadline = self.client.clock() + self.config.turn_deadline_s
         self._failed = False
         self._mark = len(self.client.calls)
+        self._discarded_mark = self.discarded
 
     def turn_usage(self) -> dict[str, Any]:
-        """Calls, tokens, latency and fallbacks of the current turn (every call record, for audits)."""
+        """Calls, tokens, latency, fallbacks and discarded questions of the current turn (every call record, for
+        audits)."""
         calls = self.client.calls[self._mark:]
         return {"calls": sum(c.attempts > 0 for c in calls), "cached": sum(c.outcome == "cached" for c in calls),
                 "fallbacks": sum(c.outcome not in ("ok", "cached") for c in calls),
+                "discarded": self.discarded - self._discarded_mark,
                 "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
                 "latency_s": round(sum(c.latency_s for c in calls), 6), "records": [c.to_dict() for c in calls]}
 
@@ -160,7 +185,10 @@ class VLMAssistant:
                   "Do not suggest an answer.")
         answer = self._ask("asking", prompt, question_schema())
         text = " ".join(str(answer["question"]).split()) if isinstance(answer, dict) else ""
-        if not text or leading(slot, text) or not accept(text):
+        if not text:
+            return template
+        if leading(slot, text) or not accept(text):
+            self.discarded += 1  # counted and reported (turn_usage, the evaluation's report): issue 40
             return template
         return text
 
