@@ -16,7 +16,9 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
+import io
 import json
 import os
 import sys
@@ -40,14 +42,17 @@ def truth_map(data: str, split: str) -> dict[str, dict]:
 def run(args: argparse.Namespace, name: str, extra: list[str]) -> list[float]:
     out = Path(args.out) / f"{name}.json"
     model = ["--run", args.run] if args.run else ["--backend", args.backend]
+    if args.attribute_noise is not None:
+        model += ["--attribute-noise", str(args.attribute_noise)]
     command = ["simulate", *model, "--data", args.data, "--split", args.split, "--rounds", str(args.rounds),
                "--limit", str(args.limit), "--simulator", args.simulator, "--seed", str(args.seed), "-q",
                "--json", str(out), *extra]
     started = time.time()
-    if cli(command) != 0:
+    with contextlib.redirect_stdout(io.StringIO()):  # simulate's own table: the JSON report has it
+        code = cli(command)
+    if code != 0:
         raise SystemExit(f"simulate failed: {' '.join(command)}")
-    rounds = json.loads(out.read_text())["rounds"]
-    r1 = [100.0 * r["metrics"]["R@1"] for r in rounds]
+    r1 = [float(r["r1"]) for r in json.loads(out.read_text())["rounds"]]
     print(f"{name:<24} " + " ".join(f"{v:5.1f}" for v in r1) + f"   ({time.time() - started:.0f} s)", flush=True)
     return r1
 
@@ -58,6 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--split", default="test")
     p.add_argument("--run", default=None, help="a trained run (or 'shipped'); else --backend")
     p.add_argument("--backend", default="attribute")
+    p.add_argument("--attribute-noise", type=float, default=None, help="attribute backend: a noisy classifier")
     p.add_argument("--limit", type=int, default=100)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--simulator", default="oracle")

@@ -48,3 +48,13 @@ _asked = [""]
 def test_leading_or_off_slot_questions_are_discarded_and_counted(slot, question):
     with ScriptedServer([reply(json.dumps({"question": question}))]) as server:
         assert _phrased(server, slot, question) == ("TEMPLATE", 1)
+
+
+HOSTILE = "\x1b[2J\x1b[H\x1b]0;SESSION EXPIRED\x07What colour was \u202eher top\u202c?\x9b31m\r\n"
+
+
+def test_model_text_loses_escape_codes_and_bidi_overrides_before_it_is_shown():
+    with ScriptedServer([reply(json.dumps({"question": HOSTILE}))]) as server:
+        text, discarded = _phrased(server, "upper_colour", "What colour was her top?")
+    assert text == "What colour was her top ?" and discarded == 0
+    assert not any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 or 0x202a <= ord(c) <= 0x202e for c in text)

@@ -40,7 +40,8 @@ from minterpr.language.text_reading import FILLERS, NEGATORS, RESETS, read_token
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMError, VLMUnavailable
-from minterpr.vlm.schema import answer_facts, answers_schema, answers_to_facts, facts_schema, question_schema, scores_schema
+from minterpr.vlm.schema import (answer_facts, answers_schema, answers_to_facts, facts_schema, question_schema,
+                                  scores_schema, shown_text)
 
 _STOP = FILLERS | NEGATORS | RESETS | {"i", "it", "and", "of", "in", "with", "think", "she", "he", "they", "that"}
 _P_CLIP = 0.02  # judgements are clipped to [2 %, 98 %] before their log-odds (|logit| <= 3.9)
@@ -184,7 +185,7 @@ class VLMAssistant:
                   f"{ONTOLOGY.slot(slot).label} only, like: {template!r}. Known so far: {known_text}. "
                   "Do not suggest an answer.")
         answer = self._ask("asking", prompt, question_schema())
-        text = " ".join(str(answer["question"]).split()) if isinstance(answer, dict) else ""
+        text = shown_text(str(answer["question"])) if isinstance(answer, dict) else ""  # untrusted: no escapes
         if not text:
             return template
         if leading(slot, text) or not accept(text):

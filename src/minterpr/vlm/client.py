@@ -56,7 +56,7 @@ from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMRefused, VLMTimeout, VLMUnavailable
-from minterpr.vlm.schema import parse_answer
+from minterpr.vlm.schema import parse_answer, shown_text
 
 INSTALL_HINT = "the VLM backend needs httpx: pip install 'minterpr[vlm]' -c constraints.txt"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -400,7 +400,7 @@ def _message_text(data: Any, tokens: list[int]) -> str:
     except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
         raise VLMBadAnswer("the answer is not a chat completion (no choices[0].message)") from err
     if message.get("refusal") or choice.get("finish_reason") == "content_filter":
-        raise VLMRefused(f"the model declined: {str(message.get('refusal') or 'content filter')[:80]}")
+        raise VLMRefused(f"the model declined: {shown_text(str(message.get('refusal') or 'content filter'))[:80]}")
     text = message.get("content")
     if not isinstance(text, str) or not text.strip():
         raise VLMBadAnswer("the answer has no text")

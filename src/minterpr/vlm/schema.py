@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -31,6 +32,23 @@ from minterpr.vlm.errors import VLMBadAnswer
 _TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
                                        "number": (int, float), "integer": (int,), "null": (type(None),)}
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+# a terminal escape sequence, removed whole (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", or ESC + one char):
+# stripping ESC alone would leave "[2J" on screen
+_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?", re.S)
+
+
+def shown_text(text: str) -> str:
+    """A model's text as it may be shown or stored: terminal escape sequences removed, every other
+    control or format character (C0/C1 controls, bidi overrides and isolates, zero-width marks) a
+    space, runs of white space one space. A model's answer is untrusted: it must not clear a terminal,
+    fake a prompt or reverse the text around it.
+
+    Example:
+        >>> shown_text(chr(27) + "[2J" + chr(27) + "[HWhat colour" + chr(0x202E) + " was her top?" + chr(10))
+        'What colour was her top?'
+    """
+    text = _ESCAPE.sub("", text)
+    return " ".join("".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in text).split())
 
 
 def _value_items(slot_name: str) -> dict[str, Any]:
