@@ -166,8 +166,9 @@ def test_a_running_job_is_cancelled_from_the_page_and_keeps_what_it_captioned(wo
 def test_refusals_without_permission_model_key_or_gallery(world, tmp_path, monkeypatch):
     from minterpr.serving.app import create_app
 
-    monkeypatch.delenv("TEST_CAPTION_KEY", raising=False)
+    monkeypatch.setenv("TEST_CAPTION_KEY", KEY)  # a server checks its key variable at start (issue 40)
     services, client = serve(world, tmp_path, "http://127.0.0.1:9/v1")
+    monkeypatch.delenv("TEST_CAPTION_KEY")  # unset since: the job is refused, naming it
     with client:
         analyst = login(client, "ana")
         refused = client.post("/api/ingest/caption", json={"gallery": "copy"}, headers=analyst)

@@ -152,9 +152,11 @@ def test_the_key_is_sent_from_its_variable_and_never_recorded(monkeypatch):
 
 
 def test_an_unset_key_variable_is_named(monkeypatch):
+    """Commands check the variable at start (tests/test_vlm_endpoint_defects.py); unset later, a call fails
+    as an unreachable endpoint does (the use falls back) and names it."""
     monkeypatch.delenv("MISSING_KEY", raising=False)
     with ScriptedServer([reply(GOOD)]) as server:
-        with pytest.raises(InputError, match="MISSING_KEY is not set"):
+        with pytest.raises(VLMUnavailable, match="MISSING_KEY is not set"):
             client(server, key_env="MISSING_KEY").ask("asking", "x")
 
 

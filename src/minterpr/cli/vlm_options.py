@@ -59,8 +59,11 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
     for flag, field in (("vlm_max_calls", "max_calls"), ("vlm_max_tokens", "max_total_tokens")):
         if getattr(args, flag, None) is not None:
             options[field] = getattr(args, flag)
-    return VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
-                     uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache, **options)
+    config = VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
+                       uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache,
+                       **options)
+    config.api_key()  # an unset key variable stops the command now (one line naming it), not every turn later
+    return config
 
 
 def add_caption_arguments(parser: argparse.ArgumentParser, *, per_store: bool = False) -> None:

@@ -293,6 +293,7 @@ class VLMClient:
             prompt = _with_schema(prompt, schema)
         content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None)
         constrained = schema is not None and self._schema_supported
+        self._key()  # an unset variable fails the call at once, not after retries
         attempt = 0
         while True:
             try:
@@ -318,6 +319,14 @@ class VLMClient:
             self._sleep(wait)
             attempt += 1
 
+    def _key(self) -> str | None:
+        """The API key from its variable now; VLMUnavailable naming the variable when it is unset (commands
+        check it at start; unset since, the call fails and its use falls back)."""
+        try:
+            return self.config.api_key()
+        except InputError as err:
+            raise VLMUnavailable(str(err)) from None
+
     def _post(self, content: bytes, deadline: float, tokens: list[int]) -> tuple[int, Any]:
         """One request: (status, parsed JSON or None). VLMTimeout past the deadline, VLMUnavailable when
         the connection fails or drops."""
@@ -326,7 +335,7 @@ class VLMClient:
         if stop <= now:
             raise VLMTimeout(f"{self.endpoint}: past the turn's deadline")
         headers = {"Content-Type": "application/json"}
-        key = self.config.api_key()  # read now, never kept
+        key = self._key()  # read now, never kept
         if key:
             headers["Authorization"] = f"Bearer {key}"
         httpx = self._httpx

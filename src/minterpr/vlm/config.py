@@ -18,11 +18,14 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from minterpr.errors import InputError
 from minterpr.registry import Registry
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # an environment variable's name, as shells take it
 
 # Each use: its name -> a one-line description (docs/vlm.md says more). The session and the
 # ingestion check names against this registry, so a typo fails with the list of valid names.
@@ -70,9 +73,10 @@ class VLMConfig:
             raise InputError(f"VLM url must start with http:// or https://, got {self.url!r}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise InputError("VLM model must be a non-empty model name")
-        if self.key_env is not None and (not isinstance(self.key_env, str) or not self.key_env.strip()
-                                         or "=" in self.key_env):
-            raise InputError(f"VLM key_env must name an environment variable (not hold a key), got {self.key_env!r}")
+        if self.key_env is not None and (not isinstance(self.key_env, str) or not _VARIABLE.fullmatch(self.key_env)):
+            # never echoed: a value that is no variable name is likely the key itself (issue 40)
+            raise InputError("VLM key_env must be the NAME of an environment variable (letters, digits and _, "
+                             "e.g. OPENAI_API_KEY), not the key itself; export the key and pass its variable's name")
         object.__setattr__(self, "uses", parse_uses(",".join(self.uses)))
         for name in ("timeout_s", "turn_deadline_s", "backoff_s", "read_words_per_fact"):
             value = getattr(self, name)
