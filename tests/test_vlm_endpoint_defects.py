@@ -135,3 +135,13 @@ def test_a_key_given_instead_of_a_variable_name_is_refused_without_echoing_it(to
     assert main(_simulate_args(toy, "http://127.0.0.1:9/v1", "--vlm-key-env", value)) == 2
     out = capsys.readouterr()
     assert value not in out.err + out.out
+
+
+def test_serve_gallery_without_a_run_resolves_the_shipped_model_wherever_it_starts(tmp_path, monkeypatch):
+    from minterpr.cli.serve import gallery_specs
+    from minterpr.models.zoo import shipped_model_dir
+
+    monkeypatch.chdir(tmp_path)  # no "shipped" folder here
+    [(name, store, run)] = gallery_specs([["lobby", "galleries/lobby"]])
+    assert run == str(shipped_model_dir()) and (shipped_model_dir() / "config.json").is_file()
+    assert gallery_specs([["hall", "g", "shipped:peta-pa100k-lite2"]])[0][2] == run
