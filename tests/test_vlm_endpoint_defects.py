@@ -145,3 +145,19 @@ def test_serve_gallery_without_a_run_resolves_the_shipped_model_wherever_it_star
     [(name, store, run)] = gallery_specs([["lobby", "galleries/lobby"]])
     assert run == str(shipped_model_dir()) and (shipped_model_dir() / "config.json").is_file()
     assert gallery_specs([["hall", "g", "shipped:peta-pa100k-lite2"]])[0][2] == run
+
+
+def test_undoing_the_only_turn_reports_no_model_call_of_the_undone_turn():
+    from minterpr.interaction.attribute_backend import AttributeBackend
+    from minterpr.interaction.session import Session
+    from minterpr.types import GalleryImage
+
+    images = [GalleryImage(f"{i}.jpg", f"p:{i}", attributes={"gender": (g,)}) for i, g in enumerate(["male", "female"])]
+    backend = AttributeBackend()
+    with ScriptedServer([reply(json.dumps({"question": "What colour was her top?"}))], repeat=True) as server:
+        vlm = VLMAssistant(VLMConfig(server.url, "m", uses=("asking",)))
+        session = Session(backend, backend.index_images(images), schedule="questions", vlm=vlm)
+        session.describe("a woman")
+        assert len(vlm.turn_usage()["records"]) == 1
+        session.undo()
+        assert vlm.turn_usage()["records"] == []  # the service audits these: the call was audited with its turn

@@ -227,9 +227,10 @@ class Session:
         rest = self._history[:-1]
         step = None
         state = self._rng.getstate()
+        if self.vlm is not None:  # the undo's own calls (none past the cache), not the undone turn's again
+            self.vlm.begin_turn()
         if rest:
             if self.vlm is not None:
-                self.vlm.begin_turn()
                 self._phrasing = True  # the question the restored step asked (the model's answer is cached)
             self._rng.setstate(self._rng_states[-2])  # as before the restored step was computed
             try:
