@@ -161,3 +161,122 @@ def test_undoing_the_only_turn_reports_no_model_call_of_the_undone_turn():
         assert len(vlm.turn_usage()["records"]) == 1
         session.undo()
         assert vlm.turn_usage()["records"] == []  # the service audits these: the call was audited with its turn
+
+
+def test_a_slow_endpoint_is_said_and_skipped_for_some_turns_while_it_keeps_failing():
+    from minterpr.vlm.testing import status
+
+    with ScriptedServer([reply(json.dumps({"question": "What colour was her top?"}), delay_s=2.0)],
+                        repeat=True) as server:
+        vlm = VLMAssistant(VLMConfig(server.url, "m", uses=("asking",), turn_deadline_s=0.2, timeout_s=0.2,
+                                     skip_turns=2))
+        notices, asked = [], []
+        for _ in range(5):
+            vlm.begin_turn()
+            vlm.phrase("upper_colour", {}, "TEMPLATE")
+            notices.append(vlm.notice)
+            asked.append(len(server.requests))
+    assert "did not answer in time" in notices[0] and "for the next 2 turns" in notices[0]
+    assert asked == [1, 1, 1, 2, 2]  # turns 2 and 3 skipped, turn 4 tries again (and fails: 2 more skipped)
+    assert all("searching without it" in n for n in notices)
+    with ScriptedServer([status(500), reply(json.dumps({"question": "What colour was her top?"}))]) as server:
+        vlm = VLMAssistant(VLMConfig(server.url, "m", uses=("asking",), max_retries=0, skip_turns=1))
+        vlm.begin_turn()
+        assert vlm.phrase("upper_colour", {}, "T") == "T" and "failed" in vlm.notice
+        vlm.begin_turn()
+        assert vlm.phrase("upper_colour", {}, "T") == "T" and vlm.turn_usage()["skipped"] == 1
+        vlm.begin_turn()
+        assert vlm.phrase("upper_colour", {}, "T") == "What colour was her top?" and vlm.notice == ""
+
+
+def test_chat_says_when_the_model_failed(toy, capsys, monkeypatch):
+    import io
+
+    from minterpr.cli.main import main
+    from minterpr.vlm.testing import status
+
+    monkeypatch.setattr("sys.stdin", io.StringIO("hmm, someone in the drizzle\n:quit\n"))
+    with ScriptedServer([status(500)], repeat=True) as server:
+        assert main(["chat", "--backend", "attribute", "--images", str(toy), "--top", "2", "--vlm-url", server.url,
+                     "--vlm-model", "m", "--vlm-uses", "reading", "--vlm-deadline", "0.5"]) == 0
+    out = capsys.readouterr().out
+    assert f"note: the model at {server.url} " in out and "searching without it" in out
+
+
+def test_vlm_caption_budgets_are_the_flags_and_it_gives_up_on_a_dead_endpoint(toy, tmp_path, capsys, monkeypatch):
+    from minterpr.cli.main import main
+    from minterpr.vlm import caption
+    from minterpr.vlm.testing import status
+
+    gallery = str(toy / "gallery_test.jsonl")
+    seen = {}
+    real = caption.caption_gallery
+
+    def spy(images, root, client, out, **options):
+        seen.update(config=client.config, **options)
+        return real(images, root, client, out, **options)
+
+    monkeypatch.setattr(caption, "caption_gallery", spy)
+    with ScriptedServer([status(500)], repeat=True) as server:
+        code = main(["vlm", "caption", "--gallery", gallery, "--out", str(tmp_path / "c.jsonl"), "--vlm-url",
+                     server.url, "--vlm-model", "m", "--vlm-max-calls", "1000000", "--give-up-after", "2",
+                     "--vlm-deadline", "0.5"])
+    out = capsys.readouterr().out
+    assert code == 0 and "stopped: the endpoint gave no usable answer for 2 crops in a row" in out
+    assert len(server.requests) <= 2 * 3  # two crops, three tries each at most: then it gave up
+    # the run's budgets are its flags': no token budget stops it part-way (666 of 886 demo crops before)
+    assert seen["config"].max_calls == 1_000_000 and seen["config"].max_total_tokens >= 10**12
+    with ScriptedServer([status(500)], repeat=True) as server:
+        main(["vlm", "caption", "--gallery", gallery, "--out", str(tmp_path / "d.jsonl"), "--vlm-url", server.url,
+              "--vlm-model", "m", "--vlm-deadline", "0.5"])
+    assert seen["give_up_after"] == 5  # by default as the service's captioning job
+
+
+def test_crops_with_nothing_seen_are_not_counted_as_captioned(toy, tmp_path, capsys):
+    from minterpr.cli.main import main
+    from minterpr.vlm.testing import valid_answer
+
+    with ScriptedServer([valid_answer], repeat=True) as server:  # answers, sees nothing
+        assert main(["vlm", "caption", "--gallery", str(toy / "gallery_test.jsonl"), "--out", str(tmp_path / "c.jsonl"),
+                     "--vlm-url", server.url, "--vlm-model", "m", "--json", str(tmp_path / "r.json")]) == 0
+    report = json.loads((tmp_path / "r.json").read_text())
+    assert (report["captioned"], report["nothing_seen"]) == (0, 6)
+    assert "captioned 0 crops (0 already done, 6 with nothing seen" in capsys.readouterr().out
+
+
+def test_retry_after_is_honoured_and_retries_are_audited():
+    from minterpr.serving.caption_jobs import AUDITED
+    from minterpr.serving.search import _VLM_AUDIT
+    from minterpr.vlm.client import VLMClient
+    from minterpr.vlm.errors import VLMUnavailable
+    from minterpr.vlm.testing import status
+
+    waits = []
+    with ScriptedServer([status(429, retry_after="0.7"), reply('{"question": "What colour?"}')]) as server:
+        client = VLMClient(VLMConfig(server.url, "m", backoff_s=0.01), sleep=waits.append)
+        assert client.ask("asking", "x", schema={"type": "object"}) == {"question": "What colour?"}
+    assert waits == [0.7] and client.calls[-1].attempts == 2
+    with ScriptedServer([status(503, retry_after="30"), reply("{}")]) as server:  # past the 10 s deadline
+        client = VLMClient(VLMConfig(server.url, "m"), sleep=waits.append)
+        with pytest.raises(VLMUnavailable, match="asks to retry in 30 s"):
+            client.ask("asking", "x")
+    assert len(server.requests) == 1 and waits == [0.7]
+    assert "attempts" in _VLM_AUDIT and "attempts" in AUDITED  # each call's tries, in the audit log
+
+
+def test_the_simulators_bare_verdicts_are_not_sent_to_the_model():
+    from minterpr.interaction.attribute_backend import AttributeBackend
+    from minterpr.interaction.session import Session
+    from minterpr.types import GalleryImage
+
+    images = [GalleryImage(f"{i}.jpg", f"p:{i}", attributes={"gender": (g,)}) for i, g in enumerate(["male", "female"])]
+    backend = AttributeBackend()
+    with ScriptedServer([reply('{"facts": []}')], repeat=True) as server:
+        session = Session(backend, backend.index_images(images), vlm=VLMAssistant(VLMConfig(server.url, "m",
+                                                                                             uses=("reading",))))
+        session.describe("a woman")
+        for text in ("Not this one.", "No, that's not her.", "Maybe."):
+            session.feedback(0, text)
+        assert server.requests == []
+        session.feedback(0, "hmm, a brolly in the drizzle")  # words to read: asked
+        assert len(server.requests) == 1

@@ -37,9 +37,11 @@ def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: str | None = "re
                        help="longest a turn (or a crop) waits for the model (default: 10)")
     group.add_argument("--vlm-cache", metavar="FILE.json", help="keep the model's answers in FILE across runs")
     group.add_argument("--vlm-max-calls", type=int, default=None, metavar="N",
-                       help="model calls per session, or per `vlm caption` run (5 a crop) (default: 500)")
+                       help="model calls per session (default: 500), or per `vlm caption` run (5 a crop; "
+                            "default: no limit)")
     group.add_argument("--vlm-max-tokens", type=int, default=None, metavar="N",
-                       help="prompt + completion tokens per session, or per `vlm caption` run (default: 500,000)")
+                       help="prompt + completion tokens per session (default: 500,000), or per `vlm caption` run "
+                            "(default: no limit)")
 
 
 def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:

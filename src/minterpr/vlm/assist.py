@@ -39,11 +39,14 @@ from minterpr.language.phrasing import Fact
 from minterpr.language.text_reading import FILLERS, NEGATORS, RESETS, read_tokens
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
-from minterpr.vlm.errors import VLMError, VLMUnavailable
+from minterpr.vlm.errors import VLMError, VLMTimeout, VLMUnavailable
 from minterpr.vlm.schema import (answer_facts, answers_schema, answers_to_facts, facts_schema, question_schema,
                                   scores_schema, shown_text)
 
 _STOP = FILLERS | NEGATORS | RESETS | {"i", "it", "and", "of", "in", "with", "think", "she", "he", "they", "that"}
+# words of a bare verdict on a shown image ("Not this one.", "Yes, that's her.", "Maybe."): nothing for the model to read
+_VERDICT = {"this", "one", "these", "ones", "not", "no", "nope", "yes", "yeah", "yep", "her", "him", "them", "is", "was",
+            "s", "it's", "that's", "the", "person", "maybe", "either", "none", "neither", "of", "those"}
 _P_CLIP = 0.02  # judgements are clipped to [2 %, 98 %] before their log-odds (|logit| <= 3.9)
 
 
@@ -55,9 +58,11 @@ def poorly_read(text: str, facts: Sequence[Fact], words_per_fact: float) -> bool
     Example:
         >>> poorly_read("a man", [Fact("gender", ("male",))], 6.0), poorly_read("hmm, a brolly", [], 6.0)
         (False, True)
+        >>> poorly_read("Not this one.", [], 6.0), poorly_read("No, that's not her.", [], 6.0)
+        (False, False)
     """
-    if not facts:
-        return bool(text.strip())
+    if not facts:  # read poorly, unless there is nothing to read (a bare verdict, such as the simulators' "Not this one.")
+        return any(t.isalpha() and t not in _STOP and t not in _VERDICT for t in read_tokens(text))
     said: dict[tuple[str, str], bool] = {}
     single: dict[str, set[str]] = {}
     for f in facts:
@@ -119,6 +124,10 @@ class VLMAssistant:
         self._failed = False  # the endpoint failed this turn: no further call until the next one
         self._mark = 0  # len(client.calls) when the turn began
         self.discarded = 0  # questions the model phrased that were refused (leading, or not about the slot)
+        self._skip = 0  # turns left that do not ask the endpoint (it failed; config.skip_turns)
+        self._skipped = False  # this turn does not ask it
+        # one line for the user about this turn: the endpoint failed, or is not being asked ("" when all is well)
+        self.notice = ""
         self._discarded_mark = 0  # self.discarded when the turn began
 
     def enabled(self, use: str) -> bool:
@@ -127,9 +136,14 @@ class VLMAssistant:
     def begin_turn(self) -> None:
         """Start a turn's clock: its calls share one deadline."""
         self._deadline = self.client.clock() + self.config.turn_deadline_s
-        self._failed = False
         self._mark = len(self.client.calls)
         self._discarded_mark = self.discarded
+        self._skipped = self._failed = self._skip > 0  # backing off: no call this turn
+        self.notice = ""
+        if self._skipped:
+            self._skip -= 1
+            self.notice = (f"the model at {self.config.url} failed recently; searching without it "
+                           f"({'this turn' if not self._skip else f'this turn and {self._skip} more'})")
 
     def turn_usage(self) -> dict[str, Any]:
         """Calls, tokens, latency, fallbacks and discarded questions of the current turn (every call record, for
@@ -137,7 +151,8 @@ class VLMAssistant:
         calls = self.client.calls[self._mark:]
         return {"calls": sum(c.attempts > 0 for c in calls), "cached": sum(c.outcome == "cached" for c in calls),
                 "fallbacks": sum(c.outcome not in ("ok", "cached") for c in calls),
-                "discarded": self.discarded - self._discarded_mark,
+                "discarded": self.discarded - self._discarded_mark, "skipped": int(self._skipped),
+                "notice": self.notice,
                 "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
                 "latency_s": round(sum(c.latency_s for c in calls), 6), "records": [c.to_dict() for c in calls]}
 
@@ -149,8 +164,13 @@ class VLMAssistant:
             self.begin_turn()
         try:
             return self.client.ask(use, prompt, images=images, schema=schema, deadline=self._deadline)
-        except VLMUnavailable:
-            self._failed = True
+        except VLMUnavailable as err:
+            self._failed = True  # the turn makes no further call, and the next skip_turns turns none either
+            self._skip = self.config.skip_turns
+            waited = isinstance(err, VLMTimeout)
+            self.notice = (f"the model at {self.config.url} " + ("did not answer in time" if waited else "failed")
+                           + f" ({str(err)[:120]}); searching without it"
+                           + (f" for the next {self._skip} turns" if self._skip else ""))
             return None
         except VLMError:
             return None

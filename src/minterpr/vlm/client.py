@@ -314,6 +314,12 @@ class VLMClient:
                 raise VLMUnavailable(f"{self.endpoint}: no answer after {attempt + 1} tries"
                                      + (f" (last: HTTP {status})" if status else " (connection failed)"))
             wait = self.config.backoff_s * 2 ** attempt
+            asked = data if status is not None else None  # the server's Retry-After: honoured, never shortened
+            if asked is not None and asked > wait:
+                wait = asked
+                if self._clock() + wait >= deadline:
+                    raise VLMUnavailable(f"{self.endpoint}: HTTP {status} asks to retry in {asked:g} s, past the "
+                                         "turn's deadline")
             if self._clock() + wait >= deadline:
                 raise VLMTimeout(f"{self.endpoint}: the turn's deadline leaves no time to retry")
             self._sleep(wait)
@@ -328,8 +334,8 @@ class VLMClient:
             raise VLMUnavailable(str(err)) from None
 
     def _post(self, content: bytes, deadline: float, tokens: list[int]) -> tuple[int, Any]:
-        """One request: (status, parsed JSON or None). VLMTimeout past the deadline, VLMUnavailable when
-        the connection fails or drops."""
+        """One request: (200, parsed JSON), or (status, the seconds its Retry-After asks to wait or None).
+        VLMTimeout past the deadline, VLMUnavailable when the connection fails or drops."""
         now = self._clock()
         stop = min(now + self.config.timeout_s, deadline)  # this request's end: every wait inside it ends here
         if stop <= now:
@@ -351,17 +357,38 @@ class VLMClient:
                         raise VLMTimeout(f"{self.endpoint}: the answer was still arriving at the deadline")
                     if size > _MAX_ANSWER_BYTES:
                         raise VLMBadAnswer(f"{self.endpoint}: answer larger than {_MAX_ANSWER_BYTES // 2**20} MiB")
-                status = r.status_code
+                status, retry_after = r.status_code, r.headers.get("retry-after")
         except httpx.TimeoutException as err:
             raise VLMTimeout(f"{self.endpoint}: no answer within {stop - now:.2f} s") from err
         except (httpx.TransportError, httpx.StreamError) as err:  # refused, reset, dropped mid-answer
             raise VLMUnavailable(f"{self.endpoint}: {type(err).__name__}") from err
-        if status != 200:
-            return status, None
+        if status != 200:  # the data of an error answer: how long the server asks to wait (None: it did not say)
+            return status, retry_after_s(retry_after)
         try:
             return status, json.loads(b"".join(chunks))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
             raise VLMBadAnswer(f"{self.endpoint}: the HTTP body is not JSON") from err
+
+
+def retry_after_s(value: str | None) -> float | None:
+    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date); None when absent or unreadable.
+
+    Example:
+        >>> retry_after_s("3"), retry_after_s(None), retry_after_s("soon"), retry_after_s("Thu, 01 Jan 1970 00:00:00 GMT")
+        (3.0, None, None, 0.0)
+    """
+    if not value:
+        return None
+    try:
+        return max(float(value), 0.0)
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def request_body(config: VLMConfig, prompt: str, images: Sequence[bytes],

@@ -67,6 +67,7 @@ class VLMConfig:
     rerank_k: int = 5  # candidates the rerank use judges per turn
     rerank_weight: float = 1.0  # weight of the judgement's log-odds added to a candidate's score
     read_words_per_fact: float = 6.0  # the reading use calls the model when more words than this per rule fact
+    skip_turns: int = 3  # after a turn the endpoint failed (unreachable, timed out): the next N turns do not ask it
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
@@ -82,7 +83,7 @@ class VLMConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise InputError(f"VLM {name} must be a number >= 0, got {value!r}")
-        for name in ("max_retries", "max_calls", "max_total_tokens", "max_tokens", "rerank_k"):
+        for name in ("max_retries", "max_calls", "max_total_tokens", "max_tokens", "rerank_k", "skip_turns"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InputError(f"VLM {name} must be an int >= 0, got {value!r}")

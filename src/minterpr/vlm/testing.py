@@ -42,6 +42,7 @@ class Answer:
     body: bytes = b""  # the HTTP body as sent
     delay_s: float = 0.0  # wait before answering
     drop: bool = False  # close the connection after a partial status line instead of answering
+    headers: tuple[tuple[str, str], ...] = ()  # further response headers (e.g. ("Retry-After", "2"))
 
 
 def completion(content: str | None, *, refusal: str | None = None, finish_reason: str = "stop",
@@ -61,9 +62,10 @@ def reply(content: str | None, *, delay_s: float = 0.0, **fields: Any) -> Answer
     return Answer(200, json.dumps(completion(content, **fields)).encode("utf-8"), delay_s)
 
 
-def status(code: int, *, delay_s: float = 0.0) -> Answer:
-    """An HTTP error answer (429 rate limited, 500 server error, 400 bad request, ...)."""
-    return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s)
+def status(code: int, *, delay_s: float = 0.0, retry_after: str | None = None) -> Answer:
+    """An HTTP error answer (429 rate limited, 500 server error, 400 bad request, ...), with a Retry-After."""
+    return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s,
+                  headers=(("Retry-After", retry_after),) if retry_after is not None else ())
 
 
 Script = Union[Answer, Callable[[Any], Answer]]
@@ -251,6 +253,8 @@ class ScriptedServer:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer.body)))
+                    for name, value in answer.headers:
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(answer.body)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (its deadline)
