@@ -3,9 +3,9 @@
 A :class:`~minterpr.vlm.testing.ScriptedServer` on loopback answers as
 :class:`~minterpr.vlm.testing.Sighted`: a model that sees each gallery image's true attributes
 (``accurate``), or gets ``--wrong`` of its (image, slot) readings wrong (``wrong``). For each mode and
-each set of uses, ``minterpr simulate`` runs in this process with ``--vlm-url`` pointing at it (the
-client, the session and the report are the ones users run), after one run without a model (the
-baseline). It prints R@1 per round of every run and writes each report as JSON under ``--out``.
+each use, ``minterpr simulate`` runs in this process with ``--vlm-url`` pointing at it (the client,
+the session and the report are the ones users run), after one run without a model (the baseline);
+``caption`` runs ``minterpr vlm caption`` on the gallery first and searches with ``--vlm-captions``. It prints R@1 per round of every run and writes each report as JSON under ``--out``.
 This measures what the plumbing does with sensible answers, not what a real model would buy.
 
 Usage:
@@ -68,7 +68,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--simulator", default="oracle")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--uses", default="anchor,rerank,asking,reading", help="each use measured alone, comma-separated")
+    p.add_argument("--uses", default="reading,asking,anchor,rerank,caption",
+                   help="each use measured alone, comma-separated")
     p.add_argument("--modes", default="accurate,wrong", help="accurate, wrong (readings wrong at --wrong)")
     p.add_argument("--wrong", type=float, default=0.15)
     p.add_argument("--out", default="/tmp/bench_vlm_scripted")
@@ -80,8 +81,18 @@ def main(argv: list[str] | None = None) -> int:
     for mode in args.modes.split(","):
         wrong = 0.0 if mode == "accurate" else args.wrong
         with ScriptedServer([Sighted(truth, wrong=wrong, seed=args.seed)], repeat=True) as server:
+            endpoint = ["--vlm-url", server.url, "--vlm-model", "sighted"]
             for use in args.uses.split(","):
-                run(args, f"{use}-{mode}", ["--vlm-url", server.url, "--vlm-model", "sighted", "--vlm-uses", use])
+                if use != "caption":
+                    run(args, f"{use}-{mode}", [*endpoint, "--vlm-uses", use])
+                    continue
+                captions = str(Path(args.out) / f"captions-{mode}.jsonl")  # MTG at ingestion, then searched with
+                with contextlib.redirect_stdout(io.StringIO()):
+                    code = cli(["vlm", "caption", "--gallery", os.path.join(args.data, f"gallery_{args.split}.jsonl"),
+                                "--root", args.data, "--out", captions, "-q", *endpoint])
+                if code != 0:
+                    raise SystemExit("vlm caption failed")
+                run(args, f"caption-{mode}", ["--vlm-captions", captions])
     return 0
 
 

@@ -74,7 +74,7 @@ def test_a_gallery_is_captioned_with_progress_audited_and_searched_with_the_capt
             login(auditor, "aud")
             log = auditor.get("/api/audit/export").text
     assert done["status"] == "done", done
-    assert done["message"].startswith(f"{CROPS} crops of copy captioned (0 done before, 0 without an answer")
+    assert done["message"].startswith(f"{CROPS} crops of copy captioned (0 done before, 0 with nothing seen, 0 without an answer")
     result = done["progress"]["result"]
     assert (result["crops_done"], result["crops_total"], result["captioned"]) == (CROPS, CROPS, CROPS)
     assert result["calls"] == CROPS * GROUPS == len(endpoint.requests) and result["tokens"] == CROPS * GROUPS * 60

@@ -280,3 +280,39 @@ def test_the_simulators_bare_verdicts_are_not_sent_to_the_model():
         assert server.requests == []
         session.feedback(0, "hmm, a brolly in the drizzle")  # words to read: asked
         assert len(server.requests) == 1
+
+
+def test_every_schema_sent_is_in_the_strict_subset_and_strict_is_set():
+    from minterpr.vlm.client import VLMClient
+    from minterpr.vlm.schema import (answers_schema, facts_schema, question_schema, scores_schema, strict_form,
+                                     strict_problems)
+
+    schemas = [facts_schema(), facts_schema(("gender", "carried")), answers_schema(list(ONTOLOGY.slot_names)),
+               answers_schema(["gender"]), question_schema(), scores_schema(5)]
+    assert any(strict_problems(schema) for schema in schemas)  # the full schemas are not (their limits)
+    for schema in schemas:
+        assert strict_problems(strict_form(schema)) == []
+    with ScriptedServer([reply('{"question": "What colour?"}')] * 2) as server:
+        client = VLMClient(VLMConfig(server.url, "m"))
+        client.ask("asking", "x", schema=question_schema())
+        sent = server.requests[0]["body"]["response_format"]["json_schema"]
+        assert sent["strict"] is True and strict_problems(sent["schema"]) == []
+        client = VLMClient(VLMConfig(server.url, "m", strict=False))
+        client.ask("asking", "y", schema=question_schema())
+        assert "strict" not in server.requests[1]["body"]["response_format"]["json_schema"]
+
+
+def test_a_server_refusing_strict_mode_is_asked_again_with_the_schema_but_without_it():
+    from minterpr.vlm.client import VLMClient
+    from minterpr.vlm.schema import question_schema
+    from minterpr.vlm.testing import status
+
+    def strict_refused(body):
+        return status(400) if body["response_format"]["json_schema"].get("strict") else reply('{"question": "Hair?"}')
+
+    with ScriptedServer([strict_refused], repeat=True) as server:
+        client = VLMClient(VLMConfig(server.url, "m"))
+        assert client.ask("asking", "x", schema=question_schema()) == {"question": "Hair?"}
+        client.ask("asking", "z", schema=question_schema())
+    kinds = [r["body"]["response_format"]["json_schema"].get("strict") for r in server.requests]
+    assert kinds == [True, None, None]  # remembered: the next call is sent without it, the schema still sent

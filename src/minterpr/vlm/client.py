@@ -56,7 +56,7 @@ from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMRefused, VLMTimeout, VLMUnavailable
-from minterpr.vlm.schema import parse_answer, shown_text
+from minterpr.vlm.schema import parse_answer, shown_text, strict_form
 
 INSTALL_HINT = "the VLM backend needs httpx: pip install 'minterpr[vlm]' -c constraints.txt"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
@@ -161,18 +161,20 @@ def shared_transport(https: bool) -> Any:
         return _TRANSPORTS[https]
 
 
-_SCHEMAS: OrderedDict[int, tuple[dict[str, Any], str, str]] = OrderedDict()
+_SCHEMAS: OrderedDict[int, tuple[dict[str, Any], str, str, str]] = OrderedDict()
 _SCHEMAS_LOCK = threading.Lock()
 
 
-def _schema_texts(schema: dict[str, Any]) -> tuple[str, str]:
-    """(sorted JSON for the cache key, JSON for the body) of a schema, once per schema object."""
+def _schema_texts(schema: dict[str, Any]) -> tuple[str, str, str]:
+    """(sorted JSON for the cache key, JSON for the body, JSON of its strict-mode form for the body) of a
+    schema, once per schema object."""
     with _SCHEMAS_LOCK:
         held = _SCHEMAS.get(id(schema))
         if held is not None and held[0] is schema:
             _SCHEMAS.move_to_end(id(schema))
-            return held[1], held[2]
-    texts = json.dumps(schema, sort_keys=True), json.dumps(schema, ensure_ascii=False)
+            return held[1], held[2], held[3]
+    texts = (json.dumps(schema, sort_keys=True), json.dumps(schema, ensure_ascii=False),
+             json.dumps(strict_form(schema), ensure_ascii=False))
     with _SCHEMAS_LOCK:
         _SCHEMAS[id(schema)] = (schema, *texts)
         while len(_SCHEMAS) > _SCHEMA_MEMO:
@@ -199,6 +201,7 @@ class VLMClient:
         self.calls: list[CallRecord] = []  # every call, in order
         self._sent = self._tokens = 0  # requests that reached the wire, tokens spent: the budget's counters
         self._schema_supported = config.json_schema
+        self._strict = config.strict  # sent "strict": true until a server refuses it
         self._cache: dict[str, Any] = cache if cache is not None else {}
         if config.cache_path and not self._cache:
             self._cache.update(_read_cache(config.cache_path))
@@ -291,7 +294,8 @@ class VLMClient:
                   tokens: list[int]) -> str:
         if schema is not None and not self._schema_supported:
             prompt = _with_schema(prompt, schema)
-        content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None)
+        content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None,
+                             strict=self._strict)
         constrained = schema is not None and self._schema_supported
         self._key()  # an unset variable fails the call at once, not after retries
         attempt = 0
@@ -302,6 +306,10 @@ class VLMClient:
                 raise
             except VLMUnavailable:
                 status, data = None, None
+            if status in (400, 422) and constrained and self._strict:  # this server does not take strict mode
+                self._strict = False
+                content = body_bytes(self.config, prompt, image_parts, schema, strict=False)
+                continue
             if status in (400, 422) and constrained:  # this server does not take schemas
                 self._schema_supported = constrained = False
                 content = body_bytes(self.config, _with_schema(prompt, schema or {}), image_parts, None)
@@ -392,18 +400,21 @@ def retry_after_s(value: str | None) -> float | None:
 
 
 def request_body(config: VLMConfig, prompt: str, images: Sequence[bytes],
-                 schema: dict[str, Any] | None) -> dict[str, Any]:
-    """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal)."""
+                 schema: dict[str, Any] | None, *, strict: bool = False) -> dict[str, Any]:
+    """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal); ``strict``:
+    the schema in its strict-mode form with ``"strict": true`` (:func:`~minterpr.vlm.schema.strict_form`)."""
     content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
     content += [{"type": "image_url", "image_url": {"url": image_data_url(data, _mime(data))}} for data in images]
     body: dict[str, Any] = {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature,
                             "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": content}]}
     if schema is not None:
-        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+        form = {"name": "answer", **({"strict": True} if strict else {}), "schema": strict_form(schema) if strict else schema}
+        body["response_format"] = {"type": "json_schema", "json_schema": form}
     return body
 
 
-def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None) -> bytes:
+def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, *,
+               strict: bool = False) -> bytes:
     """:func:`request_body` as UTF-8 JSON, spliced from pieces encoded once (each image's content part,
     the schema's JSON) instead of encoding their long strings again on every call.
 
@@ -415,8 +426,10 @@ def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schem
     settings = json.dumps({"model": config.model, "max_tokens": config.max_tokens,
                            "temperature": config.temperature}, ensure_ascii=False)[:-1]  # without its closing brace
     user = json.dumps({"type": "text", "text": prompt}, ensure_ascii=False) + "".join("," + p for p in image_parts)
-    answer = "" if schema is None else (',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
-                                        f'"schema":{_schema_texts(schema)[1]}}}}}')
+    texts = None if schema is None else _schema_texts(schema)
+    answer = "" if texts is None else (',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
+                                       + ('"strict":true,' if strict else "")
+                                       + f'"schema":{texts[2] if strict else texts[1]}}}}}')
     return (f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'
             .encode("utf-8"))
 

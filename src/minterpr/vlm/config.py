@@ -63,6 +63,9 @@ class VLMConfig:
     max_tokens: int = 300  # longest answer asked for, in tokens
     temperature: float = 0.0  # 0: the most repeatable answers
     json_schema: bool = True  # send response_format json_schema; False (or a server that refuses it): prompt + validation
+    # with it, "strict": true and the schema in strict mode's subset (OpenAI; others ignore or refuse it: a server
+    # answering 400/422 is asked again without, and that is remembered); answers are validated in full either way
+    strict: bool = True
     cache_path: str | None = None  # a JSON file keeping answers across runs (None: in memory only)
     rerank_k: int = 5  # candidates the rerank use judges per turn
     rerank_weight: float = 1.0  # weight of the judgement's log-odds added to a candidate's score

@@ -95,6 +95,67 @@ def scores_schema(k: int) -> dict[str, Any]:
                                       "items": {"type": "number", "minimum": 0, "maximum": 1}}}}
 
 
+# OpenAI's strict structured outputs take a subset of JSON Schema: these keywords only (the length, size and
+# range limits are not all accepted), every object closed (additionalProperties false) with every property
+# required, and an object at the root. The limits stay in the schema validate() checks answers against.
+STRICT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const",
+                             "anyOf", "description"})
+
+
+def strict_form(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as strict mode takes it: the keywords outside :data:`STRICT_KEYWORDS` dropped and every
+    object's properties all required (an answers schema's slot is then answered ``[]`` when unseen, which
+    means the same as leaving it out). Answers are still validated against ``schema`` itself.
+
+    Example:
+        >>> strict_form(scores_schema(2))
+        {'type': 'object', 'additionalProperties': False, 'required': ['scores'], 'properties': {'scores': {'type': 'array', 'items': {'type': 'number'}}}}
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in STRICT_KEYWORDS:
+            continue
+        if key == "properties":
+            value = {name: strict_form(item) for name, item in value.items()}
+        elif key == "items":
+            value = strict_form(value)
+        elif key == "anyOf":
+            value = [strict_form(form) for form in value]
+        out[key] = value
+    if out.get("type") == "object":
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties", {}))
+    return out
+
+
+def strict_problems(schema: dict[str, Any], path: str = "$") -> list[str]:
+    """Why ``schema`` is outside the strict-mode subset (``[]`` when inside): unknown keywords, an open
+    object, a property not required, or no object at the root.
+
+    Example:
+        >>> strict_problems(question_schema())
+        ['$.question: minLength is not in the strict subset', '$.question: maxLength is not in the strict subset']
+        >>> strict_problems(strict_form(question_schema()))
+        []
+    """
+    problems = []
+    if path == "$" and (schema.get("type") != "object" or "anyOf" in schema):
+        problems.append("$: the root must be an object (not anyOf)")
+    problems += [f"{path}: {key} is not in the strict subset" for key in schema if key not in STRICT_KEYWORDS]
+    if schema.get("type") == "object":
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{path}: additionalProperties must be false")
+        missing = [name for name in schema.get("properties", {}) if name not in schema.get("required", ())]
+        problems += [f"{path}.{name}: not required" for name in missing]
+    for name, item in schema.get("properties", {}).items():
+        problems += strict_problems(item, f"{path}.{name}")
+    if "items" in schema:
+        problems += strict_problems(schema["items"], f"{path}[]")
+    for k, form in enumerate(schema.get("anyOf", ())):
+        problems += strict_problems(form, f"{path}|{k}")
+    return problems
+
+
 def validate(value: Any, schema: dict[str, Any], path: str = "$") -> None:
     """Raise VLMBadAnswer ``PATH: reason`` unless ``value`` satisfies ``schema`` (the subset above)."""
     if "anyOf" in schema:

@@ -86,8 +86,10 @@ def valid_answer(body: Any, *, delay_s: float = 0.0) -> Answer:
         content: Any = {"facts": []}
     elif "question" in fields:
         content = {"question": "And what about that?"}
-    elif "scores" in fields:
-        content = {"scores": [0.5] * fields["scores"].get("minItems", 1)}
+    elif "scores" in fields:  # one per image sent (a strict-mode schema has no minItems to read it from)
+        parts = ((body or {}).get("messages") or [{}])[-1].get("content", [])
+        images = sum(isinstance(p, dict) and p.get("type") == "image_url" for p in parts) if isinstance(parts, list) else 0
+        content = {"scores": [0.5] * (images or fields["scores"].get("minItems", 1))}
     else:
         content = {}
     return reply(json.dumps(content), delay_s=delay_s)
