@@ -316,3 +316,19 @@ def test_a_server_refusing_strict_mode_is_asked_again_with_the_schema_but_withou
         client.ask("asking", "z", schema=question_schema())
     kinds = [r["body"]["response_format"]["json_schema"].get("strict") for r in server.requests]
     assert kinds == [True, None, None]  # remembered: the next call is sent without it, the schema still sent
+
+
+def test_a_withdrawn_anchor_reading_keeps_its_image_in_the_event():
+    """The user's own "red top" and the model's reading of the anchor's red top are different facts: the
+    withdrawal of one names the image, so a rebuilt session drops that one and not the other."""
+    from minterpr.interaction.history import ModelFact
+    from minterpr.language.phrasing import Fact
+    from minterpr.serving.events import Event, recorded_fact, withdraw_payload, withdrawn
+
+    own = ModelFact("upper_colour", ("red",), use="anchor", image="")
+    seen = ModelFact("upper_colour", ("red",), use="anchor", image="cam1/0004.jpg")
+    said = (Fact("upper_colour", ("red",)), own, seen)
+    payload = json.loads(json.dumps(withdraw_payload(0, seen)))
+    assert payload["fact"][-1] == "cam1/0004.jpg"
+    turn, fact = withdrawn(Event(1, "withdraw", payload), 1)
+    assert recorded_fact(said, fact) == seen != own and recorded_fact(said, fact).image == seen.image
