@@ -22,7 +22,8 @@ connection pool per scheme (:func:`shared_transport`: keep-alive across calls *a
 new connection or TLS context per session); an image's hash and base64 form are computed once
 (a few dozen images memoised per client), a schema's JSON once per schema object (the builders of
 :mod:`~minterpr.vlm.schema` return shared ones), and the request body is spliced from those
-pieces (:func:`body_bytes`, checked against the plain :func:`request_body` by the tests).
+pieces (:func:`~minterpr.vlm.protocol.body_bytes`, checked against the plain
+:func:`~minterpr.vlm.protocol.request_body` by the tests).
 
 Every call (cache hits included) is recorded as a :class:`CallRecord`: purpose, endpoint, model,
 outcome, latency, tokens; never the key (sent as ``Authorization: Bearer`` and read from the
@@ -41,7 +42,6 @@ Example (a scripted local server; see :mod:`~minterpr.vlm.testing`):
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -55,18 +55,16 @@ from typing import Any, Callable, Iterator, Sequence
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.vlm.config import VLMConfig
-from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMRefused, VLMTimeout, VLMUnavailable
-from minterpr.vlm.schema import parse_answer, shown_text, strict_form
+from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMTimeout, VLMUnavailable
+from minterpr.vlm.protocol import (_message_text, _mime, _schema_texts, _with_schema, body_bytes,  # noqa: F401
+                                   image_data_url, request_body, retry_after_s)  # (re-exported: the client's API)
+from minterpr.vlm.schema import parse_answer
 
 INSTALL_HINT = "the VLM backend needs httpx: pip install 'minterpr[vlm]' -c constraints.txt"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_ANSWER_BYTES = 4 * 2**20  # a chat answer is a few kilobytes
-_SYSTEM = ("You describe pedestrians in images for a person-retrieval system. Answer only with JSON that "
-           "follows the schema you are given; use [] or omit what you cannot tell. Never guess identities.")
-_SYSTEM_JSON = json.dumps({"role": "system", "content": _SYSTEM}, ensure_ascii=False)
 _MIN_WAIT_S = 0.001  # a phase's shortest timeout: 0 would make the socket non-blocking (an error, not a timeout)
 _IMAGE_MEMO = 64  # images whose hash and base64 a client keeps (a turn's rerank candidates and anchor)
-_SCHEMA_MEMO = 64  # schemas whose JSON is kept (held, so their ids stay theirs)
 
 
 @dataclass(frozen=True)
@@ -84,20 +82,6 @@ class CallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def image_data_url(data: bytes, mime: str = "image/jpeg") -> str:
-    """Image bytes as a data URL, as the protocol carries them.
-
-    Example:
-        >>> image_data_url(b"\\xff\\xd8")
-        'data:image/jpeg;base64,/9g='
-    """
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def _mime(data: bytes) -> str:
-    return "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
 
 
 class Remaining(Mapping):
@@ -159,27 +143,6 @@ def shared_transport(https: bool) -> Any:
         if https not in _TRANSPORTS:
             _TRANSPORTS[https] = httpx.HTTPTransport(verify=https)
         return _TRANSPORTS[https]
-
-
-_SCHEMAS: OrderedDict[int, tuple[dict[str, Any], str, str, str]] = OrderedDict()
-_SCHEMAS_LOCK = threading.Lock()
-
-
-def _schema_texts(schema: dict[str, Any]) -> tuple[str, str, str]:
-    """(sorted JSON for the cache key, JSON for the body, JSON of its strict-mode form for the body) of a
-    schema, once per schema object."""
-    with _SCHEMAS_LOCK:
-        held = _SCHEMAS.get(id(schema))
-        if held is not None and held[0] is schema:
-            _SCHEMAS.move_to_end(id(schema))
-            return held[1], held[2], held[3]
-    texts = (json.dumps(schema, sort_keys=True), json.dumps(schema, ensure_ascii=False),
-             json.dumps(strict_form(schema), ensure_ascii=False))
-    with _SCHEMAS_LOCK:
-        _SCHEMAS[id(schema)] = (schema, *texts)
-        while len(_SCHEMAS) > _SCHEMA_MEMO:
-            _SCHEMAS.popitem(last=False)
-    return texts
 
 
 class VLMClient:
@@ -376,84 +339,6 @@ class VLMClient:
             return status, json.loads(b"".join(chunks))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
             raise VLMBadAnswer(f"{self.endpoint}: the HTTP body is not JSON") from err
-
-
-def retry_after_s(value: str | None) -> float | None:
-    """A ``Retry-After`` header in seconds (delta-seconds or an HTTP date); None when absent or unreadable.
-
-    Example:
-        >>> retry_after_s("3"), retry_after_s(None), retry_after_s("soon"), retry_after_s("Thu, 01 Jan 1970 00:00:00 GMT")
-        (3.0, None, None, 0.0)
-    """
-    if not value:
-        return None
-    try:
-        return max(float(value), 0.0)
-    except ValueError:
-        pass
-    from email.utils import parsedate_to_datetime
-
-    try:
-        return max(parsedate_to_datetime(value).timestamp() - time.time(), 0.0)
-    except (TypeError, ValueError, IndexError, OverflowError):
-        return None
-
-
-def request_body(config: VLMConfig, prompt: str, images: Sequence[bytes],
-                 schema: dict[str, Any] | None, *, strict: bool = False) -> dict[str, Any]:
-    """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal); ``strict``:
-    the schema in its strict-mode form with ``"strict": true`` (:func:`~minterpr.vlm.schema.strict_form`)."""
-    content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
-    content += [{"type": "image_url", "image_url": {"url": image_data_url(data, _mime(data))}} for data in images]
-    body: dict[str, Any] = {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature,
-                            "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": content}]}
-    if schema is not None:
-        form = {"name": "answer", **({"strict": True} if strict else {}), "schema": strict_form(schema) if strict else schema}
-        body["response_format"] = {"type": "json_schema", "json_schema": form}
-    return body
-
-
-def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, *,
-               strict: bool = False) -> bytes:
-    """:func:`request_body` as UTF-8 JSON, spliced from pieces encoded once (each image's content part,
-    the schema's JSON) instead of encoding their long strings again on every call.
-
-    Example:
-        >>> config = VLMConfig("http://127.0.0.1:9/v1", "m")
-        >>> json.loads(body_bytes(config, "hi", [], None)) == request_body(config, "hi", [], None)
-        True
-    """
-    settings = json.dumps({"model": config.model, "max_tokens": config.max_tokens,
-                           "temperature": config.temperature}, ensure_ascii=False)[:-1]  # without its closing brace
-    user = json.dumps({"type": "text", "text": prompt}, ensure_ascii=False) + "".join("," + p for p in image_parts)
-    texts = None if schema is None else _schema_texts(schema)
-    answer = "" if texts is None else (',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
-                                       + ('"strict":true,' if strict else "")
-                                       + f'"schema":{texts[2] if strict else texts[1]}}}}}')
-    return (f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'
-            .encode("utf-8"))
-
-
-def _with_schema(prompt: str, schema: dict[str, Any]) -> str:
-    return f"{prompt}\nAnswer with one JSON object and nothing else, following this JSON schema:\n{json.dumps(schema)}"
-
-
-def _message_text(data: Any, tokens: list[int]) -> str:
-    """The first choice's text; VLMRefused for a refusal or a filtered answer, VLMBadAnswer otherwise."""
-    try:
-        usage = data.get("usage") or {}
-        tokens[0] += int(usage.get("prompt_tokens") or 0)
-        tokens[1] += int(usage.get("completion_tokens") or 0)
-        choice = data["choices"][0]
-        message = choice["message"]
-    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
-        raise VLMBadAnswer("the answer is not a chat completion (no choices[0].message)") from err
-    if message.get("refusal") or choice.get("finish_reason") == "content_filter":
-        raise VLMRefused(f"the model declined: {shown_text(str(message.get('refusal') or 'content filter'))[:80]}")
-    text = message.get("content")
-    if not isinstance(text, str) or not text.strip():
-        raise VLMBadAnswer("the answer has no text")
-    return text
 
 
 def _cache_key(model: str, prompt: str, schema_text: str | None, image_digests: Sequence[str]) -> str:
