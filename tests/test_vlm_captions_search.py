@@ -147,4 +147,5 @@ def test_vlm_caption_writes_a_stores_captions_into_the_store(world, tmp_path, ca
     assert code == 0 and f"-> {store / CAPTIONS}" in capsys.readouterr().out
     assert sorted(read_captions(store / CAPTIONS)) == sorted(image.path for image in images[:2])
     check_store_folder(store)  # still a store: a save into it keeps the captions
-    assert use_captions(load_gallery(store), store)[1]["vlm_captioned"] == 2
+    # nothing seen (the dry-run server): recorded, so a resumed run does not ask again, but no evidence
+    assert use_captions(load_gallery(store), store)[1]["vlm_captioned"] == 0

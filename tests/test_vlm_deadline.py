@@ -96,7 +96,8 @@ def _valid(body) -> str:
     if "question" in fields:
         return '{"question": "And what about that?"}'
     if "scores" in fields:
-        return json.dumps({"scores": [0.5] * fields["scores"]["minItems"]})
+        images = [p for p in body["messages"][-1]["content"] if p["type"] == "image_url"]  # strict: no minItems
+        return json.dumps({"scores": [0.5] * len(images)})
     return "{}"
 
 
@@ -183,3 +184,5 @@ def test_the_spliced_body_is_the_plain_request(schema):
     prompt = 'A "quoted" witness: \u00e9t\u00e9, rouge\n'
     assert json.loads(body_bytes(client.config, prompt, parts, schema)) == \
         request_body(client.config, prompt, images, schema)
+    assert json.loads(body_bytes(client.config, prompt, parts, schema, strict=True)) == \
+        request_body(client.config, prompt, images, schema, strict=True)

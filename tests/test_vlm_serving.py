@@ -114,3 +114,27 @@ def test_the_models_facts_are_marked_on_the_page_and_in_the_api_and_removed_like
     assert removed.status_code == 303
     assert after["facts"] == [woman] and after["fact_sources"] == ["vlm"]
     assert rebuilt == after and len(endpoint.requests) == 1
+
+
+def test_a_failing_endpoint_is_said_on_the_page_and_in_the_api(world, tmp_path):
+    """Issue 40: a slow or failing endpoint was silent (the user waited its deadline every turn)."""
+    from minterpr.serving.app import create_app
+    from minterpr.vlm.testing import status
+
+    with ScriptedServer([status(500)], repeat=True) as endpoint:
+        config = VLMConfig(endpoint.url, "m", uses=("rerank",), max_retries=0, skip_turns=2)
+        services = prepare(tmp_path / "state", *world, vlm=config)
+        client = TestClient(create_app(services.settings, services))
+        with client:
+            headers = login(client, "ana")
+            case = open_case(client, headers)
+            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
+                              headers=headers).json()["session_id"]
+            view = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"}, headers=headers)
+            page = client.get(f"/sessions/{sid}").text
+            second = client.post(f"/api/sessions/{sid}/describe", json={"text": "she had a backpack"},
+                                 headers=headers).json()
+    notice = view.json()["model_notice"]
+    assert notice.startswith(f"the model at {endpoint.url} failed") and "for the next 2 turns" in notice
+    assert 'id="model-notice"' in page and "searching without it" in page
+    assert "searching without it" in second["model_notice"] and len(endpoint.requests) == 1  # skipped

@@ -9,6 +9,7 @@ import pytest
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.history import ModelFact, fact_source
 from minterpr.interaction.session import Session
+from minterpr.language.phrasing import Fact
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.interaction.steps import AskQuestion
 from minterpr.types import GalleryImage
@@ -128,7 +129,9 @@ def test_asking_keeps_the_policys_slot_and_refuses_leading_or_other_questions(ga
     assert np.array_equal(step.ranking, plain.ranking)
 
 
-def test_anchor_answers_enrich_the_query_as_facts_from_the_anchor(gallery):
+def test_anchor_readings_are_evidence_about_the_anchor_not_facts_about_the_person(gallery, tmp_path):
+    """Issue 40: the model's reading of the top result was added as facts about the person sought (the
+    top result is usually someone else); the system then stopped asking and R@1 fell 96 -> 60 %."""
     backend, index, _ = gallery
     seen = {"age": [], "hair_length": ["long"], "upper_colour": ["black"], "carried": ["backpack"]}
     with ScriptedServer([reply("{}")]) as server:  # "{}" violates the schema: asks which slots are open
@@ -137,13 +140,42 @@ def test_anchor_answers_enrich_the_query_as_facts_from_the_anchor(gallery):
     open_slots = server.requests[0]["body"]["response_format"]["json_schema"]["schema"]["properties"]
     assert "gender" not in open_slots and "upper_colour" in open_slots
     answer = json.dumps({slot: seen.get(slot, []) for slot in open_slots})
-    with ScriptedServer([reply(answer)]) as server:
-        session = Session(backend, index, vlm=assistant(server, uses=("anchor",)))
+    plain = Session(backend, index, schedule="questions").describe("a woman")
+    with ScriptedServer([reply(answer)], repeat=True) as server:
+        session = Session(backend, index, schedule="questions", vlm=assistant(server, uses=("anchor",)))
         step = session.describe("a woman")
-    assert server.requests[0]["body"]["messages"][1]["content"][1]["type"] == "image_url"
-    anchor_facts = [f for f in session.history[0].facts if isinstance(f, ModelFact)]
-    assert {f.slot for f in anchor_facts} == {"hair_length", "upper_colour", "carried"}
-    assert all(f.use == "anchor" for f in anchor_facts) and int(step.ranking[0]) == 4
+        assert server.requests[0]["body"]["messages"][1]["content"][1]["type"] == "image_url"
+        anchor = int(plain.ranking[0])
+        readings = [f for f in session.history[0].facts if isinstance(f, ModelFact)]
+        assert {f.slot for f in readings} == {"hair_length", "upper_colour", "carried"}
+        assert all(f.use == "anchor" and f.image == index.images[anchor].path for f in readings)
+        # not the witness's words: the person sought is still only "a woman", and questions keep coming
+        assert session.facts == (Fact("gender", ("female",)),)
+        assert np.array_equal(step.ranking, plain.ranking) and step.action == plain.action
+        assert isinstance(step.action, AskQuestion) and step.action.slot in {f.slot for f in readings}
+        # the history keeps the image each reading was seen on
+        replayed = Session.load_history(session.save_history(tmp_path / "chat.json"), backend, index)
+        assert replayed.history[0].facts == session.history[0].facts and replayed.facts == session.facts
+        # ruled out: its readings go; confirmed: they become facts about the person
+        session.feedback(anchor, "No, not her.")
+        assert all(not isinstance(f, ModelFact) or f.image != index.images[anchor].path for f in session.facts)
+        session.undo()
+        session.feedback(anchor, "Yes, that's her.")
+        assert set(readings) <= set(session.facts)
+
+
+def test_an_anchor_reading_moves_that_images_evidence_part_of_the_way():
+    from minterpr.language.evidence import SEEN_WEIGHT, fact_log_likelihood, stated_log_likelihood
+    from minterpr.language.ontology import ONTOLOGY
+    probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.5)
+    red = Fact("upper_colour", ("red",))
+    before = fact_log_likelihood(red, probs)
+    p = float(np.exp(before[1]))
+    seen = ModelFact("upper_colour", ("black",), use="anchor", image="b.jpg")
+    after = stated_log_likelihood(before, [red], {1: [seen]}, probs)
+    assert after[0] == before[0] and after[1] == pytest.approx(np.log((1 - SEEN_WEIGHT) * p))
+    said = stated_log_likelihood(before, [red], {1: [seen, Fact("upper_colour", ("red",))]}, probs)
+    assert said[1] == pytest.approx(np.log(0.98))  # the user's own words about the image win
 
 
 def test_rerank_judgements_combine_with_the_scores_and_survive_undo(gallery):

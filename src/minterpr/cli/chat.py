@@ -286,6 +286,9 @@ class ChatLoop:
     def show(self, step) -> None:
         if self.session.history:  # what the system took from the turn, the model's facts marked as such
             self.say(understood_line(self.session.history[-1]))
+        vlm = self.session.vlm
+        if vlm is not None and vlm.notice:  # a failing or slow endpoint is said, not waited on in silence
+            self.say(f"note: {vlm.notice}")
         self._show_results(step)
 
     def _show_results(self, step) -> None:

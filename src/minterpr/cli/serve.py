@@ -41,16 +41,22 @@ DEMO_TIMES_START = dt.datetime(2026, 3, 2, 8, 0, tzinfo=dt.timezone.utc)  # synt
 
 
 def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
-    """``--gallery NAME STORE [RUN]`` occurrences as (name, store, run); RUN defaults to the shipped model.
+    """``--gallery NAME STORE [RUN]`` occurrences as (name, store, run directory); RUN defaults to the shipped
+    model and is resolved as every other command resolves ``--run`` (``shipped[:NAME]``, ``hf-hub:ORG/NAME``,
+    a path), not as a folder named "shipped" in the working directory (issue 40).
 
-    >>> gallery_specs([["lobby", "galleries/lobby"], ["hall", "galleries/hall", "runs/mine"]])
-    [('lobby', 'galleries/lobby', 'shipped'), ('hall', 'galleries/hall', 'runs/mine')]
+    >>> from minterpr.models.zoo import shipped_model_dir
+    >>> specs = gallery_specs([["lobby", "galleries/lobby"], ["hall", "galleries/hall", "runs/mine"]])
+    >>> specs == [("lobby", "galleries/lobby", str(shipped_model_dir())), ("hall", "galleries/hall", "runs/mine")]
+    True
     """
+    from minterpr.models.zoo import resolve_model
+
     specs = []
     for words in values or ():
         if len(words) not in (2, 3):
             raise CLIError(f"--gallery takes NAME STORE [RUN], got {len(words)} value(s): {' '.join(words)}")
-        specs.append((words[0], words[1], words[2] if len(words) == 3 else "shipped"))
+        specs.append((words[0], words[1], str(resolve_model(words[2] if len(words) == 3 else "shipped"))))
     return specs
 
 

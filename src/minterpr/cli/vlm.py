@@ -13,11 +13,16 @@ Example:
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
+
 from minterpr.cli.common import add_common_options, write_json
 from minterpr.cli.vlm_options import add_vlm_arguments, vlm_config
 from minterpr.errors import InputError
+
+GIVE_UP_AFTER = 5  # crops in a row without a usable answer after which a run stops (serving/caption_jobs.py's too)
+_NO_LIMIT = 2**62  # a budget no flag set: none
 
 
 def cmd_caption(args: argparse.Namespace) -> int:
@@ -28,6 +33,12 @@ def cmd_caption(args: argparse.Namespace) -> int:
     config = vlm_config(args, "caption")
     if config is None:
         raise InputError("minterpr vlm caption needs --vlm-url and --vlm-model")
+    if args.give_up_after < 1:
+        raise InputError(f"--give-up-after must be >= 1, got {args.give_up_after}")
+    # a run's budgets are the ones its flags set: a session's defaults (500 calls, 500,000 tokens) would stop
+    # a gallery part-way (666 of 886 demo crops) whatever --vlm-max-calls said (issue 40)
+    config = dataclasses.replace(config, max_calls=args.vlm_max_calls if args.vlm_max_calls is not None else _NO_LIMIT,
+                                 max_total_tokens=args.vlm_max_tokens if args.vlm_max_tokens is not None else _NO_LIMIT)
     if args.index is not None:  # a gallery store: its crops, its root, its own captions file (what serve reads)
         from minterpr.index.store.gallery_store import load_gallery
 
@@ -45,12 +56,12 @@ def cmd_caption(args: argparse.Namespace) -> int:
 
     with VLMClient(config) as client:
         report = caption_gallery(images, root, client, out, batch_size=args.batch_size, limit=args.limit,
-                                 progress=progress)
+                                 progress=progress, give_up_after=args.give_up_after)
     if not args.quiet:
         print(file=sys.stderr)
     usage = report["usage"]
-    print(f"captioned {report['captioned']} crops ({report['skipped']} already done, {report['failed']} failed, "
-          f"{report['unreadable']} unreadable) in {report['seconds']:.1f} s: {usage['calls']} calls, "
+    print(f"captioned {report['captioned']} crops ({report['skipped']} already done, {report['nothing_seen']} with "
+          f"nothing seen, {report['failed']} failed, {report['unreadable']} unreadable) in {report['seconds']:.1f} s: {usage['calls']} calls, "
           f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens -> {out}")
     if report["stopped"]:
         print(f"stopped: {report['stopped']} (run again to continue)")
@@ -74,6 +85,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                          help="where records go (appended; resumed; default with --index: STORE/vlm_captions.jsonl)")
     caption.add_argument("--batch-size", type=int, default=16, help="crops written per batch (default 16)")
     caption.add_argument("--limit", type=int, default=None, metavar="N", help="caption at most N more crops")
+    caption.add_argument("--give-up-after", type=int, default=GIVE_UP_AFTER, metavar="N",
+                         help=f"stop after N crops in a row without a usable answer (default {GIVE_UP_AFTER}, as the "
+                              "service's captioning job); run again to resume")
     add_vlm_arguments(caption, uses=None)
     caption.set_defaults(handler=cmd_caption)
     add_common_options(caption, json=True)

@@ -37,9 +37,11 @@ def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: str | None = "re
                        help="longest a turn (or a crop) waits for the model (default: 10)")
     group.add_argument("--vlm-cache", metavar="FILE.json", help="keep the model's answers in FILE across runs")
     group.add_argument("--vlm-max-calls", type=int, default=None, metavar="N",
-                       help="model calls per session, or per `vlm caption` run (5 a crop) (default: 500)")
+                       help="model calls per session (default: 500), or per `vlm caption` run (5 a crop; "
+                            "default: no limit)")
     group.add_argument("--vlm-max-tokens", type=int, default=None, metavar="N",
-                       help="prompt + completion tokens per session, or per `vlm caption` run (default: 500,000)")
+                       help="prompt + completion tokens per session (default: 500,000), or per `vlm caption` run "
+                            "(default: no limit)")
 
 
 def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
@@ -59,8 +61,11 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
     for flag, field in (("vlm_max_calls", "max_calls"), ("vlm_max_tokens", "max_total_tokens")):
         if getattr(args, flag, None) is not None:
             options[field] = getattr(args, flag)
-    return VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
-                     uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache, **options)
+    config = VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
+                       uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache,
+                       **options)
+    config.api_key()  # an unset key variable stops the command now (one line naming it), not every turn later
+    return config
 
 
 def add_caption_arguments(parser: argparse.ArgumentParser, *, per_store: bool = False) -> None:
@@ -83,7 +88,9 @@ def format_vlm_usage(usage: dict[str, Any]) -> str:
     if usage.get("turns"):
         t = usage["per_turn"]
         return (f"vlm: {usage['turns']} turns, per turn {t['calls']:.2f} calls ({t['cached']:.2f} cached, "
-                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms")
+                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms"
+                + (f"; {usage['total']['discarded']} phrased questions discarded" if usage["total"].get("discarded")
+                   else ""))
     t = usage["total"]
     return (f"vlm: {t['calls']} calls ({t['cached']} cached, {t['failed']} fell back), "
             f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, {t['latency_s']:.1f} s")

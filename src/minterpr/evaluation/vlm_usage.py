@@ -10,7 +10,7 @@ Example:
     >>> usage.add(0, {"calls": 2, "cached": 0, "fallbacks": 1, "tokens": 120, "latency_s": 0.5})
     >>> usage.add(0, {"calls": 0, "cached": 1, "fallbacks": 0, "tokens": 0, "latency_s": 0.0})
     >>> usage.summary()["per_turn"]
-    {'calls': 1.0, 'cached': 0.5, 'fallbacks': 0.5, 'tokens': 60.0, 'latency_s': 0.25}
+    {'calls': 1.0, 'cached': 0.5, 'fallbacks': 0.5, 'tokens': 60.0, 'latency_s': 0.25, 'discarded': 0.0, 'skipped': 0.0}
 """
 from __future__ import annotations
 
@@ -20,7 +20,8 @@ from minterpr.vlm.assist import VLMAssistant
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
 
-_KEYS = ("calls", "cached", "fallbacks", "tokens", "latency_s")
+# discarded: the model's questions refused; skipped: turns that did not ask a failing endpoint (backing off)
+_KEYS = ("calls", "cached", "fallbacks", "tokens", "latency_s", "discarded", "skipped")
 
 
 def vlm_sessions(config: VLMConfig | None, count: int) -> list[VLMAssistant | None]:
@@ -43,7 +44,7 @@ class TurnUsage:
         row = self.rounds[round_]
         row["turns"] += 1
         for key in _KEYS:
-            row[key] += usage[key]
+            row[key] += usage.get(key, 0)
 
     def summary(self) -> dict[str, Any]:
         """{"turns", "total": {...}, "per_turn": {...means...}, "per_round": [{...means...}]}."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import json
 import os
 import reprlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple, Sequence
 
 from minterpr.data.errors import DataError
@@ -64,6 +64,9 @@ class ModelFact(Fact):
     """A fact a vision-language model contributed (minterpr.vlm); its source shows as "vlm"."""
 
     use: str = "reading"  # "reading" (the user's words, read by the model) or "anchor" (seen on the anchor image)
+    # use "anchor": the gallery path of the image it was seen on. Such a fact is evidence about that image,
+    # and about the person sought only once the user confirms that image (interaction/vlm_turn.py)
+    image: str = field(default="", repr=False)
 
 
 MODEL_USES = ("reading", "anchor")
@@ -127,8 +130,8 @@ class HistoryEntry(NamedTuple):
         """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...], "shown": [...]
         (the shown image's facts, same form), "understood": bool (derived, for the page; ignored when read)}."""
         data: dict[str, Any] = {"type": _NAMES[type(self.turn)], **self.turn.__dict__}
-        data["facts"] = [[f.slot, list(f.values), f.negated, *([f.use] if isinstance(f, ModelFact) else [])]
-                         for f in self.facts]  # a model's fact carries its use as a 4th item
+        data["facts"] = [[f.slot, list(f.values), f.negated, *_model_items(f)]
+                         for f in self.facts]  # a model's fact carries its use (and anchor image) as 4th (5th) items
         data["top"] = list(self.top)
         data["shown"] = [[f.slot, list(f.values), f.negated] for f in self.shown]
         data["understood"] = self.understood
@@ -143,10 +146,19 @@ class HistoryEntry(NamedTuple):
             raise InputError(f"history entry: {bad.field}: {bad.reason}") from None
 
 
+def _model_items(fact: Fact) -> list[str]:
+    """A model's fact's use, and for the anchor use the image it was seen on (the 4th and 5th items)."""
+    if not isinstance(fact, ModelFact):
+        return []
+    return [fact.use, fact.image] if fact.use == "anchor" and fact.image else [fact.use]
+
+
 def _parse_fact(item: Any, k: int) -> Fact:
     where = f"facts[{k}]"
-    if not isinstance(item, (list, tuple)) or len(item) not in (3, 4) or (len(item) == 4 and item[3] not in MODEL_USES):
-        raise _Bad(where, f"expected [slot, [values], negated] (+ reading|anchor for a model's fact), got {_short(item)}")
+    if not isinstance(item, (list, tuple)) or len(item) not in (3, 4, 5) or (len(item) >= 4 and item[3] not in MODEL_USES) \
+            or (len(item) == 5 and (item[3] != "anchor" or not isinstance(item[4], str))):
+        raise _Bad(where, f"expected [slot, [values], negated] (+ reading|anchor for a model's fact, + the image "
+                          f"path for anchor), got {_short(item)}")
     slot, values, negated = item[:3]
     if not isinstance(slot, str) or slot not in ONTOLOGY.slot_names:
         raise _Bad(where, f"unknown slot {_short(slot)}")
@@ -157,7 +169,9 @@ def _parse_fact(item: Any, k: int) -> Fact:
                           f"got {_short(values)}")
     if not isinstance(negated, bool):
         raise _Bad(where, f"negated must be true or false, got {_short(negated)}")
-    return Fact(slot, tuple(values), negated) if len(item) == 3 else ModelFact(slot, tuple(values), negated, item[3])
+    if len(item) == 3:
+        return Fact(slot, tuple(values), negated)
+    return ModelFact(slot, tuple(values), negated, item[3], item[4] if len(item) == 5 else "")
 
 
 def _parse_entry(data: Any) -> HistoryEntry:

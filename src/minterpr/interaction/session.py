@@ -82,7 +82,8 @@ from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
 from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
 from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
-from minterpr.interaction.vlm_turn import model_anchor, model_judgements, model_reading, with_judgements
+from minterpr.interaction.vlm_turn import (model_anchor, model_judgements, model_reading, seen_evidence, target_facts,
+                                           with_judgements)
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 from minterpr.vlm.assist import VLMAssistant
 from minterpr.vlm.config import VLMConfig
@@ -226,9 +227,10 @@ class Session:
         rest = self._history[:-1]
         step = None
         state = self._rng.getstate()
+        if self.vlm is not None:  # the undo's own calls (none past the cache), not the undone turn's again
+            self.vlm.begin_turn()
         if rest:
             if self.vlm is not None:
-                self.vlm.begin_turn()
                 self._phrasing = True  # the question the restored step asked (the model's answer is cached)
             self._rng.setstate(self._rng_states[-2])  # as before the restored step was computed
             try:
@@ -252,7 +254,7 @@ class Session:
         of the top candidates, recomputed when they change it (interaction/vlm_turn.py); each recomputation
         starts from the turn's generator ``state``, so undo and replay compute the same step once."""
         anchor = step.anchor if step.anchor is not None else int(step.ranking[0])
-        seen = model_anchor(self.vlm, self.index, anchor, _facts(history), _asked_slots(history))
+        seen = model_anchor(self.vlm, self.index, anchor, self._target(history), _asked_slots(history))
         if seen:
             history[-1] = history[-1]._replace(facts=history[-1].facts + seen)
             self._rng.setstate(state)
@@ -335,8 +337,9 @@ class Session:
 
     @property
     def facts(self) -> tuple[Fact, ...]:
-        """Every fact parsed so far, in order."""
-        return _facts(self._history)
+        """Every fact about the person sought so far, in order (the model's readings of an anchor image
+        only once the user confirmed that image; :func:`~minterpr.interaction.vlm_turn.target_facts`)."""
+        return self._target(self._history)
 
     @property
     def image_facts(self) -> dict[int, tuple[Fact, ...]]:
@@ -409,11 +412,12 @@ class Session:
         turns = [entry.turn for entry in history]
         queries = self.backend.encode_turns(turns, self.index)  # (R, D)
         judgements = self._judgements(history)
-        facts = _facts(history)
+        facts = self._target(history, judgements)
         named = {self.index.index_of(t.image_path) for t in turns if isinstance(t, ExampleTurn)} - {None}
         stated = _image_facts(history, self.index)  # what the user said of each shown image: evidence about it
+        evidence = seen_evidence(history, self.index, judgements, stated)  # + the model's readings of anchors
         found = rank_candidates(self.index, queries[-1], facts, judgements, self.shortlist, self.reranking,
-                                named=named, min_open=self.num_references + 1, stated=stated)  # every image on the exact path
+                                named=named, min_open=self.num_references + 1, stated=evidence)  # every image on the exact path
         scores = found.scores
         if judged:  # the model's judgements of this turn's candidates (vlm rerank)
             weight = self.vlm.config.rerank_weight if self.vlm is not None else VLMConfig.rerank_weight
@@ -430,6 +434,11 @@ class Session:
                     lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence,
                                             stated=stated.get(i, ())),
                     len(self.index), self.match_temperature)
+
+    def _target(self, history: Sequence[HistoryEntry],
+                judgements: dict[int, bool | None] | None = None) -> tuple[Fact, ...]:
+        judgements = self._judgements(history) if judgements is None else judgements
+        return target_facts(history, {self.index.images[i].path for i, v in judgements.items() if v})
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:
@@ -478,10 +487,6 @@ def _reason(err: BaseException) -> str:
     if isinstance(err, MinterprError):
         return str(err)
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-
-
-def _facts(history: Sequence[HistoryEntry]) -> tuple[Fact, ...]:
-    return tuple(f for entry in history for f in entry.facts)
 
 
 def _image_facts(history: Sequence[HistoryEntry], index: GalleryIndex) -> dict[int, tuple[Fact, ...]]:

@@ -37,7 +37,7 @@ _KEYWORD_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
     (("lower", "colo"), "lower_colour"), (("colo",), "upper_colour"),
     (("sleeve",), "sleeve_length"), (("pattern",), "upper_pattern"), (("logo",), "upper_pattern"),
     (("stripe",), "upper_pattern"), (("shoe",), "footwear_type"), (("footwear",), "footwear_type"),
-    (("carry",), "carried"), (("carrying",), "carried"), (("bag",), "carried"), (("holding",), "carried"),
+    (("carry",), "carried"), (("handbag",), "carried"), (("backpack",), "carried"), (("carrying",), "carried"), (("bag",), "carried"), (("holding",), "carried"),
     (("hat",), "headwear"), (("head",), "headwear"), (("glasses",), "accessories"), (("accessor",), "accessories"),
     (("scarf",), "accessories"), (("old",), "age"), (("age",), "age"), (("man or",), "gender"),
     (("male",), "gender"), (("gender",), "gender"), (("trouser",), "lower_type"), (("skirt",), "lower_type"),
@@ -70,15 +70,32 @@ def _normalise(text: str) -> str:
 
 
 def question_slot(question: str) -> str | None:
-    """The slot a question asks about: exact for minterpr's own questions, by keywords otherwise."""
+    """The slot a question asks about: exact for minterpr's own questions, by keywords otherwise (each
+    keyword starts a word: "What did she have on her head?" is about headwear, "What was that?" is not).
+
+    Example:
+        >>> question_slot("And what about that bag?"), question_slot("What was that, then?")
+        ('carried', None)
+    """
     text = _normalise(question)
     exact = _template_slots().get(text)
     if exact is not None:
         return exact
     for words, slot in _KEYWORD_RULES:
-        if all(word in text for word in words):
+        if all(_starts_word(word, text) for word in words):
             return slot
     return None
+
+
+@lru_cache(maxsize=None)
+def _keyword(word: str) -> re.Pattern[str]:
+    return re.compile(rf"(?<![a-z']){re.escape(word)}")
+
+
+def _starts_word(word: str, text: str) -> bool:
+    """Does ``word`` start a word of ``text``? ("hat" in "a hat" or "hats", not in "what" or "that";
+    "colo" in "colour" and "color")."""
+    return _keyword(word).search(text) is not None
 
 
 def verdict(feedback: str) -> bool | None:

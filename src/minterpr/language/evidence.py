@@ -38,6 +38,9 @@ __all__ = ["PROB_FLOOR", "SINGLE", "SLOT_COLUMNS", "chosen_columns", "fact_log_l
 PROB_FLOOR = 0.02  # probabilities are clipped to [floor, 1 - floor]: one wrong prediction costs <= ln 50
 SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
 SINGLE = {s.name: not s.multi for s in ONTOLOGY.slots}  # slot -> values exclusive (probabilities normalised)
+# a vision-language model's reading of an image (the anchor use) moves a fact's probability for that image
+# this far towards 1 or 0: half-way, because a reading can be wrong (the user's own words move it all the way)
+SEEN_WEIGHT = 0.5
 
 
 def chosen_columns(fact: Fact) -> list[int]:
@@ -112,6 +115,8 @@ def stated_log_likelihood(loglik: np.ndarray, facts: Sequence[Fact], stated: Map
     the user described (``stated``: gallery position -> what they said of it) recomputed: the facts
     their words decide count log(1 - floor) or log(floor), the rest as the model has them. A copy;
     ``loglik`` itself is left as it was. Images whose words decide none of the facts keep their term.
+    A vision-language model's reading of the image among ``stated`` (a fact with ``use == "anchor"``)
+    decides only what the user's words leave open, and only part of the way (:data:`SEEN_WEIGHT`).
 
     Example:
         >>> probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.5)
@@ -124,15 +129,28 @@ def stated_log_likelihood(loglik: np.ndarray, facts: Sequence[Fact], stated: Map
     out = np.array(loglik, dtype=np.float64)
     distinct = list(dict.fromkeys(facts))
     for i, said in stated.items():
-        verdicts = [stated_holds(f, said) for f in distinct]
-        if all(v is None for v in verdicts):
+        own = [f for f in said if not _seen(f)]
+        seen = [f for f in said if _seen(f)]
+        verdicts = [stated_holds(f, own) for f in distinct]
+        readings = [stated_holds(f, seen) if v is None and seen else None for f, v in zip(distinct, verdicts)]
+        if all(v is None for v in verdicts) and all(r is None for r in readings):
             continue
         rows = np.array([i])
         total = 0.0  # float64 in the order of first mention, as FactLikelihoods.total adds them
-        for fact, holds in zip(distinct, verdicts):
-            if holds is None:
-                total += float(fact_log_likelihood(fact, probs, floor, rows)[0])
-            else:
+        for fact, holds, reading in zip(distinct, verdicts, readings):
+            if holds is not None:
                 total += float(np.log(1.0 - floor) if holds else np.log(floor))
+            elif reading is None:
+                total += float(fact_log_likelihood(fact, probs, floor, rows)[0])
+            else:  # a model's reading may be wrong: it moves the predictor's probability part of the way
+                p = float(np.exp(fact_log_likelihood(fact, probs, floor, rows)[0]))
+                p = SEEN_WEIGHT * float(reading) + (1.0 - SEEN_WEIGHT) * p
+                total += float(np.log(min(max(p, floor), 1.0 - floor)))
         out[i] = total
     return out
+
+
+def _seen(fact: Fact) -> bool:
+    """A vision-language model's reading of an anchor image (interaction.history.ModelFact with use
+    "anchor"), told apart by its field so this layer needs no import from the interaction layer."""
+    return getattr(fact, "use", None) == "anchor"

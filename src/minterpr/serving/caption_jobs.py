@@ -47,7 +47,8 @@ from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas_jobs import CaptionRequest, JobView
 
 GIVE_UP_AFTER = 5  # crops in a row without a usable answer after which a job stops (start it again to resume)
-AUDITED = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens")
+AUDITED = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens",
+           "attempts")  # attempts: HTTP requests, retries included
 
 
 def caption_config(settings: Any) -> Any:
@@ -155,7 +156,8 @@ def _run(services: Any, principal: Principal, job_id: str, request: CaptionReque
             summary["reopen_error"] = err.message
     result = {**summary, "seconds": report["seconds"], "reopened": reopened, "stopped": report["stopped"]}
     said = (f"{report['captioned']} crops of {gallery} captioned ({report['skipped']} done before, "
-            f"{report['failed']} without an answer, {report['unreadable']} unreadable)")
+            f"{report['nothing_seen']} with nothing seen, {report['failed']} without an answer, "
+            f"{report['unreadable']} unreadable)")
     if report["stopped"] == "cancelled":
         jobs.finish(job_id, principal, "cancelled", f"{said}; start it again to resume", result)
     elif report["stopped"]:
@@ -175,8 +177,10 @@ def progress(counts: dict[str, Any], usage: dict[str, Any], total: int) -> dict[
         >>> line["crops_done"], line["fraction"], line["tokens"], line["calls_failed"]
         (7, 0.7, 600, 2)
     """
-    done = counts["skipped"] + counts["captioned"] + counts["failed"] + counts["unreadable"]
+    seen_none = counts.get("nothing_seen", 0)  # answered, nothing seen: done, not captioned
+    done = counts["skipped"] + counts["captioned"] + seen_none + counts["failed"] + counts["unreadable"]
     return {"stage": "caption", "fraction": round(done / total, 4) if total else 1.0, "crops_done": done,
-            "crops_total": total, "captioned": counts["captioned"], "skipped": counts["skipped"],
+            "crops_total": total, "captioned": counts["captioned"], "nothing_seen": seen_none,
+            "skipped": counts["skipped"],
             "failed": counts["failed"], "unreadable": counts["unreadable"], "calls": usage["calls"],
             "calls_failed": usage["failed"], "tokens": usage["prompt_tokens"] + usage["completion_tokens"]}

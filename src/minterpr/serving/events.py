@@ -96,7 +96,8 @@ def withdraw_payload(turn: int, fact: Fact) -> dict[str, Any]:
         >>> withdraw_payload(0, ModelFact("carried", ("umbrella",)))
         {'turn': 0, 'fact': ['carried', ['umbrella'], False, 'reading']}
     """
-    use = [fact.use] if isinstance(fact, ModelFact) else []
+    use = ([fact.use, fact.image] if fact.use == "anchor" and fact.image else [fact.use]) \
+        if isinstance(fact, ModelFact) else []  # an anchor reading with the image it was seen on
     return {"turn": int(turn), "fact": [fact.slot, list(fact.values), bool(fact.negated), *use]}
 
 
@@ -121,11 +122,12 @@ def withdrawn(event: Event, turns: int) -> tuple[int, Fact]:
     try:
         turn, item = event.payload["turn"], event.payload["fact"]
         slot, values, negated, *use = item
-        if len(use) > 1 or (use and use[0] not in MODEL_USES):
-            raise ValueError(f"a fact is [slot, [values], negated] (+ {' or '.join(MODEL_USES)}), got {item!r}")
+        if len(use) > 2 or (use and use[0] not in MODEL_USES) or (len(use) == 2 and use[0] != "anchor"):
+            raise ValueError(f"a fact is [slot, [values], negated] (+ {' or '.join(MODEL_USES)}, + the image for "
+                             f"anchor), got {item!r}")
         fact = Fact(str(slot), tuple(str(v) for v in values), bool(negated))
         if use:
-            fact = ModelFact(fact.slot, fact.values, fact.negated, use[0])
+            fact = ModelFact(fact.slot, fact.values, fact.negated, use[0], str(use[1]) if len(use) == 2 else "")
     except (KeyError, TypeError, ValueError) as err:
         raise InputError(f"event {event.seq}: a malformed withdraw ({err})") from None
     if isinstance(turn, bool) or not isinstance(turn, int) or not 0 <= turn < turns:

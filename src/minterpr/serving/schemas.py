@@ -277,6 +277,7 @@ class TurnView(Strict):
     probably_absent: bool = False
     scope: str = ""  # the images this session searches, in words: cameras and time window (UTC)
     confirmed_all: list[ConfirmedView] = []  # every crop confirmed as the person, in order (confirmed is the last)
+    model_notice: str = ""  # the vision-language model failed or is skipped this turn, in words ("" otherwise)
 
 
 class SessionSummary(Strict):

@@ -55,7 +55,8 @@ from minterpr.vlm.assist import VLMAssistant
 
 _AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
                  "confirm": "confirm"}
-_VLM_AUDIT = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens")
+_VLM_AUDIT = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens",
+             "attempts")  # attempts: HTTP requests, retries included
 
 
 def acted(principal: Principal) -> dict[str, Any]:

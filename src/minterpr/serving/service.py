@@ -100,6 +100,8 @@ def build_services(settings: ServeSettings, *, jobs: bool = True, upgrade: bool 
     queue marks the jobs a stopped server left running as interrupted, which would be wrong then.
     ``upgrade``: bring an older database's schema up to date (else it is refused, see
     :mod:`minterpr.serving.schema`)."""
+    if jobs and settings.vlm is not None:  # a server checks its key variable at start, not at every describe
+        settings.vlm.api_key()  # InputError naming the variable (never the key)
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.torch_threads is not None:
         import torch

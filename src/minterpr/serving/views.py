@@ -214,8 +214,8 @@ def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
                     in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
                     confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=timeline(live),
                     unrecognised=unrecognised(live), presence=probability, probably_absent=absent,
-                    scope=live.scope,
-                    exports=list(live.exports))
+                    scope=live.scope, exports=list(live.exports),
+                    model_notice=live.session.vlm.notice if live.session.vlm is not None else "")
 
 
 def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:

@@ -9,7 +9,9 @@ times out, runs out of budget or answers nonsense.
   deadlines, budget) and the registry of uses;
 - :mod:`~minterpr.vlm.client`: the chat-completions client (images as data URLs, JSON-schema
   output, retries, budget, cache, a record of every call);
-- :mod:`~minterpr.vlm.schema`: the ontology as JSON schemas, and validated parsing of answers;
+- :mod:`~minterpr.vlm.protocol`: the request body (spliced from pieces encoded once) and the answer's text;
+- :mod:`~minterpr.vlm.schema`: the ontology as JSON schemas (and their strict-mode form), validated
+  parsing of answers, model text made safe to show;
 - :mod:`~minterpr.vlm.assist`: the uses a session calls (reading, asking, anchor, rerank);
 - :mod:`~minterpr.vlm.caption`: MTG at ingestion (captions and per-slot evidence per crop);
 - :mod:`~minterpr.vlm.testing`: a scripted local server speaking the protocol (tests, benchmarks).

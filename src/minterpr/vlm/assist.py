@@ -39,10 +39,14 @@ from minterpr.language.phrasing import Fact
 from minterpr.language.text_reading import FILLERS, NEGATORS, RESETS, read_tokens
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
-from minterpr.vlm.errors import VLMError, VLMUnavailable
-from minterpr.vlm.schema import answer_facts, answers_schema, answers_to_facts, facts_schema, question_schema, scores_schema
+from minterpr.vlm.errors import VLMError, VLMTimeout, VLMUnavailable
+from minterpr.vlm.schema import (answer_facts, answers_schema, answers_to_facts, facts_schema, question_schema,
+                                  scores_schema, shown_text)
 
 _STOP = FILLERS | NEGATORS | RESETS | {"i", "it", "and", "of", "in", "with", "think", "she", "he", "they", "that"}
+# words of a bare verdict on a shown image ("Not this one.", "Yes, that's her.", "Maybe."): nothing for the model to read
+_VERDICT = {"this", "one", "these", "ones", "not", "no", "nope", "yes", "yeah", "yep", "her", "him", "them", "is", "was",
+            "s", "it's", "that's", "the", "person", "maybe", "either", "none", "neither", "of", "those"}
 _P_CLIP = 0.02  # judgements are clipped to [2 %, 98 %] before their log-odds (|logit| <= 3.9)
 
 
@@ -54,9 +58,11 @@ def poorly_read(text: str, facts: Sequence[Fact], words_per_fact: float) -> bool
     Example:
         >>> poorly_read("a man", [Fact("gender", ("male",))], 6.0), poorly_read("hmm, a brolly", [], 6.0)
         (False, True)
+        >>> poorly_read("Not this one.", [], 6.0), poorly_read("No, that's not her.", [], 6.0)
+        (False, False)
     """
-    if not facts:
-        return bool(text.strip())
+    if not facts:  # read poorly, unless there is nothing to read (a bare verdict, such as the simulators' "Not this one.")
+        return any(t.isalpha() and t not in _STOP and t not in _VERDICT for t in read_tokens(text))
     said: dict[tuple[str, str], bool] = {}
     single: dict[str, set[str]] = {}
     for f in facts:
@@ -77,15 +83,35 @@ def _value_words(slot: str) -> tuple[str, ...]:
     return tuple(f" {' '.join(read_tokens(v.phrases[0]))} " for v in ONTOLOGY.slot(slot).values)
 
 
+def _named(slot: str, question: str) -> frozenset[int]:
+    """The slot's values (by position) whose canonical phrase ``question`` says, as whole words."""
+    words = f" {' '.join(read_tokens(question))} "
+    return frozenset(k for k, phrase in enumerate(_value_words(slot)) if phrase in words)
+
+
+@lru_cache(maxsize=None)
+def _slot_nouns(slot: str) -> frozenset[int]:
+    """Values the slot's own questions name alone ("What kind of shoes ...": its noun), which ask and do not suggest."""
+    pronouns = {"pronoun": "she", "possessive": "her", "object": "her"}
+    alone = [_named(slot, template.format(**pronouns)) for template in ONTOLOGY.slot(slot).questions]
+    return frozenset(k for named in alone if len(named) == 1 for k in named)
+
+
 def leading(slot: str, question: str) -> bool:
     """Does ``question`` suggest an answer (name one of the slot's values)? Such phrasings are refused.
+    Whole words only; the slot's own noun ("shoes", "top") is no suggestion, and alternatives joined by
+    "or" ("a man or a woman", "long or short") are offered, not suggested.
 
     Example:
         >>> leading("upper_colour", "Was her top red?"), leading("upper_colour", "What colour was her top?")
         (True, False)
+        >>> leading("gender", "Was it a man or a woman?"), leading("footwear_type", "What kind of shoes was she wearing?")
+        (False, False)
     """
-    words = f" {' '.join(read_tokens(question))} "
-    return any(phrase in words for phrase in _value_words(slot))
+    named = _named(slot, question)
+    if len(named) >= 2 and " or " in f" {' '.join(read_tokens(question))} ":
+        return False
+    return bool(named - _slot_nouns(slot))
 
 
 class VLMAssistant:
@@ -97,6 +123,12 @@ class VLMAssistant:
         self._deadline: float | None = None
         self._failed = False  # the endpoint failed this turn: no further call until the next one
         self._mark = 0  # len(client.calls) when the turn began
+        self.discarded = 0  # questions the model phrased that were refused (leading, or not about the slot)
+        self._skip = 0  # turns left that do not ask the endpoint (it failed; config.skip_turns)
+        self._skipped = False  # this turn does not ask it
+        # one line for the user about this turn: the endpoint failed, or is not being asked ("" when all is well)
+        self.notice = ""
+        self._discarded_mark = 0  # self.discarded when the turn began
 
     def enabled(self, use: str) -> bool:
         return self.config.enabled(use)
@@ -104,14 +136,23 @@ class VLMAssistant:
     def begin_turn(self) -> None:
         """Start a turn's clock: its calls share one deadline."""
         self._deadline = self.client.clock() + self.config.turn_deadline_s
-        self._failed = False
         self._mark = len(self.client.calls)
+        self._discarded_mark = self.discarded
+        self._skipped = self._failed = self._skip > 0  # backing off: no call this turn
+        self.notice = ""
+        if self._skipped:
+            self._skip -= 1
+            self.notice = (f"the model at {self.config.url} failed recently; searching without it "
+                           f"({'this turn' if not self._skip else f'this turn and {self._skip} more'})")
 
     def turn_usage(self) -> dict[str, Any]:
-        """Calls, tokens, latency and fallbacks of the current turn (every call record, for audits)."""
+        """Calls, tokens, latency, fallbacks and discarded questions of the current turn (every call record, for
+        audits)."""
         calls = self.client.calls[self._mark:]
         return {"calls": sum(c.attempts > 0 for c in calls), "cached": sum(c.outcome == "cached" for c in calls),
                 "fallbacks": sum(c.outcome not in ("ok", "cached") for c in calls),
+                "discarded": self.discarded - self._discarded_mark, "skipped": int(self._skipped),
+                "notice": self.notice,
                 "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
                 "latency_s": round(sum(c.latency_s for c in calls), 6), "records": [c.to_dict() for c in calls]}
 
@@ -123,8 +164,13 @@ class VLMAssistant:
             self.begin_turn()
         try:
             return self.client.ask(use, prompt, images=images, schema=schema, deadline=self._deadline)
-        except VLMUnavailable:
-            self._failed = True
+        except VLMUnavailable as err:
+            self._failed = True  # the turn makes no further call, and the next skip_turns turns none either
+            self._skip = self.config.skip_turns
+            waited = isinstance(err, VLMTimeout)
+            self.notice = (f"the model at {self.config.url} " + ("did not answer in time" if waited else "failed")
+                           + f" ({str(err)[:120]}); searching without it"
+                           + (f" for the next {self._skip} turns" if self._skip else ""))
             return None
         except VLMError:
             return None
@@ -159,8 +205,11 @@ class VLMAssistant:
                   f"{ONTOLOGY.slot(slot).label} only, like: {template!r}. Known so far: {known_text}. "
                   "Do not suggest an answer.")
         answer = self._ask("asking", prompt, question_schema())
-        text = " ".join(str(answer["question"]).split()) if isinstance(answer, dict) else ""
-        if not text or leading(slot, text) or not accept(text):
+        text = shown_text(str(answer["question"])) if isinstance(answer, dict) else ""  # untrusted: no escapes
+        if not text:
+            return template
+        if leading(slot, text) or not accept(text):
+            self.discarded += 1  # counted and reported (turn_usage, the evaluation's report): issue 40
             return template
         return text
 

@@ -132,7 +132,8 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
                     on_crop: Callable[[dict[str, Any]], None] | None = None,
                     cancel: Callable[[], bool] | None = None, give_up_after: int | None = None) -> dict[str, Any]:
     """Caption every crop not yet in ``out_path`` (see the module doc); returns the report
-    ``{"captioned", "skipped", "failed", "unreadable", "stopped", "usage", "seconds"}``.
+    ``{"captioned", "skipped", "nothing_seen", "failed", "unreadable", "stopped", "usage", "seconds"}``
+    (``nothing_seen``: crops the model answered with nothing seen; recorded, not counted as captioned).
 
     ``progress(done, total)`` is called after each batch is written (crops of this run); ``on_crop(report)``
     after each crop is asked (the counts so far; a service job's live progress); ``cancel()`` is read
@@ -147,7 +148,7 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
     done = read_captions(out_path)
     todo = [image for image in images if image.path not in done][:limit]
     report: dict[str, Any] = {"captioned": 0, "skipped": len(images) - len(todo) if limit is None else len(done),
-                              "failed": 0, "unreadable": 0, "stopped": None}
+                              "nothing_seen": 0, "failed": 0, "unreadable": 0, "stopped": None}
     in_a_row = 0  # crops in a row without a usable answer
     _drop_broken_tail(os.fspath(out_path))
     with open(out_path, "a", encoding="utf-8") as out:
@@ -166,9 +167,9 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
                         if failed == len(question_groups()):
                             report["failed"] += 1
                             in_a_row += 1
-                        else:
+                        else:  # recorded either way (a resumed run does not ask again); counted apart
                             lines.append(json.dumps(crop_record(image.path, attributes), ensure_ascii=True))
-                            report["captioned"] += 1
+                            report["captioned" if attributes else "nothing_seen"] += 1
                             in_a_row = 0
                     if on_crop is not None:
                         on_crop(dict(report))
@@ -272,7 +273,8 @@ def use_captions(index: GalleryIndex, source: str | os.PathLike[str] | None,
     if path is None:
         return index, {}
     records = read_captions(path)
-    matched = {image.path: records[image.path] for image in index.images if image.path in records}
+    matched = {image.path: records[image.path] for image in index.images
+               if image.path in records and records[image.path].get("attributes")}  # nothing seen: no evidence
     record = {"vlm_captions": os.fspath(source), "vlm_caption_weight": weight, "vlm_captioned": len(matched)}
     return (with_caption_evidence(index, matched, weight) if matched else index), record
 

@@ -22,7 +22,8 @@ connection pool per scheme (:func:`shared_transport`: keep-alive across calls *a
 new connection or TLS context per session); an image's hash and base64 form are computed once
 (a few dozen images memoised per client), a schema's JSON once per schema object (the builders of
 :mod:`~minterpr.vlm.schema` return shared ones), and the request body is spliced from those
-pieces (:func:`body_bytes`, checked against the plain :func:`request_body` by the tests).
+pieces (:func:`~minterpr.vlm.protocol.body_bytes`, checked against the plain
+:func:`~minterpr.vlm.protocol.request_body` by the tests).
 
 Every call (cache hits included) is recorded as a :class:`CallRecord`: purpose, endpoint, model,
 outcome, latency, tokens; never the key (sent as ``Authorization: Bearer`` and read from the
@@ -41,7 +42,6 @@ Example (a scripted local server; see :mod:`~minterpr.vlm.testing`):
 """
 from __future__ import annotations
 
-import base64
 import hashlib
 import json
 import os
@@ -55,18 +55,16 @@ from typing import Any, Callable, Iterator, Sequence
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.vlm.config import VLMConfig
-from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMRefused, VLMTimeout, VLMUnavailable
+from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMTimeout, VLMUnavailable
+from minterpr.vlm.protocol import (_message_text, _mime, _schema_texts, _with_schema, body_bytes,  # noqa: F401
+                                   image_data_url, request_body, retry_after_s)  # (re-exported: the client's API)
 from minterpr.vlm.schema import parse_answer
 
 INSTALL_HINT = "the VLM backend needs httpx: pip install 'minterpr[vlm]' -c constraints.txt"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_ANSWER_BYTES = 4 * 2**20  # a chat answer is a few kilobytes
-_SYSTEM = ("You describe pedestrians in images for a person-retrieval system. Answer only with JSON that "
-           "follows the schema you are given; use [] or omit what you cannot tell. Never guess identities.")
-_SYSTEM_JSON = json.dumps({"role": "system", "content": _SYSTEM}, ensure_ascii=False)
 _MIN_WAIT_S = 0.001  # a phase's shortest timeout: 0 would make the socket non-blocking (an error, not a timeout)
 _IMAGE_MEMO = 64  # images whose hash and base64 a client keeps (a turn's rerank candidates and anchor)
-_SCHEMA_MEMO = 64  # schemas whose JSON is kept (held, so their ids stay theirs)
 
 
 @dataclass(frozen=True)
@@ -84,20 +82,6 @@ class CallRecord:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
-
-
-def image_data_url(data: bytes, mime: str = "image/jpeg") -> str:
-    """Image bytes as a data URL, as the protocol carries them.
-
-    Example:
-        >>> image_data_url(b"\\xff\\xd8")
-        'data:image/jpeg;base64,/9g='
-    """
-    return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
-
-
-def _mime(data: bytes) -> str:
-    return "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
 
 
 class Remaining(Mapping):
@@ -161,25 +145,6 @@ def shared_transport(https: bool) -> Any:
         return _TRANSPORTS[https]
 
 
-_SCHEMAS: OrderedDict[int, tuple[dict[str, Any], str, str]] = OrderedDict()
-_SCHEMAS_LOCK = threading.Lock()
-
-
-def _schema_texts(schema: dict[str, Any]) -> tuple[str, str]:
-    """(sorted JSON for the cache key, JSON for the body) of a schema, once per schema object."""
-    with _SCHEMAS_LOCK:
-        held = _SCHEMAS.get(id(schema))
-        if held is not None and held[0] is schema:
-            _SCHEMAS.move_to_end(id(schema))
-            return held[1], held[2]
-    texts = json.dumps(schema, sort_keys=True), json.dumps(schema, ensure_ascii=False)
-    with _SCHEMAS_LOCK:
-        _SCHEMAS[id(schema)] = (schema, *texts)
-        while len(_SCHEMAS) > _SCHEMA_MEMO:
-            _SCHEMAS.popitem(last=False)
-    return texts
-
-
 class VLMClient:
     """Chat completions against ``config.url``; one client per session (the budget is its own)."""
 
@@ -199,6 +164,7 @@ class VLMClient:
         self.calls: list[CallRecord] = []  # every call, in order
         self._sent = self._tokens = 0  # requests that reached the wire, tokens spent: the budget's counters
         self._schema_supported = config.json_schema
+        self._strict = config.strict  # sent "strict": true until a server refuses it
         self._cache: dict[str, Any] = cache if cache is not None else {}
         if config.cache_path and not self._cache:
             self._cache.update(_read_cache(config.cache_path))
@@ -291,8 +257,10 @@ class VLMClient:
                   tokens: list[int]) -> str:
         if schema is not None and not self._schema_supported:
             prompt = _with_schema(prompt, schema)
-        content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None)
+        content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None,
+                             strict=self._strict)
         constrained = schema is not None and self._schema_supported
+        self._key()  # an unset variable fails the call at once, not after retries
         attempt = 0
         while True:
             try:
@@ -301,6 +269,10 @@ class VLMClient:
                 raise
             except VLMUnavailable:
                 status, data = None, None
+            if status in (400, 422) and constrained and self._strict:  # this server does not take strict mode
+                self._strict = False
+                content = body_bytes(self.config, prompt, image_parts, schema, strict=False)
+                continue
             if status in (400, 422) and constrained:  # this server does not take schemas
                 self._schema_supported = constrained = False
                 content = body_bytes(self.config, _with_schema(prompt, schema or {}), image_parts, None)
@@ -313,20 +285,34 @@ class VLMClient:
                 raise VLMUnavailable(f"{self.endpoint}: no answer after {attempt + 1} tries"
                                      + (f" (last: HTTP {status})" if status else " (connection failed)"))
             wait = self.config.backoff_s * 2 ** attempt
+            asked = data if status is not None else None  # the server's Retry-After: honoured, never shortened
+            if asked is not None and asked > wait:
+                wait = asked
+                if self._clock() + wait >= deadline:
+                    raise VLMUnavailable(f"{self.endpoint}: HTTP {status} asks to retry in {asked:g} s, past the "
+                                         "turn's deadline")
             if self._clock() + wait >= deadline:
                 raise VLMTimeout(f"{self.endpoint}: the turn's deadline leaves no time to retry")
             self._sleep(wait)
             attempt += 1
 
+    def _key(self) -> str | None:
+        """The API key from its variable now; VLMUnavailable naming the variable when it is unset (commands
+        check it at start; unset since, the call fails and its use falls back)."""
+        try:
+            return self.config.api_key()
+        except InputError as err:
+            raise VLMUnavailable(str(err)) from None
+
     def _post(self, content: bytes, deadline: float, tokens: list[int]) -> tuple[int, Any]:
-        """One request: (status, parsed JSON or None). VLMTimeout past the deadline, VLMUnavailable when
-        the connection fails or drops."""
+        """One request: (200, parsed JSON), or (status, the seconds its Retry-After asks to wait or None).
+        VLMTimeout past the deadline, VLMUnavailable when the connection fails or drops."""
         now = self._clock()
         stop = min(now + self.config.timeout_s, deadline)  # this request's end: every wait inside it ends here
         if stop <= now:
             raise VLMTimeout(f"{self.endpoint}: past the turn's deadline")
         headers = {"Content-Type": "application/json"}
-        key = self.config.api_key()  # read now, never kept
+        key = self._key()  # read now, never kept
         if key:
             headers["Authorization"] = f"Bearer {key}"
         httpx = self._httpx
@@ -342,69 +328,17 @@ class VLMClient:
                         raise VLMTimeout(f"{self.endpoint}: the answer was still arriving at the deadline")
                     if size > _MAX_ANSWER_BYTES:
                         raise VLMBadAnswer(f"{self.endpoint}: answer larger than {_MAX_ANSWER_BYTES // 2**20} MiB")
-                status = r.status_code
+                status, retry_after = r.status_code, r.headers.get("retry-after")
         except httpx.TimeoutException as err:
             raise VLMTimeout(f"{self.endpoint}: no answer within {stop - now:.2f} s") from err
         except (httpx.TransportError, httpx.StreamError) as err:  # refused, reset, dropped mid-answer
             raise VLMUnavailable(f"{self.endpoint}: {type(err).__name__}") from err
-        if status != 200:
-            return status, None
+        if status != 200:  # the data of an error answer: how long the server asks to wait (None: it did not say)
+            return status, retry_after_s(retry_after)
         try:
             return status, json.loads(b"".join(chunks))
         except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as err:
             raise VLMBadAnswer(f"{self.endpoint}: the HTTP body is not JSON") from err
-
-
-def request_body(config: VLMConfig, prompt: str, images: Sequence[bytes],
-                 schema: dict[str, Any] | None) -> dict[str, Any]:
-    """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal)."""
-    content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
-    content += [{"type": "image_url", "image_url": {"url": image_data_url(data, _mime(data))}} for data in images]
-    body: dict[str, Any] = {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature,
-                            "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": content}]}
-    if schema is not None:
-        body["response_format"] = {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
-    return body
-
-
-def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None) -> bytes:
-    """:func:`request_body` as UTF-8 JSON, spliced from pieces encoded once (each image's content part,
-    the schema's JSON) instead of encoding their long strings again on every call.
-
-    Example:
-        >>> config = VLMConfig("http://127.0.0.1:9/v1", "m")
-        >>> json.loads(body_bytes(config, "hi", [], None)) == request_body(config, "hi", [], None)
-        True
-    """
-    settings = json.dumps({"model": config.model, "max_tokens": config.max_tokens,
-                           "temperature": config.temperature}, ensure_ascii=False)[:-1]  # without its closing brace
-    user = json.dumps({"type": "text", "text": prompt}, ensure_ascii=False) + "".join("," + p for p in image_parts)
-    answer = "" if schema is None else (',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
-                                        f'"schema":{_schema_texts(schema)[1]}}}}}')
-    return (f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'
-            .encode("utf-8"))
-
-
-def _with_schema(prompt: str, schema: dict[str, Any]) -> str:
-    return f"{prompt}\nAnswer with one JSON object and nothing else, following this JSON schema:\n{json.dumps(schema)}"
-
-
-def _message_text(data: Any, tokens: list[int]) -> str:
-    """The first choice's text; VLMRefused for a refusal or a filtered answer, VLMBadAnswer otherwise."""
-    try:
-        usage = data.get("usage") or {}
-        tokens[0] += int(usage.get("prompt_tokens") or 0)
-        tokens[1] += int(usage.get("completion_tokens") or 0)
-        choice = data["choices"][0]
-        message = choice["message"]
-    except (AttributeError, KeyError, IndexError, TypeError, ValueError) as err:
-        raise VLMBadAnswer("the answer is not a chat completion (no choices[0].message)") from err
-    if message.get("refusal") or choice.get("finish_reason") == "content_filter":
-        raise VLMRefused(f"the model declined: {str(message.get('refusal') or 'content filter')[:80]}")
-    text = message.get("content")
-    if not isinstance(text, str) or not text.strip():
-        raise VLMBadAnswer("the answer has no text")
-    return text
 
 
 def _cache_key(model: str, prompt: str, schema_text: str | None, image_digests: Sequence[str]) -> str:

@@ -18,11 +18,14 @@ Example:
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import asdict, dataclass
 from typing import Any
 
 from minterpr.errors import InputError
 from minterpr.registry import Registry
+
+_VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # an environment variable's name, as shells take it
 
 # Each use: its name -> a one-line description (docs/vlm.md says more). The session and the
 # ingestion check names against this registry, so a typo fails with the list of valid names.
@@ -60,25 +63,30 @@ class VLMConfig:
     max_tokens: int = 300  # longest answer asked for, in tokens
     temperature: float = 0.0  # 0: the most repeatable answers
     json_schema: bool = True  # send response_format json_schema; False (or a server that refuses it): prompt + validation
+    # with it, "strict": true and the schema in strict mode's subset (OpenAI; others ignore or refuse it: a server
+    # answering 400/422 is asked again without, and that is remembered); answers are validated in full either way
+    strict: bool = True
     cache_path: str | None = None  # a JSON file keeping answers across runs (None: in memory only)
     rerank_k: int = 5  # candidates the rerank use judges per turn
     rerank_weight: float = 1.0  # weight of the judgement's log-odds added to a candidate's score
     read_words_per_fact: float = 6.0  # the reading use calls the model when more words than this per rule fact
+    skip_turns: int = 3  # after a turn the endpoint failed (unreachable, timed out): the next N turns do not ask it
 
     def __post_init__(self) -> None:
         if not isinstance(self.url, str) or not self.url.startswith(("http://", "https://")):
             raise InputError(f"VLM url must start with http:// or https://, got {self.url!r}")
         if not isinstance(self.model, str) or not self.model.strip():
             raise InputError("VLM model must be a non-empty model name")
-        if self.key_env is not None and (not isinstance(self.key_env, str) or not self.key_env.strip()
-                                         or "=" in self.key_env):
-            raise InputError(f"VLM key_env must name an environment variable (not hold a key), got {self.key_env!r}")
+        if self.key_env is not None and (not isinstance(self.key_env, str) or not _VARIABLE.fullmatch(self.key_env)):
+            # never echoed: a value that is no variable name is likely the key itself (issue 40)
+            raise InputError("VLM key_env must be the NAME of an environment variable (letters, digits and _, "
+                             "e.g. OPENAI_API_KEY), not the key itself; export the key and pass its variable's name")
         object.__setattr__(self, "uses", parse_uses(",".join(self.uses)))
         for name in ("timeout_s", "turn_deadline_s", "backoff_s", "read_words_per_fact"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value < 0:
                 raise InputError(f"VLM {name} must be a number >= 0, got {value!r}")
-        for name in ("max_retries", "max_calls", "max_total_tokens", "max_tokens", "rerank_k"):
+        for name in ("max_retries", "max_calls", "max_total_tokens", "max_tokens", "rerank_k", "skip_turns"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise InputError(f"VLM {name} must be an int >= 0, got {value!r}")

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import re
+import unicodedata
 from functools import lru_cache
 from typing import Any, Sequence
 
@@ -31,6 +32,23 @@ from minterpr.vlm.errors import VLMBadAnswer
 _TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
                                        "number": (int, float), "integer": (int,), "null": (type(None),)}
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
+# a terminal escape sequence, removed whole (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", or ESC + one char):
+# stripping ESC alone would leave "[2J" on screen
+_ESCAPE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x9b[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b.?", re.S)
+
+
+def shown_text(text: str) -> str:
+    """A model's text as it may be shown or stored: terminal escape sequences removed, every other
+    control or format character (C0/C1 controls, bidi overrides and isolates, zero-width marks) a
+    space, runs of white space one space. A model's answer is untrusted: it must not clear a terminal,
+    fake a prompt or reverse the text around it.
+
+    Example:
+        >>> shown_text(chr(27) + "[2J" + chr(27) + "[HWhat colour" + chr(0x202E) + " was her top?" + chr(10))
+        'What colour was her top?'
+    """
+    text = _ESCAPE.sub("", text)
+    return " ".join("".join(" " if unicodedata.category(c) in ("Cc", "Cf") else c for c in text).split())
 
 
 def _value_items(slot_name: str) -> dict[str, Any]:
@@ -75,6 +93,67 @@ def scores_schema(k: int) -> dict[str, Any]:
     return {"type": "object", "additionalProperties": False, "required": ["scores"],
             "properties": {"scores": {"type": "array", "minItems": k, "maxItems": k,
                                       "items": {"type": "number", "minimum": 0, "maximum": 1}}}}
+
+
+# OpenAI's strict structured outputs take a subset of JSON Schema: these keywords only (the length, size and
+# range limits are not all accepted), every object closed (additionalProperties false) with every property
+# required, and an object at the root. The limits stay in the schema validate() checks answers against.
+STRICT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const",
+                             "anyOf", "description"})
+
+
+def strict_form(schema: dict[str, Any]) -> dict[str, Any]:
+    """``schema`` as strict mode takes it: the keywords outside :data:`STRICT_KEYWORDS` dropped and every
+    object's properties all required (an answers schema's slot is then answered ``[]`` when unseen, which
+    means the same as leaving it out). Answers are still validated against ``schema`` itself.
+
+    Example:
+        >>> strict_form(scores_schema(2))
+        {'type': 'object', 'additionalProperties': False, 'required': ['scores'], 'properties': {'scores': {'type': 'array', 'items': {'type': 'number'}}}}
+    """
+    out: dict[str, Any] = {}
+    for key, value in schema.items():
+        if key not in STRICT_KEYWORDS:
+            continue
+        if key == "properties":
+            value = {name: strict_form(item) for name, item in value.items()}
+        elif key == "items":
+            value = strict_form(value)
+        elif key == "anyOf":
+            value = [strict_form(form) for form in value]
+        out[key] = value
+    if out.get("type") == "object":
+        out["additionalProperties"] = False
+        out["required"] = list(out.get("properties", {}))
+    return out
+
+
+def strict_problems(schema: dict[str, Any], path: str = "$") -> list[str]:
+    """Why ``schema`` is outside the strict-mode subset (``[]`` when inside): unknown keywords, an open
+    object, a property not required, or no object at the root.
+
+    Example:
+        >>> strict_problems(question_schema())
+        ['$.question: minLength is not in the strict subset', '$.question: maxLength is not in the strict subset']
+        >>> strict_problems(strict_form(question_schema()))
+        []
+    """
+    problems = []
+    if path == "$" and (schema.get("type") != "object" or "anyOf" in schema):
+        problems.append("$: the root must be an object (not anyOf)")
+    problems += [f"{path}: {key} is not in the strict subset" for key in schema if key not in STRICT_KEYWORDS]
+    if schema.get("type") == "object":
+        if schema.get("additionalProperties") is not False:
+            problems.append(f"{path}: additionalProperties must be false")
+        missing = [name for name in schema.get("properties", {}) if name not in schema.get("required", ())]
+        problems += [f"{path}.{name}: not required" for name in missing]
+    for name, item in schema.get("properties", {}).items():
+        problems += strict_problems(item, f"{path}.{name}")
+    if "items" in schema:
+        problems += strict_problems(schema["items"], f"{path}[]")
+    for k, form in enumerate(schema.get("anyOf", ())):
+        problems += strict_problems(form, f"{path}|{k}")
+    return problems
 
 
 def validate(value: Any, schema: dict[str, Any], path: str = "$") -> None:

@@ -4,7 +4,9 @@
 with the next item of its script: :func:`reply` (a completion, optionally late or a refusal),
 :func:`status` (an HTTP error such as 429 or 500), :func:`raw` (any body, e.g. not JSON),
 :func:`drop` (the connection closed mid-answer), or a function of the request's JSON body
-returning one of those (an answer that depends on the question, e.g. :func:`valid_answer`). ``repeat=True`` answers every request past the
+returning one of those (an answer that depends on the question, e.g. :func:`valid_answer`, or
+:class:`Sighted`, which knows each image's true attributes and answers as a model that sees them,
+optionally wrong on a share of its readings). ``repeat=True`` answers every request past the
 end with the last item. It records each request's JSON body and headers (``server.requests``),
 so tests can check what the client sent. The client under test is the one users run.
 
@@ -21,11 +23,15 @@ Example:
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import json
+import random
+import re
 import threading
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Callable, Sequence, Union
+from typing import Any, Callable, Mapping, Sequence, Union
 
 
 @dataclass(frozen=True)
@@ -36,6 +42,7 @@ class Answer:
     body: bytes = b""  # the HTTP body as sent
     delay_s: float = 0.0  # wait before answering
     drop: bool = False  # close the connection after a partial status line instead of answering
+    headers: tuple[tuple[str, str], ...] = ()  # further response headers (e.g. ("Retry-After", "2"))
 
 
 def completion(content: str | None, *, refusal: str | None = None, finish_reason: str = "stop",
@@ -55,9 +62,10 @@ def reply(content: str | None, *, delay_s: float = 0.0, **fields: Any) -> Answer
     return Answer(200, json.dumps(completion(content, **fields)).encode("utf-8"), delay_s)
 
 
-def status(code: int, *, delay_s: float = 0.0) -> Answer:
-    """An HTTP error answer (429 rate limited, 500 server error, 400 bad request, ...)."""
-    return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s)
+def status(code: int, *, delay_s: float = 0.0, retry_after: str | None = None) -> Answer:
+    """An HTTP error answer (429 rate limited, 500 server error, 400 bad request, ...), with a Retry-After."""
+    return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s,
+                  headers=(("Retry-After", retry_after),) if retry_after is not None else ())
 
 
 Script = Union[Answer, Callable[[Any], Answer]]
@@ -78,11 +86,94 @@ def valid_answer(body: Any, *, delay_s: float = 0.0) -> Answer:
         content: Any = {"facts": []}
     elif "question" in fields:
         content = {"question": "And what about that?"}
-    elif "scores" in fields:
-        content = {"scores": [0.5] * fields["scores"].get("minItems", 1)}
+    elif "scores" in fields:  # one per image sent (a strict-mode schema has no minItems to read it from)
+        parts = ((body or {}).get("messages") or [{}])[-1].get("content", [])
+        images = sum(isinstance(p, dict) and p.get("type") == "image_url" for p in parts) if isinstance(parts, list) else 0
+        content = {"scores": [0.5] * (images or fields["scores"].get("minItems", 1))}
     else:
         content = {}
     return reply(json.dumps(content), delay_s=delay_s)
+
+
+_TEMPLATE = re.compile(r"like: (['\"])(.*?)\1\. Known so far")
+
+
+class Sighted:
+    """Answers as a model that sees each image's true attributes (``truth``: sha256 of the image bytes ->
+    attributes), each (image, slot) reading wrong with probability ``wrong`` (a fixed draw per image and
+    slot, so the same image reads the same every time): the anchor and caption uses get the readings,
+    rerank P(the person) = the share of the conversation's facts (rule-read) that hold by the readings
+    (0.5 with none), asking the template back, reading no facts (it cannot read better than the rule
+    reader it would use). A measure of the plumbing, not of any real model (docs/vlm.md).
+
+    Example:
+        >>> from minterpr.vlm.schema import answers_schema
+        >>> seer = Sighted({hashlib.sha256(b"img").hexdigest(): {"gender": ("female",)}})
+        >>> body = {"messages": [{}, {"content": [{"type": "text", "text": "?"},
+        ...         {"type": "image_url", "image_url": {"url": "data:image/jpeg;base64,aW1n"}}]}],
+        ...         "response_format": {"json_schema": {"schema": answers_schema(["gender", "carried"])}}}
+        >>> json.loads(json.loads(seer(body).body)["choices"][0]["message"]["content"])
+        {'gender': ['female'], 'carried': []}
+    """
+
+    def __init__(self, truth: Mapping[str, Mapping[str, Sequence[str]]], wrong: float = 0.0, seed: int = 0) -> None:
+        self.truth = truth  # sha256 hex of an image's bytes -> its attributes (slot -> values)
+        self.wrong = wrong  # share of (image, slot) readings replaced by another value of the slot
+        self.seed = seed  # the draw of which readings are wrong
+
+    def reading(self, digest: str, slot: str) -> list[str]:
+        from minterpr.language.ontology import ONTOLOGY
+
+        values = [v for v in (self.truth.get(digest) or {}).get(slot, ()) if v in ONTOLOGY.slot(slot).value_names]
+        rng = random.Random(f"{self.seed}:{digest}:{slot}")
+        if values and rng.random() < self.wrong:
+            others = [v for v in ONTOLOGY.slot(slot).value_names if v not in values]
+            values = [rng.choice(others)] if others else values
+        return values if ONTOLOGY.slot(slot).multi else values[:1]
+
+    def __call__(self, body: Any) -> Answer:
+        from minterpr.language.ontology import ONTOLOGY
+
+        schema = ((body or {}).get("response_format") or {}).get("json_schema", {}).get("schema", {})
+        fields = schema.get("properties", {})
+        parts = (body or {}).get("messages", [{}, {}])[-1].get("content", [])
+        text = next((p.get("text", "") for p in parts if p.get("type") == "text"), "")
+        digests = [hashlib.sha256(base64.b64decode(p["image_url"]["url"].split(",", 1)[1])).hexdigest()
+                   for p in parts if p.get("type") == "image_url"]
+        if "facts" in fields:
+            content: Any = {"facts": []}
+        elif "question" in fields:
+            found = _TEMPLATE.search(text)
+            content = {"question": found.group(2) if found else "And what about that?"}
+        elif "scores" in fields:
+            facts = [f for line in text.splitlines() if line.startswith("- ") for f in _line_facts(line[2:])]
+            scores = []
+            for digest in digests:
+                seen = {slot: tuple(self.reading(digest, slot)) for slot in ONTOLOGY.slot_names}
+                held = [f.holds(seen) for f in facts]
+                known = [h for h in held if h is not None]
+                scores.append(sum(known) / len(known) if known else 0.5)
+            content = {"scores": scores}
+        else:
+            content = {slot: self.reading(digests[0], slot) if digests else [] for slot in fields}
+        return reply(json.dumps(content))
+
+
+def _line_facts(line: str) -> tuple[Any, ...]:
+    """The rule reader's facts of one conversation line of a rerank prompt (an answer read with its question)."""
+    import ast
+
+    from minterpr.language.dialogue_acts import parse_cached, question_slot
+
+    asked = re.fullmatch(r"(?:Asked (.*), the witness|Shown another person, the witness) said (.*)", line)
+    if asked is None:
+        return parse_cached(line, None)
+    try:
+        said = str(ast.literal_eval(asked.group(2)))
+        slot = question_slot(str(ast.literal_eval(asked.group(1)))) if asked.group(1) else None
+    except (ValueError, SyntaxError):
+        return ()
+    return parse_cached(said, slot) if asked.group(1) else ()  # feedback is about another person
 
 
 def raw(body: bytes, code: int = 200) -> Answer:
@@ -164,6 +255,8 @@ class ScriptedServer:
                     self.send_response(answer.status)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(answer.body)))
+                    for name, value in answer.headers:
+                        self.send_header(name, value)
                     self.end_headers()
                     self.wfile.write(answer.body)
                 except (BrokenPipeError, ConnectionResetError):  # the client gave up (its deadline)
