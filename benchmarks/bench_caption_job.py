@@ -64,8 +64,8 @@ def build(folder: Path, crops: int) -> tuple[Path, Path]:
     pipeline = load_pipeline(folder / "run", engine="torch")
     index = pipeline.index_images(images, root=str(folder / "crops"), progress=False)
     metadata = [{} for _ in images]
-    vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.model_fingerprint)
-    save_gallery(index, folder / "store", model_fingerprint=pipeline.model_fingerprint, vector_index=vectors,
+    vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.fingerprint)
+    save_gallery(index, folder / "store", model_fingerprint=pipeline.fingerprint, vector_index=vectors,
                  metadata=metadata)
     return folder / "run", folder / "store"
 

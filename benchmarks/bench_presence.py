@@ -5,8 +5,8 @@ recognises the target) describes a target, then answers the system's questions a
 references shown, for up to ``--turns`` turns after the description. Each target is searched twice:
 over the whole gallery (present) and over the gallery with every image of its identity removed
 (absent). After the description and after every turn the session's presence probability (the run's
-fitted :class:`~minterpr.interaction.presence_model.PresenceModel`, extra ``"presence_model"``,
-``minterpr calibrate-presence`` on val) is compared with its threshold. A present search stops when
+fitted :class:`~minterpr.interaction.presence.PresenceModel`, extra ``"presence_model"``,
+``minterpr calibrate presence`` on val) is compared with its threshold. A present search stops when
 the user confirms the target. Without a stored model (or with ``--refit``) the model is fitted here
 on ``--fit-split`` (val) first; the figures are on ``--split`` (test), never the split it was fitted on.
 

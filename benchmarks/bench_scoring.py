@@ -73,7 +73,7 @@ def main(argv=None) -> int:
     from minterpr.evaluation.online import one_target_per_identity, simulate
     from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.simulators import WitnessSimulator
-    from minterpr.runtime import load_run
+    from minterpr.runtime.run import load_run
 
     manifest = Path(args.data) / f"gallery_{args.split}.jsonl"
     rows = []

@@ -84,7 +84,7 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     pipe = load_pipeline(run)
     store = folder / f"store_{n}{'_tiled' if base else ''}"
     try:
-        opened = open_gallery(store, expected_fingerprint=pipe.model_fingerprint).index
+        opened = open_gallery(store, expected_fingerprint=pipe.fingerprint).index
         if len(opened) == n and (opened.fused is not None or not wants_fused("auto", n)):
             return store
     except MinterprError:
@@ -98,8 +98,8 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
         index = tile(embedded, n, 0.05, seed)
         metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"}
                     for i in range(n)]
-        vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.model_fingerprint)
-        save_gallery(index, store, model_fingerprint=pipe.model_fingerprint, vector_index=vectors, metadata=metadata,
+        vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.fingerprint)
+        save_gallery(index, store, model_fingerprint=pipe.fingerprint, vector_index=vectors, metadata=metadata,
                      fused_index=build_fused(index) if wants_fused("auto", n) else None)  # as `index build` does
         return store
     rng = np.random.default_rng(seed)
@@ -114,8 +114,8 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     images = [GalleryImage(f"cam{i % 8}/{i:08d}.jpg", f"bench:{who[i]}", f"bench:cam{i % 8}") for i in range(n)]
     metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"} for i in range(n)]
     index = GalleryIndex(images, embeddings, attribute_probs=probs, root=str(folder / "crops"))
-    vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.model_fingerprint)
-    save_gallery(index, store, model_fingerprint=pipe.model_fingerprint, vector_index=vectors, metadata=metadata,
+    vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.fingerprint)
+    save_gallery(index, store, model_fingerprint=pipe.fingerprint, vector_index=vectors, metadata=metadata,
                  fused_index=build_fused(index) if wants_fused("auto", n) else None)
     return store
 

@@ -102,7 +102,6 @@ def main(argv=None) -> int:
     from minterpr.ingest.labels import load_labels
     from minterpr.ingest.street_search import label_gallery, witness_search
     from minterpr.runtime.pipeline import load_pipeline
-    from minterpr.runtime import load_run
 
     try:
         labels = load_labels(args.labels)
@@ -112,7 +111,8 @@ def main(argv=None) -> int:
             return 2
         hog_options, onnx_options = ({k: json.loads(v) for k, v in (o.split("=", 1) for o in given)}
                                      for given in (args.hog_option, args.onnx_option))
-        run, pipeline = load_run(args.run), load_pipeline(args.run)
+        pipeline = load_pipeline(args.run)
+        run = pipeline.run  # one loaded model: the pipeline's
         figures = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.platform(),
                    "video": str(video), "labels": {"frames": len(labels.frames), "boxes": labels.box_count(),
                                                    "ignore_boxes": labels.box_count(ignored=True) - labels.box_count(),

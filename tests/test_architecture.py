@@ -1,6 +1,8 @@
 """The house plan: imports flow one way, bottom up through these floors, and draw no circle.
 
-    0  types, errors, fileio, registry   plain records, errors, atomic files, the registry pattern
+    0  types, errors, fileio, registry, records
+                     plain records, errors, atomic files, the registry pattern, the checks a
+                     stored record is read back with
     1  language      the ontology, phrasing, reading and parsing, dialogue acts, fact evidence
     2  data          formats, synthetic world, builders, converters, label maps, images, stats
     3  models        the trainable retrieval model, its encoders, I/O, devices, ONNX export
@@ -9,8 +11,7 @@
     6  interaction   sessions, policies, re-ranking, shortlist, simulators, history
     7  evaluation    metrics, attribute metrics, static replay, online simulation, reports, pictures
     8  runtime       a trained run loaded and used: run, pipeline, neural backend, batch embedding
-                     (with the package root ``minterpr``, which hands out ``load_pipeline``, and the
-                     deprecated ``trained_run`` re-export)
+                     (with the package root ``minterpr``, which hands out ``load_pipeline``)
     9  training      trainer, stages, calibration, post-training choices (loads runs: above runtime)
     10 ingest        video and folder ingestion (embeds through runtime.batch_embed)
     11 serving       the search service (runs ingestion jobs: above ingest)
@@ -29,8 +30,8 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
-FLOORS = [("types", "errors", "fileio", "registry"), ("language",), ("data",), ("models",), ("index",), ("vlm",),
-          ("interaction",), ("evaluation",), ("runtime", "__init__", "trained_run"), ("training",), ("ingest",),
+FLOORS = [("types", "errors", "fileio", "registry", "records"), ("language",), ("data",), ("models",), ("index",),
+          ("vlm",), ("interaction",), ("evaluation",), ("runtime", "__init__"), ("training",), ("ingest",),
           ("serving",), ("cli", "__main__")]
 RANK = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
 CORE = {unit for units in FLOORS[:3] for unit in units}
@@ -196,19 +197,3 @@ def test_tests_never_import_each_other():
                 [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
             bad = [n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
             assert not bad, f"{path.relative_to(tests)} imports {bad}: move what it shares to tests/support"
-
-
-def test_the_old_trained_run_path_hands_out_the_moved_names_with_a_warning():
-    import minterpr.runtime
-    import minterpr.trained_run as old
-
-    for name, now in (("load_run", "load_run"), ("export_run", "export_model_dir"), ("TrainedRun", "TrainedRun"),
-                      ("RunExtras", "RunExtras")):
-        with pytest.warns(DeprecationWarning, match=f"minterpr.runtime.{now}"):
-            assert getattr(old, name) is getattr(minterpr.runtime, now)
-    with pytest.warns(DeprecationWarning, match="minterpr.runtime.export_run is now minterpr.runtime.export_model_dir"):
-        assert minterpr.runtime.export_run is minterpr.runtime.export_model_dir  # renamed (one name per idea)
-    with pytest.raises(AttributeError):
-        minterpr.runtime.no_such_name  # noqa: B018
-    with pytest.raises(AttributeError):
-        old.calibrate_and_choose_weight  # noqa: B018  (moved to training.post_training, not re-exported)

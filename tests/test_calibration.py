@@ -8,7 +8,8 @@ import pytest
 import torch
 
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.models import create_model, load_model, save_model
+from minterpr.models import create_model, save_model
+from minterpr.models.io import load_model
 from minterpr.training.calibration import _minimise_log_temperature, calibration_nll, fit_slot_temperatures
 
 LABELS = ONTOLOGY.flat_labels()

@@ -20,15 +20,16 @@ from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 
 COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
             "data show", "data convert", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
-            "eval-attributes", "calibrate-match", "calibrate-presence", "export", "adapt", "serve", "users add", "users list", "users passwd",
+            "eval-attributes", "calibrate match", "calibrate presence", "calibrate-match", "calibrate-presence", "export",
+            "adapt", "serve", "users add", "users list", "users passwd",
             "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models", "db current", "db upgrade",
             "db backup", "db restore"}
-MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "calibrate-match",
-                  "calibrate-presence",
+MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "calibrate match",
+                  "calibrate presence", "calibrate-match", "calibrate-presence",
                   "adapt", "serve",
                   "ingest"}
 JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes",
-                 "calibrate-match", "calibrate-presence", "adapt",
+                 "calibrate match", "calibrate presence", "calibrate-match", "calibrate-presence", "adapt",
                  "users list", "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models"}
 
 

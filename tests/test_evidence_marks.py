@@ -11,8 +11,8 @@ from minterpr.errors import RunError
 from minterpr.index.fused_vectors import fact_log_likelihood
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, EvidencePolicy, explain_image, fact_probability
-from minterpr.interaction.presence import match_probabilities
-from minterpr.runtime.run import CalibrationRecord, RunExtras
+from minterpr.interaction.match import match_probabilities
+from minterpr.interaction.fitted import CalibrationRecord, RunExtras
 from minterpr.training.post_training import label_aucs
 from minterpr.types import GalleryImage
 

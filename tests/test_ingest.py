@@ -77,7 +77,7 @@ def test_detection_recall_track_purity_and_crops_per_track(video, ingested):
 
 def test_rows_carry_camera_time_frame_box_track_and_source(video, ingested, pipeline):
     gallery, result, _ = ingested
-    stored = open_gallery(gallery, expected_fingerprint=pipeline.model_fingerprint)
+    stored = open_gallery(gallery, expected_fingerprint=pipeline.fingerprint)
     assert len(stored.index) == result.rows_added == result.rows_total == result.crops > 0
     assert stored.index.root == str(gallery) and stored.vectors is not None
     tracks = {}

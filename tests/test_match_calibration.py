@@ -1,5 +1,5 @@
-"""The page's match temperature fitted on validation searches (interaction/presence.py,
-evaluation/match_calibration.py, ``minterpr calibrate-match``): it recovers a known temperature,
+"""The page's match temperature fitted on validation searches (interaction/match.py,
+evaluation/match_calibration.py, ``minterpr calibrate match``): it recovers a known temperature,
 it is stored with the model, and sessions, the page and the presence estimate use it."""
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from minterpr.errors import InputError, RunError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.policies import TEMPERATURE
-from minterpr.interaction.presence import (MatchCalibration, fit_match_temperature, match_nll, match_probabilities,
-                                           match_reliability)
+from minterpr.interaction.match import (MatchCalibration, fit_match_temperature, match_nll, match_probabilities,
+                                        match_reliability)
 from minterpr.interaction.session import Session
-from minterpr.runtime.run import RunExtras
+from minterpr.interaction.fitted import RunExtras
 from minterpr.serving.events import session_options
 from minterpr.types import GalleryImage
 

@@ -70,7 +70,7 @@ def test_a_pushed_model_loads_offline_by_its_commit(model_dir, tmp_path):
     assert result.reference == f"hf-hub:my-lab/tiny-test@{result.commit}"
     snapshot = tmp_path / "hub" / "models--my-lab--tiny-test" / "snapshots" / result.commit
     assert (snapshot / "README.md").read_text() == CARD  # the card is the hub's card
-    code = ("from minterpr.runtime import load_run\n"
+    code = ("from minterpr.runtime.run import load_run\n"
             f"print(load_run({result.reference!r}).fingerprint)\n"
             "print(load_run('hf-hub:my-lab/tiny-test@v1').fingerprint)\n")
     loaded = offline_python(code, tmp_path / "hub")

@@ -15,7 +15,8 @@ pytest.importorskip("safetensors")
 from minterpr.errors import InputError, RunError  # noqa: E402
 from minterpr.models import create_model, save_model  # noqa: E402
 from minterpr.models.zoo import MODELS_ENV, parse_hub_ref, resolve_model  # noqa: E402
-from minterpr.runtime import export_model_dir, load_run  # noqa: E402
+from minterpr.runtime import export_model_dir  # noqa: E402
+from minterpr.runtime.run import load_run  # noqa: E402
 from minterpr.runtime.catalogue import describe_models  # noqa: E402
 
 from support.hub import COMMIT, export_tiny, hub_cache, offline_python  # noqa: E402
@@ -65,7 +66,7 @@ def test_hub_references_are_parsed_strictly():
 def test_a_model_by_hub_id_loads_offline_from_the_cache(exported, tmp_path):
     model_dir, fingerprint = exported
     cache = hub_cache(tmp_path / "hub", "minterpr/tiny-test", model_dir)
-    code = ("from minterpr.runtime import load_run\n"
+    code = ("from minterpr.runtime.run import load_run\n"
             "print(load_run('hf-hub:minterpr/tiny-test').fingerprint)\n"
             f"print(load_run('hf-hub:minterpr/tiny-test@{COMMIT}').fingerprint)\n"
             "try:\n    load_run('hf-hub:minterpr/absent')\n"

@@ -243,8 +243,9 @@ def test_text_cache_is_safe_across_threads(index: GalleryIndex):
 
 def test_pipeline_passes_strict_through(backend: NeuralBackend, broken_root: Path):
     from minterpr.runtime.pipeline import Pipeline
+    from minterpr.runtime.run import RunExtras, TrainedRun
 
-    pipe = Pipeline(backend, None)
+    pipe = Pipeline(TrainedRun(backend.model, Path("model.pt"), None, RunExtras()), backend)
     paths = ["cam1/0.png", "cam1/text.png"]
     index = pipe.index_images(paths, root=str(broken_root), progress=False)
     assert len(index) == 1 and index.skipped[0][0] == "cam1/text.png"

@@ -29,17 +29,27 @@ def test_pipeline_indexes_and_converses(run_dir):
     session = pipe.session(gallery)
     step = session.describe("a man in a red jacket")
     assert sorted(step.ranking.tolist()) == [0, 1, 2, 3]
-    assert pipe.attribute_weight is None and session.reranking == RerankConfig()  # nothing stored: defaults
+    assert pipe.extras.scoring is None and session.reranking == RerankConfig()  # nothing stored: defaults
 
 
 def test_sessions_use_the_weight_chosen_at_training_time(run_dir):
     update_extra(run_dir / "model.pt", {"scoring": {"attribute_weight": 0.2, "prob_floor": 0.02}})
     pipe = load_pipeline(run_dir)
-    assert pipe.attribute_weight == 0.2
+    assert pipe.rerank_config().attribute_weight == 0.2
     gallery = pipe.index_images([f"{k}.png" for k in range(4)], root=str(run_dir.parent), progress=False)
     assert pipe.session(gallery).reranking.attribute_weight == 0.2
     explicit = RerankConfig(attribute_weight=0.01)
     assert pipe.session(gallery, reranking=explicit).reranking is explicit
+
+
+def test_the_pipeline_reads_its_run_never_a_copy(run_dir):
+    """One object for a loaded model: the pipeline holds the run and the backend and delegates."""
+    update_extra(run_dir / "model.pt", {"scoring": {"attribute_weight": 0.2}})
+    pipe = load_pipeline(run_dir)
+    assert pipe.model is pipe.run.model is pipe.backend.model
+    assert pipe.extras is pipe.run.extras and pipe.rerank_config() == pipe.run.rerank_config()
+    assert (pipe.run_dir, pipe.model_path) == (run_dir, run_dir / "model.pt")
+    assert pipe.fingerprint == pipe.run.fingerprint and not hasattr(pipe, "attribute_weight")
 
 
 def test_missing_run_names_the_fix(tmp_path):

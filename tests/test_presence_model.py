@@ -1,5 +1,5 @@
-"""'Probably not in this footage' as a fitted model (interaction/presence_model.py,
-evaluation/presence_calibration.py, ``minterpr calibrate-presence``): the fast features agree with
+"""'Probably not in this footage' as a fitted model (interaction/presence.py,
+evaluation/presence_calibration.py, ``minterpr calibrate presence``): the fast features agree with
 the plain reference, the record round-trips and names what is wrong, the fit recovers known
 weights, and on a small synthetic world an absent target lowers the probability more than a present one."""
 from __future__ import annotations
@@ -13,12 +13,13 @@ from minterpr.errors import InputError, RunError
 from minterpr.evaluation.presence_calibration import (fit_presence, flag_rates, lowest, presence_searches,
                                                       without_identity)
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.presence_model import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
-                                                 presence_features, presence_features_reference, session_features)
+from minterpr.interaction.presence import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
+                                           presence_features, presence_features_reference, session_features)
 from minterpr.interaction.session import Session
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
-from minterpr.runtime.run import RunExtras
+from minterpr.interaction.fitted import RunExtras
+from minterpr.interaction.match import MatchCalibration
 from minterpr.types import GalleryImage
 
 
@@ -115,7 +116,7 @@ def test_a_record_fitted_on_other_features_is_ignored_with_a_warning_and_kept_as
     older["weights"] = {"best_fit": 0.5, "rejected": -1.0}  # an older minterpr's features
     extras = RunExtras.from_dict({"presence_model": older, "epoch": 3}, "runs/b/model.pt")
     assert extras.presence is None and extras.other == {"presence_model": older, "epoch": 3}
-    assert "runs/b/model.pt: extra 'presence_model' ignored" in caplog.text and "calibrate-presence" in caplog.text
+    assert "runs/b/model.pt: extra 'presence_model' ignored" in caplog.text and "minterpr calibrate presence" in caplog.text
     assert RunExtras(presence=_model(), other=extras.other).to_dict()["presence_model"] == _model().to_dict()
 
 
@@ -191,10 +192,21 @@ def test_the_command_fits_on_val_stores_the_record_and_refuses_test(tmp_path, ti
     mark_dataset(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
-    assert main(["calibrate-presence", "--run", str(run), "--data", str(tmp_path), "--searches", "6", "--turns", "2",
-                 "--json", "-", "-q"]) == 0
+    assert main(["calibrate", "presence", "--run", str(run), "--data", str(tmp_path), "--searches", "6", "--turns",
+                 "2", "--json", "-", "-q"]) == 0
     printed = capsys.readouterr().out
     record = PresenceModel.from_dict(json.loads(printed[printed.index("{"):]))
     assert record.split == "val" and record.searches == 2 + 3 + 6 and load_run(run).extras.presence == record
-    assert main(["calibrate-presence", "--run", str(run), "--data", str(tmp_path), "--split", "test"]) == 2
-    assert "--split test" in capsys.readouterr().err
+    assert main(["calibrate", "presence", "--run", str(run), "--data", str(tmp_path), "--split", "test"]) == 2
+    assert "minterpr calibrate presence: error: --split test" in capsys.readouterr().err
+    # the earlier name, which the model card gives, is the same command
+    assert main(["calibrate-presence", "--run", str(run), "--data", str(tmp_path), "--searches", "6", "--turns", "2",
+                 "--dry-run", "--json", "-", "-q"]) == 0
+    printed = capsys.readouterr().out
+    assert PresenceModel.from_dict(json.loads(printed[printed.index("{"):])) == record
+    # `calibrate match` is the other subcommand of the group: same options, its own record
+    assert main(["calibrate", "match", "--run", str(run), "--data", str(tmp_path), "--searches", "3", "--turns", "2",
+                 "--json", "-", "-q"]) == 0
+    printed, said = capsys.readouterr()  # --json -: the JSON on stdout, the console line on stderr
+    assert "match temperature fitted on val" in said and f"stored in {run / 'model.pt'}" in said
+    assert load_run(run).extras.match == MatchCalibration.from_dict(json.loads(printed[printed.index("{"):]))

@@ -11,7 +11,7 @@ from support.web import CAMERAS, build_gallery, prepare_service
 pytest.importorskip("fastapi", reason="the service is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
-from minterpr.interaction.presence_model import FEATURE_NAMES, PresenceModel  # noqa: E402
+from minterpr.interaction.presence import FEATURE_NAMES, PresenceModel  # noqa: E402
 from minterpr.serving.app import create_app  # noqa: E402
 from minterpr.serving.settings import RateSpec, ServeSettings  # noqa: E402
 from minterpr.training.post_training import store_presence_model  # noqa: E402

@@ -17,10 +17,10 @@ from minterpr.models import (  # noqa: E402
     RetrievalModel,
     compute_losses,
     create_model,
-    load_model,
     read_checkpoint,
     save_model,
 )
+from minterpr.models.io import load_model  # noqa: E402  (internal: the bare model, as saved)
 from minterpr.models.encoders.tiny import save_tiny_clip  # noqa: E402
 from minterpr.models.heads import ImageHead  # noqa: E402
 from minterpr.registry import RegistryError  # noqa: E402

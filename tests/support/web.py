@@ -124,7 +124,7 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     pipeline = load_pipeline(run, engine="torch")
     index = pipeline.index_images(images, root=str(crops), progress=False, strict=True)
     store = folder / "store"
-    save_gallery(index, store, model_fingerprint=pipeline.model_fingerprint, metadata=metadata)
+    save_gallery(index, store, model_fingerprint=pipeline.fingerprint, metadata=metadata)
     return run, store, truth
 
 

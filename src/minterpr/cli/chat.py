@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Iterable, TextIO
 
 from minterpr.cli.common import (CLIError, add_backend_arguments, add_common_options, build_index,
-                                 check_backend_arguments, gallery_images, load_backend, load_model, show_progress)
+                                 check_backend_arguments, gallery_images, load_backend, load_pipeline_of, show_progress)
 from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, vlm_config
 from minterpr.errors import InputError, MinterprError
 from minterpr.language.dialogue_acts import verdict
@@ -458,6 +458,6 @@ def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:
         raise CLIError("--index needs --run RUN: the model that built the store embeds the queries")
     if not Path(args.index).is_dir():
         raise CLIError(f"gallery store not found: {args.index} (build one with `minterpr index build`)")
-    pipeline = load_model(args)
-    index = load_gallery(args.index, expected_fingerprint=pipeline.model_fingerprint)
+    pipeline = load_pipeline_of(args)
+    index = load_gallery(args.index, expected_fingerprint=pipeline.fingerprint)
     return pipeline.backend, pipeline.rerank_config(), index

@@ -1,5 +1,5 @@
 """What every ``minterpr`` command shares: options and what they do, output, :class:`CLIError`, and
-loading a trained model (:func:`load_model`, through ``load_pipeline``). Commands import this
+loading a trained model (:func:`load_pipeline_of`, through ``load_pipeline``). Commands import this
 module (and the narrower :mod:`~minterpr.cli.service_state`, :mod:`~minterpr.cli.demo_world`),
 never each other.
 
@@ -59,7 +59,7 @@ from minterpr.types import GalleryImage
 
 if TYPE_CHECKING:  # torch-heavy: loaded with a model
     from minterpr.runtime.pipeline import Pipeline
-    from minterpr.runtime.run import RunExtras
+    from minterpr.interaction.fitted import RunExtras
 
 LOGGER_NAME = "minterpr"  # the package's logger: every module logs under it (minterpr.cli.eval, ...)
 STDOUT = "-"  # --json - : the report to stdout
@@ -252,7 +252,7 @@ class CLIError(InputError):
     """A user error on the command line: ``minterpr.cli.main`` prints it as one line, exit code 2."""
 
 
-# what --run takes, wherever a command scores with a trained model (load_model resolves all of them)
+# what --run takes, wherever a command scores with a trained model (load_pipeline_of resolves all of them)
 RUN_HELP = ("a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
             "'hf-hub:ORG/NAME[@REV]'")
 
@@ -281,7 +281,7 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
     (a :class:`~minterpr.interaction.reranking.RerankConfig`: the one stored with ``--run``'s
     model, chosen on val at training time, else the defaults).
 
-    ``--run`` loads through :func:`load_model` (a run directory or a model file): a broken run
+    ``--run`` loads through :func:`load_pipeline_of` (a run directory or a model file): a broken run
     raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.interaction.reranking import RerankConfig
 
@@ -289,11 +289,12 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
         from minterpr.interaction.attribute_backend import AttributeBackend
 
         return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), RerankConfig()
-    pipeline = load_model(args)
+    pipeline = load_pipeline_of(args)
     return pipeline.backend, pipeline.rerank_config()
 
 
-def load_model(args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int | None = None) -> "Pipeline":
+def load_pipeline_of(args: argparse.Namespace, run: str | Path | None = None, *,
+                     batch_size: int | None = None) -> "Pipeline":
     """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
     way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
     where the command has it. A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""

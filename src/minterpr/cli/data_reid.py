@@ -4,7 +4,9 @@ CUHK03's 1,467 identities are split as CUHK03-NP's protocol sizes them (700 for 
 for training), by a seeded draw (the official split file is not part of the data): ``test.jsonl``.
 ``--val-identities`` of the training identities become ``val.jsonl`` (the epoch is chosen on
 it). ``train.jsonl`` holds the rest plus, with ``--peta``, the identities of a built PETA dataset's
-*training* gallery with two crops or more (PETA's val and test identities stay out).
+*training* gallery with two crops or more (PETA's val and test identities stay out: they are
+written to ``peta_val.jsonl`` and ``peta_test.jsonl``, with the camera the file names give for
+3DPeS, GRID and CAVIAR4REID, to score "search with this image" across cameras).
 ``split.json`` records the seed and the counts. Images are referenced, never copied.
 
 Example:
@@ -33,12 +35,16 @@ def run(args: argparse.Namespace) -> int:
         rest, test = split_identities(cuhk03, test_identities=CUHK03_NP_TEST_IDENTITIES, seed=args.seed)
         train, val = split_identities(rest, test_identities=args.val_identities, seed=args.seed)
         peta = read_gallery_identities(Path(args.peta) / "gallery_train.jsonl") if args.peta else []
+        # PETA's val and test identities, cameras read from file names: "search with this image"
+        peta_eval = {f"peta_{split}": read_gallery_identities(Path(args.peta) / f"gallery_{split}.jsonl",
+                                                             camera_from_name=True)
+                     for split in ("val", "test")} if args.peta else {}
     except (DataError, ValueError) as err:
         print(f"minterpr data reid: error: {err}", file=sys.stderr)
         return 2
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    parts = {"train": train + peta, "val": val, "test": test}
+    parts = {"train": train + peta, "val": val, "test": test, **peta_eval}
     counts = {}
     for name, images in parts.items():
         write_manifest(images, out / f"{name}.jsonl")
@@ -48,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
                "cuhk03": str(Path(args.cuhk03).resolve()), "peta": args.peta, "splits": counts}
     atomic_write_text(out / "split.json", json.dumps(summary, indent=2) + "\n")
     for name, count in counts.items():
-        print(f"{name:5s} {count['images']:6,d} crops {count['identities']:5,d} identities")
+        print(f"{name:9s} {count['images']:6,d} crops {count['identities']:5,d} identities")
     return 0
 
 

@@ -13,7 +13,7 @@ import sys
 import time
 from pathlib import Path
 
-from minterpr.cli.common import STDOUT, add_common_options, load_model, show_progress, write_json
+from minterpr.cli.common import STDOUT, add_common_options, load_pipeline_of, show_progress, write_json
 from minterpr.cli.demo_world import build_data, say, train_model
 
 log = logging.getLogger(__name__)
@@ -31,7 +31,7 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.evaluation.online import compare, one_target_per_identity
     from minterpr.evaluation.report import format_comparison, format_table, plot_metric_per_round
-    pipeline = load_model(args, run_dir)  # a broken cached run: RunError, one line naming the file
+    pipeline = load_pipeline_of(args, run_dir)  # a broken cached run: RunError, one line naming the file
     backend = pipeline.backend
     gallery = read_gallery(data_dir / "gallery_test.jsonl")
     index = backend.index_images(gallery, root=str(data_dir), progress=show_progress(args))

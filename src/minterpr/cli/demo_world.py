@@ -88,7 +88,7 @@ def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic",
 
 
 def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
-    """Fit the page's match temperature on the demo's val searches (``minterpr calibrate-match``),
+    """Fit the page's match temperature on the demo's val searches (``minterpr calibrate match``),
     once: a run that holds the record keeps it."""
     from minterpr.evaluation.match_calibration import calibrate_match
     from minterpr.runtime.pipeline import load_pipeline
@@ -108,7 +108,7 @@ def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
 
 
 def calibrate_demo_presence(run_dir: Path, data_dir: Path) -> None:
-    """Fit "probably not in this footage" on the demo's val searches (``minterpr calibrate-presence``,
+    """Fit "probably not in this footage" on the demo's val searches (``minterpr calibrate presence``,
     after the match temperature it reads), once: a run that holds the record keeps it."""
     from minterpr.evaluation.presence_calibration import calibrate_presence
     from minterpr.runtime.pipeline import load_pipeline

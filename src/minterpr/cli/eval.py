@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from minterpr.cli.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, add_picture_options,
-                                 add_text_precision_argument, check_picture_options, load_model, show_progress, write_json)
+                                 add_text_precision_argument, check_picture_options, load_pipeline_of, show_progress,
+                                 write_json)
 from minterpr.cli.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError
 
@@ -62,7 +63,7 @@ def _run(args: argparse.Namespace) -> int:
 
     check_picture_options(args)
     run_dir, data = Path(args.run), Path(args.data)
-    trained = load_model(args, batch_size=args.batch_size)  # first: a broken run fails before the data
+    trained = load_pipeline_of(args, batch_size=args.batch_size)  # first: a broken run fails before the data
     from minterpr.data.build import check_if_built
 
     check_if_built(data.parent)  # a dataset minterpr built must be finished and unchanged; other folders read as is

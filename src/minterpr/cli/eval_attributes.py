@@ -25,7 +25,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, load_model,
+from minterpr.cli.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, load_pipeline_of,
                                  show_progress, write_json)
 
 log = logging.getLogger(__name__)
@@ -85,7 +85,7 @@ def _run(args: argparse.Namespace) -> int:
     from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
 
     gallery = Path(args.gallery)
-    trained = load_model(args, batch_size=args.batch_size)  # first: a broken run fails before the data is read
+    trained = load_pipeline_of(args, batch_size=args.batch_size)  # first: a broken run fails before the data is read
     backend = trained.backend
     backend.allow_outside_root = args.allow_outside_root
     root = args.image_root or str(gallery.parent)

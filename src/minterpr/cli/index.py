@@ -65,7 +65,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     except ValueError as err:  # InputError: nothing readable, a path listed twice
         raise CLIError(str(err)) from None
     seconds = time.perf_counter() - start
-    fingerprint = pipeline.model_fingerprint
+    fingerprint = pipeline.fingerprint
     vectors = None if backend == NO_BACKEND else build_vector_index(backend, index, model_fingerprint=fingerprint)
     start = time.perf_counter()
     fused = build_fused(index, **args.fused_options) if wants_fused(args.fused, len(index)) else None

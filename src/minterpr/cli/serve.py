@@ -71,7 +71,7 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
     store = Path(services.settings.galleries_dir) / "demo"
     pipeline = services.galleries.pipeline(str(run_dir.absolute()))
     try:
-        open_gallery(store, expected_fingerprint=pipeline.model_fingerprint)
+        open_gallery(store, expected_fingerprint=pipeline.fingerprint)
     except MinterprError:
         log.info("[serve] embedding the demo gallery into %s ...", store)
         images = read_gallery(data_dir / "gallery_test.jsonl")
@@ -79,8 +79,8 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
         step = 86400 / max(1, len(index))
         metadata = [{"time": (DEMO_TIMES_START + dt.timedelta(seconds=round(k * step))).isoformat()}
                     for k in range(len(index))]
-        vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.model_fingerprint)
-        save_gallery(index, store, model_fingerprint=pipeline.model_fingerprint, vector_index=vectors, metadata=metadata,
+        vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.fingerprint)
+        save_gallery(index, store, model_fingerprint=pipeline.fingerprint, vector_index=vectors, metadata=metadata,
                      rebuild=f"minterpr serve --demo --demo-out {out}")
     rows = {row.name: row for row in services.galleries.rows()}
     if "demo" not in rows or Path(rows["demo"].directory) != store.absolute():

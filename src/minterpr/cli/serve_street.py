@@ -63,7 +63,7 @@ def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str
     from minterpr.ingest import IngestOptions, ingest
 
     pipeline = services.galleries.pipeline(str(Path(run).absolute()))
-    key = hashlib.sha256(f"{video.resolve()}\0{pipeline.model_fingerprint}".encode()).hexdigest()[:10]
+    key = hashlib.sha256(f"{video.resolve()}\0{pipeline.fingerprint}".encode()).hexdigest()[:10]
     store = Path(services.settings.galleries_dir) / f"{STREET_GALLERY}-{key}"
     events = {"last": -1}
 

@@ -32,6 +32,15 @@ from minterpr.fileio import atomic_write_text
 
 CUHK03_NAME = re.compile(r"(\d{4})_(\d{2})\.(?:jpg|jpeg|png)", re.IGNORECASE)
 CUHK03_SHOTS_PER_CAMERA = 5  # shots 00-04 from one camera of the pair, 05-09 from the other
+# PETA subsets whose file names carry the camera (PETA's label files do not): 3DPeS
+# "<id>_<cam>_FRAME_<n>_RGB.bmp", GRID "<id>_<cam>_...", CAVIAR4REID "<id>_<n>" with shots
+# 1-10 from one camera and 11-20 from the other
+PETA_CAMERA_NAMES = (
+    ("3DPeS", re.compile(r"\d+_(\d+)_FRAME_")),
+    ("GRID", re.compile(r"\d{4}_(\d+)_")),
+)
+CAVIAR_SHOT = re.compile(r"\d{4}_(\d{3})\.")
+CAVIAR_SHOTS_PER_CAMERA = 10
 
 
 @dataclass(frozen=True)
@@ -60,9 +69,30 @@ def read_cuhk03(root: str | PathLike[str]) -> list[ReidImage]:
     return images
 
 
-def read_gallery_identities(manifest: str | PathLike[str], *, min_images: int = 2) -> list[ReidImage]:
+def peta_camera(path: str) -> str:
+    """The camera a PETA crop's file name gives ("" for the subsets whose names carry none).
+
+    Example:
+        >>> peta_camera("images/GRID/archive/0001_2_25023_116_134_128_330.jpeg")
+        '2'
+        >>> peta_camera("images/CAVIAR4REID/archive/0001_013.jpg"), peta_camera("images/MIT/archive/001.jpg")
+        ('1', '')
+    """
+    parts = Path(path).parts
+    name = parts[-1]
+    for subset, pattern in PETA_CAMERA_NAMES:
+        if subset in parts and (match := pattern.match(name)):
+            return match[1]
+    if "CAVIAR4REID" in parts and (match := CAVIAR_SHOT.match(name)):
+        return str((int(match[1]) - 1) // CAVIAR_SHOTS_PER_CAMERA)
+    return ""
+
+
+def read_gallery_identities(manifest: str | PathLike[str], *, min_images: int = 2,
+                            camera_from_name: bool = False) -> list[ReidImage]:
     """Crops of the identities with at least ``min_images`` in a gallery manifest (JSON lines
-    with ``path``, ``person_id`` and ``camera_id``); relative paths resolve from its folder."""
+    with ``path``, ``person_id`` and ``camera_id``); relative paths resolve from its folder.
+    ``camera_from_name``: where ``camera_id`` is null, read it from a PETA file name."""
     manifest = Path(manifest)
     base = manifest.parent
     rows: list[ReidImage] = []
@@ -82,7 +112,9 @@ def read_gallery_identities(manifest: str | PathLike[str], *, min_images: int = 
             raise DataError(str(manifest), number, "path/person_id", "must be strings")
         camera = record.get("camera_id")
         full = path if Path(path).is_absolute() else str(base / path)
-        rows.append(ReidImage(full, person, "" if camera is None else str(camera)))
+        if camera is None:
+            camera = peta_camera(path) if camera_from_name else ""
+        rows.append(ReidImage(full, person, str(camera)))
     counts: dict[str, int] = defaultdict(int)
     for row in rows:
         counts[row.person_id] += 1

@@ -4,9 +4,9 @@
 answers the questions, rules out the images shown with what differs and confirms the target when it
 is shown; the protocol of ``benchmarks/bench_presence.py``) and keeps every step's final scores with
 which ranked images show the target's identity. :func:`calibrate_match` fits the one softmax
-temperature of the match distribution on them (:func:`~minterpr.interaction.presence.fit_match_temperature`)
-and returns the :class:`~minterpr.interaction.presence.MatchCalibration` record a run stores
-(``minterpr calibrate-match``). Run it on the validation split only: the test split measures it.
+temperature of the match distribution on them (:func:`~minterpr.interaction.match.fit_match_temperature`)
+and returns the :class:`~minterpr.interaction.match.MatchCalibration` record a run stores
+(``minterpr calibrate match``). Run it on the validation split only: the test split measures it.
 
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend
@@ -28,8 +28,8 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.policies import TEMPERATURE
-from minterpr.interaction.presence import (MatchCalibration, MatchStep, fit_match_temperature, match_nll,
-                                           match_reliability)
+from minterpr.interaction.match import (MatchCalibration, MatchStep, fit_match_temperature, match_nll,
+                                        match_reliability)
 from minterpr.interaction.session import Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.language.dialogue_acts import verdict

@@ -4,11 +4,11 @@
 it describes the target, answers the questions, rules out the images shown with what differs and
 confirms the target when it is shown; the protocol of ``benchmarks/bench_presence.py``): over the
 whole gallery (present) and over the gallery with every image of the target's identity removed
-(absent). Each search keeps the :func:`~minterpr.interaction.presence_model.session_features` row of
+(absent). Each search keeps the :func:`~minterpr.interaction.presence.session_features` row of
 every step (after the description and after each turn) until the user confirms the target or the
-turns run out. :func:`fit_presence` fits the logistic :class:`~minterpr.interaction.presence_model.PresenceModel`
+turns run out. :func:`fit_presence` fits the logistic :class:`~minterpr.interaction.presence.PresenceModel`
 on those rows and chooses its threshold; :func:`calibrate_presence` does both on a split (never test:
-the test split measures the result) and returns the record a run stores (``minterpr calibrate-presence``).
+the test split measures the result) and returns the record a run stores (``minterpr calibrate presence``).
 It searches the split's gallery whole and two samples of its identities (a third, a half:
 :data:`GALLERY_SHARES`), so the model sees how its signals move with the gallery's size (its
 ``gallery`` feature) instead of learning one size: a search over footage larger than the
@@ -35,8 +35,8 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.evaluation.match_calibration import one_image_per_identity
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.presence_model import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
-                                                 session_features)
+from minterpr.interaction.presence import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
+                                           session_features)
 from minterpr.interaction.session import Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.language.dialogue_acts import verdict

@@ -106,11 +106,9 @@ def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
 
 
 def _load(run: Any) -> Any:
-    if hasattr(run, "backend") and hasattr(run, "model_fingerprint"):
-        return run
-    from minterpr.runtime.pipeline import load_pipeline
+    from minterpr.runtime.pipeline import Pipeline, load_pipeline
 
-    return load_pipeline(run)
+    return run if isinstance(run, Pipeline) else load_pipeline(run)
 
 
 def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, run: Any,
@@ -128,7 +126,7 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     check_store_folder(folder)
     info = open_source(source, frames=options.frames, fps=options.fps)
     pipeline = _load(run)
-    fingerprint = pipeline.model_fingerprint
+    fingerprint = pipeline.fingerprint
     if (folder / "gallery.json").is_file():
         manifest = read_manifest(folder)
         if manifest.model_fingerprint != fingerprint:
@@ -229,14 +227,14 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
             return 0, 0
         if counts[0] == 0:
             return 0, counts[1]
-        return 0, _drop_rows(folder, job.job, pipeline.model_fingerprint)
+        return 0, _drop_rows(folder, job.job, pipeline.fingerprint)
     reporter.update("index", 0, 1, force=True, message=f"index: writing {len(embedded.images)} rows to {folder}")
     position = {image.path: k for k, image in enumerate(images)}
     rows = [metadata[position[image.path]] for image in embedded.images]
     index = GalleryIndex(embedded.images, embedded.embeddings, attribute_probs=embedded.attribute_probs,
                          root=STORE_ROOT, skipped=embedded.skipped)  # the crops are inside the store's folder
     rebuild = f"minterpr ingest {info.path} --gallery {folder} --run RUN (again for each source)"
-    total = append_gallery(index, folder, model_fingerprint=pipeline.model_fingerprint, metadata=rows,
+    total = append_gallery(index, folder, model_fingerprint=pipeline.fingerprint, metadata=rows,
                            replace={"job": job.job}, backend="exact", rebuild=rebuild)
     return len(embedded.images), total
 

@@ -90,7 +90,7 @@ def witness_targets(labels: StreetLabels, images: list[GalleryImage]) -> list[Ga
 def witness_search(run: Any, labels: StreetLabels, images: list[GalleryImage], root: str | os.PathLike[str], *,
                    rounds: int = 2, seed: int = 0) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
-    (:func:`minterpr.runtime.load_run`); the :class:`~minterpr.evaluation.report.EvaluationReport`."""
+    (:func:`minterpr.runtime.run.load_run`); the :class:`~minterpr.evaluation.report.EvaluationReport`."""
     from minterpr.evaluation.online import simulate
     from minterpr.interaction.simulators import WitnessSimulator
 

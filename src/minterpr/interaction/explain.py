@@ -71,7 +71,7 @@ class EvidencePolicy:
 
     @classmethod
     def from_calibration(cls, record: Any) -> "EvidencePolicy":
-        """The policy of a run's :class:`~minterpr.runtime.run.CalibrationRecord` (None: an uncalibrated
+        """The policy of a run's :class:`~minterpr.interaction.fitted.CalibrationRecord` (None: an uncalibrated
         run, whose marks are all "unsure"). A record written before label AUCs were stored has none:
         every label counts as recognisable and only confidence decides (the fallback for old runs)."""
         if record is None:

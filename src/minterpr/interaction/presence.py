@@ -1,42 +1,63 @@
-"""How likely each image is the person, and how likely the person is in the searched images at all.
-
-:func:`match_probabilities` turns a step's final scores into the candidate distribution the
-policies choose their moves by (softmax of score / :data:`~minterpr.interaction.policies.TEMPERATURE`):
-a bounded number in [0, 1], summing to 1 over the ranked images, that the page shows as each
-result's "match" (never the raw score, whose scale moves with every fact said).
-
-The temperature a model's page uses is fitted on validation searches (:func:`fit_match_temperature`:
-the one T minimising the negative log-likelihood of the target's images under the match distribution,
-so an image shown at match m is the person about m of the time; :class:`MatchCalibration` is the
-stored record, ``minterpr calibrate-match`` computes it, docs/benchmarks.md); a model without one
-keeps the policies' :data:`~minterpr.interaction.policies.TEMPERATURE`.
+"""How likely the person is in the searched images at all: "probably not in this footage".
 
 :func:`presence_probability` is the estimate from the rulings-out alone, used by a model without a
 fitted presence model. Hypotheses: the person is image i (prior ``prior``, spread by the match
-distribution) or is not in the footage (1 - ``prior``). An image the analyst rules out had mass m
-under the distribution shown when they did; under "present" that verdict had probability 1 - m,
-under "absent" 1, so each ruling-out multiplies the odds of presence by 1 - m. At a calibrated match
-five rulings-out barely move it; a fitted model (:mod:`minterpr.interaction.presence_model`: how
-well the remaining images fit the facts, how many were ruled out, ...) is what separates present
-from absent targets (docs/benchmarks.md).
+distribution, :mod:`minterpr.interaction.match`) or is not in the footage (1 - ``prior``). An image
+the analyst rules out had mass m under the distribution shown when they did; under "present" that
+verdict had probability 1 - m, under "absent" 1, so each ruling-out multiplies the odds of presence
+by 1 - m. At a calibrated match five rulings-out barely move it; the fitted model below (how well
+the remaining images fit the facts, how many were ruled out, ...) is what separates present from
+absent targets (docs/benchmarks.md).
+
+The fitted model is a small logistic model over live-session signals. Every signal is computed from
+what a live session holds, without ground truth (:func:`presence_features`, one row per step):
+
+* ``best_fit`` — max over the images not ruled out of Σ_facts log P(fact | image) (the distinct
+  facts said of the person, the index's calibrated attribute probabilities clipped as the ranking
+  clips them, :func:`~minterpr.language.evidence.fact_log_likelihood`): how well the best remaining
+  image fits everything said. An absent person's look-alikes fail some fact once enough is said;
+  the person's own images fit.
+* ``compatible`` — log Σ over the same images of exp(that sum): the log of how many remaining images
+  fit the facts (a soft count).
+* ``rejected`` — Σ over the images ruled out of -log(1 - m), m the match each had on the page when it
+  was ruled out (the odds factor of :func:`presence_probability`).
+* ``top_match`` — the match probability (the page's, at the model's fitted temperature) of the best
+  image not ruled out: a person present tends to stand out of the rest.
+* ``ruled_out`` — how many images the analyst ruled out: the system shows its best candidates, and
+  each one that is not the person makes it less likely the person is there at all.
+* ``gallery`` — log of the number of images searched: in a larger gallery a present person takes
+  more rulings-out to surface and an absent one has more look-alikes, so the other signals mean
+  less (fitted on validation galleries of several sizes, :mod:`minterpr.evaluation.presence_calibration`).
+
+:class:`PresenceModel` is the fitted record (a run's extra ``"presence_model"``; ``minterpr
+calibrate presence`` fits it on validation searches whose target is present vs removed,
+:mod:`minterpr.evaluation.presence_calibration`): P(present) = σ(bias + Σ w·feature), fitted with
+each search weighted equally and as many present as absent searches (so 0.5 means "as likely as
+not"), and the threshold under which the page says "probably not in this footage" (chosen on the
+same validation searches: the most absent searches flagged with at most the allowed share of
+present ones). :func:`presence_features_reference` is a plain loop the fast path is tested against.
 
 Example:
     >>> import numpy as np
-    >>> p = match_probabilities(np.array([0.50, 0.48, 0.10]))
-    >>> [round(float(x), 3) for x in p]
-    [0.731, 0.269, 0.0]
-    >>> match_probabilities(np.array([0.5, -np.inf])).tolist()  # an image beyond a shortlist: 0
-    [1.0, 0.0]
-    >>> percent(0.1234), percent(0.004), percent(None)
-    ('12 %', '< 1 %', 'unknown')
     >>> round(presence_probability([]), 3), round(presence_probability([0.9, 0.8]), 3)
     (0.9, 0.153)
     >>> probably_absent(presence_probability([0.9, 0.8])), probably_absent(presence_probability([0.05, 0.1]))
     (True, False)
-    >>> steps = [(np.array([2.0, 1.0, 0.0]), np.array([True, False, False])),
-    ...          (np.array([2.0, 1.0, 0.0]), np.array([False, True, False]))]
-    >>> round(fit_match_temperature(steps), 3)  # the top image is the target half the time: T = 1/log((1+13**.5)/2)
-    1.199
+    >>> from minterpr.language.phrasing import Fact
+    >>> from minterpr.language.evidence import SLOT_COLUMNS
+    >>> from minterpr.language.ontology import ONTOLOGY
+    >>> probs = np.full((3, len(ONTOLOGY.flat_labels())), 0.5, np.float32)
+    >>> probs[:, SLOT_COLUMNS["gender"]] = [[0.9, 0.1], [0.2, 0.8], [0.5, 0.5]]
+    >>> x = presence_features(np.array([1.0, 0.5, 0.0]), 0.5, probs, [Fact("gender", ("female",))],
+    ...                       rejected=np.array([False, True, False]), ruled_out=[0.6])
+    >>> [(k, round(float(v), 3)) for k, v in zip(FEATURE_NAMES, x)][:3]  # image 1 (the woman) was ruled out
+    [('best_fit', -0.693), ('compatible', -0.511), ('rejected', 0.916)]
+    >>> [(k, round(float(v), 3)) for k, v in zip(FEATURE_NAMES, x)][3:]  # gallery: log 3 images
+    [('top_match', 0.881), ('ruled_out', 1.0), ('gallery', 1.099)]
+    >>> model = PresenceModel("val", dict(zip(FEATURE_NAMES, (1.0, 0.0, -1.0, 0.0, 0.0, 0.0))), 0.5, 0.2, 10, 40, 90.0,
+    ...                       5.0, {})
+    >>> round(model.probability(x), 3), model.absent(x)
+    (0.248, False)
 """
 from __future__ import annotations
 
@@ -46,38 +67,19 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.interaction.policies import TEMPERATURE
+from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
+from minterpr.language.phrasing import Fact
+from minterpr.records import Unusable, count, finite, mapping, number_map, split_name
 
 PRIOR_PRESENT = 0.9  # P(the person is in the searched images) before anything is said: the analyst chose this footage
 ABSENT_BELOW = 0.2  # under this presence probability the page says "probably not in this footage"
-# the range fit_match_temperature searches (log-spaced): 1e-3 is sharper than any score gap, 1e3 flat
-TEMPERATURE_RANGE = (1e-3, 1e3)
-MatchStep = tuple[np.ndarray, np.ndarray]  # ((K,) final scores of a step, (K,) bool: the image shows the target)
-
-
-def match_probabilities(scores: np.ndarray, temperature: float = TEMPERATURE) -> np.ndarray:
-    """(K,) softmax(scores / temperature) of (K,) final scores; ``-inf`` scores get 0."""
-    scores = np.asarray(scores, np.float64)
-    finite = np.isfinite(scores)
-    out = np.zeros(len(scores))
-    if finite.any():
-        logits = scores[finite] / temperature
-        weights = np.exp(logits - logits.max())
-        out[finite] = weights / weights.sum()
-    return out
-
-
-def percent(probability: float | None) -> str:
-    """How a match probability is shown (the page, the confirmation and the export alike): ``'12 %'``."""
-    if probability is None:
-        return "unknown"
-    value = 100.0 * probability
-    return f"{value:.0f} %" if value >= 1 or value == 0 else "< 1 %"
+FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match", "ruled_out", "gallery")
+MATCH_CLIP = 1e-3  # a ruled-out match is clipped to [0, 1 - this]: one ruling-out adds at most ln 1000
 
 
 def presence_probability(ruled_out: Sequence[float], prior: float = PRIOR_PRESENT) -> float:
     """P(the person is among the searched images) after ruling out images whose match probabilities
-    (:func:`match_probabilities`), when each was ruled out, were ``ruled_out`` (see the module doc)."""
+    (:func:`~minterpr.interaction.match.match_probabilities`), when each was ruled out, were ``ruled_out`` (see the module doc)."""
     if not 0.0 < prior < 1.0:
         raise ValueError(f"prior must be in (0, 1), got {prior!r}")
     p = prior
@@ -92,114 +94,177 @@ def probably_absent(probability: float, threshold: float = ABSENT_BELOW) -> bool
     return probability < threshold
 
 
-def match_nll(steps: Sequence[MatchStep], temperature: float) -> float:
-    """Mean over ``steps`` of -log P(the target's images) under :func:`match_probabilities` at
-    ``temperature``; a step whose target images are all beyond the ranking (``-inf``) is left out."""
-    total, counted = 0.0, 0
-    for scores, target in steps:
-        scores, target = np.asarray(scores, np.float64), np.asarray(target, bool)
-        finite = np.isfinite(scores)
-        if not (target & finite).any():
-            continue
-        logits = scores[finite] / temperature
-        top = float(logits.max())
-        log_all = top + math.log(float(np.exp(logits - top).sum()))
-        hit = logits[target[finite]]
-        log_hit = hit.max() + math.log(float(np.exp(hit - hit.max()).sum()))
-        total += log_all - log_hit
-        counted += 1
-    if not counted:
-        raise ValueError("no step ranks an image of its target: nothing to fit a temperature on")
-    return float(total / counted)
+class OtherFeatures(Unusable):
+    """A presence record fitted on another feature set (an older or newer minterpr): well formed, unusable here."""
 
 
-def fit_match_temperature(steps: Sequence[MatchStep], bounds: tuple[float, float] = TEMPERATURE_RANGE) -> float:
-    """The temperature in ``bounds`` minimising :func:`match_nll` over ``steps``: a log-spaced grid,
-    then golden-section refinement around its best point (the likelihood of one temperature is
-    smooth and, in practice, single-peaked)."""
-    low, high = math.log(bounds[0]), math.log(bounds[1])
-    grid = np.linspace(low, high, 61)
-    values = [match_nll(steps, math.exp(g)) for g in grid]
-    k = int(np.argmin(values))
-    a, b = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-    ratio = (math.sqrt(5.0) - 1.0) / 2.0
-    c, d = b - ratio * (b - a), a + ratio * (b - a)
-    fc, fd = match_nll(steps, math.exp(c)), match_nll(steps, math.exp(d))
-    for _ in range(40):  # the bracket shrinks 0.618x a step: 40 steps leave ~1e-9 in log T
-        if fc < fd:
-            b, d, fd = d, c, fc
-            c = b - ratio * (b - a)
-            fc = match_nll(steps, math.exp(c))
-        else:
-            a, c, fc = c, d, fd
-            d = a + ratio * (b - a)
-            fd = match_nll(steps, math.exp(d))
-    return float(math.exp((a + b) / 2.0))
+def _distinct(facts: Sequence[Fact]) -> list[Fact]:
+    return list(dict.fromkeys(facts))
 
 
-def match_reliability(steps: Sequence[MatchStep], temperature: float, top: int = 10,
-                      bins: int = 10) -> tuple[float, list[dict[str, float]]]:
-    """How well the match of the ``top`` results of each step says how often they are the person:
-    (expected calibration error, one row per non-empty bin of equal width: mean match, share that
-    was the target, images). ECE = sum over bins of images / all x |share - mean match|."""
-    shown: list[float] = []
-    hits: list[bool] = []
-    for scores, target in steps:
-        p = match_probabilities(scores, temperature)
-        order = np.argsort(-np.asarray(scores, np.float64), kind="stable")[:top]
-        shown.extend(p[order].tolist())
-        hits.extend(np.asarray(target, bool)[order].tolist())
-    m, y = np.asarray(shown), np.asarray(hits, np.float64)
-    which = np.minimum((m * bins).astype(int), bins - 1)
-    rows, ece = [], 0.0
-    for b in range(bins):
-        inside = which == b
-        if inside.any():
-            rows.append({"mean_match": float(m[inside].mean()), "share_target": float(y[inside].mean()),
-                         "images": int(inside.sum())})
-            ece += inside.sum() / max(len(m), 1) * abs(float(y[inside].mean()) - float(m[inside].mean()))
-    return float(ece), rows
+def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray | None, facts: Sequence[Fact], *,
+                      rejected: np.ndarray, ruled_out: Sequence[float], order: np.ndarray | None = None,
+                      floor: float = PROB_FLOOR) -> np.ndarray:
+    """(6,) the features of :data:`FEATURE_NAMES` (the module doc) for one step.
+
+    ``scores``: the step's final scores of the ranked images, ``order`` their gallery indices (None:
+    image k has score k, the whole gallery ranked); ``probs``: the (N, L) attribute probabilities
+    (None: the fact features are 0); ``rejected``: (N,) bool over the N images searched, those the
+    user's latest verdict ruled out; ``ruled_out``: the match each ruled-out image had when it was."""
+    rejected = np.asarray(rejected, bool)
+    kept = ~rejected
+    best = compatible = 0.0
+    if probs is not None and kept.any():
+        total = np.zeros(len(probs))
+        for fact in _distinct(facts):
+            total += fact_log_likelihood(fact, probs, floor)
+        remaining = total[kept]
+        best = float(remaining.max())
+        compatible = float(best + np.log(np.exp(remaining - best).sum()))
+    masses = np.clip(np.asarray(list(ruled_out), np.float64), 0.0, 1.0 - MATCH_CLIP)
+    rejected_evidence = float(-np.log1p(-masses).sum())
+    scores = np.asarray(scores, np.float64)
+    rows = np.arange(len(scores)) if order is None else np.asarray(order)
+    open_ = kept[rows] & np.isfinite(scores)
+    top = 0.0
+    if open_.any():
+        logits = scores[open_] / temperature
+        top = float(1.0 / np.exp(logits - logits.max()).sum())
+    return np.array([best, compatible, rejected_evidence, top, float(rejected.sum()), math.log(max(len(rejected), 1))])
+
+
+def presence_features_reference(scores: Sequence[float], temperature: float, probs: np.ndarray | None,
+                                facts: Sequence[Fact], *, rejected: Sequence[bool], ruled_out: Sequence[float],
+                                order: Sequence[int] | None = None, floor: float = PROB_FLOOR) -> list[float]:
+    """:func:`presence_features` written as plain loops, one image and one fact at a time (the test's
+    reference for the fast path)."""
+    fits = []
+    if probs is not None:
+        for i in range(len(probs)):
+            if rejected[i]:
+                continue
+            row = probs[i: i + 1]
+            fits.append(sum(float(fact_log_likelihood(f, row, floor)[0]) for f in _distinct(facts)))
+    best = max(fits) if fits else 0.0
+    compatible = best + math.log(sum(math.exp(v - best) for v in fits)) if fits else 0.0
+    rejected_evidence = sum(-math.log(1.0 - min(max(float(m), 0.0), 1.0 - MATCH_CLIP)) for m in ruled_out)
+    rows = list(range(len(scores))) if order is None else [int(r) for r in order]
+    open_scores = [float(s) / temperature for s, r in zip(scores, rows) if not rejected[r] and math.isfinite(s)]
+    top = 0.0
+    if open_scores:
+        high = max(open_scores)
+        top = 1.0 / sum(math.exp(s - high) for s in open_scores)
+    return [best, compatible, rejected_evidence, top, float(sum(1 for r in rejected if r)), math.log(max(len(rejected), 1))]
+
+
+def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | None:
+    """:func:`presence_features` of a :class:`~minterpr.interaction.session.Session`'s current step
+    (None before the first turn); ``ruled_out``: the match of each image ruled out when it was."""
+    step = session.step
+    if step is None:
+        return None
+    rejected = np.zeros(len(session.index), bool)
+    for i, verdict in session.judgements.items():
+        rejected[i] = verdict is False
+    return presence_features(step.scores, step.match_temperature, session.index.attribute_probs, session.facts,
+                             rejected=rejected, ruled_out=ruled_out, order=step.ranking,
+                             floor=session.reranking.prob_floor)
+
+
+def _sigmoid(z: float) -> float:
+    return 1.0 / (1.0 + math.exp(-z)) if z >= 0 else math.exp(z) / (1.0 + math.exp(z))
 
 
 @dataclass(frozen=True)
-class MatchCalibration:
-    """The match distribution's temperature fitted on validation searches (a run's extra
-    ``"match_calibration"``; ``minterpr calibrate-match`` writes it)."""
+class PresenceModel:
+    """P(the person is in the searched images) from :data:`FEATURE_NAMES`, fitted on validation
+    searches (a run's extra ``"presence_model"``; ``minterpr calibrate presence`` writes it)."""
 
     split: str  # the split the searches ran on (never test)
-    temperature: float  # softmax temperature of the page's match (and of the presence estimate it feeds)
-    searches: int  # simulated searches run
-    steps: int  # steps (rankings) fitted on: one per turn of each search
-    nll_before: float  # mean -log P(target) per step at the policies' TEMPERATURE
-    nll_after: float  # the same at ``temperature``
-    ece_before: float  # expected calibration error of the top-10 matches at TEMPERATURE
-    ece_after: float  # the same at ``temperature``
-    protocol: Mapping[str, Any]  # how the searches ran (simulator, turns, seed)
+    weights: Mapping[str, float]  # feature name -> weight (every name of FEATURE_NAMES)
+    bias: float
+    threshold: float  # under this probability the page says "probably not in this footage"
+    searches: int  # targets searched (each present and absent)
+    steps: int  # steps (rows) fitted on
+    absent_flagged_pct: float  # on the fitting split: absent searches flagged within the turns
+    present_flagged_pct: float  # the same for present searches (wrongly)
+    protocol: Mapping[str, Any]  # how the searches ran (simulator, turns, seed, allowed false flags)
+
+    def probability(self, features: Sequence[float]) -> float:
+        """σ(bias + Σ weight · feature) of one (6,) row of :func:`presence_features`."""
+        z = self.bias + sum(self.weights[name] * float(x) for name, x in zip(FEATURE_NAMES, features))
+        return _sigmoid(z)
+
+    def absent(self, features: Sequence[float]) -> bool:
+        """Whether to say "probably not in this footage"."""
+        return self.probability(features) < self.threshold
 
     def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
-        out["protocol"] = dict(self.protocol)
+        out["weights"], out["protocol"] = dict(self.weights), dict(self.protocol)
         return out
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "MatchCalibration":
-        """The record of ``to_dict``; ValueError naming the field that is missing or not a number."""
-        values: dict[str, Any] = {}
-        for name in ("temperature", "nll_before", "nll_after", "ece_before", "ece_after"):
-            value = data.get(name)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-                raise ValueError(f"{name!r}: {value!r} is not a finite number")
-            values[name] = float(value)
-        if values["temperature"] <= 0:
-            raise ValueError(f"'temperature': {values['temperature']!r} is not positive")
-        for name in ("searches", "steps"):
-            value = data.get(name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"{name!r}: {value!r} is not a count")
-            values[name] = value
-        if not isinstance(data.get("split"), str):
-            raise ValueError(f"'split': {data.get('split')!r} is not a split name")
-        protocol = data.get("protocol", {})
-        if not isinstance(protocol, Mapping):
-            raise ValueError(f"'protocol': a {type(protocol).__name__}, not a dict")
-        return cls(split=data["split"], protocol=dict(protocol), **values)
+    def from_dict(cls, data: Mapping[str, Any]) -> "PresenceModel":
+        """The record of ``to_dict``; ValueError naming the field that is missing or wrong
+        (:class:`OtherFeatures` when it is well formed but names other features than :data:`FEATURE_NAMES`)."""
+        data = mapping(data)
+        fitted = number_map(data.get("weights"), "weights", "feature names")
+        if set(fitted) != set(FEATURE_NAMES):
+            raise OtherFeatures(f"'weights': fitted on the features {sorted(fitted)}, this minterpr computes "
+                                f"{list(FEATURE_NAMES)}")
+        values: dict[str, Any] = {name: finite(data.get(name), name) for name in
+                                  ("bias", "threshold", "absent_flagged_pct", "present_flagged_pct")}
+        if not 0.0 < values["threshold"] < 1.0:
+            raise ValueError(f"'threshold': {values['threshold']!r} is not in (0, 1)")
+        values.update({name: count(data.get(name), name) for name in ("searches", "steps")})
+        return cls(split=split_name(data.get("split")), weights=fitted,
+                   protocol=mapping(data.get("protocol", {}), "protocol"), **values)
+
+
+def fit_logistic(rows: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None,
+                 l2: float = 1e-2, iterations: int = 50) -> tuple[np.ndarray, float]:
+    """(coefficients, bias) of a weighted logistic regression of ``labels`` (1 = present) on (M, F)
+    ``rows`` by Newton's method, with an L2 penalty ``l2`` on the coefficients of the standardised
+    features (the bias is not penalised); coefficients are returned in the features' own units."""
+    x = np.asarray(rows, np.float64)
+    y = np.asarray(labels, np.float64)
+    w = np.ones(len(y)) if weights is None else np.asarray(weights, np.float64)
+    if x.ndim != 2 or len(x) != len(y) or len(w) != len(y) or not len(y):
+        raise ValueError(f"rows must be (M, F) with M = {len(y)} labels and weights, got {x.shape}")
+    if not (0 < y @ w < w.sum()):
+        raise ValueError("fitting needs rows of both classes (present and absent)")
+    mean, scale = x.mean(axis=0), x.std(axis=0)
+    scale[scale < 1e-12] = 1.0
+    z = np.hstack([(x - mean) / scale, np.ones((len(x), 1))])
+    beta = np.zeros(z.shape[1])
+    penalty = np.full(z.shape[1], l2 * w.sum())
+    penalty[-1] = 0.0
+    for _ in range(iterations):
+        p = 1.0 / (1.0 + np.exp(-np.clip(z @ beta, -40, 40)))
+        gradient = z.T @ (w * (p - y)) + penalty * beta
+        hessian = (z * (w * p * (1 - p))[:, None]).T @ z + np.diag(penalty) + 1e-9 * np.eye(z.shape[1])
+        delta = np.linalg.solve(hessian, gradient)
+        beta -= delta
+        if np.abs(delta).max() < 1e-10:
+            break
+    coefficients = beta[:-1] / scale
+    return coefficients, float(beta[-1] - coefficients @ mean)
+
+
+def choose_threshold(present_lowest: Sequence[float], absent_lowest: Sequence[float],
+                     max_false: float = 0.05) -> float:
+    """The threshold that flags the most absent searches while flagging at most ``max_false`` of the
+    present ones, from each search's lowest probability over its steps (a search is flagged when
+    that falls under the threshold): halfway between the last present value it may flag and the
+    next; in (0, 1)."""
+    present = np.sort(np.asarray(list(present_lowest), np.float64))
+    if not len(present) or not len(list(absent_lowest)):
+        raise ValueError("choosing a threshold needs present and absent searches")
+    allowed = int(math.floor(max_false * len(present) + 1e-9))  # present searches it may flag
+    if allowed >= len(present):
+        high = 1.0
+    else:
+        high = float(present[allowed])  # flagging stops short of this one
+    low = float(present[allowed - 1]) if allowed > 0 else 0.0
+    return float(min(max((low + high) / 2.0, 1e-6), 1.0 - 1e-6))

@@ -141,7 +141,7 @@ class Session:
         # its calibration's policy, so only confident, calibrated, recognisable labels are marked)
         self.evidence = evidence
         # the temperature of the match the page shows (step.match()): a model's fitted one
-        # (interaction/presence.py, MatchCalibration); the policies keep theirs
+        # (interaction/match.py, MatchCalibration); the policies keep theirs
         self.match_temperature = float(match_temperature)
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed

@@ -25,7 +25,7 @@ import numpy as np
 
 from minterpr.interaction.explain import Explanation
 from minterpr.interaction.policies import TEMPERATURE
-from minterpr.interaction.presence import match_probabilities
+from minterpr.interaction.match import match_probabilities
 from minterpr.interaction.turn_inputs import gallery_position
 
 __all__ = ["Action", "AskQuestion", "ShowReferences", "Step"]
@@ -61,7 +61,7 @@ class Step:
     anchor: int | None  # gallery index of the anchor image used in re-ranking, if any
     _explain: Callable[[int], Explanation] = field(repr=False, compare=False, default=None)  # type: ignore[assignment]
     gallery_size: int | None = None  # N, images in the gallery; None = len(ranking) (the whole gallery ranked)
-    # softmax temperature of the match the page shows (a model's fitted one, interaction/presence.py)
+    # softmax temperature of the match the page shows (a model's fitted one, interaction/match.py)
     match_temperature: float = TEMPERATURE
 
     @property

@@ -1,5 +1,8 @@
 """The retrieval model: encoders, query model, losses, checkpoints (needs ``pip install 'minterpr[model]'``).
 
+A saved model is loaded with what training chose for it by :func:`minterpr.load_pipeline` (the one
+public loader); :func:`minterpr.models.io.load_model`, the bare model alone, is internal.
+
 Example:
     >>> import torch
     >>> model = create_model("tiny").eval()
@@ -14,7 +17,7 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
     raise ImportError("minterpr.models needs torch: pip install 'minterpr[model]'") from error
 
 from .config import MODEL_CONFIGS, ModelConfig
-from .io import load_model, read_checkpoint, save_model, update_extra
+from .io import read_checkpoint, save_model, update_extra
 from .losses import LossWeights, compute_losses
 from .query_model import RetrievalModel, create_model
 
@@ -25,7 +28,6 @@ __all__ = [
     "RetrievalModel",
     "compute_losses",
     "create_model",
-    "load_model",
     "read_checkpoint",
     "save_model",
     "update_extra",

@@ -171,7 +171,10 @@ def read_checkpoint(path: str | PathLike[str], map_location: str | torch.device 
 
 
 def load_model(path: str | PathLike[str], map_location: str | torch.device = "cpu") -> RetrievalModel:
-    """Re-create the model saved at ``path`` (in eval mode, on ``map_location``)."""
+    """Re-create the model saved at ``path`` (in eval mode, on ``map_location``), without its extras.
+
+    Internal (not exported by :mod:`minterpr.models`): a model is loaded with what training chose
+    for it by :func:`minterpr.load_pipeline`."""
     return model_from_checkpoint(read_checkpoint(path, map_location), map_location, source=path)
 
 

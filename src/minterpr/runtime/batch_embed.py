@@ -276,7 +276,7 @@ def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     pipeline = load_pipeline(run_dir, device=device, batch_size=batch_size)  # the fingerprint; the local model
-    _job(out, pipeline.model_fingerprint, gallery, shard_size, resume)
+    _job(out, pipeline.fingerprint, gallery, shard_size, resume)
     pending = [s for s, _ in _shards(len(gallery), shard_size) if not shard_done(out, s)]
     todo = sum(n for s, n in _shards(len(gallery), shard_size) if s in set(pending))
     bar = tqdm(total=todo, desc=f"embedding ({executor})", unit="img", disable=not progress) if tqdm else None

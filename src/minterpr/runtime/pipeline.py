@@ -10,17 +10,15 @@ Example (with a trained run and a folder of photos):
 """
 from __future__ import annotations
 
-import dataclasses
 import os
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE, RUN_ENGINE
-from minterpr.runtime.run import RunExtras, load_run
+from minterpr.runtime.run import RunExtras, TrainedRun, load_run
 from minterpr.types import GalleryImage
 
 if TYPE_CHECKING:  # for type checkers only: sessions and models load when used
@@ -32,23 +30,42 @@ if TYPE_CHECKING:  # for type checkers only: sessions and models load when used
 
 @dataclass
 class Pipeline:
-    """A trained model ready to index galleries and run search sessions."""
+    """A trained model ready to index galleries and run search sessions: the loaded run (the model
+    and what training chose for it) and the backend that encodes with it; everything about the run
+    is read from :attr:`run`, never copied."""
 
-    backend: "NeuralBackend"  # the model as a RetrievalBackend
-    run_dir: Path | None  # where the model came from
-    # weight of the attribute evidence in re-ranking: the one `minterpr train` chose on the
-    # validation split and stored in model.pt; None = the stored scoring's, else the default
-    attribute_weight: float | None = None
-    extras: RunExtras = field(default_factory=RunExtras)  # what training stored with the model (scoring, ...)
-    model_path: Path | None = None  # the model file (or exported directory) it was read from
+    run: TrainedRun  # the model, where it was read from, its typed extras (scoring, calibration, fitted records)
+    backend: "NeuralBackend"  # the run's model as a RetrievalBackend (indexing, query encoding)
+
+    @property
+    def model(self) -> "RetrievalModel":
+        return self.run.model
+
+    @property
+    def extras(self) -> RunExtras:
+        """What training stored with the model (:class:`~minterpr.interaction.fitted.RunExtras`)."""
+        return self.run.extras
+
+    @property
+    def run_dir(self) -> Path | None:
+        """The run directory the model came from; None when a model file or directory was given."""
+        return self.run.run_dir
+
+    @property
+    def model_path(self) -> Path:
+        """The model file (or exported directory) it was read from: where fitted records are stored."""
+        return self.run.model_path
+
+    @property
+    def fingerprint(self) -> str:
+        """The model's fingerprint (:attr:`TrainedRun.fingerprint`): what a stored gallery records
+        (``minterpr.index.store.gallery_store``) and is checked against when reopened."""
+        return self.run.fingerprint
 
     def rerank_config(self) -> "RerankConfig":
         """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default: the
-        stored scoring (attribute weight and probability floor), ``attribute_weight`` if set."""
-        config = self.extras.rerank_config()
-        if self.attribute_weight is not None:
-            config = dataclasses.replace(config, attribute_weight=self.attribute_weight)
-        return config
+        stored scoring (attribute weight and probability floor), else the defaults."""
+        return self.run.rerank_config()
 
     def evidence_policy(self) -> Any:
         """The :class:`~minterpr.interaction.explain.EvidencePolicy` of this run's calibration record:
@@ -56,18 +73,6 @@ class Pipeline:
         from minterpr.interaction.explain import EvidencePolicy
 
         return EvidencePolicy.from_calibration(self.extras.calibration)
-
-    @property
-    def model(self) -> "RetrievalModel":
-        return self.backend.model
-
-    @cached_property
-    def model_fingerprint(self) -> str:
-        """The model's fingerprint (as ``TrainedRun.fingerprint``): what a stored gallery records
-        (``minterpr.index.store.gallery_store``) and is checked against when reopened."""
-        from minterpr.models.fingerprint import model_fingerprint
-
-        return model_fingerprint(self.model)
 
     def index_images(self, paths: Sequence[str | GalleryImage], person_ids: Sequence[str] | None = None,
                      camera_ids: Sequence[str | None] | None = None, *, root: str | None = None,
@@ -141,6 +146,4 @@ def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch
     "int8" runs the query text encoder with int8 weights (opt-in; faster turns, features within
     cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md)."""
     run = load_run(run_dir, device=device)
-    weight = run.extras.scoring.attribute_weight if run.extras.scoring is not None else None
-    backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
-    return Pipeline(backend, run.run_dir, weight, run.extras, run.model_path)
+    return Pipeline(run, run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision))

@@ -1,7 +1,7 @@
 """Publishing an exported model directory on the Hugging Face Hub (``minterpr export --push-to-hub``).
 
 :func:`push_model_dir` checks the directory the way a user's ``--run hf-hub:ORG/NAME`` will load it
-(:func:`~minterpr.runtime.load_run`: the config, the weights' SHA-256, the extras), requires a model
+(:func:`~minterpr.runtime.run.load_run`: the config, the weights' SHA-256, the extras), requires a model
 card (``README.md``, else ``MODEL_CARD.md``, which the hub then shows as the repository's card: a
 model of people says what it was trained on, those data's terms and what it must not be used for),
 and uploads every file of the directory in one commit (:func:`publish_files`: hidden files and
@@ -110,7 +110,7 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
         raise InputError(f"{folder}: no model card ({' or '.join(CARD_FILES)}): say what the model was trained on, "
                          "those data's terms, what it does and does not do, and its intended use before publishing "
                          "it (models/peta-pa100k-lite2/MODEL_CARD.md is one)")
-    from minterpr.runtime import load_run
+    from minterpr.runtime.run import load_run
 
     load_run(folder)  # what a user's --run hf-hub:... will do: the checksum, config and extras are checked here
     files = publish_files(folder)

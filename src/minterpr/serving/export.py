@@ -64,7 +64,7 @@ from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, describe_fact
 from minterpr.interaction.history import describe_said
-from minterpr.interaction.presence import percent
+from minterpr.interaction.match import percent
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
 __all__ = ["EVIDENCE_NOTE", "EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",

@@ -107,7 +107,7 @@ class LoadedGallery:
         return GalleryView(name=self.name, images=len(self.index), cameras=cams,
                            time_start=as_dt(known.min()) if len(known) else None,
                            time_end=as_dt(known.max()) if len(known) else None,
-                           model_fingerprint=self.pipeline.model_fingerprint, version=self.version)
+                           model_fingerprint=self.pipeline.fingerprint, version=self.version)
 
     def scoped(self, cameras: Sequence[str] | None, start: float | None, end: float | None) -> tuple[np.ndarray | None, Any]:
         """(rows, index) of a scope: rows None and the whole index when the scope holds every image,
@@ -229,7 +229,7 @@ class Galleries:
         from minterpr.index.store.gallery_store import open_gallery
 
         pipeline, backend = self._run(run_dir)
-        stored = open_gallery(directory, expected_fingerprint=pipeline.model_fingerprint)
+        stored = open_gallery(directory, expected_fingerprint=pipeline.fingerprint)
         index, captions = stored.index, {}
         if self.caption_weight is not None:
             from minterpr.vlm.caption import use_captions

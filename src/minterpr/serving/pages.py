@@ -30,7 +30,7 @@ from markupsafe import Markup, escape
 
 from minterpr.serving.times import as_datetime, when  # noqa: F401  (when: the templates' filter)
 
-from minterpr.interaction.presence import percent
+from minterpr.interaction.match import percent
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
 from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, match_export_filename,

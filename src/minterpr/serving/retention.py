@@ -87,7 +87,7 @@ def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     index = loaded.index.subset(keep)
     index.skipped = loaded.index.skipped
     metadata = [loaded.metadata[i] for i in keep.tolist()]
-    fingerprint = loaded.pipeline.model_fingerprint
+    fingerprint = loaded.pipeline.fingerprint
     backend = _vector_backend(loaded)
     vectors = (build_vector_index(backend, index, metadata, model_fingerprint=fingerprint)
                if backend is not None and len(keep) else None)

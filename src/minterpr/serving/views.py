@@ -25,8 +25,8 @@ import numpy as np
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.history import describe_said, fact_source
 from minterpr.interaction.explain import describe_fact
-from minterpr.interaction.presence import ABSENT_BELOW, percent, presence_probability
-from minterpr.interaction.presence_model import session_features
+from minterpr.interaction.match import percent
+from minterpr.interaction.presence import ABSENT_BELOW, presence_probability, session_features
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.times import when
 from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
@@ -88,7 +88,7 @@ def _score(value: float) -> float:
 
 def results(live: Live, top: int) -> list[ResultView]:
     """The top results; ``similarity`` is each one's match probability (``step.match()``, at the model's
-    fitted temperature: :mod:`minterpr.interaction.presence`)."""
+    fitted temperature: :mod:`minterpr.interaction.match`)."""
     step = live.session.step
     if step is None:
         return []
@@ -187,7 +187,7 @@ def scope_words(cameras: Any, start: float | None, end: float | None) -> str:
 def presence(live: Live) -> tuple[float | None, bool]:
     """(P(the person is in the searched images), whether to say "probably not in this footage").
 
-    With the run's fitted presence model (extra ``"presence_model"``, interaction/presence_model.py)
+    With the run's fitted presence model (extra ``"presence_model"``, interaction/presence.py)
     the probability of every step, from the facts, the match and the images ruled out (each with the
     match it had on the page when it was), flagged under the model's threshold; without one (or over
     a gallery without attribute probabilities) the rulings-out estimate (None before anything was

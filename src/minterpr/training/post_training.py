@@ -1,7 +1,7 @@
 """After training: calibrate the attribute probabilities and choose the attribute-evidence weight.
 
 Both run on the selection split (never test) and are stored with the model as typed extras
-(:class:`~minterpr.runtime.run.RunExtras`: ``"calibration"``, ``"scoring"``,
+(:class:`~minterpr.interaction.fitted.RunExtras`: ``"calibration"``, ``"scoring"``,
 ``"scoring_selection"``), which :func:`~minterpr.runtime.run.load_run` reads back; ``minterpr
 train`` and ``minterpr demo`` run :func:`calibrate_and_choose_weight` after training. Loading a
 model never imports this module.
@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from minterpr.runtime.run import CalibrationRecord, RunExtras, WeightSelection, load_run
+from minterpr.interaction.fitted import CalibrationRecord, RunExtras, WeightSelection
+from minterpr.runtime.run import load_run
 from minterpr.training.config import TrainConfig
 
 __all__ = ["calibrate_and_choose_weight"]
@@ -96,14 +97,14 @@ def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[
 
 
 def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExtras:
-    """Write a :class:`~minterpr.interaction.presence.MatchCalibration` into the model at ``path``
+    """Write a :class:`~minterpr.interaction.match.MatchCalibration` into the model at ``path``
     (a run directory's ``model.pt``, a model file, or an exported model directory's ``extras.json``;
     its weights and ``config.json`` untouched, so a shipped model's pin holds). Returns the extras
     as now stored.
 
     Example:
         >>> import tempfile
-        >>> from minterpr.interaction.presence import MatchCalibration
+        >>> from minterpr.interaction.match import MatchCalibration
         >>> from minterpr.models import create_model, save_model
         >>> run_dir = Path(tempfile.mkdtemp())
         >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"epoch": 2})
@@ -111,16 +112,16 @@ def store_match_calibration(path: str | os.PathLike[str], record: Any) -> RunExt
         >>> store_match_calibration(run_dir, record).match.temperature, load_run(run_dir).extras.other
         (0.05, {'epoch': 2})
     """
-    return _store_record(path, "match", "match_calibration", record)
+    return store_record(path, record)
 
 
 def store_presence_model(path: str | os.PathLike[str], record: Any) -> RunExtras:
-    """Write a :class:`~minterpr.interaction.presence_model.PresenceModel` into the model at ``path``,
+    """Write a :class:`~minterpr.interaction.presence.PresenceModel` into the model at ``path``,
     as :func:`store_match_calibration` writes its record (extra ``"presence_model"``).
 
     Example:
         >>> import tempfile
-        >>> from minterpr.interaction.presence_model import FEATURE_NAMES, PresenceModel
+        >>> from minterpr.interaction.presence import FEATURE_NAMES, PresenceModel
         >>> from minterpr.models import create_model, save_model
         >>> run_dir = Path(tempfile.mkdtemp())
         >>> save_model(create_model("tiny"), run_dir / "model.pt", extra={"epoch": 2})
@@ -128,11 +129,14 @@ def store_presence_model(path: str | os.PathLike[str], record: Any) -> RunExtras
         >>> store_presence_model(run_dir, record).presence.threshold, load_run(run_dir).extras.other
         (0.3, {'epoch': 2})
     """
-    return _store_record(path, "presence", "presence_model", record)
+    return store_record(path, record)
 
 
-def _store_record(path: str | os.PathLike[str], field: str, key: str, record: Any) -> RunExtras:
-    """Store ``record`` as the extras' ``field`` (extra ``key``) of the model at ``path``."""
+def store_record(path: str | os.PathLike[str], record: Any) -> RunExtras:
+    """Store a fitted ``record`` (any class of :data:`~minterpr.interaction.fitted.RECORDS`) with the
+    model at ``path``, under its row's key, the rest of the extras unchanged; TypeError for an object
+    that is not such a record."""
+    row = RunExtras.row_of(record)
     import json
 
     from minterpr.fileio import atomic_write_text
@@ -140,12 +144,12 @@ def _store_record(path: str | os.PathLike[str], field: str, key: str, record: An
     from minterpr.runtime.run import model_path_of
 
     model_path, _ = model_path_of(path)
-    extras = dataclasses.replace(load_run(model_path).extras, **{field: record})
+    extras = dataclasses.replace(load_run(model_path).extras, **{row.field: record})
     if model_path.is_dir():  # an exported model directory: its extras are a JSON file beside the weights
         target = model_path / EXTRAS_FILE
         mode = target.stat().st_mode & 0o777
         atomic_write_text(target, json.dumps(extras.to_dict(), indent=1, sort_keys=True) + "\n")
         os.chmod(target, mode)
     else:
-        update_extra(model_path, {key: record.to_dict()})
+        update_extra(model_path, {row.key: record.to_dict()})
     return extras
