@@ -126,7 +126,7 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     index = {person: i for i, person in enumerate(people)}
     query, gallery = query_gallery_split(read_manifest(cfg.val), seed=cfg.seed)
     seed_everything(cfg.seed)
-    model = ReidModel(cfg.model, num_identities=len(people), weights=cfg.weights)
+    model = ReidModel(cfg.model, num_identities=len(people), weights=cfg.weights, channels_last=cfg.channels_last)
     optimiser = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
                                  weight_decay=cfg.weight_decay)
     rng = random.Random(cfg.seed)
@@ -138,6 +138,7 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     if resume and last.is_file():
         state = load_checkpoint(last)
         model.load_state_dict(state["model"])
+        model.encoder.set_channels_last(cfg.channels_last)  # loading copied into the old layout
         optimiser.load_state_dict(state["optimiser"])
         step, best_epoch, best = int(state["step"]), int(state["best_epoch"]), dict(state["best"])
         rng.setstate(_python_state(state["sampler"]))
