@@ -76,8 +76,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                 features = embed_images(model, both, cache, args.batch_size).numpy()
         except (MinterprError, ValueError, OSError) as exc:
             parser.exit(2, f"bench_appearance: error: {source}: {exc}\n")
-        metrics = reid_metrics(features[:len(query)], features[len(query):], [i.person_id for i in query],
-                               [i.person_id for i in gallery], [i.camera for i in query], [i.camera for i in gallery])
+        try:
+            metrics = reid_metrics(features[:len(query)], features[len(query):], [i.person_id for i in query],
+                                   [i.person_id for i in gallery], [i.camera for i in query],
+                                   [i.camera for i in gallery])
+        except ValueError as exc:
+            parser.exit(2, f"bench_appearance: error: {exc}\n")
         row = {"embedding": f"{kind}:{source}", **{k: round(v, 1) if isinstance(v, float) else v
                                                     for k, v in metrics.to_dict().items()},
                "seconds": round(time.perf_counter() - start, 1)}

@@ -142,8 +142,15 @@ def split_identities(images: Sequence[ReidImage], *, test_identities: int,
 def query_gallery_split(images: Sequence[ReidImage], *, seed: int) -> tuple[list[ReidImage], list[ReidImage]]:
     """One query crop per identity and camera (drawn by ``seed``), the rest the gallery.
 
-    Only identities seen by two or more cameras give queries: a query must have a match in
-    another camera, since same-camera matches are excluded when scoring.
+    Only identities seen by two or more known cameras give queries, and a camera gives one only
+    while the gallery keeps a crop of that person from another camera (same-camera matches are
+    left out when scoring): single-shot sets such as GRID (one crop per camera) give one query
+    per person, the other camera's crop staying in the gallery.
+
+    Example:
+        >>> grid = [ReidImage(f"{p}_{c}.jpg", p, c) for p in ("a", "b") for c in ("1", "2")]
+        >>> [q.path for q in query_gallery_split(grid, seed=0)[0]]
+        ['a_1.jpg', 'b_1.jpg']
     """
     rng = random.Random(seed)
     queries: set[str] = set()
@@ -154,7 +161,10 @@ def query_gallery_split(images: Sequence[ReidImage], *, seed: int) -> tuple[list
         if len(cameras) < 2 or "" in cameras:
             continue
         for camera in sorted(cameras):
-            queries.add(rng.choice(cameras[camera]).path)
+            pick = rng.choice(cameras[camera]).path  # drawn for every camera: the same draws whatever is kept
+            elsewhere = any(c.camera != camera and c.path not in queries for c in crops)
+            if elsewhere:
+                queries.add(pick)
     return [i for i in images if i.path in queries], [i for i in images if i.path not in queries]
 
 
