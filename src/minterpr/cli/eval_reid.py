@@ -24,6 +24,7 @@ def run(args: argparse.Namespace) -> int:
     from minterpr.data.errors import DataError
     from minterpr.data.reid import query_gallery_split, read_manifest
     from minterpr.errors import MinterprError
+    from minterpr.models.device import resolve_device
     from minterpr.models.reid import ReidModel, ReidModelConfig, load_reid_model
     from minterpr.training.reid import CropCache, evaluate
 
@@ -34,6 +35,7 @@ def run(args: argparse.Namespace) -> int:
             model = load_reid_model(args.model)
         else:
             model = ReidModel(ReidModelConfig(width=args.width), weights=args.weights).eval()
+        model.to(resolve_device(args.device))
         metrics = evaluate(model, query, gallery, CropCache(model.config.image_size), args.batch_size)
     except (DataError, MinterprError, ValueError, OSError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
@@ -61,4 +63,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the query draw (default 0)")
     parser.add_argument("--batch-size", type=int, default=128, help="crops per forward pass (default 128)")
     parser.set_defaults(handler=run)
-    add_common_options(parser, json=True, needs=("model",))
+    add_common_options(parser, device=True, json=True, needs=("model",))

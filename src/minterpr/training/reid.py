@@ -66,7 +66,8 @@ def normalise(crops: torch.Tensor) -> torch.Tensor:
 def embed_images(model: ReidModel, images: Sequence[ReidImage], cache: CropCache, batch_size: int) -> torch.Tensor:
     """(N, F) appearance embeddings of crops (eval mode)."""
     model.eval()
-    parts = [model.embed(normalise(cache.get([i.path for i in images[s:s + batch_size]])))
+    device = next(model.parameters()).device
+    parts = [model.embed(normalise(cache.get([i.path for i in images[s:s + batch_size]])).to(device)).cpu()
              for s in range(0, len(images), batch_size)]
     return torch.cat(parts) if parts else torch.empty(0, model.config.feature_dim)
 

@@ -19,7 +19,7 @@ import yaml
 
 from minterpr.fileio import atomic_write_text
 from minterpr.models.reid import ReidModelConfig
-from minterpr.training.config import ConfigError, _build, _set_path, resolve_config_path
+from minterpr.training.config import ConfigError, _build, apply_overrides, resolve_config_path
 from minterpr.training.image_augment import AugmentConfig
 
 TASK = "reid"
@@ -104,15 +104,7 @@ def load_reid_config(name_or_path: str | os.PathLike[str], overrides: Sequence[s
         raise ConfigError(f"{source}: not valid YAML: {err}") from None
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not key=value")
-        try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            parsed = value
-        _set_path(raw, key.strip(), parsed, f"{source} (--set {item})")
+    apply_overrides(raw, overrides, source)
     return reid_config_from_dict(raw, source)
 
 
