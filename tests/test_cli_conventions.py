@@ -19,16 +19,17 @@ from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 
 COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
-            "data show", "data convert", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
-            "eval-attributes", "calibrate match", "calibrate presence", "calibrate-match", "calibrate-presence", "export",
+            "data show", "data convert", "data reid", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
+            "eval-attributes", "eval-reid", "calibrate match", "calibrate presence", "calibrate-match", "calibrate-presence",
+            "export",
             "adapt", "serve", "users add", "users list", "users passwd",
             "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models", "db current", "db upgrade",
             "db backup", "db restore"}
-MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "calibrate match",
+MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "eval-reid", "calibrate match",
                   "calibrate presence", "calibrate-match", "calibrate-presence",
                   "adapt", "serve",
                   "ingest"}
-JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes",
+JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes", "eval-reid",
                  "calibrate match", "calibrate presence", "calibrate-match", "calibrate-presence", "adapt",
                  "users list", "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models"}
 

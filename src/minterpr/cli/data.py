@@ -12,6 +12,7 @@ DATA_MODULES = (
     "minterpr.cli.data_build",  # synth, peta
     "minterpr.cli.data_show",  # show
     "minterpr.cli.data_convert",  # convert
+    "minterpr.cli.data_reid",  # reid
 )
 
 

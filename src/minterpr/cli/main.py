@@ -27,6 +27,7 @@ COMMAND_MODULES = (
     "minterpr.cli.db",
     "minterpr.cli.audit",
     "minterpr.cli.eval_attributes",
+    "minterpr.cli.eval_reid",
     "minterpr.cli.calibrate",
     "minterpr.cli.adapt",
     "minterpr.cli.export",

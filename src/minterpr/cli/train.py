@@ -45,11 +45,34 @@ def _load(args: argparse.Namespace):  # -> TrainConfig
     return cfg
 
 
+def _reid_task(args: argparse.Namespace) -> bool:
+    """True when the config (or, on --resume without one, the run's own) declares ``task: reid``."""
+    from minterpr.training.reid_config import TASK, read_task
+
+    source = args.config if args.config is not None else Path(args.out) / "config.yaml"
+    if args.config is None and not Path(source).is_file():
+        return False  # _load explains what is missing
+    return read_task(source) == TASK
+
+
+def _run_reid(args: argparse.Namespace) -> int:
+    from minterpr.training.reid import train_reid_from_file
+
+    overrides = [] if args.resume and args.config is None else list(args.set or [])
+    result = train_reid_from_file(args.config, args.out, overrides, resume=args.resume)
+    print(f"model: {result.run_dir / 'best.pt'} (epoch {result.best_epoch + 1}: val rank-1 "
+          f"{result.best.get('rank1', 0):.1f}, mAP {result.best.get('mAP', 0):.1f})")
+    print(f"reid: {result.images_per_second:.1f} training crops/s")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
     from minterpr.training.config import ConfigError
     from minterpr.training.trainer import train
 
     try:
+        if _reid_task(args):
+            return _run_reid(args)
         cfg = _load(args)
         result = train(cfg, args.out, resume=args.resume)
     except BrokenPipeError:  # `minterpr ... | head`: the console command handles it

@@ -110,6 +110,30 @@ def id_loss(id_logits: torch.Tensor, person_index: torch.Tensor) -> torch.Tensor
     return F.cross_entropy(id_logits[known], person_index[known])
 
 
+def smoothed_id_loss(id_logits: torch.Tensor, person_index: torch.Tensor, smoothing: float = 0.1) -> torch.Tensor:
+    """Cross-entropy of (B, K) identity logits with label smoothing (re-id: thousands of classes
+    seen a few times each, where hard targets over-fit), a scalar."""
+    return F.cross_entropy(id_logits, person_index, label_smoothing=smoothing)
+
+
+def triplet_loss(features: torch.Tensor, person_index: torch.Tensor, margin: float = 0.3) -> torch.Tensor:
+    """Batch-hard triplet loss (Hermans et al., 2017) on (B, D) features, a scalar.
+
+    For each anchor, its farthest same-identity crop must be closer than its nearest other
+    identity's by ``margin`` (Euclidean distances); a PK batch guarantees both exist.
+
+    Example:
+        >>> f = torch.tensor([[0.0, 0.0], [0.0, 1.0], [5.0, 0.0], [5.0, 1.0]])
+        >>> float(triplet_loss(f, torch.tensor([0, 0, 1, 1])))
+        0.0
+    """
+    distance = torch.cdist(features, features).clamp(min=1e-12)  # (B, B)
+    same = person_index[:, None] == person_index[None, :]  # (B, B)
+    hardest_positive = (distance * same).max(dim=1).values  # (B,)
+    hardest_negative = distance.masked_fill(same, float("inf")).min(dim=1).values  # (B,)
+    return F.relu(hardest_positive - hardest_negative + margin).mean()
+
+
 def attribute_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
                    positive_ratio: torch.Tensor | None = None) -> torch.Tensor:
     """BCE-with-logits of (B, L) attribute logits against (B, L) targets, averaged over known labels.

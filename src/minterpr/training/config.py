@@ -32,7 +32,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import yaml
 
@@ -443,6 +443,35 @@ def resolve_config_path(name_or_path: str | os.PathLike[str]) -> tuple[str, str]
     return resource.read_text(encoding="utf-8"), f"minterpr/configs/{name_or_path}.yaml"
 
 
+def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], source: str, *,
+                    after_each: Callable[[dict[str, Any]], None] | None = None) -> dict[str, str]:
+    """Apply ``key.path=value`` overrides (values parsed as YAML) to a loaded config mapping.
+
+    Returns which ``--set`` item wrote each dotted key (to name it in a later error).
+
+    Example:
+        >>> raw = {"model": {"width": "x0_25"}}
+        >>> apply_overrides(raw, ["model.width=x0_5", "epochs=3"], "<doc>")
+        {'model.width': 'model.width=x0_5', 'epochs': 'epochs=3'}
+        >>> raw
+        {'model': {'width': 'x0_5'}, 'epochs': 3}
+    """
+    set_by: dict[str, str] = {}
+    for item in overrides:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"override {item!r} is not key=value")
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else ""
+        except yaml.YAMLError:
+            parsed = value
+        _set_path(raw, key.strip(), parsed, f"{source} (--set {item})")
+        if after_each is not None:
+            after_each(raw)
+        set_by[key.strip()] = item
+    return set_by
+
+
 def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> TrainConfig:
     """Load a config file or shipped config name, apply ``key.path=value`` overrides, check it.
 
@@ -456,19 +485,12 @@ def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] =
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: the top level must be a mapping")
     file_stages = copy.deepcopy(raw.get("stages") or [])
-    set_by: dict[str, str] = {}  # dotted key -> the --set item that wrote it
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not key=value")
-        try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            parsed = value
-        _set_path(raw, key.strip(), parsed, f"{source} (--set {item})")
-        if "stages" in raw:  # bare names -> mappings, so a later stages.N.key=... edits the file's stage
+
+    def expand_stages(raw: dict[str, Any]) -> None:  # bare names -> mappings, so a later stages.N.key=... edits the file's stage
+        if "stages" in raw:
             raw["stages"] = _expand_stage_names(raw["stages"], file_stages)
-        set_by[key.strip()] = item
+
+    set_by = apply_overrides(raw, overrides, source, after_each=expand_stages)
     try:
         return config_from_dict(raw, source, file_stages)
     except ConfigError as err:

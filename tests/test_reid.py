@@ -1,0 +1,159 @@
+"""The appearance model's data, protocol, recipe and commands, on crops the tests draw."""
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+from PIL import Image  # noqa: E402
+
+from minterpr.cli.main import main  # noqa: E402
+from minterpr.data.errors import DataError  # noqa: E402
+from minterpr.data.reid import (query_gallery_split, read_cuhk03, read_manifest, split_identities,  # noqa: E402
+                                write_manifest)
+from minterpr.evaluation.reid import reid_metrics  # noqa: E402
+
+
+def make_cuhk03(root, people: int = 6, shots: int = 4):
+    """A CUHK03-shaped folder: each person one colour, shots 00.. on camera 0, 05.. on camera 1."""
+    folder = root / "images"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for person in range(people):
+        colour = rng.integers(0, 256, 3)
+        for shot in [*range(shots // 2), *range(5, 5 + shots - shots // 2)]:
+            pixels = np.clip(colour + rng.normal(0, 20, (32, 16, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / f"{person:04d}_{shot:02d}.jpg")
+    return root
+
+
+def reference_metrics(q, g, qp, gp, qc, gc):
+    """A plain per-query loop of the protocol, for comparison with the vectorised one."""
+    q = q / np.linalg.norm(q, axis=1, keepdims=True)
+    g = g / np.linalg.norm(g, axis=1, keepdims=True)
+    rank1 = aps = inps = scored = 0
+    for i in range(len(q)):
+        scores = [(-float(q[i] @ g[j]), j) for j in range(len(g)) if not (gp[j] == qp[i] and gc[j] == qc[i])]
+        ranked = [j for _, j in sorted(scores)]  # ties by gallery index, as a stable sort
+        hits = [n for n, j in enumerate(ranked) if gp[j] == qp[i]]
+        if not hits:
+            continue
+        scored += 1
+        rank1 += hits[0] == 0
+        aps += sum((m + 1) / (n + 1) for m, n in enumerate(hits)) / len(hits)
+        inps += len(hits) / (hits[-1] + 1)
+    return 100 * rank1 / scored, 100 * aps / scored, 100 * inps / scored, scored
+
+
+def test_protocol_matches_the_plain_reference():
+    rng = np.random.default_rng(3)
+    q, g = rng.normal(size=(40, 8)), rng.normal(size=(300, 8))
+    qp = [f"p{i}" for i in rng.integers(0, 30, 40)]
+    gp = [f"p{i}" for i in rng.integers(0, 30, 300)]
+    qc, gc = [str(c) for c in rng.integers(0, 3, 40)], [str(c) for c in rng.integers(0, 3, 300)]
+    got = reid_metrics(q, g, qp, gp, qc, gc, chunk_size=7)
+    rank1, mean_ap, mean_inp, scored = reference_metrics(q, g, qp, gp, qc, gc)
+    assert got.queries == scored and got.skipped == 40 - scored
+    assert got.cmc[1] == pytest.approx(rank1) and got.mean_ap == pytest.approx(mean_ap)
+    assert got.mean_inp == pytest.approx(mean_inp)
+
+
+def test_same_camera_matches_are_left_out():
+    q, g = np.array([[1.0, 0.0]]), np.array([[1.0, 0.0], [0.9, 0.1], [0.7, 0.7]])
+    m = reid_metrics(q, g, ["a"], ["a", "b", "a"], ["0"], ["0", "1", "1"])
+    assert m.cmc[1] == 0.0 and m.cmc[5] == 100.0  # the same-camera twin at rank 1 does not count
+    with pytest.raises(ValueError, match="no query has a match in another camera"):
+        reid_metrics(q, g[:1], ["a"], ["a"], ["0"], ["0"])
+
+
+def test_cuhk03_split_is_identity_disjoint_and_seeded(tmp_path):
+    images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=10))
+    assert {i.camera for i in images} == {"0", "1"} and len(images) == 40
+    rest, test = split_identities(images, test_identities=4, seed=1)
+    assert not {i.person_id for i in rest} & {i.person_id for i in test}
+    assert split_identities(images, test_identities=4, seed=1)[1] == test
+    query, gallery = query_gallery_split(test, seed=0)
+    assert len(query) == 8 and len({(i.person_id, i.camera) for i in query}) == 8
+    write_manifest(test, tmp_path / "test.jsonl")
+    assert read_manifest(tmp_path / "test.jsonl") == test
+
+
+def test_bad_manifest_names_file_line_and_field(tmp_path):
+    path = tmp_path / "bad.jsonl"
+    path.write_text('{"path": "a.jpg", "person_id": "x", "camera": "0"}\n{"path": "b.jpg", "person_id": 7, "camera": "0"}\n')
+    with pytest.raises(DataError, match=r"bad.jsonl:2: person_id: must be a string"):
+        read_manifest(path)
+    with pytest.raises(DataError, match="no such folder"):
+        read_cuhk03(tmp_path / "missing")
+
+
+
+
+class Killed(Exception):
+    """Stands for a process killed mid-run."""
+
+
+def _train_args(data, run, epochs: int) -> list[str]:
+    return ["train", "--config", "reid", "--out", str(run), "-q",
+            "--set", f"train=[{data / 'all.jsonl'}]", "--set", f"val={data / 'val.jsonl'}",
+            "--set", f"epochs={epochs}", "--set", "iterations_per_epoch=2", "--set", "identities_per_batch=3",
+            "--set", "images_per_identity=2", "--set", "model.image_size=[32,16]", "--set", "warmup_epochs=1",
+            "--set", "checkpoint_every_steps=1"]
+
+
+def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
+    images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=8))
+    train, val = split_identities(images, test_identities=3, seed=0)
+    data = tmp_path / "reid"
+    data.mkdir()
+    write_manifest(train, data / "all.jsonl")
+    write_manifest(val, data / "val.jsonl")
+    straight, stopped = tmp_path / "straight", tmp_path / "stopped"
+    assert main(_train_args(data, straight, 2)) == 0
+    from minterpr.training import reid as recipe
+
+    real_save = recipe.save_checkpoint
+
+    def killed_after_step_3(state, path):  # the process dies right after step 3's checkpoint
+        real_save(state, path)
+        if state.get("step") == 3 and str(path).endswith("last.pt"):
+            raise Killed
+
+    monkeypatch.setattr(recipe, "save_checkpoint", killed_after_step_3)
+    with pytest.raises(Killed):
+        main(_train_args(data, stopped, 2))
+    monkeypatch.setattr(recipe, "save_checkpoint", real_save)
+    assert main(["train", "--out", str(stopped), "--resume", "-q"]) == 0
+    a = torch.load(straight / "last.pt", weights_only=True)["model"]
+    b = torch.load(stopped / "last.pt", weights_only=True)["model"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    records = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2] and all(r["val_queries"] > 0 for r in records)
+    capsys.readouterr()
+    assert main(["eval-reid", "--model", str(straight / "best.pt"), "--data", str(data / "val.jsonl"), "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert 0 <= report["rank1"] <= 100 and report["query"] == 6
+
+
+def test_eval_reid_bad_input_is_one_line(tmp_path, capsys):
+    assert main(["eval-reid", "--weights", str(tmp_path / "none.pth"), "--data", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none.jsonl" in err[0]
+    (tmp_path / "m.jsonl").write_text('{"path": "a.jpg", "person_id": "x", "camera": "0"}\n')
+    (tmp_path / "model.pt").write_bytes(b"junk")
+    assert main(["eval-reid", "--model", str(tmp_path / "model.pt"), "--data", str(tmp_path / "m.jsonl")]) == 2
+    assert "model.pt" in capsys.readouterr().err
+
+
+def test_reid_config_refuses_bad_values():
+    from minterpr.training.config import ConfigError
+    from minterpr.training.reid_config import load_reid_config
+
+    with pytest.raises(ConfigError, match="unknown key 'model.depth'"):
+        load_reid_config("reid", ["model.depth=3"])
+    with pytest.raises(ConfigError, match="images_per_identity >= 2"):
+        load_reid_config("reid", ["images_per_identity=1"])
+
