@@ -443,6 +443,18 @@ def resolve_config_path(name_or_path: str | os.PathLike[str]) -> tuple[str, str]
     return resource.read_text(encoding="utf-8"), f"minterpr/configs/{name_or_path}.yaml"
 
 
+def read_config_mapping(name_or_path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
+    """(the top-level mapping, source name) of a config file path or shipped config name."""
+    text, source = resolve_config_path(name_or_path)
+    try:
+        raw = yaml.safe_load(text) or {}
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML: {err}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source}: the top level must be a mapping")
+    return raw, source
+
+
 def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], source: str, *,
                     after_each: Callable[[dict[str, Any]], None] | None = None) -> dict[str, str]:
     """Apply ``key.path=value`` overrides (values parsed as YAML) to a loaded config mapping.
@@ -477,13 +489,7 @@ def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] =
 
     Override values are parsed as YAML (``3``, ``1e-3``, ``true``, ``[a, b]``).
     """
-    text, source = resolve_config_path(name_or_path)
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping")
+    raw, source = read_config_mapping(name_or_path)
     file_stages = copy.deepcopy(raw.get("stages") or [])
 
     def expand_stages(raw: dict[str, Any]) -> None:  # bare names -> mappings, so a later stages.N.key=... edits the file's stage

@@ -19,7 +19,7 @@ import yaml
 
 from minterpr.fileio import atomic_write_text
 from minterpr.models.reid import ReidModelConfig
-from minterpr.training.config import ConfigError, _build, apply_overrides, resolve_config_path
+from minterpr.training.config import ConfigError, _build, apply_overrides, read_config_mapping
 from minterpr.training.image_augment import AugmentConfig
 
 TASK = "reid"
@@ -87,23 +87,13 @@ def _checked_model(raw: Any, source: str) -> dict[str, Any]:
 
 def read_task(name_or_path: str | os.PathLike[str]) -> str:
     """The ``task`` a config file declares ("retrieval" when it names none)."""
-    text, source = resolve_config_path(name_or_path)
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML: {err}") from None
-    return str(raw.get("task", "retrieval")) if isinstance(raw, dict) else "retrieval"
+    raw, _ = read_config_mapping(name_or_path)
+    return str(raw.get("task", "retrieval"))
 
 
 def load_reid_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> ReidTrainConfig:
     """A ``task: reid`` config file or shipped name, with ``key.path=value`` overrides (YAML values)."""
-    text, source = resolve_config_path(name_or_path)
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping")
+    raw, source = read_config_mapping(name_or_path)
     apply_overrides(raw, overrides, source)
     return reid_config_from_dict(raw, source)
 
