@@ -68,6 +68,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from minterpr.language.corrections import active, last_colour_slot
 from minterpr.language.phrasing import Fact
 from minterpr.language.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
@@ -197,7 +198,7 @@ class Session:
             live = facts is None and self.vlm is not None  # the model is asked on live turns only
             self._phrasing = live
             if facts is None:
-                reading = turn_reading(turn, context_slot)
+                reading = self._reading(turn, context_slot)
                 facts, shown = reading.target, reading.shown
             judged = tuple((int(i), float(p)) for i, p in model_scores)
             if live:
@@ -218,6 +219,18 @@ class Session:
         self._rng_states.append(state)
         self._step = step
         return step
+
+    def _reading(self, turn: Turn, context_slot: str | None) -> Any:
+        """The turn read; a description's or feedback's colour said without a garment word goes to the colour
+        slot spoken of (language/corrections.py: "red, not pink" after "a pink top and black trousers": the top)."""
+        if not isinstance(turn, (DescriptionTurn, ReferenceTurn)):
+            return turn_reading(turn, context_slot)
+        said = _facts(self._history, every=True)
+        slot = last_colour_slot(said)
+        reading = turn_reading(turn, context_slot, slot)
+        denied = [v for f in reading.target if f.slot == slot and f.negated for v in f.values]
+        better = last_colour_slot(said, denied)
+        return reading if better == slot else turn_reading(turn, context_slot, better)
 
     def undo(self) -> Step | None:
         """Remove the last turn; returns the restored step (None when nothing is left)."""
@@ -480,8 +493,11 @@ def _reason(err: BaseException) -> str:
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
 
 
-def _facts(history: Sequence[HistoryEntry]) -> tuple[Fact, ...]:
-    return tuple(f for entry in history for f in entry.facts)
+def _facts(history: Sequence[HistoryEntry], *, every: bool = False) -> tuple[Fact, ...]:
+    """The facts the session holds: those no later fact replaced (a correction, language/corrections.py),
+    or ``every`` one as said."""
+    said = tuple(f for entry in history for f in entry.facts)
+    return said if every else active(said)
 
 
 def _image_facts(history: Sequence[HistoryEntry], index: GalleryIndex) -> dict[int, tuple[Fact, ...]]:
