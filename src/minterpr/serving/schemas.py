@@ -255,6 +255,10 @@ class TimelineEntry(Strict):
     similarity: float | None = None  # and its match probability then
     facts: list[str] = []  # the facts the system understood from this turn (as it now holds them)
     fact_sources: list[Literal["rule", "vlm"]] = []  # per fact: the rule reader's, or the vision-language model's
+    # per fact: [turn, fact] (0-based) of the later fact that replaced it ("red, not pink" after "pink"), or None
+    # when it holds; a replaced fact is no evidence, and withdrawing the one that replaced it restores it
+    replaced_by: list[list[int] | None] = []
+    judgement: bool | None = None  # a feedback turn: False = ruled out, None = unsure ("could be, I can't tell")
 
 
 class TurnView(Strict):

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from minterpr.language.corrections import replaced_by
+from minterpr.language.dialogue_acts import verdict
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.history import describe_said, fact_source
 from minterpr.interaction.explain import describe_fact
@@ -164,10 +166,19 @@ def unrecognised(live: Live) -> list[str]:
 
 
 def timeline(live: Live) -> list[TimelineEntry]:
-    """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone)."""
+    """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone), which
+    of them a later correction replaced, and how a feedback turn judged its image."""
+    history = live.session.history
+    where = [[k, m] for k, entry in enumerate(history) for m in range(len(entry.facts))]
+    later = replaced_by([f for entry in history for f in entry.facts])
+    by_turn: dict[int, list[list[int] | None]] = {}
+    for (k, _), j in zip(where, later):
+        by_turn.setdefault(k, []).append(None if j is None else where[j])
     return [t.model_copy(update={"facts": [describe_said(f) for f in entry.facts],
-                                 "fact_sources": [fact_source(f) for f in entry.facts]})
-            for t, entry in zip(live.timeline, live.session.history)]
+                                 "fact_sources": [fact_source(f) for f in entry.facts],
+                                 "replaced_by": by_turn.get(k, []),
+                                 "judgement": verdict(t.text) if t.kind == "feedback" else None})
+            for k, (t, entry) in enumerate(zip(live.timeline, history))]
 
 
 def scope_words(cameras: Any, start: float | None, end: float | None) -> str:

@@ -15,6 +15,14 @@
     });
   }
 
+  // Enter in the description box searches, as in a one-line field; Shift+Enter starts a new line.
+  document.addEventListener("keydown", function (event) {
+    var box = event.target;
+    if (event.key !== "Enter" || event.shiftKey || event.isComposing || !box.matches || !box.matches("textarea#description")) { return; }
+    event.preventDefault();
+    if (box.form && box.value.trim()) { box.form.requestSubmit(); }
+  });
+
   document.addEventListener("submit", function (event) {
     var form = event.target;
     if (form.matches && form.matches("form.export")) { refreshAfterExport(form); }

@@ -1,0 +1,194 @@
+"""The search page where it failed a new user (issue 38, item 4), in a real browser: a correction replaces
+the fact it corrects (struck through, restorable), feedback about the shown image and the person sought
+kept apart, hedged feedback read as unsure, the images ruled out shown last, undo of exactly the last
+action (a fact's removal too), Enter in the description box, a reversed time window, and no console
+error. Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from support.web import Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+pytest.importorskip("fastapi", reason="the service is not installed")
+CHROMIUM = chromium_path()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+TIMEOUT_MS = 60_000
+sync_api.expect.set_options(timeout=TIMEOUT_MS)
+RESULTS = "section[aria-labelledby=results-title] li.result"
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("web_fixes")
+    run, store, _ = build_gallery(folder, calibrated=True, frames=True)
+    prepare_service(folder / "data", run, store)
+    server = Server(folder / "data").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
+        yield chromium
+        chromium.close()
+
+
+@pytest.fixture()
+def page(browser, site):
+    """A page whose JavaScript errors and console errors (a CSP refusal is one) fail the test."""
+    context = browser.new_context(viewport={"width": 1366, "height": 768})
+    page = context.new_page()
+    page.set_default_timeout(TIMEOUT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda err: errors.append(str(err)))
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    yield page
+    context.close()
+    assert not errors, f"errors in the browser console: {errors}"
+
+
+def turns(page):
+    return page.locator("ol.timeline > li")
+
+
+def say(page, text: str, *, first: bool = False) -> None:
+    before = turns(page).count()
+    if first:
+        page.get_by_role("textbox", name="Describe the person you are looking for").fill(text)
+        page.get_by_role("button", name="Search").click()
+    else:
+        page.get_by_role("textbox", name="Add to the description").fill(text)
+        page.get_by_role("button", name="Add", exact=True).click()
+    sync_api.expect(turns(page)).to_have_count(before + 1)
+
+
+def chips(page, turn: int) -> list[str]:
+    return [c.strip() for c in turns(page).nth(turn).locator("ul.said li.chip > span:first-child, "
+                                                              "ul.said li.chip > s > span").all_text_contents()]
+
+
+def replaced(page, turn: int) -> list[str]:
+    return [c.strip() for c in turns(page).nth(turn).locator("ul.said li.chip.replaced s").all_text_contents()]
+
+
+def judge(page, card_id: str, text: str) -> None:
+    card = page.locator(f"#{card_id}")
+    card.get_by_text("Not this person…").click()
+    card.get_by_label("Because… (how the person you seek differs)").fill(text)
+    before = turns(page).count()
+    card.get_by_role("button", name=re.compile(r"Rule out")).click()
+    sync_api.expect(turns(page)).to_have_count(before + 1)
+
+
+def ids(page) -> list[str]:
+    return [c.get_attribute("id") for c in page.locator(RESULTS).all()]
+
+
+def test_a_correction_replaces_the_fact_restore_and_undo_take_it_back(page, site) -> None:
+    """"red, not pink" after "pink top": one active top colour, "pink" struck through (restorable: the
+    correction's "not pink" is withdrawn); undo then takes back exactly that restoration, not the turn."""
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Correction case")
+    say(page, "a woman in a pink top and black trousers", first=True)
+    say(page, "it was red, not pink")
+    assert {"top colour: red", "top colour: not pink"} <= set(chips(page, 1))
+    assert replaced(page, 0) == ["top colour: pink"]  # struck through, still listed
+    marks = page.locator(f"{RESULTS} ul.facts li").all_text_contents()
+    assert not any(re.search(r"top colour: pink$", m) for m in marks)  # no card judged against the replaced fact
+    ranking = ids(page)
+
+    restore = page.get_by_role("button", name=re.compile(r"^Restore “top colour: pink” \(turn 1\)"))
+    restore.click()
+    expect(turns(page).nth(0).locator("li.chip.replaced")).to_have_count(0)
+    assert "top colour: not pink" not in chips(page, 1) and "top colour: red" in chips(page, 1)
+    assert "top colour: pink" in chips(page, 0)
+
+    page.get_by_role("button", name="Undo the last action").click()  # the restoration, not the last turn
+    expect(turns(page).nth(0).locator("li.chip.replaced")).to_have_count(1)
+    expect(turns(page)).to_have_count(2)
+    assert "top colour: not pink" in chips(page, 1)
+    assert ids(page) == ranking  # exactly as before the removal
+    page.get_by_role("button", name="Undo the last action").click()  # now the last turn
+    expect(turns(page)).to_have_count(1)
+    expect(turns(page).nth(0).locator("li.chip.replaced")).to_have_count(0)
+
+
+def test_undo_takes_back_a_fact_removal(page, site) -> None:
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Undo removal case")
+    say(page, "a man in a red jacket with a backpack", first=True)
+    say(page, "he wore blue jeans")
+    before, ranking = chips(page, 0), ids(page)
+    page.get_by_role("button", name="Remove “top colour: red” (turn 1): re-rank as if it was never said").click()
+    expect(turns(page).nth(0).locator("ul.said li.chip")).to_have_count(len(before) - 1)
+    page.get_by_role("button", name="Undo the last action").click()
+    expect(turns(page).nth(0).locator("ul.said li.chip")).to_have_count(len(before))
+    expect(turns(page)).to_have_count(2)  # the turn after it stays
+    assert chips(page, 0) == before and ids(page) == ranking
+
+
+def test_mixed_feedback_keeps_the_shown_image_and_the_person_sought_apart(page, site) -> None:
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Mixed feedback case")
+    say(page, "a woman with long hair", first=True)
+    judge(page, ids(page)[0], "not him, that's a man in a brown jacket and jeans - she had a light blue coat "
+                              "with a white hood")
+    said = set(chips(page, 1))
+    assert {"gender: female", "top colour: blue", "top colour: white"} <= said  # the coat and its hood
+    assert not said & {"gender: male", "top colour: brown", "bottom type: jeans", "lower type: jeans"}
+
+
+def test_hedged_feedback_is_unsure_and_ruled_out_images_leave_the_top(page, site) -> None:
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Hedge case")
+    say(page, "a man in a red jacket and blue jeans", first=True)
+    first, second = ids(page)[:2]
+    judge(page, first, "could be, I can't tell")
+    card = page.locator(f"#{first}")
+    expect(card).not_to_have_class(re.compile("ruled-out"))
+    expect(card.get_by_text("ruled out", exact=True)).to_have_count(0)
+    expect(turns(page).nth(1)).to_contain_text("Read as unsure")
+    judge(page, second, "he had a backpack")
+    expect(page.locator(f"#{second}.ruled-out")).to_be_visible()
+    order = ids(page)
+    assert order[-1] == second and order.count(second) == 1  # shown last, under its heading
+    expect(page.locator(f"#{first}.ruled-out")).to_have_count(0)  # the unsure one is not among them
+    expect(page.get_by_role("heading", name=re.compile(r"Ruled out by you \(1\)"))).to_be_visible()
+
+
+def test_enter_in_the_description_box_searches(page, site) -> None:
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Enter case")
+    box = page.get_by_role("textbox", name="Describe the person you are looking for")
+    box.click()
+    page.keyboard.type("a man in a red jacket")
+    page.keyboard.press("Shift+Enter")  # a new line, no search
+    page.keyboard.type("and blue jeans")
+    expect(box).to_have_value("a man in a red jacket\nand blue jeans")
+    assert turns(page).count() == 0
+    page.keyboard.press("Enter")
+    expect(page.locator("#results-title")).to_be_visible()
+    expect(turns(page)).to_have_count(1)
+
+
+def test_a_reversed_time_window_gets_a_clear_message(page, site) -> None:
+    expect = sync_api.expect
+    login(page, site.url)
+    open_case_and_search(page, site.url, "Time window case")
+    say(page, "a man in a red jacket", first=True)
+    page.get_by_label("From (UTC, 24-hour)").fill("2026-03-02 10:00")
+    page.get_by_label("Until (UTC, 24-hour)").fill("2026-03-02 09:00")
+    page.get_by_role("button", name="Apply filters").click()
+    alert = page.get_by_role("alert")
+    expect(alert).to_contain_text("From 2026-03-02 10:00 is after Until 2026-03-02 09:00")
+    expect(page.get_by_label("From (UTC, 24-hour)")).to_have_attribute("aria-invalid", "true")
