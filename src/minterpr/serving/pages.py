@@ -267,7 +267,9 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     case = pages.services.cases.get_case(view.case_id)
     focus = ("describe" if view.turns == 0 else "confirmed" if view.confirmed else None if not moved else
              "results" if view.action is None else "answer" if view.action.kind == "question" else "references")
-    status_text = f"Turn {view.turns}: {len(results) + len(ruled_out)} results shown."
+    status_text = f"Turn {view.turns}: {len(results)} results shown."
+    if ruled_out:
+        status_text += f" {len(ruled_out)} ruled out, shown last."
     more = min(count + settings.results_per_turn, settings.max_results) if len(view.results) > count and \
         not filtered and count < settings.max_results else None
     if view.action is not None:
