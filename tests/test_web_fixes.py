@@ -5,7 +5,10 @@ action (a fact's removal too), Enter in the description box, a reversed time win
 error. Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
 from __future__ import annotations
 
+import io
+import json
 import re
+import zipfile
 
 import pytest
 
@@ -192,3 +195,67 @@ def test_a_reversed_time_window_gets_a_clear_message(page, site) -> None:
     alert = page.get_by_role("alert")
     expect(alert).to_contain_text("From 2026-03-02 10:00 is after Until 2026-03-02 09:00")
     expect(page.get_by_label("From (UTC, 24-hour)")).to_have_attribute("aria-invalid", "true")
+
+
+@pytest.fixture(scope="module")
+def tracked(tmp_path_factory):
+    """A server over a gallery whose people are tracks (each person's three crops one track of one video),
+    showing at most 10 results (so a ruled-out image leaves them)."""
+    folder = tmp_path_factory.mktemp("web_tracks")
+    run, store, truth = build_gallery(folder, calibrated=True, tracks=True)
+    prepare_service(folder / "data", run, store)
+    server = Server(folder / "data", settings={"max_results": 10}).start()
+    yield server, truth
+    server.stop()
+
+
+def test_track_evidence_after_a_confirmation_and_what_the_export_keeps(page, tracked, tmp_path) -> None:
+    """After a confirmation the same track's other crops say so (not just "match < 1 %"); the export's
+    headline is the first confirmation, a later one follows it as confirmed, a ruled-out image that left the
+    results keeps its camera and time, and the exported conversation lists each turn's facts."""
+    expect = sync_api.expect
+    server, truth = tracked
+    login(page, server.url)
+    open_case_and_search(page, server.url, "Track case")
+    say(page, "a man in a red jacket and blue jeans", first=True)
+    ruled = ids(page)[0]
+    judge(page, ruled, "he had a backpack")
+    expect(page.locator(f"#{ruled}.ruled-out")).to_be_visible()  # listed last although it left the top 10
+    expect(page.locator(f"#{ruled}")).to_contain_text("2026-03-02")  # with its camera and time
+
+    first = ids(page)[0]
+    person = truth[int(first.split("-")[1])]["identity"]
+    card = page.locator(f"#{first}")
+    card.get_by_text("This is the person…").click()
+    card.get_by_role("checkbox").check()
+    card.get_by_role("button", name="Confirm match").click()
+    expect(page.locator(f"#{first}.confirmed")).to_be_visible()
+    mates = [c for c in ids(page) if c != first and truth[int(c.split("-")[1])]["identity"] == person]
+    others = [c for c in ids(page) if c != first and truth[int(c.split("-")[1])]["identity"] != person]
+    assert mates, "the confirmed crop's track mates are among the results"
+    for mate in mates:
+        expect(page.locator(f"#{mate} .badge.track")).to_contain_text("same track as your confirmed crop")
+    for other in others:
+        expect(page.locator(f"#{other} .badge.track")).to_have_count(0)
+
+    second = others[0]  # a second crop confirmed: after the first in the export
+    card = page.locator(f"#{second}")
+    card.locator("summary", has_text="This is the person too…").click()
+    card.get_by_role("checkbox").check()
+    card.get_by_role("button", name="Confirm match").click()
+    expect(page.locator(f"#{second}.confirmed")).to_be_visible()
+    with page.expect_download() as download:
+        page.get_by_role("button", name="Export the confirmed match (zip)").click()
+    archive = zipfile.ZipFile(io.BytesIO(open(download.value.path(), "rb").read()))
+    images = json.loads(archive.read("match.json"))["images"]
+    assert images[0]["role"] == "confirmed" and images[0]["gallery_index"] == int(first.split("-")[1])
+    confirmed = [im["gallery_index"] for im in images if im["role"] == "confirmed"]
+    assert confirmed == [int(first.split("-")[1]), int(second.split("-")[1])]
+    out = [im for im in images if im["role"] == "ruled_out"]
+    assert [im["gallery_index"] for im in out] == [int(ruled.split("-")[1])]
+    assert out[0]["camera"] and out[0]["time"].startswith("2026-03-02")
+    turns = json.loads(archive.read("conversation.json"))["turns"]
+    assert "top colour: red" in turns[0]["facts"] and "carried items: backpack" in turns[1]["facts"]
+    report = archive.read("report.html").decode()
+    assert report.index(images[0]["member"]) < report.index(images[1]["member"])
+    assert "read as: " in report

@@ -204,6 +204,7 @@ class _StandIn:
         self.gallery_index, self.rank, self.similarity = gallery_index, None, None
         self.camera, self.time, self.judgement = camera, time, judgement
         self.matches, self.contradicts, self.unsure = [], [], []
+        self.same_track_as = None
 
 
 def _ruled_out(search: Any, user: Any, sid: str, gallery_index: int) -> _StandIn:
@@ -447,7 +448,8 @@ def register(app: Any) -> None:
         record = search.export_record(user, sid)  # refused without a confirmed match; audited
         view = search.view(user, sid, top=pages.settings.max_results)
         built = match_export_from_record(record, results=view.results, gallery_size=view.gallery_size,
-                                         read_image=lambda i: search.image(user, sid, i, thumbnail_only=False)[0])
+                                         read_image=lambda i: search.image(user, sid, i, thumbnail_only=False)[0],
+                                         image_info=lambda i: search.image_info(user, sid, i))
         return Response(match_export_bytes(built), media_type="application/zip", headers={
             "Content-Disposition": f'attachment; filename="{match_export_filename(built)}"',
             "Cache-Control": "no-store"})

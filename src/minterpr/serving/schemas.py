@@ -223,6 +223,9 @@ class ResultView(Strict):
     contradicts: list[str]  # facts it confidently contradicts
     unsure: list[str] = []  # facts the model is not confident about for this image
     judgement: bool | None = None  # the user's verdict on this image, if any (True = confirmed)
+    # a crop of the same track (video source and tracker id) as a crop the analyst confirmed: the tracker's
+    # evidence that it shows the same person, which the match figure (appearance only) does not carry
+    same_track_as: int | None = None
 
 
 class ActionView(Strict):

@@ -275,10 +275,13 @@ class Search:
         as an ``export`` event and audited. 409 when nothing is confirmed."""
         need(principal, "session:export")
         with self._open(principal, sid, write=True) as live:
-            match = confirmed(live)
-            if match is None:
+            every = confirmed_all(live)
+            if not every:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
+            match = every[0]  # the headline is the first confirmation; the others follow it as confirmed crops
             images = export_images(live, match.gallery_index)
+            images += [{**export_images(live, c.gallery_index)[0], "confirmed": True} for c in every[1:]
+                       if c.gallery_index not in {im["gallery_index"] for im in images}]
             details = {"session": sid, "images": [image["path"] for image in images]}
             seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
                                   [("export", details)])
@@ -286,7 +289,7 @@ class Search:
                                               user=principal.username, time=t))
             case = self.cases.get_case(live.case_id)
             return ExportRecord(case=case, session_id=sid, gallery=live.gallery.name, confirmed=match, images=images,
-                                conversation=list(live.timeline), exported_by=principal.username,
+                                conversation=timeline(live), exported_by=principal.username,
                                 exported_at=datetime.now(timezone.utc), statement=match.statement)
 
     def reference(self, sid: str) -> Any:

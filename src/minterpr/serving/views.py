@@ -96,6 +96,7 @@ def results(live: Live, top: int) -> list[ResultView]:
         return []
     judgements = live.session.judgements
     shares = step.match()
+    tracked = _confirmed_tracks(live)
     out = []
     for rank, local in enumerate(step.ranking[:top].tolist()):
         explanation = step.explain(rank)
@@ -105,7 +106,26 @@ def results(live: Live, top: int) -> list[ResultView]:
                               similarity=_score(shares[rank]), matches=[describe_fact(f) for f in explanation.matched],
                               contradicts=[describe_fact(f) for f in explanation.contradicted],
                               unsure=[describe_fact(f) for f in explanation.unsure],
-                              judgement=judgements.get(local)))
+                              judgement=judgements.get(local),
+                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index))))
+    return out
+
+
+def _track(live: Live, gallery_index: int) -> tuple[Any, Any] | None:
+    """(source, track) of an ingested crop; None for a crop without a track."""
+    meta = live.gallery.metadata[gallery_index]
+    return None if meta.get("track") is None else (meta.get("source"), meta.get("track"))
+
+
+def _confirmed_tracks(live: Live) -> dict[tuple[Any, Any], int]:
+    """(source, track) -> the first confirmed crop on it (gallery position)."""
+    out: dict[tuple[Any, Any], int] = {}
+    for local, said in live.session.judgements.items():
+        if said:
+            gallery_index = live.positions.to_gallery(local)
+            key = _track(live, gallery_index)
+            if key is not None:
+                out.setdefault(key, gallery_index)
     return out
 
 
