@@ -259,3 +259,42 @@ def test_track_evidence_after_a_confirmation_and_what_the_export_keeps(page, tra
     report = archive.read("report.html").decode()
     assert report.index(images[0]["member"]) < report.index(images[1]["member"])
     assert "read as: " in report
+
+
+def test_look_closely_enlarges_pixel_true_with_zoom_and_pan(page, site) -> None:
+    """The crop opens at the largest whole scale up to 4x that fits, drawn pixel for pixel; + and - step
+    through 1x..4x; a zoomed image pans by dragging and by the arrow keys; the frame opens fitted and zooms too."""
+    expect = sync_api.expect
+    login(page, site.url)
+    url = open_case_and_search(page, site.url, "Zoom case")
+    say(page, "a man in a red jacket", first=True)
+    page.goto(f"{url}/look/{ids(page)[0].split('-')[1]}")
+    crop = page.locator("figure[aria-labelledby=this-image] > a.zoom-view")
+    expect(crop).to_have_attribute("data-scale", re.compile(r"^[1-4]$"))
+    size = "el => [el.querySelector('img').getBoundingClientRect().width, el.querySelector('img').naturalWidth, " \
+           "getComputedStyle(el.querySelector('img')).imageRendering]"
+    width, natural, rendering = crop.evaluate(size)
+    scale = int(crop.get_attribute("data-scale"))
+    assert width == natural * scale and rendering == "pixelated"
+    zoom_in = page.get_by_role("button", name="Zoom in: This image (the crop)")
+    while zoom_in.is_enabled():
+        zoom_in.click()
+    expect(crop).to_have_attribute("data-scale", "4")
+    assert crop.evaluate(size)[0] == natural * 4  # up to 4x, never more
+    box = crop.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] - 10)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] / 2 - 40, box["y"] + 20, steps=5)
+    page.mouse.up()
+    assert crop.evaluate("el => el.scrollTop") > 0  # dragged: panned, not opened
+    assert "/look/" in page.url
+    frame = page.locator("figure[aria-labelledby=this-image] figure.frame a.zoom-view")
+    expect(frame).to_have_attribute("data-scale", "0")  # fitted to the column
+    for _ in range(2):
+        page.get_by_role("button", name="Zoom in: This image (the frame)").click()
+    expect(frame).to_have_attribute("data-scale", "2")
+    frame.focus()
+    page.keyboard.press("ArrowRight")
+    page.wait_for_function("() => document.querySelector('figure.frame a.zoom-view').scrollLeft > 0")
+    page.get_by_role("button", name="Zoom out: This image (the frame)").click()
+    expect(frame).to_have_attribute("data-scale", "1")
