@@ -300,11 +300,23 @@ def test_look_closely_enlarges_pixel_true_with_zoom_and_pan(page, site) -> None:
     expect(frame).to_have_attribute("data-scale", "1")
 
 
-def test_timeline_labels_do_not_overlap(page, site) -> None:
-    """Thirty results on three camera lanes: the marks' rank labels are stacked in rows, never over each other."""
+@pytest.fixture(scope="module")
+def crowded(tmp_path_factory):
+    """A server over a gallery seen in three bursts an hour apart: many results seconds apart on one lane."""
+    folder = tmp_path_factory.mktemp("web_crowded")
+    run, store, _ = build_gallery(folder, spacing=(30, 3600))
+    prepare_service(folder / "data", run, store)
+    server = Server(folder / "data").start()
+    yield server
+    server.stop()
+
+
+def test_timeline_labels_do_not_overlap(page, crowded) -> None:
+    """Thirty results in bursts on three camera lanes: the marks' rank labels are stacked in rows, never over
+    each other."""
     expect = sync_api.expect
-    login(page, site.url)
-    open_case_and_search(page, site.url, "Strip case")
+    login(page, crowded.url)
+    open_case_and_search(page, crowded.url, "Strip case")
     say(page, "a man in a red jacket", first=True)
     page.get_by_role("link", name="Show more results (up to 20)").click()
     page.get_by_role("link", name="Show more results (up to 30)").click()
@@ -312,7 +324,7 @@ def test_timeline_labels_do_not_overlap(page, site) -> None:
     expect(page.locator("figure.strip a.mark")).to_have_count(30)
     boxes = page.locator("figure.strip text.mark-rank").evaluate_all(
         "els => els.map(e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })")
-    assert len(boxes) >= 25  # nearly every mark labelled (a crowded one keeps its link and name)
+    assert len(boxes) >= 20  # most marks labelled (one without room keeps its link and name)
     for k, a in enumerate(boxes):
         for b in boxes[k + 1:]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], f"labels overlap: {a} {b}"

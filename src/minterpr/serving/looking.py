@@ -23,10 +23,10 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 STRIP_WIDTH = 600  # SVG user units of the strip's time axis
-LANE_HEIGHT = 28  # SVG user units of a camera lane with one row of rank labels
+LANE_HEIGHT = 30  # SVG user units of a camera lane with one row of rank labels
 LABEL_WIDTH = 150  # room left of the axis for the camera names
-TOP_MARGIN = 20  # from a lane's top to its axis: room for one row of rank labels above the marks
-ROW_HEIGHT = 11  # each further row of rank labels (10-unit text), stacked above the first
+TOP_MARGIN = 22  # from a lane's top to its axis: room for one row of rank labels above the marks
+ROW_HEIGHT = 13  # each further row of rank labels (10-unit text, its box about 12 high), stacked above
 MAX_ROWS = 3  # rows of rank labels per lane; a mark beyond them keeps its link and name, unlabelled
 DIGIT_WIDTH = 6.5  # SVG units per digit of a 10-unit rank label (generous: labels never touch)
 
