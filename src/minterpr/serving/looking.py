@@ -105,7 +105,7 @@ def _label_rows(marks: list[Mark]) -> list[Mark]:
         if row >= 0:
             ends[row] = _x(mark.x) + half
         out.append(Mark(mark.gallery_index, mark.rank, mark.x, mark.label, row))
-    return sorted(out, key=lambda m: m.rank)
+    return sorted(out, key=lambda m: m.rank or 0)
 
 
 def _moment(value: Any) -> dt.datetime | None:

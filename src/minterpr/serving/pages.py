@@ -279,7 +279,7 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     return dict(view=view, case=case, results=results, ruled_out=ruled_out, window_error=window_error, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
                 filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v and k != "n"),
-                more=more, absent=view.probably_absent, strip=timeline_strip(results + ruled_out), footage=footage_range(pages.galleries(), view.gallery),
+                more=more, absent=view.probably_absent, strip=timeline_strip(results + [r for r in ruled_out if r.rank]), footage=footage_range(pages.galleries(), view.gallery),
                 note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
                 can_export=pages.allowed(user, "session:export"))
