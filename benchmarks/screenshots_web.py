@@ -14,12 +14,17 @@ a result shows them. Saved at a laptop's 1366 px width:
 * ``web_look.png``: looking closely at the top result beside the next one, each with the frame it
   was cut from and its box (the gallery's crops come with synthetic frames).
 
+With ``--fixes``, the page where it once failed a new user (issue 38), over a gallery whose people are
+tracks, instead: ``web_correction.png`` (a correction replacing the fact it corrects, struck through),
+``web_unsure.png`` (hedged feedback read as unsure, and the images ruled out listed last),
+``web_track.png`` (a confirmed crop's track mates say so) and ``web_zoom.png`` (looking closely, zoomed).
+
 The gallery: a trained run (``--run``; by default ``outputs/demo/run`` once ``minterpr demo`` made it)
 embeds ``--identities`` synthetic people x 3 views; without one a freshly initialised tiny model does
 (the page is the same, but its rankings and attribute guesses are random: use a trained run).
 
 Usage:
-    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images]
+    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images] [--fixes]
 """
 from __future__ import annotations
 
@@ -120,6 +125,73 @@ def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, s
     return saved
 
 
+def shoot_fixes(base: str, out: Path, chromium: str) -> list[Path]:
+    """The issue 38 screenshots (see the module doc); returns the PNGs saved."""
+    from playwright.sync_api import expect, sync_playwright
+
+    saved: list[Path] = []
+    expect.set_options(timeout=180_000)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.set_default_timeout(180_000)
+        turns = page.locator("ol.timeline > li")
+
+        def say(text: str, first: bool = False) -> None:
+            count = turns.count()
+            name = "Describe the person you are looking for" if first else "Add to the description"
+            page.get_by_role("textbox", name=name).fill(text)
+            page.get_by_role("button", name="Search" if first else "Add", exact=True).click()
+            expect(turns).to_have_count(count + 1)
+            page.wait_for_load_state("networkidle")
+
+        def judge(card, text: str) -> None:
+            count = turns.count()
+            card.get_by_text("Not this person…").click()
+            card.get_by_label("Because… (how the person you seek differs)").fill(text)
+            card.get_by_role("button", name=re.compile("Rule out")).click()
+            expect(turns).to_have_count(count + 1)
+            page.wait_for_load_state("networkidle")
+            page.wait_for_timeout(1500)  # the swap settled (htmx's settle delay, focus) before the next move
+
+        def card_ids() -> list[str]:
+            return [c.get_attribute("id") for c in page.locator("section[aria-labelledby=results-title] li.result").all()]
+
+        login(page, base)
+        open_case_and_search(page, base, "Missing person, Central station")
+        say("a woman in a pink top and black trousers", first=True)
+        say("it was red, not pink")
+        saved.append(out / "web_correction.png")
+        page.locator("section[aria-labelledby=timeline-title]").screenshot(path=saved[-1])
+        first = card_ids()[0]
+        judge(page.locator(f"#{first}"), "could be, I can't tell")
+        second = next(c for c in card_ids() if c != first)
+        judge(page.locator(f"#{second}"), "not him, that's a man in a brown jacket and jeans - she had a light blue "
+                                          "coat with a white hood")
+        page.evaluate("() => window.scrollTo(0, 0)")
+        saved.append(out / "web_unsure.png")
+        page.screenshot(path=saved[-1], full_page=True, clip={"x": 0, "y": 0, "width": 1366, "height": 1500})
+        page.locator("#" + card_ids()[0]).get_by_text("This is the person…").click()
+        card = page.locator("#" + card_ids()[0])
+        card.get_by_role("checkbox").check()
+        count = turns.count()
+        card.get_by_role("button", name="Confirm match").click()
+        expect(turns).to_have_count(count + 1)
+        mate = page.locator("li.result:has(.badge.track)").first
+        if mate.count():
+            mate.scroll_into_view_if_needed()
+            saved.append(out / "web_track.png")
+            page.screenshot(path=saved[-1])
+        page.goto(f"{page.url.split('?')[0]}/look/{card_ids()[0].split('-')[1]}")
+        page.wait_for_function("() => [...document.images].every(i => i.complete && i.naturalWidth > 0)")
+        page.get_by_role("button", name=re.compile(r"^Zoom in: This image \(the frame\)")).click()
+        page.evaluate("() => window.scrollTo(0, 0)")
+        saved.append(out / "web_zoom.png")
+        page.screenshot(path=saved[-1], full_page=True, clip={"x": 0, "y": 0, "width": 1366, "height": 1250})
+        browser.close()
+    return saved
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_run = ROOT / "outputs" / "demo" / "run"
@@ -129,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--identities", type=int, default=30, help="people in the synthetic gallery (3 views each)")
     parser.add_argument("--target", type=int, default=4, help="the person the witness looks for")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
+    parser.add_argument("--fixes", action="store_true", help="only the issue 38 screenshots (a gallery of tracks)")
     args = parser.parse_args(argv)
     chromium = chromium_path()
     if chromium is None:
@@ -139,12 +212,17 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         # an untrained tiny model gets the test suite's calibration record, so the marks show (illustration only)
         run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE,
-                                          calibrated=args.run is None, frames=True)
+                                          calibrated=args.run is None, frames=True, tracks=args.fixes)
         prepare_service(folder / "data", run, store)
         server = Server(folder / "data").start()
         try:
-            for path in shoot(server.url, args.out, chromium, truth, args.target):
+            shots = shoot_fixes(server.url, args.out, chromium) if args.fixes else \
+                shoot(server.url, args.out, chromium, truth, args.target)
+            for path in shots:
                 print(path)
+        except Exception:
+            print(server.log.read_text()[-4000:], file=sys.stderr)  # what the server said, for the failure
+            raise
         finally:
             server.stop()
     return 0

@@ -209,10 +209,10 @@ def test_undo_restores_the_previous_ranking(page, site) -> None:
     after_description = ranking(page)
     rule_out(page, after_description[0], "the jacket was longer")
     assert ranking(page) != after_description
-    page.get_by_role("button", name="Undo the last turn").click()
+    page.get_by_role("button", name="Undo the last action").click()
     sync_api.expect(page.locator("ol.timeline > li")).to_have_count(1)
     assert ranking(page) == after_description
-    page.get_by_role("button", name="Undo the last turn").click()
+    page.get_by_role("button", name="Undo the last action").click()
     sync_api.expect(page.get_by_text("No turns yet.")).to_be_visible()
     sync_api.expect(page.get_by_role("textbox", name="Describe the person you are looking for")).to_be_visible()
 

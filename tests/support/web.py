@@ -35,12 +35,15 @@ def chromium_path() -> str | None:
 
 
 def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: int = 0,
-                  size: tuple[int, int] = (192, 96), frames: bool = False) -> tuple[list, list[dict], list[dict]]:
+                  size: tuple[int, int] = (192, 96), frames: bool = False,
+                  tracks: bool = False, spacing: tuple[int, int] = (7 * 60, 23 * 60)) -> tuple[list, list[dict], list[dict]]:
     """Render ``identities`` x ``views`` synthetic crops over three cameras into ``crops`` (the same
     every time for one seed). Returns (GalleryImage list, metadata with capture time, truth): truth[i]
     is image i's identity number and attributes (the tests know who is who; the page does not).
     ``frames``: each crop also gets the "frame it was cut from" (:func:`_frame_of`), as ingestion stores
-    them (``frame_image``, ``box``, ``frame_size``, ``frame``)."""
+    them (``frame_image``, ``box``, ``frame_size``, ``frame``). ``tracks``: a person's views are one track
+    of one source (``t<pid>`` of ``video``), as a tracker links the crops of one walk. ``spacing``: seconds
+    between one person's capture time and the next's, and between one person's views."""
     from minterpr.data.synthetic.cameras import make_cameras, sample_view
     from minterpr.data.synthetic.identities import sample_population
     from minterpr.data.synthetic.render import render_person
@@ -59,8 +62,9 @@ def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: in
             name = f"p{pid:02d}_v{v}.jpg"
             image.save(crops / name, quality=90)
             images.append(GalleryImage(name, f"synth:{pid}", camera_id=CAMERAS[k]))
-            when = START + dt.timedelta(minutes=7 * pid + 23 * v)
-            metadata.append({"time": when.isoformat(), "track": f"t{pid}_{v}", "source": CAMERAS[k]})
+            when = START + dt.timedelta(seconds=spacing[0] * pid + spacing[1] * v)
+            metadata.append({"time": when.isoformat(), "track": f"t{pid}" if tracks else f"t{pid}_{v}",
+                             "source": "video" if tracks else CAMERAS[k]})
             truth.append({"identity": pid, "attributes": attributes})
     if frames:
         for n, meta in enumerate(metadata):
@@ -101,7 +105,8 @@ def calibration_record() -> dict:
 
 def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Path | None = None,
                   seed: int = 0, size: tuple[int, int] = (192, 96),
-                  calibrated: bool = False, frames: bool = False) -> tuple[Path, Path, list[dict]]:
+                  calibrated: bool = False, frames: bool = False, tracks: bool = False,
+                  spacing: tuple[int, int] = (7 * 60, 23 * 60)) -> tuple[Path, Path, list[dict]]:
     """:func:`render_people` into ``folder/crops``, embedded by ``run`` (default: a freshly initialised
     tiny model, with :func:`calibration_record` when ``calibrated``) into the gallery store
     ``folder/store``. Returns (run, store, truth)."""
@@ -112,7 +117,8 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     from minterpr.runtime.pipeline import load_pipeline
 
     crops = folder / "crops"
-    images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size, frames=frames)
+    images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size, frames=frames, tracks=tracks,
+                                            spacing=spacing)
     if run is None:
         run = folder / "run"
         torch.manual_seed(seed)

@@ -68,6 +68,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from minterpr.language.corrections import active, last_colour_slot
 from minterpr.language.phrasing import Fact
 from minterpr.language.utterances import question
 from minterpr.errors import InputError, MinterprError, TurnError
@@ -198,7 +199,7 @@ class Session:
             live = facts is None and self.vlm is not None  # the model is asked on live turns only
             self._phrasing = live
             if facts is None:
-                reading = turn_reading(turn, context_slot)
+                reading = self._reading(turn, context_slot)
                 facts, shown = reading.target, reading.shown
             judged = tuple((int(i), float(p)) for i, p in model_scores)
             if live:
@@ -219,6 +220,18 @@ class Session:
         self._rng_states.append(state)
         self._step = step
         return step
+
+    def _reading(self, turn: Turn, context_slot: str | None) -> Any:
+        """The turn read; a description's or feedback's colour said without a garment word goes to the colour
+        slot spoken of (language/corrections.py: "red, not pink" after "a pink top and black trousers": the top)."""
+        if not isinstance(turn, (DescriptionTurn, ReferenceTurn)):
+            return turn_reading(turn, context_slot)
+        said = target_facts(self._history, ())  # every fact as said, replaced ones too (not the model's)
+        slot = last_colour_slot(said)
+        reading = turn_reading(turn, context_slot, slot)
+        denied = [v for f in reading.target if f.slot == slot and f.negated for v in f.values]
+        better = last_colour_slot(said, denied)
+        return reading if better == slot else turn_reading(turn, context_slot, better)
 
     def undo(self) -> Step | None:
         """Remove the last turn; returns the restored step (None when nothing is left)."""
@@ -438,7 +451,8 @@ class Session:
     def _target(self, history: Sequence[HistoryEntry],
                 judgements: dict[int, bool | None] | None = None) -> tuple[Fact, ...]:
         judgements = self._judgements(history) if judgements is None else judgements
-        return target_facts(history, {self.index.images[i].path for i, v in judgements.items() if v})
+        # the facts no later fact replaced (a correction: language/corrections.py)
+        return active(target_facts(history, {self.index.images[i].path for i, v in judgements.items() if v}))
 
     def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
         if self.schedule.auto:

@@ -50,7 +50,14 @@ _AFFIRMATIVE = re.compile(
     r"|\b(that'?s|that is|this is|it'?s|it is)\s+(definitely\s+)?(her|him|them|the (one|person|man|woman|guy|lady))\b"
     r"|\bthis one\b|\bthat one\b|\bmatch(es)?\b")
 _WEAK_AFFIRMATIVE = re.compile(r"this one|that one|match(es)?")
-_UNDECIDED = re.compile(r"^\s*(maybe|perhaps|possibly|could be|might be)\b|\b(not sure|can'?t tell|cannot tell|no idea)\b")
+# Hedges: the user cannot tell, so the image is neither ruled out nor confirmed ("hmm, could be", "it might be
+# her", "hard to say", "I don't know"); a leading "no" still rules it out ("no, it might be her coat but ...").
+_UNDECIDED = re.compile(r"^\s*(maybe|perhaps|possibly|probably|could be|might be)\b"
+                        r"|\b(not sure|unsure|can'?t tell|cannot tell|can'?t say|cannot say|hard to (say|tell)|no idea"
+                        r"|don'?t know|do not know|dunno|(could|might|may) be (her|him|them|it|the (one|person)))\b"
+                        r"|^\s*((hmm+|um+|er+|well|oh|ok|it|i think|i guess),?\s+)+(maybe|perhaps|possibly|could be|might be)\b")
+_DENIED_FIRST = re.compile(r"^\s*((no|nope|nah)\b(?!\s+idea)|not (her|him|them|this one|that one)\b"
+                           r"|(that|this)('?s| is) not (her|him|them)\b)")
 
 
 @lru_cache(maxsize=1)
@@ -108,10 +115,12 @@ def verdict(feedback: str) -> bool | None:
     Example:
         >>> verdict("Yes, that's her."), verdict("this one is not her"), verdict("Maybe."), verdict("that one")
         (True, False, None, True)
+        >>> verdict("could be, I can't tell"), verdict("hmm, could be"), verdict("hard to say"), verdict("no, not sure why")
+        (None, None, None, False)
     """
     text = _normalise(feedback)
     first_clause = re.split(r"[.;!?]", text, maxsplit=1)[0]
-    if _UNDECIDED.search(first_clause):
+    if _UNDECIDED.search(first_clause) and not _DENIED_FIRST.search(first_clause):
         return None
     found = _AFFIRMATIVE.search(first_clause)
     if found is None:
@@ -130,21 +139,23 @@ def is_match(feedback: str) -> bool:
 
 
 @lru_cache(maxsize=4096)
-def parse_cached(text: str, context_slot: str | None) -> tuple[Fact, ...]:
+def parse_cached(text: str, context_slot: str | None, colour_slot: str | None = None) -> tuple[Fact, ...]:
     """parse_facts, memoised: a session re-reads its whole conversation every turn."""
-    return tuple(parse_facts(text, context_slot=context_slot))
+    return tuple(parse_facts(text, context_slot=context_slot, colour_slot=colour_slot))
 
 
 @lru_cache(maxsize=4096)
-def _feedback_cached(text: str) -> Reading:
-    return read_feedback(text)
+def _feedback_cached(text: str, colour_slot: str | None) -> Reading:
+    return read_feedback(text, colour_slot)
 
 
-def turn_reading(turn: Turn, context_slot: str | None = None) -> Reading:
+def turn_reading(turn: Turn, context_slot: str | None = None, colour_slot: str | None = None) -> Reading:
     """What a turn says about the person sought and, for feedback, about the image shown
     (:func:`~minterpr.language.feedback_reading.read_feedback`); an answer is read in the light of its question.
 
-    ``context_slot`` overrides the slot found from the question text (a session knows what it asked).
+    ``context_slot`` overrides the slot found from the question text (a session knows what it asked);
+    ``colour_slot`` is the colour slot the conversation last spoke of, for a description's or feedback's
+    colours said without a garment word ("it was red, not pink").
 
     Example:
         >>> r = turn_reading(ReferenceTurn("b.jpg", "his shoes were light brown, these are blue"))
@@ -152,11 +163,11 @@ def turn_reading(turn: Turn, context_slot: str | None = None) -> Reading:
         ([('brown',)], [('blue',)])
     """
     if isinstance(turn, DescriptionTurn):
-        return Reading(parse_cached(turn.text, None))
+        return Reading(parse_cached(turn.text, None, colour_slot))
     if isinstance(turn, QATurn):
         return Reading(parse_cached(turn.answer, context_slot or question_slot(turn.question)))
     if isinstance(turn, ReferenceTurn):
-        return _feedback_cached(turn.feedback)
+        return _feedback_cached(turn.feedback, colour_slot)
     if isinstance(turn, ExampleTurn):
         return Reading(())
     raise TypeError(f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)")

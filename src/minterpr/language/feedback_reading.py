@@ -48,6 +48,7 @@ class Reading:
 
 
 _SENTENCES = re.compile(r"[.;!?]")
+_DASH = re.compile(r"\s+[-\u2013\u2014]+\s+|\s*[\u2013\u2014]\s*")  # a spaced hyphen, an en or em dash (not "navy-blue")
 _BREAKS = {",", "but", "while", "whereas", "though", ":", "/"}
 _NEW_SUBJECT = {"he", "she", "they", "his", "her", "hers", "mine", "my", "this", "that", "these", "those", "here",
                 "the", "it", "i"}  # "and" before one of these starts a clause
@@ -64,19 +65,30 @@ _PART = {"upper": ("upper_colour", "upper_type", "upper_pattern", "sleeve_length
 _SLOT_PART = {slot: part for part, slots in _PART.items() for slot in slots}
 
 
-def read_feedback(text: str) -> Reading:
-    """Feedback on a shown image, read apart: what is said of the target and of the image shown."""
+def read_feedback(text: str, colour_slot: str | None = None) -> Reading:
+    """Feedback on a shown image, read apart: what is said of the target and of the image shown.
+
+    ``colour_slot``: the colour slot the conversation last spoke of, for the target's colours said
+    without a garment word (:func:`~minterpr.language.text_parser.parse_facts`).
+
+    Example (a dash between the two people, as people type it):
+        >>> r = read_feedback("not him, that's a man in a brown jacket - she had a blue coat with a white hood")
+        >>> [(f.slot, f.values) for f in r.target if f.slot != "gender"], [f.values for f in r.shown]
+        ([('upper_colour', ('blue',)), ('upper_type', ('jacket',)), ('upper_colour', ('white',))], [('male',), ('brown',), ('jacket',)])
+    """
+    text = _DASH.sub(", ", text)  # "... and jeans - she had ...": a dash separates clauses as a comma does
     sentences = [read_tokens(s) for s in _SENTENCES.split(text)]
     clauses = [_owned_clauses(tokens) for tokens in sentences]
     if not any(owner == "shown" for sentence in clauses for owner, _ in sentence):
-        return Reading(tuple(parse_facts(text)))
+        return Reading(tuple(parse_facts(text, colour_slot=colour_slot)))
     target: list[Fact] = []
     shown: list[Fact] = []
     people: dict[str, str] = {}
     previous: tuple[str, list[Fact]] | None = None  # the last clause's owner and facts
+    pronoun: list[Fact] = []  # the gender a bare verdict's pronoun gave ("not him")
     for sentence in clauses:
         for owner, tokens in _runs(sentence):
-            facts = _parse_clause(tokens, None, people)
+            facts = _parse_clause(tokens, None, people, colour_slot if owner == "target" else None)
             said = [f for f in facts if f.slot != "gender"]
             if not said and previous is not None:
                 if owner == "target" and previous[0] == "shown" and _DENIALS & set(tokens):
@@ -89,7 +101,12 @@ def read_feedback(text: str) -> Reading:
                         facts = _parse_clause(tokens, slot, people) or facts
                     facts += _bare_length(tokens, previous[1])
             (shown if owner == "shown" else target).extend(facts)
+            if owner == "target" and _bare_verdict(tokens):
+                pronoun.extend(facts)
             previous = (owner, facts) if facts else previous
+    # "not him, that's a man ... - she had a blue coat": the verdict's pronoun was the one on the screen's
+    stated = {f.values for f in target if f.slot == "gender" and not f.negated and f not in pronoun}
+    target = [f for f in target if not (f in pronoun and f.slot == "gender" and stated - {f.values})]
     return Reading(tuple(dict.fromkeys(target)), tuple(dict.fromkeys(shown)))
 
 
@@ -140,6 +157,12 @@ def _owner(tokens: list[str], previous: str) -> str:
     if head in ("he", "she", "they") and nxt in _PRESENT or head in ("his", "her", "their") and words & {"is", "are"}:
         return "shown"  # "she's got a bag", "his shoes are blue": the one on the screen, now
     return previous
+
+
+def _bare_verdict(tokens: list[str]) -> bool:
+    """'not him', 'no, not her': a verdict alone, its pronoun the shown person's."""
+    words = [t for t in tokens if t not in _LEAD and t != ","]
+    return len(words) == 1 and words[0] in ("him", "her", "them", "it") and any(t in ("not", "no", "nope") for t in tokens)
 
 
 def _verdict(tokens: list[str]) -> bool:

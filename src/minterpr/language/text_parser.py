@@ -30,11 +30,17 @@ from minterpr.language.text_reading import (BACK, COLOUR_SLOT, FILLERS, GARMENT_
                                         read_tokens, skirt_length)
 
 
-def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
+def parse_facts(text: str, *, context_slot: str | None = None, colour_slot: str | None = None) -> list[Fact]:
     """Facts a text asserts about the person sought.
 
     ``context_slot`` is the slot a question asked about: it gives bare answers ("navy",
-    "nothing", "long") their meaning.
+    "nothing", "long") their meaning. ``colour_slot`` is the colour slot the conversation last spoke
+    of: a colour said without a garment word goes to it ("it was red, not pink" after "a pink top"),
+    and nothing else changes (a session passes it; alone, such a colour names no garment).
+
+    Example:
+        >>> [(f.slot, f.values, f.negated) for f in parse_facts("red, not pink", colour_slot="upper_colour")]
+        [('upper_colour', ('red',), False), ('upper_colour', ('pink',), True)]
     """
     facts: list[Fact] = []
     people: dict[str, str] = {}  # "target": the target's gender once known; "other": another person's
@@ -43,7 +49,7 @@ def parse_facts(text: str, *, context_slot: str | None = None) -> list[Fact]:
         other = people.get("other")
         if tokens[:1] in (["he"], ["she"]) and other == PRONOUN_GENDER[tokens[0]] and people.get("target", other) != other:
             continue  # a sentence about the other person
-        facts.extend(_parse_clause(tokens, context_slot, people))
+        facts.extend(_parse_clause(tokens, context_slot, people, colour_slot))
         target = [f.values[0] for f in facts if f.slot == "gender" and not f.negated and len(f.values) == 1]
         if target:
             people.setdefault("target", target[0])
@@ -58,7 +64,8 @@ def _emit_colours(facts: list[Fact], part: str, groups: list[tuple[str, ...]], n
 
 
 def _colour_facts(facts: list[Fact], tokens: list[str], i: int, groups: list[tuple[str, ...]], end: int,
-                  negated: bool, last_part: str | None, context_slot: str | None) -> str | None:
+                  negated: bool, last_part: str | None, context_slot: str | None,
+                  colour_slot: str | None = None) -> str | None:
     """The colour facts of a colour expression tokens[i:end]; returns the garment part they went to."""
     if i and tokens[i - 1] == "as":
         return None  # "not as red as her bag": a comparison
@@ -71,13 +78,16 @@ def _colour_facts(facts: list[Fact], tokens: list[str], i: int, groups: list[tup
         part = "both"
     if part is None:
         part = last_part or (SLOT_PART[context_slot] if context_slot and context_slot.endswith("_colour") else None)
+    if part is None and colour_slot in SLOT_PART and colour_slot.endswith("_colour"):
+        part = SLOT_PART[colour_slot]  # "it was red, not pink": the garment last spoken of
     if part in (None, "item", "person", "pattern"):
         return None
     _emit_colours(facts, part, groups, negated)
     return part
 
 
-def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str, str]) -> list[Fact]:
+def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str, str],
+                  colour_slot: str | None = None) -> list[Fact]:
     table = lexicon()
     facts: list[Fact] = []
     negated = False
@@ -139,7 +149,8 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
             continue
         if colours is not None and (match is None or colours[0] > i + len(match)):
             end, groups = colours
-            last_part = _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot) or last_part
+            last_part = _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot,
+                                      colour_slot) or last_part
             i = end
             continue
         if match is None:

@@ -24,7 +24,7 @@ from minterpr.language.phrasing import Fact
 _PART_NOUNS = {
     "upper": ("top", "tops", "upper garment", "upper body", "shirt", "tee", "jacket", "coat", "sweater", "hoodie", "blouse",
               "blazer", "vest", "tank top", "jumper", "pullover", "windbreaker", "polo", "suit", "sleeves", "sleeve", "tunic",
-              "jersey", "uniform", "cardigan"),
+              "jersey", "uniform", "cardigan", "hood"),  # a hood is the top's: "a blue coat with a white hood"
     "lower": ("bottoms", "lower garment", "trousers", "pants", "jeans", "shorts", "skirt", "slacks", "leggings", "capri pants",
               "lower body", "lower clothes", "dress", "miniskirt", "maxi skirt", "hot pants", "skirts", "dresses"),
     "feet": ("shoes", "shoe", "sneakers", "trainers", "boots", "sandals", "footwear", "heels", "flats", "tights", "stockings",
@@ -47,7 +47,7 @@ GENDER_WORDS = {"man": "male", "guy": "male", "gentleman": "male", "male": "male
                  "lady": "female", "girl": "female", "female": "female", "gal": "female"}
 # Nouns a colour may describe that are not garments (the colour is then nobody's garment's).
 _NON_GARMENT = set(
-    "belt bag bags backpack back hat cap umbrella object objects hood scarf purse handbag suitcase folder box phone cup bottle "
+    "belt bag bags backpack back hat cap umbrella object objects scarf purse handbag suitcase folder box phone cup bottle "
     "headphones glasses sunglasses watch necklace bracelet stripe logo design car bike bicycle cart collar trim laces lace "
     "soles sole frame frames rims rim straps strap zipper lining socks sock tie gloves glove wristband wristbands tag "
     "lanyard apron robe robes jumpsuit bodysuit costume veil bandana skin complexion face eyes head paper papers book sign "

@@ -2,7 +2,8 @@
 
 Each move of a stored session is one event ``(seq, kind, payload)``. A turn's payload holds the
 :class:`~minterpr.interaction.history.HistoryEntry` the session recorded for it (the turn and the
-facts parsed from it) and the gallery positions it named; ``undo`` removes the last turn;
+facts parsed from it) and the gallery positions it named; ``withdraw`` removes one fact of a turn;
+``undo`` removes the last turn, or, recorded as ``{"action": "withdraw"}``, the last withdrawal;
 ``export`` changes nothing. :func:`fold` reduces the log to the conversation it leaves, and
 :func:`replay` rebuilds that conversation as a fresh :class:`~minterpr.interaction.session.Session`
 from the recorded facts — the plain reference the service's in-memory sessions are checked
@@ -60,6 +61,7 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
     """The turns the log leaves, oldest first, each with the event that made it; InputError for a
     log that is not a session's (an unknown kind, an undo with nothing to undo, a malformed entry)."""
     stack: list[tuple[HistoryEntry, Event]] = []
+    withdrawals: list[tuple[int, HistoryEntry]] = []  # (turn, its entry before) of each withdrawal not undone
     for event in events:
         if event.kind in TURN_KINDS:
             try:
@@ -72,6 +74,11 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
                     raise InputError(f"event {event.seq}: an uploaded image {upload!r} without an upload folder")
                 entry = entry._replace(turn=ExampleTurn(os.fspath(Path(uploads) / upload)))
             stack.append((entry, event))
+        elif event.kind == "undo" and event.payload.get("action") == "withdraw":
+            if not withdrawals or withdrawals[-1][0] >= len(stack):
+                raise InputError(f"event {event.seq}: undo of a withdrawal with none to undo")
+            k, before = withdrawals.pop()
+            stack[k] = (before, stack[k][1])
         elif event.kind == "undo":
             if not stack:
                 raise InputError(f"event {event.seq}: undo with no turn to undo")
@@ -82,10 +89,31 @@ def fold(events: Iterable[Event], uploads: str | os.PathLike[str] | None) -> lis
             fact = recorded_fact(entry.facts, named)
             if fact is None:
                 raise InputError(f"event {event.seq}: turn {k} recorded no fact {named!r}")
+            withdrawals.append((k, entry))
             stack[k] = (entry._replace(facts=tuple(f for f in entry.facts if f != fact)), made)
         elif event.kind != "export":
             raise InputError(f"event {event.seq}: unknown kind {event.kind!r}")
     return stack
+
+
+def last_action(events: Iterable[Event]) -> str | None:
+    """What an undo now takes back: ``"withdraw"`` (a fact removal) or ``"turn"``; None when nothing is left.
+    An undo recorded with ``{"action": "withdraw"}`` took back the last withdrawal; a plain one, the last turn.
+
+    Example:
+        >>> log = [Event(1, "describe", {}), Event(2, "withdraw", {}), Event(3, "undo", {"action": "withdraw"})]
+        >>> last_action(log[:2]), last_action(log), last_action(log + [Event(4, "undo", {})])
+        ('withdraw', 'turn', None)
+    """
+    actions: list[str] = []
+    for event in events:
+        if event.kind in TURN_KINDS or event.kind == "withdraw":
+            actions.append("turn" if event.kind in TURN_KINDS else "withdraw")
+        elif event.kind == "undo" and actions:
+            kind = "withdraw" if event.payload.get("action") == "withdraw" else "turn"
+            k = max(j for j in range(len(actions)) if actions[j] == kind) if kind in actions else len(actions) - 1
+            actions.pop(k)
+    return actions[-1] if actions else None
 
 
 def withdraw_payload(turn: int, fact: Fact) -> dict[str, Any]:

@@ -23,9 +23,12 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 STRIP_WIDTH = 600  # SVG user units of the strip's time axis
-LANE_HEIGHT = 22  # SVG user units per camera lane
+LANE_HEIGHT = 30  # SVG user units of a camera lane with one row of rank labels
 LABEL_WIDTH = 150  # room left of the axis for the camera names
-TOP_MARGIN = 18  # room above the first lane for the marks' rank labels
+TOP_MARGIN = 22  # from a lane's top to its axis: room for one row of rank labels above the marks
+ROW_HEIGHT = 13  # each further row of rank labels (10-unit text, its box about 12 high), stacked above
+MAX_ROWS = 3  # rows of rank labels per lane; a mark beyond them keeps its link and name, unlabelled
+DIGIT_WIDTH = 6.5  # SVG units per digit of a 10-unit rank label (generous: labels never touch)
 
 
 @dataclass(frozen=True)
@@ -36,12 +39,17 @@ class Mark:
     rank: int
     x: float  # position on the time axis in [0, 1]
     label: str  # "#3, camera, time" (the mark's accessible name)
+    row: int = 0  # the row of its rank label above the axis (0 = nearest); -1 = no room: not labelled
 
 
 @dataclass(frozen=True)
 class Lane:
     camera: str
     marks: tuple[Mark, ...]
+
+    @property
+    def rows(self) -> int:
+        return 1 + max((m.row for m in self.marks), default=0)
 
 
 @dataclass(frozen=True)
@@ -55,19 +63,49 @@ class Strip:
 
     @property
     def height(self) -> int:
-        return TOP_MARGIN + LANE_HEIGHT * len(self.lanes)
+        return sum(_lane_height(lane) for lane in self.lanes)
 
     def px(self, mark: Mark) -> float:
         """The mark's SVG x."""
-        return round(LABEL_WIDTH + mark.x * STRIP_WIDTH, 1)
+        return _x(mark.x)
 
     def py(self, lane_number: int) -> int:
-        """The SVG y of a camera's lane (room above the first for the rank labels)."""
-        return TOP_MARGIN + LANE_HEIGHT * lane_number
+        """The SVG y of a camera's lane axis (room above it for its rows of rank labels)."""
+        above = sum(_lane_height(lane) for lane in self.lanes[:lane_number])
+        return above + TOP_MARGIN + ROW_HEIGHT * (self.lanes[lane_number].rows - 1)
+
+    def label_y(self, lane_number: int, mark: Mark) -> int:
+        """The SVG baseline of a mark's rank label: its row above the lane's axis."""
+        return self.py(lane_number) - 8 - ROW_HEIGHT * mark.row
 
     @property
     def width(self) -> int:
         return LABEL_WIDTH + STRIP_WIDTH + 10
+
+
+def _x(x: float) -> float:
+    return round(LABEL_WIDTH + x * STRIP_WIDTH, 1)
+
+
+def _lane_height(lane: Lane) -> int:
+    return LANE_HEIGHT + ROW_HEIGHT * (lane.rows - 1)
+
+
+def _label_rows(marks: list[Mark]) -> list[Mark]:
+    """Each mark with the lowest row where its rank label clears the labels already placed (left to
+    right), at most MAX_ROWS rows; a mark left without room gets row -1 (drawn, linked, named, unlabelled)."""
+    ends: list[float] = []  # per row: the right end of its last label
+    out = []
+    for mark in sorted(marks, key=lambda m: (m.x, m.rank)):
+        half = DIGIT_WIDTH * len(str(mark.rank)) / 2 + 1
+        left = _x(mark.x) - half
+        row = next((k for k, end in enumerate(ends) if end <= left), len(ends) if len(ends) < MAX_ROWS else -1)
+        if row == len(ends):
+            ends.append(0.0)
+        if row >= 0:
+            ends[row] = _x(mark.x) + half
+        out.append(Mark(mark.gallery_index, mark.rank, mark.x, mark.label, row))
+    return sorted(out, key=lambda m: m.rank or 0)
 
 
 def _moment(value: Any) -> dt.datetime | None:
@@ -94,7 +132,7 @@ def timeline_strip(results: Sequence[Any]) -> Strip:
         camera = r.camera or "camera unknown"
         lanes.setdefault(camera, []).append(Mark(r.gallery_index, r.rank, round(x, 4),
                                                  f"#{r.rank}, {camera}, {when(r.time)}"))
-    return Strip(tuple(Lane(c, tuple(m)) for c, m in sorted(lanes.items())), when(low), when(high),
+    return Strip(tuple(Lane(c, tuple(_label_rows(m))) for c, m in sorted(lanes.items())), when(low), when(high),
                  len(results) - len(known))
 
 

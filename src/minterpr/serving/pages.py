@@ -31,6 +31,7 @@ from markupsafe import Markup, escape
 from minterpr.serving.times import as_datetime, when  # noqa: F401  (when: the templates' filter)
 
 from minterpr.interaction.match import percent
+from minterpr.language.dialogue_acts import verdict
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
 from minterpr.serving.export import (EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE, match_export_filename,
@@ -166,6 +167,15 @@ def _shown(filters: dict[str, str], per_turn: int, most: int) -> int:
     return max(per_turn, min(most, wanted))
 
 
+def _reversed(filters: dict[str, str]) -> str | None:
+    """The message for a time window whose start is after its end (None when it is not reversed)."""
+    low, high = as_datetime(filters.get("from")), as_datetime(filters.get("until"))
+    if low is None or high is None or low <= high:
+        return None
+    return (f"From {filters['from']} is after Until {filters['until']}: the time window is reversed, so no result "
+            "could pass it; swap the two times or correct one (24-hour UTC). The results below are not time-filtered.")
+
+
 def _keep(results: list[Any], filters: dict[str, str]) -> list[Any]:
     """Results passing the page's camera / time filters (an unknown time passes no time filter)."""
     low, high = as_datetime(filters.get("from")), as_datetime(filters.get("until"))
@@ -189,10 +199,18 @@ def _hidden(csrf: str, filters: dict[str, str]) -> Markup:
 class _StandIn:
     """A reference image the system asks about that is not among the results shown."""
 
-    def __init__(self, gallery_index: int) -> None:
+    def __init__(self, gallery_index: int, camera: str | None = None, time: str | None = None,
+                 judgement: bool | None = None) -> None:
         self.gallery_index, self.rank, self.similarity = gallery_index, None, None
-        self.camera = self.time = self.judgement = None
-        self.matches, self.contradicts = [], []
+        self.camera, self.time, self.judgement = camera, time, judgement
+        self.matches, self.contradicts, self.unsure = [], [], []
+        self.same_track_as = None
+
+
+def _ruled_out(search: Any, user: Any, sid: str, gallery_index: int) -> _StandIn:
+    """An image the analyst ruled out that ranks below the results shown: its camera and time, no rank."""
+    info = search.image_info(user, sid, gallery_index)
+    return _StandIn(gallery_index, info["camera"], info["time"], judgement=False)
 
 
 def _number(data: Any, field: str) -> int:
@@ -209,6 +227,8 @@ def _index(data: Any) -> int:
 def _because(data: Any) -> str:
     """The feedback of "Not this person…": the verdict first, then the analyst's reason."""
     reason = str(data.get("text", "")).strip()
+    if reason and verdict(reason) is None:  # "could be, I can't tell": unsure, never a ruling-out
+        return reason
     return f"{RULED_OUT_TEXT} {reason}" if reason else RULED_OUT_TEXT
 
 
@@ -236,21 +256,30 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     if shown - {r.gallery_index for r in view.results} and top < settings.max_results:
         view = search.view(user, sid, top=settings.max_results)
     by_index = {r.gallery_index: r for r in view.results}
-    results = _keep(list(view.results), filters)[:count]
-    outside = [by_index.get(i) or _StandIn(i) for i in sorted(shown - {r.gallery_index for r in results})]
+    window_error = _reversed(filters)
+    kept = {**filters, "from": "", "until": ""} if window_error else filters  # the fields keep what was typed
+    results = _keep(list(view.results), kept)[:count]
+    # the images ruled out leave the top: every one of them shown last, struck through, under its own heading
+    results = [r for r in results if r.judgement is not False]
+    ruled = dict.fromkeys(t.gallery_index for t in view.timeline if t.kind == "feedback" and t.judgement is False
+                          and t.gallery_index is not None)
+    ruled_out = _keep([by_index.get(i) or _ruled_out(search, user, sid, i) for i in ruled], kept)
+    outside = [by_index.get(i) or _StandIn(i) for i in sorted(shown - {r.gallery_index for r in results + ruled_out})]
     case = pages.services.cases.get_case(view.case_id)
     focus = ("describe" if view.turns == 0 else "confirmed" if view.confirmed else None if not moved else
              "results" if view.action is None else "answer" if view.action.kind == "question" else "references")
     status_text = f"Turn {view.turns}: {len(results)} results shown."
+    if ruled_out:
+        status_text += f" {len(ruled_out)} ruled out, shown last."
     more = min(count + settings.results_per_turn, settings.max_results) if len(view.results) > count and \
         not filtered and count < settings.max_results else None
     if view.action is not None:
         status_text += f" The system asks: {view.action.text}"
     scope = view.scope  # the session's own scope (the case's, narrowed by the filters it was started with)
-    return dict(view=view, case=case, results=results, shown=shown, references_outside=outside, filters=filters,
+    return dict(view=view, case=case, results=results, ruled_out=ruled_out, window_error=window_error, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
                 filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v and k != "n"),
-                more=more, absent=view.probably_absent, strip=timeline_strip(results), footage=footage_range(pages.galleries(), view.gallery),
+                more=more, absent=view.probably_absent, strip=timeline_strip(results + [r for r in ruled_out if r.rank]), footage=footage_range(pages.galleries(), view.gallery),
                 note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
                 can_export=pages.allowed(user, "session:export"))
@@ -381,6 +410,8 @@ def register(app: Any) -> None:
                      user: Any = Depends(optional_user)) -> Any:
         if user is None:
             return _redirect("/login?" + urlencode({"next": f"/sessions/{sid}"}))
+        # a reversed time window is answered with the page (200) and its message at the fields: a GET that
+        # failed would leave the browser's console an error for what is the user's typing
         return _session_page(request, user, sid, _filters(camera, start, until, n), moved=bool(moved))
 
     @router.get("/sessions/{sid}/thumb/{gallery_index}")
@@ -417,7 +448,8 @@ def register(app: Any) -> None:
         record = search.export_record(user, sid)  # refused without a confirmed match; audited
         view = search.view(user, sid, top=pages.settings.max_results)
         built = match_export_from_record(record, results=view.results, gallery_size=view.gallery_size,
-                                         read_image=lambda i: search.image(user, sid, i, thumbnail_only=False)[0])
+                                         read_image=lambda i: search.image(user, sid, i, thumbnail_only=False)[0],
+                                         image_info=lambda i: search.image_info(user, sid, i))
         return Response(match_export_bytes(built), media_type="application/zip", headers={
             "Content-Disposition": f'attachment; filename="{match_export_filename(built)}"',
             "Cache-Control": "no-store"})

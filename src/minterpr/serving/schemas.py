@@ -223,6 +223,9 @@ class ResultView(Strict):
     contradicts: list[str]  # facts it confidently contradicts
     unsure: list[str] = []  # facts the model is not confident about for this image
     judgement: bool | None = None  # the user's verdict on this image, if any (True = confirmed)
+    # a crop of the same track (video source and tracker id) as a crop the analyst confirmed: the tracker's
+    # evidence that it shows the same person, which the match figure (appearance only) does not carry
+    same_track_as: int | None = None
 
 
 class ActionView(Strict):
@@ -255,6 +258,10 @@ class TimelineEntry(Strict):
     similarity: float | None = None  # and its match probability then
     facts: list[str] = []  # the facts the system understood from this turn (as it now holds them)
     fact_sources: list[Literal["rule", "vlm"]] = []  # per fact: the rule reader's, or the vision-language model's
+    # per fact: [turn, fact] (0-based) of the later fact that replaced it ("red, not pink" after "pink"), or None
+    # when it holds; a replaced fact is no evidence, and withdrawing the one that replaced it restores it
+    replaced_by: list[list[int] | None] = []
+    judgement: bool | None = None  # a feedback turn: False = ruled out, None = unsure ("could be, I can't tell")
 
 
 class TurnView(Strict):

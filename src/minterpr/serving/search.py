@@ -255,17 +255,34 @@ class Search:
             return turn_view(live, self._top(top), live.gallery.name)
 
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
-        return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
+        """Take back exactly the last action: a turn, or a fact's removal (the fact is restored and the
+        session rebuilt from its log, as a restart would)."""
+        if self._last_action(sid) != "withdraw":
+            return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
+        need(principal, "session:search")
+        wait = self.limiter.take(f"user:{principal.user_id}")
+        if wait > 0:
+            raise ApiError(429, "rate_limited", f"too many turns; try again in {wait:.1f} s",
+                           headers={"Retry-After": str(max(1, round(wait)))})
+        with self._open(principal, sid, write=True) as live:
+            self._commit(live, principal, "undo", {"action": "withdraw"},
+                         [("undo", {"session": sid, "turns": len(live.session.history), "action": "withdraw"})])
+            self._drop(sid)  # rebuilt from the log on the next read: the withdrawal undone
+        with self._open(principal, sid, write=False) as live:
+            return turn_view(live, self._top(top), live.gallery.name)
 
     def export_record(self, principal: Principal, sid: str) -> ExportRecord:
         """What an export holds (the confirmed crop, its track, times, cameras, the conversation); recorded
         as an ``export`` event and audited. 409 when nothing is confirmed."""
         need(principal, "session:export")
         with self._open(principal, sid, write=True) as live:
-            match = confirmed(live)
-            if match is None:
+            every = confirmed_all(live)
+            if not every:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
+            match = every[0]  # the headline is the first confirmation; the others follow it as confirmed crops
             images = export_images(live, match.gallery_index)
+            images += [{**export_images(live, c.gallery_index)[0], "confirmed": True} for c in every[1:]
+                       if c.gallery_index not in {im["gallery_index"] for im in images}]
             details = {"session": sid, "images": [image["path"] for image in images]}
             seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
                                   [("export", details)])
@@ -273,7 +290,7 @@ class Search:
                                               user=principal.username, time=t))
             case = self.cases.get_case(live.case_id)
             return ExportRecord(case=case, session_id=sid, gallery=live.gallery.name, confirmed=match, images=images,
-                                conversation=list(live.timeline), exported_by=principal.username,
+                                conversation=timeline(live), exported_by=principal.username,
                                 exported_at=datetime.now(timezone.utc), statement=match.statement)
 
     def reference(self, sid: str) -> Any:
@@ -290,6 +307,12 @@ class Search:
             self._live.clear()
 
     # ----- internals -----------------------------------------------------------------------------
+    def _last_action(self, sid: str) -> str | None:
+        with self.db.transaction() as tx:
+            stored = tx.execute(select(SessionEvent.seq, SessionEvent.kind, SessionEvent.payload)
+                                .where(SessionEvent.session_id == sid).order_by(SessionEvent.seq)).all()
+        return events.last_action(events.Event(seq, kind, payload or {}) for seq, kind, payload in stored)
+
     def _audit_read(self, principal: Principal, action: str, case_id: int, details: dict[str, Any]) -> None:
         with self.db.write() as tx:
             audit.append(tx, principal.username, action, case_id, details)

@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from minterpr.language.corrections import replaced_by
+from minterpr.language.dialogue_acts import verdict
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.interaction.history import describe_said, fact_source
 from minterpr.interaction.explain import describe_fact
@@ -94,6 +96,7 @@ def results(live: Live, top: int) -> list[ResultView]:
         return []
     judgements = live.session.judgements
     shares = step.match()
+    tracked = _confirmed_tracks(live)
     out = []
     for rank, local in enumerate(step.ranking[:top].tolist()):
         explanation = step.explain(rank)
@@ -103,7 +106,26 @@ def results(live: Live, top: int) -> list[ResultView]:
                               similarity=_score(shares[rank]), matches=[describe_fact(f) for f in explanation.matched],
                               contradicts=[describe_fact(f) for f in explanation.contradicted],
                               unsure=[describe_fact(f) for f in explanation.unsure],
-                              judgement=judgements.get(local)))
+                              judgement=judgements.get(local),
+                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index))))
+    return out
+
+
+def _track(live: Live, gallery_index: int) -> tuple[Any, Any] | None:
+    """(source, track) of an ingested crop; None for a crop without a track."""
+    meta = live.gallery.metadata[gallery_index]
+    return None if meta.get("track") is None else (meta.get("source"), meta.get("track"))
+
+
+def _confirmed_tracks(live: Live) -> dict[tuple[Any, Any], int]:
+    """(source, track) -> the first confirmed crop on it (gallery position)."""
+    out: dict[tuple[Any, Any], int] = {}
+    for local, said in live.session.judgements.items():
+        if said:
+            gallery_index = live.positions.to_gallery(local)
+            key = _track(live, gallery_index)
+            if key is not None:
+                out.setdefault(key, gallery_index)
     return out
 
 
@@ -164,10 +186,19 @@ def unrecognised(live: Live) -> list[str]:
 
 
 def timeline(live: Live) -> list[TimelineEntry]:
-    """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone)."""
+    """The conversation, each turn with the facts the session now holds for it (withdrawn ones gone), which
+    of them a later correction replaced, and how a feedback turn judged its image."""
+    history = live.session.history
+    where = [[k, m] for k, entry in enumerate(history) for m in range(len(entry.facts))]
+    later = replaced_by([f for entry in history for f in entry.facts])
+    by_turn: dict[int, list[list[int] | None]] = {}
+    for (k, _), j in zip(where, later):
+        by_turn.setdefault(k, []).append(None if j is None else where[j])
     return [t.model_copy(update={"facts": [describe_said(f) for f in entry.facts],
-                                 "fact_sources": [fact_source(f) for f in entry.facts]})
-            for t, entry in zip(live.timeline, live.session.history)]
+                                 "fact_sources": [fact_source(f) for f in entry.facts],
+                                 "replaced_by": by_turn.get(k, []),
+                                 "judgement": verdict(t.text) if t.kind == "feedback" else None})
+            for k, (t, entry) in enumerate(zip(live.timeline, history))]
 
 
 def scope_words(cameras: Any, start: float | None, end: float | None) -> str:
