@@ -156,3 +156,17 @@ def test_reid_config_refuses_bad_values():
     with pytest.raises(ConfigError, match="images_per_identity >= 2"):
         load_reid_config("reid", ["images_per_identity=1"])
 
+
+
+def test_data_reid_writes_disjoint_manifests(tmp_path, monkeypatch):
+    from minterpr.cli import data_reid
+
+    monkeypatch.setattr(data_reid, "CUHK03_NP_TEST_IDENTITIES", 4)  # the protocol's 700, scaled to 10 people
+    make_cuhk03(tmp_path / "cuhk03", people=10)
+    out = tmp_path / "reid"
+    assert main(["data", "reid", "--cuhk03", str(tmp_path / "cuhk03"), "--out", str(out), "--val-identities", "2"]) == 0
+    splits = {name: {i.person_id for i in read_manifest(out / f"{name}.jsonl")} for name in ("train", "val", "test")}
+    assert [len(splits[n]) for n in ("train", "val", "test")] == [4, 2, 4]
+    assert not (splits["train"] & splits["test"] or splits["val"] & splits["test"] or splits["train"] & splits["val"])
+    assert json.loads((out / "split.json").read_text())["seed"] == 0
+    assert main(["data", "reid", "--cuhk03", str(tmp_path / "nothing"), "--out", str(out)]) == 2

@@ -25,6 +25,7 @@ CUHK03_NP_TEST_IDENTITIES = 700
 
 
 def run(args: argparse.Namespace) -> int:
+    from minterpr.data.dataset import BuiltDataset
     from minterpr.data.errors import DataError
     from minterpr.data.reid import (by_identity, read_cuhk03, read_gallery_identities, split_identities,
                                     write_manifest)
@@ -34,11 +35,11 @@ def run(args: argparse.Namespace) -> int:
         cuhk03 = read_cuhk03(args.cuhk03)
         rest, test = split_identities(cuhk03, test_identities=CUHK03_NP_TEST_IDENTITIES, seed=args.seed)
         train, val = split_identities(rest, test_identities=args.val_identities, seed=args.seed)
-        peta = read_gallery_identities(Path(args.peta) / "gallery_train.jsonl") if args.peta else []
+        built = BuiltDataset(args.peta) if args.peta else None
+        peta = read_gallery_identities(built.gallery_path("train")) if built else []
         # PETA's val and test identities, cameras read from file names: "search with this image"
-        peta_eval = {f"peta_{split}": read_gallery_identities(Path(args.peta) / f"gallery_{split}.jsonl",
-                                                             camera_from_name=True)
-                     for split in ("val", "test")} if args.peta else {}
+        peta_eval = {f"peta_{split}": read_gallery_identities(built.gallery_path(split), camera_from_name=True)
+                     for split in ("val", "test")} if built else {}
     except (DataError, ValueError) as err:
         print(f"minterpr data reid: error: {err}", file=sys.stderr)
         return 2
