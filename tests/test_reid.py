@@ -147,6 +147,14 @@ def test_eval_reid_bad_input_is_one_line(tmp_path, capsys):
     assert "model.pt" in capsys.readouterr().err
 
 
+def test_the_shipped_reid_config_is_a_reid_task():
+    from minterpr.training.reid_config import TASK, load_reid_config, read_task
+
+    assert read_task("reid") == TASK and read_task("peta") == "retrieval"
+    cfg = load_reid_config("reid")
+    assert cfg.model.image_size == (256, 128) and cfg.batch_size == 64 and cfg.augment.erasing == 0.5
+
+
 def test_reid_config_refuses_bad_values():
     from minterpr.training.config import ConfigError
     from minterpr.training.reid_config import load_reid_config
