@@ -296,7 +296,7 @@ class ExportRecord(Strict):
     session_id: str
     gallery: str
     confirmed: ConfirmedView
-    images: list[dict]  # path, absolute_path, camera, time, metadata of each exported crop
+    images: list[dict]  # gallery_index, path (in the gallery), camera, time, metadata of each exported crop
     conversation: list[TimelineEntry]
     exported_by: str
     exported_at: datetime

@@ -256,15 +256,16 @@ class Search:
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
 
-    def export_record(self, principal: Principal, sid: str) -> ExportRecord:
+    def export_record(self, principal: Principal, sid: str, *, files: bool = False) -> ExportRecord:
         """What an export holds (the confirmed crop, its track, times, cameras, the conversation); recorded
-        as an ``export`` event and audited. 409 when nothing is confirmed."""
+        as an ``export`` event and audited. 409 when nothing is confirmed. Image paths are the gallery's;
+        ``files``: with each crop's ``absolute_path`` too (the zip built in this process reads them)."""
         need(principal, "session:export")
         with self._open(principal, sid, write=True) as live:
             match = confirmed(live)
             if match is None:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
-            images = export_images(live, match.gallery_index)
+            images = export_images(live, match.gallery_index, files=files)
             details = {"session": sid, "images": [image["path"] for image in images]}
             seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
                                   [("export", details)])
