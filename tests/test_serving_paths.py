@@ -113,3 +113,28 @@ def test_the_caption_route_enforces_the_gallery_name_pattern():
     for bad in ("../../etc", ".hidden", "a/b"):
         with pytest.raises(ValidationError, match="pattern"):
             CaptionRequest(gallery=bad)
+
+
+def test_an_input_may_not_reach_outside_through_links_or_playlists(admin, world, tmp_path):
+    from minterpr.serving.paths import check_path
+
+    _, _, services = admin
+    settings = services.settings
+    incoming = settings.incoming_dir
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    (incoming / "crops").mkdir()
+    (incoming / "crops" / "a.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(64))
+    assert check_path(settings, "source", incoming / "crops", "input") is None
+    (incoming / "crops" / "b.png").symlink_to(outside / "secret.png")
+    refused = check_path(settings, "source", incoming / "crops", "input")
+    assert refused.status == 403 and "b.png links outside" in refused.message
+    (incoming / "cam.m3u8").write_text(f"#EXTM3U\n#EXTINF:10,\n{outside / 'video.mp4'}\nhttp://example.invalid/x.ts\n")
+    (incoming / "list.txt").write_text(f"ffconcat version 1.0\nfile '{outside / 'video.mp4'}'\n")
+    for name in ("cam.m3u8", "list.txt"):
+        refused = check_path(settings, "source", incoming / name, "input")
+        assert refused is not None and "playlist" in refused.message, name
+    video = incoming / "cam.avi"
+    video.write_bytes(b"RIFF\x00\x10\x00\x00AVI LIST" + bytes(200))
+    assert check_path(settings, "source", video, "input") is None

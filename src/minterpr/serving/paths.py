@@ -13,7 +13,9 @@ passes the body through :func:`check_request_paths` before using it. The policy,
 - a ``store`` or a ``run`` lies in the data folder or an import root (a run already serving a gallery
   registered from the command line may be named again wherever it is), outside the state but for the
   stores the service built (``data_dir/galleries``);
-- a folder named holds no link to the state (a folder of links would otherwise reach it).
+- a folder named holds no link to the state, and an input's folder no link outside the allowed
+  folders (a folder of links would otherwise reach them); an input file is not a playlist or other
+  text naming files (HLS ``#EXTM3U``, ffconcat, DASH, SDP: the decoder would open what they name).
 
 Example (a settings object; the database is never a request's path):
     >>> from pathlib import Path
@@ -100,10 +102,38 @@ def check_path(settings: ServeSettings, field: str, value: str | Path, kind: Pat
         for count, entry in enumerate(target.rglob("*")):
             if count >= _LINK_SCAN_MAX:
                 break
-            if entry.is_symlink() and _refusal(settings, entry.resolve(), kind) is not None:
+            if not entry.is_symlink():
+                continue
+            linked = entry.resolve()
+            if _refusal(settings, linked, kind) is not None:
                 return ApiError(403, "outside_roots", f"{value}: {entry.relative_to(target)} links to the service's "
                                 f"own state; {where}", field=field)
+            if kind == "input" and not settings.importable(linked):  # a folder of links would read anywhere
+                return ApiError(403, "outside_roots", f"{value}: {entry.relative_to(target)} links outside the "
+                                f"folders this service may read; {where}", field=field)
+    elif kind == "input" and target.is_file() and _names_other_files(target):
+        return ApiError(403, "outside_roots", f"{value} is a playlist or a text file naming other files (HLS, "
+                        "concat, DASH, SDP): ingest the video itself", field=field)
     return None
+
+
+def _names_other_files(path: Path) -> bool:
+    """Whether ``path`` is text — a playlist or description (HLS ``#EXTM3U``, ffconcat, DASH, SDP) that a
+    decoder would follow to other files or addresses — rather than a video, an image or a model, none of
+    which begins with a kilobyte of text."""
+    try:
+        with open(path, "rb") as file:
+            head = file.read(1024)
+    except OSError:
+        return False
+    if not head or b"\x00" in head:
+        return False
+    try:
+        head.decode("utf-8")
+    except UnicodeDecodeError as err:
+        if err.start < len(head) - 4:  # not merely a character cut at the kilobyte's end
+            return False
+    return True
 
 
 def check_request_paths(settings: ServeSettings, body: BaseModel, known: Iterable[str] = ()) -> None:
