@@ -137,3 +137,44 @@ def test_the_street_demo_without_a_model_or_video_is_one_line(tmp_path, monkeypa
         cmd_serve(build_parser().parse_args(["serve", "--demo", "street", "--run", "r", *state]))
     with pytest.raises(CLIError, match="go with --demo street"):
         cmd_serve(build_parser().parse_args(["serve", "--demo", "--video", str(video), *state]))
+
+
+def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(tmp_path_factory, tmp_path, monkeypatch,
+                                                                         capsys):
+    import minterpr.cli.demo_world as demo
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.serving.service import build_services
+    from support.serving import PASSWORD, settings
+
+    run, calls = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
+    state = tmp_path / "state"
+    train = demo.train_model
+
+    def train_while_a_user_is_added(out, data_dir, seed, progress):  # an operator adds a user during the build
+        side = build_services(settings(state), jobs=False)
+        try:
+            if not side.accounts.users() or [u["username"] for u in side.accounts.users()] == ["demo"]:
+                side.accounts.create_user("ops", PASSWORD, "admin")
+        finally:
+            side.close()
+        return train(out, data_dir, seed, progress)
+
+    monkeypatch.setattr(demo, "train_model", train_while_a_user_is_added)
+    argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(state), "--no-serve"]
+    assert cmd_serve(build_parser().parse_args(argv)) == 0
+    assert "created user 'demo' (admin)" in capsys.readouterr().out
+    services = build_services(settings(state), jobs=False)
+    try:
+        assert sorted(u["username"] for u in services.accounts.users()) == ["demo", "ops"]
+    finally:
+        services.close()
+    other = tmp_path / "other"  # a service with users before the demo: no demo admin, and it says so
+    side = build_services(settings(other), jobs=False)
+    side.accounts.create_user("ops", PASSWORD, "admin")
+    side.close()
+    argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(other), "--no-serve"]
+    assert cmd_serve(build_parser().parse_args(argv)) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "'demo' admin" in line]
+    assert said == ["[serve] no 'demo' admin created: the service has 1 user already; log in as one of them "
+                    "(`minterpr users list`)"]
