@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -129,6 +130,7 @@ def database_errors(ctx: Ctx) -> None:
                    "exit 2, one line, no password", _said(result),
                    _one_line(result) and "probe-secret-39" not in result.stderr + result.stdout)
     newer = ctx.work / "newer"
+    shutil.rmtree(newer, ignore_errors=True)
     minterpr("db", "upgrade", "--data", str(newer))
     import sqlite3
 
@@ -141,6 +143,8 @@ def database_errors(ctx: Ctx) -> None:
 def backups(ctx: Ctx) -> None:
     cat = "backup and restore"
     out = ctx.work / "backup39"
+    for folder in (out, ctx.work / "restored39", ctx.work / "restored39-outside"):  # a reused --work folder
+        shutil.rmtree(folder, ignore_errors=True)
     made = minterpr("db", "backup", str(out), "--data", str(ctx.data))
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (out, out / "minterpr.db", out / "manifest.json")
              if p.exists()}
