@@ -178,3 +178,28 @@ def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(tmp_pat
     said = [line for line in capsys.readouterr().out.splitlines() if "'demo' admin" in line]
     assert said == ["[serve] no 'demo' admin created: the service has 1 user already; log in as one of them "
                     "(`minterpr users list`)"]
+
+
+def test_the_silent_minutes_after_the_match_temperature_are_announced(monkeypatch, caplog, tmp_path):
+    import logging
+    from types import SimpleNamespace
+
+    import minterpr.evaluation.presence_calibration as presence
+    import minterpr.runtime.pipeline as pipeline_module
+    import minterpr.training.data as training_data
+    from minterpr.cli.demo_world import calibrate_demo_presence
+
+    extras = SimpleNamespace(presence=None, match_temperature=lambda: 1.0)
+    fake = SimpleNamespace(extras=extras, index_images=lambda *a, **k: None, rerank_config=lambda: None, backend=None)
+    monkeypatch.setattr(pipeline_module, "load_pipeline", lambda *a, **k: fake)
+    monkeypatch.setattr(training_data, "load_split", lambda *a, **k: SimpleNamespace(gallery=[], image_root=tmp_path))
+    said_before = []
+
+    def calibrate(*args, **kwargs):
+        said_before.append(caplog.text)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(presence, "calibrate_presence", calibrate)
+    with caplog.at_level(logging.INFO, logger="minterpr"), pytest.raises(RuntimeError, match="stop here"):
+        calibrate_demo_presence(tmp_path, tmp_path)
+    assert "fitting the presence model on val" in said_before[0]
