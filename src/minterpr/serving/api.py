@@ -16,7 +16,6 @@ from fastapi import APIRouter, Depends, File, Path, Query, Request, Response, Up
 from minterpr.serving.accounts import Principal
 from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, refuse_cross_site,
                                    require, set_login_cookies)
-from minterpr.serving.errors import ApiError
 from minterpr.serving.paths import check_request_paths
 from minterpr.serving.schemas import (ID_MAX, AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
                                       ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, GalleryView, KeyCreated,
