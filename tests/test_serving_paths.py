@@ -138,3 +138,10 @@ def test_an_input_may_not_reach_outside_through_links_or_playlists(admin, world,
     video = incoming / "cam.avi"
     video.write_bytes(b"RIFF\x00\x10\x00\x00AVI LIST" + bytes(200))
     assert check_path(settings, "source", video, "input") is None
+
+
+def test_another_method_on_the_caption_route_is_405_not_a_job_id(admin):
+    client, headers, _ = admin
+    response = client.get("/api/ingest/caption", headers=headers)
+    assert response.status_code == 405 and response.headers["allow"] == "POST", response.text
+    assert client.get("/api/ingest/" + "0" * 32, headers=headers).status_code == 404  # job ids still route
