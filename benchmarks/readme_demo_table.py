@@ -26,13 +26,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("demo_json", type=Path, help="the file `minterpr demo --json` wrote")
     args = parser.parse_args(argv)
+    readme = ROOT / "README.md"
     try:
         table = demo_table(json.loads(args.demo_json.read_text(encoding="utf-8")))
+        text = replace_demo_table(readme.read_text(encoding="utf-8"), table)
     except (OSError, ValueError, KeyError) as err:
         print(f"readme_demo_table: {args.demo_json}: {err}", file=sys.stderr)
         return 2
-    readme = ROOT / "README.md"
-    readme.write_text(replace_demo_table(readme.read_text(encoding="utf-8"), table), encoding="utf-8")
+    readme.write_text(text, encoding="utf-8")
     if args.demo_json.resolve() != RECORD.resolve():
         shutil.copyfile(args.demo_json, RECORD)
     print(table)
