@@ -10,7 +10,9 @@ routes, with the permission each API route requires), role escalation, other use
 cases, widening a case's scope, injection strings in every text field, path traversal, oversized
 and malformed bodies, huge PNG headers, login CSRF, the Content-Security-Policy of pages, the
 database's file modes, audit tampering (``minterpr audit verify``), X-Forwarded-For against the
-rate limits, a kill -9 in the middle of turns and 20 concurrent sessions.
+rate limits, a kill -9 in the middle of turns and 20 concurrent sessions; and (``probe_service_state.py``)
+every request path against the database, links and playlists in ``incoming/``, the export record's
+paths, settings out of bounds, ``db``/``users`` on bad databases, backup modes and restore manifests.
 
 Printed: one Markdown table per category (tried / held / failed) and every failure. Exit 1 when
 any probe failed.
@@ -316,8 +318,9 @@ def categories() -> dict[str, Callable[[Ctx], None]]:
     from probe_service_injection import injection
     from probe_service_load import LOAD
     from probe_service_robust import ROBUST
+    from probe_service_state import STATE
 
-    return {**ACCESS, "injection": injection, **ROBUST, **LOAD}
+    return {**ACCESS, "injection": injection, **ROBUST, **STATE, **LOAD}
 
 
 def main(argv: list[str] | None = None) -> int:

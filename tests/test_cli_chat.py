@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 
 import pytest
 
@@ -47,7 +48,10 @@ def test_chat_loop_describe_answer_feedback_undo(attribute_gallery):
     ]) + "\n"
     code, text, session = _chat(gallery, script, schedule="questions", question_policy="fixed")
     assert code == 0 and text.rstrip().endswith("bye")
-    assert "  1. " in text and "score" in text and "matches: gender: female" in text
+    assert "  1. " in text and "matches: gender: female" in text
+    # each result: its camera when known and the bounded match probability (never a raw, negative score)
+    first = next(line for line in text.splitlines() if line.startswith("  1. "))
+    assert re.search(r"  match (\d+ %|< 1 %)  ", first) and "score" not in first, first
     assert text.index("  1. ") < text.index("system: ")  # results come before the question
     assert "understood: gender: female; top colour: red" in text  # what the description was read as
     assert text.index("understood: ") < text.index("  1. ")
@@ -57,6 +61,20 @@ def test_chat_loop_describe_answer_feedback_undo(attribute_gallery):
     assert len(session.history) == 2 and session.judgements == {}
     assert session.history[1].turn.answer == "Jeans."
     assert any(f.slot == "lower_type" and f.values == ("jeans",) for f in session.facts)
+
+
+def test_one_unsaved_turn_is_singular(attribute_gallery):
+    code, text, _ = _chat(attribute_gallery[:50], "a woman in a red top\n:quit\n")
+    assert "(1 turn not saved:" in text, text
+
+
+def test_chat_help_says_it_reads_standard_input_and_lists_the_commands(capsys):
+    from minterpr.cli.main import main
+
+    with pytest.raises(SystemExit):
+        main(["chat", "--help"])
+    out = capsys.readouterr().out
+    assert "standard input" in out and ":feedback K TEXT" in out and ":quit" in out
 
 
 def test_chat_yes_marks_the_person_found(attribute_gallery):
@@ -223,3 +241,13 @@ def test_chat_reports_unreadable_images_in_one_line(dataset, monkeypatch, capsys
     assert main(["chat", "--backend", "attribute", "--images", str(dataset)]) == 0
     out = capsys.readouterr().out
     assert "2 images could not be read and were left out, e.g. cam1/broken.png: not an image" in out
+
+
+def test_a_stores_capture_times_are_shown_with_its_results(tmp_path_factory, one_torch_thread):
+    from minterpr.cli.chat import store_times
+    from support.serving import shared_world
+
+    _, store = shared_world(tmp_path_factory)
+    times = store_times(store, 24)
+    assert times is not None and len(times) == 24 and times[0].startswith("2026-03-02T08:00")
+    assert store_times(store, 23) is None  # metadata that does not fit the index is not guessed at

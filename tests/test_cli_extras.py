@@ -90,3 +90,26 @@ def test_a_failed_report_write_names_the_report_not_its_temporary(tmp_path, monk
     with pytest.raises(CLIError) as caught:
         common.write_json(str(tmp_path / "report.json"), {"r1": 1.0})
     assert str(caught.value) == f"{tmp_path / 'report.json'}: cannot write the JSON report: Permission denied"
+
+
+@pytest.mark.parametrize("argv", [["models"], ["index", "build", "--images", "imgs", "--out", "idx"],
+                                  ["chat", "--images", "imgs"]], ids=lambda argv: " ".join(argv[:2]))
+def test_commands_that_reach_torch_deep_inside_say_the_extra_in_one_line(argv, tmp_path):
+    from PIL import Image
+
+    (tmp_path / "imgs").mkdir()
+    Image.new("RGB", (32, 64)).save(tmp_path / "imgs" / "a.png")
+    line = _one_line(_run(argv, ("torch",), cwd=tmp_path))
+    assert "minterpr[model]" in line and HINT in line and "torch" in line, line
+
+
+def test_quiet_turns_off_third_party_progress_bars(tmp_path):
+    pytest.importorskip("transformers")
+    code = ("import transformers, huggingface_hub.utils as hub\n"
+            "from minterpr.cli.main import main\n"
+            "main(['models', '--quiet'])\n"
+            "from transformers.utils import logging\n"
+            "print(logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                          env={**os.environ, "PYTHONPATH": SRC})
+    assert done.stdout.strip().splitlines()[-1] == "False True", done.stdout + done.stderr

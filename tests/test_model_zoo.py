@@ -145,6 +145,19 @@ def test_real_footage_commands_default_to_the_shipped_model():
     assert parser.parse_args(["chat", "--images", "d", "--backend", "attribute"]).backend == "attribute"
 
 
+def test_models_finds_the_demo_run_under_the_default_outputs(exported, tmp_path, monkeypatch, capsys):
+    model_dir, fingerprint = exported
+    monkeypatch.setenv(MODELS_ENV, str(make_zoo(tmp_path / "zoo", "tiny-test", model_dir)))
+    work = tmp_path / "work"
+    shutil.copytree(tmp_path / "run", work / "outputs" / "demo" / "run")  # where `serve --demo` trains
+    monkeypatch.chdir(work)
+    from minterpr.cli.main import main
+
+    assert main(["models", "--no-fingerprints"]) == 0
+    out = capsys.readouterr().out
+    assert "run       outputs/demo/run  tiny_cnn" in out, out
+
+
 def test_models_names_a_missing_folder(tmp_path, capsys):
     from minterpr.cli.main import main
 

@@ -68,6 +68,28 @@ def test_bad_variables_name_the_setting(variable, value, message):
     assert str(err.value).startswith(message)
 
 
+@pytest.mark.parametrize("variable, value", [
+    ("MINTERPR_LOGIN_TTL_HOURS", "nan"), ("MINTERPR_LOGIN_TTL_HOURS", "-5"), ("MINTERPR_LOGIN_TTL_HOURS", "inf"),
+    ("MINTERPR_MAX_UPLOAD_BYTES", "-1"), ("MINTERPR_MAX_REQUEST_BYTES", "0"), ("MINTERPR_MAX_RESULTS", "0"),
+    ("MINTERPR_RESULTS_PER_TURN", "0"), ("MINTERPR_RETENTION_DAYS", "0"),
+    ("MINTERPR_TORCH_THREADS", "-2"), ("MINTERPR_MAX_LIVE_SESSIONS", "0"), ("MINTERPR_THUMBNAIL_HEIGHT", "0"),
+])
+def test_settings_out_of_their_bounds_are_refused_at_start_naming_the_variable(variable, value):
+    name = variable[len("MINTERPR_"):].lower()
+    with pytest.raises(InputError) as err:
+        load_settings({}, environ={variable: value})
+    assert str(err.value).startswith(f"settings: {name} (environment variable {variable}) must be"), err.value
+
+
+def test_a_bad_setting_is_one_line_and_exit_2_from_serve(tmp_path, monkeypatch, capsys):
+    from minterpr.cli.main import main
+
+    monkeypatch.setenv("MINTERPR_LOGIN_TTL_HOURS", "nan")
+    assert main(["serve", "--data", str(tmp_path / "state")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "login_ttl_hours (environment variable MINTERPR_LOGIN_TTL_HOURS) must be" in err[0], err
+
+
 def test_every_setting_can_be_read():
     """Each field's type is one the loader converts (a new field type fails here, not in production)."""
     examples = {"data_dir": "/s", "database_url": "sqlite://", "device": "cpu", "demo_gallery": "demo",

@@ -171,3 +171,70 @@ def test_the_street_demo_uses_yolox_nano_when_it_is_fetched(tmp_path_factory, tm
         services.close()
     jobs = list(Path(street.directory).glob("ingest/*/job.json"))
     assert len(jobs) == 1 and json.loads(jobs[0].read_text())["options"]["detector"]["detector"] == "yolox-nano"
+
+
+def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(tmp_path_factory, tmp_path, monkeypatch,
+                                                                         capsys):
+    import minterpr.cli.demo_world as demo
+    from minterpr.cli.main import build_parser
+    from minterpr.cli.serve import cmd_serve
+    from minterpr.serving.service import build_services
+    from support.serving import PASSWORD, settings
+
+    run, calls = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
+    state = tmp_path / "state"
+    train = demo.train_model
+
+    def train_while_a_user_is_added(out, data_dir, seed, progress):  # an operator adds a user during the build
+        side = build_services(settings(state), jobs=False)
+        try:
+            if not side.accounts.users() or [u["username"] for u in side.accounts.users()] == ["demo"]:
+                side.accounts.create_user("ops", PASSWORD, "admin")
+        finally:
+            side.close()
+        return train(out, data_dir, seed, progress)
+
+    monkeypatch.setattr(demo, "train_model", train_while_a_user_is_added)
+    argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(state), "--no-serve"]
+    assert cmd_serve(build_parser().parse_args(argv)) == 0
+    assert "created user 'demo' (admin)" in capsys.readouterr().out
+    services = build_services(settings(state), jobs=False)
+    try:
+        assert sorted(u["username"] for u in services.accounts.users()) == ["demo", "ops"]
+    finally:
+        services.close()
+    other = tmp_path / "other"  # a service with users before the demo: no demo admin, and it says so
+    side = build_services(settings(other), jobs=False)
+    side.accounts.create_user("ops", PASSWORD, "admin")
+    side.close()
+    argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(other), "--no-serve"]
+    assert cmd_serve(build_parser().parse_args(argv)) == 0
+    said = [line for line in capsys.readouterr().out.splitlines() if "'demo' admin" in line]
+    assert said == ["[serve] no 'demo' admin created: the service has 1 user already; log in as one of them "
+                    "(`minterpr users list`)"]
+
+
+def test_the_silent_minutes_after_the_match_temperature_are_announced(monkeypatch, caplog, tmp_path):
+    import logging
+    from types import SimpleNamespace
+
+    import minterpr.evaluation.presence_calibration as presence
+    import minterpr.runtime.pipeline as pipeline_module
+    import minterpr.data.dataset as dataset_module
+    from minterpr.cli.demo_world import calibrate_demo_presence
+
+    extras = SimpleNamespace(presence=None, match_temperature=lambda: 1.0)
+    fake = SimpleNamespace(extras=extras, index_images=lambda *a, **k: None, rerank_config=lambda: None, backend=None)
+    monkeypatch.setattr(pipeline_module, "load_pipeline", lambda *a, **k: fake)
+    monkeypatch.setattr(dataset_module.BuiltDataset, "split",
+                        lambda *a, **k: SimpleNamespace(gallery=[], image_root=tmp_path))
+    said_before = []
+
+    def calibrate(*args, **kwargs):
+        said_before.append(caplog.text)
+        raise RuntimeError("stop here")
+
+    monkeypatch.setattr(presence, "calibrate_presence", calibrate)
+    with caplog.at_level(logging.INFO, logger="minterpr"), pytest.raises(RuntimeError, match="stop here"):
+        calibrate_demo_presence(tmp_path, tmp_path)
+    assert "fitting the presence model on val" in said_before[0]

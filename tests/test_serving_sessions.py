@@ -106,6 +106,10 @@ def test_every_move_is_stored_and_replays_to_the_same_rankings(app_client, world
     record = export.json()
     assert record["confirmed"]["gallery_index"] == target and len(record["images"]) == 3  # the track's crops
     assert len(record["conversation"]) == 6
+    # the analyst sees gallery-relative paths, never where the server keeps the crops
+    root = str(services.galleries.get("test").index.root)
+    assert root not in export.text and all(not image["path"].startswith("/") for image in record["images"])
+    assert all("absolute_path" not in image for image in record["images"])
     # after a "restart" (nothing in memory) the session continues where it was
     services.search.forget()
     again = client.get(f"/api/sessions/{sid}", headers=headers).json()

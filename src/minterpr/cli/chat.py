@@ -1,6 +1,7 @@
 """``minterpr chat``: search a gallery in the terminal, with the system asking and showing images.
 
-Type a description; the top results are listed with their scores and which of your words they
+Type a description; the top results are listed with their camera and time (when the gallery
+records them), their match probability (the page's bounded similarity) and which of your words they
 match or contradict, then the system's question (answer it by typing) or its reference images.
 Commands:
 
@@ -38,6 +39,7 @@ import argparse
 import os
 import re
 import sys
+import textwrap
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
@@ -70,6 +72,20 @@ def reply_verdict(text: str) -> tuple[bool, bool | None]:
     return True, verdict(text)
 
 
+def result_line(k: int, image: Any, time: str | None, match: float, summary: str) -> str:
+    """One listed result: rank, path, camera and time when known, the match probability (as the page
+    shows it) and which facts it matches or contradicts.
+
+    >>> from minterpr.types import GalleryImage
+    >>> result_line(0, GalleryImage("c/1.png", "p", "lobby:cam1"), "2026-12-01T10:00:00", 0.42, "matches: red")
+    '  1. c/1.png  lobby:cam1  2026-12-01T10:00:00  match 42 %  matches: red'
+    """
+    from minterpr.interaction.match import percent
+
+    where = "  ".join(part for part in (image.camera_id, time) if part)
+    return f"{k + 1:>3}. {image.path}{'  ' + where if where else ''}  match {percent(match)}  {summary}".rstrip()
+
+
 class ChatLoop:
     """Reads user lines, drives a Session, writes what the system shows (testable with StringIO).
 
@@ -77,8 +93,9 @@ class ChatLoop:
     """
 
     def __init__(self, session, out: TextIO, top: int = 5, transcript: str | os.PathLike[str] | None = None,
-                 show: str | os.PathLike[str] | None = None) -> None:
+                 show: str | os.PathLike[str] | None = None, times: list[str | None] | None = None) -> None:
         self.session = session
+        self.times = times  # each gallery image's capture time (a store's metadata), None when unknown
         self.out = out
         self.top = top  # results listed after each turn
         self.transcript = None if transcript is None else os.fspath(transcript)  # saved after every turn
@@ -142,7 +159,8 @@ class ChatLoop:
         if self.saved_to is not None:
             return f"conversation last saved to {self.saved_to}; the turns since are not saved"
         if history:
-            return f"({len(history)} turns not saved: :save FILE or --transcript FILE keeps them)"
+            turns = f"{len(history)} turn{'s' * (len(history) != 1)}"
+            return f"({turns} not saved: :save FILE or --transcript FILE keeps them)"
         return "(nothing to save)"
 
     def _target(self, token: str) -> int:
@@ -295,9 +313,11 @@ class ChatLoop:
         from minterpr.interaction.session import AskQuestion, ShowReferences
 
         index = self.session.index
+        matches = step.match()  # the bounded match probability the page shows, not the raw score
         for k in range(min(self.top, len(step.ranking))):
             i = int(step.ranking[k])
-            self.say(f"{k + 1:>3}. {index.images[i].path}  score {step.scores[k]:.3f}  {step.explain(k).summary()}")
+            self.say(result_line(k, index.images[i], self.times[i] if self.times else None,
+                                 float(matches[k]), step.explain(k).summary()))
         action = step.action
         if isinstance(action, AskQuestion):
             self.say(f"system: {action.text}")
@@ -369,8 +389,10 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
 
     out = stdout or sys.stdout
     check_backend_arguments(args)
+    times = None
     if getattr(args, "index", None) is not None:  # a stored gallery (`minterpr index build`): no re-embedding
         backend, reranking, index = open_for_chat(args)  # refuses a store another model built
+        times = store_times(args.index, len(index))
     else:
         images_dir = Path(args.images)
         if not images_dir.is_dir():
@@ -395,7 +417,7 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
                    allow_external_images=True, vlm=_assistant(args))
     transcript = getattr(args, "transcript", None)
     loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript,
-                    show=getattr(args, "show", None))
+                    show=getattr(args, "show", None), times=times)
     if transcript is not None:
         if os.path.exists(transcript):
             loop.session = Session.load_history(transcript, backend, index, **options)
@@ -425,11 +447,19 @@ def _assistant(args: argparse.Namespace) -> Any:
     return VLMAssistant(config)
 
 
+# the in-chat commands of the module doc, for `minterpr chat --help`
+_IN_CHAT = "in-chat commands (a line starting with ':'):\n" + textwrap.indent(textwrap.dedent(
+    __doc__.split("Commands:\n", 1)[1].split("\n\n    While", 1)[0]).strip("\n"), "  ") if __doc__ else ""
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES
 
-    p = subparsers.add_parser("chat", help="interactive search in the terminal",
-                              description="Describe a person, answer the system's questions, judge results.")
+    p = subparsers.add_parser("chat", help="interactive search in the terminal (reads standard input)",
+                              description="Describe a person, answer the system's questions, judge results. "
+                                          "Reads one line at a time from standard input (a terminal, or a "
+                                          "file / pipe: `minterpr chat ... < lines.txt`) until :quit or its end.",
+                              epilog=_IN_CHAT, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_backend_arguments(p, default_run="shipped")  # real photos by default: the shipped real-pixel model
     add_vlm_arguments(p)
     add_caption_arguments(p)
@@ -450,6 +480,17 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                                                  "as DIR/turn_<N>.png and print its path")
     p.set_defaults(handler=_handler)
     add_common_options(p, device=True)
+
+
+def store_times(directory: str | os.PathLike[str], count: int) -> list[str | None] | None:
+    """Each image's capture time from a store's metadata (``time``), or None when it records none."""
+    from minterpr.index.store.gallery_store import open_gallery
+
+    metadata = getattr(open_gallery(directory, mmap=True, fused=False), "metadata", None)
+    if not metadata or len(metadata) != count:
+        return None
+    times = [m.get("time") if isinstance(m, dict) else None for m in metadata]
+    return [str(t) if t is not None else None for t in times] if any(t is not None for t in times) else None
 
 
 def open_for_chat(args: argparse.Namespace) -> tuple[Any, Any, Any]:

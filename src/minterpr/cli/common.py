@@ -153,6 +153,8 @@ def _configured(handler: Callable[[argparse.Namespace], int], command: str = "",
     @functools.wraps(handler)
     def run(args: argparse.Namespace) -> int:
         configure_logging(verbosity(args))
+        if getattr(args, "quiet", False):
+            quiet_third_party()
         require_extras(command, needs)
         check_output_path(getattr(args, "json", None), "--json")
         for dest in outputs:
@@ -168,6 +170,24 @@ def _configured(handler: Callable[[argparse.Namespace], int], command: str = "",
 
     run._common_options = True  # type: ignore[attr-defined]
     return run
+
+
+def quiet_third_party() -> None:
+    """``--quiet``: no third-party progress bars either (transformers' "Loading weights 103/103" when a
+    text encoder loads, the hub's downloads, any tqdm): their switches are set before they are imported,
+    and turned off in those already imported."""
+    os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = "1"
+    os.environ["TQDM_DISABLE"] = "1"  # tqdm >= 4.66 reads its defaults from TQDM_* variables (when first imported)
+    os.environ["TRANSFORMERS_VERBOSITY"] = "error"
+    if "huggingface_hub" in sys.modules:
+        from huggingface_hub.utils import disable_progress_bars
+
+        disable_progress_bars()
+    if "transformers" in sys.modules:
+        from transformers.utils import logging as transformers_logging
+
+        transformers_logging.disable_progress_bar()
+        transformers_logging.set_verbosity_error()
 
 
 def verbosity(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from minterpr.cli.common import add_common_options
-from minterpr.cli.service_state import add_state_arguments, require_serve, settings_from
+from minterpr.cli.service_state import add_state_arguments, database_errors, require_serve, settings_from
 
 
 def _engines(args: argparse.Namespace) -> tuple[Any, Any]:
@@ -91,5 +91,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         if folder:
             parser.add_argument("folder", metavar="FOLDER")
         add_state_arguments(parser)
-        parser.set_defaults(handler=handler)
+        parser.set_defaults(handler=database_errors(handler))
         add_common_options(parser)

@@ -8,6 +8,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import sys
 import time
@@ -53,7 +54,10 @@ def evaluate(run_dir: Path, data_dir: Path, args: argparse.Namespace) -> dict:
         say(f"plot: {plot}")
     except ImportError as err:  # matplotlib is an optional extra
         say(f"no plot ({err})")
-    if write_json(args.json, reports[headline].to_json()) not in (None, STDOUT):
+    # the headline's report, with every setting's under "settings": the README's table is made from it
+    # (minterpr.evaluation.demo_table, benchmarks/readme_demo_table.py)
+    results = {**reports[headline].to_dict(), "settings": {name: report.to_dict() for name, report in reports.items()}}
+    if write_json(args.json, json.dumps(results, indent=2, allow_nan=False)) not in (None, STDOUT):
         say(f"evaluation JSON: {args.json}")
     return reports
 

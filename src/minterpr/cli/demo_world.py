@@ -98,6 +98,7 @@ def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
     pipeline = load_pipeline(run_dir, engine="torch")
     if pipeline.extras.match is not None:
         return
+    say("fitting the match temperature on val: simulated searches (about a minute on 2 cores) ...")
     split = BuiltDataset(data_dir).split("val")
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     record = calibrate_match(pipeline.backend, index, split="val", session_options={"reranking": pipeline.rerank_config()})
@@ -117,6 +118,9 @@ def calibrate_demo_presence(run_dir: Path, data_dir: Path) -> None:
     pipeline = load_pipeline(run_dir, engine="torch")
     if pipeline.extras.presence is not None:
         return
+    # minutes of simulated searches with no line on the screen otherwise (after the match temperature's)
+    say("fitting the presence model on val: simulated searches with and without their target "
+        "(a few minutes on 2 cores) ...")
     split = BuiltDataset(data_dir).split("val")
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     options = {"reranking": pipeline.rerank_config(), "match_temperature": pipeline.extras.match_temperature()}

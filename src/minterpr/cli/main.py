@@ -51,6 +51,27 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _missing_extra(err: BaseException) -> tuple[str, str] | None:
+    """(extra, module) when ``err`` (or what caused it) is a module of one of minterpr's extras not being
+    installed (``minterpr.models needs torch`` raised from torch's ModuleNotFoundError), else None.
+
+    >>> _missing_extra(ModuleNotFoundError("No module named 'torch'", name="torch"))
+    ('model', 'torch')
+    >>> _missing_extra(ModuleNotFoundError("No module named 'nothing'", name="nothing")) is None
+    True
+    """
+    from minterpr.cli.common import EXTRAS
+
+    seen: BaseException | None = err
+    while seen is not None:
+        module = (getattr(seen, "name", None) or "").split(".")[0]
+        for extra, modules in EXTRAS.items():
+            if module and module in modules:
+                return extra, module
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse ``argv`` and run the chosen subcommand; returns the exit code."""
     parser = build_parser()
@@ -66,6 +87,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         # a command group names its subcommand's dest "<group>_command" ("data validate", "index build")
         name = " ".join(part for part in (args.command, getattr(args, f"{args.command}_command", None)) if part)
         print(f"minterpr {name}: error: {err}", file=sys.stderr)
+        return 2
+    except ImportError as err:  # an optional package missing deep inside a command: its extra, in one line
+        extra = _missing_extra(err)
+        if extra is None:
+            raise
+        from minterpr.cli.common import install_hint
+
+        name = " ".join(part for part in (args.command, getattr(args, f"{args.command}_command", None)) if part)
+        print(f"minterpr {name}: error: {name} needs the [{extra[0]}] extra ({extra[1]} is not installed): "
+              f"{install_hint(extra[0])}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -225,11 +225,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
         elif args.video or args.run:
             raise CLIError("--video and --run go with --demo street")
         if args.demo:
-            log.info("[serve] preparing the demo gallery in %s (built and trained once, then reused)", args.demo_out)
-            ensure_demo_gallery(services, args.demo_out, progress=show_progress(args))
+            # decided before the minutes of building: a user added by hand meanwhile does not cancel it
             credentials, made_now = _demo_user(services, data_dir)
             if made_now and not serving:  # the banner says it when serving
                 print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
+            elif credentials is None:
+                count = len(services.accounts.users())
+                print(f"[serve] no '{DEMO_USER}' admin created: the service has {count} user{'s' * (count != 1)} "
+                      "already; log in as one of them (`minterpr users list`)", flush=True)
+            log.info("[serve] preparing the demo gallery in %s (built and trained once, then reused)", args.demo_out)
+            ensure_demo_gallery(services, args.demo_out, progress=show_progress(args))
             images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
             described = f"demo gallery ({images} images)"
             if street is not None:

@@ -3,14 +3,16 @@ and who a change made on the command line is audited as."""
 from __future__ import annotations
 
 import argparse
+import functools
 import getpass
 import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from minterpr.cli.common import CLIError, require_extras
 from minterpr.cli.vlm_options import vlm_config
+from minterpr.errors import first_line
 
 def require_serve() -> None:
     """CLIError naming the extra when the service's packages are missing."""
@@ -64,6 +66,31 @@ def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
         return load_settings({**flags, "vlm": vlm_config(args), **extra}, config=getattr(args, "config", None))
     except InputError as err:
         raise CLIError(str(err)) from None
+
+
+def database_errors(handler: Callable[..., int]) -> Callable[..., int]:
+    """``handler`` (a ``db`` or ``users`` command) with the database's own errors — a server that cannot
+    be reached, a file that is not a database, a schema this minterpr does not know — as one line
+    naming the database (its password masked), exit 2, not a traceback."""
+    @functools.wraps(handler)
+    def guarded(args: argparse.Namespace, *rest: Any, **options: Any) -> int:
+        import sqlite3
+
+        from sqlalchemy.exc import SQLAlchemyError
+
+        try:
+            return handler(args, *rest, **options)
+        except (SQLAlchemyError, sqlite3.DatabaseError) as err:
+            from sqlalchemy.engine import make_url
+
+            url = settings_from(args).resolved_database_url()
+            parsed = make_url(url)
+            said = first_line(getattr(err, "orig", None) or err)
+            if parsed.password:  # a driver's message never shows the password, whatever it quotes
+                said = said.replace(str(parsed.password), "***")
+            raise CLIError(f"database {parsed.render_as_string(hide_password=True)}: {said} (check --data / --database-url and that the "
+                           "database server is running)") from None
+    return guarded
 
 
 def services_from(args: argparse.Namespace) -> Any:

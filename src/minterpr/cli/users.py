@@ -13,7 +13,7 @@ import sys
 from typing import TextIO
 
 from minterpr.cli.common import add_common_options, write_json
-from minterpr.cli.service_state import add_state_arguments, cli_actor, read_password, services_from
+from minterpr.cli.service_state import add_state_arguments, cli_actor, database_errors, read_password, services_from
 
 
 def cmd_add(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -63,15 +63,15 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add.add_argument("username")
     add.add_argument("--role", required=True, choices=("viewer", "analyst", "admin", "auditor"))
     add_state_arguments(add)
-    add.set_defaults(handler=cmd_add)
+    add.set_defaults(handler=database_errors(cmd_add))
     add_common_options(add, needs=("serve",))
     listing = sub.add_parser("list", help="list the users and their roles")
     add_state_arguments(listing)
-    listing.set_defaults(handler=cmd_list)
+    listing.set_defaults(handler=database_errors(cmd_list))
     add_common_options(listing, json=True, needs=("serve",), json_help="also write the users as JSON to PATH ('-' or no value: to "
                                                      "stdout, the table to stderr)")
     passwd = sub.add_parser("passwd", help="set a user's password")
     passwd.add_argument("username")
     add_state_arguments(passwd)
-    passwd.set_defaults(handler=cmd_passwd)
+    passwd.set_defaults(handler=database_errors(cmd_passwd))
     add_common_options(passwd, needs=("serve",))

@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, File, Path, Query, Request, Response, Up
 from minterpr.serving.accounts import Principal
 from minterpr.serving.deps import (client_address, clear_login_cookies, current_user, get_services, refuse_cross_site,
                                    require, set_login_cookies)
-from minterpr.serving.errors import ApiError
+from minterpr.serving.paths import check_request_paths
 from minterpr.serving.schemas import (ID_MAX, AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
                                       ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, GalleryView, KeyCreated,
                                       KeyView,
@@ -99,10 +99,7 @@ def register_gallery(body: RegisterGalleryRequest, request: Request,
     """Register a gallery store (``minterpr index build``) and the run that built it; both must lie in
     the service's data folder or one of its ``import_roots``."""
     services = get_services(request)
-    for field, path in (("directory", body.directory), ("run_dir", body.run_dir)):
-        if not services.settings.importable(path):
-            raise ApiError(403, "outside_roots", f"{path} is outside the folders this service may read "
-                           "(its data folder and import_roots)", field=field)
+    check_request_paths(services.settings, body)  # every path the request names (serving.paths)
     return services.galleries.register(body.name, body.directory, body.run_dir, by=principal.username).view()
 
 

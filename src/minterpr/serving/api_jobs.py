@@ -17,6 +17,7 @@ from typing import Annotated, AsyncIterator
 
 from fastapi import APIRouter, Depends, Path, Request
 from fastapi.responses import StreamingResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from minterpr.serving.accounts import Principal
 from minterpr.serving.api import ERRORS
@@ -40,6 +41,12 @@ def caption(body: CaptionRequest, request: Request, principal: Principal = Depen
     from minterpr.serving.caption_jobs import start_caption
 
     return start_caption(get_services(request), principal, body)
+
+
+@router.api_route("/caption", methods=["GET", "PUT", "PATCH", "DELETE"], include_in_schema=False)
+def caption_other_methods() -> None:
+    """405 (Allow: POST), not ``GET /{job_id}``'s 422 for the job id "caption": the path is an operation."""
+    raise StarletteHTTPException(405)
 
 
 @router.get("", response_model=list[JobView], tags=["ingest"], responses=ERRORS)

@@ -23,6 +23,10 @@ Example:
     Traceback (most recent call last):
     ...
     minterpr.errors.InputError: max_results (environment variable MINTERPR_MAX_RESULTS): not an integer: 'many'
+    >>> load_settings({}, environ={"MINTERPR_LOGIN_TTL_HOURS": "nan"})
+    Traceback (most recent call last):
+    ...
+    minterpr.errors.InputError: settings: login_ttl_hours (environment variable MINTERPR_LOGIN_TTL_HOURS) must be a number within 0.0166667..8784, got nan
 """
 from __future__ import annotations
 
@@ -60,22 +64,28 @@ def load_settings(flags: Mapping[str, Any], *, config: str | os.PathLike[str] | 
     if unknown:
         raise InputError(f"unknown settings {unknown}: must be among {', '.join(types)}")
     values: dict[str, Any] = {}
+    origin: dict[str, str] = {}  # setting -> where its value came from (for the one line naming it)
     path = config if config is not None else environ.get(CONFIG_ENV) or None
     if path is not None:
         for name, raw in read_settings_file(Path(path)).items():
             values[name] = convert(name, raw, types[name], f"settings file {path}")
+            origin[name] = f"settings file {path}"
     for name, kind in types.items():
         variable = ENV_PREFIX + name.upper()
         if environ.get(variable, "") != "":
             values[name] = convert(name, environ[variable], kind, f"environment variable {variable}")
+            origin[name] = f"environment variable {variable}"
     for name, raw in flags.items():
         if raw is not None:
             values[name] = convert(name, raw, types[name], "command line")
+            origin[name] = "command line"
     values.setdefault("data_dir", DEFAULT_DATA_DIR)
     try:
         return ServeSettings(**values)
     except InputError as err:
-        raise InputError(f"settings: {err}") from None
+        name, _, rest = str(err).partition(" ")
+        where = f" ({origin[name]})" if name in origin else ""
+        raise InputError(f"settings: {name}{where} {rest}") from None
 
 
 def read_settings_file(path: Path) -> dict[str, Any]:

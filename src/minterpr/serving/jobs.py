@@ -45,6 +45,7 @@ from minterpr.serving import audit
 from minterpr.serving.accounts import Principal
 from minterpr.serving.db import GalleryRow, IngestJob, now
 from minterpr.serving.errors import ApiError
+from minterpr.serving.paths import check_request_paths
 from minterpr.serving.schemas_jobs import IngestRequest, JobView
 
 TERMINAL = ("done", "failed", "cancelled", "interrupted")
@@ -88,23 +89,7 @@ class Jobs:
             raise ApiError(422, "invalid", "the onnx detector needs detector_model (a .onnx file)", field="detector_model")
         if request.detector != "onnx" and request.detector_model is not None:
             raise ApiError(422, "invalid", "detector_model goes with detector onnx", field="detector_model")
-        for field, path in (("source", request.source), ("run", request.run), ("detector_model", request.detector_model)):
-            if field == "run" and path is not None and str(Path(path).absolute()) in known_runs:
-                continue
-            if path is not None and not settings.importable(path):
-                raise ApiError(403, "outside_roots", f"{path} is outside the folders this service may read (put "
-                               f"sources in {settings.incoming_dir}, or add an import root)", field=field)
-        if settings.is_state(source):
-            raise ApiError(403, "outside_roots", f"{request.source} is part of the service's own state (its database, "
-                           f"credentials, uploads or galleries); put sources in {settings.incoming_dir}",
-                           field="source")
-        # a folder's links too: reading the database file in this process, even once, drops the process's
-        # SQLite locks on it (POSIX locks belong to the process) and lets another process remove its WAL
-        linked = next((p for p in source.rglob("*") if p.is_symlink() and settings.is_state(p)),
-                      None) if source.is_dir() else None
-        if linked is not None:
-            raise ApiError(403, "outside_roots", f"{request.source}: {linked.relative_to(source)} links to the "
-                           f"service's own state; put sources in {settings.incoming_dir}", field="source")
+        check_request_paths(settings, request, known_runs)  # every path the request names (serving.paths)
         if not source.exists():
             raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source")
         with self.db.transaction() as tx:

@@ -445,7 +445,7 @@ def register(app: Any) -> None:
     @router.post("/sessions/{sid}/export")  # a post: it records an export event (CSRF-checked)
     def export(sid: str = SessionId, user: Any = Depends(current_user)) -> Any:
         search = pages.services.search
-        record = search.export_record(user, sid)  # refused without a confirmed match; audited
+        record = search.export_record(user, sid, files=True)  # refused without a confirmed match; audited
         view = search.view(user, sid, top=pages.settings.max_results)
         built = match_export_from_record(record, results=view.results, gallery_size=view.gallery_size,
                                          read_image=lambda i: search.image(user, sid, i, thumbnail_only=False)[0],

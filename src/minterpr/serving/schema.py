@@ -59,12 +59,21 @@ def upgrade(engine: Engine, target: str = HEAD) -> tuple[str | None, str]:
         if conn.dialect.name == "postgresql":
             conn.execute(text(f"SELECT pg_advisory_xact_lock({_LOCK})"))
         before = _revision(conn)
+        known = _known()
+        if before is not None and before not in known:  # written by a newer minterpr: no downgrade path here
+            raise SchemaError(f"the database has schema {before}, which this minterpr does not know (it knows "
+                              f"{', '.join(sorted(known))}): a newer minterpr wrote it; use that one")
         if before != target:
             config = _config(conn)
             if before == BASELINE and not _versioned(conn):
                 command.stamp(config, BASELINE)
             command.upgrade(config, target)
         return before, target
+
+
+def _known() -> set[str]:
+    """The revisions this code has migrations for (the ``NNNN_*.py`` files of migrations/versions)."""
+    return {path.name.split("_", 1)[0] for path in (Path(__file__).with_name("migrations") / "versions").glob("[0-9]*_*.py")}
 
 
 def _config(conn: Connection) -> Any:

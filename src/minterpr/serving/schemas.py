@@ -20,6 +20,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
 
+from minterpr.serving.paths import server_path
+
 TEXT_MAX = 1000  # longest free text a request may carry (ServeSettings.max_text_chars may lower it)
 NAME_MAX = 64
 ID_MAX = 2**53 - 1  # the largest integer every JSON parser reads exactly (an id beyond it is refused)
@@ -150,8 +152,8 @@ class GalleryView(Strict):
 
 class RegisterGalleryRequest(Strict):
     name: Name = Field(min_length=1, max_length=NAME_MAX)
-    directory: Text = Field(min_length=1, max_length=4096)
-    run_dir: Text = Field(min_length=1, max_length=4096)
+    directory: Text = server_path("store", min_length=1, max_length=4096)  # a gallery store on the server
+    run_dir: Text = server_path("run", min_length=1, max_length=4096)  # the run that built it
 
 
 class OpenCaseRequest(Strict):
@@ -302,7 +304,7 @@ class ExportRecord(Strict):
     session_id: str
     gallery: str
     confirmed: ConfirmedView
-    images: list[dict]  # path, absolute_path, camera, time, metadata of each exported crop
+    images: list[dict]  # gallery_index, path (in the gallery), camera, time, metadata of each exported crop
     conversation: list[TimelineEntry]
     exported_by: str
     exported_at: datetime

@@ -22,14 +22,15 @@ from typing import Any, Literal
 
 from pydantic import Field
 
+from minterpr.serving.paths import server_path
 from minterpr.serving.schemas import NAME_MAX, Name, Strict, Text
 
 
 class IngestRequest(Strict):
     gallery: Name = Field(min_length=1, max_length=NAME_MAX)
-    source: Text = Field(min_length=1, max_length=4096, description="a video file, or a folder of crops / frames, "
+    source: Text = server_path("input", min_length=1, max_length=4096, description="a video file, or a folder of crops / frames, "
                                                                     "on the server")
-    run: Text | None = Field(default=None, max_length=4096, description="the run that embeds a new gallery")
+    run: Text | None = server_path("run", default=None, max_length=4096, description="the run that embeds a new gallery")
     camera: Text | None = Field(default=None, min_length=1, max_length=200)
     start: Text | None = Field(default=None, max_length=64, description="ISO 8601 time of the first frame")
     every: int | None = Field(default=None, ge=1, le=1000,
@@ -41,14 +42,14 @@ class IngestRequest(Strict):
         default="auto", description="auto: yolox-nano when the server has fetched it (`minterpr models fetch "
                                     "yolox-nano`), else hog; hog: OpenCV's people detector; yolox-nano: YOLOX-nano "
                                     "from the model cache; onnx: the ONNX detection model at detector_model")
-    detector_model: Text | None = Field(default=None, max_length=4096,
+    detector_model: Text | None = server_path("input", default=None, max_length=4096,
                                         description="the .onnx file (on the server, inside an import root) of detector onnx")
 
 
 class CaptionRequest(Strict):
     """Caption a registered gallery's crops with the service's vision-language model (CTGI's MTG)."""
 
-    gallery: Text = Field(min_length=1, max_length=NAME_MAX, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]*$",
+    gallery: Name = Field(min_length=1, max_length=NAME_MAX,
                           description="a registered gallery; its crops not yet captioned are asked")
     batch_size: int = Field(default=16, ge=1, le=1000, description="crops written to the captions file at a time")
     limit: int | None = Field(default=None, ge=1, le=10_000_000, description="caption at most this many more crops")

@@ -271,17 +271,18 @@ class Search:
         with self._open(principal, sid, write=False) as live:
             return turn_view(live, self._top(top), live.gallery.name)
 
-    def export_record(self, principal: Principal, sid: str) -> ExportRecord:
+    def export_record(self, principal: Principal, sid: str, *, files: bool = False) -> ExportRecord:
         """What an export holds (the confirmed crop, its track, times, cameras, the conversation); recorded
-        as an ``export`` event and audited. 409 when nothing is confirmed."""
+        as an ``export`` event and audited. 409 when nothing is confirmed. Image paths are the gallery's;
+        ``files``: with each crop's ``absolute_path`` too (the zip built in this process reads them)."""
         need(principal, "session:export")
         with self._open(principal, sid, write=True) as live:
             every = confirmed_all(live)
             if not every:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
             match = every[0]  # the headline is the first confirmation; the others follow it as confirmed crops
-            images = export_images(live, match.gallery_index)
-            images += [{**export_images(live, c.gallery_index)[0], "confirmed": True} for c in every[1:]
+            images = export_images(live, match.gallery_index, files=files)
+            images += [{**export_images(live, c.gallery_index, files=files)[0], "confirmed": True} for c in every[1:]
                        if c.gallery_index not in {im["gallery_index"] for im in images}]
             details = {"session": sid, "images": [image["path"] for image in images]}
             seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},

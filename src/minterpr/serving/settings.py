@@ -10,6 +10,7 @@ Example:
 from __future__ import annotations
 
 import ipaddress
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,6 +18,24 @@ from minterpr.errors import InputError
 from minterpr.vlm.config import VLMConfig
 
 MIB = 1024 * 1024
+# the bounds of each numeric setting, both inclusive (None = unbounded above); a setting outside them is refused
+# at start, naming it: a `nan` login lifetime made every login answer 500, a zero request size refused everything
+BOUNDS: dict[str, tuple[float, float | None]] = {
+    "login_ttl_hours": (1 / 60, 24 * 366),  # a minute to a year
+    "max_text_chars": (1, 1_000_000),
+    "max_upload_bytes": (1, 1024 * MIB),
+    "max_image_pixels": (1, 1_000_000_000),
+    "max_request_bytes": (1, 4096 * MIB),
+    "results_per_turn": (1, 100_000),  # (a request's number is capped by max_results)
+    "max_results": (1, 100_000),
+    "max_live_sessions": (1, 10_000_000),
+    "retention_days": (1, 36_500),  # what POST /api/admin/retention accepts
+    "thumbnail_height": (1, 4096),
+    "torch_threads": (1, 4096),
+    "vlm_caption_weight": (0.0, 1.0),
+    "vlm_caption_max_calls": (1, None),
+    "vlm_caption_max_tokens": (1, None),
+}
 
 
 @dataclass(frozen=True)
@@ -75,11 +94,14 @@ class ServeSettings:
     upload_dir: Path | None = None  # where uploaded example images are kept; None = data_dir/uploads
 
     def __post_init__(self) -> None:
-        if not 0.0 <= self.vlm_caption_weight <= 1.0:
-            raise InputError(f"vlm_caption_weight must be within 0..1, got {self.vlm_caption_weight}")
-        for name in ("vlm_caption_max_calls", "vlm_caption_max_tokens"):
-            if getattr(self, name) < 1:
-                raise InputError(f"{name} must be >= 1, got {getattr(self, name)}")
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is None and name in ("retention_days", "torch_threads"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or value < low or (high is not None and value > high):
+                within = f"{low:g}..{high:g}" if high is not None else f">= {low:g}"
+                raise InputError(f"{name} must be a number within {within}, got {value!r}")
         for proxy in self.trusted_proxies:
             if proxy != "*":
                 try:

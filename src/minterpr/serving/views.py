@@ -249,8 +249,10 @@ def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
                     model_notice=live.session.vlm.notice if live.session.vlm is not None else "")
 
 
-def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:
-    """The confirmed crop and the other in-scope crops of its track (same source and track metadata)."""
+def export_images(live: Live, gallery_index: int, *, files: bool = False) -> list[dict[str, Any]]:
+    """The confirmed crop and the other in-scope crops of its track (same source and track metadata), their
+    paths relative to the gallery; ``files``: each with its ``absolute_path`` on the server too (for the
+    zip the server builds itself, never for a response: an analyst has no business with the server's folders)."""
     gallery = live.gallery
     meta = gallery.metadata[gallery_index]
     chosen = [gallery_index]
@@ -262,7 +264,9 @@ def export_images(live: Live, gallery_index: int) -> list[dict[str, Any]]:
     for i in chosen:
         path, camera, time = live.image_info(i)
         root = gallery.index.root
-        out.append({"gallery_index": i, "path": path, "absolute_path": path if root is None else os.path.join(root, path),
-                    "camera": camera, "time": time if time is not None else gallery.metadata[i].get(TIME_KEY),
+        out.append({"gallery_index": i, "path": path, "camera": camera,
+                    "time": time if time is not None else gallery.metadata[i].get(TIME_KEY),
                     "metadata": dict(gallery.metadata[i])})
+        if files:
+            out[-1]["absolute_path"] = path if root is None else os.path.join(root, path)
     return out
