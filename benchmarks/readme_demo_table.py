@@ -14,8 +14,7 @@ import shutil
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "src"))
+ROOT = Path(__file__).resolve().parents[1]  # the checkout whose README.md is rewritten (minterpr installed from it)
 
 RECORD = ROOT / "benchmarks" / "data" / "demo_results.json"
 
