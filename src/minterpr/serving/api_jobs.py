@@ -7,8 +7,8 @@ batch size, a limit) captions a registered gallery with the service's vision-lan
 
 Example:
     >>> sorted(route.path for route in router.routes)  # doctest: +NORMALIZE_WHITESPACE
-    ['/api/ingest', '/api/ingest', '/api/ingest/caption', '/api/ingest/{job_id}', '/api/ingest/{job_id}/cancel',
-     '/api/ingest/{job_id}/events']
+    ['/api/ingest', '/api/ingest', '/api/ingest/caption', '/api/ingest/caption', '/api/ingest/{job_id}',
+     '/api/ingest/{job_id}/cancel', '/api/ingest/{job_id}/events']
 """
 from __future__ import annotations
 
