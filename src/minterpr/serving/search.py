@@ -259,11 +259,7 @@ class Search:
         session rebuilt from its log, as a restart would)."""
         if self._last_action(sid) != "withdraw":
             return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
-        need(principal, "session:search")
-        wait = self.limiter.take(f"user:{principal.user_id}")
-        if wait > 0:
-            raise ApiError(429, "rate_limited", f"too many turns; try again in {wait:.1f} s",
-                           headers={"Retry-After": str(max(1, round(wait)))})
+        self._may_take_a_turn(principal)
         with self._open(principal, sid, write=True) as live:
             self._commit(live, principal, "undo", {"action": "withdraw"},
                          [("undo", {"session": sid, "turns": len(live.session.history), "action": "withdraw"})])
@@ -328,13 +324,17 @@ class Search:
                            f"search (0..{live.positions.gallery_size - 1}, inside the case's scope)", field="gallery_index")
         return local
 
-    def _turn(self, principal: Principal, sid: str, kind: str, move: Callable[[Live], Any], extra: dict[str, Any],
-              text: str, gallery_index: int | None, top: int | None) -> TurnView:
+    def _may_take_a_turn(self, principal: Principal) -> None:
+        """The principal may search and is within the turn rate (429 with Retry-After otherwise)."""
         need(principal, "session:search")
         wait = self.limiter.take(f"user:{principal.user_id}")
         if wait > 0:
             raise ApiError(429, "rate_limited", f"too many turns; try again in {wait:.1f} s",
                            headers={"Retry-After": str(max(1, round(wait)))})
+
+    def _turn(self, principal: Principal, sid: str, kind: str, move: Callable[[Live], Any], extra: dict[str, Any],
+              text: str, gallery_index: int | None, top: int | None) -> TurnView:
+        self._may_take_a_turn(principal)
         with self._open(principal, sid, write=True) as live:
             limit = _max_turns(live.session)
             if kind != "undo" and limit is not None and len(live.session.history) >= limit:
