@@ -14,7 +14,7 @@ Example:
 """
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import torch
@@ -33,7 +33,6 @@ class ReidModelConfig:
     image_size: tuple[int, int] = (256, 128)  # (H, W) input: the re-id field's size
     feature_dim: int = 512  # width of the feature layer (the published weights' 512)
     flip_test: bool = True  # average the embedding with the mirror image's at inference
-    extra: dict[str, Any] = field(default_factory=dict)  # free-form notes (training data, etc.)
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
@@ -42,7 +41,7 @@ class ReidModelConfig:
 
     @classmethod
     def from_dict(cls, raw: dict[str, Any]) -> "ReidModelConfig":
-        known = {k: raw[k] for k in ("width", "norm", "feature_dim", "flip_test", "extra") if k in raw}
+        known = {k: raw[k] for k in ("width", "norm", "feature_dim", "flip_test") if k in raw}
         size = raw.get("image_size", (256, 128))
         return cls(image_size=(int(size[0]), int(size[1])), **known)
 

@@ -78,7 +78,7 @@ def reid_config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ReidTr
 def _checked_model(raw: Any, source: str) -> dict[str, Any]:
     if not isinstance(raw, dict):
         raise ConfigError(f"{source}: 'model' must be a mapping, got {raw!r}")
-    allowed = ("width", "norm", "image_size", "feature_dim", "flip_test", "extra")
+    allowed = ("width", "norm", "image_size", "feature_dim", "flip_test")
     unknown = [k for k in raw if k not in allowed]
     if unknown:
         raise ConfigError(f"{source}: unknown key 'model.{unknown[0]}' (allowed: {', '.join(allowed)})")
