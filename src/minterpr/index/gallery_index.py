@@ -52,6 +52,9 @@ class GalleryIndex:
     # optional search of the fused score (cosine + attribute evidence) over the same rows
     #   (index/fused_ivf.FusedIVF): a shortlist takes its top-K by that score, preferred to ``vectors``
     fused: Any = field(default=None, repr=False, compare=False)
+    # optional (N, A) float32 L2-normalised appearance vectors (minterpr.runtime.appearance): what
+    #   image-to-image comparisons use when present (the embedding was trained for text, not identity)
+    appearance: np.ndarray | None = field(default=None, repr=False, compare=False)
     _path_to_index: dict[str, int] | None = field(default_factory=dict, repr=False)  # None: built on first use
 
     def __post_init__(self) -> None:
@@ -60,6 +63,11 @@ class GalleryIndex:
             raise ValueError(f"embeddings must be (N, D) with N = {len(self.images)} images, got {self.embeddings.shape}")
         if self.attribute_probs is not None and len(self.attribute_probs) != len(self.images):
             raise ValueError("attribute_probs must have one row per image")
+        if self.appearance is not None:
+            self.appearance = np.ascontiguousarray(self.appearance, dtype=np.float32)
+            if self.appearance.ndim != 2 or len(self.appearance) != len(self.images):
+                raise ValueError(f"appearance must be (N, A) with N = {len(self.images)} images, "
+                                 f"got {self.appearance.shape}")
         self._path_to_index = {}
         for i, image in enumerate(self.images):
             first = self._path_to_index.setdefault(image.path, i)
@@ -108,7 +116,7 @@ class GalleryIndex:
 
     def subset(self, rows: np.ndarray) -> "GalleryIndex":
         """The images at gallery positions ``rows`` (in that order) as an index of their own: embeddings and
-        attribute probabilities copied, no ``vectors``, nothing skipped (a session's shortlist).
+        attribute probabilities (and appearance vectors) copied, no ``vectors``, nothing skipped (a session's shortlist).
 
         Example:
             >>> index = GalleryIndex([GalleryImage(f"{i}.jpg", "x") for i in range(3)], np.eye(3, dtype=np.float32))
@@ -126,6 +134,7 @@ class GalleryIndex:
         else:
             sub.embeddings = self.embeddings[rows]
             sub.attribute_probs = None if self.attribute_probs is None else self.attribute_probs[rows]
+        sub.appearance = None if self.appearance is None else self.appearance[rows]
         sub.root, sub.skipped, sub.vectors, sub.fused = self.root, (), None, None
         sub._path_to_index = None  # built by the first index_of: most turns never ask
         return sub

@@ -22,6 +22,7 @@ from minterpr.runtime.run import RunExtras, TrainedRun, load_run
 from minterpr.types import GalleryImage
 
 if TYPE_CHECKING:  # for type checkers only: sessions and models load when used
+    from minterpr.runtime.appearance import Appearance
     from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.session import Session
     from minterpr.models.query_model import RetrievalModel
@@ -36,6 +37,9 @@ class Pipeline:
 
     run: TrainedRun  # the model, where it was read from, its typed extras (scoring, calibration, fitted records)
     backend: "NeuralBackend"  # the run's model as a RetrievalBackend (indexing, query encoding)
+    # the appearance model (same-person vectors, minterpr.runtime.appearance); None = none loaded:
+    #   image-to-image comparisons then fall back to the attribute model's embedding
+    appearance: "Appearance | None" = None
 
     @property
     def model(self) -> "RetrievalModel":
@@ -109,7 +113,10 @@ class Pipeline:
             else:
                 raise InputError(f"index_images: paths[{k}] must be an image path or a GalleryImage, "
                                  f"got {type(item).__name__}")
-        return self.backend.index_images(images, root=root, progress=progress, strict=strict)
+        index = self.backend.index_images(images, root=root, progress=progress, strict=strict)
+        if self.appearance is not None:  # the images the attribute model read: readable, inside the root
+            index = self.appearance.add_to(index, allow_outside_root=self.backend.allow_outside_root)
+        return index
 
     def session(self, gallery: GalleryIndex, **options: Any) -> "Session":
         """A new interactive :class:`~minterpr.interaction.session.Session` over ``gallery``.
@@ -135,7 +142,8 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
 
 def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
                   engine: str = RUN_ENGINE,
-                  onnx_cache: str | Path | None = None, text_precision: str = "fp32") -> Pipeline:
+                  onnx_cache: str | Path | None = None, text_precision: str = "fp32",
+                  appearance: str | Path | None = None) -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
     model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
     ``"hf-hub:ORG/NAME[@REV]"`` (:mod:`minterpr.models.zoo`) as a pipeline; CPU by default.
@@ -144,6 +152,14 @@ def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch
     gallery images (:class:`~minterpr.runtime.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
     on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster). ``text_precision``
     "int8" runs the query text encoder with int8 weights (opt-in; faster turns, features within
-    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md)."""
+    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md). ``appearance``: an appearance
+    model (:func:`~minterpr.runtime.appearance.load_appearance`) whose vectors the pipeline's
+    galleries carry beside the embeddings."""
     run = load_run(run_dir, device=device)
-    return Pipeline(run, run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision))
+    backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
+    looks = None
+    if appearance is not None:
+        from minterpr.runtime.appearance import load_appearance
+
+        looks = load_appearance(appearance)
+    return Pipeline(run, backend, looks)

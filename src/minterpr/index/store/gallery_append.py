@@ -25,7 +25,7 @@ from minterpr.fileio import fsync_directory, remove_stale_temporaries
 from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.store.fused_store import FUSED, build_fused, save_fused, wants_fused
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.store.gallery_store import (APPENDABLE, EMBEDDINGS, GALLERY_VERSION, IMAGES, MANIFEST, PROBS,
+from minterpr.index.store.gallery_store import (APPEARANCE, APPENDABLE, EMBEDDINGS, GALLERY_VERSION, IMAGES, MANIFEST, PROBS,
                                           REBUILD, SKIPPED, STAGING, STORE_FILES, VECTORS, build_vector_index,
                                           check_store_folder, open_gallery, save_gallery, write_manifest)
 from minterpr.types import GalleryImage  # noqa: F401  (the doctest builds GalleryImage rows)
@@ -46,7 +46,7 @@ def _finish_staged(folder: Path) -> None:
         return
     (folder / MANIFEST).unlink(missing_ok=True)
     fsync_directory(folder)
-    for name in (IMAGES, EMBEDDINGS, PROBS, SKIPPED):
+    for name in (IMAGES, EMBEDDINGS, PROBS, SKIPPED, APPEARANCE):
         if (staging / name).exists():
             os.replace(staging / name, folder / name)
         elif name not in staged.get("files", {}):  # not part of the new store (no probabilities)
@@ -65,14 +65,16 @@ def _finish_staged(folder: Path) -> None:
 
 def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
                    metadata: Sequence[Mapping[str, Any]] | None = None, replace: Mapping[str, Any] | None = None,
-                   backend: str | None = "exact", rebuild: str | None = None, fused: str = "auto") -> int:
+                   backend: str | None = "exact", rebuild: str | None = None, fused: str = "auto",
+                   appearance_fingerprint: str | None = None) -> int:
     """Add ``index``'s rows (and their ``metadata``) to the store in ``directory`` and return its
     new row count. The store's rows whose metadata matches ``replace`` (a vector-index filter,
     e.g. ``{"job": "4f2a"}``) are dropped first. A new store gets a ``backend`` vector index
     (None: none) and ``rebuild``; an existing one keeps its own, rebuilt over all rows. A fused
     index is built over all rows when ``fused`` says so (auto: from ``FUSED_MIN_IMAGES`` rows, or
-    when the store had one; its search settings kept). Refused: a store of another model
-    (DatasetError), or one whose images lie under another root.
+    when the store had one; its search settings kept). ``index.appearance`` (with the appearance
+    model's ``appearance_fingerprint``) is appended to the store's: both have them or neither.
+    Refused: a store of another model (DatasetError), or one whose images lie under another root.
 
     >>> import tempfile
     >>> folder = tempfile.mkdtemp()
@@ -102,6 +104,7 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
         remove_stale_temporaries(folder)
         _finish_staged(folder)
     images, embeddings, probs, skipped = list(index.images), index.embeddings, index.attribute_probs, index.skipped
+    appearance = index.appearance
     old_fused: Mapping[str, Any] | None = None
     if folder.is_dir() and any((folder / name).exists() for name in STORE_FILES):
         old = open_gallery(folder, expected_fingerprint=model_fingerprint, fused=False)
@@ -111,6 +114,13 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
                                        "a store has one image root; add them to another gallery")
         if (old.manifest.labels is None) != (probs is None) or old.manifest.dim != index.embeddings.shape[1]:
             raise DatasetError(folder, "the new rows' embeddings or attribute probabilities do not match the store's")
+        stored = old.manifest.appearance
+        if (stored is None) != (appearance is None) or (
+                stored is not None and stored.get("model_fingerprint") != appearance_fingerprint):
+            have = "no appearance vectors" if stored is None else f"appearance model {stored.get('model_fingerprint')}"
+            new = "none" if appearance is None else f"appearance model {appearance_fingerprint}"
+            raise DatasetError(folder, f"the store has {have}, the new rows {new}: ingest with the same appearance "
+                                       "model, or add vectors first with `minterpr index build --update`")
         keep = [i for i, record in enumerate(old.metadata) if not (replace and matches(record, replace))]
         new_paths = {image.path for image in images} | {path for path, _ in skipped}
         images = [old.index.images[i] for i in keep] + images
@@ -118,12 +128,15 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
         embeddings = np.concatenate([np.asarray(old.index.embeddings)[keep], embeddings])
         if probs is not None and old.index.attribute_probs is not None:
             probs = np.concatenate([np.asarray(old.index.attribute_probs)[keep], probs])
+        if appearance is not None and old.index.appearance is not None:
+            appearance = np.concatenate([np.asarray(old.index.appearance)[keep], appearance])
         skipped = tuple(s for s in old.index.skipped if s[0] not in new_paths) + tuple(skipped)
         backend, rebuild = old.manifest.vector_backend, old.manifest.rebuild
     if backend is not None and backend not in APPENDABLE:
         raise InputError(f"{folder}: a store with a {backend} vector index cannot be appended to here "
                          f"(only {', '.join(APPENDABLE)}); rebuild it with one of those")
-    merged = GalleryIndex(images, embeddings, attribute_probs=probs, root=index.root, skipped=skipped)
+    merged = GalleryIndex(images, embeddings, attribute_probs=probs, root=index.root, skipped=skipped,
+                          appearance=appearance)
     vectors = None if backend is None else build_vector_index(backend, merged, records,
                                                               model_fingerprint=model_fingerprint)
     ivf = None
@@ -133,7 +146,7 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
     shutil.rmtree(folder / STAGING, ignore_errors=True)
     save_gallery(merged, folder / STAGING, model_fingerprint=model_fingerprint, vector_index=vectors,
                  metadata=records, rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
-                 fused_index=ivf)
+                 fused_index=ivf, appearance_fingerprint=appearance_fingerprint)
     _finish_staged(folder)
     return len(merged)
 

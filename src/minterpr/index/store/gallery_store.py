@@ -85,7 +85,8 @@ READ_VERSIONS = (1, 2)  # versions read: 1 = before the fused index (no GalleryM
 MANIFEST = "gallery.json"  # written last: its presence means the store was saved whole
 IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS = ("images.json", "embeddings.npy", "attribute_probs.npy",
                                                "skipped.json", "vectors")
-STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED)  # what a store folder may hold
+APPEARANCE = "appearance.npy"  # (N, A) float32 appearance vectors, when an appearance model embedded the gallery
+STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED, APPEARANCE)  # what a store folder may hold
 CAPTIONS = "vlm_captions.jsonl"  # the crops' MTG captions (`minterpr vlm caption --index STORE`), if any
 # what else it may hold (an ingested gallery's crops, their frames and progress, its captions): kept by saves
 SIDE_ENTRIES = ("crops", "frames", "ingest", CAPTIONS)
@@ -113,6 +114,9 @@ class GalleryManifest:
     # the fused index saved in fused/ (its version, search settings and parts: fused_store.save_fused);
     #   None = none saved (and always None in a version-1 store)
     fused: Mapping[str, Any] | None = None
+    # the appearance vectors in appearance.npy: {"dim": A, "model_fingerprint": the appearance model's};
+    #   None = none (a gallery built without an appearance model: `minterpr index build --update` adds them)
+    appearance: Mapping[str, Any] | None = None
     format: str = GALLERY_FORMAT
     version: int = GALLERY_VERSION
 
@@ -236,12 +240,14 @@ def _prepare_folder(folder: Path) -> None:
 
 def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
                  vector_index: Any = None, metadata: Sequence[Mapping[str, Any]] | None = None,
-                 rebuild: str | None = None, fused_index: Any = None) -> None:
+                 rebuild: str | None = None, fused_index: Any = None,
+                 appearance_fingerprint: str | None = None) -> None:
     """Write ``index`` (and ``vector_index``, a VectorIndex over its embeddings with ids 0..N-1,
     and ``fused_index``, a FusedIVF over the same rows) to ``directory``, the manifest last (see
     the module doc). ``metadata``: free JSON metadata per image, in index order; ``rebuild``: the
     command that rebuilds the store (named when it is refused). A folder holding anything but a
-    gallery store is refused (InputError)."""
+    gallery store is refused (InputError). ``index.appearance``, when set, is saved with
+    ``appearance_fingerprint`` (the appearance model's, required then)."""
     folder = Path(directory)
     n, dim = index.embeddings.shape
     if metadata is not None and len(metadata) != n:
@@ -256,6 +262,9 @@ def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mode
                                     or (fused_index.probs is None) != (index.attribute_probs is None)):
         raise InputError(f"save_gallery: the fused index holds {fused_index.embeddings.shape} rows, the gallery "
                          f"{(n, dim)} (or one has attribute probabilities and the other not)")
+    appearance = index.appearance
+    if appearance is not None and not appearance_fingerprint:
+        raise InputError("save_gallery: appearance vectors need the fingerprint of the appearance model that made them")
     _prepare_folder(folder)
     try:
         text = json.dumps(_image_columns(index.images, metadata), ensure_ascii=False, allow_nan=False)
@@ -268,18 +277,25 @@ def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mode
         atomic_write(folder / PROBS, lambda f: np.save(f, np.asarray(probs, dtype=np.float32)))
     else:
         (folder / PROBS).unlink(missing_ok=True)
+    if appearance is not None:
+        atomic_write(folder / APPEARANCE, lambda f: np.save(f, np.asarray(appearance, dtype=np.float32)))
+    else:
+        (folder / APPEARANCE).unlink(missing_ok=True)
     atomic_write_text(folder / SKIPPED, json.dumps([list(s) for s in index.skipped], ensure_ascii=False) + "\n")
     if vector_index is not None:
         vector_index.save(folder / VECTORS)
     entry, fused_files = save_fused(fused_index, folder) if fused_index is not None else (None, {})
-    written = [IMAGES, EMBEDDINGS, SKIPPED] + ([PROBS] if probs is not None else [])
+    written = ([IMAGES, EMBEDDINGS, SKIPPED] + ([PROBS] if probs is not None else [])
+               + ([APPEARANCE] if appearance is not None else []))
     manifest = GalleryManifest(
         count=n, dim=dim, labels=None if probs is None else int(probs.shape[1]), model_fingerprint=model_fingerprint,
         root=index.root, skipped=len(index.skipped),
         vector_backend=None if vector_index is None else str(vector_index.name),
         files={**{name: (folder / name).stat().st_size for name in written}, **fused_files},
         rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
-        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(), fused=entry)
+        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(), fused=entry,
+        appearance=None if appearance is None else {"dim": int(appearance.shape[1]),
+                                                    "model_fingerprint": appearance_fingerprint})
     write_manifest(folder, manifest)
 
 
@@ -378,6 +394,9 @@ def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
     images, meta_columns = _images(folder, manifest.count, fail)
     embeddings = _array(folder, EMBEDDINGS, (manifest.count, manifest.dim), mmap, fail)
     probs = None if manifest.labels is None else _array(folder, PROBS, (manifest.count, manifest.labels), mmap, fail)
+    appearance = None
+    if manifest.appearance is not None:
+        appearance = _array(folder, APPEARANCE, (manifest.count, int(manifest.appearance["dim"])), mmap, fail)
     try:
         skipped = tuple(tuple(item) for item in json.loads((folder / SKIPPED).read_text(encoding="utf-8")))
     except (OSError, ValueError) as err:
@@ -388,7 +407,8 @@ def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
 
         vectors = load_vector_index(folder / VECTORS, expected_fingerprint=manifest.model_fingerprint, mmap=mmap)
     root = os.fspath(folder.absolute()) if manifest.root == STORE_ROOT else manifest.root
-    index = GalleryIndex(images, embeddings, attribute_probs=probs, root=root, skipped=skipped, vectors=vectors)
+    index = GalleryIndex(images, embeddings, attribute_probs=probs, root=root, skipped=skipped, vectors=vectors,
+                         appearance=appearance)
     if fused and manifest.fused is not None:
         index.fused = load_fused(folder, manifest.fused, index, mmap, fail)
     return StoredGallery(index, manifest, meta_columns, vectors)

@@ -1,0 +1,110 @@
+"""Appearance vectors beside the embeddings: the pipeline computes them, the store keeps them,
+appending keeps both halves in step, and a gallery without them says how to add them."""
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+
+from minterpr.errors import DatasetError, InputError, RunError
+from minterpr.index.gallery_index import GalleryIndex
+from minterpr.index.store.gallery_append import append_gallery
+from minterpr.index.store.gallery_store import load_gallery, open_gallery, save_gallery
+from minterpr.models.reid import ReidModel, ReidModelConfig
+from minterpr.runtime.appearance import load_appearance, with_appearance
+from minterpr.types import GalleryImage
+
+
+def tiny_reid(tmp_path, seed: int = 0):
+    torch.manual_seed(seed)
+    model = ReidModel(ReidModelConfig(image_size=(64, 32))).eval()
+    path = tmp_path / f"reid{seed}.pt"
+    torch.save({"model": model.search_state_dict(), "config": model.config.to_dict()}, path)
+    return path
+
+
+def crops(folder, count: int):
+    folder.mkdir(exist_ok=True)
+    rng = np.random.default_rng(0)
+    names = []
+    for i in range(count):
+        Image.fromarray(rng.integers(0, 255, (48, 24, 3), dtype=np.uint8)).save(folder / f"{i}.png")
+        names.append(f"{i}.png")
+    return names
+
+
+def rows(names, appearance=None):
+    emb = np.eye(4, dtype=np.float32)[: len(names)]
+    return GalleryIndex([GalleryImage(n, n) for n in names], emb, root="/crops", appearance=appearance)
+
+
+def test_embed_files_matches_the_model_one_crop_at_a_time(tmp_path):
+    looks = load_appearance(tiny_reid(tmp_path))
+    names = crops(tmp_path / "c", 3)
+    paths = [str(tmp_path / "c" / n) for n in names] + [str(tmp_path / "missing.png")]
+    vectors, kept, failed = looks.embed_files(paths)
+    assert kept == [0, 1, 2] and [i for i, _ in failed] == [3]
+    assert vectors.shape == (3, 512) and np.allclose(np.linalg.norm(vectors, axis=1), 1, atol=1e-5)
+    with torch.inference_mode():
+        one = looks.model.embed(looks.model.preprocess.load(paths[1])[None]).numpy()[0]
+    assert np.allclose(vectors[1], one, atol=1e-5)  # batching changes nothing (eval-mode BN)
+    with pytest.raises(Exception, match="missing.png"):
+        looks.embed_files(paths, strict=True)
+
+
+def test_store_round_trip_keeps_vectors_and_fingerprint(tmp_path):
+    vectors = np.random.default_rng(1).normal(size=(2, 5)).astype(np.float32)
+    save_gallery(rows(["a", "b"], vectors), tmp_path / "g", model_fingerprint="f", appearance_fingerprint="ap")
+    stored = open_gallery(tmp_path / "g")
+    assert stored.manifest.appearance == {"dim": 5, "model_fingerprint": "ap"}
+    assert np.array_equal(stored.index.appearance, vectors)
+    assert np.array_equal(stored.index.subset(np.array([1])).appearance, vectors[1:])
+    save_gallery(rows(["a", "b"]), tmp_path / "h", model_fingerprint="f")  # without: none kept, none claimed
+    assert load_gallery(tmp_path / "h").appearance is None and open_gallery(tmp_path / "h").manifest.appearance is None
+    with pytest.raises(InputError, match="fingerprint of the appearance model"):
+        save_gallery(rows(["a"], vectors[:1]), tmp_path / "i", model_fingerprint="f")
+
+
+def test_a_changed_appearance_file_is_refused(tmp_path):
+    save_gallery(rows(["a", "b"], np.ones((2, 3), np.float32)), tmp_path / "g", model_fingerprint="f",
+                 appearance_fingerprint="ap")
+    np.save(tmp_path / "g" / "appearance.npy", np.ones((2, 4), np.float32))
+    with pytest.raises(DatasetError, match="appearance.npy"):
+        load_gallery(tmp_path / "g")
+
+
+def test_append_keeps_appearance_in_step_and_refuses_a_mix(tmp_path):
+    folder = tmp_path / "g"
+    a = np.eye(3, dtype=np.float32)
+    append_gallery(rows(["a", "b"], a[:2]), folder, model_fingerprint="f", appearance_fingerprint="ap")
+    append_gallery(rows(["c"], a[2:]), folder, model_fingerprint="f", appearance_fingerprint="ap")
+    assert np.array_equal(load_gallery(folder).appearance, a)
+    with pytest.raises(DatasetError, match="index build --update"):
+        append_gallery(rows(["d"]), folder, model_fingerprint="f")
+    with pytest.raises(DatasetError, match="appearance model other"):
+        append_gallery(rows(["d"], a[:1]), folder, model_fingerprint="f", appearance_fingerprint="other")
+    assert len(load_gallery(folder)) == 3  # nothing lost
+
+
+def test_pipeline_adds_vectors_for_the_images_it_kept(tmp_path, tiny_run):
+    from minterpr.runtime.pipeline import load_pipeline
+
+    names = crops(tmp_path / "c", 3)
+    pipe = load_pipeline(tiny_run, appearance=tiny_reid(tmp_path))
+    index = pipe.index_images(names + ["gone.png"], root=str(tmp_path / "c"), progress=False)
+    assert len(index) == 3 and index.appearance.shape == (3, 512)
+    alone, _, _ = pipe.appearance.embed_files([str(tmp_path / "c" / n) for n in names])
+    assert np.allclose(index.appearance, alone, atol=1e-6)
+    assert load_pipeline(tiny_run).appearance is None
+
+
+def test_load_appearance_bad_paths_are_one_line(tmp_path):
+    with pytest.raises(RunError, match="no appearance model here"):
+        load_appearance(tmp_path)
+    (tmp_path / "x.pt").write_bytes(b"not a model")
+    with pytest.raises(RunError, match="x.pt"):
+        load_appearance(tmp_path / "x.pt")
+
+
+def test_with_appearance_checks_shape():
+    with pytest.raises(ValueError, match="appearance must be"):
+        with_appearance(rows(["a", "b"]), np.ones((3, 2), np.float32))
