@@ -108,3 +108,45 @@ def test_load_appearance_bad_paths_are_one_line(tmp_path):
 def test_with_appearance_checks_shape():
     with pytest.raises(ValueError, match="appearance must be"):
         with_appearance(rows(["a", "b"]), np.ones((3, 2), np.float32))
+
+
+def test_same_person_fit_is_calibrated_and_read_back(tmp_path):
+    from minterpr.interaction.appearance import fit_same_person, read_same_person, write_same_person
+
+    rng = np.random.default_rng(3)
+    people = np.repeat(np.arange(40), 4)
+    cameras = np.tile(["a", "b"], 80)
+    vectors = rng.normal(size=(40, 16))[people] + 0.6 * rng.normal(size=(160, 16))
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    fit = fit_same_person(vectors, people.astype(str), cameras, split="val", max_negatives=3000)
+    sims = vectors @ vectors.T
+    i, j = np.triu_indices(160, 1)
+    keep = (people[i] != people[j]) | (cameras[i] != cameras[j])
+    cos, same = sims[i, j][keep], (people[i] == people[j])[keep]
+    p = fit.probability(cos)
+    assert abs(p.mean() - same.mean()) < 0.01  # calibrated in the large (all pairs, not only the sample)
+    assert 90 < fit.auc <= 100 and fit.scale > 0
+    high = p > 0.5
+    assert same[high].mean() > 0.5  # the pairs it calls likely are mostly the same person
+    assert fit.probability(0.5, base_rate=0.5) > fit.probability(0.5)  # a higher prior, higher odds
+    (tmp_path / "m.pt").write_bytes(b"")
+    write_same_person(tmp_path / "m.pt", fit)
+    assert read_same_person(tmp_path / "m.pt") == fit
+    (tmp_path / "same_person.json").write_text('{"scale": 1}')
+    with pytest.raises(ValueError, match="same_person.json.*base_rate"):
+        read_same_person(tmp_path)
+    with pytest.raises(ValueError, match="needs pairs"):
+        fit_same_person(vectors[:4], ["a", "b", "c", "d"], split="val")
+
+
+def test_load_appearance_reads_the_calibration_beside_it(tmp_path):
+    from minterpr.interaction.appearance import SamePersonCalibration, write_same_person
+
+    path = tiny_reid(tmp_path)
+    assert load_appearance(path).same_person is None
+    record = SamePersonCalibration(10.0, -6.0, 0.01, 100, "val", 95.0)
+    write_same_person(path, record)
+    assert load_appearance(path).same_person == record
+    (tmp_path / "same_person.json").write_text("{")
+    with pytest.raises(RunError, match="same_person.json"):
+        load_appearance(path)

@@ -27,6 +27,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.index.gallery_index import GalleryIndex
 
 if TYPE_CHECKING:
+    from minterpr.interaction.appearance import SamePersonCalibration
     from minterpr.models.reid import ReidModel
 
 DEFAULT_APPEARANCE_BATCH = 64  # crops per forward pass: OSNet x0.25 at 256x128 is ~1.3 MB per crop
@@ -39,6 +40,8 @@ class Appearance:
     model: "ReidModel"  # eval mode, CPU
     path: Path  # the file it was read from
     batch_size: int = DEFAULT_APPEARANCE_BATCH  # crops per forward pass
+    # cosine -> same-person probability fitted on val (same_person.json beside the model); None = not fitted
+    same_person: "SamePersonCalibration | None" = None
     _fingerprint: str | None = field(default=None, repr=False)
 
     @property
@@ -109,4 +112,11 @@ def load_appearance(path: str | Path, *, batch_size: int = DEFAULT_APPEARANCE_BA
         file = file / "best.pt"
     if not file.is_file():
         raise RunError(str(file), "no appearance model here (train one with `minterpr train --config reid`)")
-    return Appearance(load_reid_model(str(file)), file, batch_size)
+    from minterpr.interaction.appearance import read_same_person
+
+    model = load_reid_model(str(file))
+    try:
+        same_person = read_same_person(file)
+    except ValueError as err:
+        raise RunError(str(file), str(err)) from None
+    return Appearance(model, file, batch_size, same_person)
