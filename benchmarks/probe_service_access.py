@@ -11,48 +11,17 @@ import sqlite3
 import time
 from typing import Any
 
-from probe_service import PASSWORD, USERS, Ctx, fill
+from probe_service_common import PASSWORD, USERS, Ctx, body_for, fill, got, is_refusal, png_bytes, uploads_count  # noqa: F401
 
 ROLE_OF = {"viewer": "vic", "analyst": "ana", "admin": "root", "auditor": "aud"}  # one actor per role
 WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 UNAUTHENTICATED = {"/healthz", "/api/auth/login", "/login", "/api/docs", "/api/docs/init.js"}  # answer anyone by design
 
 
-def got(response: Any) -> str:
-    code = ""
-    if response.headers.get("content-type", "").startswith("application/json"):
-        try:
-            body = response.json()
-            code = body.get("error", {}).get("code", "") if isinstance(body, dict) else ""
-        except ValueError:
-            pass
-    return f"{response.status_code} {code}".strip()
 
 
-def is_refusal(response: Any, statuses: tuple[int, ...], code: str | None = None) -> bool:
-    if response.status_code not in statuses:
-        return False
-    return code is None or got(response).endswith(code)
 
 
-def body_for(ctx: Ctx, path: str) -> dict[str, Any]:
-    """A valid request for the operation, so that a missing check would show as a success."""
-    world = ctx.work / "world"
-    bodies = {"/api/keys": {"name": "probe"}, "/api/galleries": {"name": "again", "directory": str(world / "store"),
-                                                                "run_dir": str(world / "run")},
-              "/api/cases": {"title": "t", "purpose": "a purpose of ten characters or more", "cameras": None,
-                             "start": None, "end": None},
-              "/api/sessions": {"case_id": ctx.case, "gallery": "test"},
-              "/api/ingest": {"gallery": "probe", "source": str(ctx.data / "incoming")},
-              "/api/admin/users": {"username": "eve", "password": PASSWORD, "role": "admin"},
-              "/api/admin/retention": {"days": 36500},
-              "/api/auth/login": {"username": "ana", "password": PASSWORD}}
-    for suffix, body in (("/describe", {"text": "a man in red"}), ("/answer", {"text": "yes"}),
-                         ("/feedback", {"gallery_index": 0, "text": "not him: no backpack"}),
-                         ("/example", {"gallery_index": 0}), ("/confirm", {"gallery_index": 0, "acknowledge": True})):
-        if path.endswith(suffix):
-            return body
-    return bodies.get(path, {})
 
 
 FORMS = {"/cases": {"title": "t", "purpose": "a purpose of ten characters"}, "/cases/{case_id}/sessions": {"gallery": "test"},
@@ -72,14 +41,6 @@ def send(ctx: Ctx, http: Any, method: str, path: str, *, page: bool = False, **k
     return http.request(method, url, json=body_for(ctx, path), **kw)
 
 
-def png_bytes(size: tuple[int, int] = (32, 64)) -> bytes:
-    import io
-
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.new("RGB", size, (200, 30, 30)).save(buffer, "PNG")
-    return buffer.getvalue()
 
 
 # ----------------------------------------------------------------------------- no credentials
@@ -270,9 +231,6 @@ def _audit_seq(ctx: Ctx) -> int:
     return int(entries[-1]["seq"]) if entries else 0
 
 
-def uploads_count(ctx: Ctx) -> int:
-    folder = ctx.data / "uploads"
-    return sum(1 for p in folder.rglob("*") if p.is_file()) if folder.exists() else 0
 
 
 # ----------------------------------------------------------------------------- other users

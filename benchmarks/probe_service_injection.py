@@ -2,8 +2,7 @@
 pages that show them (no live markup, no template evaluated) and the users table (still whole)."""
 from __future__ import annotations
 
-from probe_service import PASSWORD, USERS, Ctx, start_session
-from probe_service_access import body_for, got
+from probe_service_common import PASSWORD, USERS, Ctx, body_for, got, start_session
 
 
 # ----------------------------------------------------------------------------- injection

@@ -8,8 +8,8 @@ import threading
 import time
 from typing import Any
 
-from probe_service import DEFAULT_LOGIN_LIMITS, PASSWORD, Ctx, minterpr, open_case, start_session
-from probe_service_access import got, png_bytes, uploads_count
+from probe_service_common import (DEFAULT_LOGIN_LIMITS, PASSWORD, Ctx, got, minterpr, open_case, png_bytes,
+                                  start_session, uploads_count)
 
 TEXTS = ("a man in a red jacket", "blue jeans", "a black backpack", "short hair", "white shoes", "a cap",
          "a grey coat", "glasses")

@@ -12,8 +12,7 @@ import struct
 import zlib
 from typing import Any
 
-from probe_service import PASSWORD, Ctx, minterpr, start_session
-from probe_service_access import got, png_bytes
+from probe_service_common import PASSWORD, Ctx, fill, got, minterpr, png_bytes, start_session
 
 
 def raw(ctx: Ctx, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"") -> tuple[int, bytes]:
@@ -203,7 +202,6 @@ def login_csrf(ctx: Ctx) -> None:
 
 
 def csp(ctx: Ctx) -> None:
-    from probe_service import fill
 
     cat = "Content-Security-Policy on pages"
     pages = [(p, "ana") for m, p in ctx.page_routes if m == "GET" and not p.startswith("/static")]

@@ -13,8 +13,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from probe_service import Ctx, child_env, minterpr, start_session
-from probe_service_access import got
+from probe_service_common import Ctx, child_env, got, minterpr, start_session
 
 
 def _one_line(result: subprocess.CompletedProcess) -> bool:
