@@ -24,8 +24,8 @@ log = logging.getLogger(__name__)
 STREET_GALLERY = "street"  # the gallery's name in the service
 STREET_CAMERA = "street:cam1"  # the camera of its rows
 STREET_START = "2026-03-02T12:00:00+00:00"  # capture time of frame 0 (the demo's day)
-# vtest.avi's people are 60-100 px tall, under HOG's ~96 px: frames enlarged 1.5x first find 59 % of
-# the labelled people instead of 14 % (docs/benchmarks.md, "Street video"), at twice the cost
+# vtest.avi's people are 60-100 px tall, under HOG's ~96 px window: frames enlarged 1.5x first find
+# several times more of the labelled people (docs/benchmarks.md, "Street video"), at twice the cost
 STREET_DETECTOR_OPTIONS = {"upscale": 1.5}
 REPO = Path(__file__).resolve().parents[3]
 STREET_VIDEOS = (REPO.parent / "shared" / "data" / "video" / "vtest.avi",
@@ -64,7 +64,7 @@ def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str
     from minterpr.ingest.detector_zoo import cached_model, resolve_detector
 
     pipeline = services.galleries.pipeline(str(Path(run).absolute()))
-    # YOLOX-nano when fetched (it finds 94 % of the labelled walkers), else HOG at 1.5x with the fallback's line
+    # YOLOX-nano when fetched (it finds most labelled walkers HOG misses), else HOG at 1.5x with the fallback's line
     if cached_model("yolox-nano") is not None:
         detector, options = "yolox-nano", {}
     else:

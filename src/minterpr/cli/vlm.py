@@ -35,8 +35,8 @@ def cmd_caption(args: argparse.Namespace) -> int:
         raise InputError("minterpr vlm caption needs --vlm-url and --vlm-model")
     if args.give_up_after < 1:
         raise InputError(f"--give-up-after must be >= 1, got {args.give_up_after}")
-    # a run's budgets are the ones its flags set: a session's defaults (500 calls, 500,000 tokens) would stop
-    # a gallery part-way (666 of 886 demo crops) whatever --vlm-max-calls said (issue 40)
+    # a run's budgets are the ones its flags set: a session's defaults would stop a large gallery
+    # part-way whatever --vlm-max-calls said
     config = dataclasses.replace(config, max_calls=args.vlm_max_calls if args.vlm_max_calls is not None else _NO_LIMIT,
                                  max_total_tokens=args.vlm_max_tokens if args.vlm_max_tokens is not None else _NO_LIMIT)
     if args.index is not None:  # a gallery store: its crops, its root, its own captions file (what serve reads)

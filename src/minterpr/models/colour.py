@@ -1,11 +1,10 @@
 """A fixed colour branch: how much of each named colour every region of the image holds.
 
 ImageNet features from the late stages of a CNN are largely colour invariant, yet a
-witness mostly remembers colours ("red jacket, blue jeans"). A linear probe on frozen
-EfficientNet-Lite0 stage-5 features reached about 50 % upper-garment colour accuracy on
-the synthetic world's val split; the same probe on this branch's stripe histograms alone
-reached 80 % (2026-11-29). So the model reads colour from the pixels directly, as classic
-re-identification features (ELF, LOMO) did.
+witness mostly remembers colours ("red jacket, blue jeans"). A linear probe on this branch's
+stripe histograms reads garment colour far better than the same probe on frozen late-stage
+CNN features (docs/benchmarks.md, "the colour probe behind the branch"). So the model reads colour from the pixels
+directly, as classic re-identification features (ELF, LOMO) did.
 
 Each pixel is converted to CIE Lab and softly assigned to a palette of named colours
 (a softmax over negative squared Lab distances), giving a (B, K, H, W) map. The branch

@@ -48,7 +48,7 @@ class ModelConfig:
     embed_dim: int = 256  # D, the joint query/image embedding width
     # The layout defaults below are the default CPU model's, measured on the synthetic world's val
     # split (docs/benchmarks.md); another image encoder may need others (the presets set theirs).
-    # (H, W) fed to the image encoder: val R@1 46 % at 128x64 vs 68 % at 256x128
+    # (H, W) fed to the image encoder: 256x128 retrieves far better than 128x64 (docs/benchmarks.md)
     image_size: tuple[int, int] = (256, 128)
     # stages frozen and run as the cacheable stem: a count, a stage name (up to and including it),
     # or a negative count = all but that many last stages; 0 = the whole backbone trains.
@@ -56,8 +56,8 @@ class ModelConfig:
     frozen_image_stages: int | str = "head"
     freeze_text: bool = True  # frozen text encoder => text features can be cached once
     # P horizontal part stripes pooled from the image encoder (rows of the part grid); the 16 x 8
-    # grid read from stage 5 with a colour grid of the same shape: mean val slot accuracy 77 -> 85 %,
-    # val R@1 67 -> 81 % over whole-width stripes
+    # grid read from stage 5 with a colour grid of the same shape reads slots and retrieves better
+    # than whole-width stripes (docs/benchmarks.md)
     num_stripes: int = 16
     # Q columns of the part grid (and of the colour grid): 1 = whole-width stripes; > 1 = a P x Q
     # grid of cells that the attribute head attends over (a bag at one side, a shoe's outline)

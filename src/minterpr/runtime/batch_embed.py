@@ -260,8 +260,8 @@ def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage
 
     ``batch_size``: images per forward pass (per Ray batch); ``shard_size``: images per shard
     file (the unit of resumption); ``num_actors``: Ray actors (one model each, one CPU each);
-    ``resume=False`` redoes every shard. ``engine``: deprecated name of ``executor`` (until
-    2026-12-02; "engine" is the model's, see docs/extending.md).
+    ``resume=False`` redoes every shard. ``engine``: deprecated name of ``executor`` ("engine" now
+    names the model's inference engine, see docs/extending.md).
     """
     if engine is not None:
         warnings.warn("embed_gallery(engine=...) is now embed_gallery(executor=...)", DeprecationWarning, stacklevel=2)

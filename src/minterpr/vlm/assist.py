@@ -209,7 +209,7 @@ class VLMAssistant:
         if not text:
             return template
         if leading(slot, text) or not accept(text):
-            self.discarded += 1  # counted and reported (turn_usage, the evaluation's report): issue 40
+            self.discarded += 1  # counted and reported (turn_usage, the evaluation's report)
             return template
         return text
 

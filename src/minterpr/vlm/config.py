@@ -78,7 +78,7 @@ class VLMConfig:
         if not isinstance(self.model, str) or not self.model.strip():
             raise InputError("VLM model must be a non-empty model name")
         if self.key_env is not None and (not isinstance(self.key_env, str) or not _VARIABLE.fullmatch(self.key_env)):
-            # never echoed: a value that is no variable name is likely the key itself (issue 40)
+            # never echoed: a value that is no variable name is likely the key itself
             raise InputError("VLM key_env must be the NAME of an environment variable (letters, digits and _, "
                              "e.g. OPENAI_API_KEY), not the key itself; export the key and pass its variable's name")
         object.__setattr__(self, "uses", parse_uses(",".join(self.uses)))
