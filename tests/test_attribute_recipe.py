@@ -10,7 +10,8 @@ import torch
 from minterpr.models import ModelConfig, create_model, save_model
 from minterpr.models.config import MODEL_CONFIGS
 from minterpr.models.heads import SlotAttributeHead
-from minterpr.models.io import load_model, load_model_dir, save_model_dir
+from minterpr.models.io import load_model
+from minterpr.models.model_dir import load_model_dir, save_model_dir
 from minterpr.training.config import ConfigError, ImageTuningConfig, load_config
 
 from support.tuning import make_tuner as _tuner, tiny_data  # noqa: F401  (tiny_data is a fixture)

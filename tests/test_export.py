@@ -18,7 +18,7 @@ from minterpr.errors import RunError
 from minterpr.models import create_model, save_model
 from minterpr.models.encoders.tiny import save_tiny_clip
 from minterpr.models.fingerprint import model_fingerprint
-from minterpr.models.io import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
+from minterpr.models.model_dir import CONFIG_FILE, WEIGHTS_FILE, load_model_dir, save_model_dir
 from minterpr.runtime.run import export_model_dir, load_run
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

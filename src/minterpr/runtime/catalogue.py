@@ -36,7 +36,7 @@ def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool
     """The shipped models, then every run directory and exported model directory directly under
     ``roots`` (or a root that is one itself), each loaded once for its fingerprint (unless
     ``fingerprints`` is false). A model that does not load is listed with its problem."""
-    from minterpr.models.io import is_model_dir
+    from minterpr.models.model_dir import is_model_dir
     from minterpr.models.zoo import shipped_models, shipped_models_dir
 
     found: list[tuple[str, str, Path]] = []

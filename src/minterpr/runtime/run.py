@@ -89,7 +89,7 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     (an unfinished run's ``last.pt`` / ``best.pt``, or nothing of a run)."""
     if not isinstance(path, (str, os.PathLike)):
         raise InputError(f"a run is given by its directory or model file path, got {type(path).__name__}")
-    from minterpr.models.io import is_model_dir
+    from minterpr.models.model_dir import is_model_dir
     from minterpr.models.zoo import resolve_model
 
     path = resolve_model(path)  # "shipped[:NAME]" and "hf-hub:ORG/NAME[@REV]" name local folders
@@ -134,7 +134,8 @@ def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun
     Raises :class:`RunError` (the file and what is wrong) for anything that is not a model
     written by ``minterpr train`` / ``save_model`` / ``minterpr export``, :class:`InputError`
     for an unusable device."""
-    from minterpr.models.io import EXTRAS_FILE, is_model_dir, load_model_dir, model_from_checkpoint, read_checkpoint
+    from minterpr.models.io import model_from_checkpoint, read_checkpoint
+    from minterpr.models.model_dir import EXTRAS_FILE, is_model_dir, load_model_dir
 
     model_path, run_dir = model_path_of(path)
     target = _device(device)
@@ -172,7 +173,7 @@ def export_model_dir(path: str | os.PathLike[str], out_dir: str | os.PathLike[st
         >>> load_run(out).extras.scoring.attribute_weight
         0.1
     """
-    from minterpr.models.io import half_precision_drift, load_model_dir, save_model_dir
+    from minterpr.models.model_dir import half_precision_drift, load_model_dir, save_model_dir
 
     run = load_run(path)
     manifest = save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained,

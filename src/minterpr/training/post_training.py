@@ -140,7 +140,8 @@ def store_record(path: str | os.PathLike[str], record: Any) -> RunExtras:
     import json
 
     from minterpr.fileio import atomic_write_text
-    from minterpr.models.io import EXTRAS_FILE, update_extra
+    from minterpr.models.io import update_extra
+    from minterpr.models.model_dir import EXTRAS_FILE
     from minterpr.runtime.run import model_path_of
 
     model_path, _ = model_path_of(path)
