@@ -20,28 +20,25 @@ Example:
     >>> load_config("tiny", ["selection_split=test"])
     Traceback (most recent call last):
     ...
-    minterpr.training.config.ConfigError: selection_split='test' is refused: ...
+    minterpr.training.config_yaml.ConfigError: selection_split='test' is refused: ...
 """
 from __future__ import annotations
 
 import copy
 import dataclasses
-import importlib.resources
 import os
-import types
-import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import yaml
 
 from minterpr.data.layout import dialogues_file, gallery_file
-from minterpr.errors import MinterprError
 from minterpr.fileio import atomic_write_text
 from minterpr.models.config import ModelConfig
 from minterpr.models.losses import LossWeights
 
+from .config_yaml import ConfigError, apply_overrides, build_dataclass, plain, read_config_mapping
 from .image_augment import AugmentConfig
 
 STAGE_NAMES = ("attributes", "alignment", "dialogue")
@@ -50,7 +47,6 @@ LOSS_NAMES = ("itc", "sdm", "id", "attribute", "reference")  # LossWeights field
 # folder in the same layout (`minterpr data convert` wrote it, or `minterpr data mark` fingerprinted it)
 DATA_KINDS = ("synthetic", "peta", "custom")
 ROUND_METRICS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits5", "hits10")  # selectable per round
-CONFIG_PACKAGE = "minterpr"  # shipped configs are package data: minterpr/configs/<name>.yaml
 
 # per-stage defaults: which losses are on, how many dialogue rounds are used, validate or not
 STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
@@ -59,14 +55,6 @@ STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
     "dialogue": {"losses": ["itc", "sdm", "id", "attribute", "reference"], "max_rounds": None,
                  "validate": True},
 }
-
-
-class ConfigError(MinterprError, ValueError):
-    """A config that cannot be used; the message names the key and the file."""
-
-    def __init__(self, message: str, key: str | None = None) -> None:
-        super().__init__(message)
-        self.key = key  # dotted path of an unknown key, when that is the problem
 
 
 @dataclass
@@ -170,7 +158,7 @@ class ImageTuningConfig:
         return None
 
     def to_dict(self) -> dict[str, Any]:
-        return _plain(dataclasses.asdict(self))
+        return plain(dataclasses.asdict(self))
 
 
 @dataclass
@@ -214,8 +202,8 @@ class TrainConfig:
         if self.image_tuning is not None:  # absent when off: configs and checkpoints from before it compare equal
             out["image_tuning"] = self.image_tuning.to_dict()
         out["data"] = dataclasses.asdict(self.data)
-        out["model"] = _plain(self.model.to_dict())
-        out["loss_weights"] = _plain(dataclasses.asdict(self.loss_weights))
+        out["model"] = plain(self.model.to_dict())
+        out["loss_weights"] = plain(dataclasses.asdict(self.loss_weights))
         out["stages"] = [dataclasses.asdict(s) for s in self.stages]
         return out
 
@@ -234,63 +222,6 @@ def parse_selection_metric(spec: str) -> tuple[str, int | None, bool]:
         raise ConfigError(f"selection_metric {spec!r} is not '<metric>@<round|last>' with metric one of "
                           f"{', '.join(ROUND_METRICS)}, nor 'bri'")
     return key, None if where == "last" else int(where), True
-
-
-def _plain(value: Any) -> Any:
-    """Tuples -> lists (YAML safe_dump writes plain lists only)."""
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_plain(v) for v in value]
-    return value
-
-
-def _coerce(value: Any, hint: Any, where: str) -> Any:
-    """Check ``value`` against a simple type hint, converting int -> float and "1e-3" -> 1e-3."""
-    origin = typing.get_origin(hint)
-    if origin in (typing.Union, types.UnionType):
-        options = typing.get_args(hint)
-        if value is None and type(None) in options:
-            return None
-        errors = []
-        for option in (o for o in options if o is not type(None)):
-            try:
-                return _coerce(value, option, where)
-            except ConfigError as err:
-                errors.append(str(err))
-        raise ConfigError(errors[-1] if errors else f"{where}: {value!r} is not allowed")
-    if origin is list:
-        if not isinstance(value, (list, tuple)):
-            raise ConfigError(f"{where}: expected a list, got {value!r}")
-        (item,) = typing.get_args(hint) or (Any,)
-        return [_coerce(v, item, f"{where}[{i}]") for i, v in enumerate(value)]
-    if hint is float and not isinstance(value, bool):
-        try:
-            return float(value)
-        except (TypeError, ValueError):
-            pass
-    if hint is int and isinstance(value, int) and not isinstance(value, bool):
-        return value
-    if hint is bool and isinstance(value, bool) or hint is str and isinstance(value, str):
-        return value
-    if hint is Any:
-        return value
-    name = getattr(hint, "__name__", str(hint))
-    raise ConfigError(f"{where}: expected {name}, got {value!r}")
-
-
-def _build(cls: type, raw: Any, where: str, source: str) -> Any:
-    """Dataclass ``cls`` from a mapping; unknown keys are errors naming key and file."""
-    if not isinstance(raw, Mapping):
-        raise ConfigError(f"{source}: '{where}' must be a mapping, got {raw!r}")
-    names = [f.name for f in dataclasses.fields(cls)]
-    unknown = [k for k in raw if k not in names]
-    if unknown:
-        key = f"{where}.{unknown[0]}" if where else str(unknown[0])
-        raise ConfigError(f"{source}: unknown key '{key}' (allowed: {', '.join(names)})", key)
-    hints = typing.get_type_hints(cls)
-    prefix = f"{where}." if where else ""
-    return cls(**{k: _coerce(v, hints[k], f"{source}: '{prefix}{k}'") for k, v in raw.items()})
 
 
 def _model_config(raw: Any, source: str) -> ModelConfig:
@@ -326,7 +257,7 @@ def _stages(raw: Any, file_stages: list[Any], source: str) -> list[StageConfig]:
         raise ConfigError(f"{source}: 'stages' must be a non-empty list, got {raw!r}")
     stages = []
     for i, item in enumerate(_expand_stage_names(raw, file_stages)):
-        stage = _build(StageConfig, item, f"stages.{i}", source)
+        stage = build_dataclass(StageConfig, item, f"stages.{i}", source)
         if stage.name not in STAGE_NAMES:
             raise ConfigError(f"{source}: 'stages.{i}.name' is {stage.name!r}: must be one of {', '.join(STAGE_NAMES)}")
         bad = [n for n in stage.resolved_losses() if n not in LOSS_NAMES]
@@ -348,12 +279,12 @@ def _image_tuning(raw: Any, source: str) -> ImageTuningConfig:
     raw = dict(raw)
     augment = raw.pop("augment", None)
     try:
-        tuning = _build(ImageTuningConfig, raw, "image_tuning", source)
+        tuning = build_dataclass(ImageTuningConfig, raw, "image_tuning", source)
     except ValueError as err:
         raise ConfigError(f"{source}: image_tuning: {err}") from None
     if augment is not None:
         try:
-            tuning.augment = _build(AugmentConfig, augment, "image_tuning.augment", source)
+            tuning.augment = build_dataclass(AugmentConfig, augment, "image_tuning.augment", source)
         except (TypeError, ValueError) as err:
             raise ConfigError(f"{source}: image_tuning.augment: {err}") from None
     if tuning.epochs < 0 or tuning.lr <= 0 or tuning.batch_size < 1 or tuning.checkpoint_every_steps < 1:
@@ -368,14 +299,14 @@ def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
     raw = dict(raw)
     sections = {name: raw.pop(name) for name in ("data", "model", "loss_weights", "stages", "image_tuning")
                 if name in raw}
-    cfg = _build(TrainConfig, raw, "", source)
+    cfg = build_dataclass(TrainConfig, raw, "", source)
     if "data" in sections:
-        cfg.data = _build(DataConfig, sections["data"] or {}, "data", source)
+        cfg.data = build_dataclass(DataConfig, sections["data"] or {}, "data", source)
     # a file without a model section (or one without a preset) means what it meant when written: the
     # fields it leaves out read as a version-1 stored config's (models.io.V1_DEFAULTS)
     cfg.model = _model_config(sections.get("model") or {}, source)
     if "loss_weights" in sections:
-        cfg.loss_weights = _build(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)
+        cfg.loss_weights = build_dataclass(LossWeights, sections["loss_weights"] or {}, "loss_weights", source)
     if "stages" in sections:
         cfg.stages = _stages(sections["stages"], file_stages or [], source)
     if sections.get("image_tuning") is not None:
@@ -403,85 +334,6 @@ def validate_config(cfg: TrainConfig, source: str = "<config>") -> None:
         raise ConfigError(f"{source}: 'workers' and 'grad_clip' must be >= 0")
     if not (cfg.device in ("cpu", "cuda", "auto") or cfg.device.startswith("cuda:")):
         raise ConfigError(f"{source}: 'device' must be cpu, cuda, cuda:N or auto, got {cfg.device!r}")
-
-
-def _set_path(raw: dict[str, Any], dotted: str, value: Any, source: str) -> None:
-    """Set ``a.b.0.c`` in nested dicts/lists; list items are addressed by index."""
-    parts = dotted.split(".")
-    node: Any = raw
-    for depth, part in enumerate(parts):
-        last = depth == len(parts) - 1
-        if isinstance(node, list):
-            if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"{source}: '{'.'.join(parts[:depth + 1])}' is not an index of a "
-                                  f"{len(node)}-item list")
-            if last:
-                node[int(part)] = value
-            else:
-                node = node[int(part)]
-        elif isinstance(node, dict):
-            if last:
-                node[part] = value
-            else:
-                node = node.setdefault(part, {})
-        else:
-            raise ConfigError(f"{source}: cannot set '{dotted}': '{'.'.join(parts[:depth])}' is not a section")
-
-
-def resolve_config_path(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
-    """(YAML text, source name) of a config file path or a shipped config name."""
-    path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
-        if not path.is_file():
-            raise ConfigError(f"config file {str(path)!r} does not exist")
-        return path.read_text(encoding="utf-8"), str(path)
-    configs = importlib.resources.files(CONFIG_PACKAGE).joinpath("configs")
-    resource = configs.joinpath(f"{name_or_path}.yaml")
-    if not resource.is_file():
-        names = sorted(p.name[:-5] for p in configs.iterdir() if p.name.endswith(".yaml"))
-        raise ConfigError(f"unknown config {str(name_or_path)!r}: not a file, and not one of {', '.join(names)}")
-    return resource.read_text(encoding="utf-8"), f"minterpr/configs/{name_or_path}.yaml"
-
-
-def read_config_mapping(name_or_path: str | os.PathLike[str]) -> tuple[dict[str, Any], str]:
-    """(the top-level mapping, source name) of a config file path or shipped config name."""
-    text, source = resolve_config_path(name_or_path)
-    try:
-        raw = yaml.safe_load(text) or {}
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{source}: not valid YAML: {err}") from None
-    if not isinstance(raw, dict):
-        raise ConfigError(f"{source}: the top level must be a mapping")
-    return raw, source
-
-
-def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], source: str, *,
-                    after_each: Callable[[dict[str, Any]], None] | None = None) -> dict[str, str]:
-    """Apply ``key.path=value`` overrides (values parsed as YAML) to a loaded config mapping.
-
-    Returns which ``--set`` item wrote each dotted key (to name it in a later error).
-
-    Example:
-        >>> raw = {"model": {"width": "x0_25"}}
-        >>> apply_overrides(raw, ["model.width=x0_5", "epochs=3"], "<doc>")
-        {'model.width': 'model.width=x0_5', 'epochs': 'epochs=3'}
-        >>> raw
-        {'model': {'width': 'x0_5'}, 'epochs': 3}
-    """
-    set_by: dict[str, str] = {}
-    for item in overrides:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise ConfigError(f"override {item!r} is not key=value")
-        try:
-            parsed = yaml.safe_load(value) if value.strip() else ""
-        except yaml.YAMLError:
-            parsed = value
-        _set_path(raw, key.strip(), parsed, f"{source} (--set {item})")
-        if after_each is not None:
-            after_each(raw)
-        set_by[key.strip()] = item
-    return set_by
 
 
 def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] = ()) -> TrainConfig:

@@ -19,7 +19,7 @@ import yaml
 
 from minterpr.fileio import atomic_write_text
 from minterpr.models.reid import ReidModelConfig
-from minterpr.training.config import ConfigError, _build, apply_overrides, read_config_mapping
+from minterpr.training.config_yaml import ConfigError, apply_overrides, build_dataclass, read_config_mapping
 from minterpr.training.image_augment import AugmentConfig
 
 TASK = "reid"
@@ -64,8 +64,8 @@ def reid_config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ReidTr
     """Build and check a config (unknown keys and bad values name the key and the file)."""
     raw = {k: v for k, v in raw.items() if k != "task"}
     model = ReidModelConfig.from_dict(_checked_model(raw.pop("model", {}) or {}, source))
-    augment = _build(AugmentConfig, raw.pop("augment", {"erasing": 0.5}) or {}, "augment", source)
-    cfg: ReidTrainConfig = _build(ReidTrainConfig, raw, "", source)
+    augment = build_dataclass(AugmentConfig, raw.pop("augment", {"erasing": 0.5}) or {}, "augment", source)
+    cfg: ReidTrainConfig = build_dataclass(ReidTrainConfig, raw, "", source)
     cfg.model, cfg.augment = model, augment
     if cfg.epochs < 1 or cfg.identities_per_batch < 2 or cfg.images_per_identity < 2:
         raise ConfigError(f"{source}: epochs >= 1, identities_per_batch >= 2 and images_per_identity >= 2 "
