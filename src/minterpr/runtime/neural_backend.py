@@ -34,17 +34,16 @@ from __future__ import annotations
 import os
 import threading
 from collections import OrderedDict
-from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Callable, Iterator, Sequence, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.index.gallery_index import GalleryIndex, summarise_skipped
+from minterpr.runtime.image_batches import load_readable, prefetched
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn, Turn
-
-T = TypeVar("T")
 
 CPU_FORWARD_BATCH = 8  # images per network call on CPU: fastest of 8..64 on 2 cores (bench_encode.py)
 DEFAULT_BATCH_SIZE = 64  # images per batch of index_images (and per shard batch of batch_embed)
@@ -156,35 +155,6 @@ class NeuralBackend:
         return torch.cat(embeddings), torch.cat(logits)
 
     # ------------------------------------------------------------------ gallery
-    def _prefetched(self, paths: Sequence[str], load: Callable[[Sequence[str]], T]) -> Iterator[T]:
-        """``load(chunk)`` for each chunk of ``batch_size`` paths; chunk i + 1 is decoded while i is used."""
-        chunks = [paths[i : i + self.batch_size] for i in range(0, len(paths), self.batch_size)]
-        if not chunks:
-            return
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            pending = pool.submit(load, chunks[0])
-            for next_chunk in chunks[1:] + [None]:
-                batch = pending.result()
-                if next_chunk is not None:
-                    pending = pool.submit(load, next_chunk)
-                yield batch
-
-    def _load_readable(self, paths: Sequence[str]) -> tuple["torch.Tensor", list[int], list[tuple[int, ImageError]]]:
-        """(b, 3, H, W) pixels of the readable ``paths``, their positions in ``paths``, and the
-        ImageError of each other one (by position)."""
-        import torch
-
-        tensors, kept, failed = [], [], []
-        for i, path in enumerate(paths):
-            try:
-                tensors.append(self.model.preprocess.load(path))
-            except ImageError as exc:
-                failed.append((i, exc))
-                continue
-            kept.append(i)
-        pixels = torch.stack(tensors) if tensors else torch.empty(0, 3, *self.model.preprocess.size)
-        return pixels, kept, failed
-
     def _outputs(self, paths: Sequence[str], *, progress: bool, strict: bool
                  ) -> tuple[np.ndarray, np.ndarray, list[int], list[tuple[int, ImageError]]]:
         """Embeddings and logits of the readable ``paths``, their positions, and the failures
@@ -197,7 +167,7 @@ class NeuralBackend:
         try:
             with torch.inference_mode():
                 for start, (pixels, ok, bad) in zip(range(0, len(paths), self.batch_size),
-                                                    self._prefetched(list(paths), self._load_readable)):
+                                                    prefetched(list(paths), self.batch_size, partial(load_readable, self.model.preprocess))):
                     if bad and strict:
                         raise bad[0][1]
                     kept += [start + i for i in ok]
