@@ -28,6 +28,10 @@ import numpy as np
 import torch
 
 from minterpr.errors import RunError
+from minterpr.models.io import FORMAT as MODEL_FORMAT
+
+from .config import TrainConfig
+from .config_yaml import ConfigError
 from minterpr.fileio import atomic_write
 from minterpr.models.io import load_torch_file
 
@@ -84,3 +88,40 @@ def seed_everything(seed: int) -> None:
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
+
+
+# fields that do not change the computed weights, so a resumed run may set them anew
+RESUME_MUTABLE = ("progress", "workers", "log_every", "device", "cache_dir")
+
+# what last.pt holds besides the loop state of initial_state()
+CHECKPOINT_KEYS = ("format", "config", "model", "rng", "optimizer", "scheduler", "optimizer_stage")
+
+
+def initial_state() -> dict[str, Any]:
+    """The loop's position and records before the first step (checkpointed with the weights)."""
+    return {"stage_index": 0, "epoch": 0, "step_in_epoch": 0, "global_step": 0, "order": None, "best": None,
+            "history": [], "done": False, "loss_sums": {}, "items_seen": 0}  # running loss sums of the epoch
+
+
+def check_resumable(ckpt: dict[str, Any], cfg: TrainConfig, run_dir: Path, last_path: Path) -> None:
+    """Refuse a ``last.pt`` that is not a resumable checkpoint of this config (RunError naming the
+    file; ConfigError naming the fields that differ beyond RESUME_MUTABLE)."""
+    if ckpt.get("format") == MODEL_FORMAT:
+        raise RunError(last_path, "is a model file (as model.pt), not a training checkpoint: it cannot be "
+                                  "resumed; train into a new --out")
+    if ckpt.get("format") != CHECKPOINT_FORMAT:
+        raise RunError(last_path, f"unsupported training checkpoint format {ckpt.get('format')!r} "
+                                  f"(this minterpr resumes format {CHECKPOINT_FORMAT})")
+    missing = [k for k in (*CHECKPOINT_KEYS, *initial_state()) if k not in ckpt]
+    if missing:
+        raise RunError(last_path, f"incomplete training checkpoint: no {', '.join(missing)}")
+    if not isinstance(ckpt["config"], dict) or not isinstance(ckpt["model"], dict):
+        raise RunError(last_path, "malformed training checkpoint: its config or model is not a dict")
+    saved, now = ckpt["config"], cfg.to_dict()
+    # a field added to TrainConfig after the checkpoint was written counts at its default
+    saved = {**{k: v for k, v in TrainConfig().to_dict().items() if k not in saved}, **saved}
+    differing = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k) and k not in RESUME_MUTABLE)
+    if differing:
+        raise ConfigError(f"cannot resume {run_dir}: the config differs from the checkpoint's in "
+                          f"{', '.join(differing)} (resume without --config to use the run's config.yaml; "
+                          f"only {', '.join(RESUME_MUTABLE)} may change)")

@@ -35,20 +35,15 @@ from minterpr.errors import RunError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.models import compute_losses, create_model, save_model
 from minterpr.models.device import resolve_device
-from minterpr.models.io import FORMAT as MODEL_FORMAT
 from minterpr.models.io import state_mismatch
 from minterpr.models.losses import positive_ratio
 
-from .checkpoint import (CHECKPOINT_FORMAT, capture_rng_state, copy_atomic, load_checkpoint, restore_rng_state,
-                         save_checkpoint, seed_everything)
+from .checkpoint import (CHECKPOINT_FORMAT, capture_rng_state, check_resumable, copy_atomic, initial_state,
+                         load_checkpoint, restore_rng_state, save_checkpoint, seed_everything)
 from .config import ConfigError, TrainConfig, parse_selection_metric, save_config
 from .data import attribute_targets, identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
 from .stages import (FeatureSource, StageData, StepForward, apply_freezing, build_optimizer, stage_data,
                      stage_loss_weights, validate)
-
-
-# fields that do not change the computed weights, so a resumed run may set them anew
-RESUME_MUTABLE = ("progress", "workers", "log_every", "device", "cache_dir")
 
 
 @dataclass
@@ -60,16 +55,6 @@ class TrainResult:
     best: dict[str, Any] | None  # {"stage", "epoch", "value", "metrics"} of best.pt, None if never validated
     history: list[dict[str, Any]] = field(default_factory=list)  # the metrics.jsonl records
     samples_per_second: dict[str, float] = field(default_factory=dict)  # training throughput per stage
-
-
-# what last.pt holds besides the loop state of initial_state()
-CHECKPOINT_KEYS = ("format", "config", "model", "rng", "optimizer", "scheduler", "optimizer_stage")
-
-
-def initial_state() -> dict[str, Any]:
-    """The loop's position and records before the first step (checkpointed with the weights)."""
-    return {"stage_index": 0, "epoch": 0, "step_in_epoch": 0, "global_step": 0, "order": None, "best": None,
-            "history": [], "done": False, "loss_sums": {}, "items_seen": 0}  # running loss sums of the epoch
 
 
 class Trainer:
@@ -102,7 +87,7 @@ class Trainer:
         self.identities = identity_index([image.person_id for image in self.train_split.gallery])
         self.cfg = self._with_identities(cfg)
         if self.checkpoint is not None:
-            self._check_resumable(self.checkpoint)
+            check_resumable(self.checkpoint, self.cfg, self.run_dir, self.last_path)
         if self.is_main:
             self.run_dir.mkdir(parents=True, exist_ok=True)
             remove_stale_temporaries(self.run_dir)
@@ -175,27 +160,6 @@ class Trainer:
                            progress=progress, log=self.log)
         self.image_tuning = tuner.run()
         seed_everything(self.cfg.seed)  # the stages start from the same random state as without tuning
-
-    def _check_resumable(self, ckpt: dict[str, Any]) -> None:
-        if ckpt.get("format") == MODEL_FORMAT:
-            raise RunError(self.last_path, "is a model file (as model.pt), not a training checkpoint: it cannot be "
-                                           "resumed; train into a new --out")
-        if ckpt.get("format") != CHECKPOINT_FORMAT:
-            raise RunError(self.last_path, f"unsupported training checkpoint format {ckpt.get('format')!r} "
-                                           f"(this minterpr resumes format {CHECKPOINT_FORMAT})")
-        missing = [k for k in (*CHECKPOINT_KEYS, *initial_state()) if k not in ckpt]
-        if missing:
-            raise RunError(self.last_path, f"incomplete training checkpoint: no {', '.join(missing)}")
-        if not isinstance(ckpt["config"], dict) or not isinstance(ckpt["model"], dict):
-            raise RunError(self.last_path, "malformed training checkpoint: its config or model is not a dict")
-        saved, now = ckpt["config"], self.cfg.to_dict()
-        # a field added to TrainConfig after the checkpoint was written counts at its default
-        saved = {**{k: v for k, v in TrainConfig().to_dict().items() if k not in saved}, **saved}
-        differing = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k) and k not in RESUME_MUTABLE)
-        if differing:
-            raise ConfigError(f"cannot resume {self.run_dir}: the config differs from the checkpoint's in "
-                              f"{', '.join(differing)} (resume without --config to use the run's config.yaml; "
-                              f"only {', '.join(RESUME_MUTABLE)} may change)")
 
     def log(self, message: str) -> None:
         """A line in RUN_DIR/train.log (and on the console when progress is shown)."""
