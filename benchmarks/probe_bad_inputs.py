@@ -191,6 +191,7 @@ class ProbeTimeout(Exception):
 def worker(family: str, F: Path) -> int:
     """Run the API cases of one family in this process; one JSON line per case on stdout."""
     import probe_api
+    import probe_api_threads  # noqa: F401  (registers the thread probes in probe_api.PROBES)
 
     ctx = probe_api.Ctx(F)
     for case in (c for c in CASES if c.family == family and c.api):
