@@ -174,7 +174,9 @@ def _confirmed_view(live: Live, gallery_index: int) -> ConfirmedView:
     entry = next((t for t in reversed(live.timeline) if t.kind == "confirm" and t.gallery_index == gallery_index), None)
     rank, similarity = (entry.rank, entry.similarity) if entry is not None else (None, None)
     return ConfirmedView(gallery_index=gallery_index, path=path, camera=camera, time=time, similarity=similarity,
-                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)))
+                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)),
+                         follow_of=None if entry is None else entry.follow_of,
+                         same_person=None if entry is None else entry.same_person)
 
 
 def unrecognised(live: Live) -> list[str]:
