@@ -210,7 +210,7 @@ def shoot_follow(base: str, out: Path, chromium: str) -> list[Path]:
         page.locator("#results-title").wait_for()
         card = page.locator("section[aria-labelledby=results-title] li.result").first
         card.get_by_text("This is the person…").click()
-        card.get_by_role("checkbox").check()
+        card.get_by_role("checkbox", name=re.compile("I compared this image")).check()
         card.get_by_role("button", name="Confirm match").click()
         first = page.locator("section.follow li.candidate").first
         first.wait_for()

@@ -17,6 +17,8 @@ from support.web import PASSWORD, build_gallery, prepare_service, tiny_appearanc
 pytest.importorskip("fastapi", reason="the service is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
+from minterpr.index.store.gallery_append import rewrite_metadata  # noqa: E402
+from minterpr.index.store.gallery_store import open_gallery  # noqa: E402
 from minterpr.interaction.appearance import SamePersonCalibration  # noqa: E402
 from minterpr.serving.app import create_app  # noqa: E402
 from minterpr.serving.galleries import parse_time  # noqa: E402
@@ -32,6 +34,10 @@ def client(tmp_path_factory):
     folder = tmp_path_factory.mktemp("follow")
     looks = tiny_appearance(folder)
     run, store, _ = build_gallery(folder / "with", identities=6, views=3, appearance=looks)
+    # each view is its own track ("t<pid>_<view>"): link the three tracks of people 0-2, as ingestion would
+    metadata = open_gallery(store).metadata
+    rewrite_metadata(store, [{**m, **({"link": f"L{m['track'][1]}"} if m["track"][1] in "012" else {})}
+                             for m in metadata])
     prepare_service(folder / "data", run, store)
     _, bare, _ = build_gallery(folder / "without", identities=3, views=2, run=run)
     import minterpr.runtime.pipeline as pipelines
@@ -168,3 +174,37 @@ def test_the_page_shows_the_lanes_after_a_confirmation_and_says_why_not_without_
             assert (images[int(candidate)]["same_person"], images[int(candidate)]["follow_of"]) == (p, top)
             assert images[top]["same_person"] is None
             assert "may be the same person, " in archive.read("report.html").decode("utf-8")
+
+
+def _linked_result(client, sid):
+    """A result of a linked person (people 0-2) not judged yet: (gallery_index, the gallery's metadata)."""
+    view = client.get(f"/api/sessions/{sid}?top=18").json()
+    linked = [r for r in view["results"] if r["linked_tracks"] and r["judgement"] is None]
+    assert linked and all(r["linked_tracks"] == 2 for r in linked)
+    return linked[0]["gallery_index"]
+
+
+def test_a_linked_group_is_judged_only_when_the_analyst_asks(client):
+    metadata = open_gallery(client.app.state.services.galleries.get("demo").directory).metadata
+    group = lambda i: {k for k, m in enumerate(metadata) if m.get("link") == metadata[i]["link"]}  # noqa: E731
+    sid, _ = _session(client)
+    one = _linked_result(client, sid)
+    view = client.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": one, "acknowledge": True}).json()
+    assert [c["gallery_index"] for c in view["confirmed_all"]] == [one]  # its linked tracks untouched
+    lanes = client.get(f"/api/sessions/{sid}/follow/{one}").json()["cameras"]
+    flags = {c["gallery_index"]: c["linked"] for lane in lanes for c in lane["candidates"]}
+    assert flags and all(flag == (i in group(one)) for i, flag in flags.items())
+    sid, _ = _session(client)
+    one = _linked_result(client, sid)
+    view = client.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": one, "acknowledge": True,
+                                                             "group": True}).json()
+    assert {c["gallery_index"] for c in view["confirmed_all"]} == group(one)  # one crop per linked track
+    assert [t["kind"] for t in view["timeline"][-3:]] == ["confirm"] * 3
+    other = next(r["gallery_index"] for r in client.get(f"/api/sessions/{sid}?top=18").json()["results"]
+                 if r["linked_tracks"] and r["judgement"] is None)
+    view = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": other, "text": "not this person",
+                                                              "group": True}).json()
+    ruled = [t["gallery_index"] for t in view["timeline"] if t["kind"] == "feedback"]
+    assert set(ruled) == group(other)
+    refused = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": other, "text": "no", "group": "yes"})
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "group"

@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+from minterpr.index.store.gallery_append import rewrite_metadata
+from minterpr.index.store.gallery_store import open_gallery
 from support.web import (Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service,
                          tiny_appearance)
 
@@ -26,6 +28,10 @@ def site(tmp_path_factory):
     folder = tmp_path_factory.mktemp("web_follow")
     looks = tiny_appearance(folder)
     run, store, _ = build_gallery(folder, identities=6, views=3, calibrated=True, appearance=looks)
+    # each view is its own track ("t<pid>_<view>"): link the three tracks of people 0-2, as ingestion would
+    metadata = open_gallery(store).metadata
+    rewrite_metadata(store, [{**m, **({"link": f"L{m['track'][1]}"} if m["track"][1] in "012" else {})}
+                             for m in metadata])
     prepare_service(folder / "data", run, store)
     server = Server(folder / "data", appearance=looks).start()
     yield server
@@ -48,7 +54,7 @@ def test_follow_lanes_after_a_confirmation_each_confirmed_or_ruled_out_on_its_ow
         assert page.locator("section.follow").count() == 0  # nothing to follow before a confirmation
         card = page.locator("section[aria-labelledby=results-title] li.result").first
         card.get_by_text("This is the person…").click()
-        card.get_by_role("checkbox").check()
+        card.get_by_role("checkbox", name=re.compile("I compared this image")).check()
         card.get_by_role("button", name="Confirm match").click()
         panel = page.locator("section.follow")
         expect(panel.get_by_role("heading", name="Follow this person")).to_be_visible()
@@ -73,3 +79,28 @@ def test_follow_lanes_after_a_confirmation_each_confirmed_or_ruled_out_on_its_ow
         panel.screenshot(path=tmp_path / "follow.png")
         browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def test_ruling_out_a_linked_group_needs_the_analyst_to_ask(site) -> None:
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        login(page, site.url)
+        open_case_and_search(page, site.url, title="Linked tracks")
+        page.get_by_role("textbox", name="Describe the person you are looking for").fill("a man in a dark coat")
+        page.get_by_role("button", name="Search").click()
+        expect(page.locator("#results-title")).to_be_visible()
+        linked = page.locator("li.result", has_text="linked to 2 other tracks")
+        assert linked.count() >= 1
+        card = linked.first
+        card.get_by_text("Not this person…").click()
+        box = card.get_by_role("checkbox", name=re.compile("Rule out its 2 linked tracks too"))
+        expect(box).not_to_be_checked()  # never the default: the analyst asks for it
+        box.check()
+        card.get_by_label("Because… (how the person you seek differs)").fill("shorter hair")
+        card.get_by_role("button", name=re.compile(r"^Rule out #")).click()
+        expect(page.locator("ol.timeline > li")).to_have_count(4)  # the description and three rulings-out
+        expect(page.locator("ol.timeline > li", has_text="Not this person. shorter hair")).to_have_count(3)
+        browser.close()

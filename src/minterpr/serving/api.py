@@ -166,7 +166,8 @@ def feedback(body: FeedbackRequest, request: Request, response: Response,
              session_id: SessionId, top: Top = None,
              principal: Principal = Depends(require("session:search"))) -> TurnView:
     search = get_services(request).search
-    return _timed(request, response, search.feedback(principal, session_id, body.gallery_index, body.text, top))
+    return _timed(request, response, search.feedback(principal, session_id, body.gallery_index, body.text, top,
+                                                     group=body.group))
 
 
 @router.post("/sessions/{session_id}/example", response_model=TurnView, tags=["sessions"], responses=ERRORS)
@@ -200,7 +201,7 @@ def confirm(body: ConfirmRequest, request: Request, response: Response,
             principal: Principal = Depends(require("session:confirm"))) -> TurnView:
     search = get_services(request).search
     return _timed(request, response, search.confirm(principal, session_id, body.gallery_index, body.acknowledge, top,
-                                                    follow_of=body.follow_of))
+                                                    follow_of=body.follow_of, group=body.group))
 
 
 @router.get("/sessions/{session_id}/follow/{gallery_index}", response_model=FollowView, tags=["sessions"],

@@ -9,6 +9,10 @@ calibration; without them a 409 says what to do. A candidate is confirmed or rul
 result (``POST .../confirm`` with ``follow_of``, ``POST .../feedback``): one crop at a time, audited,
 and in the export with its probability.
 
+Ingestion's tracklet links (:mod:`minterpr.ingest.links`) are a hint: a judgement acts on a crop's
+whole link group only when the analyst asks (``group: true``): :func:`group_rows` names one crop of
+each other linked track in the session's scope, each then judged as its own turn.
+
 Example (``live`` a session whose crop 7 the analyst confirmed):
     >>> view = follow_view(live, 7)  # doctest: +SKIP
     >>> [(lane.camera, [c.same_person for c in lane.candidates]) for lane in view.cameras]  # doctest: +SKIP
@@ -67,6 +71,35 @@ def _track_rows(live: Any, gallery_index: int) -> set[int]:
         return set()
     return {i for i, m in enumerate(live.gallery.metadata)
             if m.get("track") == meta["track"] and m.get("source") == meta.get("source")}
+
+
+def linked_tracks(gallery: Any) -> dict[str, list[list[int]]]:
+    """link group -> its tracks' rows (one list per track, in gallery order), computed once per opened gallery."""
+    cached = getattr(gallery, "_link_tracks", None)
+    if cached is None:
+        tracks: dict[str, dict[tuple[Any, Any], list[int]]] = {}
+        for i, meta in enumerate(gallery.metadata):
+            if meta.get("link") is not None:
+                tracks.setdefault(meta["link"], {}).setdefault((meta.get("source"), meta.get("track")), []).append(i)
+        cached = {link: list(by_track.values()) for link, by_track in tracks.items()}
+        gallery._link_tracks = cached
+    return cached
+
+
+def group_rows(live: Any, gallery_index: int) -> list[int]:
+    """One in-scope crop (the first) of each other track in ``gallery_index``'s link group not judged yet:
+    what a judgement with ``group: true`` also judges. [] for a crop linked to no other track."""
+    link = live.gallery.metadata[gallery_index].get("link")
+    if link is None:
+        return []
+    judged, out = live.session.judgements, []
+    for rows in linked_tracks(live.gallery).get(link, []):
+        if gallery_index in rows:
+            continue
+        inside = [i for i in rows if live.positions.to_local(i) is not None]
+        if inside and not any(judged.get(live.positions.to_local(i)) is not None for i in inside):
+            out.append(inside[0])
+    return out
 
 
 def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConfig()) -> FollowView:

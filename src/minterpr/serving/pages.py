@@ -204,7 +204,7 @@ class _StandIn:
         self.gallery_index, self.rank, self.similarity = gallery_index, None, None
         self.camera, self.time, self.judgement = camera, time, judgement
         self.matches, self.contradicts, self.unsure = [], [], []
-        self.same_track_as = None
+        self.same_track_as, self.linked_tracks = None, 0
 
 
 def _ruled_out(search: Any, user: Any, sid: str, gallery_index: int) -> _StandIn:
@@ -235,9 +235,10 @@ def _because(data: Any) -> str:
 MOVES: dict[str, Callable[[Any, Any, str, Any], Any]] = {  # form post -> service call (search, user, sid, form)
     "describe": lambda search, user, sid, d: search.describe(user, sid, str(d.get("text", ""))),
     "answer": lambda search, user, sid, d: search.answer(user, sid, str(d.get("text", ""))),
-    "feedback": lambda search, user, sid, d: search.feedback(user, sid, _index(d), _because(d)),
+    "feedback": lambda search, user, sid, d: search.feedback(user, sid, _index(d), _because(d), group=d.get("group") == "yes"),
     "confirm": lambda search, user, sid, d: search.confirm(user, sid, _index(d), acknowledge=d.get("acknowledge") == "yes",
-                                                           follow_of=_number(d, "follow_of") if d.get("follow_of") else None),
+                                                           follow_of=_number(d, "follow_of") if d.get("follow_of") else None,
+                                                           group=d.get("group") == "yes"),
     "example": lambda search, user, sid, d: search.example_gallery(user, sid, _index(d)),
     "undo": lambda search, user, sid, d: search.undo(user, sid),
     "withdraw": lambda search, user, sid, d: search.withdraw_fact(user, sid, _number(d, "turn"), _number(d, "fact")),

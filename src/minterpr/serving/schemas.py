@@ -201,6 +201,8 @@ class AnswerRequest(Strict):
 class FeedbackRequest(Strict):
     gallery_index: Index = Position
     text: Text = Field(min_length=1, max_length=TEXT_MAX, description='"not her: no backpack", "maybe"')
+    # the analyst asks to judge the tracks ingestion linked to this crop's track the same way (one crop each)
+    group: bool = Field(default=False, strict=True)
 
 
 class ExampleRequest(Strict):
@@ -212,6 +214,8 @@ class ConfirmRequest(Strict):
     # a "follow this person" candidate: the confirmed crop it was offered for (its same-person probability
     # with that crop is recorded with the confirmation and goes into the export)
     follow_of: Index | None = Field(default=None, ge=0, le=2**40)
+    # the analyst asks to confirm the tracks ingestion linked to this crop's track too (one crop each, each recorded)
+    group: bool = Field(default=False, strict=True)
     # the spec says true only; false is answered by the service (acknowledge_required, saying why)
     acknowledge: bool = Field(strict=True, json_schema_extra={"const": True}, description="must be true: I confirm this result looks like the person I am "
                                           "searching for; this records similarity, not identity")
@@ -231,6 +235,7 @@ class ResultView(Strict):
     # a crop of the same track (video source and tracker id) as a crop the analyst confirmed: the tracker's
     # evidence that it shows the same person, which the match figure (appearance only) does not carry
     same_track_as: int | None = None
+    linked_tracks: int = 0  # other tracks ingestion linked to its track (appearance, time, place): a hint, never a verdict
 
 
 class ActionView(Strict):

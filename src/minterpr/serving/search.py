@@ -189,35 +189,63 @@ class Search:
     def answer(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "answer", lambda live: live.session.answer(text), {}, text, None, top)
 
-    def feedback(self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None) -> TurnView:
+    def feedback(self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None,
+                 group: bool = False) -> TurnView:
         """Judge any in-scope image ("not her: no backpack", "maybe"); saying it *is* the person is refused
-        here: that needs the explicit confirmation step (:meth:`confirm`)."""
+        here: that needs the explicit confirmation step (:meth:`confirm`). ``group``: the tracks linked to
+        its track are judged the same way too (:meth:`_group`)."""
         if isinstance(text, str) and verdict(text) is True:
             raise ApiError(422, "confirmation_required", "to say this is the person, use the confirmation step "
                            "(POST /api/sessions/{id}/confirm with acknowledge: true)", field="text")
-        return self._turn(principal, sid, "feedback",
+        others = self._group(principal, sid, gallery_index) if group else []
+        view = self._turn(principal, sid, "feedback",
                           lambda live: live.session.feedback(self._local(live, gallery_index), text),
                           {"gallery_index": gallery_index}, text, gallery_index, top)
+        for i in others:
+            view = self._turn(principal, sid, "feedback", lambda live, i=i: live.session.feedback(self._local(live, i), text),
+                              {"gallery_index": i, "group_of": gallery_index}, text, i, top)
+        return view
+
+    def _group(self, principal: Principal, sid: str, gallery_index: int) -> list[int]:
+        """The crops a judgement of ``gallery_index`` with ``group`` also judges (one per linked track,
+        :func:`~minterpr.serving.follow.group_rows`), each its own turn; 409 when they would pass the turn limit."""
+        from minterpr.serving.follow import group_rows
+
+        with self._open(principal, sid, write=False) as live:
+            self._local(live, gallery_index)
+            rows, limit, used = group_rows(live, gallery_index), _max_turns(live.session), len(live.session.history)
+        if limit is not None and used + 1 + len(rows) > limit:
+            raise ApiError(409, "turn_limit", f"judging its linked group takes {1 + len(rows)} turns and this "
+                           f"conversation has {limit - used} of its {limit} left: judge the crops one at a time",
+                           field="group")
+        return rows
 
     def confirm(self, principal: Principal, sid: str, gallery_index: int, acknowledge: bool,
-                top: int | None = None, follow_of: int | None = None) -> TurnView:
+                top: int | None = None, follow_of: int | None = None, group: bool = False) -> TurnView:
         """The explicit step: the analyst states that this image looks like the person (similarity, not identity).
         ``follow_of``: a candidate of "follow this person" (:meth:`follow`): its same-person probability with
-        that confirmed crop is recorded with the confirmation (and exported with it)."""
+        that confirmed crop is recorded with the confirmation (and exported with it). ``group``: the tracks
+        ingestion linked to its track are confirmed too, one crop each (only when the analyst asks)."""
         need(principal, "session:confirm")
         if acknowledge is not True:
             raise ApiError(422, "acknowledge_required", "a confirmation needs acknowledge: true (the analyst "
                            "confirms a visual similarity; it does not identify anyone)", field="acknowledge")
         extra: dict[str, Any] = {"gallery_index": gallery_index}
+        others = self._group(principal, sid, gallery_index) if group else []
         if follow_of is not None:
             from minterpr.serving.follow import same_person_of
 
             with self._open(principal, sid, write=False) as live:
                 self._local(live, gallery_index)
                 extra.update(follow_of=follow_of, same_person=same_person_of(live, follow_of, gallery_index))
-        return self._turn(principal, sid, "confirm",
+        view = self._turn(principal, sid, "confirm",
                           lambda live: live.session.feedback(self._local(live, gallery_index), events.CONFIRM_TEXT),
                           extra, events.CONFIRM_TEXT, gallery_index, top)
+        for i in others:  # asked for: the linked tracks, one crop each, each its own recorded confirmation
+            view = self._turn(principal, sid, "confirm",
+                              lambda live, i=i: live.session.feedback(self._local(live, i), events.CONFIRM_TEXT),
+                              {"gallery_index": i, "group_of": gallery_index}, events.CONFIRM_TEXT, i, top)
+        return view
 
     def follow(self, principal: Principal, sid: str, gallery_index: int) -> FollowView:
         """The crops that may show the person of confirmed crop ``gallery_index``, per camera in time order

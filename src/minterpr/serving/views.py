@@ -107,8 +107,17 @@ def results(live: Live, top: int) -> list[ResultView]:
                               contradicts=[describe_fact(f) for f in explanation.contradicted],
                               unsure=[describe_fact(f) for f in explanation.unsure],
                               judgement=judgements.get(local),
-                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index))))
+                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index)),
+                              linked_tracks=_linked(live, gallery_index)))
     return out
+
+
+def _linked(live: Live, gallery_index: int) -> int:
+    """How many other tracks ingestion linked to the image's track (0 without a link group)."""
+    from minterpr.serving.follow import linked_tracks
+
+    link = live.gallery.metadata[gallery_index].get("link")
+    return 0 if link is None else max(0, len(linked_tracks(live.gallery).get(link, [])) - 1)
 
 
 def _track(live: Live, gallery_index: int) -> tuple[Any, Any] | None:
