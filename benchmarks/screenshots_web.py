@@ -203,6 +203,7 @@ def shoot_follow(base: str, out: Path, chromium: str) -> list[Path]:
     with sync_playwright() as playwright:
         browser = playwright.chromium.launch(executable_path=chromium)
         page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(120_000)  # a busy machine: every wait ends as soon as the page is ready
         login(page, base)
         open_case_and_search(page, base)
         page.get_by_role("textbox", name="Describe the person you are looking for").fill("a man in a dark coat")
