@@ -124,28 +124,44 @@ def _centre_distance(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.hypot((a[0] + a[2] - b[0] - b[2]) / 2, (a[1] + a[3] - b[1] - b[3]) / 2) / height)
 
 
+def _window(starts: np.ndarray, order: np.ndarray, low: float, high: float) -> np.ndarray:
+    """The tracklets (indices into ``order``'s list) whose start lies in [low, high]; ``starts`` sorted."""
+    return order[np.searchsorted(starts, low, side="left"):np.searchsorted(starts, high, side="right")]
+
+
 def candidate_links(found: Sequence[_Tracklet], calibration: "SamePersonCalibration",
                     config: LinkConfig = LinkConfig()) -> list[tuple[float, int, int, str]]:
-    """Every allowed link ``(probability, earlier, later, "occlusion" | "camera")``, most probable first."""
+    """Every allowed link ``(probability, earlier, later, "occlusion" | "camera")``, most probable first.
+    Only the tracklets starting inside a tracklet's time window are compared with it (sorted starts and
+    a binary search): the work grows with the tracklets times those nearby in time, not their square."""
     if not found:
         return []
     vectors = np.stack([t.vector for t in found])
-    probs = calibration.probability(vectors @ vectors.T)
     out = []
-    for a, ta in enumerate(found):
-        for b, tb in enumerate(found):
-            if a == b:
-                continue
-            p = float(probs[a, b])
-            if ta.job == tb.job:
-                gap = tb.start - ta.end
-                if (0 < gap <= config.occlusion_gap_s and p >= config.occlusion_probability
-                        and _centre_distance(ta.last, tb.first) <= config.occlusion_move):
-                    out.append((p, a, b, "occlusion"))
-            elif ta.camera != tb.camera and math.isfinite(ta.base) and math.isfinite(tb.base):
-                gap = (tb.base + tb.start) - (ta.base + ta.end)
-                if 0 <= gap <= config.camera_gap_s and p >= config.camera_probability:
-                    out.append((p, a, b, "camera"))
+    by_job: dict[str, list[int]] = {}
+    for k, t in enumerate(found):
+        by_job.setdefault(t.job, []).append(k)
+    for members in by_job.values():  # within a camera (one job): the next tracks to start after one ends
+        order = np.asarray(sorted(members, key=lambda k: found[k].start), np.int64)
+        starts = np.asarray([found[k].start for k in order])
+        for a in members:
+            ta = found[a]
+            near = [b for b in _window(starts, order, ta.end, ta.end + config.occlusion_gap_s).tolist()
+                    if found[b].start > ta.end and _centre_distance(ta.last, found[b].first) <= config.occlusion_move]
+            if near:
+                probs = calibration.probability(vectors[near] @ vectors[a])
+                out += [(float(p), a, b, "occlusion") for b, p in zip(near, probs) if p >= config.occlusion_probability]
+    timed = [k for k, t in enumerate(found) if math.isfinite(t.base)]  # across cameras: both times known
+    order = np.asarray(sorted(timed, key=lambda k: found[k].base + found[k].start), np.int64)
+    starts = np.asarray([found[k].base + found[k].start for k in order])
+    for a in timed:
+        ta = found[a]
+        end = ta.base + ta.end
+        near = [b for b in _window(starts, order, end, end + config.camera_gap_s).tolist()
+                if found[b].camera != ta.camera and found[b].job != ta.job]
+        if near:
+            probs = calibration.probability(vectors[near] @ vectors[a])
+            out += [(float(p), a, b, "camera") for b, p in zip(near, probs) if p >= config.camera_probability]
     return sorted(out, key=lambda link: (-link[0], link[1], link[2]))
 
 
