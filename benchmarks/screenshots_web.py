@@ -19,12 +19,16 @@ tracks, instead: ``web_correction.png`` (a correction replacing the fact it corr
 ``web_unsure.png`` (hedged feedback read as unsure, and the images ruled out listed last),
 ``web_track.png`` (a confirmed crop's track mates say so) and ``web_zoom.png`` (looking closely, zoomed).
 
+With ``--follow``, ``web_follow.png`` only: the "Follow this person" panel after a confirmation (issue 36),
+over a gallery with appearance vectors of a freshly initialised tiny appearance model with a steep
+same-person calibration (the panel is the real one; its probabilities illustrate, they measure nothing).
+
 The gallery: a trained run (``--run``; by default ``outputs/demo/run`` once ``minterpr demo`` made it)
 embeds ``--identities`` synthetic people x 3 views; without one a freshly initialised tiny model does
 (the page is the same, but its rankings and attribute guesses are random: use a trained run).
 
 Usage:
-    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images] [--fixes]
+    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images] [--fixes | --follow]
 """
 from __future__ import annotations
 
@@ -39,7 +43,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
 from support.web import (Server, build_gallery, chromium_path, login, open_case_and_search,  # noqa: E402
-                              prepare_service)
+                              prepare_service, tiny_appearance)
 
 SIZE = (256, 128)  # crop (height, width), as the demo model sees them
 TURNS = 8  # most moves before the witness gives up looking for the person
@@ -192,6 +196,37 @@ def shoot_fixes(base: str, out: Path, chromium: str) -> list[Path]:
     return saved
 
 
+def shoot_follow(base: str, out: Path, chromium: str) -> list[Path]:
+    """``web_follow.png``: a confirmed result, then the "Follow this person" lanes, one candidate confirmed."""
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(120_000)  # a busy machine: every wait ends as soon as the page is ready
+        login(page, base)
+        open_case_and_search(page, base)
+        page.get_by_role("textbox", name="Describe the person you are looking for").fill("a man in a dark coat")
+        page.get_by_role("button", name="Search").click()
+        page.locator("#results-title").wait_for()
+        card = page.locator("section[aria-labelledby=results-title] li.result").first
+        card.get_by_text("This is the person…").click()
+        card.get_by_role("checkbox", name=re.compile("I compared this image")).check()
+        card.get_by_role("button", name="Confirm match").click()
+        first = page.locator("section.follow li.candidate").first
+        first.wait_for()
+        candidate = first.get_attribute("id")
+        first.get_by_text("Same person…").click()
+        first.get_by_role("checkbox").check()
+        first.get_by_role("button", name="Confirm this crop").click()
+        page.locator(f"#{candidate}.confirmed").wait_for()
+        page.locator("section.follow li.candidate:not(.confirmed)").first.get_by_text("Same person…").click()
+        saved = out / "web_follow.png"
+        page.locator("section.follow").screenshot(path=saved)
+        browser.close()
+    return [saved]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_run = ROOT / "outputs" / "demo" / "run"
@@ -202,6 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--target", type=int, default=4, help="the person the witness looks for")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
     parser.add_argument("--fixes", action="store_true", help="only the issue 38 screenshots (a gallery of tracks)")
+    parser.add_argument("--follow", action="store_true", help="only the issue 36 screenshot (follow this person)")
     args = parser.parse_args(argv)
     chromium = chromium_path()
     if chromium is None:
@@ -211,12 +247,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="minterpr_shots_") as tmp:
         folder = Path(tmp)
         # an untrained tiny model gets the test suite's calibration record, so the marks show (illustration only)
+        looks = tiny_appearance(folder) if args.follow else None
         run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE,
-                                          calibrated=args.run is None, frames=True, tracks=args.fixes)
+                                          calibrated=args.run is None, frames=True, tracks=args.fixes,
+                                          appearance=looks)
         prepare_service(folder / "data", run, store)
-        server = Server(folder / "data").start()
+        server = Server(folder / "data", appearance=looks).start()
         try:
-            shots = shoot_fixes(server.url, args.out, chromium) if args.fixes else \
+            shots = shoot_follow(server.url, args.out, chromium) if args.follow else \
+                shoot_fixes(server.url, args.out, chromium) if args.fixes else \
                 shoot(server.url, args.out, chromium, truth, args.target)
             for path in shots:
                 print(path)

@@ -178,6 +178,12 @@ def test_bad_uploads(service):
     buffer = io.BytesIO()
     noisy.save(buffer, "PNG")
     refused(upload(buffer.getvalue(), "image/png"), 413, "too_large", "file")  # > 32 KiB
+    # the limits are stated, in one line (issue 36)
+    assert upload(buffer.getvalue(), "image/png").json()["error"]["message"] == (
+        "the image has more than the 32 KiB an upload may have (the server's max_upload_bytes): send a smaller copy")
+    assert upload(_png_header(5000, 5000), "image/png").json()["error"]["message"].startswith(
+        "the image is 5000x5000: more than ")
+    assert "max_image_pixels" in upload(_png_header(5000, 5000), "image/png").json()["error"]["message"]
     refused(client.post(url, headers=headers), 422, "invalid", "file")
     assert client.get(f"/api/sessions/{sid}").json()["turns"] == 0
     assert not (services.settings.uploads_dir / sid).exists() or not any((services.settings.uploads_dir / sid).iterdir())

@@ -104,6 +104,9 @@ def test_every_documented_success_is_reachable(service, world):
     call("GET", "/api/sessions/{session_id}/images/{gallery_index}/frame", f"{url}/images/0/frame")  # person 0 has frames
     call("POST", "/api/sessions/{session_id}/confirm", url + "/confirm",
          json={"gallery_index": first, "acknowledge": True}, headers=headers)
+    refused = client.get(f"{url}/follow/{first}")  # a gallery without appearance vectors (tests/test_follow.py)
+    assert refused.status_code == 409 and refused.json()["error"]["code"] == "no_appearance", refused.text
+    reached.add(("GET", "/api/sessions/{session_id}/follow/{gallery_index}"))
     call("POST", "/api/sessions/{session_id}/export", url + "/export", headers=headers)
     call("POST", "/api/cases/{case_id}/close", f"/api/cases/{case}/close", headers=headers)
     assert client.get(f"/api/cases/{case}").json()["status"] == "closed"

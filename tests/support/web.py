@@ -106,10 +106,12 @@ def calibration_record() -> dict:
 def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Path | None = None,
                   seed: int = 0, size: tuple[int, int] = (192, 96),
                   calibrated: bool = False, frames: bool = False, tracks: bool = False,
-                  spacing: tuple[int, int] = (7 * 60, 23 * 60)) -> tuple[Path, Path, list[dict]]:
+                  spacing: tuple[int, int] = (7 * 60, 23 * 60),
+                  appearance: Path | None = None) -> tuple[Path, Path, list[dict]]:
     """:func:`render_people` into ``folder/crops``, embedded by ``run`` (default: a freshly initialised
     tiny model, with :func:`calibration_record` when ``calibrated``) into the gallery store
-    ``folder/store``. Returns (run, store, truth)."""
+    ``folder/store`` (with appearance vectors when ``appearance`` names an appearance model).
+    Returns (run, store, truth)."""
     import torch
 
     from minterpr.index.store.gallery_store import save_gallery
@@ -127,11 +129,30 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
             extra["calibration"] = calibration_record()
             model.set_attribute_temperature(extra["calibration"]["temperatures"])
         save_model(model, run / "model.pt", extra=extra)
-    pipeline = load_pipeline(run, engine="torch")
+    pipeline = load_pipeline(run, engine="torch", appearance=appearance)
     index = pipeline.index_images(images, root=str(crops), progress=False, strict=True)
     store = folder / "store"
-    save_gallery(index, store, model_fingerprint=pipeline.fingerprint, metadata=metadata)
+    save_gallery(index, store, model_fingerprint=pipeline.fingerprint, metadata=metadata,
+                 appearance_fingerprint=None if appearance is None else pipeline.appearance.fingerprint)
     return run, store, truth
+
+
+def tiny_appearance(folder: Path, fit: dict | None = None) -> Path:
+    """A freshly initialised tiny appearance model (``folder/reid/best.pt``) with a same-person calibration:
+    a random model's cosines all lie near 1, so the default fit is steep (P = 1/2 at cosine 0.95)."""
+    import torch
+
+    from minterpr.interaction.appearance import SamePersonCalibration, write_same_person
+    from minterpr.models.reid import ReidModel, ReidModelConfig
+
+    torch.manual_seed(0)
+    model = ReidModel(ReidModelConfig(image_size=(64, 32))).eval()
+    (folder / "reid").mkdir(parents=True, exist_ok=True)
+    path = folder / "reid" / "best.pt"
+    torch.save({"model": model.search_state_dict(), "config": model.config.to_dict()}, path)
+    record = fit or {"scale": 60.0, "bias": -57.0, "base_rate": 0.01, "pairs": 10, "split": "val", "auc": 80.0}
+    write_same_person(path, SamePersonCalibration(**record))
+    return path
 
 
 def prepare_service(data_dir: Path, run: Path, store: Path, gallery: str = "demo") -> None:
@@ -155,12 +176,15 @@ def free_port() -> int:
 
 
 _LAUNCH = """
-import json, sys, uvicorn
+import json, os, sys, uvicorn
 from pathlib import Path
 from minterpr.serving.app import create_app
 from minterpr.serving.config import load_settings
 from minterpr.serving.settings import ServeSettings
 settings = ServeSettings(data_dir=Path(sys.argv[1]), demo_gallery="demo", torch_threads=1)
+if os.environ.get("MINTERPR_TEST_APPEARANCE"):  # every run's pipeline with this appearance model (tests only)
+    import functools, minterpr.runtime.pipeline as pipelines
+    pipelines.load_pipeline = functools.partial(pipelines.load_pipeline, appearance=os.environ["MINTERPR_TEST_APPEARANCE"])
 if len(sys.argv) > 3:  # more settings, as a settings file would give them (the vlm table, ...)
     settings = load_settings({"data_dir": sys.argv[1], "demo_gallery": "demo", "torch_threads": 1,
                               **json.loads(sys.argv[3])}, environ={})
@@ -172,10 +196,11 @@ class Server:
     """``minterpr.serving`` under uvicorn in a child process on 127.0.0.1:port (start, stop, restart)."""
 
     def __init__(self, data_dir: Path, port: int | None = None, log: Path | None = None,
-                 settings: dict | None = None) -> None:
-        """``settings``: more ServeSettings fields, as a settings file writes them (``{"vlm": {"url": ...}}``)."""
+                 settings: dict | None = None, appearance: Path | None = None) -> None:
+        """``settings``: more ServeSettings fields, as a settings file writes them (``{"vlm": {"url": ...}}``);
+        ``appearance``: an appearance model every run's pipeline loads."""
         self.data_dir, self.port = data_dir, port or free_port()
-        self.settings = settings
+        self.settings, self.appearance = settings, appearance
         self.log = log or data_dir.parent / f"server_{self.port}.log"
         self.process: subprocess.Popen | None = None
 
@@ -185,6 +210,8 @@ class Server:
 
     def start(self, timeout: float = 90.0) -> "Server":
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+        if self.appearance is not None:
+            env["MINTERPR_TEST_APPEARANCE"] = str(self.appearance)
         with open(self.log, "ab") as log:
             extra = [json.dumps(self.settings)] if self.settings else []
             self.process = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(self.data_dir), str(self.port), *extra],

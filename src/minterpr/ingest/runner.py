@@ -6,10 +6,16 @@ detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG 
 ``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
 (:func:`minterpr.index.store.gallery_append.append_gallery`) with their metadata: ``camera``,
 ``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
-``job``, ``score``, ``sharpness``, and ``frame_image`` (the frame the crop was cut from, stored
+``job``, ``score``, ``sharpness``, ``link`` (the tracklet link group: :mod:`minterpr.ingest.links`, when
+the gallery has appearance vectors), and ``frame_image`` (the frame the crop was cut from, stored
 downscaled in ``GALLERY/frames/<job>/``: :mod:`minterpr.ingest.video`) with ``frame_size`` (the
 source frame's [width, height], the box's pixels). A folder of crops is indexed as it is: each image one row
 (copied, or hard-linked, into ``crops/<job>/``), with ``camera`` and ``time`` from the options.
+
+When the pipeline has an appearance model (``load_pipeline(run, appearance=...)``) every crop
+also gets its appearance vector (stored in ``appearance.npy`` with the model's fingerprint), and
+the tracklets of the whole gallery are linked again afterwards (:func:`minterpr.ingest.links.relink`).
+A gallery with appearance vectors of another model, or without any, is refused before any work.
 
 The job keeps durable progress (:mod:`minterpr.ingest.job`): a rerun after a kill, an error or
 a cancel continues and ends with the gallery an uninterrupted run makes; a finished job rerun
@@ -135,6 +141,7 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
         if manifest.root != STORE_ROOT:
             raise DatasetError(folder, f"a gallery of images under {manifest.root!r}, not an ingested one; "
                                        "ingest into another gallery")
+        _check_appearance(folder, manifest.appearance, pipeline)
     every = every_of(options, info)
     video = info.kind != "crops"
     detector = create_detector(options.detector, options.detector_options) if video else None
@@ -146,6 +153,9 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
                     detector_options=None, detector=None if detector is None else detector.identity())
     description = {"source": os.fspath(info.path), "kind": info.kind, "source_stat": _source_stat(info),
                    "decoder": info.decoder, "model_fingerprint": fingerprint, "options": settings}
+    looks = getattr(pipeline, "appearance", None)
+    if looks is not None:  # only then: jobs ingested without an appearance model keep their job.json
+        description["appearance_fingerprint"] = looks.fingerprint
     with gallery_lock(folder):
         job = JobFolder(folder, job_id(info.path))
         resumed = job.start(json.loads(json.dumps(description)), restart=options.restart)
@@ -173,7 +183,8 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             when = lambda c: {} if start is None else {"time": frame_time(start, c.frame, info.fps)}  # noqa: E731
             metadata = [{**base, **when(c), "offset_s": round(c.frame / info.fps, 3), "frame": c.frame,
                          "box": [round(v, 1) for v in c.box], "track": c.track, "score": round(c.score, 4),
-                         "sharpness": round(c.sharpness, 1), "covered": c.covered, **_frame_of(job, c.frame, tracking.sizes)}
+                         "sharpness": round(c.sharpness, 1), "covered": c.covered, **_frame_of(job, c.frame, tracking.sizes),
+                         **_span_of(tracking.spans.get(c.track), info.fps)}
                         for c in chosen]
             stats = (frames_read, tracking.processed, tracking.detections,
                      tracking.picker.tracks(options.min_track_detections))
@@ -198,6 +209,11 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
             for path in job.frames.iterdir():
                 if path.name not in keep:
                     path.unlink(missing_ok=True)
+        if looks is not None and looks.same_person is not None and rows:  # uncalibrated: no links (docs/ingest.md)
+            from minterpr.ingest.links import relink
+
+            reporter.update("index", 1, 1, force=True, message="index: linking tracklets")
+            relink(folder, looks.same_person)
         summary = dict(zip(("frames_read", "frames_processed", "detections", "tracks"), stats),
                        crops=len(images), rows=rows, skipped=[list(s) for s in skipped], rejected=rejected)
         job.mark_done(summary)
@@ -206,6 +222,53 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     return IngestResult(folder, job.job, os.fspath(info.path), info.kind, rows, total, *stats, len(images),
                         tuple(skipped), time.perf_counter() - started, resumed, False, info.fps or None,
                         info.duration_s, rejected)
+
+
+def _check_appearance(folder: Path, stored: Any, pipeline: Any) -> None:
+    """Refuse, before any work, a gallery whose appearance vectors the pipeline cannot continue."""
+    looks = getattr(pipeline, "appearance", None)
+    if stored is None and looks is None:
+        return
+    if stored is None:
+        raise DatasetError(folder, "has no appearance vectors, and this pipeline adds them: add them to the "
+                                   "gallery first with `minterpr index build --update`, or ingest without an "
+                                   "appearance model")
+    if looks is None:
+        raise DatasetError(folder, f"has appearance vectors (model {stored.get('model_fingerprint')}): ingest with "
+                                   "that appearance model too, so every row has one")
+    if stored.get("model_fingerprint") != looks.fingerprint:
+        raise DatasetError(folder, f"its appearance vectors come from model {stored.get('model_fingerprint')}, this "
+                                   f"appearance model is {looks.fingerprint}: ingest with the same one, or rebuild "
+                                   "them with `minterpr index build --update`")
+
+
+def _appearance(pipeline: Any, images: list[GalleryImage], folder: Path, job: JobFolder) -> np.ndarray | None:
+    """The appearance vectors of the embedded crops (None without an appearance model), kept in the
+    job's embed folder so a rerun after a kill at the store write does not compute them again."""
+    looks = getattr(pipeline, "appearance", None)
+    if looks is None:
+        return None
+    key = hashlib.sha256("\n".join([looks.fingerprint, *(i.path for i in images)]).encode("utf-8")).hexdigest()
+    cache = job.embed_dir / f"appearance-{key[:16]}.npy"
+    if cache.is_file():
+        try:
+            vectors = np.load(cache)
+            if vectors.shape == (len(images), looks.dim):
+                return vectors
+        except (OSError, ValueError):
+            pass  # a torn file: computed again
+    # the attribute model read every one of them: an unreadable one now is an error, not a skip
+    vectors, _, _ = looks.embed_files([os.fspath(folder / i.path) for i in images], strict=True)
+    atomic_write(cache, lambda f: np.save(f, vectors))
+    return vectors
+
+
+def _span_of(span: list[float] | None, fps: float) -> dict[str, Any]:
+    """``track_span`` of a crop's row: its track's first and last time (seconds from the start) and
+    boxes, ``[t0, t1, x1, y1, x2, y2 (first), x1, y1, x2, y2 (last)]`` (:mod:`minterpr.ingest.links`)."""
+    if span is None:
+        return {}
+    return {"track_span": [round(span[0] / fps, 3), round(span[1] / fps, 3), *(round(v, 1) for v in span[2:])]}
 
 
 def _frame_of(job: JobFolder, frame: int, sizes: dict[int, tuple[int, int]]) -> dict[str, Any]:
@@ -238,11 +301,14 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
     reporter.update("index", 0, 1, force=True, message=f"index: writing {len(embedded.images)} rows to {folder}")
     position = {image.path: k for k, image in enumerate(images)}
     rows = [metadata[position[image.path]] for image in embedded.images]
+    looks = getattr(pipeline, "appearance", None)
     index = GalleryIndex(embedded.images, embedded.embeddings, attribute_probs=embedded.attribute_probs,
-                         root=STORE_ROOT, skipped=embedded.skipped)  # the crops are inside the store's folder
+                         root=STORE_ROOT, skipped=embedded.skipped,  # the crops are inside the store's folder
+                         appearance=_appearance(pipeline, embedded.images, folder, job))
     rebuild = f"minterpr ingest {info.path} --gallery {folder} --run RUN (again for each source)"
     total = append_gallery(index, folder, model_fingerprint=pipeline.fingerprint, metadata=rows,
-                           replace={"job": job.job}, backend="exact", rebuild=rebuild)
+                           replace={"job": job.job}, backend="exact", rebuild=rebuild,
+                           appearance_fingerprint=None if looks is None else looks.fingerprint)
     return len(embedded.images), total
 
 
@@ -254,6 +320,9 @@ def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
 
     stored = open_gallery(folder)
     labels = stored.manifest.labels
+    looks = stored.manifest.appearance  # kept as it is: the store's rows keep their vectors
     empty = GalleryIndex([], np.zeros((0, stored.manifest.dim), np.float32), root=STORE_ROOT,
-                         attribute_probs=None if labels is None else np.zeros((0, labels), np.float32))
-    return append_gallery(empty, folder, model_fingerprint=fingerprint, metadata=[], replace={"job": job})
+                         attribute_probs=None if labels is None else np.zeros((0, labels), np.float32),
+                         appearance=None if looks is None else np.zeros((0, int(looks["dim"])), np.float32))
+    return append_gallery(empty, folder, model_fingerprint=fingerprint, metadata=[], replace={"job": job},
+                          appearance_fingerprint=None if looks is None else looks["model_fingerprint"])

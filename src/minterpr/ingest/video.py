@@ -88,6 +88,9 @@ class Tracking:
         self.frames: list[int] | None = None  # the processed frames, when logging
         self.sizes: dict[int, tuple[int, int]] = {}  # processed frame -> its (width, height) in pixels
         self.rejected: dict[str, int] = {}  # reason -> tracked detections that did not become crops for it
+        # track -> [first frame, last frame, first box (4), last box (4)]: where a track begins and ends,
+        # crops or not (tracklet linking: minterpr.ingest.links); replayed from the chunks like the rest
+        self.spans: dict[int, list[float]] = {}
 
     def step(self, index: int, size: tuple[int, int], dets: list[list[float]], frame: np.ndarray | None) -> None:
         # a detection: box, score, sharpness, and (since crowd marks) crowd; chunks of before have 6 values
@@ -108,6 +111,11 @@ class Tracking:
             if track < 0:
                 continue
             box = tuple(float(v) for v in rows[k, :4])
+            span = self.spans.get(track)
+            if span is None:
+                self.spans[track] = [index, index, *box, *box]
+            else:
+                span[1], span[6:10] = index, box
             score, sharp = float(rows[k, 4]), float(rows[k, 5])
             flags = crop_flags(box, sharp, float(covered[k]), self.options.crop_filter)
             for flag in flags:  # it is still tracked; it only never becomes a crop

@@ -18,7 +18,8 @@ from minterpr.serving.deps import (client_address, clear_login_cookies, current_
                                    require, set_login_cookies)
 from minterpr.serving.paths import check_request_paths
 from minterpr.serving.schemas import (ID_MAX, AnswerRequest, CaseView, ConfirmRequest, CreateKeyRequest, DescribeRequest,
-                                      ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, GalleryView, KeyCreated,
+                                      ErrorBody, ExampleRequest, ExportRecord, FeedbackRequest, FollowView, GalleryView,
+                                      KeyCreated,
                                       KeyView,
                                       LoginRequest, LoginResponse, OpenCaseRequest, RegisterGalleryRequest,
                                       SessionSummary, StartSessionRequest, TurnView, UserView)
@@ -165,7 +166,8 @@ def feedback(body: FeedbackRequest, request: Request, response: Response,
              session_id: SessionId, top: Top = None,
              principal: Principal = Depends(require("session:search"))) -> TurnView:
     search = get_services(request).search
-    return _timed(request, response, search.feedback(principal, session_id, body.gallery_index, body.text, top))
+    return _timed(request, response, search.feedback(principal, session_id, body.gallery_index, body.text, top,
+                                                     group=body.group))
 
 
 @router.post("/sessions/{session_id}/example", response_model=TurnView, tags=["sessions"], responses=ERRORS)
@@ -198,7 +200,17 @@ def confirm(body: ConfirmRequest, request: Request, response: Response,
              session_id: SessionId, top: Top = None,
             principal: Principal = Depends(require("session:confirm"))) -> TurnView:
     search = get_services(request).search
-    return _timed(request, response, search.confirm(principal, session_id, body.gallery_index, body.acknowledge, top))
+    return _timed(request, response, search.confirm(principal, session_id, body.gallery_index, body.acknowledge, top,
+                                                    follow_of=body.follow_of, group=body.group))
+
+
+@router.get("/sessions/{session_id}/follow/{gallery_index}", response_model=FollowView, tags=["sessions"],
+            responses=ERRORS)
+def follow(request: Request, session_id: SessionId, gallery_index: int = Path(ge=0, le=2**40),
+           principal: Principal = Depends(require("session:read"))) -> FollowView:
+    """Follow this person: the crops that may show the person of a confirmed crop, per camera in time order,
+    each with its same-person probability (appearance only; confirm each with ``follow_of``)."""
+    return get_services(request).search.follow(principal, session_id, gallery_index)
 
 
 @router.post("/sessions/{session_id}/export", response_model=ExportRecord, tags=["sessions"], responses=ERRORS)

@@ -107,6 +107,10 @@ class ExportImage:
     sha256: str  # of the file bytes
     mime: str  # image/jpeg, image/png, ...
     data: bytes  # the file as stored in the gallery
+    # confirmed from "follow this person": the confirmed crop (gallery index) it was offered for, and its
+    # same-person probability with that crop when the analyst confirmed it (appearance only, never identity)
+    follow_of: int | None = None
+    same_person: float | None = None
 
 
 @dataclass(frozen=True)
@@ -341,14 +345,14 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
     members: dict[int, str] = {}
 
     def add(i: int | None, path: str, data: bytes, role: str, camera: Any, time: Any, similarity: Any, rank: Any,
-            reason: str) -> None:
+            reason: str, follow_of: Any = None, same_person: Any = None) -> None:
         mime, ext = _image_type(data, path)
         member = f"crops/{len(images) + 1:02d}_{role}{'_' + _slug(camera) if camera else ''}{ext}"
         seen = facts.get(i)
         images.append(ExportImage(-1 if i is None else int(i), path, member, role, camera, _iso(time), similarity,
                                   rank, reason, tuple(_field(seen, "matches", ()) or ()),
                                   tuple(_field(seen, "contradicts", ()) or ()), hashlib.sha256(data).hexdigest(),
-                                  mime, data))
+                                  mime, data, follow_of, same_person))
         if i is not None:
             members[int(i)] = member
 
@@ -367,7 +371,8 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
         also = bool(_field(item, "confirmed", False)) and said is not None  # a further crop confirmed as the person
         add(i, path, data, "confirmed" if mine or also else "same_track", _field(item, "camera"), _field(item, "time"),
             confirmed.similarity if mine else said.similarity if also else None,
-            confirmed.rank if mine else said.rank if also else None, reason)
+            confirmed.rank if mine else said.rank if also else None, reason,
+            *((_field(item, "follow_of"), _field(item, "same_person")) if also else (None, None)))
     if read_image is not None:
         for t in conversation:
             i = t.gallery_index

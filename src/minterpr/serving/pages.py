@@ -204,7 +204,7 @@ class _StandIn:
         self.gallery_index, self.rank, self.similarity = gallery_index, None, None
         self.camera, self.time, self.judgement = camera, time, judgement
         self.matches, self.contradicts, self.unsure = [], [], []
-        self.same_track_as = None
+        self.same_track_as, self.linked_tracks = None, 0
 
 
 def _ruled_out(search: Any, user: Any, sid: str, gallery_index: int) -> _StandIn:
@@ -235,8 +235,10 @@ def _because(data: Any) -> str:
 MOVES: dict[str, Callable[[Any, Any, str, Any], Any]] = {  # form post -> service call (search, user, sid, form)
     "describe": lambda search, user, sid, d: search.describe(user, sid, str(d.get("text", ""))),
     "answer": lambda search, user, sid, d: search.answer(user, sid, str(d.get("text", ""))),
-    "feedback": lambda search, user, sid, d: search.feedback(user, sid, _index(d), _because(d)),
-    "confirm": lambda search, user, sid, d: search.confirm(user, sid, _index(d), acknowledge=d.get("acknowledge") == "yes"),
+    "feedback": lambda search, user, sid, d: search.feedback(user, sid, _index(d), _because(d), group=d.get("group") == "yes"),
+    "confirm": lambda search, user, sid, d: search.confirm(user, sid, _index(d), acknowledge=d.get("acknowledge") == "yes",
+                                                           follow_of=_number(d, "follow_of") if d.get("follow_of") else None,
+                                                           group=d.get("group") == "yes"),
     "example": lambda search, user, sid, d: search.example_gallery(user, sid, _index(d)),
     "undo": lambda search, user, sid, d: search.undo(user, sid),
     "withdraw": lambda search, user, sid, d: search.withdraw_fact(user, sid, _number(d, "turn"), _number(d, "fact")),
@@ -276,13 +278,27 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     if view.action is not None:
         status_text += f" The system asks: {view.action.text}"
     scope = view.scope  # the session's own scope (the case's, narrowed by the filters it was started with)
+    follow, follow_error = _follow(search, user, sid, view)
     return dict(view=view, case=case, results=results, ruled_out=ruled_out, window_error=window_error, shown=shown, references_outside=outside, filters=filters,
                 top=top, cameras=pages.cameras(view.gallery, case.cameras), focus=focus, status_text=status_text,
                 filtered=", ".join(f"{k} {v if k == 'camera' else when(v)}" for k, v in filters.items() if v and k != "n"),
                 more=more, absent=view.probably_absent, strip=timeline_strip(results + [r for r in ruled_out if r.rank]), footage=footage_range(pages.galleries(), view.gallery),
                 note=SIMILARITY_NOTE, evidence_note=EVIDENCE_NOTE, scope=scope, max_chars=settings.max_text_chars,
                 can_search=pages.allowed(user, "session:search"), can_confirm=pages.allowed(user, "session:confirm"),
-                can_export=pages.allowed(user, "session:export"))
+                can_export=pages.allowed(user, "session:export"), follow=follow, follow_error=follow_error)
+
+
+def _follow(search: Any, user: Any, sid: str, view: Any) -> tuple[Any, str | None]:
+    """(the "Follow this person" candidates of the first confirmed crop, None) after a confirmation; (None,
+    why not) when the gallery or the service cannot follow (no appearance vectors, no calibration)."""
+    if not view.confirmed_all:
+        return None, None
+    try:
+        return search.follow(user, sid, view.confirmed_all[0].gallery_index), None
+    except ApiError as err:
+        if err.code in ("no_appearance", "no_same_person"):
+            return None, err.message
+        raise
 
 
 def register(app: Any) -> None:

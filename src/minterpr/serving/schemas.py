@@ -201,6 +201,8 @@ class AnswerRequest(Strict):
 class FeedbackRequest(Strict):
     gallery_index: Index = Position
     text: Text = Field(min_length=1, max_length=TEXT_MAX, description='"not her: no backpack", "maybe"')
+    # the analyst asks to judge the tracks ingestion linked to this crop's track the same way (one crop each)
+    group: bool = Field(default=False, strict=True)
 
 
 class ExampleRequest(Strict):
@@ -209,6 +211,11 @@ class ExampleRequest(Strict):
 
 class ConfirmRequest(Strict):
     gallery_index: Index = Position
+    # a "follow this person" candidate: the confirmed crop it was offered for (its same-person probability
+    # with that crop is recorded with the confirmation and goes into the export)
+    follow_of: Index | None = Field(default=None, ge=0, le=2**40)
+    # the analyst asks to confirm the tracks ingestion linked to this crop's track too (one crop each, each recorded)
+    group: bool = Field(default=False, strict=True)
     # the spec says true only; false is answered by the service (acknowledge_required, saying why)
     acknowledge: bool = Field(strict=True, json_schema_extra={"const": True}, description="must be true: I confirm this result looks like the person I am "
                                           "searching for; this records similarity, not identity")
@@ -228,6 +235,7 @@ class ResultView(Strict):
     # a crop of the same track (video source and tracker id) as a crop the analyst confirmed: the tracker's
     # evidence that it shows the same person, which the match figure (appearance only) does not carry
     same_track_as: int | None = None
+    linked_tracks: int = 0  # other tracks ingestion linked to its track (appearance, time, place): a hint, never a verdict
 
 
 class ActionView(Strict):
@@ -246,6 +254,8 @@ class ConfirmedView(Strict):
     similarity: float | None
     rank: int | None
     statement: str  # similarity, never identity
+    follow_of: int | None = None  # confirmed from "follow this person": the confirmed crop it was offered for
+    same_person: float | None = None  # and its same-person probability with that crop then
 
 
 class TimelineEntry(Strict):
@@ -264,6 +274,31 @@ class TimelineEntry(Strict):
     # when it holds; a replaced fact is no evidence, and withdrawing the one that replaced it restores it
     replaced_by: list[list[int] | None] = []
     judgement: bool | None = None  # a feedback turn: False = ruled out, None = unsure ("could be, I can't tell")
+    follow_of: int | None = None  # a judgement made on a "follow this person" candidate: of which confirmed crop
+    same_person: float | None = None  # its same-person probability with that crop when judged
+
+
+class FollowCandidateView(Strict):
+    gallery_index: int
+    path: str
+    camera: str | None
+    time: str | None
+    same_person: float  # same-person probability with the confirmed crop (appearance only): "may be the same person"
+    linked: bool = False  # in the confirmed crop's tracklet link group (ingestion's links: a hint, not a verdict)
+    judgement: bool | None = None  # the analyst's verdict on it so far (True confirmed, False ruled out)
+
+
+class FollowLane(Strict):
+    camera: str | None
+    candidates: list[FollowCandidateView]  # in time order
+
+
+class FollowView(Strict):
+    session_id: str
+    gallery_index: int  # the confirmed crop followed
+    cameras: list[FollowLane]  # the cameras in the order the person may have passed them
+    base_rate: float  # the prior the probabilities assume (the calibration's fit split's, unless configured)
+    statement: str  # what the figures mean: similarity, never identity
 
 
 class TurnView(Strict):

@@ -45,7 +45,7 @@ from minterpr.serving.db import Case, Database, GalleryRow, SearchSession, Sessi
 from minterpr.serving.errors import ApiError, public_message
 from minterpr.serving.galleries import Galleries, LoadedGallery
 from minterpr.serving.ratelimit import RateLimiter
-from minterpr.serving.schemas import ExportRecord, SessionSummary, TimelineEntry, TurnView
+from minterpr.serving.schemas import ExportRecord, FollowView, SessionSummary, TimelineEntry, TurnView
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
@@ -189,26 +189,76 @@ class Search:
     def answer(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "answer", lambda live: live.session.answer(text), {}, text, None, top)
 
-    def feedback(self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None) -> TurnView:
+    def feedback(self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None,
+                 group: bool = False) -> TurnView:
         """Judge any in-scope image ("not her: no backpack", "maybe"); saying it *is* the person is refused
-        here: that needs the explicit confirmation step (:meth:`confirm`)."""
+        here: that needs the explicit confirmation step (:meth:`confirm`). ``group``: the tracks linked to
+        its track are judged the same way too (:meth:`_group`)."""
         if isinstance(text, str) and verdict(text) is True:
             raise ApiError(422, "confirmation_required", "to say this is the person, use the confirmation step "
                            "(POST /api/sessions/{id}/confirm with acknowledge: true)", field="text")
-        return self._turn(principal, sid, "feedback",
+        others = self._group(principal, sid, gallery_index) if group else []
+        view = self._turn(principal, sid, "feedback",
                           lambda live: live.session.feedback(self._local(live, gallery_index), text),
                           {"gallery_index": gallery_index}, text, gallery_index, top)
+        for i in others:
+            view = self._turn(principal, sid, "feedback", lambda live, i=i: live.session.feedback(self._local(live, i), text),
+                              {"gallery_index": i, "group_of": gallery_index}, text, i, top)
+        return view
+
+    def _group(self, principal: Principal, sid: str, gallery_index: int) -> list[int]:
+        """The crops a judgement of ``gallery_index`` with ``group`` also judges (one per linked track,
+        :func:`~minterpr.serving.follow.group_rows`), each its own turn; 409 when they would pass the turn limit."""
+        from minterpr.serving.follow import group_rows
+
+        with self._open(principal, sid, write=False) as live:
+            self._local(live, gallery_index)
+            rows, limit, used = group_rows(live, gallery_index), _max_turns(live.session), len(live.session.history)
+        if limit is not None and used + 1 + len(rows) > limit:
+            raise ApiError(409, "turn_limit", f"judging its linked group takes {1 + len(rows)} turns and this "
+                           f"conversation has {limit - used} of its {limit} left: judge the crops one at a time",
+                           field="group")
+        return rows
 
     def confirm(self, principal: Principal, sid: str, gallery_index: int, acknowledge: bool,
-                top: int | None = None) -> TurnView:
-        """The explicit step: the analyst states that this image looks like the person (similarity, not identity)."""
+                top: int | None = None, follow_of: int | None = None, group: bool = False) -> TurnView:
+        """The explicit step: the analyst states that this image looks like the person (similarity, not identity).
+        ``follow_of``: a candidate of "follow this person" (:meth:`follow`): its same-person probability with
+        that confirmed crop is recorded with the confirmation (and exported with it). ``group``: the tracks
+        ingestion linked to its track are confirmed too, one crop each (only when the analyst asks)."""
         need(principal, "session:confirm")
         if acknowledge is not True:
             raise ApiError(422, "acknowledge_required", "a confirmation needs acknowledge: true (the analyst "
                            "confirms a visual similarity; it does not identify anyone)", field="acknowledge")
-        return self._turn(principal, sid, "confirm",
+        extra: dict[str, Any] = {"gallery_index": gallery_index}
+        others = self._group(principal, sid, gallery_index) if group else []
+        if follow_of is not None:
+            from minterpr.serving.follow import same_person_of
+
+            with self._open(principal, sid, write=False) as live:
+                self._local(live, gallery_index)
+                extra.update(follow_of=follow_of, same_person=same_person_of(live, follow_of, gallery_index))
+        view = self._turn(principal, sid, "confirm",
                           lambda live: live.session.feedback(self._local(live, gallery_index), events.CONFIRM_TEXT),
-                          {"gallery_index": gallery_index}, events.CONFIRM_TEXT, gallery_index, top)
+                          extra, events.CONFIRM_TEXT, gallery_index, top)
+        for i in others:  # asked for: the linked tracks, one crop each, each its own recorded confirmation
+            view = self._turn(principal, sid, "confirm",
+                              lambda live, i=i: live.session.feedback(self._local(live, i), events.CONFIRM_TEXT),
+                              {"gallery_index": i, "group_of": gallery_index}, events.CONFIRM_TEXT, i, top)
+        return view
+
+    def follow(self, principal: Principal, sid: str, gallery_index: int) -> FollowView:
+        """The crops that may show the person of confirmed crop ``gallery_index``, per camera in time order
+        (:mod:`minterpr.serving.follow`); who was shown which crops is audited (``follow_shown``)."""
+        from minterpr.serving.follow import follow_view
+
+        need(principal, "session:read")
+        with self._open(principal, sid, write=False) as live:
+            shown = follow_view(live, gallery_index)
+        self._audit_read(principal, "follow_shown", live.case_id, {
+            "session": sid, "gallery_index": gallery_index, **acted(principal),
+            "candidates": [[c.gallery_index, c.same_person] for lane in shown.cameras for c in lane.candidates]})
+        return shown
 
     def example_gallery(self, principal: Principal, sid: str, gallery_index: int, top: int | None = None) -> TurnView:
         def move(live: Live) -> Any:
@@ -278,8 +328,9 @@ class Search:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
             match = every[0]  # the headline is the first confirmation; the others follow it as confirmed crops
             images = export_images(live, match.gallery_index, files=files)
-            images += [{**export_images(live, c.gallery_index, files=files)[0], "confirmed": True} for c in every[1:]
-                       if c.gallery_index not in {im["gallery_index"] for im in images}]
+            images += [{**export_images(live, c.gallery_index, files=files)[0], "confirmed": True,
+                        **({} if c.same_person is None else {"follow_of": c.follow_of, "same_person": c.same_person})}
+                       for c in every[1:] if c.gallery_index not in {im["gallery_index"] for im in images}]
             details = {"session": sid, "images": [image["path"] for image in images]}
             seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
                                   [("export", details)])
@@ -374,7 +425,9 @@ class Search:
                 live.timeline.append(TimelineEntry(seq=seq, kind=kind, text=said, gallery_index=gallery_index,
                                                    user=principal.username, time=t, rank=extra.get("seen_rank"),
                                                    similarity=extra.get("seen_similarity"),
-                                                   understood=live.session.history[-1].understood))
+                                                   understood=live.session.history[-1].understood,
+                                                   follow_of=extra.get("follow_of"),
+                                                   same_person=extra.get("same_person")))
             # the confirmation reports the rank and match recorded with it (now in the timeline)
             return shown.model_copy(update={"seq": seq, "timeline": timeline(live), "confirmed": confirmed(live),
                                             "confirmed_all": confirmed_all(live)})
@@ -450,7 +503,8 @@ class Search:
                            f"have been removed by retention): {public_message(str(err))}") from None
         timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
                                   gallery_index=e.payload.get("gallery_index"), rank=e.payload.get("seen_rank"),
-                                  similarity=e.payload.get("seen_similarity"), understood=entry.understood)
+                                  similarity=e.payload.get("seen_similarity"), understood=entry.understood,
+                                  follow_of=e.payload.get("follow_of"), same_person=e.payload.get("same_person"))
                     for entry, e in turns]
         session = self._with_model(session)  # after the replay: recorded turns keep their recorded facts
         exports = [TimelineEntry(seq=e.seq, kind=e.kind, text="", gallery_index=e.payload.get("gallery_index"),

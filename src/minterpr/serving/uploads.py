@@ -37,6 +37,18 @@ from minterpr.serving.errors import ApiError
 IMAGE_TYPES = {"image/jpeg": "JPEG", "image/png": "PNG", "image/webp": "WEBP", "image/bmp": "BMP"}
 
 
+def _size(n: int) -> str:
+    """``n`` bytes for people: ``'5 MiB'``, ``'32 KiB'``, ``'100 bytes'`` (rounded down to one decimal).
+
+    >>> _size(5 * 2**20), _size(32768), _size(1536), _size(100)
+    ('5 MiB', '32 KiB', '1.5 KiB', '100 bytes')
+    """
+    for unit, scale in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            return f"{int(n / scale * 10) / 10:g} {unit}"
+    return f"{n} bytes"
+
+
 def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLike[str], *, max_bytes: int,
                  max_pixels: int) -> str:
     """Check and store one uploaded image; returns its file name in ``folder``. ApiError 413 / 415 / 422."""
@@ -46,7 +58,8 @@ def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLik
         raise ApiError(415, "unsupported_media_type", f"image type {kind or 'none'!r} is not accepted: send {accepted}",
                        field="file")
     if len(data) > max_bytes:
-        raise ApiError(413, "too_large", f"the image has more than {max_bytes} bytes", field="file")
+        raise ApiError(413, "too_large", f"the image has more than the {_size(max_bytes)} an upload may have "
+                       "(the server's max_upload_bytes): send a smaller copy", field="file")
     if not data:
         raise ApiError(422, "bad_image", "the uploaded file is empty", field="file")
     try:
@@ -57,14 +70,16 @@ def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLik
         claimed = re.search(r"\((\d+) pixels\)", str(err))
         size = _header_size(data)
         said = f"{size[0]}x{size[1]}" if size else f"{claimed.group(1) if claimed else 'too many'} pixels"
-        raise ApiError(413, "too_large", f"the image is {said}: more than {max_pixels} pixels", field="file") from None
+        raise ApiError(413, "too_large", f"the image is {said}: more than {max_pixels} pixels (the server's "
+                       "max_image_pixels): send a smaller copy", field="file") from None
     except (UnidentifiedImageError, OSError, ValueError):
         raise ApiError(422, "bad_image", "the uploaded file is not an image of a supported type", field="file") from None
     if actual != IMAGE_TYPES[kind]:
         raise ApiError(415, "unsupported_media_type", f"declared {kind} but the file is {actual or 'unknown'}",
                        field="file")
     if width * height > max_pixels:
-        raise ApiError(413, "too_large", f"the image is {width}x{height}: more than {max_pixels} pixels", field="file")
+        raise ApiError(413, "too_large", f"the image is {width}x{height}: more than {max_pixels} pixels (the "
+                       "server's max_image_pixels): send a smaller copy", field="file")
     with tempfile.TemporaryDirectory(prefix="minterpr-upload-") as scratch:
         raw = Path(scratch) / "upload"
         raw.write_bytes(data)

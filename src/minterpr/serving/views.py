@@ -107,8 +107,17 @@ def results(live: Live, top: int) -> list[ResultView]:
                               contradicts=[describe_fact(f) for f in explanation.contradicted],
                               unsure=[describe_fact(f) for f in explanation.unsure],
                               judgement=judgements.get(local),
-                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index))))
+                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index)),
+                              linked_tracks=_linked(live, gallery_index)))
     return out
+
+
+def _linked(live: Live, gallery_index: int) -> int:
+    """How many other tracks ingestion linked to the image's track (0 without a link group)."""
+    from minterpr.serving.follow import linked_tracks
+
+    link = live.gallery.metadata[gallery_index].get("link")
+    return 0 if link is None else max(0, len(linked_tracks(live.gallery).get(link, [])) - 1)
 
 
 def _track(live: Live, gallery_index: int) -> tuple[Any, Any] | None:
@@ -174,7 +183,9 @@ def _confirmed_view(live: Live, gallery_index: int) -> ConfirmedView:
     entry = next((t for t in reversed(live.timeline) if t.kind == "confirm" and t.gallery_index == gallery_index), None)
     rank, similarity = (entry.rank, entry.similarity) if entry is not None else (None, None)
     return ConfirmedView(gallery_index=gallery_index, path=path, camera=camera, time=time, similarity=similarity,
-                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)))
+                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)),
+                         follow_of=None if entry is None else entry.follow_of,
+                         same_person=None if entry is None else entry.same_person)
 
 
 def unrecognised(live: Live) -> list[str]:

@@ -6,7 +6,8 @@ store is written into ``DIR/.staging/`` and then moved into place file by file, 
 last, so a kill at any moment leaves the old store or the new one (an interrupted move is
 finished by the next :func:`append_gallery`). The cost is a rewrite of the store (O(N)).
 
-:func:`add_fused` builds and saves the fused index of a store from its saved embeddings.
+:func:`rewrite_metadata` replaces the free metadata of every row the same way (what tracklet
+linking stores its groups with). :func:`add_fused` builds and saves the fused index of a store from its saved embeddings.
 """
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from minterpr.index.store.gallery_store import (APPEARANCE, APPENDABLE, EMBEDDIN
                                           check_store_folder, open_gallery, save_gallery, write_manifest)
 from minterpr.types import GalleryImage  # noqa: F401  (the doctest builds GalleryImage rows)
 
-__all__ = ["add_fused", "append_gallery"]
+__all__ = ["add_fused", "append_gallery", "rewrite_metadata"]
 
 
 def _finish_staged(folder: Path) -> None:
@@ -149,6 +150,42 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
                  fused_index=ivf, appearance_fingerprint=appearance_fingerprint)
     _finish_staged(folder)
     return len(merged)
+
+
+def rewrite_metadata(directory: str | os.PathLike[str], metadata: Sequence[Mapping[str, Any]]) -> None:
+    """Replace the free metadata of the store in ``directory``, one record per row in its order
+    (its vector index is rebuilt over them: its filters read them; everything else is kept), with
+    the same staged swap as :func:`append_gallery`.
+
+    >>> import tempfile
+    >>> folder = tempfile.mkdtemp()
+    >>> rows = GalleryIndex([GalleryImage("a.jpg", "a")], np.eye(2, dtype=np.float32)[:1], root="/crops")
+    >>> append_gallery(rows, folder, model_fingerprint="f00d", metadata=[{"job": 1}])
+    1
+    >>> rewrite_metadata(folder, [{"job": 1, "link": "x"}])
+    >>> open_gallery(folder).metadata, open_gallery(folder).manifest.root
+    ([{'job': 1, 'link': 'x'}], '/crops')
+    """
+    folder = Path(directory)
+    check_store_folder(folder)
+    remove_stale_temporaries(folder)
+    _finish_staged(folder)
+    old = open_gallery(folder, fused=False)
+    if len(metadata) != len(old.index):
+        raise InputError(f"rewrite_metadata: {len(metadata)} metadata records for a store of {len(old.index)} rows")
+    records = [dict(m) for m in metadata]
+    manifest = old.manifest
+    index = dataclasses.replace(old.index, root=manifest.root)  # as stored ("." for a store holding its images)
+    backend = manifest.vector_backend
+    vectors = None if backend is None else build_vector_index(backend, index, records,
+                                                              model_fingerprint=manifest.model_fingerprint)
+    ivf = build_fused(index, like=manifest.fused) if manifest.fused is not None and len(index) else None
+    shutil.rmtree(folder / STAGING, ignore_errors=True)
+    looks = manifest.appearance
+    save_gallery(index, folder / STAGING, model_fingerprint=manifest.model_fingerprint, vector_index=vectors,
+                 metadata=records, rebuild=manifest.rebuild, fused_index=ivf,
+                 appearance_fingerprint=None if looks is None else looks.get("model_fingerprint"))
+    _finish_staged(folder)
 
 
 def add_fused(directory: str | os.PathLike[str], **options: Any) -> FusedIVF:
