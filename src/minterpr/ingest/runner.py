@@ -135,6 +135,10 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
         if manifest.root != STORE_ROOT:
             raise DatasetError(folder, f"a gallery of images under {manifest.root!r}, not an ingested one; "
                                        "ingest into another gallery")
+        from minterpr.index.store.appearance_store import check_appearance_match
+
+        # before the video is read: rows with and without appearance vectors cannot share a store
+        check_appearance_match(manifest, folder, getattr(pipeline, "appearance_fingerprint", None))
     every = every_of(options, info)
     video = info.kind != "crops"
     detector = create_detector(options.detector, options.detector_options) if video else None
@@ -240,9 +244,17 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
     rows = [metadata[position[image.path]] for image in embedded.images]
     index = GalleryIndex(embedded.images, embedded.embeddings, attribute_probs=embedded.attribute_probs,
                          root=STORE_ROOT, skipped=embedded.skipped)  # the crops are inside the store's folder
+    looks = getattr(pipeline, "appearance", None)
+    if looks is not None:  # the same crops through the appearance model: its rows in step with the embeddings'
+        from minterpr.runtime.appearance import with_appearance
+
+        reporter.update("index", 0, 1, force=True, message=f"appearance: {len(embedded.images)} crops")
+        vectors, _, _ = looks.embed_files([os.fspath(folder / image.path) for image in embedded.images], strict=True)
+        index = with_appearance(index, vectors)
     rebuild = f"minterpr ingest {info.path} --gallery {folder} --run RUN (again for each source)"
     total = append_gallery(index, folder, model_fingerprint=pipeline.fingerprint, metadata=rows,
-                           replace={"job": job.job}, backend="exact", rebuild=rebuild)
+                           replace={"job": job.job}, backend="exact", rebuild=rebuild,
+                           appearance_fingerprint=None if looks is None else looks.fingerprint)
     return len(embedded.images), total
 
 
@@ -254,6 +266,9 @@ def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
 
     stored = open_gallery(folder)
     labels = stored.manifest.labels
+    looks = stored.manifest.appearance  # the store's appearance vectors stay (none are added)
     empty = GalleryIndex([], np.zeros((0, stored.manifest.dim), np.float32), root=STORE_ROOT,
-                         attribute_probs=None if labels is None else np.zeros((0, labels), np.float32))
-    return append_gallery(empty, folder, model_fingerprint=fingerprint, metadata=[], replace={"job": job})
+                         attribute_probs=None if labels is None else np.zeros((0, labels), np.float32),
+                         appearance=None if looks is None else np.zeros((0, int(looks["dim"])), np.float32))
+    return append_gallery(empty, folder, model_fingerprint=fingerprint, metadata=[], replace={"job": job},
+                          appearance_fingerprint=None if looks is None else looks["model_fingerprint"])
