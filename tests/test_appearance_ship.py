@@ -231,3 +231,34 @@ def test_onnx_engine_gives_torch_vectors_and_reuses_its_cache(tmp_path):
     other = tiny_checkpoint(tmp_path, seed=1)
     assert load_appearance(other, engine="onnx", onnx_cache=cache).engine_name == "onnx"
     assert cache.stat().st_mtime_ns != stamp  # another model's export replaced it
+
+
+def test_ingest_of_crops_keeps_appearance_vectors_and_refuses_a_mixed_store_first(tmp_path, tiny_run):
+    from minterpr.ingest import ingest
+    from minterpr.runtime.pipeline import load_pipeline
+
+    checkpoint = tiny_checkpoint(tmp_path)
+    crops(tmp_path / "cam1", 3)
+    with_looks = load_pipeline(tiny_run, appearance=checkpoint, engine="torch")
+    result = ingest(tmp_path / "cam1", tmp_path / "g", run=with_looks)
+    stored = open_gallery(tmp_path / "g")
+    assert result.rows_added == 3 and stored.manifest.appearance["model_fingerprint"] == with_looks.appearance_fingerprint
+    want, _, _ = with_looks.appearance.embed_files([str(tmp_path / "g" / i.path) for i in stored.index.images])
+    assert np.allclose(stored.index.appearance, want, atol=1e-6)
+    crops(tmp_path / "cam2", 2)
+    plain = load_pipeline(tiny_run, appearance=None, engine="torch")
+    ingest(tmp_path / "cam2", tmp_path / "plain", run=plain)
+    with pytest.raises(DatasetError, match="has no appearance vectors.*index build --update --out") as err:
+        ingest(tmp_path / "cam1", tmp_path / "plain", run=with_looks)
+    assert "\n" not in str(err.value)
+    assert len(open_gallery(tmp_path / "plain").index) == 2  # nothing added, nothing lost
+
+
+def test_the_service_loads_each_run_with_its_appearance_setting(tmp_path, tiny_run):
+    from minterpr.serving.galleries import Galleries
+    from minterpr.serving.settings import ServeSettings
+
+    assert ServeSettings(data_dir=tmp_path).appearance == "auto"
+    checkpoint = tiny_checkpoint(tmp_path)
+    assert Galleries(None, appearance=str(checkpoint)).pipeline(str(tiny_run)).appearance.dim == 512
+    assert Galleries(None).pipeline(str(tiny_run)).appearance is None  # auto beside a test run: none
