@@ -262,3 +262,20 @@ def test_the_service_loads_each_run_with_its_appearance_setting(tmp_path, tiny_r
     checkpoint = tiny_checkpoint(tmp_path)
     assert Galleries(None, appearance=str(checkpoint)).pipeline(str(tiny_run)).appearance.dim == 512
     assert Galleries(None).pipeline(str(tiny_run)).appearance is None  # auto beside a test run: none
+
+
+def test_commands_that_keep_no_gallery_load_no_appearance_model(tmp_path, tiny_run, monkeypatch):
+    import argparse
+
+    from minterpr.cli.common import load_pipeline_of
+    from minterpr.models.zoo import pin_shipped_model
+
+    root = tmp_path / "models"
+    save_reid_dir(tiny_model(), root / "looks")
+    monkeypatch.setenv(MODELS_ENV, str(root))
+    monkeypatch.setattr("minterpr.models.zoo.DEFAULT_APPEARANCE_MODEL", "looks")
+    pin_shipped_model("looks", "an appearance model", "f2", kind="appearance")
+    monkeypatch.setattr("minterpr.runtime.appearance.is_shipped_attribute_model", lambda path: True)
+    with_option = argparse.Namespace(run=str(tiny_run), appearance="auto")
+    assert load_pipeline_of(with_option).appearance.dim == 512  # ingest, index build: auto = the shipped one
+    assert load_pipeline_of(argparse.Namespace(run=str(tiny_run))).appearance is None  # eval, chat, calibrate

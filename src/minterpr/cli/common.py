@@ -327,13 +327,14 @@ def load_pipeline_of(args: argparse.Namespace, run: str | Path | None = None, *,
                      batch_size: int | None = None) -> "Pipeline":
     """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
     way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
-    and ``--appearance`` where the command has them. A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
+    and ``--appearance`` where the command has them (without it: no appearance model). A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.runtime.pipeline import load_pipeline
 
     sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
     return load_pipeline(args.run if run is None else run, device=getattr(args, "device", None) or DEFAULT_DEVICE,
                          text_precision=getattr(args, "text_precision", "fp32"),
-                         appearance=getattr(args, "appearance", "auto"), **sizes)
+                         # commands without --appearance keep no gallery: its vectors would go unused
+                         appearance=getattr(args, "appearance", None), **sizes)
 
 
 def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
