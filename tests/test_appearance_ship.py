@@ -191,6 +191,8 @@ def test_index_build_update_adds_vectors_to_an_older_store(tmp_path, capsys):
     assert require_appearance(stored.manifest, folder, looks.fingerprint)["dim"] == 512
     assert np.array_equal(stored.index.embeddings, embeddings) and stored.manifest.model_fingerprint == "m1"
     assert "added appearance vectors (3 x 512" in capsys.readouterr().out
+    assert main(["index", "info", str(folder)]) == 0
+    assert f"appearance vectors: 3 x 512 (appearance model {looks.fingerprint})" in capsys.readouterr().out
     with pytest.raises(DatasetError, match="not other"):
         require_appearance(stored.manifest, folder, "other")
 
