@@ -14,6 +14,15 @@ from minterpr.runtime.appearance import load_appearance, with_appearance
 from minterpr.types import GalleryImage
 
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models on a busy 2-core machine
+
+
+@pytest.fixture(autouse=True)
+def torch_engine(monkeypatch):
+    """Vectors from torch: the ONNX path has its own agreement test (test_appearance_ship.py)."""
+    monkeypatch.setattr("minterpr.runtime.appearance.DEFAULT_APPEARANCE_ENGINE", "torch")
+
+
 def tiny_reid(tmp_path, seed: int = 0):
     torch.manual_seed(seed)
     model = ReidModel(ReidModelConfig(image_size=(64, 32))).eval()
@@ -89,7 +98,7 @@ def test_pipeline_adds_vectors_for_the_images_it_kept(tmp_path, tiny_run):
     from minterpr.runtime.pipeline import load_pipeline
 
     names = crops(tmp_path / "c", 3)
-    pipe = load_pipeline(tiny_run, appearance=tiny_reid(tmp_path))
+    pipe = load_pipeline(tiny_run, appearance=tiny_reid(tmp_path), engine="torch")
     index = pipe.index_images(names + ["gone.png"], root=str(tmp_path / "c"), progress=False)
     assert len(index) == 3 and index.appearance.shape == (3, 512)
     alone, _, _ = pipe.appearance.embed_files([str(tmp_path / "c" / n) for n in names])

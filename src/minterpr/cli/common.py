@@ -313,16 +313,28 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
     return pipeline.backend, pipeline.rerank_config()
 
 
+APPEARANCE_HELP = ("the appearance (same-person) model whose vectors the gallery keeps beside the embeddings: "
+                   "auto (default: the shipped one beside a shipped attribute model, none beside other runs), "
+                   "shipped, a model directory or a reid run's best.pt, or none")
+
+
+def add_appearance_argument(parser: argparse.ArgumentParser) -> None:
+    """``--appearance auto|shipped|none|PATH``, wherever a command loads a model to embed a gallery."""
+    parser.add_argument("--appearance", default="auto", metavar="auto|shipped|none|PATH", help=APPEARANCE_HELP)
+
+
 def load_pipeline_of(args: argparse.Namespace, run: str | Path | None = None, *,
                      batch_size: int | None = None) -> "Pipeline":
     """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
     way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
-    where the command has it. A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
+    and ``--appearance`` where the command has them (without it: no appearance model). A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.runtime.pipeline import load_pipeline
 
     sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
     return load_pipeline(args.run if run is None else run, device=getattr(args, "device", None) or DEFAULT_DEVICE,
-                         text_precision=getattr(args, "text_precision", "fp32"), **sizes)
+                         text_precision=getattr(args, "text_precision", "fp32"),
+                         # commands without --appearance keep no gallery: its vectors would go unused
+                         appearance=getattr(args, "appearance", None), **sizes)
 
 
 def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,

@@ -3,7 +3,7 @@
 The field's protocol on a re-id manifest (``minterpr data reid``'s ``test.jsonl``): one query
 crop per identity and camera (seeded), the rest the gallery, same-identity crops of the query's
 own camera left out; rank-1/5/10, mAP and mINP (:mod:`minterpr.evaluation.reid`). The model is a
-reid run's ``best.pt`` (``--model``) or a torchreid OSNet state dict (``--weights``, never
+reid run's ``best.pt`` or an appearance model directory (``--model``) or a torchreid OSNet state dict (``--weights``, never
 fine-tuned here: the baseline).
 
 Example:
@@ -25,14 +25,15 @@ def run(args: argparse.Namespace) -> int:
     from minterpr.data.reid import query_gallery_split, read_manifest
     from minterpr.errors import MinterprError
     from minterpr.models.device import resolve_device
-    from minterpr.models.reid import ReidModel, ReidModelConfig, load_reid_model
+    from minterpr.models.reid import ReidModel, ReidModelConfig
+    from minterpr.models.reid_dir import load_reid_any
     from minterpr.training.reid import CropCache, evaluate
 
     try:
         images = read_manifest(args.data)
         query, gallery = query_gallery_split(images, seed=args.seed)
         if args.model:
-            model = load_reid_model(args.model)
+            model = load_reid_any(args.model)  # a run's best.pt or an appearance model directory
         else:
             model = ReidModel(ReidModelConfig(width=args.width), weights=args.weights).eval()
         model.to(resolve_device(args.device))
@@ -56,7 +57,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser("eval-reid", help="score an appearance model (rank-k, mAP, mINP)",
                                    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", metavar="BEST_PT", help="a reid run's best.pt (minterpr train --config reid)")
+    source.add_argument("--model", metavar="BEST_PT", help="a reid run's best.pt (minterpr train --config reid) or an appearance model directory "
+                        "(models/osnet-x0_25-reid)")
     source.add_argument("--weights", metavar="PTH", help="a torchreid OSNet state dict, used as it is")
     parser.add_argument("--width", default="x0_25", help="OSNet width of --weights (default x0_25)")
     parser.add_argument("--data", required=True, metavar="MANIFEST", help="a re-id manifest (minterpr data reid)")

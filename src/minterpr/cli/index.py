@@ -9,12 +9,16 @@ With 20,000 images or more (``--fused auto``, the default; ``yes`` / ``no`` forc
 also gets its fused index (:mod:`minterpr.index.store.fused_store`: the inverted lists sessions take
 their shortlist from), saved beside it and memory-mapped when the store is opened; ``index fused
 DIR`` builds one for a store saved without it. ``index info`` prints a store's manifest.
+``--appearance`` (default ``auto``: the shipped appearance model beside the shipped attribute model)
+adds same-person vectors (``appearance.npy``); ``index build --update --out STORE`` adds them to a
+store built without them, from its stored crops and images, no video read again.
 ``minterpr chat --run RUN --index DIR`` then searches the store without re-embedding, and
 refuses one built by another model.
 
 Example:
     $ minterpr index build --run runs/synth --images data/synth --out galleries/synth-test
     $ minterpr index info galleries/synth-test
+    $ minterpr index build --update --out galleries/lobby          # appearance vectors for an older store
     $ minterpr index fused galleries/old-store --fused-options '{"nprobe": 16}'
     $ minterpr chat --run runs/synth --index galleries/synth-test
 """
@@ -30,8 +34,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from minterpr.cli.common import (STDOUT, CLIError, add_batch_size_argument, add_common_options, gallery_images,
-                                 show_progress, write_json)
+from minterpr.cli.common import (STDOUT, CLIError, add_appearance_argument, add_batch_size_argument, add_common_options,
+                                 gallery_images, show_progress, write_json)
 
 DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
 NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embeddings)
@@ -43,6 +47,10 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.runtime.pipeline import load_pipeline
 
     out = out or sys.stdout
+    if args.update:
+        return cmd_update(args, out)
+    if args.images is None:
+        raise CLIError("index build: --images DIR is required (or --update --out STORE to add appearance vectors)")
     images_dir = Path(args.images)
     if not images_dir.is_dir():
         raise CLIError(f"image directory not found: {images_dir}")
@@ -57,7 +65,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.camera is not None:  # crops of one camera: images that name none get it
         images = [image if image.camera_id is not None else dataclasses.replace(image, camera_id=args.camera)
                   for image in images]
-    pipeline = load_pipeline(args.run, device=args.device, batch_size=args.batch_size)
+    pipeline = load_pipeline(args.run, device=args.device, batch_size=args.batch_size, appearance=args.appearance)
     start = time.perf_counter()
     try:
         index = pipeline.index_images(images, root=os.path.abspath(images_dir),
@@ -71,15 +79,48 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     fused = build_fused(index, **args.fused_options) if wants_fused(args.fused, len(index)) else None
     fused_s = time.perf_counter() - start
     save_gallery(index, args.out, model_fingerprint=fingerprint, vector_index=vectors, rebuild=_rebuild_command(args),
-                 fused_index=fused)
+                 fused_index=fused, appearance_fingerprint=pipeline.appearance_fingerprint)
+    looks = "" if pipeline.appearance is None else f" and appearance model {pipeline.appearance_fingerprint}"
     print(f"indexed {len(index)} images in {seconds:.1f} s ({len(index) / max(seconds, 1e-9):.0f} images/s) "
-          f"with model {fingerprint}", file=out)
+          f"with model {fingerprint}{looks}", file=out)
     if fused is not None:
         print(f"fused index: {fused.nlist} lists ({fused.kmeans} k-means) in {fused_s:.1f} s", file=out)
     if index.skipped:
         print(index.skipped_summary(), file=out)
     print(f"saved to {args.out} ({'no vector index' if vectors is None else f'{backend} vector index'}); "
           f"search it with: minterpr chat --run {shlex.quote(str(args.run))} --index {shlex.quote(str(args.out))}",
+          file=out)
+    return 0
+
+
+def cmd_update(args: argparse.Namespace, out: TextIO) -> int:
+    """``index build --update --out STORE``: appearance vectors for every image of an existing store,
+    read from the store's own crops and images (no video read again); the embeddings stay."""
+    from minterpr.data.paths import resolve_under
+    from minterpr.index.store.appearance_store import update_appearance
+    from minterpr.index.store.gallery_store import STORE_ROOT, open_gallery
+    from minterpr.runtime.appearance import AUTO, NONE, SHIPPED, load_appearance
+
+    if args.images is not None or args.gallery is not None:
+        raise CLIError("index build --update reads the images the store lists: leave out --images and --gallery")
+    if args.appearance == NONE:
+        raise CLIError("index build --update adds appearance vectors: --appearance none leaves nothing to add")
+    folder = Path(args.out)
+    stored = open_gallery(folder, fused=False)  # DatasetError (one line) for a missing or half-written store
+    root = stored.manifest.root
+    base = folder.absolute() if root in (None, STORE_ROOT) else Path(root)
+    looks = load_appearance(SHIPPED if args.appearance == AUTO else args.appearance, batch_size=args.batch_size or 64)
+    paths = [resolve_under(os.fspath(base), image.path) for image in stored.index.images]
+    start = time.perf_counter()
+    vectors, _, failed = looks.embed_files(paths)
+    if failed:
+        position, error = failed[0]
+        raise CLIError(f"{folder}: {len(failed)} of its {len(paths)} images cannot be read any more (the first: "
+                       f"{error}); nothing was changed: restore them, or rebuild the store")
+    manifest = update_appearance(folder, vectors, looks.fingerprint)
+    seconds = time.perf_counter() - start
+    print(f"added appearance vectors ({len(vectors)} x {manifest.appearance['dim']}, appearance model "
+          f"{looks.fingerprint}) to {folder} in {seconds:.1f} s ({len(vectors) / max(seconds, 1e-9):.0f} images/s)",
           file=out)
     return 0
 
@@ -98,6 +139,8 @@ def _rebuild_command(args: argparse.Namespace) -> str:
         words += ["--fused", args.fused]
     if args.fused_options:
         words += ["--fused-options", json.dumps(args.fused_options, sort_keys=True)]
+    if args.appearance != "auto":
+        words += ["--appearance", str(args.appearance)]
     return shlex.join([*words, "--out", str(args.out)])
 
 
@@ -123,6 +166,9 @@ def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
             ("embeddings", f"{manifest.count} x {manifest.dim} float32"),
             ("attribute probabilities", "none" if manifest.labels is None else f"{manifest.count} x {manifest.labels}"),
             ("model fingerprint", manifest.model_fingerprint or "unknown"), ("image root", manifest.root or "-"),
+            ("appearance vectors", "none (add them: minterpr index build --update --out STORE)"
+             if manifest.appearance is None else f"{manifest.count} x {manifest.appearance.get('dim')} (appearance "
+             f"model {manifest.appearance.get('model_fingerprint')})"),
             ("vector index", "none" if manifest.vector_backend is None else
              f"{manifest.vector_backend} ({vector_index.get('count', '?')} vectors, "
              f"{json.dumps(vector_index.get('params', {}), sort_keys=True)})" if vector_index else
@@ -171,8 +217,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     build.add_argument("--run", default="shipped", metavar="RUN",
                        help="a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
                             "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)")
-    build.add_argument("--images", required=True, metavar="DIR",
-                       help="image directory (with gallery_<split>.jsonl, or image files)")
+    build.add_argument("--images", metavar="DIR",
+                       help="image directory (with gallery_<split>.jsonl, or image files); required unless --update")
     build.add_argument("--gallery", metavar="MANIFEST", help="gallery manifest (default: DIR/gallery_<split>.jsonl)")
     build.add_argument("--split", default="test", help="the split whose gallery_<split>.jsonl is read (default: test)")
     build.add_argument("--out", required=True, metavar="INDEX_DIR",
@@ -181,6 +227,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                        help="vector index saved with the store: exact, faiss_hnsw, faiss_ivfpq, qdrant (where "
                             f"installed) or {NO_BACKEND} (default: {DEFAULT_BACKEND})")
     build.add_argument("--camera", metavar="ID", help="camera id of the images that name none (a folder of one camera)")
+    add_appearance_argument(build)
+    build.add_argument("--update", action="store_true", help="add appearance vectors (--appearance, default the "
+                       "shipped model) to the existing store --out from its stored crops and images; nothing is "
+                       "re-embedded and no video is read")
     add_batch_size_argument(build, "images embedded")
     build.add_argument("--fused", choices=("auto", "yes", "no"), default="auto",
                        help="save the fused index sessions take their shortlist from (auto: from 20,000 images)")

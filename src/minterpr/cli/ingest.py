@@ -24,7 +24,7 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from minterpr.cli.common import CLIError, add_common_options, show_progress, write_json
+from minterpr.cli.common import CLIError, add_appearance_argument, add_common_options, show_progress, write_json
 
 
 def _detector_options(pairs: list[str]) -> dict[str, Any]:
@@ -110,7 +110,8 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     name, detector_options, note = resolve_detector(options.detector, options.detector_options)
     create_detector(name, detector_options)  # so does a detector that cannot load (not fetched, a bad file)
     parse_start(options.start)
-    pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"))  # an unusable device: InputError
+    # an unusable device: InputError; an appearance model that cannot load: RunError naming it
+    pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"), appearance=args.appearance)
     try:  # FFmpeg's own log lines (a damaged file) would break the one-line error
         import av.logging
 
@@ -164,6 +165,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--run", default="shipped", metavar="RUN",
                         help="the model that embeds the crops: a run or model directory, 'shipped[:NAME]' or "
                              "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)")
+    add_appearance_argument(parser)
     parser.add_argument("--camera", metavar="ID", help="camera id stored with every row")
     parser.add_argument("--start", metavar="ISO-TIME",
                         help="time of the first frame (ISO 8601, e.g. 2026-12-01T10:00:00); rows get start + frame/fps")

@@ -87,7 +87,8 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
                     for k in range(len(index))]
         vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.fingerprint)
         save_gallery(index, store, model_fingerprint=pipeline.fingerprint, vector_index=vectors, metadata=metadata,
-                     rebuild=f"minterpr serve --demo --demo-out {out}")
+                     rebuild=f"minterpr serve --demo --demo-out {out}",
+                     appearance_fingerprint=pipeline.appearance_fingerprint)
     rows = {row.name: row for row in services.galleries.rows()}
     if "demo" not in rows or Path(rows["demo"].directory) != store.absolute():
         services.galleries.register("demo", store, run_dir, by="minterpr serve --demo")
@@ -199,7 +200,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     galleries = gallery_specs(args.gallery)  # malformed --gallery: one line before anything starts
     serving = not (args.purge or args.no_serve)
     settings = settings_from(args, demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
-                             device=args.device)
+                             device=args.device, appearance=args.appearance)
     data_dir = Path(settings.data_dir)
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
     credentials, made_now, described = None, False, None
@@ -330,6 +331,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
                         help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
                              "repeat for several (default: none, the header is ignored)")
     parser.add_argument("--torch-threads", type=int, metavar="N", help="torch threads in the server")
+    parser.add_argument("--appearance", metavar="auto|shipped|none|PATH",
+                        help="the appearance (same-person) model beside each gallery's run: auto (default: the shipped "
+                             "one beside a shipped attribute model, none beside other runs), shipped, a model "
+                             "directory or a reid run's best.pt, or none")
     parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
                         help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "
                              "warning with --quiet)")

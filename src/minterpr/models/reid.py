@@ -67,6 +67,11 @@ class ReidModel(nn.Module):
             nn.init.normal_(self.classifier.weight, std=0.001)
 
     @property
+    def device(self) -> torch.device:
+        """Where the weights are (the ONNX engine runs only beside CPU weights)."""
+        return next(self.parameters()).device
+
+    @property
     def preprocess(self) -> ImagePreprocess:
         return self.encoder.preprocess
 

@@ -34,6 +34,9 @@ from pathlib import Path
 from minterpr.errors import InputError, RunError, first_line
 
 DEFAULT_REAL_MODEL = "peta-pa100k-lite2"  # the shipped model for real camera footage (models/<name>/)
+# the shipped appearance (same-person) model used beside it (minterpr.runtime.appearance)
+DEFAULT_APPEARANCE_MODEL = "osnet-x0_25-reid"
+APPEARANCE_KIND = "appearance"  # zoo.json's "kind" of an appearance model; absent = an attribute model
 MODELS_ENV = "MINTERPR_MODELS"  # a folder of shipped model directories, instead of the repository's models/
 ZOO_FILE = "zoo.json"  # in that folder: {name: {"config_sha256": ..., "summary": ...}}
 SHIPPED_PREFIX, HUB_PREFIX = "shipped", "hf-hub:"
@@ -125,9 +128,14 @@ def resolve_model(ref: str | os.PathLike[str]) -> Path:
     return Path(ref)
 
 
-def pin_shipped_model(name: str, summary: str, fingerprint: str) -> dict[str, str]:
+def shipped_kind(name: str) -> str:
+    """What the shipped model ``name`` is: ``"appearance"`` or ``"attribute"`` (zoo.json's ``kind``)."""
+    return shipped_models().get(name, {}).get("kind", "attribute")
+
+
+def pin_shipped_model(name: str, summary: str, fingerprint: str, *, kind: str | None = None) -> dict[str, str]:
     """Record the model directory ``models/NAME`` in ``zoo.json`` (its ``config.json``'s SHA-256,
-    a one-line summary, the model fingerprint), replacing an earlier entry of that name; the
+    a one-line summary, the model fingerprint, and ``kind`` "appearance" for an appearance model), replacing an earlier entry of that name; the
     step that publishes a new version after its figures were measured. Returns the entry.
 
     Example:
@@ -145,7 +153,7 @@ def pin_shipped_model(name: str, summary: str, fingerprint: str) -> dict[str, st
     if not config.is_file():
         raise RunError(config, "missing: export the model there first (minterpr export RUN --out DIR)")
     entry = {"config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(), "summary": summary,
-             "fingerprint": fingerprint}
+             "fingerprint": fingerprint, **({"kind": kind} if kind else {})}
     zoo = {**shipped_models(), name: entry}
     from minterpr.fileio import atomic_write_text
 

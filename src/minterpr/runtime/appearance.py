@@ -16,9 +16,10 @@ Example (with a trained appearance model):
 """
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 
@@ -28,9 +29,15 @@ from minterpr.index.gallery_index import GalleryIndex
 
 if TYPE_CHECKING:
     from minterpr.interaction.appearance import SamePersonCalibration
+    import torch
+
     from minterpr.models.reid import ReidModel
 
+logger = logging.getLogger(__name__)
+
 DEFAULT_APPEARANCE_BATCH = 64  # crops per forward pass: OSNet x0.25 at 256x128 is ~1.3 MB per crop
+# what computes the vectors when no engine is named: ONNX Runtime on the CPU where installed, else torch
+DEFAULT_APPEARANCE_ENGINE = "auto"
 
 
 @dataclass
@@ -42,7 +49,12 @@ class Appearance:
     batch_size: int = DEFAULT_APPEARANCE_BATCH  # crops per forward pass
     # cosine -> same-person probability fitted on val (same_person.json beside the model); None = not fitted
     same_person: "SamePersonCalibration | None" = None
+    # what computes the vectors: "auto" = ONNX Runtime on the CPU where installed (same vectors to ~1e-6,
+    #   faster: docs/benchmarks.md), else torch; "torch"; "onnx" (refused off the CPU)
+    engine: str = "auto"
+    onnx_cache: Path | None = None  # the .onnx export to reuse (None: exported in memory at first use)
     _fingerprint: str | None = field(default=None, repr=False)
+    _engine: Any = field(default=None, repr=False)
 
     @property
     def fingerprint(self) -> str:
@@ -56,6 +68,24 @@ class Appearance:
     @property
     def dim(self) -> int:
         return int(self.model.config.feature_dim)
+
+    @property
+    def engine_name(self) -> str:
+        """"torch" or "onnx": what computes the vectors ("auto" resolved at first use)."""
+        if self._engine is None:
+            from minterpr.models.onnx_reid import ReidEngine
+
+            self._engine = ReidEngine(self.model, self.engine, cache=self.onnx_cache)
+        return str(self._engine.engine_name)
+
+    def embed_pixels(self, pixels: "torch.Tensor") -> np.ndarray:
+        """Preprocessed crops ``(B, 3, H, W)`` -> ``(B, A)`` float32 L2-normalised vectors."""
+        import torch
+
+        if self.engine_name == "onnx":
+            return np.asarray(self._engine.onnx(pixels), dtype=np.float32)
+        with torch.inference_mode():
+            return self.model.embed(pixels).float().numpy()
 
     def embed_files(self, paths: Sequence[str], *, strict: bool = False
                     ) -> tuple[np.ndarray, list[int], list[tuple[int, ImageError]]]:
@@ -78,7 +108,7 @@ class Appearance:
                         continue
                     kept.append(i)
                 if tensors:
-                    vectors.append(self.model.embed(torch.stack(tensors)).float().numpy())  # (b, A)
+                    vectors.append(self.embed_pixels(torch.stack(tensors)))  # (b, A)
         out = np.concatenate(vectors) if vectors else np.zeros((0, self.dim), np.float32)
         return np.ascontiguousarray(out, dtype=np.float32), kept, failed
 
@@ -98,25 +128,84 @@ def with_appearance(index: GalleryIndex, vectors: np.ndarray | None) -> GalleryI
     return copy
 
 
-def load_appearance(path: str | Path, *, batch_size: int = DEFAULT_APPEARANCE_BATCH) -> Appearance:
-    """The appearance model in ``path`` (a re-id run's ``best.pt`` or a run directory holding one).
+AUTO, SHIPPED, NONE = "auto", "shipped", "none"  # the appearance choices besides a path (module doc)
 
-    A missing or foreign file raises :class:`~minterpr.errors.RunError` naming it."""
+
+def load_appearance(path: str | Path, *, batch_size: int = DEFAULT_APPEARANCE_BATCH, engine: str | None = None,
+                    onnx_cache: str | Path | None = None) -> Appearance:
+    """The appearance model in ``path``: ``"shipped"`` (or ``"shipped:NAME"``, the checked directory
+    under ``models/``), an appearance model directory (safetensors + ``config.json``), a re-id run's
+    ``best.pt`` or a run directory holding one. Nothing beyond tensors is unpickled.
+
+    A missing or foreign file raises :class:`~minterpr.errors.RunError` naming it and what is missing
+    (a folder of the attribute model: "holds the attribute model only").
+
+    Example:
+        >>> load_appearance("/nonexistent/best.pt")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        minterpr.errors.RunError: /nonexistent/best.pt: no appearance model here ...
+    """
     from minterpr.errors import RunError
-    from minterpr.models.reid import load_reid_model
+    from minterpr.models.reid_dir import load_reid_any
+    from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, SHIPPED_PREFIX, resolve_model
 
     if batch_size < 1:
         raise InputError(f"load_appearance: batch_size must be at least 1, got {batch_size}")
-    file = Path(path)
-    if file.is_dir():
+    if isinstance(path, str) and (path == SHIPPED_PREFIX or path.startswith(SHIPPED_PREFIX + ":")):
+        path = f"{SHIPPED_PREFIX}:{path.partition(':')[2] or DEFAULT_APPEARANCE_MODEL}"
+    file = resolve_model(path) if isinstance(path, str) else Path(path)
+    if file.is_dir() and not (file / "config.json").is_file():
         file = file / "best.pt"
-    if not file.is_file():
-        raise RunError(str(file), "no appearance model here (train one with `minterpr train --config reid`)")
+    if not file.exists():
+        raise RunError(str(file), "no appearance model here (the shipped one: --appearance shipped; train one with "
+                                  "`minterpr train --config reid`)")
     from minterpr.interaction.appearance import read_same_person
 
-    model = load_reid_model(str(file))
+    model = load_reid_any(file)
     try:
         same_person = read_same_person(file)
     except ValueError as err:
         raise RunError(str(file), str(err)) from None
-    return Appearance(model, file, batch_size, same_person)
+    return Appearance(model, file, batch_size, same_person, engine or DEFAULT_APPEARANCE_ENGINE,
+                      None if onnx_cache is None else Path(onnx_cache))
+
+
+def choose_appearance(appearance: str | Path | None, run_path: Path | None, *,
+                      batch_size: int = DEFAULT_APPEARANCE_BATCH, engine: str | None = None,
+                      onnx_cache: str | Path | None = None) -> Appearance | None:
+    """The appearance model a pipeline gets: ``None`` / ``"none"`` = none; ``"auto"`` = the shipped one
+    when the attribute model at ``run_path`` is a shipped real-pixel model (a directory of the
+    ``models/`` folder), else none (synthetic and test runs have no real people to compare);
+    ``"shipped[:NAME]"`` or a path = that one (:func:`load_appearance`). A models folder holding
+    the attribute model only (``$MINTERPR_MODELS`` without the appearance model) gives none under
+    ``"auto"``, said in one logged line, and RunError naming ``zoo.json`` under ``"shipped"``.
+
+    Example:
+        >>> choose_appearance("none", None) is None, choose_appearance("auto", Path("runs/synth")) is None
+        (True, True)
+    """
+    if appearance is None or appearance == NONE:
+        return None
+    if appearance == AUTO:
+        if run_path is None or not is_shipped_attribute_model(run_path):
+            return None
+        from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, shipped_models
+
+        if DEFAULT_APPEARANCE_MODEL not in shipped_models():  # a models folder holding the attribute model only
+            logger.warning("no shipped appearance model (%s) beside %s: galleries get no appearance vectors; "
+                           "name one with --appearance PATH", DEFAULT_APPEARANCE_MODEL, run_path)
+            return None
+        appearance = SHIPPED
+    return load_appearance(appearance, batch_size=batch_size, engine=engine, onnx_cache=onnx_cache)
+
+
+def is_shipped_attribute_model(path: Path) -> bool:
+    """Whether ``path`` is an attribute model directory of the shipped ``models/`` folder (zoo.json)."""
+    from minterpr.models.zoo import shipped_kind, shipped_models, shipped_models_dir
+
+    try:
+        root, zoo = shipped_models_dir().resolve(), shipped_models()
+        where = Path(path).resolve()
+    except (OSError, ValueError):
+        return False
+    return where.parent == root and where.name in zoo and shipped_kind(where.name) != "appearance"

@@ -1,5 +1,6 @@
 """The models this installation can use, for ``minterpr models``: the shipped ones
-(:mod:`minterpr.models.zoo`), and the training runs and exported model directories under folders.
+(:mod:`minterpr.models.zoo`: the attribute model, and the appearance model used beside it), and
+the training runs and exported model directories under folders.
 
 Example:
     >>> import tempfile
@@ -30,6 +31,9 @@ class ModelEntry:
     fingerprint: str | None  # the model fingerprint galleries record; None when it cannot be loaded
     image_encoder: str | None  # the image encoder of its config
     problem: str | None = None  # why it cannot be loaded (one line), else None
+    role: str = "attribute"  # "attribute" (the retrieval model: --run) or "appearance" (same-person vectors: --appearance)
+    summary: str | None = None  # what it is for (zoo.json's one line, shipped models only)
+    size_bytes: int | None = None  # bytes of its files (weights, config, notes); None for a run directory
 
 
 def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool = True) -> list[ModelEntry]:
@@ -37,7 +41,7 @@ def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool
     ``roots`` (or a root that is one itself), each loaded once for its fingerprint (unless
     ``fingerprints`` is false). A model that does not load is listed with its problem."""
     from minterpr.models.model_dir import is_model_dir
-    from minterpr.models.zoo import shipped_models, shipped_models_dir
+    from minterpr.models.zoo import APPEARANCE_KIND, shipped_models, shipped_models_dir
 
     found: list[tuple[str, str, Path]] = []
     for name in sorted(shipped_models()):
@@ -53,13 +57,32 @@ def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool
                 found.append((str(path), "run", path))
             elif is_model_dir(path):
                 found.append((str(path), "export", path))
+    zoo = shipped_models()
     entries = []
     for name, kind, path in found:
+        shipped = zoo.get(path.name, {}) if kind == "shipped" else {}
+        size = sum(p.stat().st_size for p in path.iterdir() if p.is_file()) if kind != "run" and path.is_dir() else None
+        if shipped.get("kind") == APPEARANCE_KIND:
+            entries.append(_appearance_entry(name, path, fingerprints, shipped.get("summary"), size))
+            continue
         try:
             run = load_run(name)
         except (RunError, InputError) as err:
             entries.append(ModelEntry(name, kind, path, None, None, str(err).splitlines()[0]))
             continue
         entries.append(ModelEntry(name, kind, path, run.fingerprint if fingerprints else None,
-                                  run.model.config.image_encoder))
+                                  run.model.config.image_encoder, summary=shipped.get("summary"), size_bytes=size))
     return entries
+
+
+def _appearance_entry(name: str, path: Path, fingerprints: bool, summary: str | None, size: int | None) -> ModelEntry:
+    """The entry of a shipped appearance model, loaded (and checked) like ``--appearance`` loads it."""
+    from minterpr.runtime.appearance import load_appearance
+
+    try:
+        looks = load_appearance(name)
+    except (RunError, InputError) as err:
+        return ModelEntry(name, "shipped", path, None, None, str(err).splitlines()[0], "appearance", summary, size)
+    config = looks.model.config
+    return ModelEntry(name, "shipped", path, looks.fingerprint if fingerprints else None,
+                      f"osnet_{config.width}", None, "appearance", summary, size)

@@ -66,6 +66,11 @@ class Pipeline:
         (``minterpr.index.store.gallery_store``) and is checked against when reopened."""
         return self.run.fingerprint
 
+    @property
+    def appearance_fingerprint(self) -> str | None:
+        """The appearance model's fingerprint (what a store's ``appearance.npy`` records); None without one."""
+        return None if self.appearance is None else self.appearance.fingerprint
+
     def rerank_config(self) -> "RerankConfig":
         """The :class:`~minterpr.interaction.reranking.RerankConfig` sessions use by default: the
         stored scoring (attribute weight and probability floor), else the defaults."""
@@ -143,7 +148,7 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
 def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
                   engine: str = RUN_ENGINE,
                   onnx_cache: str | Path | None = None, text_precision: str = "fp32",
-                  appearance: str | Path | None = None) -> Pipeline:
+                  appearance: str | Path | None = "auto") -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
     model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
     ``"hf-hub:ORG/NAME[@REV]"`` (:mod:`minterpr.models.zoo`) as a pipeline; CPU by default.
@@ -152,14 +157,17 @@ def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch
     gallery images (:class:`~minterpr.runtime.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
     on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster). ``text_precision``
     "int8" runs the query text encoder with int8 weights (opt-in; faster turns, features within
-    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md). ``appearance``: an appearance
-    model (:func:`~minterpr.runtime.appearance.load_appearance`) whose vectors the pipeline's
-    galleries carry beside the embeddings."""
+    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md). ``appearance``: the appearance
+    model whose vectors the pipeline's galleries carry beside the embeddings
+    (:func:`~minterpr.runtime.appearance.choose_appearance`): ``"auto"`` (default) = the shipped one
+    beside a shipped real-pixel attribute model, none beside any other run; ``"shipped"`` or a path
+    (a model directory, a reid run's ``best.pt``) = that one; ``None`` / ``"none"`` = none."""
     run = load_run(run_dir, device=device)
     backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
-    looks = None
-    if appearance is not None:
-        from minterpr.runtime.appearance import load_appearance
+    from minterpr.models.onnx_export import sibling_onnx_path
+    from minterpr.runtime.appearance import choose_appearance
 
-        looks = load_appearance(appearance)
+    # the appearance model computes where the attribute model does: ONNX Runtime on the CPU unless engine="torch"
+    looks = choose_appearance(appearance, run.model_path, engine="torch" if str(device) != "cpu" else engine,
+                              onnx_cache=sibling_onnx_path(onnx_cache, "appearance"))
     return Pipeline(run, backend, looks)

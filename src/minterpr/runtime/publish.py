@@ -128,3 +128,104 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
         raise RunError(f"{HUB_PREFIX}{repo}", f"the push to the Hugging Face Hub failed ({first_line(err)})") from None
     return PushResult(repo_id=repo, revision=branch, commit=str(info.oid), url=str(info.commit_url),
                       files=tuple(sorted(files)))
+
+
+# float16 storage of the appearance model is accepted when every crop's vector keeps at least this
+# cosine with float32's and the check manifest's rank-1 is the same (else it ships at float32)
+APPEARANCE_HALF_COSINE_MIN = 0.9999
+
+
+@dataclass(frozen=True)
+class AppearancePublished:
+    """What :func:`publish_appearance` wrote."""
+
+    path: Path  # the model directory (models/NAME)
+    precision: str  # "float16" or "float32": how the weights are stored
+    cosine_min: float  # smallest float16-vs-float32 cosine over the checked crops (1.0 when float32 was forced)
+    rank1: dict[str, float]  # rank-1 of the check manifest per precision ({} without one)
+    fingerprint: str  # the shipped model's fingerprint: what galleries' appearance.npy record
+    bytes: int  # size of model.safetensors
+
+
+def publish_appearance(checkpoint: str | os.PathLike[str], name: str, summary: str, *,
+                       check: str | os.PathLike[str] | None = None, precision: str = "auto",
+                       min_cosine: float = APPEARANCE_HALF_COSINE_MIN, pin: bool = True) -> AppearancePublished:
+    """Publish a reid run's ``best.pt`` as the shipped appearance model ``models/NAME`` (one step:
+    ``minterpr models publish-appearance``). ``check``: a re-id manifest (``minterpr data reid``'s
+    ``val.jsonl``) whose crops measure the float16 drift and rank-1 of both precisions; without it,
+    seeded random inputs measure the drift. ``precision="auto"`` stores float16 when every vector
+    keeps cosine >= ``min_cosine`` and rank-1 is unchanged, else float32. The folder must already
+    hold ``MODEL_CARD.md`` and ``LICENSE-WEIGHTS.md`` (the card says where the model came from);
+    ``pin`` then records its ``config.json`` in ``zoo.json`` (kind "appearance").
+
+    Example:
+        >>> import tempfile, torch
+        >>> from minterpr.models.reid import ReidModel, ReidModelConfig
+        >>> from minterpr.models.zoo import MODELS_ENV
+        >>> root = Path(tempfile.mkdtemp()); m = ReidModel(ReidModelConfig(image_size=(64, 32))).eval()
+        >>> torch.save({"model": m.search_state_dict(), "config": m.config.to_dict()}, root / "best.pt")
+        >>> (root / "looks").mkdir(); _ = [(root / "looks" / f).write_text("x") for f in SHIP_NOTES]
+        >>> os.environ[MODELS_ENV] = str(root)
+        >>> publish_appearance(root / "best.pt", "looks", "a test").precision
+        'float16'
+        >>> del os.environ[MODELS_ENV]
+    """
+    import tempfile
+
+    import numpy as np
+
+    from minterpr.models.fingerprint import model_fingerprint
+    from minterpr.models.reid_dir import load_reid_dir, reid_half_drift, save_reid_dir
+    from minterpr.models.zoo import APPEARANCE_KIND, pin_shipped_model, shipped_models_dir
+    from minterpr.runtime.appearance import Appearance, load_appearance
+
+    if precision not in ("auto", "float16", "float32"):
+        raise InputError(f"precision {precision!r}: auto, float16 or float32")
+    out = shipped_models_dir() / name
+    missing = [note for note in SHIP_NOTES if not (out / note).is_file()]
+    if missing:
+        raise InputError(f"{out / missing[0]}: missing; write the model card and the weights' licence note before "
+                         "publishing (models/peta-pa100k-lite2/ has examples)")
+    source = load_appearance(Path(checkpoint), engine="torch")  # the weights' own vectors, no export needed
+    with tempfile.TemporaryDirectory() as scratch:
+        save_reid_dir(source.model, scratch, precision="float16")
+        half = Appearance(load_reid_dir(scratch), Path(scratch), engine="torch")
+        rank1: dict[str, float] = {}
+        if check is None:
+            cosine = reid_half_drift(source.model, half.model)
+        else:
+            from minterpr.data.reid import query_gallery_split, read_manifest
+            from minterpr.evaluation.reid import reid_metrics
+
+            query, gallery = query_gallery_split(read_manifest(check), seed=0)
+            crops = [i.path for i in (*query, *gallery)]
+            full_vectors = source.embed_files(crops, strict=True)[0]
+            half_vectors = half.embed_files(crops, strict=True)[0]
+            cosine = float(np.sum(full_vectors * half_vectors, axis=1).min())
+            for label, vectors in (("float32", full_vectors), ("float16", half_vectors)):
+                rank1[label] = reid_metrics(vectors[:len(query)], vectors[len(query):], [i.person_id for i in query],
+                                            [i.person_id for i in gallery], [i.camera for i in query],
+                                            [i.camera for i in gallery]).cmc[1]
+    fits = cosine >= min_cosine and rank1.get("float16") == rank1.get("float32")
+    if precision == "float16" and not fits:
+        raise RunError(out, f"float16 moves the vectors too far (cosine {cosine:.6f} < {min_cosine}, or rank-1 "
+                            f"{rank1}): publish with precision float32")
+    chosen = precision if precision != "auto" else ("float16" if fits else "float32")
+    manifest = save_reid_dir(source.model, out, precision=chosen, source={
+        "checkpoint_sha256": _sha256(Path(source.path)), "half_cosine_min": round(cosine, 6), "rank1_check": rank1,
+        "check_manifest": None if check is None else Path(check).name})
+    shipped = load_reid_dir(out)
+    fingerprint = model_fingerprint(shipped)
+    if pin:
+        pin_shipped_model(name, summary, fingerprint, kind=APPEARANCE_KIND)
+    return AppearancePublished(out, chosen, cosine if chosen == "float16" else 1.0, rank1, fingerprint,
+                               int(manifest["weights"]["bytes"]))
+
+
+SHIP_NOTES = ("MODEL_CARD.md", "LICENSE-WEIGHTS.md")  # what a shipped model folder needs besides its weights
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()

@@ -100,6 +100,11 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     model = path / "model.pt"
     if model.is_file():
         return model, path
+    from minterpr.models.reid_dir import is_reid_dir
+
+    if is_reid_dir(path):  # the other half of a shipped pair: one line, not a format error
+        raise RunError(path, "holds the appearance model only, no attribute model: name it with --appearance "
+                             "(appearance=) and the attribute model with --run (e.g. shipped)")
     if is_model_dir(path):  # an exported model directory: it is the model
         return path, None
     last, best = path / "last.pt", path / "best.pt"

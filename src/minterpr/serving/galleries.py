@@ -128,9 +128,11 @@ class LoadedGallery:
 class Galleries:
     """The registry (database) and the opened galleries (memory)."""
 
-    def __init__(self, db: Database, device: str = "cpu", caption_weight: float | None = None) -> None:
+    def __init__(self, db: Database, device: str = "cpu", caption_weight: float | None = None, *,
+                 appearance: str = "auto") -> None:
         self.db = db
         self.device = device  # where every run's model is loaded
+        self.appearance = appearance  # the appearance model beside each run (load_pipeline's appearance=)
         self.caption_weight = caption_weight  # MTG captions a store holds, at this weight; None = not read
         self._pipelines: dict[str, tuple[Any, Any]] = {}
         self._loaded: dict[int, LoadedGallery] = {}
@@ -154,7 +156,7 @@ class Galleries:
 
                 from minterpr.runtime.pipeline import load_pipeline
 
-                pipeline = load_pipeline(run_dir, device=self.device)
+                pipeline = load_pipeline(run_dir, device=self.device, appearance=self.appearance)
                 backend = copy.copy(pipeline.backend)
                 backend.allow_outside_root = True
                 self._pipelines[run_dir] = (pipeline, backend)

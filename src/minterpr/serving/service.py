@@ -109,7 +109,7 @@ def build_services(settings: ServeSettings, *, jobs: bool = True, upgrade: bool 
         torch.set_num_threads(settings.torch_threads)
     _owner_only(settings.resolved_database_url())
     db = Database(settings.resolved_database_url(), upgrade=upgrade)
-    galleries = Galleries(db, device=settings.device,
+    galleries = Galleries(db, device=settings.device, appearance=settings.appearance,
                           caption_weight=settings.vlm_caption_weight if settings.vlm_captions else None)
     cases = Cases(db, settings.max_text_chars)
     services = Services(settings, db, Accounts(db, settings), galleries, cases,

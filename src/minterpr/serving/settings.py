@@ -73,6 +73,9 @@ class ServeSettings:
     thumbnail_height: int = 256  # height of the thumbnails the image route returns
     torch_threads: int | None = None  # torch intra-op threads in the server process; None = leave as is
     device: str = "cpu"  # torch device the galleries' models run on (`minterpr serve --device`)
+    # the appearance model beside each gallery's run (`serve --appearance`): "auto" = the shipped one beside a
+    # shipped attribute model, none beside other runs (the demo's); "shipped", a path, or "none"
+    appearance: str = "auto"
     demo_gallery: str | None = None  # gallery a page offers first (set by `minterpr serve --demo`)
     vlm: VLMConfig | None = None  # a vision-language model for every session (`serve --vlm-url`); None = none
     # MTG: search each gallery with the captions its store holds (STORE/vlm_captions.jsonl, `minterpr vlm

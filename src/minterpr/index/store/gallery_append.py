@@ -120,8 +120,9 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
                 stored is not None and stored.get("model_fingerprint") != appearance_fingerprint):
             have = "no appearance vectors" if stored is None else f"appearance model {stored.get('model_fingerprint')}"
             new = "none" if appearance is None else f"appearance model {appearance_fingerprint}"
-            raise DatasetError(folder, f"the store has {have}, the new rows {new}: ingest with the same appearance "
-                                       "model, or add vectors first with `minterpr index build --update`")
+            raise DatasetError(folder, f"the store has {have}, the new rows {new}: add them with the store's "
+                                       f"(--appearance none when it has none), or give the store this model's first: "
+                                       f"minterpr index build --update --out {shlex.quote(os.fspath(folder))}")
         keep = [i for i, record in enumerate(old.metadata) if not (replace and matches(record, replace))]
         new_paths = {image.path for image in images} | {path for path, _ in skipped}
         images = [old.index.images[i] for i in keep] + images

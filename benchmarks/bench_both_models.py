@@ -1,0 +1,105 @@
+"""Gallery crops/s with both shipped models (issue 36 item 5: >= 150 crops/s on 2 cores, ONNX Runtime).
+
+What ``index_images`` pays per crop when the attribute model and the appearance model both embed
+it: the attribute model (EfficientNet-Lite2 at 160x80, ``models/peta-pa100k-lite2``) and the
+appearance model (OSNet x0.25 at 256x128, flip-averaged, ``models/osnet-x0_25-reid``).
+
+1. **forward**: crops/s of each network alone on pixels already in memory (batch ``--batch``),
+   per engine, and of both together (one crop through both: 1 / (1/a + 1/b));
+2. **end to end**: crops/s of ``load_pipeline("shipped", engine=...).index_images(crops)``
+   (decode and resize for each model, both forwards, probabilities), appearance on and off.
+
+The machine is shared: each figure is the best of ``--repeats`` runs; the load average is printed.
+
+Example:
+    $ python benchmarks/bench_both_models.py --data data/peta_cw --count 256 --threads 2 --json /tmp/both.json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+import torch
+
+from minterpr.data.dataset import BuiltDataset
+from minterpr.runtime.pipeline import load_pipeline
+
+
+def best_rate(count: int, work: Callable[[], Any], repeats: int) -> float:
+    """Items per second of ``work`` (``count`` items), the best of ``repeats`` runs after one warm-up."""
+    work()
+    best = min(_timed(work) for _ in range(repeats))
+    return count / best
+
+
+def _timed(work: Callable[[], Any]) -> float:
+    start = time.perf_counter()
+    work()
+    return time.perf_counter() - start
+
+
+def forward_rates(pipe: Any, paths: list[str], batch: int, repeats: int) -> dict[str, float]:
+    """Crops/s of each network on preloaded pixels, with the pipeline's engines."""
+    looks = pipe.appearance
+    backend = pipe.backend
+    attr_pixels = torch.stack([pipe.model.preprocess.load(p) for p in paths])
+    look_pixels = torch.stack([looks.model.preprocess.load(p) for p in paths])
+    images = backend._images  # the attribute model's image tower engine (torch or onnx)
+
+    def attributes() -> None:
+        for start in range(0, len(paths), batch):
+            chunk = attr_pixels[start:start + batch]
+            if images.engine_name == "onnx":
+                images.onnx(chunk)
+            else:
+                with torch.inference_mode():
+                    pipe.model.encode_images(chunk)
+
+    def appearance() -> None:
+        for start in range(0, len(paths), batch):
+            looks.embed_pixels(look_pixels[start:start + batch])
+
+    a = best_rate(len(paths), attributes, repeats)
+    b = best_rate(len(paths), appearance, repeats)
+    return {"attribute_engine": images.engine_name, "appearance_engine": looks.engine_name,
+            "attribute_crops_s": round(a, 1), "appearance_crops_s": round(b, 1),
+            "both_crops_s": round(1 / (1 / a + 1 / b), 1)}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--data", required=True, help="a built PETA dataset (its gallery_test.jsonl)")
+    parser.add_argument("--count", type=int, default=256, help="crops measured (default 256)")
+    parser.add_argument("--batch", type=int, default=32, help="forward batch (default 32)")
+    parser.add_argument("--threads", type=int, default=2, help="torch / ONNX Runtime threads (default 2)")
+    parser.add_argument("--repeats", type=int, default=2, help="runs per figure, the best kept (default 2)")
+    parser.add_argument("--engines", default="onnx,torch", help="engines to measure (default onnx,torch)")
+    parser.add_argument("--json", help="write the results here")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    images = BuiltDataset(args.data).gallery("test")[:args.count]
+    root = str(Path(args.data).absolute())
+    paths = [os.path.join(root, image.path) for image in images]
+    results: dict[str, Any] = {"count": len(paths), "threads": args.threads, "load_before": os.getloadavg()}
+    for engine in args.engines.split(","):
+        pipe = load_pipeline("shipped", engine=engine, appearance="shipped")
+        row = forward_rates(pipe, paths, args.batch, args.repeats)
+        both = best_rate(len(paths), lambda: pipe.index_images(images, root=root, progress=False), args.repeats)
+        pipe.appearance = None
+        alone = best_rate(len(paths), lambda: pipe.index_images(images, root=root, progress=False), args.repeats)
+        row.update(end_to_end_both_crops_s=round(both, 1), end_to_end_attribute_only_crops_s=round(alone, 1))
+        results[engine] = row
+        print(engine, json.dumps(row), flush=True)
+    results["load_after"] = os.getloadavg()
+    print("load average before / after:", results["load_before"], results["load_after"])
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
