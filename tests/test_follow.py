@@ -4,7 +4,6 @@ person per camera in time order with their same-person probabilities; each confi
 line before a confirmation, and for a gallery without appearance vectors (naming the command that adds them)."""
 from __future__ import annotations
 
-import functools
 import io
 import json
 import math
@@ -40,18 +39,16 @@ def client(tmp_path_factory):
                              for m in metadata])
     prepare_service(folder / "data", run, store)
     _, bare, _ = build_gallery(folder / "without", identities=3, views=2, run=run)
-    import minterpr.runtime.pipeline as pipelines
-
-    settings = ServeSettings(data_dir=folder / "data", demo_gallery="demo", login_rate=RateSpec(100.0, 100))
-    with pytest.MonkeyPatch.context() as patch:  # the service's pipelines load the appearance model
-        patch.setattr(pipelines, "load_pipeline", functools.partial(pipelines.load_pipeline, appearance=looks))
-        with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
-            response = client.post("/api/auth/login", json={"username": "ana", "password": PASSWORD})
-            assert response.status_code == 200, response.text
-            client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
-            services = client.app.state.services
-            services.galleries.register("bare", bare, run, by="test")
-            yield client
+    # the service's pipelines load the appearance model (serve --appearance PATH)
+    settings = ServeSettings(data_dir=folder / "data", demo_gallery="demo", login_rate=RateSpec(100.0, 100),
+                             appearance=str(looks))
+    with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
+        response = client.post("/api/auth/login", json={"username": "ana", "password": PASSWORD})
+        assert response.status_code == 200, response.text
+        client.headers["X-CSRF-Token"] = response.json()["csrf_token"]
+        services = client.app.state.services
+        services.galleries.register("bare", bare, run, by="test")
+        yield client
 
 
 def _session(client, gallery="demo"):

@@ -77,7 +77,7 @@ def test_a_gallery_ingestion_cannot_continue_is_refused_before_any_work(ingested
     bare = tmp_path / "bare"
     ingest(video, bare, run=plain, options=OPTIONS)
     jobs_before = sorted(p.name for p in (bare / "ingest").iterdir())
-    with pytest.raises(DatasetError, match=r"no appearance vectors.*`minterpr index build --update`"):
+    with pytest.raises(DatasetError, match=r"no appearance vectors.*`minterpr index build --update --out "):
         ingest(video, bare, run=ingested[2], options=OPTIONS)
     assert sorted(p.name for p in (bare / "ingest").iterdir()) == jobs_before
     with pytest.raises(DatasetError, match=r"linking tracklets needs: add them with `minterpr index build --update`"):

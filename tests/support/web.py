@@ -181,13 +181,12 @@ from pathlib import Path
 from minterpr.serving.app import create_app
 from minterpr.serving.config import load_settings
 from minterpr.serving.settings import ServeSettings
-settings = ServeSettings(data_dir=Path(sys.argv[1]), demo_gallery="demo", torch_threads=1)
-if os.environ.get("MINTERPR_TEST_APPEARANCE"):  # every run's pipeline with this appearance model (tests only)
-    import functools, minterpr.runtime.pipeline as pipelines
-    pipelines.load_pipeline = functools.partial(pipelines.load_pipeline, appearance=os.environ["MINTERPR_TEST_APPEARANCE"])
+# MINTERPR_TEST_APPEARANCE: the appearance model beside every run (serve --appearance PATH)
+looks = os.environ.get("MINTERPR_TEST_APPEARANCE") or "auto"
+settings = ServeSettings(data_dir=Path(sys.argv[1]), demo_gallery="demo", torch_threads=1, appearance=looks)
 if len(sys.argv) > 3:  # more settings, as a settings file would give them (the vlm table, ...)
     settings = load_settings({"data_dir": sys.argv[1], "demo_gallery": "demo", "torch_threads": 1,
-                              **json.loads(sys.argv[3])}, environ={})
+                              "appearance": looks, **json.loads(sys.argv[3])}, environ={})
 uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 """
 

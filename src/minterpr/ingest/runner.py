@@ -231,15 +231,15 @@ def _check_appearance(folder: Path, stored: Any, pipeline: Any) -> None:
         return
     if stored is None:
         raise DatasetError(folder, "has no appearance vectors, and this pipeline adds them: add them to the "
-                                   "gallery first with `minterpr index build --update`, or ingest without an "
-                                   "appearance model")
+                                   f"gallery first with `minterpr index build --update --out {folder}`, or ingest "
+                                   "without an appearance model")
     if looks is None:
         raise DatasetError(folder, f"has appearance vectors (model {stored.get('model_fingerprint')}): ingest with "
                                    "that appearance model too, so every row has one")
     if stored.get("model_fingerprint") != looks.fingerprint:
         raise DatasetError(folder, f"its appearance vectors come from model {stored.get('model_fingerprint')}, this "
                                    f"appearance model is {looks.fingerprint}: ingest with the same one, or rebuild "
-                                   "them with `minterpr index build --update`")
+                                   f"them with `minterpr index build --update --out {folder}`")
 
 
 def _appearance(pipeline: Any, images: list[GalleryImage], folder: Path, job: JobFolder) -> np.ndarray | None:

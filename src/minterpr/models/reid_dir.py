@@ -36,7 +36,7 @@ import torch
 
 from minterpr.errors import RunError
 
-from .io import CONFIG_FILE, MODEL_DIR_FORMAT, STORAGE_DTYPES, WEIGHTS_FILE, _read_json, _safetensors, _write_shared
+from .model_dir import CONFIG_FILE, MODEL_DIR_FORMAT, STORAGE_DTYPES, WEIGHTS_FILE, _read_json, _safetensors, _write_shared
 from .reid import ReidModel, ReidModelConfig
 
 REID_DIR_FORMAT = "minterpr-appearance-dir"  # config.json's format marker of an appearance model directory
