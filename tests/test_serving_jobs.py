@@ -177,3 +177,37 @@ def test_the_ingest_page_is_for_admins(admin, world):
     login(client, analyst)
     assert client.get("/ingest").status_code == 403 and client.get("/ingest/jobs").status_code == 403
     assert 'href="/ingest"' not in client.get("/cases").text
+
+
+def test_a_cancelled_job_resumes_by_its_id(admin, world):
+    client, headers, services, incoming = admin
+    gate = threading.Event()
+    services.jobs._pool.submit(gate.wait, 30)  # occupy the single worker: the job waits in the queue
+    body = {"gallery": "lobby", "source": str(incoming), "run": str(world[0]), "camera": "lobby:cam1"}
+    job = client.post("/api/ingest", json=body, headers=headers).json()
+    early = client.post(f"/api/ingest/{job['id']}/resume", headers=headers)  # not stopped: nothing to resume
+    assert early.status_code == 409 and "only a cancelled, interrupted or failed job" in early.json()["error"]["message"]
+    assert client.post(f"/api/ingest/{job['id']}/cancel", headers=headers).status_code == 200
+    gate.set()
+    assert services.jobs.wait(job["id"]).status == "cancelled"
+    resumed = client.post(f"/api/ingest/{job['id']}/resume", headers=headers)
+    assert resumed.status_code == 202, resumed.text
+    again = resumed.json()
+    assert again["id"] != job["id"] and again["gallery"] == "lobby" and again["source"] == str(incoming.absolute())
+    done = services.jobs.wait(again["id"])
+    assert done.status == "done" and done.message == "24 images added to lobby"
+    assert client.get("/api/galleries").json()[0]["cameras"] == ["lobby:cam1"]  # the recorded request, camera and all
+    assert client.post(f"/api/ingest/{again['id']}/resume", headers=headers).status_code == 409  # done
+    assert client.post(f"/api/ingest/{'0' * 32}/resume", headers=headers).status_code == 404
+    resume = [e for e in services.audit.entries(limit=1000) if e["action"] == "ingest_resume"]
+    assert len(resume) == 1 and resume[0]["details"] == {"job": again["id"], "resumes": job["id"]}
+    # the page: a Resume button on the stopped job, none on the finished one; it posts as the API does
+    import re
+
+    fragment = client.get("/ingest/jobs").text
+    assert fragment.count('>Resume</button>') == 1 and f'action="/ingest/{job["id"]}/resume"' in fragment
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/ingest").text).group(1)
+    posted = client.post(f"/ingest/{job['id']}/resume", data={"csrf_token": csrf}, follow_redirects=False)
+    assert posted.status_code == 303 and services.jobs.wait(services.jobs.list()[-1].id).status == "done"
+    refused = client.post(f"/ingest/{again['id']}/resume", data={"csrf_token": csrf})
+    assert refused.status_code == 409 and 'role="alert"' in refused.text

@@ -5,7 +5,9 @@
 progress bar, stage, frames, detections, tracks, crops, the job's last message — is the fragment
 ``/ingest/jobs``, which the page re-fetches every second with htmx while a job runs (without
 JavaScript, a "Refresh" link reloads the page); a job not yet ended has a Cancel button (posting
-to ``/ingest/{id}/cancel``, as ``POST /api/ingest/{id}/cancel``). The detector is HOG or an ONNX model file on the
+to ``/ingest/{id}/cancel``, as ``POST /api/ingest/{id}/cancel``); a cancelled, interrupted or failed
+ingestion has a Resume button (``/ingest/{id}/resume``: a new job with its request, which carries on
+where it stopped). The detector is HOG or an ONNX model file on the
 server (inside ``data_dir/incoming`` or an import root, like the source): ``services.jobs.start``
 checks both and the form shows its message next to the field it names.
 
@@ -136,6 +138,16 @@ def register_ingest(app: Any, pages: Any) -> None:
             await run_in_threadpool(pages.services.jobs.cancel, user, job_id)
         except ApiError as err:
             return _page(request, user, err.status, err.message)
+        return RedirectResponse("/ingest", status_code=303)
+
+    @router.post("/ingest/{job_id}/resume")
+    async def job_resume(request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"),
+                         user: Any = Depends(current_user)) -> Any:
+        pages.need(user, "ingest:run")
+        try:
+            await run_in_threadpool(pages.services.jobs.resume, user, job_id)
+        except ApiError as err:
+            return _page(request, user, err.status, err.message, err.field)
         return RedirectResponse("/ingest", status_code=303)
 
     @router.post("/ingest/caption")
