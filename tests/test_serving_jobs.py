@@ -149,13 +149,23 @@ def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):
     html = page.text
     assert 'name="detector" value="hog"' in html and 'name="detector" value="onnx"' in html
     assert 'name="detector_model"' in html and "No ingestion jobs yet." in html
+    assert 'name="detector" value="auto" checked' in html and 'name="detector" value="yolox-nano"' in html
+    from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models_dir
+
+    shipped = str(shipped_models_dir() / DEFAULT_REAL_MODEL)  # the model list: the shipped one preselected
+    assert f'<option value="{shipped}" selected>shipped: {DEFAULT_REAL_MODEL}' in html
+    assert f'<option value="{world[0]}">run: {world[0]}</option>' in html  # the registered gallery's run
+    assert 'id="every" name="every" type="number"' in html and 'id="best_k" name="best_k" type="number"' in html
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
     form = {"csrf_token": csrf, "gallery": "lobby", "source": str(incoming), "run": str(world[0]), "detector": "onnx"}
     refused = client.post("/ingest", data=form)
     assert refused.status_code == 422 and 'role="alert"' in refused.text
     assert 'id="detector_model" name="detector_model"' in refused.text and 'aria-invalid="true"' in refused.text
     assert f'value="{incoming}"' in refused.text  # what was typed is kept
-    started = client.post("/ingest", data={**form, "detector": "hog"}, follow_redirects=False)
+    wrong = client.post("/ingest", data={**form, "detector": "hog", "every": "2.5"})  # not a whole number: its field
+    assert wrong.status_code == 422 and "every: a whole number" in wrong.text and 'aria-invalid="true"' in wrong.text
+    assert f'<option value="{world[0]}" selected>' in wrong.text  # the model chosen is kept
+    started = client.post("/ingest", data={**form, "detector": "hog", "every": "1", "best_k": "2"}, follow_redirects=False)
     assert started.status_code == 303 and started.headers["location"] == "/ingest"
     job = services.jobs.list()[-1]
     assert services.jobs.wait(job.id).status == "done"

@@ -5,6 +5,7 @@ as a page error) — including after the page's own requests (htmx swaps, the jo
 Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
 from __future__ import annotations
 
+import re
 import shutil
 
 import pytest
@@ -105,7 +106,7 @@ def test_no_console_errors_on_any_page(site):
         page.goto(server.url + "/ingest")
         page.get_by_label("Gallery", exact=False).first.fill("lobby")
         page.get_by_label("Source on the server").fill(str(incoming))
-        page.locator("#run").fill(str(run))
+        page.get_by_role("combobox", name=re.compile("^Model")).select_option(str(run))
         page.get_by_label("HOG (built in)").check()
         page.get_by_role("button", name="Start ingestion").click()
         page.wait_for_url(server.url + "/ingest")

@@ -84,7 +84,10 @@ class Jobs:
 
         source = Path(request.source).expanduser()
         settings = self.services.settings
+        from minterpr.models.zoo import shipped_models, shipped_models_dir
+
         known_runs = {row.run_dir for row in self.services.galleries.rows()}  # runs already serving galleries
+        known_runs |= {str((shipped_models_dir() / name).absolute()) for name in shipped_models()}  # the installation's
         if request.detector == "onnx" and request.detector_model is None:
             raise ApiError(422, "invalid", "the onnx detector needs detector_model (a .onnx file)", field="detector_model")
         if request.detector != "onnx" and request.detector_model is not None:

@@ -17,6 +17,12 @@ picks a registered gallery and posts to ``/ingest/caption``: an MTG captioning j
 the calls, the tokens and the crops without an answer. The form names the settings' model and
 endpoint; it has no field for them (a request never chooses the URL).
 
+The model is chosen from a list (:func:`model_choices`): the shipped models, the real-footage one
+preselected, and the runs of the registered galleries, or "the gallery's own" for a gallery that
+exists. The detector is ``auto`` (YOLOX-nano when the server has fetched it, else HOG), HOG,
+YOLOX-nano or an ONNX file; its settings: how often frames are read (every Nth) and how many crops
+each track keeps.
+
 Example:
     >>> job_line({"stage": "detect", "fraction": 0.4, "frames": 120, "detections": 300, "tracks": 9, "crops": 20})
     'detect · 40% · 120 frames · 300 detections · 9 tracks · 20 crops'
@@ -27,7 +33,25 @@ Example:
 
 from typing import Any
 
-FORM_FIELDS = ("gallery", "source", "run", "camera", "start", "detector", "detector_model")  # the form's text fields
+FORM_FIELDS = ("gallery", "source", "run", "camera", "start", "detector", "detector_model", "every",
+               "best_k")  # the form's fields (text, a choice, numbers)
+NUMBER_FIELDS = ("every", "best_k")  # sent as text by the browser, integers in the request
+
+
+def model_choices(shipped: dict[str, Any], shipped_dir: Any, default: str, runs: list[str]) -> list[tuple[str, str, bool]]:
+    """(value, label, preselected) of the form's model list: the shipped models (``minterpr models``'
+    first lines), the default one preselected, then the runs registered galleries were built with.
+
+    >>> model_choices({"lite2": {"summary": "real footage"}}, "/m", "lite2", ["/runs/a", "/m/lite2"])
+    [('/m/lite2', 'shipped: lite2 (real footage)', True), ('/runs/a', 'run: /runs/a', False)]
+    """
+    from pathlib import Path
+
+    out = [(str(Path(shipped_dir) / name), f"shipped: {name}" + (f" ({info['summary']})" if info.get("summary") else ""),
+            name == default) for name, info in sorted(shipped.items())]
+    seen = {value for value, _, _ in out}
+    out += [(run, f"run: {run}", False) for run in sorted(set(runs)) if run not in seen]
+    return out
 
 
 def job_line(progress: dict[str, Any]) -> str:
@@ -55,6 +79,11 @@ def _request_from(form: dict[str, str]) -> Any:
     from minterpr.serving.schemas_jobs import IngestRequest
 
     data: dict[str, Any] = {k: v.strip() for k, v in form.items() if v.strip()}
+    for name in NUMBER_FIELDS:  # a whole number, or the field named
+        if name in data:
+            if not data[name].isdigit():
+                raise ApiError(422, "invalid", f"{name}: a whole number, got {data[name]!r}", field=name)
+            data[name] = int(data[name])
     if form.get("frames") == "yes":
         data["frames"] = True
     try:
@@ -98,10 +127,14 @@ def register_ingest(app: Any, pages: Any) -> None:
               form: dict[str, str] | None = None, caption_error: str | None = None) -> Any:
         pages.need(user, "ingest:run")
         jobs = _jobs()
+        from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models, shipped_models_dir
+
+        models = model_choices(shipped_models(), shipped_models_dir(), DEFAULT_REAL_MODEL,
+                               [row.run_dir for row in pages.services.galleries.rows()])
         return pages.render(request, "ingest.html", status, user=user, jobs=jobs, job_line=job_line, error=error,
                             error_field=field, galleries=pages.galleries(), terminal=TERMINAL,
-                            running=any(j.status not in TERMINAL for j in jobs),
-                            incoming=pages.settings.incoming_dir, form=form or {"detector": "hog"},
+                            running=any(j.status not in TERMINAL for j in jobs), models=models,
+                            incoming=pages.settings.incoming_dir, form=form or {"detector": "auto"},
                             vlm=pages.settings.vlm, caption_error=caption_error)
 
     @router.get("/ingest")
