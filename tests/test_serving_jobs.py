@@ -221,3 +221,43 @@ def test_a_cancelled_job_resumes_by_its_id(admin, world):
     assert posted.status_code == 303 and services.jobs.wait(services.jobs.list()[-1].id).status == "done"
     refused = client.post(f"/ingest/{again['id']}/resume", data={"csrf_token": csrf})
     assert refused.status_code == 409 and 'role="alert"' in refused.text
+
+
+def test_a_video_uploaded_from_the_page_is_checked_then_becomes_the_source(admin, world, tmp_path):
+    import re
+
+    cv2 = pytest.importorskip("cv2")
+    import numpy as np
+
+    client, headers, services, incoming = admin
+    video = tmp_path / "cam.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (128, 96))
+    for k in range(12):
+        writer.write(np.full((96, 128, 3), 20 * k, np.uint8))
+    writer.release()
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/ingest").text).group(1)
+    assert 'enctype="multipart/form-data"' in client.get("/ingest").text
+    uploads = services.settings.incoming_dir / "uploads"
+    not_video = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", b"not a video", "video/mp4")})
+    assert not_video.status_code == 422 and "not a video that can be read" in not_video.text
+    assert 'id="video" name="video" type="file"' in not_video.text and 'aria-invalid="true"' in not_video.text
+    assert not uploads.exists() or not any(uploads.iterdir())  # nothing kept
+    named = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("notes.txt", b"x", "text/plain")})
+    assert named.status_code == 415 and "not a video file name" in named.text
+    big = b"\0" * (services.settings.max_request_bytes + 1024)  # past any other request's cap, under a video's
+    assert client.post("/ingest", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")}).status_code == 413
+    large = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")})
+    assert large.status_code == 422 and "not a video that can be read" in large.text  # read whole, then refused
+    none = client.post("/ingest/upload", data={"csrf_token": csrf})
+    assert none.status_code == 422 and "choose a video file" in none.text
+    done = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")})
+    assert done.status_code == 200 and 'id="upload-done"' in done.text
+    stored = list(uploads.iterdir())
+    assert len(stored) == 1 and stored[0].suffix == ".avi" and stored[0].read_bytes() == video.read_bytes()
+    assert f'value="{stored[0]}"' in done.text  # the form's source is the upload
+    assert client.post("/ingest/upload", files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")}).status_code == 403
+    form = {"csrf_token": csrf, "gallery": "street", "source": str(stored[0]), "run": str(world[0]), "detector": "hog"}
+    assert client.post("/ingest", data=form, follow_redirects=False).status_code == 303
+    ran = services.jobs.wait(services.jobs.list()[-1].id)  # grey frames: no person, so no crop (a failed job says so)
+    assert ran.status in ("done", "failed") and ran.source == str(stored[0]) and "not found" not in ran.message, ran
+    assert [e["action"] for e in services.audit.entries(limit=1000)].count("video_upload") == 1

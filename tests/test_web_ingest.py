@@ -185,3 +185,39 @@ def test_an_admin_resumes_a_stopped_job_from_the_page(tmp_path):
     finally:
         server.stop()
     assert not errors, f"JavaScript errors on the page: {errors}"
+
+
+def test_an_admin_uploads_a_video_from_the_browser(site, tmp_path):
+    """The upload form: a file that is not a video is refused at its field with nothing kept; a video is
+    streamed to the server, checked, and named as the job's source."""
+    cv2 = pytest.importorskip("cv2")
+    import numpy as np
+
+    server, run, incoming = site
+    video = tmp_path / "lobby.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (128, 96))
+    for k in range(10):
+        writer.write(np.full((96, 128, 3), 25 * k, np.uint8))
+    writer.release()
+    fake = tmp_path / "fake.mp4"
+    fake.write_bytes(b"this is not a video")
+    expect = sync_api.expect
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1366, "height": 900})
+        page.set_default_timeout(TIMEOUT_MS)
+        errors: list[str] = []
+        page.on("pageerror", lambda err: errors.append(str(err)))
+        login(page, server.url, ADMIN)
+        page.goto(server.url + "/ingest")
+        page.get_by_label("Upload a video").set_input_files(str(fake))
+        page.get_by_role("button", name="Upload", exact=True).click()
+        expect(page.locator("#upload-error")).to_contain_text("not a video that can be read")
+        expect(page.get_by_label("Upload a video")).to_have_attribute("aria-invalid", "true")
+        page.get_by_label("Upload a video").set_input_files(str(video))
+        page.get_by_role("button", name="Upload", exact=True).click()
+        expect(page.locator("#upload-done")).to_contain_text("Uploaded and checked")
+        source = page.get_by_label("Source on the server").input_value()
+        assert source.startswith(str(incoming.parent / "uploads")) and source.endswith(".avi")
+        browser.close()
+    assert not errors, f"JavaScript errors on the page: {errors}"

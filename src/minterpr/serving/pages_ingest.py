@@ -17,6 +17,10 @@ picks a registered gallery and posts to ``/ingest/caption``: an MTG captioning j
 the calls, the tokens and the crops without an answer. The form names the settings' model and
 endpoint; it has no field for them (a request never chooses the URL).
 
+A video can be uploaded from the browser first (``/ingest/upload``, at most ``max_video_bytes``:
+streamed to disk under ``incoming/uploads``, opened and a first frame decoded before it is kept,
+:func:`~minterpr.serving.uploads.store_video`); the form then names it as the source.
+
 The model is chosen from a list (:func:`model_choices`): the shipped models, the real-footage one
 preselected, and the runs of the registered galleries, or "the gallery's own" for a gallery that
 exists. The detector is ``auto`` (YOLOX-nano when the server has fetched it, else HOG), HOG,
@@ -124,7 +128,8 @@ def register_ingest(app: Any, pages: Any) -> None:
         return sorted(pages.services.jobs.list(), key=lambda j: j.created, reverse=True)
 
     def _page(request: Any, user: Any, status: int = 200, error: str | None = None, field: str | None = None,
-              form: dict[str, str] | None = None, caption_error: str | None = None) -> Any:
+              form: dict[str, str] | None = None, caption_error: str | None = None,
+              upload_error: str | None = None, uploaded: Any = None) -> Any:
         pages.need(user, "ingest:run")
         jobs = _jobs()
         from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models, shipped_models_dir
@@ -135,7 +140,8 @@ def register_ingest(app: Any, pages: Any) -> None:
                             error_field=field, galleries=pages.galleries(), terminal=TERMINAL,
                             running=any(j.status not in TERMINAL for j in jobs), models=models,
                             incoming=pages.settings.incoming_dir, form=form or {"detector": "auto"},
-                            vlm=pages.settings.vlm, caption_error=caption_error)
+                            vlm=pages.settings.vlm, caption_error=caption_error, upload_error=upload_error,
+                            uploaded=uploaded, max_video_mib=pages.settings.max_video_bytes // 2**20)
 
     @router.get("/ingest")
     def ingest_page(request: Request, user: Any = Depends(optional_user)) -> Any:
@@ -162,6 +168,26 @@ def register_ingest(app: Any, pages: Any) -> None:
         except ApiError as err:
             return _page(request, user, err.status, err.message, err.field, form)
         return RedirectResponse("/ingest", status_code=303)
+
+    @router.post("/ingest/upload")
+    async def video_upload(request: Request, user: Any = Depends(current_user)) -> Any:
+        from minterpr.serving.uploads import store_video
+
+        pages.need(user, "ingest:run")
+        data = await request.form()  # parsed by the CSRF check already: the file is spooled to disk
+        video = data.get("video")
+        form = {"detector": "auto"}
+        try:
+            if video is None or isinstance(video, str) or not video.filename:
+                raise ApiError(422, "invalid", "choose a video file to upload", field="video")
+            folder = pages.settings.incoming_dir / "uploads"
+            stored = await run_in_threadpool(store_video, video.file, video.filename, folder,
+                                             max_bytes=pages.settings.max_video_bytes)
+        except ApiError as err:
+            return _page(request, user, err.status, upload_error=err.message)
+        pages.services.audit.record(user, "video_upload", None, {"file": stored.name, "name": video.filename[:200]})
+        form["source"] = str(stored)
+        return _page(request, user, form=form, uploaded=stored)
 
     @router.post("/ingest/{job_id}/cancel")
     async def job_cancel(request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"),
