@@ -23,12 +23,16 @@ With ``--follow``, ``web_follow.png`` only: the "Follow this person" panel after
 over a gallery with appearance vectors of a freshly initialised tiny appearance model with a steep
 same-person calibration (the panel is the real one; its probabilities illustrate, they measure nothing).
 
+With ``--ingest``, the ingestion page (issue 38) instead: ``web_ingest.png``, an admin's form (the
+model list with the shipped model preselected, the detectors and their settings) and the jobs table
+at 1366 px after a job ingested a folder of the gallery's crops.
+
 The gallery: a trained run (``--run``; by default ``outputs/demo/run`` once ``minterpr demo`` made it)
 embeds ``--identities`` synthetic people x 3 views; without one a freshly initialised tiny model does
 (the page is the same, but its rankings and attribute guesses are random: use a trained run).
 
 Usage:
-    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images] [--fixes | --follow]
+    python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images] [--fixes | --follow | --ingest]
 """
 from __future__ import annotations
 
@@ -227,6 +231,38 @@ def shoot_follow(base: str, out: Path, chromium: str) -> list[Path]:
     return [saved]
 
 
+def shoot_ingest(base: str, out: Path, chromium: str, run: Path, incoming: Path) -> list[Path]:
+    """The admin's ingestion page: a folder of crops ingested with the run chosen from the model list."""
+    import re
+
+    from playwright.sync_api import expect, sync_playwright
+
+    expect.set_options(timeout=180_000)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium)
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.set_default_timeout(180_000)
+        login(page, base, ADMIN)
+        page.goto(base + "/ingest")
+        page.get_by_label("Gallery", exact=False).first.fill("lobby")
+        page.get_by_label("Source on the server").fill(str(incoming))
+        page.get_by_role("combobox", name=re.compile("^Model")).select_option(str(run))
+        page.get_by_label("Camera").fill("lobby:cam1")
+        page.get_by_label("HOG (built in)").check()
+        page.get_by_role("button", name="Start ingestion").click()
+        page.wait_for_url(base + "/ingest")
+        expect(page.locator("#ingest-jobs tr[data-job]")).to_have_attribute("data-status", "done")
+        page.get_by_role("combobox", name=re.compile("^Model")).select_option(index=0)  # as a new job would start
+        page.get_by_label("automatic (YOLOX-nano when fetched, else HOG)").check()
+        saved = [out / "web_ingest.png"]
+        page.screenshot(path=saved[0], full_page=True)
+        browser.close()
+    return saved
+
+
+ADMIN = "ada"  # the admin --ingest makes (the shared web users are an analyst and a viewer)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_run = ROOT / "outputs" / "demo" / "run"
@@ -238,6 +274,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
     parser.add_argument("--fixes", action="store_true", help="only the issue 38 screenshots (a gallery of tracks)")
     parser.add_argument("--follow", action="store_true", help="only the issue 36 screenshot (follow this person)")
+    parser.add_argument("--ingest", action="store_true", help="only the ingestion page (web_ingest.png)")
     args = parser.parse_args(argv)
     chromium = chromium_path()
     if chromium is None:
@@ -252,11 +289,28 @@ def main(argv: list[str] | None = None) -> int:
                                           calibrated=args.run is None, frames=True, tracks=args.fixes,
                                           appearance=looks)
         prepare_service(folder / "data", run, store)
+        if args.ingest:  # an admin, and the gallery's crops where the service may read them
+            import shutil
+
+            from support.web import PASSWORD
+            from minterpr.serving.service import build_services
+            from minterpr.serving.settings import ServeSettings
+
+            services = build_services(ServeSettings(data_dir=folder / "data"))
+            try:
+                services.accounts.create_user(ADMIN, PASSWORD, "admin")
+                incoming = services.settings.incoming_dir / "lobby"
+            finally:
+                services.close()
+            shutil.copytree(folder / "crops", incoming)
         server = Server(folder / "data", appearance=looks).start()
         try:
-            shots = shoot_follow(server.url, args.out, chromium) if args.follow else \
-                shoot_fixes(server.url, args.out, chromium) if args.fixes else \
-                shoot(server.url, args.out, chromium, truth, args.target)
+            if args.ingest:
+                shots = shoot_ingest(server.url, args.out, chromium, run, incoming)
+            else:
+                shots = shoot_follow(server.url, args.out, chromium) if args.follow else \
+                    shoot_fixes(server.url, args.out, chromium) if args.fixes else \
+                    shoot(server.url, args.out, chromium, truth, args.target)
             for path in shots:
                 print(path)
         except Exception:

@@ -149,13 +149,23 @@ def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):
     html = page.text
     assert 'name="detector" value="hog"' in html and 'name="detector" value="onnx"' in html
     assert 'name="detector_model"' in html and "No ingestion jobs yet." in html
+    assert 'name="detector" value="auto" checked' in html and 'name="detector" value="yolox-nano"' in html
+    from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models_dir
+
+    shipped = str(shipped_models_dir() / DEFAULT_REAL_MODEL)  # the model list: the shipped one preselected
+    assert f'<option value="{shipped}" selected>shipped: {DEFAULT_REAL_MODEL}' in html
+    assert f'<option value="{world[0]}">run: {world[0]}</option>' in html  # the registered gallery's run
+    assert 'id="every" name="every" type="number"' in html and 'id="best_k" name="best_k" type="number"' in html
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
     form = {"csrf_token": csrf, "gallery": "lobby", "source": str(incoming), "run": str(world[0]), "detector": "onnx"}
     refused = client.post("/ingest", data=form)
     assert refused.status_code == 422 and 'role="alert"' in refused.text
     assert 'id="detector_model" name="detector_model"' in refused.text and 'aria-invalid="true"' in refused.text
     assert f'value="{incoming}"' in refused.text  # what was typed is kept
-    started = client.post("/ingest", data={**form, "detector": "hog"}, follow_redirects=False)
+    wrong = client.post("/ingest", data={**form, "detector": "hog", "every": "2.5"})  # not a whole number: its field
+    assert wrong.status_code == 422 and "every: a whole number" in wrong.text and 'aria-invalid="true"' in wrong.text
+    assert f'<option value="{world[0]}" selected>' in wrong.text  # the model chosen is kept
+    started = client.post("/ingest", data={**form, "detector": "hog", "every": "1", "best_k": "2"}, follow_redirects=False)
     assert started.status_code == 303 and started.headers["location"] == "/ingest"
     job = services.jobs.list()[-1]
     assert services.jobs.wait(job.id).status == "done"
@@ -177,3 +187,77 @@ def test_the_ingest_page_is_for_admins(admin, world):
     login(client, analyst)
     assert client.get("/ingest").status_code == 403 and client.get("/ingest/jobs").status_code == 403
     assert 'href="/ingest"' not in client.get("/cases").text
+
+
+def test_a_cancelled_job_resumes_by_its_id(admin, world):
+    client, headers, services, incoming = admin
+    gate = threading.Event()
+    services.jobs._pool.submit(gate.wait, 30)  # occupy the single worker: the job waits in the queue
+    body = {"gallery": "lobby", "source": str(incoming), "run": str(world[0]), "camera": "lobby:cam1"}
+    job = client.post("/api/ingest", json=body, headers=headers).json()
+    early = client.post(f"/api/ingest/{job['id']}/resume", headers=headers)  # not stopped: nothing to resume
+    assert early.status_code == 409 and "only a cancelled, interrupted or failed job" in early.json()["error"]["message"]
+    assert client.post(f"/api/ingest/{job['id']}/cancel", headers=headers).status_code == 200
+    gate.set()
+    assert services.jobs.wait(job["id"]).status == "cancelled"
+    resumed = client.post(f"/api/ingest/{job['id']}/resume", headers=headers)
+    assert resumed.status_code == 202, resumed.text
+    again = resumed.json()
+    assert again["id"] != job["id"] and again["gallery"] == "lobby" and again["source"] == str(incoming.absolute())
+    done = services.jobs.wait(again["id"])
+    assert done.status == "done" and done.message == "24 images added to lobby"
+    assert client.get("/api/galleries").json()[0]["cameras"] == ["lobby:cam1"]  # the recorded request, camera and all
+    assert client.post(f"/api/ingest/{again['id']}/resume", headers=headers).status_code == 409  # done
+    assert client.post(f"/api/ingest/{'0' * 32}/resume", headers=headers).status_code == 404
+    resume = [e for e in services.audit.entries(limit=1000) if e["action"] == "ingest_resume"]
+    assert len(resume) == 1 and resume[0]["details"] == {"job": again["id"], "resumes": job["id"]}
+    # the page: a Resume button on the stopped job, none on the finished one; it posts as the API does
+    import re
+
+    fragment = client.get("/ingest/jobs").text
+    assert fragment.count('>Resume</button>') == 1 and f'action="/ingest/{job["id"]}/resume"' in fragment
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/ingest").text).group(1)
+    posted = client.post(f"/ingest/{job['id']}/resume", data={"csrf_token": csrf}, follow_redirects=False)
+    assert posted.status_code == 303 and services.jobs.wait(services.jobs.list()[-1].id).status == "done"
+    refused = client.post(f"/ingest/{again['id']}/resume", data={"csrf_token": csrf})
+    assert refused.status_code == 409 and 'role="alert"' in refused.text
+
+
+def test_a_video_uploaded_from_the_page_is_checked_then_becomes_the_source(admin, world, tmp_path):
+    import re
+
+    cv2 = pytest.importorskip("cv2")
+    import numpy as np
+
+    client, headers, services, incoming = admin
+    video = tmp_path / "cam.avi"
+    writer = cv2.VideoWriter(str(video), cv2.VideoWriter_fourcc(*"MJPG"), 10.0, (128, 96))
+    for k in range(12):
+        writer.write(np.full((96, 128, 3), 20 * k, np.uint8))
+    writer.release()
+    csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/ingest").text).group(1)
+    assert 'enctype="multipart/form-data"' in client.get("/ingest").text
+    uploads = services.settings.incoming_dir / "uploads"
+    not_video = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", b"not a video", "video/mp4")})
+    assert not_video.status_code == 422 and "not a video that can be read" in not_video.text
+    assert 'id="video" name="video" type="file"' in not_video.text and 'aria-invalid="true"' in not_video.text
+    assert not uploads.exists() or not any(uploads.iterdir())  # nothing kept
+    named = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("notes.txt", b"x", "text/plain")})
+    assert named.status_code == 415 and "not a video file name" in named.text
+    big = b"\0" * (services.settings.max_request_bytes + 1024)  # past any other request's cap, under a video's
+    assert client.post("/ingest", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")}).status_code == 413
+    large = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")})
+    assert large.status_code == 422 and "not a video that can be read" in large.text  # read whole, then refused
+    none = client.post("/ingest/upload", data={"csrf_token": csrf})
+    assert none.status_code == 422 and "choose a video file" in none.text
+    done = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")})
+    assert done.status_code == 200 and 'id="upload-done"' in done.text
+    stored = list(uploads.iterdir())
+    assert len(stored) == 1 and stored[0].suffix == ".avi" and stored[0].read_bytes() == video.read_bytes()
+    assert f'value="{stored[0]}"' in done.text  # the form's source is the upload
+    assert client.post("/ingest/upload", files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")}).status_code == 403
+    form = {"csrf_token": csrf, "gallery": "street", "source": str(stored[0]), "run": str(world[0]), "detector": "hog"}
+    assert client.post("/ingest", data=form, follow_redirects=False).status_code == 303
+    ran = services.jobs.wait(services.jobs.list()[-1].id)  # grey frames: no person, so no crop (a failed job says so)
+    assert ran.status in ("done", "failed") and ran.source == str(stored[0]) and "not found" not in ran.message, ran
+    assert [e["action"] for e in services.audit.entries(limit=1000)].count("video_upload") == 1

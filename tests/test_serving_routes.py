@@ -126,6 +126,8 @@ def test_every_documented_success_is_reachable(service, world):
     gate.set()
     services.jobs.wait(job)
     assert services.jobs.wait(captioning).status == "cancelled"  # before it asked the model anything
+    resumed = call("POST", "/api/ingest/{job_id}/resume", f"/api/ingest/{job}/resume", headers=headers).json()["id"]
+    services.jobs.wait(resumed)
     call("GET", "/api/ingest/{job_id}/events", f"/api/ingest/{job}/events")
     auditor = TestClient(client.app)
     login(auditor, "aud")

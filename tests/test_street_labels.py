@@ -215,3 +215,37 @@ def test_a_witness_told_what_it_remembers_answers_from_that():
     plain = WitnessSimulator(captions={"a.jpg": caption}).user(target, index, query=0, seed=0)
     plain.describe()
     assert "jeans" not in plain.respond(AskQuestion("lower_type", "What was he wearing on his legs?")).answer.lower()
+
+
+def test_detector_gallery_names_crops_by_iou_with_the_labels(tmp_path):
+    pytest.importorskip("av")
+    from minterpr.ingest.detection import Detections
+    from minterpr.ingest.street_search import detector_gallery, witness_targets
+
+    video = _video()
+    labels = load_labels(LABELS)
+    frame = min(labels.frames)
+    short = StreetLabels(labels.video, labels.people, {frame: labels.frames[frame]})
+    boxes = short.frames[frame]
+    lone = max((b for b in boxes if not b.ignore), key=lambda b: b.box[3] - b.box[1])
+    x1, y1, x2, y2 = lone.box
+    shifted = (x1 + 0.6 * (x2 - x1), y1, x2 + 0.6 * (x2 - x1), y2)  # IoU 0.25 with the person: a distractor
+
+    class Found:  # a detector returning the boxes it is given on every frame
+        def __init__(self, *found):
+            self.found = np.array(found, np.float64)
+
+        def detect(self, image):
+            return Detections(self.found, np.linspace(0.9, 0.5, len(self.found)))
+
+    # the tallest labelled person and a 10 px speck
+    images, heights = detector_gallery(short, video, Found(lone.box, (0, 0, 10, 10)), tmp_path / "a")
+    names = {i.path: i.person_id for i in images}
+    assert names == {f"f{frame:04d}_d00.jpg": lone.person}  # matched at IoU >= 0.5; the speck is too small to crop
+    assert images[0].attributes == (dict(labels.people[lone.person].attributes) or None)
+    assert heights[f"f{frame:04d}_d00.jpg"] == pytest.approx(y2 - y1) and (tmp_path / "a" / images[0].path).is_file()
+    targets = witness_targets(short, images, heights)
+    assert [t.person_id for t in targets] == ([lone.person] if lone.person in short.described() else [])
+    # the same box moved 60 % of its width aside: IoU 0.25 with the person, a distractor (if the filter keeps it)
+    images, _ = detector_gallery(short, video, Found(shifted), tmp_path / "b")
+    assert all(i.person_id == f"unmatched:{frame}:0" and i.attributes is None for i in images)

@@ -81,7 +81,7 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
              reranking: RerankConfig = RerankConfig(), schedule: str | Sequence[str] | Schedule = "auto",
              num_references: int = 3, seed: int = 0, protocol: Mapping[str, Any] | None = None,
              observe: Callable[[int, Sequence[Session]], None] | None = None,
-             vlm: VLMConfig | None = None) -> EvaluationReport:
+             vlm: VLMConfig | None = None, match_temperature: float | None = None) -> EvaluationReport:
     """Simulate ``rounds`` rounds of interaction for every target and report per-round metrics.
 
     Round 0 is the simulated description; each later round is one system move and the user's
@@ -95,6 +95,8 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
     :class:`~minterpr.evaluation.pictures.SessionRecorder` keeping a few rankings).
     ``vlm`` (a :class:`~minterpr.vlm.config.VLMConfig`) gives every session a model with its uses;
     the report's ``vlm`` key then holds calls, tokens, latency and fallbacks per turn and per round.
+    ``match_temperature`` (a model's fitted one, as its page uses) sets the sessions' candidate
+    distribution; None keeps the policies' default.
     """
     if rounds < 0:
         raise InputError(f"rounds must be >= 0, got {rounds}")
@@ -106,6 +108,8 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
         raise InputError("simulator_options only apply when the simulator is given by name")
     options = dict(question_policy=question_policy, reference_policy=reference_policy, reranking=reranking,
                    seed=seed, schedule=schedule, num_references=num_references)
+    if match_temperature is not None:
+        options["match_temperature"] = match_temperature
     models = vlm_sessions(vlm, len(targets))
     sessions = [Session(backend, index, **options, vlm=model) for model in models]
     usage = TurnUsage()

@@ -5,6 +5,11 @@
 attributes that person's labelled attributes (None for people without any). The boxes are the
 labeller's, not a detector's: the search figures measure the model, apart from detection.
 
+:func:`detector_gallery` cuts instead what a detector finds on the labelled frames and ingestion's
+crop filter keeps (crowded, small, blurry boxes dropped, :func:`~minterpr.ingest.tracking.crop_flags`):
+a crop matched one-to-one at IoU >= 0.5 to a labelled box is that person, any other crop a
+distractor of its own (``unmatched:...``): the search figures of a gallery as that detector cuts it.
+
 :func:`witness_search` simulates one search per described person, aimed at their tallest crop:
 the witness opens with the person's description, answers the system's questions from the
 labelled attributes ("not sure" where the labels say nothing) and, shown images, corrects from
@@ -32,7 +37,7 @@ from minterpr.ingest.sources import iter_frames, open_source
 from minterpr.ingest.tracking import crop_box
 from minterpr.types import GalleryImage
 
-__all__ = ["label_gallery", "load_labels", "witness_search", "witness_targets"]
+__all__ = ["detector_gallery", "label_gallery", "load_labels", "witness_search", "witness_targets"]
 CAMERA = "street:cam1"  # the camera id of the label gallery's images
 
 
@@ -76,9 +81,55 @@ def label_gallery(labels: StreetLabels, video: str | os.PathLike[str], out_dir: 
     return images
 
 
-def witness_targets(labels: StreetLabels, images: list[GalleryImage]) -> list[GalleryImage]:
-    """One target per described person: their tallest labelled crop (first of equals)."""
-    height = {crop_name(f, b.person): b.box[3] - b.box[1] for f, boxes in labels.frames.items() for b in boxes}
+def detector_gallery(labels: StreetLabels, video: str | os.PathLike[str], detector: Any,
+                     out_dir: str | os.PathLike[str], *, standardise: bool = False) -> tuple[list[GalleryImage], dict[str, float]]:
+    """The crops ``detector`` (a :class:`~minterpr.ingest.detectors.Detector`) finds on the labelled
+    frames and the crop filter keeps, under ``out_dir`` (see the module doc); (images, path -> box height).
+    ``standardise``: match at IoU of the Caltech-standardised boxes (for HOG's boxes, a third taller
+    than the person: :func:`~minterpr.ingest.street_eval.detection_report`)."""
+    import numpy as np
+    from PIL import Image
+
+    from minterpr.ingest.street_eval import match_boxes
+    from minterpr.ingest.tracking import CropFilter, covered_share, crop_flags, measure_sharpness
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    images: list[GalleryImage] = []
+    heights: dict[str, float] = {}
+    last = max(labels.frames)
+    for index, frame in iter_frames(open_source(video)):
+        if index in labels.frames and frame is not None:
+            found = detector.detect(frame)
+            boxes = np.asarray(found.boxes, np.float64).reshape(-1, 4)
+            crowd = found.crowd if found.crowd is not None else np.zeros(len(boxes))  # marks of suppressed neighbours
+            covered = np.maximum(covered_share(boxes), crowd) if len(boxes) else np.zeros(0)
+            people = labels.frames[index]
+            pairs = match_boxes([p.box for p in people], boxes, standardise=standardise)  # detection -> labelled box
+            for k, box in enumerate(boxes):  # ingestion's crop filter: what would become a crop
+                if crop_flags(box, measure_sharpness(frame, box), float(covered[k]), CropFilter()):
+                    continue
+                owner = people[pairs[k]] if k in pairs else None
+                person = owner.person if owner is not None and not owner.ignore else f"unmatched:{index}:{k}"
+                name = f"f{index:04d}_d{k:02d}.jpg"
+                x1, y1, x2, y2 = crop_box(box, frame.shape[1], frame.shape[0])
+                image = Image.fromarray(frame[y1:y2, x1:x2, ::-1].copy())
+                atomic_write(out / name, lambda f, image=image: image.save(f, format="JPEG", quality=95), durable=False)
+                known = labels.people.get(person)
+                attributes = dict(getattr(known, "attributes", None) or {}) or None  # None: nothing labelled
+                images.append(GalleryImage(name, person, CAMERA, attributes=attributes))
+                heights[name] = float(box[3] - box[1])
+        if index >= last:
+            break
+    return images, heights
+
+
+def witness_targets(labels: StreetLabels, images: list[GalleryImage],
+                    heights: dict[str, float] | None = None) -> list[GalleryImage]:
+    """One target per described person: their tallest crop (first of equals); ``heights``: path ->
+    box height (default: the labelled boxes', for :func:`label_gallery`'s images)."""
+    height = heights if heights is not None else \
+        {crop_name(f, b.person): b.box[3] - b.box[1] for f, boxes in labels.frames.items() for b in boxes}
     targets = []
     for person in labels.described():
         own = [i for i in images if i.person_id == person]
@@ -88,19 +139,21 @@ def witness_targets(labels: StreetLabels, images: list[GalleryImage]) -> list[Ga
 
 
 def witness_search(run: Any, labels: StreetLabels, images: list[GalleryImage], root: str | os.PathLike[str], *,
-                   rounds: int = 2, seed: int = 0) -> Any:
+                   rounds: int = 2, seed: int = 0, heights: dict[str, float] | None = None) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
-    (:func:`minterpr.runtime.run.load_run`); the :class:`~minterpr.evaluation.report.EvaluationReport`."""
+    (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
+    the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind)."""
     from minterpr.evaluation.online import simulate
     from minterpr.interaction.simulators import WitnessSimulator
 
     backend = run.backend()
     index = backend.index_images(images, root=os.fspath(root), progress=False).require_complete("the street benchmark")
-    targets = witness_targets(labels, images)
+    targets = witness_targets(labels, images, heights)
     if not targets:
         raise DatasetError("labels", "no described person has a labelled crop")
     captions = {t.path: labels.people[t.person_id].description or "" for t in targets}
     knowledge = {t.path: dict(labels.people[t.person_id].attributes) for t in targets}
     witness = WitnessSimulator(captions=captions, knowledge=knowledge)
     return simulate(backend, index, targets, rounds=rounds, simulator=witness, seed=seed,
-                    reranking=run.rerank_config(), protocol={"dataset": "street labels", "targets": len(targets)})
+                    reranking=run.rerank_config(), match_temperature=run.extras.match_temperature(),
+                    protocol={"dataset": "street labels", "targets": len(targets)})

@@ -1,5 +1,6 @@
 """Routes of the job queue: start an ingestion or an MTG captioning job, list, read (poll), stream
-(server-sent events), cancel. Every route needs ``ingest:run`` (admins).
+(server-sent events), cancel, resume (a cancelled, interrupted or failed ingestion: a new job with its
+request, resuming where it stopped). Every route needs ``ingest:run`` (admins).
 
 ``POST /api/ingest/caption`` (:class:`~minterpr.serving.schemas_jobs.CaptionRequest`: the gallery, a
 batch size, a limit) captions a registered gallery with the service's vision-language model
@@ -8,7 +9,7 @@ batch size, a limit) captions a registered gallery with the service's vision-lan
 Example:
     >>> sorted(route.path for route in router.routes)  # doctest: +NORMALIZE_WHITESPACE
     ['/api/ingest', '/api/ingest', '/api/ingest/caption', '/api/ingest/caption', '/api/ingest/{job_id}',
-     '/api/ingest/{job_id}/cancel', '/api/ingest/{job_id}/events']
+     '/api/ingest/{job_id}/cancel', '/api/ingest/{job_id}/events', '/api/ingest/{job_id}/resume']
 """
 from __future__ import annotations
 
@@ -83,3 +84,9 @@ async def events(request: Request, job_id: JobId, _: Principal = Depends(require
 @router.post("/{job_id}/cancel", response_model=JobView, tags=["ingest"], responses=ERRORS)
 def cancel(request: Request, job_id: JobId, principal: Principal = Depends(require("ingest:run"))) -> JobView:
     return get_services(request).jobs.cancel(principal, job_id)
+
+
+@router.post("/{job_id}/resume", response_model=JobView, status_code=202, tags=["ingest"], responses=ERRORS)
+def resume(request: Request, job_id: JobId, principal: Principal = Depends(require("ingest:run"))) -> JobView:
+    """Start a cancelled, interrupted or failed ingestion again (a new job, resuming its work)."""
+    return get_services(request).jobs.resume(principal, job_id)

@@ -35,16 +35,18 @@ class _Limits:
     """ASGI middleware: bodies larger than ``max_bytes`` are refused (413) — by their Content-Length
     up front, or when a chunked body grows past it — and security headers are added to responses."""
 
-    def __init__(self, app: Any, max_bytes: int) -> None:
+    def __init__(self, app: Any, max_bytes: int, paths: dict[str, int] | None = None) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.paths = dict(paths or {})  # path -> its own cap (the ingestion page's video upload)
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http":
             return await self.app(scope, receive, send)
+        cap = self.paths.get(scope.get("path", ""), self.max_bytes)
         declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and (not declared.isdigit() or int(declared) > self.max_bytes):
-            return await _refuse(send, self.max_bytes)
+        if declared is not None and (not declared.isdigit() or int(declared) > cap):
+            return await _refuse(send, cap)
         seen = 0
         too_large = False  # the body grew past the cap: whatever the app answers becomes a 413
         replaced = False
@@ -54,7 +56,7 @@ class _Limits:
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > cap:
                     too_large = True
                     raise _TooLarge()
             return message
@@ -66,7 +68,7 @@ class _Limits:
             if message["type"] == "http.response.start":
                 if too_large:
                     replaced = True
-                    return await _refuse(send, self.max_bytes)
+                    return await _refuse(send, cap)
                 message = {**message, "headers": [*message.get("headers", []), *_SECURITY_HEADERS]}
             await send(message)
 
@@ -74,7 +76,7 @@ class _Limits:
             await self.app(scope, limited_receive, send_checked)
         except _TooLarge:
             if not replaced:
-                await _refuse(send, self.max_bytes)
+                await _refuse(send, cap)
 
 
 class _AuditRefusals:
@@ -196,6 +198,7 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
 
         pages.register(app)
     app.add_middleware(_AuditRefusals, services=services)
-    app.add_middleware(_Limits, max_bytes=settings.max_request_bytes)
+    app.add_middleware(_Limits, max_bytes=settings.max_request_bytes,  # a video upload: its size and the form's
+                       paths={"/ingest/upload": settings.max_video_bytes + 64 * 1024})
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)  # outermost: every response gets its id
     return app

@@ -7,7 +7,7 @@ background thread (two cores: a second would only slow the first); each reports
 :class:`~minterpr.ingest.IngestProgress`, kept in memory for live polling and server-sent events
 and written to the database about once a second. A cancelled job keeps its progress; starting
 the same source and options again resumes it, as does a job the server was stopped during
-(its status then reads ``interrupted``). When a job ends, the gallery is registered (or its
+(its status then reads ``interrupted``); :meth:`Jobs.resume` does that for a job by its id. When a job ends, the gallery is registered (or its
 version bumped), so sessions see the new images.
 
 The detector is ``auto`` by default: YOLOX-nano when the server's model cache has it (``minterpr
@@ -84,7 +84,10 @@ class Jobs:
 
         source = Path(request.source).expanduser()
         settings = self.services.settings
+        from minterpr.models.zoo import shipped_models, shipped_models_dir
+
         known_runs = {row.run_dir for row in self.services.galleries.rows()}  # runs already serving galleries
+        known_runs |= {str((shipped_models_dir() / name).absolute()) for name in shipped_models()}  # the installation's
         if request.detector == "onnx" and request.detector_model is None:
             raise ApiError(422, "invalid", "the onnx detector needs detector_model (a .onnx file)", field="detector_model")
         if request.detector != "onnx" and request.detector_model is not None:
@@ -248,6 +251,29 @@ class Jobs:
             stop.set()
         self.services.audit.record(principal, f"{view.kind}_cancel", None, {"job": job_id})
         return self.view(job_id)
+
+    def resume(self, principal: Principal, job_id: str) -> JobView:
+        """Start a cancelled, interrupted or failed ingestion again with its recorded request: a new job
+        that resumes where that one stopped (ingestion keeps its work per source and options); audited
+        as ``ingest_resume``. 409 for a job of another kind or one not stopped; the request's checks
+        (paths, run, detector) are made again, as of now."""
+        view = self.view(job_id)
+        if view.kind != "ingest":
+            raise ApiError(409, "conflict", f"job {job_id} is a {view.kind} job: start it again from its form")
+        if view.status not in ("cancelled", "interrupted", "failed"):
+            raise ApiError(409, "conflict", f"job {job_id} is {view.status}: only a cancelled, interrupted or "
+                                            "failed job resumes")
+        with self.db.transaction() as tx:
+            options = dict(tx.get(IngestJob, job_id).options or {})
+        options.pop("kind", None)
+        try:
+            request = IngestRequest(**options)
+        except ValueError as err:  # a row from an older version whose request no longer validates
+            raise ApiError(409, "conflict", f"job {job_id}'s request cannot be made again ({err}); start a new job")\
+                from None
+        resumed = self.start(principal, request)
+        self.services.audit.record(principal, "ingest_resume", None, {"job": resumed.id, "resumes": job_id})
+        return resumed
 
     def wait(self, job_id: str, timeout: float = 60.0) -> JobView:
         """Block until the job ends (tests, the command line)."""

@@ -26,6 +26,7 @@ BOUNDS: dict[str, tuple[float, float | None]] = {
     "max_upload_bytes": (1, 1024 * MIB),
     "max_image_pixels": (1, 1_000_000_000),
     "max_request_bytes": (1, 4096 * MIB),
+    "max_video_bytes": (1, 1024 * 1024 * MIB),
     "results_per_turn": (1, 100_000),  # (a request's number is capped by max_results)
     "max_results": (1, 100_000),
     "max_live_sessions": (1, 10_000_000),
@@ -61,7 +62,8 @@ class ServeSettings:
     max_text_chars: int = 1000  # longest description / answer / feedback / title accepted
     max_upload_bytes: int = 5 * MIB  # largest example image accepted
     max_image_pixels: int = 40_000_000  # largest decoded example image (width x height)
-    max_request_bytes: int = 8 * MIB  # largest request body of any kind
+    max_request_bytes: int = 8 * MIB  # largest request body of any kind, a video upload's excepted
+    max_video_bytes: int = 2048 * MIB  # largest video uploaded from the ingestion page (streamed to disk)
     login_rate: RateSpec = field(default_factory=lambda: RateSpec(0.2, 5))  # per account (username, known or not)
     login_client_rate: RateSpec = field(default_factory=lambda: RateSpec(0.5, 10))  # per client address, any username
     search_rate: RateSpec = field(default_factory=lambda: RateSpec(5.0, 20))  # turns per user

@@ -1,4 +1,5 @@
-"""Example images uploaded into a session: checked, decoded safely, stored re-encoded.
+"""Uploads: example images into a session (checked, decoded safely, stored re-encoded), and videos
+from the ingestion page (:func:`store_video`: streamed to disk, size-limited, opened before use).
 
 An upload must declare an image type (JPEG, PNG, WebP, BMP), fit ``max_upload_bytes``, have a
 header that says at most ``max_image_pixels`` (checked before decoding), and decode whole with
@@ -30,7 +31,7 @@ from typing import Any
 from PIL import Image, UnidentifiedImageError
 
 from minterpr.data.images import load_rgb
-from minterpr.errors import ImageError
+from minterpr.errors import ImageError, MinterprError
 from minterpr.fileio import atomic_write
 from minterpr.serving.errors import ApiError
 
@@ -119,3 +120,68 @@ def thumbnail(path: str | os.PathLike[str], height: int) -> bytes:
     buffer = io.BytesIO()
     image.save(buffer, "JPEG", quality=85)
     return buffer.getvalue()
+
+
+VIDEO_SUFFIXES = (".mp4", ".avi", ".mkv", ".mov", ".webm", ".m4v", ".mpg", ".mpeg")  # what the upload form takes
+_CHUNK = 1024 * 1024  # bytes copied at a time: memory stays flat whatever the video's size
+
+
+def store_video(stream: Any, filename: str | None, folder: str | os.PathLike[str], *, max_bytes: int) -> Path:
+    """Copy an uploaded video from the file object ``stream`` into ``folder`` a chunk at a time, then
+    check it opens as a video with frames (:func:`minterpr.ingest.sources.open_source`) before anything
+    runs; the stored path, named by the SHA-256 of its bytes. ApiError 413 (more than ``max_bytes``),
+    415 (not a video file name), 422 (empty, or not a video that can be read: nothing is kept), 409
+    (ingestion not installed).
+
+    >>> import io, tempfile
+    >>> store_video(io.BytesIO(b"x" * 10), "cam.mp4", tempfile.mkdtemp(), max_bytes=5)
+    Traceback (most recent call last):
+    ...
+    minterpr.serving.errors.ApiError: the video has more than 5 bytes: upload at most 5 bytes, or put it in the incoming folder
+    """
+    suffix = Path(filename or "").suffix.lower()
+    if suffix not in VIDEO_SUFFIXES:
+        raise ApiError(415, "unsupported_media_type", f"{Path(filename or '').name or 'the file'} is not a video file "
+                       f"name: send one ending in {', '.join(VIDEO_SUFFIXES)}", field="video")
+    target_dir = Path(folder)
+    target_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    digest, size = hashlib.sha256(), 0
+    with tempfile.NamedTemporaryFile(dir=target_dir, prefix=".upload-", suffix=suffix, delete=False) as out:
+        partial = Path(out.name)
+        try:
+            os.fchmod(out.fileno(), 0o600)  # footage of people: the service's own
+            while chunk := stream.read(_CHUNK):
+                size += len(chunk)
+                if size > max_bytes:
+                    raise ApiError(413, "too_large", f"the video has more than {max_bytes} bytes: upload at most "
+                                                     f"{max_bytes} bytes, or put it in the incoming folder", field="video")
+                digest.update(chunk)
+                out.write(chunk)
+        except BaseException:
+            out.close()
+            partial.unlink(missing_ok=True)
+            raise
+    try:
+        if size == 0:
+            raise ApiError(422, "bad_video", "the uploaded file is empty", field="video")
+        try:
+            from minterpr.ingest.sources import iter_frames, open_source
+        except ImportError as err:
+            raise ApiError(409, "unavailable", f"ingestion is not installed here ({err})") from None
+        try:
+            info = open_source(partial)
+            frames = iter_frames(info)
+            first = next(frames, None)  # a first frame decodes: the job will not fail at its first read
+            frames.close()
+        except (MinterprError, OSError) as err:
+            reason = str(err).split(": ", 1)[-1]
+            raise ApiError(422, "bad_video", f"the uploaded file is not a video that can be read: {reason}",
+                           field="video") from None
+        if info.kind != "video" or first is None or first[1] is None:
+            raise ApiError(422, "bad_video", "the uploaded video has no frame that decodes", field="video")
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    target = target_dir / f"{digest.hexdigest()[:32]}{suffix}"
+    os.replace(partial, target)  # the same video twice is one file
+    return target

@@ -1,0 +1,123 @@
+"""No console errors on any page (issue 38): every page of the service, opened in chromium as its
+users reach it, logs no error to the console — a script error, a failed load, or anything the
+pages' own Content-Security-Policy blocks (an inline style or script says so on the console, not
+as a page error) — including after the page's own requests (htmx swaps, the jobs list polling).
+Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+
+from support.web import PASSWORD, Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
+pytest.importorskip("fastapi", reason="the service is not installed")
+CHROMIUM = chromium_path()
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+TIMEOUT_MS = 60_000
+ADMIN = "ada"  # an admin made here: the ingestion page is theirs
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory):
+    from minterpr.serving.service import build_services
+    from minterpr.serving.settings import ServeSettings
+
+    folder = tmp_path_factory.mktemp("web_console")
+    run, store, _ = build_gallery(folder, calibrated=True, frames=True)
+    prepare_service(folder / "data", run, store)
+    services = build_services(ServeSettings(data_dir=folder / "data"))
+    try:
+        services.accounts.create_user(ADMIN, PASSWORD, "admin")
+        incoming = services.settings.incoming_dir / "lobby"
+    finally:
+        services.close()
+    shutil.copytree(folder / "crops", incoming)
+    server = Server(folder / "data").start()
+    yield server, run, incoming
+    server.stop()
+
+
+class Console:
+    """The console errors, page errors and CSP violations of one page, by the page they happened on;
+    ``refused``: paths the test asks for knowing the server answers 4xx (the browser logs that load)."""
+
+    def __init__(self, page, refused: tuple[str, ...] = ()) -> None:
+        self.errors: list[str] = []
+
+        def seen(message) -> None:
+            expected = message.text.startswith("Failed to load resource: the server responded with a status of 4") \
+                and any(page.url.endswith(path) for path in refused)
+            if message.type == "error" and not expected:
+                self.errors.append(f"{page.url}: {message.text}")
+        page.on("console", seen)
+        page.on("pageerror", lambda err: self.errors.append(f"{page.url}: {err}"))
+
+
+def _settle(page) -> None:
+    page.wait_for_load_state("networkidle")
+
+
+def test_no_console_errors_on_any_page(site):
+    server, run, incoming = site
+    expect = sync_api.expect
+    visited = []
+    with sync_api.sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM)
+        page = browser.new_page(viewport={"width": 1366, "height": 768})
+        page.set_default_timeout(TIMEOUT_MS)
+        console = Console(page, refused=("/login", "/cases/no-such-case"))  # a wrong password: 401; no such case: 422
+        page.goto(server.url + "/login")  # the login page, and a refused login's message
+        page.get_by_label("User name").fill("ana")
+        page.get_by_label("Password").fill("not the password")
+        page.get_by_label("Password").press("Enter")
+        expect(page.get_by_role("alert")).to_be_visible()
+        visited.append("/login")
+        login(page, server.url)  # the analyst: cases, a case, a search and its workspace
+        visited.append("/cases")
+        url = open_case_and_search(page, server.url)
+        visited += ["/cases/{id}", "/sessions/{id}"]
+        box = page.get_by_role("textbox", name="Describe the person you are looking for")
+        box.fill("a woman with long dark hair and a red jacket")
+        page.get_by_role("button", name="Search").click()
+        expect(page.locator("#results-title")).to_be_visible()
+        page.mouse.wheel(0, 5000)  # every lazy thumbnail loads
+        _settle(page)
+        page.locator("li.result a.thumb").first.click()  # the look page of the first result
+        page.wait_for_url(server.url + "/sessions/*/look/*")
+        _settle(page)
+        visited.append("/sessions/{id}/look/{i}")
+        page.goto(url)
+        _settle(page)
+        page.goto(server.url + "/cases/no-such-case")  # an error page
+        _settle(page)
+        visited.append("error page")
+        page.goto(server.url + "/api/docs")  # the API's docs (Swagger UI, its own policy)
+        expect(page.locator("#swagger-ui .swagger-ui")).to_be_attached()  # Swagger UI started
+        _settle(page)
+        visited.append("/api/docs")
+        page = browser.new_context(viewport={"width": 1366, "height": 768}).new_page()  # the admin, logged in apart
+        page.set_default_timeout(TIMEOUT_MS)
+        admin = Console(page)
+        login(page, server.url, ADMIN)  # the admin's ingestion page, a job started, its list polling
+        page.goto(server.url + "/ingest")
+        page.get_by_label("Gallery", exact=False).first.fill("lobby")
+        page.get_by_label("Source on the server").fill(str(incoming))
+        page.get_by_role("combobox", name=re.compile("^Model")).select_option(str(run))
+        page.get_by_label("HOG (built in)").check()
+        page.get_by_role("button", name="Start ingestion").click()
+        page.wait_for_url(server.url + "/ingest")
+        expect(page.locator("#ingest-jobs tr[data-job]")).to_have_attribute("data-status", "done", timeout=TIMEOUT_MS)
+        _settle(page)
+        visited.append("/ingest")
+        probe = Console(page)  # the check itself: an inline style the policy blocks is caught as an error
+        page.evaluate("document.body.insertAdjacentHTML('beforeend', '<p style=\"color: red\">inline</p>')")
+        page.wait_for_timeout(500)
+        browser.close()
+    assert any("style" in e for e in probe.errors), probe.errors
+    assert len(visited) == 8
+    errors = console.errors + admin.errors[:len(admin.errors) - len(probe.errors)]  # the admin's page, less the probe's
+    assert not errors, "console errors:\n" + "\n".join(errors)
