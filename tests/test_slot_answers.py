@@ -45,17 +45,26 @@ def test_never_below_the_majority_on_the_data_it_was_fitted_on(seed, skill):
     assert set(scores) == set(COLUMNS)
     for slot, score in scores.items():
         assert score.calibrated >= score.majority - 1e-9, slot
-        rule = record.slots[slot]
-        assert rule.accuracy_after == pytest.approx(score.calibrated) and rule.worst_gain >= 0
-        for g in set(groups):  # and on every camera set it weighed
+        assert record.slots[slot].accuracy_after == pytest.approx(score.calibrated)
+    if skill == 0.0:  # a head no better than chance is below the majority raw, at it calibrated
+        mean = mean_scores(scores)
+        assert mean["raw"] < mean["majority"] <= mean["calibrated"]
+
+
+@pytest.mark.parametrize("seed,skill", [(0, 0.0), (2, 1.0), (4, 0.5)])
+def test_the_worst_case_objective_is_never_below_the_majority_on_any_camera_set(seed, skill):
+    probs, targets, mask, groups = synthetic(seed, skill=skill)
+    record = fit_slot_answers(probs, targets, mask, groups, min_group=20, objective="worst")
+    for slot, rule in record.slots.items():
+        assert rule.worst_gain >= 0
+        for g in set(groups):  # on every camera set it weighed
             rows = np.array(groups) == g
             gs = score_slot_answers(record, probs[rows], targets[rows], mask[rows])[slot]
             fallback = targets[rows][:, COLUMNS[slot]][:, [v.name for v in ONTOLOGY.slot(slot).values].index(
                 rule.majority)].mean() * 100
             assert gs.calibrated >= fallback - 1e-9, (slot, g)
-    if skill == 0.0:  # a head no better than chance is below the majority raw, at it calibrated
-        mean = mean_scores(scores)
-        assert mean["raw"] < mean["majority"] <= mean["calibrated"]
+    with pytest.raises(ValueError, match="objective must be one of blend, worst, mean"):
+        fit_slot_answers(probs, targets, mask, groups, objective="best")
 
 
 def test_a_confident_and_right_model_is_left_alone():
@@ -117,8 +126,9 @@ def test_a_record_for_another_ontology_is_kept_unused_with_a_warning(caplog):
     assert "minterpr calibrate slots" in caplog.text and "robot" in caplog.text
 
 
-def test_group_of_uses_the_camera_else_the_person_namespace():
-    assert group_of("cam:3", "peta-mit:1") == "cam:3" and group_of(None, "peta-mit:12") == "peta-mit"
+def test_group_of_uses_the_person_namespace_else_the_camera():
+    assert group_of("peta-grid:cam1", "peta-grid:1") == "peta-grid" and group_of("cam3", "7") == "cam3"
+    assert group_of(None, "7") == "all"
 
 
 def test_marks_stand_only_where_the_calibrated_answer_agrees():
