@@ -95,7 +95,8 @@ def test_the_record_round_trips_through_the_model_extras():
     assert extras.slot_answers == record and extras.to_dict()["slot_answers"] == record.to_dict()
     assert RunExtras.row_of(record).refit == "minterpr calibrate slots"
     assert any(rule.margin is None for rule in record.slots.values())  # chance-level slots always abstain
-    assert SlotAnswers.from_dict(record.to_dict()).answers(probs)["age"].tolist() == record.answers(probs)["age"].tolist()
+    again = SlotAnswers.from_dict(record.to_dict())
+    assert again.answers(probs)["age"].tolist() == record.answers(probs)["age"].tolist()
 
 
 @pytest.mark.parametrize("change,message", [

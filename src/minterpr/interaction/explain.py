@@ -193,8 +193,10 @@ def explain_image(index: GalleryIndex, i: int, facts: Sequence[Fact], *, use_gro
             kind = "unknown" if holds is None else "yes" if holds else "no"
         elif index.attribute_probs is not None:
             p = probabilities[fact] = fact_probability(fact, index.attribute_probs[i])
-            kind = evidence.verdict(fact, p, index.attribute_probs[i]) if evidence is not None else "yes" if _holds(fact, index, i, threshold) \
-                else "no"
+            if evidence is not None:
+                kind = evidence.verdict(fact, p, index.attribute_probs[i])
+            else:
+                kind = "yes" if _holds(fact, index, i, threshold) else "no"
         else:
             kind = "unknown"
         buckets[kind].append(fact)
