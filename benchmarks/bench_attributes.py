@@ -4,7 +4,9 @@ A thin wrapper over ``minterpr eval-attributes`` (module
 :mod:`minterpr.evaluation.attribute_metrics`): label mA, instance accuracy / precision / recall
 / F1 as Jia et al. 2021 define them, and per ontology slot the head's most probable value
 (correct when it is one of the image's values) against always answering the split's majority
-value. Images whose slot is unlabelled do not count for that slot.
+value. Images whose slot is unlabelled do not count for that slot. With a per-slot answer
+calibration stored with the model (``minterpr calibrate slots``) it also reports the calibrated
+answers' slot accuracy beside the raw one.
 
 Usage:
     .venv/bin/python benchmarks/bench_attributes.py --run RUN_DIR --data DATASET_DIR [--split val] \\

@@ -67,6 +67,9 @@ def run_setting(name: str, overrides: list[str], args: argparse.Namespace) -> di
         row[f"{split}_mA"], row[f"{split}_peta35_mA"] = label_based["mA"], label_based["peta35_mA"]
         row[f"{split}_auc"] = mean_auc(report["labels"])
         row[f"{split}_f1"] = report["instance_based"]["f1"]
+        # mean slot accuracy against always answering the majority value, reported wherever mA is
+        row[f"{split}_slot"], row[f"{split}_majority"] = (report["slot_mean"]["accuracy"],
+                                                          report["slot_mean"]["majority_accuracy"])
     history = [json.loads(line) for line in (run_dir / "image_tuning" / "metrics.jsonl").read_text().splitlines()]
     row["tuning_minutes"] = history[-1]["seconds"] / 60 if history else 0.0
     row["wall_minutes"] = float((run_dir / "train_seconds.txt").read_text()) / 60
@@ -91,9 +94,10 @@ def table(rows: list[dict[str, object]]) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
     lines = ["| setting | val mA | test mA | PETA-35 mA (test) | val / test mean label AUC | test instance F1 "
-             "| tuning min | wall min |", "|---|---|---|---|---|---|---|---|"]
+             "| test slot accuracy / majority | tuning min | wall min |", "|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['setting']} | {figure(r['val_mA'])} | {figure(r['test_mA'])} | {figure(r['test_peta35_mA'])} "
               f"| {figure(r['val_auc'])} / {figure(r['test_auc'])} | {figure(r['test_f1'])} "
+              f"| {figure(r.get('test_slot'))} / {figure(r.get('test_majority'))} "
               f"| {figure(r['tuning_minutes'])} | {figure(r['wall_minutes'])} |" for r in rows]
     return "\n".join(lines)
 

@@ -238,6 +238,9 @@ def test_bench_recipe_tunes_each_setting_and_prints_its_table(tiny_data, tmp_pat
         assert r["tuning_minutes"] == pytest.approx(json.loads(tuned[-1])["seconds"] / 60)  # a fast CI may round to 0
         report = json.loads((out / r["setting"].replace(" ", "_") / "attributes_test.json").read_text())
         assert r["test_f1"] == report["instance_based"]["f1"]
+        assert (r["test_slot"], r["test_majority"]) == (report["slot_mean"]["accuracy"],
+                                                        report["slot_mean"]["majority_accuracy"])
+        assert f"| {r['test_slot']:.1f} / {r['test_majority']:.1f} |" in printed
         aucs = [label["auc"] for label in report["labels"] if label["auc"] is not None]
         assert r["test_auc"] == pytest.approx(sum(aucs) / len(aucs))
     history = [json.loads(line) for line in (out / "all_three" / "image_tuning" / "metrics.jsonl").read_text().splitlines()]

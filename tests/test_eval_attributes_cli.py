@@ -112,3 +112,32 @@ def test_a_changed_build_is_refused(world, tmp_path, capsys):
         f.write("\n")
     one_line_error(capsys, ["eval-attributes", "--run", str(run), "--gallery", str(copy / "gallery_test.jsonl")],
                    "rebuild it with")
+
+
+def test_calibrated_slot_answers_are_reported_beside_the_raw_ones(world, tmp_path, capsys):
+    """`minterpr calibrate slots` stores the record with the model; eval-attributes then reports raw and
+    calibrated slot accuracy, the calibrated one never under the majority on the split it was fitted on."""
+    data, run = world
+    own = tmp_path / "run"
+    shutil.copytree(run, own)
+    calibrate = ["calibrate", "slots", "--run", str(own), "--data", str(data), "--quiet"]
+    assert main(calibrate + ["--split", "test"]) == 2 and "test measures it" in capsys.readouterr().err
+    assert main(calibrate) == 0
+    assert "slot answers fitted on val" in capsys.readouterr().out
+    record = load_run(own).extras.slot_answers
+    assert record is not None and record.split == "val" and record.slots
+    for split in ("val", "test"):
+        out = tmp_path / f"{split}.json"
+        assert main(["eval-attributes", "--run", str(own), "--gallery", str(data / f"gallery_{split}.jsonl"),
+                     "--json", str(out), "--quiet"]) == 0
+        assert "slot answers (calibrated on val)" in capsys.readouterr().out
+        report = json.loads(out.read_text())
+        mean = report["slot_answers"]["mean"]
+        assert mean["raw"] == pytest.approx(report["slot_mean"]["accuracy"])  # the same slots, the same argmax
+        assert mean["majority"] == pytest.approx(report["slot_mean"]["majority_accuracy"])
+        if split == "val":
+            assert mean["calibrated"] >= mean["majority"] - 1e-9
+            assert all(s["calibrated"] >= s["majority"] - 1e-9 for s in report["slot_answers"]["slots"].values())
+    assert main(["eval-attributes", "--run", str(run), "--gallery", str(data / "gallery_val.jsonl"), "--json", "-",
+                 "--quiet"]) == 0
+    assert "slot_answers" not in json.loads(capsys.readouterr().out)  # a model without the record: raw only

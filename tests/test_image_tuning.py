@@ -131,6 +131,7 @@ def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path)
     history = [json.loads(line) for line in (tmp_path / "t" / "metrics.jsonl").read_text().splitlines()]
     assert [h["epoch"] for h in history] == [1, 2] and all(0 <= h["val_mA"] <= 100 for h in history)
     assert record["best"]["val_mA"] == max(h["val_mA"] for h in history)
+    assert all(0 <= h["val_slot_accuracy"] <= 100 and 0 < h["val_slot_majority"] <= 100 for h in history)
     fresh = _tuner(tiny_data, tmp_path / "other").model
     load_tuned(fresh, tmp_path / "t" / "tuned.pt")
     assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in tuner.model.state_dict().items()

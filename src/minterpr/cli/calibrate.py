@@ -1,6 +1,6 @@
-"""``minterpr calibrate {match,presence}``: fit a record stored with the model, on validation searches.
+"""``minterpr calibrate {match,presence,slots}``: fit a record stored with the model, on the validation split.
 
-Both run simulated searches (an oracle user who describes a target, answers, rules out the images
+``match`` and ``presence`` run simulated searches (an oracle user who describes a target, answers, rules out the images
 shown with what differs and confirms the target when it is shown; up to ``--turns`` turns) over the
 ``--split`` gallery of ``--data`` (never test: it measures the result), fit their record and store
 it with the model (a run's model.pt, or an exported model directory's extras.json; the weights are
@@ -17,6 +17,11 @@ untouched; :mod:`minterpr.interaction.fitted`). ``--dry-run`` fits and reports o
   present searches flagged) are fitted (extra ``"presence_model"``). Run ``calibrate match``
   first: the features read the match at the model's fitted temperature. Measured on test by
   ``benchmarks/bench_presence.py``.
+* ``slots``: per-slot answer calibration (:mod:`minterpr.interaction.slot_answers`; extra
+  ``"slot_answers"``): which value of a slot the model may answer, or "unsure", so that its answer
+  is at least as often right as the slot's majority value on every camera set of the split. No
+  searches: it reads the attribute probabilities of the split's labelled images. The search page's
+  ✓ / ✗ and ``minterpr eval-attributes`` (calibrated slot accuracy) use it.
 
 ``minterpr calibrate-match`` and ``minterpr calibrate-presence`` are the same commands under their
 earlier names, kept as aliases because model cards give them (models/peta-pa100k-lite2/MODEL_CARD.md).
@@ -24,6 +29,7 @@ earlier names, kept as aliases because model cards give them (models/peta-pa100k
 Example:
     $ minterpr calibrate match --run outputs/demo/run --data outputs/demo/data
     $ minterpr calibrate presence --run models/peta-pa100k-lite2 --data data/peta_cw --searches 60 --json -
+    $ minterpr calibrate slots --run runs/peta --data data/peta_cw
 """
 from __future__ import annotations
 
@@ -65,6 +71,29 @@ def _presence_line(record: Any, args: argparse.Namespace) -> str:
             f"within {args.turns} turns, {record.present_flagged_pct:.1f} % of present ones")
 
 
+def _fit_slots(pipeline: Any, index: Any, args: argparse.Namespace) -> Any:
+    from minterpr.errors import InputError
+    from minterpr.evaluation.attribute_metrics import attribute_targets
+    from minterpr.interaction.slot_answers import fit_slot_answers, group_of
+
+    if index.attribute_probs is None:
+        raise InputError("the model has no attribute head: no slot answers to calibrate")
+    targets, mask = attribute_targets(index.images)
+    if not mask.any():
+        raise InputError(f"{args.data}: no image of the {args.split} split has attribute labels: nothing to fit on")
+    return fit_slot_answers(index.attribute_probs, targets, mask,
+                            [group_of(i.camera_id, i.person_id) for i in index.images], split=args.split)
+
+
+def _slots_line(record: Any, args: argparse.Namespace) -> str:
+    rules = list(record.slots.values())
+    mean = (lambda key: sum(getattr(r, key) for r in rules) / max(len(rules), 1))  # noqa: E731
+    changed = sum(r.prior_weight > 0 or (r.margin or 0) > 0 or r.margin is None for r in rules)
+    return (f"slot answers fitted on {record.split} ({len(record.groups)} camera sets, {len(rules)} slots, "
+            f"{changed} changed, {sum(r.margin is None for r in rules)} always unsure): mean slot accuracy "
+            f"{mean('accuracy_before'):.1f} -> {mean('accuracy_after'):.1f} (majority {mean('majority_accuracy'):.1f})")
+
+
 @dataclass(frozen=True)
 class Kind:
     """One ``calibrate`` subcommand: what it fits and how it reports it."""
@@ -83,7 +112,10 @@ KINDS = {kind.name: kind for kind in (
          "simulated searches, one target identity each", _fit_match, _match_line),
     Kind("presence", "the presence model", 'fit "probably not in this footage" on validation searches', 100,
          "target identities, each searched present and absent", _fit_presence, _presence_line),
+    Kind("slots", "the slot answer calibration", "fit per-slot answers (or 'unsure') on the validation split", 0,
+         "", _fit_slots, _slots_line),
 )}
+ALIASED = ("match", "presence")  # the earlier names `calibrate-match`, `calibrate-presence` that model cards give
 
 
 def run(args: argparse.Namespace) -> int:
@@ -93,7 +125,7 @@ def run(args: argparse.Namespace) -> int:
 
     kind = KINDS[args.calibrate_kind]
     if args.split == "test":
-        raise InputError(f"--split test: {kind.what} is fitted on validation searches; test measures it")
+        raise InputError(f"--split test: {kind.what} is fitted on the validation split; test measures it")
     pipeline = load_pipeline_of(args)  # first: a broken run fails before the data is read
     split = BuiltDataset(args.data).split(args.split)
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=show_progress(args))
@@ -115,24 +147,26 @@ def _add(subparsers: argparse._SubParsersAction, name: str, kind: Kind, line: st
                         help="run directory, model file or exported model directory (the record is stored there)")
     parser.add_argument("--data", required=True, metavar="DATASET_DIR", help="a built dataset (its gallery splits)")
     parser.add_argument("--split", default="val", help="the split searched (default: val; test is refused)")
-    parser.add_argument("--searches", type=int, default=kind.searches, help=kind.searches_help)
-    parser.add_argument("--turns", type=int, default=5, help="turns after the description per search")
+    if kind.searches:  # the kinds fitted on simulated searches
+        parser.add_argument("--searches", type=int, default=kind.searches, help=kind.searches_help)
+        parser.add_argument("--turns", type=int, default=5, help="turns after the description per search")
     if kind.name == "presence":
         parser.add_argument("--max-false", type=float, default=0.05,
                             help="share of present-target searches the threshold may flag (default 0.05)")
-    parser.add_argument("--seed", type=int, default=0, help="draws the targets and the users' words")
+    if kind.searches:
+        parser.add_argument("--seed", type=int, default=0, help="draws the targets and the users' words")
     parser.add_argument("--dry-run", action="store_true", help="fit and report only; store nothing")
     parser.set_defaults(handler=run, calibrate_kind=kind.name)
     add_common_options(parser, device=True, json=True, needs=("model",))
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser("calibrate", help="fit a record stored with the model on validation searches "
-                                                    "(match, presence)",
+    group = subparsers.add_parser("calibrate", help="fit a record stored with the model on the validation split "
+                                                    "(match, presence, slots)",
                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     group.set_defaults(group_parser=group)
     sub = group.add_subparsers(dest="calibrate_command", metavar="CALIBRATE_COMMAND")
     for kind in KINDS.values():
         _add(sub, kind.name, kind, kind.help)
-    for kind in KINDS.values():  # the earlier names, which model cards give: the same commands
+    for kind in (KINDS[name] for name in ALIASED):  # the earlier names, which model cards give: the same commands
         _add(subparsers, f"calibrate-{kind.name}", kind, f"alias of `minterpr calibrate {kind.name}`")

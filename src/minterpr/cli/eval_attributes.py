@@ -12,6 +12,11 @@ p > that number; ``--thresholds val`` fits one threshold per label on a *validat
 (``--val-gallery``, default ``gallery_val.jsonl`` beside ``--gallery``) and applies them to
 ``--gallery``; the two must be different files.
 
+Slot answers: with a per-slot answer calibration stored with the model (``minterpr calibrate
+slots``), the report adds ``slot_answers``: per slot the raw most probable value's accuracy, the
+calibrated answer's (unsure counts as the stored majority value), the share answered and the
+majority baseline, and their means (the table's last line).
+
 Example:
     $ minterpr eval-attributes --run runs/peta --gallery data/peta/gallery_test.jsonl --json peta_attrs.json
     $ minterpr eval-attributes --run runs/peta --gallery data/pa100k/gallery_test.jsonl --json - --quiet
@@ -113,10 +118,30 @@ def _run(args: argparse.Namespace) -> int:
     result = attribute_metrics(probs, images, threshold)
     report = {"protocol": protocol, **result.to_dict()}
     table = format_attribute_table(result, title=f"{gallery} ({Path(args.run).name})")
+    if trained.extras.slot_answers is not None:
+        report["slot_answers"], line = _slot_answers(trained.extras.slot_answers, probs, images)
+        table += "\n" + line
     print(table)  # to stderr with --json - (the JSON alone on stdout)
     if write_json(args.json, json.dumps(report, indent=2, allow_nan=False)) not in (None, STDOUT):
         log.info("wrote %s", args.json)
     return 0
+
+
+def _slot_answers(record: Any, probs: Any, images: list) -> tuple[dict[str, Any], str]:
+    """The report's ``slot_answers`` and its table line: raw against calibrated slot answers."""
+    import dataclasses
+
+    from minterpr.evaluation.attribute_metrics import attribute_targets
+    from minterpr.interaction.slot_answers import mean_scores, score_slot_answers
+
+    scores = score_slot_answers(record, probs, *attribute_targets(images))
+    mean = mean_scores(scores)
+    line = ("no slot of the calibration is labelled here" if not scores else
+            f"slot answers (calibrated on {record.split}): mean slot accuracy raw {mean['raw']:.1f}, calibrated "
+            f"{mean['calibrated']:.1f} ({mean['answered']:.1f} % answered, the rest unsure), majority "
+            f"{mean['majority']:.1f} over {mean['slots']} slots")
+    return {"fitted_on": record.split, "mean": mean,
+            "slots": {slot: dataclasses.asdict(score) for slot, score in scores.items()}}, line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

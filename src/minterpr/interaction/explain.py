@@ -9,7 +9,12 @@ predicted probability becomes a mark is an :class:`EvidencePolicy`:
   a fact is matched only when P(fact | image) >= ``confident``, contradicted only when it is
   <= 1 - ``confident``, and only when the model's probabilities were calibrated on the validation
   split; anything between is "unsure". A fact on a label the model cannot recognise (validation
-  ROC AUC below ``min_auc``) is "unrecognised": it is no evidence either way and is not shown.
+  ROC AUC below ``min_auc``) is "unrecognised": it is no evidence either way and is not shown;
+* with a per-slot answer calibration as well (:class:`~minterpr.interaction.slot_answers.SlotAnswers`,
+  ``minterpr calibrate slots``; :meth:`EvidencePolicy.from_extras`), a mark stands only when the
+  slot's calibrated answer for the image agrees: where the calibration answers "unsure" (the top
+  value does not beat the slot's majority value by its margin), or, on a single-valued slot, answers
+  a value that contradicts the mark, the fact is "unsure".
 
 P(fact | image) is the probability retrieval reads (:func:`~minterpr.index.fused_vectors.fact_log_likelihood`,
 unclipped), so a mark and the ranking agree. A fact neither truth nor probabilities can judge is "unknown".
@@ -33,6 +38,7 @@ Example:
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
@@ -68,6 +74,8 @@ class EvidencePolicy:
     label_auc: Mapping[str, float] | None = None  # label_key -> validation ROC AUC (%); None = not recorded
     min_auc: float = MIN_LABEL_AUC  # labels below it are "unrecognised" (no evidence, not shown)
     confident: float = CONFIDENT  # the probability a mark needs (1 - it for a ✗)
+    # per-slot answer calibration (interaction.slot_answers.SlotAnswers); None = marks from probabilities alone
+    slot_answers: Any = None
 
     @classmethod
     def from_calibration(cls, record: Any) -> "EvidencePolicy":
@@ -79,6 +87,17 @@ class EvidencePolicy:
         auc = getattr(record, "label_auc", None)
         return cls(calibrated=True, label_auc=dict(auc) if auc else None)
 
+    @classmethod
+    def from_extras(cls, extras: Any) -> "EvidencePolicy":
+        """The policy of a model's :class:`~minterpr.interaction.fitted.RunExtras`: its calibration record
+        (:meth:`from_calibration`) and its slot answer calibration, when fitted.
+
+        >>> from minterpr.interaction.fitted import RunExtras
+        >>> EvidencePolicy.from_extras(RunExtras()) == EvidencePolicy(calibrated=False)
+        True
+        """
+        return dataclasses.replace(cls.from_calibration(extras.calibration), slot_answers=extras.slot_answers)
+
     def recognised(self, fact: Fact) -> bool:
         """Every label of the fact has a validation AUC >= ``min_auc`` (True when none is recorded;
         a label whose AUC could not be measured, lacking positives or negatives, is not recognised)."""
@@ -86,15 +105,22 @@ class EvidencePolicy:
             return True
         return all(self.label_auc.get(label_key(fact.slot, v), -1.0) >= self.min_auc for v in fact.values)
 
-    def verdict(self, fact: Fact, probability: float) -> str:
-        """One of :data:`VERDICTS` for P(fact | image) = ``probability``."""
+    def verdict(self, fact: Fact, probability: float, probs: np.ndarray | None = None) -> str:
+        """One of :data:`VERDICTS` for P(fact | image) = ``probability``; ``probs``, the image's (L,) label
+        probabilities, lets the slot answer calibration veto a mark (the module doc)."""
         if not self.recognised(fact):
             return "unrecognised"
         if not self.calibrated:
             return "unsure"
-        if probability >= self.confident:
-            return "yes"
-        return "no" if probability <= 1.0 - self.confident else "unsure"
+        mark = "yes" if probability >= self.confident else "no" if probability <= 1.0 - self.confident else "unsure"
+        if mark == "unsure" or self.slot_answers is None or probs is None or fact.slot not in self.slot_answers.slots:
+            return mark
+        answer = self.slot_answers.answer_one(probs, fact.slot)
+        if answer is None:  # the model's reading of this slot does not beat its majority value: no evidence
+            return "unsure"
+        if SINGLE[fact.slot] and ((answer in fact.values) != fact.negated) != (mark == "yes"):
+            return "unsure"  # the calibrated answer contradicts the mark
+        return mark
 
 
 def fact_probability(fact: Fact, probs: np.ndarray) -> float:
@@ -167,8 +193,10 @@ def explain_image(index: GalleryIndex, i: int, facts: Sequence[Fact], *, use_gro
             kind = "unknown" if holds is None else "yes" if holds else "no"
         elif index.attribute_probs is not None:
             p = probabilities[fact] = fact_probability(fact, index.attribute_probs[i])
-            kind = evidence.verdict(fact, p) if evidence is not None else "yes" if _holds(fact, index, i, threshold) \
-                else "no"
+            if evidence is not None:
+                kind = evidence.verdict(fact, p, index.attribute_probs[i])
+            else:
+                kind = "yes" if _holds(fact, index, i, threshold) else "no"
         else:
             kind = "unknown"
         buckets[kind].append(fact)

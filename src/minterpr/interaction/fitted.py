@@ -4,8 +4,9 @@
 model directory's ``extras.json``): the scoring chosen on the validation split
 (:class:`~minterpr.interaction.reranking.RerankConfig`), the attribute calibration
 (:class:`CalibrationRecord`), the record of the weight choice (:class:`WeightSelection`), the
-match temperature (:class:`~minterpr.interaction.match.MatchCalibration`) and the presence model
-(:class:`~minterpr.interaction.presence.PresenceModel`); every other key is kept as written.
+match temperature (:class:`~minterpr.interaction.match.MatchCalibration`), the presence model
+(:class:`~minterpr.interaction.presence.PresenceModel`) and the per-slot answer calibration
+(:class:`~minterpr.interaction.slot_answers.SlotAnswers`); every other key is kept as written.
 :func:`minterpr.runtime.run.load_run` reads it with the model; a malformed entry raises
 :class:`~minterpr.errors.RunError` naming the file and the entry.
 
@@ -34,6 +35,7 @@ from minterpr.errors import RunError
 from minterpr.interaction.match import MatchCalibration
 from minterpr.interaction.presence import PresenceModel
 from minterpr.interaction.reranking import RerankConfig
+from minterpr.interaction.slot_answers import SlotAnswers
 from minterpr.records import Unusable, finite, mapping, number_map, split_name
 
 SELECTED_KEYS = ("stage", "epoch", "selection_metric", "value")  # how training selected the weights
@@ -103,6 +105,7 @@ RECORDS = (
     Record("selection", "scoring_selection", WeightSelection),
     Record("match", "match_calibration", MatchCalibration, "minterpr calibrate match"),
     Record("presence", "presence_model", PresenceModel, "minterpr calibrate presence"),
+    Record("slot_answers", "slot_answers", SlotAnswers, "minterpr calibrate slots"),
 )
 
 
@@ -119,6 +122,9 @@ class RunExtras:
     # "presence_model": "probably not in this footage", fitted on validation searches whose target is
     # present or removed (minterpr calibrate presence); None = not fitted, the rulings-out estimate
     presence: PresenceModel | None = None
+    # "slot_answers": per-slot answer calibration fitted on the validation split (minterpr calibrate
+    # slots): which value a slot is answered with, or "unsure"; None = the raw most probable value
+    slot_answers: SlotAnswers | None = None
     other: dict[str, Any] = field(default_factory=dict)  # every other key, kept as written (stage, epoch, ...)
 
     @classmethod

@@ -349,6 +349,9 @@ class ImageTuner:
             report = attribute_metrics_from_targets(predict_probabilities(model, self.val.pixels),
                                                     self.val.targets.numpy(), self.val.mask.numpy(), auc=False)
             record["val_mA"] = round(report.mA, 2)  # percent, at p > 0.5
+            # beside mA, whether the most probable value of a slot beats always answering its majority value
+            slot_accuracy, majority = report.slot_mean
+            record["val_slot_accuracy"], record["val_slot_majority"] = round(slot_accuracy, 2), round(majority, 2)
             if state["best"] is None or record["val_mA"] > state["best"]["val_mA"]:
                 state["best"] = dict(record)
                 best_weights = _image_side_state(model)
