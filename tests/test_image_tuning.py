@@ -139,7 +139,8 @@ def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path)
 
 
 @pytest.mark.parametrize("options", [{}, {"ema_decay": 0.9}, {"feature_mixup_alpha": 0.4},
-                                     {"progressive_sizes": [[1, 32, 16]]}], ids=["plain", "ema", "mixup", "progressive"])
+                                     {"progressive_sizes": [[1, 32, 16]]}, {"mixstyle_p": 0.7, "mixstyle_stages": ["stage1"]}],
+                         ids=["plain", "ema", "mixup", "progressive", "mixstyle"])
 def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch, options):
     reference = _tuner(tiny_data, tmp_path / "ref", **options)
     reference.run()

@@ -130,11 +130,21 @@ class ImageTuningConfig:
     # model's image_size (batches are resized down on the fly from the images decoded at the
     # model's size); the epochs left after them, and validation, at the model's size; [] = off
     progressive_sizes: list[list[int]] = field(default_factory=list)
+    # MixStyle (minterpr.training.mixstyle; Zhou et al. 2021): after each of mixstyle_stages, a
+    # training batch's per-channel feature mean/std are mixed with a random partner image's, with
+    # probability mixstyle_p (0 = off), weight ~ Beta(mixstyle_alpha, mixstyle_alpha); it targets
+    # cameras never seen in training (the leave-one-camera-set-out folds decide, not PETA test)
+    mixstyle_p: float = 0.0
+    mixstyle_alpha: float = 0.1  # the paper's 0.1: most mixes stay near one of the two styles
+    mixstyle_stages: list[str] = field(default_factory=lambda: ["stage1", "stage2", "stage3"])  # early stages only
     augment: AugmentConfig = field(default_factory=AugmentConfig)  # colour-true augmentation
 
     def __post_init__(self) -> None:
         if self.feature_mixup_alpha < 0:
             raise ValueError(f"feature_mixup_alpha must be >= 0 (0 = off), got {self.feature_mixup_alpha}")
+        if not 0.0 <= self.mixstyle_p <= 1.0 or self.mixstyle_alpha <= 0:
+            raise ValueError(f"mixstyle_p must be in [0, 1] (0 = off) and mixstyle_alpha > 0, got "
+                             f"{self.mixstyle_p}, {self.mixstyle_alpha}")
         for i, entry in enumerate(self.progressive_sizes):
             if len(entry) != 3 or min(entry) < 1:
                 raise ValueError(f"progressive_sizes[{i}] must be [epochs, height, width], each >= 1, got {entry}")

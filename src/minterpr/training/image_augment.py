@@ -5,7 +5,10 @@ and resolution far more than in the colours of the clothes, and colour words are
 witness remembers best. So every transform here moves, blurs, compresses or hides pixels but
 never changes a hue: horizontal flip, scale-and-shift (pad-and-crop with the border replicated),
 Gaussian blur, low resolution (down- then up-sampling, as a far camera gives), JPEG
-re-compression and random erasing (a patch of noise, as an occluder). The batch stays on one
+re-compression and random erasing (a patch of noise, as an occluder). One switch, off by
+default, does change colours: ``colour_cast`` (per-image random channel gains and gamma, the
+cast of another camera's white balance and response curve), for training that has to read
+cameras it never saw (docs/attributes.md, "Camera generalisation"). The batch stays on one
 device and is augmented in a few tensor operations, so augmentation costs little next to the
 network; the randomness comes from one ``torch.Generator`` so a seeded run repeats exactly.
 
@@ -39,9 +42,14 @@ class AugmentConfig:
     low_resolution: float = 0.2  # probability of down-sampling by 2-4x then back (a far camera)
     jpeg: float = 0.15  # probability of JPEG re-compression at quality 20-70
     erasing: float = 0.3  # probability of erasing one rectangle (2-20 % of the area) with noise
+    # probability of a camera colour cast (per-image channel gains and gamma); 0 = off, as it moves
+    # hues: a style augmentation for unseen cameras, measured on the leave-one-camera-set-out folds
+    colour_cast: float = 0.0
+    cast_gain: float = 0.15  # largest per-channel gain change (gains in [1 - g, 1 + g])
+    cast_gamma: float = 0.25  # largest log-gamma change of the whole image (gamma in [e^-g, e^g])
 
     def __post_init__(self) -> None:
-        for name in ("flip", "blur", "low_resolution", "jpeg", "erasing"):
+        for name in ("flip", "blur", "low_resolution", "jpeg", "erasing", "colour_cast"):
             value = getattr(self, name)
             if not 0.0 <= value <= 1.0:
                 raise ValueError(f"augment.{name} is a probability in [0, 1], got {value}")
@@ -49,6 +57,9 @@ class AugmentConfig:
             raise ValueError(f"augment.shift must be in [0, 0.5), got {self.shift}")
         if not 0.5 <= self.scale_min <= self.scale_max <= 2.0:
             raise ValueError(f"augment needs 0.5 <= scale_min <= scale_max <= 2, got {self.scale_min}, {self.scale_max}")
+        if not (0.0 <= self.cast_gain < 1.0 and 0.0 <= self.cast_gamma <= 1.0):
+            raise ValueError(f"augment needs cast_gain in [0, 1) and cast_gamma in [0, 1], got "
+                             f"{self.cast_gain}, {self.cast_gamma}")
 
 
 def _uniform(n: int, low: float, high: float, generator: torch.Generator) -> torch.Tensor:
@@ -112,6 +123,16 @@ def _jpeg(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generator
     return images
 
 
+def _colour_cast(images: torch.Tensor, chosen: torch.Tensor, cfg: AugmentConfig,
+                 generator: torch.Generator) -> torch.Tensor:
+    """Another camera's colour response: x' = 255 * (gain_c * x / 255) ** gamma, per image."""
+    b = images.shape[0]
+    gains = _uniform(3 * b, 1.0 - cfg.cast_gain, 1.0 + cfg.cast_gain, generator).view(b, 3, 1, 1)
+    gamma = torch.exp(_uniform(b, -cfg.cast_gamma, cfg.cast_gamma, generator)).view(b, 1, 1, 1)
+    cast = 255.0 * ((images / 255.0 * gains).clamp(0.0, 1.0) ** gamma)
+    return torch.where(chosen.view(b, 1, 1, 1), cast, images)
+
+
 def _erase(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     h, w = images.shape[-2:]
     for i in chosen.nonzero().flatten().tolist():
@@ -137,4 +158,6 @@ def augment_batch(images: torch.Tensor, cfg: AugmentConfig, generator: torch.Gen
     x = _blur(x, _chosen(b, cfg.blur, generator), generator)
     x = _jpeg(x, _chosen(b, cfg.jpeg, generator), generator)
     x = _erase(x, _chosen(b, cfg.erasing, generator), generator)
+    if cfg.colour_cast > 0:  # drawn only when on, so every other setting's random stream is unchanged
+        x = _colour_cast(x, _chosen(b, cfg.colour_cast, generator), cfg, generator)
     return x.clamp(0, 255).round().to(torch.uint8)

@@ -9,7 +9,8 @@ training split's gallery plus ``extra_galleries`` (e.g. the PA-100K sample), wit
   and the identity loss on images whose identity is known (it shapes the image embedding that
   judged reference images are compared with);
 * colour-true augmentation of whole batches (:mod:`minterpr.training.image_augment`), and
-  optionally per-label feature mixup (:mod:`minterpr.training.feature_mixup`);
+  optionally per-label feature mixup (:mod:`minterpr.training.feature_mixup`), and for cameras
+  never seen, MixStyle in the early stages (:mod:`minterpr.training.mixstyle`) and colour casts;
 * model selection on the validation split's label-based mA (test-time flip when the model
   config asks for it), never on test.
 
@@ -58,6 +59,7 @@ from .config import ImageTuningConfig
 from .data import attribute_targets, item_seed
 from .feature_mixup import LabelMix
 from .image_augment import augment_batch
+from .mixstyle import mixstyle
 
 FORMAT = "minterpr-image-tuning/1"
 
@@ -156,13 +158,22 @@ def predict_probabilities(model: RetrievalModel, pixels: torch.Tensor, batch_siz
 
 # fields added to ImageTuningConfig after results were published count in the fingerprint only when
 # set, so tunings made before they existed are still reused and resumed
-LATER_FIELDS: dict[str, Any] = {"ema_decay": 0.0, "feature_mixup_alpha": 0.0, "progressive_sizes": []}
+LATER_FIELDS: dict[str, Any] = {"ema_decay": 0.0, "feature_mixup_alpha": 0.0, "progressive_sizes": [],
+                                "mixstyle_p": 0.0, "mixstyle_alpha": 0.1, "mixstyle_stages": ["stage1", "stage2", "stage3"]}
+LATER_AUGMENT = ("colour_cast", "cast_gain", "cast_gamma")  # counted only with colour_cast on
+
+
+def _settings(cfg: ImageTuningConfig) -> dict[str, Any]:
+    settings = {k: v for k, v in cfg.to_dict().items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+    if not settings["augment"].get("colour_cast"):
+        settings["augment"] = {k: v for k, v in settings["augment"].items() if k not in LATER_AUGMENT}
+    return settings
 
 
 def tuning_fingerprint(cfg: ImageTuningConfig, model: RetrievalModel, train: LabelledImages, seed: int,
                        balanced: bool) -> str:
     """What the tuned weights depend on: the tuning config, the model config, the images and the seed."""
-    settings = {k: v for k, v in cfg.to_dict().items() if k not in LATER_FIELDS or v != LATER_FIELDS[k]}
+    settings = _settings(cfg)
     h = hashlib.sha1(json.dumps([settings, model.config.to_dict(), seed, balanced], sort_keys=True,
                                 default=str).encode())
     for image in train.images:
@@ -253,6 +264,10 @@ class ImageTuner:
         # (L,) positive shares for Jia's weighting of the attribute loss; None = plain BCE
         self.ratio = positive_ratio(train.targets, train.mask) if balanced_attributes else None
         self.steps_per_epoch = -(-len(train) // cfg.batch_size)
+        unknown = [s for s in cfg.mixstyle_stages if s not in model.image_encoder.stage_names] if cfg.mixstyle_p else []
+        if unknown:
+            raise RunError(out_dir, f"image_tuning.mixstyle_stages {unknown}: the image encoder's stages are "
+                                    f"{', '.join(model.image_encoder.stage_names)}")
         height, width = train.pixels.shape[-2:]
         larger = [entry for entry in cfg.progressive_sizes if entry[1] > height or entry[2] > width]
         if larger:
@@ -288,8 +303,9 @@ class ImageTuner:
         best_weights = ckpt.get("best_weights") if last.is_file() else None
         self.average = (WeightAverage(model, cfg.ema_decay, ckpt.get("ema") if last.is_file() else None)
                         if cfg.ema_decay > 0 else None)
-        for epoch in range(state["epoch"], cfg.epochs):
-            best_weights = self._epoch(epoch, state, optimizer, scheduler, best_weights)
+        with mixstyle(model.image_encoder, cfg.mixstyle_stages, p=cfg.mixstyle_p, alpha=cfg.mixstyle_alpha):
+            for epoch in range(state["epoch"], cfg.epochs):
+                best_weights = self._epoch(epoch, state, optimizer, scheduler, best_weights)
         if best_weights is not None:
             model.load_state_dict(best_weights, strict=False)
         record = {"format": FORMAT, "fingerprint": self.fingerprint, "best": state["best"],

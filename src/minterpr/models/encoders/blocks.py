@@ -77,12 +77,57 @@ class ConvBNAct(nn.Module):
     def fuse(self) -> None:
         """Fold the BatchNorm's running statistics into the conv (inference only)."""
         if not isinstance(self.bn, nn.BatchNorm2d):
-            return  # already fused
+            return  # already fused (or IBN-a, whose instance half has no statistics to fold)
         bn = self.bn
         scale = bn.weight / torch.sqrt(bn.running_var + bn.eps)  # (C_out,)
         self.conv.weight.mul_(scale.view(-1, 1, 1, 1))
         self.conv.bias = nn.Parameter(bn.bias - bn.running_mean * scale)
         self.bn = nn.Identity()
+
+
+class InstanceBatchNorm(nn.Module):
+    """IBN-a normalisation (Pan et al., ECCV 2018): the first ``instance`` channels InstanceNorm, the rest BatchNorm.
+
+    Instance normalisation removes each image's own channel statistics, where a camera's colour
+    cast and contrast live; the BatchNorm half keeps the content statistics ImageNet taught. A
+    plain BatchNorm's state dict loads into it (``weight``, ``bias``, running statistics of all
+    channels): the BatchNorm half takes its channels' values, the InstanceNorm half its channels'
+    affine weights, so pretrained checkpoints load unchanged.
+
+    Example:
+        >>> norm = InstanceBatchNorm(8)
+        >>> norm.load_state_dict(nn.BatchNorm2d(8).state_dict())
+        <All keys matched successfully>
+        >>> norm(torch.randn(2, 8, 4, 4)).shape
+        torch.Size([2, 8, 4, 4])
+    """
+
+    def __init__(self, channels: int, *, eps: float = 1e-5, momentum: float = 0.1, ratio: float = 0.5) -> None:
+        super().__init__()
+        self.instance = max(1, int(channels * ratio))  # channels instance-normalised (IBN-a: half)
+        self.IN = nn.InstanceNorm2d(self.instance, eps=eps, affine=True)
+        self.BN = nn.BatchNorm2d(channels - self.instance, eps=eps, momentum=momentum)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        head, tail = torch.split(x, [self.instance, x.shape[1] - self.instance], dim=1)
+        return torch.cat([self.IN(head.contiguous()), self.BN(tail.contiguous())], dim=1)
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,  # noqa: ANN001
+                              unexpected_keys, error_msgs) -> None:
+        if prefix + "weight" in state_dict:  # a plain BatchNorm's entries: split them between the halves
+            n = self.instance
+            for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
+                value = state_dict.pop(prefix + name, None)
+                if value is None:
+                    continue
+                if name == "num_batches_tracked":
+                    state_dict[prefix + "BN." + name] = value
+                    continue
+                state_dict[prefix + "BN." + name] = value[n:]
+                if name in ("weight", "bias"):
+                    state_dict[prefix + "IN." + name] = value[:n]
+        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
 
 
 class InvertedResidual(nn.Module):
@@ -99,6 +144,7 @@ class InvertedResidual(nn.Module):
         tf_same_padding: bool = False,
         bn_eps: float = 1e-5,
         bn_momentum: float = 0.1,
+        instance_norm: bool = False,
     ) -> None:
         super().__init__()
         hidden = round(in_channels * expand_ratio)
@@ -106,6 +152,9 @@ class InvertedResidual(nn.Module):
         # expand_ratio 1 has no expansion conv (the checkpoints have none either)
         self.expand = ConvBNAct(in_channels, hidden, 1, **common) if expand_ratio != 1 else None
         self.dw = ConvBNAct(hidden, hidden, kernel_size, stride=stride, groups=hidden, **common)
+        if instance_norm:  # IBN-a: the block's first norm half InstanceNorm (camera style removed early)
+            first = self.expand if self.expand is not None else self.dw
+            first.bn = InstanceBatchNorm(hidden, eps=bn_eps, momentum=bn_momentum)
         self.project = ConvBNAct(hidden, out_channels, 1, activation=False, **common)
         self.use_residual = stride == 1 and in_channels == out_channels
 

@@ -104,7 +104,14 @@ _BLOCK_PARTS = {
 
 class EfficientNetLite(StagedImageEncoder):
     """An EfficientNet-Lite member (``variant``: lite0, lite1, lite2) as 9 stages: stem,
-    stage1..stage7, head (1x1 conv to 1280)."""
+    stage1..stage7, head (1x1 conv to 1280).
+
+    ``instance_norm_stages`` (0 = off): the blocks of stage1..stageN get IBN-a normalisation, half
+    of their first norm's channels InstanceNorm (:class:`~.blocks.InstanceBatchNorm`), so a camera's
+    colour cast and contrast are normalised away early; the ImageNet weights still load (the
+    BatchNorm half keeps its statistics, the InstanceNorm half its affine weights). A model config
+    sets it as ``encoder_kwargs: {image: {instance_norm_stages: 3}}``.
+    """
 
     def __init__(
         self,
@@ -118,6 +125,7 @@ class EfficientNetLite(StagedImageEncoder):
         embed_dim: int | None = None,
         channels_last: bool = False,
         with_classifier: bool = False,
+        instance_norm_stages: int = 0,
     ) -> None:
         super().__init__(preprocess or ImagePreprocess(mean=LITE_MEAN, std=LITE_STD), num_stripes=num_stripes,
                          stripe_columns=stripe_columns)
@@ -125,16 +133,20 @@ class EfficientNetLite(StagedImageEncoder):
             raise ValueError(f"EfficientNet-Lite variant {variant!r}: must be one of {', '.join(LITE_VARIANTS)}")
         self.variant = variant
         table = LITE_VARIANTS[variant].stages
+        if not 0 <= instance_norm_stages <= len(table):
+            raise ValueError(f"instance_norm_stages must be in [0, {len(table)}] (0 = off), got {instance_norm_stages}")
+        self.instance_norm_stages = instance_norm_stages
         bn = dict(tf_same_padding=True, bn_eps=BN_EPS, bn_momentum=BN_MOMENTUM)
         stages: list[nn.Module] = [ConvBNAct(3, STEM_CHANNELS, 3, stride=2, **bn)]
         channels = [STEM_CHANNELS]
         in_ch = STEM_CHANNELS
-        for expand, kernel, stride, out_ch, repeats in table:
+        for number, (expand, kernel, stride, out_ch, repeats) in enumerate(table, start=1):
             blocks = []
             for j in range(repeats):
                 blocks.append(
                     InvertedResidual(
-                        in_ch, out_ch, expand_ratio=expand, kernel_size=kernel, stride=stride if j == 0 else 1, **bn
+                        in_ch, out_ch, expand_ratio=expand, kernel_size=kernel, stride=stride if j == 0 else 1,
+                        instance_norm=number <= instance_norm_stages, **bn
                     )
                 )
                 in_ch = out_ch
@@ -211,7 +223,7 @@ def create_efficientnet_lite0(*, pretrained: bool | None = None, **kwargs: objec
     (None/True) loads the packaged ImageNet weights.
 
     Keyword arguments go to :class:`EfficientNetLite` (num_stripes, stripe_columns, stripe_stage,
-    split_stage, embed_dim, channels_last, with_classifier, preprocess).
+    split_stage, embed_dim, channels_last, with_classifier, instance_norm_stages, preprocess).
     """
     return _create("lite0", pretrained, kwargs)
 
