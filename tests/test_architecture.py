@@ -37,10 +37,8 @@ FLOORS = [("types", "errors", "fileio", "registry", "records"), ("language",), (
 RANK = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
 CORE = {unit for units in FLOORS[:3] for unit in units}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
-# the cli modules commands share (every other cli module is a command, or main, which lists them)
-CLI_SHARED = {"minterpr.cli.common", "minterpr.cli.service_state", "minterpr.cli.demo_world",
-              "minterpr.cli.vlm_options", "minterpr.cli.serve_street"}
-CLI_ENTRY = {"minterpr.cli.main", "minterpr.cli.data", "minterpr.cli"}  # they load the commands by name
+# cli/commands/ holds one module per command, cli/shared/ what they share; main lists the commands by name
+CLI_COMMANDS, CLI_SHARED = "minterpr.cli.commands.", "minterpr.cli.shared."
 
 
 def _module_name(path: Path) -> str:
@@ -164,10 +162,19 @@ def test_no_import_circle_between_modules():
 
 
 def test_commands_never_import_each_other():
-    commands = {m for m in MODULES if m.startswith("minterpr.cli.")} - CLI_SHARED - CLI_ENTRY
-    for module in sorted(commands | CLI_SHARED):
-        others = sorted(EDGES[module] & commands)
-        assert not others, f"{module} imports the command(s) {others}: share through cli/common"
+    commands = {m for m in MODULES if m.startswith(CLI_COMMANDS)}
+    shared = {m for m in MODULES if m.startswith(CLI_SHARED)}
+    assert commands and shared
+    for module in sorted(commands | shared):
+        others = sorted(EDGES[module] & commands - {module})
+        assert not others, f"{module} imports the command(s) {others}: share through cli/shared"
+
+
+def test_the_cli_holds_only_its_entry_points_and_two_folders():
+    loose = {m for m in MODULES if m.startswith("minterpr.cli.")} - {
+        m for m in MODULES if m.startswith((CLI_COMMANDS, CLI_SHARED))}
+    assert loose <= {"minterpr.cli.main", "minterpr.cli.commands", "minterpr.cli.shared"}, (
+        f"{sorted(loose)}: a command goes in cli/commands/, a shared helper in cli/shared/")
 
 
 def test_the_circle_finder_finds_a_circle():

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from minterpr.cli.common import gallery_images
+from minterpr.cli.shared.common import gallery_images
 from minterpr.cli.main import main
 from minterpr.data.build import (DATASET_FILE, check_if_built, mark_dataset, read_marker, require_built_dataset,
                                  synth_rebuild_args)

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from minterpr.cli.chat import ChatLoop
+from minterpr.cli.commands.chat import ChatLoop
 from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery
@@ -228,7 +228,7 @@ def test_transcript_keeps_the_conversation_and_continues_it(dataset, tmp_path, m
 
 
 def test_chat_reports_unreadable_images_in_one_line(dataset, monkeypatch, capsys):
-    import minterpr.cli.chat as chat
+    import minterpr.cli.commands.chat as chat
 
     def build_index(backend, images, root, *, complete, progress=True):
         assert complete is False  # chat keeps going without the unreadable images
@@ -244,7 +244,7 @@ def test_chat_reports_unreadable_images_in_one_line(dataset, monkeypatch, capsys
 
 
 def test_a_stores_capture_times_are_shown_with_its_results(tmp_path_factory, one_torch_thread):
-    from minterpr.cli.chat import store_times
+    from minterpr.cli.commands.chat import store_times
     from support.serving import shared_world
 
     _, store = shared_world(tmp_path_factory)

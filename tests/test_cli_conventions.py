@@ -1,4 +1,4 @@
-"""The options every command shares (minterpr.cli.common): --verbose/--quiet and logging,
+"""The options every command shares (minterpr.cli.shared.common): --verbose/--quiet and logging,
 --device on the commands that run a model, --json PATH|- for JSON reports."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from support.helpers import random_attributes
-from minterpr.cli.common import LOGGER_NAME, add_common_options
+from minterpr.cli.shared.common import LOGGER_NAME, add_common_options
 from minterpr.cli.main import build_parser, main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery
@@ -182,7 +182,7 @@ def test_device_reaches_the_model(command, world, tiny_run, tmp_path, capsys, mo
 
 
 def test_train_device_and_quiet_are_config_overrides(tmp_path, capsys):
-    from minterpr.cli.train import _load
+    from minterpr.cli.commands.train import _load
 
     args = argparse.Namespace(config="tiny", set=["progress=true"], out=str(tmp_path), resume=False, data=None,
                               device="cuda:1", quiet=True)

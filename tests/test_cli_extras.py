@@ -80,8 +80,8 @@ def test_a_missing_dialogue_file_is_named_in_one_line(tmp_path, tiny_run):
 
 
 def test_a_failed_report_write_names_the_report_not_its_temporary(tmp_path, monkeypatch):
-    import minterpr.cli.common as common
-    from minterpr.cli.common import CLIError
+    import minterpr.cli.shared.common as common
+    from minterpr.cli.shared.common import CLIError
 
     def refuse(path, text):
         raise PermissionError(13, "Permission denied", str(tmp_path / ".report.json.1a2b3c4d.tmp"))

@@ -47,7 +47,7 @@ def images(tmp_path_factory) -> Path:
 def store(runs, images, tmp_path_factory) -> tuple[Path, str]:
     out = tmp_path_factory.mktemp("stores") / "crops"
     stdout = io.StringIO()
-    from minterpr.cli import index as cli_index
+    from minterpr.cli.commands import index as cli_index
 
     args = cli_index_args(["index", "build", "--run", str(runs[0]), "--images", str(images), "--out", str(out),
                            "--camera", "lobby:cam1"])

@@ -59,7 +59,7 @@ def test_command_line_changes_are_the_os_users_and_export_counts_lines(tmp_path,
 
 
 def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
-    from minterpr.cli import demo_world as demo
+    from minterpr.cli.shared import demo_world as demo
 
     trained = []
 
@@ -70,11 +70,11 @@ def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
 
     monkeypatch.setattr("minterpr.training.trainer.train", fake_train)
     monkeypatch.setattr("minterpr.training.post_training.calibrate_and_choose_weight", lambda cfg, path: None)
-    monkeypatch.setattr("minterpr.cli.demo_world.describe_choices", lambda choices: "")
+    monkeypatch.setattr("minterpr.cli.shared.demo_world.describe_choices", lambda choices: "")
     # the fake weights cannot be loaded to fit the match temperature: record where it would be fitted
     calibrated = []
-    monkeypatch.setattr("minterpr.cli.demo_world.calibrate_demo_match", lambda run, data: calibrated.append(run))
-    monkeypatch.setattr("minterpr.cli.demo_world.calibrate_demo_presence", lambda run, data: calibrated.append(run))
+    monkeypatch.setattr("minterpr.cli.shared.demo_world.calibrate_demo_match", lambda run, data: calibrated.append(run))
+    monkeypatch.setattr("minterpr.cli.shared.demo_world.calibrate_demo_presence", lambda run, data: calibrated.append(run))
     first = tmp_path / "demo"
     (first / "data").mkdir(parents=True)
     demo.train_model(first, first / "data", 0, progress=False)

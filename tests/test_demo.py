@@ -5,7 +5,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from minterpr.cli import demo_world as demo  # noqa: E402
+from minterpr.cli.shared import demo_world as demo  # noqa: E402
 from minterpr.cli.main import main  # noqa: E402
 
 

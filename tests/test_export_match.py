@@ -137,7 +137,7 @@ def test_a_failed_write_leaves_the_old_file(gallery, tmp_path, monkeypatch) -> N
 
 def test_export_from_the_services_record(gallery, tmp_path) -> None:
     """The zip the page serves: built from the service's ExportRecord (pydantic) and its result views."""
-    schemas = pytest.importorskip("minterpr.serving.schemas")
+    schemas = pytest.importorskip("minterpr.serving.schemas.search")
     session, _ = gallery
     root = Path(session.index.root)
     case = schemas.CaseView(id=3, title="Case <3>", purpose="a stolen bike, report 88", cameras=None,

@@ -167,7 +167,7 @@ def test_reid_config_refuses_bad_values():
 
 
 def test_data_reid_writes_disjoint_manifests(tmp_path, monkeypatch):
-    from minterpr.cli import data_reid
+    from minterpr.cli.commands import data_reid
 
     monkeypatch.setattr(data_reid, "CUHK03_NP_TEST_IDENTITIES", 4)  # the protocol's 700, scaled to 10 people
     make_cuhk03(tmp_path / "cuhk03", people=10)

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from minterpr.cli.main import build_parser, main
-from minterpr.cli.serve import uvicorn_level
+from minterpr.cli.commands.serve import uvicorn_level
 
 pytest.importorskip("uvicorn")
 REPO = Path(__file__).resolve().parents[1]

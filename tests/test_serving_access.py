@@ -136,7 +136,7 @@ def test_bootstrap_reads_the_password_and_never_prints_it(tmp_path):
         services.close()
     listing = io.StringIO()
     from minterpr.cli.main import build_parser
-    from minterpr.cli.users import cmd_list
+    from minterpr.cli.commands.users import cmd_list
 
     assert cmd_list(build_parser().parse_args(["users", "list", "--data", str(data)]), listing) == 0
     assert listing.getvalue().split("\n")[:2] == ["root\tadmin", "ana\tanalyst"]

@@ -105,7 +105,7 @@ def test_audit_entries_carry_the_request_id_of_the_request_that_wrote_them(world
 
 
 def _verify(path, head=None) -> tuple[int, str]:
-    from minterpr.cli.audit import cmd_verify
+    from minterpr.cli.commands.audit import cmd_verify
     from minterpr.cli.main import build_parser
 
     out = io.StringIO()
@@ -166,7 +166,7 @@ def test_the_database_refuses_to_change_or_delete_entries(searched):
 
 def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, capsys):
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
+    from minterpr.cli.commands.serve import cmd_serve
     from minterpr.index.store.gallery_store import build_vector_index, load_gallery, open_gallery, save_gallery
     from minterpr.serving.db import SearchSession
     from minterpr.serving.errors import ApiError

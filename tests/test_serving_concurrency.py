@@ -158,7 +158,7 @@ def test_wal_is_set_when_the_database_is_made_waiting_for_a_busy_file(tmp_path):
 
 def test_ingestion_refuses_the_services_own_state(tmp_path_factory, tmp_path):
     from minterpr.serving.errors import ApiError
-    from minterpr.serving.schemas_jobs import IngestRequest
+    from minterpr.serving.schemas.jobs import IngestRequest
 
     pytest.importorskip("cv2")
     run, store = shared_world(tmp_path_factory)
@@ -188,7 +188,7 @@ def test_ingestion_refuses_the_services_own_state(tmp_path_factory, tmp_path):
 
 def test_a_cli_write_beside_the_server_leaves_its_jobs_running(tmp_path):
     from minterpr.cli.main import build_parser
-    from minterpr.cli.service_state import services_from
+    from minterpr.cli.shared.service_state import services_from
     from minterpr.serving.db import IngestJob, now
     from minterpr.serving.service import build_services
     from support.serving import settings

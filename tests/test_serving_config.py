@@ -102,7 +102,7 @@ def test_every_setting_can_be_read():
 
 def test_the_command_line_reads_the_environment_and_names_a_bad_value(tmp_path, monkeypatch, capsys):
     from minterpr.cli.main import build_parser, main
-    from minterpr.cli.service_state import settings_from
+    from minterpr.cli.shared.service_state import settings_from
 
     monkeypatch.setenv("MINTERPR_DATA_DIR", str(tmp_path / "from_env"))
     monkeypatch.setenv("MINTERPR_DATABASE_URL", f"sqlite:///{tmp_path / 'env.db'}")

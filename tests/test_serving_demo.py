@@ -14,7 +14,7 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 def _fake_demo(tmp_path_factory, tmp_path, monkeypatch):
     """The demo's world and run stood in by the shared test world: (run, the calls made)."""
-    import minterpr.cli.demo_world as demo
+    import minterpr.cli.shared.demo_world as demo
     from minterpr.data.formats.gallery import write_gallery
     from minterpr.index.store.gallery_store import open_gallery
 
@@ -33,7 +33,7 @@ def _fake_demo(tmp_path_factory, tmp_path, monkeypatch):
 
 def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
+    from minterpr.cli.commands.serve import cmd_serve
     from minterpr.serving.service import build_services
     from support.serving import settings
 
@@ -85,7 +85,7 @@ def _street_clip(folder: Path, frames: int = 45) -> Path:
 
 def test_the_street_demo_ingests_once_beside_the_synthetic_one(tmp_path_factory, tmp_path, monkeypatch, capsys):
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
+    from minterpr.cli.commands.serve import cmd_serve
     from minterpr.serving.service import build_services
     from support.serving import settings
 
@@ -115,11 +115,11 @@ def test_the_street_demo_ingests_once_beside_the_synthetic_one(tmp_path_factory,
 
 
 def test_the_street_demo_without_a_model_or_video_is_one_line(tmp_path, monkeypatch):
-    import minterpr.cli.serve_street as street
+    import minterpr.cli.shared.serve_street as street
     import minterpr.models.zoo as zoo
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
-    from minterpr.cli.common import CLIError
+    from minterpr.cli.commands.serve import cmd_serve
+    from minterpr.cli.shared.common import CLIError
     from minterpr.errors import RunError
 
     monkeypatch.setenv(zoo.MODELS_ENV, str(tmp_path / "models"))  # a checkout without the shipped models
@@ -144,7 +144,7 @@ def test_the_street_demo_uses_yolox_nano_when_it_is_fetched(tmp_path_factory, tm
     import shutil
 
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
+    from minterpr.cli.commands.serve import cmd_serve
     from minterpr.serving.service import build_services
     from support.helpers import shared_weights_dir
     from support.serving import settings
@@ -175,9 +175,9 @@ def test_the_street_demo_uses_yolox_nano_when_it_is_fetched(tmp_path_factory, tm
 
 def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(tmp_path_factory, tmp_path, monkeypatch,
                                                                          capsys):
-    import minterpr.cli.demo_world as demo
+    import minterpr.cli.shared.demo_world as demo
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import cmd_serve
+    from minterpr.cli.commands.serve import cmd_serve
     from minterpr.serving.service import build_services
     from support.serving import PASSWORD, settings
 
@@ -221,7 +221,7 @@ def test_the_silent_minutes_after_the_match_temperature_are_announced(monkeypatc
     import minterpr.evaluation.presence_calibration as presence
     import minterpr.runtime.pipeline as pipeline_module
     import minterpr.data.dataset as dataset_module
-    from minterpr.cli.demo_world import calibrate_demo_presence
+    from minterpr.cli.shared.demo_world import calibrate_demo_presence
 
     extras = SimpleNamespace(presence=None, match_temperature=lambda: 1.0)
     fake = SimpleNamespace(extras=extras, index_images=lambda *a, **k: None, rerank_config=lambda: None, backend=None)

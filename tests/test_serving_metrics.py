@@ -77,8 +77,8 @@ def test_every_response_has_a_request_id_and_json_logs_carry_it(tmp_path, caplog
 
 def test_serve_log_format_json_configures_uvicorn():
     from minterpr.cli.main import build_parser
-    from minterpr.cli.serve import server_config
-    from minterpr.cli.service_state import settings_from
+    from minterpr.cli.commands.serve import server_config
+    from minterpr.cli.shared.service_state import settings_from
 
     args = build_parser().parse_args(["serve", "--log-format", "json"])
     config = server_config(object(), settings_from(args), args)

@@ -107,7 +107,7 @@ def test_the_policy_keeps_what_it_allowed(admin, world):
 def test_the_caption_route_enforces_the_gallery_name_pattern():
     from pydantic import ValidationError
 
-    from minterpr.serving.schemas_jobs import CaptionRequest
+    from minterpr.serving.schemas.jobs import CaptionRequest
 
     assert CaptionRequest(gallery="lobby.v2").gallery == "lobby.v2"
     for bad in ("../../etc", ".hidden", "a/b"):

@@ -75,8 +75,8 @@ class _Server:
         import uvicorn
 
         from minterpr.cli.main import build_parser
-        from minterpr.cli.serve import listen, server_config
-        from minterpr.cli.service_state import settings_from
+        from minterpr.cli.commands.serve import listen, server_config
+        from minterpr.cli.shared.service_state import settings_from
         from minterpr.serving.app import create_app
 
         args = build_parser().parse_args(["serve", "--port", "0", *argv])

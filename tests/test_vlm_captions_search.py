@@ -125,7 +125,7 @@ def test_serve_searches_each_gallery_with_the_captions_its_store_holds(world, tm
 
 def test_serve_takes_the_switch_from_its_command_line(tmp_path):
     from minterpr.cli.main import build_parser
-    from minterpr.cli.service_state import settings_from
+    from minterpr.cli.shared.service_state import settings_from
 
     args = build_parser().parse_args(["serve", "--data", str(tmp_path), "--vlm-captions", "--vlm-caption-weight", "0.3"])
     settings = settings_from(args)

@@ -138,7 +138,7 @@ def test_a_key_given_instead_of_a_variable_name_is_refused_without_echoing_it(to
 
 
 def test_serve_gallery_without_a_run_resolves_the_shipped_model_wherever_it_starts(tmp_path, monkeypatch):
-    from minterpr.cli.serve import gallery_specs
+    from minterpr.cli.commands.serve import gallery_specs
     from minterpr.models.zoo import shipped_model_dir
 
     monkeypatch.chdir(tmp_path)  # no "shipped" folder here

@@ -65,7 +65,7 @@ def test_the_page_says_which_facts_the_model_read():
 
     from minterpr.interaction.history import HistoryEntry, ModelFact
     from minterpr.language.phrasing import Fact
-    from minterpr.serving.schemas import TimelineEntry
+    from minterpr.serving.schemas.search import TimelineEntry
     from minterpr.serving.views import timeline
     from minterpr.types import DescriptionTurn
 

@@ -14,8 +14,8 @@ pytest.importorskip("fastapi", reason="the service is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from minterpr.serving.app import create_app  # noqa: E402
-from minterpr.serving.pages import Pages, _keep, _safe_next, when  # noqa: E402
-from minterpr.serving.schemas import ActionView, ResultView, TimelineEntry, TurnView  # noqa: E402
+from minterpr.serving.pages.search import Pages, _keep, _safe_next, when  # noqa: E402
+from minterpr.serving.schemas.search import ActionView, ResultView, TimelineEntry, TurnView  # noqa: E402
 from minterpr.serving.settings import RateSpec, ServeSettings  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")

@@ -15,25 +15,25 @@ from minterpr.errors import MinterprError
 
 # Modules contributing top-level subcommands, in the order --help lists them.
 COMMAND_MODULES = (
-    "minterpr.cli.demo",
-    "minterpr.cli.data",
-    "minterpr.cli.simulate",
-    "minterpr.cli.chat",
-    "minterpr.cli.index",
-    "minterpr.cli.train",
-    "minterpr.cli.eval",
-    "minterpr.cli.serve",
-    "minterpr.cli.users",
-    "minterpr.cli.db",
-    "minterpr.cli.audit",
-    "minterpr.cli.eval_attributes",
-    "minterpr.cli.eval_reid",
-    "minterpr.cli.calibrate",
-    "minterpr.cli.adapt",
-    "minterpr.cli.export",
-    "minterpr.cli.models",
-    "minterpr.cli.ingest",
-    "minterpr.cli.vlm",
+    "minterpr.cli.commands.demo",
+    "minterpr.cli.commands.data",
+    "minterpr.cli.commands.simulate",
+    "minterpr.cli.commands.chat",
+    "minterpr.cli.commands.index",
+    "minterpr.cli.commands.train",
+    "minterpr.cli.commands.eval",
+    "minterpr.cli.commands.serve",
+    "minterpr.cli.commands.users",
+    "minterpr.cli.commands.db",
+    "minterpr.cli.commands.audit",
+    "minterpr.cli.commands.eval_attributes",
+    "minterpr.cli.commands.eval_reid",
+    "minterpr.cli.commands.calibrate",
+    "minterpr.cli.commands.adapt",
+    "minterpr.cli.commands.export",
+    "minterpr.cli.commands.models",
+    "minterpr.cli.commands.ingest",
+    "minterpr.cli.commands.vlm",
 )
 
 
@@ -60,7 +60,7 @@ def _missing_extra(err: BaseException) -> tuple[str, str] | None:
     >>> _missing_extra(ModuleNotFoundError("No module named 'nothing'", name="nothing")) is None
     True
     """
-    from minterpr.cli.common import EXTRAS
+    from minterpr.cli.shared.common import EXTRAS
 
     seen: BaseException | None = err
     while seen is not None:
@@ -92,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         extra = _missing_extra(err)
         if extra is None:
             raise
-        from minterpr.cli.common import install_hint
+        from minterpr.cli.shared.common import install_hint
 
         name = " ".join(part for part in (args.command, getattr(args, f"{args.command}_command", None)) if part)
         print(f"minterpr {name}: error: {name} needs the [{extra[0]}] extra ({extra[1]} is not installed): "

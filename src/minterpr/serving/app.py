@@ -2,7 +2,7 @@
 
 The JSON API lives under ``/api`` (OpenAPI at ``/api/openapi.json``, interactive docs at
 ``/api/docs``); the page routes, when the page module is installed
-(``minterpr.serving.pages.register(app)``), take the rest. Every refused request gets the one
+(``minterpr.serving.pages.search.register(app)``), take the rest. Every refused request gets the one
 error shape of :mod:`~minterpr.serving.errors`; request bodies are capped at
 ``settings.max_request_bytes`` before anything reads them.
 
@@ -129,7 +129,7 @@ _DOCS_INIT = """window.ui = SwaggerUIBundle({url: "/api/openapi.json", dom_id: "
   deepLinking: true, showExtensions: true, showCommonExtensions: true,
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset]});
 """
-# the pages' policy (minterpr.serving.pages), with Swagger UI's inline SVG images (data:) and its styles
+# the pages' policy (minterpr.serving.pages.search), with Swagger UI's inline SVG images (data:) and its styles
 DOCS_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
                "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
 
@@ -167,7 +167,9 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
     """The FastAPI app over ``services`` (built from ``settings`` when not given; closed on shutdown)."""
     from fastapi import FastAPI
 
-    from minterpr.serving import api, api_admin, api_metrics
+    from minterpr.serving.api import search as api
+    from minterpr.serving.api import admin as api_admin
+    from minterpr.serving.api import metrics as api_metrics
     from minterpr.serving.metrics import Metrics, RequestMetrics
 
     services = services or build_services(settings)
@@ -190,11 +192,11 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
     app.include_router(api_metrics.router)
     app.state.metrics = Metrics(services)
     if services.jobs is not None:
-        from minterpr.serving import api_jobs
+        from minterpr.serving.api import jobs as api_jobs
 
         app.include_router(api_jobs.router)
-    if importlib.util.find_spec("minterpr.serving.pages") is not None:
-        from minterpr.serving import pages
+    if importlib.util.find_spec("minterpr.serving.pages.search") is not None:
+        from minterpr.serving.pages import search as pages
 
         pages.register(app)
     app.add_middleware(_AuditRefusals, services=services)

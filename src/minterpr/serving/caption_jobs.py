@@ -44,7 +44,7 @@ from minterpr.serving import audit
 from minterpr.serving.accounts import Principal
 from minterpr.serving.db import GalleryRow
 from minterpr.serving.errors import ApiError
-from minterpr.serving.schemas_jobs import CaptionRequest, JobView
+from minterpr.serving.schemas.jobs import CaptionRequest, JobView
 
 GIVE_UP_AFTER = 5  # crops in a row without a usable answer after which a job stops (start it again to resume)
 AUDITED = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens",

@@ -23,7 +23,7 @@ from minterpr.serving.accounts import Principal
 from minterpr.serving.db import Case, Database, User, now
 from minterpr.serving.errors import ApiError
 from minterpr.serving.galleries import format_time, parse_time
-from minterpr.serving.schemas import CaseView
+from minterpr.serving.schemas.search import CaseView
 
 
 @dataclass(frozen=True)

@@ -329,7 +329,7 @@ def _plain(value: Any) -> dict[str, Any]:
 def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] | None = None,
                              results: Sequence[Any] = (), gallery_size: int = 0,
                              image_info: Callable[[int], Mapping[str, Any]] | None = None) -> MatchExport:
-    """The export of the service's ``ExportRecord`` (:mod:`minterpr.serving.schemas`).
+    """The export of the service's ``ExportRecord`` (:mod:`minterpr.serving.schemas.search`).
 
     The record's crops are read from their ``absolute_path``; ``read_image`` (gallery index ->
     bytes, access-checked by the caller) adds the images the analyst ruled out in the conversation;

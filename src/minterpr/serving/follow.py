@@ -26,7 +26,7 @@ import numpy as np
 
 from minterpr.interaction.follow import FollowConfig, follow, same_person_probabilities
 from minterpr.serving.errors import ApiError
-from minterpr.serving.schemas import FollowCandidateView, FollowLane, FollowView
+from minterpr.serving.schemas.search import FollowCandidateView, FollowLane, FollowView
 
 STATEMENT = ("These crops may show the same person as the crop you confirmed: each figure is the appearance "
              "model's probability that two crops show one person, among crops like these. It is not an "

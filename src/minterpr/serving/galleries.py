@@ -32,7 +32,7 @@ from minterpr.errors import MinterprError
 from minterpr.serving import audit
 from minterpr.serving.db import Database, GalleryRow, now
 from minterpr.serving.errors import ApiError, public_message
-from minterpr.serving.schemas import GalleryView
+from minterpr.serving.schemas.search import GalleryView
 
 TIME_KEY = "time"  # the metadata key of an image's capture time
 MAX_SCOPES = 8  # scoped indexes kept per gallery (a scope's index copies its embeddings: N x D x 4 bytes at most)

@@ -46,7 +46,7 @@ from minterpr.serving.accounts import Principal
 from minterpr.serving.db import GalleryRow, IngestJob, now
 from minterpr.serving.errors import ApiError
 from minterpr.serving.paths import check_request_paths
-from minterpr.serving.schemas_jobs import IngestRequest, JobView
+from minterpr.serving.schemas.jobs import IngestRequest, JobView
 
 TERMINAL = ("done", "failed", "cancelled", "interrupted")
 _PERSIST_EVERY_S = 1.0

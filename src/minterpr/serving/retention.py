@@ -36,7 +36,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, MinterprError
 from minterpr.serving import audit
 from minterpr.serving.db import Login, SearchSession, SessionEvent, now
-from minterpr.serving.schemas import RetentionReport
+from minterpr.serving.schemas.search import RetentionReport
 
 DAY = 86400.0
 

@@ -45,7 +45,7 @@ from minterpr.serving.db import Case, Database, GalleryRow, SearchSession, Sessi
 from minterpr.serving.errors import ApiError, public_message
 from minterpr.serving.galleries import Galleries, LoadedGallery
 from minterpr.serving.ratelimit import RateLimiter
-from minterpr.serving.schemas import ExportRecord, FollowView, SessionSummary, TimelineEntry, TurnView
+from minterpr.serving.schemas.search import ExportRecord, FollowView, SessionSummary, TimelineEntry, TurnView
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail

@@ -31,7 +31,7 @@ from minterpr.interaction.match import percent
 from minterpr.interaction.presence import ABSENT_BELOW, presence_probability, session_features
 from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.times import when
-from minterpr.serving.schemas import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
+from minterpr.serving.schemas.search import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
 STATEMENT = ("This records the analyst's judgement that the image looks like the person searched for "
              "(match {similarity} when it was confirmed). It is not an identification: the system compares "

@@ -1,0 +1,137 @@
+"""``minterpr models``: the models this installation can use, with their fingerprints.
+
+Lists the shipped models (``models/``, pinned by ``models/zoo.json``), then the training runs and
+exported model directories found under the folders given (default ``runs``, ``models``, ``outputs``
+and each folder under ``outputs``: the run ``serve --demo`` trains is ``outputs/demo/run``). The
+fingerprint is what a stored gallery records: a gallery opens only with the model that built it.
+Then the detection models of the detector catalogue, and whether each is in the model cache.
+
+``minterpr models fetch NAME`` downloads a catalogue model (``yolox-nano``) into the model cache,
+with a progress bar, resuming an interrupted download, checked against the SHA-256 the catalogue
+pins; ``--from FILE|URL`` takes a copy you already have, ``--sha256 HEX`` accepts a file whose
+hash you have checked yourself (:mod:`minterpr.ingest.fetch`).
+
+``minterpr models publish-appearance BEST_PT`` publishes a reid run's checkpoint as the shipped
+appearance model (``models/osnet-x0_25-reid``: safetensors, float16 when the vectors stay within
+cosine 0.9999 and ``--check``'s rank-1 is unchanged, pinned in ``models/zoo.json``; its model card
+and licence note must be there first: :func:`minterpr.runtime.publish.publish_appearance`).
+
+Example:
+    $ minterpr models
+    $ minterpr models runs/ outputs/demo --json models.json
+    $ minterpr models fetch yolox-nano
+    $ minterpr models fetch yolox-nano --from ~/Downloads/yolox_nano.onnx
+    $ minterpr models publish-appearance runs/reid/best.pt --check data/reid/val.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import sys
+from pathlib import Path
+
+from minterpr.cli.shared.common import add_common_options, write_json
+
+
+def default_roots(base: Path = Path(".")) -> list[Path]:
+    """Where runs are looked for when no folder is named: ``runs``, ``models``, ``outputs`` and each folder
+    directly under ``outputs`` (``serve --demo`` trains into ``outputs/demo/run``, ``demo`` into
+    ``outputs/demo``...).
+
+    >>> default_roots(Path("/nonexistent"))[:3]
+    [PosixPath('/nonexistent/runs'), PosixPath('/nonexistent/models'), PosixPath('/nonexistent/outputs')]
+    """
+    outputs = base / "outputs"
+    under = sorted(p for p in outputs.iterdir() if p.is_dir()) if outputs.is_dir() else []
+    return [base / "runs", base / "models", outputs, *under]
+
+
+def run(args: argparse.Namespace) -> int:
+    from minterpr.errors import InputError
+    from minterpr.runtime.catalogue import describe_models
+
+    if args.roots[:1] == ["fetch"]:
+        return fetch(args)
+    if args.roots[:1] == [PUBLISH]:
+        return publish(args)
+    if args.name is not None or args.summary is not None or args.check is not None:
+        raise InputError(f"--name, --summary and --check go with `minterpr models {PUBLISH} BEST_PT`")
+    if args.source is not None or args.sha256 is not None:
+        raise InputError("--from and --sha256 go with `minterpr models fetch NAME`")
+    missing = [root for root in args.roots if not Path(root).is_dir()]
+    if missing:  # a folder named on the command line must exist; the defaults may not
+        raise InputError(f"{missing[0]}: no such folder")
+    entries = describe_models(args.roots or default_roots(), fingerprints=not args.no_fingerprints)
+    if not entries:
+        print("no models found (the shipped ones come with a source checkout; train one with `minterpr train`)")
+    for entry in entries:
+        what = entry.problem or f"{entry.image_encoder}  fingerprint {entry.fingerprint or '-'}"
+        if entry.kind == "shipped" and not entry.problem:
+            size = "" if entry.size_bytes is None else f", {entry.size_bytes / 1e6:.1f} MB"
+            use = "--appearance" if entry.role == "appearance" else "--run"
+            what += f"  ({entry.role} model: {use}{size})" + (f"  {entry.summary}" if entry.summary else "")
+        print(f"{entry.kind:8}  {entry.name}  {what}")
+    from minterpr.ingest.detector_zoo import CATALOGUE, cached_model
+
+    for name, model in CATALOGUE.items():
+        where = cached_model(name)
+        state = f"in the cache: {where}" if where else f"not fetched (`minterpr models fetch {name}`)"
+        print(f"detector  {name}  {model.summary}; {state}")
+    write_json(args.json, [dict(dataclasses.asdict(e), path=str(e.path)) for e in entries])
+    return 0
+
+
+PUBLISH = "publish-appearance"  # `minterpr models publish-appearance BEST_PT --name NAME ...`
+
+
+def publish(args: argparse.Namespace) -> int:
+    """Publish a reid run's best.pt as the shipped appearance model models/NAME (runtime.publish)."""
+    from minterpr.errors import InputError
+    from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, shipped_models
+    from minterpr.runtime.publish import publish_appearance
+
+    if len(args.roots) != 2:
+        raise InputError(f"usage: minterpr models {PUBLISH} BEST_PT [--name NAME] --summary TEXT [--check VAL_MANIFEST]")
+    name = args.name or DEFAULT_APPEARANCE_MODEL
+    summary = args.summary or shipped_models().get(name, {}).get("summary")
+    if not summary:
+        raise InputError(f"--summary: say in one line what models/{name} is (its first publication has none yet)")
+    done = publish_appearance(args.roots[1], name, summary, check=args.check, precision=args.precision)
+    rank1 = ", ".join(f"{k} {v:.1f}" for k, v in done.rank1.items()) or "not measured (no --check)"
+    print(f"published {done.path} ({done.precision}, {done.bytes / 1e6:.2f} MB, fingerprint {done.fingerprint}); "
+          f"float16 cosine min {done.cosine_min:.6f}; check rank-1: {rank1}; models/zoo.json pins it")
+    write_json(args.json, {**dataclasses.asdict(done), "path": str(done.path)})
+    return 0
+
+
+def fetch(args: argparse.Namespace) -> int:
+    from minterpr.errors import InputError
+    from minterpr.ingest.fetch import fetch_model
+
+    if len(args.roots) != 2:
+        raise InputError("usage: minterpr models fetch NAME [--from FILE|URL] [--sha256 HEX] (NAME: yolox-nano)")
+    path = fetch_model(args.roots[1], source=args.source, sha256=args.sha256,
+                       progress=not args.quiet and sys.stderr.isatty(), say=lambda line: print(line, file=sys.stderr))
+    print(path)
+    write_json(args.json, {"model": args.roots[1], "path": str(path)})
+    return 0
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser("models", help="list the shipped models, runs and exported models",
+                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("roots", nargs="*", metavar="DIR", help="folders to look in (default: runs, models, outputs and the folders under outputs); "
+                        "or `fetch NAME` to download a catalogue model (yolox-nano) into the model cache")
+    parser.add_argument("--from", dest="source", metavar="FILE|URL", help="fetch: a copy you already have, or "
+                        "another URL to download it from (default: the catalogue's release URL)")
+    parser.add_argument("--sha256", metavar="HEX", help="fetch: accept a file with this SHA-256 instead of the "
+                        "catalogue's pin (one you have checked yourself)")
+    parser.add_argument("--name", help=f"{PUBLISH}: the folder under models/ (default: the shipped appearance model's)")
+    parser.add_argument("--summary", help=f"{PUBLISH}: what it is, one line (default: the one zoo.json has)")
+    parser.add_argument("--check", metavar="MANIFEST", help=f"{PUBLISH}: a re-id manifest (val.jsonl) whose crops "
+                        "measure the float16 drift and rank-1 (default: seeded random inputs)")
+    parser.add_argument("--precision", choices=("auto", "float16", "float32"), default="auto",
+                        help=f"{PUBLISH}: how the weights are stored (auto: float16 when within tolerance)")
+    parser.add_argument("--no-fingerprints", action="store_true", help="do not compute the fingerprints (each model is still loaded to check it)")
+    parser.set_defaults(handler=run)
+    add_common_options(parser, json=True)

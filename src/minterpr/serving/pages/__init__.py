@@ -1,0 +1,1 @@
+"""The server-rendered pages, one module per area (search, ingestion)."""
