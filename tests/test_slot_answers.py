@@ -151,3 +151,18 @@ def test_marks_stand_only_where_the_calibrated_answer_agrees():
     assert policy.verdict(is_female, 0.05, probs[0]) == plain.verdict(is_female, 0.05, probs[0]) == "no"
     assert policy.verdict(Fact("gender", ("male",)), 0.9, probs[2]) == "yes"
     assert policy.verdict(is_female, 0.85) == "yes"  # without the image's probabilities: the probability alone
+
+
+def test_a_loaded_pipeline_marks_with_the_slot_answers_it_stores(tiny_run, tmp_path):
+    import shutil
+
+    from minterpr.models.io import update_extra
+    from minterpr.runtime.pipeline import load_pipeline
+
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    assert load_pipeline(run).evidence_policy().slot_answers is None
+    probs, targets, mask, groups = synthetic(0)
+    record = fit_slot_answers(probs, targets, mask, groups)
+    update_extra(run / "model.pt", {"slot_answers": record.to_dict()})
+    assert load_pipeline(run).evidence_policy().slot_answers == record  # the page's and chat's marks use it

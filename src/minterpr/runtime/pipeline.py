@@ -77,11 +77,12 @@ class Pipeline:
         return self.run.rerank_config()
 
     def evidence_policy(self) -> Any:
-        """The :class:`~minterpr.interaction.explain.EvidencePolicy` of this run's calibration record:
-        which facts its explanations may mark ✓ / ✗ (confident, calibrated, recognisable labels)."""
+        """The :class:`~minterpr.interaction.explain.EvidencePolicy` of this run's fitted records:
+        which facts its explanations may mark ✓ / ✗ (confident, calibrated, recognisable labels, and
+        the slot answer the slot answer calibration supports, when fitted)."""
         from minterpr.interaction.explain import EvidencePolicy
 
-        return EvidencePolicy.from_calibration(self.extras.calibration)
+        return EvidencePolicy.from_extras(self.extras)
 
     def index_images(self, paths: Sequence[str | GalleryImage], person_ids: Sequence[str] | None = None,
                      camera_ids: Sequence[str | None] | None = None, *, root: str | None = None,
