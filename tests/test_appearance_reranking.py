@@ -136,3 +136,24 @@ def test_session_search_with_an_image_inside_and_outside_the_gallery(tmp_path):
     plain = Session(backend, with_appearance(base, _gallery().appearance), schedule="questions").example("0.jpg")
     today = Session(backend, base, schedule="questions").example("0.jpg")
     np.testing.assert_array_equal(plain.scores, today.scores)
+
+
+def _context(index: GalleryIndex, scores: list[float]):
+    import random
+
+    from minterpr.interaction.policies import PolicyContext
+
+    s = np.asarray(scores, dtype=np.float64)
+    return PolicyContext(index, s, np.argsort(-s, kind="stable"), (), frozenset(), frozenset(), random.Random(0))
+
+
+def test_reference_policies_tell_people_apart_by_appearance():
+    from minterpr.interaction.policies import DiverseReferences, shown_person_mass
+
+    scores = [0.9, 0.85, 0.5, 0.88, 0.4]  # 0, 3 (one person by appearance), 1 (0's embedding look-alike)
+    looks, plain = _context(_gallery(), scores), _context(_gallery(calibrated=False), scores)
+    diverse = DiverseReferences(trade_off=0.9)
+    assert diverse.choose(looks, 2) == [0, 1]  # 3 is 0's other crop: not shown beside it
+    assert diverse.choose(plain, 2) == [0, 3]  # on embeddings 1 was the "duplicate"
+    # a user shown image 0 recognises its person: on appearance that is 3's mass too
+    assert shown_person_mass(looks, [0], temperature=0.1) > shown_person_mass(plain, [0], temperature=0.1)

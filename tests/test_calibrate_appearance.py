@@ -66,3 +66,34 @@ def test_calibrate_appearance_bad_input_is_one_line(tmp_path, capsys):
                  "--split", "test"]) == 2
     assert "--split test" in capsys.readouterr().err
     assert not same_person_path(model).exists()
+
+
+def test_simulate_with_an_appearance_model(tmp_path, capsys):
+    import random
+
+    from PIL import Image
+
+    from support.helpers import random_attributes
+    from minterpr.data.build import mark_dataset
+    from minterpr.data.formats.gallery import write_gallery
+    from minterpr.interaction.appearance import SamePersonCalibration, write_same_person
+    from minterpr.types import GalleryImage
+
+    root = tmp_path / "data"
+    root.mkdir()
+    rng, gallery = random.Random(0), []
+    for pid in range(6):
+        attributes = random_attributes(rng, unknown_rate=0.0)
+        for view in range(2):
+            Image.new("RGB", (16, 32), (40 * pid, 100, 30 * view)).save(root / f"p{pid}_{view}.png")
+            gallery.append(GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", camera_id=f"c{view}", attributes=attributes))
+    write_gallery(gallery, root / "gallery_test.jsonl")
+    mark_dataset(root)
+    model = _model(tmp_path)
+    args = ["simulate", "--backend", "attribute", "--data", str(root), "--rounds", "2", "--limit", "4", "--quiet"]
+    assert main([*args, "--appearance", str(tmp_path / "none.pt")]) == 2  # a missing model: one line
+    assert "none.pt" in capsys.readouterr().err
+    write_same_person(model, SamePersonCalibration(10.0, -7.0, 0.1, 100, "val", 90.0))
+    assert main([*args, "--appearance", str(model), "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["protocol"]["appearance"] == str(model)
