@@ -90,7 +90,7 @@ class RerankConfig:
     duplicate_probability: float = 0.5
     # weight of the backend's score when an example image has an appearance vector; 1 - it goes to the appearance
     #   cosine with the example (chosen on PETA val: docs/benchmarks.md, "Search with this image")
-    example_lambda: float = 0.3
+    example_lambda: float = 0.2
     plausible: bool = True  # blend scores towards images the user could not rule out (verdict None)
     plausible_lambda: float = 0.5  # weight of the score in that blend; 1 - it goes to their mean similarity
     #   (chosen on PETA val with the text-only witness: docs/benchmarks.md, "Plausible references")
