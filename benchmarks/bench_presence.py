@@ -21,7 +21,9 @@ wrongly flagged. Prints one JSON line per number of turns and the headline line.
 
     PYTHONPATH=src taskset -c 0 python benchmarks/bench_presence.py --data outputs/demo/data \\
         --run outputs/demo/run --split test --searches 100
-(without --run: the attribute backend with simulated noisy predictions, no model needed)
+(without --run: the attribute backend with simulated noisy predictions, no model needed; with
+``--appearance BEST_PT --refit``: the galleries carry the appearance model's vectors and the model is
+fitted with the ``one_person`` feature)
 """
 from __future__ import annotations
 
@@ -58,6 +60,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure on a gallery of this many identities of --split (drawn with --seed; "
                              "default: all): how the figures move with the gallery's size")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--appearance", metavar="BEST_PT",
+                        help="with --run: an appearance model (calibrated): its vectors join the features (refit them)")
     parser.add_argument("--match-temperature", type=float, default=None,
                         help="the match's softmax temperature (default: the run's fitted one, else 0.02)")
     args = parser.parse_args(argv)
@@ -71,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.run:
         from minterpr.runtime.pipeline import load_pipeline
 
-        pipeline = load_pipeline(args.run, engine="torch")
+        pipeline = load_pipeline(args.run, engine="torch", appearance=args.appearance)
         backend, options = pipeline.backend, {"reranking": pipeline.rerank_config(),
                                               "match_temperature": pipeline.extras.match_temperature()}
         stored = pipeline.extras.presence

@@ -29,6 +29,7 @@ link them across the video and describe 13 of them as a witness would. This scri
     python benchmarks/bench_street.py --run shipped --yolox-nano ../shared/weights/yolox_nano.onnx --skip-search
     python benchmarks/bench_street.py --run shipped --yolox-nano ../shared/weights/yolox_nano.onnx \
         --hog-option upscale=1.5 --skip-tracking --search-detectors
+    python benchmarks/bench_street.py --run shipped --skip-tracking --appearance runs/reid/best.pt
 """
 from __future__ import annotations
 
@@ -125,6 +126,8 @@ def main(argv=None) -> int:
     parser.add_argument("--search-detectors", action="store_true",
                         help="also search the gallery each detector cuts on the labelled frames")
     parser.add_argument("--json", help="write the figures here")
+    parser.add_argument("--appearance", metavar="BEST_PT",
+                        help="search with an appearance model (calibrated: minterpr calibrate appearance) beside the run")
     args = parser.parse_args(argv)
 
     from minterpr.errors import MinterprError
@@ -141,7 +144,7 @@ def main(argv=None) -> int:
             return 2
         hog_options, onnx_options = ({k: json.loads(v) for k, v in (o.split("=", 1) for o in given)}
                                      for given in (args.hog_option, args.onnx_option))
-        pipeline = load_pipeline(args.run)
+        pipeline = load_pipeline(args.run, appearance=args.appearance)
         run = pipeline.run  # one loaded model: the pipeline's
         figures = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.platform(),
                    "video": str(video), "labels": {"frames": len(labels.frames), "boxes": labels.box_count(),
@@ -172,9 +175,10 @@ def main(argv=None) -> int:
                         # identities at IoU of standardised boxes: HOG's carry a third of margin (the crop still shows the person)
                         images, heights = detector_gallery(labels, video, DETECTORS.create(spec[0], **spec[1]), tmp,
                                                            standardise=True)
-                    report = witness_search(run, labels, images, tmp, rounds=args.rounds, heights=heights)
+                    searched = run if pipeline.appearance is None else _WithAppearance(run, pipeline.appearance)
+                    report = witness_search(searched, labels, images, tmp, rounds=args.rounds, heights=heights)
                 figures["search"][name] = {
-                    "gallery": len(images), "identities": len({i.person_id for i in images if ":" not in i.person_id}),
+                    "gallery": len(images), "appearance": args.appearance, "identities": len({i.person_id for i in images if ":" not in i.person_id}),
                     "targets": report.extra.get("num_queries"), "described": len(labels.described()),
                     "moves": report.extra.get("moves"),
                     "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"],  # of the targets; of the described:
@@ -187,6 +191,32 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
     return 0
+
+
+class _WithAppearance:
+    """The run as witness_search uses it, its galleries carrying the appearance model's vectors."""
+
+    def __init__(self, run, appearance) -> None:
+        self.run, self.appearance = run, appearance
+
+    def rerank_config(self):
+        return self.run.rerank_config()
+
+    def backend(self):
+        return _AppearanceBackend(self.run.backend(), self.appearance)
+
+
+class _AppearanceBackend:
+    """A backend whose index_images adds appearance vectors (and their calibration); the rest is the backend's."""
+
+    def __init__(self, backend, appearance) -> None:
+        self._backend, self._appearance = backend, appearance
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def index_images(self, *args, **kwargs):
+        return self._appearance.add_to(self._backend.index_images(*args, **kwargs))
 
 
 def _print(figures) -> None:

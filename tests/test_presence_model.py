@@ -210,3 +210,34 @@ def test_the_command_fits_on_val_stores_the_record_and_refuses_test(tmp_path, ti
     printed, said = capsys.readouterr()  # --json -: the JSON on stdout, the console line on stderr
     assert "match temperature fitted on val" in said and f"stored in {run / 'model.pt'}" in said
     assert load_run(run).extras.match == MatchCalibration.from_dict(json.loads(printed[printed.index("{"):]))
+
+
+def _with_looks(index, seed: int = 0):
+    """The index with appearance vectors: each person's crops near one random direction, calibrated."""
+    from minterpr.interaction.appearance import fit_same_person
+    from minterpr.runtime.appearance import with_appearance
+
+    rng = np.random.default_rng(seed)
+    people = sorted({im.person_id for im in index.images})
+    centres = {p: rng.normal(size=16) for p in people}
+    vectors = np.stack([centres[im.person_id] + 0.4 * rng.normal(size=16) for im in index.images])
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    calibration = fit_same_person(vectors, [im.person_id for im in index.images], split="val")
+    return with_appearance(index, vectors.astype(np.float32), calibration)
+
+
+def test_appearance_adds_the_one_person_feature_and_a_model_fitted_with_it_needs_it() -> None:
+    backend = AttributeBackend(noise=0.5, seed=1)
+    plain = backend.index_images(_world(seed=1))
+    index = _with_looks(plain)
+    found = presence_searches(backend, index, searches=12, turns=3)
+    assert all(s.rows.shape[1] == len(FEATURE_NAMES) + 1 for s in found)
+    fitted = fit_presence(found, split="val")
+    assert fitted.names == (*FEATURE_NAMES, "one_person")
+    assert PresenceModel.from_dict(json.loads(json.dumps(fitted.to_dict()))) == fitted
+    row = found[0].rows[0]
+    assert 0.0 <= row[-1] <= 9.0  # at most LEADERS - 1 images can be the leader's person
+    with pytest.raises(ValueError, match="appearance"):
+        fitted.probability(row[:-1])  # a gallery without appearance vectors
+    without = fit_presence(presence_searches(backend, plain, searches=12, turns=3), split="val")
+    assert without.probability(row) == without.probability(row[:-1])  # fitted without it: ignored

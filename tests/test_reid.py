@@ -131,6 +131,9 @@ def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
     assert all(torch.equal(a[k], b[k]) for k in a)
     records = [json.loads(line) for line in (straight / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2] and all(r["val_queries"] > 0 for r in records)
+    from minterpr.interaction.appearance import read_same_person
+
+    assert read_same_person(straight / "best.pt").split == "val"  # fitted on val at the end of the run
     capsys.readouterr()
     assert main(["eval-reid", "--model", str(straight / "best.pt"), "--data", str(data / "val.jsonl"), "--json", "-"]) == 0
     report = json.loads(capsys.readouterr().out)

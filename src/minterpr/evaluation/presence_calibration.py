@@ -35,8 +35,8 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.evaluation.match_calibration import one_image_per_identity
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.presence import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
-                                           session_features)
+from minterpr.interaction.presence import (APPEARANCE_FEATURES, FEATURE_NAMES, PresenceModel, choose_threshold,
+                                           fit_logistic, session_features)
 from minterpr.interaction.session import Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.language.dialogue_acts import verdict
@@ -53,7 +53,7 @@ class PresenceSearch:
     person_id: str
     present: bool  # the target's images were in the searched gallery
     confirmed: bool  # the user confirmed the target (present searches only)
-    rows: np.ndarray  # (S, 6) session_features after the description and each turn, in order
+    rows: np.ndarray  # (S, 6) session_features ((S, 7) with the appearance feature) after the description and each turn, in order
 
 
 def without_identity(index: GalleryIndex, person_id: str) -> GalleryIndex:
@@ -151,7 +151,8 @@ def fit_presence(searches: Sequence[PresenceSearch], *, split: str, max_false: f
     labels = np.concatenate([np.full(len(s.rows), float(s.present)) for s in searches])
     weights = np.concatenate([np.full(len(s.rows), 1.0 / len(s.rows)) for s in searches])
     coefficients, bias = fit_logistic(rows, labels, weights, l2=l2)
-    draft = PresenceModel(split, dict(zip(FEATURE_NAMES, map(float, coefficients))), bias, 0.5, 0, 0, 0.0, 0.0, {})
+    names = FEATURE_NAMES + (APPEARANCE_FEATURES if rows.shape[1] > len(FEATURE_NAMES) else ())
+    draft = PresenceModel(split, dict(zip(names, map(float, coefficients))), bias, 0.5, 0, 0, 0.0, 0.0, {})
     threshold = choose_threshold([lowest(draft, s) for s in searches if s.present],
                                  [lowest(draft, s) for s in searches if not s.present], max_false)
     draft = PresenceModel(split, draft.weights, bias, threshold, 0, 0, 0.0, 0.0, {})

@@ -8,6 +8,10 @@
   the k best, ``diverse`` picks varied high-ranked images by maximal marginal relevance (as
   PlugIR shows candidates), ``uncertain`` shows the images near the decision boundary, whose
   comparison with the person best splits the candidates. None shows an image already judged.
+* Which images show the same person (near-duplicates, the people a reference move shows): the
+  appearance vectors above a same-person probability of 0.5 when the gallery has them with their
+  calibration (``index.appearance``, ``index.same_person``), else the embeddings above the policy's
+  ``duplicate_threshold`` cosine (:func:`compared_vectors`).
 * Schedules (:func:`make_schedule`): a fixed pattern of ``"question"`` / ``"reference"`` moves
   per round (the last repeats), a named preset, or ``"auto"``.
 
@@ -183,6 +187,23 @@ def _info_gain(top_k: int = 50, temperature: float = TEMPERATURE) -> QuestionPol
     return InfoGainQuestions(top_k=top_k, temperature=temperature)
 
 
+def compared_vectors(index: GalleryIndex, duplicate_threshold: float) -> tuple[np.ndarray, float]:
+    """(vectors, cosine threshold) by which two images count as the same person: the appearance vectors
+    and the cosine at same-person probability 0.5 when ``index`` has them calibrated, else the embeddings
+    and ``duplicate_threshold`` (as :class:`~minterpr.interaction.reranking.Similarities` decides).
+
+    >>> index = GalleryIndex([], np.zeros((0, 2), np.float32))
+    >>> compared_vectors(index, 0.9)[1]
+    0.9
+    """
+    calibration = index.same_person if index.appearance is not None else None
+    if calibration is None:
+        return index.embeddings, duplicate_threshold
+    if calibration.scale <= 0:
+        return index.appearance, float("inf")
+    return index.appearance, -calibration.bias / calibration.scale  # logit(0.5) = 0
+
+
 def _unjudged(ctx: PolicyContext, pool: int) -> np.ndarray:
     """The best ``pool`` images not yet judged, best first."""
     if not ctx.judged:
@@ -216,13 +237,14 @@ class DiverseReferences:
             return []
         s = ctx.scores[pool]
         relevance = (s - s.min()) / max(s.max() - s.min(), 1e-12)  # (P,) in [0, 1]
-        emb = ctx.index.embeddings[pool]
+        vectors, threshold = compared_vectors(ctx.index, self.duplicate_threshold)
+        emb = vectors[pool]
         similarity = emb @ emb.T  # (P, P)
         picked = [0]
         while len(picked) < min(k, len(pool)):
             redundancy = similarity[:, picked].max(axis=1)
             value = self.trade_off * relevance - (1.0 - self.trade_off) * redundancy
-            value[redundancy > self.duplicate_threshold] -= 2.0  # below any non-duplicate (values lie in [-1, 1])
+            value[redundancy > threshold] -= 2.0  # below any non-duplicate (values lie in [-1, 1])
             value[picked] = -np.inf
             picked.append(int(np.argmax(value)))
         return [int(pool[j]) for j in picked]
@@ -271,8 +293,9 @@ class UncertainReferences:
             return []
         candidates = np.concatenate([top, [i for i in pool if i not in set(top.tolist())]]).astype(int)
         weights = np.concatenate([weights, np.zeros(len(candidates) - len(top))])
-        emb = ctx.index.embeddings[candidates]
-        same = emb @ emb.T > self.duplicate_threshold  # (C, C)
+        vectors, threshold = compared_vectors(ctx.index, self.duplicate_threshold)
+        emb = vectors[candidates]
+        same = emb @ emb.T > threshold  # (C, C)
         probs = ctx.index.attribute_probs
         labels = predicted_labels(probs[candidates]) if probs is not None else np.zeros((len(candidates), 0), int)
         position = {int(c): n for n, c in enumerate(candidates)}
@@ -365,7 +388,8 @@ def _shown_answer(ctx: PolicyContext, shown: Sequence[int], top_k: int, temperat
                   duplicate_threshold: float) -> np.ndarray:
     """(S + 1,) P(the person is the one of shown image j), last entry P(none of them)."""
     top, weights = candidate_distribution(ctx, top_k, temperature)
-    similar = ctx.index.embeddings[top] @ ctx.index.embeddings[list(shown)].T > duplicate_threshold  # (K, S)
+    vectors, threshold = compared_vectors(ctx.index, duplicate_threshold)
+    similar = vectors[top] @ vectors[list(shown)].T > threshold  # (K, S)
     owner = np.where(similar.any(axis=1), similar.argmax(axis=1), len(shown))  # (K,) shown image, or "none"
     return np.bincount(owner, weights=weights, minlength=len(shown) + 1)
 

@@ -28,6 +28,11 @@ what a live session holds, without ground truth (:func:`presence_features`, one 
 * ``gallery`` — log of the number of images searched: in a larger gallery a present person takes
   more rulings-out to surface and an absent one has more look-alikes, so the other signals mean
   less (fitted on validation galleries of several sizes, :mod:`minterpr.evaluation.presence_calibration`).
+* ``one_person`` (only when the gallery has appearance vectors with their same-person calibration,
+  :data:`APPEARANCE_FEATURES`) — Σ over the next :data:`LEADERS` - 1 images not ruled out of the
+  same-person probability of each with the leading one: how much of the top of the ranking is one
+  person (a present person's several crops fit the facts together; look-alikes are many people).
+  A model fitted with it needs it (:meth:`PresenceModel.probability`); one fitted without ignores it.
 
 :class:`PresenceModel` is the fitted record (a run's extra ``"presence_model"``; ``minterpr
 calibrate presence`` fits it on validation searches whose target is present vs removed,
@@ -74,6 +79,8 @@ from minterpr.records import Unusable, count, finite, mapping, number_map, split
 PRIOR_PRESENT = 0.9  # P(the person is in the searched images) before anything is said: the analyst chose this footage
 ABSENT_BELOW = 0.2  # under this presence probability the page says "probably not in this footage"
 FEATURE_NAMES = ("best_fit", "compatible", "rejected", "top_match", "ruled_out", "gallery")
+APPEARANCE_FEATURES = ("one_person",)  # appended to FEATURE_NAMES when the gallery compares appearance
+LEADERS = 10  # images at the top of the ranking ``one_person`` looks at
 MATCH_CLIP = 1e-3  # a ruled-out match is clipped to [0, 1 - this]: one ruling-out adds at most ln 1000
 
 
@@ -104,8 +111,10 @@ def _distinct(facts: Sequence[Fact]) -> list[Fact]:
 
 def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray | None, facts: Sequence[Fact], *,
                       rejected: np.ndarray, ruled_out: Sequence[float], order: np.ndarray | None = None,
-                      floor: float = PROB_FLOOR) -> np.ndarray:
-    """(6,) the features of :data:`FEATURE_NAMES` (the module doc) for one step.
+                      floor: float = PROB_FLOOR, looks: tuple[np.ndarray, Any] | None = None) -> np.ndarray:
+    """(6,) the features of :data:`FEATURE_NAMES` (the module doc) for one step; (7,) with
+    :data:`APPEARANCE_FEATURES` when ``looks`` = ((N, A) appearance vectors, their
+    :class:`~minterpr.interaction.appearance.SamePersonCalibration`) is given.
 
     ``scores``: the step's final scores of the ranked images, ``order`` their gallery indices (None:
     image k has score k, the whole gallery ranked); ``probs``: the (N, L) attribute probabilities
@@ -130,7 +139,30 @@ def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray 
     if open_.any():
         logits = scores[open_] / temperature
         top = float(1.0 / np.exp(logits - logits.max()).sum())
-    return np.array([best, compatible, rejected_evidence, top, float(rejected.sum()), math.log(max(len(rejected), 1))])
+    row = [best, compatible, rejected_evidence, top, float(rejected.sum()), math.log(max(len(rejected), 1))]
+    if looks is not None:
+        row.append(one_person(scores, rows, open_, *looks))
+    return np.array(row)
+
+
+def one_person(scores: np.ndarray, rows: np.ndarray, open_: np.ndarray, vectors: np.ndarray,
+               calibration: Any) -> float:
+    """The ``one_person`` feature: Σ over the :data:`LEADERS` best open images after the first of
+    P(same person as the first | appearance cosine). ``scores``/``rows``: ranked images' scores and
+    gallery positions, ``open_`` (same length): not ruled out.
+
+    >>> from minterpr.interaction.appearance import SamePersonCalibration
+    >>> cal = SamePersonCalibration(10.0, -5.0, 0.1, 10, "val", 90.0)
+    >>> looks = np.array([[1.0, 0.0], [1.0, 0.0], [0.6, 0.8]], np.float32)  # cosines 1 and 0.6 with image 0
+    >>> round(one_person(np.array([3.0, 2.0, 1.0]), np.arange(3), np.ones(3, bool), looks, cal), 3)  # 0.993 + 0.731
+    1.724
+    """
+    ranked = np.flatnonzero(open_)
+    if len(ranked) < 2:
+        return 0.0
+    ranked = ranked[np.argsort(-np.asarray(scores)[ranked], kind="stable")[:LEADERS]]
+    leader, others = rows[ranked[0]], rows[ranked[1:]]
+    return float(calibration.probability(vectors[others] @ vectors[leader]).sum())
 
 
 def presence_features_reference(scores: Sequence[float], temperature: float, probs: np.ndarray | None,
@@ -166,9 +198,11 @@ def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | N
     rejected = np.zeros(len(session.index), bool)
     for i, verdict in session.judgements.items():
         rejected[i] = verdict is False
-    return presence_features(step.scores, step.match_temperature, session.index.attribute_probs, session.facts,
+    index = session.index
+    looks = (index.appearance, index.same_person) if index.appearance is not None and index.same_person else None
+    return presence_features(step.scores, step.match_temperature, index.attribute_probs, session.facts,
                              rejected=rejected, ruled_out=ruled_out, order=step.ranking,
-                             floor=session.reranking.prob_floor)
+                             floor=session.reranking.prob_floor, looks=looks)
 
 
 def _sigmoid(z: float) -> float:
@@ -190,9 +224,19 @@ class PresenceModel:
     present_flagged_pct: float  # the same for present searches (wrongly)
     protocol: Mapping[str, Any]  # how the searches ran (simulator, turns, seed, allowed false flags)
 
+    @property
+    def names(self) -> tuple[str, ...]:
+        """The features it was fitted on, in row order: :data:`FEATURE_NAMES` (+ :data:`APPEARANCE_FEATURES`)."""
+        return FEATURE_NAMES + (APPEARANCE_FEATURES if APPEARANCE_FEATURES[0] in self.weights else ())
+
     def probability(self, features: Sequence[float]) -> float:
-        """σ(bias + Σ weight · feature) of one (6,) row of :func:`presence_features`."""
-        z = self.bias + sum(self.weights[name] * float(x) for name, x in zip(FEATURE_NAMES, features))
+        """σ(bias + Σ weight · feature) of one row of :func:`presence_features` (a row's appearance
+        feature is ignored by a model fitted without it; a model fitted with it refuses a row without it)."""
+        names = self.names
+        if len(features) < len(names):
+            raise ValueError(f"this presence model was fitted with the appearance feature {APPEARANCE_FEATURES[0]!r}: "
+                             "the gallery needs appearance vectors with their same-person calibration")
+        z = self.bias + sum(self.weights[name] * float(x) for name, x in zip(names, features))
         return _sigmoid(z)
 
     def absent(self, features: Sequence[float]) -> bool:
@@ -210,7 +254,7 @@ class PresenceModel:
         (:class:`OtherFeatures` when it is well formed but names other features than :data:`FEATURE_NAMES`)."""
         data = mapping(data)
         fitted = number_map(data.get("weights"), "weights", "feature names")
-        if set(fitted) != set(FEATURE_NAMES):
+        if set(fitted) not in (set(FEATURE_NAMES), set(FEATURE_NAMES + APPEARANCE_FEATURES)):
             raise OtherFeatures(f"'weights': fitted on the features {sorted(fitted)}, this minterpr computes "
                                 f"{list(FEATURE_NAMES)}")
         values: dict[str, Any] = {name: finite(data.get(name), name) for name in

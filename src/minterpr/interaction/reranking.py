@@ -13,6 +13,9 @@ with one set of defaults says which evidence joins the backend's cosine score:
 * rejected references — an image the user judged "not this one", and its near-duplicates
   (embedding cosine above a threshold: the person id is unknown at run time), lose a penalty,
   and a rejected image is kept below rank 1 whatever the other terms say;
+* example images — when the conversation showed an example image of the person ("search with this
+  image") and the gallery has appearance vectors, the scores blend towards its appearance cosine,
+  ``λe · S(q) + (1 − λe) · cos_app(example, image)``, before the facts' evidence is added;
 * plausible references — an image the user could not rule out ("could be", "maybe": the verdict
   None) pulls the scores towards itself, ``λp · S(q) + (1 − λp) · mean S(plausible)``, gentler than
   a confirmation (a user who cannot recognise a face still says nothing contradicts it);
@@ -20,6 +23,14 @@ with one set of defaults says which evidence joins the backend's cosine score:
   confirmed it, or the top-1 leads the best non-duplicate by a margin), scores blend towards it:
   ``λ · S(q) + (1 − λ) · S(anchor)``, which lifts the same person's other images;
 * confirmed images are pinned to the top.
+
+Image-to-image comparisons (:class:`Similarities`: near-duplicates, anchors, plausible references)
+use the gallery's appearance vectors when it has them with their same-person calibration
+(``index.appearance`` and ``index.same_person``, :mod:`minterpr.runtime.appearance`), the attribute
+model's embeddings otherwise. On appearance, a near-duplicate is an image whose same-person
+probability exceeds ``duplicate_probability`` (not a cosine: the appearance cosine has its own
+scale), and a rejection lowers every image by ``rejection_penalty × P(same person | cosine)``, so
+the other crops of a ruled-out person sink with it.
 
 A trained model stores its config (weight chosen on the validation split) in model.pt as the
 dict of :meth:`RerankConfig.to_dict`; :meth:`RerankConfig.from_dict` reads it back whole.
@@ -48,6 +59,10 @@ from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood, stated_log_likelihood
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.interaction.similarities import Similarities
+
+__all__ = ["FactLikelihoods", "RerankConfig", "RerankResult", "Similarities", "attribute_log_likelihood",
+           "keep_rejected_below", "plausible_images", "rerank", "rerank_rows"]
 
 # the key static evaluation stored for ``rejection`` before the two configs were one
 _LEGACY_KEYS = {"reject_references": "rejection"}
@@ -55,7 +70,7 @@ _BOUNDS = {  # field -> (low, high, closed) allowed range of the numeric fields
     "attribute_weight": (0.0, math.inf, True), "prob_floor": (0.0, 0.5, False),
     "rejection_penalty": (0.0, math.inf, True), "duplicate_threshold": (-1.0, 1.0, True),
     "anchor_lambda": (0.0, 1.0, True), "confirmed_lambda": (0.0, 1.0, True), "anchor_margin": (0.0, math.inf, True),
-    "plausible_lambda": (0.0, 1.0, True),
+    "plausible_lambda": (0.0, 1.0, True), "duplicate_probability": (0.0, 1.0, False), "example_lambda": (0.0, 1.0, True),
 }
 
 
@@ -70,6 +85,12 @@ class RerankConfig:
     rejection: bool = True  # demote images the user rejected and their near-duplicates, rejected ones below rank 1
     rejection_penalty: float = 0.5  # subtracted from a rejected image and its near-duplicates (once per rejection)
     duplicate_threshold: float = 0.9  # embedding cosine above which two images count as the same person
+    # on appearance (the index has appearance vectors and their calibration): the same-person probability (at the
+    #   calibration's base rate) above which two images count as the same person; replaces duplicate_threshold there
+    duplicate_probability: float = 0.5
+    # weight of the backend's score when an example image has an appearance vector; 1 - it goes to the appearance
+    #   cosine with the example (chosen on PETA val: docs/benchmarks.md, "Search with this image")
+    example_lambda: float = 0.2
     plausible: bool = True  # blend scores towards images the user could not rule out (verdict None)
     plausible_lambda: float = 0.5  # weight of the score in that blend; 1 - it goes to their mean similarity
     #   (chosen on PETA val with the text-only witness: docs/benchmarks.md, "Plausible references")
@@ -197,64 +218,9 @@ def attribute_log_likelihood(facts: Sequence[Fact], probs: np.ndarray, floor: fl
     return FactLikelihoods(probs, floor).total(facts)
 
 
-class Similarities:
-    """Embedding cosine of gallery images with a few gallery images (near-duplicates, anchors).
-
-    Rows are computed one image at a time (the same way in a session and in a replay, so the
-    near-duplicate threshold decides alike) and cached: a replay shares one instance, and with
-    ``dense=True`` (small galleries: N × N floats) keeps them in one matrix for fast look-ups.
-    """
-
-    def __init__(self, index: GalleryIndex, *, dense: bool = False) -> None:
-        self.embeddings = index.embeddings
-        n = len(self.embeddings)
-        self._dense = np.zeros((n, n), self.embeddings.dtype) if dense else None
-        self._done = np.zeros(n, dtype=bool)
-        self._rows: dict[int, np.ndarray] = {}
-        self._duplicates: tuple[float, np.ndarray] | None = None  # (threshold, (N, N) bool) when dense
-
-    def _row(self, i: int) -> np.ndarray:
-        return self.embeddings @ self.embeddings[i]
-
-    def rows(self, images: Sequence[int] | np.ndarray) -> np.ndarray:
-        """(k, N) cosine of each of ``images`` (gallery indices) with every gallery image."""
-        images = np.asarray(images, dtype=np.int64)
-        if self._dense is not None:
-            for i in np.unique(images[~self._done[images]]).tolist():
-                self._dense[i] = self._row(i)
-                self._done[i] = True
-            return self._dense[images]
-        out = []
-        for i in images.tolist():
-            row = self._rows.get(i)
-            if row is None:
-                row = self._rows[i] = self._row(i)
-            out.append(row)
-        return np.stack(out) if out else np.zeros((0, len(self.embeddings)), self.embeddings.dtype)
-
-    def duplicates(self, images: Sequence[int] | np.ndarray, threshold: float) -> np.ndarray:
-        """(k, N) bool: images whose cosine with each of ``images`` exceeds ``threshold`` (itself included)."""
-        images = np.asarray(images, dtype=np.int64)
-        if self._dense is None:
-            similar = self.rows(images) > threshold
-            similar[np.arange(len(images)), images] = True
-            return similar
-        if self._duplicates is None or self._duplicates[0] != threshold:
-            n = len(self.embeddings)
-            self._duplicates = (threshold, np.zeros((n, n), dtype=bool))
-            self._dup_done = np.zeros(n, dtype=bool)
-        matrix = self._duplicates[1]
-        missing = np.unique(images[~self._dup_done[images]])
-        if len(missing):
-            matrix[missing] = self.rows(missing) > threshold
-            matrix[missing, missing] = True
-            self._dup_done[missing] = True
-        return matrix[images]
-
-
 def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
            judgements: Mapping[int, bool | None], reranking: RerankConfig = RerankConfig(),
-           stated: Mapping[int, Sequence[Fact]] | None = None) -> RerankResult:
+           stated: Mapping[int, Sequence[Fact]] | None = None, example: np.ndarray | None = None) -> RerankResult:
     """Combine the backend's (N,) query scores with the facts and judgements so far.
 
     ``judgements`` maps gallery index -> True (the user said it is the person), False (not) or
@@ -262,7 +228,9 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
     confirmed image is the anchor.
     ``stated`` maps gallery index -> what the user said of that image when it was shown: its
     attribute term judges the facts of those slots by their words
-    (:func:`~minterpr.language.evidence.stated_log_likelihood`). One conversation of :func:`rerank_rows`.
+    (:func:`~minterpr.language.evidence.stated_log_likelihood`). ``example``: the (A,) appearance
+    vector of the conversation's example image, if any (used when the index compares appearance).
+    One conversation of :func:`rerank_rows`.
     """
     scores = np.asarray(query_scores, dtype=np.float64)
     if scores.ndim != 1 or len(scores) != len(index):
@@ -272,26 +240,36 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
         loglik = attribute_log_likelihood(facts, index.attribute_probs, reranking.prob_floor)
         if stated:
             loglik = stated_log_likelihood(loglik, facts, stated, index.attribute_probs, reranking.prob_floor)
-    final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], reranking)
+    final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], reranking,
+                                 examples=None if example is None else [example])
     return RerankResult(final[0], None if anchors[0] < 0 else int(anchors[0]), loglik)
 
 
 def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarray | None,
                 judgements: Sequence[Mapping[int, bool | None]], reranking: RerankConfig,
-                similarities: Similarities | None = None) -> tuple[np.ndarray, np.ndarray]:
+                similarities: Similarities | None = None,
+                examples: Sequence[np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerank` for B conversations at once: ((B, N) scores, (B,) anchor or -1).
 
     ``query_scores`` (B, N): the backend's scores; ``loglik`` (B, N): each conversation's
     :meth:`FactLikelihoods.total` (None: no facts, or no attribute evidence), added when
     ``reranking.attributes``; ``judgements``: one mapping per conversation. Rows never influence
     each other, so a row scores the same alone or in a batch. ``similarities`` shares the
-    embedding-similarity rows between calls over the same index.
+    embedding-similarity rows between calls over the same index; ``examples``: per conversation, the
+    (A,) appearance vector of its example image or None (:attr:`RerankConfig.example_lambda`).
     """
     scores = np.array(query_scores, dtype=np.float64)  # a copy, (B, N)
     b, n = scores.shape
     if len(judgements) != b:
         raise InputError(f"judgements: one mapping per row expected ({b}), got {len(judgements)}")
     sims = similarities if similarities is not None else Similarities(index)
+    if examples is not None and sims.calibration is not None:  # "search with this image": its appearance
+        if len(examples) != b:
+            raise InputError(f"examples: one vector (or None) per row expected ({b}), got {len(examples)}")
+        lam = reranking.example_lambda
+        for row, vector in enumerate(examples):
+            if vector is not None:
+                scores[row] = lam * scores[row] + (1.0 - lam) * sims.to(vector)
     if reranking.attributes and loglik is not None:
         scores += reranking.attribute_weight * loglik
     rejected = np.zeros((b, n), dtype=bool)  # the judged images themselves
@@ -312,13 +290,20 @@ def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarra
         rows, images = np.nonzero(rejected)  # row-major: each row's rejections together
         starts = np.flatnonzero(np.r_[True, rows[1:] != rows[:-1]])
         judged_rows = rows[starts]
-        count = sims.duplicates(images[starts], reranking.duplicate_threshold).astype(np.int32)  # first rejections
+        threshold = sims.threshold(reranking)
+        soft = sims.calibration is not None  # on appearance: each image pays by its same-person probability
+        count = sims.duplicates(images[starts], threshold).astype(np.int32)  # first rejections
+        weight = sims.same_person(images[starts]) if soft else None
         nth = np.arange(len(rows)) - np.repeat(starts, np.diff(np.r_[starts, len(rows)]))  # k-th of its row
         group = np.repeat(np.arange(len(starts)), np.diff(np.r_[starts, len(rows)]))
         for k in range(1, int(nth.max()) + 1):  # rejections each image looks like, a few vector adds
-            count[group[nth == k]] += sims.duplicates(images[nth == k], reranking.duplicate_threshold)
+            count[group[nth == k]] += sims.duplicates(images[nth == k], threshold)
+            if weight is not None:
+                weight[group[nth == k]] += sims.same_person(images[nth == k])
         count[confirmed[judged_rows]] = 0  # a confirmed image is never demoted for looking like a rejected one
-        scores[judged_rows] -= reranking.rejection_penalty * count
+        if weight is not None:
+            weight[confirmed[judged_rows]] = 0.0
+        scores[judged_rows] -= reranking.rejection_penalty * (count if weight is None else weight)
         excluded = rejected.copy()
         excluded[judged_rows] |= count > 0
     anchors = np.full(b, -1, dtype=np.int64)
@@ -376,7 +361,7 @@ def _confident_tops(scores: np.ndarray, excluded: np.ndarray, sims: Similarities
     masked = np.where(excluded, -np.inf, scores)
     top = masked.argmax(axis=1)  # the first of tied best, as a stable sort
     best = masked[rows, top]
-    masked[sims.duplicates(top, config.duplicate_threshold)] = -np.inf
+    masked[sims.duplicates(top, sims.threshold(config))] = -np.inf
     with np.errstate(invalid="ignore"):  # every image excluded: -inf - -inf is nan, never confident
         confident = best - masked.max(axis=1) > config.anchor_margin
     if excluded.any() or scores.shape[1] < 2:

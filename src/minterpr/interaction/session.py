@@ -71,6 +71,7 @@ import numpy as np
 from minterpr.language.corrections import active, last_colour_slot
 from minterpr.language.phrasing import Fact
 from minterpr.language.utterances import question
+from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_reading
@@ -108,7 +109,7 @@ class Session:
                  allow_external_images: bool = False,
                  shortlist: ShortlistConfig | int | None = ShortlistConfig(),
                  vlm: VLMAssistant | None = None, evidence: EvidencePolicy | None = None,
-                 match_temperature: float = TEMPERATURE) -> None:
+                 match_temperature: float = TEMPERATURE, appearance: Any = None) -> None:
         if not isinstance(index, GalleryIndex):
             raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
         if len(index) == 0:
@@ -145,6 +146,10 @@ class Session:
         # the temperature of the match the page shows (step.match()): a model's fitted one
         # (interaction/match.py, MatchCalibration); the policies keep theirs
         self.match_temperature = float(match_temperature)
+        # the appearance model (runtime.appearance.Appearance) that embeds example images outside the gallery;
+        #   None: only gallery images' stored appearance vectors are used (index.appearance)
+        self.appearance = appearance
+        self._example_vectors: dict[str, np.ndarray | None] = {}  # path -> its appearance vector (a cache)
         self._rng = random.Random(seed)
         self._rng_states: list[object] = []  # generator state before each step was computed
         self._history: list[HistoryEntry] = []
@@ -429,8 +434,11 @@ class Session:
         named = {self.index.index_of(t.image_path) for t in turns if isinstance(t, ExampleTurn)} - {None}
         stated = _image_facts(history, self.index)  # what the user said of each shown image: evidence about it
         evidence = seen_evidence(history, self.index, judgements, stated)  # + the model's readings of anchors
+        examples = [t.image_path for t in turns if isinstance(t, ExampleTurn)]
+        example = self._example_vector(examples[-1]) if examples else None  # the latest example image's appearance
         found = rank_candidates(self.index, queries[-1], facts, judgements, self.shortlist, self.reranking,
-                                named=named, min_open=self.num_references + 1, stated=evidence)  # every image on the exact path
+                                named=named, min_open=self.num_references + 1, stated=evidence,
+                                example=example)  # every image on the exact path
         scores = found.scores
         if judged:  # the model's judgements of this turn's candidates (vlm rerank)
             weight = self.vlm.config.rerank_weight if self.vlm is not None else VLMConfig.rerank_weight
@@ -447,6 +455,22 @@ class Session:
                     lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence,
                                             stated=stated.get(i, ())),
                     len(self.index), self.match_temperature)
+
+    def _example_vector(self, path: str) -> np.ndarray | None:
+        """The appearance vector of an example image: its gallery row, else the appearance model's
+        reading of the file; None when the gallery compares no appearance (or no model can read it)."""
+        if self.index.appearance is None or self.index.same_person is None:
+            return None
+        position = self.index.index_of(path)
+        if position is not None:
+            return self.index.appearance[position]
+        if self.appearance is None:
+            return None
+        if path not in self._example_vectors:  # a pure function of the path: caching keeps replays equal
+            file = resolve_under(self.index.root or None, path, allow_outside=self.allow_external_images)
+            vectors, _, _ = self.appearance.embed_files([file], strict=True)  # unreadable: its ImageError
+            self._example_vectors[path] = vectors[0]
+        return self._example_vectors[path]
 
     def _target(self, history: Sequence[HistoryEntry],
                 judgements: dict[int, bool | None] | None = None) -> tuple[Fact, ...]:

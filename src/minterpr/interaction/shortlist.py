@@ -180,22 +180,31 @@ def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndar
 def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact],
                     judgements: Mapping[int, bool | None], shortlist: ShortlistConfig | None,
                     reranking: RerankConfig = RerankConfig(), *, named: Collection[int] = (),
-                    min_open: int = 1, stated: Mapping[int, Sequence[Fact]] | None = None) -> Candidates:
+                    min_open: int = 1, stated: Mapping[int, Sequence[Fact]] | None = None,
+                    example: np.ndarray | None = None) -> Candidates:
     """Rank the gallery for one (D,) query: on the exact path when ``shortlist`` is None or does
     not apply to this gallery's size, else on a growing shortlist (module doc). ``named``:
     gallery images the conversation named that must be candidates; ``min_open``: leading
     candidates below which the shortlist grows (as ``ShortlistConfig.certify``); ``stated``: gallery
     image -> what the user said of it when shown, evidence that outranks the model's for those images
-    (:func:`~minterpr.language.evidence.stated_log_likelihood`; they are always candidates)."""
+    (:func:`~minterpr.language.evidence.stated_log_likelihood`; they are always candidates);
+    ``example``: the (A,) appearance vector of the conversation's example image (its top-``size``
+    appearance neighbours are always candidates; :attr:`RerankConfig.example_lambda`)."""
     stated = dict(stated or {})
     n = len(index)
+    if example is not None and (index.appearance is None or index.same_person is None):
+        example = None  # a gallery without calibrated appearance ranks as without the example's vector
     if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
-        return _exact(index, query, facts, judgements, reranking, stated)
+        return _exact(index, query, facts, judgements, reranking, stated, example)
     query = np.asarray(query, dtype=np.float32)
     must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
+    if example is not None:  # the example's nearest by appearance: what its blend lifts (one (N, A) scan)
+        looks = index.appearance @ np.asarray(example, np.float32)
+        must = np.union1d(must, np.argpartition(looks, n - shortlist.size)[n - shortlist.size:])
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
-        return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated)
+        return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated, example)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
+    looks = _compares_appearance(index)
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
     distinct = len(dict.fromkeys(facts)) if reranking.attributes and index.attribute_probs is not None else 0
     best_evidence = reranking.attribute_weight * distinct * math.log(1.0 - reranking.prob_floor)
@@ -203,30 +212,30 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
     while True:
         top = nearest_rows(index, query, k, full)
         rows = np.union1d(top, must)
-        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated)
+        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated, example)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
         lean = _leans(judgements, reranking)
-        bound = _plausible_bound(edge + best_evidence, lean, reranking)
+        bound = _plausible_bound(_example_bound(edge + best_evidence, example, reranking), lean, reranking)
         if found.anchor is not None and reranking.anchor:
             lam = _anchor_lambda(reranking, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
-            if shortlist.anchor_search and not lean:
+            if shortlist.anchor_search and not lean and not looks:  # (on appearance: the loose bound alone)
                 anchor = index.embeddings[found.anchor]
                 blend = lam * query + (1.0 - lam) * anchor  # anchor refinement scores by this inner product
                 blend_scores = None if full is None else lam * full + (1.0 - lam) * index.scores(anchor)
                 near = nearest_rows(index, blend, k, blend_scores)
                 grown = np.union1d(rows, near)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated)
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
-        if lean and shortlist.anchor_search and len(top) < n:
+        if lean and shortlist.anchor_search and len(top) < n and not looks:
             vector, scale = _blend(query, index, judgements, reranking, found.anchor)
             near = nearest_rows(index, vector, k, None if full is None else index.scores(vector))
             grown = np.union1d(rows, near)
             if len(grown) > len(rows):
-                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated)
+                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
             if len(near) < n:
                 bound = min(bound, float((index.embeddings[near] @ vector).min()) + scale * best_evidence)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
@@ -235,15 +244,16 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
         if k is None:
             return found  # the cap: the best the shortlist could do within its budget
         if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
-            return _exact(index, query, facts, judgements, reranking, stated)
+            return _exact(index, query, facts, judgements, reranking, stated, example)
 
 
 def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
            shortlist: ShortlistConfig, config: RerankConfig, must: np.ndarray, min_open: int,
-           stated: Mapping[int, Sequence[Fact]]) -> Candidates:
+           stated: Mapping[int, Sequence[Fact]], example: np.ndarray | None = None) -> Candidates:
     """The shortlist on the top-K of the fused score (module doc, "Fused search"): ``index.fused``
     when set, else one exact scan of cosine plus the facts' cached columns."""
     n = len(index)
+    looks = _compares_appearance(index)
     weight = config.attribute_weight if config.attributes and index.attribute_probs is not None else 0.0
     floor = config.prob_floor
     full = fused_full = columns = None
@@ -268,22 +278,22 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
     while True:
         near, edge = top(query, 1.0, lambda: fused_full, k)
         rows = np.union1d(near, must)
-        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated)
+        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated, example)
         # an image left out has a fused score <= edge; rejections only lower it
         lean = _leans(judgements, config)
-        bound = _plausible_bound(edge, lean, config)
+        bound = _plausible_bound(_example_bound(edge, example, config), lean, config)
         if found.anchor is not None and config.anchor:
             lam = _anchor_lambda(config, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
-            if shortlist.anchor_search and not lean:  # the blend is the inner product [lam q + (1 - lam) a, lam w facts]
+            if shortlist.anchor_search and not lean and not looks:  # the inner product [lam q + (1 - lam) a, lam w facts]
                 anchor = index.embeddings[found.anchor]
                 blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam,
                                           lambda: lam * fused_full + (1.0 - lam) * index.scores(anchor), k)
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
+                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
                 bound = min(bound, blend_edge)
-        if lean and shortlist.anchor_search:  # the blends' inner product [vector, scale w facts]
+        if lean and shortlist.anchor_search and not looks:  # the blends' inner product [vector, scale w facts]
             vector, scale = _blend(query, index, judgements, config, found.anchor)
 
             def exact_blend() -> np.ndarray:
@@ -294,7 +304,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
             blended, blend_edge = top(vector, scale, exact_blend, k)
             grown = np.union1d(rows, blended)
             if len(grown) > len(rows):
-                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated)
+                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
             bound = min(bound, blend_edge)
         if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
@@ -302,7 +312,23 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
         if k is None:
             return found
         if k >= n:
-            return _exact(index, query, facts, judgements, config, stated)
+            return _exact(index, query, facts, judgements, config, stated, example)
+
+
+def _compares_appearance(index: GalleryIndex) -> bool:
+    """Whether re-ranking compares images by appearance (reranking.Similarities): the anchor and plausible
+    blends then use appearance cosines, which the embedding searches cannot bound, so only the loose
+    bounds (similarity <= 1) certify."""
+    return index.appearance is not None and index.same_person is not None
+
+
+def _example_bound(bound: float, example: np.ndarray | None, config: RerankConfig) -> float:
+    """The most an image left out can score after the example blend, given ``bound`` before it:
+    λe · bound + (1 − λe) (its appearance cosine is at most 1; the attribute term is ≤ 0, so scaling
+    only the query score keeps λe · bound an upper bound)."""
+    if example is None:
+        return bound
+    return config.example_lambda * bound + (1.0 - config.example_lambda)
 
 
 def _leans(judgements: Mapping[int, bool | None], config: RerankConfig) -> bool:
@@ -363,18 +389,20 @@ def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
 
 
 def _exact(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-           config: RerankConfig, stated: Mapping[int, Sequence[Fact]] | None = None) -> Candidates:
-    result = rerank(index.scores(query), index, facts, judgements, config, stated)
+           config: RerankConfig, stated: Mapping[int, Sequence[Fact]] | None = None,
+           example: np.ndarray | None = None) -> Candidates:
+    result = rerank(index.scores(query), index, facts, judgements, config, stated, example)
     return Candidates(np.arange(len(index)), index, result.scores, result.anchor)
 
 
 def _rerank_rows(index: GalleryIndex, rows: np.ndarray, query: np.ndarray, full: np.ndarray | None,
                  facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-                 config: RerankConfig, stated: Mapping[int, Sequence[Fact]]) -> tuple[Candidates, np.ndarray]:
+                 config: RerankConfig, stated: Mapping[int, Sequence[Fact]],
+                 example: np.ndarray | None = None) -> tuple[Candidates, np.ndarray]:
     sub = index.subset(rows)  # (K, ...) the candidates
     scores = full[rows] if full is not None else sub.scores(query)  # (K,) exact re-scoring of an ANN's shortlist
     local = dict(zip(np.searchsorted(rows, list(judgements)).tolist(), judgements.values()))
     said = dict(zip(np.searchsorted(rows, list(stated)).tolist(), stated.values()))  # every stated image is a row
-    result = rerank(scores, sub, facts, local, config, said)
+    result = rerank(scores, sub, facts, local, config, said, example)
     anchor = None if result.anchor is None else int(rows[result.anchor])
     return Candidates(rows, sub, result.scores, anchor), scores

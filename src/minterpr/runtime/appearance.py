@@ -118,12 +118,14 @@ class Appearance:
         paths = [resolve_under(index.root or None, image.path, allow_outside=allow_outside_root)
                  for image in index.images]
         vectors, _, _ = self.embed_files(paths, strict=True)
-        return with_appearance(index, vectors)
+        return with_appearance(index, vectors, self.same_person)
 
 
-def with_appearance(index: GalleryIndex, vectors: np.ndarray | None) -> GalleryIndex:
-    """A copy of ``index`` carrying ``vectors`` as its appearance (``(N, A)``, one row per image)."""
-    copy = replace(index, appearance=vectors)
+def with_appearance(index: GalleryIndex, vectors: np.ndarray | None,
+                    same_person: "SamePersonCalibration | None" = None) -> GalleryIndex:
+    """A copy of ``index`` carrying ``vectors`` as its appearance (``(N, A)``, one row per image) and
+    ``same_person``, their calibration (sessions compare images by appearance only with one)."""
+    copy = replace(index, appearance=vectors, same_person=None if vectors is None else same_person)
     copy.vectors, copy.fused = index.vectors, index.fused
     return copy
 

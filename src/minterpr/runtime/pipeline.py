@@ -129,13 +129,15 @@ class Pipeline:
 
         Options are Session's keywords (question_policy, reference_policy, reranking, seed, ...);
         ``reranking`` defaults to :meth:`rerank_config`, ``evidence`` to :meth:`evidence_policy`,
-        ``match_temperature`` to the run's fitted one (``RunExtras.match_temperature``).
+        ``match_temperature`` to the run's fitted one (``RunExtras.match_temperature``), ``appearance``
+        to the pipeline's appearance model.
         """
         from minterpr.interaction.session import Session
 
         options.setdefault("reranking", self.rerank_config())
         options.setdefault("evidence", self.evidence_policy())
         options.setdefault("match_temperature", self.extras.match_temperature())
+        options.setdefault("appearance", self.appearance)  # embeds example images outside the gallery
         return Session(self.backend, gallery, **options)
 
 

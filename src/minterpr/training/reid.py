@@ -21,7 +21,7 @@ import random
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -35,6 +35,9 @@ from minterpr.training.checkpoint import (capture_rng_state, load_checkpoint, re
                                           seed_everything)
 from minterpr.training.image_augment import augment_batch
 from minterpr.training.reid_config import ReidTrainConfig, load_reid_config, save_reid_config
+
+if TYPE_CHECKING:
+    from minterpr.interaction.appearance import SamePersonCalibration
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +73,21 @@ def embed_images(model: ReidModel, images: Sequence[ReidImage], cache: CropCache
     parts = [model.embed(normalise(cache.get([i.path for i in images[s:s + batch_size]])).to(device)).cpu()
              for s in range(0, len(images), batch_size)]
     return torch.cat(parts) if parts else torch.empty(0, model.config.feature_dim)
+
+
+def fit_same_person_on(model: ReidModel, images: Sequence[ReidImage], cache: CropCache | None = None,
+                       batch_size: int = 128, *, split: str = "val") -> "SamePersonCalibration":
+    """The same-person calibration of ``model`` on the crops of a re-id manifest (all its pairs; a
+    person's pairs from one camera left out when every crop names its camera): see
+    :func:`minterpr.interaction.appearance.fit_same_person`. ValueError when the crops hold no
+    cross-camera pair of one person."""
+    from minterpr.interaction.appearance import fit_same_person
+
+    cache = cache or CropCache(model.config.image_size)
+    with torch.inference_mode():
+        vectors = embed_images(model, images, cache, batch_size).float().numpy()
+    cameras = None if any(not image.camera for image in images) else [image.camera for image in images]
+    return fit_same_person(vectors, [image.person_id for image in images], cameras, split=split)
 
 
 def evaluate(model: ReidModel, query: Sequence[ReidImage], gallery: Sequence[ReidImage], cache: CropCache,
@@ -192,7 +210,24 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
                                  "epoch": epoch, "val": metrics}, run_dir / "best.pt")
             checkpoint()
     rate = seen / max(time.perf_counter() - started, 1e-9)
+    if best_epoch >= 0:  # the best epoch's cosine -> same-person probability, on val (same_person.json)
+        _calibrate_best(run_dir / "best.pt", [*query, *gallery], cache, cfg.eval_batch_size)
     return ReidTrainResult(run_dir, best_epoch, best, rate)
+
+
+def _calibrate_best(best_pt: Path, images: Sequence[ReidImage], cache: CropCache, batch_size: int) -> None:
+    """Fit and store the same-person calibration of the model in ``best_pt`` on the val crops; a val
+    split without a cross-camera pair of one person leaves none (logged: `minterpr calibrate appearance`)."""
+    from minterpr.interaction.appearance import write_same_person
+    from minterpr.models.reid import load_reid_model
+
+    try:
+        record = fit_same_person_on(load_reid_model(str(best_pt)), images, cache, batch_size)
+    except ValueError as err:
+        log.warning("no same-person calibration stored (%s)", err)
+        return
+    path = write_same_person(best_pt, record)
+    log.info("same-person calibration on val: AUC %.1f %% -> %s", record.auc, path)
 
 
 def _plain_state(state: tuple) -> list:

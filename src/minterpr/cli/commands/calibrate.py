@@ -1,4 +1,4 @@
-"""``minterpr calibrate {match,presence,slots}``: fit a record stored with the model, on the validation split.
+"""``minterpr calibrate {match,presence,slots,appearance}``: fit a record stored with the model, on validation data.
 
 ``match`` and ``presence`` run simulated searches (an oracle user who describes a target, answers, rules out the images
 shown with what differs and confirms the target when it is shown; up to ``--turns`` turns) over the
@@ -23,6 +23,11 @@ untouched; :mod:`minterpr.interaction.fitted`). ``--dry-run`` fits and reports o
   searches: it reads the attribute probabilities of the split's labelled images. The search page's
   ✓ / ✗ and ``minterpr eval-attributes`` (calibrated slot accuracy) use it.
 
+* ``appearance``: the appearance model's cosine -> same-person probability, a logistic fit on every
+  pair of a val re-id manifest (no searches; ``--model BEST_PT --data VAL_MANIFEST``), written as
+  ``same_person.json`` beside the model (:mod:`minterpr.interaction.appearance`). Sessions then compare
+  images by appearance (:class:`~minterpr.interaction.reranking.Similarities`).
+
 ``minterpr calibrate-match`` and ``minterpr calibrate-presence`` are the same commands under their
 earlier names, kept as aliases because model cards give them (models/peta-pa100k-lite2/MODEL_CARD.md).
 
@@ -30,6 +35,7 @@ Example:
     $ minterpr calibrate match --run outputs/demo/run --data outputs/demo/data
     $ minterpr calibrate presence --run models/peta-pa100k-lite2 --data data/peta_cw --searches 60 --json -
     $ minterpr calibrate slots --run runs/peta --data data/peta_cw
+    $ minterpr calibrate appearance --model runs/reid/best.pt --data data/reid/val.jsonl
 """
 from __future__ import annotations
 
@@ -161,12 +167,63 @@ def _add(subparsers: argparse._SubParsersAction, name: str, kind: Kind, line: st
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser("calibrate", help="fit a record stored with the model on the validation split "
-                                                    "(match, presence, slots)",
+    group = subparsers.add_parser("calibrate", help="fit a record stored with the model on validation data "
+                                                    "(match, presence, slots, appearance)",
                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     group.set_defaults(group_parser=group)
     sub = group.add_subparsers(dest="calibrate_command", metavar="CALIBRATE_COMMAND")
     for kind in KINDS.values():
         _add(sub, kind.name, kind, kind.help)
+    _add_appearance(sub)
     for kind in (KINDS[name] for name in ALIASED):  # the earlier names, which model cards give: the same commands
         _add(subparsers, f"calibrate-{kind.name}", kind, f"alias of `minterpr calibrate {kind.name}`")
+
+
+# ----- calibrate appearance: the appearance model's same-person probability (no searches) -----------------
+
+def run_appearance(args: argparse.Namespace) -> int:
+    """Fit the cosine -> same-person probability of an appearance model on a val re-id manifest and
+    store it beside the model (same_person.json, :mod:`minterpr.interaction.appearance`)."""
+    import sys
+
+    from minterpr.data.errors import DataError
+    from minterpr.data.reid import read_manifest
+    from minterpr.errors import MinterprError
+    from minterpr.interaction.appearance import write_same_person
+    from minterpr.models.device import resolve_device
+    from minterpr.models.reid import load_reid_model
+    from minterpr.training.reid import fit_same_person_on
+
+    command = "minterpr calibrate appearance"
+    if args.split == "test":
+        print(f"{command}: error: --split test: the same-person probability is fitted on val; test measures it",
+              file=sys.stderr)
+        return 2
+    try:
+        images = read_manifest(args.data)
+        model = load_reid_model(args.model).to(resolve_device(args.device))
+        record = fit_same_person_on(model, images, batch_size=args.batch_size, split=args.split)
+        path = None if args.dry_run else write_same_person(args.model, record)
+    except (DataError, MinterprError, ValueError, OSError) as err:
+        print(f"{command}: error: {err}", file=sys.stderr)
+        return 2
+    if args.json != STDOUT:
+        print(f"same-person probability fitted on {record.split} ({len(images)} crops, {record.pairs} pairs, "
+              f"base rate {record.base_rate:.4g}): P = sigmoid({record.scale:.4g} * cosine + {record.bias:.4g}), "
+              f"AUC {record.auc:.1f} %" + ("; not stored (--dry-run)" if path is None else f"; stored in {path}"))
+    write_json(args.json, json.dumps(record.to_dict(), indent=2))
+    return 0
+
+
+def _add_appearance(sub: argparse._SubParsersAction) -> None:
+    parser = sub.add_parser("appearance", help="fit the appearance model's same-person probability on a val "
+                                               "re-id manifest", description=run_appearance.__doc__)
+    parser.add_argument("--model", required=True, metavar="BEST_PT",
+                        help="the appearance model (a reid run's best.pt); same_person.json is written beside it")
+    parser.add_argument("--data", required=True, metavar="VAL_MANIFEST",
+                        help="a re-id manifest of the validation identities (minterpr data reid's val.jsonl)")
+    parser.add_argument("--split", default="val", help="the manifest's split, recorded (default: val; test is refused)")
+    parser.add_argument("--batch-size", type=int, default=128, help="crops per forward pass (default 128)")
+    parser.add_argument("--dry-run", action="store_true", help="fit and report only; store nothing")
+    parser.set_defaults(handler=run_appearance)
+    add_common_options(parser, device=True, json=True, needs=("model",))

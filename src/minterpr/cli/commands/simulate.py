@@ -84,6 +84,10 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         simulator = SIMULATORS.create(args.simulator, **options)
     backend, stored = load_backend(args)
     index = build_index(backend, gallery, str(data_dir), progress=show_progress(args))
+    if args.appearance:  # image-to-image comparisons on the appearance model's vectors (interaction/reranking.py)
+        from minterpr.runtime.appearance import load_appearance
+
+        index = load_appearance(args.appearance).add_to(index, allow_outside_root=getattr(backend, "allow_outside_root", False))
     from minterpr.vlm.caption import use_captions
 
     # MTG: the captions' evidence beside the image model's (minterpr vlm caption); off: the index as it is
@@ -93,7 +97,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
                   reranking=_rerank_config(args, stored),
                   protocol={"dataset": str(data_dir), "split": args.split,
-                            **({"run": args.run} if args.run else {}), **captioned})
+                            **({"run": args.run} if args.run else {}),
+                            **({"appearance": args.appearance} if args.appearance else {}), **captioned})
     common["vlm"] = vlm_config(args)
     pictures = _Pictures(args, index, targets)
     if args.compare:
@@ -199,6 +204,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG (with n and a 95 %% band)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate N targets (seeded draw)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--appearance", metavar="BEST_PT",
+                   help="an appearance model (with its same_person.json, `minterpr calibrate appearance`): "
+                        "references, duplicates and example images compare people by its vectors")
     add_picture_options(p, "targets (with --compare: per setting, in DIR/<setting>/)")
     add_vlm_arguments(p)
     add_caption_arguments(p)

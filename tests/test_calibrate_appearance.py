@@ -1,0 +1,99 @@
+"""`minterpr calibrate appearance`: the appearance model's same-person probability fitted on a val
+re-id manifest and stored beside the model; bad input is one line, exit 2, nothing written."""
+from __future__ import annotations
+
+import json
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from minterpr.cli.main import main  # noqa: E402
+from minterpr.data.reid import read_cuhk03, write_manifest  # noqa: E402
+from minterpr.interaction.appearance import read_same_person, same_person_path  # noqa: E402
+from minterpr.models.reid import ReidModel, ReidModelConfig  # noqa: E402
+from minterpr.runtime.appearance import load_appearance  # noqa: E402
+
+
+def make_cuhk03(root, people: int):
+    """A CUHK03-shaped folder: each person one colour, shots 00-01 on camera 0, 05-06 on camera 1."""
+    import numpy as np
+    from PIL import Image
+
+    folder = root / "images"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for person in range(people):
+        colour = rng.integers(0, 256, 3)
+        for shot in (0, 1, 5, 6):
+            pixels = np.clip(colour + rng.normal(0, 20, (32, 16, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / f"{person:04d}_{shot:02d}.jpg")
+    return root
+
+
+def _model(tmp_path):
+    torch.manual_seed(0)
+    model = ReidModel(ReidModelConfig(image_size=(32, 16))).eval()
+    path = tmp_path / "run" / "best.pt"
+    path.parent.mkdir()
+    torch.save({"model": model.search_state_dict(), "config": model.config.to_dict()}, path)
+    return path
+
+
+def test_calibrate_appearance_stores_what_load_appearance_reads(tmp_path, capsys):
+    model = _model(tmp_path)
+    write_manifest(read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=5)), tmp_path / "val.jsonl")
+    args = ["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "val.jsonl")]
+    assert main([*args, "--dry-run", "--json", "-"]) == 0
+    dry = json.loads(capsys.readouterr().out)
+    assert not same_person_path(model).exists()
+    assert main(args) == 0
+    assert "AUC" in capsys.readouterr().out
+    stored = read_same_person(model)
+    assert stored is not None and stored.split == "val" and stored.to_dict() == dry
+    # 5 people x 2 cameras x 2 shots: 4 cross-camera pairs each = 20 positives among 180 kept pairs
+    assert stored.base_rate == pytest.approx(20 / 180) and 0 <= stored.auc <= 100
+    assert load_appearance(model).same_person == stored
+
+
+def test_calibrate_appearance_bad_input_is_one_line(tmp_path, capsys):
+    model = _model(tmp_path)
+    assert main(["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "none.jsonl")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "none.jsonl" in err[0]
+    write_manifest(read_cuhk03(make_cuhk03(tmp_path / "c", people=3)), tmp_path / "t.jsonl")
+    assert main(["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "t.jsonl"),
+                 "--split", "test"]) == 2
+    assert "--split test" in capsys.readouterr().err
+    assert not same_person_path(model).exists()
+
+
+def test_simulate_with_an_appearance_model(tmp_path, capsys):
+    import random
+
+    from PIL import Image
+
+    from support.helpers import random_attributes
+    from minterpr.data.build import mark_dataset
+    from minterpr.data.formats.gallery import write_gallery
+    from minterpr.interaction.appearance import SamePersonCalibration, write_same_person
+    from minterpr.types import GalleryImage
+
+    root = tmp_path / "data"
+    root.mkdir()
+    rng, gallery = random.Random(0), []
+    for pid in range(6):
+        attributes = random_attributes(rng, unknown_rate=0.0)
+        for view in range(2):
+            Image.new("RGB", (16, 32), (40 * pid, 100, 30 * view)).save(root / f"p{pid}_{view}.png")
+            gallery.append(GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", camera_id=f"c{view}", attributes=attributes))
+    write_gallery(gallery, root / "gallery_test.jsonl")
+    mark_dataset(root)
+    model = _model(tmp_path)
+    args = ["simulate", "--backend", "attribute", "--data", str(root), "--rounds", "2", "--limit", "4", "--quiet"]
+    assert main([*args, "--appearance", str(tmp_path / "none.pt")]) == 2  # a missing model: one line
+    assert "none.pt" in capsys.readouterr().err
+    write_same_person(model, SamePersonCalibration(10.0, -7.0, 0.1, 100, "val", 90.0))
+    assert main([*args, "--appearance", str(model), "--json", "-"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["protocol"]["appearance"] == str(model)
