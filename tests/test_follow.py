@@ -205,3 +205,12 @@ def test_a_linked_group_is_judged_only_when_the_analyst_asks(client):
     assert set(ruled) == group(other)
     refused = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": other, "text": "no", "group": "yes"})
     assert refused.status_code == 422 and refused.json()["error"]["field"] == "group"
+
+
+def test_a_served_gallery_with_the_models_vectors_is_searched_by_appearance(client):
+    galleries = client.app.state.services.galleries
+    served = galleries.get(name="demo")
+    assert served.index.appearance is not None and served.index.same_person is not None
+    assert served.index.same_person == served.pipeline.appearance.same_person
+    bare = galleries.get(name="bare")
+    assert bare.index.appearance is None and bare.index.same_person is None  # searched as before

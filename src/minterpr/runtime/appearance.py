@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
@@ -211,3 +211,26 @@ def is_shipped_attribute_model(path: Path) -> bool:
     except (OSError, ValueError):
         return False
     return where.parent == root and where.name in zoo and shipped_kind(where.name) != "appearance"
+
+
+def calibrated_for(index: GalleryIndex, stored: Mapping[str, Any] | None, looks: Appearance | None) -> GalleryIndex:
+    """A stored gallery's ``index`` with the same-person calibration of ``looks`` (the pipeline's
+    appearance model) when its vectors came from that model (``stored``: the manifest's appearance
+    entry), so sessions over it compare images by appearance; unchanged otherwise (a gallery of
+    another appearance model is searched as one without vectors, said in one logged line).
+
+    Example:
+        >>> import numpy as np
+        >>> from minterpr.types import GalleryImage
+        >>> index = GalleryIndex([GalleryImage("a.jpg", "x")], np.ones((1, 2), np.float32))
+        >>> calibrated_for(index, None, None) is index
+        True
+    """
+    if index.appearance is None or looks is None or looks.same_person is None or stored is None:
+        return index
+    if stored.get("model_fingerprint") != looks.fingerprint:
+        logger.warning("the gallery's appearance vectors come from model %s, the loaded appearance model is %s: "
+                       "its images are compared without them (rebuild them with `minterpr index build --update`)",
+                       stored.get("model_fingerprint"), looks.fingerprint)
+        return index
+    return with_appearance(index, index.appearance, looks.same_person)

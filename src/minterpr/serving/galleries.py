@@ -232,7 +232,10 @@ class Galleries:
 
         pipeline, backend = self._run(run_dir)
         stored = open_gallery(directory, expected_fingerprint=pipeline.fingerprint)
-        index, captions = stored.index, {}
+        from minterpr.runtime.appearance import calibrated_for
+
+        # sessions compare images by appearance when the vectors are the loaded appearance model's
+        index, captions = calibrated_for(stored.index, stored.manifest.appearance, pipeline.appearance), {}
         if self.caption_weight is not None:
             from minterpr.vlm.caption import use_captions
 
