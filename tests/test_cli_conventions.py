@@ -20,17 +20,17 @@ from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 
 COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
             "data show", "data convert", "data reid", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
-            "eval-attributes", "eval-reid", "calibrate match", "calibrate presence", "calibrate slots", "calibrate-match", "calibrate-presence",
-            "export",
+            "eval-attributes", "eval-reid", "calibrate match", "calibrate presence", "calibrate slots", "calibrate appearance", "calibrate-match",
+            "calibrate-presence", "export",
             "adapt", "serve", "users add", "users list", "users passwd",
             "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models", "db current", "db upgrade",
             "db backup", "db restore"}
 MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "eval-reid", "calibrate match",
-                  "calibrate presence", "calibrate slots", "calibrate-match", "calibrate-presence",
+                  "calibrate presence", "calibrate slots", "calibrate appearance", "calibrate-match", "calibrate-presence",
                   "adapt", "serve",
                   "ingest"}
 JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes", "eval-reid",
-                 "calibrate match", "calibrate presence", "calibrate slots", "calibrate-match", "calibrate-presence", "adapt",
+                 "calibrate match", "calibrate presence", "calibrate slots", "calibrate appearance", "calibrate-match", "calibrate-presence", "adapt",
                  "users list", "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models"}
 
 

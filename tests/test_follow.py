@@ -40,8 +40,9 @@ def client(tmp_path_factory):
     prepare_service(folder / "data", run, store)
     _, bare, _ = build_gallery(folder / "without", identities=3, views=2, run=run)
     # the service's pipelines load the appearance model (serve --appearance PATH)
+    # turns not rate-limited: a linked group is judged as several turns at once
     settings = ServeSettings(data_dir=folder / "data", demo_gallery="demo", login_rate=RateSpec(100.0, 100),
-                             appearance=str(looks))
+                             search_rate=RateSpec(1000.0, 1000), appearance=str(looks))
     with TestClient(create_app(settings), base_url="http://127.0.0.1") as client:
         response = client.post("/api/auth/login", json={"username": "ana", "password": PASSWORD})
         assert response.status_code == 200, response.text
@@ -201,6 +202,7 @@ def test_a_linked_group_is_judged_only_when_the_analyst_asks(client):
                  if r["linked_tracks"] and r["judgement"] is None)
     view = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": other, "text": "not this person",
                                                               "group": True}).json()
+    assert "timeline" in view, view
     ruled = [t["gallery_index"] for t in view["timeline"] if t["kind"] == "feedback"]
     assert set(ruled) == group(other)
     refused = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": other, "text": "no", "group": "yes"})
