@@ -9,7 +9,8 @@ import pytest
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.appearance import SamePersonCalibration
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.reranking import RerankConfig, Similarities, rerank
+from minterpr.interaction.reranking import RerankConfig, rerank
+from minterpr.interaction.similarities import Similarities
 from minterpr.interaction.session import Session
 from minterpr.interaction.shortlist import ShortlistConfig, rank_candidates
 from minterpr.runtime.appearance import with_appearance

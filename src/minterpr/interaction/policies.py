@@ -190,7 +190,7 @@ def _info_gain(top_k: int = 50, temperature: float = TEMPERATURE) -> QuestionPol
 def compared_vectors(index: GalleryIndex, duplicate_threshold: float) -> tuple[np.ndarray, float]:
     """(vectors, cosine threshold) by which two images count as the same person: the appearance vectors
     and the cosine at same-person probability 0.5 when ``index`` has them calibrated, else the embeddings
-    and ``duplicate_threshold`` (as :class:`~minterpr.interaction.reranking.Similarities` decides).
+    and ``duplicate_threshold`` (as :class:`~minterpr.interaction.similarities.Similarities` decides).
 
     >>> index = GalleryIndex([], np.zeros((0, 2), np.float32))
     >>> compared_vectors(index, 0.9)[1]

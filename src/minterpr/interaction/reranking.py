@@ -61,7 +61,7 @@ from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood, stated_l
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.similarities import Similarities
 
-__all__ = ["FactLikelihoods", "RerankConfig", "RerankResult", "Similarities", "attribute_log_likelihood",
+__all__ = ["FactLikelihoods", "RerankConfig", "RerankResult", "attribute_log_likelihood",
            "keep_rejected_below", "plausible_images", "rerank", "rerank_rows"]
 
 # the key static evaluation stored for ``rejection`` before the two configs were one

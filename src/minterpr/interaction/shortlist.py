@@ -316,7 +316,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
 
 
 def _compares_appearance(index: GalleryIndex) -> bool:
-    """Whether re-ranking compares images by appearance (reranking.Similarities): the anchor and plausible
+    """Whether re-ranking compares images by appearance (similarities.Similarities): the anchor and plausible
     blends then use appearance cosines, which the embedding searches cannot bound, so only the loose
     bounds (similarity <= 1) certify."""
     return index.appearance is not None and index.same_person is not None

@@ -26,7 +26,7 @@ untouched; :mod:`minterpr.interaction.fitted`). ``--dry-run`` fits and reports o
 * ``appearance``: the appearance model's cosine -> same-person probability, a logistic fit on every
   pair of a val re-id manifest (no searches; ``--model BEST_PT --data VAL_MANIFEST``), written as
   ``same_person.json`` beside the model (:mod:`minterpr.interaction.appearance`). Sessions then compare
-  images by appearance (:class:`~minterpr.interaction.reranking.Similarities`).
+  images by appearance (:class:`~minterpr.interaction.similarities.Similarities`).
 
 ``minterpr calibrate-match`` and ``minterpr calibrate-presence`` are the same commands under their
 earlier names, kept as aliases because model cards give them (models/peta-pa100k-lite2/MODEL_CARD.md).
