@@ -261,3 +261,10 @@ def test_a_video_uploaded_from_the_page_is_checked_then_becomes_the_source(admin
     ran = services.jobs.wait(services.jobs.list()[-1].id)  # grey frames: no person, so no crop (a failed job says so)
     assert ran.status in ("done", "failed") and ran.source == str(stored[0]) and "not found" not in ran.message, ran
     assert [e["action"] for e in services.audit.entries(limit=1000)].count("video_upload") == 1
+
+
+def test_a_source_naming_no_users_home_is_a_field_error(admin):
+    """The fuzzer's "~0": expanding a home of no user on this server was a 500."""
+    client, headers, _, _ = admin
+    refused = client.post("/api/ingest", json={"gallery": "g", "source": "~no-such-user-here/x"}, headers=headers)
+    assert refused.status_code == 422 and refused.json()["error"]["field"] == "source", refused.text

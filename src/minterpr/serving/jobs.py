@@ -82,7 +82,10 @@ class Jobs:
         except ImportError as err:
             raise ApiError(409, "unavailable", f"ingestion is not installed here ({err})") from None
 
-        source = Path(request.source).expanduser()
+        try:
+            source = Path(request.source).expanduser()
+        except RuntimeError:  # "~name" of no user on this server
+            raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source") from None
         settings = self.services.settings
         from minterpr.models.zoo import shipped_models, shipped_models_dir
 
