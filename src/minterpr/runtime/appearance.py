@@ -93,22 +93,21 @@ class Appearance:
         ``paths``, and the ImageError of each other one (``strict``: the first is raised)."""
         import torch
 
+        from functools import partial
+
+        from minterpr.runtime.image_batches import load_readable, prefetched
+
         vectors, kept, failed = [], [], []
-        preprocess = self.model.preprocess
+        load = partial(load_readable, self.model.preprocess)  # the attribute model's reader: next batch decoded ahead
         with torch.inference_mode():
-            for start in range(0, len(paths), self.batch_size):
-                tensors = []
-                for i, path in enumerate(paths[start:start + self.batch_size], start):
-                    try:
-                        tensors.append(preprocess.load(path))
-                    except ImageError as exc:
-                        if strict:
-                            raise
-                        failed.append((i, exc))
-                        continue
-                    kept.append(i)
-                if tensors:
-                    vectors.append(self.embed_pixels(torch.stack(tensors)))  # (b, A)
+            for start, (pixels, ok, bad) in zip(range(0, len(paths), self.batch_size),
+                                                prefetched(list(paths), self.batch_size, load)):
+                if bad and strict:
+                    raise bad[0][1]
+                kept += [start + i for i in ok]
+                failed += [(start + i, exc) for i, exc in bad]
+                if len(pixels):
+                    vectors.append(self.embed_pixels(pixels))  # (b, A)
         out = np.concatenate(vectors) if vectors else np.zeros((0, self.dim), np.float32)
         return np.ascontiguousarray(out, dtype=np.float32), kept, failed
 
