@@ -13,6 +13,7 @@ Usage:
     .venv/bin/python benchmarks/bench_appearance.py --data data/reid/peta_test.jsonl --run shipped \\
         --weights ../shared/weights/osnet_x0_25_msmt17.pth --model runs/reid/best.pt [--only peta-grid:]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -39,7 +40,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="re-id manifest (minterpr data reid)")
     parser.add_argument("--run", action="append", default=[], help="retrieval run: its image embedding (repeatable)")
-    parser.add_argument("--weights", action="append", default=[], help="torchreid OSNet x0.25 file, untuned (repeatable)")
+    parser.add_argument(
+        "--weights", action="append", default=[], help="torchreid OSNet x0.25 file, untuned (repeatable)"
+    )
     parser.add_argument("--model", action="append", default=[], help="appearance model best.pt (repeatable)")
     parser.add_argument("--only", help="keep identities whose id starts with this (a fold)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query draw")
@@ -57,34 +60,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         images = [i for i in read_manifest(args.data) if not args.only or i.person_id.startswith(args.only)]
         query, gallery = query_gallery_split(images, seed=args.seed)
         if not query:
-            raise ValueError(f"{args.data}: no identity seen by two known cameras{' under ' + args.only if args.only else ''}")
+            raise ValueError(
+                f"{args.data}: no identity seen by two known cameras{' under ' + args.only if args.only else ''}"
+            )
     except (MinterprError, ValueError, OSError) as exc:
         parser.exit(2, f"bench_appearance: error: {exc}\n")
     both = query + gallery
     cache = CropCache((256, 128))
     rows: list[dict[str, Any]] = []
-    sources = ([("run", r) for r in args.run] + [("weights", w) for w in args.weights]
-               + [("model", m) for m in args.model])
+    sources = (
+        [("run", r) for r in args.run] + [("weights", w) for w in args.weights] + [("model", m) for m in args.model]
+    )
     for kind, source in sources:
         start = time.perf_counter()
         try:
             if kind == "run":
                 features = _run_embeddings(source, both, args.batch_size)
             else:
-                model = (load_reid_model(source) if kind == "model"
-                         else ReidModel(ReidModelConfig(), weights=source).eval())
+                model = (
+                    load_reid_model(source) if kind == "model" else ReidModel(ReidModelConfig(), weights=source).eval()
+                )
                 features = embed_images(model, both, cache, args.batch_size).numpy()
         except (MinterprError, ValueError, OSError) as exc:
             parser.exit(2, f"bench_appearance: error: {source}: {exc}\n")
         try:
-            metrics = reid_metrics(features[:len(query)], features[len(query):], [i.person_id for i in query],
-                                   [i.person_id for i in gallery], [i.camera for i in query],
-                                   [i.camera for i in gallery])
+            metrics = reid_metrics(
+                features[: len(query)],
+                features[len(query) :],
+                [i.person_id for i in query],
+                [i.person_id for i in gallery],
+                [i.camera for i in query],
+                [i.camera for i in gallery],
+            )
         except ValueError as exc:
             parser.exit(2, f"bench_appearance: error: {exc}\n")
-        row = {"embedding": f"{kind}:{source}", **{k: round(v, 1) if isinstance(v, float) else v
-                                                    for k, v in metrics.to_dict().items()},
-               "seconds": round(time.perf_counter() - start, 1)}
+        row = {
+            "embedding": f"{kind}:{source}",
+            **{k: round(v, 1) if isinstance(v, float) else v for k, v in metrics.to_dict().items()},
+            "seconds": round(time.perf_counter() - start, 1),
+        }
         rows.append(row)
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.json:

@@ -12,6 +12,7 @@ Usage:
     .venv/bin/python benchmarks/bench_attributes.py --run RUN_DIR --data DATASET_DIR [--split val] \\
         [--image-root DIR] [--json OUT.json]
 """
+
 from __future__ import annotations
 
 import argparse

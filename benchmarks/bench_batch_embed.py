@@ -11,6 +11,7 @@ figure includes its actors' model loading (what a job pays), ``ray.init`` is tim
 filter) and the Python process's resident memory for N synthetic 256-d unit vectors in Qdrant's
 local (``:memory:``) mode, against the exact numpy scan of the same vectors.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,7 +38,7 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
     gallery = BuiltDataset(args.data).gallery("test")
     paths = [g.path for g in gallery]
     images = paths if args.images <= len(paths) else paths * (args.images // len(paths) + 1)
-    images = images[:args.images]
+    images = images[: args.images]
     if len(set(images)) < len(images):  # tiled: each path once per gallery, so tile through symlinks
         print(f"--images {args.images} > gallery {len(paths)}: using {len(paths)}", file=sys.stderr)
         images = paths
@@ -52,13 +53,32 @@ def bench_embed(args: argparse.Namespace) -> list[dict]:
             extra["ray_init_s"] = round(time.perf_counter() - start, 2)
         with tempfile.TemporaryDirectory() as out:
             start = time.perf_counter()
-            result = embed_gallery(args.run, images, args.data, out, executor=executor, batch_size=args.batch_size,
-                                   shard_size=args.shard_size, num_actors=args.num_actors, progress=False)
+            result = embed_gallery(
+                args.run,
+                images,
+                args.data,
+                out,
+                executor=executor,
+                batch_size=args.batch_size,
+                shard_size=args.shard_size,
+                num_actors=args.num_actors,
+                progress=False,
+            )
             seconds = time.perf_counter() - start
-        rows.append({"bench": "embed", "executor": executor, "images": len(images), "seconds": round(seconds, 2),
-                     "images_per_s": round(len(images) / seconds, 1), "skipped": len(result.skipped),
-                     "batch_size": args.batch_size, "num_actors": args.num_actors if executor == "ray" else 1,
-                     "torch_threads": args.threads, **extra})
+        rows.append(
+            {
+                "bench": "embed",
+                "executor": executor,
+                "images": len(images),
+                "seconds": round(seconds, 2),
+                "images_per_s": round(len(images) / seconds, 1),
+                "skipped": len(result.skipped),
+                "batch_size": args.batch_size,
+                "num_actors": args.num_actors if executor == "ray" else 1,
+                "torch_threads": args.threads,
+                **extra,
+            }
+        )
         if executor == "ray":
             ray.shutdown()
     return rows
@@ -73,8 +93,9 @@ def bench_qdrant(args: argparse.Namespace) -> list[dict]:
     for n in args.sizes:
         vectors = rng.normal(size=(n, args.dim)).astype(np.float32)
         vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-        metadata = [{"camera": f"cam{i % 20}", "time": f"2026-12-01T{(i // 60) % 24:02d}:{i % 60:02d}:00"}
-                    for i in range(n)]
+        metadata = [
+            {"camera": f"cam{i % 20}", "time": f"2026-12-01T{(i // 60) % 24:02d}:{i % 60:02d}:00"} for i in range(n)
+        ]
         queries = vectors[rng.choice(n, args.queries, replace=False)] + 0.01
         before = rss_mb()
         index = QdrantIndex(args.dim)
@@ -95,10 +116,20 @@ def bench_qdrant(args: argparse.Namespace) -> list[dict]:
         for q in queries:
             np.argpartition(-(vectors @ q), 10)[:10]
         scan_ms = (time.perf_counter() - start) / len(queries) * 1000
-        rows.append({"bench": "qdrant_local", "n": n, "dim": args.dim, "insert_s": round(insert_s, 1),
-                     "insert_per_s": round(n / insert_s), "search_ms": round(plain_ms, 2),
-                     "filtered_search_ms": round(filtered_ms, 1), "numpy_scan_ms": round(scan_ms, 2),
-                     "peak_rss_growth_mb": round(after - before), "bytes_per_vector": round((after - before) * 2**20 / n)})
+        rows.append(
+            {
+                "bench": "qdrant_local",
+                "n": n,
+                "dim": args.dim,
+                "insert_s": round(insert_s, 1),
+                "insert_per_s": round(n / insert_s),
+                "search_ms": round(plain_ms, 2),
+                "filtered_search_ms": round(filtered_ms, 1),
+                "numpy_scan_ms": round(scan_ms, 2),
+                "peak_rss_growth_mb": round(after - before),
+                "bytes_per_vector": round((after - before) * 2**20 / n),
+            }
+        )
         index.close()
         del index
     return rows
@@ -111,8 +142,13 @@ def main() -> None:
     embed.add_argument("--run", default="/work/runs/synth")
     embed.add_argument("--data", default="/work/data/synth")
     embed.add_argument("--images", type=int, default=886, help="gallery images (the test gallery has 886)")
-    embed.add_argument("--executors", nargs="+", default=["local", "ray"], choices=["local", "ray"],
-                       help="where embed_gallery runs the model (its executor)")
+    embed.add_argument(
+        "--executors",
+        nargs="+",
+        default=["local", "ray"],
+        choices=["local", "ray"],
+        help="where embed_gallery runs the model (its executor)",
+    )
     embed.add_argument("--batch-size", type=int, default=64)
     embed.add_argument("--shard-size", type=int, default=256)
     embed.add_argument("--num-actors", type=int, default=2)

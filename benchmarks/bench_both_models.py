@@ -14,6 +14,7 @@ The machine is shared: each figure is the best of ``--repeats`` runs; the load a
 Example:
     $ python benchmarks/bench_both_models.py --data data/peta_cw --count 256 --threads 2 --json /tmp/both.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,7 +54,7 @@ def forward_rates(pipe: Any, paths: list[str], batch: int, repeats: int) -> dict
 
     def attributes() -> None:
         for start in range(0, len(paths), batch):
-            chunk = attr_pixels[start:start + batch]
+            chunk = attr_pixels[start : start + batch]
             if images.engine_name == "onnx":
                 images.onnx(chunk)
             else:
@@ -62,13 +63,17 @@ def forward_rates(pipe: Any, paths: list[str], batch: int, repeats: int) -> dict
 
     def appearance() -> None:
         for start in range(0, len(paths), batch):
-            looks.embed_pixels(look_pixels[start:start + batch])
+            looks.embed_pixels(look_pixels[start : start + batch])
 
     a = best_rate(len(paths), attributes, repeats)
     b = best_rate(len(paths), appearance, repeats)
-    return {"attribute_engine": images.engine_name, "appearance_engine": looks.engine_name,
-            "attribute_crops_s": round(a, 1), "appearance_crops_s": round(b, 1),
-            "both_crops_s": round(1 / (1 / a + 1 / b), 1)}
+    return {
+        "attribute_engine": images.engine_name,
+        "appearance_engine": looks.engine_name,
+        "attribute_crops_s": round(a, 1),
+        "appearance_crops_s": round(b, 1),
+        "both_crops_s": round(1 / (1 / a + 1 / b), 1),
+    }
 
 
 def main() -> None:
@@ -82,7 +87,7 @@ def main() -> None:
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
-    images = BuiltDataset(args.data).gallery("test")[:args.count]
+    images = BuiltDataset(args.data).gallery("test")[: args.count]
     root = str(Path(args.data).absolute())
     paths = [os.path.join(root, image.path) for image in images]
     results: dict[str, Any] = {"count": len(paths), "threads": args.threads, "load_before": os.getloadavg()}

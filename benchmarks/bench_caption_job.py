@@ -19,6 +19,7 @@ entries the job wrote (one per call). The endpoint's own answer time is in both.
 Usage:
     OMP_NUM_THREADS=1 taskset -c 0 python benchmarks/bench_caption_job.py --crops 200
 """
+
 from __future__ import annotations
 
 import argparse
@@ -65,8 +66,9 @@ def build(folder: Path, crops: int) -> tuple[Path, Path]:
     index = pipeline.index_images(images, root=str(folder / "crops"), progress=False)
     metadata = [{} for _ in images]
     vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.fingerprint)
-    save_gallery(index, folder / "store", model_fingerprint=pipeline.fingerprint, vector_index=vectors,
-                 metadata=metadata)
+    save_gallery(
+        index, folder / "store", model_fingerprint=pipeline.fingerprint, vector_index=vectors, metadata=metadata
+    )
     return folder / "run", folder / "store"
 
 
@@ -114,12 +116,16 @@ def main() -> int:
     print(f"{n} crops, {report['usage']['calls']} calls each way; job status {view.status}: {view.message}")
     print(f"library  {library:7.2f} s  {1000 * library / n:6.2f} ms/crop")
     print(f"job      {job_s:7.2f} s  {1000 * job_s / n:6.2f} ms/crop  ({calls} vlm_call audit entries)")
-    print(f"overhead {job_s - library:7.2f} s  {1000 * (job_s - library) / n:6.2f} ms/crop "
-          f"({1000 * (job_s - library) / max(1, calls):.2f} ms/call)")
+    print(
+        f"overhead {job_s - library:7.2f} s  {1000 * (job_s - library) / n:6.2f} ms/crop "
+        f"({1000 * (job_s - library) / max(1, calls):.2f} ms/call)"
+    )
     loop = view.progress["result"]["seconds"]  # the job's own captioning loop (audit and progress included)
-    print(f"  of which in the captioning loop (a crop's audit entries, progress): {loop - library:.2f} s "
-          f"({1000 * (loop - library) / n:.2f} ms/crop); queueing, opening the gallery again, the end: "
-          f"{job_s - loop:.2f} s")
+    print(
+        f"  of which in the captioning loop (a crop's audit entries, progress): {loop - library:.2f} s "
+        f"({1000 * (loop - library) / n:.2f} ms/crop); queueing, opening the gallery again, the end: "
+        f"{job_s - loop:.2f} s"
+    )
     shutil.rmtree(folder, ignore_errors=True)
     return 0
 

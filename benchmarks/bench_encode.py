@@ -22,6 +22,7 @@ Example:
     $ python benchmarks/bench_encode.py --run /work/runs/synth --data /work/data/synth --threads 2 \\
         --json /tmp/bench_encode.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -71,6 +72,7 @@ def torch_forward(model: Any, autocast: bool = False) -> Forward:
         with torch.inference_mode(), ctx:
             out = model.encode_images(x)
         return out["embedding"].float().numpy(), out["attribute_logits"].float().numpy()
+
     return forward
 
 
@@ -81,6 +83,7 @@ def image_copy(model: Any) -> Any:
 
 def build_settings(model: Any, names: list[str]) -> dict[str, Callable[[], Forward]]:
     """Setting name -> a builder of its forward (built lazily: compile and export take time)."""
+
     def fused() -> Any:
         m = image_copy(model)
         m.image_encoder.fuse_batchnorm()
@@ -94,9 +97,13 @@ def build_settings(model: Any, names: list[str]) -> dict[str, Callable[[], Forwa
     def int8() -> Forward:
         m = image_copy(model)
         # every Linear except those whose weight the heads read directly (a quantized one has none)
-        linears = {name: torch.ao.quantization.default_dynamic_qconfig for name, mod in m.named_modules()
-                   if isinstance(mod, torch.nn.Linear) and not name.endswith("attributes.keys")
-                   and not name.startswith("text_encoder")}
+        linears = {
+            name: torch.ao.quantization.default_dynamic_qconfig
+            for name, mod in m.named_modules()
+            if isinstance(mod, torch.nn.Linear)
+            and not name.endswith("attributes.keys")
+            and not name.startswith("text_encoder")
+        }
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # torch.ao.quantization deprecation notices
             quantized = torch.ao.quantization.quantize_dynamic(m, linears, dtype=torch.qint8)
@@ -113,26 +120,43 @@ def build_settings(model: Any, names: list[str]) -> dict[str, Callable[[], Forwa
         engine = load_image_engine(model)
         return lambda x: engine(x)
 
-    builders = {"torch": lambda: torch_forward(model), "torch-nchw": nchw,
-                "torch-fused": lambda: torch_forward(fused()),
-                "torch-bf16": lambda: torch_forward(fused(), autocast=True),
-                "torch-int8": int8, "torch-compile": compiled, "onnx": onnx}
+    builders = {
+        "torch": lambda: torch_forward(model),
+        "torch-nchw": nchw,
+        "torch-fused": lambda: torch_forward(fused()),
+        "torch-bf16": lambda: torch_forward(fused(), autocast=True),
+        "torch-int8": int8,
+        "torch-compile": compiled,
+        "onnx": onnx,
+    }
     unknown = sorted(set(names) - set(builders))
     if unknown:
         raise SystemExit(f"unknown settings {unknown}; choose among {sorted(builders)}")
     return {name: builders[name] for name in names}
 
 
-def accuracy(emb: np.ndarray, logits: np.ndarray, ref_emb: np.ndarray, ref_logits: np.ndarray,
-             queries: np.ndarray | None, query_pids: list[str], gallery_pids: list[str]) -> dict[str, float]:
+def accuracy(
+    emb: np.ndarray,
+    logits: np.ndarray,
+    ref_emb: np.ndarray,
+    ref_logits: np.ndarray,
+    queries: np.ndarray | None,
+    query_pids: list[str],
+    gallery_pids: list[str],
+) -> dict[str, float]:
     """Cosine / max |diff| of embeddings, per-slot argmax agreement, R@1 of the queries."""
     cos = (emb * ref_emb).sum(1) / np.linalg.norm(emb, axis=1) / np.linalg.norm(ref_emb, axis=1)
-    agree = [np.mean(logits[:, cols].argmax(1) == ref_logits[:, cols].argmax(1))
-             for cols in ONTOLOGY.slot_columns().values()]
-    out = {"cos_mean": float(cos.mean()), "cos_min": float(cos.min()),
-           "emb_max_abs": float(np.abs(emb - ref_emb).max()),
-           "logit_max_abs": float(np.abs(logits - ref_logits).max()),
-           "argmax_agree_pct": 100.0 * float(np.mean(agree)), "argmax_agree_min_slot_pct": 100.0 * float(np.min(agree))}
+    agree = [
+        np.mean(logits[:, cols].argmax(1) == ref_logits[:, cols].argmax(1)) for cols in ONTOLOGY.slot_columns().values()
+    ]
+    out = {
+        "cos_mean": float(cos.mean()),
+        "cos_min": float(cos.min()),
+        "emb_max_abs": float(np.abs(emb - ref_emb).max()),
+        "logit_max_abs": float(np.abs(logits - ref_logits).max()),
+        "argmax_agree_pct": 100.0 * float(np.mean(agree)),
+        "argmax_agree_min_slot_pct": 100.0 * float(np.min(agree)),
+    }
     if queries is not None:
         out["r1"] = retrieval_metrics_from_embeddings(queries, emb, query_pids, gallery_pids)["r1"]
     return out
@@ -173,8 +197,9 @@ def main() -> None:
         samples = [s for s in BuiltDataset(args.data).dialogues("test") if s.target_path in pid_of]
         samples = samples[: args.queries]
         reference = GalleryIndex(gallery, ref_emb, root=args.data)
-        queries = np.stack([q[-1] for q in pipe.backend.encode_dialogues([dialogue_turns(s) for s in samples],
-                                                                          reference)])
+        queries = np.stack(
+            [q[-1] for q in pipe.backend.encode_dialogues([dialogue_turns(s) for s in samples], reference)]
+        )
         query_pids = [pid_of[s.target_path] for s in samples]
     gallery_pids = [g.person_id for g in gallery]
 
@@ -201,9 +226,11 @@ def main() -> None:
 
     if not args.skip_e2e:
         e2e = []
-        for label, options in (("torch old (forward batch 64)", {"engine": "torch", "forward_batch": 64}),
-                               ("torch (forward batch 8)", {"engine": "torch"}),
-                               ("onnx (forward batch 8)", {"engine": "onnx"})):
+        for label, options in (
+            ("torch old (forward batch 64)", {"engine": "torch", "forward_batch": 64}),
+            ("torch (forward batch 8)", {"engine": "torch"}),
+            ("onnx (forward batch 8)", {"engine": "onnx"}),
+        ):
             backend = type(pipe.backend)(model, batch_size=64, **options)
             backend.index_images(gallery[:32], root=args.data)  # builds the engine, warms up
             seconds = best_time(lambda: backend.index_images(gallery, root=args.data), args.repeats)
@@ -213,8 +240,10 @@ def main() -> None:
             print(json.dumps(e2e[-1]), flush=True)
         results["end_to_end"] = e2e
     results["load_after"] = os.getloadavg()
-    print(f"decode+preprocess (1 thread): {results['decode_preprocess_img_s']:.0f} img/s; "
-          f"load {results['load_before']} -> {results['load_after']}")
+    print(
+        f"decode+preprocess (1 thread): {results['decode_preprocess_img_s']:.0f} img/s; "
+        f"load {results['load_before']} -> {results['load_after']}"
+    )
     if args.json:
         atomic_write_text(args.json, json.dumps(results, indent=2))
 

@@ -9,6 +9,7 @@ eval mode under torch.inference_mode, then with BatchNorm folded into the convs
 (``fuse_batchnorm()``, the gallery-extraction setting). Texts: minilm on pedestrian-description-length
 sentences. Members whose weights package is missing are reported and skipped.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -78,8 +79,10 @@ def bench_texts(batch: int, repeats: int) -> None:
             encoder.encode(texts)
 
     length = tokens["input_ids"].shape[1]
-    print(f"minilm ({length} tokens/text): {per_second(run, batch, repeats):.1f} texts/s model only, "
-          f"{per_second(run_with_tokenizer, batch, repeats):.1f} texts/s with tokenization")
+    print(
+        f"minilm ({length} tokens/text): {per_second(run, batch, repeats):.1f} texts/s model only, "
+        f"{per_second(run_with_tokenizer, batch, repeats):.1f} texts/s with tokenization"
+    )
 
 
 def main() -> None:

@@ -8,6 +8,7 @@ Usage:
         [--worst 20] [--part tune|heldout|all]
 The original caption set is scored by benchmarks/bench_parser_real.py.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -21,8 +22,10 @@ LABELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "corrective_ut
 
 
 def _row(name: str, scores: FactScores) -> str:
-    return (f"{name:<22} {scores.precision:6.3f} {scores.recall:6.3f} {scores.f1:6.3f} "
-            f"{scores.right:6d} {scores.parsed:6d} {scores.labelled:8d}")
+    return (
+        f"{name:<22} {scores.precision:6.3f} {scores.recall:6.3f} {scores.f1:6.3f} "
+        f"{scores.right:6d} {scores.parsed:6d} {scores.labelled:8d}"
+    )
 
 
 def main() -> None:
@@ -33,8 +36,10 @@ def main() -> None:
     args = parser.parse_args()
 
     items = read_labelled_utterances(args.labels)
-    print(f"{len(items)} utterances, {sum(len(i.target) for i in items)} target facts, "
-          f"{sum(len(i.shown) for i in items)} shown-image facts")
+    print(
+        f"{len(items)} utterances, {sum(len(i.target) for i in items)} target facts, "
+        f"{sum(len(i.shown) for i in items)} shown-image facts"
+    )
     print(f"{'':<22} {'P':>6} {'R':>6} {'F1':>6} {'right':>6} {'parsed':>6} {'labelled':>8}")
     groups = [("all", items)] + [(part, [i for i in items if i.part == part]) for part in PARTS]
     groups += [(kind, [i for i in items if i.kind == kind]) for kind in KINDS]
@@ -54,12 +59,20 @@ def main() -> None:
             break
         print(f"- {t.label.id} ({t.label.kind}) {t.label.text!r}")
         reading = read_feedback(t.label.text)
-        print("    read:   target " + ", ".join(map(format_fact, reading.target)) +
-              " | shown " + ", ".join(map(format_fact, reading.shown)))
+        print(
+            "    read:   target "
+            + ", ".join(map(format_fact, reading.target))
+            + " | shown "
+            + ", ".join(map(format_fact, reading.shown))
+        )
         for side, item in (("target", t), ("shown", s)):
             if item.missed or item.spurious:
-                print(f"    {side}: missed " + ", ".join(map(format_fact, item.missed)) +
-                      "; spurious " + ", ".join(map(format_fact, item.spurious)))
+                print(
+                    f"    {side}: missed "
+                    + ", ".join(map(format_fact, item.missed))
+                    + "; spurious "
+                    + ", ".join(map(format_fact, item.spurious))
+                )
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ Usage:
     .venv/bin/python benchmarks/bench_image_query.py --run runs/peta --gallery data/peta/gallery_test.jsonl \\
         [--image-root DIR] [--json OUT.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -49,17 +50,23 @@ def main(argv: Sequence[str] | None = None) -> int:
         images = read_gallery(gallery)
         trained = load_run(args.run, device="cpu")
         start = time.perf_counter()
-        index = trained.backend(args.batch_size).index_images(images, root=args.image_root or str(gallery.parent),
-                                                              progress=False)
+        index = trained.backend(args.batch_size).index_images(
+            images, root=args.image_root or str(gallery.parent), progress=False
+        )
         index.require_complete(f"bench_image_query ({gallery})")
     except (MinterprError, OSError) as exc:  # a missing or broken manifest, run or image: one line, no traceback
         parser.exit(2, f"bench_image_query: error: {exc}\n")
     embeddings = np.asarray(index.embeddings, dtype=np.float32)
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True).clip(min=1e-12)
     _, ranks = leave_one_out_ranks(embeddings, [image.person_id for image in index.images])
-    figures: dict[str, Any] = {"run": args.run, "gallery": str(gallery), "images": len(index.images),
-                               "queries": int(len(ranks.first)), "encode_s": time.perf_counter() - start,
-                               **{k: round(v, 2) for k, v in ranks.summary().items()}}
+    figures: dict[str, Any] = {
+        "run": args.run,
+        "gallery": str(gallery),
+        "images": len(index.images),
+        "queries": int(len(ranks.first)),
+        "encode_s": time.perf_counter() - start,
+        **{k: round(v, 2) for k, v in ranks.summary().items()},
+    }
     print(" ".join(f"{k}={v}" for k, v in figures.items()))
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=2) + "\n")

@@ -17,6 +17,7 @@ covered, crops per track (:mod:`minterpr.ingest.evaluate`).
 Without ``--run`` the crops are embedded by an untrained tiny model (the embedding is a small
 share of the time: a few hundred crops).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,12 +56,19 @@ def _timed_ingest(source, gallery, pipeline, options):
     result = ingest(source, gallery, run=pipeline, options=options, progress=progress)
     end, cpu = time.perf_counter(), time.process_time() - cpu
     detect_end = marks.get("embed", marks.get("index", end))
-    return result, {"seconds": round(end - start, 2), "cpu_s": round(cpu, 2),
-                    "detect_s": round(detect_end - marks.get("detect", start), 2),
-                    "embed_index_s": round(end - detect_end, 2)}
+    return result, {
+        "seconds": round(end - start, 2),
+        "cpu_s": round(cpu, 2),
+        "detect_s": round(detect_end - marks.get("detect", start), 2),
+        "embed_index_s": round(end - detect_end, 2),
+    }
 
 
-INGEST_KEYS = ("every", "target_fps", "detect_max_height")  # keys of a setting that are IngestOptions fields; others: detector options
+INGEST_KEYS = (
+    "every",
+    "target_fps",
+    "detect_max_height",
+)  # keys of a setting that are IngestOptions fields; others: detector options
 
 
 def parse_setting(text: str) -> dict:
@@ -97,13 +105,23 @@ def speed(video: Path, pipeline, setting: dict, work: Path) -> dict:
     result, times = _timed_ingest(video, work / f"vtest-{label}", pipeline, IngestOptions(**setting))
     seconds = times["seconds"]
     duration = result.duration_s or 0.0
-    return {"setting": label, **times, "frames": result.frames_read, "processed": result.frames_processed,
-            "frames_per_s": round(result.frames_read / seconds, 1), "real_time_factor": round(duration / seconds, 2),
-            # CPU seconds / 2: the wall time on two idle cores when both are busy all along (a lower bound)
-            "real_time_factor_2_idle_cores": round(duration / (times["cpu_s"] / 2), 2),
-            # CPU seconds alone: the wall time on one idle core (every thread's time on that core)
-            "real_time_factor_cpu": round(duration / times["cpu_s"], 2), "duration_s": duration,
-            "detections": result.detections, "tracks": result.tracks, "crops": result.crops, "rows": result.rows_added}
+    return {
+        "setting": label,
+        **times,
+        "frames": result.frames_read,
+        "processed": result.frames_processed,
+        "frames_per_s": round(result.frames_read / seconds, 1),
+        "real_time_factor": round(duration / seconds, 2),
+        # CPU seconds / 2: the wall time on two idle cores when both are busy all along (a lower bound)
+        "real_time_factor_2_idle_cores": round(duration / (times["cpu_s"] / 2), 2),
+        # CPU seconds alone: the wall time on one idle core (every thread's time on that core)
+        "real_time_factor_cpu": round(duration / times["cpu_s"], 2),
+        "duration_s": duration,
+        "detections": result.detections,
+        "tracks": result.tracks,
+        "crops": result.crops,
+        "rows": result.rows_added,
+    }
 
 
 def quality(pipeline, setting: dict, work: Path, seed: int) -> dict:
@@ -130,11 +148,20 @@ def main(argv=None) -> int:
     parser.add_argument("--video", type=Path, default=DEFAULT_VIDEO)
     parser.add_argument("--run", help="trained run that embeds the crops (default: an untrained tiny model)")
     parser.add_argument("--every", type=int, nargs="+", default=[2])
-    parser.add_argument("--settings", nargs="+", metavar="KEY=VALUE,...",
-                        help="settings to compare instead of --every, e.g. every=2 every=2,scale=1.1 (HOG options)")
+    parser.add_argument(
+        "--settings",
+        nargs="+",
+        metavar="KEY=VALUE,...",
+        help="settings to compare instead of --every, e.g. every=2 every=2,scale=1.1 (HOG options)",
+    )
     parser.add_argument("--threads", type=int, default=2, help="OpenCV and torch threads")
-    parser.add_argument("--seeds", type=int, nargs="*", default=[0, 1],
-                        help="synthetic videos for the quality figures (none: no quality figures)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="*",
+        default=[0, 1],
+        help="synthetic videos for the quality figures (none: no quality figures)",
+    )
     parser.add_argument("--skip-speed", action="store_true")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args(argv)
@@ -151,10 +178,14 @@ def main(argv=None) -> int:
         work = Path(tmp)
         run = args.run or _tiny_run(work / "tiny-run")
         pipeline = load_pipeline(run)
-        report = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                  "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
-                  "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start",
-                  "run": str(args.run or "untrained tiny model"), "speed": [], "quality": []}
+        report = {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "command": " ".join([Path(sys.argv[0]).name, *(argv or sys.argv[1:])]),
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f} at start",
+            "run": str(args.run or "untrained tiny model"),
+            "speed": [],
+            "quality": [],
+        }
         if not args.skip_speed:
             if not args.video.is_file():
                 print(f"no video at {args.video}: speed not measured", file=sys.stderr)

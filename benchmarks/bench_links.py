@@ -15,6 +15,7 @@ probability thresholds (the street video has one camera: no cross-camera links a
 
     python benchmarks/bench_links.py --appearance /root/minterpr-long/reid/r1/best.pt --json links.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,7 +31,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LABELS = REPO / "benchmarks" / "data" / "vtest_labels.json"
-VIDEOS = (REPO.parent / "shared" / "data" / "video" / "vtest.avi", Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"))
+VIDEOS = (
+    REPO.parent / "shared" / "data" / "video" / "vtest.avi",
+    Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"),
+)
 VAL = Path("/root/minterpr-long/data/reid/val.jsonl")
 
 
@@ -52,9 +56,14 @@ def pair_scores(links: dict[int, str], person: dict[int, str]) -> dict[str, floa
         linked += is_linked
         same += is_same
         both += is_linked and is_same
-    return {"tracks": len(tracks), "same_person_pairs": same, "linked_pairs": linked, "correct_links": both,
-            "precision": round(both / linked, 4) if linked else None,
-            "recall": round(both / same, 4) if same else None}
+    return {
+        "tracks": len(tracks),
+        "same_person_pairs": same,
+        "linked_pairs": linked,
+        "correct_links": both,
+        "precision": round(both / linked, 4) if linked else None,
+        "recall": round(both / same, 4) if same else None,
+    }
 
 
 def main(argv=None) -> int:
@@ -85,8 +94,9 @@ def main(argv=None) -> int:
     if fitted_here:
         pipeline.appearance.same_person = fit_on_val(pipeline.appearance, Path(args.val))
     fit_s = time.perf_counter() - started
-    options = IngestOptions(**({"detector": "yolox-nano", "detector_options": {"model": args.yolox_nano}}
-                               if args.yolox_nano else {}))
+    options = IngestOptions(
+        **({"detector": "yolox-nano", "detector_options": {"model": args.yolox_nano}} if args.yolox_nano else {})
+    )
     with tempfile.TemporaryDirectory() as tmp:
         gallery = Path(args.gallery) if args.gallery else Path(tmp) / "g"
         started = time.perf_counter()
@@ -96,22 +106,29 @@ def main(argv=None) -> int:
         stored = open_gallery(gallery)
         metadata, vectors = stored.metadata, stored.index.appearance.copy()
     calibration = pipeline.appearance.same_person
-    out = {"date": datetime.now(timezone.utc).strftime("%Y-%m-%d"), "machine": f"{platform.machine()} 2-core CPU",
-           "command": "python benchmarks/bench_links.py " + " ".join(sys.argv[1:] if argv is None else argv),
-           "detector": options.detector,
-           "appearance": args.appearance, "calibration": {**asdict(calibration), "fitted_here": fitted_here,
-                                                          "fit_s": round(fit_s, 1)},
-           "ingest": {"rows": result.rows_total, "tracks": result.tracks, "seconds": round(ingest_s, 1)}}
+    out = {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
+        "machine": f"{platform.machine()} 2-core CPU",
+        "command": "python benchmarks/bench_links.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "detector": options.detector,
+        "appearance": args.appearance,
+        "calibration": {**asdict(calibration), "fitted_here": fitted_here, "fit_s": round(fit_s, 1)},
+        "ingest": {"rows": result.rows_total, "tracks": result.tracks, "seconds": round(ingest_s, 1)},
+    }
     for boxes, standardise in (("drawn", False), ("standardised", True)):  # labels as drawn, or Caltech 0.41
         _, majority = track_majority(labels, log, standardise=standardise)
         unlinked = {m["track"]: f"t{m['track']}" for m in metadata}
         out[boxes] = {"no_links": pair_scores(unlinked, majority)}  # the tracker alone: every fragment its own group
-        for name, config in (("default", LinkConfig()),
-                             *((f"occlusion_p{p}", replace(LinkConfig(), occlusion_probability=p)) for p in (0.3, 0.7)),
-                             ("gap_8s_move_3", replace(LinkConfig(), occlusion_gap_s=8.0, occlusion_move=3.0))):
+        for name, config in (
+            ("default", LinkConfig()),
+            *((f"occlusion_p{p}", replace(LinkConfig(), occlusion_probability=p)) for p in (0.3, 0.7)),
+            ("gap_8s_move_3", replace(LinkConfig(), occlusion_gap_s=8.0, occlusion_move=3.0)),
+        ):
             linked = link_tracklets(metadata, vectors, calibration, config)
-            out[boxes][name] = {**pair_scores({m["track"]: m["link"] for m in linked}, majority),
-                                **({} if name == "default" else {"config": asdict(config)})}
+            out[boxes][name] = {
+                **pair_scores({m["track"]: m["link"] for m in linked}, majority),
+                **({} if name == "default" else {"config": asdict(config)}),
+            }
     print(json.dumps(out, indent=2))
     if args.json:
         Path(args.json).write_text(json.dumps(out, indent=2) + "\n")

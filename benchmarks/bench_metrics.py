@@ -8,6 +8,7 @@ Usage:
     python benchmarks/bench_metrics.py --queries 1000 --gallery 10000
     python benchmarks/bench_metrics.py  # 10k x 100k x 256
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,12 +38,15 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--queries", type=int, default=10_000, help="number of queries Q")
     parser.add_argument("--gallery", type=int, default=100_000, help="number of gallery images G")
     parser.add_argument("--dim", type=int, default=256, help="embedding dimension")
-    parser.add_argument("--identities", type=int, default=10_000,
-                        help="gallery person ids are drawn from 0..identities-1")
-    parser.add_argument("--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE,
-                        help="queries scored and ranked at a time")
-    parser.add_argument("--noise", type=float, default=3.5,
-                        help="query = its anchor gallery image + noise * random unit vector")
+    parser.add_argument(
+        "--identities", type=int, default=10_000, help="gallery person ids are drawn from 0..identities-1"
+    )
+    parser.add_argument(
+        "--chunk-size", type=int, default=DEFAULT_CHUNK_SIZE, help="queries scored and ranked at a time"
+    )
+    parser.add_argument(
+        "--noise", type=float, default=3.5, help="query = its anchor gallery image + noise * random unit vector"
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
 
@@ -57,16 +61,19 @@ def main(argv: list[str] | None = None) -> None:
     setup_rss = peak_rss_mib()
 
     start = time.perf_counter()
-    metrics = retrieval_metrics_from_embeddings(queries, gallery, query_pids, gallery_pids,
-                                                chunk_size=args.chunk_size)
+    metrics = retrieval_metrics_from_embeddings(queries, gallery, query_pids, gallery_pids, chunk_size=args.chunk_size)
     seconds = time.perf_counter() - start
 
-    print(f"queries={args.queries} gallery={args.gallery} dim={args.dim} "
-          f"identities={args.identities} chunk_size={args.chunk_size}")
+    print(
+        f"queries={args.queries} gallery={args.gallery} dim={args.dim} "
+        f"identities={args.identities} chunk_size={args.chunk_size}"
+    )
     print("metrics: " + " ".join(f"{k}={v:.2f}" for k, v in metrics.items()))
     print(f"seconds: {seconds:.2f} ({1e3 * seconds / args.queries:.3f} ms per query)")
-    print(f"peak RSS: {peak_rss_mib():.0f} MiB (after building the inputs: {setup_rss:.0f} MiB; "
-          f"the full score matrix would be {args.queries * args.gallery * 4 / 2**20:.0f} MiB)")
+    print(
+        f"peak RSS: {peak_rss_mib():.0f} MiB (after building the inputs: {setup_rss:.0f} MiB; "
+        f"the full score matrix would be {args.queries * args.gallery * 4 / 2**20:.0f} MiB)"
+    )
 
 
 if __name__ == "__main__":

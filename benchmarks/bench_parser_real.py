@@ -17,6 +17,7 @@ Usage:
         # style of real captions vs the synthesiser's first descriptions, both description styles,
         # written for PETA identities (--peta) or for the synthetic world's identities
 """
+
 from __future__ import annotations
 
 import argparse
@@ -28,16 +29,28 @@ import numpy as np
 
 from minterpr.data.dialogue_synthesis import DESCRIPTION_STYLES, DialogueSynthesisConfig, synthesize_records
 from minterpr.data.formats.captions import read_caption_dataset
-from minterpr.data.parser_eval import (CUHK_FILES, PARTS, FactScores, caption_texts, caption_vocabulary, draw_sample,
-                                       evaluate_parser, format_fact, read_labelled_captions, style_statistics)
+from minterpr.data.parser_eval import (
+    CUHK_FILES,
+    PARTS,
+    FactScores,
+    caption_texts,
+    caption_vocabulary,
+    draw_sample,
+    evaluate_parser,
+    format_fact,
+    read_labelled_captions,
+    style_statistics,
+)
 from minterpr.types import GalleryImage
 
 LABELS = Path(__file__).resolve().parents[1] / "tests" / "data" / "cuhk_pedes_caption_facts.jsonl"
 
 
 def _row(name: str, scores: FactScores, width: int = 16) -> str:
-    return (f"{name:<{width}} {scores.precision:6.3f} {scores.recall:6.3f} {scores.f1:6.3f} "
-            f"{scores.right:6d} {scores.parsed:6d} {scores.labelled:6d}")
+    return (
+        f"{name:<{width}} {scores.precision:6.3f} {scores.recall:6.3f} {scores.f1:6.3f} "
+        f"{scores.right:6d} {scores.parsed:6d} {scores.labelled:6d}"
+    )
 
 
 def _header(first: str, width: int = 16) -> str:
@@ -46,8 +59,12 @@ def _header(first: str, width: int = 16) -> str:
 
 def style_report(captions_dir: str, peta: str | None, samples: int) -> None:
     """Print style statistics of the real captions and of synthetic first descriptions, per style."""
-    real = [c for name in CUHK_FILES for r in read_caption_dataset(Path(captions_dir) / name, format="cuhk-pedes")
-            for c in r.captions]
+    real = [
+        c
+        for name in CUHK_FILES
+        for r in read_caption_dataset(Path(captions_dir) / name, format="cuhk-pedes")
+        for c in r.captions
+    ]
     if peta:
         from minterpr.data.formats.peta import read_peta
 
@@ -63,8 +80,15 @@ def style_report(captions_dir: str, peta: str | None, samples: int) -> None:
     vocabulary = caption_vocabulary(real)
     columns = {"CUHK-PEDES": style_statistics(real, vocabulary)}
     for style in DESCRIPTION_STYLES:
-        config = DialogueSynthesisConfig(seed=0, min_qa_turns=0, max_qa_turns=0, min_image_turns=0, max_image_turns=0,
-                                         records_per_image=1, description_style=style)
+        config = DialogueSynthesisConfig(
+            seed=0,
+            min_qa_turns=0,
+            max_qa_turns=0,
+            min_image_turns=0,
+            max_image_turns=0,
+            records_per_image=1,
+            description_style=style,
+        )
         texts = [r.sample.dialogue.description for r in synthesize_records(people, people, config)]
         columns[style] = style_statistics(texts, vocabulary)
     print(f"first descriptions written for {source}; vocabulary = words seen twice in the real captions")
@@ -78,11 +102,17 @@ def main() -> None:
     parser.add_argument("--captions", required=True, help="directory with the CUHK-PEDES val/test caption files")
     parser.add_argument("--labels", default=str(LABELS), help="labelled captions (JSON Lines)")
     parser.add_argument("--worst", type=int, default=15, help="how many captions with the most errors to list")
-    parser.add_argument("--part", choices=PARTS + ("all",), default="tune",
-                        help="which part's errors to list (scores are printed for every part)")
+    parser.add_argument(
+        "--part",
+        choices=PARTS + ("all",),
+        default="tune",
+        help="which part's errors to list (scores are printed for every part)",
+    )
     parser.add_argument("--text", action="store_true", help="also print caption texts (terminal only)")
     parser.add_argument("--draw", action="store_true", help="list the seeded draw of captions to label and stop")
-    parser.add_argument("--style", action="store_true", help="compare real captions with synthetic descriptions and stop")
+    parser.add_argument(
+        "--style", action="store_true", help="compare real captions with synthetic descriptions and stop"
+    )
     parser.add_argument("--peta", help="PETA root: write the synthetic descriptions for its identities (with --style)")
     parser.add_argument("--samples", type=int, default=2000, help="identities described (with --style)")
     args = parser.parse_args()

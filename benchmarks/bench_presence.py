@@ -25,6 +25,7 @@ wrongly flagged. Prints one JSON line per number of turns and the headline line.
 ``--appearance BEST_PT --refit``: the galleries carry the appearance model's vectors and the model is
 fitted with the ``one_person`` feature)
 """
+
 from __future__ import annotations
 
 import argparse
@@ -56,14 +57,25 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--searches", type=int, default=100, help="targets (each searched present and absent)")
     parser.add_argument("--fit-searches", type=int, default=100, help="targets of the fit when fitted here")
     parser.add_argument("--turns", type=int, default=5, help="turns after the description")
-    parser.add_argument("--gallery-identities", type=int, default=None,
-                        help="measure on a gallery of this many identities of --split (drawn with --seed; "
-                             "default: all): how the figures move with the gallery's size")
+    parser.add_argument(
+        "--gallery-identities",
+        type=int,
+        default=None,
+        help="measure on a gallery of this many identities of --split (drawn with --seed; "
+        "default: all): how the figures move with the gallery's size",
+    )
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--appearance", metavar="BEST_PT",
-                        help="with --run: an appearance model (calibrated): its vectors join the features (refit them)")
-    parser.add_argument("--match-temperature", type=float, default=None,
-                        help="the match's softmax temperature (default: the run's fitted one, else 0.02)")
+    parser.add_argument(
+        "--appearance",
+        metavar="BEST_PT",
+        help="with --run: an appearance model (calibrated): its vectors join the features (refit them)",
+    )
+    parser.add_argument(
+        "--match-temperature",
+        type=float,
+        default=None,
+        help="the match's softmax temperature (default: the run's fitted one, else 0.02)",
+    )
     args = parser.parse_args(argv)
     if args.split == args.fit_split:
         parser.error("--split and --fit-split must differ: the figures are not measured on the fitting split")
@@ -76,8 +88,10 @@ def main(argv: list[str] | None = None) -> int:
         from minterpr.runtime.pipeline import load_pipeline
 
         pipeline = load_pipeline(args.run, engine="torch", appearance=args.appearance)
-        backend, options = pipeline.backend, {"reranking": pipeline.rerank_config(),
-                                              "match_temperature": pipeline.extras.match_temperature()}
+        backend, options = (
+            pipeline.backend,
+            {"reranking": pipeline.rerank_config(), "match_temperature": pipeline.extras.match_temperature()},
+        )
         stored = pipeline.extras.presence
     else:
         pipeline, backend, options, stored = None, AttributeBackend(noise=1.0, seed=args.seed), {}, None
@@ -87,8 +101,15 @@ def main(argv: list[str] | None = None) -> int:
     model, fitted_here = stored, False
     if model is None or args.refit:
         fit_index = _index((pipeline, backend, options), args.data, args.fit_split)
-        model = calibrate_presence(backend, fit_index, split=args.fit_split, searches=args.fit_searches,
-                                   turns=args.turns, seed=args.seed, session_options=options)
+        model = calibrate_presence(
+            backend,
+            fit_index,
+            split=args.fit_split,
+            searches=args.fit_searches,
+            turns=args.turns,
+            seed=args.seed,
+            session_options=options,
+        )
         fitted_here = True
     fit_seconds = time.perf_counter() - started
     index = _index((pipeline, backend, options), args.data, args.split)
@@ -97,8 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         kept = set(np.random.default_rng(args.seed).permutation(pids)[: args.gallery_identities].tolist())
         index = index.subset(np.array([k for k, im in enumerate(index.images) if im.person_id in kept], np.int64))
     started = time.perf_counter()
-    found = presence_searches(backend, index, searches=args.searches, turns=args.turns, seed=args.seed,
-                              session_options=options)
+    found = presence_searches(
+        backend, index, searches=args.searches, turns=args.turns, seed=args.seed, session_options=options
+    )
     elapsed = time.perf_counter() - started
 
     def old_estimate(row) -> float:  # the rulings-out-only estimate, from the 'rejected' feature
@@ -114,27 +136,52 @@ def main(argv: list[str] | None = None) -> int:
         return 100.0 * float(np.mean(flagged))
 
     for within in range(args.turns + 1):
-        print(json.dumps({"within_turns": within, "absent_flagged_pct": round(rate(False, within), 1),
-                          "present_flagged_pct": round(rate(True, within), 1)}))
+        print(
+            json.dumps(
+                {
+                    "within_turns": within,
+                    "absent_flagged_pct": round(rate(False, within), 1),
+                    "present_flagged_pct": round(rate(True, within), 1),
+                }
+            )
+        )
     present = [s for s in found if s.present]
     absent_lows = [lowest(model, s) for s in found if not s.present]
 
     def auc(confirmed: bool) -> float | None:  # absent searches against the present ones (not) confirmed
         value = separation(absent_lows, [lowest(model, s) for s in present if s.confirmed == confirmed])
         return None if value is None else round(value, 3)
-    print(json.dumps({
-        "headline": True, "backend": "run " + args.run if args.run else "attribute noise 1.0", "split": args.split,
-        "model": f"fitted here on {args.fit_split}" if fitted_here else "stored in the run",
-        "model_split": model.split, "threshold": model.threshold, "weights": dict(model.weights), "bias": model.bias,
-        "fit_absent_flagged_pct": model.absent_flagged_pct, "fit_present_flagged_pct": model.present_flagged_pct,
-        "searches": len(present), "turns": args.turns, "match_temperature": options.get("match_temperature", 0.02),
-        "absent_flagged_pct": round(rate(False, args.turns), 1), "present_flagged_pct": round(rate(True, args.turns), 1),
-        "baseline_rulings_out_absent_pct": round(rate(False, args.turns, old_estimate), 1),
-        "baseline_rulings_out_present_pct": round(rate(True, args.turns, old_estimate), 1),
-        "present_confirmed_pct": round(100.0 * np.mean([s.confirmed for s in present]), 1),
-        "median_lowest_present": round(float(np.median([lowest(model, s) for s in present])), 4),
-        "auc_absent_vs_confirmed": auc(True), "auc_absent_vs_unconfirmed": auc(False),
-        "gallery": len(index), "fit_seconds": round(fit_seconds, 1), "seconds": round(elapsed, 1)}))
+
+    print(
+        json.dumps(
+            {
+                "headline": True,
+                "backend": "run " + args.run if args.run else "attribute noise 1.0",
+                "split": args.split,
+                "model": f"fitted here on {args.fit_split}" if fitted_here else "stored in the run",
+                "model_split": model.split,
+                "threshold": model.threshold,
+                "weights": dict(model.weights),
+                "bias": model.bias,
+                "fit_absent_flagged_pct": model.absent_flagged_pct,
+                "fit_present_flagged_pct": model.present_flagged_pct,
+                "searches": len(present),
+                "turns": args.turns,
+                "match_temperature": options.get("match_temperature", 0.02),
+                "absent_flagged_pct": round(rate(False, args.turns), 1),
+                "present_flagged_pct": round(rate(True, args.turns), 1),
+                "baseline_rulings_out_absent_pct": round(rate(False, args.turns, old_estimate), 1),
+                "baseline_rulings_out_present_pct": round(rate(True, args.turns, old_estimate), 1),
+                "present_confirmed_pct": round(100.0 * np.mean([s.confirmed for s in present]), 1),
+                "median_lowest_present": round(float(np.median([lowest(model, s) for s in present])), 4),
+                "auc_absent_vs_confirmed": auc(True),
+                "auc_absent_vs_unconfirmed": auc(False),
+                "gallery": len(index),
+                "fit_seconds": round(fit_seconds, 1),
+                "seconds": round(elapsed, 1),
+            }
+        )
+    )
     return 0
 
 

@@ -13,6 +13,7 @@ Measures, in eval mode under ``torch.inference_mode``:
   dialogues/s.
 * gallery images: ``encode_images`` (backbone + heads) at 128x64 and 256x128, batch 64.
 """
+
 from __future__ import annotations
 
 import argparse

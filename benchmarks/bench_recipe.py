@@ -18,6 +18,7 @@ Usage (the three options of docs/model.md, against the plain recipe, on PETA):
         --setting mixup image_tuning.feature_mixup_alpha=0.4 \\
         --setting progressive "image_tuning.progressive_sizes=[[2,128,64]]"
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,8 +32,13 @@ from minterpr.cli.main import main as minterpr_main
 from minterpr.data.dataset import BuiltDataset
 
 # only the image tuning: no retrieval stage, no selection of the attribute weight on val
-TUNING_ONLY = ["stages.0.epochs=0", "stages.1.epochs=0", "stages.2.epochs=0", "select_attribute_weight=false",
-               "progress=false"]
+TUNING_ONLY = [
+    "stages.0.epochs=0",
+    "stages.1.epochs=0",
+    "stages.2.epochs=0",
+    "select_attribute_weight=false",
+    "progress=false",
+]
 
 
 def _minterpr(*args: str) -> None:
@@ -60,16 +66,28 @@ def run_setting(name: str, overrides: list[str], args: argparse.Namespace) -> di
     for split in ("val", "test"):
         report_path = run_dir / f"attributes_{split}.json"
         if not report_path.is_file():
-            _minterpr("eval-attributes", "--run", str(run_dir), "--gallery", str(BuiltDataset(data).gallery_path(split)),
-                      "--image-root", args.image_root or str(data), "--quiet", "--json", str(report_path))
+            _minterpr(
+                "eval-attributes",
+                "--run",
+                str(run_dir),
+                "--gallery",
+                str(BuiltDataset(data).gallery_path(split)),
+                "--image-root",
+                args.image_root or str(data),
+                "--quiet",
+                "--json",
+                str(report_path),
+            )
         report = json.loads(report_path.read_text())
         label_based = report["label_based"]
         row[f"{split}_mA"], row[f"{split}_peta35_mA"] = label_based["mA"], label_based["peta35_mA"]
         row[f"{split}_auc"] = mean_auc(report["labels"])
         row[f"{split}_f1"] = report["instance_based"]["f1"]
         # mean slot accuracy against always answering the majority value, reported wherever mA is
-        row[f"{split}_slot"], row[f"{split}_majority"] = (report["slot_mean"]["accuracy"],
-                                                          report["slot_mean"]["majority_accuracy"])
+        row[f"{split}_slot"], row[f"{split}_majority"] = (
+            report["slot_mean"]["accuracy"],
+            report["slot_mean"]["majority_accuracy"],
+        )
     history = [json.loads(line) for line in (run_dir / "image_tuning" / "metrics.jsonl").read_text().splitlines()]
     row["tuning_minutes"] = history[-1]["seconds"] / 60 if history else 0.0
     row["wall_minutes"] = float((run_dir / "train_seconds.txt").read_text()) / 60
@@ -90,15 +108,22 @@ def mean_auc(labels: list[dict[str, object]]) -> float | None:
 
 def table(rows: list[dict[str, object]]) -> str:
     """The Markdown table of :func:`run_setting` rows."""
+
     def figure(value: object, digits: int = 1) -> str:
         return "-" if value is None else f"{value:.{digits}f}"
 
-    lines = ["| setting | val mA | test mA | PETA-35 mA (test) | val / test mean label AUC | test instance F1 "
-             "| test slot accuracy / majority | tuning min | wall min |", "|---|---|---|---|---|---|---|---|---|"]
-    lines += [f"| {r['setting']} | {figure(r['val_mA'])} | {figure(r['test_mA'])} | {figure(r['test_peta35_mA'])} "
-              f"| {figure(r['val_auc'])} / {figure(r['test_auc'])} | {figure(r['test_f1'])} "
-              f"| {figure(r.get('test_slot'))} / {figure(r.get('test_majority'))} "
-              f"| {figure(r['tuning_minutes'])} | {figure(r['wall_minutes'])} |" for r in rows]
+    lines = [
+        "| setting | val mA | test mA | PETA-35 mA (test) | val / test mean label AUC | test instance F1 "
+        "| test slot accuracy / majority | tuning min | wall min |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    lines += [
+        f"| {r['setting']} | {figure(r['val_mA'])} | {figure(r['test_mA'])} | {figure(r['test_peta35_mA'])} "
+        f"| {figure(r['val_auc'])} / {figure(r['test_auc'])} | {figure(r['test_f1'])} "
+        f"| {figure(r.get('test_slot'))} / {figure(r.get('test_majority'))} "
+        f"| {figure(r['tuning_minutes'])} | {figure(r['wall_minutes'])} |"
+        for r in rows
+    ]
     return "\n".join(lines)
 
 
@@ -109,8 +134,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="peta", help="training config (name or YAML file); it must tune")
     parser.add_argument("--image-root", help="image root of the galleries (default: --data)")
     parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override for every setting")
-    parser.add_argument("--setting", action="append", nargs="+", required=True, metavar="NAME [KEY=VALUE ...]",
-                        help="a setting: its name, then its own overrides (repeat for each setting)")
+    parser.add_argument(
+        "--setting",
+        action="append",
+        nargs="+",
+        required=True,
+        metavar="NAME [KEY=VALUE ...]",
+        help="a setting: its name, then its own overrides (repeat for each setting)",
+    )
     parser.add_argument("--json", help="also write the rows here")
     args = parser.parse_args(argv)
     names = [s[0] for s in args.setting]

@@ -14,6 +14,7 @@ line per point: R@1 and R@5 by round, BRI and seconds; ``--json`` keeps them all
     python benchmarks/bench_scoring.py --run shipped --data data/peta_cw --split val --limit 300 \\
         --simulator witness --rounds 5 --vary plausible_lambda=1.0,0.7,0.5,0.3
 """
+
 from __future__ import annotations
 
 import argparse
@@ -58,11 +59,21 @@ def main(argv=None) -> int:
     parser.add_argument("--limit", type=int, default=300, help="targets (one per identity, seeded)")
     parser.add_argument("--rounds", type=int, default=5, help="turns after the description")
     parser.add_argument("--simulator", choices=("oracle", "witness"), default="oracle")
-    parser.add_argument("--vary", action="append", default=[], metavar="FIELD=V1,V2,...",
-                        help="a scoring field and the values to measure (repeat for a grid)")
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0],
-                        help="each seed draws other targets (one image per identity) and another conversation; "
-                             "the figures pool them (a small val split gives more searches)")
+    parser.add_argument(
+        "--vary",
+        action="append",
+        default=[],
+        metavar="FIELD=V1,V2,...",
+        help="a scoring field and the values to measure (repeat for a grid)",
+    )
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="each seed draws other targets (one image per identity) and another conversation; "
+        "the figures pool them (a small val split gives more searches)",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
 
@@ -79,8 +90,10 @@ def main(argv=None) -> int:
     rows = []
     try:
         grid = parse_vary(args.vary)
-        points = [dict(zip([name for name, _ in grid], values))
-                  for values in itertools.product(*[values for _, values in grid])]
+        points = [
+            dict(zip([name for name, _ in grid], values))
+            for values in itertools.product(*[values for _, values in grid])
+        ]
         for point in points:  # a bad field or value fails before any work
             RerankConfig().with_(**point)
         if not manifest.is_file():
@@ -96,14 +109,33 @@ def main(argv=None) -> int:
             reports = []
             for seed, targets in drawn.items():
                 simulator = WitnessSimulator() if args.simulator == "witness" else "oracle"
-                reports.append((len(targets), simulate(backend, index, targets, rounds=args.rounds, simulator=simulator,
-                                                       seed=seed, schedule="auto",
-                                                       reranking=run.rerank_config().with_(**point))))
-            row = {**point, "split": args.split, "simulator": args.simulator, "seeds": args.seeds,
-                   "searches": sum(n for n, _ in reports)}
+                reports.append(
+                    (
+                        len(targets),
+                        simulate(
+                            backend,
+                            index,
+                            targets,
+                            rounds=args.rounds,
+                            simulator=simulator,
+                            seed=seed,
+                            schedule="auto",
+                            reranking=run.rerank_config().with_(**point),
+                        ),
+                    )
+                )
+            row = {
+                **point,
+                "split": args.split,
+                "simulator": args.simulator,
+                "seeds": args.seeds,
+                "searches": sum(n for n, _ in reports),
+            }
             for name in ("r1", "r5"):
-                row[name] = [round(pooled(reports, lambda rep, r=r, name=name: rep.rounds[r][name]), 1)
-                             for r in range(args.rounds + 1)]
+                row[name] = [
+                    round(pooled(reports, lambda rep, r=r, name=name: rep.rounds[r][name]), 1)
+                    for r in range(args.rounds + 1)
+                ]
             row["bri"] = round(pooled(reports, lambda rep: rep.bri), 3)
             row["seconds"] = round(time.perf_counter() - start, 1)
             rows.append(row)

@@ -16,6 +16,7 @@ Usage:
     .venv/bin/python benchmarks/bench_search_image.py --data data/reid/peta_test.jsonl --run shipped \\
         --appearance runs/reid/best.pt [--lambdas 0,0.3,0.5] [--cache /tmp/index.npz] [--json OUT.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -42,8 +43,13 @@ def _index(pipeline: Any, images: list, cache: str | None) -> Any:
             return with_appearance(index, stored["appearance"], pipeline.appearance.same_person)
     index = pipeline.index_images(gallery, root=None, progress=False, strict=True)
     if cache:
-        np.savez(cache, paths=np.array([g.path for g in gallery]), embeddings=index.embeddings,
-                 probs=index.attribute_probs, appearance=index.appearance)
+        np.savez(
+            cache,
+            paths=np.array([g.path for g in gallery]),
+            embeddings=index.embeddings,
+            probs=index.attribute_probs,
+            appearance=index.appearance,
+        )
     return index
 
 
@@ -53,8 +59,12 @@ def _scores(pipeline: Any, index: Any, query: list, config: Any) -> dict[str, fl
     aps = []
     for q in query:
         step = pipeline.session(index, reranking=config, schedule="questions", shortlist=None).example(q.path)
-        kept = [int(i) for i in step.ranking if index.images[i].path != q.path
-                and not (index.images[i].person_id == q.person_id and index.images[i].camera_id == q.camera)]
+        kept = [
+            int(i)
+            for i in step.ranking
+            if index.images[i].path != q.path
+            and not (index.images[i].person_id == q.person_id and index.images[i].camera_id == q.camera)
+        ]
         same = np.array([index.images[i].person_id == q.person_id for i in kept])
         first = int(np.argmax(same))
         hits1 += first < 1
@@ -96,17 +106,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(query)} queries over {len(index)} crops (indexed in {time.perf_counter() - start:.0f} s)", flush=True)
     base = pipeline.rerank_config()
     rows: list[dict[str, Any]] = []
-    for name, gallery, config in [("embedding", with_appearance(index, None), base),
-                                  *[(f"appearance λe={lam:g}", index, base.with_(example_lambda=lam))
-                                    for lam in lambdas]]:
+    for name, gallery, config in [
+        ("embedding", with_appearance(index, None), base),
+        *[(f"appearance λe={lam:g}", index, base.with_(example_lambda=lam)) for lam in lambdas],
+    ]:
         start = time.perf_counter()
-        row = {"ranking": name, **{k: round(v, 1) for k, v in _scores(pipeline, gallery, query, config).items()},
-               "seconds": round(time.perf_counter() - start, 1)}
+        row = {
+            "ranking": name,
+            **{k: round(v, 1) for k, v in _scores(pipeline, gallery, query, config).items()},
+            "seconds": round(time.perf_counter() - start, 1),
+        }
         rows.append(row)
         print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.json:
-        Path(args.json).write_text(json.dumps({"data": args.data, "run": args.run, "appearance": args.appearance,
-                                               "queries": len(query), "rows": rows}, indent=2) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {
+                    "data": args.data,
+                    "run": args.run,
+                    "appearance": args.appearance,
+                    "queries": len(query),
+                    "rows": rows,
+                },
+                indent=2,
+            )
+            + "\n"
+        )
     return 0
 
 

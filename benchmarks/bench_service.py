@@ -24,6 +24,7 @@ Usage:
     nice -n 10 python benchmarks/bench_service.py                      # 100k images, 20 sessions
     nice -n 10 python benchmarks/bench_service.py --images 10000 --sessions 5 --turns 4 --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -54,8 +55,12 @@ settings = ServeSettings(data_dir=Path(sys.argv[1]), torch_threads=1, search_rat
 uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_level="warning")
 """
 TURNS_PER_SESSION = 12  # turns of one session in the latency phase (the model reads at most 16)
-DESCRIPTIONS = ("a man in a red jacket and blue jeans", "a young woman with long dark hair and a white top",
-                "an older man in a grey suit carrying a briefcase", "a woman in a green coat with a backpack")
+DESCRIPTIONS = (
+    "a man in a red jacket and blue jeans",
+    "a young woman with long dark hair and a white top",
+    "an older man in a grey suit carrying a briefcase",
+    "a woman in a green coat with a backpack",
+)
 
 
 def make_run(folder: Path) -> Path:
@@ -96,11 +101,16 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
 
         embedded = pipe.index_images(BuiltDataset(base).gallery("test"), root=str(base), progress=False)
         index = tile(embedded, n, 0.05, seed)
-        metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"}
-                    for i in range(n)]
+        metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"} for i in range(n)]
         vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.fingerprint)
-        save_gallery(index, store, model_fingerprint=pipe.fingerprint, vector_index=vectors, metadata=metadata,
-                     fused_index=build_fused(index) if wants_fused("auto", n) else None)  # as `index build` does
+        save_gallery(
+            index,
+            store,
+            model_fingerprint=pipe.fingerprint,
+            vector_index=vectors,
+            metadata=metadata,
+            fused_index=build_fused(index) if wants_fused("auto", n) else None,
+        )  # as `index build` does
         return store
     rng = np.random.default_rng(seed)
     dim = pipe.model.embed_dim
@@ -115,8 +125,14 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     metadata = [{"time": f"2026-12-01T{(i // 3600) % 24:02d}:{(i // 60) % 60:02d}:{i % 60:02d}Z"} for i in range(n)]
     index = GalleryIndex(images, embeddings, attribute_probs=probs, root=str(folder / "crops"))
     vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipe.fingerprint)
-    save_gallery(index, store, model_fingerprint=pipe.fingerprint, vector_index=vectors, metadata=metadata,
-                 fused_index=build_fused(index) if wants_fused("auto", n) else None)
+    save_gallery(
+        index,
+        store,
+        model_fingerprint=pipe.fingerprint,
+        vector_index=vectors,
+        metadata=metadata,
+        fused_index=build_fused(index) if wants_fused("auto", n) else None,
+    )
     return store
 
 
@@ -130,8 +146,9 @@ def prepare_state(data: Path, run: Path, store: Path) -> tuple[str, int]:
         services.accounts.create_user("bench", secrets.token_urlsafe(16), "analyst")
         services.galleries.register("bench", store, run)
         principal = _principal(services)
-        case = services.cases.open_case(principal, "load test", "benchmark of the service, no real footage", None,
-                                        None, None)
+        case = services.cases.open_case(
+            principal, "load test", "benchmark of the service, no real footage", None, None, None
+        )
         key = services.accounts.create_api_key(principal, "bench-clients")[1]
         return key, case.id
     finally:
@@ -156,9 +173,12 @@ class Server:
         started = time.perf_counter()
         env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
         with open(self.log, "ab") as log:
-            self.process = subprocess.Popen([sys.executable, "-c", LAUNCH, str(self.data), str(self.port),
-                                             *map(str, self.import_roots)],
-                                            stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", LAUNCH, str(self.data), str(self.port), *map(str, self.import_roots)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         while time.perf_counter() - started < timeout:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited: {self.log.read_text()[-2000:]}")
@@ -201,7 +221,9 @@ class Client:
         self.interrupted = 0  # turns whose request met the restart (no answer)
 
     def start(self) -> None:
-        self.view = self._retry(lambda: self.http.post("/api/sessions", json={"case_id": self.case, "gallery": "bench"}))
+        self.view = self._retry(
+            lambda: self.http.post("/api/sessions", json={"case_id": self.case, "gallery": "bench"})
+        )
         self.sid = self.view["session_id"]
 
     def _retry(self, send: Any) -> dict:
@@ -234,8 +256,13 @@ class Client:
             return
         self.latencies.append(time.perf_counter() - t)
         timing = response.headers.get("server-timing", "")
-        self.parts.append({part.split(";dur=")[0].strip(): float(part.split(";dur=")[1])
-                           for part in timing.split(",") if ";dur=" in part})
+        self.parts.append(
+            {
+                part.split(";dur=")[0].strip(): float(part.split(";dur=")[1])
+                for part in timing.split(",")
+                if ";dur=" in part
+            }
+        )
         if response.status_code >= 400:
             self.errors.append(f"{kind}: {response.status_code} {response.text[:200]}")
             return
@@ -263,8 +290,12 @@ def percentiles(latencies: list[float], parts: list[dict[str, float]]) -> dict[s
     """p50 / p95 / max of the turns over HTTP (ms), and the p50 of the server's parts: the session's
     computing (the library), building the answer, the commit, and everything else (HTTP, auth, JSON)."""
     ms = np.asarray(latencies) * 1e3
-    out = {"turns": len(ms), "p50_ms": round(float(np.percentile(ms, 50)), 1),
-           "p95_ms": round(float(np.percentile(ms, 95)), 1), "max_ms": round(float(ms.max()), 1)}
+    out = {
+        "turns": len(ms),
+        "p50_ms": round(float(np.percentile(ms, 50)), 1),
+        "p95_ms": round(float(np.percentile(ms, 95)), 1),
+        "max_ms": round(float(ms.max()), 1),
+    }
     known = [(total, p) for total, p in zip(ms, parts) if {"session", "view", "commit"} <= set(p)]
     if known:
         for name in ("session", "view", "commit"):
@@ -286,12 +317,19 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser.add_argument("--turns", type=int, default=8, help="turns per session in the load phase (at most 16)")
     parser.add_argument("--latency-turns", type=int, default=30, help="turns of the single-session phase")
     parser.add_argument("--run", help="a trained run (default: the default architecture, untrained)")
-    parser.add_argument("--base", metavar="DATA_DIR", help="tile the test gallery of this dataset folder (embedded "
-                                                           "by --run) instead of synthetic clusters")
+    parser.add_argument(
+        "--base",
+        metavar="DATA_DIR",
+        help="tile the test gallery of this dataset folder (embedded by --run) instead of synthetic clusters",
+    )
     parser.add_argument("--work", default=os.path.join(tempfile.gettempdir(), "minterpr_bench_service"))
     parser.add_argument("--no-restart", action="store_true")
-    parser.add_argument("--writers", action="store_true", help="during the load phase, `minterpr users add` back to back (0.5 s apart) "
-                        "against the same state folder and an ingestion job (bench_service_writers.py)")
+    parser.add_argument(
+        "--writers",
+        action="store_true",
+        help="during the load phase, `minterpr users add` back to back (0.5 s apart) "
+        "against the same state folder and an ingestion job (bench_service_writers.py)",
+    )
     parser.add_argument("--json", metavar="OUT")
     args = parser.parse_args(argv)
     work = Path(args.work)
@@ -299,8 +337,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     run = Path(args.run) if args.run else make_run(work)
     t = time.perf_counter()
     store = build_store(work, run, args.images, base=Path(args.base) if args.base else None)
-    result: dict[str, Any] = {"images": args.images, "sessions": args.sessions, "run": str(run), "base": args.base,
-                              "store_s": round(time.perf_counter() - t, 1)}
+    result: dict[str, Any] = {
+        "images": args.images,
+        "sessions": args.sessions,
+        "run": str(run),
+        "base": args.base,
+        "store_s": round(time.perf_counter() - t, 1),
+    }
     data = Path(tempfile.mkdtemp(prefix="state_", dir=work))
     key, case = prepare_state(data, run, store)
     admin_key = None
@@ -365,13 +408,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                 lost.append((c.sid, stored["seq"], c.acked))
             if [r["gallery_index"] for r in stored["results"]] != [r["gallery_index"] for r in c.view["results"]]:
                 different.append(c.sid)
-        result["load"] = {**percentiles(latencies, [x for c in clients for x in c.parts]), "wall_s": round(wall, 1),
-                          "turns_per_s": round(sum(c.acked for c in clients) / wall, 1),
-                          "errors": sum(len(c.errors) for c in clients),
-                          "error_examples": [e for c in clients for e in c.errors][:3],
-                          "interrupted_requests": sum(c.interrupted for c in clients), "restart": restart,
-                          "sessions_with_lost_or_doubled_turns": lost, "sessions_ranking_differently": different,
-                          **({"writers": writer_report} if writer_report is not None else {})}
+        result["load"] = {
+            **percentiles(latencies, [x for c in clients for x in c.parts]),
+            "wall_s": round(wall, 1),
+            "turns_per_s": round(sum(c.acked for c in clients) / wall, 1),
+            "errors": sum(len(c.errors) for c in clients),
+            "error_examples": [e for c in clients for e in c.errors][:3],
+            "interrupted_requests": sum(c.interrupted for c in clients),
+            "restart": restart,
+            "sessions_with_lost_or_doubled_turns": lost,
+            "sessions_ranking_differently": different,
+            **({"writers": writer_report} if writer_report is not None else {}),
+        }
     finally:
         server.kill()
     print(json.dumps(result, indent=1))

@@ -7,6 +7,7 @@ of generated crops in ``DATA/incoming``, embedded by the bench's run into a new 
 follows it to its end. Every failure is collected: a CLI exit status other than 0, an HTTP error,
 a job that does not end ``done``.
 """
+
 from __future__ import annotations
 
 import os
@@ -69,16 +70,37 @@ class Writers:
         self._stop.set()
         for thread in self._threads:
             thread.join()
-        return {"cli_writes": self.cli_writes, "job": self.job, "errors": len(self.errors),
-                "error_examples": self.errors[:3]}
+        return {
+            "cli_writes": self.cli_writes,
+            "job": self.job,
+            "errors": len(self.errors),
+            "error_examples": self.errors[:3],
+        }
 
     def _cli(self) -> None:
         env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(Path(__file__).resolve().parents[1] / "src"))
         while not self._stop.is_set():
             name = "cli" + secrets.token_hex(4)
-            done = subprocess.run([sys.executable, "-m", "minterpr", "users", "add", name, "--role", "viewer",
-                                   "--data", str(self.data), "--quiet"], input=PASSWORD + "\n", text=True,
-                                  capture_output=True, env=env, timeout=300)
+            done = subprocess.run(
+                [
+                    sys.executable,
+                    "-m",
+                    "minterpr",
+                    "users",
+                    "add",
+                    name,
+                    "--role",
+                    "viewer",
+                    "--data",
+                    str(self.data),
+                    "--quiet",
+                ],
+                input=PASSWORD + "\n",
+                text=True,
+                capture_output=True,
+                env=env,
+                timeout=300,
+            )
             if done.returncode != 0:
                 self.errors.append(f"users add: exit {done.returncode}: {done.stderr.strip()[-200:]}")
             else:
@@ -91,8 +113,16 @@ class Writers:
         source = make_crops(self.data / "incoming" / "bench_crops")
         with httpx.Client(base_url=self.url, headers={"X-API-Key": self.key}, timeout=120) as http:
             started = time.perf_counter()
-            r = http.post("/api/ingest", json={"gallery": "ingested", "source": str(source), "run": str(self.run),
-                                               "camera": "bench:door", "start": "2026-12-01T08:00:00Z"})
+            r = http.post(
+                "/api/ingest",
+                json={
+                    "gallery": "ingested",
+                    "source": str(source),
+                    "run": str(self.run),
+                    "camera": "bench:door",
+                    "start": "2026-12-01T08:00:00Z",
+                },
+            )
             if r.status_code != 202:
                 self.errors.append(f"ingest: {r.status_code} {r.text[:200]}")
                 return
@@ -102,7 +132,11 @@ class Writers:
                 if state["status"] not in ("queued", "running"):
                     break
                 time.sleep(0.5)
-            self.job = {"status": state["status"], "seconds": round(time.perf_counter() - started, 1),
-                        "crops": state.get("progress", {}).get("crops"), "message": state.get("message", "")[:200]}
+            self.job = {
+                "status": state["status"],
+                "seconds": round(time.perf_counter() - started, 1),
+                "crops": state.get("progress", {}).get("crops"),
+                "message": state.get("message", "")[:200],
+            }
             if state["status"] != "done":
                 self.errors.append(f"ingest job {state['status']}: {state.get('message', '')[:200]}")

@@ -20,6 +20,7 @@ Usage:
 
 Runs already finished in RUNS_DIR are reused (delete them to retrain).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,8 +80,11 @@ def main() -> None:
     parser.add_argument("--config", default="synthetic")
     parser.add_argument("--set", action="append", default=[], help="override for every variant (repeatable)")
     parser.add_argument("--only", help="comma-separated variant names (default: all)")
-    parser.add_argument("--all-scores", action="store_true",
-                        help="also evaluate every variant without the attribute evidence (default: full and baseline)")
+    parser.add_argument(
+        "--all-scores",
+        action="store_true",
+        help="also evaluate every variant without the attribute evidence (default: full and baseline)",
+    )
     args = parser.parse_args()
     names = args.only.split(",") if args.only else list(VARIANTS)
     unknown = [n for n in names if n not in VARIANTS]

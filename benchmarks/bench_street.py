@@ -31,6 +31,7 @@ link them across the video and describe 13 of them as a witness would. This scri
         --hog-option upscale=1.5 --skip-tracking --search-detectors
     python benchmarks/bench_street.py --run shipped --skip-tracking --appearance runs/reid/best.pt
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,7 +45,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 LABELS = REPO / "benchmarks" / "data" / "vtest_labels.json"
-VIDEOS = (REPO.parent / "shared" / "data" / "video" / "vtest.avi", Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"))
+VIDEOS = (
+    REPO.parent / "shared" / "data" / "video" / "vtest.avi",
+    Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"),
+)
 
 
 def _labelled_frames(video, labels):
@@ -73,14 +77,20 @@ def _detection(detector, frames, labels):
     seconds = time.perf_counter() - start
     found = {f: d.boxes for f, d in detections.items()}
     crops = [(f, box) for f, boxes in found.items() for box in boxes]
-    passing = [(f, box) for f, d in detections.items()  # the crop filter of ingestion (video.Tracking.step)
-               for box, covered in zip(d.boxes, np.maximum(covered_share(d.boxes), d.crowd))
-               if not crop_flags(box, measure_sharpness(frames[f], box), float(covered), CropFilter())]
-    return {"detector": detector.identity(), "s_per_frame": round(seconds / max(1, len(frames)), 3),
-            "drawn": asdict(detection_report(labels, found)),
-            "standardised": asdict(detection_report(labels, found, standardise=True)),
-            "people_per_detection": asdict(crop_people_report(labels, crops)),
-            "people_per_filtered_detection": asdict(crop_people_report(labels, passing))}
+    passing = [
+        (f, box)
+        for f, d in detections.items()  # the crop filter of ingestion (video.Tracking.step)
+        for box, covered in zip(d.boxes, np.maximum(covered_share(d.boxes), d.crowd))
+        if not crop_flags(box, measure_sharpness(frames[f], box), float(covered), CropFilter())
+    ]
+    return {
+        "detector": detector.identity(),
+        "s_per_frame": round(seconds / max(1, len(frames)), 3),
+        "drawn": asdict(detection_report(labels, found)),
+        "standardised": asdict(detection_report(labels, found, standardise=True)),
+        "people_per_detection": asdict(crop_people_report(labels, crops)),
+        "people_per_filtered_detection": asdict(crop_people_report(labels, passing)),
+    }
 
 
 def _tracking(video, labels, run, detector, detector_options):
@@ -98,10 +108,17 @@ def _tracking(video, labels, run, detector, detector_options):
         meta = open_gallery(Path(tmp) / "g").meta_columns
         crops = list(zip(meta["frame"], meta["box"], meta["track"]))
     missing = sorted(set(labels.frames) - set(frames))
-    out = {"frames_processed": result.frames_processed, "tracks_kept": result.tracks, "ingest_s": round(result.seconds, 1),
-           "video_s": result.duration_s, "x_real_time": round(result.duration_s / result.seconds, 2),
-           "crops": result.crops, "rejected": dict(result.rejected), "labelled_frames_not_processed": missing,
-           "people_per_crop_on_labelled_frames": asdict(crop_people_report(labels, [(f, b) for f, b, _ in crops]))}
+    out = {
+        "frames_processed": result.frames_processed,
+        "tracks_kept": result.tracks,
+        "ingest_s": round(result.seconds, 1),
+        "video_s": result.duration_s,
+        "x_real_time": round(result.duration_s / result.seconds, 2),
+        "crops": result.crops,
+        "rejected": dict(result.rejected),
+        "labelled_frames_not_processed": missing,
+        "people_per_crop_on_labelled_frames": asdict(crop_people_report(labels, [(f, b) for f, b, _ in crops])),
+    }
     for name, standardise in (("drawn", False), ("standardised", True)):
         out[name] = asdict(track_report(labels, log, crops, standardise=standardise))
     return out
@@ -110,24 +127,48 @@ def _tracking(video, labels, run, detector, detector_options):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run", required=True, help="trained run or exported model dir (search, and crop embedding)")
-    parser.add_argument("--video", help="vtest.avi (default: ../shared/data/video/vtest.avi, then Debian's opencv-doc copy)")
+    parser.add_argument(
+        "--video", help="vtest.avi (default: ../shared/data/video/vtest.avi, then Debian's opencv-doc copy)"
+    )
     parser.add_argument("--labels", default=str(LABELS), help=f"label file (default {LABELS.relative_to(REPO)})")
-    parser.add_argument("--detector-onnx", metavar="PATH", help="also measure this ONNX detection model (the onnx plug-in)")
-    parser.add_argument("--yolox-nano", nargs="?", const="", metavar="PATH",
-                        help="also measure YOLOX-nano: from the model cache (`minterpr models fetch yolox-nano`), "
-                             "or PATH")
+    parser.add_argument(
+        "--detector-onnx", metavar="PATH", help="also measure this ONNX detection model (the onnx plug-in)"
+    )
+    parser.add_argument(
+        "--yolox-nano",
+        nargs="?",
+        const="",
+        metavar="PATH",
+        help="also measure YOLOX-nano: from the model cache (`minterpr models fetch yolox-nano`), or PATH",
+    )
     parser.add_argument("--skip-search", action="store_true", help="no search (detection and tracking only)")
-    parser.add_argument("--hog-option", action="append", default=[], metavar="KEY=JSON",
-                        help="an option of the HOG detector (repeatable), e.g. upscale=1.5 for people under ~96 px")
-    parser.add_argument("--onnx-option", action="append", default=[], metavar="KEY=JSON",
-                        help="an option of the ONNX detector (repeatable), e.g. input_size=[640,640]")
+    parser.add_argument(
+        "--hog-option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="an option of the HOG detector (repeatable), e.g. upscale=1.5 for people under ~96 px",
+    )
+    parser.add_argument(
+        "--onnx-option",
+        action="append",
+        default=[],
+        metavar="KEY=JSON",
+        help="an option of the ONNX detector (repeatable), e.g. input_size=[640,640]",
+    )
     parser.add_argument("--rounds", type=int, default=2, help="witness turns after the description (default 2)")
     parser.add_argument("--skip-tracking", action="store_true", help="no ingestion (detection and search only)")
-    parser.add_argument("--search-detectors", action="store_true",
-                        help="also search the gallery each detector cuts on the labelled frames")
+    parser.add_argument(
+        "--search-detectors",
+        action="store_true",
+        help="also search the gallery each detector cuts on the labelled frames",
+    )
     parser.add_argument("--json", help="write the figures here")
-    parser.add_argument("--appearance", metavar="BEST_PT",
-                        help="search with an appearance model (calibrated: minterpr calibrate appearance) beside the run")
+    parser.add_argument(
+        "--appearance",
+        metavar="BEST_PT",
+        help="search with an appearance model (calibrated: minterpr calibrate appearance) beside the run",
+    )
     args = parser.parse_args(argv)
 
     from minterpr.errors import MinterprError
@@ -142,15 +183,27 @@ def main(argv=None) -> int:
         if video is None or not video.is_file():
             print(f"bench_street: no video (tried {args.video or ', '.join(map(str, VIDEOS))})", file=sys.stderr)
             return 2
-        hog_options, onnx_options = ({k: json.loads(v) for k, v in (o.split("=", 1) for o in given)}
-                                     for given in (args.hog_option, args.onnx_option))
+        hog_options, onnx_options = (
+            {k: json.loads(v) for k, v in (o.split("=", 1) for o in given)}
+            for given in (args.hog_option, args.onnx_option)
+        )
         pipeline = load_pipeline(args.run, appearance=args.appearance)
         run = pipeline.run  # one loaded model: the pipeline's
-        figures = {"date": datetime.now(timezone.utc).isoformat(timespec="seconds"), "machine": platform.platform(),
-                   "video": str(video), "labels": {"frames": len(labels.frames), "boxes": labels.box_count(),
-                                                   "ignore_boxes": labels.box_count(ignored=True) - labels.box_count(),
-                                                   "people": len(labels.people), "described": len(labels.described())},
-                   "run": args.run, "detection": {}, "tracking": {}}
+        figures = {
+            "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "machine": platform.platform(),
+            "video": str(video),
+            "labels": {
+                "frames": len(labels.frames),
+                "boxes": labels.box_count(),
+                "ignore_boxes": labels.box_count(ignored=True) - labels.box_count(),
+                "people": len(labels.people),
+                "described": len(labels.described()),
+            },
+            "run": args.run,
+            "detection": {},
+            "tracking": {},
+        }
         frames = _labelled_frames(video, labels)
         detectors = {"hog": ("hog", hog_options)}
         if args.yolox_nano is not None:
@@ -165,7 +218,10 @@ def main(argv=None) -> int:
         figures["search"] = None
         if not args.skip_search:
             figures["search"] = {}
-            cuts = {"labels": None, **({name: spec for name, spec in detectors.items()} if args.search_detectors else {})}
+            cuts = {
+                "labels": None,
+                **({name: spec for name, spec in detectors.items()} if args.search_detectors else {}),
+            }
             for name, spec in cuts.items():
                 print(f"searching the {name} gallery ...", file=sys.stderr)
                 with tempfile.TemporaryDirectory() as tmp:
@@ -173,17 +229,28 @@ def main(argv=None) -> int:
                         images, heights = label_gallery(labels, video, tmp), None
                     else:
                         # identities at IoU of standardised boxes: HOG's carry a third of margin (the crop still shows the person)
-                        images, heights = detector_gallery(labels, video, DETECTORS.create(spec[0], **spec[1]), tmp,
-                                                           standardise=True)
+                        images, heights = detector_gallery(
+                            labels, video, DETECTORS.create(spec[0], **spec[1]), tmp, standardise=True
+                        )
                     searched = run if pipeline.appearance is None else _WithAppearance(run, pipeline.appearance)
                     report = witness_search(searched, labels, images, tmp, rounds=args.rounds, heights=heights)
                 figures["search"][name] = {
-                    "gallery": len(images), "appearance": args.appearance, "identities": len({i.person_id for i in images if ":" not in i.person_id}),
-                    "targets": report.extra.get("num_queries"), "described": len(labels.described()),
+                    "gallery": len(images),
+                    "appearance": args.appearance,
+                    "identities": len({i.person_id for i in images if ":" not in i.person_id}),
+                    "targets": report.extra.get("num_queries"),
+                    "described": len(labels.described()),
                     "moves": report.extra.get("moves"),
-                    "rounds": [{"round": r, "r1": row["r1"], "r5": row["r5"],  # of the targets; of the described:
-                                "r1_described": round(row["r1"] * report.extra["num_queries"] / len(labels.described()), 1)}
-                               for r, row in enumerate(report.rounds)]}
+                    "rounds": [
+                        {
+                            "round": r,
+                            "r1": row["r1"],
+                            "r5": row["r5"],  # of the targets; of the described:
+                            "r1_described": round(row["r1"] * report.extra["num_queries"] / len(labels.described()), 1),
+                        }
+                        for r, row in enumerate(report.rounds)
+                    ],
+                }
     except MinterprError as err:
         print(f"bench_street: {err}", file=sys.stderr)
         return 2
@@ -221,35 +288,49 @@ class _AppearanceBackend:
 
 def _print(figures) -> None:
     lab = figures["labels"]
-    print(f"labels: {lab['boxes']} boxes (+{lab['ignore_boxes']} ignore) on {lab['frames']} frames, "
-          f"{lab['people']} people, {lab['described']} described")
+    print(
+        f"labels: {lab['boxes']} boxes (+{lab['ignore_boxes']} ignore) on {lab['frames']} frames, "
+        f"{lab['people']} people, {lab['described']} described"
+    )
     for name, d in figures["detection"].items():
         for kind in ("drawn", "standardised"):
             r = d[kind]
-            print(f"detection {name:5s} IoU 0.5 {kind:12s}: recall {r['recall']:.3f} precision {r['precision']:.3f} "
-                  f"({r['matched']}/{r['people_boxes']} boxes, {r['detections']} detections; {d['s_per_frame']} s/frame)")
+            print(
+                f"detection {name:5s} IoU 0.5 {kind:12s}: recall {r['recall']:.3f} precision {r['precision']:.3f} "
+                f"({r['matched']}/{r['people_boxes']} boxes, {r['detections']} detections; {d['s_per_frame']} s/frame)"
+            )
     for name, d in figures["detection"].items():
         for kind in ("people_per_detection", "people_per_filtered_detection"):
             r = d[kind]
-            print(f"crops     {name:5s} {kind:30s}: {r['one_share']:.3f} show exactly one labelled person "
-                  f"({r['one']}/{r['crops']}; {r['none']} nobody, {r['several']} two or more)")
+            print(
+                f"crops     {name:5s} {kind:30s}: {r['one_share']:.3f} show exactly one labelled person "
+                f"({r['one']}/{r['crops']}; {r['none']} nobody, {r['several']} two or more)"
+            )
     for name, t in figures["tracking"].items():
         r = t["people_per_crop_on_labelled_frames"]
-        print(f"ingest    {name:5s}: {t['ingest_s']} s for {t['video_s']} s of video ({t['x_real_time']}x real time), "
-              f"{t['crops']} crops, not cropped: {t['rejected']}; kept crops on labelled frames: "
-              f"{r['one']}/{r['crops']} show exactly one labelled person")
+        print(
+            f"ingest    {name:5s}: {t['ingest_s']} s for {t['video_s']} s of video ({t['x_real_time']}x real time), "
+            f"{t['crops']} crops, not cropped: {t['rejected']}; kept crops on labelled frames: "
+            f"{r['one']}/{r['crops']} show exactly one labelled person"
+        )
         for kind in ("drawn", "standardised"):
             r = t[kind]
-            print(f"tracking  {name:5s} {kind:12s}: purity {r['purity']:.3f}, {r['fragmentation']:.2f} tracks/person "
-                  f"({r['people']} people, {r['tracks']} tracks), {r['crops_per_identity']:.2f} crops/identity "
-                  f"({r['people_with_crops']} people with crops)")
+            print(
+                f"tracking  {name:5s} {kind:12s}: purity {r['purity']:.3f}, {r['fragmentation']:.2f} tracks/person "
+                f"({r['people']} people, {r['tracks']} tracks), {r['crops_per_identity']:.2f} crops/identity "
+                f"({r['people_with_crops']} people with crops)"
+            )
     for name, s in (figures["search"] or {}).items():
-        print(f"search over the {name} gallery: {s['gallery']} crops of {s['identities']} labelled people, "
-              f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}); "
-              f"moves {s['moves']}:")
+        print(
+            f"search over the {name} gallery: {s['gallery']} crops of {s['identities']} labelled people, "
+            f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}); "
+            f"moves {s['moves']}:"
+        )
         for row in s["rounds"]:
-            print(f"  round {row['round']}: R@1 {row['r1']:.1f}%  R@5 {row['r5']:.1f}%  "
-                  f"(R@1 of the described people, one without a crop a miss: {row['r1_described']:.1f}%)")
+            print(
+                f"  round {row['round']}: R@1 {row['r1']:.1f}%  R@5 {row['r5']:.1f}%  "
+                f"(R@1 of the described people, one without a crop a miss: {row['r1_described']:.1f}%)"
+            )
 
 
 if __name__ == "__main__":

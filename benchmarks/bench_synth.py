@@ -8,6 +8,7 @@ build (render + JPEG save) with the given number of workers, and the CPU time it
 that other load on the machine does not inflate). ``--scale`` shrinks the world
 (0.1 = a tenth of the default identities) for a quick check.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -55,9 +56,12 @@ def main() -> None:
     print(f"render_person: {bench_render():.2f} CPU ms/image (one core, 256x128, no JPEG)", flush=True)
     base = SyntheticWorldConfig()
     config = dataclasses.replace(
-        base, workers=args.workers,
-        train_identities=round(base.train_identities * args.scale), val_identities=round(base.val_identities * args.scale),
-        test_identities=round(base.test_identities * args.scale))
+        base,
+        workers=args.workers,
+        train_identities=round(base.train_identities * args.scale),
+        val_identities=round(base.val_identities * args.scale),
+        test_identities=round(base.test_identities * args.scale),
+    )
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp)
         start, cpu_start = time.perf_counter(), _cpu_seconds()
@@ -66,10 +70,14 @@ def main() -> None:
         n = sum(len(v) for v in world.values())
         size = sum(p.stat().st_size for p in Path(out, "images").rglob("*.jpg"))
     ids = config.train_identities + config.val_identities + config.test_identities
-    print(f"build_world: {ids} identities, {n} images, {seconds:.1f} s, {n / seconds:.0f} images/s "
-          f"({config.workers} workers, {size / 2**20:.1f} MiB of JPEG)")
-    print(f"build_world CPU: {cpu:.1f} s in all, {cpu / n * 1000:.1f} ms/image "
-          f"(wall time on an idle machine is about CPU / workers)")
+    print(
+        f"build_world: {ids} identities, {n} images, {seconds:.1f} s, {n / seconds:.0f} images/s "
+        f"({config.workers} workers, {size / 2**20:.1f} MiB of JPEG)"
+    )
+    print(
+        f"build_world CPU: {cpu:.1f} s in all, {cpu / n * 1000:.1f} ms/image "
+        f"(wall time on an idle machine is about CPU / workers)"
+    )
     if args.grid is not None:
         print(f"sample grid: {make_sample_grid(args.grid, seed=0)}")
 

@@ -12,6 +12,7 @@ Usage:
     python benchmarks/bench_text_encode.py --run /work/runs/synth --threads 1,2
     python benchmarks/bench_text_encode.py --run /work/runs/synth --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -57,8 +58,9 @@ def measure(run: str, engine: str, threads: int, repeats: int) -> tuple[dict[str
     offset = 10_000 * threads + (0 if engine == "torch" else 5_000)  # new texts in every configuration
     for i in range(3):  # warm-up (and the export, for ONNX)
         backend.encode_turns(CONVERSATION + [new_turn(offset - 10 + i)], index)
-    row = {"encode_turns": median_ms(lambda i: backend.encode_turns(CONVERSATION + [new_turn(i)], index),
-                                     repeats, offset)}
+    row = {
+        "encode_turns": median_ms(lambda i: backend.encode_turns(CONVERSATION + [new_turn(i)], index), repeats, offset)
+    }
     utterance = lambda i: f"{new_turn(i).question} {new_turn(i).answer}"  # noqa: E731 - as qa_text
     row["tokenize"] = median_ms(lambda i: text.tokenize([utterance(i)]), repeats, offset)
     tokens = text.tokenize([utterance(0)])
@@ -91,12 +93,15 @@ def main() -> None:
             if "torch" in queries and engine != "torch":
                 reference = queries["torch"]
                 cosine = (reference * queries[engine]).sum(1) / (
-                    np.linalg.norm(reference, axis=1) * np.linalg.norm(queries[engine], axis=1))
+                    np.linalg.norm(reference, axis=1) * np.linalg.norm(queries[engine], axis=1)
+                )
                 row["min_cosine_vs_torch"] = float(cosine.min())
             results.append({"engine": engine, "threads": threads, **{k: round(v, 4) for k, v in row.items()}})
-            print(f"engine={engine:5s} threads={threads}  " + "  ".join(
-                f"{k}={v:.3f}" if k != "min_cosine_vs_torch" else f"{k}={v:.6f}" for k, v in row.items()),
-                flush=True)
+            print(
+                f"engine={engine:5s} threads={threads}  "
+                + "  ".join(f"{k}={v:.3f}" if k != "min_cosine_vs_torch" else f"{k}={v:.6f}" for k, v in row.items()),
+                flush=True,
+            )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:
             json.dump(results, f, indent=2)

@@ -16,6 +16,7 @@ DATASET_DIR is a directory made by ``minterpr data synth`` (train/val jsonl + ma
 it a small synthetic world (150 / 40 / 40 identities) is built once into
 .minterpr_cache/bench_training_data (reused by later runs).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,17 @@ def run(config: str, data: str, samples: int, batch_size: int, extra: list[str],
     # two epochs per stage: the first pays one-off costs (kernel selection, allocator growth),
     # the second is what every later epoch costs
     two_epochs = [f"stages.{i}.epochs=2" for i in range(len(load_config(config).stages))]
-    overrides = [f"data.root={data}", f"data.max_train_samples={samples}", "data.max_val_samples=64",
-                 f"batch_size={batch_size}", "progress=false", *two_epochs, "checkpoint_every_steps=100000",
-                 f"cache_features={str(cached).lower()}", *extra]
+    overrides = [
+        f"data.root={data}",
+        f"data.max_train_samples={samples}",
+        "data.max_val_samples=64",
+        f"batch_size={batch_size}",
+        "progress=false",
+        *two_epochs,
+        "checkpoint_every_steps=100000",
+        f"cache_features={str(cached).lower()}",
+        *extra,
+    ]
     cfg = load_config(config, overrides)
     with tempfile.TemporaryDirectory() as tmp:
         trainer = Trainer(cfg, Path(tmp) / "run")
@@ -45,12 +54,15 @@ def run(config: str, data: str, samples: int, batch_size: int, extra: list[str],
             for stage in cfg.stages:
                 apply_freezing(trainer.model, stage)
                 t0 = time.perf_counter()
-                stage_data(stage, trainer.train_split, trainer.identities, trainer.source,
-                           trainer.model.config.max_turns)
+                stage_data(
+                    stage, trainer.train_split, trainer.identities, trainer.source, trainer.model.config.max_turns
+                )
                 cache_seconds[stage.name] = time.perf_counter() - t0
         trainer.run()
-    return {"cache_seconds": cache_seconds,
-            "samples_per_second": {stage: rates[-1] for stage, rates in trainer.throughput.items()}}
+    return {
+        "cache_seconds": cache_seconds,
+        "samples_per_second": {stage: rates[-1] for stage, rates in trainer.throughput.items()},
+    }
 
 
 def small_synthetic_dataset(out_dir: Path) -> Path:
@@ -76,8 +88,10 @@ def main() -> None:
         torch.set_num_threads(args.threads)
     if args.data is None:
         args.data = str(small_synthetic_dataset(Path(".minterpr_cache") / "bench_training_data"))
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, config {args.config}, "
-          f"{args.samples} dialogues, batch {args.batch_size}")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, config {args.config}, "
+        f"{args.samples} dialogues, batch {args.batch_size}"
+    )
     cached = run(args.config, args.data, args.samples, args.batch_size, args.set, cached=True)
     for stage, seconds in cached["cache_seconds"].items():
         print(f"cache build for {stage:<10}: {seconds:7.2f} s (first run only; later runs read RUN_DIR/cache)")

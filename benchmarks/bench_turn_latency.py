@@ -30,6 +30,7 @@ Usage:
     python benchmarks/bench_turn_latency.py --sizes 100000 --backends "" --persist --no-text-cache
     python benchmarks/bench_turn_latency.py --sizes 1000000 --backends "" --persist --text-precision int8
 """
+
 from __future__ import annotations
 
 import argparse
@@ -109,8 +110,14 @@ def new_session(pipe: Any, index: GalleryIndex, shortlist: ShortlistConfig | Non
     cache = getattr(pipe.backend, "_text_cache", None)
     if cache is not None:
         cache.clear()
-    return Session(TimedBackend(pipe.backend), index, reranking=pipe.rerank_config(), shortlist=shortlist,
-                   schedule=SCHEDULE, seed=seed)
+    return Session(
+        TimedBackend(pipe.backend),
+        index,
+        reranking=pipe.rerank_config(),
+        shortlist=shortlist,
+        schedule=SCHEDULE,
+        seed=seed,
+    )
 
 
 def timed(session: Session, move: Any) -> tuple[Any, float, float, int, int]:
@@ -145,8 +152,10 @@ def tile(base: GalleryIndex, n: int, noise: float, seed: int) -> GalleryIndex:
         block[rows < b] = base.embeddings[rows[rows < b]]  # the first tile is the gallery itself
         emb[rows] = block / np.linalg.norm(block, axis=1, keepdims=True)
     probs = None if base.attribute_probs is None else np.tile(base.attribute_probs.astype(np.float32), (reps, 1))[:n]
-    images = [base.images[i % b] if i < b else replace(base.images[i % b], path=f"tile{i // b}/{base.images[i % b].path}")
-              for i in range(n)]
+    images = [
+        base.images[i % b] if i < b else replace(base.images[i % b], path=f"tile{i // b}/{base.images[i % b].path}")
+        for i in range(n)
+    ]
     return GalleryIndex(images, emb, probs, base.root)
 
 
@@ -179,8 +188,9 @@ def exact_session(pipe: Any, index: GalleryIndex, target: Any, seed: int) -> tup
     return session.history, times, step
 
 
-def replayed(pipe: Any, index: GalleryIndex, history: list[Any], seed: int,
-             shortlist: ShortlistConfig) -> tuple[list[tuple], Any]:
+def replayed(
+    pipe: Any, index: GalleryIndex, history: list[Any], seed: int, shortlist: ShortlistConfig
+) -> tuple[list[tuple], Any]:
     """The same turns (recorded facts) on a shortlist session: per-turn (turn, encode) seconds, final step."""
     session = new_session(pipe, index, shortlist, seed)
     times = []
@@ -196,9 +206,15 @@ def summary(times: list[tuple]) -> dict[str, float]:
     extra = {"candidates_mean": float(rows[:, 4].mean())} if rows.shape[1] > 4 else {}
     extra["text_cache_hit_rate"] = float(rows[:, 3].sum() / max(rows[:, 2].sum(), 1))
     rank = ms[:, 0] - ms[:, 1]
-    return {"p50_ms": float(np.percentile(ms[:, 0], 50)), "p95_ms": float(np.percentile(ms[:, 0], 95)),
-            "encode_p50_ms": float(np.percentile(ms[:, 1], 50)), "rank_p50_ms": float(np.percentile(rank, 50)),
-            "rank_p95_ms": float(np.percentile(rank, 95)), "turns": len(ms), **extra}
+    return {
+        "p50_ms": float(np.percentile(ms[:, 0], 50)),
+        "p95_ms": float(np.percentile(ms[:, 0], 95)),
+        "encode_p50_ms": float(np.percentile(ms[:, 1], 50)),
+        "rank_p50_ms": float(np.percentile(rank, 50)),
+        "rank_p95_ms": float(np.percentile(rank, 95)),
+        "turns": len(ms),
+        **extra,
+    }
 
 
 def build_ann(name: str, index: GalleryIndex, options: dict[str, Any]) -> tuple[Any, float]:
@@ -224,8 +240,13 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
         exact_times += times
         exact_final.append(step.ranking[:10])
     result["paths"]["exact"] = {**summary(exact_times), "recall10": 1.0}
-    fused = ShortlistConfig(size=args.shortlist, min_gallery=0, anchor_search=not args.no_anchor_search,
-                            certify=args.certify, max_size=args.max_size or None)  # the default: fused
+    fused = ShortlistConfig(
+        size=args.shortlist,
+        min_gallery=0,
+        anchor_search=not args.no_anchor_search,
+        certify=args.certify,
+        max_size=args.max_size or None,
+    )  # the default: fused
     shortlist = replace(fused, fused=False)  # the cosine search
     variants: list[tuple[str, GalleryIndex, ShortlistConfig]] = []
     if not args.no_cosine:
@@ -236,8 +257,10 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
         t = time.perf_counter()
         ivf = FusedIVF(index.embeddings, index.attribute_probs, **args.fused_ivf_options)
         result.setdefault("build_s", {})["fused_ivf"] = time.perf_counter() - t
-        label, gallery = "shortlist+fused IVF", GalleryIndex(index.images, index.embeddings, index.attribute_probs,
-                                                              index.root, fused=ivf)
+        label, gallery = (
+            "shortlist+fused IVF",
+            GalleryIndex(index.images, index.embeddings, index.attribute_probs, index.root, fused=ivf),
+        )
         if args.persist:  # through a store: saved with its fused index, reopened memory-mapped
             store = tempfile.TemporaryDirectory(prefix="bench-turn-store-")
             t = time.perf_counter()
@@ -256,8 +279,13 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
             print(f"# {name}: could not build ({type(err).__name__}: {err})", file=sys.stderr)
             continue
         result.setdefault("build_s", {})[name] = build_s
-        variants.append((f"shortlist+{name}", GalleryIndex(index.images, index.embeddings, index.attribute_probs,
-                                                           index.root, vectors=vectors), shortlist))
+        variants.append(
+            (
+                f"shortlist+{name}",
+                GalleryIndex(index.images, index.embeddings, index.attribute_probs, index.root, vectors=vectors),
+                shortlist,
+            )
+        )
     for label, gallery, config in variants:
         times, recalls = [], []
         for s, history in enumerate(conversations):
@@ -274,16 +302,20 @@ def run_size(pipe: Any, base: GalleryIndex, n: int, args: argparse.Namespace, ba
 
 
 def print_table(results: list[dict[str, Any]], shortlist: int) -> None:
-    print("| gallery N | path | one exact scan (N×D mat-vec + top-10) | turn p50 | turn p95 | p50 / scan "
-          "| text encoding p50 | text cache hits | ranking p50 | ranking p95 | recall@10 | candidates (mean) |")
+    print(
+        "| gallery N | path | one exact scan (N×D mat-vec + top-10) | turn p50 | turn p95 | p50 / scan "
+        "| text encoding p50 | text cache hits | ranking p50 | ranking p95 | recall@10 | candidates (mean) |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         for label, p in r["paths"].items():
             name = label if label == "exact" else label.replace("shortlist", f"shortlist K={shortlist}")
-            print(f"| {r['n']:,} | {name} | {r['scan_ms']:.2f} ms | {p['p50_ms']:.1f} ms | {p['p95_ms']:.1f} ms | "
-                  f"{p['p50_ms'] / r['scan_ms']:.1f}× | {p['encode_p50_ms']:.1f} ms | "
-                  f"{p['text_cache_hit_rate']:.0%} | {p['rank_p50_ms']:.1f} ms | "
-                  f"{p['rank_p95_ms']:.1f} ms | {p['recall10']:.3f} | {p.get('candidates_mean', r['n']):,.0f} |")
+            print(
+                f"| {r['n']:,} | {name} | {r['scan_ms']:.2f} ms | {p['p50_ms']:.1f} ms | {p['p95_ms']:.1f} ms | "
+                f"{p['p50_ms'] / r['scan_ms']:.1f}× | {p['encode_p50_ms']:.1f} ms | "
+                f"{p['text_cache_hit_rate']:.0%} | {p['rank_p50_ms']:.1f} ms | "
+                f"{p['rank_p95_ms']:.1f} ms | {p['recall10']:.3f} | {p.get('candidates_mean', r['n']):,.0f} |"
+            )
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -294,27 +326,59 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--sessions", type=int, default=8, help="sessions (of 4 turns) per size and path")
     parser.add_argument("--shortlist", type=int, default=2000, help="K, the shortlist's size")
     parser.add_argument("--noise", type=float, default=0.015, help="per-dimension std of the tiles' noise")
-    parser.add_argument("--backends", default=None,
-                        help="comma-separated VECTOR_INDEXES names to measure (default: every registered one)")
+    parser.add_argument(
+        "--backends",
+        default=None,
+        help="comma-separated VECTOR_INDEXES names to measure (default: every registered one)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="BLAS and torch threads (1: steady on a shared machine)")
-    parser.add_argument("--ann-options", type=json.loads, default={},
-                        help='JSON: backend name -> constructor options, e.g. \'{"faiss_hnsw": {"M": 16}}\'')
-    parser.add_argument("--certify", type=int, default=ShortlistConfig.certify,
-                        help="results the shortlist certifies (grows until they provably lead; 0 = no certificate)")
-    parser.add_argument("--max-size", type=int, default=ShortlistConfig.max_size,
-                        help="candidates the shortlist may grow to (0 = up to the whole gallery)")
-    parser.add_argument("--no-anchor-search", action="store_true",
-                        help="skip the shortlist's second search with the anchor-blended query")
-    parser.add_argument("--fused-ivf-options", type=json.loads, default={"nprobe": 16},
-                        help='JSON: FusedIVF options (nlist, nprobe, max_probe, iterations, seed)')
+    parser.add_argument(
+        "--ann-options",
+        type=json.loads,
+        default={},
+        help='JSON: backend name -> constructor options, e.g. \'{"faiss_hnsw": {"M": 16}}\'',
+    )
+    parser.add_argument(
+        "--certify",
+        type=int,
+        default=ShortlistConfig.certify,
+        help="results the shortlist certifies (grows until they provably lead; 0 = no certificate)",
+    )
+    parser.add_argument(
+        "--max-size",
+        type=int,
+        default=ShortlistConfig.max_size,
+        help="candidates the shortlist may grow to (0 = up to the whole gallery)",
+    )
+    parser.add_argument(
+        "--no-anchor-search",
+        action="store_true",
+        help="skip the shortlist's second search with the anchor-blended query",
+    )
+    parser.add_argument(
+        "--fused-ivf-options",
+        type=json.loads,
+        default={"nprobe": 16},
+        help="JSON: FusedIVF options (nlist, nprobe, max_probe, iterations, seed)",
+    )
     parser.add_argument("--no-fused-ivf", action="store_true", help="skip the FusedIVF path")
     parser.add_argument("--no-cosine", action="store_true", help="skip the cosine-only argpartition shortlist")
-    parser.add_argument("--persist", action="store_true",
-                        help="run the FusedIVF path on a gallery store (saved with it, reopened memory-mapped)")
-    parser.add_argument("--no-text-cache", action="store_true",
-                        help="turn the text encoder's cache off (every text encoded every turn: the uncached figure)")
-    parser.add_argument("--text-precision", choices=("fp32", "int8"), default="fp32",
-                        help="the query text encoder's weights (int8: opt-in, faster, features move a little)")
+    parser.add_argument(
+        "--persist",
+        action="store_true",
+        help="run the FusedIVF path on a gallery store (saved with it, reopened memory-mapped)",
+    )
+    parser.add_argument(
+        "--no-text-cache",
+        action="store_true",
+        help="turn the text encoder's cache off (every text encoded every turn: the uncached figure)",
+    )
+    parser.add_argument(
+        "--text-precision",
+        choices=("fp32", "int8"),
+        default="fp32",
+        help="the query text encoder's weights (int8: opt-in, faster, features move a little)",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
@@ -324,6 +388,7 @@ def main(argv: list[str] | None = None) -> None:
     torch.set_num_threads(args.threads)
     try:
         from threadpoolctl import threadpool_limits
+
         threadpool_limits(args.threads)
     except ImportError:
         print("# threadpoolctl is not installed: BLAS keeps its own thread count", file=sys.stderr)
@@ -336,14 +401,20 @@ def main(argv: list[str] | None = None) -> None:
         pipe.backend._counts = TextCounts(pipe.backend)
     t = time.perf_counter()
     base = pipe.index_images(BuiltDataset(args.data).gallery("test"), root=args.data, progress=False)
-    print(f"# embedded {len(base)} gallery images in {time.perf_counter() - t:.1f} s; ANN backends: "
-          f"{', '.join(backends) or 'none registered'}", file=sys.stderr)
+    print(
+        f"# embedded {len(base)} gallery images in {time.perf_counter() - t:.1f} s; ANN backends: "
+        f"{', '.join(backends) or 'none registered'}",
+        file=sys.stderr,
+    )
     results = []
     for n in sizes:
         results.append(run_size(pipe, base, n, args, backends))
-        print(f"# N={n:,} done, peak RSS {results[-1]['peak_rss_mib']:.0f} MiB, build s "
-              f"{results[-1].get('build_s', {})}, store save / reopen s "
-              f"{results[-1].get('store_save_s', '-')} / {results[-1].get('store_reopen_s', '-')}", file=sys.stderr)
+        print(
+            f"# N={n:,} done, peak RSS {results[-1]['peak_rss_mib']:.0f} MiB, build s "
+            f"{results[-1].get('build_s', {})}, store save / reopen s "
+            f"{results[-1].get('store_save_s', '-')} / {results[-1].get('store_reopen_s', '-')}",
+            file=sys.stderr,
+        )
     print_table(results, args.shortlist)
     if args.json:
         with open(args.json, "w", encoding="utf-8") as f:

@@ -8,6 +8,7 @@ below the file size.
 Usage:
     .venv/bin/python benchmarks/bench_validate.py [--size-mb 100] [--seed 0]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -20,8 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-WORDS = ("man woman young old wearing black white red blue grey jacket shirt jeans skirt shoes sneakers "
-         "backpack handbag carrying long short hair glasses hat walking street holding umbrella striped").split()
+WORDS = (
+    "man woman young old wearing black white red blue grey jacket shirt jeans skirt shoes sneakers "
+    "backpack handbag carrying long short hair glasses hat walking street holding umbrella striped"
+).split()
 
 
 def sentence(rng: random.Random, n_min: int, n_max: int) -> str:
@@ -32,13 +35,20 @@ def make_record(rng: random.Random, target: int, pid: int) -> dict:
     t, i = rng.randint(0, 5), rng.randint(0, 3)
     conversations = [{"from": "human", "value": sentence(rng, 15, 60)}]
     for _ in range(t):
-        conversations += [{"from": "gpt", "value": sentence(rng, 5, 12) + "?"},
-                          {"from": "human", "value": sentence(rng, 2, 15)}]
+        conversations += [
+            {"from": "gpt", "value": sentence(rng, 5, 12) + "?"},
+            {"from": "human", "value": sentence(rng, 2, 15)},
+        ]
     for _ in range(i):
         conversations += [{"from": "gpt", "value": "<image>"}, {"from": "human", "value": sentence(rng, 5, 25)}]
-    return {"file_path": f"CUHK01/{target:07d}.png", "id": pid, "t_conversation_length": t,
-            "i_conversation_length": i, "conversations": conversations,
-            "image": [f"CUHK01/{rng.randrange(10**6):07d}.png" for _ in range(i)]}
+    return {
+        "file_path": f"CUHK01/{target:07d}.png",
+        "id": pid,
+        "t_conversation_length": t,
+        "i_conversation_length": i,
+        "conversations": conversations,
+        "image": [f"CUHK01/{rng.randrange(10**6):07d}.png" for _ in range(i)],
+    }
 
 
 def generate(path: Path, size_bytes: int, seed: int) -> int:

@@ -19,6 +19,7 @@ Usage:
     python benchmarks/bench_vector_index.py --n 100000 --embeddings emb.npy
     python benchmarks/bench_vector_index.py --n 10000000 --backends faiss_ivfpq exact_mmap --no-metadata
 """
+
 from __future__ import annotations
 
 import argparse
@@ -61,12 +62,14 @@ class Source:
         if embeddings:
             base = unit(np.load(embeddings).astype(np.float32))
             self.base, self.noise = base, 0.03
-            self.queries = unit(base[rng.integers(len(base), size=queries)]
-                                + 0.03 * rng.normal(size=(queries, base.shape[1])))
+            self.queries = unit(
+                base[rng.integers(len(base), size=queries)] + 0.03 * rng.normal(size=(queries, base.shape[1]))
+            )
         else:
             self.base, self.noise = unit(rng.normal(size=(2000, DIM))), SYNTH_NOISE
-            self.queries = unit(self.base[rng.integers(2000, size=queries)]
-                                + SYNTH_NOISE * rng.normal(size=(queries, DIM)))
+            self.queries = unit(
+                self.base[rng.integers(2000, size=queries)] + SYNTH_NOISE * rng.normal(size=(queries, DIM))
+            )
 
     @property
     def dim(self) -> int:
@@ -138,21 +141,35 @@ def run_one(name: str, source: Source, truth: np.ndarray, args) -> dict:
     reopened = load_vector_index(folder / "ix", mmap=name == "exact_mmap")
     reopen = time.perf_counter() - t
     index = reopened
-    found = np.concatenate([index.search(source.queries[i:i + 50], 10).ids for i in range(0, len(source.queries), 50)])
+    found = np.concatenate(
+        [index.search(source.queries[i : i + 50], 10).ids for i in range(0, len(source.queries), 50)]
+    )
     recall = float(np.mean([len(set(a) & set(b)) / 10 for a, b in zip(truth, found)]))
-    out = {"backend": name, "n": source.n, "build_s": build, "save_s": save, "reopen_s": reopen,
-           "stored_mb": stored / 2**20, "rss_growth_mb": rss / 2**20, "recall@10": recall}
+    out = {
+        "backend": name,
+        "n": source.n,
+        "build_s": build,
+        "save_s": save,
+        "reopen_s": reopen,
+        "stored_mb": stored / 2**20,
+        "rss_growth_mb": rss / 2**20,
+        "recall@10": recall,
+    }
     q = source.queries
     out["k10_p50_ms"], out["k10_p95_ms"] = latency(lambda x: index.search(x, 10), q, args.repeat)
     out["k2000_p50_ms"], out["k2000_p95_ms"] = latency(lambda x: index.search(x, 2000), q, max(5, args.repeat // 4))
     if not args.no_metadata:
-        window = Range((T0 + timedelta(seconds=source.n // 4)).isoformat(), (T0 + timedelta(seconds=source.n // 2)).isoformat())
+        window = Range(
+            (T0 + timedelta(seconds=source.n // 4)).isoformat(), (T0 + timedelta(seconds=source.n // 2)).isoformat()
+        )
         index.search(q[:1], 10, where={"camera": "cam3"})  # first use of the keys builds the columns
         index.search(q[:1], 10, where={"time": window})
         out["cam_k10_p50_ms"], out["cam_k10_p95_ms"] = latency(
-            lambda x: index.search(x, 10, where={"camera": "cam3"}), q, args.repeat)
+            lambda x: index.search(x, 10, where={"camera": "cam3"}), q, args.repeat
+        )
         out["camtime_k10_p50_ms"], out["camtime_k10_p95_ms"] = latency(
-            lambda x: index.search(x, 10, where={"camera": "cam3", "time": window}), q, args.repeat)
+            lambda x: index.search(x, 10, where={"camera": "cam3", "time": window}), q, args.repeat
+        )
     del index, reopened
     shutil.rmtree(folder, ignore_errors=True)
     return out
@@ -161,8 +178,9 @@ def run_one(name: str, source: Source, truth: np.ndarray, args) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[10_000, 100_000, 1_000_000])
-    parser.add_argument("--backends", nargs="+", default=["exact", "exact_fp16", "exact_mmap", "faiss_hnsw",
-                                                          "faiss_ivfpq"])
+    parser.add_argument(
+        "--backends", nargs="+", default=["exact", "exact_fp16", "exact_mmap", "faiss_hnsw", "faiss_ivfpq"]
+    )
     parser.add_argument("--hnsw-max-n", type=int, default=200_000, help="skip HNSW above this N (slow build)")
     parser.add_argument("--embeddings", help="(M, D) .npy of real embeddings, tiled with noise to N")
     parser.add_argument("--no-metadata", action="store_true", help="no metadata (and no filtered timings)")
@@ -182,15 +200,20 @@ def main() -> None:
         source = Source(n, args.embeddings, queries=args.queries)
         t = time.perf_counter()
         truth = ground_truth(source)
-        print(f"N={n:,} D={source.dim} ({'embeddings ' + args.embeddings if args.embeddings else 'synthetic'}): "
-              f"ground truth {time.perf_counter() - t:.1f}s", flush=True)
+        print(
+            f"N={n:,} D={source.dim} ({'embeddings ' + args.embeddings if args.embeddings else 'synthetic'}): "
+            f"ground truth {time.perf_counter() - t:.1f}s",
+            flush=True,
+        )
         for name in args.backends:
             if name == "faiss_hnsw" and n > args.hnsw_max_n:
                 continue
             row = run_one(name, source, truth, args)
             rows.append(row)
-            print("  " + " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
-                  flush=True)
+            print(
+                "  " + " ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}" for k, v in row.items()),
+                flush=True,
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=2))
 

@@ -36,6 +36,7 @@ Usage:
     python benchmarks/bench_vlm_overhead.py
     python benchmarks/bench_vlm_overhead.py --gallery 2000 --sessions 10 --delay-ms 50 --json out.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -66,8 +67,11 @@ def gallery(folder: Path, size: int, seed: int) -> list[GalleryImage]:
     rng = random.Random(seed)
     images = []
     for i in range(size):
-        attributes = {slot.name: (rng.choice(slot.value_names),) for slot in ONTOLOGY.slots
-                      if not any(v.excludes_others for v in slot.values)}
+        attributes = {
+            slot.name: (rng.choice(slot.value_names),)
+            for slot in ONTOLOGY.slots
+            if not any(v.excludes_others for v in slot.values)
+        }
         path = f"{i:05d}.jpg"
         (folder / path).write_bytes(b"\xff\xd8" + rng.randbytes(3000))  # a small JPEG's worth of bytes
         images.append(GalleryImage(path, f"bench:{i // 2}", attributes=attributes))
@@ -80,6 +84,7 @@ class Recording:
 
     def __init__(self, bodies: list[bytes]) -> None:
         from minterpr.vlm.client import shared_transport
+
         self._inner = shared_transport(False)
         self.bodies = bodies
 
@@ -91,10 +96,17 @@ class Recording:
         pass  # the pool is the process's
 
 
-def run_sessions(backend: Any, index: Any, images: list[GalleryImage], args: argparse.Namespace,
-                 config: VLMConfig | None, bodies: list[bytes] | None = None) -> list[dict[str, Any]]:
+def run_sessions(
+    backend: Any,
+    index: Any,
+    images: list[GalleryImage],
+    args: argparse.Namespace,
+    config: VLMConfig | None,
+    bodies: list[bytes] | None = None,
+) -> list[dict[str, Any]]:
     """Per turn: {"session", "turn", "seconds", "calls", "requests", "top"}; request bodies into ``bodies``."""
     from minterpr.vlm.client import VLMClient
+
     rows = []
     for s in range(args.sessions):
         transport = Recording(bodies) if bodies is not None else None
@@ -110,9 +122,18 @@ def run_sessions(backend: Any, index: Any, images: list[GalleryImage], args: arg
             step = session.add(turn) if t else session.describe(user.describe())
             seconds, cpu = time.perf_counter() - start, time.thread_time() - cpu
             records = vlm.turn_usage()["records"] if vlm is not None else []
-            rows.append({"session": s, "turn": t, "seconds": seconds, "cpu": cpu, "calls": sum(r["attempts"] > 0 for r in records),
-                         "requests": sum(r["attempts"] for r in records), "top": int(step.ranking[0]),
-                         "client": sum(r["latency_s"] for r in records)})
+            rows.append(
+                {
+                    "session": s,
+                    "turn": t,
+                    "seconds": seconds,
+                    "cpu": cpu,
+                    "calls": sum(r["attempts"] > 0 for r in records),
+                    "requests": sum(r["attempts"] for r in records),
+                    "top": int(step.ranking[0]),
+                    "client": sum(r["latency_s"] for r in records),
+                }
+            )
             action = step.action
         if vlm is not None:
             vlm.close()
@@ -127,12 +148,13 @@ def server_times(url: str, bodies: list[bytes], rows: list[dict[str, Any]]) -> N
     with httpx.Client(verify=False) as client:
         for body in bodies:
             start = time.perf_counter()
-            client.post(url + "/chat/completions", content=body,
-                        headers={"Content-Type": "application/json"}).raise_for_status()
+            client.post(
+                url + "/chat/completions", content=body, headers={"Content-Type": "application/json"}
+            ).raise_for_status()
             times.append(time.perf_counter() - start)
     k = 0
     for row in rows:
-        row["server"] = sum(times[k:k + row["requests"]])
+        row["server"] = sum(times[k : k + row["requests"]])
         k += row["requests"]
 
 
@@ -153,18 +175,22 @@ def compare(plain: list[dict[str, Any]], other: list[dict[str, Any]]) -> dict[st
     extra = [o["seconds"] - p["seconds"] - o.get("server", 0.0) for p, o in zip(plain, other)]
     side = [o["seconds"] - p["seconds"] - o["client"] for p, o in zip(plain, other)]
     added = [o["seconds"] - p["seconds"] for p, o in zip(plain, other)]
-    return {"turns": len(other), "calls_per_turn": round(statistics.mean(o["calls"] for o in other), 3),
-            "vlm_wait_ms_max": round(1000 * max(o["client"] for o in other), 3),  # the calls' own time, worst turn
-            # CPU the turn's thread spent beyond the plain turn: the model path's own work, httpx included,
-            # without the waits for the server (which a loaded machine's scheduling stretches)
-            "cpu_added_ms_p50": round(1000 * statistics.median(o["cpu"] - p["cpu"] for p, o in zip(plain, other)), 3),
-            "cpu_added_ms_mean": round(1000 * statistics.mean(o["cpu"] - p["cpu"] for p, o in zip(plain, other)), 3),
-            "same_top": all(p["top"] == o["top"] for p, o in zip(plain, other)),
-            "added_ms_p50": round(1000 * statistics.median(added), 3), "added_ms_max": round(1000 * max(added), 3),
-            "overhead_ms_p50": round(1000 * statistics.median(extra), 3),
-            "overhead_ms_mean": round(1000 * statistics.mean(extra), 3),
-            "session_side_ms_p50": round(1000 * statistics.median(side), 3),
-            "session_side_ms_mean": round(1000 * statistics.mean(side), 3)}
+    return {
+        "turns": len(other),
+        "calls_per_turn": round(statistics.mean(o["calls"] for o in other), 3),
+        "vlm_wait_ms_max": round(1000 * max(o["client"] for o in other), 3),  # the calls' own time, worst turn
+        # CPU the turn's thread spent beyond the plain turn: the model path's own work, httpx included,
+        # without the waits for the server (which a loaded machine's scheduling stretches)
+        "cpu_added_ms_p50": round(1000 * statistics.median(o["cpu"] - p["cpu"] for p, o in zip(plain, other)), 3),
+        "cpu_added_ms_mean": round(1000 * statistics.mean(o["cpu"] - p["cpu"] for p, o in zip(plain, other)), 3),
+        "same_top": all(p["top"] == o["top"] for p, o in zip(plain, other)),
+        "added_ms_p50": round(1000 * statistics.median(added), 3),
+        "added_ms_max": round(1000 * max(added), 3),
+        "overhead_ms_p50": round(1000 * statistics.median(extra), 3),
+        "overhead_ms_mean": round(1000 * statistics.mean(extra), 3),
+        "session_side_ms_p50": round(1000 * statistics.median(side), 3),
+        "session_side_ms_mean": round(1000 * statistics.mean(side), 3),
+    }
 
 
 def client_per_call(url: str, image: bytes, repeats: int) -> dict[str, float]:
@@ -173,6 +199,7 @@ def client_per_call(url: str, image: bytes, repeats: int) -> dict[str, float]:
 
     from minterpr.vlm.client import VLMClient
     from minterpr.vlm.schema import scores_schema
+
     bodies: list[bytes] = []
     asked, posted, asked_cpu, posted_cpu = [], [], [], []
     images = [image[:-1] + bytes([k]) for k in range(5)]  # five different candidates, as a rerank sends
@@ -186,11 +213,13 @@ def client_per_call(url: str, image: bytes, repeats: int) -> dict[str, float]:
             plain.post(url + "/chat/completions", content=bodies[-1], headers={"Content-Type": "application/json"})
             posted.append(time.perf_counter() - start)
             posted_cpu.append(time.thread_time() - cpu)
-    return {"client_ms_p50": round(1000 * statistics.median(asked), 3),
-            "httpx_ms_p50": round(1000 * statistics.median(posted), 3),
-            "client_overhead_ms_p50": round(1000 * statistics.median(a - b for a, b in zip(asked, posted)), 3),
-            "client_cpu_ms_p50": round(1000 * statistics.median(asked_cpu), 3),
-            "httpx_cpu_ms_p50": round(1000 * statistics.median(posted_cpu), 3)}
+    return {
+        "client_ms_p50": round(1000 * statistics.median(asked), 3),
+        "httpx_ms_p50": round(1000 * statistics.median(posted), 3),
+        "client_overhead_ms_p50": round(1000 * statistics.median(a - b for a, b in zip(asked, posted)), 3),
+        "client_cpu_ms_p50": round(1000 * statistics.median(asked_cpu), 3),
+        "httpx_cpu_ms_p50": round(1000 * statistics.median(posted_cpu), 3),
+    }
 
 
 def main() -> int:
@@ -212,8 +241,13 @@ def main() -> int:
         plain = run_sessions(backend, index, images, args, None)
         delay = args.delay_ms / 1000
         deadline = args.deadline_ms / 1000
-        figures: dict[str, Any] = {"gallery": args.gallery, "sessions": args.sessions, "rounds": args.rounds,
-                                   "delay_ms": args.delay_ms, "deadline_ms": args.deadline_ms}
+        figures: dict[str, Any] = {
+            "gallery": args.gallery,
+            "sessions": args.sessions,
+            "rounds": args.rounds,
+            "delay_ms": args.delay_ms,
+            "deadline_ms": args.deadline_ms,
+        }
         urls, stop = multiprocessing.Queue(), multiprocessing.Event()
         child = multiprocessing.Process(target=_serve, args=(delay, urls, stop), daemon=True)
         child.start()
@@ -231,27 +265,39 @@ def main() -> int:
         figures["server_ms"] = round(1000 * sum(r["server"] for r in scripted) / max(calls, 1), 3)
         figures["scripted"] = compare(plain, scripted)
         with ScriptedServer([status(200, delay_s=30.0)], repeat=True) as server:
-            slow = run_sessions(backend, index, images, args, VLMConfig(server.url, "m", uses=USES,
-                                                                         turn_deadline_s=deadline))
+            slow = run_sessions(
+                backend, index, images, args, VLMConfig(server.url, "m", uses=USES, turn_deadline_s=deadline)
+            )
         figures["past_deadline"] = compare(plain, slow)
-        refused = run_sessions(backend, index, images, args, VLMConfig(closed_port(), "m", uses=USES,
-                                                                        turn_deadline_s=deadline, backoff_s=0.05))
+        refused = run_sessions(
+            backend,
+            index,
+            images,
+            args,
+            VLMConfig(closed_port(), "m", uses=USES, turn_deadline_s=deadline, backoff_s=0.05),
+        )
         figures["refused"] = compare(plain, refused)
     figures["plain_turn_ms_p50"] = round(1000 * statistics.median(r["seconds"] for r in plain), 3)
-    print(f"gallery {args.gallery}, {args.sessions} sessions x {args.rounds + 1} turns; plain turn p50 "
-          f"{figures['plain_turn_ms_p50']} ms; server answer {figures['server_ms']} ms per request "
-          f"(delay {args.delay_ms} ms)")
+    print(
+        f"gallery {args.gallery}, {args.sessions} sessions x {args.rounds + 1} turns; plain turn p50 "
+        f"{figures['plain_turn_ms_p50']} ms; server answer {figures['server_ms']} ms per request "
+        f"(delay {args.delay_ms} ms)"
+    )
     for name in ("scripted", "past_deadline", "refused"):
         f = figures[name]
-        print(f"{name:14s} calls/turn {f['calls_per_turn']:5.2f}  added p50 {f['added_ms_p50']:8.2f} ms  "
-              f"max {f['added_ms_max']:8.2f} ms  overhead beyond the server p50 {f['overhead_ms_p50']:7.2f} ms "
-              f"mean {f['overhead_ms_mean']:7.2f} ms  session side p50 {f['session_side_ms_p50']:6.2f} ms  "
-              f"model wait max {f['vlm_wait_ms_max']:7.2f} ms  CPU added p50 {f['cpu_added_ms_p50']:6.2f} ms "
-              f"mean {f['cpu_added_ms_mean']:6.2f} ms  same top-1: {f['same_top']}")
+        print(
+            f"{name:14s} calls/turn {f['calls_per_turn']:5.2f}  added p50 {f['added_ms_p50']:8.2f} ms  "
+            f"max {f['added_ms_max']:8.2f} ms  overhead beyond the server p50 {f['overhead_ms_p50']:7.2f} ms "
+            f"mean {f['overhead_ms_mean']:7.2f} ms  session side p50 {f['session_side_ms_p50']:6.2f} ms  "
+            f"model wait max {f['vlm_wait_ms_max']:7.2f} ms  CPU added p50 {f['cpu_added_ms_p50']:6.2f} ms "
+            f"mean {f['cpu_added_ms_mean']:6.2f} ms  same top-1: {f['same_top']}"
+        )
     probe = figures["client_per_call"]
-    print(f"client per call: VLMClient.ask p50 {probe['client_ms_p50']} ms, plain httpx p50 {probe['httpx_ms_p50']} ms, "
-          f"difference p50 {probe['client_overhead_ms_p50']} ms; CPU {probe['client_cpu_ms_p50']} ms against "
-          f"{probe['httpx_cpu_ms_p50']} ms")
+    print(
+        f"client per call: VLMClient.ask p50 {probe['client_ms_p50']} ms, plain httpx p50 {probe['httpx_ms_p50']} ms, "
+        f"difference p50 {probe['client_overhead_ms_p50']} ms; CPU {probe['client_cpu_ms_p50']} ms against "
+        f"{probe['httpx_cpu_ms_p50']} ms"
+    )
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n")
     return 0

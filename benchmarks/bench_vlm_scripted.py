@@ -13,6 +13,7 @@ Usage:
     python benchmarks/bench_vlm_scripted.py --data /tmp/peta_cw --split val --run shipped --limit 100 \\
         --uses anchor --modes accurate,wrong
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,9 +45,26 @@ def run(args: argparse.Namespace, name: str, extra: list[str]) -> list[float]:
     model = ["--run", args.run] if args.run else ["--backend", args.backend]
     if args.attribute_noise is not None:
         model += ["--attribute-noise", str(args.attribute_noise)]
-    command = ["simulate", *model, "--data", args.data, "--split", args.split, "--rounds", str(args.rounds),
-               "--limit", str(args.limit), "--simulator", args.simulator, "--seed", str(args.seed), "-q",
-               "--json", str(out), *extra]
+    command = [
+        "simulate",
+        *model,
+        "--data",
+        args.data,
+        "--split",
+        args.split,
+        "--rounds",
+        str(args.rounds),
+        "--limit",
+        str(args.limit),
+        "--simulator",
+        args.simulator,
+        "--seed",
+        str(args.seed),
+        "-q",
+        "--json",
+        str(out),
+        *extra,
+    ]
     started = time.time()
     with contextlib.redirect_stdout(io.StringIO()):  # simulate's own table: the JSON report has it
         code = cli(command)
@@ -68,8 +86,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--simulator", default="oracle")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--uses", default="reading,asking,anchor,rerank,caption",
-                   help="each use measured alone, comma-separated")
+    p.add_argument(
+        "--uses", default="reading,asking,anchor,rerank,caption", help="each use measured alone, comma-separated"
+    )
     p.add_argument("--modes", default="accurate,wrong", help="accurate, wrong (readings wrong at --wrong)")
     p.add_argument("--wrong", type=float, default=0.15)
     p.add_argument("--out", default="/tmp/bench_vlm_scripted")
@@ -88,8 +107,20 @@ def main(argv: list[str] | None = None) -> int:
                     continue
                 captions = str(Path(args.out) / f"captions-{mode}.jsonl")  # MTG at ingestion, then searched with
                 with contextlib.redirect_stdout(io.StringIO()):
-                    code = cli(["vlm", "caption", "--gallery", os.path.join(args.data, f"gallery_{args.split}.jsonl"),
-                                "--root", args.data, "--out", captions, "-q", *endpoint])
+                    code = cli(
+                        [
+                            "vlm",
+                            "caption",
+                            "--gallery",
+                            os.path.join(args.data, f"gallery_{args.split}.jsonl"),
+                            "--root",
+                            args.data,
+                            "--out",
+                            captions,
+                            "-q",
+                            *endpoint,
+                        ]
+                    )
                 if code != 0:
                     raise SystemExit("vlm caption failed")
                 run(args, f"caption-{mode}", ["--vlm-captions", captions])

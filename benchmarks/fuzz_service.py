@@ -13,6 +13,7 @@ Usage:
     taskset -c 0 python benchmarks/fuzz_service.py                        # ~5 min
     python benchmarks/fuzz_service.py --max-examples 10 --checks not_a_server_error
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,16 +75,36 @@ def main(argv: list[str] | None = None) -> int:
         config = work / "schemathesis.toml"
         config.write_text(CONFIG.format(case=case, sid=sid, spare=spare, password=PASSWORD, incoming=incoming))
         binary = Path(sys.executable).with_name("schemathesis")
-        base = [str(binary) if binary.exists() else (shutil.which("schemathesis") or "schemathesis"), "--no-color",
-                "--config-file", str(config), "run", f"{ctx.url}/api/openapi.json", "--phases", args.phases,
-                "--max-examples", str(args.max_examples), "--workers", "1", "-H", f"X-API-Key: {ctx.keys['root']}",
-                "--request-timeout", "60", "--suppress-health-check", "all", "--continue-on-failure"]
-        runs = [["--checks", args.checks, "--exclude-path-regex", f"{EXCLUDED[:-2]}|{SEMANTIC[7:-2]})$"],
-                ["--checks", args.checks, "--exclude-checks", "positive_data_acceptance", "--include-path-regex",
-                 SEMANTIC]]  # their GETs take no parameters: positive_data_acceptance has nothing to vary there
+        base = [
+            str(binary) if binary.exists() else (shutil.which("schemathesis") or "schemathesis"),
+            "--no-color",
+            "--config-file",
+            str(config),
+            "run",
+            f"{ctx.url}/api/openapi.json",
+            "--phases",
+            args.phases,
+            "--max-examples",
+            str(args.max_examples),
+            "--workers",
+            "1",
+            "-H",
+            f"X-API-Key: {ctx.keys['root']}",
+            "--request-timeout",
+            "60",
+            "--suppress-health-check",
+            "all",
+            "--continue-on-failure",
+        ]
+        runs = [
+            ["--checks", args.checks, "--exclude-path-regex", f"{EXCLUDED[:-2]}|{SEMANTIC[7:-2]})$"],
+            ["--checks", args.checks, "--exclude-checks", "positive_data_acceptance", "--include-path-regex", SEMANTIC],
+        ]  # their GETs take no parameters: positive_data_acceptance has nothing to vary there
         codes = []
         for k, extra in enumerate(runs):
-            command = base + extra + (["--report", "junit", "--report-dir", f"{args.report}/{k}"] if args.report else [])
+            command = (
+                base + extra + (["--report", "junit", "--report-dir", f"{args.report}/{k}"] if args.report else [])
+            )
             shown = [c if not c.startswith("X-API-Key") else "X-API-Key: <the admin's key>" for c in command]
             print("$ " + " ".join(shown), flush=True)
             codes.append(subprocess.run(command, env=dict(os.environ, SCHEMATHESIS_HOOKS="")).returncode)

@@ -17,6 +17,7 @@ Usage:
 It draws from any dataset folder in minterpr's layout; the synthetic strip in the docs came from
 a small synthetic world (``--out`` under ``outputs/``, then copied to docs/images/).
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,10 @@ def check_out(out: Path) -> None:
     if resolved == ROOT or ROOT in resolved.parents:
         inside = resolved.relative_to(ROOT).parts
         if not inside or inside[0] not in ALLOWED_INSIDE:
-            sys.exit(f"--out {out}: PETA images must not enter the repository; choose a folder outside it "
-                     f"(or under {' or '.join(f'{d}/' for d in ALLOWED_INSIDE)}, which git ignores)")
+            sys.exit(
+                f"--out {out}: PETA images must not enter the repository; choose a folder outside it "
+                f"(or under {' or '.join(f'{d}/' for d in ALLOWED_INSIDE)}, which git ignores)"
+            )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -44,8 +47,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--data", required=True, help="the PETA dataset folder `minterpr data peta` wrote")
     parser.add_argument("--out", required=True, help="folder for the strips (outside the repository)")
     parser.add_argument("--queries", type=int, default=4, help="dialogues drawn (default 4)")
-    parser.add_argument("--dialogue", type=int, action="append", metavar="K",
-                        help="draw dialogue K of the split instead (repeatable; 0-based record number)")
+    parser.add_argument(
+        "--dialogue",
+        type=int,
+        action="append",
+        metavar="K",
+        help="draw dialogue K of the split instead (repeatable; 0-based record number)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the draw (default 0)")
     parser.add_argument("--split", default="test", help="split whose dialogues and gallery are used (default test)")
     parser.add_argument("--top", type=int, default=8, help="images per row (default 8)")
@@ -72,16 +80,31 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [samples[q] for q in picks]
     position = {image.path: i for i, image in enumerate(gallery)}
     recorder = RankRecorder(range(len(chosen)), [position.get(s.target_path) for s in chosen], args.top)
-    evaluate_dialogues(trained.backend(), chosen, gallery, str(data), {"dataset": str(data)}, progress=True,
-                       reranking=trained.extras.rerank_config(), observe=recorder)
+    evaluate_dialogues(
+        trained.backend(),
+        chosen,
+        gallery,
+        str(data),
+        {"dataset": str(data)},
+        progress=True,
+        reranking=trained.extras.rerank_config(),
+        observe=recorder,
+    )
     for k, (q, sample) in enumerate(zip(picks, chosen)):
         views = recorder.views(k, dialogue_turns(sample), position.get)
         target = position.get(sample.target_path)
         person = gallery[target].person_id if target is not None else sample.person_id
         ranks = " -> ".join("?" if v.target_rank is None else str(v.target_rank + 1) for v in views)
-        path = write_ranked_strip(out / f"{args.split}_{q:05d}.png", views, gallery, root=data, target=target,
-                                  target_person=person, config=StripConfig(top_k=args.top),
-                                  title=f"{args.split} dialogue {q}, target {person}: rank {ranks}")
+        path = write_ranked_strip(
+            out / f"{args.split}_{q:05d}.png",
+            views,
+            gallery,
+            root=data,
+            target=target,
+            target_person=person,
+            config=StripConfig(top_k=args.top),
+            title=f"{args.split} dialogue {q}, target {person}: rank {ranks}",
+        )
         print(f"{path}: target rank per round {ranks}")
     print(f"{len(picks)} strips in {time.time() - started:.0f} s ({len(gallery)} gallery images)")
     return 0

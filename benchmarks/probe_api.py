@@ -7,6 +7,7 @@ or a bad record reported rather than raised), ``unclear`` (any other exception),
 (a wrong result that raised nothing) or ``refused`` (a documented error for valid input).
 Probes judge behaviour, not attribute names that may still change.
 """
+
 from __future__ import annotations
 
 import io
@@ -98,8 +99,9 @@ class Ctx:
     def img_gallery(self):
         """Two images under F/img, so the odd images there are "files under the index root"."""
         if self._img_gallery is None:
-            self._img_gallery = self.pipe.index_images(["good.png", "good_copy.png"], root=str(self.F / "img"),
-                                                       progress=False)
+            self._img_gallery = self.pipe.index_images(
+                ["good.png", "good_copy.png"], root=str(self.F / "img"), progress=False
+            )
         return self._img_gallery
 
     def session(self, **options):
@@ -116,8 +118,12 @@ class Ctx:
 def _reader(fmt: str):
     from minterpr.data.formats import captions, chatpedes, gallery, minterpedes
 
-    return {"minterpedes": minterpedes.read_minterpedes, "gallery": gallery.read_gallery,
-            "chatpedes": chatpedes.read_chatpedes, "captions": captions.read_caption_dataset}[fmt]
+    return {
+        "minterpedes": minterpedes.read_minterpedes,
+        "gallery": gallery.read_gallery,
+        "chatpedes": chatpedes.read_chatpedes,
+        "captions": captions.read_caption_dataset,
+    }[fmt]
 
 
 @probe
@@ -154,6 +160,7 @@ def load_run(ctx: Ctx, arg) -> Verdict:
         from minterpr import load_pipeline as fn
     else:
         from minterpr.models.io import load_model as fn
+
         path = path / "model.pt" if path.is_dir() or not path.suffix else path
     value, exc = attempt(fn, path)
     verdict = expect_outcome(expect, True, exc, f"{loader}({rel})")
@@ -173,8 +180,9 @@ def _replay_matches(session, options: dict) -> str | None:
     """None when the session ranks like a fresh replay of its own history, else why not."""
     if not session.history:
         return None
-    fresh, exc = attempt(type(session).replay, session.history, session.backend, session.index,
-                         reranking=session.reranking, **options)
+    fresh, exc = attempt(
+        type(session).replay, session.history, session.backend, session.index, reranking=session.reranking, **options
+    )
     if exc is not None:
         return f"replaying its history fails: {describe_exc(exc)}"
     if _state(fresh)[1:] != _state(session)[1:]:
@@ -370,4 +378,3 @@ def run_case(ctx: Ctx, name: str, arg: Any) -> Verdict:
             raise
         outcome, detail = judge(exc)
         return outcome, f"(while setting up the probe) {detail}"
-

@@ -1,5 +1,6 @@
 """The thread-safety probes of ``probe_bad_inputs.py`` (registered in ``probe_api.PROBES`` on import):
 encoders and sessions used from several threads at once must give what one thread gives."""
+
 from __future__ import annotations
 
 import threading
@@ -8,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from probe_api import Ctx, ProbeUnsupported, Verdict, judge, probe
+
 
 # ----------------------------------------------------------------------------- threads
 def _texts(n: int, tag: str) -> list[str]:
@@ -29,7 +31,9 @@ def threads_encode(ctx: Ctx, arg) -> Verdict:
     except TypeError as exc:
         raise ProbeUnsupported(f"NeuralBackend(text_cache_size=...): {exc}") from exc
     reference = NeuralBackend(ctx.pipe.model)
-    jobs = [[[DescriptionTurn(t), QATurn("Shoes?", t[-9:])] for t in _texts(n_texts, f"t{k}")] for k in range(n_threads)]
+    jobs = [
+        [[DescriptionTurn(t), QATurn("Shoes?", t[-9:])] for t in _texts(n_texts, f"t{k}")] for k in range(n_threads)
+    ]
     expected = [[reference.encode_turns(turns, ctx.gallery) for turns in job] for job in jobs]
     results: list[list[np.ndarray]] = [[] for _ in jobs]
     errors: list[BaseException] = []
@@ -66,8 +70,12 @@ def threads_encode(ctx: Ctx, arg) -> Verdict:
 def threads_sessions(ctx: Ctx, arg) -> Verdict:
     """arg = threads: one session per thread on the same pipeline; rankings equal sequential ones."""
     n_threads = arg
-    script = [("describe", "a woman in a red top"), ("describe", "she wore white shoes"),
-              ("feedback", 0), ("describe", "and a black backpack")]
+    script = [
+        ("describe", "a woman in a red top"),
+        ("describe", "she wore white shoes"),
+        ("feedback", 0),
+        ("describe", "and a black backpack"),
+    ]
 
     def run(session) -> list[tuple[int, ...]]:
         out = []

@@ -26,6 +26,7 @@ Usage:
     .venv/bin/python benchmarks/probe_bad_inputs.py [--only FAMILY[,FAMILY]] [--json OUT]
         [--fixtures DIR] [--jobs N] [--verbose]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -48,8 +49,14 @@ from probe_cases import CASES, FAMILIES, Case  # noqa: E402
 from probe_fixtures import PYTHON, build_all, child_env  # noqa: E402
 
 OUTCOMES = ("clear error", "handled ok", "traceback", "silently wrong", "refused ok", "hang", "probe failed")
-API_OUTCOME = {"clear": "clear error", "ok": "handled ok", "unclear": "traceback", "silent": "silently wrong",
-               "refused": "refused ok", "probe failed": "probe failed"}
+API_OUTCOME = {
+    "clear": "clear error",
+    "ok": "handled ok",
+    "unclear": "traceback",
+    "silent": "silently wrong",
+    "refused": "refused ok",
+    "probe failed": "probe failed",
+}
 MAX_MESSAGE_LINES = 6  # a clear CLI error is a line or two; more is noise a user must dig through
 
 
@@ -59,7 +66,11 @@ def _same(a: Path, b: Path) -> bool:
 
 
 def _fixture_state(F: Path) -> tuple[str, str] | None:
-    state = (F / "build" / "killed" / ".probe_state").read_text() if (F / "build" / "killed" / ".probe_state").is_file() else "?"
+    state = (
+        (F / "build" / "killed" / ".probe_state").read_text()
+        if (F / "build" / "killed" / ".probe_state").is_file()
+        else "?"
+    )
     return None if state == "killed while writing" else ("probe failed", f"fixture: the killed build was {state}")
 
 
@@ -86,23 +97,39 @@ def _chat_ran(F: Path, out: str) -> tuple[str, str] | None:
 
 
 CHECKS = {
-    "no_model_payload_ran": lambda F, out: ("silently wrong", "unsafe: the pickle payload in model.pt ran")
-    if (F / "marker" / "cli_model_pt_ran").exists() else None,
-    "no_resume_payload_ran": lambda F, out: ("silently wrong", "unsafe: the pickle payload in last.pt ran")
-    if (F / "marker" / "last_pt_ran").exists() else None,
+    "no_model_payload_ran": lambda F, out: (
+        ("silently wrong", "unsafe: the pickle payload in model.pt ran")
+        if (F / "marker" / "cli_model_pt_ran").exists()
+        else None
+    ),
+    "no_resume_payload_ran": lambda F, out: (
+        ("silently wrong", "unsafe: the pickle payload in last.pt ran")
+        if (F / "marker" / "last_pt_ran").exists()
+        else None
+    ),
     "killed_while_writing": lambda F, out: _fixture_state(F),
-    "rerun_trunc_repaired": lambda F, out: None if _same(F / "build/rerun_trunc/test.jsonl", F / "ds/test.jsonl")
-    else ("silently wrong", "the rerun left test.jsonl truncated"),
+    "rerun_trunc_repaired": lambda F, out: (
+        None
+        if _same(F / "build/rerun_trunc/test.jsonl", F / "ds/test.jsonl")
+        else ("silently wrong", "the rerun left test.jsonl truncated")
+    ),
     "rerun_tmp_clean": lambda F, out: _tmp_left(F),
-    "rerun_image_restored": lambda F, out: None if (F / "build/rerun_missing_image").joinpath(
-        sorted((F / "ds/images/test").iterdir())[0].relative_to(F / "ds")).is_file()
-    else ("silently wrong", "the rerun did not restore the deleted image"),
+    "rerun_image_restored": lambda F, out: (
+        None
+        if (F / "build/rerun_missing_image")
+        .joinpath(sorted((F / "ds/images/test").iterdir())[0].relative_to(F / "ds"))
+        .is_file()
+        else ("silently wrong", "the rerun did not restore the deleted image")
+    ),
     "rerun_killed_restored": lambda F, out: _fixture_state(F) or _rerun_killed(F),
     "chat_ran": _chat_ran,
     # a ranked result line ("  1. PATH  score ...") naming the image outside --images; the one-line
     # summary of images left out may name it
-    "outside_not_listed": lambda F, out: ("silently wrong", "an image outside --images was indexed and listed")
-    if any(re.match(r"\s*\d+\. .*outside\.png", line) for line in out.splitlines()) else None,
+    "outside_not_listed": lambda F, out: (
+        ("silently wrong", "an image outside --images was indexed and listed")
+        if any(re.match(r"\s*\d+\. .*outside\.png", line) for line in out.splitlines())
+        else None
+    ),
 }
 
 
@@ -114,7 +141,7 @@ def _first_line(text: str) -> str:
 
 def _traceback_line(text: str) -> str:
     """The exception line of the last traceback in ``text``."""
-    tail = text[text.rfind("Traceback (most recent call last)"):].strip().splitlines()
+    tail = text[text.rfind("Traceback (most recent call last)") :].strip().splitlines()
     for line in reversed(tail):
         if line and not line.startswith(" ") and not line.startswith("Traceback"):
             return line[:300]
@@ -139,7 +166,9 @@ def classify_cli(case: Case, F: Path, rc: int | None, out: str, err: str, second
     if rc == 0:
         if case.expect in ("ok", "either"):
             return "handled ok", ""
-        if case.expect == "report" and any(w in (out + err).lower() for w in ("skipped", "bad record", "error", "warning")):
+        if case.expect == "report" and any(
+            w in (out + err).lower() for w in ("skipped", "bad record", "error", "warning")
+        ):
             return "handled ok", "reported: " + _first_line(err)
         return "silently wrong", "exit 0; a refusal was expected" + (f" (printed: {message})" if message else "")
     codes = case.codes if case.expect != "ok" else ()
@@ -168,8 +197,15 @@ def _classify_chat(case: Case, rc: int, out: str, err: str, check) -> tuple[str,
 def run_cli(case: Case, F: Path) -> dict:
     argv = [a.replace("{F}", str(F)) for a in case.cli or ()]
     start = time.perf_counter()
-    proc = subprocess.Popen([PYTHON, "-m", "minterpr", *argv], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, env=child_env(), cwd=str(F), start_new_session=True)
+    proc = subprocess.Popen(
+        [PYTHON, "-m", "minterpr", *argv],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=child_env(),
+        cwd=str(F),
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(case.stdin or b"", timeout=case.timeout)
         rc: int | None = proc.returncode
@@ -195,6 +231,7 @@ def worker(family: str, F: Path) -> int:
 
     ctx = probe_api.Ctx(F)
     for case in (c for c in CASES if c.family == family and c.api):
+
         def on_alarm(signum, frame):
             raise ProbeTimeout()
 
@@ -208,17 +245,31 @@ def worker(family: str, F: Path) -> int:
             outcome, detail = "hang", f"no return within {case.timeout:.0f}s"
         finally:
             signal.alarm(0)
-        print(json.dumps({"name": case.name, "outcome": outcome, "detail": detail,
-                          "seconds": round(time.perf_counter() - start, 2)}), flush=True)
+        print(
+            json.dumps(
+                {
+                    "name": case.name,
+                    "outcome": outcome,
+                    "detail": detail,
+                    "seconds": round(time.perf_counter() - start, 2),
+                }
+            ),
+            flush=True,
+        )
     return 0
 
 
 def run_worker(family: str, F: Path, cases: list[Case]) -> dict[str, dict]:
     """The family's worker process; cases it never answered are a hang (timeout) or a crash."""
     budget = sum(c.timeout for c in cases) + 120
-    proc = subprocess.Popen([PYTHON, str(Path(__file__).resolve()), "--worker", family, "--fixtures", str(F)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-                            start_new_session=True)
+    proc = subprocess.Popen(
+        [PYTHON, str(Path(__file__).resolve()), "--worker", family, "--fixtures", str(F)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=child_env(),
+        start_new_session=True,
+    )
     try:
         out, err = proc.communicate(timeout=budget)
         died = proc.returncode != 0
@@ -234,15 +285,27 @@ def run_worker(family: str, F: Path, cases: list[Case]) -> dict[str, dict]:
     for case in cases:
         if case.name not in results:
             reason = _traceback_line(err) if "Traceback" in err else (f"worker exit {proc.returncode}" if died else "?")
-            results[case.name] = {"outcome": "traceback" if proc.returncode not in (None, 0) else "hang",
-                                  "detail": f"the worker died: {reason}", "seconds": 0.0}
+            results[case.name] = {
+                "outcome": "traceback" if proc.returncode not in (None, 0) else "hang",
+                "detail": f"the worker died: {reason}",
+                "seconds": 0.0,
+            }
     return results
 
 
 # ----------------------------------------------------------------------------- report
 def table(rows: list[dict], families: list[str]) -> str:
-    heads = ("family", "cases", "clear error", "handled ok", "traceback/unclear", "silently wrong", "refused ok",
-             "hang", "probe failed")
+    heads = (
+        "family",
+        "cases",
+        "clear error",
+        "handled ok",
+        "traceback/unclear",
+        "silently wrong",
+        "refused ok",
+        "hang",
+        "probe failed",
+    )
     lines = [f"{heads[0]:10}" + "".join(f"{h:>18}" for h in heads[1:])]
     for fam in [*families, "total"]:
         sel = [r for r in rows if fam == "total" or r["family"] == fam]
@@ -302,9 +365,18 @@ def main() -> int:
         futures += [pool.submit(lambda c=c: record(c.name, run_cli(c, F))) for c in cases if c.cli is not None]
         for future in futures:
             future.result()
-    rows = [{"name": c.name, "family": c.family, "kind": "cli" if c.cli is not None else "api", "what": c.what,
-             "expect": c.expect, **({"argv": list(c.cli)} if c.cli is not None else {"probe": c.api}),
-             **results[c.name]} for c in cases]
+    rows = [
+        {
+            "name": c.name,
+            "family": c.family,
+            "kind": "cli" if c.cli is not None else "api",
+            "what": c.what,
+            "expect": c.expect,
+            **({"argv": list(c.cli)} if c.cli is not None else {"probe": c.api}),
+            **results[c.name],
+        }
+        for c in cases
+    ]
     seconds = time.perf_counter() - t1
     print()
     print(table(rows, families))
@@ -315,8 +387,14 @@ def main() -> int:
             print(f"  [{r['outcome']}] {r['name']}: {r['what']}\n      {r['detail']}")
     print(f"\n{len(rows)} cases in {seconds:.0f}s (+ {t1 - t0:.0f}s fixtures), {args.jobs} jobs")
     if args.json:
-        Path(args.json).write_text(json.dumps({"fixtures_seconds": round(t1 - t0, 1), "seconds": round(seconds, 1),
-                                               "notes": notes, "cases": rows}, indent=1, default=str) + "\n")
+        Path(args.json).write_text(
+            json.dumps(
+                {"fixtures_seconds": round(t1 - t0, 1), "seconds": round(seconds, 1), "notes": notes, "cases": rows},
+                indent=1,
+                default=str,
+            )
+            + "\n"
+        )
         print(f"wrote {args.json}")
     if tmp is not None:
         tmp.cleanup()

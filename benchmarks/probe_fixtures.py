@@ -14,6 +14,7 @@ given, which also lets a second run reuse what the first built):
 
 Building them runs two CLI commands (synth, train) and a killed synth; the rest is file surgery.
 """
+
 from __future__ import annotations
 
 import json
@@ -26,21 +27,41 @@ import sys
 import time
 from pathlib import Path
 
-SYNTH_ARGS = ["--train-identities", "8", "--val-identities", "4", "--test-identities", "4",
-              "--height", "64", "--width", "32", "--workers", "1", "--quiet"]
+SYNTH_ARGS = [
+    "--train-identities",
+    "8",
+    "--val-identities",
+    "4",
+    "--test-identities",
+    "4",
+    "--height",
+    "64",
+    "--width",
+    "32",
+    "--workers",
+    "1",
+    "--quiet",
+]
 PYTHON = sys.executable
 
 
 def child_env() -> dict[str, str]:
     """One thread per child: the machine is small and shared, and threads only add noise here."""
-    env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", PYTHONHASHSEED="0",
-               TQDM_DISABLE="1", PYTHONWARNINGS="ignore")
+    env = dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        PYTHONHASHSEED="0",
+        TQDM_DISABLE="1",
+        PYTHONWARNINGS="ignore",
+    )
     return env
 
 
 def minterpr(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([PYTHON, "-m", "minterpr", *args], capture_output=True, text=True, timeout=timeout,
-                          env=child_env())
+    return subprocess.run(
+        [PYTHON, "-m", "minterpr", *args], capture_output=True, text=True, timeout=timeout, env=child_env()
+    )
 
 
 def _need(proc: subprocess.CompletedProcess, what: str) -> None:
@@ -57,8 +78,20 @@ def build_dataset(F: Path) -> None:
 
 def build_run(F: Path) -> None:
     if not (F / "run" / "model.pt").is_file():
-        _need(minterpr("train", "--config", "tiny", "--data", str(F / "ds"), "--out", str(F / "run"),
-                       "--set", "stages.2.epochs=1"), "train")
+        _need(
+            minterpr(
+                "train",
+                "--config",
+                "tiny",
+                "--data",
+                str(F / "ds"),
+                "--out",
+                str(F / "run"),
+                "--set",
+                "stages.2.epochs=1",
+            ),
+            "train",
+        )
 
 
 def test_images(F: Path) -> list[str]:
@@ -92,27 +125,34 @@ def bad_minterpedes(F: Path) -> dict[str, bytes | str]:
         def change(rec):
             rec["conversations"][0]["value"] = value
             return rec
+
         return change
 
     def set_field(key, value):
         def change(rec):
             rec[key] = value
             return rec
+
         return change
 
     def drop(key):
         def change(rec):
             rec.pop(key)
             return rec
+
         return change
 
     return {
         "truncated": good[: len(good) - len(lines[-1]) // 2 - 1],
-        "invalid_utf8": good.encode() .replace(b"looking for", b"looking \xff\xfe for", 1),
+        "invalid_utf8": good.encode().replace(b"looking for", b"looking \xff\xfe for", 1),
         "invalid_json": "{not json at all\n" + good,
-        "nested_field": _with_first(lines, lambda rec: json.dumps(rec).replace('"conversations": [', f'"deep": {NEST}, "conversations": [', 1)),
-        "nested_value": _with_first(lines, lambda rec: json.dumps(rec).replace('"value": "I', f'"value": {NEST}, "x": "I', 1)),
-        "nested_line": "{\"a\": " * 1000 + "1" + "}" * 1000 + "\n" + good,
+        "nested_field": _with_first(
+            lines, lambda rec: json.dumps(rec).replace('"conversations": [', f'"deep": {NEST}, "conversations": [', 1)
+        ),
+        "nested_value": _with_first(
+            lines, lambda rec: json.dumps(rec).replace('"value": "I', f'"value": {NEST}, "x": "I', 1)
+        ),
+        "nested_line": '{"a": ' * 1000 + "1" + "}" * 1000 + "\n" + good,
         "type_id_string": _with_first(lines, set_field("id", "abc")),
         "type_conversations_dict": _with_first(lines, set_field("conversations", {"from": "human"})),
         "type_value_number": _with_first(lines, convo(12345)),
@@ -129,7 +169,9 @@ def bad_minterpedes(F: Path) -> dict[str, bytes | str]:
         "random_bytes": random.Random(0).randbytes(4096),
         "bom": "\ufeff" + good,
         "crlf": good.replace("\n", "\r\n"),
-        "lone_surrogate_escape": _with_first(lines, lambda rec: json.dumps(rec).replace("looking for", "looking \\ud800 for", 1)),
+        "lone_surrogate_escape": _with_first(
+            lines, lambda rec: json.dumps(rec).replace("looking for", "looking \\ud800 for", 1)
+        ),
         "control_chars": _with_first(lines, convo("a man\u0000 in\u0007 red\u001b[31m")),
         "empty_description": _with_first(lines, convo("")),
     }
@@ -143,11 +185,14 @@ def bad_gallery(F: Path) -> dict[str, bytes | str]:
         def change(rec):
             rec[key] = value
             return rec
+
         return change
 
     return {
         "truncated": good[: len(good) - len(lines[-1]) // 2 - 1],
-        "nested_attributes": _with_first(lines, lambda rec: json.dumps(rec).replace('"attributes": {', f'"attributes": {{"deep": {NEST}, ', 1)),
+        "nested_attributes": _with_first(
+            lines, lambda rec: json.dumps(rec).replace('"attributes": {', f'"attributes": {{"deep": {NEST}, ', 1)
+        ),
         "invalid_utf8": good.encode().replace(b"synth:", b"sy\xffnth:", 1),
         "type_attributes_list": _with_first(lines, set_field("attributes", ["red"])),
         "missing_person_id": _with_first(lines, lambda rec: {k: v for k, v in rec.items() if k != "person_id"}),
@@ -158,10 +203,17 @@ def bad_gallery(F: Path) -> dict[str, bytes | str]:
 
 
 def bad_chatpedes(F: Path) -> dict[str, str]:
-    rec = {"id": 1, "file_path": "images/test/x.jpg",
-           "chats": [[{"from": "gpt", "value": "Please describe the person you saw."},
-                      {"from": "user", "value": "a woman in a red top"}],
-                     [{"from": "gpt", "value": "Shoes?"}, {"from": "user", "value": "white sneakers"}]]}
+    rec = {
+        "id": 1,
+        "file_path": "images/test/x.jpg",
+        "chats": [
+            [
+                {"from": "gpt", "value": "Please describe the person you saw."},
+                {"from": "user", "value": "a woman in a red top"},
+            ],
+            [{"from": "gpt", "value": "Shoes?"}, {"from": "user", "value": "white sneakers"}],
+        ],
+    }
     good = json.dumps(rec)
     return {
         "good": f"[{good},\n{good.replace('1,', '2,', 1)}]\n",
@@ -189,8 +241,12 @@ def build_bad_files(F: Path) -> None:
     bad.mkdir(parents=True, exist_ok=True)
     if not (bad / "images").exists():
         shutil.copytree(F / "ds" / "images", bad / "images")
-    for prefix, files, suffix in (("m_", bad_minterpedes(F), ".jsonl"), ("g_", bad_gallery(F), ".jsonl"),
-                                  ("c_", bad_chatpedes(F), ".json"), ("cap_", bad_captions(F), ".json")):
+    for prefix, files, suffix in (
+        ("m_", bad_minterpedes(F), ".jsonl"),
+        ("g_", bad_gallery(F), ".jsonl"),
+        ("c_", bad_chatpedes(F), ".json"),
+        ("cap_", bad_captions(F), ".json"),
+    ):
         for name, content in files.items():
             path = bad / f"{prefix}{name}{suffix}"
             path.write_bytes(content if isinstance(content, bytes) else content.encode("utf-8", "surrogatepass"))
@@ -344,10 +400,35 @@ def killed_build(F: Path, log: list[str]) -> None:
     d = _copy_ds(F, "killed")
     before = {p: p.stat().st_mtime_ns for p in d.rglob("*")}
     start = time.time()
-    proc = subprocess.Popen([PYTHON, "-m", "minterpr", "data", "synth", "--out", str(d), "--seed", "1",
-                             "--train-identities", "3000", "--val-identities", "4", "--test-identities", "4",
-                             "--height", "64", "--width", "32", "--workers", "1", "--quiet"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=child_env())
+    proc = subprocess.Popen(
+        [
+            PYTHON,
+            "-m",
+            "minterpr",
+            "data",
+            "synth",
+            "--out",
+            str(d),
+            "--seed",
+            "1",
+            "--train-identities",
+            "3000",
+            "--val-identities",
+            "4",
+            "--test-identities",
+            "4",
+            "--height",
+            "64",
+            "--width",
+            "32",
+            "--workers",
+            "1",
+            "--quiet",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=child_env(),
+    )
     changed = False
     while time.time() - start < 60 and proc.poll() is None:
         now = {p: p.stat().st_mtime_ns for p in d.rglob("*") if p.exists()}
@@ -360,7 +441,11 @@ def killed_build(F: Path, log: list[str]) -> None:
     if alive:
         proc.send_signal(signal.SIGKILL)
     proc.wait()
-    state = "killed while writing" if alive and changed else ("finished before the kill" if not alive else "killed before writing")
+    state = (
+        "killed while writing"
+        if alive and changed
+        else ("finished before the kill" if not alive else "killed before writing")
+    )
     (d / ".probe_state").write_text(state)
     log.append(f"killed build: {state} after {time.time() - start:.1f}s")
 

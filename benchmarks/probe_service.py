@@ -22,6 +22,7 @@ Usage:
     python benchmarks/probe_service.py --only csrf,login_csrf --json probes.json
     python benchmarks/probe_service.py --work DIR                      # keep the world and state in DIR
 """
+
 from __future__ import annotations
 
 import argparse
@@ -89,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 CATEGORIES[name](ctx)
             except Exception as err:  # noqa: BLE001 - a probe family that crashed is a failure, reported
-                ctx.record(name, "the probe family ran to its end", "no exception", f"{type(err).__name__}: {err}",
-                           False)
-            print(f"[probe] {name}: {len(ctx.results) - before} probes, "
-                  f"{time.monotonic() - t:.1f} s", file=sys.stderr)
+                ctx.record(
+                    name, "the probe family ran to its end", "no exception", f"{type(err).__name__}: {err}", False
+                )
+            print(f"[probe] {name}: {len(ctx.results) - before} probes, {time.monotonic() - t:.1f} s", file=sys.stderr)
     finally:
         ctx.server.kill()
     print(tables(ctx.results))

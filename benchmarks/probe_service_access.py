@@ -4,6 +4,7 @@ Each family takes the shared :class:`probe_service.Ctx` and records one result p
 was expected; the routes come from the app (``ctx.operations``: the OpenAPI operations with the
 permission their ``require`` names; ``ctx.page_routes``: the page routes), not from a list here.
 """
+
 from __future__ import annotations
 
 import secrets
@@ -18,14 +19,12 @@ WRITES = {"POST", "PUT", "PATCH", "DELETE"}
 UNAUTHENTICATED = {"/healthz", "/api/auth/login", "/login", "/api/docs", "/api/docs/init.js"}  # answer anyone by design
 
 
-
-
-
-
-
-
-FORMS = {"/cases": {"title": "t", "purpose": "a purpose of ten characters"}, "/cases/{case_id}/sessions": {"gallery": "test"},
-         "/sessions/{sid}/{move}": {"text": "a man in red"}, "/ingest": {"gallery": "probe", "source": "incoming"}}
+FORMS = {
+    "/cases": {"title": "t", "purpose": "a purpose of ten characters"},
+    "/cases/{case_id}/sessions": {"gallery": "test"},
+    "/sessions/{sid}/{move}": {"text": "a man in red"},
+    "/ingest": {"gallery": "probe", "source": "incoming"},
+}
 
 
 def send(ctx: Ctx, http: Any, method: str, path: str, *, page: bool = False, **kw: Any) -> Any:
@@ -41,8 +40,6 @@ def send(ctx: Ctx, http: Any, method: str, path: str, *, page: bool = False, **k
     return http.request(method, url, json=body_for(ctx, path), **kw)
 
 
-
-
 # ----------------------------------------------------------------------------- no credentials
 def no_credentials(ctx: Ctx) -> None:
     cat = "no credentials"
@@ -51,15 +48,25 @@ def no_credentials(ctx: Ctx) -> None:
             if op["path"] in UNAUTHENTICATED:
                 continue
             r = send(ctx, http, op["method"], op["path"])
-            ctx.record(cat, f"{op['method']} {op['path']}", "401 unauthenticated", got(r),
-                       is_refusal(r, (401,), "unauthenticated"))
+            ctx.record(
+                cat,
+                f"{op['method']} {op['path']}",
+                "401 unauthenticated",
+                got(r),
+                is_refusal(r, (401,), "unauthenticated"),
+            )
         for method, path in ctx.page_routes:
             if path in UNAUTHENTICATED or path.startswith("/static"):
                 continue
             r = send(ctx, http, method, path, page=True)
             redirect = r.status_code in (302, 303, 307) and r.headers.get("location", "").startswith("/login")
-            ctx.record(cat, f"page {method} {path}", "a redirect to /login, or 401/403",
-                       f"{r.status_code} {r.headers.get('location', '')}".strip(), redirect or r.status_code in (401, 403))
+            ctx.record(
+                cat,
+                f"page {method} {path}",
+                "a redirect to /login, or 401/403",
+                f"{r.status_code} {r.headers.get('location', '')}".strip(),
+                redirect or r.status_code in (401, 403),
+            )
         r = http.get("/metrics")
         ctx.record(cat, "GET /metrics", "401/403", got(r), r.status_code in (401, 403))
 
@@ -69,8 +76,10 @@ def _expire_logins(ctx: Ctx, username: str) -> None:
     """Set every login of ``username`` to have expired an hour ago (a second writer on the live database)."""
     con = sqlite3.connect(ctx.data / "minterpr.db", timeout=30)
     with con:
-        con.execute("UPDATE logins SET expires = ? WHERE user_id = (SELECT id FROM users WHERE username = ?)",
-                    (time.time() - 3600, username))
+        con.execute(
+            "UPDATE logins SET expires = ? WHERE user_id = (SELECT id FROM users WHERE username = ?)",
+            (time.time() - 3600, username),
+        )
     con.close()
 
 
@@ -86,7 +95,11 @@ def forged(ctx: Ctx) -> None:
         ("an empty session cookie", {}, {"minterpr_session": ""}),
         ("a JWT with alg none as the cookie", {}, {"minterpr_session": "eyJhbGciOiJub25lIn0.eyJzdWIiOiJyb290In0."}),
         ("a random API key", {"X-API-Key": "mk_" + secrets.token_urlsafe(32)}, {}),
-        ("ana's key with its last character changed", {"X-API-Key": ana_key[:-1] + ("A" if ana_key[-1] != "A" else "B")}, {}),
+        (
+            "ana's key with its last character changed",
+            {"X-API-Key": ana_key[:-1] + ("A" if ana_key[-1] != "A" else "B")},
+            {},
+        ),
         ("ana's key's prefix only", {"X-API-Key": ana_key[:12]}, {}),
         ("ana's key upper-cased", {"X-API-Key": ana_key.upper()}, {}),
         ("the key as a Bearer token", {"Authorization": f"Bearer {ana_key}"}, {}),
@@ -115,8 +128,10 @@ def forged(ctx: Ctx) -> None:
                 http.cookies = httpx.Cookies(cookies)  # the old cookie again, as a thief who copied it would send it
             else:
                 _expire_logins(ctx, "dan")
-            answers = [(method, path, http.request(method, path, json=body_for(ctx, path) if method == "POST" else None))
-                       for method, path in (("GET", "/api/auth/me"), ("POST", "/api/cases"), ("GET", "/cases"))]
+            answers = [
+                (method, path, http.request(method, path, json=body_for(ctx, path) if method == "POST" else None))
+                for method, path in (("GET", "/api/auth/me"), ("POST", "/api/cases"), ("GET", "/cases"))
+            ]
         for method, path, r in answers:
             ok = r.status_code == 401 or (path == "/cases" and r.status_code == 303)
             ctx.record(cat, f"a {kind} login cookie: {method} {path}", "401 (a page: redirect to /login)", got(r), ok)
@@ -145,8 +160,11 @@ def csrf(ctx: Ctx) -> None:
     import httpx
 
     cat = "CSRF on state-changing routes"
-    routes = [(op["method"], op["path"], op["permission"], False) for op in ctx.operations
-              if op["method"] in WRITES and op["path"] != "/api/auth/login"]
+    routes = [
+        (op["method"], op["path"], op["permission"], False)
+        for op in ctx.operations
+        if op["method"] in WRITES and op["path"] != "/api/auth/login"
+    ]
     routes += [(m, p, None, True) for m, p in ctx.page_routes if m in WRITES and p != "/login"]
     for method, path, permission, page in routes:
         who = actor_for(permission, path)
@@ -156,12 +174,21 @@ def csrf(ctx: Ctx) -> None:
         variants = {
             "no token": ({}, jar, {}, {}),
             "a wrong X-CSRF-Token": ({"X-CSRF-Token": forged_token}, jar, {}, {}),
-            "a forged double-submit pair": ({"X-CSRF-Token": forged_token}, {**jar, "minterpr_csrf": forged_token}, {}, {}),
+            "a forged double-submit pair": (
+                {"X-CSRF-Token": forged_token},
+                {**jar, "minterpr_csrf": forged_token},
+                {},
+                {},
+            ),
             "another user's token": ({"X-CSRF-Token": other}, {**jar, "minterpr_csrf": other}, {}, {}),
             "an empty X-CSRF-Token": ({"X-CSRF-Token": ""}, jar, {}, {}),
             "the token in the query string": ({}, jar, {"csrf_token": token}, {}),
-            "the header without the csrf cookie": ({"X-CSRF-Token": token},
-                                                   {k: v for k, v in jar.items() if k != "minterpr_csrf"}, {}, {}),
+            "the header without the csrf cookie": (
+                {"X-CSRF-Token": token},
+                {k: v for k, v in jar.items() if k != "minterpr_csrf"},
+                {},
+                {},
+            ),
         }
         if page:
             variants["a wrong csrf_token form field"] = ({}, jar, {}, {"csrf_token": forged_token})
@@ -189,8 +216,13 @@ def roles(ctx: Ctx) -> None:
                 continue
             with ctx.http(who) as http:
                 r = send(ctx, http, op["method"], op["path"])
-            ctx.record(cat, f"{role} {op['method']} {op['path']} ({op['permission']})", "403 forbidden", got(r),
-                       is_refusal(r, (403,), "forbidden"))
+            ctx.record(
+                cat,
+                f"{role} {op['method']} {op['path']} ({op['permission']})",
+                "403 forbidden",
+                got(r),
+                is_refusal(r, (403,), "forbidden"),
+            )
     for who, role in (("ana", "admin"), ("vic", "admin"), ("aud", "analyst")):
         with ctx.http(who) as http:
             r = http.post("/api/admin/users", json={"username": f"x{who}", "password": PASSWORD, "role": role})
@@ -205,10 +237,18 @@ def roles(ctx: Ctx) -> None:
     with ctx.http("ana") as http:
         key = http.post("/api/keys", json={"name": "role?"}).json()["key"]
     me = httpx.get(ctx.url + "/api/auth/me", headers={"X-API-Key": key}).json()
-    ctx.record(cat, "a key made by an analyst acts as an analyst", "analyst", str(me.get("role")), me.get("role") == "analyst")
-    for who, method, path in (("vic", "POST", "/cases"), ("vic", "POST", "/sessions/{sid}/{move}"),
-                              ("vic", "POST", "/cases/{case_id}/close"), ("aud", "POST", "/cases/{case_id}/sessions"),
-                              ("ana", "GET", "/ingest"), ("ana", "POST", "/ingest"), ("vic", "POST", "/sessions/{sid}/export")):
+    ctx.record(
+        cat, "a key made by an analyst acts as an analyst", "analyst", str(me.get("role")), me.get("role") == "analyst"
+    )
+    for who, method, path in (
+        ("vic", "POST", "/cases"),
+        ("vic", "POST", "/sessions/{sid}/{move}"),
+        ("vic", "POST", "/cases/{case_id}/close"),
+        ("aud", "POST", "/cases/{case_id}/sessions"),
+        ("ana", "GET", "/ingest"),
+        ("ana", "POST", "/ingest"),
+        ("vic", "POST", "/sessions/{sid}/export"),
+    ):
         with ctx.http(who, via="cookie", headers={"X-CSRF-Token": ctx.csrf[who]}) as http:
             r = send(ctx, http, method, path, page=True, data={"csrf_token": ctx.csrf[who]})
         ctx.record(cat, f"page: {USERS[who]} {method} {path}", "403", got(r), r.status_code == 403)
@@ -231,8 +271,6 @@ def _audit_seq(ctx: Ctx) -> int:
     return int(entries[-1]["seq"]) if entries else 0
 
 
-
-
 # ----------------------------------------------------------------------------- other users
 def other_users(ctx: Ctx) -> None:
     cat = "other users' sessions and cases"
@@ -246,8 +284,13 @@ def other_users(ctx: Ctx) -> None:
     before = uploads_count(ctx)
     with ctx.http("ana") as http:
         r = http.post(f"/api/sessions/{'f' * 32}/example/upload", files={"file": ("p.png", png_bytes(), "image/png")})
-    ctx.record(cat, "an upload into a session that does not exist", "404, nothing stored", got(r),
-               r.status_code == 404 and uploads_count(ctx) == before)
+    ctx.record(
+        cat,
+        "an upload into a session that does not exist",
+        "404, nothing stored",
+        got(r),
+        r.status_code == 404 and uploads_count(ctx) == before,
+    )
     with ctx.http("bob", via="cookie", headers={"X-CSRF-Token": ctx.csrf["bob"]}) as http:
         r = http.post(f"/sessions/{sid}/describe", data={"text": "a man", "csrf_token": ctx.csrf["bob"]})
         ctx.record(cat, "bob's page move in ana's session", "403", got(r), r.status_code == 403)
@@ -259,8 +302,13 @@ def other_users(ctx: Ctx) -> None:
         r = http.delete(f"/api/keys/{ctx.key_ids['ana']}")
         ctx.record(cat, "bob revokes ana's API key", "403/404", got(r), r.status_code in (403, 404))
         keys = http.get("/api/keys").json()
-        ctx.record(cat, "bob lists keys: only his own", "1 key named probe",
-                   str([k.get("name") for k in keys]), all(k.get("id") != ctx.key_ids["ana"] for k in keys))
+        ctx.record(
+            cat,
+            "bob lists keys: only his own",
+            "1 key named probe",
+            str([k.get("name") for k in keys]),
+            all(k.get("id") != ctx.key_ids["ana"] for k in keys),
+        )
     with ctx.http("ana") as http:
         r = http.get("/api/auth/me")
     ctx.record(cat, "ana's key still works after bob's attempts", "200", got(r), r.status_code == 200)
@@ -270,12 +318,14 @@ def other_users(ctx: Ctx) -> None:
     with httpx.Client(base_url=ctx.url, cookies=jar, headers={"X-CSRF-Token": ctx.csrf["bob"]}) as http:
         r = http.post(f"/api/sessions/{sid}/describe", json={"text": "a man"})
     ctx.record(cat, "ana's cookie with bob's CSRF token", "403 csrf_failed", got(r), got(r) == "403 csrf_failed")
-    for who, what, path, action in (("bob", "session", f"/api/sessions/{sid}", "session_read"),
-                                    ("vic", "session", f"/api/sessions/{sid}", "session_read"),
-                                    ("bob", "full image", f"/api/sessions/{sid}/images/0?full=true", "image_read"),
-                                    ("vic", "thumbnail", f"/api/sessions/{sid}/images/1", "image_read"),
-                                    ("bob", "frame", f"/api/sessions/{sid}/images/0/frame", "frame_read"),
-                                    ("vic", "page image", f"/sessions/{sid}/image/0", "image_read")):
+    for who, what, path, action in (
+        ("bob", "session", f"/api/sessions/{sid}", "session_read"),
+        ("vic", "session", f"/api/sessions/{sid}", "session_read"),
+        ("bob", "full image", f"/api/sessions/{sid}/images/0?full=true", "image_read"),
+        ("vic", "thumbnail", f"/api/sessions/{sid}/images/1", "image_read"),
+        ("bob", "frame", f"/api/sessions/{sid}/images/0/frame", "frame_read"),
+        ("vic", "page image", f"/sessions/{sid}/image/0", "image_read"),
+    ):
         after = _audit_seq(ctx)
         with ctx.http(who, via="cookie" if path.startswith("/sessions") else "key") as http:
             r = http.get(path)
@@ -284,8 +334,13 @@ def other_users(ctx: Ctx) -> None:
     after = _audit_seq(ctx)
     with ctx.http("vic") as http:
         r = http.post("/api/cases", json=body_for(ctx, "/api/cases"))
-    ctx.record(cat, "a refused request is audited", "403 and a refused entry", got(r),
-               r.status_code == 403 and _audited(ctx, "refused", "vic", after))
+    ctx.record(
+        cat,
+        "a refused request is audited",
+        "403 and a refused entry",
+        got(r),
+        r.status_code == 403 and _audited(ctx, "refused", "vic", after),
+    )
 
 
 # ----------------------------------------------------------------------------- case scope
@@ -297,34 +352,63 @@ def scope(ctx: Ctx) -> None:
         size = view.get("gallery_size") or 24
         outside = sorted(set(range(size)) - inside)
         times = sorted(str(r.get("time")) for r in view["results"])
-        ctx.record(cat, "the narrow session shows only cam:north, 08:00-09:00", "every result inside",
-                   f"{sorted({r['camera'] for r in view['results']})} {times[:1]}..{times[-1:]}",
-                   bool(inside) and all(r["camera"] == "cam:north" and _within(r.get("time")) for r in view["results"]))
-        for cameras, start, end, name in ((["cam:south"], None, None, "another camera"),
-                                          (["cam:north", "cam:south"], None, None, "one more camera"),
-                                          (None, "2026-03-01T00:00:00Z", "2026-03-03T00:00:00Z", "a wider time window")):
-            r = http.post("/api/sessions", json={"case_id": ctx.narrow_case, "gallery": "test", "cameras": cameras,
-                                                 "start": start, "end": end})
+        ctx.record(
+            cat,
+            "the narrow session shows only cam:north, 08:00-09:00",
+            "every result inside",
+            f"{sorted({r['camera'] for r in view['results']})} {times[:1]}..{times[-1:]}",
+            bool(inside) and all(r["camera"] == "cam:north" and _within(r.get("time")) for r in view["results"]),
+        )
+        for cameras, start, end, name in (
+            (["cam:south"], None, None, "another camera"),
+            (["cam:north", "cam:south"], None, None, "one more camera"),
+            (None, "2026-03-01T00:00:00Z", "2026-03-03T00:00:00Z", "a wider time window"),
+        ):
+            r = http.post(
+                "/api/sessions",
+                json={"case_id": ctx.narrow_case, "gallery": "test", "cameras": cameras, "start": start, "end": end},
+            )
             if r.status_code == 201:
                 results = http.get(f"/api/sessions/{r.json()['session_id']}", params={"top": 1000}).json()["results"]
                 widened = {x["gallery_index"] for x in results} - inside
-                ctx.record(cat, f"a session asking for {name}", "refused, or narrowed to the case", f"201, {len(widened)} outside",
-                           not widened)
+                ctx.record(
+                    cat,
+                    f"a session asking for {name}",
+                    "refused, or narrowed to the case",
+                    f"201, {len(widened)} outside",
+                    not widened,
+                )
             else:
-                ctx.record(cat, f"a session asking for {name}", "refused, or narrowed to the case", got(r),
-                           400 <= r.status_code < 500)
+                ctx.record(
+                    cat,
+                    f"a session asking for {name}",
+                    "refused, or narrowed to the case",
+                    got(r),
+                    400 <= r.status_code < 500,
+                )
         for index in outside[:4]:
-            for move, body in (("feedback", {"gallery_index": index, "text": "not him"}),
-                               ("example", {"gallery_index": index}),
-                               ("confirm", {"gallery_index": index, "acknowledge": True})):
+            for move, body in (
+                ("feedback", {"gallery_index": index, "text": "not him"}),
+                ("example", {"gallery_index": index}),
+                ("confirm", {"gallery_index": index, "acknowledge": True}),
+            ):
                 r = http.post(f"/api/sessions/{ctx.narrow_sid}/{move}", json=body)
-                ctx.record(cat, f"{move} on out-of-scope image {index}", "422 out_of_scope", got(r),
-                           r.status_code == 422)
-            for path in (f"/api/sessions/{ctx.narrow_sid}/images/{index}", f"/api/sessions/{ctx.narrow_sid}/images/{index}?full=1",
-                         f"/api/sessions/{ctx.narrow_sid}/images/{index}/frame"):
+                ctx.record(
+                    cat, f"{move} on out-of-scope image {index}", "422 out_of_scope", got(r), r.status_code == 422
+                )
+            for path in (
+                f"/api/sessions/{ctx.narrow_sid}/images/{index}",
+                f"/api/sessions/{ctx.narrow_sid}/images/{index}?full=1",
+                f"/api/sessions/{ctx.narrow_sid}/images/{index}/frame",
+            ):
                 r = http.get(path)
-                ctx.record(cat, f"GET {path.split(ctx.narrow_sid)[1]} (out of scope)", "4xx, no image", got(r),
-                           400 <= r.status_code < 500)
+                ctx.record(
+                    cat,
+                    f"GET {path.split(ctx.narrow_sid)[1]} (out of scope)",
+                    "4xx, no image",
+                    got(r),
+                    400 <= r.status_code < 500,
+                )
         r = http.post("/api/sessions", json={"case_id": ctx.closed_case, "gallery": "test"})
         ctx.record(cat, "a session in a closed case", "409 case_closed", got(r), r.status_code == 409)
         r = http.post(f"/api/sessions/{ctx.closed_sid}/describe", json={"text": "a man"})
@@ -337,8 +421,13 @@ def scope(ctx: Ctx) -> None:
         for index in outside[:2]:
             for path in (f"/sessions/{ctx.narrow_sid}/thumb/{index}", f"/sessions/{ctx.narrow_sid}/look/{index}"):
                 r = http.get(path)
-                ctx.record(cat, f"page GET {path.split(ctx.narrow_sid)[1]} (out of scope)", "4xx", got(r),
-                           400 <= r.status_code < 500)
+                ctx.record(
+                    cat,
+                    f"page GET {path.split(ctx.narrow_sid)[1]} (out of scope)",
+                    "4xx",
+                    got(r),
+                    400 <= r.status_code < 500,
+                )
 
 
 def _within(when: Any) -> bool:
@@ -348,5 +437,11 @@ def _within(when: Any) -> bool:
     return dt.datetime(2026, 3, 2, 8, tzinfo=dt.timezone.utc) <= t <= dt.datetime(2026, 3, 2, 9, tzinfo=dt.timezone.utc)
 
 
-ACCESS = {"no_credentials": no_credentials, "forged": forged, "csrf": csrf, "roles": roles,
-          "other_users": other_users, "scope": scope}
+ACCESS = {
+    "no_credentials": no_credentials,
+    "forged": forged,
+    "csrf": csrf,
+    "roles": roles,
+    "other_users": other_users,
+    "scope": scope,
+}

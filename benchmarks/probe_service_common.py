@@ -1,6 +1,7 @@
 """What the security probes share: the world, the server, the context every probe records into,
 and small request helpers (``probe_service.py`` runs the families; each family module imports
 only from here, so the probe modules draw no circle)."""
+
 from __future__ import annotations
 
 import os
@@ -19,8 +20,15 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT / "tests"))  # support.serving: the tests' tiny world
 
 PASSWORD = "correct horse battery staple"
-USERS = {"root": "admin", "ana": "analyst", "bob": "analyst", "vic": "viewer", "aud": "auditor",
-         "carl": "analyst", "dan": "analyst"}
+USERS = {
+    "root": "admin",
+    "ana": "analyst",
+    "bob": "analyst",
+    "vic": "viewer",
+    "aud": "auditor",
+    "carl": "analyst",
+    "dan": "analyst",
+}
 CONFIG = """# probe_service.py: turns are not rate-limited (hundreds of probes move sessions); the login
 # limit per client is raised for the set-up's logins; the rate-limit probes restart without it
 search_rate = {rate_per_s = 1000.0, burst = 100000}
@@ -44,6 +52,7 @@ class Result:
 @dataclass
 class Ctx:
     """What the probes share: the server, its state folder, the actors' credentials, ids."""
+
     url: str
     data: Path
     work: Path
@@ -73,8 +82,9 @@ class Ctx:
             headers["X-API-Key"] = self.keys[who]
         elif who is not None:
             cookies = dict(self.cookies[who])
-        return httpx.Client(base_url=self.url, headers=headers, cookies=cookies, timeout=60, follow_redirects=False,
-                            **kw)
+        return httpx.Client(
+            base_url=self.url, headers=headers, cookies=cookies, timeout=60, follow_redirects=False, **kw
+        )
 
     def record(self, category: str, name: str, expected: str, got: str, held: bool) -> None:
         self.results.append(Result(category, name, expected, got, bool(held)))
@@ -82,8 +92,15 @@ class Ctx:
 
 def fill(path: str, ctx: Ctx, *, sid: str | None = None) -> str:
     """A route template with real ids: ana's case and session, gallery index 0, the move describe."""
-    values = {"case_id": str(ctx.case), "session_id": sid or ctx.sid, "sid": sid or ctx.sid, "gallery_index": "0",
-              "key_id": str(ctx.key_ids.get("ana", 1)), "job_id": "0" * 32, "move": "describe"}
+    values = {
+        "case_id": str(ctx.case),
+        "session_id": sid or ctx.sid,
+        "sid": sid or ctx.sid,
+        "gallery_index": "0",
+        "key_id": str(ctx.key_ids.get("ana", 1)),
+        "job_id": "0" * 32,
+        "move": "describe",
+    }
     for name, value in values.items():
         path = path.replace("{" + name + "}", value)
     return path
@@ -97,13 +114,24 @@ def free_port() -> int:
 
 
 def child_env() -> dict[str, str]:
-    return dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1", TQDM_DISABLE="1",
-                PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]))
+    return dict(
+        os.environ,
+        OMP_NUM_THREADS="1",
+        MKL_NUM_THREADS="1",
+        TQDM_DISABLE="1",
+        PYTHONPATH=os.pathsep.join([str(ROOT / "src"), os.environ.get("PYTHONPATH", "")]),
+    )
 
 
 def minterpr(*args: str, stdin: str | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minterpr", *args], input=stdin, capture_output=True, text=True,
-                          timeout=timeout, env=child_env())
+    return subprocess.run(
+        [sys.executable, "-m", "minterpr", *args],
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+    )
 
 
 class Server:
@@ -124,9 +152,25 @@ class Server:
         started = time.monotonic()
         with open(self.log, "ab") as log:
             self.process = subprocess.Popen(
-                [sys.executable, "-m", "minterpr", "serve", "--data", str(self.data), "--config", str(self.config),
-                 "--port", str(self.port), "--log-level", "warning", "--quiet"],
-                stdout=log, stderr=subprocess.STDOUT, env=child_env())
+                [
+                    sys.executable,
+                    "-m",
+                    "minterpr",
+                    "serve",
+                    "--data",
+                    str(self.data),
+                    "--config",
+                    str(self.config),
+                    "--port",
+                    str(self.port),
+                    "--log-level",
+                    "warning",
+                    "--quiet",
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=child_env(),
+            )
         while time.monotonic() - started < timeout:
             if self.process.poll() is not None:
                 raise RuntimeError(f"the server exited: {self.log.read_text()[-2000:]}")
@@ -183,8 +227,9 @@ def routes_of_app(data: Path) -> tuple[list[dict[str, Any]], list[tuple[str, str
     for path, methods in spec["paths"].items():
         for method in methods:
             route = by_path.get((path, method.upper()))
-            operations.append({"method": method.upper(), "path": path,
-                               "permission": permission(route.dependant) if route else None})
+            operations.append(
+                {"method": method.upper(), "path": path, "permission": permission(route.dependant) if route else None}
+            )
     for path, route in routes:
         if not route.include_in_schema:
             pages += [(m, path) for m in sorted(route.methods - {"HEAD"})]
@@ -247,8 +292,14 @@ def start_session(ctx: Ctx, who: str, case: int, turns: int = 2, **scope: Any) -
 
 
 def open_case(ctx: Ctx, who: str, **scope: Any) -> int:
-    body = {"title": "probe case", "purpose": "report 2026-17: missing person, authorised by the duty officer",
-            "cameras": None, "start": None, "end": None, **scope}
+    body = {
+        "title": "probe case",
+        "purpose": "report 2026-17: missing person, authorised by the duty officer",
+        "cameras": None,
+        "start": None,
+        "end": None,
+        **scope,
+    }
     with ctx.http(who) as http:
         made = http.post("/api/cases", json=body)
         made.raise_for_status()
@@ -259,8 +310,9 @@ def make_cases(ctx: Ctx) -> None:
     ctx.case = open_case(ctx, "ana")
     ctx.sid = start_session(ctx, "ana", ctx.case)
     ctx.bob_sid = start_session(ctx, "bob", ctx.case)
-    ctx.narrow_case = open_case(ctx, "ana", cameras=["cam:north"], start="2026-03-02T08:00:00Z",
-                                end="2026-03-02T09:00:00Z")
+    ctx.narrow_case = open_case(
+        ctx, "ana", cameras=["cam:north"], start="2026-03-02T08:00:00Z", end="2026-03-02T09:00:00Z"
+    )
     ctx.narrow_sid = start_session(ctx, "ana", ctx.narrow_case, turns=1)
     ctx.closed_case = open_case(ctx, "ana")
     ctx.closed_sid = start_session(ctx, "ana", ctx.closed_case, turns=1)
@@ -289,18 +341,29 @@ def is_refusal(response: Any, statuses: tuple[int, ...], code: str | None = None
 def body_for(ctx: Ctx, path: str) -> dict[str, Any]:
     """A valid request for the operation, so that a missing check would show as a success."""
     world = ctx.work / "world"
-    bodies = {"/api/keys": {"name": "probe"}, "/api/galleries": {"name": "again", "directory": str(world / "store"),
-                                                                "run_dir": str(world / "run")},
-              "/api/cases": {"title": "t", "purpose": "a purpose of ten characters or more", "cameras": None,
-                             "start": None, "end": None},
-              "/api/sessions": {"case_id": ctx.case, "gallery": "test"},
-              "/api/ingest": {"gallery": "probe", "source": str(ctx.data / "incoming")},
-              "/api/admin/users": {"username": "eve", "password": PASSWORD, "role": "admin"},
-              "/api/admin/retention": {"days": 36500},
-              "/api/auth/login": {"username": "ana", "password": PASSWORD}}
-    for suffix, body in (("/describe", {"text": "a man in red"}), ("/answer", {"text": "yes"}),
-                         ("/feedback", {"gallery_index": 0, "text": "not him: no backpack"}),
-                         ("/example", {"gallery_index": 0}), ("/confirm", {"gallery_index": 0, "acknowledge": True})):
+    bodies = {
+        "/api/keys": {"name": "probe"},
+        "/api/galleries": {"name": "again", "directory": str(world / "store"), "run_dir": str(world / "run")},
+        "/api/cases": {
+            "title": "t",
+            "purpose": "a purpose of ten characters or more",
+            "cameras": None,
+            "start": None,
+            "end": None,
+        },
+        "/api/sessions": {"case_id": ctx.case, "gallery": "test"},
+        "/api/ingest": {"gallery": "probe", "source": str(ctx.data / "incoming")},
+        "/api/admin/users": {"username": "eve", "password": PASSWORD, "role": "admin"},
+        "/api/admin/retention": {"days": 36500},
+        "/api/auth/login": {"username": "ana", "password": PASSWORD},
+    }
+    for suffix, body in (
+        ("/describe", {"text": "a man in red"}),
+        ("/answer", {"text": "yes"}),
+        ("/feedback", {"gallery_index": 0, "text": "not him: no backpack"}),
+        ("/example", {"gallery_index": 0}),
+        ("/confirm", {"gallery_index": 0, "acknowledge": True}),
+    ):
         if path.endswith(suffix):
             return body
     return bodies.get(path, {})

@@ -1,5 +1,6 @@
 """Load probes of ``probe_service.py``: kill -9 in the middle of turns, 20 concurrent sessions with
 a CLI writer beside the server, and the rate limits against X-Forwarded-For and spraying."""
+
 from __future__ import annotations
 
 import secrets
@@ -8,11 +9,28 @@ import threading
 import time
 from typing import Any
 
-from probe_service_common import (DEFAULT_LOGIN_LIMITS, PASSWORD, Ctx, got, minterpr, open_case, png_bytes,
-                                  start_session, uploads_count)
+from probe_service_common import (
+    DEFAULT_LOGIN_LIMITS,
+    PASSWORD,
+    Ctx,
+    got,
+    minterpr,
+    open_case,
+    png_bytes,
+    start_session,
+    uploads_count,
+)
 
-TEXTS = ("a man in a red jacket", "blue jeans", "a black backpack", "short hair", "white shoes", "a cap",
-         "a grey coat", "glasses")
+TEXTS = (
+    "a man in a red jacket",
+    "blue jeans",
+    "a black backpack",
+    "short hair",
+    "white shoes",
+    "a cap",
+    "a grey coat",
+    "glasses",
+)
 
 
 def kill9(ctx: Ctx) -> None:
@@ -57,8 +75,13 @@ def kill9(ctx: Ctx) -> None:
         for sid in sids:
             seq = http.get(f"/api/sessions/{sid}").json().get("seq")
             ok = seq is not None and acked[sid] <= seq <= acked[sid] + inflight[sid]
-            ctx.record(cat, f"session {sid[:8]}: stored turns", f"{acked[sid]} acknowledged (+{inflight[sid]} in flight)",
-                       str(seq), ok)
+            ctx.record(
+                cat,
+                f"session {sid[:8]}: stored turns",
+                f"{acked[sid]} acknowledged (+{inflight[sid]} in flight)",
+                str(seq),
+                ok,
+            )
             r = http.post(f"/api/sessions/{sid}/describe", json={"text": "a scarf"})
             ctx.record(cat, f"session {sid[:8]} goes on after the restart", "200", got(r), r.status_code == 200)
     con = sqlite3.connect(ctx.data / "minterpr.db", timeout=30)
@@ -104,11 +127,20 @@ def concurrency(ctx: Ctx, sessions: int = 20, turns: int = 3) -> None:
     for t in threads:
         t.join()
     ctx.record(cat, "no request failed", "0 errors", f"{len(errors)} errors {errors[:3]}", not errors)
-    ctx.record(cat, "every session holds its turns", f"{sessions} sessions x {turns}",
-               f"{sum(v == turns for v in done.values())} of {sessions}",
-               len(done) == sessions and all(v == turns for v in done.values()))
-    ctx.record(cat, "`minterpr users add` beside the server", "exit 0", f"exit {cli.returncode} {cli.stderr[-200:]}",
-               cli.returncode == 0)
+    ctx.record(
+        cat,
+        "every session holds its turns",
+        f"{sessions} sessions x {turns}",
+        f"{sum(v == turns for v in done.values())} of {sessions}",
+        len(done) == sessions and all(v == turns for v in done.values()),
+    )
+    ctx.record(
+        cat,
+        "`minterpr users add` beside the server",
+        "exit 0",
+        f"exit {cli.returncode} {cli.stderr[-200:]}",
+        cli.returncode == 0,
+    )
 
 
 def _audit_count(ctx: Ctx, action: str) -> int:
@@ -141,8 +173,11 @@ def rate_limits(ctx: Ctx) -> None:
         for k in range(n):
             ip = f"203.0.113.{k + 1}"
             value = f"for={ip}" if header == "Forwarded" else ip
-            r = httpx.post(ctx.url + "/api/auth/login", headers={header: value},
-                           json={"username": username(k), "password": "wrong password " + str(k)})
+            r = httpx.post(
+                ctx.url + "/api/auth/login",
+                headers={header: value},
+                json={"username": username(k), "password": "wrong password " + str(k)},
+            )
             statuses.append(r.status_code)
             answered += r.status_code == 401
         return statuses
@@ -152,31 +187,50 @@ def rate_limits(ctx: Ctx) -> None:
     one = attempts(lambda k: "vic", 8, "X-Forwarded-For")
     spent = time.monotonic() - started
     allowed = 5 + int(0.2 * spent) + 1
-    ctx.record(cat, "8 wrong passwords for one account, each from a new X-Forwarded-For",
-               f"at most {allowed} answered (5 at once, 1 per 5 s), then 429", str(one),
-               429 in one and one.count(401) <= allowed)
+    ctx.record(
+        cat,
+        "8 wrong passwords for one account, each from a new X-Forwarded-For",
+        f"at most {allowed} answered (5 at once, 1 per 5 s), then 429",
+        str(one),
+        429 in one and one.count(401) <= allowed,
+    )
     spray = attempts(lambda k: f"nobody{k}", 45, "X-Forwarded-For")
     spent = time.monotonic() - started
     allowed = 10 + int(0.5 * spent) + 1
     answered_all = one.count(401) + spray.count(401)
-    ctx.record(cat, "45 unknown usernames, each from a new X-Forwarded-For",
-               f"at most {allowed} answered from this client in {spent:.0f} s (10 at once, 1 per 2 s)",
-               f"{answered_all} answered, first 429 at {spray.index(429) + 1 if 429 in spray else None}",
-               429 in spray and answered_all <= allowed)
+    ctx.record(
+        cat,
+        "45 unknown usernames, each from a new X-Forwarded-For",
+        f"at most {allowed} answered from this client in {spent:.0f} s (10 at once, 1 per 2 s)",
+        f"{answered_all} answered, first 429 at {spray.index(429) + 1 if 429 in spray else None}",
+        429 in spray and answered_all <= allowed,
+    )
     for header in ("X-Forwarded-For", "Forwarded", "X-Real-IP", "X-Client-IP", "True-Client-IP"):
         statuses = []
         for k in range(3):  # back to back: the bucket refills one attempt per 2 s, a bypass would answer 401 each time
             address = f"198.51.100.{k + 70}"
-            r = httpx.post(ctx.url + "/api/auth/login", headers={header: f"for={address}" if header == "Forwarded"
-                                                                 else address},
-                           json={"username": f"nobody-else{k}", "password": "wrong password"})
+            r = httpx.post(
+                ctx.url + "/api/auth/login",
+                headers={header: f"for={address}" if header == "Forwarded" else address},
+                json={"username": f"nobody-else{k}", "password": "wrong password"},
+            )
             answered += r.status_code == 401
             statuses.append(r.status_code)
-        ctx.record(cat, f"{header} from fresh addresses after the limit", "429 (at most one refilled attempt)",
-                   str(statuses), statuses.count(429) >= 2)
+        ctx.record(
+            cat,
+            f"{header} from fresh addresses after the limit",
+            "429 (at most one refilled attempt)",
+            str(statuses),
+            statuses.count(429) >= 2,
+        )
     after = _audit_count(ctx, "login_failed")
-    ctx.record(cat, "refused (429) attempts write no audit row", f"{answered} login_failed entries",
-               str(after - before), after - before == answered)
+    ctx.record(
+        cat,
+        "refused (429) attempts write no audit row",
+        f"{answered} login_failed entries",
+        str(after - before),
+        after - before == answered,
+    )
     sid = start_session(ctx, "carl", ctx.case, turns=0)
     before_files = uploads_count(ctx)
     statuses = []
@@ -185,10 +239,16 @@ def rate_limits(ctx: Ctx) -> None:
             r = http.post(f"/api/sessions/{sid}/example/upload", files={"file": ("p.png", png_bytes(), "image/png")})
             statuses.append(r.status_code)
     stored = uploads_count(ctx) - before_files
-    ctx.record(cat, "25 uploads at once", "429 after the 12 allowed at once", f"{statuses.count(429)} x 429",
-               429 in statuses)
-    ctx.record(cat, "refused uploads are not stored", f"{statuses.count(200)} stored", str(stored),
-               stored <= statuses.count(200))
+    ctx.record(
+        cat, "25 uploads at once", "429 after the 12 allowed at once", f"{statuses.count(429)} x 429", 429 in statuses
+    )
+    ctx.record(
+        cat,
+        "refused uploads are not stored",
+        f"{statuses.count(200)} stored",
+        str(stored),
+        stored <= statuses.count(200),
+    )
 
 
 LOAD = {"kill9": kill9, "concurrency": concurrency, "rate_limits": rate_limits}

@@ -1,5 +1,6 @@
 """Robustness probes of ``probe_service.py``: traversal, bad bodies and images, login CSRF, headers,
 file modes, audit tampering, kill -9 in the middle of turns, concurrency, the rate limits."""
+
 from __future__ import annotations
 
 import http.client
@@ -15,7 +16,9 @@ from typing import Any
 from probe_service_common import PASSWORD, Ctx, fill, got, minterpr, png_bytes, start_session
 
 
-def raw(ctx: Ctx, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"") -> tuple[int, bytes]:
+def raw(
+    ctx: Ctx, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b""
+) -> tuple[int, bytes]:
     """A request sent as written (http.client does not normalise ``..`` nor fix Content-Length)."""
     con = http.client.HTTPConnection("127.0.0.1", ctx.server.port, timeout=60)
     try:
@@ -36,39 +39,84 @@ def png_header(width: int, height: int) -> bytes:
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
+        + chunk(b"IEND", b"")
+    )
 
 
 # ----------------------------------------------------------------------------- traversal
 def traversal(ctx: Ctx) -> None:
     cat = "path traversal"
     sid = ctx.sid
-    for path in ("/static/../minterpr.db", "/static/..%2fminterpr.db", "/static/%2e%2e/%2e%2e/state/minterpr.db",
-                 "/static/%2e%2e%2f%2e%2e%2fstate%2fminterpr.db", "/static/../../../../../../etc/passwd",
-                 "/static//etc/passwd", "/static/..\\..\\minterpr.db", f"/api/sessions/{sid}/images/..%2f..%2fetc%2fpasswd",
-                 f"/api/sessions/{sid}/images/0/..%2f..%2f..%2fminterpr.db", "/api/sessions/..%2f..%2fminterpr.db",
-                 f"/sessions/{sid}/thumb/..%2f..%2fminterpr.db", f"/sessions/{sid}/frame/%2e%2e", "/ingest/..%2f..%2fetc%2fpasswd"):
+    for path in (
+        "/static/../minterpr.db",
+        "/static/..%2fminterpr.db",
+        "/static/%2e%2e/%2e%2e/state/minterpr.db",
+        "/static/%2e%2e%2f%2e%2e%2fstate%2fminterpr.db",
+        "/static/../../../../../../etc/passwd",
+        "/static//etc/passwd",
+        "/static/..\\..\\minterpr.db",
+        f"/api/sessions/{sid}/images/..%2f..%2fetc%2fpasswd",
+        f"/api/sessions/{sid}/images/0/..%2f..%2f..%2fminterpr.db",
+        "/api/sessions/..%2f..%2fminterpr.db",
+        f"/sessions/{sid}/thumb/..%2f..%2fminterpr.db",
+        f"/sessions/{sid}/frame/%2e%2e",
+        "/ingest/..%2f..%2fetc%2fpasswd",
+    ):
         status, body = raw(ctx, "GET", path, {"X-API-Key": ctx.keys["ana"]})
         leaked = b"SQLite format 3" in body or b"root:x:0:0" in body
-        ctx.record(cat, f"GET {path}", "4xx, no file content", f"{status}{' LEAK' if leaked else ''}",
-                   400 <= status < 500 and not leaked)
+        ctx.record(
+            cat,
+            f"GET {path}",
+            "4xx, no file content",
+            f"{status}{' LEAK' if leaked else ''}",
+            400 <= status < 500 and not leaked,
+        )
     outside = ctx.work / "pwned"
     for filename in ("../../../pwned/p.png", str(outside / "q.png"), "..\\..\\pwned\\r.png", "....//....//pwned/s.png"):
         with ctx.http("ana") as http:
             r = http.post(f"/api/sessions/{sid}/example/upload", files={"file": (filename, png_bytes(), "image/png")})
-        stored = [p for p in ctx.data.rglob("*") if p.is_file() and p.suffix in (".png", ".jpg", ".bin")
-                  and "uploads" not in p.relative_to(ctx.data).parts]
-        ctx.record(cat, f"upload named {filename!r}", "stored under uploads/ only (the name is not used)",
-                   f"{got(r)}, {len(stored)} outside", not outside.exists() and not stored and r.status_code < 500)
+        stored = [
+            p
+            for p in ctx.data.rglob("*")
+            if p.is_file() and p.suffix in (".png", ".jpg", ".bin") and "uploads" not in p.relative_to(ctx.data).parts
+        ]
+        ctx.record(
+            cat,
+            f"upload named {filename!r}",
+            "stored under uploads/ only (the name is not used)",
+            f"{got(r)}, {len(stored)} outside",
+            not outside.exists() and not stored and r.status_code < 500,
+        )
     world = ctx.work / "world"
-    for directory in ("/etc", str(ctx.data / ".." / ".." ), "/", str(world / "store"), str(ctx.data / ".." / "world" / "store")):
+    for directory in (
+        "/etc",
+        str(ctx.data / ".." / ".."),
+        "/",
+        str(world / "store"),
+        str(ctx.data / ".." / "world" / "store"),
+    ):
         with ctx.http("root") as http:
-            r = http.post("/api/galleries", json={"name": "trav", "directory": directory, "run_dir": str(world / "run")})
-        ctx.record(cat, f"register a gallery at {directory}", "403 outside_roots", got(r), got(r) == "403 outside_roots")
-    for source in ("/etc", str(ctx.data / "minterpr.db"), str(ctx.data / "minterpr.db-wal"), str(ctx.data),
-                   str(ctx.data.parent), str(ctx.data / "uploads"), str(ctx.data / "incoming" / ".." / "minterpr.db"),
-                   "/proc/self/environ", "../../etc"):
+            r = http.post(
+                "/api/galleries", json={"name": "trav", "directory": directory, "run_dir": str(world / "run")}
+            )
+        ctx.record(
+            cat, f"register a gallery at {directory}", "403 outside_roots", got(r), got(r) == "403 outside_roots"
+        )
+    for source in (
+        "/etc",
+        str(ctx.data / "minterpr.db"),
+        str(ctx.data / "minterpr.db-wal"),
+        str(ctx.data),
+        str(ctx.data.parent),
+        str(ctx.data / "uploads"),
+        str(ctx.data / "incoming" / ".." / "minterpr.db"),
+        "/proc/self/environ",
+        "../../etc",
+    ):
         with ctx.http("root") as http:
             r = http.post("/api/ingest", json={"gallery": "trav", "source": source})
             text = r.text
@@ -77,8 +125,15 @@ def traversal(ctx: Ctx) -> None:
         ok = r.status_code == 403 and str(ctx.data.resolve()) not in told and str(ctx.data) not in told
         ctx.record(cat, f"ingest from {source}", "403, the message names no other server path", got(r), ok)
     with ctx.http("root") as http:
-        r = http.post("/api/ingest", json={"gallery": "trav", "source": str(ctx.data / "incoming"), "detector": "onnx",
-                                           "detector_model": "/etc/passwd"})
+        r = http.post(
+            "/api/ingest",
+            json={
+                "gallery": "trav",
+                "source": str(ctx.data / "incoming"),
+                "detector": "onnx",
+                "detector_model": "/etc/passwd",
+            },
+        )
     ctx.record(cat, "an ONNX detector model at /etc/passwd", "403", got(r), r.status_code == 403)
 
 
@@ -92,8 +147,12 @@ def malformed(ctx: Ctx) -> None:
     cases: list[tuple[str, dict[str, str], bytes, tuple[int, ...]]] = [
         ("a 2 MiB JSON body (cap 1 MiB)", key, big, (413,)),
         ("Content-Length 10^12 on a small body", {**key, "Content-Length": str(10**12)}, b'{"text": "a"}', (413,)),
-        ("Content-Length not a number (uvicorn's parser refuses it: 400, plain text)", {**key, "Content-Length": "abc"},
-         b'{"text": "a"}', (400,)),
+        (
+            "Content-Length not a number (uvicorn's parser refuses it: 400, plain text)",
+            {**key, "Content-Length": "abc"},
+            b'{"text": "a"}',
+            (400,),
+        ),
         ("invalid JSON", key, b"{not json", (422,)),
         ("100,000 nested arrays", key, b"[" * 100_000 + b"]" * 100_000, (400, 422)),
         ("a 1001-character text", key, json.dumps({"text": "a" * 1001}).encode(), (422,)),
@@ -113,13 +172,20 @@ def malformed(ctx: Ctx) -> None:
             shaped = set(json.loads(data)) == {"error"}
         except ValueError:
             shaped = False
-        ctx.record(cat, name, "/".join(map(str, statuses)) + " in the one error shape", f"{status}{'' if shaped else ' (not the error shape)'}",
-                   status in statuses and (shaped or status == 200 or "parser" in name))
-    for name, body in (("gallery_index -1", {"gallery_index": -1, "text": "no"}),
-                       ("gallery_index 2^70", {"gallery_index": 2**70, "text": "no"}),
-                       ("gallery_index 1.5", {"gallery_index": 1.5, "text": "no"}),
-                       ("gallery_index true", {"gallery_index": True, "text": "no"}),
-                       ("gallery_index as a string", {"gallery_index": "0", "text": "no"})):
+        ctx.record(
+            cat,
+            name,
+            "/".join(map(str, statuses)) + " in the one error shape",
+            f"{status}{'' if shaped else ' (not the error shape)'}",
+            status in statuses and (shaped or status == 200 or "parser" in name),
+        )
+    for name, body in (
+        ("gallery_index -1", {"gallery_index": -1, "text": "no"}),
+        ("gallery_index 2^70", {"gallery_index": 2**70, "text": "no"}),
+        ("gallery_index 1.5", {"gallery_index": 1.5, "text": "no"}),
+        ("gallery_index true", {"gallery_index": True, "text": "no"}),
+        ("gallery_index as a string", {"gallery_index": "0", "text": "no"}),
+    ):
         with ctx.http("ana") as http:
             r = http.post(f"/api/sessions/{sid}/feedback", json=body)
         ctx.record(cat, f"feedback with {name}", "422", got(r), r.status_code == 422)
@@ -132,14 +198,21 @@ def malformed(ctx: Ctx) -> None:
         ctx.record(cat, "an upload without a file", "422", got(r), r.status_code == 422)
         r = http.post(f"/api/sessions/{sid}/example/upload", files={"file": ("e.png", b"", "image/png")})
         ctx.record(cat, "an empty upload", "4xx", got(r), 400 <= r.status_code < 500)
-        r = http.post(f"/api/sessions/{sid}/example/upload", files={"file": ("b.png", b"\x89PNG" + b"0" * 300_000, "image/png")})
+        r = http.post(
+            f"/api/sessions/{sid}/example/upload", files={"file": ("b.png", b"\x89PNG" + b"0" * 300_000, "image/png")}
+        )
         ctx.record(cat, "an upload over max_upload_bytes", "413", got(r), r.status_code == 413)
         r = http.put("/api/cases", json={})
         ctx.record(cat, "PUT on a POST route", "405", got(r), r.status_code == 405)
         r = http.get("/api/auth/me", headers={"X-Request-ID": "x" * 10_000})
         rid = r.headers.get("x-request-id", "")
-        ctx.record(cat, "a 10,000-character X-Request-ID", "replaced by a short one", f"{len(rid)} characters",
-                   0 < len(rid) <= 64)
+        ctx.record(
+            cat,
+            "a 10,000-character X-Request-ID",
+            "replaced by a short one",
+            f"{len(rid)} characters",
+            0 < len(rid) <= 64,
+        )
     fields = "&".join(f"f{k}=v" for k in range(5000)).encode()
     status, _ = raw(ctx, "POST", "/login", {"Content-Type": "application/x-www-form-urlencoded"}, fields)
     ctx.record(cat, "a 5000-field login form", "4xx", str(status), 400 <= status < 500)
@@ -156,20 +229,26 @@ def images(ctx: Ctx) -> None:
         Image.new(mode, size).save(buffer, fmt)
         return buffer.getvalue()
 
-    tries = [("a valid PNG (the control)", png_bytes(), "image/png", (200,)),
-             ("a 20000x20000 PNG header", png_header(20000, 20000), "image/png", (413,)),
-             ("a 100000x1000 PNG header", png_header(100_000, 1000), "image/png", (413,)),
-             ("a 7000x7000 PNG header (49 Mpx)", png_header(7000, 7000), "image/png", (413,)),
-             ("a 2^31-1 square PNG header", png_header(2**31 - 1, 2**31 - 1), "image/png", (413, 422)),
-             ("an 8000x8000 PNG that decompresses (64 Mpx)", encoded("PNG", (8000, 8000), "L"), "image/png", (413,)),
-             ("a 0x0 PNG header", png_header(0, 0), "image/png", (415, 422)),
-             ("a truncated PNG", png_bytes()[:60], "image/png", (415, 422)),
-             ("random bytes", secrets.token_bytes(2048), "image/png", (415, 422)),
-             ("an SVG with a script", b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
-              "image/svg+xml", (415, 422)),
-             ("a GIF", encoded("GIF"), "image/gif", (415, 422)),
-             ("a TIFF", encoded("TIFF"), "image/tiff", (415, 422)),
-             ("a PNG sent as image/jpeg", png_bytes(), "image/jpeg", (200, 415, 422))]
+    tries = [
+        ("a valid PNG (the control)", png_bytes(), "image/png", (200,)),
+        ("a 20000x20000 PNG header", png_header(20000, 20000), "image/png", (413,)),
+        ("a 100000x1000 PNG header", png_header(100_000, 1000), "image/png", (413,)),
+        ("a 7000x7000 PNG header (49 Mpx)", png_header(7000, 7000), "image/png", (413,)),
+        ("a 2^31-1 square PNG header", png_header(2**31 - 1, 2**31 - 1), "image/png", (413, 422)),
+        ("an 8000x8000 PNG that decompresses (64 Mpx)", encoded("PNG", (8000, 8000), "L"), "image/png", (413,)),
+        ("a 0x0 PNG header", png_header(0, 0), "image/png", (415, 422)),
+        ("a truncated PNG", png_bytes()[:60], "image/png", (415, 422)),
+        ("random bytes", secrets.token_bytes(2048), "image/png", (415, 422)),
+        (
+            "an SVG with a script",
+            b'<svg xmlns="http://www.w3.org/2000/svg"><script>alert(1)</script></svg>',
+            "image/svg+xml",
+            (415, 422),
+        ),
+        ("a GIF", encoded("GIF"), "image/gif", (415, 422)),
+        ("a TIFF", encoded("TIFF"), "image/tiff", (415, 422)),
+        ("a PNG sent as image/jpeg", png_bytes(), "image/jpeg", (200, 415, 422)),
+    ]
     for k, (name, data, content_type, statuses) in enumerate(tries):
         who = ("dan", "carl")[k % 2]
         with ctx.http(who) as http:
@@ -183,21 +262,33 @@ def login_csrf(ctx: Ctx) -> None:
 
     cat = "login CSRF"
     own = ctx.url
-    for name, headers in (("Origin another site", {"Origin": "https://evil.example"}),
-                          ("Referer another site", {"Referer": "https://evil.example/page"}),
-                          ("Sec-Fetch-Site cross-site", {"Sec-Fetch-Site": "cross-site"}),
-                          ("Origin null", {"Origin": "null"}),
-                          ("Origin this host as a subdomain of another", {"Origin": own + ".evil.example"}),
-                          ("Origin this host on another port", {"Origin": "http://127.0.0.1:1"})):
+    for name, headers in (
+        ("Origin another site", {"Origin": "https://evil.example"}),
+        ("Referer another site", {"Referer": "https://evil.example/page"}),
+        ("Sec-Fetch-Site cross-site", {"Sec-Fetch-Site": "cross-site"}),
+        ("Origin null", {"Origin": "null"}),
+        ("Origin this host as a subdomain of another", {"Origin": own + ".evil.example"}),
+        ("Origin this host on another port", {"Origin": "http://127.0.0.1:1"}),
+    ):
         for path in ("/api/auth/login", "/login"):
             body = {"username": "carl", "password": PASSWORD}
-            r = httpx.post(own + path, headers=headers, **({"json": body} if path.startswith("/api") else {"data": body}))
-            ctx.record(cat, f"{name}: POST {path}", "403, no cookie", got(r),
-                       r.status_code == 403 and "minterpr_session" not in r.cookies)
+            r = httpx.post(
+                own + path, headers=headers, **({"json": body} if path.startswith("/api") else {"data": body})
+            )
+            ctx.record(
+                cat,
+                f"{name}: POST {path}",
+                "403, no cookie",
+                got(r),
+                r.status_code == 403 and "minterpr_session" not in r.cookies,
+            )
     for path, status in (("/api/auth/login", 200), ("/login", 303)):
         body = {"username": "carl", "password": PASSWORD}
-        r = httpx.post(own + path, headers={"Origin": own, "Sec-Fetch-Site": "same-origin"},
-                       **({"json": body} if path.startswith("/api") else {"data": body}))
+        r = httpx.post(
+            own + path,
+            headers={"Origin": own, "Sec-Fetch-Site": "same-origin"},
+            **({"json": body} if path.startswith("/api") else {"data": body}),
+        )
         ctx.record(cat, f"control: a same-origin POST {path}", str(status), got(r), r.status_code == status)
 
 
@@ -215,10 +306,19 @@ def csp(ctx: Ctx) -> None:
             continue  # images, redirects: not pages
         policy = r.headers.get("content-security-policy", "")
         script = next((d for d in policy.split(";") if d.strip().startswith("script-src")), "")
-        ok = ("frame-ancestors 'none'" in policy and "default-src 'self'" in policy and "unsafe-inline" not in script
-              and r.headers.get("x-content-type-options") == "nosniff")
-        ctx.record(cat, f"GET {path} ({r.status_code})", "CSP self, no inline script, no framing; nosniff",
-                   policy[:60] or "no CSP", ok)
+        ok = (
+            "frame-ancestors 'none'" in policy
+            and "default-src 'self'" in policy
+            and "unsafe-inline" not in script
+            and r.headers.get("x-content-type-options") == "nosniff"
+        )
+        ctx.record(
+            cat,
+            f"GET {path} ({r.status_code})",
+            "CSP self, no inline script, no framing; nosniff",
+            policy[:60] or "no CSP",
+            ok,
+        )
 
 
 def file_modes(ctx: Ctx) -> None:
@@ -237,11 +337,17 @@ def file_modes(ctx: Ctx) -> None:
 # the contents (all but seq) of the first login entry and the first key_create entry exchanged
 _FIRST = "(SELECT min(seq) FROM audit_log WHERE action = '{}')"
 _COLUMNS = ("time", "user", "action", "case_id", "details", "request_id", "prev_hash", "hash")
-SWAP = ("CREATE TEMP TABLE a AS SELECT * FROM audit_log WHERE seq = {l}; "
-        "CREATE TEMP TABLE b AS SELECT * FROM audit_log WHERE seq = {k}; "
-        + "".join(f"UPDATE audit_log SET {c} = (SELECT {c} FROM b) WHERE seq = {{l}}; "
-                  f"UPDATE audit_log SET {c} = (SELECT {c} FROM a) WHERE seq = {{k}}; " for c in _COLUMNS)
-        ).format(l=_FIRST.format("login"), k=_FIRST.format("key_create"))
+SWAP = (
+    "CREATE TEMP TABLE a AS SELECT * FROM audit_log WHERE seq = {l}; "
+    "CREATE TEMP TABLE b AS SELECT * FROM audit_log WHERE seq = {k}; "
+    + "".join(
+        f"UPDATE audit_log SET {c} = (SELECT {c} FROM b) WHERE seq = {{l}}; "
+        f"UPDATE audit_log SET {c} = (SELECT {c} FROM a) WHERE seq = {{k}}; "
+        for c in _COLUMNS
+    )
+).format(l=_FIRST.format("login"), k=_FIRST.format("key_create"))
+
+
 def audit_tamper(ctx: Ctx) -> None:
     from minterpr.serving.audit import entry_hash
 
@@ -252,8 +358,13 @@ def audit_tamper(ctx: Ctx) -> None:
     head = minterpr("audit", "head", "--data", str(ctx.data)).stdout.split()
     head_hash = next((w for w in head if len(w) == 64), "")
     lines = (out / "log.jsonl").read_text().splitlines()
-    ctx.record(cat, "export and head", "exit 0, a head hash", f"exit {export.returncode}, {len(lines)} lines",
-               export.returncode == 0 and bool(head_hash) and len(lines) > 10)
+    ctx.record(
+        cat,
+        "export and head",
+        "exit 0, a head hash",
+        f"exit {export.returncode}, {len(lines)} lines",
+        export.returncode == 0 and bool(head_hash) and len(lines) > 10,
+    )
     entries = [json.loads(line) for line in lines]
     mid = len(entries) // 2
 
@@ -267,23 +378,29 @@ def audit_tamper(ctx: Ctx) -> None:
                 copy[j]["hash"] = entry_hash({x: v for x, v in copy[j].items() if x != "hash"})
         return copy
 
-    variants = {"untouched": (entries, 0, False), "untouched, with --head": (entries, 0, True),
-                "a field edited": (edited(mid), 1, False), "an entry deleted": (entries[:mid] + entries[mid + 1:], 1, False),
-                "two entries swapped": (entries[:mid] + [entries[mid + 1], entries[mid]] + entries[mid + 2:], 1, False),
-                "an entry duplicated": (entries[:mid] + [entries[mid]] + entries[mid:], 1, False),
-                "the first entry deleted": (entries[1:], 1, False),
-                "the last entry cut, with --head": (entries[:-1], 1, True),
-                "an edit with its hash recomputed": (edited(mid, rehash=True), 1, False),
-                "an edit with the chain recomputed, with --head": (edited(mid, chain=True), 1, True)}
+    variants = {
+        "untouched": (entries, 0, False),
+        "untouched, with --head": (entries, 0, True),
+        "a field edited": (edited(mid), 1, False),
+        "an entry deleted": (entries[:mid] + entries[mid + 1 :], 1, False),
+        "two entries swapped": (entries[:mid] + [entries[mid + 1], entries[mid]] + entries[mid + 2 :], 1, False),
+        "an entry duplicated": (entries[:mid] + [entries[mid]] + entries[mid:], 1, False),
+        "the first entry deleted": (entries[1:], 1, False),
+        "the last entry cut, with --head": (entries[:-1], 1, True),
+        "an edit with its hash recomputed": (edited(mid, rehash=True), 1, False),
+        "an edit with the chain recomputed, with --head": (edited(mid, chain=True), 1, True),
+    }
     for name, (rows, code, with_head) in variants.items():
         path = out / f"{name.replace(' ', '_').replace(',', '')}.jsonl"
         path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
         result = minterpr("audit", "verify", str(path), *(["--head", head_hash] if with_head else []))
         ctx.record(cat, name, f"exit {code}", f"exit {result.returncode}", result.returncode == code)
     # rows changed in a copy of the database itself, then exported and verified
-    for name, sql in (("a row's details updated in the database", "UPDATE audit_log SET details = '{}' WHERE seq = 3"),
-                      ("a row deleted from the database", "DELETE FROM audit_log WHERE seq = 4"),
-                      ("two rows' contents swapped in the database", SWAP)):
+    for name, sql in (
+        ("a row's details updated in the database", "UPDATE audit_log SET details = '{}' WHERE seq = 3"),
+        ("a row deleted from the database", "DELETE FROM audit_log WHERE seq = 4"),
+        ("two rows' contents swapped in the database", SWAP),
+    ):
         copy = out / name.replace(" ", "_").replace("'", "")
         shutil.rmtree(copy, ignore_errors=True)
         backup = minterpr("db", "backup", str(copy / "backup"), "--data", str(ctx.data))
@@ -299,15 +416,32 @@ def audit_tamper(ctx: Ctx) -> None:
         ctx.record(cat, f"{name}: refused by the table's trigger", "refused", str(refused), refused)
         exported = minterpr("audit", "export", "--data", str(copy / "backup"), "--out", str(copy / "log.jsonl"))
         result = minterpr("audit", "verify", str(copy / "log.jsonl"))
-        ctx.record(cat, name, "exit 1", f"backup {backup.returncode}, export {exported.returncode}, verify "
-                   f"{result.returncode}", backup.returncode == 0 and result.returncode == 1)
+        ctx.record(
+            cat,
+            name,
+            "exit 1",
+            f"backup {backup.returncode}, export {exported.returncode}, verify {result.returncode}",
+            backup.returncode == 0 and result.returncode == 1,
+        )
     with ctx.http("aud") as http:
         report = http.get("/api/audit/verify").json()
     ctx.record(cat, "the live log verifies", "ok", str(report.get("ok")), report.get("ok") is True)
     raw_text = (out / "log.jsonl").read_text(encoding="utf-8")
-    ctx.record(cat, "exported lines hold no raw U+2028/U+2029", "none", str(raw_text.count("\u2028")),
-               "\u2028" not in raw_text and "\u2029" not in raw_text)
+    ctx.record(
+        cat,
+        "exported lines hold no raw U+2028/U+2029",
+        "none",
+        str(raw_text.count("\u2028")),
+        "\u2028" not in raw_text and "\u2029" not in raw_text,
+    )
 
 
-ROBUST = {"traversal": traversal, "malformed": malformed, "images": images, "login_csrf": login_csrf, "csp": csp,
-          "file_modes": file_modes, "audit_tamper": audit_tamper}
+ROBUST = {
+    "traversal": traversal,
+    "malformed": malformed,
+    "images": images,
+    "login_csrf": login_csrf,
+    "csp": csp,
+    "file_modes": file_modes,
+    "audit_tamper": audit_tamper,
+}

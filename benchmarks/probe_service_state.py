@@ -2,6 +2,7 @@
 database, links and playlists in ``incoming/``, the export record's paths, the caption route's gallery
 name, settings out of bounds at start, ``minterpr db`` / ``users`` against bad databases, and backups
 (private modes, a destination inside the state, a manifest naming a file outside the backup)."""
+
 from __future__ import annotations
 
 import json
@@ -38,20 +39,40 @@ def request_paths(ctx: Ctx) -> None:
     folder.mkdir(exist_ok=True)
     if not (folder / "model.pt").is_symlink():
         (folder / "model.pt").symlink_to(database)
-    ingest = {"gallery": "probe39", "source": str(incoming / "clean"), "run": str(world / "run"), "detector": "onnx",
-              "detector_model": str(incoming / "clean" / "m.onnx")}
+    ingest = {
+        "gallery": "probe39",
+        "source": str(incoming / "clean"),
+        "run": str(world / "run"),
+        "detector": "onnx",
+        "detector_model": str(incoming / "clean" / "m.onnx"),
+    }
     register = {"name": "probe39", "directory": str(incoming / "clean"), "run_dir": str(incoming / "clean")}
-    for route, body, fields in (("/api/ingest", ingest, ("source", "run", "detector_model")),
-                                ("/api/galleries", register, ("directory", "run_dir"))):
+    for route, body, fields in (
+        ("/api/ingest", ingest, ("source", "run", "detector_model")),
+        ("/api/galleries", register, ("directory", "run_dir")),
+    ):
         for name in fields:
             for bad in (database, database.with_name("minterpr.db-wal"), link, folder):
                 with ctx.http("root") as http:
                     r = http.post(route, json={**body, name: str(bad)})
                 field = r.json().get("error", {}).get("field") if r.status_code == 403 else None
-                ctx.record(cat, f"{route} {name}={bad.name}", "403 outside_roots naming the field", got(r),
-                           got(r) == "403 outside_roots" and field == name)
-    added = minterpr("users", "add", "probe39", "--role", "viewer", "--data", str(ctx.data),
-                     stdin="a long enough probe password 39\n")
+                ctx.record(
+                    cat,
+                    f"{route} {name}={bad.name}",
+                    "403 outside_roots naming the field",
+                    got(r),
+                    got(r) == "403 outside_roots" and field == name,
+                )
+    added = minterpr(
+        "users",
+        "add",
+        "probe39",
+        "--role",
+        "viewer",
+        "--data",
+        str(ctx.data),
+        stdin="a long enough probe password 39\n",
+    )
     ctx.record(cat, "users add beside the server", "exit 0", _said(added), added.returncode == 0)
 
     def session(_: int) -> int:
@@ -60,8 +81,13 @@ def request_paths(ctx: Ctx) -> None:
 
     with ThreadPoolExecutor(20) as pool:
         codes = list(pool.map(session, range(20)))
-    ctx.record(cat, "20 concurrent sessions after the refusals and the CLI writer", "no 500",
-               f"{sum(c >= 500 for c in codes)} x 5xx of 20", all(c < 500 for c in codes))
+    ctx.record(
+        cat,
+        "20 concurrent sessions after the refusals and the CLI writer",
+        "no 500",
+        f"{sum(c >= 500 for c in codes)} x 5xx of 20",
+        all(c < 500 for c in codes),
+    )
 
 
 def incoming_links(ctx: Ctx) -> None:
@@ -90,9 +116,13 @@ def export_paths(ctx: Ctx) -> None:
         http.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": top, "acknowledge": True}).raise_for_status()
         r = http.post(f"/api/sessions/{sid}/export")
     world = str((ctx.work / "world").resolve())
-    ctx.record(cat, "JSON export record", "200, gallery-relative paths", f"{got(r)}, "
-               f"{'absolute' if world in r.text or 'absolute_path' in r.text else 'relative'}",
-               r.status_code == 200 and world not in r.text and "absolute_path" not in r.text)
+    ctx.record(
+        cat,
+        "JSON export record",
+        "200, gallery-relative paths",
+        f"{got(r)}, {'absolute' if world in r.text or 'absolute_path' in r.text else 'relative'}",
+        r.status_code == 200 and world not in r.text and "absolute_path" not in r.text,
+    )
 
 
 def caption_name(ctx: Ctx) -> None:
@@ -105,14 +135,28 @@ def caption_name(ctx: Ctx) -> None:
 
 def settings_bounds(ctx: Ctx) -> None:
     cat = "settings at start"
-    for variable, value in (("MINTERPR_LOGIN_TTL_HOURS", "nan"), ("MINTERPR_LOGIN_TTL_HOURS", "-5"),
-                            ("MINTERPR_MAX_UPLOAD_BYTES", "-1"), ("MINTERPR_MAX_REQUEST_BYTES", "0"),
-                            ("MINTERPR_MAX_RESULTS", "0"), ("MINTERPR_RESULTS_PER_TURN", "0")):
-        result = subprocess.run([sys.executable, "-m", "minterpr", "serve", "--no-serve", "--data",
-                                 str(ctx.work / "bounds")], capture_output=True, text=True, timeout=120,
-                                env={**child_env(), variable: value})
-        ctx.record(cat, f"{variable}={value}", "exit 2, one line naming it", _said(result),
-                   _one_line(result) and variable in result.stderr)
+    for variable, value in (
+        ("MINTERPR_LOGIN_TTL_HOURS", "nan"),
+        ("MINTERPR_LOGIN_TTL_HOURS", "-5"),
+        ("MINTERPR_MAX_UPLOAD_BYTES", "-1"),
+        ("MINTERPR_MAX_REQUEST_BYTES", "0"),
+        ("MINTERPR_MAX_RESULTS", "0"),
+        ("MINTERPR_RESULTS_PER_TURN", "0"),
+    ):
+        result = subprocess.run(
+            [sys.executable, "-m", "minterpr", "serve", "--no-serve", "--data", str(ctx.work / "bounds")],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**child_env(), variable: value},
+        )
+        ctx.record(
+            cat,
+            f"{variable}={value}",
+            "exit 2, one line naming it",
+            _said(result),
+            _one_line(result) and variable in result.stderr,
+        )
 
 
 def database_errors(ctx: Ctx) -> None:
@@ -121,13 +165,20 @@ def database_errors(ctx: Ctx) -> None:
     bad.mkdir(exist_ok=True)
     (bad / "minterpr.db").write_text("not a database")
     url = "postgresql+psycopg://minterpr:probe-secret-39@127.0.0.1:9/minterpr"
-    for args in (("db", "current", "--data", str(bad)), ("users", "list", "--data", str(bad)),
-                 ("db", "current", "--data", str(ctx.work / "pg"), "--database-url", url),
-                 ("users", "list", "--data", str(ctx.work / "pg"), "--database-url", url)):
+    for args in (
+        ("db", "current", "--data", str(bad)),
+        ("users", "list", "--data", str(bad)),
+        ("db", "current", "--data", str(ctx.work / "pg"), "--database-url", url),
+        ("users", "list", "--data", str(ctx.work / "pg"), "--database-url", url),
+    ):
         result = minterpr(*args)
-        ctx.record(cat, " ".join(a if "secret" not in a else "postgresql://...:***@..." for a in args[:3]),
-                   "exit 2, one line, no password", _said(result),
-                   _one_line(result) and "probe-secret-39" not in result.stderr + result.stdout)
+        ctx.record(
+            cat,
+            " ".join(a if "secret" not in a else "postgresql://...:***@..." for a in args[:3]),
+            "exit 2, one line, no password",
+            _said(result),
+            _one_line(result) and "probe-secret-39" not in result.stderr + result.stdout,
+        )
     newer = ctx.work / "newer"
     shutil.rmtree(newer, ignore_errors=True)
     minterpr("db", "upgrade", "--data", str(newer))
@@ -145,28 +196,52 @@ def backups(ctx: Ctx) -> None:
     for folder in (out, ctx.work / "restored39", ctx.work / "restored39-outside"):  # a reused --work folder
         shutil.rmtree(folder, ignore_errors=True)
     made = minterpr("db", "backup", str(out), "--data", str(ctx.data))
-    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (out, out / "minterpr.db", out / "manifest.json")
-             if p.exists()}
-    ctx.record(cat, "backup modes", "0700 folder, 0600 database and manifest", f"{_said(made)} {modes}",
-               made.returncode == 0 and modes == {"backup39": 0o700, "minterpr.db": 0o600, "manifest.json": 0o600})
+    modes = {
+        p.name: stat.S_IMODE(p.stat().st_mode) for p in (out, out / "minterpr.db", out / "manifest.json") if p.exists()
+    }
+    ctx.record(
+        cat,
+        "backup modes",
+        "0700 folder, 0600 database and manifest",
+        f"{_said(made)} {modes}",
+        made.returncode == 0 and modes == {"backup39": 0o700, "minterpr.db": 0o600, "manifest.json": 0o600},
+    )
     inside = ctx.data / "backups" / "b"
     result = minterpr("db", "backup", str(inside), "--data", str(ctx.data))
-    ctx.record(cat, "backup into the state folder", "exit 2, one line, nothing written", _said(result),
-               _one_line(result) and not (ctx.data / "backups").exists())
+    ctx.record(
+        cat,
+        "backup into the state folder",
+        "exit 2, one line, nothing written",
+        _said(result),
+        _one_line(result) and not (ctx.data / "backups").exists(),
+    )
     restored = ctx.work / "restored39"
     fine = minterpr("db", "restore", str(out), "--data", str(restored))
     mode = stat.S_IMODE(restored.stat().st_mode) if restored.exists() else None
-    ctx.record(cat, "restore", "exit 0, 0700", f"{_said(fine)} {oct(mode or 0)}", fine.returncode == 0 and mode == 0o700)
+    ctx.record(
+        cat, "restore", "exit 0, 0700", f"{_said(fine)} {oct(mode or 0)}", fine.returncode == 0 and mode == 0o700
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     for name in (str(ctx.data / "minterpr.db"), "../state/minterpr.db"):
         (out / "manifest.json").write_text(json.dumps({**manifest, "database": name}))
         target = ctx.work / "restored39-outside"
         result = minterpr("db", "restore", str(out), "--data", str(target))
-        ctx.record(cat, f"manifest database {name!r}", "exit 2, one line, nothing written", _said(result),
-                   _one_line(result) and not target.exists())
+        ctx.record(
+            cat,
+            f"manifest database {name!r}",
+            "exit 2, one line, nothing written",
+            _said(result),
+            _one_line(result) and not target.exists(),
+        )
     os.chmod(out / "manifest.json", 0o600)
 
 
-STATE: dict[str, Any] = {"request_paths": request_paths, "incoming_links": incoming_links, "export_paths": export_paths,
-                         "caption_name": caption_name, "settings_bounds": settings_bounds,
-                         "database_errors": database_errors, "backups": backups}
+STATE: dict[str, Any] = {
+    "request_paths": request_paths,
+    "incoming_links": incoming_links,
+    "export_paths": export_paths,
+    "caption_name": caption_name,
+    "settings_bounds": settings_bounds,
+    "database_errors": database_errors,
+    "backups": backups,
+}

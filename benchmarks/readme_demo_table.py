@@ -6,6 +6,7 @@ Usage:
 
 tests/test_demo_table.py fails when the README's table is not the one this file makes.
 """
+
 from __future__ import annotations
 
 import argparse

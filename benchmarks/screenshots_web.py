@@ -34,6 +34,7 @@ embeds ``--identities`` synthetic people x 3 views; without one a freshly initia
 Usage:
     python benchmarks/screenshots_web.py [--run outputs/demo/run] [--out docs/images] [--fixes | --follow | --ingest]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -46,8 +47,15 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from support.web import (Server, build_gallery, chromium_path, login, open_case_and_search,  # noqa: E402
-                              prepare_service, tiny_appearance)
+from support.web import (
+    Server,
+    build_gallery,
+    chromium_path,
+    login,
+    open_case_and_search,  # noqa: E402
+    prepare_service,
+    tiny_appearance,
+)
 
 SIZE = (256, 128)  # crop (height, width), as the demo model sees them
 TURNS = 8  # most moves before the witness gives up looking for the person
@@ -69,8 +77,10 @@ def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, s
         page.set_default_timeout(180_000)  # the first page loads the model
 
         def save(name: str, **options) -> None:
-            page.wait_for_function("() => [...document.images].filter(i => i.getBoundingClientRect().top < innerHeight)"
-                                   ".every(i => i.complete)")
+            page.wait_for_function(
+                "() => [...document.images].filter(i => i.getBoundingClientRect().top < innerHeight)"
+                ".every(i => i.complete)"
+            )
             saved.append(out / name)
             page.screenshot(path=saved[-1], **options)
 
@@ -116,7 +126,8 @@ def shoot(base: str, out: Path, chromium: str, truth: list[dict], target: int, s
             i, card = next((i, c) for i, c in shown if truth[i]["identity"] != target and c.locator("details").count())
             card.get_by_text("Not this person…").click()
             card.get_by_label("Because… (how the person you seek differs)").fill(
-                feedback(person, truth[i]["attributes"], rng).text)
+                feedback(person, truth[i]["attributes"], rng).text
+            )
             submit(card.get_by_role("button", name=re.compile("Rule out")))
         i, card = next(((i, c) for i, c in cards() if truth[i]["identity"] == target), cards()[0])
         card.get_by_text("This is the person…").click()
@@ -163,7 +174,9 @@ def shoot_fixes(base: str, out: Path, chromium: str) -> list[Path]:
             page.wait_for_timeout(1500)  # the swap settled (htmx's settle delay, focus) before the next move
 
         def card_ids() -> list[str]:
-            return [c.get_attribute("id") for c in page.locator("section[aria-labelledby=results-title] li.result").all()]
+            return [
+                c.get_attribute("id") for c in page.locator("section[aria-labelledby=results-title] li.result").all()
+            ]
 
         login(page, base)
         open_case_and_search(page, base, "Missing person, Central station")
@@ -174,8 +187,10 @@ def shoot_fixes(base: str, out: Path, chromium: str) -> list[Path]:
         first = card_ids()[0]
         judge(page.locator(f"#{first}"), "could be, I can't tell")
         second = next(c for c in card_ids() if c != first)
-        judge(page.locator(f"#{second}"), "not him, that's a man in a brown jacket and jeans - she had a light blue "
-                                          "coat with a white hood")
+        judge(
+            page.locator(f"#{second}"),
+            "not him, that's a man in a brown jacket and jeans - she had a light blue coat with a white hood",
+        )
         page.evaluate("() => window.scrollTo(0, 0)")
         saved.append(out / "web_unsure.png")
         page.screenshot(path=saved[-1], full_page=True, clip={"x": 0, "y": 0, "width": 1366, "height": 1500})
@@ -266,9 +281,13 @@ ADMIN = "ada"  # the admin --ingest makes (the shared web users are an analyst a
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     default_run = ROOT / "outputs" / "demo" / "run"
-    parser.add_argument("--run", type=Path, default=default_run if (default_run / "model.pt").is_file() else None,
-                        help="a trained run directory (default: outputs/demo/run when `minterpr demo` made it, "
-                             "else an untrained tiny model)")
+    parser.add_argument(
+        "--run",
+        type=Path,
+        default=default_run if (default_run / "model.pt").is_file() else None,
+        help="a trained run directory (default: outputs/demo/run when `minterpr demo` made it, "
+        "else an untrained tiny model)",
+    )
     parser.add_argument("--identities", type=int, default=30, help="people in the synthetic gallery (3 views each)")
     parser.add_argument("--target", type=int, default=4, help="the person the witness looks for")
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
@@ -285,9 +304,16 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         # an untrained tiny model gets the test suite's calibration record, so the marks show (illustration only)
         looks = tiny_appearance(folder) if args.follow else None
-        run, store, truth = build_gallery(folder, identities=args.identities, run=args.run, size=SIZE,
-                                          calibrated=args.run is None, frames=True, tracks=args.fixes,
-                                          appearance=looks)
+        run, store, truth = build_gallery(
+            folder,
+            identities=args.identities,
+            run=args.run,
+            size=SIZE,
+            calibrated=args.run is None,
+            frames=True,
+            tracks=args.fixes,
+            appearance=looks,
+        )
         prepare_service(folder / "data", run, store)
         if args.ingest:  # an admin, and the gallery's crops where the service may read them
             import shutil
@@ -308,9 +334,13 @@ def main(argv: list[str] | None = None) -> int:
             if args.ingest:
                 shots = shoot_ingest(server.url, args.out, chromium, run, incoming)
             else:
-                shots = shoot_follow(server.url, args.out, chromium) if args.follow else \
-                    shoot_fixes(server.url, args.out, chromium) if args.fixes else \
-                    shoot(server.url, args.out, chromium, truth, args.target)
+                shots = (
+                    shoot_follow(server.url, args.out, chromium)
+                    if args.follow
+                    else shoot_fixes(server.url, args.out, chromium)
+                    if args.fixes
+                    else shoot(server.url, args.out, chromium, truth, args.target)
+                )
             for path in shots:
                 print(path)
         except Exception:

@@ -10,6 +10,7 @@ Example (after the commands of docs/vlm.md "Measuring R@1 per round with each us
     python benchmarks/vlm_compare.py none.json vlm_reading.json vlm_asking.json vlm_anchor.json \\
         vlm_rerank.json vlm_caption.json vlm_all.json --plot vlm_r1.png
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,11 +28,15 @@ def cost(extra: dict) -> str:
         return "no model" if captioned is None else f"no model at search time; MTG captions on {captioned} crops"
     if usage.get("per_turn"):
         t = usage["per_turn"]
-        return (f"{t['calls']:.2f} calls/turn ({t['cached']:.2f} cached, {t['fallbacks']:.2f} fell back), "
-                f"{t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms")
+        return (
+            f"{t['calls']:.2f} calls/turn ({t['cached']:.2f} cached, {t['fallbacks']:.2f} fell back), "
+            f"{t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms"
+        )
     t = usage.get("total", {})
-    return (f"{t.get('calls', 0)} calls ({t.get('cached', 0)} cached, {t.get('failed', 0)} fell back), "
-            f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0):,} tokens, {t.get('latency_s', 0):.1f} s")
+    return (
+        f"{t.get('calls', 0)} calls ({t.get('cached', 0)} cached, {t.get('failed', 0)} fell back), "
+        f"{t.get('prompt_tokens', 0) + t.get('completion_tokens', 0):,} tokens, {t.get('latency_s', 0):.1f} s"
+    )
 
 
 def main() -> int:

@@ -1,4 +1,5 @@
 """Shared fixtures: a random attribute gallery and one torch thread per module (plain helpers: support.helpers)."""
+
 from __future__ import annotations
 
 import random
@@ -31,8 +32,10 @@ def attribute_gallery() -> list[GalleryImage]:
     gallery = []
     for pid in range(300):
         attributes = random_attributes(rng)
-        gallery += [GalleryImage(f"{pid}_{k}.jpg", f"test:{pid}", camera_id=f"test:cam{k}", attributes=attributes)
-                    for k in range(3)]
+        gallery += [
+            GalleryImage(f"{pid}_{k}.jpg", f"test:{pid}", camera_id=f"test:cam{k}", attributes=attributes)
+            for k in range(3)
+        ]
     return gallery
 
 

@@ -1,6 +1,7 @@
 """Re-ranking on appearance: image-to-image comparisons use GalleryIndex.appearance when the gallery
 has it with its same-person calibration (near-duplicates by probability, rejections weighted by
 it, example images), the embeddings otherwise, exactly as before."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -84,9 +85,13 @@ def test_shortlist_keeps_the_examples_appearance_neighbours():
     n = 60
     emb = rng.normal(size=(n, 6)).astype(np.float32)
     looks = rng.normal(size=(n, 5)).astype(np.float32)
-    index = with_appearance(GalleryIndex([GalleryImage(f"{i}.jpg", f"p{i}") for i in range(n)],
-                                         emb / np.linalg.norm(emb, axis=1, keepdims=True)),
-                            looks / np.linalg.norm(looks, axis=1, keepdims=True), CAL)
+    index = with_appearance(
+        GalleryIndex(
+            [GalleryImage(f"{i}.jpg", f"p{i}") for i in range(n)], emb / np.linalg.norm(emb, axis=1, keepdims=True)
+        ),
+        looks / np.linalg.norm(looks, axis=1, keepdims=True),
+        CAL,
+    )
     query, example = index.embeddings[5], index.appearance[40]
     exact = rank_candidates(index, query, (), {}, None, example=example)
     short = rank_candidates(index, query, (), {}, ShortlistConfig(size=8, min_gallery=0), example=example)
@@ -100,9 +105,19 @@ class _BlindBackend(AttributeBackend):
     """The attribute backend that sees no image outside the gallery: its query ignores example images."""
 
     def encode_turns(self, turns, index):
-        return super().encode_turns([t for t in turns if index.index_of(getattr(t, "image_path", "")) is not None
-                                     or not hasattr(t, "image_path")] or [DescriptionTurn("a person")], index)[-1:] \
+        return (
+            super()
+            .encode_turns(
+                [
+                    t
+                    for t in turns
+                    if index.index_of(getattr(t, "image_path", "")) is not None or not hasattr(t, "image_path")
+                ]
+                or [DescriptionTurn("a person")],
+                index,
+            )[-1:]
             .repeat(len(turns), axis=0)
+        )
 
 
 class _FakeAppearance:
@@ -118,8 +133,10 @@ class _FakeAppearance:
 
 def test_session_search_with_an_image_inside_and_outside_the_gallery(tmp_path):
     backend = AttributeBackend()
-    images = [GalleryImage(f"{i}.jpg", f"p{p}", attributes={"gender": (g,)})
-              for i, (p, g) in enumerate([(0, "female"), (1, "male"), (2, "female"), (0, "female"), (3, "male")])]
+    images = [
+        GalleryImage(f"{i}.jpg", f"p{p}", attributes={"gender": (g,)})
+        for i, (p, g) in enumerate([(0, "female"), (1, "male"), (2, "female"), (0, "female"), (3, "male")])
+    ]
     for image in images:
         (tmp_path / image.path).write_bytes(b"")
     (tmp_path / "probe.jpg").write_bytes(b"")

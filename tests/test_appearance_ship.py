@@ -1,6 +1,7 @@
 """The shipped appearance model: its directory loads and is pinned, float16 stays within its stated
 tolerance, a folder with the wrong half or a missing file is one line, `minterpr models` lists it,
 `index build --update` gives an older store its vectors, and the ONNX path computes torch's vectors."""
+
 import json
 import re
 import shutil
@@ -24,8 +25,10 @@ from minterpr.types import GalleryImage
 pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tiny models on a busy 2-core machine
 
 SHIPPED = shipped_models_dir() / DEFAULT_APPEARANCE_MODEL
-needs_shipped = pytest.mark.skipif(not (SHIPPED / "config.json").is_file(),
-                                   reason="the shipped appearance model comes with a source checkout (models/)")
+needs_shipped = pytest.mark.skipif(
+    not (SHIPPED / "config.json").is_file(),
+    reason="the shipped appearance model comes with a source checkout (models/)",
+)
 
 
 @pytest.fixture(autouse=True)
@@ -115,8 +118,23 @@ def test_wrong_half_and_missing_files_are_one_line(tmp_path, tiny_run):
     with pytest.raises(RunError, match=r"model\.safetensors: cannot be read .*incomplete") as err:
         load_appearance(tmp_path / "looks")
     assert "\n" not in str(err.value)
-    assert main(["index", "build", "--run", str(tiny_run), "--images", str(tmp_path), "--out",
-                 str(tmp_path / "store"), "--appearance", str(tmp_path / "looks")]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                "--run",
+                str(tiny_run),
+                "--images",
+                str(tmp_path),
+                "--out",
+                str(tmp_path / "store"),
+                "--appearance",
+                str(tmp_path / "looks"),
+            ]
+        )
+        == 2
+    )
     assert not (tmp_path / "store").exists()  # refused before anything was embedded or written
 
 
@@ -136,8 +154,9 @@ def test_auto_is_the_shipped_model_beside_a_shipped_attribute_model_only(tmp_pat
     assert choose_appearance("auto", root / "looks") is None
     assert choose_appearance("none", root / "attr") is None and choose_appearance(None, root / "attr") is None
     assert choose_appearance("shipped", tiny_run).dim == 512  # asked for: given
-    (root / "zoo.json").write_text(json.dumps({k: v for k, v in json.loads((root / "zoo.json").read_text()).items()
-                                               if k == "attr"}))
+    (root / "zoo.json").write_text(
+        json.dumps({k: v for k, v in json.loads((root / "zoo.json").read_text()).items() if k == "attr"})
+    )
     assert choose_appearance("auto", root / "attr") is None  # a models folder with the attribute model only
     with pytest.raises(RunError, match=r"zoo\.json: no shipped model 'looks'") as err:
         choose_appearance("shipped", root / "attr")
@@ -200,8 +219,9 @@ def test_index_build_update_adds_vectors_to_an_older_store(tmp_path, capsys):
 def test_update_with_a_lost_crop_changes_nothing(tmp_path, capsys):
     folder, _ = _store_without_appearance(tmp_path)
     (folder / "crops" / "1.png").unlink()
-    assert main(["index", "build", "--update", "--out", str(folder), "--appearance",
-                 str(tiny_checkpoint(tmp_path))]) == 2
+    assert (
+        main(["index", "build", "--update", "--out", str(folder), "--appearance", str(tiny_checkpoint(tmp_path))]) == 2
+    )
     errors = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(errors) == 1 and "1.png" in errors[0] and "nothing was changed" in errors[0]
     assert open_gallery(folder).manifest.appearance is None and not (folder / "appearance.npy").exists()
@@ -244,7 +264,9 @@ def test_ingest_of_crops_keeps_appearance_vectors_and_refuses_a_mixed_store_firs
     with_looks = load_pipeline(tiny_run, appearance=checkpoint, engine="torch")
     result = ingest(tmp_path / "cam1", tmp_path / "g", run=with_looks)
     stored = open_gallery(tmp_path / "g")
-    assert result.rows_added == 3 and stored.manifest.appearance["model_fingerprint"] == with_looks.appearance_fingerprint
+    assert (
+        result.rows_added == 3 and stored.manifest.appearance["model_fingerprint"] == with_looks.appearance_fingerprint
+    )
     want, _, _ = with_looks.appearance.embed_files([str(tmp_path / "g" / i.path) for i in stored.index.images])
     assert np.allclose(stored.index.appearance, want, atol=1e-6)
     crops(tmp_path / "cam2", 2)

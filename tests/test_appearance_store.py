@@ -1,5 +1,6 @@
 """Appearance vectors beside the embeddings: the pipeline computes them, the store keeps them,
 appending keeps both halves in step, and a gallery without them says how to add them."""
+
 import numpy as np
 import pytest
 import torch
@@ -74,8 +75,12 @@ def test_store_round_trip_keeps_vectors_and_fingerprint(tmp_path):
 
 
 def test_a_changed_appearance_file_is_refused(tmp_path):
-    save_gallery(rows(["a", "b"], np.ones((2, 3), np.float32)), tmp_path / "g", model_fingerprint="f",
-                 appearance_fingerprint="ap")
+    save_gallery(
+        rows(["a", "b"], np.ones((2, 3), np.float32)),
+        tmp_path / "g",
+        model_fingerprint="f",
+        appearance_fingerprint="ap",
+    )
     np.save(tmp_path / "g" / "appearance.npy", np.ones((2, 4), np.float32))
     with pytest.raises(DatasetError, match="appearance.npy"):
         load_gallery(tmp_path / "g")

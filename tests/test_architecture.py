@@ -23,6 +23,7 @@ exception; every package and root module has a floor; neither the floors nor the
 one another in a circle; commands never import each other. The core (floors 0-2) imports no torch
 or optional package at import time.
 """
+
 import ast
 import subprocess
 import sys
@@ -31,9 +32,21 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
-FLOORS = [("types", "errors", "fileio", "registry", "records"), ("language",), ("data",), ("models",), ("index",),
-          ("vlm",), ("interaction",), ("evaluation",), ("runtime", "__init__"), ("training",), ("ingest",),
-          ("serving",), ("cli", "__main__")]
+FLOORS = [
+    ("types", "errors", "fileio", "registry", "records"),
+    ("language",),
+    ("data",),
+    ("models",),
+    ("index",),
+    ("vlm",),
+    ("interaction",),
+    ("evaluation",),
+    ("runtime", "__init__"),
+    ("training",),
+    ("ingest",),
+    ("serving",),
+    ("cli", "__main__"),
+]
 RANK = {unit: floor for floor, units in enumerate(FLOORS) for unit in units}
 CORE = {unit for units in FLOORS[:3] for unit in units}
 HEAVY = {"torch", "transformers", "scipy", "matplotlib", "cv2", "sentence_transformers"}
@@ -137,8 +150,11 @@ def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def test_every_package_and_root_module_has_a_floor():
-    units = {path.stem if path.is_file() else path.name for path in PACKAGE.iterdir()
-             if (path.is_file() and path.suffix == ".py") or (path / "__init__.py").is_file()}
+    units = {
+        path.stem if path.is_file() else path.name
+        for path in PACKAGE.iterdir()
+        if (path.is_file() and path.suffix == ".py") or (path / "__init__.py").is_file()
+    }
     assert units - set(RANK) == set(), "add them to FLOORS (and the docstring)"
     assert set(RANK) - units == set(), "FLOORS names something that is not in the package"
 
@@ -172,9 +188,11 @@ def test_commands_never_import_each_other():
 
 def test_the_cli_holds_only_its_entry_points_and_two_folders():
     loose = {m for m in MODULES if m.startswith("minterpr.cli.")} - {
-        m for m in MODULES if m.startswith((CLI_COMMANDS, CLI_SHARED))}
+        m for m in MODULES if m.startswith((CLI_COMMANDS, CLI_SHARED))
+    }
     assert loose <= {"minterpr.cli.main", "minterpr.cli.commands", "minterpr.cli.shared"}, (
-        f"{sorted(loose)}: a command goes in cli/commands/, a shared helper in cli/shared/")
+        f"{sorted(loose)}: a command goes in cli/commands/, a shared helper in cli/shared/"
+    )
 
 
 def test_the_circle_finder_finds_a_circle():
@@ -188,8 +206,10 @@ def test_core_imports_no_heavy_package_at_import_time(module):
 
 
 def test_importing_the_package_and_its_data_layer_loads_no_torch():
-    code = ("import sys, minterpr, minterpr.language.evidence, minterpr.data.formats, minterpr.data.dialogue_synthesis, "
-            "minterpr.index, minterpr.runtime, minterpr.evaluation.metrics; print('torch' in sys.modules)")
+    code = (
+        "import sys, minterpr, minterpr.language.evidence, minterpr.data.formats, minterpr.data.dialogue_synthesis, "
+        "minterpr.index, minterpr.runtime, minterpr.evaluation.metrics; print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -201,7 +221,12 @@ def test_tests_never_import_each_other():
     for path in sorted(tests.rglob("*.py")):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
-            names = [a.name for a in node.names] if isinstance(node, ast.Import) else \
-                [node.module or ""] if isinstance(node, ast.ImportFrom) and not node.level else []
+            names = (
+                [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom) and not node.level
+                else []
+            )
             bad = [n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
             assert not bad, f"{path.relative_to(tests)} imports {bad}: move what it shares to tests/support"

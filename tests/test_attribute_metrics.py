@@ -1,5 +1,6 @@
 """PAR metrics (minterpr.evaluation.attribute_metrics) against plain per-label / per-image loops
 written from Jia et al.'s definitions, hand-computed cases, and the per-label thresholds."""
+
 from __future__ import annotations
 
 import json
@@ -13,9 +14,15 @@ from hypothesis import given, settings, strategies as st
 
 from support.helpers import random_attributes
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.evaluation.attribute_metrics import (LABELS, attribute_metrics, attribute_metrics_from_targets,
-                                                   attribute_targets, auc_scores, balanced_thresholds,
-                                                   format_attribute_table)
+from minterpr.evaluation.attribute_metrics import (
+    LABELS,
+    attribute_metrics,
+    attribute_metrics_from_targets,
+    attribute_targets,
+    auc_scores,
+    balanced_thresholds,
+    format_attribute_table,
+)
 from minterpr.types import GalleryImage
 
 L = len(LABELS)
@@ -71,15 +78,23 @@ def reference(probs, images, thresholds):
         values = [v.name for v in slot.values]
         counts = Counter(v for _, held in rows for v in held)
         majority = max(values, key=lambda v: (counts[v], -values.index(v)))
-        head = np.mean([values[int(np.argmax([probs[i, COL[(slot.name, v)]] for v in values]))] in held
-                        for i, held in rows])
+        head = np.mean(
+            [values[int(np.argmax([probs[i, COL[(slot.name, v)]] for v in values]))] in held for i, held in rows]
+        )
         slots[slot.name] = (100 * head, 100 * np.mean([majority in held for _, held in rows]), majority)
-    return 100 * np.mean(balanced) if balanced else None, len(balanced), 100 * np.mean(accs), p, r, 2 * p * r / (p + r), slots
+    return (
+        100 * np.mean(balanced) if balanced else None,
+        len(balanced),
+        100 * np.mean(accs),
+        p,
+        r,
+        2 * p * r / (p + r),
+        slots,
+    )
 
 
 @settings(max_examples=25, deadline=None)
-@given(seed=st.integers(0, 10_000), n=st.integers(2, 40), per_label=st.booleans(),
-       coarse=st.booleans())
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 40), per_label=st.booleans(), coarse=st.booleans())
 def test_matches_the_loop_reference_on_random_data(seed, n, per_label, coarse):
     rng = np.random.default_rng(seed)
     images = gallery(seed, n)
@@ -99,17 +114,24 @@ def test_matches_the_loop_reference_on_random_data(seed, n, per_label, coarse):
     assert [s.slot for s in result.slots] == list(slots)
     assert [s.majority_value for s in result.slots] == [v[2] for v in slots.values()]
     assert [x for s in result.slots for x in (s.accuracy, s.majority_accuracy)] == pytest.approx(
-        [x for v in slots.values() for x in v[:2]])
+        [x for v in slots.values() for x in v[:2]]
+    )
     assert result.threshold == (None if per_label else 0.5)
     json.dumps(result.to_dict(), allow_nan=False)  # JSON-safe whatever the data
 
 
 def test_hand_computed_case():
-    male, female, red, white = (COL[("gender", "male")], COL[("gender", "female")],
-                                COL[("upper_colour", "red")], COL[("upper_colour", "white")])
-    images = [GalleryImage("a", "x:1", attributes={"gender": ("male",), "upper_colour": ("red", "white")}),
-              GalleryImage("b", "x:2", attributes={"gender": ("female",)}),
-              GalleryImage("c", "x:3", attributes={"gender": ("male",), "upper_colour": ("red",)})]
+    male, female, red, white = (
+        COL[("gender", "male")],
+        COL[("gender", "female")],
+        COL[("upper_colour", "red")],
+        COL[("upper_colour", "white")],
+    )
+    images = [
+        GalleryImage("a", "x:1", attributes={"gender": ("male",), "upper_colour": ("red", "white")}),
+        GalleryImage("b", "x:2", attributes={"gender": ("female",)}),
+        GalleryImage("c", "x:3", attributes={"gender": ("male",), "upper_colour": ("red",)}),
+    ]
     probs = np.zeros((3, L))
     probs[0, [male, red]] = 0.9, 0.9  # white missed
     probs[1, [male, female, red]] = 0.2, 0.9, 0.9  # red is unlabelled for b: ignored
@@ -142,8 +164,10 @@ def test_hand_computed_case():
 
 def test_threshold_is_strict_and_per_label_thresholds_apply():
     male = COL[("gender", "male")]
-    images = [GalleryImage("a", "x:1", attributes={"gender": ("male",)}),
-              GalleryImage("b", "x:2", attributes={"gender": ("female",)})]
+    images = [
+        GalleryImage("a", "x:1", attributes={"gender": ("male",)}),
+        GalleryImage("b", "x:2", attributes={"gender": ("female",)}),
+    ]
     probs = np.zeros((2, L))
     probs[:, male] = 0.5, 0.3
     rows = {(x.slot, x.value): x for x in attribute_metrics(probs, images).labels}
@@ -171,8 +195,12 @@ def test_auc_matches_pairwise_counting():
 
 def test_balanced_thresholds_maximise_balanced_accuracy_on_the_split():
     rng = np.random.default_rng(2)
-    images = [GalleryImage(im.path, im.person_id, attributes={**im.attributes, "gender": ("male",)})
-              if im.attributes and "gender" in im.attributes else im for im in gallery(5, 80, unknown_rate=0.2)]
+    images = [
+        GalleryImage(im.path, im.person_id, attributes={**im.attributes, "gender": ("male",)})
+        if im.attributes and "gender" in im.attributes
+        else im
+        for im in gallery(5, 80, unknown_rate=0.2)
+    ]
     targets, mask = attribute_targets(images)
     probs = np.round(np.clip(0.3 * targets + 0.7 * rng.random((80, L)), 0, 1), 2)  # ties too
     thresholds = balanced_thresholds(probs, images)
@@ -195,11 +223,14 @@ def test_training_uses_the_same_targets():
     assert training_data.attribute_targets is attribute_targets
 
 
-@pytest.mark.parametrize("probs, message", [
-    (np.zeros((2, 3)), "must be \\(N, 120\\)"),
-    (np.full((2, L), np.nan), "NaN"),
-    (np.zeros((3, L)), "3 probability rows for 2 images"),
-])
+@pytest.mark.parametrize(
+    "probs, message",
+    [
+        (np.zeros((2, 3)), "must be \\(N, 120\\)"),
+        (np.full((2, L), np.nan), "NaN"),
+        (np.zeros((3, L)), "3 probability rows for 2 images"),
+    ],
+)
 def test_bad_input_is_a_clear_value_error(probs, message):
     images = [GalleryImage("a", "x:1", attributes={"gender": ("male",)}), GalleryImage("b", "x:2")]
     with pytest.raises(ValueError, match=message):

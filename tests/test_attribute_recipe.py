@@ -1,5 +1,6 @@
 """The attribute recipe's options (issue 24): BatchNorm after the attribute classifier,
 per-label feature mixup, progressive input sizes. Each is off by default, and off changes nothing."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -133,7 +134,7 @@ def test_mixing_the_scores_is_mixing_each_labels_pooled_feature(logit_norm):
     tokens = torch.randn(5, 4, 8)
     mix = LabelMix.draw(5, len(slots), 0.5, seed=1)
     normed = head.norm(tokens)
-    scores = torch.einsum("sd,btd->bst", head.slot_queries @ head.keys.weight, normed) / 8 ** 0.5
+    scores = torch.einsum("sd,btd->bst", head.slot_queries @ head.keys.weight, normed) / 8**0.5
     features = (scores.softmax(-1) @ normed)[:, slots]  # (B, L, D): the feature fed to each label
     mixed = torch.empty_like(features)
     for i in range(5):
@@ -142,8 +143,9 @@ def test_mixing_the_scores_is_mixing_each_labels_pooled_feature(logit_norm):
             mixed[i, l] = lam * features[i, l] + (1 - lam) * features[mix.partner[i, l], l]
     expected = (mixed * head.label_weight).sum(-1) + head.label_bias
     if logit_norm:
-        expected = torch.nn.functional.batch_norm(expected, None, None, head.logit_norm.weight,
-                                                  head.logit_norm.bias, training=True)
+        expected = torch.nn.functional.batch_norm(
+            expected, None, None, head.logit_norm.weight, head.logit_norm.bias, training=True
+        )
     torch.testing.assert_close(head(tokens, mix=mix), expected)
 
 
@@ -157,14 +159,20 @@ def test_feature_mixup_off_keeps_the_fingerprint_and_on_trains_on_soft_targets(t
     assert mixed.fingerprint != plain.fingerprint
     seen = []
     real = image_tuning.attribute_loss
-    monkeypatch.setattr(image_tuning, "attribute_loss",
-                        lambda logits, targets, mask, ratio: seen.append(targets) or real(logits, targets, mask, ratio))
+    monkeypatch.setattr(
+        image_tuning,
+        "attribute_loss",
+        lambda logits, targets, mask, ratio: seen.append(targets) or real(logits, targets, mask, ratio),
+    )
     mixed.run()
     assert seen and all(((t > 0) & (t < 1)).any() for t in seen)  # soft targets every step
     plain.run()
     assert ((seen[-1] == 0) | (seen[-1] == 1)).all()  # plain: hard targets
-    assert any(not torch.equal(v, plain.model.state_dict()[k]) for k, v in mixed.model.state_dict().items()
-               if k.startswith("image_head.attributes."))
+    assert any(
+        not torch.equal(v, plain.model.state_dict()[k])
+        for k, v in mixed.model.state_dict().items()
+        if k.startswith("image_head.attributes.")
+    )
     with pytest.raises(ValueError, match="feature_mixup_alpha"):
         ImageTuningConfig(feature_mixup_alpha=-1.0)
     with pytest.raises(ConfigError, match="feature_mixup_alpha"):
@@ -189,8 +197,9 @@ def test_progressive_sizes_train_small_first_and_validate_at_the_models_size(tin
     assert tuner.fingerprint != _tuner(tiny_data, tmp_path / "y", epochs=3).fingerprint
     seen = []  # (training?, H, W) of every forward pass
     real = tuner.model.encode_images
-    tuner.model.encode_images = lambda pixels, *a, **k: seen.append((tuner.model.training, *pixels.shape[-2:])) or \
-        real(pixels, *a, **k)
+    tuner.model.encode_images = lambda pixels, *a, **k: (
+        seen.append((tuner.model.training, *pixels.shape[-2:])) or real(pixels, *a, **k)
+    )
     record = tuner.run()
     steps = tuner.steps_per_epoch
     trained = [s[1:] for s in seen if s[0]]
@@ -219,11 +228,27 @@ def test_bench_recipe_tunes_each_setting_and_prints_its_table(tiny_data, tmp_pat
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     out = tmp_path / "runs"
-    argv = ["--data", str(tiny_data), "--out", str(out), "--config", "tiny",
-            "--set", "image_tuning.epochs=2", "--set", "image_tuning.batch_size=8",
-            "--setting", "plain",
-            "--setting", "all three", "model.attribute_logit_norm=true", "image_tuning.feature_mixup_alpha=0.4",
-            "image_tuning.progressive_sizes=[[1,32,16]]", "--json", str(tmp_path / "rows.json")]
+    argv = [
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(out),
+        "--config",
+        "tiny",
+        "--set",
+        "image_tuning.epochs=2",
+        "--set",
+        "image_tuning.batch_size=8",
+        "--setting",
+        "plain",
+        "--setting",
+        "all three",
+        "model.attribute_logit_norm=true",
+        "image_tuning.feature_mixup_alpha=0.4",
+        "image_tuning.progressive_sizes=[[1,32,16]]",
+        "--json",
+        str(tmp_path / "rows.json"),
+    ]
     capsys.readouterr()
     assert bench.main(argv) == 0
     printed = capsys.readouterr().out
@@ -238,12 +263,16 @@ def test_bench_recipe_tunes_each_setting_and_prints_its_table(tiny_data, tmp_pat
         assert r["tuning_minutes"] == pytest.approx(json.loads(tuned[-1])["seconds"] / 60)  # a fast CI may round to 0
         report = json.loads((out / r["setting"].replace(" ", "_") / "attributes_test.json").read_text())
         assert r["test_f1"] == report["instance_based"]["f1"]
-        assert (r["test_slot"], r["test_majority"]) == (report["slot_mean"]["accuracy"],
-                                                        report["slot_mean"]["majority_accuracy"])
+        assert (r["test_slot"], r["test_majority"]) == (
+            report["slot_mean"]["accuracy"],
+            report["slot_mean"]["majority_accuracy"],
+        )
         assert f"| {r['test_slot']:.1f} / {r['test_majority']:.1f} |" in printed
         aucs = [label["auc"] for label in report["labels"] if label["auc"] is not None]
         assert r["test_auc"] == pytest.approx(sum(aucs) / len(aucs))
-    history = [json.loads(line) for line in (out / "all_three" / "image_tuning" / "metrics.jsonl").read_text().splitlines()]
+    history = [
+        json.loads(line) for line in (out / "all_three" / "image_tuning" / "metrics.jsonl").read_text().splitlines()
+    ]
     assert [h.get("input_size") for h in history] == [[32, 16], None]  # the setting's overrides reached the tuning
     config = (out / "all_three" / "config.yaml").read_text()
     assert "attribute_logit_norm: true" in config and "feature_mixup_alpha: 0.4" in config

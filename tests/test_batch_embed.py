@@ -2,6 +2,7 @@
 (a shard without its marker is redone, the others are not touched), reports unreadable images,
 refuses another job's folder; the Ray Data executor (a local ray.init(num_cpus=2)) gives the same
 result as the local one."""
+
 from __future__ import annotations
 
 import json
@@ -105,8 +106,9 @@ def test_ray_executor_equals_local_and_resumes(gallery, tmp_path, ray_local):
     for s in (1, 2):
         (out / f"shard-0000{s}.done").unlink()
     stamp = (out / "shard-00000.emb.npy").stat().st_mtime_ns
-    remote = embed_gallery(run, names, root, out, executor="ray", shard_size=4, batch_size=3, num_actors=2,
-                           progress=False)
+    remote = embed_gallery(
+        run, names, root, out, executor="ray", shard_size=4, batch_size=3, num_actors=2, progress=False
+    )
     assert (out / "shard-00000.emb.npy").stat().st_mtime_ns == stamp  # a finished shard is not redone
     assert sorted(p.name for p in out.glob("*.done")) == [f"shard-0000{s}.done" for s in range(3)]
     assert [i.path for i in remote.images] == [i.path for i in local.images]

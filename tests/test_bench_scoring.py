@@ -1,4 +1,5 @@
 """``benchmarks/bench_scoring.py``: a grid of scoring fields measured by simulated searches, seeds pooled."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -24,17 +25,32 @@ def bench():
 
 def test_the_grid_is_parsed_strictly(bench):
     assert bench.parse_vary(["anchor_lambda=0.5,0.7", "rejection=true,false"]) == [
-        ("anchor_lambda", [0.5, 0.7]), ("rejection", [True, False])]
-    for bad, says in (("anchor_lambda", "expected FIELD=V1,V2"), ("anchor_lambda=", "expected FIELD=V1,V2"),
-                      ("anchor_lambda=0.5,high", "'high' is not a number")):
+        ("anchor_lambda", [0.5, 0.7]),
+        ("rejection", [True, False]),
+    ]
+    for bad, says in (
+        ("anchor_lambda", "expected FIELD=V1,V2"),
+        ("anchor_lambda=", "expected FIELD=V1,V2"),
+        ("anchor_lambda=0.5,high", "'high' is not a number"),
+    ):
         with pytest.raises(ValueError, match=says):
             bench.parse_vary([bad])
 
 
 def test_each_point_is_measured_and_seeds_pool(bench, tiny_run, tmp_path, capsys, one_torch_thread):
     data = make_tiny_dataset(tmp_path / "data")
-    argv = ["--run", str(tiny_run), "--data", str(data), "--split", "val", "--rounds", "2",
-            "--vary", "anchor_lambda=0.5,1.0"]
+    argv = [
+        "--run",
+        str(tiny_run),
+        "--data",
+        str(data),
+        "--split",
+        "val",
+        "--rounds",
+        "2",
+        "--vary",
+        "anchor_lambda=0.5,1.0",
+    ]
     assert bench.main(argv + ["--seeds", "0", "1", "--json", str(tmp_path / "rows.json")]) == 0
     rows = json.loads((tmp_path / "rows.json").read_text())["rows"]
     assert [r["anchor_lambda"] for r in rows] == [0.5, 1.0]

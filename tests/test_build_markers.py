@@ -1,5 +1,6 @@
 """Build markers: unfinished, damaged or mixed datasets are refused with the command that rebuilds
 them; reruns repair; temporaries are cleaned; a valid build is accepted (and checked quickly)."""
+
 from __future__ import annotations
 
 import json
@@ -15,8 +16,14 @@ import pytest
 
 from minterpr.cli.shared.common import gallery_images
 from minterpr.cli.main import main
-from minterpr.data.build import (DATASET_FILE, check_if_built, mark_dataset, read_marker, require_built_dataset,
-                                 synth_rebuild_args)
+from minterpr.data.build import (
+    DATASET_FILE,
+    check_if_built,
+    mark_dataset,
+    read_marker,
+    require_built_dataset,
+    synth_rebuild_args,
+)
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.synthetic import dataset as synthetic_dataset
@@ -27,25 +34,42 @@ from minterpr.training.config import load_config
 from minterpr.training.data import load_split
 from minterpr.types import GalleryImage
 
-SIZES = ["--train-identities", "6", "--val-identities", "3", "--test-identities", "4", "--height", "64", "--width", "32"]
+SIZES = [
+    "--train-identities",
+    "6",
+    "--val-identities",
+    "3",
+    "--test-identities",
+    "4",
+    "--height",
+    "64",
+    "--width",
+    "32",
+]
 TINY = [*SIZES, "--workers", "1", "--quiet"]
 
 
 def _command(seed: int, out: Path) -> str:
     """The rebuild command readers must name for a TINY build (CLI defaults for the rest)."""
-    return (f"minterpr data synth --out {out} --seed {seed} --train-identities 6 --val-identities 3 "
-            "--test-identities 4 --cameras 6 --height 64 --width 32 --max-qa-turns 3 --max-image-turns 3")
+    return (
+        f"minterpr data synth --out {out} --seed {seed} --train-identities 6 --val-identities 3 "
+        "--test-identities 4 --cameras 6 --height 64 --width 32 --max-qa-turns 3 --max-image-turns 3"
+    )
 
 
 def _config(seed: int) -> SyntheticDatasetConfig:
-    world = SyntheticWorldConfig(seed=seed, train_identities=6, val_identities=3, test_identities=4,
-                                 image_size=(64, 32), workers=1)
+    world = SyntheticWorldConfig(
+        seed=seed, train_identities=6, val_identities=3, test_identities=4, image_size=(64, 32), workers=1
+    )
     return SyntheticDatasetConfig(world=world, dialogues=DialogueSynthesisConfig(seed=seed))
 
 
 def _files(root: Path) -> dict[str, bytes]:
-    return {str(p.relative_to(root)): p.read_bytes() for p in sorted(root.rglob("*"))
-            if p.is_file() and p.name != DATASET_FILE}
+    return {
+        str(p.relative_to(root)): p.read_bytes()
+        for p in sorted(root.rglob("*"))
+        if p.is_file() and p.name != DATASET_FILE
+    }
 
 
 @pytest.fixture(scope="module")
@@ -73,9 +97,12 @@ def _copy(builds: dict[int, Path], seed: int, tmp_path: Path) -> Path:
 
 def _refused_everywhere(data: Path, reason: str, command: str, capsys, run: Path) -> None:
     """Every reader refuses ``data`` with ``reason`` and the rebuild ``command``."""
-    for check in (require_built_dataset, check_if_built,
-                  lambda d: load_split(load_config("tiny", [f"data.root={d}"]).data, "val"),
-                  lambda d: gallery_images(d, None, "test")):
+    for check in (
+        require_built_dataset,
+        check_if_built,
+        lambda d: load_split(load_config("tiny", [f"data.root={d}"]).data, "val"),
+        lambda d: gallery_images(d, None, "test"),
+    ):
         with pytest.raises(DatasetError, match=reason) as info:
             check(data)
         assert command in str(info.value)
@@ -95,7 +122,9 @@ def test_a_finished_build_is_accepted_and_reused(builds, tmp_path, capsys) -> No
     data = _copy(builds, 0, tmp_path)
     marker = require_built_dataset(data)
     assert marker["state"] == "finished" and marker["config"]["world"]["seed"] == 0
-    assert set(marker["fingerprint"]["files"]) == {f"{p}{s}.jsonl" for s in ("train", "val", "test") for p in ("", "gallery_")}
+    assert set(marker["fingerprint"]["files"]) == {
+        f"{p}{s}.jsonl" for s in ("train", "val", "test") for p in ("", "gallery_")
+    }
     assert marker["fingerprint"]["images"]["files"] == sum(marker["splits"][s]["images"] for s in marker["splits"])
     assert len(load_split(load_config("tiny", [f"data.root={data}"]).data, "val").samples) > 0
     assert main(["data", "validate", str(data / "test.jsonl")]) == 0
@@ -107,8 +136,9 @@ def test_a_finished_build_is_accepted_and_reused(builds, tmp_path, capsys) -> No
     assert (data / DATASET_FILE).stat().st_ino == before
 
 
-def test_killed_build_over_another_seed_is_refused_and_a_rerun_finishes_it(builds, tmp_path, monkeypatch, capsys,
-                                                                          tiny_run) -> None:
+def test_killed_build_over_another_seed_is_refused_and_a_rerun_finishes_it(
+    builds, tmp_path, monkeypatch, capsys, tiny_run
+) -> None:
     data = _copy(builds, 0, tmp_path)
     real_write_split = synthetic_dataset.write_split
 
@@ -134,8 +164,13 @@ def test_truncated_split_is_refused_and_a_rerun_repairs_it(builds, tmp_path, cap
     data = _copy(builds, 0, tmp_path)
     whole = (data / "val.jsonl").read_bytes()
     (data / "val.jsonl").write_bytes(whole[: len(whole) // 2])
-    _refused_everywhere(data, f"val.jsonl has {len(whole) // 2:,} bytes, the build wrote {len(whole):,}",
-                        _command(0, data), capsys, tiny_run)
+    _refused_everywhere(
+        data,
+        f"val.jsonl has {len(whole) // 2:,} bytes, the build wrote {len(whole):,}",
+        _command(0, data),
+        capsys,
+        tiny_run,
+    )
     assert main(["data", "synth", "--out", str(data), "--seed", "0", *TINY]) == 0
     assert "dataset written to" in capsys.readouterr().out  # rebuilt, not "already built"
     assert require_built_dataset(data) and _files(data) == _files(builds[0])
@@ -180,8 +215,21 @@ def test_reruns_remove_stale_temporaries(builds, tmp_path, capsys) -> None:
 def test_kill_9_during_synth_then_rerun(tmp_path, capsys) -> None:
     data = tmp_path / "killed"
     env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")}
-    args = ["--train-identities", "300", "--val-identities", "2", "--test-identities", "2", "--height", "64",
-            "--width", "32", "--workers", "1", "--quiet"]
+    args = [
+        "--train-identities",
+        "300",
+        "--val-identities",
+        "2",
+        "--test-identities",
+        "2",
+        "--height",
+        "64",
+        "--width",
+        "32",
+        "--workers",
+        "1",
+        "--quiet",
+    ]
     proc = subprocess.Popen([sys.executable, "-m", "minterpr", "data", "synth", "--out", str(data), *args], env=env)
     try:
         deadline = time.monotonic() + 60

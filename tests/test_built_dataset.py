@@ -1,5 +1,6 @@
 """The built dataset's room: one set of image suffixes, its file names spelled once, and a split
 read from paths alone (no training config, nothing from training imported)."""
+
 from __future__ import annotations
 
 import subprocess
@@ -67,9 +68,11 @@ def test_the_training_loader_is_the_built_dataset(tmp_path):
 
 def test_reading_a_split_imports_no_training_and_no_torch(tmp_path):
     root = _build(tmp_path / "data")
-    code = ("import sys; from minterpr.data.dataset import BuiltDataset; "
-            f"BuiltDataset({str(root)!r}).split('val'); "
-            "print(sorted(m for m in sys.modules if m.startswith('minterpr.training') or m == 'torch'))")
+    code = (
+        "import sys; from minterpr.data.dataset import BuiltDataset; "
+        f"BuiltDataset({str(root)!r}).split('val'); "
+        "print(sorted(m for m in sys.modules if m.startswith('minterpr.training') or m == 'torch'))"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
 
@@ -85,6 +88,11 @@ def test_commands_and_benchmarks_read_splits_through_the_built_dataset():
         tree = ast.parse(path.read_text(encoding="utf-8"))
         imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
         assert "minterpr.training.data" not in imported, path.name
-        spelled = [node.value for node in ast.walk(tree) if isinstance(node, ast.Constant)
-                   and isinstance(node.value, str) and re.search(r"(^|/)gallery_\w+\.jsonl$", node.value)]
+        spelled = [
+            node.value
+            for node in ast.walk(tree)
+            if isinstance(node, ast.Constant)
+            and isinstance(node.value, str)
+            and re.search(r"(^|/)gallery_\w+\.jsonl$", node.value)
+        ]
         assert not spelled, f"{path.name} spells {spelled}: use BuiltDataset or minterpr.data.layout"

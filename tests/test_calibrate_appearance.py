@@ -1,5 +1,6 @@
 """`minterpr calibrate appearance`: the appearance model's same-person probability fitted on a val
 re-id manifest and stored beside the model; bad input is one line, exit 2, nothing written."""
+
 from __future__ import annotations
 
 import json
@@ -62,8 +63,10 @@ def test_calibrate_appearance_bad_input_is_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "none.jsonl" in err[0]
     write_manifest(read_cuhk03(make_cuhk03(tmp_path / "c", people=3)), tmp_path / "t.jsonl")
-    assert main(["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "t.jsonl"),
-                 "--split", "test"]) == 2
+    assert (
+        main(["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "t.jsonl"), "--split", "test"])
+        == 2
+    )
     assert "--split test" in capsys.readouterr().err
     assert not same_person_path(model).exists()
 
@@ -86,7 +89,9 @@ def test_simulate_with_an_appearance_model(tmp_path, capsys):
         attributes = random_attributes(rng, unknown_rate=0.0)
         for view in range(2):
             Image.new("RGB", (16, 32), (40 * pid, 100, 30 * view)).save(root / f"p{pid}_{view}.png")
-            gallery.append(GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", camera_id=f"c{view}", attributes=attributes))
+            gallery.append(
+                GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", camera_id=f"c{view}", attributes=attributes)
+            )
     write_gallery(gallery, root / "gallery_test.jsonl")
     mark_dataset(root)
     model = _model(tmp_path)

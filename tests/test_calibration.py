@@ -1,4 +1,5 @@
 """Attribute calibration: per-slot temperatures fitted on labels, stored in and applied by the model."""
+
 from __future__ import annotations
 
 import math

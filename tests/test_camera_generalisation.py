@@ -1,4 +1,5 @@
 """Camera generalisation switches: colour casts, MixStyle in the early stages (issue 37 item 2)."""
+
 from __future__ import annotations
 
 import pytest
@@ -73,10 +74,16 @@ def test_mixstyle_switch_changes_the_tuned_weights_and_old_fingerprints_stay(tin
     mixed = make_tuner(tiny_data, tmp_path / "mixed", mixstyle_p=1.0, mixstyle_stages=["stage1"])
     assert mixed.fingerprint != plain.fingerprint
     # switches left off do not change the fingerprint of tunings made before they existed
-    assert make_tuner(tiny_data, tmp_path / "x", mixstyle_alpha=0.1,
-                      augment=AugmentConfig(colour_cast=0.0, cast_gain=0.3)).fingerprint == plain.fingerprint
+    assert (
+        make_tuner(
+            tiny_data, tmp_path / "x", mixstyle_alpha=0.1, augment=AugmentConfig(colour_cast=0.0, cast_gain=0.3)
+        ).fingerprint
+        == plain.fingerprint
+    )
     assert "colour_cast" not in image_tuning._settings(plain.cfg)["augment"]
-    assert make_tuner(tiny_data, tmp_path / "y", augment=AugmentConfig(colour_cast=0.5)).fingerprint != plain.fingerprint
+    assert (
+        make_tuner(tiny_data, tmp_path / "y", augment=AugmentConfig(colour_cast=0.5)).fingerprint != plain.fingerprint
+    )
     plain.run()
     mixed.run()
     a, b = plain.model.state_dict(), mixed.model.state_dict()
@@ -113,14 +120,14 @@ def test_ibn_loads_a_plain_state_dict_and_changes_what_the_encoder_computes():
     ibn.load_state_dict(plain.state_dict())  # strict: every plain key finds its place
     norm = ibn.stages[2][0].expand.bn
     source = plain.stages[2][0].expand.bn
-    assert torch.equal(norm.BN.running_mean, source.running_mean[norm.instance:])
-    assert torch.equal(norm.IN.weight, source.weight[:norm.instance])
+    assert torch.equal(norm.BN.running_mean, source.running_mean[norm.instance :])
+    assert torch.equal(norm.IN.weight, source.weight[: norm.instance])
     x = torch.randn(2, 3, 64, 32)
     assert not torch.allclose(ibn(x)["global"], plain(x)["global"])
     # the instance half removes a per-image channel offset that BatchNorm passes on
     y = torch.randn(2, norm.instance * 2, 5, 5)
     shifted = y + torch.tensor([3.0, -2.0]).view(2, 1, 1, 1)
-    torch.testing.assert_close(norm(y)[:, :norm.instance], norm(shifted)[:, :norm.instance], atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(norm(y)[:, : norm.instance], norm(shifted)[:, : norm.instance], atol=1e-4, rtol=1e-4)
 
 
 def test_ibn_loads_the_packaged_imagenet_weights():
@@ -130,9 +137,11 @@ def test_ibn_loads_the_packaged_imagenet_weights():
     plain = create_efficientnet_lite0(pretrained=True)
     ibn = create_efficientnet_lite0(pretrained=True, instance_norm_stages=3)
     norm, source = ibn.stages[3][0].expand.bn, plain.stages[3][0].expand.bn
-    assert torch.equal(norm.BN.weight, source.weight[norm.instance:])
-    assert torch.equal(norm.BN.running_var, source.running_var[norm.instance:])
-    assert torch.equal(ibn.stages[5][0].expand.bn.weight, plain.stages[5][0].expand.bn.weight)  # later stages as they were
+    assert torch.equal(norm.BN.weight, source.weight[norm.instance :])
+    assert torch.equal(norm.BN.running_var, source.running_var[norm.instance :])
+    assert torch.equal(
+        ibn.stages[5][0].expand.bn.weight, plain.stages[5][0].expand.bn.weight
+    )  # later stages as they were
 
 
 def test_an_ibn_model_exports_to_onnx_and_round_trips_its_checkpoint(tmp_path):
@@ -142,9 +151,16 @@ def test_an_ibn_model_exports_to_onnx_and_round_trips_its_checkpoint(tmp_path):
     from minterpr.models.onnx_export import check_engine, load_image_engine
 
     torch.manual_seed(0)
-    model = create_model("efficientnet_minilm", image_encoder="efficientnet_lite0", pretrained=False,
-                         image_size=(64, 32), num_stripes=4, stripe_columns=2, colour_stripes=4,
-                         encoder_kwargs={"image": {"channels_last": True, "instance_norm_stages": 2}}).eval()
+    model = create_model(
+        "efficientnet_minilm",
+        image_encoder="efficientnet_lite0",
+        pretrained=False,
+        image_size=(64, 32),
+        num_stripes=4,
+        stripe_columns=2,
+        colour_stripes=4,
+        encoder_kwargs={"image": {"channels_last": True, "instance_norm_stages": 2}},
+    ).eval()
     assert check_engine(load_image_engine(model), model) < 1e-3
     save_model(model, tmp_path / "model.pt")
     loaded = load_model(tmp_path / "model.pt")

@@ -1,4 +1,5 @@
 """``minterpr chat`` and ``minterpr simulate`` driven with the attribute backend."""
+
 from __future__ import annotations
 
 import io
@@ -35,17 +36,22 @@ def _chat(gallery, script, **session_options):
 
 def test_chat_loop_describe_answer_feedback_undo(attribute_gallery):
     gallery = attribute_gallery[:150]
-    script = "\n".join([
-        "a woman in a red top",
-        "Jeans.",  # answers the system's question
-        ":feedback 1 not her, no backpack",
-        ":explain 2",
-        ":feedback 99999 nope",
-        ":dance",
-        ":undo",
-        ":quit",
-        "this line is never read",
-    ]) + "\n"
+    script = (
+        "\n".join(
+            [
+                "a woman in a red top",
+                "Jeans.",  # answers the system's question
+                ":feedback 1 not her, no backpack",
+                ":explain 2",
+                ":feedback 99999 nope",
+                ":dance",
+                ":undo",
+                ":quit",
+                "this line is never read",
+            ]
+        )
+        + "\n"
+    )
     code, text, session = _chat(gallery, script, schedule="questions", question_policy="fixed")
     assert code == 0 and text.rstrip().endswith("bye")
     assert "  1. " in text and "matches: gender: female" in text
@@ -112,9 +118,33 @@ def test_chat_without_pipeline_or_directory_is_a_clear_error(dataset, tmp_path, 
 
 def test_simulate_command_writes_report_and_plot(dataset, tmp_path, capsys):
     out_json, out_png = tmp_path / "r.json", tmp_path / "r.png"
-    code = main(["simulate", "--backend", "attribute", "--attribute-noise", "1.0", "--data", str(dataset),
-                 "--rounds", "2", "--limit", "15", "--questions", "fixed", "--references", "top1",
-                 "--simulator", "oracle", "--wrong-answer-rate", "0.1", "--json", str(out_json), "--plot", str(out_png)])
+    code = main(
+        [
+            "simulate",
+            "--backend",
+            "attribute",
+            "--attribute-noise",
+            "1.0",
+            "--data",
+            str(dataset),
+            "--rounds",
+            "2",
+            "--limit",
+            "15",
+            "--questions",
+            "fixed",
+            "--references",
+            "top1",
+            "--simulator",
+            "oracle",
+            "--wrong-answer-rate",
+            "0.1",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "R@1" in printed and "BRI" in printed and "protocol.simulator" in printed
@@ -126,8 +156,26 @@ def test_simulate_command_writes_report_and_plot(dataset, tmp_path, capsys):
 
 def test_simulate_compare(dataset, tmp_path, capsys):
     out_json, out_png = tmp_path / "c.json", tmp_path / "c.png"
-    code = main(["simulate", "--backend", "attribute", "--data", str(dataset), "--rounds", "1", "--limit", "8",
-                 "--compare", "--json", str(out_json), "--plot", str(out_png), "--attribute-weight", "0.3"])
+    code = main(
+        [
+            "simulate",
+            "--backend",
+            "attribute",
+            "--data",
+            str(dataset),
+            "--rounds",
+            "1",
+            "--limit",
+            "8",
+            "--compare",
+            "--json",
+            str(out_json),
+            "--plot",
+            str(out_png),
+            "--attribute-weight",
+            "0.3",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert "questions: info_gain" in printed and "references: top1" in printed
@@ -137,10 +185,15 @@ def test_simulate_compare(dataset, tmp_path, capsys):
     noisy = data["settings"]["both: alternate, noisy oracle"]["protocol"]["simulator"]
     assert noisy["dont_know_rate"] == 0.2 and noisy["wrong_answer_rate"] == 0.1
     assert data["settings"]["questions: random"]["protocol"]["simulator"]["wrong_answer_rate"] == 0.0
-    switches = {name: data["settings"][name]["protocol"]["reranking"]
-                for name in ("auto, no attribute evidence", "auto, no rejection", "auto, no anchor")}
-    assert [(s["attributes"], s["rejection"], s["anchor"]) for s in switches.values()] == \
-        [(False, True, True), (True, False, True), (True, True, False)]
+    switches = {
+        name: data["settings"][name]["protocol"]["reranking"]
+        for name in ("auto, no attribute evidence", "auto, no rejection", "auto, no anchor")
+    }
+    assert [(s["attributes"], s["rejection"], s["anchor"]) for s in switches.values()] == [
+        (False, True, True),
+        (True, False, True),
+        (True, True, False),
+    ]
     assert {s["attribute_weight"] for s in switches.values()} == {0.3}  # the shared config, one term switched
     assert data["settings"]["auto: info_gain + diverse"]["protocol"]["reranking"]["attribute_weight"] == 0.3
     assert out_png.read_bytes()[:4] == b"\x89PNG"
@@ -159,20 +212,26 @@ def test_simulate_missing_gallery(tmp_path, capsys):
 # ----- a chat never ends on an error, and never loses the conversation (issue 11) -----------------
 def test_chat_reports_errors_and_goes_on(attribute_gallery, tmp_path):
     gallery = attribute_gallery[:150]
-    script = b"\n".join([
-        b"a woman in a red top",
-        b":example",
-        b":example missing.jpg",
-        b"she wore \xff\xfe jeans",  # not UTF-8
-        b":feedback 1",
-        b":feedback x not her",
-        b":save",
-        b":explain 0",
-        b"Jeans.",
-    ]) + b"\n"
+    script = (
+        b"\n".join(
+            [
+                b"a woman in a red top",
+                b":example",
+                b":example missing.jpg",
+                b"she wore \xff\xfe jeans",  # not UTF-8
+                b":feedback 1",
+                b":feedback x not her",
+                b":save",
+                b":explain 0",
+                b"Jeans.",
+            ]
+        )
+        + b"\n"
+    )
     backend = AttributeBackend()
-    session = Session(backend, backend.index_images(gallery, str(tmp_path)), schedule="questions",
-                      question_policy="fixed")
+    session = Session(
+        backend, backend.index_images(gallery, str(tmp_path)), schedule="questions", question_policy="fixed"
+    )
     out = io.StringIO()
     assert ChatLoop(session, out, top=3).run(io.BytesIO(script)) == 0
     text = out.getvalue()
@@ -189,8 +248,7 @@ def test_chat_reports_errors_and_goes_on(attribute_gallery, tmp_path):
 def test_plain_replies_to_shown_references(attribute_gallery):
     gallery = attribute_gallery[:150]
     # one image shown: "no ..." judges it, with its reasons as facts
-    code, text, session = _chat(gallery, "a man\nnot him, he had a backpack\n", schedule="references",
-                                num_references=1)
+    code, text, session = _chat(gallery, "a man\nnot him, he had a backpack\n", schedule="references", num_references=1)
     assert session.history[1].turn.feedback == "not him, he had a backpack"
     assert list(session.judgements.values()) == [False] and any(f.slot == "carried" for f in session.facts)
     # several shown: "no" rejects each (reasons once), "yes" asks which one, a remark is a description

@@ -1,5 +1,6 @@
 """The options every command shares (minterpr.cli.shared.common): --verbose/--quiet and logging,
 --device on the commands that run a model, --json PATH|- for JSON reports."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,20 +19,92 @@ from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.types import Dialogue, GalleryImage, QATurn, RetrievalSample
 
-COMMANDS = {"demo", "data validate", "data stats", "data synth", "data peta", "data pa100k", "data mark",
-            "data show", "data convert", "data reid", "simulate", "chat", "index build", "index info", "index fused", "train", "eval",
-            "eval-attributes", "eval-reid", "calibrate match", "calibrate presence", "calibrate slots", "calibrate appearance", "calibrate-match",
-            "calibrate-presence", "export",
-            "adapt", "serve", "users add", "users list", "users passwd",
-            "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models", "db current", "db upgrade",
-            "db backup", "db restore"}
-MODEL_COMMANDS = {"demo", "simulate", "chat", "index build", "train", "eval", "eval-attributes", "eval-reid", "calibrate match",
-                  "calibrate presence", "calibrate slots", "calibrate appearance", "calibrate-match", "calibrate-presence",
-                  "adapt", "serve",
-                  "ingest"}
-JSON_COMMANDS = {"demo", "data stats", "data peta", "simulate", "index info", "eval", "eval-attributes", "eval-reid",
-                 "calibrate match", "calibrate presence", "calibrate slots", "calibrate appearance", "calibrate-match", "calibrate-presence", "adapt",
-                 "users list", "audit verify", "audit export", "audit head", "ingest", "vlm caption", "models"}
+COMMANDS = {
+    "demo",
+    "data validate",
+    "data stats",
+    "data synth",
+    "data peta",
+    "data pa100k",
+    "data mark",
+    "data show",
+    "data convert",
+    "data reid",
+    "simulate",
+    "chat",
+    "index build",
+    "index info",
+    "index fused",
+    "train",
+    "eval",
+    "eval-attributes",
+    "eval-reid",
+    "calibrate match",
+    "calibrate presence",
+    "calibrate slots",
+    "calibrate appearance",
+    "calibrate-match",
+    "calibrate-presence",
+    "export",
+    "adapt",
+    "serve",
+    "users add",
+    "users list",
+    "users passwd",
+    "audit verify",
+    "audit export",
+    "audit head",
+    "ingest",
+    "vlm caption",
+    "models",
+    "db current",
+    "db upgrade",
+    "db backup",
+    "db restore",
+}
+MODEL_COMMANDS = {
+    "demo",
+    "simulate",
+    "chat",
+    "index build",
+    "train",
+    "eval",
+    "eval-attributes",
+    "eval-reid",
+    "calibrate match",
+    "calibrate presence",
+    "calibrate slots",
+    "calibrate appearance",
+    "calibrate-match",
+    "calibrate-presence",
+    "adapt",
+    "serve",
+    "ingest",
+}
+JSON_COMMANDS = {
+    "demo",
+    "data stats",
+    "data peta",
+    "simulate",
+    "index info",
+    "eval",
+    "eval-attributes",
+    "eval-reid",
+    "calibrate match",
+    "calibrate presence",
+    "calibrate slots",
+    "calibrate appearance",
+    "calibrate-match",
+    "calibrate-presence",
+    "adapt",
+    "users list",
+    "audit verify",
+    "audit export",
+    "audit head",
+    "ingest",
+    "vlm caption",
+    "models",
+}
 
 
 def _leaves(parser: argparse.ArgumentParser, prefix: tuple[str, ...] = ()):
@@ -97,8 +170,9 @@ def test_add_common_options_needs_the_handler_first():
         add_common_options(argparse.ArgumentParser(prog="x"))
 
 
-@pytest.mark.parametrize("flag, level", [("--quiet", logging.WARNING), (None, logging.INFO),
-                                         ("--verbose", logging.DEBUG)])
+@pytest.mark.parametrize(
+    "flag, level", [("--quiet", logging.WARNING), (None, logging.INFO), ("--verbose", logging.DEBUG)]
+)
 def test_verbosity_sets_the_minterpr_logger(flag, level, tmp_path, capsys):
     assert main(["data", "mark", str(tmp_path / "absent"), *([flag] if flag else [])]) == 2
     assert logging.getLogger(LOGGER_NAME).level == level
@@ -120,8 +194,13 @@ def world(tmp_path_factory):
             Image.new("RGB", (16, 32), (20 * pid, 100, 60 * view)).save(root / f"p{pid}_{view}.png")
             gallery.append(GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", attributes=attributes))
     write_gallery(gallery, root / "gallery_test.jsonl")
-    write_minterpedes([RetrievalSample(f"p{k}_0.png", f"minterpedes:{k}", Dialogue(f"person {k}", (QATurn("Bag?", "no"),)))
-                       for k in range(4)], root / "test.jsonl")
+    write_minterpedes(
+        [
+            RetrievalSample(f"p{k}_0.png", f"minterpedes:{k}", Dialogue(f"person {k}", (QATurn("Bag?", "no"),)))
+            for k in range(4)
+        ],
+        root / "test.jsonl",
+    )
     mark_dataset(root)
     return root
 
@@ -152,8 +231,9 @@ def test_data_stats_json_to_stdout(world, capsys):
     assert json.loads(captured.out)["format"] == "minterpedes" and captured.err.strip()
 
 
-def test_eval_json_dash_prints_valid_json_only_and_json_is_optional(world, tiny_run, tmp_path, capsys,
-                                                                     one_torch_thread):
+def test_eval_json_dash_prints_valid_json_only_and_json_is_optional(
+    world, tiny_run, tmp_path, capsys, one_torch_thread
+):
     base = ["eval", "--run", str(tiny_run), "--data", str(world / "test.jsonl")]
     assert main([*base, "--json", "-"]) == 0
     captured = capsys.readouterr()
@@ -170,13 +250,15 @@ def test_eval_json_dash_prints_valid_json_only_and_json_is_optional(world, tiny_
 def test_device_reaches_the_model(command, world, tiny_run, tmp_path, capsys, monkeypatch):
     monkeypatch.setattr("sys.stdin", open("/dev/null"))
     run, data = str(tiny_run), str(world)
-    argv = {"eval": ["eval", "--run", run, "--data", f"{data}/test.jsonl"],
-            "eval-attributes": ["eval-attributes", "--run", run, "--gallery", f"{data}/gallery_test.jsonl"],
-            "simulate": ["simulate", "--run", run, "--data", data],
-            "chat": ["chat", "--run", run, "--images", data],
-            "index build": ["index", "build", "--run", run, "--images", data, "--out", str(tmp_path / "store")],
-            "adapt": ["adapt", "--run", run, "--images", data, "--out", str(tmp_path / "adapted")],
-            "ingest": ["ingest", data, "--gallery", str(tmp_path / "gallery"), "--run", run]}[command]
+    argv = {
+        "eval": ["eval", "--run", run, "--data", f"{data}/test.jsonl"],
+        "eval-attributes": ["eval-attributes", "--run", run, "--gallery", f"{data}/gallery_test.jsonl"],
+        "simulate": ["simulate", "--run", run, "--data", data],
+        "chat": ["chat", "--run", run, "--images", data],
+        "index build": ["index", "build", "--run", run, "--images", data, "--out", str(tmp_path / "store")],
+        "adapt": ["adapt", "--run", run, "--images", data, "--out", str(tmp_path / "adapted")],
+        "ingest": ["ingest", data, "--gallery", str(tmp_path / "gallery"), "--run", run],
+    }[command]
     assert main([*argv, "--device", "no-such-device"]) == 2
     assert "no-such-device" in capsys.readouterr().err
 
@@ -184,12 +266,14 @@ def test_device_reaches_the_model(command, world, tiny_run, tmp_path, capsys, mo
 def test_train_device_and_quiet_are_config_overrides(tmp_path, capsys):
     from minterpr.cli.commands.train import _load
 
-    args = argparse.Namespace(config="tiny", set=["progress=true"], out=str(tmp_path), resume=False, data=None,
-                              device="cuda:1", quiet=True)
+    args = argparse.Namespace(
+        config="tiny", set=["progress=true"], out=str(tmp_path), resume=False, data=None, device="cuda:1", quiet=True
+    )
     cfg = _load(args)
     assert cfg.device == "cuda:1" and cfg.progress is False
-    args = argparse.Namespace(config="tiny", set=["progress=false"], out=str(tmp_path), resume=False, data=None,
-                              device=None, quiet=False)
+    args = argparse.Namespace(
+        config="tiny", set=["progress=false"], out=str(tmp_path), resume=False, data=None, device=None, quiet=False
+    )
     cfg = _load(args)
     assert cfg.device == "cpu" and cfg.progress is False  # --set progress=false still works
     assert main(["train", "--config", "tiny", "--out", str(tmp_path / "r"), "--device", "tpu"]) == 2
@@ -220,9 +304,14 @@ def test_users_and_audit_write_their_records_as_json(tmp_path, capsys, monkeypat
     report_path = tmp_path / "verify.json"
     assert main(["audit", "verify", str(log), "--head", head["head"], "--json", str(report_path)]) == 0
     assert "intact" in capsys.readouterr().out  # --json PATH: the lines stay on stdout
-    assert json.loads(report_path.read_text()) == {"file": str(log), "entries": exported["entries"],
-                                                   "head": head["head"], "expected_head": head["head"], "ok": True,
-                                                   "problems": []}
+    assert json.loads(report_path.read_text()) == {
+        "file": str(log),
+        "entries": exported["entries"],
+        "head": head["head"],
+        "expected_head": head["head"],
+        "ok": True,
+        "problems": [],
+    }
     log.write_text("".join(log.read_text().splitlines(keepends=True)[1:]))  # the first entry removed
     assert main(["audit", "verify", str(log), "--json", "-"]) == 1
     report = json.loads(capsys.readouterr().out)

@@ -1,4 +1,5 @@
 """``minterpr data validate`` / ``stats``: every bad record flagged at its line, exit codes, formats."""
+
 from __future__ import annotations
 
 import json
@@ -14,11 +15,20 @@ from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, Retrie
 
 
 def good(target: str, pid: int) -> dict:
-    return {"file_path": target, "id": pid, "t_conversation_length": 1, "i_conversation_length": 1,
-            "conversations": [{"from": "human", "value": "a man in a grey coat"}, {"from": "gpt", "value": "Bag?"},
-                              {"from": "human", "value": "a backpack"}, {"from": "gpt", "value": "<image>"},
-                              {"from": "human", "value": "his coat is longer"}],
-            "image": ["ref/1.jpg"]}
+    return {
+        "file_path": target,
+        "id": pid,
+        "t_conversation_length": 1,
+        "i_conversation_length": 1,
+        "conversations": [
+            {"from": "human", "value": "a man in a grey coat"},
+            {"from": "gpt", "value": "Bag?"},
+            {"from": "human", "value": "a backpack"},
+            {"from": "gpt", "value": "<image>"},
+            {"from": "human", "value": "his coat is longer"},
+        ],
+        "image": ["ref/1.jpg"],
+    }
 
 
 def bad(**changes) -> bytes:
@@ -88,16 +98,23 @@ def test_validate_flags_each_bad_record_at_its_line(corrupted, capsys):
 
 
 def test_validate_through_python_dash_m(corrupted):
-    proc = subprocess.run([sys.executable, "-m", "minterpr", "data", "validate", str(corrupted)],
-                          capture_output=True, text=True, timeout=60)
+    proc = subprocess.run(
+        [sys.executable, "-m", "minterpr", "data", "validate", str(corrupted)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert proc.returncode == 1, proc.stderr
     assert flagged(proc.stdout, corrupted) == EXPECTED
     assert "bad record(s)" in proc.stderr
 
 
 def sample(k: int, target: str) -> RetrievalSample:
-    return RetrievalSample(target, f"minterpedes:{k}", Dialogue(
-        "une femme en manteau rouge", (QATurn("Shoes?", "white"),), (ReferenceTurn("r.jpg", "shorter hair"),)))
+    return RetrievalSample(
+        target,
+        f"minterpedes:{k}",
+        Dialogue("une femme en manteau rouge", (QATurn("Shoes?", "white"),), (ReferenceTurn("r.jpg", "shorter hair"),)),
+    )
 
 
 def test_writer_output_is_valid_and_pair_warnings_keep_exit_zero(tmp_path, capsys):
@@ -137,9 +154,11 @@ def test_format_detection_for_each_format(tmp_path, capsys):
 
 def test_chatpedes_problems_and_explicit_format(tmp_path, capsys):
     path = tmp_path / "chat.json"
-    path.write_text('[\n{"id": 1, "file_path": "a.jpg", "chats": [[{"from": "gpt", "value": "q"}, '
-                    '{"from": "user", "value": "d"}]]},\n{"id": 2, "file_path": "b.jpg", "chats": '
-                    '[[{"from": "user", "value": "d"}], [{"from": "user", "value": "x"}]]}\n]\n')
+    path.write_text(
+        '[\n{"id": 1, "file_path": "a.jpg", "chats": [[{"from": "gpt", "value": "q"}, '
+        '{"from": "user", "value": "d"}]]},\n{"id": 2, "file_path": "b.jpg", "chats": '
+        '[[{"from": "user", "value": "d"}], [{"from": "user", "value": "x"}]]}\n]\n'
+    )
     assert main(["data", "validate", "--format", "chatpedes", str(path)]) == 1
     out = capsys.readouterr().out
     assert f"{path}:3: chats[1][0].from: expected 'gpt'" in out
@@ -195,9 +214,14 @@ def test_stats_dialogues_and_json(tmp_path, corrupted, capsys):
 
 def test_stats_gallery(tmp_path, capsys):
     path = tmp_path / "g.jsonl"
-    write_gallery([GalleryImage("a.jpg", "g:1", "g:cam1", "front", {"gender": ("male",)}),
-                   GalleryImage("b.jpg", "g:1", "g:cam2", None, {"gender": ("male",), "age": ("young",)}),
-                   GalleryImage("c.jpg", "g:2")], path)
+    write_gallery(
+        [
+            GalleryImage("a.jpg", "g:1", "g:cam1", "front", {"gender": ("male",)}),
+            GalleryImage("b.jpg", "g:1", "g:cam2", None, {"gender": ("male",), "age": ("young",)}),
+            GalleryImage("c.jpg", "g:2"),
+        ],
+        path,
+    )
     out_json = tmp_path / "g.json"
     assert main(["data", "stats", str(path), "--json", str(out_json)]) == 0
     stats = json.loads(out_json.read_text())

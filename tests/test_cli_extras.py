@@ -3,6 +3,7 @@ naming the right extra (with the constraints file) or the path, exit 2, before a
 
 The missing packages are simulated in a subprocess (``sys.modules[name] = None``: import and
 ``importlib.util.find_spec`` then find nothing), never uninstalled."""
+
 from __future__ import annotations
 
 import os
@@ -20,8 +21,14 @@ HINT = "-c constraints.txt"
 def _run(argv: list[str], hide: tuple[str, ...] = (), cwd: Path | None = None) -> subprocess.CompletedProcess:
     prelude = f"import sys\nfor name in {list(hide)!r}:\n    sys.modules[name] = None\n"
     code = prelude + f"from minterpr.cli.main import main\nraise SystemExit(main({argv!r}))\n"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=cwd,
-                          env={**os.environ, "PYTHONPATH": SRC})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
 
 
 def _one_line(done: subprocess.CompletedProcess) -> str:
@@ -56,8 +63,9 @@ def test_a_missing_extra_is_one_line_naming_it(argv, hide, extra, tmp_path):
 def test_an_unwritable_json_path_is_refused_before_the_work(tmp_path):
     (tmp_path / "afile").write_text("in the way")
     blocked = tmp_path / "afile" / "report.json"  # its folder is a file
-    line = _one_line(_run(["eval", "--run", str(tmp_path / "run"), "--data", str(tmp_path / "d.jsonl"),
-                           "--json", str(blocked)]))
+    line = _one_line(
+        _run(["eval", "--run", str(tmp_path / "run"), "--data", str(tmp_path / "d.jsonl"), "--json", str(blocked)])
+    )
     assert line.startswith(f"minterpr eval: error: --json {blocked}: "), line  # not the missing run
     line = _one_line(_run(["data", "stats", str(tmp_path), "--json", "/"]))
     assert line.startswith("minterpr data stats: error: --json /: "), line
@@ -92,8 +100,11 @@ def test_a_failed_report_write_names_the_report_not_its_temporary(tmp_path, monk
     assert str(caught.value) == f"{tmp_path / 'report.json'}: cannot write the JSON report: Permission denied"
 
 
-@pytest.mark.parametrize("argv", [["models"], ["index", "build", "--images", "imgs", "--out", "idx"],
-                                  ["chat", "--images", "imgs"]], ids=lambda argv: " ".join(argv[:2]))
+@pytest.mark.parametrize(
+    "argv",
+    [["models"], ["index", "build", "--images", "imgs", "--out", "idx"], ["chat", "--images", "imgs"]],
+    ids=lambda argv: " ".join(argv[:2]),
+)
 def test_commands_that_reach_torch_deep_inside_say_the_extra_in_one_line(argv, tmp_path):
     from PIL import Image
 
@@ -105,11 +116,19 @@ def test_commands_that_reach_torch_deep_inside_say_the_extra_in_one_line(argv, t
 
 def test_quiet_turns_off_third_party_progress_bars(tmp_path):
     pytest.importorskip("transformers")
-    code = ("import transformers, huggingface_hub.utils as hub\n"
-            "from minterpr.cli.main import main\n"
-            "main(['models', '--quiet'])\n"
-            "from transformers.utils import logging\n"
-            "print(logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                          env={**os.environ, "PYTHONPATH": SRC})
+    code = (
+        "import transformers, huggingface_hub.utils as hub\n"
+        "from minterpr.cli.main import main\n"
+        "main(['models', '--quiet'])\n"
+        "from transformers.utils import logging\n"
+        "print(logging.is_progress_bar_enabled(), hub.are_progress_bars_disabled())\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": SRC},
+    )
     assert done.stdout.strip().splitlines()[-1] == "False True", done.stdout + done.stderr

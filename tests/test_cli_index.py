@@ -1,4 +1,5 @@
 """``minterpr index build / info`` and ``minterpr chat --index``: embed once, reopen, refuse another model's."""
+
 from __future__ import annotations
 
 import io
@@ -49,8 +50,9 @@ def store(runs, images, tmp_path_factory) -> tuple[Path, str]:
     stdout = io.StringIO()
     from minterpr.cli.commands import index as cli_index
 
-    args = cli_index_args(["index", "build", "--run", str(runs[0]), "--images", str(images), "--out", str(out),
-                           "--camera", "lobby:cam1"])
+    args = cli_index_args(
+        ["index", "build", "--run", str(runs[0]), "--images", str(images), "--out", str(out), "--camera", "lobby:cam1"]
+    )
     assert cli_index.cmd_build(args, stdout) == 0
     return out, stdout.getvalue()
 
@@ -99,7 +101,9 @@ def test_chat_opens_the_store_without_re_embedding(store, runs, monkeypatch, cap
     monkeypatch.setattr("sys.stdin", io.StringIO("a person in a red jacket\n:quit\n"))
     assert main(["chat", "--run", str(runs[0]), "--index", str(out), "--top", "3"]) == 0
     text = capsys.readouterr().out
-    assert "  1. part" in text and " match " in text and text.rstrip().endswith("bye")  # the bounded match, as the page shows it
+    assert (
+        "  1. part" in text and " match " in text and text.rstrip().endswith("bye")
+    )  # the bounded match, as the page shows it
 
 
 def _one_error_line(capsys, command: str) -> str:
@@ -113,8 +117,10 @@ def test_chat_refuses_another_models_store(store, runs, monkeypatch, capsys):
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["chat", "--run", str(runs[1]), "--index", str(out)]) == 2
     line = _one_error_line(capsys, "chat")
-    assert f"{out}: built by another model (fingerprint {load_run(runs[0]).fingerprint}, this model's is " \
-           f"{load_run(runs[1]).fingerprint}); rebuild it with `minterpr index build --run" in line
+    assert (
+        f"{out}: built by another model (fingerprint {load_run(runs[0]).fingerprint}, this model's is "
+        f"{load_run(runs[1]).fingerprint}); rebuild it with `minterpr index build --run" in line
+    )
 
 
 def test_half_written_store_and_bad_arguments_are_one_line(store, runs, images, tmp_path, monkeypatch, capsys):
@@ -131,8 +137,23 @@ def test_half_written_store_and_bad_arguments_are_one_line(store, runs, images, 
     assert "half-written gallery store" in _one_error_line(capsys, "index info")
     assert main(["chat", "--backend", "attribute", "--index", str(out)]) == 2
     assert "--index needs --run RUN" in _one_error_line(capsys, "chat")
-    assert main(["index", "build", "--run", str(runs[0]), "--images", str(images), "--out", str(tmp_path / "x"),
-                 "--backend", "annoy"]) == 2
+    assert (
+        main(
+            [
+                "index",
+                "build",
+                "--run",
+                str(runs[0]),
+                "--images",
+                str(images),
+                "--out",
+                str(tmp_path / "x"),
+                "--backend",
+                "annoy",
+            ]
+        )
+        == 2
+    )
     assert "--backend 'annoy' is not available here: choose one of" in _one_error_line(capsys, "index build")
     assert not (tmp_path / "x").exists()  # refused before anything was embedded or written
     with pytest.raises(SystemExit):  # argparse: --images and --index are exclusive

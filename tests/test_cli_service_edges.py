@@ -1,5 +1,6 @@
 """The service's command line at its edges: a password that is not UTF-8, who a command-line change
 is attributed to, the count an audit export reports, a copied demo cache reused."""
+
 from __future__ import annotations
 
 import getpass
@@ -22,17 +23,32 @@ pytest.importorskip("sqlalchemy")
 
 
 def _minterpr(*argv: str, stdin: bytes = b"", env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "minterpr.cli.main", *argv], input=stdin, capture_output=True,
-                          env={**os.environ, "PYTHONPATH": SRC, **(env or {})}, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "minterpr.cli.main", *argv],
+        input=stdin,
+        capture_output=True,
+        env={**os.environ, "PYTHONPATH": SRC, **(env or {})},
+        timeout=300,
+    )
 
 
 def test_a_password_that_is_not_utf8_is_one_line(tmp_path):
-    done = _minterpr("users", "add", "ana", "--role", "analyst", "--data", str(tmp_path / "state"),
-                     stdin=b"caf\xe9 au lait 1234\n", env={"PYTHONIOENCODING": "utf-8"})
+    done = _minterpr(
+        "users",
+        "add",
+        "ana",
+        "--role",
+        "analyst",
+        "--data",
+        str(tmp_path / "state"),
+        stdin=b"caf\xe9 au lait 1234\n",
+        env={"PYTHONIOENCODING": "utf-8"},
+    )
     err = done.stderr.decode()
     assert done.returncode == 2 and "Traceback" not in err, err
-    assert err.strip().splitlines() == ["minterpr users add: error: the password on standard input is not UTF-8 "
-                                        "text"], err
+    assert err.strip().splitlines() == [
+        "minterpr users add: error: the password on standard input is not UTF-8 text"
+    ], err
 
 
 def test_command_line_changes_are_the_os_users_and_export_counts_lines(tmp_path, monkeypatch, capsys):
@@ -45,8 +61,11 @@ def test_command_line_changes_are_the_os_users_and_export_counts_lines(tmp_path,
     assert main(["audit", "export", "--data", str(state), "--out", str(log)]) == 0
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     by = f"os:{getpass.getuser()}"
-    assert [(e["user"], e["action"]) for e in entries] == [(by, "user_create"), (by, "password_set"),
-                                                           (by, "audit_export")]
+    assert [(e["user"], e["action"]) for e in entries] == [
+        (by, "user_create"),
+        (by, "password_set"),
+        (by, "audit_export"),
+    ]
     capsys.readouterr()
     with sqlite3.connect(state / "minterpr.db") as db:  # someone with the file removes an entry
         triggers = [row[0] for row in db.execute("SELECT name FROM sqlite_master WHERE type = 'trigger'")]
@@ -74,7 +93,9 @@ def test_a_copied_demo_cache_is_reused(tmp_path, monkeypatch):
     # the fake weights cannot be loaded to fit the match temperature: record where it would be fitted
     calibrated = []
     monkeypatch.setattr("minterpr.cli.shared.demo_world.calibrate_demo_match", lambda run, data: calibrated.append(run))
-    monkeypatch.setattr("minterpr.cli.shared.demo_world.calibrate_demo_presence", lambda run, data: calibrated.append(run))
+    monkeypatch.setattr(
+        "minterpr.cli.shared.demo_world.calibrate_demo_presence", lambda run, data: calibrated.append(run)
+    )
     first = tmp_path / "demo"
     (first / "data").mkdir(parents=True)
     demo.train_model(first, first / "data", 0, progress=False)

@@ -2,6 +2,7 @@
 directory named with the ``--set`` that supplies it, and the config end to end on CPU: a tiny
 random CLIP directory, a tiny CUHK-PEDES-layout dataset converted by ``minterpr data convert``,
 trained (scaled down by overrides), evaluated single-shot, with 248 text positions."""
+
 from __future__ import annotations
 
 import json
@@ -18,8 +19,14 @@ from support.datasets import convert_args, cuhk_pedes  # noqa: E402  (the conver
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 # the shipped config scaled down for a CPU: the tiny CLIP's 8-px patches, one short epoch
-SMALL = ["model.image_size=[64,32]", "stages.0.epochs=1", "stages.0.warmup_steps=1", "batch_size=8", "workers=0",
-         "progress=false"]
+SMALL = [
+    "model.image_size=[64,32]",
+    "stages.0.epochs=1",
+    "stages.0.warmup_steps=1",
+    "batch_size=8",
+    "workers=0",
+    "progress=false",
+]
 
 
 def test_clip_config_maps_irra_settings(tmp_path):
@@ -59,10 +66,27 @@ def cuhk_data(tmp_path_factory):
 
 
 def test_missing_clip_directory_names_the_key(cuhk_data, tmp_path, capsys):
-    assert main(["train", "--config", "clip", "--data", str(cuhk_data), "--out", str(tmp_path / "run"), *sum(
-        (["--set", item] for item in SMALL), [])]) == 2
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "clip",
+                "--data",
+                str(cuhk_data),
+                "--out",
+                str(tmp_path / "run"),
+                *sum((["--set", item] for item in SMALL), []),
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip()
-    assert err.startswith("minterpr train: error: ") and "--set model.encoder_kwargs.model_dir=" in err and len(err.splitlines()) == 1
+    assert (
+        err.startswith("minterpr train: error: ")
+        and "--set model.encoder_kwargs.model_dir=" in err
+        and len(err.splitlines()) == 1
+    )
     assert not (tmp_path / "run" / "model.pt").exists()
 
 
@@ -78,8 +102,27 @@ def test_clip_config_trains_and_evaluates_on_cpu(cuhk_data, tiny_clip, tmp_path,
     assert model.text_encoder.num_positions == 248 and model.text_encoder.max_length == 248
     assert model.config.embed_dim == 512 and model.config.image_size == (64, 32)
     report = tmp_path / "single_shot.json"
-    assert main(["eval", "--run", str(run), "--data", str(cuhk_data / "test.jsonl"), "--device", "cpu",
-                 "--max-rounds", "1", "--attribute-weight", "0", "--json", str(report), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--run",
+                str(run),
+                "--data",
+                str(cuhk_data / "test.jsonl"),
+                "--device",
+                "cpu",
+                "--max-rounds",
+                "1",
+                "--attribute-weight",
+                "0",
+                "--json",
+                str(report),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     result = json.loads(report.read_text())
     assert result["num_queries"] == 12 and result["protocol"]["num_gallery"] == 6  # a query per caption
     assert result["protocol"]["image_encoder"] == "clip" and len(result["rounds"]) == 1

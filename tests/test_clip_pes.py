@@ -1,4 +1,5 @@
 """CLIP encoders and Long-CLIP positional-embedding stretching (77 -> 248 positions)."""
+
 from __future__ import annotations
 
 import string

@@ -1,4 +1,5 @@
 """The colour branch: Lab conversion, palette memberships, packing with the stem, the head's use."""
+
 from __future__ import annotations
 
 import pytest
@@ -15,8 +16,12 @@ def _normalised(rgb: torch.Tensor, mean: tuple[float, ...], std: tuple[float, ..
 
 def test_rgb_to_lab_matches_published_values() -> None:
     # CIE Lab (D65) of sRGB primaries, as colour-science references list them
-    cases = {(1.0, 1.0, 1.0): (100.0, 0.0, 0.0), (0.0, 0.0, 0.0): (0.0, 0.0, 0.0),
-             (1.0, 0.0, 0.0): (53.24, 80.09, 67.20), (0.0, 0.0, 1.0): (32.30, 79.19, -107.86)}
+    cases = {
+        (1.0, 1.0, 1.0): (100.0, 0.0, 0.0),
+        (0.0, 0.0, 0.0): (0.0, 0.0, 0.0),
+        (1.0, 0.0, 0.0): (53.24, 80.09, 67.20),
+        (0.0, 0.0, 1.0): (32.30, 79.19, -107.86),
+    }
     for rgb, lab in cases.items():
         assert torch.allclose(rgb_to_lab(torch.tensor(rgb)), torch.tensor(lab), atol=0.1), rgb
 
@@ -103,8 +108,9 @@ def test_model_without_colour_branch_keeps_the_plain_stem() -> None:
 
 
 def test_head_needs_colour_when_built_with_it() -> None:
-    head = ImageHead(global_dim=8, stripe_dim=8, num_stripes=2, embed_dim=8, label_slots=[0, 1],
-                     colour_dim=5, colour_stripes=3)
+    head = ImageHead(
+        global_dim=8, stripe_dim=8, num_stripes=2, embed_dim=8, label_slots=[0, 1], colour_dim=5, colour_stripes=3
+    )
     with pytest.raises(ValueError, match="colour histograms"):
         head(torch.randn(2, 8), torch.randn(2, 2, 8))
     assert head(torch.randn(2, 8), torch.randn(2, 2, 8), torch.rand(2, 3, 5))["embedding"].shape == (2, 8)

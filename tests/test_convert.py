@@ -3,6 +3,7 @@
 Every dataset here is written by the test in the source's own layout (annotation file names,
 fields, image folders), with images the test draws.
 """
+
 from __future__ import annotations
 
 import json
@@ -56,11 +57,25 @@ def test_converted_dataset_trains_and_evaluates(tmp_path, capsys):
     assert main(convert_args(fmt, annotations, images, data, "--synthesise-dialogues")) == 0
     samples = read_minterpedes(data / "train.jsonl")
     assert any(s.dialogue.qa_turns for s in samples) and any(s.dialogue.reference_turns for s in samples)
-    assert {s.dialogue.description for s in samples} <= {c for pid in range(1, 13) for k in range(2)
-                                                         for c in captions_of(pid, k)}
+    assert {s.dialogue.description for s in samples} <= {
+        c for pid in range(1, 13) for k in range(2) for c in captions_of(pid, k)
+    }
     assert read_gallery(data / "gallery_train.jsonl")[0].attributes["upper_colour"]  # parsed from the captions
-    train = ["train", "--config", "tiny", "--data", str(data), "--out", str(run), "--set", "data.kind=custom",
-             "--set", "stages.2.epochs=1", "--set", "batch_size=16"]
+    train = [
+        "train",
+        "--config",
+        "tiny",
+        "--data",
+        str(data),
+        "--out",
+        str(run),
+        "--set",
+        "data.kind=custom",
+        "--set",
+        "stages.2.epochs=1",
+        "--set",
+        "batch_size=16",
+    ]
     assert main(train) == 0
     report = tmp_path / "eval.json"
     assert main(["eval", "--run", str(run), "--data", str(data / "test.jsonl"), "--json", str(report), "--quiet"]) == 0
@@ -74,8 +89,26 @@ def test_each_converted_layout_trains_and_evaluates(name, tmp_path):
     fmt, annotations, images = LAYOUTS[name](tmp_path)
     data, run = tmp_path / "data", tmp_path / "run"
     assert main(convert_args(fmt, annotations, images, data)) == 0
-    assert main(["train", "--config", "tiny", "--data", str(data), "--out", str(run), "--set", "data.kind=custom",
-                 "--set", "stages=[alignment]", "--set", "batch_size=16"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny",
+                "--data",
+                str(data),
+                "--out",
+                str(run),
+                "--set",
+                "data.kind=custom",
+                "--set",
+                "stages=[alignment]",
+                "--set",
+                "batch_size=16",
+            ]
+        )
+        == 0
+    )
     report = tmp_path / "eval.json"
     assert main(["eval", "--run", str(run), "--data", str(data / "test.jsonl"), "--json", str(report), "--quiet"]) == 0
     assert json.loads(report.read_text())["num_rounds"] == (2 if fmt == "chatpedes" else 1)
@@ -143,15 +176,19 @@ def test_real_cuhk_pedes_captions_convert(tmp_path):
     for row in (r for split_rows in rows.values() for r in split_rows):
         (tmp_path / "imgs" / row["file_path"]).parent.mkdir(parents=True, exist_ok=True)
         placeholder.save(tmp_path / "imgs" / row["file_path"])
-    marker = convert_dataset(ConvertConfig("cuhk-pedes", tuple(map(str, files)), str(tmp_path / "imgs")), tmp_path / "all")
+    marker = convert_dataset(
+        ConvertConfig("cuhk-pedes", tuple(map(str, files)), str(tmp_path / "imgs")), tmp_path / "all"
+    )
     for split, name in (("val", files[0].name), ("test", files[1].name)):
         assert marker["splits"][split]["images"] == len(rows[name])
         assert marker["splits"][split]["records"] == sum(len(r["captions"]) for r in rows[name])
     # synthesised dialogues on the first 150 real test rows
     subset = tmp_path / "test_subset.json"
     subset.write_text(json.dumps(rows[files[1].name][:150]))
-    convert_dataset(ConvertConfig("cuhk-pedes", (str(subset),), str(tmp_path / "imgs"), synthesise_dialogues=True),
-                    tmp_path / "synth")
+    convert_dataset(
+        ConvertConfig("cuhk-pedes", (str(subset),), str(tmp_path / "imgs"), synthesise_dialogues=True),
+        tmp_path / "synth",
+    )
     gallery = read_gallery(tmp_path / "synth" / "gallery_test.jsonl")
     assert sum("gender" in g.attributes and "upper_colour" in g.attributes for g in gallery) > 0.8 * len(gallery)
     captions = {c for r in rows[files[1].name][:150] for c in r["captions"]}

@@ -1,4 +1,5 @@
 """``minterpr data synth`` / ``data peta``: the files written, their validity, determinism, splits."""
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,21 @@ from minterpr.data.formats import read_gallery, read_minterpedes
 from minterpr.types import split_person_id
 
 SPLITS = ("train", "val", "test")
-TINY = ["--train-identities", "20", "--val-identities", "6", "--test-identities", "8",
-        "--height", "128", "--width", "64", "--workers", "1", "--quiet"]
+TINY = [
+    "--train-identities",
+    "20",
+    "--val-identities",
+    "6",
+    "--test-identities",
+    "8",
+    "--height",
+    "128",
+    "--width",
+    "64",
+    "--workers",
+    "1",
+    "--quiet",
+]
 
 
 def _synth(out: Path, seed: int, capsys) -> str:
@@ -51,7 +65,11 @@ def _check_layout(out: Path, capsys) -> dict:
             assert owner.setdefault(pid, split) == split, f"{pid} is in both {owner[pid]} and {split}"
         samples = read_minterpedes(out / f"{split}.jsonl")
         stats = info["splits"][split]
-        assert (stats["images"], stats["identities"], stats["records"]) == (len(gallery), len(set(pid_of.values())), len(samples))
+        assert (stats["images"], stats["identities"], stats["records"]) == (
+            len(gallery),
+            len(set(pid_of.values())),
+            len(samples),
+        )
         per_target: dict[str, int] = defaultdict(int)
         for sample in samples:
             target = pid_of[sample.target_path]  # every target is an image of the split's gallery
@@ -85,7 +103,9 @@ def test_synth_prints_its_summary(tmp_path: Path, capsys) -> None:
     out = _synth(tmp_path / "d", 3, capsys)
     info = json.loads((tmp_path / "d" / "dataset.json").read_text(encoding="utf-8"))
     assert f"dataset written to {tmp_path / 'd'}" in out and "ambiguous@desc" in out
-    rows = {line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["train"], ["val"], ["test"])}
+    rows = {
+        line.split()[0]: line.split() for line in out.splitlines() if line.split()[:1] in (["train"], ["val"], ["test"])
+    }
     for split in SPLITS:
         stats = info["splits"][split]
         assert rows[split][1:4] == [str(stats["images"]), str(stats["identities"]), str(stats["records"])]

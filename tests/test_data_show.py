@@ -1,4 +1,5 @@
 """``minterpr data show``: one record drawn as a PNG, and clear errors for what can go wrong."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,8 +10,16 @@ from PIL import Image
 
 from minterpr.cli.main import main
 from minterpr.data.formats import write_gallery, write_minterpedes
-from minterpr.data.render_record import (REFERENCE_COLOUR, TARGET_COLOUR, RenderConfig, gallery_identities,
-                                         load_font, read_record, render_record, wrap_text)
+from minterpr.data.render_record import (
+    REFERENCE_COLOUR,
+    TARGET_COLOUR,
+    RenderConfig,
+    gallery_identities,
+    load_font,
+    read_record,
+    render_record,
+    wrap_text,
+)
 from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
 
 TARGET_FILL = (0, 200, 200)  # colours no frame, text or background uses, to find each image in the output
@@ -18,9 +27,11 @@ REFERENCE_FILL = (200, 200, 0)
 
 
 def _sample(target: str, pid: int, references: list[str]) -> RetrievalSample:
-    dialogue = Dialogue("a woman in a long grey coat carrying a black handbag",
-                        (QATurn("What colour were her shoes?", "White."), QATurn("Was she wearing a hat?", "No.")),
-                        tuple(ReferenceTurn(ref, f"Not her: the coat was longer ({k}).") for k, ref in enumerate(references)))
+    dialogue = Dialogue(
+        "a woman in a long grey coat carrying a black handbag",
+        (QATurn("What colour were her shoes?", "White."), QATurn("Was she wearing a hat?", "No.")),
+        tuple(ReferenceTurn(ref, f"Not her: the coat was longer ({k}).") for k, ref in enumerate(references)),
+    )
     return RetrievalSample(target, f"minterpedes:{pid}", dialogue)
 
 
@@ -31,11 +42,18 @@ def dataset(tmp_path: Path) -> Path:
     Image.new("RGB", (40, 80), TARGET_FILL).save(tmp_path / "images" / "t.png")
     for k in range(3):
         Image.new("RGB", (40, 80), REFERENCE_FILL).save(tmp_path / "images" / f"r{k}.png")
-    write_minterpedes([_sample("images/t.png", 7, ["images/r0.png"]),
-                       _sample("images/t.png", 7, ["images/r0.png", "images/r1.png", "images/r2.png"])],
-                      tmp_path / "test.jsonl")
-    write_gallery([GalleryImage("images/t.png", "synth:7")] +
-                  [GalleryImage(f"images/r{k}.png", f"synth:{10 + k}") for k in range(3)], tmp_path / "gallery_test.jsonl")
+    write_minterpedes(
+        [
+            _sample("images/t.png", 7, ["images/r0.png"]),
+            _sample("images/t.png", 7, ["images/r0.png", "images/r1.png", "images/r2.png"]),
+        ],
+        tmp_path / "test.jsonl",
+    )
+    write_gallery(
+        [GalleryImage("images/t.png", "synth:7")]
+        + [GalleryImage(f"images/r{k}.png", f"synth:{10 + k}") for k in range(3)],
+        tmp_path / "gallery_test.jsonl",
+    )
     return tmp_path
 
 

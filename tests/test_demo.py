@@ -1,4 +1,5 @@
 """The demo end to end at a tiny size: builds, trains (tiny config), simulates, caches."""
+
 import json
 
 import pytest

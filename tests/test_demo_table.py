@@ -1,4 +1,5 @@
 """The README's demo table is the one the demo's recorded JSON makes (it cannot drift by hand)."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """docs/deploy: the service's Dockerfile and its compose file with PostgreSQL. The compose file's
 structure is checked here (and by `docker compose config` where Docker Compose exists); the image
 is built only where MINTERPR_TEST_DOCKER_BUILD=1 and a Docker daemon answers (it downloads torch)."""
+
 from __future__ import annotations
 
 import os
@@ -26,8 +27,9 @@ def test_the_compose_file_runs_the_service_on_postgres_with_its_state_in_volumes
     assert (DEPLOY / service["build"]["context"] / service["build"]["dockerfile"]).resolve() == DOCKERFILE
     assert service["environment"]["MINTERPR_DATA_DIR"] == "/data"
     assert any(v.split(":")[1].split()[0] == "/data" for v in service["volumes"])
-    assert "MINTERPR_DATABASE_URL" in " ".join(service["entrypoint"]) and "/run/secrets/db_password" in \
-        " ".join(service["entrypoint"])  # the URL is built from the secret, not written in the file
+    assert "MINTERPR_DATABASE_URL" in " ".join(service["entrypoint"]) and "/run/secrets/db_password" in " ".join(
+        service["entrypoint"]
+    )  # the URL is built from the secret, not written in the file
     assert all(p.startswith("127.0.0.1:") for p in service["ports"])
     for name in ("db", "state"):
         assert name in spec["volumes"]
@@ -36,7 +38,7 @@ def test_the_compose_file_runs_the_service_on_postgres_with_its_state_in_volumes
 
     known = {"MINTERPR_" + name.upper() for name in setting_types()}
     for name, body in spec["services"].items():
-        for variable in (body.get("environment") or {}):
+        for variable in body.get("environment") or {}:
             assert variable.startswith("POSTGRES_") or variable in known, (name, variable)
 
 
@@ -73,8 +75,7 @@ def test_docker_compose_accepts_the_file(tmp_path):
     if made:
         secret.write_text("for the config check only\n")
     try:
-        result = subprocess.run([*compose, "-f", str(COMPOSE), "config", "--quiet"],
-                                capture_output=True, text=True)
+        result = subprocess.run([*compose, "-f", str(COMPOSE), "config", "--quiet"], capture_output=True, text=True)
     finally:
         if made:
             secret.unlink()
@@ -83,6 +84,9 @@ def test_docker_compose_accepts_the_file(tmp_path):
 
 @pytest.mark.skipif(os.environ.get("MINTERPR_TEST_DOCKER_BUILD") != "1", reason="MINTERPR_TEST_DOCKER_BUILD is not 1")
 def test_the_image_builds():
-    result = subprocess.run(["docker", "build", "-f", str(DOCKERFILE), "-t", "minterpr:test", str(DEPLOY.parents[1])],
-                            capture_output=True, text=True)
+    result = subprocess.run(
+        ["docker", "build", "-f", str(DOCKERFILE), "-t", "minterpr:test", str(DEPLOY.parents[1])],
+        capture_output=True,
+        text=True,
+    )
     assert result.returncode == 0, result.stderr[-2000:]

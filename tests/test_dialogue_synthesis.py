@@ -1,7 +1,11 @@
 import pytest
 
-from minterpr.data.dialogue_synthesis import (REFERENCE_STRATEGIES, DialogueSynthesisConfig, ambiguity,
-                                              synthesize_records)
+from minterpr.data.dialogue_synthesis import (
+    REFERENCE_STRATEGIES,
+    DialogueSynthesisConfig,
+    ambiguity,
+    synthesize_records,
+)
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.text_parser import parse_facts
 from minterpr.errors import InputError
@@ -15,8 +19,11 @@ def records(attribute_gallery):
 
 def _texts(record):
     d = record.sample.dialogue
-    return ([(d.description, None)] + [(q.answer, s) for q, s in zip(d.qa_turns, record.asked_slots)]
-            + [(t.feedback, None) for t in d.reference_turns])
+    return (
+        [(d.description, None)]
+        + [(q.answer, s) for q, s in zip(d.qa_turns, record.asked_slots)]
+        + [(t.feedback, None) for t in d.reference_turns]
+    )
 
 
 def test_deterministic(attribute_gallery, records):
@@ -90,6 +97,7 @@ def test_hard_negatives_share_more_attributes_than_random(attribute_gallery):
                 total += sum(a.get(s) == b.get(s) for s in ONTOLOGY.slot_names)
                 n += 1
         return total / n
+
     assert shared("hard_negative") > shared("random") + 2
 
 
@@ -107,16 +115,18 @@ def test_unknown_strategy_lists_members():
 
 def test_description_style_defaults_to_the_synthetic_one(attribute_gallery):
     plain = synthesize_records(attribute_gallery[:60], attribute_gallery, DialogueSynthesisConfig(seed=7))
-    named = synthesize_records(attribute_gallery[:60], attribute_gallery,
-                               DialogueSynthesisConfig(seed=7, description_style="synthetic"))
+    named = synthesize_records(
+        attribute_gallery[:60], attribute_gallery, DialogueSynthesisConfig(seed=7, description_style="synthetic")
+    )
     assert [r.sample for r in named] == [r.sample for r in plain]
     with pytest.raises(InputError, match="unknown description_style 'poem': must be one of synthetic, caption"):
         DialogueSynthesisConfig(description_style="poem")
 
 
 def test_caption_style_reads_like_captions_and_stays_true(attribute_gallery):
-    records = synthesize_records(attribute_gallery[:200], attribute_gallery,
-                                 DialogueSynthesisConfig(seed=7, description_style="caption"))
+    records = synthesize_records(
+        attribute_gallery[:200], attribute_gallery, DialogueSynthesisConfig(seed=7, description_style="caption")
+    )
     truth = {g.path: g.attributes for g in attribute_gallery}
     words = [len(r.sample.dialogue.description.split()) for r in records]
     assert 15 <= sum(words) / len(words) <= 30  # real CUHK-PEDES captions: 23 words on average

@@ -1,4 +1,5 @@
 """Contract tests of the encoder zoo, over every registered member, plus real-weight checks."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -155,6 +156,7 @@ def test_whole_encoder_stem_is_pooled_grid(name, clip_dir):
 
 def test_grid_cells_are_row_by_row():
     from minterpr.models.encoders.base import stripe_pool
+
     fmap = torch.arange(16.0).view(1, 1, 4, 4)  # value = 4 * row + column
     cells = stripe_pool(fmap, 2, 2)[0, :, 0]  # (P*Q,)
     assert cells.tolist() == [2.5, 4.5, 10.5, 12.5]  # top-left, top-right, bottom-left, bottom-right
@@ -344,8 +346,15 @@ def test_lite_stage_tables_follow_the_tf_builder():
     last repeats fixed), the table the packaged checkpoints load strictly into."""
     from minterpr.models.encoders.efficientnet_lite import LITE_VARIANTS
 
-    lite2 = [(1, 3, 1, 16, 1), (6, 3, 2, 24, 3), (6, 5, 2, 48, 3), (6, 3, 2, 88, 4), (6, 5, 1, 120, 4),
-             (6, 5, 2, 208, 5), (6, 3, 1, 352, 1)]
+    lite2 = [
+        (1, 3, 1, 16, 1),
+        (6, 3, 2, 24, 3),
+        (6, 5, 2, 48, 3),
+        (6, 3, 2, 88, 4),
+        (6, 5, 1, 120, 4),
+        (6, 5, 2, 208, 5),
+        (6, 3, 1, 352, 1),
+    ]
     assert list(LITE_VARIANTS["lite2"].stages) == lite2
     assert [s[3] for s in LITE_VARIANTS["lite1"].stages] == [s[3] for s in LITE_VARIANTS["lite0"].stages]
     assert [s[4] for s in LITE_VARIANTS["lite1"].stages] == [1, 3, 3, 4, 4, 5, 1]
@@ -363,6 +372,13 @@ def test_lite_onnx_export_agrees_with_torch(name):
     from minterpr.models.onnx_export import check_engine, load_image_engine
 
     torch.manual_seed(0)
-    model = create_model("efficientnet_minilm", image_encoder=name, pretrained=False, image_size=(64, 32),
-                         num_stripes=4, stripe_columns=2, colour_stripes=4).eval()
+    model = create_model(
+        "efficientnet_minilm",
+        image_encoder=name,
+        pretrained=False,
+        image_size=(64, 32),
+        num_stripes=4,
+        stripe_columns=2,
+        colour_stripes=4,
+    ).eval()
     assert check_engine(load_image_engine(model), model) < 1e-3

@@ -1,4 +1,5 @@
 """``minterpr eval-attributes``: the report on a tiny world with a tiny model, and bad input."""
+
 from __future__ import annotations
 
 import json
@@ -23,7 +24,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 def world(tmp_path_factory) -> tuple[Path, Path]:
     """(dataset folder, run folder): a tiny synthetic world and an untrained tiny model."""
     root = tmp_path_factory.mktemp("ea")
-    config = SyntheticWorldConfig(train_identities=2, val_identities=4, test_identities=4, image_size=(64, 32), workers=1)
+    config = SyntheticWorldConfig(
+        train_identities=2, val_identities=4, test_identities=4, image_size=(64, 32), workers=1
+    )
     build_synthetic_dataset(root / "data", SyntheticDatasetConfig(world=config), progress=False)
     save_model(create_model("tiny"), root / "run" / "model.pt")
     return root / "data", root / "run"
@@ -38,8 +41,21 @@ def probs_of(run: Path, data: Path, split: str) -> tuple[list, np.ndarray]:
 def test_report_matches_the_metrics_of_the_model(world, tmp_path, capsys):
     data, run = world
     out = tmp_path / "report.json"
-    assert main(["eval-attributes", "--run", str(run), "--gallery", str(data / "gallery_test.jsonl"),
-                 "--json", str(out), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval-attributes",
+                "--run",
+                str(run),
+                "--gallery",
+                str(data / "gallery_test.jsonl"),
+                "--json",
+                str(out),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()  # the table on stdout; "wrote" is a log line (stderr), silenced by --quiet
     assert "mA " in captured.out and "majority" in captured.out and "wrote" not in captured.out + captured.err
     report = json.loads(out.read_text())
@@ -48,17 +64,46 @@ def test_report_matches_the_metrics_of_the_model(world, tmp_path, capsys):
     assert report["label_based"]["mA"] == pytest.approx(expected["label_based"]["mA"])
     assert report["instance_based"] == pytest.approx(expected["instance_based"])
     assert report["images"] == len(images) and report["threshold"] == 0.5
-    assert set(report) == {"protocol", "images", "instances", "threshold", "label_based", "instance_based", "slots",
-                           "slot_mean", "labels"}
+    assert set(report) == {
+        "protocol",
+        "images",
+        "instances",
+        "threshold",
+        "label_based",
+        "instance_based",
+        "slots",
+        "slot_mean",
+        "labels",
+    }
     assert report["protocol"]["thresholds"] == {"mode": "fixed", "value": 0.5}
     assert len(report["labels"]) == 120 and set(report["slots"]["gender"]) == {
-        "multi", "images", "accuracy", "majority_value", "majority_accuracy"}
+        "multi",
+        "images",
+        "accuracy",
+        "majority_value",
+        "majority_accuracy",
+    }
 
 
 def test_val_thresholds_come_from_the_val_gallery_and_json_to_stdout(world, capsys):
     data, run = world
-    assert main(["eval-attributes", "--run", str(run), "--gallery", str(data / "gallery_test.jsonl"),
-                 "--json", "-", "--thresholds", "val", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval-attributes",
+                "--run",
+                str(run),
+                "--gallery",
+                str(data / "gallery_test.jsonl"),
+                "--json",
+                "-",
+                "--thresholds",
+                "val",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     report = json.loads(captured.out)  # stdout is the JSON alone; the table went to stderr
     assert "mA " in captured.err
@@ -81,22 +126,36 @@ def one_line_error(capsys, argv: list[str], *fragments: str) -> None:
 def test_bad_input_is_one_line_exit_2(world, tmp_path, capsys):
     data, run = world
     base = ["eval-attributes", "--run", str(run), "--quiet", "--gallery"]
-    one_line_error(capsys, ["eval-attributes", "--run", str(tmp_path / "none"), "--gallery",
-                            str(data / "gallery_test.jsonl")], "no such run directory")
+    one_line_error(
+        capsys,
+        ["eval-attributes", "--run", str(tmp_path / "none"), "--gallery", str(data / "gallery_test.jsonl")],
+        "no such run directory",
+    )
     one_line_error(capsys, base + [str(tmp_path / "missing.jsonl")], "no such gallery manifest")
-    one_line_error(capsys, base + [str(data / "gallery_test.jsonl"), "--thresholds", "val",
-                                   "--val-gallery", str(data / "gallery_test.jsonl")], "would see the answers")
+    one_line_error(
+        capsys,
+        base
+        + [str(data / "gallery_test.jsonl"), "--thresholds", "val", "--val-gallery", str(data / "gallery_test.jsonl")],
+        "would see the answers",
+    )
     own = tmp_path / "own"
     own.mkdir()
     images = read_gallery(data / "gallery_test.jsonl")
     write_gallery([type(im)(im.path, im.person_id) for im in images], own / "gallery_test.jsonl")
-    one_line_error(capsys, base + [str(own / "gallery_test.jsonl"), "--image-root", str(data)],
-                   "no image has attribute labels")
+    one_line_error(
+        capsys, base + [str(own / "gallery_test.jsonl"), "--image-root", str(data)], "no image has attribute labels"
+    )
     one_line_error(capsys, base + [str(own / "gallery_test.jsonl"), "--thresholds", "val"], "gallery_val.jsonl")
-    write_gallery(images[:2] + [type(images[0])("images/none.jpg", "x:9", attributes=images[0].attributes)],
-                  own / "gallery_test.jsonl")
-    one_line_error(capsys, base + [str(own / "gallery_test.jsonl"), "--image-root", str(data)],
-                   "needs every gallery image", "none.jpg")
+    write_gallery(
+        images[:2] + [type(images[0])("images/none.jpg", "x:9", attributes=images[0].attributes)],
+        own / "gallery_test.jsonl",
+    )
+    one_line_error(
+        capsys,
+        base + [str(own / "gallery_test.jsonl"), "--image-root", str(data)],
+        "needs every gallery image",
+        "none.jpg",
+    )
     (own / "gallery_test.jsonl").write_text('{"path": 3}\n')
     one_line_error(capsys, base + [str(own / "gallery_test.jsonl")], "gallery_test.jsonl:1")
     with pytest.raises(SystemExit) as exit_info:
@@ -110,8 +169,9 @@ def test_a_changed_build_is_refused(world, tmp_path, capsys):
     shutil.copytree(data, copy)
     with open(copy / "gallery_test.jsonl", "a") as f:
         f.write("\n")
-    one_line_error(capsys, ["eval-attributes", "--run", str(run), "--gallery", str(copy / "gallery_test.jsonl")],
-                   "rebuild it with")
+    one_line_error(
+        capsys, ["eval-attributes", "--run", str(run), "--gallery", str(copy / "gallery_test.jsonl")], "rebuild it with"
+    )
 
 
 def test_calibrated_slot_answers_are_reported_beside_the_raw_ones(world, tmp_path, capsys):
@@ -128,8 +188,21 @@ def test_calibrated_slot_answers_are_reported_beside_the_raw_ones(world, tmp_pat
     assert record is not None and record.split == "val" and record.slots
     for split in ("val", "test"):
         out = tmp_path / f"{split}.json"
-        assert main(["eval-attributes", "--run", str(own), "--gallery", str(data / f"gallery_{split}.jsonl"),
-                     "--json", str(out), "--quiet"]) == 0
+        assert (
+            main(
+                [
+                    "eval-attributes",
+                    "--run",
+                    str(own),
+                    "--gallery",
+                    str(data / f"gallery_{split}.jsonl"),
+                    "--json",
+                    str(out),
+                    "--quiet",
+                ]
+            )
+            == 0
+        )
         assert "slot answers (calibrated on val)" in capsys.readouterr().out
         report = json.loads(out.read_text())
         mean = report["slot_answers"]["mean"]
@@ -138,6 +211,19 @@ def test_calibrated_slot_answers_are_reported_beside_the_raw_ones(world, tmp_pat
         if split == "val":
             assert mean["calibrated"] >= mean["majority"] - 1e-9
             assert all(s["calibrated"] >= s["majority"] - 1e-9 for s in report["slot_answers"]["slots"].values())
-    assert main(["eval-attributes", "--run", str(run), "--gallery", str(data / "gallery_val.jsonl"), "--json", "-",
-                 "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval-attributes",
+                "--run",
+                str(run),
+                "--gallery",
+                str(data / "gallery_val.jsonl"),
+                "--json",
+                "-",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     assert "slot_answers" not in json.loads(capsys.readouterr().out)  # a model without the record: raw only

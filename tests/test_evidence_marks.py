@@ -1,5 +1,6 @@
 """Evidence marks that do not lie: a ✓ / ✗ only where the model is confident and calibrated, "unsure"
 otherwise, labels it cannot recognise never shown; match figures bounded; old runs' fallback."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -18,8 +19,12 @@ from minterpr.types import GalleryImage
 
 LABELS = ONTOLOGY.flat_labels()
 COLUMN = {label: j for j, label in enumerate(LABELS)}
-FACTS = [Fact("gender", ("male",)), Fact("carried", ("backpack",)), Fact("headwear", ("hat",)),
-         Fact("upper_colour", ("red",), negated=True)]
+FACTS = [
+    Fact("gender", ("male",)),
+    Fact("carried", ("backpack",)),
+    Fact("headwear", ("hat",)),
+    Fact("upper_colour", ("red",), negated=True),
+]
 
 
 def _index(rows: list[dict[tuple[str, str], float]]) -> GalleryIndex:
@@ -32,8 +37,17 @@ def _index(rows: list[dict[tuple[str, str], float]]) -> GalleryIndex:
 
 
 def test_only_confident_calibrated_recognisable_facts_are_marked() -> None:
-    index = _index([{("gender", "male"): 0.95, ("gender", "female"): 0.05, ("carried", "backpack"): 0.6,
-                     ("headwear", "hat"): 0.99, ("upper_colour", "red"): 0.97}])
+    index = _index(
+        [
+            {
+                ("gender", "male"): 0.95,
+                ("gender", "female"): 0.05,
+                ("carried", "backpack"): 0.6,
+                ("headwear", "hat"): 0.99,
+                ("upper_colour", "red"): 0.97,
+            }
+        ]
+    )
     auc = {f"{s}:{v}": 90.0 for s, v in LABELS} | {"headwear:hat": MIN_LABEL_AUC - 1}
     e = explain_image(index, 0, FACTS, evidence=EvidencePolicy(calibrated=True, label_auc=auc))
     assert e.matched == (FACTS[0],)  # P(male) = 0.95 >= 0.8
@@ -42,8 +56,9 @@ def test_only_confident_calibrated_recognisable_facts_are_marked() -> None:
     assert e.contradicted == (FACTS[3],)  # P(not red) = 0.03 <= 0.2
     # the probability judged is the one retrieval scores with
     for fact, p in e.probabilities.items():
-        assert np.log(np.clip(p, 0.02, 0.98)) == pytest.approx(float(fact_log_likelihood(fact, index.attribute_probs)[0]),
-                                                               abs=1e-6)
+        assert np.log(np.clip(p, 0.02, 0.98)) == pytest.approx(
+            float(fact_log_likelihood(fact, index.attribute_probs)[0]), abs=1e-6
+        )
     # uncalibrated: nothing is confident enough to mark
     plain = explain_image(index, 0, FACTS, evidence=EvidencePolicy(calibrated=False))
     assert plain.matched == plain.contradicted == () and set(plain.unsure) == set(FACTS)

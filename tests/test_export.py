@@ -1,5 +1,6 @@
 """Portable checkpoints: `minterpr export` model directories (safetensors + JSON), pretrained
 weights referenced instead of copied, loading through load_run / load_pipeline / eval, file modes."""
+
 from __future__ import annotations
 
 import json
@@ -27,7 +28,9 @@ pytestmark = pytest.mark.usefixtures("one_torch_thread")
 @pytest.fixture(scope="module")
 def data(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("data")
-    world = SyntheticWorldConfig(train_identities=4, val_identities=3, test_identities=3, image_size=(64, 32), workers=1)
+    world = SyntheticWorldConfig(
+        train_identities=4, val_identities=3, test_identities=3, image_size=(64, 32), workers=1
+    )
     build_synthetic_dataset(root, SyntheticDatasetConfig(world=world), progress=False)
     return root
 
@@ -38,8 +41,22 @@ def run(data, tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("runs") / "tiny"
     old = os.umask(0o022)
     try:
-        assert main(["train", "--config", "tiny", "--data", str(data), "--out", str(out),
-                     "--set", "stages=[attributes,alignment]"]) == 0
+        assert (
+            main(
+                [
+                    "train",
+                    "--config",
+                    "tiny",
+                    "--data",
+                    str(data),
+                    "--out",
+                    str(out),
+                    "--set",
+                    "stages=[attributes,alignment]",
+                ]
+            )
+            == 0
+        )
     finally:
         os.umask(old)
     return out
@@ -74,14 +91,17 @@ def test_exported_model_loads_like_the_run(run, data, tmp_path):
     assert load_run(run / "model.pt").extras == original.extras  # the old .pt files still load
     pipe = load_pipeline(out)
     assert pipe.rerank_config() == load_pipeline(run).rerank_config()
-    index = pipe.index_images([p.name for p in (data / "images" / "test").iterdir()][:4], root=str(data / "images" / "test"),
-                              progress=False)
+    index = pipe.index_images(
+        [p.name for p in (data / "images" / "test").iterdir()][:4], root=str(data / "images" / "test"), progress=False
+    )
     assert len(index) == 4
     reports = []
     for source in (run, out):
         report = tmp_path / f"{source.name}.json"
-        assert main(["eval", "--run", str(source), "--data", str(data / "test.jsonl"), "--json", str(report),
-                     "--quiet"]) == 0
+        assert (
+            main(["eval", "--run", str(source), "--data", str(data / "test.jsonl"), "--json", str(report), "--quiet"])
+            == 0
+        )
         reports.append(json.loads(report.read_text())["rounds"])
     assert reports[0] == reports[1]
 
@@ -119,8 +139,14 @@ def clip_model(tmp_path) -> tuple[torch.nn.Module, Path]:
     """A pretrained (tiny, local) CLIP model whose last vision stages and heads were 'trained'."""
     clip_dir = save_tiny_clip(tmp_path / "clip", seed=0)
     torch.manual_seed(0)
-    model = create_model("clip", image_size=(32, 32), embed_dim=16, memory_heads=2, num_identities=3,
-                         encoder_kwargs={"model_dir": str(clip_dir)})
+    model = create_model(
+        "clip",
+        image_size=(32, 32),
+        embed_dim=16,
+        memory_heads=2,
+        num_identities=3,
+        encoder_kwargs={"model_dir": str(clip_dir)},
+    )
     with torch.no_grad():
         for name, tensor in model.named_parameters():
             if tensor.requires_grad and name.startswith("image_encoder."):
@@ -144,7 +170,9 @@ def test_unchanged_pretrained_weights_are_referenced_and_verified(clip_model, tm
     assert full["pretrained"] == {}
     assert full["weights"]["bytes"] > manifest["weights"]["bytes"] + 4 * len(referenced)
     save_tiny_clip(clip_dir, seed=1)  # the "package" now holds other weights
-    with pytest.raises(RunError, match="pretrained .* weights installed here .* differ from those it was exported with"):
+    with pytest.raises(
+        RunError, match="pretrained .* weights installed here .* differ from those it was exported with"
+    ):
         load_model_dir(tmp_path / "model")
     assert model_fingerprint(load_model_dir(tmp_path / "full")[0]) == model_fingerprint(model)  # copies need no match
 

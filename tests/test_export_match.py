@@ -1,4 +1,5 @@
 """The export of a confirmed match: a zip with crops, times, cameras, the conversation and an HTML report."""
+
 from __future__ import annotations
 
 import base64
@@ -16,8 +17,14 @@ from PIL import Image
 from minterpr.errors import ImageError, InputError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.session import Session
-from minterpr.serving.export import (SIMILARITY_NOTE, build_match_export, match_export_filename, match_export_bytes,
-                                     match_export_from_record, write_match_export)
+from minterpr.serving.export import (
+    SIMILARITY_NOTE,
+    build_match_export,
+    match_export_filename,
+    match_export_bytes,
+    match_export_from_record,
+    write_match_export,
+)
 from minterpr.types import GalleryImage
 
 COLOURS = ["red", "blue", "green", "black", "white", "red"]
@@ -32,8 +39,14 @@ def gallery(tmp_path: Path) -> tuple[Session, list[dict]]:
     for i, colour in enumerate(COLOURS):
         name = f"c{i}.{'png' if i % 2 else 'jpg'}"
         Image.new("RGB", (16, 32), (40 * i, 100, 200 - 30 * i)).save(root / name)
-        images.append(GalleryImage(name, f"secret:{i}", camera_id=f"site:cam{i % 3}",
-                                   attributes={"gender": ("female",), "upper_colour": (colour,)}))
+        images.append(
+            GalleryImage(
+                name,
+                f"secret:{i}",
+                camera_id=f"site:cam{i % 3}",
+                attributes={"gender": ("female",), "upper_colour": (colour,)},
+            )
+        )
     backend = AttributeBackend()
     session = Session(backend, backend.index_images(images, root=str(root)), schedule="questions")
     metadata = [{"time": f"2026-03-0{i + 1}T10:0{i}:00+00:00"} for i in range(len(images))]
@@ -55,10 +68,16 @@ def _zip(data: bytes) -> zipfile.ZipFile:
 def test_export_holds_crops_times_cameras_conversation_and_report(gallery, tmp_path) -> None:
     session, metadata = gallery
     _converse(session)
-    export = build_match_export(session, case={"id": 7, "title": "Lost child", "purpose": "report 12/3",
-                                               "cameras": ["site:cam0", "site:cam2"]},
-                                session_id="s-1", exported_by="ana", gallery="demo", metadata=metadata,
-                                turn_times=["t1", "t2", "t3"], exported_at="2026-03-09T12:00:00+00:00")
+    export = build_match_export(
+        session,
+        case={"id": 7, "title": "Lost child", "purpose": "report 12/3", "cameras": ["site:cam0", "site:cam2"]},
+        session_id="s-1",
+        exported_by="ana",
+        gallery="demo",
+        metadata=metadata,
+        turn_times=["t1", "t2", "t3"],
+        exported_at="2026-03-09T12:00:00+00:00",
+    )
     path = write_match_export(export, tmp_path / "out" / match_export_filename(export))
     assert path.name == "match_7_s-1_2026-03-09.zip"
     assert [p.name for p in path.parent.iterdir()] == [path.name]  # no temporary left beside it
@@ -73,8 +92,12 @@ def test_export_holds_crops_times_cameras_conversation_and_report(gallery, tmp_p
     match = json.loads(archive.read("match.json"))
     assert match["note"] == SIMILARITY_NOTE and "not an identification" in match["note"]
     first, second = match["images"]
-    assert (first["role"], first["camera"], first["time"], first["gallery_index"]) == \
-        ("confirmed", "site:cam2", "2026-03-06T10:05:00+00:00", 5)
+    assert (first["role"], first["camera"], first["time"], first["gallery_index"]) == (
+        "confirmed",
+        "site:cam2",
+        "2026-03-06T10:05:00+00:00",
+        5,
+    )
     assert first["sha256"] == hashlib.sha256(archive.read(crops[0])).hexdigest()
     assert first["rank"] >= 1 and isinstance(first["similarity"], float)
     assert "top colour: red" in first["matched"]
@@ -115,8 +138,9 @@ def test_a_failed_write_leaves_the_old_file(gallery, tmp_path, monkeypatch) -> N
     session, _ = gallery
     _converse(session)
     with pytest.raises(ImageError, match="c5.png: not a readable image"):
-        build_match_export(session, case={"id": 1}, session_id="s", exported_by="ana",
-                           read_image=lambda i: b"not an image")
+        build_match_export(
+            session, case={"id": 1}, session_id="s", exported_by="ana", read_image=lambda i: b"not an image"
+        )
     target = tmp_path / "out" / "match.zip"
     target.parent.mkdir()
     target.write_bytes(b"old")
@@ -140,32 +164,94 @@ def test_export_from_the_services_record(gallery, tmp_path) -> None:
     schemas = pytest.importorskip("minterpr.serving.schemas.search")
     session, _ = gallery
     root = Path(session.index.root)
-    case = schemas.CaseView(id=3, title="Case <3>", purpose="a stolen bike, report 88", cameras=None,
-                            start=dt.datetime(2026, 3, 1), end=None, created_by="lead", created=0.0, status="open")
-    confirmed = schemas.ConfirmedView(gallery_index=5, path="c5.png", camera="site:cam2", time="2026-03-06T10:05:00",
-                                      similarity=0.8123, rank=2, statement="similarity, not identity")
-    conversation = [schemas.TimelineEntry(seq=1, kind="describe", text="a woman in red", user="ana", time=1.7e9),
-                    schemas.TimelineEntry(seq=2, kind="feedback", text="Not this person. no bag", gallery_index=0,
-                                          user="ana", time=1.7e9 + 60, rank=4, similarity=0.31),
-                    schemas.TimelineEntry(seq=3, kind="confirm", text="Yes, this is the person.", gallery_index=5,
-                                          user="ana", time=1.7e9 + 120, rank=2, similarity=0.8123)]
+    case = schemas.CaseView(
+        id=3,
+        title="Case <3>",
+        purpose="a stolen bike, report 88",
+        cameras=None,
+        start=dt.datetime(2026, 3, 1),
+        end=None,
+        created_by="lead",
+        created=0.0,
+        status="open",
+    )
+    confirmed = schemas.ConfirmedView(
+        gallery_index=5,
+        path="c5.png",
+        camera="site:cam2",
+        time="2026-03-06T10:05:00",
+        similarity=0.8123,
+        rank=2,
+        statement="similarity, not identity",
+    )
+    conversation = [
+        schemas.TimelineEntry(seq=1, kind="describe", text="a woman in red", user="ana", time=1.7e9),
+        schemas.TimelineEntry(
+            seq=2,
+            kind="feedback",
+            text="Not this person. no bag",
+            gallery_index=0,
+            user="ana",
+            time=1.7e9 + 60,
+            rank=4,
+            similarity=0.31,
+        ),
+        schemas.TimelineEntry(
+            seq=3,
+            kind="confirm",
+            text="Yes, this is the person.",
+            gallery_index=5,
+            user="ana",
+            time=1.7e9 + 120,
+            rank=2,
+            similarity=0.8123,
+        ),
+    ]
     record = schemas.ExportRecord(
-        case=case, session_id="abc", gallery="demo", confirmed=confirmed,
-        images=[{"path": "c5.png", "absolute_path": str(root / "c5.png"), "camera": "site:cam2",
-                 "time": "2026-03-06T10:05:00", "metadata": {}}],
-        conversation=conversation, exported_by="ana", exported_at=dt.datetime(2026, 3, 9, 12, 0), statement="x")
-    results = [schemas.ResultView(rank=7, gallery_index=0, path="c0.jpg", camera="site:cam0", time=None,
-                                  similarity=0.2, matches=["gender: female"], contradicts=["top colour: blue"],
-                                  judgement=False)]
+        case=case,
+        session_id="abc",
+        gallery="demo",
+        confirmed=confirmed,
+        images=[
+            {
+                "path": "c5.png",
+                "absolute_path": str(root / "c5.png"),
+                "camera": "site:cam2",
+                "time": "2026-03-06T10:05:00",
+                "metadata": {},
+            }
+        ],
+        conversation=conversation,
+        exported_by="ana",
+        exported_at=dt.datetime(2026, 3, 9, 12, 0),
+        statement="x",
+    )
+    results = [
+        schemas.ResultView(
+            rank=7,
+            gallery_index=0,
+            path="c0.jpg",
+            camera="site:cam0",
+            time=None,
+            similarity=0.2,
+            matches=["gender: female"],
+            contradicts=["top colour: blue"],
+            judgement=False,
+        )
+    ]
     read = {0: (root / "c0.jpg").read_bytes()}
     export = match_export_from_record(record, read_image=read.__getitem__, results=results, gallery_size=6)
     archive = _zip(match_export_bytes(export))
-    assert sorted(n for n in archive.namelist() if n.startswith("crops/")) == \
-        ["crops/01_confirmed_site-cam2.png", "crops/02_ruled_out_site-cam0.jpg"]
+    assert sorted(n for n in archive.namelist() if n.startswith("crops/")) == [
+        "crops/01_confirmed_site-cam2.png",
+        "crops/02_ruled_out_site-cam0.jpg",
+    ]
     match = json.loads(archive.read("match.json"))
     # rank and match as the page showed them when each was judged (not as the results stand now: 0.2, 7)
-    assert [(im["role"], im["similarity"], im["rank"]) for im in match["images"]] == \
-        [("confirmed", 0.8123, 2), ("ruled_out", 0.31, 4)]
+    assert [(im["role"], im["similarity"], im["rank"]) for im in match["images"]] == [
+        ("confirmed", 0.8123, 2),
+        ("ruled_out", 0.31, 4),
+    ]
     assert match["images"][1]["contradicted"] == ["top colour: blue"]
     assert match["case"]["title"] == "Case <3>" and match["exported_at"] == "2026-03-09T12:00:00"
     turns = json.loads(archive.read("conversation.json"))["turns"]

@@ -1,4 +1,5 @@
 """Fast gallery encoding: ONNX Runtime and micro-batched forwards agree with the plain fp32 torch path."""
+
 from __future__ import annotations
 
 import os
@@ -83,8 +84,9 @@ def test_onnx_engine_agrees_with_torch(gallery, reference):
     from minterpr.language.ontology import ONTOLOGY
 
     for columns in ONTOLOGY.slot_columns().values():
-        np.testing.assert_array_equal(index.attribute_probs[:, columns].argmax(1),
-                                      reference.attribute_probs[:, columns].argmax(1))
+        np.testing.assert_array_equal(
+            index.attribute_probs[:, columns].argmax(1), reference.attribute_probs[:, columns].argmax(1)
+        )
     embedding, _ = backend.embed_image_files([os.path.join(root, "3.png")])
     np.testing.assert_allclose(embedding[0], reference.embeddings[reference.index_of("3.png")], atol=1e-4)
 

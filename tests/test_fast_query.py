@@ -1,4 +1,5 @@
 """Fast queries: the turn encoder + dialogue memory on ONNX Runtime agree with the fp32 torch path."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -12,8 +13,12 @@ pytest.importorskip("transformers")
 
 from minterpr.errors import RunError  # noqa: E402
 from minterpr.runtime.neural_backend import NeuralBackend  # noqa: E402
-from minterpr.models.onnx_query import (QueryEncoder, check_dialogues, query_cache_path,  # noqa: E402
-                                        query_fingerprint)
+from minterpr.models.onnx_query import (
+    QueryEncoder,
+    check_dialogues,
+    query_cache_path,  # noqa: E402
+    query_fingerprint,
+)
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn  # noqa: E402
 
 from support.helpers import tiny_model, two_image_index  # noqa: E402
@@ -90,8 +95,11 @@ def test_too_many_turns_are_refused_by_both_engines():
     pytest.importorskip("onnxruntime")
     model = tiny()
     rounds = model.memory.max_turns + 1
-    batch = {"turn_types": torch.zeros(1, rounds, dtype=torch.long), "turn_text": torch.zeros(1, rounds, 32),
-             "turn_image": torch.zeros(1, rounds, 32)}
+    batch = {
+        "turn_types": torch.zeros(1, rounds, dtype=torch.long),
+        "turn_text": torch.zeros(1, rounds, 32),
+        "turn_image": torch.zeros(1, rounds, 32),
+    }
     for engine in ("onnx", "torch"):
         with pytest.raises(ValueError, match="max_turns"):
             QueryEncoder(model, engine)(batch)

@@ -1,4 +1,5 @@
 """Fast text encoding: the ONNX Runtime text encoder agrees with the plain fp32 torch path."""
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -76,8 +77,9 @@ def test_onnx_backend_queries_agree_with_torch(index):
         np.testing.assert_allclose(got, want, atol=1e-4)
     # a growing conversation: the cached turns and the new one still give the reference queries
     for r in range(1, 4):
-        np.testing.assert_allclose(fast.encode_turns(DIALOGUES[0][:r], index),
-                                   reference.encode_turns(DIALOGUES[0][:r], index), atol=1e-4)
+        np.testing.assert_allclose(
+            fast.encode_turns(DIALOGUES[0][:r], index), reference.encode_turns(DIALOGUES[0][:r], index), atol=1e-4
+        )
 
 
 def test_onnx_featurizer_is_thread_safe():

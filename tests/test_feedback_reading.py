@@ -1,6 +1,7 @@
 """Corrective feedback read apart: facts about the person sought and about the shown image, scored on
 the hand-labelled corrective utterances (tests/data/corrective_utterances.jsonl, rules in
 tests/data/README.md; figures in docs/language.md), and kept apart by the session."""
+
 from __future__ import annotations
 
 import json
@@ -61,29 +62,49 @@ def test_the_reported_cases_are_read_apart():
     target, shown = _read("not him - his jacket was black not brown, and he had a cap on")
     assert target == ["gender=male", "upper_type=jacket", "upper_colour=black", "upper_colour!=brown", "headwear=hat"]
     assert shown == []
-    assert _read("his shoes were light brown, these are blue") == (["gender=male", "footwear_colour=brown"],
-                                                                 ["footwear_colour=blue"])
+    assert _read("his shoes were light brown, these are blue") == (
+        ["gender=male", "footwear_colour=brown"],
+        ["footwear_colour=blue"],
+    )
 
 
-@pytest.mark.parametrize("text, target, shown", [
-    ("It wasn't a jacket, it was a hoodie.", ["upper_type!=jacket", "upper_type=sweater"], []),
-    ("instead of a backpack he had a shoulder bag", ["carried!=backpack", "gender=male", "carried=messenger_bag"], []),
-    ("she had long hair rather than short", ["gender=female", "hair_length=long", "hair_length!=short"], []),
-    ("I don't think he had a bag", ["gender=male", "carried!=handbag|messenger_bag"], []),
-    ("that guy is too old", [], ["gender=male"]),
-    ("this one has a backpack, he didn't", ["gender=male", "carried!=backpack"], ["carried=backpack"]),
-    ("this one's jacket is red, his was blue", ["gender=male", "upper_colour=blue"], ["upper_type=jacket", "upper_colour=red"]),
-    ("that's not him. But he looks very similar.", ["gender=male"], ["gender=male"]),
-    ("not him, his shoes are blue, they were white", ["gender=male", "footwear_colour=white"],
-     ["gender=male", "footwear_colour=blue"]),
-])
+@pytest.mark.parametrize(
+    "text, target, shown",
+    [
+        ("It wasn't a jacket, it was a hoodie.", ["upper_type!=jacket", "upper_type=sweater"], []),
+        (
+            "instead of a backpack he had a shoulder bag",
+            ["carried!=backpack", "gender=male", "carried=messenger_bag"],
+            [],
+        ),
+        ("she had long hair rather than short", ["gender=female", "hair_length=long", "hair_length!=short"], []),
+        ("I don't think he had a bag", ["gender=male", "carried!=handbag|messenger_bag"], []),
+        ("that guy is too old", [], ["gender=male"]),
+        ("this one has a backpack, he didn't", ["gender=male", "carried!=backpack"], ["carried=backpack"]),
+        (
+            "this one's jacket is red, his was blue",
+            ["gender=male", "upper_colour=blue"],
+            ["upper_type=jacket", "upper_colour=red"],
+        ),
+        ("that's not him. But he looks very similar.", ["gender=male"], ["gender=male"]),
+        (
+            "not him, his shoes are blue, they were white",
+            ["gender=male", "footwear_colour=white"],
+            ["gender=male", "footwear_colour=blue"],
+        ),
+    ],
+)
 def test_contrast_scope_and_pointing_words(text, target, shown):
     assert _read(text) == (target, shown)
 
 
 def test_text_without_pointing_words_reads_as_before():
-    for text in ("A woman in a red top, no backpack.", "No, that's not him. He wore jeans, not a skirt.",
-                 "The shoes should be white rather than black.", "A man in a blue shirt and jeans."):
+    for text in (
+        "A woman in a red top, no backpack.",
+        "No, that's not him. He wore jeans, not a skirt.",
+        "The shoes should be white rather than black.",
+        "A man in a blue shirt and jeans.",
+    ):
         assert read_feedback(text).target == tuple(parse_facts(text)) and read_feedback(text).shown == ()
     # pointing words point only in feedback: a description's "This man" is the person sought
     text = "This man is wearing a blue shirt and jeans."
@@ -92,8 +113,10 @@ def test_text_without_pointing_words_reads_as_before():
 
 
 def _session() -> Session:
-    images = [GalleryImage(f"{i}.jpg", f"x:{i}", attributes={"gender": ("male",), "footwear_colour": (c,)})
-              for i, c in enumerate(["brown", "blue", "black"])]
+    images = [
+        GalleryImage(f"{i}.jpg", f"x:{i}", attributes={"gender": ("male",), "footwear_colour": (c,)})
+        for i, c in enumerate(["brown", "blue", "black"])
+    ]
     backend = AttributeBackend()
     return Session(backend, backend.index_images(images), schedule="questions")
 
@@ -107,7 +130,9 @@ def test_the_session_keeps_the_shown_image_facts_apart_and_replays_them():
     assert session.image_facts == {1: entry.shown} and [format_fact(f) for f in entry.shown] == ["footwear_colour=blue"]
     assert not any(f.values == ("blue",) for f in session.facts)  # never the target's
     judged = session.step.explain_image(1)  # the user said these shoes are blue: not the brown ones sought
-    assert [format_fact(f) for f in judged.contradicted] == ["footwear_colour=brown"] and judged.by_user == judged.contradicted
+    assert [format_fact(f) for f in judged.contradicted] == [
+        "footwear_colour=brown"
+    ] and judged.by_user == judged.contradicted
     data = entry.to_dict()
     assert data["shown"] == [["footwear_colour", ["blue"], False]] and data["understood"] is True
     assert HistoryEntry.from_dict(data) == entry._replace(top=tuple(data["top"]))
@@ -125,8 +150,9 @@ def test_a_turn_that_understood_nothing_says_so():
 
 
 def test_old_histories_without_shown_facts_still_read():
-    entry = HistoryEntry.from_dict({"type": "reference", "reference_path": "a.jpg", "feedback": "no", "facts": [],
-                                    "top": []})
+    entry = HistoryEntry.from_dict(
+        {"type": "reference", "reference_path": "a.jpg", "feedback": "no", "facts": [], "top": []}
+    )
     assert entry.shown == () and entry.understood
     with pytest.raises(Exception, match="shown"):
         HistoryEntry.from_dict({"type": "description", "text": "a", "facts": [], "top": [], "shown": [["hat"]]})
@@ -137,10 +163,50 @@ def test_the_feedback_reader_never_fails_on_any_text():
 
     from minterpr.language.ontology import ONTOLOGY
 
-    words = st.sampled_from(["no", "not", "these", "this", "one", "that", "guy", "here", "he", "she", "mine", "was",
-                             "is", "has", "had", "didn't", "n't", "a", "blue", "shoes", "backpack", "long", "short",
-                             "hair", "sleeves", "skirt", "and", "but", ",", ".", "rather", "than", "instead", "of",
-                             "darker", "than", "none", "neither", "'s", "-"])
+    words = st.sampled_from(
+        [
+            "no",
+            "not",
+            "these",
+            "this",
+            "one",
+            "that",
+            "guy",
+            "here",
+            "he",
+            "she",
+            "mine",
+            "was",
+            "is",
+            "has",
+            "had",
+            "didn't",
+            "n't",
+            "a",
+            "blue",
+            "shoes",
+            "backpack",
+            "long",
+            "short",
+            "hair",
+            "sleeves",
+            "skirt",
+            "and",
+            "but",
+            ",",
+            ".",
+            "rather",
+            "than",
+            "instead",
+            "of",
+            "darker",
+            "than",
+            "none",
+            "neither",
+            "'s",
+            "-",
+        ]
+    )
 
     @settings(max_examples=300, deadline=None)
     @given(st.lists(words, max_size=16))
@@ -148,4 +214,5 @@ def test_the_feedback_reader_never_fails_on_any_text():
         reading = read_feedback(" ".join(tokens))
         for fact in reading.target + reading.shown:
             assert set(fact.values) <= set(ONTOLOGY.slot(fact.slot).value_names) and fact.values
+
     check()

@@ -1,5 +1,6 @@
 """Attribute dataset readers (PETA, PA-100K, Market-1501 attributes) on synthetic files, plus
 checks on the real PETA and PA-100K copies when ../shared/data is present."""
+
 from __future__ import annotations
 
 import collections
@@ -18,7 +19,6 @@ from minterpr.data.label_maps import MARKET1501_ATTRIBUTE_NAMES, PA100K_LABELS
 from minterpr.language.ontology import ONTOLOGY
 
 
-
 def savemat(path: Path, variables: dict) -> None:
     """scipy.io.savemat, skipping the test when scipy (the [mat] extra) is not installed."""
     pytest.importorskip("scipy.io").savemat(path, variables)
@@ -35,13 +35,27 @@ def make_subset(base: Path, subset: str, labels: str, files: list[str], newline:
 
 @pytest.fixture
 def peta(tmp_path: Path) -> Path:
-    make_subset(tmp_path, "3DPeS", "1 personalMale upperBodyRed\n2 personalFemale\n",
-                ["001_3_FRAME_26_RGB.bmp", "001_B_12_FRAME_2_RGB.bmp", "2_4_FRAME_1_RGB.bmp"])
-    make_subset(tmp_path, "GRID", "0001 hairLong\n0002 carryingBackpack\n0003 hairShort\n",
-                ["0001_1_25004_107_32_106_221.jpeg", "0001_5_25023_1_2_3_4.jpeg", "0002_2_1_2_3_4_5.jpeg",
-                 "0004_3_1_2_3_4_5.jpeg"], newline="\r\n")
-    make_subset(tmp_path, "MIT", "00001 personalMale\n00002 personalFemale\n",
-                ["00001_male_back.jpg", "00002_female_fore.jpg"])
+    make_subset(
+        tmp_path,
+        "3DPeS",
+        "1 personalMale upperBodyRed\n2 personalFemale\n",
+        ["001_3_FRAME_26_RGB.bmp", "001_B_12_FRAME_2_RGB.bmp", "2_4_FRAME_1_RGB.bmp"],
+    )
+    make_subset(
+        tmp_path,
+        "GRID",
+        "0001 hairLong\n0002 carryingBackpack\n0003 hairShort\n",
+        [
+            "0001_1_25004_107_32_106_221.jpeg",
+            "0001_5_25023_1_2_3_4.jpeg",
+            "0002_2_1_2_3_4_5.jpeg",
+            "0004_3_1_2_3_4_5.jpeg",
+        ],
+        newline="\r\n",
+    )
+    make_subset(
+        tmp_path, "MIT", "00001 personalMale\n00002 personalFemale\n", ["00001_male_back.jpg", "00002_female_fore.jpg"]
+    )
     make_subset(tmp_path, "SARC3D", "001 personalMale\n", ["001_front.bmp", "001_Right.bmp", "001_left.bmp"])
     make_subset(tmp_path, "TownCentre", "7 carryingNothing\n", ["7_16.jpg", "7_8.jpg"])
     make_subset(tmp_path, "CUHK", "0005.jpg upperBodyBlue\n0006.png hairLong\n", ["0005.jpg", "0006.jpg"])
@@ -72,11 +86,16 @@ def test_peta_identities_cameras_views(peta):
     assert [found[n].view for n in ("001_front.bmp", "001_Right.bmp", "001_left.bmp")] == ["front", "side", "side"]
     assert found["7_8.jpg"].camera_id == "peta-towncentre:cam1"
     # CUHK: one identity per image, keyed by file name (a .png key still finds the .jpg).
-    assert (found["0005.jpg"].person_id, found["0006.jpg"].attributes) == ("peta-cuhk:0005", {**CLOSED, "hair_length": ("long",)})
+    assert (found["0005.jpg"].person_id, found["0006.jpg"].attributes) == (
+        "peta-cuhk:0005",
+        {**CLOSED, "hair_length": ("long",)},
+    )
     # GRID 0004 has no label row: kept without attributes; GRID 0003 has no image.
     assert found["0004_3_1_2_3_4_5.jpeg"].attributes is None
     assert sorted((Path(w.file).name, w.line, w.field) for w in report.warnings) == [
-        ("0004_3_1_2_3_4_5.jpeg", 0, "labels"), ("Label.txt", 3, "id")]
+        ("0004_3_1_2_3_4_5.jpeg", 0, "labels"),
+        ("Label.txt", 3, "id"),
+    ]
     assert report.ok and report.records_read == len(images) == 16
 
 
@@ -91,8 +110,12 @@ def test_peta_root_forms_and_subset_choice(peta):
 
 
 def test_peta_unknown_label_and_duplicate_key(tmp_path):
-    make_subset(tmp_path, "i-LID", "0001 personalMale\n\n0002 upperBodyTartan\n0001 hairLong\n",
-                ["0001_001.jpg", "0002_001.jpg"])
+    make_subset(
+        tmp_path,
+        "i-LID",
+        "0001 personalMale\n\n0002 upperBodyTartan\n0001 hairLong\n",
+        ["0001_001.jpg", "0002_001.jpg"],
+    )
     with pytest.raises(DataError) as info:
         read_peta(tmp_path)
     assert (info.value.line, info.value.field) == (3, "labels") and "'upperBodyTartan'" in info.value.reason
@@ -121,8 +144,16 @@ def test_real_peta():
     assert report.ok, report.problems[:3]
     counts = collections.Counter(im.path.split("/")[0] for im in images)
     # Image counts of shared/data/README.md.
-    assert counts == {"3DPeS": 1012, "CAVIAR4REID": 1220, "GRID": 1275, "MIT": 888, "SARC3D": 200,
-                      "TownCentre": 6967, "i-LID": 477, "CUHK": 4563}
+    assert counts == {
+        "3DPeS": 1012,
+        "CAVIAR4REID": 1220,
+        "GRID": 1275,
+        "MIT": 888,
+        "SARC3D": 200,
+        "TownCentre": 6967,
+        "i-LID": 477,
+        "CUHK": 4563,
+    }
     assert all(im.attributes for im in images)  # every image got its identity's labels
     assert {w.field for w in report.warnings} <= {"id"}  # only label rows without images
     for im in images[::97]:
@@ -145,12 +176,17 @@ def pa_row(**on: int) -> list[int]:
 
 
 def write_pa100k(path: Path, **overrides) -> Path:
-    mat = {"attributes": cells(NAMES),
-           "train_images_name": cells(["000001.jpg", "000002.jpg"]),
-           "train_label": np.array([pa_row(Female=1, Front=1, Backpack=1, **{"Age18-60": 1}), pa_row(Back=1, Side=1)],
-                                   dtype=np.uint8),
-           "val_images_name": cells(["000003.jpg"]), "val_label": np.array([pa_row(Side=1)], dtype=np.uint8),
-           "test_images_name": cells(["", "000004.jpg"]), "test_label": np.array([pa_row(), pa_row(Hat=1)], dtype=np.uint8)}
+    mat = {
+        "attributes": cells(NAMES),
+        "train_images_name": cells(["000001.jpg", "000002.jpg"]),
+        "train_label": np.array(
+            [pa_row(Female=1, Front=1, Backpack=1, **{"Age18-60": 1}), pa_row(Back=1, Side=1)], dtype=np.uint8
+        ),
+        "val_images_name": cells(["000003.jpg"]),
+        "val_label": np.array([pa_row(Side=1)], dtype=np.uint8),
+        "test_images_name": cells(["", "000004.jpg"]),
+        "test_label": np.array([pa_row(), pa_row(Hat=1)], dtype=np.uint8),
+    }
     mat.update(overrides)
     savemat(path, mat)
     return path
@@ -223,7 +259,11 @@ def market_split(ids, codes=None, **fields):
 
 
 def write_market(path: Path, train=None, test=None) -> Path:
-    train = train if train is not None else market_split(["0002", "0007"], {"gender": 2, "age": 2, "upred": 2, "clothes": 2})
+    train = (
+        train
+        if train is not None
+        else market_split(["0002", "0007"], {"gender": 2, "age": 2, "upred": 2, "clothes": 2})
+    )
     test = test if test is not None else market_split(["0001"], {"backpack": 2, "hat": 2, "age": 4})
     savemat(path, {"market_attribute": {"train": train, "test": test}})
     return path
@@ -232,9 +272,16 @@ def write_market(path: Path, train=None, test=None) -> Path:
 def test_market_attributes(tmp_path):
     attrs = read_market_attributes(write_market(tmp_path / "market_attribute.mat"))
     assert sorted(attrs) == ["market1501:0001", "market1501:0002", "market1501:0007"]
-    assert attrs["market1501:0002"] == {"age": ("young",), "gender": ("female",), "hair_length": ("short",),
-                                        "headwear": ("none",), "lower_length": ("long",), "lower_type": ("trousers",),
-                                        "sleeve_length": ("long",), "upper_colour": ("red",)}
+    assert attrs["market1501:0002"] == {
+        "age": ("young",),
+        "gender": ("female",),
+        "hair_length": ("short",),
+        "headwear": ("none",),
+        "lower_length": ("long",),
+        "lower_type": ("trousers",),
+        "sleeve_length": ("long",),
+        "upper_colour": ("red",),
+    }
     assert attrs["market1501:0001"]["carried"] == ("backpack",) and attrs["market1501:0001"]["headwear"] == ("hat",)
     assert list(read_market_attributes(tmp_path / "market_attribute.mat", splits=["test"])) == ["market1501:0001"]
 
@@ -263,13 +310,20 @@ def test_market_images(tmp_path):
     attrs = read_market_attributes(write_market(tmp_path / "m.mat"))
     folder = tmp_path / "bounding_box_test"
     folder.mkdir()
-    for name in ("0002_c1s1_000451_03.jpg", "0000_c3s1_000151_01.jpg", "-1_c1s1_000401_03.jpg", "0009_c6s2_000001_01.jpg"):
+    for name in (
+        "0002_c1s1_000451_03.jpg",
+        "0000_c3s1_000151_01.jpg",
+        "-1_c1s1_000401_03.jpg",
+        "0009_c6s2_000001_01.jpg",
+    ):
         (folder / name).write_bytes(b"")
     images, report = market_images(folder, attrs, strict=False)
     found = by_path(images)
     assert sorted(found) == ["0000_c3s1_000151_01.jpg", "0002_c1s1_000451_03.jpg", "0009_c6s2_000001_01.jpg"]
     assert (found["0002_c1s1_000451_03.jpg"].camera_id, found["0002_c1s1_000451_03.jpg"].attributes) == (
-        "market1501:c1", attrs["market1501:0002"])
+        "market1501:c1",
+        attrs["market1501:0002"],
+    )
     assert found["0000_c3s1_000151_01.jpg"].person_id == "market1501:distractor-c3s1_000151_01"
     assert found["0009_c6s2_000001_01.jpg"].attributes is None
     assert sorted(w.field for w in report.warnings) == ["pid", "pid"]  # junk skipped, 0009 unlabelled

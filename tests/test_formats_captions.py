@@ -1,5 +1,6 @@
 """Caption dataset readers (CUHK-PEDES, ICFG-PEDES, RSTPReid, TBPS-CLIP) on synthetic files,
 plus a check on the real CUHK-PEDES rows when ../shared/data is present."""
+
 from __future__ import annotations
 
 import json
@@ -9,8 +10,13 @@ import pytest
 
 from support.helpers import shared_data_dir
 from minterpr.data.errors import DataError
-from minterpr.data.formats.captions import (CaptionRecord, caption_stats, captions_to_samples,
-                                            detect_caption_format, read_caption_dataset)
+from minterpr.data.formats.captions import (
+    CaptionRecord,
+    caption_stats,
+    captions_to_samples,
+    detect_caption_format,
+    read_caption_dataset,
+)
 
 
 def write(path: Path, rows: object) -> Path:
@@ -20,13 +26,20 @@ def write(path: Path, rows: object) -> Path:
 
 
 def cuhk_row(pid: int = 1, path: str = "CUHK01/0001.png", split: str = "train", captions=("A man in red.",)) -> dict:
-    return {"id": pid, "file_path": path, "split": split, "captions": list(captions),
-            "processed_tokens": [c.split() for c in captions]}
+    return {
+        "id": pid,
+        "file_path": path,
+        "split": split,
+        "captions": list(captions),
+        "processed_tokens": [c.split() for c in captions],
+    }
 
 
 def test_reads_cuhk_pedes_and_filters_split(tmp_path):
-    path = write(tmp_path / "reid_raw.json", [cuhk_row(1, "a.jpg", "train"), cuhk_row(2, "b.jpg", "test", ("x y", "z")),
-                                             cuhk_row(2, "c.jpg", "test")])
+    path = write(
+        tmp_path / "reid_raw.json",
+        [cuhk_row(1, "a.jpg", "train"), cuhk_row(2, "b.jpg", "test", ("x y", "z")), cuhk_row(2, "c.jpg", "test")],
+    )
     records = read_caption_dataset(path)
     assert [r.person_id for r in records] == ["cuhk-pedes:1", "cuhk-pedes:2", "cuhk-pedes:2"]
     assert records[1] == CaptionRecord("b.jpg", "cuhk-pedes:2", "test", ("x y", "z"))
@@ -39,14 +52,26 @@ def test_format_detection():
     assert detect_caption_format("ICFG-PEDES.json", [cuhk_row()]) == "icfg-pedes"
     icfg = cuhk_row(path="test/0953/0953_010_05_0303afternoon_1622_0.jpg")
     assert detect_caption_format("annotations.json", [icfg]) == "icfg-pedes"
-    assert detect_caption_format("x.json", [{"img_path": "a.jpg", "id": 1, "split": "val", "captions": ["a"]}]) == "rstpreid"
+    assert (
+        detect_caption_format("x.json", [{"img_path": "a.jpg", "id": 1, "split": "val", "captions": ["a"]}])
+        == "rstpreid"
+    )
     assert detect_caption_format("val_reid.json", [{"file_path": "a.jpg", "id": 1, "captions": ["a"]}]) == "tbps"
     assert detect_caption_format("data_captions.json", []) == "rstpreid"
 
 
 def test_rstpreid_uses_img_path(tmp_path):
-    path = write(tmp_path / "data_captions.json", [{"id": 5, "img_path": "0005_c14_0031.jpg", "split": "val",
-                                                    "captions": ["A woman with a bag.", "She wears black."]}])
+    path = write(
+        tmp_path / "data_captions.json",
+        [
+            {
+                "id": 5,
+                "img_path": "0005_c14_0031.jpg",
+                "split": "val",
+                "captions": ["A woman with a bag.", "She wears black."],
+            }
+        ],
+    )
     (record,) = read_caption_dataset(path)
     assert (record.path, record.person_id, record.split) == ("0005_c14_0031.jpg", "rstpreid:5", "val")
     with pytest.raises(DataError, match="img_path: missing field"):
@@ -54,8 +79,10 @@ def test_rstpreid_uses_img_path(tmp_path):
 
 
 def test_tbps_split_from_file_name_and_namespace_from_path(tmp_path):
-    rows = [{"file_path": "CUHK01/1.png", "id": 3, "captions": ["a", "b"], "captions_bt": ["a'", "b'"]},
-            {"file_path": "CUHK01/2.png", "id": 4, "captions": ["c"], "captions_bt": []}]
+    rows = [
+        {"file_path": "CUHK01/1.png", "id": 3, "captions": ["a", "b"], "captions_bt": ["a'", "b'"]},
+        {"file_path": "CUHK01/2.png", "id": 4, "captions": ["c"], "captions_bt": []},
+    ]
     path = write(tmp_path / "CUHK-PEDES" / "test_reid.json", rows)
     records, report = read_caption_dataset(path, strict=False)
     assert [(r.person_id, r.split) for r in records] == [("cuhk-pedes:3", "test"), ("cuhk-pedes:4", "test")]
@@ -67,17 +94,24 @@ def test_tbps_split_from_file_name_and_namespace_from_path(tmp_path):
         read_caption_dataset(other, format="tbps")
 
 
-@pytest.mark.parametrize("row, field, reason", [
-    ([1, 2], "<record>", "expected an object, got array"),
-    ({"id": 1, "split": "train", "captions": ["a"]}, "file_path", "missing field"),
-    ({"id": True, "file_path": "a.jpg", "split": "train", "captions": ["a"]}, "id", "expected an integer"),
-    ({"id": 1, "file_path": "", "split": "train", "captions": ["a"]}, "file_path", "non-empty string"),
-    ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": "a man"}, "captions", "expected a list"),
-    ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": []}, "captions", "non-empty list"),
-    ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": ["ok", "  "]}, "captions", "item 1 is empty"),
-    ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": ["ok", 3]}, "captions", "item 1 is integer"),
-    ({"id": 1, "file_path": "a.jpg", "split": "dev", "captions": ["a"]}, "split", "must be one of train, val, test"),
-])
+@pytest.mark.parametrize(
+    "row, field, reason",
+    [
+        ([1, 2], "<record>", "expected an object, got array"),
+        ({"id": 1, "split": "train", "captions": ["a"]}, "file_path", "missing field"),
+        ({"id": True, "file_path": "a.jpg", "split": "train", "captions": ["a"]}, "id", "expected an integer"),
+        ({"id": 1, "file_path": "", "split": "train", "captions": ["a"]}, "file_path", "non-empty string"),
+        ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": "a man"}, "captions", "expected a list"),
+        ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": []}, "captions", "non-empty list"),
+        ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": ["ok", "  "]}, "captions", "item 1 is empty"),
+        ({"id": 1, "file_path": "a.jpg", "split": "train", "captions": ["ok", 3]}, "captions", "item 1 is integer"),
+        (
+            {"id": 1, "file_path": "a.jpg", "split": "dev", "captions": ["a"]},
+            "split",
+            "must be one of train, val, test",
+        ),
+    ],
+)
 def test_bad_records_name_record_number_and_field(tmp_path, row, field, reason):
     path = write(tmp_path / "reid_raw.json", [cuhk_row(9, "ok.jpg"), row])
     with pytest.raises(DataError) as info:
@@ -135,17 +169,26 @@ def test_bad_arguments(tmp_path):
 
 
 def test_captions_to_samples_and_stats():
-    records = [CaptionRecord("a.jpg", "cuhk-pedes:1", "test", ("a man in red", "red coat")),
-               CaptionRecord("b.jpg", "cuhk-pedes:2", "test", ("a woman",))]
+    records = [
+        CaptionRecord("a.jpg", "cuhk-pedes:1", "test", ("a man in red", "red coat")),
+        CaptionRecord("b.jpg", "cuhk-pedes:2", "test", ("a woman",)),
+    ]
     samples = captions_to_samples(records)
     assert [(s.target_path, s.person_id, s.dialogue.description) for s in samples] == [
-        ("a.jpg", "cuhk-pedes:1", "a man in red"), ("a.jpg", "cuhk-pedes:1", "red coat"), ("b.jpg", "cuhk-pedes:2", "a woman")]
+        ("a.jpg", "cuhk-pedes:1", "a man in red"),
+        ("a.jpg", "cuhk-pedes:1", "red coat"),
+        ("b.jpg", "cuhk-pedes:2", "a woman"),
+    ]
     assert all(s.dialogue.num_rounds == 1 for s in samples)
     assert samples[1].extra == {"split": "test", "caption_index": 1}
     assert caption_stats(records) == {
-        "records": 2, "identities": 2, "captions": 3, "splits": {"test": 2},
+        "records": 2,
+        "identities": 2,
+        "captions": 3,
+        "splits": {"test": 2},
         "captions_per_record": {"min": 1, "mean": 1.5, "median": 1.5, "max": 2},
-        "caption_words": {"min": 2, "mean": 2.67, "median": 2, "max": 4}}
+        "caption_words": {"min": 2, "mean": 2.67, "median": 2, "max": 4},
+    }
     assert caption_stats([])["caption_words"] is None
 
 

@@ -1,4 +1,5 @@
 """ChatPedes JSON: the released round shape, other accepted shapes, errors with real lines, round trips."""
+
 from __future__ import annotations
 
 import json
@@ -20,9 +21,11 @@ def user(text):
     return {"from": "user", "value": text}
 
 
-RELEASED = [[gpt("Please describe the person you saw."), user("A woman with long black hair.")],
-            [gpt("What is she wearing on top?"), user("A white T-shirt.")],
-            [gpt("Anything in her hands?"), user("A red umbrella.")]]
+RELEASED = [
+    [gpt("Please describe the person you saw."), user("A woman with long black hair.")],
+    [gpt("What is she wearing on top?"), user("A white T-shirt.")],
+    [gpt("Anything in her hands?"), user("A red umbrella.")],
+]
 
 
 def write_json(path: Path, value: object, indent: int | None = None) -> Path:
@@ -34,8 +37,13 @@ def test_released_round_shape(tmp_path):
     path = write_json(tmp_path / "test_reid.json", [{"id": 11003, "file_path": "CUHK03/1_3.jpg", "chats": RELEASED}])
     [s] = read_chatpedes(path)
     assert (s.person_id, s.target_path) == ("chatpedes:11003", "CUHK03/1_3.jpg")
-    assert s.dialogue == Dialogue("A woman with long black hair.", (
-        QATurn("What is she wearing on top?", "A white T-shirt."), QATurn("Anything in her hands?", "A red umbrella.")))
+    assert s.dialogue == Dialogue(
+        "A woman with long black hair.",
+        (
+            QATurn("What is she wearing on top?", "A white T-shirt."),
+            QATurn("Anything in her hands?", "A red umbrella."),
+        ),
+    )
     assert s.extra == {}  # the default opening question is not kept
 
 
@@ -43,14 +51,23 @@ def test_several_dialogues_and_flat_shapes(tmp_path):
     second = [[gpt("Describe him, please."), user("A man in a suit.")], [gpt("Shoes?"), user("Black leather shoes.")]]
     flat_user_first = [user("A child in a yellow coat."), gpt("Hat?"), user("No hat.")]
     flat_gpt_first = [gpt(DEFAULT_OPENING), user("An old man."), gpt("Beard?"), user("A white beard.")]
-    path = write_json(tmp_path / "c.json", [
-        {"id": 1, "file_path": "a.jpg", "chats": [RELEASED, second]},
-        {"id": 2, "file_path": "b.jpg", "chats": flat_user_first},
-        {"id": 3, "file_path": "c.jpg", "chats": flat_gpt_first},
-        {"id": 4, "file_path": "d.jpg", "chats": [[user("Just a description.")]]},
-    ])
+    path = write_json(
+        tmp_path / "c.json",
+        [
+            {"id": 1, "file_path": "a.jpg", "chats": [RELEASED, second]},
+            {"id": 2, "file_path": "b.jpg", "chats": flat_user_first},
+            {"id": 3, "file_path": "c.jpg", "chats": flat_gpt_first},
+            {"id": 4, "file_path": "d.jpg", "chats": [[user("Just a description.")]]},
+        ],
+    )
     samples = read_chatpedes(path, namespace="cuhk-pedes")
-    assert [s.person_id for s in samples] == ["cuhk-pedes:1", "cuhk-pedes:1", "cuhk-pedes:2", "cuhk-pedes:3", "cuhk-pedes:4"]
+    assert [s.person_id for s in samples] == [
+        "cuhk-pedes:1",
+        "cuhk-pedes:1",
+        "cuhk-pedes:2",
+        "cuhk-pedes:3",
+        "cuhk-pedes:4",
+    ]
     assert samples[1].extra == {OPENING_KEY: "Describe him, please."}
     assert samples[1].dialogue.qa_turns == (QATurn("Shoes?", "Black leather shoes."),)
     assert samples[2].dialogue == Dialogue("A child in a yellow coat.", (QATurn("Hat?", "No hat."),))
@@ -58,21 +75,24 @@ def test_several_dialogues_and_flat_shapes(tmp_path):
     assert samples[4].dialogue == Dialogue("Just a description.")
 
 
-@pytest.mark.parametrize("chats, field, words", [
-    ([[gpt("q"), user("d")], [user("a"), gpt("q")]], "chats[1][0].from", "expected 'gpt'"),
-    ([[gpt("q"), user("d")], [gpt("q2")]], "chats[1][0]", "answer is missing"),
-    ([[gpt("q"), user("d")], [gpt("q2"), user("a"), user("more")]], "chats[1][2]", "unexpected message"),
-    ([[gpt("q"), {"from": "human", "value": "d"}]], "chats[0][1].from", "expected 'gpt' or 'user'"),
-    ([[gpt("q"), user("  ")]], "chats[0][1].value", "empty string"),
-    ([[gpt("q"), {"from": "user", "value": 3}]], "chats[0][1].value", "expected a string"),
-    ([[gpt("q"), {"from": "user"}]], "chats[0][1].value", "missing"),
-    ([[gpt("q"), dict(user("d"), extra=1)]], "chats[0][1]", "unexpected key"),
-    ([[gpt("q"), user("d")], "oops"], "chats[1]", "expected a round"),
-    ([[[gpt("q"), user("d")]], [[user("d"), gpt("q")]]], "chats[1][0][0].from", "expected 'gpt'"),
-    ([], "chats", "non-empty"),
-    ([user("d"), gpt("q")], "chats[1]", "answer is missing"),
-    ([user("d"), 5], "chats[1]", "expected a message object"),
-])
+@pytest.mark.parametrize(
+    "chats, field, words",
+    [
+        ([[gpt("q"), user("d")], [user("a"), gpt("q")]], "chats[1][0].from", "expected 'gpt'"),
+        ([[gpt("q"), user("d")], [gpt("q2")]], "chats[1][0]", "answer is missing"),
+        ([[gpt("q"), user("d")], [gpt("q2"), user("a"), user("more")]], "chats[1][2]", "unexpected message"),
+        ([[gpt("q"), {"from": "human", "value": "d"}]], "chats[0][1].from", "expected 'gpt' or 'user'"),
+        ([[gpt("q"), user("  ")]], "chats[0][1].value", "empty string"),
+        ([[gpt("q"), {"from": "user", "value": 3}]], "chats[0][1].value", "expected a string"),
+        ([[gpt("q"), {"from": "user"}]], "chats[0][1].value", "missing"),
+        ([[gpt("q"), dict(user("d"), extra=1)]], "chats[0][1]", "unexpected key"),
+        ([[gpt("q"), user("d")], "oops"], "chats[1]", "expected a round"),
+        ([[[gpt("q"), user("d")]], [[user("d"), gpt("q")]]], "chats[1][0][0].from", "expected 'gpt'"),
+        ([], "chats", "non-empty"),
+        ([user("d"), gpt("q")], "chats[1]", "answer is missing"),
+        ([user("d"), 5], "chats[1]", "expected a message object"),
+    ],
+)
 def test_dialogue_errors_name_the_json_path(tmp_path, chats, field, words):
     path = write_json(tmp_path / "bad.json", [{"id": 1, "file_path": "a.jpg", "chats": chats}])
     with pytest.raises(DataError) as info:
@@ -81,14 +101,17 @@ def test_dialogue_errors_name_the_json_path(tmp_path, chats, field, words):
     assert words in info.value.reason and "(record 1)" in info.value.reason
 
 
-@pytest.mark.parametrize("rec, field", [
-    ({"file_path": "a.jpg", "chats": RELEASED}, "id"),
-    ({"id": True, "file_path": "a.jpg", "chats": RELEASED}, "id"),
-    ({"id": "1", "file_path": "a.jpg", "chats": RELEASED}, "id"),
-    ({"id": 1, "file_path": "", "chats": RELEASED}, "file_path"),
-    ({"id": 1, "file_path": "a.jpg", "chats": RELEASED, OPENING_KEY: "x"}, OPENING_KEY),
-    ("not an object", "<record>"),
-])
+@pytest.mark.parametrize(
+    "rec, field",
+    [
+        ({"file_path": "a.jpg", "chats": RELEASED}, "id"),
+        ({"id": True, "file_path": "a.jpg", "chats": RELEASED}, "id"),
+        ({"id": "1", "file_path": "a.jpg", "chats": RELEASED}, "id"),
+        ({"id": 1, "file_path": "", "chats": RELEASED}, "file_path"),
+        ({"id": 1, "file_path": "a.jpg", "chats": RELEASED, OPENING_KEY: "x"}, OPENING_KEY),
+        ("not an object", "<record>"),
+    ],
+)
 def test_record_errors(tmp_path, rec, field):
     path = write_json(tmp_path / "bad.json", [rec])
     with pytest.raises(DataError) as info:
@@ -110,13 +133,16 @@ def test_lenient_read_reports_real_line_numbers(tmp_path):
     assert report.records_read == 2
 
 
-@pytest.mark.parametrize("text, line, words", [
-    ('[\n{"id": 1, "file_path": "a.jpg",\n "chats": [[{"from": "gpt" "value": "q"}]]}\n]', 3, "invalid JSON"),
-    ('[\n{"id": 1, "file_path": "a.jpg", "chats": []},\n', 3, "truncated"),
-    ('[\n{"id": 1, "file_path": "a.jpg", "chats": []}\n]\n]', 4, "extra data"),
-    ('{"id": 1, "file_path": "a.jpg", "chats": []}\n', 1, "JSON Lines?"),
-    ("   \n", 2, "empty file"),
-])
+@pytest.mark.parametrize(
+    "text, line, words",
+    [
+        ('[\n{"id": 1, "file_path": "a.jpg",\n "chats": [[{"from": "gpt" "value": "q"}]]}\n]', 3, "invalid JSON"),
+        ('[\n{"id": 1, "file_path": "a.jpg", "chats": []},\n', 3, "truncated"),
+        ('[\n{"id": 1, "file_path": "a.jpg", "chats": []}\n]\n]', 4, "extra data"),
+        ('{"id": 1, "file_path": "a.jpg", "chats": []}\n', 1, "JSON Lines?"),
+        ("   \n", 2, "empty file"),
+    ],
+)
 def test_document_level_errors(tmp_path, text, line, words):
     path = tmp_path / "doc.json"
     path.write_text(text)
@@ -129,7 +155,7 @@ def test_document_level_errors(tmp_path, text, line, words):
 def test_invalid_json_keeps_the_records_before_it(tmp_path):
     good = json.dumps({"id": 1, "file_path": "a.jpg", "chats": RELEASED})
     path = tmp_path / "cut.json"
-    path.write_text(f"[\n{good},\n{good},\n{{\"id\": 3, \"file_path\": ")
+    path.write_text(f'[\n{good},\n{good},\n{{"id": 3, "file_path": ')
     samples, report = read_chatpedes(path, strict=False)
     assert len(samples) == 2 and [e.line for e in report.problems] == [4]
 
@@ -144,7 +170,7 @@ def test_non_utf8_bytes_name_the_line(tmp_path):
 
 def test_round_trip_groups_dialogues_of_one_target(tmp_path):
     samples = [
-        RetrievalSample("a.jpg", "chatpedes:1", Dialogue("Ein Mann — 穿黑色夹克", (QATurn("Bag?", "A \"black\" one"),))),
+        RetrievalSample("a.jpg", "chatpedes:1", Dialogue("Ein Mann — 穿黑色夹克", (QATurn("Bag?", 'A "black" one'),))),
         RetrievalSample("a.jpg", "chatpedes:1", Dialogue("Second dialogue", ()), {OPENING_KEY: "Who did you see?"}),
         RetrievalSample("b.jpg", "chatpedes:2", Dialogue("A woman"), {"split": "test"}),
         RetrievalSample("a.jpg", "chatpedes:1", Dialogue("Same target, not adjacent")),
@@ -159,12 +185,18 @@ def test_round_trip_groups_dialogues_of_one_target(tmp_path):
     assert records[1]["split"] == "test"
 
 
-@pytest.mark.parametrize("bad, words", [
-    (RetrievalSample("a.jpg", "chatpedes:1", Dialogue("d", (), (ReferenceTurn("r.jpg", "f"),))), "no reference-image"),
-    (RetrievalSample("a.jpg", "chatpedes:x", Dialogue("d")), "must be an integer"),
-    (RetrievalSample("a.jpg", "chatpedes:1", Dialogue("d", (QATurn("", "a"),))), "chats[1][0].value"),
-    (RetrievalSample("a.jpg", "chatpedes:1", Dialogue("d"), {"chats": 1}), "overwrite"),
-])
+@pytest.mark.parametrize(
+    "bad, words",
+    [
+        (
+            RetrievalSample("a.jpg", "chatpedes:1", Dialogue("d", (), (ReferenceTurn("r.jpg", "f"),))),
+            "no reference-image",
+        ),
+        (RetrievalSample("a.jpg", "chatpedes:x", Dialogue("d")), "must be an integer"),
+        (RetrievalSample("a.jpg", "chatpedes:1", Dialogue("d", (QATurn("", "a"),))), "chats[1][0].value"),
+        (RetrievalSample("a.jpg", "chatpedes:1", Dialogue("d"), {"chats": 1}), "overwrite"),
+    ],
+)
 def test_writer_refuses_invalid_samples(tmp_path, bad, words):
     path = tmp_path / "w.json"
     with pytest.raises(ValueError) as info:

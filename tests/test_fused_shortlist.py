@@ -1,6 +1,7 @@
 """The fused search (cosine + attribute evidence as one inner product) against the plain references:
 the augmented inner product equals rerank's score before rejections and the anchor, the fused
 shortlist keeps the exact path's top 10, FusedIVF's list bounds hold, and replays stay identical."""
+
 from __future__ import annotations
 
 
@@ -40,8 +41,7 @@ def random_facts(rng: np.random.Generator, count: int, single_value: bool) -> li
 
 def plain_fused(index, query, facts, weight, floor):
     """rerank's score with rejections, the anchor and pinning off: cosine + w · Σ log P(fact | image)."""
-    config = RerankConfig(attribute_weight=weight, prob_floor=floor, rejection=False, anchor=False,
-                          pin_confirmed=False)
+    config = RerankConfig(attribute_weight=weight, prob_floor=floor, rejection=False, anchor=False, pin_confirmed=False)
     return rerank(index.scores(query), index, facts, {}, config).scores
 
 
@@ -87,8 +87,9 @@ def test_fused_shortlist_keeps_the_exact_top_10(big, seed):
     options = dict(schedule="alternate", seed=seed)
     target = images[97 * seed + 5]
     exact = _conversation(Session(backend, index, shortlist=None, **options), target, seed)
-    short = _conversation(Session(backend, index, shortlist=ShortlistConfig(size=60, certify=10, **FUSED), **options),
-                          target, seed)
+    short = _conversation(
+        Session(backend, index, shortlist=ShortlistConfig(size=60, certify=10, **FUSED), **options), target, seed
+    )
     assert len(exact) == len(short)
     for a, b in zip(exact, short):
         if a.anchor == b.anchor:  # the certificate assumes the exact path's anchor
@@ -101,8 +102,13 @@ def test_fused_search_needs_fewer_candidates_than_the_cosine_search(big):
     sizes = {}
     for fused in (False, True):
         config = ShortlistConfig(size=40, min_gallery=0, certify=10, fused=fused)
-        steps = [s for seed in range(4) for s in _conversation(Session(backend, index, shortlist=config, seed=seed,
-                                                                       schedule="alternate"), images[61 * seed], seed)]
+        steps = [
+            s
+            for seed in range(4)
+            for s in _conversation(
+                Session(backend, index, shortlist=config, seed=seed, schedule="alternate"), images[61 * seed], seed
+            )
+        ]
         sizes[fused] = sum(len(s.ranking) for s in steps)
     assert sizes[True] < sizes[False]  # the cosine search's loose bound grows the shortlist
 
@@ -135,15 +141,19 @@ def test_fused_ivf_list_bounds_hold(big):
         query = index.embeddings[int(rng.integers(len(index)))]
         cos_bound = ivf.centroids @ query + ivf.radius
         for j in range(ivf.nlist):
-            rows = ivf.perm[ivf.offsets[j]:ivf.offsets[j + 1]]
+            rows = ivf.perm[ivf.offsets[j] : ivf.offsets[j + 1]]
             assert loglik[rows].max(initial=-np.inf) <= bound[j] + 1e-9
             assert (index.embeddings[rows] @ query).max(initial=-np.inf) <= cos_bound[j] + 1e-5
 
 
 def test_replay_on_a_fused_ivf_shortlist_is_identical(big):
     backend, index, images = big
-    with_ivf = type(index)(index.images, index.embeddings, index.attribute_probs,
-                           fused=FusedIVF(index.embeddings, index.attribute_probs, nlist=32, nprobe=4, max_probe=32))
+    with_ivf = type(index)(
+        index.images,
+        index.embeddings,
+        index.attribute_probs,
+        fused=FusedIVF(index.embeddings, index.attribute_probs, nlist=32, nprobe=4, max_probe=32),
+    )
     config = ShortlistConfig(size=100, **FUSED)
     session = Session(backend, with_ivf, shortlist=config, seed=2)
     steps = _conversation(session, images[400], 2)
@@ -157,7 +167,6 @@ def test_replay_on_a_fused_ivf_shortlist_is_identical(big):
         top = exact.add(entry.turn, facts=entry.facts).ranking[:10]
         overlap.append(len(set(top.tolist()) & set(step.ranking[:10].tolist())))
     assert np.mean(overlap) >= 9, overlap  # probing on until certified: the exact top 10 (bar an anchor found apart)
-
 
 
 def test_a_subset_read_from_the_fused_lists_equals_the_gallerys_rows(big):

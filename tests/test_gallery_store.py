@@ -1,4 +1,5 @@
 """Gallery stores (minterpr.index.store.gallery_store): saved whole, reopened equal, refused when wrong."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,16 @@ from minterpr.index.store import gallery_store
 from minterpr.index.store.fused_store import build_fused
 from minterpr.index.store.gallery_append import append_gallery
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.store.gallery_store import (GALLERY_VERSION, MANIFEST, build_vector_index, load_gallery, open_gallery,
-                                          read_manifest, save_gallery, vector_records)
+from minterpr.index.store.gallery_store import (
+    GALLERY_VERSION,
+    MANIFEST,
+    build_vector_index,
+    load_gallery,
+    open_gallery,
+    read_manifest,
+    save_gallery,
+    vector_records,
+)
 from minterpr.index.vectors.vector_index import Range
 from minterpr.types import GalleryImage
 
@@ -24,12 +33,26 @@ def _index(n: int = 12, dim: int = 8, probs: bool = True) -> tuple[GalleryIndex,
     embeddings = rng.standard_normal((n, dim)).astype(np.float32)  # (N, D)
     embeddings /= np.linalg.norm(embeddings, axis=1, keepdims=True)
     attributes = [None, {}, {"gender": ("female",), "upper_colour": ("black", "white")}]
-    images = [GalleryImage(f"cam{i % 3}/é{i}.jpg", f"t:{i // 2}", None if i % 4 == 0 else f"t:cam{i % 3}",
-                           "front" if i % 2 else None, attributes[i % 3]) for i in range(n)]
-    metadata = [{"time": f"2026-12-01T10:00:{i:02d}", "frame": i, "box": [1, 2, 3, 4]} if i % 5 else {}
-                for i in range(n)]
-    index = GalleryIndex(images, embeddings, attribute_probs=rng.random((n, 121), dtype=np.float32) if probs else None,
-                         root="/photos", skipped=(("broken.jpg", "not an image"),))
+    images = [
+        GalleryImage(
+            f"cam{i % 3}/é{i}.jpg",
+            f"t:{i // 2}",
+            None if i % 4 == 0 else f"t:cam{i % 3}",
+            "front" if i % 2 else None,
+            attributes[i % 3],
+        )
+        for i in range(n)
+    ]
+    metadata = [
+        {"time": f"2026-12-01T10:00:{i:02d}", "frame": i, "box": [1, 2, 3, 4]} if i % 5 else {} for i in range(n)
+    ]
+    index = GalleryIndex(
+        images,
+        embeddings,
+        attribute_probs=rng.random((n, 121), dtype=np.float32) if probs else None,
+        root="/photos",
+        skipped=(("broken.jpg", "not an image"),),
+    )
     return index, metadata
 
 
@@ -72,8 +95,11 @@ def test_saving_again_replaces_the_store(tmp_path):
 def test_another_models_store_is_refused(tmp_path):
     index, _ = _index()
     save_gallery(index, tmp_path / "g", model_fingerprint=FP)
-    with pytest.raises(DatasetError, match=r"built by another model \(fingerprint 0123456789abcdef, this model's is "
-                                           r"ffff\); rebuild it with `minterpr index build"):
+    with pytest.raises(
+        DatasetError,
+        match=r"built by another model \(fingerprint 0123456789abcdef, this model's is "
+        r"ffff\); rebuild it with `minterpr index build",
+    ):
         load_gallery(tmp_path / "g", expected_fingerprint="ffff")
     save_gallery(index, tmp_path / "u", model_fingerprint=None)
     with pytest.raises(DatasetError, match="unknown model"):
@@ -96,8 +122,11 @@ def test_a_save_killed_before_the_manifest_is_refused(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         save_gallery(GalleryIndex(index.images[:2], index.embeddings[:2]), folder, model_fingerprint=FP)
     monkeypatch.undo()
-    with pytest.raises(DatasetError, match=r"half-written gallery store \(the save did not finish\): no gallery.json; "
-                                           r"rebuild it with `minterpr index build"):
+    with pytest.raises(
+        DatasetError,
+        match=r"half-written gallery store \(the save did not finish\): no gallery.json; "
+        r"rebuild it with `minterpr index build",
+    ):
         load_gallery(folder)
     with pytest.raises(DatasetError, match="not a gallery store"):
         load_gallery(tmp_path)  # a folder without any store file
@@ -111,8 +140,11 @@ def test_changed_files_and_other_versions_are_refused(tmp_path):
     save_gallery(index, folder, model_fingerprint=FP, rebuild="minterpr index build --run R --images I --out g")
     data = (folder / gallery_store.EMBEDDINGS).read_bytes()
     (folder / gallery_store.EMBEDDINGS).write_bytes(data[:-4])
-    with pytest.raises(DatasetError, match=r"embeddings.npy has \d+ bytes, the save wrote \d+ .*rebuild it with "
-                                           r"`minterpr index build --run R --images I --out g`"):
+    with pytest.raises(
+        DatasetError,
+        match=r"embeddings.npy has \d+ bytes, the save wrote \d+ .*rebuild it with "
+        r"`minterpr index build --run R --images I --out g`",
+    ):
         load_gallery(folder)
     (folder / gallery_store.EMBEDDINGS).write_bytes(data)
     assert len(load_gallery(folder)) == 12
@@ -141,8 +173,15 @@ def test_bad_arguments_and_foreign_folders(tmp_path):
 def test_vector_records_carry_camera_and_free_metadata():
     index, metadata = _index()
     records = vector_records(index, metadata)
-    assert records[1] == {"path": "cam1/é1.jpg", "person_id": "t:0", "camera": "t:cam1", "view": "front",
-                          "time": "2026-12-01T10:00:01", "frame": 1, "box": [1, 2, 3, 4]}
+    assert records[1] == {
+        "path": "cam1/é1.jpg",
+        "person_id": "t:0",
+        "camera": "t:cam1",
+        "view": "front",
+        "time": "2026-12-01T10:00:01",
+        "frame": 1,
+        "box": [1, 2, 3, 4],
+    }
     assert "camera" not in records[0] and "view" not in records[0]  # unknown: absent, so no filter matches it
 
 
@@ -160,13 +199,16 @@ def test_the_vector_index_is_saved_and_reopened_with_the_store(tmp_path, backend
     before, after = vectors.search(queries, 4, where=where), stored.vectors.search(queries, 4, where=where)
     assert np.array_equal(before.ids, after.ids) and np.allclose(before.scores, after.scores)
     # the reference: the filter over the records, then the exact ranking of the store's embeddings
-    allowed = [i for i, r in enumerate(vector_records(index, metadata)) if r.get("camera") == "t:cam1"
-               and "time" in r]
+    allowed = [i for i, r in enumerate(vector_records(index, metadata)) if r.get("camera") == "t:cam1" and "time" in r]
     expected = [[i for i in index.rank(q) if i in allowed][:4] for q in queries]
     assert [[i for i in row if i >= 0] for row in after.ids.tolist()] == expected
     with pytest.raises(InputError, match="the vector index was made by model 'other'"):
-        save_gallery(index, tmp_path / "h", model_fingerprint=FP,
-                     vector_index=build_vector_index(backend, index, model_fingerprint="other"))
+        save_gallery(
+            index,
+            tmp_path / "h",
+            model_fingerprint=FP,
+            vector_index=build_vector_index(backend, index, model_fingerprint="other"),
+        )
     with pytest.raises(InputError, match="the vector index holds 3 vectors"):
         small = build_vector_index("exact", GalleryIndex(index.images[:3], index.embeddings[:3]), model_fingerprint=FP)
         save_gallery(index, tmp_path / "h", model_fingerprint=FP, vector_index=small)
@@ -186,8 +228,11 @@ def _fused_gallery(n: int = 600) -> GalleryIndex:
 def _queries(index: GalleryIndex, count: int = 4):
     from minterpr.language.phrasing import Fact
 
-    facts = [(Fact("gender", ("female",)),),
-             (Fact("upper_colour", ("red", "white")), Fact("carried", ("backpack",), True)), ()]
+    facts = [
+        (Fact("gender", ("female",)),),
+        (Fact("upper_colour", ("red", "white")), Fact("carried", ("backpack",), True)),
+        (),
+    ]
     return [(index.embeddings[7 * q], facts[q % len(facts)]) for q in range(count)]
 
 
@@ -238,8 +283,13 @@ def test_a_session_over_a_store_takes_its_shortlist_from_the_saved_fused_index(t
 def test_a_changed_or_foreign_fused_index_is_refused(tmp_path, monkeypatch):
     index = _fused_gallery()
     folder = tmp_path / "g"
-    save_gallery(index, folder, model_fingerprint=FP, fused_index=build_fused(index, nlist=12),
-                 rebuild="minterpr index build --run R --images I --out g")
+    save_gallery(
+        index,
+        folder,
+        model_fingerprint=FP,
+        fused_index=build_fused(index, nlist=12),
+        rebuild="minterpr index build --run R --images I --out g",
+    )
     part = folder / "fused" / "perm.npy"
     data = part.read_bytes()
     part.write_bytes(data[:-8])  # changed since the save
@@ -250,12 +300,20 @@ def test_a_changed_or_foreign_fused_index_is_refused(tmp_path, monkeypatch):
         open_gallery(folder)
     part.write_bytes(data)
     manifest = json.loads((folder / MANIFEST).read_text())
-    for entry, message in [({**manifest["fused"], "version": 99}, r"its fused index is of format version 99; this "
-                            r"minterpr reads version 1: rebuild that part alone with `minterpr index fused .*`, or "
-                            r"the whole store; rebuild it with `minterpr index build --run R"),
-                           ({**manifest["fused"], "nlist": 13}, r"its fused index does not fit the store \(FusedIVF: "
-                            r"the part 'centroids' is float32 \(12, 16\), expected float32 \(13, 16\)\)"),
-                           ({**manifest["fused"], "parts": ["centroids"]}, r"the part 'perm' is missing")]:
+    for entry, message in [
+        (
+            {**manifest["fused"], "version": 99},
+            r"its fused index is of format version 99; this "
+            r"minterpr reads version 1: rebuild that part alone with `minterpr index fused .*`, or "
+            r"the whole store; rebuild it with `minterpr index build --run R",
+        ),
+        (
+            {**manifest["fused"], "nlist": 13},
+            r"its fused index does not fit the store \(FusedIVF: "
+            r"the part 'centroids' is float32 \(12, 16\), expected float32 \(13, 16\)\)",
+        ),
+        ({**manifest["fused"], "parts": ["centroids"]}, r"the part 'perm' is missing"),
+    ]:
         (folder / MANIFEST).write_text(json.dumps({**manifest, "fused": entry}))
         with pytest.raises(DatasetError, match=message):
             open_gallery(folder)
@@ -268,9 +326,13 @@ def test_a_changed_or_foreign_fused_index_is_refused(tmp_path, monkeypatch):
         open_gallery(folder)
     # a save killed after the parts, before the manifest: refused as half-written, like any store file
     real = gallery_store.atomic_write_text
-    monkeypatch.setattr(gallery_store, "atomic_write_text",
-                        lambda path, text: (_ for _ in ()).throw(KeyboardInterrupt) if str(path).endswith(MANIFEST)
-                        else real(path, text))
+    monkeypatch.setattr(
+        gallery_store,
+        "atomic_write_text",
+        lambda path, text: (
+            (_ for _ in ()).throw(KeyboardInterrupt) if str(path).endswith(MANIFEST) else real(path, text)
+        ),
+    )
     with pytest.raises(KeyboardInterrupt):
         save_gallery(index, folder, model_fingerprint=FP, fused_index=build_fused(index, nlist=12))
     monkeypatch.undo()

@@ -1,4 +1,5 @@
 """Fine-tuning the image side on labelled pixels: augmentation, balanced loss, flip TTA, the loop."""
+
 from __future__ import annotations
 
 import json
@@ -50,8 +51,11 @@ def test_transforms_keep_a_plain_colour_true(transform):
     red[:, 1] = 30
     red[:, 2] = 40
     value = {"shift": 0.2, "blur": 1.0, "low_resolution": 1.0, "jpeg": 1.0}[transform]
-    out = augment_batch(red, AugmentConfig(**{**OFF, transform: value, "scale_min": 0.8, "scale_max": 1.2}),
-                        torch.Generator().manual_seed(3)).float()
+    out = augment_batch(
+        red,
+        AugmentConfig(**{**OFF, transform: value, "scale_min": 0.8, "scale_max": 1.2}),
+        torch.Generator().manual_seed(3),
+    ).float()
     assert (out - red.float()).abs().max() <= 6  # JPEG rounding at most
 
 
@@ -108,10 +112,18 @@ def test_flip_test_averages_the_mirror_image_with_its_cells_flipped_back(frozen)
 
 
 def test_image_tuning_config_round_trips_and_refuses_bad_keys(tmp_path):
-    cfg = load_config("tiny", ["data.root=x", "image_tuning.epochs=3", "image_tuning.augment.blur=0.5",
-                               "image_tuning.frozen_image_stages=stage1"])
-    assert cfg.image_tuning == ImageTuningConfig(epochs=3, frozen_image_stages="stage1",
-                                                 augment=AugmentConfig(blur=0.5))
+    cfg = load_config(
+        "tiny",
+        [
+            "data.root=x",
+            "image_tuning.epochs=3",
+            "image_tuning.augment.blur=0.5",
+            "image_tuning.frozen_image_stages=stage1",
+        ],
+    )
+    assert cfg.image_tuning == ImageTuningConfig(
+        epochs=3, frozen_image_stages="stage1", augment=AugmentConfig(blur=0.5)
+    )
     assert config_from_dict(cfg.to_dict()).image_tuning == cfg.image_tuning
     assert "image_tuning" not in load_config("tiny", ["data.root=x"]).to_dict()  # off: old configs compare equal
     with pytest.raises(ConfigError, match="image_tuning.augment.colour"):
@@ -134,13 +146,24 @@ def test_tuning_trains_selects_on_val_and_writes_its_result(tiny_data, tmp_path)
     assert all(0 <= h["val_slot_accuracy"] <= 100 and 0 < h["val_slot_majority"] <= 100 for h in history)
     fresh = _tuner(tiny_data, tmp_path / "other").model
     load_tuned(fresh, tmp_path / "t" / "tuned.pt")
-    assert all(torch.equal(v, fresh.state_dict()[k]) for k, v in tuner.model.state_dict().items()
-               if k.startswith(("image_encoder.", "image_head.")))
+    assert all(
+        torch.equal(v, fresh.state_dict()[k])
+        for k, v in tuner.model.state_dict().items()
+        if k.startswith(("image_encoder.", "image_head."))
+    )
 
 
-@pytest.mark.parametrize("options", [{}, {"ema_decay": 0.9}, {"feature_mixup_alpha": 0.4},
-                                     {"progressive_sizes": [[1, 32, 16]]}, {"mixstyle_p": 0.7, "mixstyle_stages": ["stage1"]}],
-                         ids=["plain", "ema", "mixup", "progressive", "mixstyle"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        {},
+        {"ema_decay": 0.9},
+        {"feature_mixup_alpha": 0.4},
+        {"progressive_sizes": [[1, 32, 16]]},
+        {"mixstyle_p": 0.7, "mixstyle_stages": ["stage1"]},
+    ],
+    ids=["plain", "ema", "mixup", "progressive", "mixstyle"],
+)
 def test_a_killed_tuning_resumes_to_the_same_weights(tiny_data, tmp_path, monkeypatch, options):
     reference = _tuner(tiny_data, tmp_path / "ref", **options)
     reference.run()
@@ -203,9 +226,19 @@ def test_a_result_tuned_otherwise_is_refused(tiny_data, tmp_path):
 
 
 def test_the_trainer_tunes_before_its_stages(tiny_data, tmp_path):
-    cfg = load_config("tiny", [f"data.root={tiny_data}", "image_tuning.epochs=1", "image_tuning.batch_size=8",
-                               "stages.0.epochs=0", "stages.1.epochs=1", "stages.2.epochs=0", "progress=false",
-                               "loss_weights.balanced_attributes=true"])
+    cfg = load_config(
+        "tiny",
+        [
+            f"data.root={tiny_data}",
+            "image_tuning.epochs=1",
+            "image_tuning.batch_size=8",
+            "stages.0.epochs=0",
+            "stages.1.epochs=1",
+            "stages.2.epochs=0",
+            "progress=false",
+            "loss_weights.balanced_attributes=true",
+        ],
+    )
     result = Trainer(cfg, tmp_path / "run").run()
     assert (tmp_path / "run" / "image_tuning" / "tuned.pt").is_file() and result.model_path.is_file()
     assert "image tuning" in (tmp_path / "run" / "train.log").read_text()
@@ -235,16 +268,57 @@ def test_pseudo_labels_keep_only_confident_answers():
 
 def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train", "--config", "tiny", "--data", str(tiny_data), "--out", str(run), "--set", "progress=false",
-                 "--set", "stages.0.epochs=1", "--set", "stages.1.epochs=1", "--set", "stages.2.epochs=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny",
+                "--data",
+                str(tiny_data),
+                "--out",
+                str(run),
+                "--set",
+                "progress=false",
+                "--set",
+                "stages.0.epochs=1",
+                "--set",
+                "stages.1.epochs=1",
+                "--set",
+                "stages.2.epochs=0",
+            ]
+        )
+        == 0
+    )
     crops = tiny_data / "images"
     out = tmp_path / "adapted"
     capsys.readouterr()
-    code = main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out), "--confidence", "0.6",
-                 "--method", "bn+pseudo", "--epochs", "1", "--quiet", "--json", "-"])
+    code = main(
+        [
+            "adapt",
+            "--run",
+            str(run),
+            "--images",
+            str(crops),
+            "--out",
+            str(out),
+            "--confidence",
+            "0.6",
+            "--method",
+            "bn+pseudo",
+            "--epochs",
+            "1",
+            "--quiet",
+            "--json",
+            "-",
+        ]
+    )
     assert code == 0
     record = json.loads(capsys.readouterr().out)
-    assert record["pseudo_labels"]["images"] > 0 and 0 < record["pseudo_labels"]["kept"] <= record["pseudo_labels"]["images"]
+    assert (
+        record["pseudo_labels"]["images"] > 0
+        and 0 < record["pseudo_labels"]["kept"] <= record["pseudo_labels"]["images"]
+    )
     adapted, base = load_run(out), load_run(run)
     assert adapted.extras.other["adaptation"]["confidence"] == 0.6
     assert adapted.extras.rerank_config() == base.extras.rerank_config()
@@ -253,8 +327,24 @@ def test_adapt_fine_tunes_on_unlabelled_crops_and_keeps_the_run_usable(tiny_data
     assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(out)]) == 2  # model.pt exists
     assert "already holds" in capsys.readouterr().err
     assert main(["adapt", "--run", str(run), "--images", str(tmp_path / "none"), "--out", str(tmp_path / "o")]) == 2
-    assert main(["adapt", "--run", str(run), "--images", str(crops), "--out", str(tmp_path / "o"),
-                 "--method", "pseudo", "--confidence", "1.5"]) == 2
+    assert (
+        main(
+            [
+                "adapt",
+                "--run",
+                str(run),
+                "--images",
+                str(crops),
+                "--out",
+                str(tmp_path / "o"),
+                "--method",
+                "pseudo",
+                "--confidence",
+                "1.5",
+            ]
+        )
+        == 2
+    )
 
 
 def test_list_crops_follows_linked_folders(tmp_path):
@@ -295,21 +385,59 @@ def test_adapt_batch_norm_sets_the_exact_statistics_of_the_crops():
         fresh.load_state_dict({k: v for k, v in model.state_dict().items() if "running" not in k}, strict=False)
         fresh.eval()
         x = normalise(crops[:2], model)
-        assert not torch.allclose(model.encode_images(x)["attribute_logits"], fresh.encode_images(x)["attribute_logits"])
+        assert not torch.allclose(
+            model.encode_images(x)["attribute_logits"], fresh.encode_images(x)["attribute_logits"]
+        )
 
 
 def test_adapt_bn_method_changes_only_batch_norm_statistics(tiny_data, tmp_path, capsys):
     run = tmp_path / "run"
-    assert main(["train", "--config", "tiny", "--data", str(tiny_data), "--out", str(run), "--set", "progress=false",
-                 "--set", "stages.0.epochs=1", "--set", "stages.1.epochs=0", "--set", "stages.2.epochs=0"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--config",
+                "tiny",
+                "--data",
+                str(tiny_data),
+                "--out",
+                str(run),
+                "--set",
+                "progress=false",
+                "--set",
+                "stages.0.epochs=1",
+                "--set",
+                "stages.1.epochs=0",
+                "--set",
+                "stages.2.epochs=0",
+            ]
+        )
+        == 0
+    )
     out = tmp_path / "adapted"
     capsys.readouterr()
-    assert main(["adapt", "--run", str(run), "--images", str(tiny_data / "images"), "--out", str(out),
-                 "--quiet", "--json", "-"]) == 0  # bn is the default
+    assert (
+        main(
+            [
+                "adapt",
+                "--run",
+                str(run),
+                "--images",
+                str(tiny_data / "images"),
+                "--out",
+                str(out),
+                "--quiet",
+                "--json",
+                "-",
+            ]
+        )
+        == 0
+    )  # bn is the default
     record = json.loads(capsys.readouterr().out)
     assert record["method"] == "bn" and record["batch_norm_layers"] > 0 and record["pseudo_labels"] is None
     adapted, base = load_run(out), load_run(run)
     changed = [k for k, v in base.model.state_dict().items() if not torch.equal(v, adapted.model.state_dict()[k])]
-    assert changed and all(k.startswith("image_encoder.") and k.rsplit(".", 1)[1] in ("running_mean", "running_var",
-                                                                                       "num_batches_tracked")
-                           for k in changed)
+    assert changed and all(
+        k.startswith("image_encoder.") and k.rsplit(".", 1)[1] in ("running_mean", "running_var", "num_batches_tracked")
+        for k in changed
+    )

@@ -1,4 +1,5 @@
 """minterpr.data.images: any image Pillow opens becomes 8-bit RGB; anything else is one ImageError."""
+
 from __future__ import annotations
 
 import io
@@ -41,13 +42,16 @@ def test_sixteen_bit_greyscale_matches_its_eight_bit_version(tmp_path: Path):
     assert torch.nn.functional.cosine_similarity(a, c, dim=0).item() > 0.99
 
 
-@pytest.mark.parametrize("mode, values, expected", [
-    ("I;16B", [0, 257 * 128, 65535], [0, 128, 255]),
-    ("I", [0, 257 * 64, 65535], [0, 64, 255]),  # 16-bit data as Pillow opens some formats
-    ("I", [-1000, 0, 1000], [0, 128, 255]),  # beyond 16 bits: its own range
-    ("F", [0.0, 0.5, 1.0], [0, 128, 255]),  # float in 0..1
-    ("F", [-3.0, 0.0, 3.0], [0, 128, 255]),  # any other float range: its own range
-])
+@pytest.mark.parametrize(
+    "mode, values, expected",
+    [
+        ("I;16B", [0, 257 * 128, 65535], [0, 128, 255]),
+        ("I", [0, 257 * 64, 65535], [0, 64, 255]),  # 16-bit data as Pillow opens some formats
+        ("I", [-1000, 0, 1000], [0, 128, 255]),  # beyond 16 bits: its own range
+        ("F", [0.0, 0.5, 1.0], [0, 128, 255]),  # float in 0..1
+        ("F", [-3.0, 0.0, 3.0], [0, 128, 255]),  # any other float range: its own range
+    ],
+)
 def test_wide_greyscale_modes_are_scaled_by_their_range(mode, values, expected):
     image = Image.new(mode, (3, 1))
     for x, value in enumerate(values):
@@ -121,8 +125,10 @@ def test_every_failure_names_the_file_and_the_reason(tmp_path: Path, monkeypatch
     monkeypatch.setattr(Image, "MAX_IMAGE_PIXELS", 100)
     with pytest.raises(ImageError, match=r"big.png: too large to decode safely"):  # Pillow's own error
         load_rgb(tmp_path / "big.png")
-    with pytest.warns(Image.DecompressionBombWarning), \
-            pytest.raises(ImageError, match=r"large.png: too large to decode safely: 12x10 pixels"):
+    with (
+        pytest.warns(Image.DecompressionBombWarning),
+        pytest.raises(ImageError, match=r"large.png: too large to decode safely: 12x10 pixels"),
+    ):
         load_rgb(tmp_path / "large.png")  # Pillow only warns: refused all the same
 
 

@@ -3,6 +3,7 @@ recall, track purity and crops per track above floors; rows with their metadata 
 store; progress events; a cancelled or killed ingestion resumed to the same gallery as an
 uninterrupted one; a finished one rerun changes nothing; folders of crops and of frames; one
 clear line for bad input."""
+
 from __future__ import annotations
 
 import json
@@ -93,10 +94,13 @@ def test_rows_carry_camera_time_frame_box_track_and_source(video, ingested, pipe
             assert abs(crop.size[0] - (x2 - x1)) <= 2 and abs(crop.size[1] - (y2 - y1)) <= 2
         assert 0 < meta["score"] <= 1 and meta["sharpness"] > 0
         # the frame it was cut from, stored whole (480 px wide: under the 960 px cap) with its size
-        assert meta["frame_image"] == f"frames/{result.job}/f{meta['frame']:07d}.jpg" and meta["frame_size"] == [480, 360]
+        assert meta["frame_image"] == f"frames/{result.job}/f{meta['frame']:07d}.jpg" and meta["frame_size"] == [
+            480,
+            360,
+        ]
         with Image.open(gallery / meta["frame_image"]) as frame:
             assert frame.size == (480, 360)
-            whole = np.asarray(frame.convert("L"), np.float64)[round(y1):round(y2), round(x1):round(x2)]
+            whole = np.asarray(frame.convert("L"), np.float64)[round(y1) : round(y2), round(x1) : round(x2)]
         with Image.open(gallery / image.path) as crop:
             cut = np.asarray(crop.convert("L").resize((whole.shape[1], whole.shape[0])), np.float64)
         assert np.abs(whole - cut).mean() < 12  # the box of the frame is the crop (JPEG twice: not exact)
@@ -108,15 +112,22 @@ def test_rows_carry_camera_time_frame_box_track_and_source(video, ingested, pipe
     assert hits[0, 0] == 0
     assert len(list((gallery / "crops" / result.job).iterdir())) == result.crops  # replaced crops deleted
     frames = {m["frame_image"] for m in stored.metadata}  # and the frames only they were cut from
-    assert sorted(p.name for p in (gallery / "frames" / result.job).iterdir()) == sorted(f.rsplit("/", 1)[1] for f in frames)
+    assert sorted(p.name for p in (gallery / "frames" / result.job).iterdir()) == sorted(
+        f.rsplit("/", 1)[1] for f in frames
+    )
 
 
 def test_progress_events(ingested):
     _, result, events = ingested
     stages = [e.stage for e in events]
     assert stages[0] == "open" and stages[-1] == "done"
-    assert [s for k, s in enumerate(stages) if k == 0 or s != stages[k - 1]] == ["open", "detect", "embed", "index",
-                                                                                  "done"]
+    assert [s for k, s in enumerate(stages) if k == 0 or s != stages[k - 1]] == [
+        "open",
+        "detect",
+        "embed",
+        "index",
+        "done",
+    ]
     fractions = [e.fraction for e in events if e.fraction is not None]
     assert fractions == sorted(fractions) and fractions[-1] == 1.0
     last = events[-1]
@@ -167,8 +178,14 @@ def test_cancelled_then_rerun_and_a_finished_job_rerun_changes_nothing(video, in
     gallery = tmp_path / "cancelled"
     seen = []
     with pytest.raises(IngestCancelled, match="progress is saved"):
-        ingest(video[0], gallery, run=pipeline, options=OPTIONS,
-               progress=seen.append, cancel=lambda: bool(seen) and seen[-1].stage == "embed")
+        ingest(
+            video[0],
+            gallery,
+            run=pipeline,
+            options=OPTIONS,
+            progress=seen.append,
+            cancel=lambda: bool(seen) and seen[-1].stage == "embed",
+        )
     assert not (gallery / "gallery.json").exists()
     ingest(video[0], gallery, run=pipeline, options=OPTIONS)
     _same_gallery(ingested[0], gallery)
@@ -178,8 +195,9 @@ def test_cancelled_then_rerun_and_a_finished_job_rerun_changes_nothing(video, in
     assert (gallery / "gallery.json").read_bytes() == before
     with pytest.raises(InputError, match=r"other settings \(options.every: 2 -> 3"):
         ingest(video[0], gallery, run=pipeline, options=IngestOptions(**{**OPTIONS.__dict__, "every": 3}))
-    redone = ingest(video[0], gallery, run=pipeline,
-                    options=IngestOptions(**{**OPTIONS.__dict__, "every": 4, "restart": True}))
+    redone = ingest(
+        video[0], gallery, run=pipeline, options=IngestOptions(**{**OPTIONS.__dict__, "every": 4, "restart": True})
+    )
     assert redone.frames_processed == 10 and redone.rows_total == redone.rows_added  # old rows replaced
 
 
@@ -198,16 +216,23 @@ def test_crops_folder_indexed_as_is_and_appended(pipeline, ingested, tmp_path):
     assert [s[0] for s in result.skipped] == [f"crops/{result.job}/cam0/broken.jpg"]
     stored = open_gallery(gallery)
     rows = [m for m in stored.metadata if m["job"] == result.job]
-    assert sorted(m["file"] for m in rows) == ["cam0/p0.png", "cam0/p2.png", "cam0/p4.png", "cam1/p1.png",
-                                               "cam1/p3.png"]
+    assert sorted(m["file"] for m in rows) == [
+        "cam0/p0.png",
+        "cam0/p2.png",
+        "cam0/p4.png",
+        "cam1/p1.png",
+        "cam1/p3.png",
+    ]
     assert {m["time"] for m in rows} == {"2026-12-01T09:00:00.000+00:00"} and {m["camera"] for m in rows} == {"lobby"}
     assert load_gallery(gallery).embeddings.shape[0] == 5 + video_rows
 
 
 def test_frame_folder_is_a_video(pipeline, tmp_path):
     frames = tmp_path / "frames"
-    truth = render_video(frames, SyntheticVideoConfig(people=2, frames=12, size=(300, 400), person_height=170, seed=4,
-                                                      speed=(25.0, 30.0)))
+    truth = render_video(
+        frames,
+        SyntheticVideoConfig(people=2, frames=12, size=(300, 400), person_height=170, seed=4, speed=(25.0, 30.0)),
+    )
     result = ingest(frames, tmp_path / "g", run=pipeline, options=IngestOptions(frames=True, fps=5, every=2))
     assert result.kind == "frames" and result.frames_read == 12 and result.frames_processed == 6
     assert result.video_fps == 5 and result.detections > 0 and len(truth.boxes) == 12
@@ -229,20 +254,26 @@ def test_bad_input_is_one_line(tmp_path, run_dir, capsys, video, pipeline, inges
     assert "no such video file or folder" in _error_line(capsys, [*base[:1], str(tmp_path / "nope.mp4"), *base[1:]])
     line = _error_line(capsys, [*base[:1], str(video[0]), *base[1:], "--start", "yesterday"])
     assert "--start 'yesterday' is not an ISO 8601 time" in line
-    assert "every must be a positive integer" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:],
-                                                                      "--every", "0"])
-    assert "expected KEY=VALUE" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:],
-                                                        "--detector-option", "model"])
+    assert "every must be a positive integer" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--every", "0"]
+    )
+    assert "expected KEY=VALUE" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector-option", "model"]
+    )
     assert "need a named detector: give --detector hog, yolox-nano or onnx:PATH" in _error_line(
-        capsys, [*base[:1], str(video[0]), *base[1:], "--detector-option", "upscale=1.5"])  # with auto
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector-option", "upscale=1.5"]
+    )  # with auto
     assert "get it with `minterpr models fetch yolox-nano`" in _error_line(
-        capsys, [*base[:1], str(video[0]), *base[1:], "--detector", "yolox-nano"])  # the tests' cache is empty
-    assert "no such ONNX model file" in _error_line(capsys, [*base[:1], str(video[0]), *base[1:], "--detector",
-                                                             f"onnx:{tmp_path / 'none.onnx'}"])
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector", "yolox-nano"]
+    )  # the tests' cache is empty
+    assert "no such ONNX model file" in _error_line(
+        capsys, [*base[:1], str(video[0]), *base[1:], "--detector", f"onnx:{tmp_path / 'none.onnx'}"]
+    )
     (tmp_path / "notes").mkdir()
     (tmp_path / "notes" / "todo.txt").write_text("x")
-    assert "not a gallery store" in _error_line(capsys, ["ingest", str(video[0]), "--run", str(run_dir),
-                                                         "--gallery", str(tmp_path / "notes")])
+    assert "not a gallery store" in _error_line(
+        capsys, ["ingest", str(video[0]), "--run", str(run_dir), "--gallery", str(tmp_path / "notes")]
+    )
     other = tmp_path / "other_run"
     torch.manual_seed(1)
     save_model(create_model("tiny"), other / "model.pt")
@@ -258,8 +289,19 @@ def test_bad_input_is_one_line(tmp_path, run_dir, capsys, video, pipeline, inges
 def test_cli_ingests_and_prints_what_it_did(video, run_dir, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("MINTERPR_GALLERIES", str(tmp_path / "home"))
     assert gallery_dir("lobby") == tmp_path / "home" / "lobby"
-    argv = ["ingest", str(video[0]), "--gallery", "lobby", "--run", str(run_dir), "--camera", "c1", "--every", "5",
-            "--json"]
+    argv = [
+        "ingest",
+        str(video[0]),
+        "--gallery",
+        "lobby",
+        "--run",
+        str(run_dir),
+        "--camera",
+        "c1",
+        "--every",
+        "5",
+        "--json",
+    ]
     assert main(argv) == 0
     captured = capsys.readouterr()
     data = json.loads(captured.out)
@@ -300,8 +342,10 @@ def test_sigkilled_process_then_rerun_gives_the_same_gallery(video, ingested, ru
     import time
 
     gallery = tmp_path / "sigkilled"
-    child = subprocess.Popen([sys.executable, "-c", KILLED_CHILD, str(video[0]), str(gallery), str(run_dir)],
-                             env={**os.environ, "OMP_NUM_THREADS": "1"})
+    child = subprocess.Popen(
+        [sys.executable, "-c", KILLED_CHILD, str(video[0]), str(gallery), str(run_dir)],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+    )
     job = JobFolder(gallery, job_id(video[0]))
     deadline = time.monotonic() + 300
     while not job.chunk_path(0).is_file() and child.poll() is None and time.monotonic() < deadline:

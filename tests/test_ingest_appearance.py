@@ -2,6 +2,7 @@
 track spans kept, tracklets linked within a camera across occlusions and across cameras (and only
 where time, place and the same-person probability allow), a gallery whose vectors ingestion
 cannot continue refused in one line before any work."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -88,8 +89,14 @@ def test_a_gallery_ingestion_cannot_continue_is_refused_before_any_work(ingested
 
 def _row(job, camera, track, t0, t1, x, start="2026-12-01T10:00:00"):
     box = [x, 0.0, x + 20.0, 60.0]
-    return {"job": job, "camera": camera, "track": track, "offset_s": t0, "time": start,
-            "track_span": [t0, t1, *box, *box]}
+    return {
+        "job": job,
+        "camera": camera,
+        "track": track,
+        "offset_s": t0,
+        "time": start,
+        "track_span": [t0, t1, *box, *box],
+    }
 
 
 def _unit(angle_deg):
@@ -98,11 +105,13 @@ def _unit(angle_deg):
 
 
 def test_occlusion_links_need_a_short_gap_a_near_box_and_a_likely_same_person():
-    rows = [_row("j", "c", 0, 0.0, 2.0, 0.0),
-            _row("j", "c", 1, 3.0, 5.0, 30.0),  # 1 s later, half a box height away, cosine 0.98: linked
-            _row("j", "c", 2, 6.0, 8.0, 400.0),  # right after track 1 but far away
-            _row("j", "c", 3, 20.0, 22.0, 30.0),  # near, but 15 s later
-            _row("j", "c", 4, 5.5, 7.0, 30.0)]  # near and soon, but cosine 0.5 with track 1
+    rows = [
+        _row("j", "c", 0, 0.0, 2.0, 0.0),
+        _row("j", "c", 1, 3.0, 5.0, 30.0),  # 1 s later, half a box height away, cosine 0.98: linked
+        _row("j", "c", 2, 6.0, 8.0, 400.0),  # right after track 1 but far away
+        _row("j", "c", 3, 20.0, 22.0, 30.0),  # near, but 15 s later
+        _row("j", "c", 4, 5.5, 7.0, 30.0),
+    ]  # near and soon, but cosine 0.5 with track 1
     vectors = np.array([_unit(0), _unit(10), _unit(12), _unit(12), _unit(70)], np.float32)
     linked = link_tracklets(rows, vectors, FIT)
     assert [m["link"] for m in linked] == ["j:t0", "j:t0", "j:t2", "j:t3", "j:t4"]
@@ -112,10 +121,12 @@ def test_occlusion_links_need_a_short_gap_a_near_box_and_a_likely_same_person():
 
 
 def test_camera_links_need_known_times_a_plausible_gap_and_a_higher_probability():
-    rows = [_row("a", "cam1", 0, 0.0, 10.0, 0.0),
-            _row("b", "cam2", 0, 0.0, 10.0, 0.0, start="2026-12-01T10:01:00"),  # 50 s after, cosine 0.99
-            _row("c", "cam3", 0, 0.0, 10.0, 0.0, start="2026-12-01T12:00:00"),  # two hours after
-            _row("d", "cam4", 0, 0.0, 60.0, 0.0, start="2026-12-01T10:00:05")]  # overlaps cam1's and cam2's
+    rows = [
+        _row("a", "cam1", 0, 0.0, 10.0, 0.0),
+        _row("b", "cam2", 0, 0.0, 10.0, 0.0, start="2026-12-01T10:01:00"),  # 50 s after, cosine 0.99
+        _row("c", "cam3", 0, 0.0, 10.0, 0.0, start="2026-12-01T12:00:00"),  # two hours after
+        _row("d", "cam4", 0, 0.0, 60.0, 0.0, start="2026-12-01T10:00:05"),
+    ]  # overlaps cam1's and cam2's
     vectors = np.array([_unit(0), _unit(5), _unit(5), _unit(5)], np.float32)
     linked = link_tracklets(rows, vectors, FIT)
     assert [m["link"] for m in linked] == ["a:t0", "a:t0", "c:t0", "d:t0"]

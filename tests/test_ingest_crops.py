@@ -2,6 +2,7 @@
 people, one person alone and one too small, only the lone person becomes crops; the others are
 still tracked and counted under their reason (crowded, small); a blurred frame's crops are
 refused as blurry; and the filter's pieces on their own."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,8 +48,9 @@ def pipeline(tmp_path_factory):
 
 def _ingest(tmp_path, pipeline, frames):
     model = constant_detector_model(tmp_path / "det.onnx", ROWS, size=(96, 128))
-    options = IngestOptions(frames=True, every=1, fps=10, min_gap_s=0.0, detector=f"onnx:{model}",
-                            detector_options={"letterbox": False})
+    options = IngestOptions(
+        frames=True, every=1, fps=10, min_gap_s=0.0, detector=f"onnx:{model}", detector_options={"letterbox": False}
+    )
     return ingest(frames, tmp_path / "g", run=pipeline, options=options)
 
 

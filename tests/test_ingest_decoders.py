@@ -2,6 +2,7 @@
 one person, one vehicle-like row of another class and one weak row: the person's box comes back
 in frame pixels (through the letterbox), the other class and the weak row never do; and
 YOLOX-nano on real frames of vtest.avi against the hand labels when ../shared is there."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -30,8 +31,10 @@ def _yolox():
 
 
 def _yolov5():
-    return np.array([[[24, 40, 16, 32, 0.9, 0.8, 0.1], [40, 40, 30, 20, 0.95, 0.01, 0.99],
-                      [10, 10, 8, 8, 0.3, 0.3, 0.0]]], np.float32)
+    return np.array(
+        [[[24, 40, 16, 32, 0.9, 0.8, 0.1], [40, 40, 30, 20, 0.95, 0.01, 0.99], [10, 10, 8, 8, 0.3, 0.3, 0.0]]],
+        np.float32,
+    )
 
 
 def _yolov8():
@@ -79,8 +82,9 @@ def test_decoders_carry_their_family_input_convention(tmp_path):
     assert (yolox["rgb"], yolox["scale"], yolox["decoder"]) == (False, 1.0, "yolox")  # BGR 0-255
     mine = create_detector("onnx", {"model": model, "decoder": "yolox", "rgb": True, "scale": 0.5}).identity()
     assert (mine["rgb"], mine["scale"]) == (True, 0.5)  # the user's settings win
-    nano = create_detector("onnx", {"model": constant_output_model(tmp_path / "n.onnx", _nanodet()),
-                                    "decoder": "nanodet"}).identity()
+    nano = create_detector(
+        "onnx", {"model": constant_output_model(tmp_path / "n.onnx", _nanodet()), "decoder": "nanodet"}
+    ).identity()
     assert nano["mean"] == pytest.approx([103.53, 116.28, 123.675])
 
 

@@ -2,6 +2,7 @@
 each output decoder on a tiny random model built here with onnx.helper; YOLOX-nano from
 ../shared/weights when it is there), the ONNX plug-in's input/output conventions, and clear
 errors for bad models and options."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -44,11 +45,15 @@ def random_detector_model(path, size=(64, 96), seed=0) -> str:
         helper.make_node("Sigmoid", ["score_logits"], ["scores"]),
     ]
     graph = helper.make_graph(
-        nodes, "random_detector",
+        nodes,
+        "random_detector",
         [helper.make_tensor_value_info("images", TensorProto.FLOAT, [1, 3, *size])],
-        [helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, N_BOXES, 4]),
-         helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, N_BOXES])],
-        [w_box, w_score, b_score, shape])
+        [
+            helper.make_tensor_value_info("boxes", TensorProto.FLOAT, [1, N_BOXES, 4]),
+            helper.make_tensor_value_info("scores", TensorProto.FLOAT, [1, N_BOXES]),
+        ],
+        [w_box, w_score, b_score, shape],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     onnx.checker.check_model(model)
     onnx.save(model, str(path))
@@ -59,12 +64,16 @@ def _decoder_models(folder, size=(64, 64)):
     """A random head of each decoder's output format (columns scaled to plausible values)."""
     anchors = len(grid_points(size, (8, 16, 32))[0])
     points = len(grid_points(size, (8, 16, 32, 64))[0])
-    shapes = {"yolox": ((1, anchors, 7), [1, 1, 3, 3, 1, 1, 1]),
-              "yolov5": ((1, 10, 7), [64, 64, 48, 64, 1, 1, 1]),
-              "yolov8": ((1, 6, 10), np.array([64, 64, 48, 64, 1, 1], np.float32).reshape(1, 6, 1)),
-              "nanodet": ((1, points, 2 + 32), [1, 1] + [8] * 32)}
-    return {name: random_output_model(folder / f"{name}.onnx", shape, scale, size, seed=k)
-            for k, (name, (shape, scale)) in enumerate(shapes.items())}
+    shapes = {
+        "yolox": ((1, anchors, 7), [1, 1, 3, 3, 1, 1, 1]),
+        "yolov5": ((1, 10, 7), [64, 64, 48, 64, 1, 1, 1]),
+        "yolov8": ((1, 6, 10), np.array([64, 64, 48, 64, 1, 1], np.float32).reshape(1, 6, 1)),
+        "nanodet": ((1, points, 2 + 32), [1, 1] + [8] * 32),
+    }
+    return {
+        name: random_output_model(folder / f"{name}.onnx", shape, scale, size, seed=k)
+        for k, (name, (shape, scale)) in enumerate(shapes.items())
+    }
 
 
 @pytest.fixture(scope="module")
@@ -72,10 +81,19 @@ def contract_options(tmp_path_factory):
     """(registered detector, options) for each detector and each ONNX decoder (a new one must be
     added here to pass the contract; `onnx/NAME` is the onnx plug-in with decoder NAME)."""
     folder = tmp_path_factory.mktemp("onnx")
-    cases = {"hog": ("hog", {}),
-             "onnx/boxes": ("onnx", {"model": random_detector_model(folder / "random.onnx"), "box_format": "cxcywh",
-                                     "normalized": True, "score_threshold": 0.05}),
-             "yolox-nano": ("yolox-nano", {"model": str(YOLOX_NANO)})}
+    cases = {
+        "hog": ("hog", {}),
+        "onnx/boxes": (
+            "onnx",
+            {
+                "model": random_detector_model(folder / "random.onnx"),
+                "box_format": "cxcywh",
+                "normalized": True,
+                "score_threshold": 0.05,
+            },
+        ),
+        "yolox-nano": ("yolox-nano", {"model": str(YOLOX_NANO)}),
+    }
     for name, path in _decoder_models(folder).items():
         cases[f"onnx/{name}"] = ("onnx", {"model": path, "decoder": name, "score_threshold": 0.05})
     return cases
@@ -89,14 +107,18 @@ def frames(tmp_path_factory):
     """Frames with people (a synthetic walk; a real street frame when ../shared/data is there), a
     blank frame, a noisy one and a tiny one."""
     folder = tmp_path_factory.mktemp("walk")
-    render_video(folder / "walk.mp4", SyntheticVideoConfig(people=3, frames=24, size=(300, 400), person_height=180,
-                                                           seed=3))
+    render_video(
+        folder / "walk.mp4", SyntheticVideoConfig(people=3, frames=24, size=(300, 400), person_height=180, seed=3)
+    )
     video = [f for _, f in iter_frames(open_source(folder / "walk.mp4"), every=6) if f is not None]
     if VTEST.is_file():  # real people: the cartoon walkers are not what a COCO detector learnt
         video += [next(f for k, f in iter_frames(open_source(VTEST), first=100) if f is not None)]
     rng = np.random.default_rng(0)
-    return video + [np.zeros((200, 160, 3), np.uint8), rng.integers(0, 256, (240, 320, 3), dtype=np.uint8),
-                    np.full((20, 12, 3), 128, np.uint8)]
+    return video + [
+        np.zeros((200, 160, 3), np.uint8),
+        rng.integers(0, 256, (240, 320, 3), dtype=np.uint8),
+        np.full((20, 12, 3), 128, np.uint8),
+    ]
 
 
 def test_every_registered_detector_has_contract_options(contract_options):
@@ -182,13 +204,21 @@ def test_onnx_errors_are_one_documented_error(tmp_path, contract_options):
 
 
 def test_finish_clips_sorts_and_suppresses():
-    found = finish(np.array([[-5, 0, 50, 100], [0, 0, 48, 100], [60, 0, 70, 30], [5, 5, 6, 6]], float),
-                   np.array([0.5, 0.9, 0.7, 0.99]), 64, 80)
+    found = finish(
+        np.array([[-5, 0, 50, 100], [0, 0, 48, 100], [60, 0, 70, 30], [5, 5, 6, 6]], float),
+        np.array([0.5, 0.9, 0.7, 0.99]),
+        64,
+        80,
+    )
     assert found.boxes.tolist() == [[0, 0, 48, 80], [60, 0, 64, 30]]  # the overlap and the sliver gone
     assert found.scores.tolist() == [0.9, 0.7]
     assert found.crowd.tolist() == [0.0, 0.0]  # the suppressed box was the same person (IoU 0.96)
-    pair = finish(np.array([[0, 0, 48, 100], [10, 0, 58, 100], [60, 0, 70, 30], [61, 0, 71, 30]], float),
-                  np.array([0.9, 0.8, 0.7, 0.6]), 100, 100)
+    pair = finish(
+        np.array([[0, 0, 48, 100], [10, 0, 58, 100], [60, 0, 70, 30], [61, 0, 71, 30]], float),
+        np.array([0.9, 0.8, 0.7, 0.6]),
+        100,
+        100,
+    )
     # IoU 0.66: suppressed, but too far off to be the same person -> the kept box is crowd-marked;
     # IoU 0.82: a duplicate of the same person, no mark
     assert pair.scores.tolist() == [0.9, 0.7] and pair.crowd.tolist() == [1.0, 0.0]

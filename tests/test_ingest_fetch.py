@@ -2,6 +2,7 @@
 this test starts on loopback (Range support toggled), serving a file the test makes: a whole
 download, a resumed one, a server that ignores the range, a hash mismatch (one line naming both
 hashes and --sha256, nothing kept), --sha256 accepting it, --from FILE, and the detector default."""
+
 from __future__ import annotations
 
 import hashlib
@@ -101,8 +102,9 @@ def test_fetch_starts_over_when_the_server_ignores_the_range(catalogue, tmp_path
 
 def test_a_hash_mismatch_is_one_line_with_both_hashes_and_keeps_nothing(monkeypatch, catalogue, tmp_path, capsys):
     pinned = "0" * 64
-    monkeypatch.setitem(detector_zoo.CATALOGUE, "tiny-det", CatalogueEntry("tiny-det", "tiny.onnx", catalogue.url,
-                                                                           pinned, "yolox"))
+    monkeypatch.setitem(
+        detector_zoo.CATALOGUE, "tiny-det", CatalogueEntry("tiny-det", "tiny.onnx", catalogue.url, pinned, "yolox")
+    )
     assert main(["models", "fetch", "tiny-det"]) == 2
     errors = [line for line in capsys.readouterr().err.splitlines() if "error:" in line]
     assert len(errors) == 1 and DIGEST in errors[0] and pinned in errors[0] and f"--sha256 {DIGEST}" in errors[0]
@@ -140,8 +142,11 @@ def test_auto_detector_is_yolox_nano_when_fetched_else_hog_with_one_line(tmp_pat
     assert (name, options) == ("hog", {}) and "minterpr models fetch yolox-nano" in note and "\n" not in note
     (tmp_path / "yolox_nano.onnx").write_bytes(b"")
     assert resolve_detector("auto", {}, cache=tmp_path) == ("yolox-nano", {}, None)
-    assert resolve_detector("onnx:det.onnx", {"decoder": "yolov8"}) == ("onnx", {"model": "det.onnx",
-                                                                                 "decoder": "yolov8"}, None)
+    assert resolve_detector("onnx:det.onnx", {"decoder": "yolov8"}) == (
+        "onnx",
+        {"model": "det.onnx", "decoder": "yolov8"},
+        None,
+    )
     with pytest.raises(InputError, match="onnx:PATH"):
         resolve_detector("onnx:", {})
     with pytest.raises(InputError, match=r"detector options \(upscale\) need a named detector"):

@@ -2,6 +2,7 @@
 per second of video), ``every`` / ``target_fps`` and their checks, and ``detect_max_height``: the detector
 sees a shrunk frame, the boxes come back in full-frame pixels and the crops are cut from the full
 frame, in agreement with detection at full size."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -38,12 +39,15 @@ def test_the_default_step_processes_about_the_default_rate(fps, every):
     assert every_of(IngestOptions(every=3, target_fps=fps), _info(fps)) == 1  # target_fps wins, as before
 
 
-@pytest.mark.parametrize("options, message", [
-    (IngestOptions(every=0), "every must be a positive integer"),
-    (IngestOptions(target_fps=0.0), "target_fps must be a positive number"),
-    (IngestOptions(detect_max_height=64), "detect_max_height must be at least 128"),
-    (IngestOptions(detect_max_height=300.5), "detect_max_height must be a positive integer"),  # type: ignore[arg-type]
-])
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (IngestOptions(every=0), "every must be a positive integer"),
+        (IngestOptions(target_fps=0.0), "target_fps must be a positive number"),
+        (IngestOptions(detect_max_height=64), "detect_max_height must be at least 128"),
+        (IngestOptions(detect_max_height=300.5), "detect_max_height must be a positive integer"),  # type: ignore[arg-type]
+    ],
+)
 def test_bad_speed_options_are_refused(options, message):
     with pytest.raises(InputError, match=message):
         check_options(options)

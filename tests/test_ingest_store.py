@@ -1,6 +1,7 @@
 """Appending to a gallery store (what ingestion does): rows added, a job's rows replaced, the
 vector index rebuilt over everything, a kill at any step of the swap leaves the old store or
 the new one, and stores it must not mix are refused."""
+
 from __future__ import annotations
 
 import os
@@ -12,7 +13,14 @@ from minterpr.errors import DatasetError, InputError
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.store import gallery_append
 from minterpr.index.store.gallery_append import append_gallery
-from minterpr.index.store.gallery_store import MANIFEST, STAGING, load_gallery, open_gallery, read_manifest, save_gallery
+from minterpr.index.store.gallery_store import (
+    MANIFEST,
+    STAGING,
+    load_gallery,
+    open_gallery,
+    read_manifest,
+    save_gallery,
+)
 from minterpr.index.vectors.vector_index import Range
 from minterpr.types import GalleryImage
 
@@ -23,8 +31,12 @@ def _rows(names, job, root="/g", seed=0, probs=True):
     rng = np.random.default_rng(seed)
     emb = rng.standard_normal((len(names), 8)).astype(np.float32)
     emb /= np.linalg.norm(emb, axis=1, keepdims=True)
-    index = GalleryIndex([GalleryImage(n, f"{job}:{k}", "cam1") for k, n in enumerate(names)], emb,
-                         attribute_probs=rng.random((len(names), 5), dtype=np.float32) if probs else None, root=root)
+    index = GalleryIndex(
+        [GalleryImage(n, f"{job}:{k}", "cam1") for k, n in enumerate(names)],
+        emb,
+        attribute_probs=rng.random((len(names), 5), dtype=np.float32) if probs else None,
+        root=root,
+    )
     meta = [{"job": job, "time": f"2026-12-01T10:00:{k:02d}.000", "frame": k} for k in range(len(names))]
     return index, meta
 

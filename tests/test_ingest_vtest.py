@@ -1,6 +1,7 @@
 """Ingesting OpenCV's ``vtest.avi`` (795 frames of 768 x 576 at 10 frames/s, people walking in a
 square) from ../shared/data/video: HOG finds and tracks its people, the gallery holds their
 crops with times on the video's clock. Skipped when the file is absent."""
+
 from __future__ import annotations
 
 import pytest
@@ -12,8 +13,12 @@ from minterpr.ingest import IngestOptions, ingest
 from minterpr.models import create_model, save_model
 
 VTEST = shared_data_dir() / "video" / "vtest.avi"
-pytestmark = [pytest.mark.shared_data, pytest.mark.slow, pytest.mark.usefixtures("one_torch_thread"),
-              pytest.mark.skipif(not VTEST.is_file(), reason=f"{VTEST} is absent")]
+pytestmark = [
+    pytest.mark.shared_data,
+    pytest.mark.slow,
+    pytest.mark.usefixtures("one_torch_thread"),
+    pytest.mark.skipif(not VTEST.is_file(), reason=f"{VTEST} is absent"),
+]
 
 
 def test_vtest_is_ingested_with_tracks_and_times(tmp_path):

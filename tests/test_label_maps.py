@@ -1,5 +1,6 @@
 """Dataset label tables: complete, pointing into the ontology, in sync with docs/ontology.md, and
 merged as documented. The real PETA files are checked when ../shared/data is present."""
+
 from __future__ import annotations
 
 import re
@@ -8,8 +9,16 @@ from pathlib import Path
 import pytest
 
 from support.helpers import REPO_ROOT, shared_data_dir
-from minterpr.data.label_maps import (MARKET1501_ATTRIBUTE_NAMES, MARKET1501_LABELS, PA100K_LABELS, PA100K_NEGATIVES,
-                                      PA100K_VIEWS, PETA_CLOSED_SLOTS, PETA_LABELS, labels_to_attributes)
+from minterpr.data.label_maps import (
+    MARKET1501_ATTRIBUTE_NAMES,
+    MARKET1501_LABELS,
+    PA100K_LABELS,
+    PA100K_NEGATIVES,
+    PA100K_VIEWS,
+    PETA_CLOSED_SLOTS,
+    PETA_LABELS,
+    labels_to_attributes,
+)
 from minterpr.language.ontology import COLOURS, ONTOLOGY
 
 # The 61 binary attributes of PETA's ReadMe.txt, then the 4 it discards (< 10 images).
@@ -26,8 +35,12 @@ lowerBodyTrousers upperBodyTshirt upperBodyOther upperBodyVNeck""".split()
 PETA_DISCARDED = ["accessoryFaceMask", "lowerBodyLogo", "accessoryShawl", "lowerBodyThickStripes"]
 PETA_COLOUR_PARTS = ("footwear", "hair", "lowerBody", "upperBody")
 
-TABLES = {"PETA label": PETA_LABELS, "Market attribute=code": MARKET1501_LABELS,
-          "PA-100K label (= 1)": PA100K_LABELS, "PA-100K label (= 0)": PA100K_NEGATIVES}
+TABLES = {
+    "PETA label": PETA_LABELS,
+    "Market attribute=code": MARKET1501_LABELS,
+    "PA-100K label (= 1)": PA100K_LABELS,
+    "PA-100K label (= 0)": PA100K_NEGATIVES,
+}
 
 
 def test_peta_has_every_documented_label():
@@ -65,10 +78,13 @@ def test_conflicts_resolve_as_documented():
     assert labels_to_attributes(["footwearShoes", "footwearStocking"], PETA_LABELS)["footwear_type"] == ("shoes",)
     assert labels_to_attributes(["footwearStocking", "footwearShoes"], PETA_LABELS)["footwear_type"] == ("stockings",)
     assert labels_to_attributes(["lowerBodyJeans", "lowerBodyShorts"], PETA_LABELS) == {
-        "lower_type": ("jeans",), "lower_length": ("long",)}
+        "lower_type": ("jeans",),
+        "lower_length": ("long",),
+    }
     # Multi-valued slot: values accumulate, sorted; the exclusive value yields to the others.
     assert labels_to_attributes(["upperBodyWhite", "upperBodyBlack", "upperBodyWhite"], PETA_LABELS) == {
-        "upper_colour": ("black", "white")}
+        "upper_colour": ("black", "white")
+    }
     assert labels_to_attributes(["carryingNothing", "carryingBackpack"], PETA_LABELS) == {"carried": ("backpack",)}
     assert labels_to_attributes(["carryingNothing"], PETA_LABELS) == {"carried": ("nothing",)}
     # Labels that assert nothing add nothing; slots come out sorted.

@@ -1,4 +1,5 @@
 """Each loss against a plain loop implementation, plus compute_losses' bookkeeping."""
+
 from __future__ import annotations
 
 import math

@@ -1,6 +1,7 @@
 """The page's match temperature fitted on validation searches (interaction/match.py,
 evaluation/match_calibration.py, ``minterpr calibrate match``): it recovers a known temperature,
 it is stored with the model, and sessions, the page and the presence estimate use it."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,13 @@ import pytest
 from minterpr.errors import InputError, RunError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.policies import TEMPERATURE
-from minterpr.interaction.match import (MatchCalibration, fit_match_temperature, match_nll, match_probabilities,
-                                        match_reliability)
+from minterpr.interaction.match import (
+    MatchCalibration,
+    fit_match_temperature,
+    match_nll,
+    match_probabilities,
+    match_reliability,
+)
 from minterpr.interaction.session import Session
 from minterpr.interaction.fitted import RunExtras
 from minterpr.serving.events import session_options
@@ -58,8 +64,17 @@ def test_several_crops_of_the_target_count_together_and_unranked_targets_are_lef
 
 
 def _record(**changes) -> MatchCalibration:
-    fields = dict(split="val", temperature=0.07, searches=60, steps=300, nll_before=4.0, nll_after=2.5,
-                  ece_before=0.3, ece_after=0.04, protocol={"simulator": "oracle", "turns": 5, "seed": 0})
+    fields = dict(
+        split="val",
+        temperature=0.07,
+        searches=60,
+        steps=300,
+        nll_before=4.0,
+        nll_after=2.5,
+        ece_before=0.3,
+        ece_after=0.04,
+        protocol={"simulator": "oracle", "turns": 5, "seed": 0},
+    )
     return MatchCalibration(**{**fields, **changes})
 
 
@@ -74,9 +89,19 @@ def test_the_record_round_trips_through_the_run_extras_and_a_malformed_one_names
 
 
 def _gallery():
-    images = [GalleryImage(f"{i}.jpg", f"x:{i // 2}", attributes={"gender": (g,), "upper_colour": (c,)})
-              for i, (g, c) in enumerate([("male", "red"), ("male", "red"), ("female", "red"), ("female", "blue"),
-                                          ("male", "blue"), ("female", "green")])]
+    images = [
+        GalleryImage(f"{i}.jpg", f"x:{i // 2}", attributes={"gender": (g,), "upper_colour": (c,)})
+        for i, (g, c) in enumerate(
+            [
+                ("male", "red"),
+                ("male", "red"),
+                ("female", "red"),
+                ("female", "blue"),
+                ("male", "blue"),
+                ("female", "green"),
+            ]
+        )
+    ]
     backend = AttributeBackend()
     return backend, backend.index_images(images)
 

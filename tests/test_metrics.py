@@ -1,4 +1,5 @@
 """Retrieval and per-round metrics against plain-loop references and hand-worked cases."""
+
 from __future__ import annotations
 
 import gc
@@ -61,8 +62,10 @@ def ref_per_round(sims, qp, gp, ks=(1, 5, 10)):
     n_rounds, n_q = len(ranks), len(qp)
     hits = {}
     for k in ks:  # a hit at round r: target within top k at ANY round <= r
-        hits[k] = [100.0 * sum(1 for q in range(n_q) if any(ranks[s][q] < k for s in range(r + 1)))
-                   / n_q for r in range(n_rounds)]
+        hits[k] = [
+            100.0 * sum(1 for q in range(n_q) if any(ranks[s][q] < k for s in range(r + 1))) / n_q
+            for r in range(n_rounds)
+        ]
     bri_q = []
     for q in range(n_q):
         vals, best = [], math.inf
@@ -185,13 +188,16 @@ def test_queries_without_a_match_raise():
         retrieval_metrics(sim, [1, 9, 2, 8], [1, 2, 2])
 
 
-@pytest.mark.parametrize("sim, qp, gp, error, pattern", [
-    (np.zeros((2, 3)), [1], [1, 1, 1], ValueError, "shape"),
-    (np.array([[np.nan, 1.0]]), [1], [1, 2], ValueError, "NaN"),
-    (np.zeros((1, 2)), ["1"], [1, 2], TypeError, "both be strings"),
-    (np.zeros((1, 2), dtype=bool), [1], [1, 2], TypeError, "real numbers"),
-    (np.zeros((0, 2)), [], [1, 2], ValueError, "no queries"),
-])
+@pytest.mark.parametrize(
+    "sim, qp, gp, error, pattern",
+    [
+        (np.zeros((2, 3)), [1], [1, 1, 1], ValueError, "shape"),
+        (np.array([[np.nan, 1.0]]), [1], [1, 2], ValueError, "NaN"),
+        (np.zeros((1, 2)), ["1"], [1, 2], TypeError, "both be strings"),
+        (np.zeros((1, 2), dtype=bool), [1], [1, 2], TypeError, "real numbers"),
+        (np.zeros((0, 2)), [], [1, 2], ValueError, "no queries"),
+    ],
+)
 def test_invalid_inputs_raise(sim, qp, gp, error, pattern):
     with pytest.raises(error, match=pattern):
         retrieval_metrics(sim, qp, gp)
@@ -255,8 +261,7 @@ def test_per_round_against_loop_reference(seed):
     assert res["first_round_at_rank1"] == pytest.approx(first)
     for r, row in enumerate(res["rounds"]):
         assert row["round"] == r
-        assert_metrics_close({k: row[k] for k in ("r1", "r5", "r10", "mAP", "mINP")},
-                             ref_metrics(sims[r], qp, gp))
+        assert_metrics_close({k: row[k] for k in ("r1", "r5", "r10", "mAP", "mINP")}, ref_metrics(sims[r], qp, gp))
         for k in (1, 3, 10):
             assert row[f"hits{k}"] == pytest.approx(hits[k][r])
         assert row["mean_first_hit_rank"] == pytest.approx(np.mean(ranks[r]))

@@ -1,6 +1,7 @@
 """Stored model configs are versioned and migrated in one place (models/io.read_model_config):
 every shipped and fixture config loads through it as it did, and a dict without a version or a
 preset no longer means two things (ModelConfig.from_dict fills ModelConfig()'s defaults)."""
+
 from __future__ import annotations
 
 import json
@@ -10,8 +11,14 @@ import pytest
 
 from minterpr.errors import RunError
 from minterpr.models.config import MODEL_CONFIGS, ModelConfig
-from minterpr.models.io import (MODEL_CONFIG_VERSION, V1_DEFAULTS, model_config_of, read_checkpoint,
-                                read_model_config, save_model)
+from minterpr.models.io import (
+    MODEL_CONFIG_VERSION,
+    V1_DEFAULTS,
+    model_config_of,
+    read_checkpoint,
+    read_model_config,
+    save_model,
+)
 from minterpr.models.query_model import create_model
 from minterpr.training.config import load_config
 
@@ -20,8 +27,13 @@ ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_CONFIGS = sorted(p for p in (ROOT / "src" / "minterpr" / "configs").glob("*.yaml") if p.stem != "reid")
 SHIPPED_MODEL_DIRS = sorted(p.parent for p in (ROOT / "models").glob("*/config.json"))
 # the input size each shipped training config builds (docs/model.md, docs/training.md)
-SHIPPED_IMAGE_SIZES = {"clip": (384, 128), "peta": (160, 80), "synthetic": (256, 128),
-                       "synthetic_baseline": (256, 128), "tiny": (64, 32)}
+SHIPPED_IMAGE_SIZES = {
+    "clip": (384, 128),
+    "peta": (160, 80),
+    "synthetic": (256, 128),
+    "synthetic_baseline": (256, 128),
+    "tiny": (64, 32),
+}
 
 
 def test_one_default_per_value():
@@ -64,8 +76,11 @@ def test_a_version_1_dict_keeps_its_meaning_and_an_unknown_version_is_one_line()
     old = {"image_encoder": "tiny_cnn", "text_encoder": "tiny_text", "embed_dim": 32, "memory_heads": 2}
     assert model_config_of({"config": old}) == ModelConfig(**old, **V1_DEFAULTS)  # no version: 1
     assert model_config_of({"config": old, "config_version": 2}) == ModelConfig(**old)
-    with pytest.raises(RunError, match=r"model file: malformed embedded model config: model config version 9: "
-                                       r"this minterpr reads versions 1 to 2"):
+    with pytest.raises(
+        RunError,
+        match=r"model file: malformed embedded model config: model config version 9: "
+        r"this minterpr reads versions 1 to 2",
+    ):
         model_config_of({"config": old, "config_version": 9})
     with pytest.raises(RunError, match="model config version True"):
         model_config_of({"config": old, "config_version": True})
@@ -84,8 +99,20 @@ def test_a_training_yaml_may_say_its_model_config_version(tmp_path):
 
 def test_presets_are_what_they_were():
     """tiny and clip spelled their layout through the old from_dict: the same configs, now explicit."""
-    assert MODEL_CONFIGS.create("tiny") == read_model_config(dict(
-        image_encoder="tiny_cnn", text_encoder="tiny_text", pretrained=False, embed_dim=32, image_size=(64, 32),
-        frozen_image_stages="stem", colour_stripes=4, memory_layers=1, memory_heads=2, dropout=0.0))
-    assert MODEL_CONFIGS.create("clip") == read_model_config(dict(
-        image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2, embed_dim=256))
+    assert MODEL_CONFIGS.create("tiny") == read_model_config(
+        dict(
+            image_encoder="tiny_cnn",
+            text_encoder="tiny_text",
+            pretrained=False,
+            embed_dim=32,
+            image_size=(64, 32),
+            frozen_image_stages="stem",
+            colour_stripes=4,
+            memory_layers=1,
+            memory_heads=2,
+            dropout=0.0,
+        )
+    )
+    assert MODEL_CONFIGS.create("clip") == read_model_config(
+        dict(image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2, embed_dim=256)
+    )

@@ -1,6 +1,7 @@
 """Publishing a model directory on the Hugging Face Hub (``minterpr export --push-to-hub``), against a
 stand-in hub that writes each commit in the hub cache's layout: what was pushed then loads offline
 by ``hf-hub:ORG/NAME@COMMIT`` through ``huggingface_hub`` itself. Nothing reaches a network."""
+
 from __future__ import annotations
 
 import hashlib
@@ -70,9 +71,11 @@ def test_a_pushed_model_loads_offline_by_its_commit(model_dir, tmp_path):
     assert result.reference == f"hf-hub:my-lab/tiny-test@{result.commit}"
     snapshot = tmp_path / "hub" / "models--my-lab--tiny-test" / "snapshots" / result.commit
     assert (snapshot / "README.md").read_text() == CARD  # the card is the hub's card
-    code = ("from minterpr.runtime.run import load_run\n"
-            f"print(load_run({result.reference!r}).fingerprint)\n"
-            "print(load_run('hf-hub:my-lab/tiny-test@v1').fingerprint)\n")
+    code = (
+        "from minterpr.runtime.run import load_run\n"
+        f"print(load_run({result.reference!r}).fingerprint)\n"
+        "print(load_run('hf-hub:my-lab/tiny-test@v1').fingerprint)\n"
+    )
     loaded = offline_python(code, tmp_path / "hub")
     assert loaded.returncode == 0, loaded.stderr[-2000:]
     assert loaded.stdout.split() == [fingerprint, fingerprint]
@@ -122,15 +125,22 @@ def _transport_error() -> BaseException:
     return ConnectionError("[Errno -2] Name or service not known")
 
 
-@pytest.mark.parametrize("error, first_line", [(OSError("401 Unauthorized\nmore detail"), "401 Unauthorized"),
-                                                (_transport_error(), "[Errno -2] Name or service not known")])
+@pytest.mark.parametrize(
+    "error, first_line",
+    [
+        (OSError("401 Unauthorized\nmore detail"), "401 Unauthorized"),
+        (_transport_error(), "[Errno -2] Name or service not known"),
+    ],
+)
 def test_a_failed_push_is_one_line(model_dir, tmp_path, error, first_line):
     import re
 
     folder, _ = model_dir
     hub = FakeHub(tmp_path / "hub", fail=error)
-    with pytest.raises(RunError, match=r"hf-hub:my-lab/tiny-test: the push to the Hugging Face Hub failed "
-                                       + re.escape(f"({first_line})") + "$"):
+    with pytest.raises(
+        RunError,
+        match=r"hf-hub:my-lab/tiny-test: the push to the Hugging Face Hub failed " + re.escape(f"({first_line})") + "$",
+    ):
         push_model_dir(folder, "my-lab/tiny-test", api=hub)
 
 

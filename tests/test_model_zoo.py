@@ -1,5 +1,6 @@
 """The model zoo: shipped models (pinned by zoo.json), models by Hugging Face Hub id (offline, on a
 cache the test builds), float16 model directories, and ``minterpr models``."""
+
 from __future__ import annotations
 
 import hashlib
@@ -20,7 +21,6 @@ from minterpr.runtime.run import load_run  # noqa: E402
 from minterpr.runtime.catalogue import describe_models  # noqa: E402
 
 from support.hub import COMMIT, export_tiny, hub_cache, offline_python  # noqa: E402
-
 
 
 @pytest.fixture
@@ -66,11 +66,13 @@ def test_hub_references_are_parsed_strictly():
 def test_a_model_by_hub_id_loads_offline_from_the_cache(exported, tmp_path):
     model_dir, fingerprint = exported
     cache = hub_cache(tmp_path / "hub", "minterpr/tiny-test", model_dir)
-    code = ("from minterpr.runtime.run import load_run\n"
-            "print(load_run('hf-hub:minterpr/tiny-test').fingerprint)\n"
-            f"print(load_run('hf-hub:minterpr/tiny-test@{COMMIT}').fingerprint)\n"
-            "try:\n    load_run('hf-hub:minterpr/absent')\n"
-            "except Exception as err:\n    print(type(err).__name__, str(err).splitlines()[0])\n")
+    code = (
+        "from minterpr.runtime.run import load_run\n"
+        "print(load_run('hf-hub:minterpr/tiny-test').fingerprint)\n"
+        f"print(load_run('hf-hub:minterpr/tiny-test@{COMMIT}').fingerprint)\n"
+        "try:\n    load_run('hf-hub:minterpr/absent')\n"
+        "except Exception as err:\n    print(type(err).__name__, str(err).splitlines()[0])\n"
+    )
     result = offline_python(code, cache)
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
@@ -83,10 +85,12 @@ def test_clip_weights_by_hub_id(tmp_path):
     from minterpr.models.encoders.tiny import save_tiny_clip
 
     cache = hub_cache(tmp_path / "hub", "openai/clip-tiny", save_tiny_clip(tmp_path / "clip"))
-    code = ("import torch\nfrom minterpr.models.encoders import create_image_encoder, create_text_encoder\n"
-            "enc = create_image_encoder('clip', model_dir='hf-hub:openai/clip-tiny', image_size=(64, 32)).eval()\n"
-            "print(tuple(enc(torch.zeros(1, 3, 64, 32))['global'].shape))\n"
-            "print(create_text_encoder('clip', model_dir='hf-hub:openai/clip-tiny').encode(['a man']).shape[0])\n")
+    code = (
+        "import torch\nfrom minterpr.models.encoders import create_image_encoder, create_text_encoder\n"
+        "enc = create_image_encoder('clip', model_dir='hf-hub:openai/clip-tiny', image_size=(64, 32)).eval()\n"
+        "print(tuple(enc(torch.zeros(1, 3, 64, 32))['global'].shape))\n"
+        "print(create_text_encoder('clip', model_dir='hf-hub:openai/clip-tiny').encode(['a man']).shape[0])\n"
+    )
     result = offline_python(code, cache)
     assert result.returncode == 0, result.stderr[-2000:]
     assert result.stdout.split()[-1] == "1"

@@ -1,4 +1,5 @@
 """The neural backend: indexing image files and encoding conversations with the tiny model."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -171,9 +172,15 @@ def broken_root(image_root: Path) -> Path:
 
 
 def test_unreadable_images_are_skipped_and_listed(backend: NeuralBackend, gallery, broken_root: Path):
-    images = [gallery[0], GalleryImage("cam1/truncated.png", "test:9"), gallery[1],
-              GalleryImage("cam1/text.png", "test:9"), GalleryImage("cam1/missing.png", "test:9"),
-              GalleryImage("../outside.png", "test:9"), GalleryImage("cam1/grey16.png", "test:8")]
+    images = [
+        gallery[0],
+        GalleryImage("cam1/truncated.png", "test:9"),
+        gallery[1],
+        GalleryImage("cam1/text.png", "test:9"),
+        GalleryImage("cam1/missing.png", "test:9"),
+        GalleryImage("../outside.png", "test:9"),
+        GalleryImage("cam1/grey16.png", "test:8"),
+    ]
     index = backend.index_images(images, str(broken_root))
     assert [image.path for image in index.images] == ["cam1/0.png", "cam1/1.png", "cam1/grey16.png"]
     reasons = dict(index.skipped)
@@ -195,8 +202,9 @@ def test_unreadable_images_are_skipped_and_listed(backend: NeuralBackend, galler
         backend.index_images(images[3:5], str(broken_root))
 
 
-def test_duplicate_paths_and_escaping_references_are_refused(backend: NeuralBackend, gallery, index: GalleryIndex,
-                                                             image_root: Path):
+def test_duplicate_paths_and_escaping_references_are_refused(
+    backend: NeuralBackend, gallery, index: GalleryIndex, image_root: Path
+):
     with pytest.raises(InputError, match="'cam1/1.png' is listed twice"):
         backend.index_images([gallery[0], gallery[1], gallery[1]], str(image_root))
     with pytest.raises(InputError, match="listed twice"):
@@ -218,8 +226,11 @@ def test_text_cache_is_safe_across_threads(index: GalleryIndex):
 
     torch.manual_seed(0)
     small = NeuralBackend(create_model("tiny"), text_cache_size=3)
-    texts = [f"a person in {colour} {garment}" for colour in ("red", "blue", "green", "black")
-             for garment in ("coat", "shirt", "trousers")]
+    texts = [
+        f"a person in {colour} {garment}"
+        for colour in ("red", "blue", "green", "black")
+        for garment in ("coat", "shirt", "trousers")
+    ]
     expected = {text: small.model.text_features([text])[0] for text in texts}
     errors: list[BaseException] = []
 

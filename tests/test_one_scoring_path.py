@@ -1,4 +1,5 @@
 """One scoring path: the static replay scores every round exactly as a Session fed the same turns."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -21,8 +22,9 @@ CONFIGS = {
     "no rejection": RerankConfig(rejection=False),
     "no anchor": RerankConfig(anchor=False),
     "eager anchor, no pin": RerankConfig(attribute_weight=0.4, anchor_margin=0.0, pin_confirmed=False),
-    "stored (old form)": RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05,
-                                                  "reject_references": True}),
+    "stored (old form)": RerankConfig.from_dict(
+        {"attribute_weight": 0.1, "prob_floor": 0.05, "reject_references": True}
+    ),
 }
 
 
@@ -32,25 +34,56 @@ def _samples(gallery: list[GalleryImage]) -> list[RetrievalSample]:
     verdict, and dialogues of different lengths."""
     g = [image.path for image in gallery]
     return [
-        RetrievalSample(g[0], gallery[0].person_id, Dialogue(
-            "a woman in a red jacket and blue jeans",
-            (QATurn("What colour was the top?", "Red."), QATurn("Did she carry a backpack?", "No backpack.")),
-            (ReferenceTurn(g[4], "That's not the person. She had long hair."),
-             ReferenceTurn(g[9], "Maybe, I can't tell."),
-             ReferenceTurn(g[7], "No, not her. The top was red, not that."),))),
-        RetrievalSample(g[3], gallery[3].person_id, Dialogue(
-            "a man with short hair", (QATurn("What colour was the top?", "Black."),),
-            (ReferenceTurn(g[5], "Yes, that's him."),))),
+        RetrievalSample(
+            g[0],
+            gallery[0].person_id,
+            Dialogue(
+                "a woman in a red jacket and blue jeans",
+                (QATurn("What colour was the top?", "Red."), QATurn("Did she carry a backpack?", "No backpack.")),
+                (
+                    ReferenceTurn(g[4], "That's not the person. She had long hair."),
+                    ReferenceTurn(g[9], "Maybe, I can't tell."),
+                    ReferenceTurn(g[7], "No, not her. The top was red, not that."),
+                ),
+            ),
+        ),
+        RetrievalSample(
+            g[3],
+            gallery[3].person_id,
+            Dialogue(
+                "a man with short hair",
+                (QATurn("What colour was the top?", "Black."),),
+                (ReferenceTurn(g[5], "Yes, that's him."),),
+            ),
+        ),
         RetrievalSample(g[6], gallery[6].person_id, Dialogue("someone in a white t-shirt")),
-        RetrievalSample(g[10], gallery[10].person_id, Dialogue(
-            "an old man in a grey coat", (QATurn("Was he wearing a hat?", "Yes, a hat."),),
-            (ReferenceTurn(g[1], "No, that's not him."), ReferenceTurn(g[12], "No."),
-             ReferenceTurn(g[1], "Actually yes, that's him."), ReferenceTurn(g[2], "Not this one.")))),
-        RetrievalSample(g[8], gallery[8].person_id, Dialogue(  # what is said of a shown image: evidence about it
-            "a man in brown shoes with a backpack", (),
-            (ReferenceTurn(g[11], "Maybe. These shoes are blue though."),
-             ReferenceTurn(g[13], "No. His shoes were brown, this one has no backpack."),
-             ReferenceTurn(g[11], "Maybe. This one has a backpack.")))),
+        RetrievalSample(
+            g[10],
+            gallery[10].person_id,
+            Dialogue(
+                "an old man in a grey coat",
+                (QATurn("Was he wearing a hat?", "Yes, a hat."),),
+                (
+                    ReferenceTurn(g[1], "No, that's not him."),
+                    ReferenceTurn(g[12], "No."),
+                    ReferenceTurn(g[1], "Actually yes, that's him."),
+                    ReferenceTurn(g[2], "Not this one."),
+                ),
+            ),
+        ),
+        RetrievalSample(
+            g[8],
+            gallery[8].person_id,
+            Dialogue(  # what is said of a shown image: evidence about it
+                "a man in brown shoes with a backpack",
+                (),
+                (
+                    ReferenceTurn(g[11], "Maybe. These shoes are blue though."),
+                    ReferenceTurn(g[13], "No. His shoes were brown, this one has no backpack."),
+                    ReferenceTurn(g[11], "Maybe. This one has a backpack."),
+                ),
+            ),
+        ),
     ]
 
 
@@ -68,11 +101,15 @@ def test_static_replay_scores_as_a_session_replaying_the_dialogue(setup, name):
     static = replay_scores(backend, samples, gallery, reranking=config)  # R x (Q, G)
     assert len(static) == max(len(s.dialogue.turns()) for s in samples)
     for q, sample in enumerate(samples):
-        history = [HistoryEntry(turn, turn_reading(turn).target, (), turn_reading(turn).shown)
-                   for turn in sample.dialogue.turns()]
+        history = [
+            HistoryEntry(turn, turn_reading(turn).target, (), turn_reading(turn).shown)
+            for turn in sample.dialogue.turns()
+        ]
         for r in range(len(static)):
             session = Session.replay(history[: r + 1], backend, index, reranking=config)
-            np.testing.assert_array_equal(static[r][q], session.step.gallery_scores(), err_msg=f"dialogue {q} round {r}")
+            np.testing.assert_array_equal(
+                static[r][q], session.step.gallery_scores(), err_msg=f"dialogue {q} round {r}"
+            )
 
 
 def test_every_term_acts_in_the_replay(setup):
@@ -97,9 +134,10 @@ def test_a_repeated_fact_counts_once_in_both_paths(setup):
     # a session: the facts of both turns score as the description's alone
     facts = [f for text in (description, again) for f in turn_facts(DescriptionTurn(text))]
     zero = np.zeros(len(index))
-    assert np.array_equal(rerank(zero, index, facts, {}, attributes).scores,
-                          rerank(zero, index, facts[:len(turn_facts(DescriptionTurn(description)))], {},
-                                 attributes).scores)
+    assert np.array_equal(
+        rerank(zero, index, facts, {}, attributes).scores,
+        rerank(zero, index, facts[: len(turn_facts(DescriptionTurn(description)))], {}, attributes).scores,
+    )
 
     class SameQuery:  # every round the same query: only the attribute term can change the scores
         def index_images(self, images, root=None, *, progress=False):
@@ -110,8 +148,9 @@ def test_a_repeated_fact_counts_once_in_both_paths(setup):
 
     # the replay: restating a fact changes nothing, a new fact does
     def rounds(answer):
-        sample = RetrievalSample(gallery[0].path, gallery[0].person_id,
-                                 Dialogue(description, (QATurn("Anything else?", answer),)))
+        sample = RetrievalSample(
+            gallery[0].path, gallery[0].person_id, Dialogue(description, (QATurn("Anything else?", answer),))
+        )
         return replay_scores(SameQuery(), [sample], gallery, reranking=attributes)
 
     restated, added = rounds(again), rounds(new)
@@ -127,8 +166,9 @@ def test_a_batch_row_scores_as_it_does_alone(setup):
     loglik = rng.normal(size=(5, len(index)))
     together, anchors = rerank_rows(query, index, loglik, judgements, RerankConfig())
     for row in range(5):
-        alone, anchor = rerank_rows(query[row:row + 1], index, loglik[row:row + 1], judgements[row:row + 1],
-                                    RerankConfig())
+        alone, anchor = rerank_rows(
+            query[row : row + 1], index, loglik[row : row + 1], judgements[row : row + 1], RerankConfig()
+        )
         np.testing.assert_array_equal(alone[0], together[row])
         assert anchor[0] == anchors[row]
     with pytest.raises(InputError, match="out of range"):

@@ -19,14 +19,17 @@ def test_synonyms_present():
     assert "dark blue" in ONTOLOGY.slot("lower_colour").value("blue").phrases
 
 
-@pytest.mark.parametrize("attrs, message", [
-    ({"hat": ("x",)}, "unknown slot 'hat': must be one of"),
-    ({"gender": ("robot",)}, "unknown value 'robot' of slot 'gender'"),
-    ({"gender": ("male", "female")}, "takes one value"),
-    ({"carried": ("nothing", "backpack")}, "excludes the other values"),
-    ({"carried": ()}, "empty value list"),
-    (["gender"], "must be a mapping"),
-])
+@pytest.mark.parametrize(
+    "attrs, message",
+    [
+        ({"hat": ("x",)}, "unknown slot 'hat': must be one of"),
+        ({"gender": ("robot",)}, "unknown value 'robot' of slot 'gender'"),
+        ({"gender": ("male", "female")}, "takes one value"),
+        ({"carried": ("nothing", "backpack")}, "excludes the other values"),
+        ({"carried": ()}, "empty value list"),
+        (["gender"], "must be a mapping"),
+    ],
+)
 def test_validate_rejects_with_reason(attrs, message):
     with pytest.raises(ValueError, match=message):
         ONTOLOGY.validate(attrs)
@@ -34,7 +37,9 @@ def test_validate_rejects_with_reason(attrs, message):
 
 def test_validate_normalises():
     assert ONTOLOGY.validate({"upper_colour": ["white", "black", "white"], "gender": "male"}) == {
-        "upper_colour": ("black", "white"), "gender": ("male",)}
+        "upper_colour": ("black", "white"),
+        "gender": ("male",),
+    }
 
 
 def test_registry_lists_members_on_unknown_name():

@@ -1,4 +1,5 @@
 """OSNet in the encoder zoo: the torchreid key map, the published export's features, variants."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,11 +36,23 @@ def test_every_torchreid_key_maps_to_a_distinct_parameter():
     model = OSNet(width="x0_25")
     ours = set(model.state_dict())
     # a torchreid-style name for each of ours comes from the map's own examples per kind of key
-    sample = ["conv1.conv.weight", "conv1.bn.running_var", "conv2.0.conv1.conv.weight",
-              "conv2.0.conv2a.conv1.weight", "conv2.0.conv2a.conv2.weight", "conv2.0.conv2a.bn.bias",
-              "conv3.1.conv2d.3.bn.weight", "conv4.0.gate.fc1.weight", "conv4.0.gate.fc2.bias",
-              "conv3.0.conv3.bn.running_mean", "conv3.0.downsample.conv.weight", "conv2.2.0.conv.weight",
-              "conv5.bn.weight", "fc.0.weight", "fc.1.num_batches_tracked"]
+    sample = [
+        "conv1.conv.weight",
+        "conv1.bn.running_var",
+        "conv2.0.conv1.conv.weight",
+        "conv2.0.conv2a.conv1.weight",
+        "conv2.0.conv2a.conv2.weight",
+        "conv2.0.conv2a.bn.bias",
+        "conv3.1.conv2d.3.bn.weight",
+        "conv4.0.gate.fc1.weight",
+        "conv4.0.gate.fc2.bias",
+        "conv3.0.conv3.bn.running_mean",
+        "conv3.0.downsample.conv.weight",
+        "conv2.2.0.conv.weight",
+        "conv5.bn.weight",
+        "fc.0.weight",
+        "fc.1.num_batches_tracked",
+    ]
     mapped = [torchreid_key(key) for key in sample]
     assert len(set(mapped)) == len(mapped) and set(mapped) <= ours
     with pytest.raises(KeyError, match="unexpected OSNet checkpoint key"):
@@ -93,14 +106,18 @@ def _load_onnx_weights(model: OSNet, onnx_path: Path) -> None:
             seen.add(node.input[1])
             onnx_gates.append(node)
     order: list[torch.nn.Conv2d] = []
-    hooks = [m.register_forward_hook(lambda mod, *_: order.append(mod)) for m in model.modules()
-             if isinstance(m, torch.nn.Conv2d)]
+    hooks = [
+        m.register_forward_hook(lambda mod, *_: order.append(mod))
+        for m in model.modules()
+        if isinstance(m, torch.nn.Conv2d)
+    ]
     with torch.no_grad():
         model(torch.zeros(1, 3, 256, 128))
     for hook in hooks:
         hook.remove()
-    gate_convs = {id(c) for m in model.modules() if m.__class__.__name__ == "ChannelGate"
-                  for c in (m.squeeze, m.excite)}
+    gate_convs = {
+        id(c) for m in model.modules() if m.__class__.__name__ == "ChannelGate" for c in (m.squeeze, m.excite)
+    }
     ours_plain = [c for c in order if id(c) not in gate_convs]
     ours_gates = list(dict.fromkeys(c for c in order if id(c) in gate_convs))
     assert len(ours_plain) == len(onnx_convs) and len(ours_gates) == len(onnx_gates)
@@ -168,8 +185,16 @@ def test_osnet_onnx_export_agrees_with_torch(tmp_path):
             return self.encoder(images)["global"]
 
     # eval() on the wrapper: the exporter restores the wrapper's mode on every child afterwards
-    torch.onnx.export(Global().eval(), (x,), str(path), input_names=["images"], output_names=["features"],
-                      dynamic_axes={"images": {0: "batch"}}, opset_version=17, dynamo=False)
+    torch.onnx.export(
+        Global().eval(),
+        (x,),
+        str(path),
+        input_names=["images"],
+        output_names=["features"],
+        dynamic_axes={"images": {0: "batch"}},
+        opset_version=17,
+        dynamo=False,
+    )
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     with torch.no_grad():
         expected = encoder(x)["global"].numpy()

@@ -1,5 +1,6 @@
 """Packaging: torch as a lower bound (the pin lives in constraints.txt), the optional extras, the
 licence and citation files, and the runnable examples of docs/extending.md."""
+
 from __future__ import annotations
 
 import datetime
@@ -30,8 +31,11 @@ def requirement(extra: list[str], name: str) -> str:
 def test_torch_is_a_lower_bound_and_the_exact_pin_is_in_constraints(project):
     torch = requirement(project["optional-dependencies"]["model"], "torch")
     assert re.fullmatch(r"torch>=\d+\.\d+(\.\d+)?", torch), torch  # no upper bound, no ==: an installed torch is kept
-    pins = [line.strip() for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
-            if line.strip().startswith("torch")]
+    pins = [
+        line.strip()
+        for line in (REPO_ROOT / "constraints.txt").read_text().splitlines()
+        if line.strip().startswith("torch")
+    ]
     assert pins and re.fullmatch(r"torch==\d+\.\d+\.\d+", pins[0])
     assert "-c constraints.txt" in (REPO_ROOT / "README.md").read_text()  # the README's installs use the pin
     assert requirement(project["optional-dependencies"]["model"], "safetensors")  # model directories
@@ -57,9 +61,29 @@ def test_citation_file_is_cff_1_2_0(project):
     assert cff["authors"] == [{"name": "The minterpr developers"}]
     assert cff["version"] == project["version"] and cff["license"] == project["license"]
     datetime.date.fromisoformat(cff["date-released"])
-    allowed = {"cff-version", "message", "type", "title", "abstract", "authors", "version", "date-released",
-               "license", "keywords", "repository-code", "url", "doi", "identifiers", "references",
-               "preferred-citation", "commit", "contact", "license-url", "repository", "repository-artifact"}
+    allowed = {
+        "cff-version",
+        "message",
+        "type",
+        "title",
+        "abstract",
+        "authors",
+        "version",
+        "date-released",
+        "license",
+        "keywords",
+        "repository-code",
+        "url",
+        "doi",
+        "identifiers",
+        "references",
+        "preferred-citation",
+        "commit",
+        "contact",
+        "license-url",
+        "repository",
+        "repository-artifact",
+    }
     assert set(cff) <= allowed  # CFF 1.2.0 admits no other top-level key
 
 

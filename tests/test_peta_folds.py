@@ -1,5 +1,6 @@
 """Cross-camera PETA folds (minterpr.data.peta_folds, `minterpr data peta --hold-out`) on a small
 fake PETA release, and the PA-100K gallery builder; the real copies when ../shared/data is there."""
+
 from __future__ import annotations
 
 import json
@@ -16,8 +17,20 @@ from minterpr.data.formats.peta import read_peta
 from minterpr.data.peta_folds import FOLDS, resolve_hold_out, split_held_out, subset_of
 from minterpr.errors import InputError
 
-LABELS = ["personalMale", "personalFemale", "upperBodyRed", "upperBodyBlack", "lowerBodyJeans", "lowerBodyBlue",
-          "hairLong", "hairShort", "carryingBackpack", "footwearBlack", "personalLess30", "personalLess45"]
+LABELS = [
+    "personalMale",
+    "personalFemale",
+    "upperBodyRed",
+    "upperBodyBlack",
+    "lowerBodyJeans",
+    "lowerBodyBlue",
+    "hairLong",
+    "hairShort",
+    "carryingBackpack",
+    "footwearBlack",
+    "personalLess30",
+    "personalLess45",
+]
 # subset -> (file name of identity i, image k), identities, images per identity
 LAYOUT = {
     "3DPeS": (lambda i, k: f"{i:03d}_{k + 1}_FRAME_{k}_RGB.bmp", 8, 3),
@@ -35,8 +48,13 @@ def make_fake_peta(base: Path, seed: int = 0) -> Path:
         archive.mkdir(parents=True)
         rows = []
         for i in range(1, identities + 1):
-            labels = [rng.choice(LABELS[:2]), rng.choice(LABELS[2:4]), rng.choice(LABELS[4:6]), rng.choice(LABELS[6:8]),
-                      *rng.sample(LABELS[8:], 2)]
+            labels = [
+                rng.choice(LABELS[:2]),
+                rng.choice(LABELS[2:4]),
+                rng.choice(LABELS[4:6]),
+                rng.choice(LABELS[6:8]),
+                *rng.sample(LABELS[8:], 2),
+            ]
             rows.append(f"{i} {' '.join(labels)}")
             for k in range(per):
                 (archive / name(i, k)).write_bytes(b"x" * (i + k))  # never opened by the builder
@@ -83,8 +101,26 @@ def test_split_held_out_is_a_fold(fake_peta, held):
 
 def test_hold_out_build_is_a_marked_dataset_with_its_rebuild_command(fake_peta, tmp_path, capsys):
     out = tmp_path / "fold"
-    assert main(["data", "peta", "--root", str(fake_peta), "--out", str(out), "--hold-out", "grid", "--quiet",
-                 "--max-qa-turns", "1", "--max-image-turns", "1"]) == 0
+    assert (
+        main(
+            [
+                "data",
+                "peta",
+                "--root",
+                str(fake_peta),
+                "--out",
+                str(out),
+                "--hold-out",
+                "grid",
+                "--quiet",
+                "--max-qa-turns",
+                "1",
+                "--max-image-turns",
+                "1",
+            ]
+        )
+        == 0
+    )
     assert "dataset written to" in capsys.readouterr().out
     marker = require_built_dataset(out)
     assert marker["hold_out"] == ["GRID"] and marker["rebuild"][-2:] == ["--hold-out", "GRID"]
@@ -122,16 +158,24 @@ def test_real_folds_and_pa100k(tmp_path, capsys):
     if not peta.is_dir() or not pa100k.is_dir():
         pytest.skip(f"{peta} or {pa100k} not found (research-only data, never in the repository)")
     images = [im for im in read_peta(peta) if im.attributes]
-    sizes = {name: {split: len(part) for split, part in split_held_out(images, held).items()}
-             for name, held in FOLDS.items()}
-    assert {name: s["test"] for name, s in sizes.items()} == {"outdoor_lowres": 888, "indoor": 1275,
-                                                              "large_mixed": 4563}
+    sizes = {
+        name: {split: len(part) for split, part in split_held_out(images, held).items()} for name, held in FOLDS.items()
+    }
+    assert {name: s["test"] for name, s in sizes.items()} == {
+        "outdoor_lowres": 888,
+        "indoor": 1275,
+        "large_mixed": 4563,
+    }
     assert all(500 < s["val"] < 1000 for s in sizes.values())
     pytest.importorskip("scipy.io")
     out = tmp_path / "pa100k"
     assert main(["data", "pa100k", "--root", str(pa100k), "--out", str(out), "--quiet"]) == 0
     marker = require_built_dataset(out)
-    assert {k: v["images"] for k, v in marker["splits"].items()} == {"train": 1599, "val": 200, "test": 199,
-                                                                      "all": 1998}
+    assert {k: v["images"] for k, v in marker["splits"].items()} == {
+        "train": 1599,
+        "val": 200,
+        "test": 199,
+        "all": 1998,
+    }
     gallery = read_gallery(out / "gallery_all.jsonl")
     assert len({im.person_id for im in gallery}) == 1998 and (out / gallery[0].path).is_file()

@@ -1,5 +1,6 @@
 """Ranked-results strips (minterpr.evaluation.pictures), their wiring into eval / simulate / chat,
 and the per-round plots' n and 95 % Wilson band (minterpr.evaluation.report)."""
+
 from __future__ import annotations
 
 import io
@@ -16,11 +17,26 @@ from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.errors import InputError
 from minterpr.evaluation.online import one_target_per_identity, simulate
-from minterpr.evaluation.pictures import (REJECTED_COLOUR, SAME_IDENTITY_COLOUR, TARGET_COLOUR, RankRecorder,
-                                          RoundView, SessionRecorder, StripConfig, sample_queries, strip_size,
-                                          tile_box, write_ranked_strip)
-from minterpr.evaluation.report import (EvaluationReport, num_queries, per_round_figure, percent_interval,
-                                        wilson_interval)
+from minterpr.evaluation.pictures import (
+    REJECTED_COLOUR,
+    SAME_IDENTITY_COLOUR,
+    TARGET_COLOUR,
+    RankRecorder,
+    RoundView,
+    SessionRecorder,
+    StripConfig,
+    sample_queries,
+    strip_size,
+    tile_box,
+    write_ranked_strip,
+)
+from minterpr.evaluation.report import (
+    EvaluationReport,
+    num_queries,
+    per_round_figure,
+    percent_interval,
+    wilson_interval,
+)
 from minterpr.evaluation.static import evaluate_dialogues, replay_scores
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import AttributeBackend
@@ -70,8 +86,9 @@ def test_strip_size_is_rows_by_columns(world, tmp_path):
     for n_rows in (1, 2, 3):
         for top_k in (2, 5):
             config = StripConfig(top_k=top_k, tile_width=32, tile_height=64, text_width=120, frame=4, margin=6)
-            path = write_ranked_strip(tmp_path / f"s{n_rows}_{top_k}.png", rows[:n_rows], gallery, root=root,
-                                      target=0, config=config)
+            path = write_ranked_strip(
+                tmp_path / f"s{n_rows}_{top_k}.png", rows[:n_rows], gallery, root=root, target=0, config=config
+            )
             with Image.open(path) as image:
                 assert image.size == strip_size(n_rows, config)
             width, _ = strip_size(n_rows, config)
@@ -84,9 +101,12 @@ def test_strip_size_is_rows_by_columns(world, tmp_path):
 def test_target_framed_where_it_ranks_identity_lightly_rejected_crossed(world, tmp_path):
     root, gallery = world
     target = 10  # p05_0; its identity's other image is 11
-    rows = [RoundView("a person", (3, 11, target, 7), (0.9, 0.8, 0.7, 0.6)),
-            RoundView("[shown p01_1.png] not her", (target, 11, 5, 3), (0.9, 0.8, 0.7, 0.6), judgements={3: False},
-                      shown=3)]
+    rows = [
+        RoundView("a person", (3, 11, target, 7), (0.9, 0.8, 0.7, 0.6)),
+        RoundView(
+            "[shown p01_1.png] not her", (target, 11, 5, 3), (0.9, 0.8, 0.7, 0.6), judgements={3: False}, shown=3
+        ),
+    ]
     path = write_ranked_strip(tmp_path / "strip.png", rows, gallery, root=root, target=target, config=CONFIG)
     assert _frame_pixel(path, 0, 2) == TARGET_COLOUR and _frame_pixel(path, 1, 0) == TARGET_COLOUR
     assert _frame_pixel(path, 0, 1) == SAME_IDENTITY_COLOUR and _frame_pixel(path, 1, 1) == SAME_IDENTITY_COLOUR
@@ -132,8 +152,7 @@ class _Toy:
     """Images embed by their identity's number on a circle; turns by the number they end with."""
 
     def index_images(self, images, root=None, *, progress=False):
-        return GalleryIndex(list(images), np.array([_point(int(i.person_id.split(":")[1])) for i in images]),
-                            root=root)
+        return GalleryIndex(list(images), np.array([_point(int(i.person_id.split(":")[1])) for i in images]), root=root)
 
     def encode_turns(self, turns, index):
         words = [getattr(t, "text", None) or getattr(t, "answer", None) or getattr(t, "feedback") for t in turns]
@@ -146,10 +165,18 @@ def _point(k):
 
 def test_rank_recorder_sees_the_replay_without_changing_it(world):
     _, gallery = world
-    samples = [RetrievalSample(gallery[2 * k].path, f"toy:{k}",
-                               Dialogue(f"person {k + 1}", (QATurn("who?", f"person {k}"),),
-                                        (ReferenceTurn(gallery[2 * k + 2].path, f"not this one, {k}"),)))
-               for k in range(6)]
+    samples = [
+        RetrievalSample(
+            gallery[2 * k].path,
+            f"toy:{k}",
+            Dialogue(
+                f"person {k + 1}",
+                (QATurn("who?", f"person {k}"),),
+                (ReferenceTurn(gallery[2 * k + 2].path, f"not this one, {k}"),),
+            ),
+        )
+        for k in range(6)
+    ]
     plain = evaluate_dialogues(_Toy(), samples, gallery, None)
     recorder = RankRecorder([1, 4], [2, 8], top_k=5)
     seen = evaluate_dialogues(_Toy(), samples, gallery, None, observe=recorder)
@@ -183,8 +210,9 @@ def test_session_recorder_sees_the_simulation_without_changing_it(world, tmp_pat
     for q, target in zip(picks, where):
         rows = recorder.rows[q]
         assert len(rows) == 4 and rows[0].text  # round 0 (the description) + 3 rounds
-        path = write_ranked_strip(tmp_path / f"q{q}.png", rows, index.images, root=index.root, target=target,
-                                  config=CONFIG)
+        path = write_ranked_strip(
+            tmp_path / f"q{q}.png", rows, index.images, root=index.root, target=target, config=CONFIG
+        )
         for r, row in enumerate(rows):
             if row.target_rank is not None and row.target_rank < CONFIG.top_k:
                 assert row.ranking[row.target_rank] == target
@@ -197,8 +225,22 @@ def test_session_recorder_sees_the_simulation_without_changing_it(world, tmp_pat
 # -------------------------------------------------------------------------------------- the commands
 def test_simulate_pictures_a_seeded_sample(world, tmp_path, capsys):
     root, _ = world
-    args = ["simulate", "--backend", "attribute", "--data", str(root), "--rounds", "2", "--limit", "10",
-            "--pictures", "3", "--pictures-top", "4", "--quiet"]
+    args = [
+        "simulate",
+        "--backend",
+        "attribute",
+        "--data",
+        str(root),
+        "--rounds",
+        "2",
+        "--limit",
+        "10",
+        "--pictures",
+        "3",
+        "--pictures-top",
+        "4",
+        "--quiet",
+    ]
     assert main([*args, "--pictures-dir", str(tmp_path / "a")]) == 0
     assert main([*args, "--pictures-dir", str(tmp_path / "b")]) == 0
     names = sorted(p.name for p in (tmp_path / "a").iterdir())
@@ -244,12 +286,15 @@ def test_chat_show_on_the_command_line(world, tmp_path, capsys, monkeypatch):
 
 
 # ------------------------------------------------------------------------------------ per-round plots
-@pytest.mark.parametrize("successes, n, low, high", [
-    (81, 263, 0.2553, 0.3662),  # Newcombe (1998), Stat. Med. 17:857, table I, method 3
-    (15, 148, 0.0624, 0.1605),
-    (0, 20, 0.0, 0.1611),
-    (1, 29, 0.0061, 0.1718),
-])
+@pytest.mark.parametrize(
+    "successes, n, low, high",
+    [
+        (81, 263, 0.2553, 0.3662),  # Newcombe (1998), Stat. Med. 17:857, table I, method 3
+        (15, 148, 0.0624, 0.1605),
+        (0, 20, 0.0, 0.1611),
+        (1, 29, 0.0061, 0.1718),
+    ],
+)
 def test_wilson_interval_matches_published_values(successes, n, low, high):
     lo, hi = wilson_interval(successes, n)
     assert (round(lo, 4), round(hi, 4)) == (low, high)
@@ -265,8 +310,10 @@ def test_wilson_interval_edges_and_percent_form():
 
 
 def _report(n, r1s):
-    rounds = [{"round": r, "r1": v, "r5": v, "r10": v, "mAP": v, "mINP": v, "hits1": v, "hits10": v}
-              for r, v in enumerate(r1s)]
+    rounds = [
+        {"round": r, "r1": v, "r5": v, "r10": v, "mAP": v, "mINP": v, "hits1": v, "hits10": v}
+        for r, v in enumerate(r1s)
+    ]
     return EvaluationReport({"num_queries": n}, rounds, bri=1.0, extra={"num_queries": n})
 
 

@@ -1,4 +1,5 @@
 """The public entry point: load_pipeline -> index_images -> session, with the stored re-ranking weight."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -23,8 +24,12 @@ def run_dir(tmp_path):
 
 def test_pipeline_indexes_and_converses(run_dir):
     pipe = load_pipeline(run_dir)
-    gallery = pipe.index_images([f"{k}.png" for k in range(4)], person_ids=["p:1", "p:1", "p:2", "p:3"],
-                                root=str(run_dir.parent), progress=False)
+    gallery = pipe.index_images(
+        [f"{k}.png" for k in range(4)],
+        person_ids=["p:1", "p:1", "p:2", "p:3"],
+        root=str(run_dir.parent),
+        progress=False,
+    )
     assert len(gallery) == 4 and gallery.person_ids[0] == "p:1"
     session = pipe.session(gallery)
     step = session.describe("a man in a red jacket")
@@ -63,24 +68,27 @@ def test_the_whole_stored_scoring_reaches_sessions(run_dir):
     update_extra(run_dir / "model.pt", {"scoring": {"attribute_weight": 0.2, "prob_floor": 0.1}})
     for path in (run_dir, run_dir / "model.pt"):
         pipe = load_pipeline(path)
-        reranking = pipe.session(pipe.index_images(["0.png", "1.png"], root=str(run_dir.parent),
-                                                   progress=False)).reranking
+        reranking = pipe.session(
+            pipe.index_images(["0.png", "1.png"], root=str(run_dir.parent), progress=False)
+        ).reranking
         assert (reranking.attribute_weight, reranking.prob_floor) == (0.2, 0.1)
     assert load_pipeline(run_dir).run_dir == run_dir and load_pipeline(run_dir / "model.pt").run_dir is None
 
 
-@pytest.mark.parametrize("paths, person_ids, camera_ids, message", [
-    ("0.png", None, None, "paths must be a list of image paths"),
-    ([], None, None, "no images given"),
-    (["0.png", "1.png"], ["p:1"], None, "1 person_ids for 2 images"),
-    (["0.png", "1.png"], "p1", None, "person_ids must be a list"),
-    (["0.png", "1.png"], ["p:1", 2], None, r"person_ids\[1\] must be a string, got int"),
-    (["0.png", "1.png"], None, ["c1", "c2", "c3"], "3 camera_ids for 2 images"),
-    (["0.png", "1.png"], None, ["c1", 5], r"camera_ids\[1\] must be a string or None"),
-    (["0.png", 1.5], None, None, r"paths\[1\] must be an image path or a GalleryImage, got float"),
-])
-def test_index_images_checks_its_arguments_before_reading_any_image(run_dir, paths, person_ids, camera_ids,
-                                                                    message):
+@pytest.mark.parametrize(
+    "paths, person_ids, camera_ids, message",
+    [
+        ("0.png", None, None, "paths must be a list of image paths"),
+        ([], None, None, "no images given"),
+        (["0.png", "1.png"], ["p:1"], None, "1 person_ids for 2 images"),
+        (["0.png", "1.png"], "p1", None, "person_ids must be a list"),
+        (["0.png", "1.png"], ["p:1", 2], None, r"person_ids\[1\] must be a string, got int"),
+        (["0.png", "1.png"], None, ["c1", "c2", "c3"], "3 camera_ids for 2 images"),
+        (["0.png", "1.png"], None, ["c1", 5], r"camera_ids\[1\] must be a string or None"),
+        (["0.png", 1.5], None, None, r"paths\[1\] must be an image path or a GalleryImage, got float"),
+    ],
+)
+def test_index_images_checks_its_arguments_before_reading_any_image(run_dir, paths, person_ids, camera_ids, message):
     pipe = load_pipeline(run_dir)
     read = []
     pipe.backend.index_images = lambda *a, **k: read.append(a)  # nothing may be indexed

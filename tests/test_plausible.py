@@ -1,5 +1,6 @@
 """Plausible references: an image the user could not rule out ("could be", "maybe") pulls the
 scores towards itself, less than a confirmation, in the exact path and the shortlists alike."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -68,8 +69,9 @@ def test_shortlists_agree_with_the_exact_path_and_stay_short(big, fused, seed):
     judged = {int(i): None for i in rng.choice(len(index), 2, replace=False)}
     judged[int(rng.integers(len(index)))] = False
     exact = rank_candidates(index, query, facts, judged, None)
-    short = rank_candidates(index, query, facts, judged,
-                            ShortlistConfig(size=100, min_gallery=0, certify=10, fused=fused))
+    short = rank_candidates(
+        index, query, facts, judged, ShortlistConfig(size=100, min_gallery=0, certify=10, fused=fused)
+    )
     order_exact = exact.rows[np.argsort(-exact.scores, kind="stable")][:10]
     order_short = short.rows[np.argsort(-short.scores, kind="stable")][:10]
     assert exact.anchor == short.anchor

@@ -1,4 +1,5 @@
 """Question and reference policies, schedules, and the re-ranking terms."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,15 @@ from minterpr.language.utterances import ASKABLE_SLOTS
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.language.dialogue_acts import question_slot
-from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, answer_distribution,
-                                           comparison_entropy, expected_information_gain, make_schedule)
+from minterpr.interaction.policies import (
+    QUESTION_POLICIES,
+    REFERENCE_POLICIES,
+    PolicyContext,
+    answer_distribution,
+    comparison_entropy,
+    expected_information_gain,
+    make_schedule,
+)
 from minterpr.interaction.reranking import RerankConfig, attribute_log_likelihood, rerank
 from minterpr.language.evidence import fact_log_likelihood
 from minterpr.interaction.session import AskQuestion, Session
@@ -33,8 +41,15 @@ def noisy(attribute_gallery):
 
 def _context(index, scores, facts=(), asked=(), judged=(), seed=0):
     scores = np.asarray(scores, dtype=np.float64)
-    return PolicyContext(index, scores, np.argsort(-scores, kind="stable"), list(facts), frozenset(asked),
-                         frozenset(judged), random.Random(seed))
+    return PolicyContext(
+        index,
+        scores,
+        np.argsort(-scores, kind="stable"),
+        list(facts),
+        frozenset(asked),
+        frozenset(judged),
+        random.Random(seed),
+    )
 
 
 def test_information_gain_values():
@@ -54,8 +69,18 @@ def test_info_gain_asks_the_slot_that_splits_the_candidates():
     # Four equally likely people: all men in red, but their trousers differ -> ask about trousers.
     images = []
     for i, lower in enumerate(["blue", "black", "white", "green"]):
-        images.append(GalleryImage(f"{i}.jpg", f"x:{i}", attributes={
-            "gender": ("male",), "upper_colour": ("red",), "lower_colour": (lower,), "carried": ("nothing",)}))
+        images.append(
+            GalleryImage(
+                f"{i}.jpg",
+                f"x:{i}",
+                attributes={
+                    "gender": ("male",),
+                    "upper_colour": ("red",),
+                    "lower_colour": (lower,),
+                    "carried": ("nothing",),
+                },
+            )
+        )
     backend = AttributeBackend()
     index = backend.index_images(images)
     ctx = _context(index, [0.5, 0.5, 0.5, 0.5])
@@ -101,8 +126,9 @@ def test_fixed_follows_salience_and_random_is_seeded(noisy):
     backend, index = noisy
     ctx = _context(index, np.zeros(len(index)), facts=[Fact("gender", ("male",))], asked=["upper_colour"])
     assert QUESTION_POLICIES.create("fixed").choose(ctx).slot == ASKABLE_SLOTS[2]
-    picks = {QUESTION_POLICIES.create("random").choose(_context(index, np.zeros(len(index)), seed=s)).slot
-             for s in range(20)}
+    picks = {
+        QUESTION_POLICIES.create("random").choose(_context(index, np.zeros(len(index)), seed=s)).slot for s in range(20)
+    }
     assert len(picks) > 3
     a = QUESTION_POLICIES.create("random").choose(_context(index, np.zeros(len(index)), seed=7))
     assert a == QUESTION_POLICIES.create("random").choose(_context(index, np.zeros(len(index)), seed=7))
@@ -159,7 +185,8 @@ def test_comparison_entropy_values():
     same = np.eye(4, dtype=bool)
     assert comparison_entropy(weights, labels, same, 0) == pytest.approx(-(0.4 * math.log(0.4) + 0.6 * math.log(0.6)))
     assert comparison_entropy(weights, labels, same, 1) == pytest.approx(
-        -(0.2 * math.log(0.2) + 2 * 0.4 * math.log(0.4)))
+        -(0.2 * math.log(0.2) + 2 * 0.4 * math.log(0.4))
+    )
 
 
 def test_schedules():
@@ -200,24 +227,28 @@ def test_rerank_terms_switch_and_act():
     query = np.array([0.5, 0.5, 0.5, 0.6, 0.6, 0.6, 0.1, 0.1, 0.1])
     off = rerank(query, index, [Fact("gender", ("male",))], {}, RerankConfig.off())
     assert np.array_equal(off.scores, query) and off.anchor is None
-    attrs = rerank(query, index, [Fact("gender", ("male",))], {}, RerankConfig.off().with_(attributes=True,
-                                                                                       attribute_weight=0.1))
+    attrs = rerank(
+        query, index, [Fact("gender", ("male",))], {}, RerankConfig.off().with_(attributes=True, attribute_weight=0.1)
+    )
     assert np.argmax(attrs.scores) in (0, 1, 2)  # the men overtake
     rejected = rerank(query, index, [], {3: False}, RerankConfig.off().with_(rejection=True))
     assert set(np.argsort(-rejected.scores)[:3]) == {0, 1, 2}  # person 1 (3, 4, 5) demoted as a whole
     confirmed = rerank(query, index, [], {7: True}, RerankConfig(anchor_lambda=0.5))
     assert confirmed.anchor == 7 and np.argmax(confirmed.scores) == 7
     assert set(np.argsort(-confirmed.scores)[:3]) == {6, 7, 8}  # the anchor lifts its near-duplicates
-    confident = rerank(np.array([0.9, 0.9, 0.9, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1]), index, [], {},
-                       RerankConfig(anchor_margin=0.3))
+    confident = rerank(
+        np.array([0.9, 0.9, 0.9, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1]), index, [], {}, RerankConfig(anchor_margin=0.3)
+    )
     assert confident.anchor == 0
 
 
 def test_attribute_backend_leaves_out_paths_outside_the_root_like_a_backend_reading_files():
     from minterpr.errors import InputError
 
-    images = [GalleryImage(path, f"x:{k}", attributes={"gender": ("male",)})
-              for k, path in enumerate(["a.jpg", "../outside.jpg", "/abs/b.jpg"])]
+    images = [
+        GalleryImage(path, f"x:{k}", attributes={"gender": ("male",)})
+        for k, path in enumerate(["a.jpg", "../outside.jpg", "/abs/b.jpg"])
+    ]
     index = AttributeBackend().index_images(images, root="gallery")
     assert [image.path for image in index.images] == ["a.jpg"]
     assert [path for path, _ in index.skipped] == ["../outside.jpg", "/abs/b.jpg"]

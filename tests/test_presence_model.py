@@ -2,6 +2,7 @@
 evaluation/presence_calibration.py, ``minterpr calibrate presence``): the fast features agree with
 the plain reference, the record round-trips and names what is wrong, the fit recovers known
 weights, and on a small synthetic world an absent target lowers the probability more than a present one."""
+
 from __future__ import annotations
 
 import json
@@ -10,11 +11,23 @@ import numpy as np
 import pytest
 
 from minterpr.errors import InputError, RunError
-from minterpr.evaluation.presence_calibration import (fit_presence, flag_rates, lowest, presence_searches,
-                                                      without_identity)
+from minterpr.evaluation.presence_calibration import (
+    fit_presence,
+    flag_rates,
+    lowest,
+    presence_searches,
+    without_identity,
+)
 from minterpr.interaction.attribute_backend import AttributeBackend
-from minterpr.interaction.presence import (FEATURE_NAMES, PresenceModel, choose_threshold, fit_logistic,
-                                           presence_features, presence_features_reference, session_features)
+from minterpr.interaction.presence import (
+    FEATURE_NAMES,
+    PresenceModel,
+    choose_threshold,
+    fit_logistic,
+    presence_features,
+    presence_features_reference,
+    session_features,
+)
 from minterpr.interaction.session import Session
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
@@ -45,26 +58,45 @@ def test_the_fast_features_agree_with_the_plain_reference(seed: int) -> None:
     scores[-2:] = -np.inf
     ruled_out = rng.uniform(0, 1, int(rejected.sum())).tolist() + [1.0]  # 1.0 is clipped, not infinite
     for temperature in (0.02, 0.3):
-        fast = presence_features(scores, temperature, probs, facts, rejected=rejected, ruled_out=ruled_out,
-                                 order=order, floor=0.03)
-        plain = presence_features_reference(scores.tolist(), temperature, probs, facts, rejected=rejected.tolist(),
-                                            ruled_out=ruled_out, order=order.tolist(), floor=0.03)
+        fast = presence_features(
+            scores, temperature, probs, facts, rejected=rejected, ruled_out=ruled_out, order=order, floor=0.03
+        )
+        plain = presence_features_reference(
+            scores.tolist(),
+            temperature,
+            probs,
+            facts,
+            rejected=rejected.tolist(),
+            ruled_out=ruled_out,
+            order=order.tolist(),
+            floor=0.03,
+        )
         assert fast.tolist() == pytest.approx(plain, rel=1e-9, abs=1e-9)
         assert np.isfinite(fast).all()
-    assert presence_features(scores, 0.1, None, facts, rejected=rejected, ruled_out=[], order=order)[:2].tolist() == [0, 0]
+    assert presence_features(scores, 0.1, None, facts, rejected=rejected, ruled_out=[], order=order)[:2].tolist() == [
+        0,
+        0,
+    ]
 
 
 def _world(people: int = 24, per: int = 3, seed: int = 0) -> list[GalleryImage]:
     """People of distinct looks over five slots, several images each."""
     rng = np.random.default_rng(seed)
-    slots = {"gender": ("male", "female"), "upper_colour": ("red", "blue", "green", "black", "white"),
-             "lower_colour": ("black", "blue", "grey"), "hair_length": ("short", "long"),
-             "carried": ("backpack", "handbag", "nothing")}
+    slots = {
+        "gender": ("male", "female"),
+        "upper_colour": ("red", "blue", "green", "black", "white"),
+        "lower_colour": ("black", "blue", "grey"),
+        "hair_length": ("short", "long"),
+        "carried": ("backpack", "handbag", "nothing"),
+    }
     looks: set[tuple[str, ...]] = set()
     while len(looks) < people:
         looks.add(tuple(str(rng.choice(values)) for values in slots.values()))
-    return [GalleryImage(f"{p}-{k}.jpg", f"x:{p}", attributes={s: (v,) for s, v in zip(slots, look)})
-            for p, look in enumerate(sorted(looks)) for k in range(per)]
+    return [
+        GalleryImage(f"{p}-{k}.jpg", f"x:{p}", attributes={s: (v,) for s, v in zip(slots, look)})
+        for p, look in enumerate(sorted(looks))
+        for k in range(per)
+    ]
 
 
 def test_the_session_features_are_the_features_of_its_step_and_rejections() -> None:
@@ -75,17 +107,32 @@ def test_the_session_features_are_the_features_of_its_step_and_rejections() -> N
     session.feedback(int(session.step.ranking[0]), "not her, she had long hair")
     rejected = np.array([session.judgements.get(i) is False for i in range(len(index))])
     assert rejected.sum() == 1
-    expected = presence_features_reference(session.step.scores.tolist(), 0.1, index.attribute_probs, session.facts,
-                                           rejected=rejected.tolist(), ruled_out=[0.4],
-                                           order=session.step.ranking.tolist(), floor=session.reranking.prob_floor)
+    expected = presence_features_reference(
+        session.step.scores.tolist(),
+        0.1,
+        index.attribute_probs,
+        session.facts,
+        rejected=rejected.tolist(),
+        ruled_out=[0.4],
+        order=session.step.ranking.tolist(),
+        floor=session.reranking.prob_floor,
+    )
     assert session_features(session, [0.4]).tolist() == pytest.approx(expected)
     assert session_features(Session(backend, index), []) is None  # nothing said yet
 
 
 def _model(**changes) -> PresenceModel:
-    fields = dict(split="val", weights=dict(zip(FEATURE_NAMES, (0.6, 0.2, -0.1, 0.7, -0.5, -0.2))), bias=0.7, threshold=0.4,
-                  searches=100, steps=700, absent_flagged_pct=95.0, present_flagged_pct=5.0,
-                  protocol={"simulator": "oracle", "turns": 5, "seed": 0})
+    fields = dict(
+        split="val",
+        weights=dict(zip(FEATURE_NAMES, (0.6, 0.2, -0.1, 0.7, -0.5, -0.2))),
+        bias=0.7,
+        threshold=0.4,
+        searches=100,
+        steps=700,
+        absent_flagged_pct=95.0,
+        present_flagged_pct=5.0,
+        protocol={"simulator": "oracle", "turns": 5, "seed": 0},
+    )
     return PresenceModel(**{**fields, **changes})
 
 
@@ -93,11 +140,13 @@ def test_the_record_round_trips_through_the_run_extras_and_a_malformed_one_names
     extras = RunExtras(presence=_model())
     stored = json.loads(json.dumps(extras.to_dict()))
     assert RunExtras.from_dict(stored) == extras and PresenceModel.from_dict(stored["presence_model"]) == _model()
-    for field, value, said in (("threshold", 1.5, "'threshold': 1.5 is not in (0, 1)"),
-                               ("bias", "x", "'bias': 'x' is not a finite number"),
-                               ("steps", -1, "'steps': -1 is not a count"),
-                               ("split", None, "'split': None is not a split name"),
-                               ("weights", [1.0], "'weights': [1.0] must map feature names to numbers")):
+    for field, value, said in (
+        ("threshold", 1.5, "'threshold': 1.5 is not in (0, 1)"),
+        ("bias", "x", "'bias': 'x' is not a finite number"),
+        ("steps", -1, "'steps': -1 is not a count"),
+        ("split", None, "'split': None is not a split name"),
+        ("weights", [1.0], "'weights': [1.0] must map feature names to numbers"),
+    ):
         bad = json.loads(json.dumps(stored))
         bad["presence_model"][field] = value
         with pytest.raises(RunError, match="malformed extra 'presence_model'") as caught:
@@ -116,7 +165,10 @@ def test_a_record_fitted_on_other_features_is_ignored_with_a_warning_and_kept_as
     older["weights"] = {"best_fit": 0.5, "rejected": -1.0}  # an older minterpr's features
     extras = RunExtras.from_dict({"presence_model": older, "epoch": 3}, "runs/b/model.pt")
     assert extras.presence is None and extras.other == {"presence_model": older, "epoch": 3}
-    assert "runs/b/model.pt: extra 'presence_model' ignored" in caplog.text and "minterpr calibrate presence" in caplog.text
+    assert (
+        "runs/b/model.pt: extra 'presence_model' ignored" in caplog.text
+        and "minterpr calibrate presence" in caplog.text
+    )
     assert RunExtras(presence=_model(), other=extras.other).to_dict()["presence_model"] == _model().to_dict()
 
 
@@ -126,7 +178,9 @@ def test_the_logistic_fit_recovers_known_weights_and_the_threshold_allows_the_fa
     truth, bias = np.array([1.5, -0.5, 2.0]), 0.3
     y = rng.random(len(x)) < 1 / (1 + np.exp(-(x @ truth + bias)))
     coefficients, fitted_bias = fit_logistic(x, y, l2=0.0)
-    assert coefficients.tolist() == pytest.approx(truth.tolist(), abs=0.1) and fitted_bias == pytest.approx(bias, abs=0.1)
+    assert coefficients.tolist() == pytest.approx(truth.tolist(), abs=0.1) and fitted_bias == pytest.approx(
+        bias, abs=0.1
+    )
     with pytest.raises(ValueError, match="both classes"):
         fit_logistic(x, np.ones(len(x)))
     present = np.linspace(0.3, 0.98, 20).tolist()  # 20 searches: 5 % is one
@@ -165,7 +219,9 @@ def test_searches_without_the_target_search_without_its_images_and_fitting_needs
         calibrate_presence(backend, index, split="test")
 
 
-def test_the_command_fits_on_val_stores_the_record_and_refuses_test(tmp_path, tiny_run, capsys, one_torch_thread) -> None:
+def test_the_command_fits_on_val_stores_the_record_and_refuses_test(
+    tmp_path, tiny_run, capsys, one_torch_thread
+) -> None:
     import random
     import shutil
 
@@ -187,29 +243,85 @@ def test_the_command_fits_on_val_stores_the_record_and_refuses_test(tmp_path, ti
             Image.new("RGB", (16, 32), (30 * pid, 90, 70 * view)).save(tmp_path / f"p{pid}_{view}.png")
             gallery.append(GalleryImage(f"p{pid}_{view}.png", f"toy:{pid}", attributes=attributes))
     write_gallery(gallery, tmp_path / "gallery_val.jsonl")
-    write_minterpedes([RetrievalSample("p0_0.png", "minterpedes:0", Dialogue("a person", (QATurn("Bag?", "no"),)))],
-                      tmp_path / "val.jsonl")
+    write_minterpedes(
+        [RetrievalSample("p0_0.png", "minterpedes:0", Dialogue("a person", (QATurn("Bag?", "no"),)))],
+        tmp_path / "val.jsonl",
+    )
     mark_dataset(tmp_path)
     run = tmp_path / "run"
     shutil.copytree(tiny_run, run)
-    assert main(["calibrate", "presence", "--run", str(run), "--data", str(tmp_path), "--searches", "6", "--turns",
-                 "2", "--json", "-", "-q"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "presence",
+                "--run",
+                str(run),
+                "--data",
+                str(tmp_path),
+                "--searches",
+                "6",
+                "--turns",
+                "2",
+                "--json",
+                "-",
+                "-q",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
-    record = PresenceModel.from_dict(json.loads(printed[printed.index("{"):]))
+    record = PresenceModel.from_dict(json.loads(printed[printed.index("{") :]))
     assert record.split == "val" and record.searches == 2 + 3 + 6 and load_run(run).extras.presence == record
     assert main(["calibrate", "presence", "--run", str(run), "--data", str(tmp_path), "--split", "test"]) == 2
     assert "minterpr calibrate presence: error: --split test" in capsys.readouterr().err
     # the earlier name, which the model card gives, is the same command
-    assert main(["calibrate-presence", "--run", str(run), "--data", str(tmp_path), "--searches", "6", "--turns", "2",
-                 "--dry-run", "--json", "-", "-q"]) == 0
+    assert (
+        main(
+            [
+                "calibrate-presence",
+                "--run",
+                str(run),
+                "--data",
+                str(tmp_path),
+                "--searches",
+                "6",
+                "--turns",
+                "2",
+                "--dry-run",
+                "--json",
+                "-",
+                "-q",
+            ]
+        )
+        == 0
+    )
     printed = capsys.readouterr().out
-    assert PresenceModel.from_dict(json.loads(printed[printed.index("{"):])) == record
+    assert PresenceModel.from_dict(json.loads(printed[printed.index("{") :])) == record
     # `calibrate match` is the other subcommand of the group: same options, its own record
-    assert main(["calibrate", "match", "--run", str(run), "--data", str(tmp_path), "--searches", "3", "--turns", "2",
-                 "--json", "-", "-q"]) == 0
+    assert (
+        main(
+            [
+                "calibrate",
+                "match",
+                "--run",
+                str(run),
+                "--data",
+                str(tmp_path),
+                "--searches",
+                "3",
+                "--turns",
+                "2",
+                "--json",
+                "-",
+                "-q",
+            ]
+        )
+        == 0
+    )
     printed, said = capsys.readouterr()  # --json -: the JSON on stdout, the console line on stderr
     assert "match temperature fitted on val" in said and f"stored in {run / 'model.pt'}" in said
-    assert load_run(run).extras.match == MatchCalibration.from_dict(json.loads(printed[printed.index("{"):]))
+    assert load_run(run).extras.match == MatchCalibration.from_dict(json.loads(printed[printed.index("{") :]))
 
 
 def _with_looks(index, seed: int = 0):

@@ -1,6 +1,7 @@
 """A few families of ``benchmarks/probe_service.py`` against a real server, so the script cannot rot:
 its set-up (the tiny world, a real ``minterpr serve``, the actors) and the route discovery run, and
 the probes that run here all hold."""
+
 from __future__ import annotations
 
 import json
@@ -22,8 +23,9 @@ def test_a_few_probe_families_hold_against_a_real_server(tmp_path, capsys):
     finally:
         sys.path.remove(str(BENCHMARKS))
     out = tmp_path / "probes.json"
-    code = probe_service.main(["--work", str(tmp_path / "work"), "--only", "login_csrf,roles,csp,file_modes",
-                               "--json", str(out)])
+    code = probe_service.main(
+        ["--work", str(tmp_path / "work"), "--only", "login_csrf,roles,csp,file_modes", "--json", str(out)]
+    )
     printed = capsys.readouterr().out
     results = json.loads(out.read_text())
     failures = [r for r in results if not r["held"]]
@@ -41,7 +43,9 @@ def test_the_probe_table_lists_every_failure():
         import probe_service
     finally:
         sys.path.remove(str(BENCHMARKS))
-    results = [probe_service.Result("csrf", "no token", "403", "200", False),
-               probe_service.Result("csrf", "wrong token", "403", "403", True)]
+    results = [
+        probe_service.Result("csrf", "no token", "403", "200", False),
+        probe_service.Result("csrf", "wrong token", "403", "403", True),
+    ]
     table = probe_service.tables(results)
     assert "| csrf | 2 | 1 | 1 |" in table and "- `csrf` no token: expected 403, got 200" in table

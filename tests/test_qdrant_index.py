@@ -2,6 +2,7 @@
 ``matches()`` on awkward values (bools vs numbers, ISO times, untranslatable ranges), local path mode
 persisted in place and reopened, in-memory saved to a directory, refusals (another dimension, a
 changed store, an unreachable server), and the server manifest."""
+
 from __future__ import annotations
 
 import json
@@ -31,7 +32,7 @@ RECORDS = [
     {"time": 1700000000, "n": True, "name": "carol"},
     {"camera": "cam2", "time": "2026-12-01T10:00:00Z", "name": "zed", "a.b": 3},
     {},
-    {"camera": "cam1", "n": 10 ** 6, "flag": 0},
+    {"camera": "cam1", "n": 10**6, "flag": 0},
 ]
 FILTERS = [
     {"camera": "cam1"},

@@ -1,4 +1,5 @@
 """Contract tests of the retrieval model, over every model config that can be built offline."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -141,7 +142,8 @@ def test_gradients_reach_every_trainable_parameter(model: RetrievalModel):
     assert all(torch.isfinite(v) for v in terms.values())
     terms["total_loss"].backward()
     missing = [
-        name for name, p in model.named_parameters()
+        name
+        for name, p in model.named_parameters()
         if p.requires_grad and (p.grad is None or not torch.any(p.grad != 0))
     ]
     assert not missing, f"no gradient for {missing}"
@@ -221,12 +223,20 @@ def test_seeded_build_is_deterministic(name: str, clip_dir: Path):
 def test_too_many_turns_and_bad_shapes_raise(clip_dir: Path):
     model = build("tiny", clip_dir, max_turns=4).eval()
     d, dt = model.config.embed_dim, model.text_dim
-    good = {"turn_types": torch.zeros(1, 4, dtype=torch.long), "turn_text": torch.zeros(1, 4, dt),
-            "turn_image": torch.zeros(1, 4, d)}
+    good = {
+        "turn_types": torch.zeros(1, 4, dtype=torch.long),
+        "turn_text": torch.zeros(1, 4, dt),
+        "turn_image": torch.zeros(1, 4, d),
+    }
     assert model.encode_dialogues(good).shape == (1, 4, d)
     with pytest.raises(ValueError, match="max_turns=4"):
-        model.encode_dialogues({"turn_types": torch.zeros(1, 5, dtype=torch.long),
-                                "turn_text": torch.zeros(1, 5, dt), "turn_image": torch.zeros(1, 5, d)})
+        model.encode_dialogues(
+            {
+                "turn_types": torch.zeros(1, 5, dtype=torch.long),
+                "turn_text": torch.zeros(1, 5, dt),
+                "turn_image": torch.zeros(1, 5, d),
+            }
+        )
     with pytest.raises(ValueError, match="turn_image must be"):
         model.encode_dialogues({**good, "turn_image": torch.zeros(1, 4, d + 1)})
     with pytest.raises(ValueError, match="turn_text must be"):
@@ -237,8 +247,9 @@ def test_all_padding_dialogue_is_finite(clip_dir: Path):
     model = build("tiny", clip_dir).eval()
     d, dt = model.config.embed_dim, model.text_dim
     types = torch.tensor([[0, 1], [-1, -1]])
-    queries = model.encode_dialogues({"turn_types": types, "turn_text": torch.randn(2, 2, dt),
-                                      "turn_image": torch.zeros(2, 2, d)})
+    queries = model.encode_dialogues(
+        {"turn_types": types, "turn_text": torch.randn(2, 2, dt), "turn_image": torch.zeros(2, 2, d)}
+    )
     assert torch.isfinite(queries).all()
     assert torch.equal(queries[1], torch.zeros(2, d))  # no turn yet: no query
 
@@ -321,8 +332,9 @@ def test_text_features_keep_input_order(clip_dir: Path):
 
 def test_grid_head_shapes_and_one_column_layout_is_unchanged():
     # Q = 1 must keep the parameter names and shapes of heads saved before the grid existed
-    kwargs = dict(global_dim=12, stripe_dim=10, num_stripes=4, embed_dim=8, label_slots=[0, 0, 1],
-                  colour_dim=5, colour_stripes=3)
+    kwargs = dict(
+        global_dim=12, stripe_dim=10, num_stripes=4, embed_dim=8, label_slots=[0, 0, 1], colour_dim=5, colour_stripes=3
+    )
     one = ImageHead(**kwargs)
     shapes = {k: tuple(v.shape) for k, v in one.state_dict().items()}
     assert shapes["part_embedding"] == (4, 8) and shapes["colour_position"] == (3, 8)

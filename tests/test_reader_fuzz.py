@@ -5,6 +5,7 @@ Inputs: random bytes; random JSON values (deep nesting, huge numbers, NaN, wrong
 with lone surrogates escaped in JSON); valid records with one value anywhere inside replaced by
 such a value. Every reader is run strict and lenient on the same file.
 """
+
 from __future__ import annotations
 
 import json
@@ -63,39 +64,74 @@ def dump(value: Any) -> str:
 
 
 surrogates = st.integers(0xD800, 0xDFFF).map(chr)
-texts = st.one_of(st.text(max_size=12), st.builds(lambda a, s, b: a + s + b, st.text(max_size=4), surrogates,
-                                                  st.text(max_size=4)))
+texts = st.one_of(
+    st.text(max_size=12), st.builds(lambda a, s, b: a + s + b, st.text(max_size=4), surrogates, st.text(max_size=4))
+)
 raw_numbers = st.sampled_from(["NaN", "Infinity", "-Infinity", "1e999", "-1e400", "1" * 5000, "1e-99999"]).map(Raw)
-scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.integers(-2**70, 2**70), st.floats(allow_nan=False,
-                    allow_infinity=False), texts, raw_numbers)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4),
-                      max_leaves=16)
+scalars = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(),
+    st.integers(-(2**70), 2**70),
+    st.floats(allow_nan=False, allow_infinity=False),
+    texts,
+    raw_numbers,
+)
+values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(texts, inner, max_size=4), max_leaves=16
+)
 deep = st.builds(Deep, st.integers(MAX_JSON_DEPTH - 2, 3000), values, st.booleans())
 anything = st.one_of(values, deep)
 
 
 # ----------------------------------------------------------------------------- valid records to break
 def minterpedes_record() -> dict:
-    return {"file_path": "t/a.jpg", "id": 1, "t_conversation_length": 1, "i_conversation_length": 1,
-            "conversations": [{"from": "human", "value": "a man in red"}, {"from": "gpt", "value": "Bag?"},
-                              {"from": "human", "value": "no"}, {"from": "gpt", "value": "<image>"},
-                              {"from": "human", "value": "taller"}], "image": ["t/b.jpg"], "note": {"x": [1]}}
+    return {
+        "file_path": "t/a.jpg",
+        "id": 1,
+        "t_conversation_length": 1,
+        "i_conversation_length": 1,
+        "conversations": [
+            {"from": "human", "value": "a man in red"},
+            {"from": "gpt", "value": "Bag?"},
+            {"from": "human", "value": "no"},
+            {"from": "gpt", "value": "<image>"},
+            {"from": "human", "value": "taller"},
+        ],
+        "image": ["t/b.jpg"],
+        "note": {"x": [1]},
+    }
 
 
 def chatpedes_record() -> dict:
-    return {"id": 3, "file_path": "c/1.jpg", "chats": [[{"from": "gpt", "value": "Describe him."},
-                                                        {"from": "user", "value": "a man"}],
-                                                       [{"from": "gpt", "value": "Hat?"}, {"from": "user", "value": "no"}]]}
+    return {
+        "id": 3,
+        "file_path": "c/1.jpg",
+        "chats": [
+            [{"from": "gpt", "value": "Describe him."}, {"from": "user", "value": "a man"}],
+            [{"from": "gpt", "value": "Hat?"}, {"from": "user", "value": "no"}],
+        ],
+    }
 
 
 def gallery_record() -> dict:
-    return {"path": "g/1.jpg", "person_id": "x:1", "camera_id": "x:c1", "view": "front",
-            "attributes": {"gender": ["male"], "upper_colour": ["red", "black"]}}
+    return {
+        "path": "g/1.jpg",
+        "person_id": "x:1",
+        "camera_id": "x:c1",
+        "view": "front",
+        "attributes": {"gender": ["male"], "upper_colour": ["red", "black"]},
+    }
 
 
 def caption_record() -> dict:
-    return {"file_path": "p/1.jpg", "id": 7, "split": "test", "captions": ["a woman", "in a coat"],
-            "processed_tokens": [["a", "woman"], ["in", "a", "coat"]]}
+    return {
+        "file_path": "p/1.jpg",
+        "id": 7,
+        "split": "test",
+        "captions": ["a woman", "in a coat"],
+        "processed_tokens": [["a", "woman"], ["in", "a", "coat"]],
+    }
 
 
 def slots(value: Any) -> list[tuple[Any, Any]]:
@@ -197,10 +233,12 @@ def test_random_json_values(tmp_path: Path, lines: list):
 def test_valid_records_with_one_value_replaced(tmp_path: Path, data: st.DataObject):
     """Wrong types at any level: a good record with a random value put anywhere inside it."""
     path = tmp_path / "fuzz.json"
-    for make, check, lines in ((minterpedes_record, check_dialogue_file, True),
-                               (gallery_record, check_gallery_file, True),
-                               (chatpedes_record, check_chatpedes_file, False),
-                               (caption_record, check_caption_file, False)):
+    for make, check, lines in (
+        (minterpedes_record, check_dialogue_file, True),
+        (gallery_record, check_gallery_file, True),
+        (chatpedes_record, check_chatpedes_file, False),
+        (caption_record, check_caption_file, False),
+    ):
         records = [make(), data.draw(broken(make)), make()]
         text = "\n".join(dump(r) for r in records) + "\n" if lines else dump(records)
         path.write_text(text, encoding="utf-8")
@@ -222,7 +260,12 @@ def test_each_limit_is_one_problem_naming_line_and_field(tmp_path: Path):
     samples, report = read_minterpedes(path, strict=False)
     assert len(samples) == 2
     assert [(p.line, p.field) for p in report.problems] == [
-        (2, "<record>"), (3, "<record>"), (4, "<record>"), (5, "<record>"), (6, "conversations[0].value")]
+        (2, "<record>"),
+        (3, "<record>"),
+        (4, "<record>"),
+        (5, "<record>"),
+        (6, "conversations[0].value"),
+    ]
     reasons = [p.reason for p in report.problems]
     assert "nested deeper than 100" in reasons[0] and "NaN" in reasons[1] and "too large" in reasons[2]
     assert "too many digits" in reasons[3] and "lone surrogate" in reasons[4]
@@ -236,11 +279,13 @@ def test_long_lines_are_skipped_unread(tmp_path: Path):
     assert values == [(1, {"a": 1}), (3, {"c": 3})]
     assert [(p.line, p.reason) for p in report.problems] == [
         (2, "line longer than 1,000 bytes, the limit for one record"),
-        (4, "line longer than 1,000 bytes, the limit for one record")]
+        (4, "line longer than 1,000 bytes, the limit for one record"),
+    ]
 
 
 def ReadReportFor(path: Path):  # noqa: N802 - reads like the class it builds
     from minterpr.data.errors import ReadReport
+
     return ReadReport(str(path))
 
 
@@ -248,8 +293,9 @@ def test_a_refused_array_element_does_not_stop_the_rest(tmp_path: Path):
     good = chatpedes_record()
     path = tmp_path / "c.json"
     too_deep = [dump({"id": 1, "file_path": "x.jpg", "chats": Deep(depth, [], False)}) for depth in (3000, 500)]
-    path.write_text("[" + ",\n".join([dump(good), *too_deep, dump({**good, "note": "\udc80"}), dump(good)]) + "]",
-                    encoding="utf-8")
+    path.write_text(
+        "[" + ",\n".join([dump(good), *too_deep, dump({**good, "note": "\udc80"}), dump(good)]) + "]", encoding="utf-8"
+    )
     samples, report = read_chatpedes(path, strict=False)
     assert len(samples) == 2
     # 3,000 levels overflow the parser itself (the whole record is named); 500 are parsed, then refused
@@ -258,11 +304,14 @@ def test_a_refused_array_element_does_not_stop_the_rest(tmp_path: Path):
 
 
 @pytest.mark.parametrize("command", ["validate", "stats"])
-@pytest.mark.parametrize("name, text", [
-    ("deep.jsonl", '{"conversations": ' + "[" * 1000 + "]" * 1000 + "}\n"),
-    ("deep.json", '[{"chats": ' + "[" * 1000 + "]" * 1000 + "}]"),
-    ("deep_captions.json", '[{"captions": ' + "{\"a\": " * 1000 + "1" + "}" * 1000 + "}]"),
-])
+@pytest.mark.parametrize(
+    "name, text",
+    [
+        ("deep.jsonl", '{"conversations": ' + "[" * 1000 + "]" * 1000 + "}\n"),
+        ("deep.json", '[{"chats": ' + "[" * 1000 + "]" * 1000 + "}]"),
+        ("deep_captions.json", '[{"captions": ' + '{"a": ' * 1000 + "1" + "}" * 1000 + "}]"),
+    ],
+)
 def test_data_commands_report_deep_nesting(tmp_path: Path, capsys, command, name, text):
     path = tmp_path / name
     path.write_text(text, encoding="utf-8")

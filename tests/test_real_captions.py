@@ -4,6 +4,7 @@ The labels file keeps only references (file, image path, caption index), a SHA-2
 and the facts; the texts are read from ../shared/data (research-only, never in the repository), so
 the scoring tests skip without it. docs/language.md has the figures.
 """
+
 from __future__ import annotations
 
 import json
@@ -13,8 +14,15 @@ import pytest
 
 from support.helpers import REPO_ROOT, shared_data_dir
 from minterpr.data.errors import DataError
-from minterpr.data.parser_eval import (LabelledCaption, caption_texts, draw_sample, evaluate_parser, format_fact,
-                                       parse_fact_label, read_labelled_captions)
+from minterpr.data.parser_eval import (
+    LabelledCaption,
+    caption_texts,
+    draw_sample,
+    evaluate_parser,
+    format_fact,
+    parse_fact_label,
+    read_labelled_captions,
+)
 
 LABELS = REPO_ROOT / "tests" / "data" / "cuhk_pedes_caption_facts.jsonl"
 FIELDS = {"file", "path", "person_id", "caption", "sha256", "drawn", "part", "facts"}
@@ -37,7 +45,11 @@ def test_the_labels_hold_references_and_facts_only():
 def test_fact_labels_round_trip_and_name_their_fault(tmp_path):
     for text in ("gender=female", "upper_colour=black|grey", "carried!=backpack"):
         assert format_fact(parse_fact_label(text)) == text
-    for text, reason in (("colour=red", "unknown slot"), ("gender=robot", "unknown value"), ("gender male", "not slot=")):
+    for text, reason in (
+        ("colour=red", "unknown slot"),
+        ("gender=robot", "unknown value"),
+        ("gender male", "not slot="),
+    ):
         with pytest.raises(ValueError, match=reason):
             parse_fact_label(text)
     bad = tmp_path / "labels.jsonl"
@@ -51,7 +63,9 @@ def test_fact_labels_round_trip_and_name_their_fault(tmp_path):
 
 
 def test_scores_count_exact_facts():
-    gold = tuple(parse_fact_label(f) for f in ("gender=male", "upper_colour=black|blue|brown|grey", "carried!=backpack"))
+    gold = tuple(
+        parse_fact_label(f) for f in ("gender=male", "upper_colour=black|blue|brown|grey", "carried!=backpack")
+    )
     label = LabelledCaption("x.json", "a.jpg", "x:1", 0, "0" * 64, "random", "tune", gold)
     result = evaluate_parser([label], ["A man in a dark jacket, no backpack."])
     # right: gender, the vague colour, the absent backpack; the jacket was said but not labelled
@@ -78,8 +92,9 @@ def labelled() -> tuple[list[LabelledCaption], list[str]]:
 def test_references_are_the_seeded_draw_and_hashes_match(labelled):
     labels, texts = labelled
     drawn = draw_sample(_captions_dir())
-    assert [(d.file, d.path, d.caption, d.sha256, d.drawn, d.part) for d, _ in drawn] == \
-        [(lab.file, lab.path, lab.caption, lab.sha256, lab.drawn, lab.part) for lab in labels]
+    assert [(d.file, d.path, d.caption, d.sha256, d.drawn, d.part) for d, _ in drawn] == [
+        (lab.file, lab.path, lab.caption, lab.sha256, lab.drawn, lab.part) for lab in labels
+    ]
     assert [text for _, text in drawn] == texts
 
 

@@ -1,4 +1,5 @@
 """The appearance model's data, protocol, recipe and commands, on crops the tests draw."""
+
 from __future__ import annotations
 
 import json
@@ -11,8 +12,13 @@ from PIL import Image  # noqa: E402
 
 from minterpr.cli.main import main  # noqa: E402
 from minterpr.data.errors import DataError  # noqa: E402
-from minterpr.data.reid import (query_gallery_split, read_cuhk03, read_manifest, split_identities,  # noqa: E402
-                                write_manifest)
+from minterpr.data.reid import (
+    query_gallery_split,
+    read_cuhk03,
+    read_manifest,
+    split_identities,  # noqa: E402
+    write_manifest,
+)
 from minterpr.evaluation.reid import reid_metrics  # noqa: E402
 
 
@@ -82,13 +88,13 @@ def test_cuhk03_split_is_identity_disjoint_and_seeded(tmp_path):
 
 def test_bad_manifest_names_file_line_and_field(tmp_path):
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"path": "a.jpg", "person_id": "x", "camera": "0"}\n{"path": "b.jpg", "person_id": 7, "camera": "0"}\n')
+    path.write_text(
+        '{"path": "a.jpg", "person_id": "x", "camera": "0"}\n{"path": "b.jpg", "person_id": 7, "camera": "0"}\n'
+    )
     with pytest.raises(DataError, match=r"bad.jsonl:2: person_id: must be a string"):
         read_manifest(path)
     with pytest.raises(DataError, match="no such folder"):
         read_cuhk03(tmp_path / "missing")
-
-
 
 
 class Killed(Exception):
@@ -96,11 +102,32 @@ class Killed(Exception):
 
 
 def _train_args(data, run, epochs: int) -> list[str]:
-    return ["train", "--config", "reid", "--out", str(run), "-q",
-            "--set", f"train=[{data / 'all.jsonl'}]", "--set", f"val={data / 'val.jsonl'}",
-            "--set", f"epochs={epochs}", "--set", "iterations_per_epoch=2", "--set", "identities_per_batch=3",
-            "--set", "images_per_identity=2", "--set", "model.image_size=[32,16]", "--set", "warmup_epochs=1",
-            "--set", "checkpoint_every_steps=1"]
+    return [
+        "train",
+        "--config",
+        "reid",
+        "--out",
+        str(run),
+        "-q",
+        "--set",
+        f"train=[{data / 'all.jsonl'}]",
+        "--set",
+        f"val={data / 'val.jsonl'}",
+        "--set",
+        f"epochs={epochs}",
+        "--set",
+        "iterations_per_epoch=2",
+        "--set",
+        "identities_per_batch=3",
+        "--set",
+        "images_per_identity=2",
+        "--set",
+        "model.image_size=[32,16]",
+        "--set",
+        "warmup_epochs=1",
+        "--set",
+        "checkpoint_every_steps=1",
+    ]
 
 
 def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
@@ -135,7 +162,9 @@ def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
 
     assert read_same_person(straight / "best.pt").split == "val"  # fitted on val at the end of the run
     capsys.readouterr()
-    assert main(["eval-reid", "--model", str(straight / "best.pt"), "--data", str(data / "val.jsonl"), "--json", "-"]) == 0
+    assert (
+        main(["eval-reid", "--model", str(straight / "best.pt"), "--data", str(data / "val.jsonl"), "--json", "-"]) == 0
+    )
     report = json.loads(capsys.readouterr().out)
     assert 0 <= report["rank1"] <= 100 and report["query"] == 6
 
@@ -166,7 +195,6 @@ def test_reid_config_refuses_bad_values():
         load_reid_config("reid", ["model.depth=3"])
     with pytest.raises(ConfigError, match="images_per_identity >= 2"):
         load_reid_config("reid", ["images_per_identity=1"])
-
 
 
 def test_data_reid_writes_disjoint_manifests(tmp_path, monkeypatch):

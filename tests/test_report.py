@@ -1,4 +1,5 @@
 """The evaluation report: JSON round trip, validation, tables, plot."""
+
 from __future__ import annotations
 
 import json
@@ -20,15 +21,30 @@ from minterpr.evaluation.report import (
 
 
 def make_rounds(r1_values):
-    return [{"round": r, "r1": v, "r5": 60.0, "r10": 70.5, "mAP": 33.25, "mINP": 12.0,
-             "hits1": v, "hits5": 61.0, "hits10": 80.0, "mean_first_hit_rank": 7.5}
-            for r, v in enumerate(r1_values)]
+    return [
+        {
+            "round": r,
+            "r1": v,
+            "r5": 60.0,
+            "r10": 70.5,
+            "mAP": 33.25,
+            "mINP": 12.0,
+            "hits1": v,
+            "hits5": 61.0,
+            "hits10": 80.0,
+            "mean_first_hit_rank": 7.5,
+        }
+        for r, v in enumerate(r1_values)
+    ]
 
 
 def make_report(r1_values=(40.0, 45.5, 52.25), bri=2.125):
-    return EvaluationReport(protocol={"dataset": "toy", "seed": 3, "split": "test"},
-                            rounds=make_rounds(r1_values), bri=bri,
-                            extra={"num_queries": 12, "first_round_at_rank1": 1.5})
+    return EvaluationReport(
+        protocol={"dataset": "toy", "seed": 3, "split": "test"},
+        rounds=make_rounds(r1_values),
+        bri=bri,
+        extra={"num_queries": 12, "first_round_at_rank1": 1.5},
+    )
 
 
 def test_json_round_trip_and_shape():
@@ -62,21 +78,24 @@ def test_save_load_is_atomic(tmp_path, monkeypatch):
     assert os.listdir(path.parent) == ["eval.json"]
 
 
-@pytest.mark.parametrize("mutate, pattern", [
-    (lambda d: d.pop("bri"), r"missing \['bri'\]"),
-    (lambda d: d.update(rounds=[]), "non-empty list"),
-    (lambda d: d["rounds"][1].pop("mAP"), r"rounds\[1\] is missing 'mAP'"),
-    (lambda d: d["rounds"][1].update(round=5), r"rounds\[1\] must have \"round\": 1"),
-    (lambda d: d["rounds"][0].update(round=True), r"rounds\[0\] must have \"round\": 0"),
-    (lambda d: d["rounds"][2].update(r1=140.0), r"rounds\[2\]\['r1'\] must be a percentage"),
-    (lambda d: d["rounds"][2].update(hits10="80"), r"rounds\[2\]\['hits10'\] must be a percentage"),
-    (lambda d: d["rounds"][0].update(hits1=float("nan")), "must be a percentage"),
-    (lambda d: d.update(bri=-1.0), "'bri' must be a finite number"),
-    (lambda d: d.update(bri=True), "'bri' must be a finite number"),
-    (lambda d: d.update(protocol=["toy"]), "'protocol' must be a dict"),
-    (lambda d: d["rounds"][0].update(note=float("inf")), "not plain JSON"),
-    (lambda d: d["protocol"].update(path=object()), "not plain JSON"),
-])
+@pytest.mark.parametrize(
+    "mutate, pattern",
+    [
+        (lambda d: d.pop("bri"), r"missing \['bri'\]"),
+        (lambda d: d.update(rounds=[]), "non-empty list"),
+        (lambda d: d["rounds"][1].pop("mAP"), r"rounds\[1\] is missing 'mAP'"),
+        (lambda d: d["rounds"][1].update(round=5), r"rounds\[1\] must have \"round\": 1"),
+        (lambda d: d["rounds"][0].update(round=True), r"rounds\[0\] must have \"round\": 0"),
+        (lambda d: d["rounds"][2].update(r1=140.0), r"rounds\[2\]\['r1'\] must be a percentage"),
+        (lambda d: d["rounds"][2].update(hits10="80"), r"rounds\[2\]\['hits10'\] must be a percentage"),
+        (lambda d: d["rounds"][0].update(hits1=float("nan")), "must be a percentage"),
+        (lambda d: d.update(bri=-1.0), "'bri' must be a finite number"),
+        (lambda d: d.update(bri=True), "'bri' must be a finite number"),
+        (lambda d: d.update(protocol=["toy"]), "'protocol' must be a dict"),
+        (lambda d: d["rounds"][0].update(note=float("inf")), "not plain JSON"),
+        (lambda d: d["protocol"].update(path=object()), "not plain JSON"),
+    ],
+)
 def test_validation_errors(mutate, pattern):
     data = make_report().to_dict()
     mutate(data)
@@ -129,8 +148,7 @@ def test_build_report_from_per_round_metrics():
     rep = build_report({"dataset": "toy"}, res)
     assert [row["r1"] for row in rep.rounds] == [row["r1"] for row in res["rounds"]]
     assert rep.bri == res["bri"]
-    assert rep.extra == {"first_round_at_rank1": res["first_round_at_rank1"],
-                         "num_queries": 6, "num_rounds": 3}
+    assert rep.extra == {"first_round_at_rank1": res["first_round_at_rank1"], "num_queries": 6, "num_rounds": 3}
     assert EvaluationReport.from_json(rep.to_json()) == rep
     # numpy scalars become plain numbers (the report is plain JSON)
     res["rounds"][0]["r1"] = np.float32(25.0)
@@ -155,14 +173,17 @@ def test_plot_without_matplotlib_names_the_extra(tmp_path, monkeypatch):
         plot_metric_per_round({"a": make_report()}, tmp_path / "x.png")
 
 
-@pytest.mark.parametrize("content, field, words", [
-    (b'{"protocol": ' + b"[" * 2000 + b"]" * 2000 + b', "rounds": [], "bri": 0}', "<report>", "nested deeper"),
-    (b'{"protocol": {}, "rounds": [], "bri": NaN}', "<report>", "NaN is not a JSON number"),
-    (b'{"protocol": {"x": "\\udc80"}, "rounds": [], "bri": 0}', "protocol.x", "lone surrogate"),
-    (b'{"protocol": {}, "rounds": [], "bri": 1e999}', "<report>", "too large"),
-    (b'{"protocol": \xff}', "<report>", "invalid UTF-8"),
-    (b'{"protocol": {}, "rounds": 1, "bri": 0}', "<report>", "'rounds' must be a non-empty list"),
-])
+@pytest.mark.parametrize(
+    "content, field, words",
+    [
+        (b'{"protocol": ' + b"[" * 2000 + b"]" * 2000 + b', "rounds": [], "bri": 0}', "<report>", "nested deeper"),
+        (b'{"protocol": {}, "rounds": [], "bri": NaN}', "<report>", "NaN is not a JSON number"),
+        (b'{"protocol": {"x": "\\udc80"}, "rounds": [], "bri": 0}', "protocol.x", "lone surrogate"),
+        (b'{"protocol": {}, "rounds": [], "bri": 1e999}', "<report>", "too large"),
+        (b'{"protocol": \xff}', "<report>", "invalid UTF-8"),
+        (b'{"protocol": {}, "rounds": 1, "bri": 0}', "<report>", "'rounds' must be a non-empty list"),
+    ],
+)
 def test_load_refuses_what_is_not_a_plain_report(tmp_path, content, field, words):
     path = tmp_path / "eval.json"
     path.write_bytes(content)

@@ -4,6 +4,7 @@ Every kind of broken run directory or model file gives a RunError naming the fil
 wrong (never torch's advice to unpickle with weights_only=False); every command that loads a run
 (eval, simulate, chat) prints it as one line and exits 2; a pickle payload never runs.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -55,8 +56,9 @@ def model_file(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def dataset(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("data")
-    world = SyntheticWorldConfig(train_identities=2, val_identities=2, test_identities=3, image_size=(64, 32),
-                                 workers=1)
+    world = SyntheticWorldConfig(
+        train_identities=2, val_identities=2, test_identities=3, image_size=(64, 32), workers=1
+    )
     build_synthetic_dataset(root, SyntheticDatasetConfig(world=world), progress=False)
     return root
 
@@ -75,8 +77,16 @@ def _with(model_file: Path, tmp: Path, change: Callable[[dict], object]) -> Path
 
 
 def _training_checkpoint(model_file: Path) -> dict:
-    return {"format": 1, "config": {}, "model": _payload(model_file)["state_dict"], "rng": capture_rng_state(),
-            "optimizer": None, "scheduler": None, "optimizer_stage": 0, "global_step": 3}
+    return {
+        "format": 1,
+        "config": {},
+        "model": _payload(model_file)["state_dict"],
+        "rng": capture_rng_state(),
+        "optimizer": None,
+        "scheduler": None,
+        "optimizer_stage": 0,
+        "global_step": 3,
+    }
 
 
 def _write(path: Path, data: bytes) -> Path:
@@ -115,46 +125,94 @@ def _state(change: Callable[[dict], object]) -> Callable[[dict], object]:
 # kind -> (make(tmp, model_file) -> the path given, what the message must say, the file it names)
 BROKEN = {
     "missing path": (lambda t, m: t / "nothing", "no such run directory or model file", "nothing"),
-    "empty directory": (lambda t, m: (t / "run").mkdir() or t / "run",
-                        r"not a training run \(no model.pt, last.pt or best.pt\)", "run"),
-    "unfinished run": (_unfinished, r"no model.pt: training did not finish\? `minterpr train --out .* --resume`",
-                       "run"),
-    "only best.pt": (lambda t, m: _write(t / "run" / "best.pt", m.read_bytes()).parent,
-                     "only best.pt: pass that file itself", "run"),
+    "empty directory": (
+        lambda t, m: (t / "run").mkdir() or t / "run",
+        r"not a training run \(no model.pt, last.pt or best.pt\)",
+        "run",
+    ),
+    "unfinished run": (
+        _unfinished,
+        r"no model.pt: training did not finish\? `minterpr train --out .* --resume`",
+        "run",
+    ),
+    "only best.pt": (
+        lambda t, m: _write(t / "run" / "best.pt", m.read_bytes()).parent,
+        "only best.pt: pass that file itself",
+        "run",
+    ),
     "0-byte file": (lambda t, m: _write(t / "run" / "model.pt", b""), r"empty \(0 bytes\)", "model.pt"),
-    "truncated file": (lambda t, m: _write(t / "run" / "model.pt", m.read_bytes()[: m.stat().st_size // 2]),
-                       "truncated", "model.pt"),
-    "random bytes": (lambda t, m: _write(t / "run" / "model.pt", random.Random(0).randbytes(5000)),
-                     "not a PyTorch file", "model.pt"),
+    "truncated file": (
+        lambda t, m: _write(t / "run" / "model.pt", m.read_bytes()[: m.stat().st_size // 2]),
+        "truncated",
+        "model.pt",
+    ),
+    "random bytes": (
+        lambda t, m: _write(t / "run" / "model.pt", random.Random(0).randbytes(5000)),
+        "not a PyTorch file",
+        "model.pt",
+    ),
     "zip, not torch": (lambda t, m: _zip_without_torch(t / "run" / "model.pt"), "damaged PyTorch file", "model.pt"),
-    "pickle payload": (lambda t, m: _saved({"x": Payload(t / "pwned")}, t / "run" / "model.pt"),
-                       r"holds Python objects \(\w+\.mkdir\).*refused to unpickle", "model.pt"),
-    "foreign torch file": (lambda t, m: _saved({"weights": torch.zeros(2)}, t / "o.pt"),
-                           "not a minterpr retrieval model", "o.pt"),
+    "pickle payload": (
+        lambda t, m: _saved({"x": Payload(t / "pwned")}, t / "run" / "model.pt"),
+        r"holds Python objects \(\w+\.mkdir\).*refused to unpickle",
+        "model.pt",
+    ),
+    "foreign torch file": (
+        lambda t, m: _saved({"weights": torch.zeros(2)}, t / "o.pt"),
+        "not a minterpr retrieval model",
+        "o.pt",
+    ),
     "a list": (lambda t, m: _saved([1, 2], t / "o.pt"), "holding a list", "o.pt"),
     "training checkpoint given": (_checkpoint_given, r"is a training checkpoint .*: use .*run/model.pt", "last.pt"),
-    "no embedded config": (lambda t, m: _with(m, t, lambda p: p.pop("config")), "no embedded model config",
-                           "model.pt"),
-    "config not a dict": (lambda t, m: _with(m, t, lambda p: p.update(config="tiny")),
-                          "embedded model config is a str", "model.pt"),
-    "malformed config": (lambda t, m: _with(m, t, lambda p: p["config"].update(shoe_size=3)),
-                         "malformed embedded model config: unknown model config keys ..shoe_size", "model.pt"),
-    "unknown encoder": (lambda t, m: _with(m, t, lambda p: p["config"].update(image_encoder="resnet9000")),
-                        r"image encoder 'resnet9000', which this installation does not have \(registered: .*tiny_cnn",
-                        "model.pt"),
-    "missing weights": (lambda t, m: _with(m, t, _state(lambda s: s.pop("log_logit_scale"))),
-                        "missing log_logit_scale", "model.pt"),
-    "unexpected weights": (lambda t, m: _with(m, t, _state(lambda s: s.update(extra_layer=torch.ones(1)))),
-                           "unexpected extra_layer", "model.pt"),
-    "shape mismatch": (lambda t, m: _with(m, t, lambda p: p["config"].update(embed_dim=64)),
-                       r"another shape: .* saved \(", "model.pt"),
+    "no embedded config": (lambda t, m: _with(m, t, lambda p: p.pop("config")), "no embedded model config", "model.pt"),
+    "config not a dict": (
+        lambda t, m: _with(m, t, lambda p: p.update(config="tiny")),
+        "embedded model config is a str",
+        "model.pt",
+    ),
+    "malformed config": (
+        lambda t, m: _with(m, t, lambda p: p["config"].update(shoe_size=3)),
+        "malformed embedded model config: unknown model config keys ..shoe_size",
+        "model.pt",
+    ),
+    "unknown encoder": (
+        lambda t, m: _with(m, t, lambda p: p["config"].update(image_encoder="resnet9000")),
+        r"image encoder 'resnet9000', which this installation does not have \(registered: .*tiny_cnn",
+        "model.pt",
+    ),
+    "missing weights": (
+        lambda t, m: _with(m, t, _state(lambda s: s.pop("log_logit_scale"))),
+        "missing log_logit_scale",
+        "model.pt",
+    ),
+    "unexpected weights": (
+        lambda t, m: _with(m, t, _state(lambda s: s.update(extra_layer=torch.ones(1)))),
+        "unexpected extra_layer",
+        "model.pt",
+    ),
+    "shape mismatch": (
+        lambda t, m: _with(m, t, lambda p: p["config"].update(embed_dim=64)),
+        r"another shape: .* saved \(",
+        "model.pt",
+    ),
     "no state dict": (lambda t, m: _with(m, t, lambda p: p.pop("state_dict")), "no 'state_dict'", "model.pt"),
     "format version": (lambda t, m: _with(m, t, lambda p: p.update(version=7)), "model file version 7", "model.pt"),
-    "malformed scoring": (lambda t, m: _with(m, t, lambda p: p["extra"].update(scoring={"attribute_weight": -1})),
-                          "malformed extra 'scoring'", "model.pt"),
-    "malformed calibration": (lambda t, m: _with(m, t, lambda p: p["extra"].update(
-        calibration={"split": "val", "temperatures": {"gender": "hot"}, "nll_before": 1, "nll_after": 1})),
-        "malformed extra 'calibration': 'temperatures.gender': 'hot' is not a finite number", "model.pt"),
+    "malformed scoring": (
+        lambda t, m: _with(m, t, lambda p: p["extra"].update(scoring={"attribute_weight": -1})),
+        "malformed extra 'scoring'",
+        "model.pt",
+    ),
+    "malformed calibration": (
+        lambda t, m: _with(
+            m,
+            t,
+            lambda p: p["extra"].update(
+                calibration={"split": "val", "temperatures": {"gender": "hot"}, "nll_before": 1, "nll_after": 1}
+            ),
+        ),
+        "malformed extra 'calibration': 'temperatures.gender': 'hot' is not a finite number",
+        "model.pt",
+    ),
 }
 
 
@@ -172,14 +230,31 @@ def test_every_broken_run_is_one_clear_run_error(kind, model_file, tmp_path):
     assert not (tmp_path / "pwned").exists()  # the payload never ran
 
 
-CLI_KINDS = ["missing path", "empty directory", "unfinished run", "0-byte file", "random bytes", "pickle payload",
-             "training checkpoint given", "unknown encoder", "shape mismatch"]
+CLI_KINDS = [
+    "missing path",
+    "empty directory",
+    "unfinished run",
+    "0-byte file",
+    "random bytes",
+    "pickle payload",
+    "training checkpoint given",
+    "unknown encoder",
+    "shape mismatch",
+]
 
 
 def _command(name: str, run: Path, dataset: Path, tmp: Path) -> list[str]:
     if name == "eval":
-        return ["eval", "--run", str(run), "--data", str(dataset / "test.jsonl"), "--json", str(tmp / "e.json"),
-                "--quiet"]
+        return [
+            "eval",
+            "--run",
+            str(run),
+            "--data",
+            str(dataset / "test.jsonl"),
+            "--json",
+            str(tmp / "e.json"),
+            "--quiet",
+        ]
     if name == "simulate":
         return ["simulate", "--run", str(run), "--data", str(dataset), "--limit", "2", "--rounds", "1"]
     return ["chat", "--run", str(run), "--images", str(dataset)]
@@ -187,8 +262,7 @@ def _command(name: str, run: Path, dataset: Path, tmp: Path) -> list[str]:
 
 @pytest.mark.parametrize("command", ["eval", "simulate", "chat"])
 @pytest.mark.parametrize("kind", CLI_KINDS)
-def test_commands_report_a_broken_run_in_one_line(kind, command, model_file, dataset, tmp_path, capsys,
-                                                  monkeypatch):
+def test_commands_report_a_broken_run_in_one_line(kind, command, model_file, dataset, tmp_path, capsys, monkeypatch):
     given = BROKEN[kind][0](tmp_path, model_file)
     monkeypatch.setattr("sys.stdin", open(os.devnull))  # chat reads nothing
     assert main(_command(command, given, dataset, tmp_path)) == 2
@@ -201,12 +275,28 @@ def test_commands_report_a_broken_run_in_one_line(kind, command, model_file, dat
 
 def test_console_command_prints_no_traceback_for_random_bytes(tmp_path, dataset):
     model = _write(tmp_path / "run" / "model.pt", random.Random(1).randbytes(3000))
-    result = subprocess.run([sys.executable, "-m", "minterpr", "eval", "--run", str(model), "--data",
-                             str(dataset / "test.jsonl"), "--json", str(tmp_path / "e.json")],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "minterpr",
+            "eval",
+            "--run",
+            str(model),
+            "--data",
+            str(dataset / "test.jsonl"),
+            "--json",
+            str(tmp_path / "e.json"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert result.returncode == 2
-    assert result.stderr.strip() == f"minterpr eval: error: {model}: not a PyTorch file (no zip archive: " \
-                                    "random bytes or another format)"
+    assert (
+        result.stderr.strip() == f"minterpr eval: error: {model}: not a PyTorch file (no zip archive: "
+        "random bytes or another format)"
+    )
 
 
 def test_a_pickle_payload_in_last_pt_never_runs_on_resume(tmp_path, capsys):
@@ -241,10 +331,16 @@ def test_checkpoints_of_older_minterpr_with_numpy_state_still_resume(tmp_path):
 
 
 def test_typed_extras_round_trip():
-    extra = {"stage": "dialogue", "epoch": 2, "selection_metric": "r1@last", "value": 55.0, "metrics": {"bri": 1.5},
-             "scoring": RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05}).to_dict(),
-             "calibration": {"split": "val", "temperatures": {"gender": 1.5}, "nll_before": 3.0, "nll_after": 2.5},
-             "scoring_selection": {"split": "val", "r1_last_by_weight": {"0.0": 40.0, "0.1": 45.0}}}
+    extra = {
+        "stage": "dialogue",
+        "epoch": 2,
+        "selection_metric": "r1@last",
+        "value": 55.0,
+        "metrics": {"bri": 1.5},
+        "scoring": RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05}).to_dict(),
+        "calibration": {"split": "val", "temperatures": {"gender": 1.5}, "nll_before": 3.0, "nll_after": 2.5},
+        "scoring_selection": {"split": "val", "r1_last_by_weight": {"0.0": 40.0, "0.1": 45.0}},
+    }
     extras = RunExtras.from_dict(extra)
     assert extras.to_dict() == extra and RunExtras.from_dict(extras.to_dict()) == extras
     assert extras.calibration == CalibrationRecord("val", {"gender": 1.5}, 3.0, 2.5)
@@ -257,8 +353,9 @@ def test_typed_extras_round_trip():
 def test_runextras_is_the_table_of_records_each_reading_and_writing_itself():
     """One row per fitted record; every record owns from_dict / to_dict and RunExtras only loops."""
     assert [row.field for row in RECORDS] + ["other"] == [f.name for f in dataclasses.fields(RunExtras)]
-    assert len({row.key for row in RECORDS}) == len(RECORDS) and all(row.type.from_dict and row.type.to_dict
-                                                                    for row in RECORDS)
+    assert len({row.key for row in RECORDS}) == len(RECORDS) and all(
+        row.type.from_dict and row.type.to_dict for row in RECORDS
+    )
     calibration = CalibrationRecord("val", {"gender": 1.5}, 3.0, 2.5, {"gender:male": 88.0})
     assert CalibrationRecord.from_dict(calibration.to_dict()) == calibration
     assert "label_auc" not in CalibrationRecord("val", {}, 1.0, 1.0).to_dict()  # an old record, written as read
@@ -267,8 +364,11 @@ def test_runextras_is_the_table_of_records_each_reading_and_writing_itself():
     assert RunExtras.row_of(selection).key == "scoring_selection"
     with pytest.raises(TypeError, match="a dict is not a record stored with a model"):
         RunExtras.row_of({})
-    with pytest.raises(RunError, match=r"m.pt: malformed extra 'scoring_selection': 'r1_last_by_weight.0.1': 'x' is "
-                                       "not a finite number"):
+    with pytest.raises(
+        RunError,
+        match=r"m.pt: malformed extra 'scoring_selection': 'r1_last_by_weight.0.1': 'x' is "
+        "not a finite number",
+    ):
         RunExtras.from_dict({"scoring_selection": {"split": "val", "r1_last_by_weight": {"0.1": "x"}}}, "m.pt")
     with pytest.raises(RunError, match="m.pt: malformed extra 'calibration': 'split': 3 is not a split name"):
         RunExtras.from_dict({"calibration": {"split": 3, "temperatures": {}, "nll_before": 1, "nll_after": 1}}, "m.pt")
@@ -291,10 +391,27 @@ def test_the_stored_scoring_reaches_simulate_chat_and_eval(model_file, dataset, 
         backend, scoring = load_backend(args)
         assert (scoring.attribute_weight, scoring.prob_floor) == (0.2, 0.1)
     out = tmp_path / "sim.json"
-    assert main(["simulate", "--run", str(run), "--data", str(dataset), "--limit", "2", "--rounds", "1",
-                 "--json", str(out)]) == 0
+    assert (
+        main(
+            ["simulate", "--run", str(run), "--data", str(dataset), "--limit", "2", "--rounds", "1", "--json", str(out)]
+        )
+        == 0
+    )
     assert '"prob_floor": 0.1' in out.read_text()
-    assert main(["eval", "--run", str(run), "--data", str(dataset / "test.jsonl"), "--json",
-                 str(tmp_path / "e.json"), "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--run",
+                str(run),
+                "--data",
+                str(dataset / "test.jsonl"),
+                "--json",
+                str(tmp_path / "e.json"),
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     scoring = json.loads((tmp_path / "e.json").read_text())["protocol"]["scoring"]
     assert (scoring["attribute_weight"], scoring["prob_floor"]) == (0.2, 0.1)

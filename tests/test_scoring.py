@@ -1,4 +1,5 @@
 """Attribute evidence in static evaluation, and the one scoring configuration (RerankConfig)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -42,8 +43,9 @@ def _sample(*answers: str) -> RetrievalSample:
 
 
 def test_loglik_follows_stated_and_negated_facts() -> None:
-    ll = round_log_likelihoods([DescriptionTurn("someone in a red top"), DescriptionTurn("the top was not red")],
-                               _probs())  # (R, N)
+    ll = round_log_likelihoods(
+        [DescriptionTurn("someone in a red top"), DescriptionTurn("the top was not red")], _probs()
+    )  # (R, N)
     assert ll.shape == (2, 2)
     assert ll[0, 1] > ll[0, 0]  # "red top" favours the red image
     step = ll[1] - ll[0]  # what "not red" added
@@ -67,9 +69,15 @@ def test_select_attribute_weight_prefers_evidence_when_it_helps() -> None:
 def test_scoring_config_validates_and_round_trips() -> None:
     with pytest.raises(InputError, match="attribute_weight"):
         RerankConfig(attribute_weight=-1.0)
-    for field, bad in [("prob_floor", 0.5), ("anchor_lambda", 1.5), ("duplicate_threshold", float("nan")),
-                       ("rejection_penalty", -0.1), ("anchor", "yes"), ("attribute_weight", True),
-                       ("anchor_margin", "0.1")]:
+    for field, bad in [
+        ("prob_floor", 0.5),
+        ("anchor_lambda", 1.5),
+        ("duplicate_threshold", float("nan")),
+        ("rejection_penalty", -0.1),
+        ("anchor", "yes"),
+        ("attribute_weight", True),
+        ("anchor_margin", "0.1"),
+    ]:
         with pytest.raises(InputError, match=field):
             RerankConfig(**{field: bad})
     config = RerankConfig(attribute_weight=0.3, prob_floor=0.05, anchor=False, anchor_margin=1)

@@ -1,4 +1,5 @@
 """Mean-teacher self-training on unlabelled crops: `minterpr adapt --method self-train` (issue 37 item 2)."""
+
 from __future__ import annotations
 
 import json
@@ -27,17 +28,20 @@ def _model() -> torch.nn.Module:
 
 
 def _pixels(model, n=10) -> torch.Tensor:
-    return torch.randint(0, 256, (n, 3, *model.config.image_size), dtype=torch.uint8,
-                         generator=torch.Generator().manual_seed(3))
+    return torch.randint(
+        0, 256, (n, 3, *model.config.image_size), dtype=torch.uint8, generator=torch.Generator().manual_seed(3)
+    )
 
 
 def _trainer(out: Path, **overrides) -> SelfTrainer:
     model = _model()
-    cfg = SelfTrainingConfig(**{"epochs": 2, "batch_size": 4, "warmup_steps": 1, "checkpoint_every_steps": 1,
-                                "lr": 1e-2, **overrides})
+    cfg = SelfTrainingConfig(
+        **{"epochs": 2, "batch_size": 4, "warmup_steps": 1, "checkpoint_every_steps": 1, "lr": 1e-2, **overrides}
+    )
     pixels = _pixels(model)
-    return SelfTrainer(model, cfg, out, pixels=pixels, paths=[f"c{i}.png" for i in range(len(pixels))],
-                       log=lambda _: None)
+    return SelfTrainer(
+        model, cfg, out, pixels=pixels, paths=[f"c{i}.png" for i in range(len(pixels))], log=lambda _: None
+    )
 
 
 def _side(model) -> dict[str, torch.Tensor]:
@@ -116,8 +120,27 @@ def test_adapt_self_train_reads_crops_or_a_gallery_store_and_records_the_adaptat
     crops = _crops(tmp_path / "crops")
     out = tmp_path / "adapted"
     capsys.readouterr()
-    assert main(["adapt", "--run", str(tmp_path / "base.pt"), "--images", str(crops), "--out", str(out),
-                 "--method", "self-train", "--epochs", "1", "--quiet", "--json", "-"]) == 0
+    assert (
+        main(
+            [
+                "adapt",
+                "--run",
+                str(tmp_path / "base.pt"),
+                "--images",
+                str(crops),
+                "--out",
+                str(out),
+                "--method",
+                "self-train",
+                "--epochs",
+                "1",
+                "--quiet",
+                "--json",
+                "-",
+            ]
+        )
+        == 0
+    )
     record = json.loads(capsys.readouterr().out)
     assert record["method"] == "self-train" and record["crops"] == 6 and record["confidence"] == 0.8
     assert record["self_training"]["history"][0]["epoch"] == 1
@@ -130,10 +153,44 @@ def test_adapt_self_train_reads_crops_or_a_gallery_store_and_records_the_adaptat
     images.append(GalleryImage(path="gone.png", person_id="p9"))
     embeddings = np.eye(7, 8, dtype=np.float32)
     save_gallery(GalleryIndex(images, embeddings, root=str(crops)), tmp_path / "store", model_fingerprint=None)
-    assert main(["adapt", "--run", str(tmp_path / "base.pt"), "--images", str(tmp_path / "store"),
-                 "--out", str(tmp_path / "from_store"), "--method", "self-train", "--epochs", "1", "--quiet",
-                 "--json", "-"]) == 0
+    assert (
+        main(
+            [
+                "adapt",
+                "--run",
+                str(tmp_path / "base.pt"),
+                "--images",
+                str(tmp_path / "store"),
+                "--out",
+                str(tmp_path / "from_store"),
+                "--method",
+                "self-train",
+                "--epochs",
+                "1",
+                "--quiet",
+                "--json",
+                "-",
+            ]
+        )
+        == 0
+    )
     assert json.loads(capsys.readouterr().out)["crops"] == 6
-    assert main(["adapt", "--run", str(tmp_path / "base.pt"), "--images", str(crops), "--out", str(tmp_path / "bad"),
-                 "--method", "self-train", "--confidence", "0.4"]) == 2
+    assert (
+        main(
+            [
+                "adapt",
+                "--run",
+                str(tmp_path / "base.pt"),
+                "--images",
+                str(crops),
+                "--out",
+                str(tmp_path / "bad"),
+                "--method",
+                "self-train",
+                "--confidence",
+                "0.4",
+            ]
+        )
+        == 2
+    )
     assert "confidence" in capsys.readouterr().err

@@ -1,6 +1,7 @@
 """``minterpr serve`` on the command line: the shared options (--verbose/--quiet, --device) with
 its own --log-level kept, one clear line when the port is taken (before anything is built), and
 a running server that prints where to go and how to stop, and stops on Ctrl+C."""
+
 from __future__ import annotations
 
 import os
@@ -52,8 +53,18 @@ def test_a_taken_port_is_one_line_naming_it_before_anything_is_built(tmp_path, c
     taken = _listening_socket()
     port = taken.getsockname()[1]
     try:
-        code = main(["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(tmp_path / "state"),
-                     "--port", str(port)])
+        code = main(
+            [
+                "serve",
+                "--demo",
+                "--demo-out",
+                str(tmp_path / "demo"),
+                "--data",
+                str(tmp_path / "state"),
+                "--port",
+                str(port),
+            ]
+        )
     finally:
         taken.close()
     err = capsys.readouterr().err.strip().splitlines()
@@ -65,9 +76,14 @@ def test_a_taken_port_is_one_line_naming_it_before_anything_is_built(tmp_path, c
 def test_the_server_says_where_to_go_and_stops_on_ctrl_c(tmp_path):
     port = _free_port()
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "OMP_NUM_THREADS": "1"}
-    process = subprocess.Popen([sys.executable, "-m", "minterpr", "serve", "--data", str(tmp_path / "state"),
-                                "--port", str(port), "--quiet"], cwd=tmp_path, env=env,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minterpr", "serve", "--data", str(tmp_path / "state"), "--port", str(port), "--quiet"],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         lines = []
         deadline = time.monotonic() + 120

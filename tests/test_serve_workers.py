@@ -1,5 +1,6 @@
 """``minterpr serve --workers N``: one worker process only (the rate limits, live sessions and the
 ingestion queue are in memory), refused in one line before anything is built."""
+
 from __future__ import annotations
 
 from minterpr.cli.main import main

@@ -1,5 +1,6 @@
 """Access to the service: logins and API keys, roles, CSRF on cookie requests, rate limits,
 password hashing, and a bootstrap that never shows a password."""
+
 from __future__ import annotations
 
 import io
@@ -55,8 +56,13 @@ def test_cookie_requests_need_the_csrf_token_and_api_keys_do_not(world, tmp_path
     client, services = _client(world, tmp_path)
     with client:
         headers = login(client, "ana")
-        body = {"title": "t", "purpose": "report 12 authorised by the duty officer", "cameras": None,
-                "start": None, "end": None}
+        body = {
+            "title": "t",
+            "purpose": "report 12 authorised by the duty officer",
+            "cameras": None,
+            "start": None,
+            "end": None,
+        }
         for sent in ({}, {"X-CSRF-Token": "forged"}):
             response = client.post("/api/cases", json=body, headers=sent)
             assert response.status_code == 403 and response.json()["error"]["code"] == "csrf_failed"
@@ -78,17 +84,31 @@ def test_role_permissions(world, tmp_path):
     client, _ = _client(world, tmp_path)
     with client:
         expected = {  # user -> (open a case, list galleries, read the audit log, create a user)
-            "root": (201, 200, 403, 201), "ana": (201, 200, 403, 403), "vic": (403, 200, 403, 403),
-            "aud": (403, 200, 200, 403)}
+            "root": (201, 200, 403, 201),
+            "ana": (201, 200, 403, 403),
+            "vic": (403, 200, 403, 403),
+            "aud": (403, 200, 200, 403),
+        }
         for k, (user, codes) in enumerate(expected.items()):
             c = TestClient(client.app)
             headers = login(c, user)
-            body = {"title": "t", "purpose": "report 12 authorised by the duty officer", "cameras": None,
-                    "start": None, "end": None}
-            got = (c.post("/api/cases", json=body, headers=headers).status_code,
-                   c.get("/api/galleries").status_code, c.get("/api/audit/verify").status_code,
-                   c.post("/api/admin/users", json={"username": f"new{k}", "password": "a long passphrase",
-                                                    "role": "viewer"}, headers=headers).status_code)
+            body = {
+                "title": "t",
+                "purpose": "report 12 authorised by the duty officer",
+                "cameras": None,
+                "start": None,
+                "end": None,
+            }
+            got = (
+                c.post("/api/cases", json=body, headers=headers).status_code,
+                c.get("/api/galleries").status_code,
+                c.get("/api/audit/verify").status_code,
+                c.post(
+                    "/api/admin/users",
+                    json={"username": f"new{k}", "password": "a long passphrase", "role": "viewer"},
+                    headers=headers,
+                ).status_code,
+            )
             assert got == codes, user
 
 
@@ -97,16 +117,21 @@ def test_login_and_turns_are_rate_limited(world, tmp_path):
 
     client, _ = _client(world, tmp_path, login_rate=RateSpec(0.01, 3), search_rate=RateSpec(0.01, 2))
     with client:
-        codes = [client.post("/api/auth/login", json={"username": "vic", "password": "wrong password"}).status_code
-                 for _ in range(4)]
+        codes = [
+            client.post("/api/auth/login", json={"username": "vic", "password": "wrong password"}).status_code
+            for _ in range(4)
+        ]
         assert codes == [401, 401, 401, 429]
         refused = client.post("/api/auth/login", json={"username": "vic", "password": PASSWORD})
         assert refused.status_code == 429 and int(refused.headers["Retry-After"]) >= 1
         headers = login(client, "ana")  # another username: its own bucket
         case = open_case(client, headers)
-        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
-        turns = [client.post(f"/api/sessions/{sid}/describe", json={"text": "a man"}, headers=headers)
-                 for _ in range(3)]
+        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+            "session_id"
+        ]
+        turns = [
+            client.post(f"/api/sessions/{sid}/describe", json={"text": "a man"}, headers=headers) for _ in range(3)
+        ]
         assert [t.status_code for t in turns] == [200, 200, 429]
         assert turns[-1].json()["error"]["code"] == "rate_limited"
         assert client.get(f"/api/sessions/{sid}").json()["turns"] == 2  # the refused turn left nothing
@@ -119,8 +144,13 @@ def test_bootstrap_reads_the_password_and_never_prints_it(tmp_path):
     done = subprocess.run(command, input=secret + "\n", capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert secret not in done.stdout + done.stderr and "admin 'root' created" in done.stdout + done.stderr
-    again = subprocess.run([sys.executable, "-m", "minterpr", "users", "add", "ana", "--role", "analyst", "--data",
-                            str(data)], input=secret + "\n", capture_output=True, text=True, timeout=120)
+    again = subprocess.run(
+        [sys.executable, "-m", "minterpr", "users", "add", "ana", "--role", "analyst", "--data", str(data)],
+        input=secret + "\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert again.returncode == 0 and secret not in again.stdout + again.stderr
     twice = subprocess.run(command, input=secret + "\n", capture_output=True, text=True, timeout=120)
     assert twice.returncode == 2 and twice.stderr.strip() == "minterpr serve: error: user 'root' exists"

@@ -1,6 +1,7 @@
 """The audit trail and retention: a hash chain of logins, queries, results shown, feedback,
 confirmations and exports that an auditor exports and verifies (any edited or removed entry is
 found), that the database refuses to change, and retention that purges sessions, crops and embeddings."""
+
 from __future__ import annotations
 
 import io
@@ -30,12 +31,20 @@ def searched(world, tmp_path):
     with client:
         headers = login(client, "ana")
         case = open_case(client, headers)
-        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
+        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+            "session_id"
+        ]
         view = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"}, headers=headers).json()
-        client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": view["results"][1]["gallery_index"],
-                                                           "text": "not her, shorter hair"}, headers=headers)
-        client.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": view["results"][0]["gallery_index"],
-                                                          "acknowledge": True}, headers=headers)
+        client.post(
+            f"/api/sessions/{sid}/feedback",
+            json={"gallery_index": view["results"][1]["gallery_index"], "text": "not her, shorter hair"},
+            headers=headers,
+        )
+        client.post(
+            f"/api/sessions/{sid}/confirm",
+            json={"gallery_index": view["results"][0]["gallery_index"], "acknowledge": True},
+            headers=headers,
+        )
         assert client.post(f"/api/sessions/{sid}/export", headers=headers).status_code == 200
         auditor = TestClient(client.app)
         login(auditor, "aud")
@@ -48,8 +57,19 @@ def test_the_chain_records_every_kind_of_move(searched):
     assert response.status_code == 200 and response.headers["content-type"].startswith("application/x-ndjson")
     entries = [json.loads(line) for line in response.text.splitlines()]
     actions = [e["action"] for e in entries]
-    for action in ("user_create", "gallery_register", "login", "case_open", "session_start", "query",
-                   "results_shown", "feedback", "confirm", "export", "audit_export"):
+    for action in (
+        "user_create",
+        "gallery_register",
+        "login",
+        "case_open",
+        "session_start",
+        "query",
+        "results_shown",
+        "feedback",
+        "confirm",
+        "export",
+        "audit_export",
+    ):
         assert action in actions, action
     assert entries[-1]["action"] == "audit_export" and response.headers["X-Audit-Head"] == entries[-1]["hash"]
     query = next(e for e in entries if e["action"] == "query")
@@ -72,16 +92,25 @@ def test_audit_entries_carry_the_request_id_of_the_request_that_wrote_them(world
     with TestClient(create_app(services.settings, services)) as client:
         headers = login(client, "ana")
         case = open_case(client, {**headers, "X-Request-ID": "case-open-1"})
-        start = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
-                            headers={**headers, "X-Request-ID": "not a safe id <x>"})
+        start = client.post(
+            "/api/sessions",
+            json={"case_id": case, "gallery": "test"},
+            headers={**headers, "X-Request-ID": "not a safe id <x>"},
+        )
         made = start.headers["X-Request-ID"]
         assert made != "not a safe id <x>" and len(made) == 32
         sid = start.json()["session_id"]
-        turn = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"},
-                           headers={**headers, "X-Request-ID": "turn:1"})
+        turn = client.post(
+            f"/api/sessions/{sid}/describe",
+            json={"text": "a woman in red"},
+            headers={**headers, "X-Request-ID": "turn:1"},
+        )
         assert turn.status_code == 200 and turn.headers["X-Request-ID"] == "turn:1"
-        refused = client.post("/api/admin/users", json={"username": "eve", "password": "x" * 20, "role": "admin"},
-                              headers={**headers, "X-Request-ID": "escalate.1"})
+        refused = client.post(
+            "/api/admin/users",
+            json={"username": "eve", "password": "x" * 20, "role": "admin"},
+            headers={**headers, "X-Request-ID": "escalate.1"},
+        )
         assert refused.status_code == 403
         services.audit.append_as("os:operator", "user_create", {"username": "zed"})  # as `minterpr users add`
         entries = services.audit.entries(limit=1000)
@@ -97,8 +126,10 @@ def test_audit_entries_carry_the_request_id_of_the_request_that_wrote_them(world
     assert verify_lines(lines).ok and all('"request":' in line for line in lines)
     k = next(i for i, e in enumerate(entries) if e["request"] == "turn:1")
     for forged in ({**entries[k], "request": "turn:2"}, {**entries[k], "request": None}):
-        tampered = lines[:k] + [json.dumps(forged) + "\n"] + lines[k + 1:]
-        assert verify_lines(tampered).problems[0] == f"line {k + 1} (seq {k + 1}): hash does not match the entry (edited)"
+        tampered = lines[:k] + [json.dumps(forged) + "\n"] + lines[k + 1 :]
+        assert (
+            verify_lines(tampered).problems[0] == f"line {k + 1} (seq {k + 1}): hash does not match the entry (edited)"
+        )
     old_export = [json.dumps({key: value for key, value in e.items() if key != "request"}) for e in entries[:1]]
     assert verify_lines(old_export).ok  # an export made before entries had the field still verifies
     services.close()
@@ -125,11 +156,11 @@ def test_verify_finds_any_edited_or_removed_entry(searched, tmp_path):
         entry = json.loads(lines[k])
         entry["details"] = {**entry["details"], "edited": True}
         edited = tmp_path / "edited.jsonl"
-        edited.write_text("".join(lines[:k] + [json.dumps(entry) + "\n"] + lines[k + 1:]))
+        edited.write_text("".join(lines[:k] + [json.dumps(entry) + "\n"] + lines[k + 1 :]))
         code, text = _verify(edited, head)
         assert code == 1 and f"line {k + 1} (seq {k + 1}): hash does not match the entry (edited)" in text
         removed = tmp_path / "removed.jsonl"
-        removed.write_text("".join(lines[:k] + lines[k + 1:]))
+        removed.write_text("".join(lines[:k] + lines[k + 1 :]))
         code, text = _verify(removed, head)
         assert code == 1 and "NOT intact" in text, k
     swapped = lines[:2] + [lines[3], lines[2]] + lines[4:]
@@ -183,8 +214,9 @@ def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, cap
     index.root = str(crops)
     fingerprint = stored.manifest.model_fingerprint
     vectors = build_vector_index("exact", index, stored.metadata, model_fingerprint=fingerprint)
-    save_gallery(index, tmp_path / "owned", model_fingerprint=fingerprint, vector_index=vectors,
-                 metadata=stored.metadata)
+    save_gallery(
+        index, tmp_path / "owned", model_fingerprint=fingerprint, vector_index=vectors, metadata=stored.metadata
+    )
     services = build_services(settings(tmp_path / "state"))
     services.accounts.create_user("ana", PASSWORD, "analyst")
     services.galleries.register("owned", tmp_path / "owned", run, managed=True)  # its crops are the service's
@@ -222,7 +254,8 @@ def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, cap
     actions = [e["action"] for e in services.audit.entries(limit=1000)]
     assert actions[-1] == "retention_purge" and services.audit.verify().ok
     services.close()
-    args = build_parser().parse_args(["serve", "--data", str(tmp_path / "state"), "--retention-days", "3650",
-                                      "--purge"])
+    args = build_parser().parse_args(
+        ["serve", "--data", str(tmp_path / "state"), "--retention-days", "3650", "--purge"]
+    )
     assert cmd_serve(args) == 0
     assert '"sessions": 0' in capsys.readouterr().out

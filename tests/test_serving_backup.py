@@ -1,6 +1,7 @@
 """`minterpr db backup` / `restore`: the database (users, cases, the audit chain), uploads and the
 galleries the service built come back byte for byte in a new state folder, the audit head checked;
 restoring over existing state is refused."""
+
 from __future__ import annotations
 
 from minterpr.cli.main import main
@@ -17,8 +18,11 @@ def test_backup_and_restore_all_state(tmp_path, capsys):
     services.accounts.create_user("ana", PASSWORD, "analyst")
     ana = services.accounts.login("ana", PASSWORD, client="test").principal
     case = services.cases.open_case(ana, "t", "report 12, authorised by the duty officer", None, None, None)
-    files = {"uploads/ab12.png": b"\x89PNG upload", "galleries/lobby/vectors.npy": b"vectors",
-             "galleries/lobby/crops/0.png": b"crop"}
+    files = {
+        "uploads/ab12.png": b"\x89PNG upload",
+        "galleries/lobby/vectors.npy": b"vectors",
+        "galleries/lobby/crops/0.png": b"crop",
+    }
     for name, data in files.items():
         (state / name).parent.mkdir(parents=True, exist_ok=True)
         (state / name).write_bytes(data)

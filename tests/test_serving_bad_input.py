@@ -1,5 +1,6 @@
 """Bad requests: every one is a clear 4xx in the one error shape, and changes nothing; a
 property-based run over the OpenAPI spec (schemathesis) finds no 500."""
+
 from __future__ import annotations
 
 import io
@@ -25,13 +26,20 @@ def world(tmp_path_factory):
 def service(world, tmp_path_factory):
     from minterpr.serving.app import create_app
 
-    services = prepare(tmp_path_factory.mktemp("state"), *world, max_request_bytes=64 * 1024,
-                       max_upload_bytes=32 * 1024, max_image_pixels=1_000_000)
+    services = prepare(
+        tmp_path_factory.mktemp("state"),
+        *world,
+        max_request_bytes=64 * 1024,
+        max_upload_bytes=32 * 1024,
+        max_image_pixels=1_000_000,
+    )
     client = TestClient(create_app(services.settings, services), raise_server_exceptions=False)
     with client:
         headers = login(client, "ana")
         case = open_case(client, headers)
-        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
+        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+            "session_id"
+        ]
         yield client, headers, sid, services
 
 
@@ -55,11 +63,16 @@ def _image(fmt: str, size=(32, 64)) -> bytes:
 
 def _png_header(width: int, height: int) -> bytes:
     """A PNG whose header claims width x height (no pixel data worth decoding)."""
+
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
+    return (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
+        + chunk(b"IEND", b"")
+    )
 
 
 def test_bad_json_requests(service):
@@ -69,30 +82,65 @@ def test_bad_json_requests(service):
     refused(client.post(url + "/describe", json={"text": ""}, headers=headers), 422, "invalid", "text")
     refused(client.post(url + "/describe", json={"text": "   "}, headers=headers), 422, "invalid_turn")
     for raw in (b'{"text": "a \\ud800 man"}', b'{"text": "a \\u0000 man"}'):
-        refused(client.post(url + "/describe", content=raw, headers={**headers, "content-type": "application/json"}),
-                422, "invalid", "text")
-    refused(client.post(url + "/describe", json={"text": "a man", "extra": 1}, headers=headers), 422, "invalid",
-            "extra")
-    refused(client.post(url + "/describe", content=b"{not json", headers={**headers, "content-type": "application/json"}),
-            422, "invalid")
-    refused(client.post(url + "/feedback", json={"gallery_index": "x", "text": "no"}, headers=headers), 422,
-            "invalid", "gallery_index")
-    refused(client.post(url + "/feedback", json={"gallery_index": 10**6, "text": "not him"}, headers=headers), 422,
-            "out_of_scope", "gallery_index")
+        refused(
+            client.post(url + "/describe", content=raw, headers={**headers, "content-type": "application/json"}),
+            422,
+            "invalid",
+            "text",
+        )
+    refused(
+        client.post(url + "/describe", json={"text": "a man", "extra": 1}, headers=headers), 422, "invalid", "extra"
+    )
+    refused(
+        client.post(url + "/describe", content=b"{not json", headers={**headers, "content-type": "application/json"}),
+        422,
+        "invalid",
+    )
+    refused(
+        client.post(url + "/feedback", json={"gallery_index": "x", "text": "no"}, headers=headers),
+        422,
+        "invalid",
+        "gallery_index",
+    )
+    refused(
+        client.post(url + "/feedback", json={"gallery_index": 10**6, "text": "not him"}, headers=headers),
+        422,
+        "out_of_scope",
+        "gallery_index",
+    )
     refused(client.post(url + "/answer", json={"text": "red"}, headers=headers), 422, "invalid_turn")
     refused(client.post(url + "/undo", headers=headers), 422, "invalid_turn")
     refused(client.post("/api/sessions/not-a-session-id/undo", headers=headers), 422, "invalid", "session_id")
     refused(client.post(f"/api/sessions/{'0' * 32}/undo", headers=headers), 404, "not_found")
     refused(client.get("/api/nothing"), 404, "not_found")
     refused(client.delete("/api/cases"), 405, "method_not_allowed")
-    refused(client.post("/api/cases", json={"title": "t", "purpose": "short", "cameras": None, "start": None,
-                                            "end": None}, headers=headers), 422, "invalid", "purpose")
-    refused(client.post("/api/cases", json={"title": "t", "purpose": "report 12, authorised"}, headers=headers), 422,
-            "invalid")  # the scope must be stated, null included
-    refused(client.post("/api/sessions", json={"case_id": 2**53 - 1, "gallery": "test"}, headers=headers), 404,
-            "not_found", "case_id")
-    refused(client.post("/api/sessions", json={"case_id": 2**53, "gallery": "test"}, headers=headers), 422,
-            "invalid", "case_id")  # beyond what every JSON parser reads exactly
+    refused(
+        client.post(
+            "/api/cases",
+            json={"title": "t", "purpose": "short", "cameras": None, "start": None, "end": None},
+            headers=headers,
+        ),
+        422,
+        "invalid",
+        "purpose",
+    )
+    refused(
+        client.post("/api/cases", json={"title": "t", "purpose": "report 12, authorised"}, headers=headers),
+        422,
+        "invalid",
+    )  # the scope must be stated, null included
+    refused(
+        client.post("/api/sessions", json={"case_id": 2**53 - 1, "gallery": "test"}, headers=headers),
+        404,
+        "not_found",
+        "case_id",
+    )
+    refused(
+        client.post("/api/sessions", json={"case_id": 2**53, "gallery": "test"}, headers=headers),
+        422,
+        "invalid",
+        "case_id",
+    )  # beyond what every JSON parser reads exactly
     assert client.get(url).json()["turns"] == 0  # nothing above changed the session
 
 
@@ -102,17 +150,35 @@ def test_integers_and_booleans_in_bodies_are_json_integers_and_booleans(service)
     client, headers, sid, _ = service
     url = f"/api/sessions/{sid}"
     for value in (True, False, "0", "1e0"):
-        refused(client.post(url + "/feedback", json={"gallery_index": value, "text": "not him"}, headers=headers),
-                422, "invalid", "gallery_index")
-        refused(client.post(url + "/example", json={"gallery_index": value}, headers=headers), 422, "invalid",
-                "gallery_index")
+        refused(
+            client.post(url + "/feedback", json={"gallery_index": value, "text": "not him"}, headers=headers),
+            422,
+            "invalid",
+            "gallery_index",
+        )
+        refused(
+            client.post(url + "/example", json={"gallery_index": value}, headers=headers),
+            422,
+            "invalid",
+            "gallery_index",
+        )
     for value in ("true", 1):
-        refused(client.post(url + "/confirm", json={"gallery_index": 0, "acknowledge": value}, headers=headers),
-                422, "invalid", "acknowledge")
-    refused(client.post("/api/sessions", json={"case_id": "1", "gallery": "test"}, headers=headers), 422, "invalid",
-            "case_id")
+        refused(
+            client.post(url + "/confirm", json={"gallery_index": 0, "acknowledge": value}, headers=headers),
+            422,
+            "invalid",
+            "acknowledge",
+        )
+    refused(
+        client.post("/api/sessions", json={"case_id": "1", "gallery": "test"}, headers=headers),
+        422,
+        "invalid",
+        "case_id",
+    )
     case = client.get(url, headers=headers).json()["case_id"]  # a session of its own: the module's stays unmoved
-    other = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
+    other = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+        "session_id"
+    ]
     done = client.post(f"/api/sessions/{other}/example", json={"gallery_index": 0.0}, headers=headers)
     assert done.status_code == 200, done.text  # JSON Schema: 0.0 is an integer
 
@@ -121,8 +187,13 @@ def test_the_spec_describes_what_schemathesis_found_refused(service):
     """benchmarks/fuzz_service.py (schemathesis against a live server) found requests valid by the spec
     yet refused, and answers the spec does not name; the spec now says what the service does."""
     client, headers, sid, _ = service
-    case = {"title": "t", "purpose": "report 7, authorised by the duty officer", "cameras": None, "start": None,
-            "end": None}
+    case = {
+        "title": "t",
+        "purpose": "report 7, authorised by the duty officer",
+        "cameras": None,
+        "start": None,
+        "end": None,
+    }
     # a time is an ISO 8601 string: a number of seconds was taken as a time
     refused(client.post("/api/cases", json={**case, "start": 1039}, headers=headers), 422, "invalid", "start")
     for field, value in (("cameras", []), ("cameras", [" "]), ("title", "   "), ("purpose", " x         ")):
@@ -139,8 +210,15 @@ def test_the_spec_describes_what_schemathesis_found_refused(service):
     name = schema["components"]["schemas"]["RegisterGalleryRequest"]["properties"]["name"]
     assert name["pattern"] == "^[A-Za-z0-9][A-Za-z0-9_.-]*$"  # a field's own pattern is kept
     # a body that is not text: 400 in the one error shape, and the spec lists 400
-    refused(client.post(f"/api/sessions/{sid}/describe", content=b'{"text": "\x80"}', headers={**headers,
-            "content-type": "application/json"}), 400, "bad_request")
+    refused(
+        client.post(
+            f"/api/sessions/{sid}/describe",
+            content=b'{"text": "\x80"}',
+            headers={**headers, "content-type": "application/json"},
+        ),
+        400,
+        "bad_request",
+    )
     assert "400" in schema["paths"]["/api/sessions/{session_id}/describe"]["post"]["responses"]
     # 405 names every method of the path (Starlette named the first route's only)
     answer = client.request("OPTIONS", "/api/admin/users", headers=headers)
@@ -150,15 +228,19 @@ def test_the_spec_describes_what_schemathesis_found_refused(service):
 def test_request_size_is_capped(service):
     client, headers, sid, _ = service
     url = f"/api/sessions/{sid}/describe"
-    refused(client.post(url, content=b"x" * (65 * 1024), headers={**headers, "content-type": "application/json"}),
-            413, "too_large")
+    refused(
+        client.post(url, content=b"x" * (65 * 1024), headers={**headers, "content-type": "application/json"}),
+        413,
+        "too_large",
+    )
 
     def chunks():
         for _ in range(70):
             yield b"x" * 1024
 
-    refused(client.post(url, content=chunks(), headers={**headers, "content-type": "application/json"}), 413,
-            "too_large")
+    refused(
+        client.post(url, content=chunks(), headers={**headers, "content-type": "application/json"}), 413, "too_large"
+    )
 
 
 def test_bad_uploads(service):
@@ -180,13 +262,19 @@ def test_bad_uploads(service):
     refused(upload(buffer.getvalue(), "image/png"), 413, "too_large", "file")  # > 32 KiB
     # the limits are stated, in one line (issue 36)
     assert upload(buffer.getvalue(), "image/png").json()["error"]["message"] == (
-        "the image has more than the 32 KiB an upload may have (the server's max_upload_bytes): send a smaller copy")
-    assert upload(_png_header(5000, 5000), "image/png").json()["error"]["message"].startswith(
-        "the image is 5000x5000: more than ")
+        "the image has more than the 32 KiB an upload may have (the server's max_upload_bytes): send a smaller copy"
+    )
+    assert (
+        upload(_png_header(5000, 5000), "image/png")
+        .json()["error"]["message"]
+        .startswith("the image is 5000x5000: more than ")
+    )
     assert "max_image_pixels" in upload(_png_header(5000, 5000), "image/png").json()["error"]["message"]
     refused(client.post(url, headers=headers), 422, "invalid", "file")
     assert client.get(f"/api/sessions/{sid}").json()["turns"] == 0
-    assert not (services.settings.uploads_dir / sid).exists() or not any((services.settings.uploads_dir / sid).iterdir())
+    assert not (services.settings.uploads_dir / sid).exists() or not any(
+        (services.settings.uploads_dir / sid).iterdir()
+    )
     done = upload(_image("WEBP"), "image/webp")
     assert done.status_code == 200 and done.json()["turns"] == 1
 
@@ -208,7 +296,8 @@ def test_fuzz_the_openapi_spec_finds_no_server_error(service, tmp_path):
     own = admin.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=admin_headers).json()
     admin.post(f"/api/sessions/{own['session_id']}/describe", json={"text": "a man in red"}, headers=admin_headers)
     schema = schemathesis.openapi.from_asgi("/api/openapi.json", client.app).exclude(
-        path_regex="^/api/(keys/\\{key_id\\}|auth/logout|admin/retention)$")  # would end the fuzzing's own access
+        path_regex="^/api/(keys/\\{key_id\\}|auth/logout|admin/retention)$"
+    )  # would end the fuzzing's own access
     seen: dict[str, int] = {}
     succeeded: set[str] = set()  # operations that answered a documented success at least once
 
@@ -223,8 +312,9 @@ def test_fuzz_the_openapi_spec_finds_no_server_error(service, tmp_path):
         seen[case.operation.label] = seen.get(case.operation.label, 0) + 1
         if 200 <= response.status_code < 300:
             succeeded.add(case.operation.label)
-        case.validate_response(response, checks=[not_a_server_error, status_code_conformance,
-                                                 response_schema_conformance])
+        case.validate_response(
+            response, checks=[not_a_server_error, status_code_conformance, response_schema_conformance]
+        )
         if response.status_code >= 400:
             body = response.json()
             assert set(body) == {"error"} and {"code", "message", "field"} == set(body["error"]), body
@@ -239,6 +329,12 @@ def test_fuzz_the_openapi_spec_finds_no_server_error(service, tmp_path):
     assert len(seen) >= 25, sorted(seen)
     # with real ids half the time, the reads by id must succeed (not only "no 500"); every operation's
     # documented success is reached by a valid request in tests/test_serving_routes.py
-    reads = {"GET /api/cases/{case_id}", "GET /api/cases/{case_id}/sessions", "GET /api/sessions/{session_id}",
-             "GET /api/cases", "GET /api/galleries", "GET /api/auth/me"}
+    reads = {
+        "GET /api/cases/{case_id}",
+        "GET /api/cases/{case_id}/sessions",
+        "GET /api/sessions/{session_id}",
+        "GET /api/cases",
+        "GET /api/galleries",
+        "GET /api/auth/me",
+    }
     assert reads <= succeeded, sorted(reads - succeeded)

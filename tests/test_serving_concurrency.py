@@ -9,6 +9,7 @@ the database file inside the server process, which (POSIX locks belong to the pr
 the server's SQLite locks on it; the CLI's connection then believed it was the last, checkpointed
 and removed the WAL, and the server's next connections failed (``PRAGMA journal_mode=WAL``: disk
 I/O error): about half of the 20 answered 500."""
+
 from __future__ import annotations
 
 import importlib.util
@@ -49,7 +50,6 @@ print(done)
 """
 
 
-
 def twenty_while_writing(writer: subprocess.Popen, stop, start) -> tuple[str, str]:
     """Run ``start`` in 20 threads at once while ``writer`` (WRITER, once it says ready) writes the
     database, then stop the writer; its (stdout, stderr)."""
@@ -65,6 +65,7 @@ def twenty_while_writing(writer: subprocess.Popen, stop, start) -> tuple[str, st
         out, err = writer.communicate(timeout=120)
     return out, err
 
+
 def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tmp_path):
     run, store = shared_world(tmp_path_factory)
     services = prepare(tmp_path / "state", run, store)
@@ -72,8 +73,13 @@ def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tm
     ana = services.accounts.login("ana", PASSWORD, client="test").principal
     case = services.cases.open_case(ana, "t", "report 12, authorised by the duty officer", None, None, None)
     stop = tmp_path / "stop"
-    writer = subprocess.Popen([sys.executable, "-c", WRITER, url, str(stop)], env={"PYTHONPATH": str(SRC)},
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    writer = subprocess.Popen(
+        [sys.executable, "-c", WRITER, url, str(stop)],
+        env={"PYTHONPATH": str(SRC)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     errors: list[BaseException] = []
     started: list[str] = []
 
@@ -92,7 +98,8 @@ def test_twenty_sessions_start_while_another_process_writes(tmp_path_factory, tm
 
 
 def test_the_reported_failure_ingest_of_the_database_then_a_cli_write_then_twenty_session_starts(
-        tmp_path_factory, tmp_path):
+    tmp_path_factory, tmp_path
+):
     from fastapi.testclient import TestClient
 
     from minterpr.serving.app import create_app
@@ -106,20 +113,33 @@ def test_the_reported_failure_ingest_of_the_database_then_a_cli_write_then_twent
     env = {**os.environ, "PYTHONPATH": str(SRC)}
     with TestClient(create_app(services.settings, services)) as client:
         admin = login(client, "root")
-        ingest = client.post("/api/ingest", json={"gallery": "stolen", "source": str(state / "minterpr.db"),
-                                                  "run": str(run)}, headers=admin)
+        ingest = client.post(
+            "/api/ingest",
+            json={"gallery": "stolen", "source": str(state / "minterpr.db"), "run": str(run)},
+            headers=admin,
+        )
         if ingest.status_code == 202:  # accepted (the bug): let the job read the file to its end
             services.jobs.wait(ingest.json()["id"])
-        cli = subprocess.run([sys.executable, "-m", "minterpr", "users", "add", "cli", "--role", "viewer",
-                              "--data", str(state)], input="a long passphrase\n", capture_output=True, text=True,
-                             env=env, timeout=300)
+        cli = subprocess.run(
+            [sys.executable, "-m", "minterpr", "users", "add", "cli", "--role", "viewer", "--data", str(state)],
+            input="a long passphrase\n",
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=300,
+        )
         assert cli.returncode == 0, cli.stderr
         client.cookies.clear()
         headers = login(client, "ana")
         case = open_case(client, headers)
         stop = tmp_path / "stop"
-        writer = subprocess.Popen([sys.executable, "-c", WRITER, services.settings.resolved_database_url(),
-                                   str(stop)], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        writer = subprocess.Popen(
+            [sys.executable, "-c", WRITER, services.settings.resolved_database_url(), str(stop)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         statuses: list[int] = []
 
         def start() -> None:
@@ -143,7 +163,9 @@ def test_wal_is_set_when_the_database_is_made_waiting_for_a_busy_file(tmp_path):
     from minterpr.serving.db import Database
 
     path = tmp_path / "m.db"
-    other = sqlite3.connect(path, isolation_level=None, check_same_thread=False)  # another process's rollback-journal database, busy
+    other = sqlite3.connect(
+        path, isolation_level=None, check_same_thread=False
+    )  # another process's rollback-journal database, busy
     other.execute("CREATE TABLE other (x)")
     other.execute("BEGIN EXCLUSIVE")
     threading.Timer(1.0, lambda: other.execute("COMMIT")).start()
@@ -166,8 +188,14 @@ def test_ingestion_refuses_the_services_own_state(tmp_path_factory, tmp_path):
     services = prepare(state, run, store, import_roots=(tmp_path,))
     root = services.accounts.login("root", PASSWORD, client="test").principal
     (state / "demo_credentials.txt").write_text("username: demo\n")
-    for source in (state / "minterpr.db", state / "minterpr.db-wal", state / "demo_credentials.txt", state,
-                   tmp_path, state / "uploads"):
+    for source in (
+        state / "minterpr.db",
+        state / "minterpr.db-wal",
+        state / "demo_credentials.txt",
+        state,
+        tmp_path,
+        state / "uploads",
+    ):
         with pytest.raises(ApiError) as refused:
             services.jobs.start(root, IngestRequest(gallery="test", source=str(source)))
         assert refused.value.status == 403 and refused.value.field == "source", source
@@ -195,8 +223,19 @@ def test_a_cli_write_beside_the_server_leaves_its_jobs_running(tmp_path):
 
     server = build_services(settings(tmp_path / "state"))
     with server.db.write() as tx:  # a job the server is running
-        tx.add(IngestJob(id="j1", gallery="g", source="s", options={}, user_id=1, status="running", progress={},
-                         created=now(), updated=now()))
+        tx.add(
+            IngestJob(
+                id="j1",
+                gallery="g",
+                source="s",
+                options={},
+                user_id=1,
+                status="running",
+                progress={},
+                created=now(),
+                updated=now(),
+            )
+        )
     cli = services_from(build_parser().parse_args(["users", "list", "--data", str(tmp_path / "state")]))
     assert cli.jobs is None
     cli.close()

@@ -1,5 +1,6 @@
 """``minterpr serve --demo``'s set-up: the demo gallery stored once (with capture times) and
 registered, a first user whose password goes to a private file and never to the screen."""
+
 from __future__ import annotations
 
 import stat
@@ -23,8 +24,10 @@ def _fake_demo(tmp_path_factory, tmp_path, monkeypatch):
     data = tmp_path / "demo" / "data"  # the demo's world, as build_data leaves it: images + gallery_test.jsonl
     data.mkdir(parents=True)
     (data / "crops").symlink_to(world.index.root, target_is_directory=True)
-    write_gallery([image.__class__(f"crops/{image.path}", image.person_id, image.camera_id)
-                   for image in world.index.images], data / "gallery_test.jsonl")
+    write_gallery(
+        [image.__class__(f"crops/{image.path}", image.person_id, image.camera_id) for image in world.index.images],
+        data / "gallery_test.jsonl",
+    )
     calls = []
     monkeypatch.setattr(demo, "build_data", lambda out, seed, progress: calls.append("data") or data)
     monkeypatch.setattr(demo, "train_model", lambda out, data_dir, seed, progress: calls.append("train") or run)
@@ -60,8 +63,10 @@ def test_the_demo_set_up(tmp_path_factory, tmp_path, monkeypatch, capsys):
         services.close()
 
 
-STREET_VIDEOS = [Path(__file__).resolve().parents[2] / "shared" / "data" / "video" / "vtest.avi",
-                 Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi")]
+STREET_VIDEOS = [
+    Path(__file__).resolve().parents[2] / "shared" / "data" / "video" / "vtest.avi",
+    Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"),
+]
 
 
 def _street_clip(folder: Path, frames: int = 45) -> Path:
@@ -92,8 +97,20 @@ def test_the_street_demo_ingests_once_beside_the_synthetic_one(tmp_path_factory,
     run, calls = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
     clip = _street_clip(tmp_path)
     state = tmp_path / "state"
-    argv = ["serve", "--demo", "street", "--video", str(clip), "--run", str(run), "--demo-out", str(tmp_path / "demo"),
-            "--data", str(state), "--no-serve"]
+    argv = [
+        "serve",
+        "--demo",
+        "street",
+        "--video",
+        str(clip),
+        "--run",
+        str(run),
+        "--demo-out",
+        str(tmp_path / "demo"),
+        "--data",
+        str(state),
+        "--no-serve",
+    ]
     assert cmd_serve(build_parser().parse_args(argv)) == 0
     services = build_services(settings(state))
     try:
@@ -160,8 +177,20 @@ def test_the_street_demo_uses_yolox_nano_when_it_is_fetched(tmp_path_factory, tm
     run, _ = _fake_demo(tmp_path_factory, tmp_path, monkeypatch)
     clip = _street_clip(tmp_path)
     state = tmp_path / "state"
-    argv = ["serve", "--demo", "street", "--video", str(clip), "--run", str(run), "--demo-out", str(tmp_path / "demo"),
-            "--data", str(state), "--no-serve"]
+    argv = [
+        "serve",
+        "--demo",
+        "street",
+        "--video",
+        str(clip),
+        "--run",
+        str(run),
+        "--demo-out",
+        str(tmp_path / "demo"),
+        "--data",
+        str(state),
+        "--no-serve",
+    ]
     assert cmd_serve(build_parser().parse_args(argv)) == 0
     services = build_services(settings(state))
     try:
@@ -173,8 +202,9 @@ def test_the_street_demo_uses_yolox_nano_when_it_is_fetched(tmp_path_factory, tm
     assert len(jobs) == 1 and json.loads(jobs[0].read_text())["options"]["detector"]["detector"] == "yolox-nano"
 
 
-def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(tmp_path_factory, tmp_path, monkeypatch,
-                                                                         capsys):
+def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(
+    tmp_path_factory, tmp_path, monkeypatch, capsys
+):
     import minterpr.cli.shared.demo_world as demo
     from minterpr.cli.main import build_parser
     from minterpr.cli.commands.serve import cmd_serve
@@ -210,8 +240,9 @@ def test_the_demo_admin_is_decided_before_the_build_and_said_in_one_line(tmp_pat
     argv = ["serve", "--demo", "--demo-out", str(tmp_path / "demo"), "--data", str(other), "--no-serve"]
     assert cmd_serve(build_parser().parse_args(argv)) == 0
     said = [line for line in capsys.readouterr().out.splitlines() if "'demo' admin" in line]
-    assert said == ["[serve] no 'demo' admin created: the service has 1 user already; log in as one of them "
-                    "(`minterpr users list`)"]
+    assert said == [
+        "[serve] no 'demo' admin created: the service has 1 user already; log in as one of them (`minterpr users list`)"
+    ]
 
 
 def test_the_silent_minutes_after_the_match_temperature_are_announced(monkeypatch, caplog, tmp_path):
@@ -226,8 +257,9 @@ def test_the_silent_minutes_after_the_match_temperature_are_announced(monkeypatc
     extras = SimpleNamespace(presence=None, match_temperature=lambda: 1.0)
     fake = SimpleNamespace(extras=extras, index_images=lambda *a, **k: None, rerank_config=lambda: None, backend=None)
     monkeypatch.setattr(pipeline_module, "load_pipeline", lambda *a, **k: fake)
-    monkeypatch.setattr(dataset_module.BuiltDataset, "split",
-                        lambda *a, **k: SimpleNamespace(gallery=[], image_root=tmp_path))
+    monkeypatch.setattr(
+        dataset_module.BuiltDataset, "split", lambda *a, **k: SimpleNamespace(gallery=[], image_root=tmp_path)
+    )
     said_before = []
 
     def calibrate(*args, **kwargs):

@@ -1,6 +1,7 @@
 """Small holes closed: login CSRF, a Content-Security-Policy on pages, the database readable by its
 owner only, oversized image headers, who acted recorded with every move, audit lines safe for
 JavaScript, the interactive API docs without a CDN."""
+
 from __future__ import annotations
 
 import getpass
@@ -35,16 +36,23 @@ def service(world, tmp_path_factory):
 def test_a_cross_site_login_is_refused(service):
     client, services = service
     form = {"username": "ana", "password": PASSWORD, "next": "/cases"}
-    for header in ({"Origin": "https://evil.example"}, {"Sec-Fetch-Site": "cross-site"},
-                   {"Referer": "https://evil.example/page"}):
+    for header in (
+        {"Origin": "https://evil.example"},
+        {"Sec-Fetch-Site": "cross-site"},
+        {"Referer": "https://evil.example/page"},
+    ):
         client.cookies.clear()
         refused = client.post("/login", data=form, headers=header, follow_redirects=False)
         assert refused.status_code == 403 and "minterpr_session" not in refused.cookies, (header, refused.text)
         api = client.post("/api/auth/login", json={"username": "ana", "password": PASSWORD}, headers=header)
         assert api.status_code == 403 and api.json()["error"]["code"] == "csrf_failed"
     client.cookies.clear()
-    same = client.post("/login", data=form, headers={"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"},
-                       follow_redirects=False)
+    same = client.post(
+        "/login",
+        data=form,
+        headers={"Origin": "http://127.0.0.1", "Sec-Fetch-Site": "same-origin"},
+        follow_redirects=False,
+    )
     assert same.status_code == 303 and "minterpr_session" in same.cookies
 
 
@@ -72,8 +80,12 @@ def test_a_huge_png_header_is_too_large_not_bad():
     def chunk(kind: bytes, data: bytes) -> bytes:
         return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
 
-    png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0))
-           + chunk(b"IDAT", zlib.compress(b"\x00" * 16)) + chunk(b"IEND", b""))
+    png = (
+        b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 20000, 20000, 8, 2, 0, 0, 0))
+        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
+        + chunk(b"IEND", b"")
+    )
     with pytest.raises(ApiError) as caught:
         store_upload(png, "image/png", "unused", max_bytes=10**6, max_pixels=40_000_000)
     assert (caught.value.status, caught.value.code) == (413, "too_large")
@@ -131,7 +143,6 @@ def test_the_api_docs_carry_a_content_security_policy_without_inline_script(serv
     assert init.status_code == 200 and "/api/openapi.json" in init.text
 
 
-
 def test_uploaded_images_are_readable_by_their_owner_only(service):
     """An uploaded example is a picture of a person: probe_service.py found it stored 0644 (the umask's)."""
     import io
@@ -144,8 +155,11 @@ def test_uploaded_images_are_readable_by_their_owner_only(service):
     sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
     buffer = io.BytesIO()
     Image.new("RGB", (32, 64), (200, 10, 10)).save(buffer, "PNG")
-    done = client.post(f"/api/sessions/{sid}/example/upload", files={"file": ("p.png", buffer.getvalue(), "image/png")},
-                       headers=headers)
+    done = client.post(
+        f"/api/sessions/{sid}/example/upload",
+        files={"file": ("p.png", buffer.getvalue(), "image/png")},
+        headers=headers,
+    )
     assert done.status_code == 200, done.text
     stored = [p for p in services.settings.uploads_dir.rglob("*") if p.is_file()]
     assert stored

@@ -1,5 +1,6 @@
 """Ingestion jobs through the service: start, live progress (polled and server-sent), cancel,
 the new gallery searchable when the job is done; sources only from the allowed folders."""
+
 from __future__ import annotations
 
 import json
@@ -33,8 +34,13 @@ def admin(world, tmp_path):
 
 def test_a_folder_of_crops_becomes_a_searchable_gallery(admin, world):
     client, headers, services, incoming = admin
-    body = {"gallery": "lobby", "source": str(incoming), "run": str(world[0]), "camera": "lobby:cam1",
-            "start": "2026-03-05T10:00:00Z"}
+    body = {
+        "gallery": "lobby",
+        "source": str(incoming),
+        "run": str(world[0]),
+        "camera": "lobby:cam1",
+        "start": "2026-03-05T10:00:00Z",
+    }
     started = client.post("/api/ingest", json=body, headers={**headers, "X-Request-ID": "ingest-1"})
     assert started.status_code == 202, started.text
     job = started.json()
@@ -108,8 +114,15 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
     # two people side by side (overlapping boxes would be "crowded": tracked, never cropped)
     model = constant_detector_model(root / "det.onnx", [[8, 4, 28, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
     crowded = constant_detector_model(root / "crowded.onnx", [[8, 4, 40, 60, 0.9, 0], [30, 2, 60, 62, 0.8, 0]])
-    body = {"gallery": "clip", "source": str(frames), "frames": True, "every": 1, "run": str(world[0]), "detector": "onnx",
-            "detector_model": model}
+    body = {
+        "gallery": "clip",
+        "source": str(frames),
+        "frames": True,
+        "every": 1,
+        "run": str(world[0]),
+        "detector": "onnx",
+        "detector_model": model,
+    }
     refused = {
         "no model": ({**body, "detector_model": None}, 422),
         "model with hog": ({**body, "detector": "hog"}, 422),
@@ -121,7 +134,9 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
         assert answer.status_code == status, (name, answer.text)
         assert answer.json()["error"]["field"] == "detector_model", name
     # yolox-nano not in the server's model cache (the tests' is empty): refused before anything runs
-    answer = client.post("/api/ingest", json={**body, "detector": "yolox-nano", "detector_model": None}, headers=headers)
+    answer = client.post(
+        "/api/ingest", json={**body, "detector": "yolox-nano", "detector_model": None}, headers=headers
+    )
     assert answer.status_code == 422 and "minterpr models fetch yolox-nano" in answer.json()["error"]["message"]
     job = client.post("/api/ingest", json=body, headers=headers).json()
     done = services.jobs.wait(job["id"])
@@ -129,13 +144,18 @@ def test_a_job_with_an_onnx_detector_and_its_checks(admin, world, tmp_path):
     assert done.progress["result"]["tracks"] >= 1 and done.progress["detections"] == 16  # 2 per frame
     stored = client.get(f"/api/ingest/{job['id']}").json()
     assert stored["status"] == "done" and stored["progress"]["result"]["rejected"] == {}
-    job = client.post("/api/ingest", json={**body, "gallery": "crowd", "detector_model": crowded}, headers=headers).json()
+    job = client.post(
+        "/api/ingest", json={**body, "gallery": "crowd", "detector_model": crowded}, headers=headers
+    ).json()
     done = services.jobs.wait(job["id"])  # every detection crowded: no store, and the job says why
     assert done.status == "failed" and "no crops of one person were kept" in done.message
-    assert "crowded" in done.message and "crowd" not in {g["name"] for g in client.get("/api/galleries", headers=headers).json()}
+    assert "crowded" in done.message and "crowd" not in {
+        g["name"] for g in client.get("/api/galleries", headers=headers).json()
+    }
     # the default detector: no YOLOX-nano in the (tests' empty) model cache, so HOG, and the job says so
-    job = client.post("/api/ingest", json={**body, "gallery": "auto", "detector": "auto", "detector_model": None},
-                      headers=headers).json()
+    job = client.post(
+        "/api/ingest", json={**body, "gallery": "auto", "detector": "auto", "detector_model": None}, headers=headers
+    ).json()
     done = services.jobs.wait(job["id"])  # HOG finds nobody in noise: no crops, and why, and the fallback
     assert "people detector: OpenCV's HOG" in done.message and "minterpr models fetch yolox-nano" in done.message
 
@@ -165,7 +185,9 @@ def test_the_ingest_page_chooses_the_detector_and_shows_progress(admin, world):
     wrong = client.post("/ingest", data={**form, "detector": "hog", "every": "2.5"})  # not a whole number: its field
     assert wrong.status_code == 422 and "every: a whole number" in wrong.text and 'aria-invalid="true"' in wrong.text
     assert f'<option value="{world[0]}" selected>' in wrong.text  # the model chosen is kept
-    started = client.post("/ingest", data={**form, "detector": "hog", "every": "1", "best_k": "2"}, follow_redirects=False)
+    started = client.post(
+        "/ingest", data={**form, "detector": "hog", "every": "1", "best_k": "2"}, follow_redirects=False
+    )
     assert started.status_code == 303 and started.headers["location"] == "/ingest"
     job = services.jobs.list()[-1]
     assert services.jobs.wait(job.id).status == "done"
@@ -196,7 +218,9 @@ def test_a_cancelled_job_resumes_by_its_id(admin, world):
     body = {"gallery": "lobby", "source": str(incoming), "run": str(world[0]), "camera": "lobby:cam1"}
     job = client.post("/api/ingest", json=body, headers=headers).json()
     early = client.post(f"/api/ingest/{job['id']}/resume", headers=headers)  # not stopped: nothing to resume
-    assert early.status_code == 409 and "only a cancelled, interrupted or failed job" in early.json()["error"]["message"]
+    assert (
+        early.status_code == 409 and "only a cancelled, interrupted or failed job" in early.json()["error"]["message"]
+    )
     assert client.post(f"/api/ingest/{job['id']}/cancel", headers=headers).status_code == 200
     gate.set()
     assert services.jobs.wait(job["id"]).status == "cancelled"
@@ -215,7 +239,7 @@ def test_a_cancelled_job_resumes_by_its_id(admin, world):
     import re
 
     fragment = client.get("/ingest/jobs").text
-    assert fragment.count('>Resume</button>') == 1 and f'action="/ingest/{job["id"]}/resume"' in fragment
+    assert fragment.count(">Resume</button>") == 1 and f'action="/ingest/{job["id"]}/resume"' in fragment
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/ingest").text).group(1)
     posted = client.post(f"/ingest/{job['id']}/resume", data={"csrf_token": csrf}, follow_redirects=False)
     assert posted.status_code == 303 and services.jobs.wait(services.jobs.list()[-1].id).status == "done"
@@ -238,24 +262,34 @@ def test_a_video_uploaded_from_the_page_is_checked_then_becomes_the_source(admin
     csrf = re.search(r'name="csrf_token" value="([^"]+)"', client.get("/ingest").text).group(1)
     assert 'enctype="multipart/form-data"' in client.get("/ingest").text
     uploads = services.settings.incoming_dir / "uploads"
-    not_video = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", b"not a video", "video/mp4")})
+    not_video = client.post(
+        "/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", b"not a video", "video/mp4")}
+    )
     assert not_video.status_code == 422 and "not a video that can be read" in not_video.text
     assert 'id="video" name="video" type="file"' in not_video.text and 'aria-invalid="true"' in not_video.text
     assert not uploads.exists() or not any(uploads.iterdir())  # nothing kept
     named = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("notes.txt", b"x", "text/plain")})
     assert named.status_code == 415 and "not a video file name" in named.text
     big = b"\0" * (services.settings.max_request_bytes + 1024)  # past any other request's cap, under a video's
-    assert client.post("/ingest", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")}).status_code == 413
+    assert (
+        client.post("/ingest", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")}).status_code
+        == 413
+    )
     large = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.mp4", big, "video/mp4")})
     assert large.status_code == 422 and "not a video that can be read" in large.text  # read whole, then refused
     none = client.post("/ingest/upload", data={"csrf_token": csrf})
     assert none.status_code == 422 and "choose a video file" in none.text
-    done = client.post("/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")})
+    done = client.post(
+        "/ingest/upload", data={"csrf_token": csrf}, files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")}
+    )
     assert done.status_code == 200 and 'id="upload-done"' in done.text
     stored = list(uploads.iterdir())
     assert len(stored) == 1 and stored[0].suffix == ".avi" and stored[0].read_bytes() == video.read_bytes()
     assert f'value="{stored[0]}"' in done.text  # the form's source is the upload
-    assert client.post("/ingest/upload", files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")}).status_code == 403
+    assert (
+        client.post("/ingest/upload", files={"video": ("cam.avi", video.read_bytes(), "video/x-msvideo")}).status_code
+        == 403
+    )
     form = {"csrf_token": csrf, "gallery": "street", "source": str(stored[0]), "run": str(world[0]), "detector": "hog"}
     assert client.post("/ingest", data=form, follow_redirects=False).status_code == 303
     ran = services.jobs.wait(services.jobs.list()[-1].id)  # grey frames: no person, so no crop (a failed job says so)

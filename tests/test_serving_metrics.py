@@ -1,6 +1,7 @@
 """GET /metrics (admins or the metrics token only): request latency by route (turns included),
 responses by status, rate-limit refusals, sessions, ingestion jobs; every response carries an
 X-Request-ID; JSON logs carry it too."""
+
 from __future__ import annotations
 
 import json
@@ -24,17 +25,22 @@ def test_metrics_count_turns_errors_and_refusals_for_admins_and_the_token(tmp_pa
     from minterpr.serving.settings import RateSpec
 
     run, store = shared_world(tmp_path_factory)
-    services = prepare(tmp_path / "state", run, store, metrics_token="s3cret-token-for-prometheus",
-                       search_rate=RateSpec(0.01, 2))
+    services = prepare(
+        tmp_path / "state", run, store, metrics_token="s3cret-token-for-prometheus", search_rate=RateSpec(0.01, 2)
+    )
     with TestClient(create_app(services.settings, services)) as client:
         assert client.get("/metrics").status_code == 401
         assert client.get("/metrics", headers={"Authorization": "Bearer wrong"}).status_code == 401
         headers = login(client, "ana")
         assert client.get("/metrics").status_code == 403  # an analyst
         case = open_case(client, headers)
-        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()["session_id"]
-        codes = [client.post(f"/api/sessions/{sid}/describe", json={"text": "a man"}, headers=headers).status_code
-                 for _ in range(3)]
+        sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+            "session_id"
+        ]
+        codes = [
+            client.post(f"/api/sessions/{sid}/describe", json={"text": "a man"}, headers=headers).status_code
+            for _ in range(3)
+        ]
         assert codes == [200, 200, 429]
         scrape = client.get("/metrics", headers={"Authorization": "Bearer s3cret-token-for-prometheus"})
         assert scrape.status_code == 200 and scrape.headers["content-type"].startswith("text/plain")

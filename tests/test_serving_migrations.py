@@ -2,6 +2,7 @@
 tests/data) is refused with a one-line hint, upgraded by ``minterpr db upgrade`` with its rows
 kept, and then served; a new database is made at the head revision, which matches the models.
 On SQLite always, on PostgreSQL too when MINTERPR_TEST_POSTGRES_URL names a scratch database."""
+
 from __future__ import annotations
 
 import os
@@ -27,8 +28,14 @@ def _clean_postgres(url: str) -> None:
     engine.dispose()
 
 
-@pytest.fixture(params=["sqlite", pytest.param("postgresql", marks=pytest.mark.skipif(
-    not POSTGRES, reason="MINTERPR_TEST_POSTGRES_URL is not set"))])
+@pytest.fixture(
+    params=[
+        "sqlite",
+        pytest.param(
+            "postgresql", marks=pytest.mark.skipif(not POSTGRES, reason="MINTERPR_TEST_POSTGRES_URL is not set")
+        ),
+    ]
+)
 def legacy(request, tmp_path):
     """(url, state folder) of a database with the pre-revision schema and a user, a case and audit rows."""
     from sqlalchemy import create_engine, text
@@ -65,17 +72,41 @@ def _fill_through_old_code(url: str) -> None:
 
     engine = create_engine(url)
     with Session(engine) as tx, tx.begin():
-        tx.execute(text("INSERT INTO users (id, username, password_hash, role, created, disabled) VALUES "
-                        "(1, 'root', :h, 'admin', 0.0, false)"), {"h": hash_password(PASSWORD)})
+        tx.execute(
+            text(
+                "INSERT INTO users (id, username, password_hash, role, created, disabled) VALUES "
+                "(1, 'root', :h, 'admin', 0.0, false)"
+            ),
+            {"h": hash_password(PASSWORD)},
+        )
         # the old release's entry: no request field (neither in the table nor in what it hashed)
-        entry = {"seq": 1, "time": "2026-12-01T00:00:00.000000+00:00", "user": "root", "action": "user_create",
-                 "case": None, "details": {"username": "root", "role": "admin"}, "prev": audit.GENESIS}
-        tx.execute(text("INSERT INTO audit_log (seq, time, \"user\", action, case_id, details, prev_hash, hash) VALUES "
-                        "(1, :time, 'root', 'user_create', NULL, :details, :prev, :hash)"),
-                   {"time": entry["time"], "details": audit.canonical(entry["details"]), "prev": audit.GENESIS,
-                    "hash": audit.entry_hash(entry)})
-        tx.execute(text("INSERT INTO cases (id, title, purpose, cameras, created_by, created, status) VALUES "
-                        "(1, 't', 'report 1', NULL, 1, 0.0, 'open')"))
+        entry = {
+            "seq": 1,
+            "time": "2026-12-01T00:00:00.000000+00:00",
+            "user": "root",
+            "action": "user_create",
+            "case": None,
+            "details": {"username": "root", "role": "admin"},
+            "prev": audit.GENESIS,
+        }
+        tx.execute(
+            text(
+                'INSERT INTO audit_log (seq, time, "user", action, case_id, details, prev_hash, hash) VALUES '
+                "(1, :time, 'root', 'user_create', NULL, :details, :prev, :hash)"
+            ),
+            {
+                "time": entry["time"],
+                "details": audit.canonical(entry["details"]),
+                "prev": audit.GENESIS,
+                "hash": audit.entry_hash(entry),
+            },
+        )
+        tx.execute(
+            text(
+                "INSERT INTO cases (id, title, purpose, cameras, created_by, created, status) VALUES "
+                "(1, 't', 'report 1', NULL, 1, 0.0, 'open')"
+            )
+        )
     engine.dispose()
 
 
@@ -152,10 +183,17 @@ def test_the_baseline_revision_is_the_schema_before_revisions(tmp_path):
     old.executescript(LEGACY_SQLITE.read_text())
 
     def shape(conn):
-        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table' "
-                                             "AND name != 'alembic_version' ORDER BY name")]
-        return {t: conn.execute(f"PRAGMA table_info({t})").fetchall() for t in tables}, \
-            sorted(r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') "
-                                              "AND tbl_name != 'alembic_version'"))
+        tables = [
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table' AND name != 'alembic_version' ORDER BY name"
+            )
+        ]
+        return {t: conn.execute(f"PRAGMA table_info({t})").fetchall() for t in tables}, sorted(
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type IN ('index', 'trigger') AND tbl_name != 'alembic_version'"
+            )
+        )
 
     assert shape(made) == shape(old)

@@ -1,6 +1,7 @@
 """Password hashes: Argon2id now; an older release's scrypt hash still verifies and is replaced by an
 Argon2id one at the next login, as is an Argon2id hash of other parameters; a wrong password
 changes nothing."""
+
 from __future__ import annotations
 
 import base64

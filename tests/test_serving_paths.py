@@ -1,5 +1,6 @@
 """Every server path a request names goes through one policy (minterpr.serving.paths): the OpenAPI
 schema's path-like request fields are enumerated, and each must refuse the service's own database."""
+
 from __future__ import annotations
 
 import re
@@ -51,9 +52,16 @@ def _baseline(schema: str, services, world) -> dict:
     """A request of ``schema`` whose paths all pass the policy (one field is then pointed at the database)."""
     incoming = services.settings.incoming_dir / "clean"
     incoming.mkdir(exist_ok=True)
-    bodies = {"IngestRequest": {"gallery": "lobby", "source": str(incoming), "run": str(world[0]),
-                                "detector": "onnx", "detector_model": str(incoming / "detector.onnx")},
-              "RegisterGalleryRequest": {"name": "again", "directory": str(incoming), "run_dir": str(incoming)}}
+    bodies = {
+        "IngestRequest": {
+            "gallery": "lobby",
+            "source": str(incoming),
+            "run": str(world[0]),
+            "detector": "onnx",
+            "detector_model": str(incoming / "detector.onnx"),
+        },
+        "RegisterGalleryRequest": {"name": "again", "directory": str(incoming), "run_dir": str(incoming)},
+    }
     assert schema in bodies, f"add a baseline request for {schema} (it names a server path)"
     return bodies[schema]
 
@@ -62,9 +70,14 @@ def test_every_path_like_request_field_is_marked_for_the_policy(admin):
     client, _, _ = admin
     fields = _request_fields(client.app)
     assert any(prop == "source" for *_, prop, _ in fields)  # the enumeration sees the request bodies
-    unmarked = [f"{schema}.{prop}" for _, _, schema, prop, spec in fields
-                if PATHLIKE.search(prop) and "x-server-path" not in spec
-                and spec.get("format") != "binary" and "contentMediaType" not in spec]  # an upload's bytes name no path
+    unmarked = [
+        f"{schema}.{prop}"
+        for _, _, schema, prop, spec in fields
+        if PATHLIKE.search(prop)
+        and "x-server-path" not in spec
+        and spec.get("format") != "binary"
+        and "contentMediaType" not in spec
+    ]  # an upload's bytes name no path
     assert not unmarked, f"path-like request fields outside the path policy (declare them with server_path): {unmarked}"
 
 
@@ -79,16 +92,27 @@ def test_every_marked_path_refuses_the_database_its_links_and_folders_of_links(a
     marked = [(m, r, s, p) for m, r, s, p, spec in _request_fields(client.app) if "x-server-path" in spec]
     assert {p for *_, p in marked} >= {"source", "run", "detector_model", "directory", "run_dir"}
     for method, route, schema, prop in marked:
-        for bad in (database, database.with_name("minterpr.db-wal"), incoming / "db-link", incoming / "links",
-                    services.settings.data_dir):
+        for bad in (
+            database,
+            database.with_name("minterpr.db-wal"),
+            incoming / "db-link",
+            incoming / "links",
+            services.settings.data_dir,
+        ):
             body = {**_baseline(schema, services, world), prop: str(bad)}
             response = client.request(method.upper(), route, json=body, headers=headers)
             assert response.status_code == 403, (route, prop, bad, response.text)
             error = response.json()["error"]
             assert error["code"] == "outside_roots" and error["field"] == prop, (route, prop, bad, error)
     # the server's database still works: a new session and a user are written
-    assert client.post("/api/admin/users", json={"username": "later", "password": "a long enough password 1",
-                                                 "role": "analyst"}, headers=headers).status_code == 201
+    assert (
+        client.post(
+            "/api/admin/users",
+            json={"username": "later", "password": "a long enough password 1", "role": "analyst"},
+            headers=headers,
+        ).status_code
+        == 201
+    )
 
 
 def test_the_policy_keeps_what_it_allowed(admin, world):

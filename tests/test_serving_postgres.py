@@ -2,6 +2,7 @@
 e.g. postgresql+psycopg://postgres@/minterpr_test?host=/tmp/pg&port=5432; skipped otherwise):
 sessions replay after a restart, the audit chain stays one chain under concurrent writers from two
 engines, and the database refuses to change audit entries."""
+
 from __future__ import annotations
 
 import os
@@ -13,8 +14,10 @@ import pytest
 from support.serving import PASSWORD, USERS, settings, shared_world
 
 URL = os.environ.get("MINTERPR_TEST_POSTGRES_URL")
-pytestmark = [pytest.mark.skipif(not URL, reason="MINTERPR_TEST_POSTGRES_URL is not set"),
-              pytest.mark.usefixtures("one_torch_thread")]
+pytestmark = [
+    pytest.mark.skipif(not URL, reason="MINTERPR_TEST_POSTGRES_URL is not set"),
+    pytest.mark.usefixtures("one_torch_thread"),
+]
 
 
 @pytest.fixture()
@@ -47,14 +50,18 @@ def test_sessions_replay_and_the_chain_holds_on_postgres(services):
     from minterpr.serving.service import AuditService
 
     ana = services.accounts.login("ana", PASSWORD, client="test").principal
-    case = services.cases.open_case(ana, "t", "report 12, authorised by the duty officer", ["cam:north", "cam:east"],
-                                    None, None)
+    case = services.cases.open_case(
+        ana, "t", "report 12, authorised by the duty officer", ["cam:north", "cam:east"], None, None
+    )
     sid = services.search.start(ana, case.id, "test").session_id
     services.search.describe(ana, sid, "a man in a red jacket")
     view = services.search.feedback(ana, sid, services.search.view(ana, sid).results[1].gallery_index, "not him")
     services.search.undo(ana, sid)
-    view = services.search.answer(ana, sid, "red") if view.action and view.action.kind == "question" else \
-        services.search.describe(ana, sid, "with jeans")
+    view = (
+        services.search.answer(ana, sid, "red")
+        if view.action and view.action.kind == "question"
+        else services.search.describe(ana, sid, "with jeans")
+    )
     before = services.search._live[sid].session.step.ranking.copy()
     services.search.forget()
     again = services.search.view(ana, sid)

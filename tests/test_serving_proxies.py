@@ -1,6 +1,7 @@
 """Who the client is: X-Forwarded-For is believed only from configured proxies (none by default,
 through the uvicorn settings ``minterpr serve`` uses), and logins are limited per client address
 and per account, unknown usernames included."""
+
 from __future__ import annotations
 
 import threading
@@ -25,7 +26,9 @@ def _services(tmp_path, **overrides):
 
 
 def _login_clients(services) -> list[str]:
-    return [e["details"]["client"] for e in services.audit.entries(limit=1000) if e["action"] in ("login", "login_failed")]
+    return [
+        e["details"]["client"] for e in services.audit.entries(limit=1000) if e["action"] in ("login", "login_failed")
+    ]
 
 
 def test_many_usernames_from_one_client_are_limited(tmp_path):
@@ -105,8 +108,14 @@ def test_forwarded_for_from_loopback_is_ignored_by_default(tmp_path):
 
     services = _services(tmp_path, login_client_rate=RateSpec(0.01, 10))
     with _Server(services, []) as url:
-        codes = [httpx.post(f"{url}/api/auth/login", json={"username": f"nobody{k}", "password": "some password"},
-                            headers={"X-Forwarded-For": f"203.0.113.{k}"}).status_code for k in range(12)]
+        codes = [
+            httpx.post(
+                f"{url}/api/auth/login",
+                json={"username": f"nobody{k}", "password": "some password"},
+                headers={"X-Forwarded-For": f"203.0.113.{k}"},
+            ).status_code
+            for k in range(12)
+        ]
     assert codes == [401] * 10 + [429, 429]  # a forged address does not buy a fresh bucket
     assert set(_login_clients(services)) == {"127.0.0.1"}
 
@@ -114,7 +123,10 @@ def test_forwarded_for_from_loopback_is_ignored_by_default(tmp_path):
 def test_forwarded_for_from_a_trusted_proxy_names_the_client(tmp_path):
     services = _services(tmp_path)
     with _Server(services, ["--trusted-proxy", "127.0.0.1"]) as url:
-        response = httpx.post(f"{url}/api/auth/login", json={"username": "ana", "password": PASSWORD},
-                              headers={"X-Forwarded-For": "198.51.100.7"})
+        response = httpx.post(
+            f"{url}/api/auth/login",
+            json={"username": "ana", "password": PASSWORD},
+            headers={"X-Forwarded-For": "198.51.100.7"},
+        )
     assert response.status_code == 200
     assert _login_clients(services) == ["198.51.100.7"]

@@ -1,5 +1,6 @@
 """A real uvicorn server killed (SIGKILL) in the middle of concurrent sessions and started again:
 every acknowledged turn is still there, nothing is doubled, and each session ranks as before."""
+
 from __future__ import annotations
 
 import os
@@ -33,8 +34,9 @@ def _start(data, port, log) -> subprocess.Popen:
     import httpx
 
     env = dict(os.environ, OMP_NUM_THREADS="1", MKL_NUM_THREADS="1")
-    process = subprocess.Popen([sys.executable, "-c", LAUNCH, str(data), str(port)], stdout=log,
-                               stderr=subprocess.STDOUT, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-c", LAUNCH, str(data), str(port)], stdout=log, stderr=subprocess.STDOUT, env=env
+    )
     deadline = time.monotonic() + 180
     while time.monotonic() < deadline:
         assert process.poll() is None, "the server exited"

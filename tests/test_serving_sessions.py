@@ -1,5 +1,6 @@
 """Search sessions over HTTP: every move, stored as events; rankings equal the replay of the
 stored events and a fresh Session driven by the same moves; restarts continue; scope is enforced."""
+
 from __future__ import annotations
 
 import io
@@ -52,19 +53,22 @@ def test_every_move_is_stored_and_replays_to_the_same_rankings(app_client, world
     view = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()
     sid = view["session_id"]
     assert view["results"] == [] and view["turns"] == 0 and view["in_scope"] == 24
-    moves = [("describe", {"text": "a man in a red jacket"}),
-             ("feedback", {"gallery_index": 4, "text": "not him: no backpack"}),
-             ("example", {"gallery_index": 7}),
-             ("describe", {"text": "he wore blue jeans"}),
-             ("undo", None),
-             ("describe", {"text": "he wore black shoes"})]
+    moves = [
+        ("describe", {"text": "a man in a red jacket"}),
+        ("feedback", {"gallery_index": 4, "text": "not him: no backpack"}),
+        ("example", {"gallery_index": 7}),
+        ("describe", {"text": "he wore blue jeans"}),
+        ("undo", None),
+        ("describe", {"text": "he wore black shoes"}),
+    ]
     views = []
     for kind, body in moves:
         response = client.post(f"/api/sessions/{sid}/{kind}", json=body, headers=headers)
         assert response.status_code == 200, response.text
         views.append(response.json())
-    upload = client.post(f"/api/sessions/{sid}/example/upload", headers=headers,
-                         files={"file": ("me.png", _png(), "image/png")})
+    upload = client.post(
+        f"/api/sessions/{sid}/example/upload", headers=headers, files={"file": ("me.png", _png(), "image/png")}
+    )
     assert upload.status_code == 200, upload.text
     views.append(upload.json())
     last = views[-1]
@@ -90,14 +94,17 @@ def test_every_move_is_stored_and_replays_to_the_same_rankings(app_client, world
     assert _session_ranking(fresh, live.positions) == _ranking(last)
     # the confirmation step: acknowledge required, similarity reported, never identity
     target = last["results"][0]["gallery_index"]
-    refused = client.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": target, "acknowledge": False},
-                          headers=headers)
+    refused = client.post(
+        f"/api/sessions/{sid}/confirm", json={"gallery_index": target, "acknowledge": False}, headers=headers
+    )
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "acknowledge_required"
-    said_yes = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": target, "text": "yes that's him"},
-                           headers=headers)
+    said_yes = client.post(
+        f"/api/sessions/{sid}/feedback", json={"gallery_index": target, "text": "yes that's him"}, headers=headers
+    )
     assert said_yes.status_code == 422 and said_yes.json()["error"]["code"] == "confirmation_required"
-    done = client.post(f"/api/sessions/{sid}/confirm", json={"gallery_index": target, "acknowledge": True},
-                       headers=headers).json()
+    done = client.post(
+        f"/api/sessions/{sid}/confirm", json={"gallery_index": target, "acknowledge": True}, headers=headers
+    ).json()
     assert done["confirmed"]["gallery_index"] == target and done["action"] is None
     assert "not an identification" in done["confirmed"]["statement"]
     assert done["timeline"][-1]["text"] == CONFIRM_TEXT
@@ -126,22 +133,24 @@ def test_the_conversation_continues_after_a_restart(app_client):
     services.search.forget()
     second = client.post(f"/api/sessions/{sid}/describe", json={"text": "with a backpack"}, headers=headers).json()
     assert second["turns"] == 2 and first.json()["seq"] == 1 and second["seq"] == 2
-    assert np.array_equal(services.search._live[sid].session.step.ranking,
-                          services.search.reference(sid).step.ranking)
+    assert np.array_equal(services.search._live[sid].session.step.ranking, services.search.reference(sid).step.ranking)
 
 
 def test_scope_is_enforced(app_client):
     client, _ = app_client
     headers = login(client, "ana")
-    case = open_case(client, headers, cameras=["cam:north"], start="2026-03-02T08:00:00Z",
-                     end="2026-03-02T09:00:00Z")
-    wider = client.post("/api/sessions", json={"case_id": case, "gallery": "test", "cameras": ["cam:south"]},
-                        headers=headers)
+    case = open_case(client, headers, cameras=["cam:north"], start="2026-03-02T08:00:00Z", end="2026-03-02T09:00:00Z")
+    wider = client.post(
+        "/api/sessions", json={"case_id": case, "gallery": "test", "cameras": ["cam:south"]}, headers=headers
+    )
     assert wider.status_code == 403 and wider.json()["error"] == {
-        "code": "out_of_scope", "field": "cameras",
-        "message": "camera 'cam:south' is outside the case's scope (cam:north)"}
-    later = client.post("/api/sessions", json={"case_id": case, "gallery": "test", "end": "2026-03-03T00:00:00Z"},
-                        headers=headers)
+        "code": "out_of_scope",
+        "field": "cameras",
+        "message": "camera 'cam:south' is outside the case's scope (cam:north)",
+    }
+    later = client.post(
+        "/api/sessions", json={"case_id": case, "gallery": "test", "end": "2026-03-03T00:00:00Z"}, headers=headers
+    )
     assert later.status_code == 403 and later.json()["error"]["field"] == "end"
     view = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()
     # 8:00..9:00 inclusive (p0..p6), views on cam:north: (p + k) % 3 == 0
@@ -150,8 +159,9 @@ def test_scope_is_enforced(app_client):
     view = client.post(f"/api/sessions/{sid}/describe", json={"text": "a man"}, headers=headers).json()
     assert {r["camera"] for r in view["results"]} == {"cam:north"} and len(view["results"]) == 7
     outside = next(i for i in range(24) if i not in _ranking(view))
-    response = client.post(f"/api/sessions/{sid}/feedback", json={"gallery_index": outside, "text": "not him"},
-                           headers=headers)
+    response = client.post(
+        f"/api/sessions/{sid}/feedback", json={"gallery_index": outside, "text": "not him"}, headers=headers
+    )
     assert response.status_code == 422 and response.json()["error"]["code"] == "out_of_scope"
     image = client.get(f"/api/sessions/{sid}/images/{outside}", headers=headers)
     assert image.status_code == 422
@@ -229,8 +239,11 @@ def test_a_withdrawn_fact_is_stored_and_replays_as_if_never_said(app_client):
     live = services.search._live[sid]
     entries = live.session.history
     loaded = live.gallery
-    fresh = Session(loaded.backend, live.session.index, **session_options(live.options, loaded.pipeline.rerank_config(),
-                                                                          loaded.pipeline.evidence_policy()))
+    fresh = Session(
+        loaded.backend,
+        live.session.index,
+        **session_options(live.options, loaded.pipeline.rerank_config(), loaded.pipeline.evidence_policy()),
+    )
     for entry in entries:  # the turns as recorded now: the first without the fact
         fresh.add(entry.turn, facts=entry.facts)
     assert _session_ranking(fresh, live.positions) == _ranking(view.model_dump())

@@ -1,4 +1,5 @@
 """Sessions: rankings, answers in context, rejections, confirmation, undo, replay, explanations."""
+
 from __future__ import annotations
 
 import json
@@ -158,6 +159,7 @@ def test_explain_uses_predicted_probabilities_without_ground_truth(noisy_index):
         assert e.source == "predicted"
         probs = index.attribute_probs[step.ranking[k]]
         from minterpr.language.ontology import ONTOLOGY
+
         column = {label: j for j, label in enumerate(ONTOLOGY.flat_labels())}
         for fact in e.matched:
             assert any(probs[column[(fact.slot, v)]] >= 0.5 for v in fact.values) != fact.negated
@@ -166,11 +168,21 @@ def test_explain_uses_predicted_probabilities_without_ground_truth(noisy_index):
         assert len(e.matched) + len(e.contradicted) + len(e.unknown) == len(set(session.facts))
 
 
-@pytest.mark.parametrize("text,expected", [
-    ("Yes, that's her.", True), ("That's him!", True), ("Yes, this one.", True), ("yes", True),
-    ("No, that's not her.", False), ("Not her. Her top was red.", False), ("Not this one.", False),
-    ("No.", False), ("That's not the person.", False), ("Her top was red, not white.", False),
-])
+@pytest.mark.parametrize(
+    "text,expected",
+    [
+        ("Yes, that's her.", True),
+        ("That's him!", True),
+        ("Yes, this one.", True),
+        ("yes", True),
+        ("No, that's not her.", False),
+        ("Not her. Her top was red.", False),
+        ("Not this one.", False),
+        ("No.", False),
+        ("That's not the person.", False),
+        ("Her top was red, not white.", False),
+    ],
+)
 def test_is_match(text, expected):
     assert is_match(text) is expected
 
@@ -191,6 +203,7 @@ def test_undecided_feedback_neither_rejects_nor_confirms(noisy_index):
 def test_question_slot_reads_every_template_and_free_questions():
     rng = random.Random(0)
     from minterpr.language.utterances import ASKABLE_SLOTS, question
+
     for slot in ASKABLE_SLOTS:
         for known in ({}, {"gender": ("male",)}, {"gender": ("female",)}):
             assert question_slot(question(slot, known, rng)) == slot
@@ -248,8 +261,12 @@ def test_a_failed_turn_changes_nothing_and_the_session_goes_on(truth_index):
     backend, index = truth_index
     session = Session(backend, index, schedule="alternate")
     first = session.describe("A woman in a red top.")
-    for bad in (lambda: session.example("missing.jpg"), lambda: session.describe("\ud800"),
-                lambda: session.describe("a man \udcff"), lambda: session.example(index.images[0].path + "x")):
+    for bad in (
+        lambda: session.example("missing.jpg"),
+        lambda: session.describe("\ud800"),
+        lambda: session.describe("a man \udcff"),
+        lambda: session.example(index.images[0].path + "x"),
+    ):
         with pytest.raises(TurnError) as caught:
             bad()
         assert "lone surrogate" in str(caught.value) or "missing" in str(caught.value) or "x'" in str(caught.value)
@@ -282,24 +299,27 @@ def test_exceptions_while_computing_become_turn_errors_and_are_undone(truth_inde
     assert session.undo() is not None and len(session.history) == 1
 
 
-@pytest.mark.parametrize("call, message", [
-    (lambda s: s.describe(""), "description text is empty"),
-    (lambda s: s.describe(" \t\n "), "description text is empty"),
-    (lambda s: s.describe(None), "description text must be a str, got NoneType"),
-    (lambda s: s.describe(b"a woman"), "must be a str, got bytes"),
-    (lambda s: s.describe("a woman " * 12_500), "too long: 100,000 characters"),
-    (lambda s: s.feedback(0, ""), "feedback text is empty"),
-    (lambda s: s.feedback(1.5, "not her"), "gallery_index must be an int, got float"),
-    (lambda s: s.feedback(True, "not her"), "gallery_index must be an int, got bool"),
-    (lambda s: s.feedback("3", "not her"), "gallery_index must be an int, got str"),
-    (lambda s: s.feedback(-1, "not her"), "gallery_index -1 out of range"),
-    (lambda s: s.feedback(10**20, "not her"), "out of range"),
-    (lambda s: s.example(""), "image path is empty"),
-    (lambda s: s.example(None), "image path must be a str or path, got NoneType"),
-    (lambda s: s.answer("Red."), "no pending question"),
-    (lambda s: s.add("a woman"), "not a turn: str"),
-    (lambda s: s.step.explain(10**6), "rank k 1000000 out of range"),
-])
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        (lambda s: s.describe(""), "description text is empty"),
+        (lambda s: s.describe(" \t\n "), "description text is empty"),
+        (lambda s: s.describe(None), "description text must be a str, got NoneType"),
+        (lambda s: s.describe(b"a woman"), "must be a str, got bytes"),
+        (lambda s: s.describe("a woman " * 12_500), "too long: 100,000 characters"),
+        (lambda s: s.feedback(0, ""), "feedback text is empty"),
+        (lambda s: s.feedback(1.5, "not her"), "gallery_index must be an int, got float"),
+        (lambda s: s.feedback(True, "not her"), "gallery_index must be an int, got bool"),
+        (lambda s: s.feedback("3", "not her"), "gallery_index must be an int, got str"),
+        (lambda s: s.feedback(-1, "not her"), "gallery_index -1 out of range"),
+        (lambda s: s.feedback(10**20, "not her"), "out of range"),
+        (lambda s: s.example(""), "image path is empty"),
+        (lambda s: s.example(None), "image path must be a str or path, got NoneType"),
+        (lambda s: s.answer("Red."), "no pending question"),
+        (lambda s: s.add("a woman"), "not a turn: str"),
+        (lambda s: s.step.explain(10**6), "rank k 1000000 out of range"),
+    ],
+)
 def test_bad_arguments_are_refused_with_clear_messages(truth_index, call, message):
     from minterpr.errors import TurnError
 
@@ -334,8 +354,11 @@ def test_example_paths_stay_under_the_root_unless_allowed(attribute_gallery, tmp
     backend = _Flaky(AttributeBackend())
     index = backend.index_images(attribute_gallery[:30], str(root))
     session = Session(backend, index)
-    for path, message in (("../secret.jpg", "leaves its root"), (str(tmp_path / "secret.jpg"), "leaves its root"),
-                          ("nowhere.jpg", "no such image file")):
+    for path, message in (
+        ("../secret.jpg", "leaves its root"),
+        (str(tmp_path / "secret.jpg"), "leaves its root"),
+        ("nowhere.jpg", "no such image file"),
+    ):
         with pytest.raises(TurnError, match=message):
             session.example(path)
     assert backend.calls == 0  # refused before any computing

@@ -1,6 +1,7 @@
 """Random sequences of session moves with random arguments: only documented errors escape, and a
 failed move leaves the session as if it had never been tried (same history, same generator,
 same ranking and next move as a fresh replay of its history)."""
+
 from __future__ import annotations
 
 import os
@@ -19,27 +20,77 @@ from minterpr.interaction.session import Session
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn
 
 OPTIONS = dict(schedule="alternate", seed=7, max_text_chars=300)
-GALLERY = [GalleryImage(f"cam1/{pid}_{k}.png", f"fuzz:{pid}", attributes=random_attributes(random.Random(pid)))
-           for pid in range(6) for k in range(2)]
+GALLERY = [
+    GalleryImage(f"cam1/{pid}_{k}.png", f"fuzz:{pid}", attributes=random_attributes(random.Random(pid)))
+    for pid in range(6)
+    for k in range(2)
+]
 
-WORDS = ["a woman in a red top", "No, she had a backpack.", "Yes, that's her.", "Maybe, I can't tell.",
-         "Jeans.", "not her", "white shoes and long hair", "yes", "no"]
-ODD_TEXT = ["", "   \t\n", "\ud800", "ok \udcff", "a\x00b\x1bc\x7f", "x" * 301, "a " * 50_000, "\u2028",
-            "her top was red\r\nand blue"]
+WORDS = [
+    "a woman in a red top",
+    "No, she had a backpack.",
+    "Yes, that's her.",
+    "Maybe, I can't tell.",
+    "Jeans.",
+    "not her",
+    "white shoes and long hair",
+    "yes",
+    "no",
+]
+ODD_TEXT = [
+    "",
+    "   \t\n",
+    "\ud800",
+    "ok \udcff",
+    "a\x00b\x1bc\x7f",
+    "x" * 301,
+    "a " * 50_000,
+    "\u2028",
+    "her top was red\r\nand blue",
+]
 texts = st.one_of(
-    st.sampled_from(WORDS), st.sampled_from(WORDS), st.sampled_from(ODD_TEXT),
+    st.sampled_from(WORDS),
+    st.sampled_from(WORDS),
+    st.sampled_from(ODD_TEXT),
     st.text(max_size=40),  # any code point: surrogates and control characters included
     st.text(st.characters(codec="utf-8"), max_size=40).map(lambda t: "a woman " + t),
-    st.none(), st.integers(), st.floats(allow_nan=True), st.binary(max_size=8), st.just(["a woman"]))
+    st.none(),
+    st.integers(),
+    st.floats(allow_nan=True),
+    st.binary(max_size=8),
+    st.just(["a woman"]),
+)
 indices = st.one_of(
-    st.integers(-3, len(GALLERY) + 2), st.integers(), st.booleans(), st.floats(), st.none(), st.text(max_size=3),
-    st.sampled_from([np.int64(3), np.int32(-1), np.uint8(2), np.int16(len(GALLERY)), np.float64(1.0)]))
+    st.integers(-3, len(GALLERY) + 2),
+    st.integers(),
+    st.booleans(),
+    st.floats(),
+    st.none(),
+    st.text(max_size=3),
+    st.sampled_from([np.int64(3), np.int32(-1), np.uint8(2), np.int16(len(GALLERY)), np.float64(1.0)]),
+)
 # "@bytes" / "@png" become files written under the root during the test (not gallery images)
 paths = st.one_of(
     st.sampled_from([g.path for g in GALLERY]),
-    st.sampled_from(["missing.png", "../outside.png", "/etc/hostname", "cam1", "", " ", "@bytes", "@png",
-                     "cam1/../cam1/0_0.png", "cam1/0_0.png\x00"]),
-    st.text(max_size=20), st.none(), st.integers(), st.binary(max_size=8))
+    st.sampled_from(
+        [
+            "missing.png",
+            "../outside.png",
+            "/etc/hostname",
+            "cam1",
+            "",
+            " ",
+            "@bytes",
+            "@png",
+            "cam1/../cam1/0_0.png",
+            "cam1/0_0.png\x00",
+        ]
+    ),
+    st.text(max_size=20),
+    st.none(),
+    st.integers(),
+    st.binary(max_size=8),
+)
 moves = st.one_of(
     st.tuples(st.just("describe"), st.sampled_from(WORDS)),
     st.tuples(st.just("describe"), texts),
@@ -48,11 +99,18 @@ moves = st.one_of(
     st.tuples(st.just("feedback_ranked"), st.integers(0, 3), texts),
     st.tuples(st.just("example"), paths),
     st.tuples(st.just("undo")),
-    st.tuples(st.just("add"), st.one_of(
-        st.builds(DescriptionTurn, texts), st.builds(QATurn, texts, texts), st.builds(ReferenceTurn, paths, texts),
-        st.builds(ExampleTurn, paths), st.none(), st.just("a woman"))),
+    st.tuples(
+        st.just("add"),
+        st.one_of(
+            st.builds(DescriptionTurn, texts),
+            st.builds(QATurn, texts, texts),
+            st.builds(ReferenceTurn, paths, texts),
+            st.builds(ExampleTurn, paths),
+            st.none(),
+            st.just("a woman"),
+        ),
+    ),
 )
-
 
 
 def scripts(max_moves: int) -> st.SearchStrategy[list]:

@@ -1,5 +1,6 @@
 """Saving a conversation and reading it back: atomic JSON, replay to the same rankings, errors
 that name the file, the entry and the field."""
+
 from __future__ import annotations
 
 import json
@@ -58,20 +59,29 @@ def _rewrite(path, change):
     path.write_text(json.dumps(document))
 
 
-@pytest.mark.parametrize("change, where", [
-    (lambda d: d.update(format="something else"), ": format: not a session history"),
-    (lambda d: d.update(version=99), ": version: unsupported version 99"),
-    (lambda d: d.update(turns={}), ": turns: expected a list"),
-    (lambda d: d["turns"].__setitem__(1, 7), ": turns[1].<entry>: expected an object, got int"),
-    (lambda d: d["turns"][0].update(type="shout"), ": turns[0].type: expected one of"),
-    (lambda d: d["turns"][0].pop("text"), ": turns[0].text: missing"),
-    (lambda d: d["turns"][0].update(text=["a", "woman"]), ": turns[0].text: expected a string, got list"),
-    (lambda d: d["turns"][0].update(mood="grumpy"), ": turns[0].mood: unknown field"),
-    (lambda d: d["turns"][0].update(facts=[["gender", ["robot"], False]]), ": turns[0].facts[0]: values of slot 'gender'"),
-    (lambda d: d["turns"][0].update(facts=[["colour", ["red"], False]]), ": turns[0].facts[0]: unknown slot 'colour'"),
-    (lambda d: d["turns"][0].update(facts=[["gender", ["male"], "no"]]), ": turns[0].facts[0]: negated must be"),
-    (lambda d: d["turns"][0].update(top=[1, -2]), ": turns[0].top: expected a list of gallery indices"),
-])
+@pytest.mark.parametrize(
+    "change, where",
+    [
+        (lambda d: d.update(format="something else"), ": format: not a session history"),
+        (lambda d: d.update(version=99), ": version: unsupported version 99"),
+        (lambda d: d.update(turns={}), ": turns: expected a list"),
+        (lambda d: d["turns"].__setitem__(1, 7), ": turns[1].<entry>: expected an object, got int"),
+        (lambda d: d["turns"][0].update(type="shout"), ": turns[0].type: expected one of"),
+        (lambda d: d["turns"][0].pop("text"), ": turns[0].text: missing"),
+        (lambda d: d["turns"][0].update(text=["a", "woman"]), ": turns[0].text: expected a string, got list"),
+        (lambda d: d["turns"][0].update(mood="grumpy"), ": turns[0].mood: unknown field"),
+        (
+            lambda d: d["turns"][0].update(facts=[["gender", ["robot"], False]]),
+            ": turns[0].facts[0]: values of slot 'gender'",
+        ),
+        (
+            lambda d: d["turns"][0].update(facts=[["colour", ["red"], False]]),
+            ": turns[0].facts[0]: unknown slot 'colour'",
+        ),
+        (lambda d: d["turns"][0].update(facts=[["gender", ["male"], "no"]]), ": turns[0].facts[0]: negated must be"),
+        (lambda d: d["turns"][0].update(top=[1, -2]), ": turns[0].top: expected a list of gallery indices"),
+    ],
+)
 def test_broken_history_files_name_the_entry_and_field(saved, change, where):
     _, path = saved
     _rewrite(path, change)
@@ -83,25 +93,40 @@ def test_broken_history_files_name_the_entry_and_field(saved, change, where):
 def test_unreadable_history_files_are_clear_errors(noisy, saved, tmp_path):
     backend, index = noisy
     _, path = saved
-    for content, message in ((b'{"format": ', "not JSON"), (b"\xff\xfe{}", "not UTF-8"),
-                             (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"), (b"[]", "not a session history")):
+    for content, message in (
+        (b'{"format": ', "not JSON"),
+        (b"\xff\xfe{}", "not UTF-8"),
+        (b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
+        (b"[]", "not a session history"),
+    ):
         path.write_bytes(content)
         with pytest.raises(DataError, match=message):
             read_history(path)
     with pytest.raises(DataError, match="cannot read"):
         read_history(tmp_path / "absent.json")
     # a well-formed file whose turns this gallery cannot replay: the file and the entry are named
-    path.write_text(json.dumps({"format": "minterpr-session-history", "version": 1, "turns": [
-        {"type": "description", "text": "a woman", "facts": [], "top": []},
-        {"type": "example", "image_path": "elsewhere.jpg", "facts": [], "top": []}]}))
+    path.write_text(
+        json.dumps(
+            {
+                "format": "minterpr-session-history",
+                "version": 1,
+                "turns": [
+                    {"type": "description", "text": "a woman", "facts": [], "top": []},
+                    {"type": "example", "image_path": "elsewhere.jpg", "facts": [], "top": []},
+                ],
+            }
+        )
+    )
     with pytest.raises(InputError, match=f"{path}: history entry 1: image path 'elsewhere.jpg'"):
         Session.load_history(path, backend, index)
 
 
 def test_from_dict_validates_its_input():
-    for data, message in (({"type": "description", "text": "x", "facts": [], "top": [True]}, "top"),
-                          ([], "<entry>: expected an object"),
-                          ({"type": "reference", "reference_path": "a.jpg", "facts": [], "top": []}, "feedback: missing")):
+    for data, message in (
+        ({"type": "description", "text": "x", "facts": [], "top": [True]}, "top"),
+        ([], "<entry>: expected an object"),
+        ({"type": "reference", "reference_path": "a.jpg", "facts": [], "top": []}, "feedback: missing"),
+    ):
         with pytest.raises(InputError, match=message):
             HistoryEntry.from_dict(data)
 

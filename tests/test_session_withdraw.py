@@ -1,5 +1,6 @@
 """Withdrawing a fact the system read (a removed chip on the page): the session ranks, asks and shows
 exactly as a session whose history never recorded that fact."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,10 +18,19 @@ COLOURS = ("red", "blue", "green", "black")
 @pytest.fixture()
 def gallery():
     rng = np.random.default_rng(0)
-    images = [GalleryImage(f"{i}.jpg", f"p:{i}", attributes={
-        "gender": (("male", "female")[i % 2],), "upper_colour": (COLOURS[int(rng.integers(4))],),
-        "lower_colour": (COLOURS[int(rng.integers(4))],), "carried": (("backpack", "nothing")[int(rng.integers(2))],)})
-        for i in range(40)]
+    images = [
+        GalleryImage(
+            f"{i}.jpg",
+            f"p:{i}",
+            attributes={
+                "gender": (("male", "female")[i % 2],),
+                "upper_colour": (COLOURS[int(rng.integers(4))],),
+                "lower_colour": (COLOURS[int(rng.integers(4))],),
+                "carried": (("backpack", "nothing")[int(rng.integers(2))],),
+            },
+        )
+        for i in range(40)
+    ]
     backend = AttributeBackend(noise=1.0, seed=3)  # predicted probabilities: the attribute evidence matters
     return backend, backend.index_images(images)
 

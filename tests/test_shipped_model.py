@@ -1,5 +1,6 @@
 """The real-pixel model that ships in models/: it loads with no shared data, is the one zoo.json
 pins, and computes what it computed when it was published."""
+
 from __future__ import annotations
 
 import json

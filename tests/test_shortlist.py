@@ -1,5 +1,6 @@
 """Sessions on a shortlist agree with the exact path: identical at K = N, same top results at K >= N/2,
 growth when rejections exhaust the shortlist, an ANN's shortlist, replay, and what a Step says."""
+
 from __future__ import annotations
 
 
@@ -91,8 +92,9 @@ def test_a_small_certified_shortlist_keeps_the_exact_top_results(big, fused):
     backend, index, images = big
     grown, candidates, turns = 0, 0, 0
     for seed in SEEDS:
-        exact, short = _pair(backend, index, images, seed,
-                             ShortlistConfig(size=60, min_gallery=0, certify=10, fused=fused))
+        exact, short = _pair(
+            backend, index, images, seed, ShortlistConfig(size=60, min_gallery=0, certify=10, fused=fused)
+        )
         for a, b in zip(exact, short):
             if a.anchor == b.anchor:  # the certificate assumes the exact path's anchor
                 assert a.ranking[:10].tolist() == b.ranking[:10].tolist()
@@ -130,9 +132,15 @@ def test_shortlist_grows_when_rejections_exhaust_it(big):
         rejected.append(int(step.ranking[0]))
         step = session.feedback(rejected[-1], "No, that's not her.")
     assert len(step.ranking) >= 12  # grown (doubled at least once)
-    found = rank_candidates(index, backend.encode_turns([h.turn for h in session.history], index)[-1],
-                            session.facts, session.judgements, only_open,
-                            session.reranking, min_open=4)
+    found = rank_candidates(
+        index,
+        backend.encode_turns([h.turn for h in session.history], index)[-1],
+        session.facts,
+        session.judgements,
+        only_open,
+        session.reranking,
+        min_open=4,
+    )
     assert np.array_equal(np.sort(step.ranking), found.rows)
     emb = index.embeddings
     open_rows = [i for i in found.rows if i not in rejected and (emb[rejected] @ emb[i]).max() <= 0.9]
@@ -145,7 +153,9 @@ def test_shortlist_grows_when_rejections_exhaust_it(big):
     # (a person's images tie, and so may people described alike: which tied row comes first, and
     # which tied rows enter the shortlist, is not specified)
     assert last.scores[0] == pytest.approx(step.scores[0])
-    tied = {index.images[int(r)].person_id for r, v in zip(last.ranking, last.scores) if v == pytest.approx(last.scores[0])}
+    tied = {
+        index.images[int(r)].person_id for r, v in zip(last.ranking, last.scores) if v == pytest.approx(last.scores[0])
+    }
     assert index.images[int(step.ranking[0])].person_id in tied
     assert all(step.rank_of(i) is not None for i in rejected)  # judged images stay candidates
 
@@ -167,8 +177,7 @@ def test_a_record_without_fused_replays_the_cosine_search(big):
     """A protocol written before the fused search existed (no "fused" key) means the cosine search:
     read back, it replays what was stored, not today's default."""
     backend, index, images = big
-    old_record = {"size": 200, "min_gallery": 0, "growth": 2.0, "anchor_search": True, "certify": 10,
-                  "max_size": 16000}
+    old_record = {"size": 200, "min_gallery": 0, "growth": 2.0, "anchor_search": True, "certify": 10, "max_size": 16000}
     cosine = ShortlistConfig(size=200, min_gallery=0, fused=False)
     assert ShortlistConfig.from_dict(old_record) == cosine and cosine.to_dict() == old_record
     session = Session(backend, index, shortlist=cosine, seed=1)
@@ -191,7 +200,7 @@ def test_step_on_a_shortlist_says_what_is_beyond_it(big):
     assert step.rank_of(int(step.ranking[3])) == 3 and step.rank_of(beyond) is None
     scores = step.gallery_scores()
     assert scores.shape == (len(index),) and scores[beyond] == -np.inf
-    assert np.array_equal(np.argsort(-scores, kind="stable")[:len(step.ranking)], step.ranking)
+    assert np.array_equal(np.argsort(-scores, kind="stable")[: len(step.ranking)], step.ranking)
     assert step.explain_image(beyond).index == beyond and step.explain(0).index == int(step.ranking[0])
 
 

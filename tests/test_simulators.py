@@ -1,4 +1,5 @@
 """User simulators: truthful oracle, imperfect oracle, text-only witness, recorded replay."""
+
 from __future__ import annotations
 
 import random
@@ -116,8 +117,9 @@ def test_witness_uses_given_captions(index, attribute_gallery):
 
 
 def test_replay_yields_exactly_the_recorded_turns(index, attribute_gallery):
-    config = DialogueSynthesisConfig(seed=0, min_qa_turns=2, max_qa_turns=3, min_image_turns=1, max_image_turns=2,
-                                     records_per_image=1)
+    config = DialogueSynthesisConfig(
+        seed=0, min_qa_turns=2, max_qa_turns=3, min_image_turns=1, max_image_turns=2, records_per_image=1
+    )
     records = synthesize_records(attribute_gallery[:30:3], attribute_gallery, config)
     samples = [r.sample for r in records]
     simulator = SIMULATORS.create("replay", samples=samples)

@@ -1,6 +1,7 @@
 """Per-slot answer calibration (interaction/slot_answers.py): never below the majority answer on the
 data it was fitted on, a no-op for a confident and right model, the stored record and its errors,
 and the ✓ / ✗ marks it vetoes."""
+
 from __future__ import annotations
 
 import logging
@@ -11,8 +12,14 @@ import pytest
 from minterpr.errors import RunError
 from minterpr.interaction.explain import EvidencePolicy
 from minterpr.interaction.fitted import RunExtras
-from minterpr.interaction.slot_answers import (UNSURE, SlotAnswers, fit_slot_answers, group_of, mean_scores,
-                                               score_slot_answers)
+from minterpr.interaction.slot_answers import (
+    UNSURE,
+    SlotAnswers,
+    fit_slot_answers,
+    group_of,
+    mean_scores,
+    score_slot_answers,
+)
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 
@@ -60,8 +67,12 @@ def test_the_worst_case_objective_is_never_below_the_majority_on_any_camera_set(
         for g in set(groups):  # on every camera set it weighed
             rows = np.array(groups) == g
             gs = score_slot_answers(record, probs[rows], targets[rows], mask[rows])[slot]
-            fallback = targets[rows][:, COLUMNS[slot]][:, [v.name for v in ONTOLOGY.slot(slot).values].index(
-                rule.majority)].mean() * 100
+            fallback = (
+                targets[rows][:, COLUMNS[slot]][
+                    :, [v.name for v in ONTOLOGY.slot(slot).values].index(rule.majority)
+                ].mean()
+                * 100
+            )
             assert gs.calibrated >= fallback - 1e-9, (slot, g)
     with pytest.raises(ValueError, match="objective must be one of blend, worst, mean"):
         fit_slot_answers(probs, targets, mask, groups, objective="best")
@@ -69,8 +80,10 @@ def test_the_worst_case_objective_is_never_below_the_majority_on_any_camera_set(
 
 def test_a_confident_and_right_model_is_left_alone():
     probs, targets, mask, groups = synthetic(5, skill=12.0)
-    assert all(score.raw == 100.0 for score in score_slot_answers(fit_slot_answers(probs, targets, mask, groups),
-                                                                  probs, targets, mask).values())
+    assert all(
+        score.raw == 100.0
+        for score in score_slot_answers(fit_slot_answers(probs, targets, mask, groups), probs, targets, mask).values()
+    )
     record = fit_slot_answers(probs, targets, mask, groups)
     for slot, rule in record.slots.items():
         assert (rule.prior_weight, rule.margin) == (0.0, 0.0), slot
@@ -99,13 +112,19 @@ def test_the_record_round_trips_through_the_model_extras():
     assert again.answers(probs)["age"].tolist() == record.answers(probs)["age"].tolist()
 
 
-@pytest.mark.parametrize("change,message", [
-    (lambda d: d["slots"]["gender"].update(margin="x"), "'slots.gender.margin': 'x' is not a finite number"),
-    (lambda d: d["slots"]["gender"].pop("prior_weight"), "'slots.gender.prior_weight': None is not a finite number"),
-    (lambda d: d["slots"]["gender"].update(majority=3), "'slots.gender.majority': 3 is not a value name"),
-    (lambda d: d.update(slots=[]), "'slots': a list, not a dict"),
-    (lambda d: d["slots"]["gender"].update(prior={"male": "a"}), "'slots.gender.prior.male': 'a' is not a finite"),
-])
+@pytest.mark.parametrize(
+    "change,message",
+    [
+        (lambda d: d["slots"]["gender"].update(margin="x"), "'slots.gender.margin': 'x' is not a finite number"),
+        (
+            lambda d: d["slots"]["gender"].pop("prior_weight"),
+            "'slots.gender.prior_weight': None is not a finite number",
+        ),
+        (lambda d: d["slots"]["gender"].update(majority=3), "'slots.gender.majority': 3 is not a value name"),
+        (lambda d: d.update(slots=[]), "'slots': a list, not a dict"),
+        (lambda d: d["slots"]["gender"].update(prior={"male": "a"}), "'slots.gender.prior.male': 'a' is not a finite"),
+    ],
+)
 def test_a_bad_stored_record_is_one_line_naming_the_file_and_field(change, message):
     probs, targets, mask, groups = synthetic(8)
     data = fit_slot_answers(probs, targets, mask, groups).to_dict()

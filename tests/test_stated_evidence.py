@@ -2,6 +2,7 @@
 decides the image's marks and its attribute term in the ranking (language/evidence.py,
 stated_log_likelihood), on the exact path and on a shortlist alike, and never becomes a fact
 about the person sought."""
+
 from __future__ import annotations
 
 import numpy as np

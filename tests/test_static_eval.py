@@ -1,4 +1,5 @@
 """Static evaluation: round replay rules, protocol, and the eval command's JSON, table and plot."""
+
 from __future__ import annotations
 
 import json
@@ -47,8 +48,10 @@ def sample(target: str, pid: int, description_digit: int, answers: list[int]) ->
 
 
 def test_rounds_ended_dialogues_keep_their_last_query():
-    samples = [sample("p0_0.png", 0, 1, [2, 0]),  # wrong, wrong, right: rank 1 only at round 2
-               sample("p1_0.png", 1, 1, [])]  # right at once, and ended after round 0
+    samples = [
+        sample("p0_0.png", 0, 1, [2, 0]),  # wrong, wrong, right: rank 1 only at round 2
+        sample("p1_0.png", 1, 1, []),
+    ]  # right at once, and ended after round 0
     report = evaluate_dialogues(AxisBackend(), samples, GALLERY, None, {"dataset": "toy", "split": "test"})
     assert [row["r1"] for row in report.rounds] == [50.0, 50.0, 100.0]  # the 1-round dialogue stays right
     assert [row["hits1"] for row in report.rounds] == [50.0, 50.0, 100.0]
@@ -58,8 +61,11 @@ def test_rounds_ended_dialogues_keep_their_last_query():
     # the same numbers straight from the metrics on hand-made per-round queries
     axis = np.eye(3, dtype=np.float32)
     gallery = AxisBackend().index_images(GALLERY).embeddings
-    rounds = [(np.stack([axis[1], axis[1]]), gallery), (np.stack([axis[2], axis[1]]), gallery),
-              (np.stack([axis[0], axis[1]]), gallery)]
+    rounds = [
+        (np.stack([axis[1], axis[1]]), gallery),
+        (np.stack([axis[2], axis[1]]), gallery),
+        (np.stack([axis[0], axis[1]]), gallery),
+    ]
     expected = per_round_metrics(rounds, ["toy:0", "toy:1"], [g.person_id for g in GALLERY])
     assert report.rounds == expected["rounds"] and report.bri == pytest.approx(expected["bri"])
 
@@ -102,9 +108,18 @@ def eval_setup(tmp_path_factory):
         for v in range(2):
             Image.new("RGB", (32, 64), tuple(max(0, c - 40 * v) for c in colour)).save(root / f"p{k}_{v}.png")
             gallery.append(GalleryImage(f"p{k}_{v}.png", f"toy:{k}"))
-    samples = [RetrievalSample(f"p{k}_0.png", f"minterpedes:{k}", Dialogue(
-        f"a person in colour {k}", tuple(QATurn("Bag?", "no") for _ in range(k)),
-        (ReferenceTurn(f"p{(k + 1) % 4}_1.png", "not this one"),) if k % 2 else ())) for k in range(4)]
+    samples = [
+        RetrievalSample(
+            f"p{k}_0.png",
+            f"minterpedes:{k}",
+            Dialogue(
+                f"a person in colour {k}",
+                tuple(QATurn("Bag?", "no") for _ in range(k)),
+                (ReferenceTurn(f"p{(k + 1) % 4}_1.png", "not this one"),) if k % 2 else (),
+            ),
+        )
+        for k in range(4)
+    ]
     write_gallery(gallery, root / "gallery_test.jsonl")
     write_minterpedes(samples, root / "test.jsonl")
     run = tmp_path_factory.mktemp("run")
@@ -115,8 +130,22 @@ def eval_setup(tmp_path_factory):
 def test_eval_command_writes_json_table_and_plot(eval_setup, tmp_path, capsys):
     root, run = eval_setup
     out, plot = tmp_path / "eval.json", tmp_path / "r1.png"
-    code = main(["eval", "--run", str(run), "--data", str(root / "test.jsonl"), "--image-root", str(root),
-                 "--json", str(out), "--plot", str(plot), "--quiet"])
+    code = main(
+        [
+            "eval",
+            "--run",
+            str(run),
+            "--data",
+            str(root / "test.jsonl"),
+            "--image-root",
+            str(root),
+            "--json",
+            str(out),
+            "--plot",
+            str(plot),
+            "--quiet",
+        ]
+    )
     assert code == 0
     printed = capsys.readouterr().out
     assert printed.splitlines()[0].split()[:3] == ["round", "R@1", "R@5"] and "BRI:" in printed
@@ -137,8 +166,25 @@ def test_eval_command_without_manifest_and_with_max_rounds(eval_setup, tmp_path)
     lone = tmp_path / "dialogues.jsonl"
     lone.write_text((root / "test.jsonl").read_text())  # no gallery_dialogues.jsonl beside it
     out = tmp_path / "eval.json"
-    assert main(["eval", "--run", str(run), "--data", str(lone), "--image-root", str(root), "--json", str(out),
-                 "--max-rounds", "2", "--quiet"]) == 0
+    assert (
+        main(
+            [
+                "eval",
+                "--run",
+                str(run),
+                "--data",
+                str(lone),
+                "--image-root",
+                str(root),
+                "--json",
+                str(out),
+                "--max-rounds",
+                "2",
+                "--quiet",
+            ]
+        )
+        == 0
+    )
     report = EvaluationReport.load(out)
     assert len(report.rounds) == 2 and report.protocol["gallery"] == "targets+references"
     assert report.protocol["num_gallery"] == 4 + 2  # 4 targets + 2 references that are nobody's target
@@ -207,6 +253,7 @@ def test_judgements_follow_the_session_rules():
     assert round_judgements(turns[:2] + [ReferenceTurn("p1_0.png", "Yes, that's her.")], position)[-1] == {2: True}
     assert round_judgements(turns[:2] + [ReferenceTurn("p1_0.png", "Maybe, I can't tell.")], position)[-1] == {2: None}
     assert round_judgements(turns[:2] + [ReferenceTurn("elsewhere.png", "No.")], position)[-1] == {}
-    changed = round_judgements(turns + [ReferenceTurn("p2_0.png", "No."), ReferenceTurn("p1_0.png", "Yes, her.")],
-                               position)
+    changed = round_judgements(
+        turns + [ReferenceTurn("p2_0.png", "No."), ReferenceTurn("p1_0.png", "Yes, her.")], position
+    )
     assert list(changed[-1].items()) == [(4, False), (2, True)]  # the latest verdict, moved last

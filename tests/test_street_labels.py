@@ -1,4 +1,5 @@
 """The street video's hand labels (benchmarks/data/vtest_labels.json) and the metrics over them."""
+
 from __future__ import annotations
 
 import copy
@@ -17,7 +18,10 @@ from minterpr.ingest.street_eval import detection_report, match_boxes, match_box
 
 REPO = Path(__file__).resolve().parents[1]
 LABELS = REPO / "benchmarks" / "data" / "vtest_labels.json"
-VIDEOS = [REPO.parent / "shared" / "data" / "video" / "vtest.avi", Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi")]
+VIDEOS = [
+    REPO.parent / "shared" / "data" / "video" / "vtest.avi",
+    Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"),
+]
 
 
 def _doc():
@@ -114,10 +118,19 @@ def test_matching_prefers_more_pairs_to_a_larger_overlap():
 
 def _labels():
     people = {k: None for k in "abc"}
-    return StreetLabels({}, people, {
-        0: (LabelBox("a", (0, 0, 10, 30)), LabelBox("b", (50, 0, 60, 30)), LabelBox("c", (90, 0, 99, 30), ignore=True)),
-        3: (LabelBox("a", (2, 0, 12, 30)), LabelBox("b", (52, 0, 62, 30))),
-        6: (LabelBox("a", (4, 0, 14, 30)), LabelBox("b", (54, 0, 64, 30)))})
+    return StreetLabels(
+        {},
+        people,
+        {
+            0: (
+                LabelBox("a", (0, 0, 10, 30)),
+                LabelBox("b", (50, 0, 60, 30)),
+                LabelBox("c", (90, 0, 99, 30), ignore=True),
+            ),
+            3: (LabelBox("a", (2, 0, 12, 30)), LabelBox("b", (52, 0, 62, 30))),
+            6: (LabelBox("a", (4, 0, 14, 30)), LabelBox("b", (54, 0, 64, 30))),
+        },
+    )
 
 
 def test_detection_report_counts_ignore_boxes_on_neither_side():
@@ -130,10 +143,24 @@ def test_detection_report_counts_ignore_boxes_on_neither_side():
 
 def test_track_report_against_hand_counts():
     labels = _labels()
-    a0, b0, a3, b3, a6, b6 = ([0, 0, 10, 30], [50, 0, 60, 30], [2, 0, 12, 30], [52, 0, 62, 30],
-                              [4, 0, 14, 30], [54, 0, 64, 30])
-    log = [(0, a0, 0.9, 0), (0, b0, 0.9, 1), (3, a3, 0.9, 0), (3, b3, 0.9, 0),  # track 0 takes b at frame 3
-           (6, a6, 0.9, 0), (6, b6, 0.9, 2), (6, [300, 0, 310, 30], 0.9, 2), (1, a0, 0.9, 5)]  # frame 1: unlabelled
+    a0, b0, a3, b3, a6, b6 = (
+        [0, 0, 10, 30],
+        [50, 0, 60, 30],
+        [2, 0, 12, 30],
+        [52, 0, 62, 30],
+        [4, 0, 14, 30],
+        [54, 0, 64, 30],
+    )
+    log = [
+        (0, a0, 0.9, 0),
+        (0, b0, 0.9, 1),
+        (3, a3, 0.9, 0),
+        (3, b3, 0.9, 0),  # track 0 takes b at frame 3
+        (6, a6, 0.9, 0),
+        (6, b6, 0.9, 2),
+        (6, [300, 0, 310, 30], 0.9, 2),
+        (1, a0, 0.9, 5),
+    ]  # frame 1: unlabelled
     crops = [(0, a0, 0), (6, a6, 0), (0, b0, 1), (6, b6, 2)]
     r = track_report(labels, log, crops)
     # track 0: a a b a -> 3/4; track 1: b -> 1/1; track 2: b + nobody -> 1/2; purity 5/7
@@ -208,7 +235,9 @@ def test_a_witness_told_what_it_remembers_answers_from_that():
     index = GalleryIndex([target], np.ones((1, 2), np.float32))
     caption = "A man in a black coat."
     knows = {"lower_type": ("jeans",), "upper_colour": ("black",)}
-    user = WitnessSimulator(captions={"a.jpg": caption}, knowledge={"a.jpg": knows}).user(target, index, query=0, seed=0)
+    user = WitnessSimulator(captions={"a.jpg": caption}, knowledge={"a.jpg": knows}).user(
+        target, index, query=0, seed=0
+    )
     assert user.describe() == caption
     turn = user.respond(AskQuestion("lower_type", "What was he wearing on his legs?"))
     assert "jeans" in turn.answer.lower()

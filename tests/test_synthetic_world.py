@@ -1,4 +1,5 @@
 """The synthetic pedestrian world: identities, cameras, renderer and world builder."""
+
 from __future__ import annotations
 
 import dataclasses
@@ -11,14 +12,25 @@ import pytest
 from PIL import Image
 
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.data.synthetic import (SyntheticWorldConfig, build_world, make_cameras, make_sample_grid, plan_world,
-                                     render_grid, render_person, sample_identity, sample_look, sample_population,
-                                     sample_population_with_twins)
+from minterpr.data.synthetic import (
+    SyntheticWorldConfig,
+    build_world,
+    make_cameras,
+    make_sample_grid,
+    plan_world,
+    render_grid,
+    render_person,
+    sample_identity,
+    sample_look,
+    sample_population,
+    sample_population_with_twins,
+)
 from minterpr.data.synthetic.identities import TWIN_SLOTS
 from minterpr.types import split_person_id
 
-TINY = SyntheticWorldConfig(seed=7, train_identities=20, val_identities=6, test_identities=8,
-                            image_size=(128, 64), workers=2)
+TINY = SyntheticWorldConfig(
+    seed=7, train_identities=20, val_identities=6, test_identities=8, image_size=(128, 64), workers=2
+)
 
 
 def _files(root: Path) -> dict[str, bytes]:
@@ -32,6 +44,7 @@ def tiny_world(tmp_path_factory):
 
 
 # ---- identities ---------------------------------------------------------------------------
+
 
 def test_identities_set_every_slot_and_are_valid():
     rng = np.random.default_rng(0)
@@ -92,6 +105,7 @@ def test_near_twins_differ_in_exactly_one_visible_slot():
 
 # ---- cameras and renderer ---------------------------------------------------------------------
 
+
 def test_cameras_are_distinct_and_cover_the_scene_types():
     cams = make_cameras(6, np.random.default_rng(0), jpeg_quality=(70, 90))
     assert Counter(c.background for c in cams) == {"street": 2, "corridor": 2, "grass": 2}
@@ -108,9 +122,20 @@ def _quiet_camera():
 
 def _base(**over):
     attrs = sample_identity(np.random.default_rng(2))
-    attrs.update({"upper_type": ("tshirt",), "upper_pattern": ("plain",), "upper_colour": ("grey",), "carried": ("nothing",),
-                  "accessories": ("none",), "hair_length": ("short",), "lower_type": ("trousers",), "lower_colour": ("grey",),
-                  "lower_length": ("long",), "lower_pattern": ("plain",)})
+    attrs.update(
+        {
+            "upper_type": ("tshirt",),
+            "upper_pattern": ("plain",),
+            "upper_colour": ("grey",),
+            "carried": ("nothing",),
+            "accessories": ("none",),
+            "hair_length": ("short",),
+            "lower_type": ("trousers",),
+            "lower_colour": ("grey",),
+            "lower_length": ("long",),
+            "lower_pattern": ("plain",),
+        }
+    )
     attrs.update(over)
     return attrs
 
@@ -173,6 +198,7 @@ def test_render_person_size_determinism_and_errors():
 
 
 # ---- world ----------------------------------------------------------------------------------
+
 
 def test_world_is_byte_identical_across_worker_counts_and_seed_dependent(tiny_world, tmp_path):
     root, _ = tiny_world

@@ -1,6 +1,7 @@
 """The text encoder's LRU cache (NeuralBackend._text_cache) returns the bits a fresh encoding gives:
 a cached text's features equal those computed with an empty cache, whatever batch first computed
 them, so a session's queries (and a replay's) do not depend on what was encoded before."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,8 +39,9 @@ def test_a_cached_text_is_bit_identical_to_a_fresh_one(backend):
 
 
 def test_queries_do_not_depend_on_the_cache(backend):
-    index = GalleryIndex([GalleryImage(f"{i}.jpg", f"x:{i}") for i in range(3)],
-                         np.eye(3, backend.model.embed_dim, dtype=np.float32))
+    index = GalleryIndex(
+        [GalleryImage(f"{i}.jpg", f"x:{i}") for i in range(3)], np.eye(3, backend.model.embed_dim, dtype=np.float32)
+    )
     turns = [DescriptionTurn(TEXTS[0]), QATurn("What gender?", "male"), DescriptionTurn(TEXTS[2])]
     backend._text_cache.clear()
     cold = backend.encode_turns(turns, index)

@@ -1,4 +1,5 @@
 """Training: data plans, feature cache, checkpoints, the train command, exact resume after kill -9."""
+
 from __future__ import annotations
 
 import json
@@ -25,8 +26,14 @@ from minterpr.models.io import load_model
 from minterpr.fileio import atomic_write
 from minterpr.training.checkpoint import load_checkpoint, save_checkpoint
 from minterpr.training.config import load_config, save_config
-from minterpr.training.data import (FeatureTable, attribute_targets, gather_rows, identity_index, load_split,
-                                    plan_dialogues)
+from minterpr.training.data import (
+    FeatureTable,
+    attribute_targets,
+    gather_rows,
+    identity_index,
+    load_split,
+    plan_dialogues,
+)
 from minterpr.types import Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
 from support.datasets import make_tiny_dataset
 
@@ -65,8 +72,10 @@ def finished_run(dataset, tmp_path_factory) -> Path:
 
 # ----------------------------------------------------------------------------- data
 def test_attribute_targets_mask_unknown_slots():
-    images = [GalleryImage("a", "x:1", attributes={"upper_colour": ("black", "white"), "gender": ("male",)}),
-              GalleryImage("b", "x:2", attributes=None)]
+    images = [
+        GalleryImage("a", "x:1", attributes={"upper_colour": ("black", "white"), "gender": ("male",)}),
+        GalleryImage("b", "x:2", attributes=None),
+    ]
     targets, mask = attribute_targets(images)
     labels = ONTOLOGY.flat_labels()
     assert targets.shape == mask.shape == (2, len(labels))
@@ -179,10 +188,14 @@ def test_training_plan_matches_the_neural_backend(dataset):
     with torch.no_grad():
         pixels = model.preprocess.load_batch([split.image_root / p for p in plan.images])
         embedding = model.encode_images(pixels)["embedding"]
-        queries = model.encode_dialogues({
-            "turn_types": plan.turn_types, "turn_mask": plan.turn_mask,
-            "turn_text": gather_rows(model.text_features(plan.texts), plan.text_index),
-            "turn_image": gather_rows(embedding, plan.image_index)}).numpy()
+        queries = model.encode_dialogues(
+            {
+                "turn_types": plan.turn_types,
+                "turn_mask": plan.turn_mask,
+                "turn_text": gather_rows(model.text_features(plan.texts), plan.text_index),
+                "turn_image": gather_rows(embedding, plan.image_index),
+            }
+        ).numpy()
     for i, q in enumerate(expected):
         np.testing.assert_allclose(queries[i, : len(q)], q, atol=1e-5)
 
@@ -196,7 +209,12 @@ def test_train_command_writes_the_run(finished_run):
     assert cfg.model.num_identities == len(train_ids)  # sized from the training gallery for the id loss
     records = [json.loads(line) for line in (finished_run / "metrics.jsonl").read_text().splitlines()]
     assert [(r["stage"], r["epoch"]) for r in records] == [
-        ("attributes", 0), ("alignment", 0), ("dialogue", 0), ("dialogue", 1), ("dialogue", 2)]
+        ("attributes", 0),
+        ("alignment", 0),
+        ("dialogue", 0),
+        ("dialogue", 1),
+        ("dialogue", 2),
+    ]
     longest = max(s.dialogue.num_rounds for s in read_minterpedes(Path(cfg.data.root) / "val.jsonl"))
     assert "val" not in records[0] and len(records[-1]["val"]["rounds"]) == longest
     assert all(np.isfinite(r["train"]["total_loss"]) for r in records)
@@ -305,8 +323,16 @@ def test_augmented_training_same_weights_with_or_without_workers(dataset, tmp_pa
     weights = []
     for workers in (0, 2):
         out = tmp_path / f"aug{workers}"
-        args = train_args(dataset, out, "augment=true", "stages=[dialogue]", "stages.0.epochs=1",
-                          "cache_features=false", f"workers={workers}", "model.dropout=0.2")  # RNG in use
+        args = train_args(
+            dataset,
+            out,
+            "augment=true",
+            "stages=[dialogue]",
+            "stages.0.epochs=1",
+            "cache_features=false",
+            f"workers={workers}",
+            "model.dropout=0.2",
+        )  # RNG in use
         assert main(args) == 0
         assert not (out / "cache").exists() and (out / "model.pt").is_file()
         weights.append(load_checkpoint(out / "last.pt")["model"])
@@ -326,8 +352,13 @@ def test_kill_9_mid_epoch_then_resume_gives_the_same_weights(finished_run, datas
     assert last.exists(), proc.stderr.read().decode()[-2000:]
     interrupted = load_checkpoint(last)
     assert not interrupted["done"] and not (out / "model.pt").exists()  # it really died mid-run
-    resumed = subprocess.run([sys.executable, "-m", "minterpr", "train", "--out", str(out), "--resume"],
-                             capture_output=True, text=True, timeout=300, env=subprocess_env())
+    resumed = subprocess.run(
+        [sys.executable, "-m", "minterpr", "train", "--out", str(out), "--resume"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=subprocess_env(),
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "model:" in resumed.stdout
     a = load_checkpoint(finished_run / "last.pt")

@@ -1,10 +1,17 @@
 """Training config: shipped files, overrides, unknown keys, the refusal to select on test."""
+
 from __future__ import annotations
 
 import pytest
 
-from minterpr.training.config import (ConfigError, StageConfig, TrainConfig, load_config, parse_selection_metric,
-                                      save_config)
+from minterpr.training.config import (
+    ConfigError,
+    StageConfig,
+    TrainConfig,
+    load_config,
+    parse_selection_metric,
+    save_config,
+)
 
 SHIPPED = ("tiny", "synthetic", "synthetic_baseline", "peta", "clip")
 
@@ -35,8 +42,17 @@ def test_stage_defaults():
 
 
 def test_overrides_parse_yaml_values_and_nested_paths():
-    cfg = load_config("tiny", ["batch_size=3", "stages.1.lr=1e-4", "stages.2.losses=[itc, reference]",
-                               "model.embed_dim=16", "data.root=/some/where", "augment=true"])
+    cfg = load_config(
+        "tiny",
+        [
+            "batch_size=3",
+            "stages.1.lr=1e-4",
+            "stages.2.losses=[itc, reference]",
+            "model.embed_dim=16",
+            "data.root=/some/where",
+            "augment=true",
+        ],
+    )
     assert cfg.batch_size == 3 and cfg.augment is True
     assert cfg.stages[1].lr == pytest.approx(1e-4)
     assert cfg.stages[2].resolved_losses() == ["itc", "reference"]
@@ -121,8 +137,15 @@ def test_unknown_config_name_lists_the_shipped_ones(tmp_path):
 
 
 # ModelConfig's implicit layout before a bare ModelConfig() became the default model (issue 23)
-OLD_IMPLICIT_LAYOUT = {"image_size": (128, 64), "frozen_image_stages": "stage5", "num_stripes": 4,
-                       "stripe_columns": 1, "stripe_stage": None, "colour_stripes": 0, "encoder_kwargs": {}}
+OLD_IMPLICIT_LAYOUT = {
+    "image_size": (128, 64),
+    "frozen_image_stages": "stage5",
+    "num_stripes": 4,
+    "stripe_columns": 1,
+    "stripe_stage": None,
+    "colour_stripes": 0,
+    "encoder_kwargs": {},
+}
 
 
 def test_bare_model_config_is_the_default_model():
@@ -150,6 +173,9 @@ def test_old_saved_configs_that_omit_fields_load_as_before(tmp_path):
     path.write_text("seed: 3\n")  # no model section at all
     assert load_config(path).model == ModelConfig(**OLD_IMPLICIT_LAYOUT)
     # a checkpoint saved before the colour branch and the part grid (no such keys in its config)
-    saved = {k: v for k, v in ModelConfig(**OLD_IMPLICIT_LAYOUT).to_dict().items()
-             if k not in ("colour_stripes", "stripe_columns", "stripe_stage", "flip_test")}
+    saved = {
+        k: v
+        for k, v in ModelConfig(**OLD_IMPLICIT_LAYOUT).to_dict().items()
+        if k not in ("colour_stripes", "stripe_columns", "stripe_stage", "flip_test")
+    }
     assert model_config_of({"config": saved}) == ModelConfig(**OLD_IMPLICIT_LAYOUT)

@@ -1,6 +1,7 @@
 """Backend-specific behaviour of the local vector indexes: the columnar filter against the reference
 on odd values, exact fp16 and memory-mapped storage, compaction, FAISS's own filtered path,
 IVF-PQ training, HNSW rebuild after many deletes, manifest refusals."""
+
 from __future__ import annotations
 
 import json
@@ -14,12 +15,54 @@ from minterpr.index.vectors.exact import ExactIndex
 from minterpr.index.vectors.metadata_filter import MetadataColumns, reference_mask
 from minterpr.index.vectors.vector_index import MANIFEST_FILE, Range, load_vector_index
 
-VALUES = ["a", "b", "2026-12-01T10:00:00", "2026-12-02T00:00:00", "", 0, 1, 2, -3, 2.5, 1.0, 0.0, True, False,
-          float("nan"), None, [1, 2], {"x": 1}, 2 ** 60, -(2 ** 60) - 1, 1e300]
-CONDITIONS = ["a", 1, 1.0, True, False, 0, 2.5, 2 ** 60, float("nan"), ["a", 1], ["b", False, 2 ** 60], [],
-              Range(0, 2), Range(low=1), Range(high=1.0), Range("a", "z"), Range("2026-12-01T00:00:00", None),
-              Range(), Range(float("nan"), 3), Range(0, "z"), Range(2 ** 59, None), Range(True, True),
-              Range([0], [5])]
+VALUES = [
+    "a",
+    "b",
+    "2026-12-01T10:00:00",
+    "2026-12-02T00:00:00",
+    "",
+    0,
+    1,
+    2,
+    -3,
+    2.5,
+    1.0,
+    0.0,
+    True,
+    False,
+    float("nan"),
+    None,
+    [1, 2],
+    {"x": 1},
+    2**60,
+    -(2**60) - 1,
+    1e300,
+]
+CONDITIONS = [
+    "a",
+    1,
+    1.0,
+    True,
+    False,
+    0,
+    2.5,
+    2**60,
+    float("nan"),
+    ["a", 1],
+    ["b", False, 2**60],
+    [],
+    Range(0, 2),
+    Range(low=1),
+    Range(high=1.0),
+    Range("a", "z"),
+    Range("2026-12-01T00:00:00", None),
+    Range(),
+    Range(float("nan"), 3),
+    Range(0, "z"),
+    Range(2**59, None),
+    Range(True, True),
+    Range([0], [5]),
+]
 
 
 def test_columnar_filter_equals_reference_on_odd_values():
@@ -109,8 +152,9 @@ def test_manifest_of_another_version_is_refused(tmp_path):
 faiss = pytest.importorskip("faiss")
 
 
-@pytest.mark.parametrize("cls, options", [(faiss_index.FaissHNSWIndex, {}),
-                                          (faiss_index.FaissIVFPQIndex, {"nlist": 8, "m": 4, "nprobe": 8})])
+@pytest.mark.parametrize(
+    "cls, options", [(faiss_index.FaissHNSWIndex, {}), (faiss_index.FaissIVFPQIndex, {"nlist": 8, "m": 4, "nprobe": 8})]
+)
 def test_faiss_filtered_search_runs_inside_faiss(cls, options, monkeypatch):
     x, ids = _data()
     index = cls(16, brute_force_below=0, **options)

@@ -2,6 +2,7 @@
 results on small data, recall@10 >= 0.95 on clustered vectors, filters equal to ``matches``,
 deletes, persistence round trip (mmap too), refusals, concurrent readers, bad input.
 A backend whose optional extra is not installed is skipped."""
+
 from __future__ import annotations
 
 import threading
@@ -10,8 +11,15 @@ import numpy as np
 import pytest
 
 from minterpr.errors import DatasetError, InputError, MinterprError
-from minterpr.index.vectors.vector_index import (MANIFEST_FILE, VECTOR_INDEXES, Range, SearchResult, VectorIndex,
-                                         load_vector_index, matches)
+from minterpr.index.vectors.vector_index import (
+    MANIFEST_FILE,
+    VECTOR_INDEXES,
+    Range,
+    SearchResult,
+    VectorIndex,
+    load_vector_index,
+    matches,
+)
 
 FINGERPRINT = "0123456789abcdef"
 # Options that make the small data sets exercise each backend's own search path (not its fallbacks).
@@ -172,14 +180,14 @@ def test_refuses_another_model_and_half_written(filled, tmp_path):
 def test_concurrent_readers(filled):
     index, vectors, *_ = filled
     queries = unit(np.random.default_rng(4).normal(size=(64, 32)))
-    expected = [index.search(queries[i:i + 1], 10, where=FILTERS[i % 3]).ids for i in range(64)]
+    expected = [index.search(queries[i : i + 1], 10, where=FILTERS[i % 3]).ids for i in range(64)]
     got: dict[int, np.ndarray] = {}
     errors: list[BaseException] = []
 
     def work(part: int) -> None:
         try:
             for i in range(part, 64, 4):
-                got[i] = index.search(queries[i:i + 1], 10, where=FILTERS[i % 3]).ids
+                got[i] = index.search(queries[i : i + 1], 10, where=FILTERS[i % 3]).ids
         except BaseException as error:  # noqa: BLE001 - reported below
             errors.append(error)
 
@@ -197,18 +205,20 @@ def test_bad_input(filled):
     index, vectors, ids, metadata = filled
     bad_nan = vectors[:2].copy()
     bad_nan[0, 0] = np.nan
-    for call in [lambda: index.add(vectors[:2, :16], np.array([90001, 90002])),
-                 lambda: index.add(bad_nan, np.array([90001, 90002])),
-                 lambda: index.add(vectors[:2], np.array([90001, 90001])),
-                 lambda: index.add(vectors[:1], ids[:1]),
-                 lambda: index.add(vectors[:2], np.array([90001, 90002]), metadata[:1]),
-                 lambda: index.add(vectors[:1], np.array([-5])),
-                 lambda: index.search(vectors[:1], 0),
-                 lambda: index.search(vectors[:1], -3),
-                 lambda: index.search(vectors[:1, :8], 3),
-                 lambda: index.search(bad_nan, 3),
-                 lambda: index.search(vectors[:1], 3, where={"camera": object()}),
-                 lambda: index.search(vectors[:1], 3, where="camera")]:
+    for call in [
+        lambda: index.add(vectors[:2, :16], np.array([90001, 90002])),
+        lambda: index.add(bad_nan, np.array([90001, 90002])),
+        lambda: index.add(vectors[:2], np.array([90001, 90001])),
+        lambda: index.add(vectors[:1], ids[:1]),
+        lambda: index.add(vectors[:2], np.array([90001, 90002]), metadata[:1]),
+        lambda: index.add(vectors[:1], np.array([-5])),
+        lambda: index.search(vectors[:1], 0),
+        lambda: index.search(vectors[:1], -3),
+        lambda: index.search(vectors[:1, :8], 3),
+        lambda: index.search(bad_nan, 3),
+        lambda: index.search(vectors[:1], 3, where={"camera": object()}),
+        lambda: index.search(vectors[:1], 3, where="camera"),
+    ]:
         with pytest.raises(InputError):
             call()
     assert len(index) == 600  # nothing was added by the refused calls

@@ -1,4 +1,5 @@
 """MTG at ingestion: captions and evidence per crop, resumable, batched, with progress and cost."""
+
 import json
 
 import pytest
@@ -35,7 +36,9 @@ def test_every_crop_gets_a_caption_and_evidence_with_progress_and_cost(crops):
     seen = []
     with ScriptedServer(answers() * 5) as server:
         client = VLMClient(VLMConfig(server.url, "m"))
-        report = caption_gallery(images, str(root), client, out, batch_size=2, progress=lambda d, t: seen.append((d, t)))
+        report = caption_gallery(
+            images, str(root), client, out, batch_size=2, progress=lambda d, t: seen.append((d, t))
+        )
     assert report["captioned"] == 5 and report["usage"]["calls"] == 5 * len(question_groups())
     assert seen == [(2, 5), (4, 5), (5, 5)]
     record = read_captions(out)["3.jpg"]
@@ -72,8 +75,21 @@ def test_the_cli_captions_a_manifest(crops, capsys):
     manifest = root / "gallery.jsonl"
     manifest.write_text("".join(json.dumps({"path": i.path, "person_id": i.person_id}) + "\n" for i in images))
     with ScriptedServer(answers() * 5) as server:
-        code = main(["vlm", "caption", "--gallery", str(manifest), "--out", str(root / "mtg.jsonl"),
-                     "--vlm-url", server.url, "--vlm-model", "m", "-q"])
+        code = main(
+            [
+                "vlm",
+                "caption",
+                "--gallery",
+                str(manifest),
+                "--out",
+                str(root / "mtg.jsonl"),
+                "--vlm-url",
+                server.url,
+                "--vlm-model",
+                "m",
+                "-q",
+            ]
+        )
     assert code == 0 and "captioned 5 crops" in capsys.readouterr().out
 
 
@@ -98,8 +114,9 @@ def test_the_captions_evidence_ranks_a_captioned_crop_in_a_search(tmp_path):
             return np.full((len(turns), 4), 0.5, dtype=np.float32)
 
     plain = Session(Cosine(), index, shortlist=None).describe("a woman in a red top")
-    captioned = with_caption_evidence(index, {"2.jpg": crop_record("2.jpg", {"gender": ("female",),
-                                                                               "upper_colour": ("red",)})})
+    captioned = with_caption_evidence(
+        index, {"2.jpg": crop_record("2.jpg", {"gender": ("female",), "upper_colour": ("red",)})}
+    )
     step = Session(Cosine(), captioned, shortlist=None).describe("a woman in a red top")
     assert int(step.ranking[0]) == 2 and float(np.ptp(plain.scores)) == 0.0
     with pytest.raises(ValueError, match="0..1"):

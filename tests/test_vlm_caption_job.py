@@ -2,6 +2,7 @@
 endpoint only, every call audited with the job (never the key), progress in the job's status, an
 endpoint failing mid-job (failures counted, nothing lost, a second job captions the rest), cancel,
 refusals audited, and the gallery opened again so searches use the captions."""
+
 from __future__ import annotations
 
 import json
@@ -55,11 +56,15 @@ def test_a_gallery_is_captioned_with_progress_audited_and_searched_with_the_capt
         services, client = serve(world, tmp_path, endpoint.url)
         with client:
             headers = login(client, "root")
-            ssrf = client.post("/api/ingest/caption", json={"gallery": "copy", "url": "http://169.254.169.254/v1"},
-                               headers=headers)
+            ssrf = client.post(
+                "/api/ingest/caption", json={"gallery": "copy", "url": "http://169.254.169.254/v1"}, headers=headers
+            )
             assert ssrf.status_code == 422 and ssrf.json()["error"]["code"] == "invalid"  # the URL is the settings'
-            started = client.post("/api/ingest/caption", json={"gallery": "copy", "batch_size": 4},
-                                  headers={**headers, "X-Request-ID": "caption-1"})
+            started = client.post(
+                "/api/ingest/caption",
+                json={"gallery": "copy", "batch_size": 4},
+                headers={**headers, "X-Request-ID": "caption-1"},
+            )
             assert started.status_code == 202, started.text
             job = started.json()
             assert job["kind"] == "caption" and job["gallery"] == "copy"
@@ -67,14 +72,17 @@ def test_a_gallery_is_captioned_with_progress_audited_and_searched_with_the_capt
                 data = [json.loads(line[5:]) for line in stream.iter_lines() if line.startswith("data:")]
             done = client.get(f"/api/ingest/{job['id']}").json()
             case = open_case(client, headers)
-            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "copy"},
-                              headers=headers).json()["session_id"]
+            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "copy"}, headers=headers).json()[
+                "session_id"
+            ]
             turn = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in a red top"}, headers=headers)
             auditor = TestClient(client.app)
             login(auditor, "aud")
             log = auditor.get("/api/audit/export").text
     assert done["status"] == "done", done
-    assert done["message"].startswith(f"{CROPS} crops of copy captioned (0 done before, 0 with nothing seen, 0 without an answer")
+    assert done["message"].startswith(
+        f"{CROPS} crops of copy captioned (0 done before, 0 with nothing seen, 0 without an answer"
+    )
     result = done["progress"]["result"]
     assert (result["crops_done"], result["crops_total"], result["captioned"]) == (CROPS, CROPS, CROPS)
     assert result["calls"] == CROPS * GROUPS == len(endpoint.requests) and result["tokens"] == CROPS * GROUPS * 60
@@ -83,7 +91,8 @@ def test_a_gallery_is_captioned_with_progress_audited_and_searched_with_the_capt
     assert any(p["crops_done"] < CROPS for p in middle)  # seen while it ran
     assert all(0 < p["crops_done"] <= CROPS and p["crops_total"] == CROPS for p in middle)
     assert [d["progress"]["crops_done"] for d in data[1:-1] if d["progress"]] == sorted(
-        d["progress"]["crops_done"] for d in data[1:-1] if d["progress"])  # it only moves forward
+        d["progress"]["crops_done"] for d in data[1:-1] if d["progress"]
+    )  # it only moves forward
     records = read_captions(tmp_path / "copy" / CAPTIONS_FILE)
     assert len(records) == CROPS and all(r["attributes"]["upper_colour"] == ["red"] for r in records.values())
     assert services.galleries.get("copy").captions["vlm_captioned"] == CROPS  # opened again with them
@@ -93,10 +102,16 @@ def test_a_gallery_is_captioned_with_progress_audited_and_searched_with_the_capt
     assert start["details"]["vlm_captioned"] == CROPS  # the session searched with the captions
     calls = [e for e in entries if e["action"] == "vlm_call" and e["details"].get("job") == job["id"]]
     assert len(calls) == CROPS * GROUPS
-    assert all(c["details"]["endpoint"] == endpoint.url + "/chat/completions" and c["details"]["model"] == "m"
-               and c["details"]["purpose"] == "caption" and c["details"]["outcome"] == "ok"
-               and c["details"]["gallery"] == "copy" and c["user"] == "root" and c["request"] == "caption-1"
-               for c in calls)
+    assert all(
+        c["details"]["endpoint"] == endpoint.url + "/chat/completions"
+        and c["details"]["model"] == "m"
+        and c["details"]["purpose"] == "caption"
+        and c["details"]["outcome"] == "ok"
+        and c["details"]["gallery"] == "copy"
+        and c["user"] == "root"
+        and c["request"] == "caption-1"
+        for c in calls
+    )
     actions = [e["action"] for e in entries if e["request"] == "caption-1"]
     assert actions[0] == "caption_start" and actions[-1] == "caption_done"
     assert KEY not in log and endpoint.requests[0]["headers"]["Authorization"] == f"Bearer {KEY}"
@@ -119,7 +134,9 @@ def test_an_endpoint_failing_mid_job_loses_nothing_and_a_second_job_captions_the
         services, client = serve(world, tmp_path, endpoint.url)
         with client:
             headers = login(client, "root")
-            first = client.post("/api/ingest/caption", json={"gallery": "copy", "batch_size": 2}, headers=headers).json()
+            first = client.post(
+                "/api/ingest/caption", json={"gallery": "copy", "batch_size": 2}, headers=headers
+            ).json()
             first = services.jobs.wait(first["id"])
             kept = (tmp_path / "copy" / CAPTIONS_FILE).read_text()
             failing.clear()
@@ -144,16 +161,20 @@ def test_a_running_job_is_cancelled_from_the_page_and_keeps_what_it_captioned(wo
         services, client = serve(world, tmp_path, endpoint.url)
         with client:
             headers = login(client, "root")
-            job = client.post("/api/ingest/caption", json={"gallery": "copy", "batch_size": 100},
-                              headers=headers).json()
+            job = client.post(
+                "/api/ingest/caption", json={"gallery": "copy", "batch_size": 100}, headers=headers
+            ).json()
             deadline = time.monotonic() + 30
             while client.get(f"/api/ingest/{job['id']}").json()["progress"].get("crops_done", 0) < 1:
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
             fragment = client.get("/ingest/jobs").text  # the page's list: a Cancel button while it runs
-            assert f'action="/ingest/{job["id"]}/cancel"' in fragment and "Cancel the captioning job of copy" in fragment
-            cancelled = client.post(f"/ingest/{job['id']}/cancel", data={"csrf_token": headers["X-CSRF-Token"]},
-                                    follow_redirects=False)
+            assert (
+                f'action="/ingest/{job["id"]}/cancel"' in fragment and "Cancel the captioning job of copy" in fragment
+            )
+            cancelled = client.post(
+                f"/ingest/{job['id']}/cancel", data={"csrf_token": headers["X-CSRF-Token"]}, follow_redirects=False
+            )
             assert cancelled.status_code == 303
             view = services.jobs.wait(job["id"])
     assert view.status == "cancelled" and view.progress["result"]["captioned"] >= 1
@@ -187,7 +208,9 @@ def test_refusals_without_permission_model_key_or_gallery(world, tmp_path, monke
         assert linked.status_code == 409 and "symbolic link" in linked.json()["error"]["message"]
     refusals = [e for e in services.audit.entries(limit=10_000) if e["action"] == "refused"]
     assert [(e["user"], e["details"]["path"], e["details"]["code"]) for e in refusals] == [
-        ("ana", "/api/ingest/caption", "forbidden"), ("ana", "/ingest/caption", "forbidden")]
+        ("ana", "/api/ingest/caption", "forbidden"),
+        ("ana", "/ingest/caption", "forbidden"),
+    ]
     assert not [e for e in services.audit.entries(limit=10_000) if e["action"] == "caption_start"]
     plain = prepare(tmp_path / "plain", *world)  # no model configured: nothing to caption with
     with TestClient(create_app(plain.settings, plain)) as bare:
@@ -208,8 +231,9 @@ def test_the_ingest_page_starts_captioning_and_shows_its_progress(world, tmp_pat
             csrf = re.search(r'name="csrf_token" value="([^"]+)"', html).group(1)
             bad = client.post("/ingest/caption", data={"csrf_token": csrf, "gallery": "nowhere"})
             assert bad.status_code == 404 and 'id="caption-error"' in bad.text
-            started = client.post("/ingest/caption", data={"csrf_token": csrf, "gallery": "copy"},
-                                  follow_redirects=False)
+            started = client.post(
+                "/ingest/caption", data={"csrf_token": csrf, "gallery": "copy"}, follow_redirects=False
+            )
             assert started.status_code == 303 and started.headers["location"] == "/ingest"
             job = services.jobs.list()[-1]
             assert services.jobs.wait(job.id).status == "done"

@@ -1,5 +1,6 @@
 """MTG captions stored at ingestion are searched by every path (simulate, eval, chat, serve) behind one
 switch (minterpr.vlm.caption.use_captions); without it, or with a store that holds none, nothing changes."""
+
 from __future__ import annotations
 
 import io
@@ -33,8 +34,17 @@ def world(tmp_path_factory):
     shutil.copytree(store, captioned)
     shutil.copytree(store, plain)
     images = load_gallery(store).images
-    lines = [json.dumps(crop_record(image.path, {"gender": ("female",), "upper_colour": ("red",)} if image.path == TARGET
-                                    else {"gender": ("male",), "upper_colour": ("blue",)})) for image in images]
+    lines = [
+        json.dumps(
+            crop_record(
+                image.path,
+                {"gender": ("female",), "upper_colour": ("red",)}
+                if image.path == TARGET
+                else {"gender": ("male",), "upper_colour": ("blue",)},
+            )
+        )
+        for image in images
+    ]
     (captioned / CAPTIONS).write_text("\n".join(lines) + "\n")
     return run, captioned, plain, images
 
@@ -56,8 +66,25 @@ def test_the_switch_off_or_nothing_stored_leaves_the_index_as_it_is(world, tmp_p
 
 
 def _eval(run, data, gallery, root, out, extra=()):
-    code = main(["eval", "--run", str(run), "--data", str(data), "--gallery", str(gallery), "--image-root", str(root),
-                 "--attribute-weight", "1", "-q", "--json", str(out), *extra])
+    code = main(
+        [
+            "eval",
+            "--run",
+            str(run),
+            "--data",
+            str(data),
+            "--gallery",
+            str(gallery),
+            "--image-root",
+            str(root),
+            "--attribute-weight",
+            "1",
+            "-q",
+            "--json",
+            str(out),
+            *extra,
+        ]
+    )
     assert code == 0
     return json.loads(out.read_text())
 
@@ -71,8 +98,14 @@ def test_eval_searches_with_the_captions_and_without_them_as_before(world, tmp_p
     root = load_gallery(plain).root
     before = _eval(run, data, gallery, root, tmp_path / "a.json")
     absent = _eval(run, data, gallery, root, tmp_path / "b.json", ["--vlm-captions", str(plain)])
-    unweighted = _eval(run, data, gallery, root, tmp_path / "c.json",
-                       ["--vlm-captions", str(captioned / CAPTIONS), "--vlm-caption-weight", "0"])
+    unweighted = _eval(
+        run,
+        data,
+        gallery,
+        root,
+        tmp_path / "c.json",
+        ["--vlm-captions", str(captioned / CAPTIONS), "--vlm-caption-weight", "0"],
+    )
     used = _eval(run, data, gallery, root, tmp_path / "d.json", ["--vlm-captions", str(captioned)])
     assert absent["rounds"] == before["rounds"] and "vlm_captions" not in absent["protocol"]
     assert unweighted["rounds"] == before["rounds"]  # weight 0: the image model's evidence alone
@@ -127,7 +160,9 @@ def test_serve_takes_the_switch_from_its_command_line(tmp_path):
     from minterpr.cli.main import build_parser
     from minterpr.cli.shared.service_state import settings_from
 
-    args = build_parser().parse_args(["serve", "--data", str(tmp_path), "--vlm-captions", "--vlm-caption-weight", "0.3"])
+    args = build_parser().parse_args(
+        ["serve", "--data", str(tmp_path), "--vlm-captions", "--vlm-caption-weight", "0.3"]
+    )
     settings = settings_from(args)
     assert settings.vlm_captions is True and settings.vlm_caption_weight == 0.3
     assert settings_from(build_parser().parse_args(["serve", "--data", str(tmp_path)])).vlm_captions is False
@@ -142,8 +177,9 @@ def test_vlm_caption_writes_a_stores_captions_into_the_store(world, tmp_path, ca
     store = tmp_path / "store"
     shutil.copytree(plain, store)
     with ScriptedServer([valid_answer], repeat=True) as server:
-        code = main(["vlm", "caption", "--index", str(store), "--limit", "2", "--vlm-url", server.url,
-                     "--vlm-model", "m"])
+        code = main(
+            ["vlm", "caption", "--index", str(store), "--limit", "2", "--vlm-url", server.url, "--vlm-model", "m"]
+        )
     assert code == 0 and f"-> {store / CAPTIONS}" in capsys.readouterr().out
     assert sorted(read_captions(store / CAPTIONS)) == sorted(image.path for image in images[:2])
     check_store_folder(store)  # still a store: a save into it keeps the captions

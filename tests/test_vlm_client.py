@@ -1,4 +1,5 @@
 """The VLM client against a scripted local server: success, bad answers, refusals, deadlines, retries."""
+
 import json
 import time
 
@@ -11,8 +12,12 @@ from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMRefused, VLM
 from minterpr.vlm.schema import answers_schema, facts_schema, parse_facts_answer
 from minterpr.vlm.testing import ScriptedServer, drop, raw, reply, status
 
-SCHEMA = {"type": "object", "required": ["question"], "properties": {"question": {"type": "string"}},
-          "additionalProperties": False}
+SCHEMA = {
+    "type": "object",
+    "required": ["question"],
+    "properties": {"question": {"type": "string"}},
+    "additionalProperties": False,
+}
 GOOD = '{"question": "What was she carrying?"}'
 
 
@@ -24,7 +29,9 @@ def client(server, **options):
 def test_success_sends_the_protocol_with_images_and_schema():
     with ScriptedServer([reply(GOOD)]) as server:
         c = client(server)
-        assert c.ask("asking", "Phrase it.", images=[b"\x89PNG...."], schema=SCHEMA) == {"question": "What was she carrying?"}
+        assert c.ask("asking", "Phrase it.", images=[b"\x89PNG...."], schema=SCHEMA) == {
+            "question": "What was she carrying?"
+        }
     body = server.requests[0]["body"]
     assert server.requests[0]["path"] == "/v1/chat/completions"
     assert body["model"] == "m" and body["response_format"]["json_schema"]["schema"] == SCHEMA
@@ -33,16 +40,19 @@ def test_success_sends_the_protocol_with_images_and_schema():
     assert c.usage()["calls"] == 1 and c.usage()["prompt_tokens"] == 50
 
 
-@pytest.mark.parametrize("answer, error", [
-    (reply("not json at all"), VLMBadAnswer),
-    (reply('{"question": 3}'), VLMBadAnswer),  # schema violation
-    (reply('{"question": "x", "extra": 1}'), VLMBadAnswer),
-    (reply(None, refusal="I can't help with identifying people."), VLMRefused),
-    (reply("", finish_reason="content_filter"), VLMRefused),
-    (raw(b"<html>proxy error</html>"), VLMBadAnswer),  # the HTTP body itself is not JSON
-    (raw(b'{"no": "choices"}'), VLMBadAnswer),
-    (status(401), VLMUnavailable),  # not retried
-])
+@pytest.mark.parametrize(
+    "answer, error",
+    [
+        (reply("not json at all"), VLMBadAnswer),
+        (reply('{"question": 3}'), VLMBadAnswer),  # schema violation
+        (reply('{"question": "x", "extra": 1}'), VLMBadAnswer),
+        (reply(None, refusal="I can't help with identifying people."), VLMRefused),
+        (reply("", finish_reason="content_filter"), VLMRefused),
+        (raw(b"<html>proxy error</html>"), VLMBadAnswer),  # the HTTP body itself is not JSON
+        (raw(b'{"no": "choices"}'), VLMBadAnswer),
+        (status(401), VLMUnavailable),  # not retried
+    ],
+)
 def test_unusable_answers_raise_a_vlm_error_and_are_recorded(answer, error):
     with ScriptedServer([answer]) as server:
         c = client(server)
@@ -180,6 +190,7 @@ def test_schemas_refuse_values_of_another_slot_and_multiple_values_of_a_single_s
 
 def test_without_httpx_one_line_names_the_extra(monkeypatch):
     import sys
+
     monkeypatch.setitem(sys.modules, "httpx", None)  # as if not installed
     with pytest.raises(ImportError, match=r"pip install 'minterpr\[vlm\]' -c constraints.txt"):
         VLMClient(VLMConfig("http://127.0.0.1:9/v1", "m"))
@@ -192,13 +203,19 @@ def test_the_dry_run_endpoint_serves_valid_answers_from_the_command_line():
 
     import httpx
 
-    process = subprocess.Popen([sys.executable, "-m", "minterpr.vlm.testing", "--port", "0"],
-                               stdout=subprocess.PIPE, text=True)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "minterpr.vlm.testing", "--port", "0"], stdout=subprocess.PIPE, text=True
+    )
     try:
         line = process.stdout.readline()
         url = line.split(" at ")[1].split()[0]
-        body = {"model": "m", "messages": [], "response_format": {"json_schema": {"schema": {
-            "type": "object", "properties": {"question": {"type": "string"}}}}}}
+        body = {
+            "model": "m",
+            "messages": [],
+            "response_format": {
+                "json_schema": {"schema": {"type": "object", "properties": {"question": {"type": "string"}}}}
+            },
+        }
         answer = httpx.post(url + "/chat/completions", json=body, timeout=10).json()
     finally:
         process.terminate()

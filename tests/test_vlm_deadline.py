@@ -4,6 +4,7 @@ The client runs on an injected clock against an httpx transport that spends scri
 clock (connecting, answering) and honours the timeouts each phase is given, as sockets do; so the
 budget logic is checked exactly, without timing anything.
 """
+
 from __future__ import annotations
 
 import json
@@ -104,8 +105,14 @@ def _valid(body) -> str:
 def _client(answer: Scripted, **options) -> tuple[VLMClient, Clock, Endpoint]:
     clock = Clock()
     endpoint = Endpoint(clock, answer)
-    config = VLMConfig("http://vlm.test/v1", "m", uses=USES, turn_deadline_s=DEADLINE, timeout_s=DEADLINE,
-                       **{"backoff_s": 0.2, **options})
+    config = VLMConfig(
+        "http://vlm.test/v1",
+        "m",
+        uses=USES,
+        turn_deadline_s=DEADLINE,
+        timeout_s=DEADLINE,
+        **{"backoff_s": 0.2, **options},
+    )
     return VLMClient(config, transport=endpoint, clock=clock, sleep=clock.sleep), clock, endpoint
 
 
@@ -182,7 +189,9 @@ def test_the_spliced_body_is_the_plain_request(schema):
     images = [b"\x89PNG\r\n\x1a\n" + bytes(range(256)), b"\xff\xd8\xff\xe0 jpeg"]
     parts = [client._image(data)[1] for data in images]
     prompt = 'A "quoted" witness: \u00e9t\u00e9, rouge\n'
-    assert json.loads(body_bytes(client.config, prompt, parts, schema)) == \
-        request_body(client.config, prompt, images, schema)
-    assert json.loads(body_bytes(client.config, prompt, parts, schema, strict=True)) == \
-        request_body(client.config, prompt, images, schema, strict=True)
+    assert json.loads(body_bytes(client.config, prompt, parts, schema)) == request_body(
+        client.config, prompt, images, schema
+    )
+    assert json.loads(body_bytes(client.config, prompt, parts, schema, strict=True)) == request_body(
+        client.config, prompt, images, schema, strict=True
+    )

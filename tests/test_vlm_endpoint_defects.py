@@ -1,6 +1,7 @@
 """Issue 40: the VLM plug-in against an endpoint of our own (a scripted server): reworded questions,
 model text shown raw, the key variable, a slow endpoint, undo, caption budgets, Retry-After, strict
 schemas. Each test failed before its fix."""
+
 import json
 
 import pytest
@@ -11,8 +12,10 @@ from minterpr.vlm.assist import VLMAssistant
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.testing import ScriptedServer, reply
 
-PRONOUNS = ({"pronoun": "she", "possessive": "her", "object": "her"},
-            {"pronoun": "he", "possessive": "his", "object": "him"})
+PRONOUNS = (
+    {"pronoun": "she", "possessive": "her", "object": "her"},
+    {"pronoun": "he", "possessive": "his", "object": "him"},
+)
 
 
 def _phrased(server, slot, template):
@@ -25,8 +28,9 @@ def _phrased(server, slot, template):
 def test_every_templates_own_wording_reworded_by_the_model_is_kept():
     """The check discarded ~45 % of correct questions: "hat" inside "what", offered alternatives ("a man
     or a woman"), the slot's own noun ("What kind of shoes")."""
-    cases = [(slot.name, template.format(**p)) for slot in ONTOLOGY.slots for template in slot.questions
-             for p in PRONOUNS]
+    cases = [
+        (slot.name, template.format(**p)) for slot in ONTOLOGY.slots for template in slot.questions for p in PRONOUNS
+    ]
     cases += [("hair_length", "And what about the length of her hair?"), ("gender", "Man or woman, would you say?")]
     with ScriptedServer([lambda body: reply(json.dumps({"question": _asked[0]}))], repeat=True) as server:
         discarded = []
@@ -42,9 +46,14 @@ def test_every_templates_own_wording_reworded_by_the_model_is_kept():
 _asked = [""]
 
 
-@pytest.mark.parametrize("slot, question", [("upper_colour", "Was her top red?"),  # suggests an answer
-                                            ("headwear", "What was that, then?"),  # "hat" inside "that"
-                                            ("footwear_type", "Was she in boots?")])
+@pytest.mark.parametrize(
+    "slot, question",
+    [
+        ("upper_colour", "Was her top red?"),  # suggests an answer
+        ("headwear", "What was that, then?"),  # "hat" inside "that"
+        ("footwear_type", "Was she in boots?"),
+    ],
+)
 def test_leading_or_off_slot_questions_are_discarded_and_counted(slot, question):
     with ScriptedServer([reply(json.dumps({"question": question}))]) as server:
         assert _phrased(server, slot, question) == ("TEMPLATE", 1)
@@ -57,7 +66,7 @@ def test_model_text_loses_escape_codes_and_bidi_overrides_before_it_is_shown():
     with ScriptedServer([reply(json.dumps({"question": HOSTILE}))]) as server:
         text, discarded = _phrased(server, "upper_colour", "What colour was her top?")
     assert text == "What colour was her top ?" and discarded == 0
-    assert not any(ord(c) < 32 or 0x7f <= ord(c) < 0xa0 or 0x202a <= ord(c) <= 0x202e for c in text)
+    assert not any(ord(c) < 32 or 0x7F <= ord(c) < 0xA0 or 0x202A <= ord(c) <= 0x202E for c in text)
 
 
 @pytest.fixture(scope="module")
@@ -84,8 +93,23 @@ def toy(tmp_path_factory):
 
 
 def _simulate_args(root, server_url, *extra):
-    return ["simulate", "--backend", "attribute", "--data", str(root), "--rounds", "1", "--limit", "2", "-q",
-            "--vlm-url", server_url, "--vlm-model", "m", *extra]
+    return [
+        "simulate",
+        "--backend",
+        "attribute",
+        "--data",
+        str(root),
+        "--rounds",
+        "1",
+        "--limit",
+        "2",
+        "-q",
+        "--vlm-url",
+        server_url,
+        "--vlm-model",
+        "m",
+        *extra,
+    ]
 
 
 def test_an_unset_key_variable_stops_the_command_at_start_naming_it(toy, capsys, monkeypatch):
@@ -95,8 +119,24 @@ def test_an_unset_key_variable_stops_the_command_at_start_naming_it(toy, capsys,
 
     monkeypatch.delenv("I40_UNSET_KEY", raising=False)
     monkeypatch.setattr("sys.stdin", io.StringIO("a man\n:quit\n"))
-    assert main(["chat", "--backend", "attribute", "--images", str(toy), "--vlm-url", "http://127.0.0.1:9/v1",
-                 "--vlm-model", "m", "--vlm-key-env", "I40_UNSET_KEY"]) == 2
+    assert (
+        main(
+            [
+                "chat",
+                "--backend",
+                "attribute",
+                "--images",
+                str(toy),
+                "--vlm-url",
+                "http://127.0.0.1:9/v1",
+                "--vlm-model",
+                "m",
+                "--vlm-key-env",
+                "I40_UNSET_KEY",
+            ]
+        )
+        == 2
+    )
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "I40_UNSET_KEY is not set" in err[0]
 
@@ -107,8 +147,9 @@ def test_a_server_with_an_unset_key_variable_does_not_start(tmp_path, monkeypatc
     from minterpr.serving.service import build_services
 
     monkeypatch.delenv("I40_UNSET_KEY", raising=False)
-    settings = ServeSettings(data_dir=tmp_path / "state", vlm=VLMConfig("http://127.0.0.1:9/v1", "m",
-                                                                         key_env="I40_UNSET_KEY"))
+    settings = ServeSettings(
+        data_dir=tmp_path / "state", vlm=VLMConfig("http://127.0.0.1:9/v1", "m", key_env="I40_UNSET_KEY")
+    )
     with pytest.raises(InputError, match="I40_UNSET_KEY is not set"):
         build_services(settings)
     assert not (tmp_path / "state").exists()  # nothing created
@@ -166,10 +207,12 @@ def test_undoing_the_only_turn_reports_no_model_call_of_the_undone_turn():
 def test_a_slow_endpoint_is_said_and_skipped_for_some_turns_while_it_keeps_failing():
     from minterpr.vlm.testing import status
 
-    with ScriptedServer([reply(json.dumps({"question": "What colour was her top?"}), delay_s=2.0)],
-                        repeat=True) as server:
-        vlm = VLMAssistant(VLMConfig(server.url, "m", uses=("asking",), turn_deadline_s=0.2, timeout_s=0.2,
-                                     skip_turns=2))
+    with ScriptedServer(
+        [reply(json.dumps({"question": "What colour was her top?"}), delay_s=2.0)], repeat=True
+    ) as server:
+        vlm = VLMAssistant(
+            VLMConfig(server.url, "m", uses=("asking",), turn_deadline_s=0.2, timeout_s=0.2, skip_turns=2)
+        )
         notices, asked = [], []
         for _ in range(5):
             vlm.begin_turn()
@@ -197,8 +240,28 @@ def test_chat_says_when_the_model_failed(toy, capsys, monkeypatch):
 
     monkeypatch.setattr("sys.stdin", io.StringIO("hmm, someone in the drizzle\n:quit\n"))
     with ScriptedServer([status(500)], repeat=True) as server:
-        assert main(["chat", "--backend", "attribute", "--images", str(toy), "--top", "2", "--vlm-url", server.url,
-                     "--vlm-model", "m", "--vlm-uses", "reading", "--vlm-deadline", "0.5"]) == 0
+        assert (
+            main(
+                [
+                    "chat",
+                    "--backend",
+                    "attribute",
+                    "--images",
+                    str(toy),
+                    "--top",
+                    "2",
+                    "--vlm-url",
+                    server.url,
+                    "--vlm-model",
+                    "m",
+                    "--vlm-uses",
+                    "reading",
+                    "--vlm-deadline",
+                    "0.5",
+                ]
+            )
+            == 0
+        )
     out = capsys.readouterr().out
     assert f"note: the model at {server.url} " in out and "searching without it" in out
 
@@ -218,17 +281,48 @@ def test_vlm_caption_budgets_are_the_flags_and_it_gives_up_on_a_dead_endpoint(to
 
     monkeypatch.setattr(caption, "caption_gallery", spy)
     with ScriptedServer([status(500)], repeat=True) as server:
-        code = main(["vlm", "caption", "--gallery", gallery, "--out", str(tmp_path / "c.jsonl"), "--vlm-url",
-                     server.url, "--vlm-model", "m", "--vlm-max-calls", "1000000", "--give-up-after", "2",
-                     "--vlm-deadline", "0.5"])
+        code = main(
+            [
+                "vlm",
+                "caption",
+                "--gallery",
+                gallery,
+                "--out",
+                str(tmp_path / "c.jsonl"),
+                "--vlm-url",
+                server.url,
+                "--vlm-model",
+                "m",
+                "--vlm-max-calls",
+                "1000000",
+                "--give-up-after",
+                "2",
+                "--vlm-deadline",
+                "0.5",
+            ]
+        )
     out = capsys.readouterr().out
     assert code == 0 and "stopped: the endpoint gave no usable answer for 2 crops in a row" in out
     assert len(server.requests) <= 2 * 3  # two crops, three tries each at most: then it gave up
     # the run's budgets are its flags': no token budget stops it part-way (666 of 886 demo crops before)
     assert seen["config"].max_calls == 1_000_000 and seen["config"].max_total_tokens >= 10**12
     with ScriptedServer([status(500)], repeat=True) as server:
-        main(["vlm", "caption", "--gallery", gallery, "--out", str(tmp_path / "d.jsonl"), "--vlm-url", server.url,
-              "--vlm-model", "m", "--vlm-deadline", "0.5"])
+        main(
+            [
+                "vlm",
+                "caption",
+                "--gallery",
+                gallery,
+                "--out",
+                str(tmp_path / "d.jsonl"),
+                "--vlm-url",
+                server.url,
+                "--vlm-model",
+                "m",
+                "--vlm-deadline",
+                "0.5",
+            ]
+        )
     assert seen["give_up_after"] == 5  # by default as the service's captioning job
 
 
@@ -237,8 +331,25 @@ def test_crops_with_nothing_seen_are_not_counted_as_captioned(toy, tmp_path, cap
     from minterpr.vlm.testing import valid_answer
 
     with ScriptedServer([valid_answer], repeat=True) as server:  # answers, sees nothing
-        assert main(["vlm", "caption", "--gallery", str(toy / "gallery_test.jsonl"), "--out", str(tmp_path / "c.jsonl"),
-                     "--vlm-url", server.url, "--vlm-model", "m", "--json", str(tmp_path / "r.json")]) == 0
+        assert (
+            main(
+                [
+                    "vlm",
+                    "caption",
+                    "--gallery",
+                    str(toy / "gallery_test.jsonl"),
+                    "--out",
+                    str(tmp_path / "c.jsonl"),
+                    "--vlm-url",
+                    server.url,
+                    "--vlm-model",
+                    "m",
+                    "--json",
+                    str(tmp_path / "r.json"),
+                ]
+            )
+            == 0
+        )
     report = json.loads((tmp_path / "r.json").read_text())
     assert (report["captioned"], report["nothing_seen"]) == (0, 6)
     assert "captioned 0 crops (0 already done, 6 with nothing seen" in capsys.readouterr().out
@@ -272,8 +383,9 @@ def test_the_simulators_bare_verdicts_are_not_sent_to_the_model():
     images = [GalleryImage(f"{i}.jpg", f"p:{i}", attributes={"gender": (g,)}) for i, g in enumerate(["male", "female"])]
     backend = AttributeBackend()
     with ScriptedServer([reply('{"facts": []}')], repeat=True) as server:
-        session = Session(backend, backend.index_images(images), vlm=VLMAssistant(VLMConfig(server.url, "m",
-                                                                                             uses=("reading",))))
+        session = Session(
+            backend, backend.index_images(images), vlm=VLMAssistant(VLMConfig(server.url, "m", uses=("reading",)))
+        )
         session.describe("a woman")
         for text in ("Not this one.", "No, that's not her.", "Maybe."):
             session.feedback(0, text)
@@ -284,11 +396,23 @@ def test_the_simulators_bare_verdicts_are_not_sent_to_the_model():
 
 def test_every_schema_sent_is_in_the_strict_subset_and_strict_is_set():
     from minterpr.vlm.client import VLMClient
-    from minterpr.vlm.schema import (answers_schema, facts_schema, question_schema, scores_schema, strict_form,
-                                     strict_problems)
+    from minterpr.vlm.schema import (
+        answers_schema,
+        facts_schema,
+        question_schema,
+        scores_schema,
+        strict_form,
+        strict_problems,
+    )
 
-    schemas = [facts_schema(), facts_schema(("gender", "carried")), answers_schema(list(ONTOLOGY.slot_names)),
-               answers_schema(["gender"]), question_schema(), scores_schema(5)]
+    schemas = [
+        facts_schema(),
+        facts_schema(("gender", "carried")),
+        answers_schema(list(ONTOLOGY.slot_names)),
+        answers_schema(["gender"]),
+        question_schema(),
+        scores_schema(5),
+    ]
     assert any(strict_problems(schema) for schema in schemas)  # the full schemas are not (their limits)
     for schema in schemas:
         assert strict_problems(strict_form(schema)) == []

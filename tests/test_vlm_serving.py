@@ -1,5 +1,6 @@
 """The service with a vision-language model (serve --vlm-url): every call audited with the case,
 never the key; a session rebuilt from its events ranks as it did."""
+
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ def answer(body):
     if "scores" in schema["properties"]:
         return reply(json.dumps({"scores": [0.1, 0.1, 0.1, 0.1, 0.99]}))
     return valid_answer(body)
+
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -38,8 +40,9 @@ def test_every_model_call_is_audited_without_the_key(world, tmp_path, monkeypatc
         with client:
             headers = login(client, "ana")
             case = open_case(client, headers)
-            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
-                              headers=headers).json()["session_id"]
+            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+                "session_id"
+            ]
             view = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"}, headers=headers)
             assert view.status_code == 200, view.text
             ranking = [r["gallery_index"] for r in view.json()["results"]]
@@ -53,8 +56,12 @@ def test_every_model_call_is_audited_without_the_key(world, tmp_path, monkeypatc
     calls = [e for e in entries if e["action"] == "vlm_call"]
     purposes = {c["details"]["purpose"] for c in calls}
     assert "rerank" in purposes and purposes <= {"asking", "rerank"} and len(calls) == len(endpoint.requests)
-    assert all(c["case"] == case and c["details"]["endpoint"] == endpoint.url + "/chat/completions"
-               and c["details"]["model"] == "m" for c in calls)
+    assert all(
+        c["case"] == case
+        and c["details"]["endpoint"] == endpoint.url + "/chat/completions"
+        and c["details"]["model"] == "m"
+        for c in calls
+    )
     assert "sk-never-in-the-log" not in log
     assert endpoint.requests[0]["headers"]["Authorization"] == "Bearer sk-never-in-the-log"
 
@@ -69,8 +76,9 @@ def test_the_page_says_which_facts_the_model_read():
     from minterpr.serving.views import timeline
     from minterpr.types import DescriptionTurn
 
-    entry = HistoryEntry(DescriptionTurn("a woman, red top"), (Fact("gender", ("female",)),
-                                                               ModelFact("upper_colour", ("red",))), ())
+    entry = HistoryEntry(
+        DescriptionTurn("a woman, red top"), (Fact("gender", ("female",)), ModelFact("upper_colour", ("red",))), ()
+    )
     said = TimelineEntry(seq=1, kind="describe", text="a woman, red top", user="ana", time=0.0)
     live = SimpleNamespace(timeline=[said], session=SimpleNamespace(history=[entry]))
     facts = timeline(live)[0].facts
@@ -86,8 +94,14 @@ def test_the_models_facts_are_marked_on_the_page_and_in_the_api_and_removed_like
 
     from minterpr.serving.app import create_app
 
-    read = json.dumps({"facts": [{"slot": "carried", "values": ["umbrella"], "negated": False},
-                                 {"slot": "gender", "values": ["female"], "negated": False}]})
+    read = json.dumps(
+        {
+            "facts": [
+                {"slot": "carried", "values": ["umbrella"], "negated": False},
+                {"slot": "gender", "values": ["female"], "negated": False},
+            ]
+        }
+    )
     umbrella, woman = "carried items: umbrella (read by the model)", "gender: female (read by the model)"
     with ScriptedServer([reply(read)]) as endpoint:
         services = prepare(tmp_path / "state", *world, vlm=VLMConfig(endpoint.url, "m", uses=("reading",)))
@@ -95,14 +109,21 @@ def test_the_models_facts_are_marked_on_the_page_and_in_the_api_and_removed_like
         with client:
             headers = login(client, "ana")
             case = open_case(client, headers)
-            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
-                              headers=headers).json()["session_id"]
-            said = client.post(f"/api/sessions/{sid}/describe", json={"text": "someone with a brolly, out in the drizzle"},
-                               headers=headers).json()["timeline"][0]
+            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+                "session_id"
+            ]
+            said = client.post(
+                f"/api/sessions/{sid}/describe",
+                json={"text": "someone with a brolly, out in the drizzle"},
+                headers=headers,
+            ).json()["timeline"][0]
             page = html.unescape(client.get(f"/sessions/{sid}").text)
             chips = re.findall(r'<li class="chip( model)?" data-source="(\w+)"><span>([^<]+)</span>', page)
-            removed = client.post(f"/sessions/{sid}/withdraw", data={"csrf_token": headers["X-CSRF-Token"],
-                                                                     "turn": "0", "fact": "0"}, follow_redirects=False)
+            removed = client.post(
+                f"/sessions/{sid}/withdraw",
+                data={"csrf_token": headers["X-CSRF-Token"], "turn": "0", "fact": "0"},
+                follow_redirects=False,
+            )
             after = client.get(f"/api/sessions/{sid}", headers=headers).json()["timeline"][0]
             services.search.forget()  # rebuilt from its events: the withdrawal replayed, the model not asked
             rebuilt = client.get(f"/api/sessions/{sid}", headers=headers).json()
@@ -128,12 +149,14 @@ def test_a_failing_endpoint_is_said_on_the_page_and_in_the_api(world, tmp_path):
         with client:
             headers = login(client, "ana")
             case = open_case(client, headers)
-            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"},
-                              headers=headers).json()["session_id"]
+            sid = client.post("/api/sessions", json={"case_id": case, "gallery": "test"}, headers=headers).json()[
+                "session_id"
+            ]
             view = client.post(f"/api/sessions/{sid}/describe", json={"text": "a woman in red"}, headers=headers)
             page = client.get(f"/sessions/{sid}").text
-            second = client.post(f"/api/sessions/{sid}/describe", json={"text": "she had a backpack"},
-                                 headers=headers).json()
+            second = client.post(
+                f"/api/sessions/{sid}/describe", json={"text": "she had a backpack"}, headers=headers
+            ).json()
     notice = view.json()["model_notice"]
     assert notice.startswith(f"the model at {endpoint.url} failed") and "for the next 2 turns" in notice
     assert 'id="model-notice"' in page and "searching without it" in page

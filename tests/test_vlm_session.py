@@ -1,5 +1,6 @@
 """A session with a vision-language model (scripted local endpoint): each use, each fallback, and no
 change at all without one."""
+
 import json
 import time
 
@@ -18,16 +19,33 @@ from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.testing import ScriptedServer, drop, reply, status
 
 ALL_USES = ("reading", "asking", "anchor", "rerank")
-PEOPLE = [("male", "red", "backpack"), ("female", "red", "umbrella"), ("female", "blue", "handbag"),
-          ("male", "blue", "nothing"), ("female", "black", "backpack"), ("male", "black", "umbrella"),
-          ("female", "white", "nothing"), ("male", "white", "handbag")]
+PEOPLE = [
+    ("male", "red", "backpack"),
+    ("female", "red", "umbrella"),
+    ("female", "blue", "handbag"),
+    ("male", "blue", "nothing"),
+    ("female", "black", "backpack"),
+    ("male", "black", "umbrella"),
+    ("female", "white", "nothing"),
+    ("male", "white", "handbag"),
+]
 
 
 @pytest.fixture
 def gallery(tmp_path):
-    images = [GalleryImage(f"{i}.jpg", f"p:{i}", attributes={"gender": (g,), "upper_colour": (c,), "carried": (k,),
-                                                             "hair_length": ("short" if g == "male" else "long",)})
-              for i, (g, c, k) in enumerate(PEOPLE)]
+    images = [
+        GalleryImage(
+            f"{i}.jpg",
+            f"p:{i}",
+            attributes={
+                "gender": (g,),
+                "upper_colour": (c,),
+                "carried": (k,),
+                "hair_length": ("short" if g == "male" else "long",),
+            },
+        )
+        for i, (g, c, k) in enumerate(PEOPLE)
+    ]
     for image in images:
         (tmp_path / image.path).write_bytes(b"\xff\xd8 jpeg " + image.path.encode())
     backend = AttributeBackend()
@@ -58,6 +76,7 @@ def same(a, b):
 
 def test_poorly_read_finds_no_facts_contradictions_and_low_coverage():
     from minterpr.language.phrasing import Fact
+
     assert poorly_read("hmm", [], 6.0)
     assert poorly_read("a man", [Fact("gender", ("male",)), Fact("gender", ("female",))], 6.0)
     assert poorly_read("red", [Fact("upper_colour", ("red",)), Fact("upper_colour", ("red",), True)], 6.0)
@@ -66,9 +85,18 @@ def test_poorly_read_finds_no_facts_contradictions_and_low_coverage():
     assert not poorly_read("a man", [Fact("gender", ("male",))], 6.0)
 
 
-@pytest.mark.parametrize("failure", [reply("not json"), reply('{"facts": 1}'), reply(None, refusal="no"),
-                                     status(500), drop(), reply('{"question": "x"}', delay_s=2.0)],
-                         ids=["malformed", "schema", "refusal", "http500", "dropped", "slow"])
+@pytest.mark.parametrize(
+    "failure",
+    [
+        reply("not json"),
+        reply('{"facts": 1}'),
+        reply(None, refusal="no"),
+        status(500),
+        drop(),
+        reply('{"question": "x"}', delay_s=2.0),
+    ],
+    ids=["malformed", "schema", "refusal", "http500", "dropped", "slow"],
+)
 def test_a_failing_endpoint_leaves_every_ranking_and_question_as_without_a_model(gallery, failure):
     backend, index, images = gallery
     plain = talk(Session(backend, index, schedule="questions"), images)
@@ -96,8 +124,14 @@ def test_a_session_with_vlm_none_or_an_idle_model_ranks_exactly_as_before(galler
 
 def test_reading_adds_the_models_facts_marked_vlm_and_they_replay_from_the_history(gallery, tmp_path):
     backend, index, _ = gallery
-    answer = json.dumps({"facts": [{"slot": "carried", "values": ["umbrella"], "negated": False},
-                                   {"slot": "gender", "values": ["female"], "negated": False}]})
+    answer = json.dumps(
+        {
+            "facts": [
+                {"slot": "carried", "values": ["umbrella"], "negated": False},
+                {"slot": "gender", "values": ["female"], "negated": False},
+            ]
+        }
+    )
     with ScriptedServer([reply(answer)]) as server:
         session = Session(backend, index, vlm=assistant(server, uses=("reading",)))
         step = session.describe("someone with a brolly, out in the drizzle")
@@ -116,14 +150,21 @@ def test_a_well_read_utterance_is_not_sent_to_the_model(gallery):
     assert server.requests == []
 
 
-@pytest.mark.parametrize("question, kept", [("And what colour was the top she had on?", True),
-                                            ("Was her top red?", False),  # suggests an answer
-                                            ("Did she have a bag?", False)])  # another slot
+@pytest.mark.parametrize(
+    "question, kept",
+    [
+        ("And what colour was the top she had on?", True),
+        ("Was her top red?", False),  # suggests an answer
+        ("Did she have a bag?", False),
+    ],
+)  # another slot
 def test_asking_keeps_the_policys_slot_and_refuses_leading_or_other_questions(gallery, question, kept):
     backend, index, _ = gallery
     plain = Session(backend, index, schedule="questions").describe("a woman")
     with ScriptedServer([reply(json.dumps({"question": question}))], repeat=True) as server:
-        step = Session(backend, index, schedule="questions", vlm=assistant(server, uses=("asking",))).describe("a woman")
+        step = Session(backend, index, schedule="questions", vlm=assistant(server, uses=("asking",))).describe(
+            "a woman"
+        )
     assert isinstance(step.action, AskQuestion) and step.action.slot == plain.action.slot == "upper_colour"
     assert step.action.text == (question if kept else plain.action.text)
     assert np.array_equal(step.ranking, plain.ranking)
@@ -167,6 +208,7 @@ def test_anchor_readings_are_evidence_about_the_anchor_not_facts_about_the_perso
 def test_an_anchor_reading_moves_that_images_evidence_part_of_the_way():
     from minterpr.language.evidence import SEEN_WEIGHT, fact_log_likelihood, stated_log_likelihood
     from minterpr.language.ontology import ONTOLOGY
+
     probs = np.full((2, len(ONTOLOGY.flat_labels())), 0.5)
     red = Fact("upper_colour", ("red",))
     before = fact_log_likelihood(red, probs)
@@ -230,13 +272,20 @@ def test_the_chat_lists_the_models_facts_and_forgets_one_on_request(gallery):
     from minterpr.cli.commands.chat import ChatLoop
 
     backend, index, _ = gallery
-    answer = json.dumps({"facts": [{"slot": "carried", "values": ["umbrella"], "negated": False},
-                                   {"slot": "gender", "values": ["female"], "negated": False}]})
+    answer = json.dumps(
+        {
+            "facts": [
+                {"slot": "carried", "values": ["umbrella"], "negated": False},
+                {"slot": "gender", "values": ["female"], "negated": False},
+            ]
+        }
+    )
     out = io.StringIO()
     with ScriptedServer([reply(answer)]) as server:
         session = Session(backend, index, vlm=assistant(server, uses=("reading",)))
-        ChatLoop(session, out, top=2).run(io.StringIO("someone with a brolly, out in the drizzle\n:facts\n:forget 1\n"
-                                                      ":forget 9\n:quit\n"))
+        ChatLoop(session, out, top=2).run(
+            io.StringIO("someone with a brolly, out in the drizzle\n:facts\n:forget 1\n:forget 9\n:quit\n")
+        )
     text = out.getvalue()
     umbrella, woman = "carried items: umbrella (read by the model)", "gender: female (read by the model)"
     assert f"understood: {umbrella}; {woman}" in text

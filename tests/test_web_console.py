@@ -3,6 +3,7 @@ users reach it, logs no error to the console — a script error, a failed load, 
 pages' own Content-Security-Policy blocks (an inline style or script says so on the console, not
 as a page error) — including after the page's own requests (htmx swaps, the jobs list polling).
 Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
+
 from __future__ import annotations
 
 import re
@@ -15,8 +16,10 @@ from support.web import PASSWORD, Server, build_gallery, chromium_path, login, o
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 pytest.importorskip("fastapi", reason="the service is not installed")
 CHROMIUM = chromium_path()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
 TIMEOUT_MS = 60_000
 ADMIN = "ada"  # an admin made here: the ingestion page is theirs
 
@@ -49,10 +52,12 @@ class Console:
         self.errors: list[str] = []
 
         def seen(message) -> None:
-            expected = message.text.startswith("Failed to load resource: the server responded with a status of 4") \
-                and any(page.url.endswith(path) for path in refused)
+            expected = message.text.startswith(
+                "Failed to load resource: the server responded with a status of 4"
+            ) and any(page.url.endswith(path) for path in refused)
             if message.type == "error" and not expected:
                 self.errors.append(f"{page.url}: {message.text}")
+
         page.on("console", seen)
         page.on("pageerror", lambda err: self.errors.append(f"{page.url}: {err}"))
 
@@ -119,5 +124,7 @@ def test_no_console_errors_on_any_page(site):
         browser.close()
     assert any("style" in e for e in probe.errors), probe.errors
     assert len(visited) == 8
-    errors = console.errors + admin.errors[:len(admin.errors) - len(probe.errors)]  # the admin's page, less the probe's
+    errors = (
+        console.errors + admin.errors[: len(admin.errors) - len(probe.errors)]
+    )  # the admin's page, less the probe's
     assert not errors, "console errors:\n" + "\n".join(errors)

@@ -3,6 +3,7 @@ the fact it corrects (struck through, restorable), feedback about the shown imag
 kept apart, hedged feedback read as unsure, the images ruled out shown last, undo of exactly the last
 action (a fact's removal too), Enter in the description box, a reversed time window, and no console
 error. Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
+
 from __future__ import annotations
 
 import io
@@ -17,8 +18,10 @@ from support.web import Server, build_gallery, chromium_path, login, open_case_a
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 pytest.importorskip("fastapi", reason="the service is not installed")
 CHROMIUM = chromium_path()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
 TIMEOUT_MS = 60_000
 sync_api.expect.set_options(timeout=TIMEOUT_MS)
 RESULTS = "section[aria-labelledby=results-title] li.result"
@@ -73,8 +76,13 @@ def say(page, text: str, *, first: bool = False) -> None:
 
 
 def chips(page, turn: int) -> list[str]:
-    return [c.strip() for c in turns(page).nth(turn).locator("ul.said li.chip > span:first-child, "
-                                                              "ul.said li.chip > s > span").all_text_contents()]
+    return [
+        c.strip()
+        for c in turns(page)
+        .nth(turn)
+        .locator("ul.said li.chip > span:first-child, ul.said li.chip > s > span")
+        .all_text_contents()
+    ]
 
 
 def replaced(page, turn: int) -> list[str]:
@@ -95,7 +103,7 @@ def ids(page) -> list[str]:
 
 
 def test_a_correction_replaces_the_fact_restore_and_undo_take_it_back(page, site) -> None:
-    """"red, not pink" after "pink top": one active top colour, "pink" struck through (restorable: the
+    """ "red, not pink" after "pink top": one active top colour, "pink" struck through (restorable: the
     correction's "not pink" is withdrawn); undo then takes back exactly that restoration, not the turn."""
     expect = sync_api.expect
     login(page, site.url)
@@ -143,8 +151,11 @@ def test_mixed_feedback_keeps_the_shown_image_and_the_person_sought_apart(page, 
     login(page, site.url)
     open_case_and_search(page, site.url, "Mixed feedback case")
     say(page, "a woman with long hair", first=True)
-    judge(page, ids(page)[0], "not him, that's a man in a brown jacket and jeans - she had a light blue coat "
-                              "with a white hood")
+    judge(
+        page,
+        ids(page)[0],
+        "not him, that's a man in a brown jacket and jeans - she had a light blue coat with a white hood",
+    )
     said = set(chips(page, 1))
     assert {"gender: female", "top colour: blue", "top colour: white"} <= said  # the coat and its hood
     assert not said & {"gender: male", "top colour: brown", "bottom type: jeans", "lower type: jeans"}
@@ -272,8 +283,10 @@ def test_look_closely_enlarges_pixel_true_with_zoom_and_pan(page, site) -> None:
     page.goto(f"{url}/look/{ids(page)[0].split('-')[1]}")
     crop = page.locator("figure[aria-labelledby=this-image] > a.zoom-view")
     expect(crop).to_have_attribute("data-scale", re.compile(r"^[1-4]$"))
-    size = "el => [el.querySelector('img').getBoundingClientRect().width, el.querySelector('img').naturalWidth, " \
-           "getComputedStyle(el.querySelector('img')).imageRendering]"
+    size = (
+        "el => [el.querySelector('img').getBoundingClientRect().width, el.querySelector('img').naturalWidth, "
+        "getComputedStyle(el.querySelector('img')).imageRendering]"
+    )
     width, natural, rendering = crop.evaluate(size)
     scale = int(crop.get_attribute("data-scale"))
     assert width == natural * scale and rendering == "pixelated"
@@ -324,8 +337,9 @@ def test_timeline_labels_do_not_overlap(page, crowded) -> None:
     expect(page.locator(RESULTS)).to_have_count(30)
     expect(page.locator("figure.strip a.mark")).to_have_count(30)
     boxes = page.locator("figure.strip text.mark-rank").evaluate_all(
-        "els => els.map(e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })")
+        "els => els.map(e => { const b = e.getBoundingClientRect(); return [b.left, b.top, b.right, b.bottom]; })"
+    )
     assert len(boxes) >= 20  # most marks labelled (one without room keeps its link and name)
     for k, a in enumerate(boxes):
-        for b in boxes[k + 1:]:
+        for b in boxes[k + 1 :]:
             assert a[2] <= b[0] or b[2] <= a[0] or a[3] <= b[1] or b[3] <= a[1], f"labels overlap: {a} {b}"

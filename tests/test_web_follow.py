@@ -1,8 +1,9 @@
-""""Follow this person" in a real browser (Playwright, Debian's chromium, a uvicorn server on loopback, a
+""" "Follow this person" in a real browser (Playwright, Debian's chromium, a uvicorn server on loopback, a
 gallery with appearance vectors and a calibrated tiny appearance model): after a confirmation the page
 shows a lane per camera of crops that "may be the same person", each with its probability and its own
 confirm and rule-out; confirming one needs the acknowledgement and marks it confirmed. Skipped, with
 the reason, when Playwright or chromium is not installed."""
+
 from __future__ import annotations
 
 import re
@@ -11,14 +12,23 @@ import pytest
 
 from minterpr.index.store.gallery_append import rewrite_metadata
 from minterpr.index.store.gallery_store import open_gallery
-from support.web import (Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service,
-                         tiny_appearance)
+from support.web import (
+    Server,
+    build_gallery,
+    chromium_path,
+    login,
+    open_case_and_search,
+    prepare_service,
+    tiny_appearance,
+)
 
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 pytest.importorskip("fastapi", reason="the service is not installed")
 CHROMIUM = chromium_path()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
 TIMEOUT_MS = 60_000
 sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
@@ -30,8 +40,9 @@ def site(tmp_path_factory):
     run, store, _ = build_gallery(folder, identities=6, views=3, calibrated=True, appearance=looks)
     # each view is its own track ("t<pid>_<view>"): link the three tracks of people 0-2, as ingestion would
     metadata = open_gallery(store).metadata
-    rewrite_metadata(store, [{**m, **({"link": f"L{m['track'][1]}"} if m["track"][1] in "012" else {})}
-                             for m in metadata])
+    rewrite_metadata(
+        store, [{**m, **({"link": f"L{m['track'][1]}"} if m["track"][1] in "012" else {})} for m in metadata]
+    )
     prepare_service(folder / "data", run, store)
     server = Server(folder / "data", appearance=looks).start()
     yield server

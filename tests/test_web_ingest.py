@@ -2,6 +2,7 @@
 message at the field, and a job's progress updates on the page until it is done (no reload); with a
 vision-language model configured, the admin captions a gallery from the page and watches that job too.
 Skipped, with the reason, without Playwright or chromium (as tests/test_web_page.py)."""
+
 from __future__ import annotations
 
 import re
@@ -14,8 +15,10 @@ from support.web import PASSWORD, Server, build_gallery, chromium_path, login, p
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 pytest.importorskip("fastapi", reason="the service is not installed")
 CHROMIUM = chromium_path()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
 TIMEOUT_MS = 60_000
 ADMIN = "ada"  # an admin made here (the shared web users are an analyst and a viewer)
 
@@ -58,7 +61,9 @@ def test_an_admin_ingests_from_the_page_and_watches_it_finish(site):
         page.get_by_label("Source on the server").fill(str(incoming))
         from minterpr.models.zoo import DEFAULT_REAL_MODEL
 
-        model = page.get_by_role("combobox", name=re.compile("^Model"))  # chosen from a list, the shipped real-footage model preselected
+        model = page.get_by_role(
+            "combobox", name=re.compile("^Model")
+        )  # chosen from a list, the shipped real-footage model preselected
         expect(model.locator("option:checked")).to_have_text(re.compile(f"^shipped: {DEFAULT_REAL_MODEL}"))
         model.select_option(str(run))
         expect(page.get_by_label("automatic (YOLOX-nano when fetched, else HOG)")).to_be_checked()
@@ -82,8 +87,10 @@ def test_an_admin_ingests_from_the_page_and_watches_it_finish(site):
         # readable at 1366 px: the jobs table spans the page, nothing in it overflows
         table = page.locator("#ingest-jobs table").bounding_box()
         assert table["width"] > 1000, table
-        assert page.evaluate("() => { const s = document.querySelector('#ingest-jobs'); "
-                             "return s.scrollWidth <= s.clientWidth && document.body.scrollWidth <= window.innerWidth }")
+        assert page.evaluate(
+            "() => { const s = document.querySelector('#ingest-jobs'); "
+            "return s.scrollWidth <= s.clientWidth && document.body.scrollWidth <= window.innerWidth }"
+        )
         browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
 
@@ -157,9 +164,20 @@ def test_an_admin_resumes_a_stopped_job_from_the_page(tmp_path):
         shutil.copytree(tmp_path / "crops", incoming)
         request = {"gallery": "lobby", "source": str(incoming), "run": str(run), "camera": "lobby:cam1"}
         with services.db.write() as tx:  # as a server stopped mid-job leaves it
-            tx.add(IngestJob(id=uuid.uuid4().hex, gallery="lobby", source=str(incoming), options={**request, "kind": "ingest"},
-                             user_id=1, status="interrupted", progress={"stage": "embed", "fraction": 0.4},
-                             message="the server stopped; start it again to resume", created=now(), updated=now()))
+            tx.add(
+                IngestJob(
+                    id=uuid.uuid4().hex,
+                    gallery="lobby",
+                    source=str(incoming),
+                    options={**request, "kind": "ingest"},
+                    user_id=1,
+                    status="interrupted",
+                    progress={"stage": "embed", "fraction": 0.4},
+                    message="the server stopped; start it again to resume",
+                    created=now(),
+                    updated=now(),
+                )
+            )
     finally:
         services.close()
     expect = sync_api.expect

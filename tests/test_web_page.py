@@ -8,6 +8,7 @@ continuing it, refused unauthenticated and cross-site requests, the viewer role,
 tiny model leaves the system so sure of its top images that it shows images rather than ask.) Skipped, with the reason, when Playwright or chromium is not installed (`.ci/run` installs
 chromium; Playwright comes with the `dev` extra).
 """
+
 from __future__ import annotations
 
 import io
@@ -22,8 +23,10 @@ from support.web import PASSWORD, Server, build_gallery, chromium_path, login, o
 sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
 pytest.importorskip("fastapi", reason="the service is not installed")
 CHROMIUM = chromium_path()
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
+]
 DESCRIPTION = "a young woman with long dark hair, a red jacket and blue jeans"
 MATCH = re.compile(r"match (\d{1,3}|< 1) %")  # how a result's match probability is shown
 TIMEOUT_MS = 60_000  # generous: the CI machine may be busy (every wait ends as soon as the page is ready)
@@ -63,8 +66,10 @@ def page(browser, site):
 
 def ranking(page) -> list[str]:
     """Gallery indices of the result cards, in the order shown."""
-    return [card.get_attribute("id") for card in page.locator("#workspace section[aria-labelledby=results-title] "
-                                                               "li.result").all()]
+    return [
+        card.get_attribute("id")
+        for card in page.locator("#workspace section[aria-labelledby=results-title] li.result").all()
+    ]
 
 
 def timeline(page) -> list[str]:
@@ -105,7 +110,9 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
     first = cards.first
     expect(first.locator("img")).to_have_attribute("alt", re.compile(r"Result 1: camera (station|mall):\w+, 2026-03-0"))
     page.mouse.wheel(0, 5000)  # the thumbnails load lazily: scroll them all into view, then every one shows
-    page.wait_for_function("() => [...document.querySelectorAll('li.result img')].every(i => i.complete && i.naturalWidth > 0)")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('li.result img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
     page.mouse.wheel(0, -5000)
     expect(first.locator(".meta .match")).to_have_text(MATCH)  # a bounded match figure, not a raw score
     expect(first.locator("ul.facts li").first).to_be_attached()  # the facts it matches or contradicts
@@ -139,7 +146,9 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
         page.get_by_role("button", name="Export the confirmed match (zip)").click()
     target = tmp_path / download.value.suggested_filename
     download.value.save_as(target)
-    expect(page.locator("#exports")).to_contain_text(re.compile(r"Export made by ana at 2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d \(UTC\)"))
+    expect(page.locator("#exports")).to_contain_text(
+        re.compile(r"Export made by ana at 2\d{3}-\d\d-\d\d \d\d:\d\d:\d\d \(UTC\)")
+    )
     assert re.fullmatch(r"match_1_[0-9a-f]{32}_\d{4}-\d\d-\d\d\.zip", target.name)
     archive = zipfile.ZipFile(io.BytesIO(target.read_bytes()))
     names = archive.namelist()
@@ -148,8 +157,9 @@ def test_full_search_to_a_confirmed_match_and_its_export(page, site, tmp_path) -
     confirmed = [im for im in match["images"] if im["role"] == "confirmed"]
     assert [im["gallery_index"] for im in confirmed] == [int(chosen.split("-")[1])]
     assert confirmed[0]["camera"] and confirmed[0]["time"].startswith("2026-03-02")
-    assert any(im["role"] == "ruled_out" and im["gallery_index"] == int(rejected.split("-")[1])
-               for im in match["images"])
+    assert any(
+        im["role"] == "ruled_out" and im["gallery_index"] == int(rejected.split("-")[1]) for im in match["images"]
+    )
     assert archive.read(confirmed[0]["member"])[:3] == b"\xff\xd8\xff"  # the crop, a JPEG
     kinds = [t["kind"] for t in json.loads(archive.read("conversation.json"))["turns"]]
     assert kinds[0] == "describe" and kinds[-1] == "confirm" and "feedback" in kinds
@@ -269,7 +279,9 @@ def test_looking_closely_more_results_the_strip_and_several_confirmed_crops(page
     open_case_and_search(page, site.url, "Looking case")
     describe(page)
     cards = page.locator("section[aria-labelledby=results-title] li.result")
-    expect(page.locator("#footage")).to_have_text(re.compile(r"runs from 2026-03-02 08:00:00 to 2026-03-02 \d\d:\d\d:\d\d \(UTC\)"))
+    expect(page.locator("#footage")).to_have_text(
+        re.compile(r"runs from 2026-03-02 08:00:00 to 2026-03-02 \d\d:\d\d:\d\d \(UTC\)")
+    )
     assert page.locator("#f-from").get_attribute("type") == "text"  # not the browser's locale-dependent picker
     expect(page.get_by_label("From (UTC, 24-hour)")).to_have_attribute("placeholder", "YYYY-MM-DD HH:MM")
     marks = page.locator("figure.strip a.mark")
@@ -289,7 +301,9 @@ def test_looking_closely_more_results_the_strip_and_several_confirmed_crops(page
     expect(page.get_by_role("heading", name="Compared with result #2")).to_be_visible()
     big = page.locator("figure[aria-labelledby=this-image] > a > img")
     expect(big).to_have_attribute("src", re.compile(rf"/image/{order[0].split('-')[1]}$"))
-    page.wait_for_function("() => [...document.querySelectorAll('.look img')].every(i => i.complete && i.naturalWidth > 0)")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.look img')].every(i => i.complete && i.naturalWidth > 0)"
+    )
     expect(page.locator("figure[aria-labelledby=this-image] dl")).to_contain_text("Track")
     # the frame it came from, its box drawn (served through the same checks, and audited)
     shown_frame = page.locator("figure[aria-labelledby=this-image] figure.frame img")
@@ -334,4 +348,5 @@ def test_understood_facts_are_chips_that_can_be_removed(page, site) -> None:
     page.get_by_role("button", name="Add", exact=True).click()
     expect(page.locator("ol.timeline > li")).to_have_count(2)
     expect(page.locator("ol.timeline > li").nth(1).locator("p.nothing")).to_have_text(
-        "Nothing understood in this turn: it changes no attribute evidence; say it another way.")
+        "Nothing understood in this turn: it changes no attribute evidence; say it another way."
+    )

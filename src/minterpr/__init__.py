@@ -8,6 +8,7 @@ Example:
     >>> minterpr.__version__
     '0.1.0'
 """
+
 from __future__ import annotations
 
 from typing import Any

@@ -1,4 +1,5 @@
 """``python -m minterpr`` runs the console command."""
+
 import sys
 
 from minterpr.cli.main import main

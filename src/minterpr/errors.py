@@ -16,6 +16,7 @@ Example:
     >>> isinstance(err, MinterprError), isinstance(TurnError("no text"), ValueError)
     (True, True)
 """
+
 from __future__ import annotations
 
 import os

@@ -19,6 +19,7 @@ Example:
     >>> sorted(p.name for p in folder.iterdir())  # no temporary left behind
     ['blob.bin', 'notes.txt']
 """
+
 from __future__ import annotations
 
 import os

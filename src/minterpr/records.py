@@ -18,6 +18,7 @@ Example:
     Traceback (most recent call last):
     ValueError: a list, not a dict
 """
+
 from __future__ import annotations
 
 import math

@@ -10,6 +10,7 @@ Example:
     >>> POLICIES.names()
     ['random']
 """
+
 from __future__ import annotations
 
 from typing import Callable, Generic, Iterator, TypeVar

@@ -13,6 +13,7 @@ Example:
     >>> d.num_rounds
     2
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

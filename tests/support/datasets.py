@@ -1,6 +1,7 @@
 """Datasets written in their sources' own layouts (CUHK-PEDES, ICFG-PEDES, RSTPReid, TBPS,
 ChatPedes) with drawn images, and the ``minterpr data convert`` arguments for them: the converter
 tests' inputs, shared with the CLIP config test; and a tiny synthetic world for training tests."""
+
 from __future__ import annotations
 
 import json
@@ -12,8 +13,14 @@ from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthe
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 
 
-COLOURS = {"red": (200, 30, 30), "blue": (30, 40, 200), "green": (30, 160, 40), "black": (15, 15, 15),
-           "white": (235, 235, 235), "yellow": (230, 210, 30)}
+COLOURS = {
+    "red": (200, 30, 30),
+    "blue": (30, 40, 200),
+    "green": (30, 160, 40),
+    "black": (15, 15, 15),
+    "white": (235, 235, 235),
+    "yellow": (230, 210, 30),
+}
 NAMES = list(COLOURS)
 # identities per split: train 6, val 3, test 3 (two images each)
 SPLIT_IDS = {"train": range(1, 7), "val": range(7, 10), "test": range(10, 13)}
@@ -21,13 +28,20 @@ SPLIT_IDS = {"train": range(1, 7), "val": range(7, 10), "test": range(10, 13)}
 
 def person(pid: int) -> tuple[str, str, str, str]:
     """(gender, top colour, bottom colour, bag) of identity ``pid``."""
-    return ("man" if pid % 2 else "woman", NAMES[pid % 6], NAMES[(pid * 5 + 1) % 6], "backpack" if pid % 3 else "handbag")
+    return (
+        "man" if pid % 2 else "woman",
+        NAMES[pid % 6],
+        NAMES[(pid * 5 + 1) % 6],
+        "backpack" if pid % 3 else "handbag",
+    )
 
 
 def captions_of(pid: int, k: int) -> list[str]:
     gender, top, bottom, bag = person(pid)
-    return [f"A {gender} in a {top} shirt and {bottom} pants, carrying a {bag}.",
-            f"The {gender} wears a {top} jacket{' and black shoes' if k else ''}. {bottom.capitalize()} trousers."]
+    return [
+        f"A {gender} in a {top} shirt and {bottom} pants, carrying a {bag}.",
+        f"The {gender} wears a {top} jacket{' and black shoes' if k else ''}. {bottom.capitalize()} trousers.",
+    ]
 
 
 def draw(path: Path, pid: int, k: int) -> None:
@@ -48,8 +62,15 @@ def caption_rows(root: Path, image_path) -> list[dict]:
                 path = image_path(split, pid, k)
                 draw(root / path, pid, k)
                 caps = captions_of(pid, k)
-                rows.append({"split": split, "captions": caps, "file_path": path, "id": pid,
-                             "processed_tokens": [c.lower().split() for c in caps]})
+                rows.append(
+                    {
+                        "split": split,
+                        "captions": caps,
+                        "file_path": path,
+                        "id": pid,
+                        "processed_tokens": [c.lower().split() for c in caps],
+                    }
+                )
     return rows
 
 
@@ -62,8 +83,12 @@ def cuhk_pedes(root: Path) -> tuple[str, list[Path], Path]:
 
 def icfg_pedes(root: Path) -> tuple[str, list[Path], Path]:
     images = root / "ICFG-PEDES" / "imgs"
-    rows = caption_rows(images, lambda split, pid, k: f"{'test' if split == 'test' else 'train'}/{pid:04d}/"
-                                                      f"{pid:04d}_010_0{k}_0303morning_{k:04d}_0.jpg")
+    rows = caption_rows(
+        images,
+        lambda split, pid, k: (
+            f"{'test' if split == 'test' else 'train'}/{pid:04d}/{pid:04d}_010_0{k}_0303morning_{k:04d}_0.jpg"
+        ),
+    )
     for row in rows:  # ICFG-PEDES has train and test only
         row["split"] = "test" if row["split"] == "test" else "train"
     (root / "ICFG-PEDES" / "ICFG-PEDES.json").write_text(json.dumps(rows))
@@ -84,9 +109,20 @@ def tbps(root: Path) -> tuple[str, list[Path], Path]:
     folder = root / "CUHK-PEDES" / "ann"
     folder.mkdir(parents=True)
     for split in SPLIT_IDS:  # {split}_reid.json without a split field; back-translated captions beside
-        (folder / f"{split}_reid.json").write_text(json.dumps(
-            [{"id": r["id"], "file_path": r["file_path"], "captions": r["captions"],
-              "captions_bt": [c.upper() for c in r["captions"]]} for r in rows if r["split"] == split]))
+        (folder / f"{split}_reid.json").write_text(
+            json.dumps(
+                [
+                    {
+                        "id": r["id"],
+                        "file_path": r["file_path"],
+                        "captions": r["captions"],
+                        "captions_bt": [c.upper() for c in r["captions"]],
+                    }
+                    for r in rows
+                    if r["split"] == split
+                ]
+            )
+        )
     return "tbps", [folder], images
 
 
@@ -98,26 +134,57 @@ def chatpedes(root: Path) -> tuple[str, list[Path], Path]:
         records = []
         for r in (r for r in rows if r["split"] in ((split,) if split == "test" else ("train", "val"))):
             _, _, _, bag = person(r["id"])
-            records.append({"id": r["id"], "file_path": r["file_path"], "chats": [
-                [{"from": "gpt", "value": "Please describe the person you saw."}, {"from": "user", "value": r["captions"][0]}],
-                [{"from": "gpt", "value": "Was the person carrying anything?"}, {"from": "user", "value": f"a {bag}"}]]})
+            records.append(
+                {
+                    "id": r["id"],
+                    "file_path": r["file_path"],
+                    "chats": [
+                        [
+                            {"from": "gpt", "value": "Please describe the person you saw."},
+                            {"from": "user", "value": r["captions"][0]},
+                        ],
+                        [
+                            {"from": "gpt", "value": "Was the person carrying anything?"},
+                            {"from": "user", "value": f"a {bag}"},
+                        ],
+                    ],
+                }
+            )
         files.append(root / "ChatPedes" / f"{split}.json")
         files[-1].write_text(json.dumps(records, indent=1))
     return "chatpedes", files, images
 
 
-LAYOUTS = {"cuhk-pedes": cuhk_pedes, "icfg-pedes": icfg_pedes, "rstpreid": rstpreid, "tbps": tbps,
-           "chatpedes": chatpedes}
+LAYOUTS = {
+    "cuhk-pedes": cuhk_pedes,
+    "icfg-pedes": icfg_pedes,
+    "rstpreid": rstpreid,
+    "tbps": tbps,
+    "chatpedes": chatpedes,
+}
 
 
 def convert_args(fmt: str, annotations: list[Path], images: Path, out: Path, *extra: str) -> list[str]:
-    return ["data", "convert", "--from", fmt, "--annotations", *map(str, annotations), "--images", str(images),
-            "--out", str(out), "--quiet", *extra]
+    return [
+        "data",
+        "convert",
+        "--from",
+        fmt,
+        "--annotations",
+        *map(str, annotations),
+        "--images",
+        str(images),
+        "--out",
+        str(out),
+        "--quiet",
+        *extra,
+    ]
 
 
 def make_tiny_dataset(root: Path) -> Path:
     """A tiny synthetic world (64x32 images): 6 / 4 / 4 identities, dialogues with reference turns."""
-    world = SyntheticWorldConfig(train_identities=6, val_identities=4, test_identities=4, image_size=(64, 32),
-                                 workers=1)
+    world = SyntheticWorldConfig(
+        train_identities=6, val_identities=4, test_identities=4, image_size=(64, 32), workers=1
+    )
     build_synthetic_dataset(root, SyntheticDatasetConfig(world=world), progress=False)
     return root

@@ -1,4 +1,5 @@
 """Plain helpers several test modules share (no fixtures: those are in ``tests/conftest.py``)."""
+
 from __future__ import annotations
 
 import os

@@ -1,5 +1,6 @@
 """The Hugging Face Hub without a network: its cache laid out by hand, and a fresh interpreter that
 reads only that cache (``HF_HUB_OFFLINE``), for the tests of models by hub id and of publishing."""
+
 from __future__ import annotations
 
 import os

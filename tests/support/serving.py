@@ -3,6 +3,7 @@ capture times, a service data folder with one user per role, and logged-in test 
 
 It holds no tests: the ``tests/test_serving_*.py`` modules import it (``support.serving``).
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -59,8 +60,9 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
                 frame = Image.new("RGB", (128, 96), (90, 90, 90))
                 frame.paste(Image.fromarray(pixels), (16 + 32 * k, 16))
                 frame.save(crops / "frames" / f"p0_{k}", format="PNG")
-                metadata[-1].update(frame_image=f"frames/p0_{k}", box=[16 + 32 * k, 16, 48 + 32 * k, 80],
-                                    frame_size=[128, 96])
+                metadata[-1].update(
+                    frame_image=f"frames/p0_{k}", box=[16 + 32 * k, 16, 48 + 32 * k, 80], frame_size=[128, 96]
+                )
     run = folder / "run"
     torch.manual_seed(seed)
     save_model(create_model("tiny"), run / "model.pt", extra={"epoch": 1})
@@ -75,8 +77,12 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
 def settings(data_dir: Path, **overrides):
     from minterpr.serving.settings import RateSpec, ServeSettings
 
-    options = {"login_rate": RateSpec(1000.0, 1000), "login_client_rate": RateSpec(1000.0, 1000),
-               "search_rate": RateSpec(1000.0, 1000), "torch_threads": 1}
+    options = {
+        "login_rate": RateSpec(1000.0, 1000),
+        "login_client_rate": RateSpec(1000.0, 1000),
+        "search_rate": RateSpec(1000.0, 1000),
+        "torch_threads": 1,
+    }
     return ServeSettings(data_dir=data_dir, **{**options, **overrides})
 
 
@@ -99,8 +105,14 @@ def login(client, username: str) -> dict[str, str]:
 
 
 def open_case(client, headers, **scope) -> int:
-    body = {"title": "test case", "purpose": "report 2026-17: missing person, authorised by duty officer",
-            "cameras": None, "start": None, "end": None, **scope}
+    body = {
+        "title": "test case",
+        "purpose": "report 2026-17: missing person, authorised by duty officer",
+        "cameras": None,
+        "start": None,
+        "end": None,
+        **scope,
+    }
     response = client.post("/api/cases", json=body, headers=headers)
     assert response.status_code == 201, response.text
     return response.json()["id"]

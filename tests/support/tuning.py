@@ -1,4 +1,5 @@
 """A tiny image tuning for the tests of the tuning loop and its recipe options."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -26,9 +27,23 @@ def make_tuner(tiny_data: Path, out: Path, **overrides) -> ImageTuner:
     torch.manual_seed(0)
     model = create_model("tiny", num_identities=len({i.person_id for i in train.gallery}))
     ids = identity_index([i.person_id for i in train.gallery])
-    tuning = ImageTuningConfig(**{"epochs": 2, "batch_size": 8, "warmup_steps": 2, "checkpoint_every_steps": 2,
-                                  "frozen_image_stages": "stem", **overrides})
-    return ImageTuner(model, tuning, out,
-                      train=labelled_images(train.gallery, train.image_root, model, ids, desc="", progress=False),
-                      val=labelled_images(val.gallery, val.image_root, model, ids, desc="", progress=False),
-                      seed=0, progress=False, log=lambda _: None)
+    tuning = ImageTuningConfig(
+        **{
+            "epochs": 2,
+            "batch_size": 8,
+            "warmup_steps": 2,
+            "checkpoint_every_steps": 2,
+            "frozen_image_stages": "stem",
+            **overrides,
+        }
+    )
+    return ImageTuner(
+        model,
+        tuning,
+        out,
+        train=labelled_images(train.gallery, train.image_root, model, ids, desc="", progress=False),
+        val=labelled_images(val.gallery, val.image_root, model, ids, desc="", progress=False),
+        seed=0,
+        progress=False,
+        log=lambda _: None,
+    )

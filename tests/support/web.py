@@ -4,6 +4,7 @@ loopback port, and Debian's chromium for Playwright (never ``playwright install`
 
 It holds no tests: ``tests/test_web_page.py`` and the screenshot script import it.
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -34,9 +35,17 @@ def chromium_path() -> str | None:
     return None
 
 
-def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: int = 0,
-                  size: tuple[int, int] = (192, 96), frames: bool = False,
-                  tracks: bool = False, spacing: tuple[int, int] = (7 * 60, 23 * 60)) -> tuple[list, list[dict], list[dict]]:
+def render_people(
+    crops: Path,
+    identities: int = 10,
+    views: int = 3,
+    *,
+    seed: int = 0,
+    size: tuple[int, int] = (192, 96),
+    frames: bool = False,
+    tracks: bool = False,
+    spacing: tuple[int, int] = (7 * 60, 23 * 60),
+) -> tuple[list, list[dict], list[dict]]:
     """Render ``identities`` x ``views`` synthetic crops over three cameras into ``crops`` (the same
     every time for one seed). Returns (GalleryImage list, metadata with capture time, truth): truth[i]
     is image i's identity number and attributes (the tests know who is who; the page does not).
@@ -57,14 +66,18 @@ def render_people(crops: Path, identities: int = 10, views: int = 3, *, seed: in
     for pid, attributes in enumerate(people):
         for v in range(views):
             k = (pid + v) % len(CAMERAS)
-            image = render_person(attributes, view=sample_view(cameras[k], rng), camera=cameras[k], rng=rng,
-                                  size=size)
+            image = render_person(attributes, view=sample_view(cameras[k], rng), camera=cameras[k], rng=rng, size=size)
             name = f"p{pid:02d}_v{v}.jpg"
             image.save(crops / name, quality=90)
             images.append(GalleryImage(name, f"synth:{pid}", camera_id=CAMERAS[k]))
             when = START + dt.timedelta(seconds=spacing[0] * pid + spacing[1] * v)
-            metadata.append({"time": when.isoformat(), "track": f"t{pid}" if tracks else f"t{pid}_{v}",
-                             "source": "video" if tracks else CAMERAS[k]})
+            metadata.append(
+                {
+                    "time": when.isoformat(),
+                    "track": f"t{pid}" if tracks else f"t{pid}_{v}",
+                    "source": "video" if tracks else CAMERAS[k],
+                }
+            )
             truth.append({"identity": pid, "attributes": attributes})
     if frames:
         for n, meta in enumerate(metadata):
@@ -85,8 +98,12 @@ def _frame_of(crops: Path, n: int, images: list, count: int) -> dict:
         frame.paste(own, (x, y))
     (crops / "frames").mkdir(exist_ok=True)
     frame.save(crops / "frames" / f"f{n:05d}.png")
-    return {"frame": 10 * n, "frame_image": f"frames/f{n:05d}.png", "box": [x, y, x + own.width, y + own.height],
-            "frame_size": [width, height]}
+    return {
+        "frame": 10 * n,
+        "frame_image": f"frames/f{n:05d}.png",
+        "box": [x, y, x + own.width, y + own.height],
+        "frame_size": [width, height],
+    }
 
 
 # the calibration record of the test model: sharp temperatures (so some marks are confident) and
@@ -97,17 +114,33 @@ UNRECOGNISED = "headwear:hat"
 def calibration_record() -> dict:
     from minterpr.language.ontology import ONTOLOGY
 
-    labels = {f"{slot}:{value}": (55.0 if f"{slot}:{value}" == UNRECOGNISED else 90.0)
-              for slot, value in ONTOLOGY.flat_labels()}
-    return {"split": "val", "temperatures": {s.name: 0.125 for s in ONTOLOGY.slots}, "nll_before": 1.0,
-            "nll_after": 0.9, "label_auc": labels}
+    labels = {
+        f"{slot}:{value}": (55.0 if f"{slot}:{value}" == UNRECOGNISED else 90.0)
+        for slot, value in ONTOLOGY.flat_labels()
+    }
+    return {
+        "split": "val",
+        "temperatures": {s.name: 0.125 for s in ONTOLOGY.slots},
+        "nll_before": 1.0,
+        "nll_after": 0.9,
+        "label_auc": labels,
+    }
 
 
-def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Path | None = None,
-                  seed: int = 0, size: tuple[int, int] = (192, 96),
-                  calibrated: bool = False, frames: bool = False, tracks: bool = False,
-                  spacing: tuple[int, int] = (7 * 60, 23 * 60),
-                  appearance: Path | None = None) -> tuple[Path, Path, list[dict]]:
+def build_gallery(
+    folder: Path,
+    identities: int = 10,
+    views: int = 3,
+    *,
+    run: Path | None = None,
+    seed: int = 0,
+    size: tuple[int, int] = (192, 96),
+    calibrated: bool = False,
+    frames: bool = False,
+    tracks: bool = False,
+    spacing: tuple[int, int] = (7 * 60, 23 * 60),
+    appearance: Path | None = None,
+) -> tuple[Path, Path, list[dict]]:
     """:func:`render_people` into ``folder/crops``, embedded by ``run`` (default: a freshly initialised
     tiny model, with :func:`calibration_record` when ``calibrated``) into the gallery store
     ``folder/store`` (with appearance vectors when ``appearance`` names an appearance model).
@@ -119,8 +152,9 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     from minterpr.runtime.pipeline import load_pipeline
 
     crops = folder / "crops"
-    images, metadata, truth = render_people(crops, identities, views, seed=seed, size=size, frames=frames, tracks=tracks,
-                                            spacing=spacing)
+    images, metadata, truth = render_people(
+        crops, identities, views, seed=seed, size=size, frames=frames, tracks=tracks, spacing=spacing
+    )
     if run is None:
         run = folder / "run"
         torch.manual_seed(seed)
@@ -132,8 +166,13 @@ def build_gallery(folder: Path, identities: int = 10, views: int = 3, *, run: Pa
     pipeline = load_pipeline(run, engine="torch", appearance=appearance)
     index = pipeline.index_images(images, root=str(crops), progress=False, strict=True)
     store = folder / "store"
-    save_gallery(index, store, model_fingerprint=pipeline.fingerprint, metadata=metadata,
-                 appearance_fingerprint=None if appearance is None else pipeline.appearance.fingerprint)
+    save_gallery(
+        index,
+        store,
+        model_fingerprint=pipeline.fingerprint,
+        metadata=metadata,
+        appearance_fingerprint=None if appearance is None else pipeline.appearance.fingerprint,
+    )
     return run, store, truth
 
 
@@ -194,8 +233,14 @@ uvicorn.run(create_app(settings), host="127.0.0.1", port=int(sys.argv[2]), log_l
 class Server:
     """``minterpr.serving`` under uvicorn in a child process on 127.0.0.1:port (start, stop, restart)."""
 
-    def __init__(self, data_dir: Path, port: int | None = None, log: Path | None = None,
-                 settings: dict | None = None, appearance: Path | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        port: int | None = None,
+        log: Path | None = None,
+        settings: dict | None = None,
+        appearance: Path | None = None,
+    ) -> None:
         """``settings``: more ServeSettings fields, as a settings file writes them (``{"vlm": {"url": ...}}``);
         ``appearance``: an appearance model every run's pipeline loads."""
         self.data_dir, self.port = data_dir, port or free_port()
@@ -213,8 +258,12 @@ class Server:
             env["MINTERPR_TEST_APPEARANCE"] = str(self.appearance)
         with open(self.log, "ab") as log:
             extra = [json.dumps(self.settings)] if self.settings else []
-            self.process = subprocess.Popen([sys.executable, "-c", _LAUNCH, str(self.data_dir), str(self.port), *extra],
-                                            stdout=log, stderr=subprocess.STDOUT, env=env)
+            self.process = subprocess.Popen(
+                [sys.executable, "-c", _LAUNCH, str(self.data_dir), str(self.port), *extra],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+            )
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.process.poll() is not None:

@@ -4,6 +4,7 @@ Each subcommand lives in its own module exposing ``register(subparsers)``; the m
 below, imported only when the parser is built (so ``import minterpr`` stays light) and its
 handler receives the parsed namespace and returns an exit code.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -95,8 +96,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from minterpr.cli.shared.common import install_hint
 
         name = " ".join(part for part in (args.command, getattr(args, f"{args.command}_command", None)) if part)
-        print(f"minterpr {name}: error: {name} needs the [{extra[0]}] extra ({extra[1]} is not installed): "
-              f"{install_hint(extra[0])}", file=sys.stderr)
+        print(
+            f"minterpr {name}: error: {name} needs the [{extra[0]}] extra ({extra[1]} is not installed): "
+            f"{install_hint(extra[0])}",
+            file=sys.stderr,
+        )
         return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -43,6 +43,7 @@ Example:
     ...
     minterpr.errors.DatasetError: ...: gallery_test.jsonl has 0 bytes, the build wrote 91 (truncated or replaced); rebuild it with `minterpr data mark ...` to repair it
 """
+
 from __future__ import annotations
 
 import fnmatch
@@ -57,8 +58,16 @@ from typing import Iterable, Mapping, Sequence
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig, ambiguity, synthesize_records
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
-from minterpr.data.layout import (DATASET_FILE, GALLERY_PREFIX, IMAGES_DIR, SPLITS, dialogues_file, gallery_file,  # noqa: F401
-                                  split_files, split_of_file)  # (re-exported: the writers import them from here)
+from minterpr.data.layout import (
+    DATASET_FILE,
+    GALLERY_PREFIX,
+    IMAGES_DIR,
+    SPLITS,
+    dialogues_file,
+    gallery_file,  # noqa: F401
+    split_files,
+    split_of_file,
+)  # (re-exported: the writers import them from here)
 from minterpr.errors import DatasetError
 from minterpr.fileio import TEMPORARY_GLOB, atomic_write_text, remove_stale_temporaries
 from minterpr.types import GalleryImage, RetrievalSample, split_person_id
@@ -66,8 +75,10 @@ from minterpr.types import GalleryImage, RetrievalSample, split_person_id
 MARKER_FORMAT = 1  # version of dataset.json's marker fields
 BUILDING, FINISHED = "building", "finished"  # dataset.json "state"
 DIR_PLACEHOLDER = "{DIR}"  # stands for the dataset folder in a stored rebuild command
-BUILD_HINT = ("build one with `minterpr data synth --out {dir}` or `minterpr data peta --root PETA --out {dir}`, "
-              "or fingerprint a folder you assembled yourself with `minterpr data mark {dir}`")
+BUILD_HINT = (
+    "build one with `minterpr data synth --out {dir}` or `minterpr data peta --root PETA --out {dir}`, "
+    "or fingerprint a folder you assembled yourself with `minterpr data mark {dir}`"
+)
 
 
 def _integer_ids(images: Sequence[GalleryImage]) -> dict[str, int]:
@@ -78,8 +89,15 @@ def _integer_ids(images: Sequence[GalleryImage]) -> dict[str, int]:
     return ids
 
 
-def write_split(out_dir: Path, split: str, gallery: Sequence[GalleryImage], config: DialogueSynthesisConfig, *,
-                namespace: str, targets: Sequence[GalleryImage] | None = None) -> dict[str, float]:
+def write_split(
+    out_dir: Path,
+    split: str,
+    gallery: Sequence[GalleryImage],
+    config: DialogueSynthesisConfig,
+    *,
+    namespace: str,
+    targets: Sequence[GalleryImage] | None = None,
+) -> dict[str, float]:
     """Write ``gallery_<split>.jsonl`` and ``<split>.jsonl``; return counts and ambiguity (percent)."""
     write_gallery(gallery, out_dir / gallery_file(split))
     targets = list(gallery if targets is None else targets)
@@ -91,11 +109,17 @@ def write_split(out_dir: Path, split: str, gallery: Sequence[GalleryImage], conf
         local = split_person_id(sample.person_id)[1]
         # MInterPEDES ids are integers: keep them when they are, else use the dense map (the
         # gallery manifest keeps the real namespaced identity of every target path).
-        number = int(local) if namespace == split_person_id(sample.person_id)[0] and local.isdigit() else int_ids[sample.person_id]
+        number = (
+            int(local)
+            if namespace == split_person_id(sample.person_id)[0] and local.isdigit()
+            else int_ids[sample.person_id]
+        )
         samples.append(RetrievalSample(sample.target_path, f"{namespace}:{number}", sample.dialogue))
     write_minterpedes(samples, out_dir / dialogues_file(split), namespace=namespace)
     return {
-        "images": len(gallery), "identities": len(int_ids), "records": len(samples),
+        "images": len(gallery),
+        "identities": len(int_ids),
+        "records": len(samples),
         "ambiguity_description": round(ambiguity(records, gallery, rounds=1), 2),
         "ambiguity_after_text_turns": round(ambiguity(records, gallery), 2),
     }
@@ -106,18 +130,36 @@ def synth_rebuild_args(config: Mapping[str, Mapping[str, object]]) -> list[str]:
     """``minterpr`` arguments that rebuild a synthetic dataset from dataset.json's ``config``."""
     world, dialogues = config.get("world", {}), config.get("dialogues", {})
     size = world.get("image_size", (256, 128))
-    options = [("--seed", world.get("seed", 0)), ("--train-identities", world.get("train_identities")),
-               ("--val-identities", world.get("val_identities")), ("--test-identities", world.get("test_identities")),
-               ("--cameras", world.get("cameras")), ("--height", size[0]), ("--width", size[1]),  # type: ignore[index]
-               ("--max-qa-turns", dialogues.get("max_qa_turns")), ("--max-image-turns", dialogues.get("max_image_turns"))]
+    options = [
+        ("--seed", world.get("seed", 0)),
+        ("--train-identities", world.get("train_identities")),
+        ("--val-identities", world.get("val_identities")),
+        ("--test-identities", world.get("test_identities")),
+        ("--cameras", world.get("cameras")),
+        ("--height", size[0]),
+        ("--width", size[1]),  # type: ignore[index]
+        ("--max-qa-turns", dialogues.get("max_qa_turns")),
+        ("--max-image-turns", dialogues.get("max_image_turns")),
+    ]
     return ["data", "synth", "--out", DIR_PLACEHOLDER] + [str(x) for o, v in options if v is not None for x in (o, v)]
 
 
 def peta_rebuild_args(source: str, seed: object, dialogues: Mapping[str, object]) -> list[str]:
     """``minterpr`` arguments that rebuild a PETA dataset."""
-    return ["data", "peta", "--root", str(source), "--out", DIR_PLACEHOLDER, "--seed", str(seed),
-            "--max-qa-turns", str(dialogues.get("max_qa_turns", 3)),
-            "--max-image-turns", str(dialogues.get("max_image_turns", 3))]
+    return [
+        "data",
+        "peta",
+        "--root",
+        str(source),
+        "--out",
+        DIR_PLACEHOLDER,
+        "--seed",
+        str(seed),
+        "--max-qa-turns",
+        str(dialogues.get("max_qa_turns", 3)),
+        "--max-image-turns",
+        str(dialogues.get("max_image_turns", 3)),
+    ]
 
 
 def rebuild_command(data_dir: str | os.PathLike[str], rebuild: Sequence[str]) -> str:
@@ -176,8 +218,9 @@ def folder_fingerprint(folder: str | os.PathLike[str]) -> dict[str, object]:
     return {"files": len(entries), "bytes": sum(size for _, size in entries), "sha256": digest.hexdigest()}
 
 
-def dataset_fingerprint(data_dir: str | os.PathLike[str], files: Iterable[str],
-                        images: str | None = IMAGES_DIR) -> dict[str, object]:
+def dataset_fingerprint(
+    data_dir: str | os.PathLike[str], files: Iterable[str], images: str | None = IMAGES_DIR
+) -> dict[str, object]:
     """The fingerprint a finished marker holds: each of ``files`` (relative to ``data_dir``) and
     the ``images`` folder when there is one."""
     root = Path(data_dir)
@@ -192,8 +235,9 @@ def _write_marker(out_dir: Path, marker: Mapping[str, object]) -> None:
     atomic_write_text(out_dir / DATASET_FILE, json.dumps(marker, indent=2, sort_keys=True) + "\n")
 
 
-def begin_build(out_dir: str | os.PathLike[str], rebuild: Sequence[str], *,
-                folders: Iterable[str | os.PathLike[str]] = ()) -> Path:
+def begin_build(
+    out_dir: str | os.PathLike[str], rebuild: Sequence[str], *, folders: Iterable[str | os.PathLike[str]] = ()
+) -> Path:
     """Start a build in ``out_dir``: replace its marker by an *in progress* one (so that readers
     refuse the folder until :func:`finish_build`) and remove the temporaries a killed build left
     in ``out_dir`` and in ``folders`` (the other folders the build writes). ``rebuild`` are the
@@ -208,13 +252,23 @@ def begin_build(out_dir: str | os.PathLike[str], rebuild: Sequence[str], *,
     return out
 
 
-def finish_build(out_dir: str | os.PathLike[str], info: Mapping[str, object], rebuild: Sequence[str],
-                 files: Iterable[str], images: str | None = IMAGES_DIR) -> dict:
+def finish_build(
+    out_dir: str | os.PathLike[str],
+    info: Mapping[str, object],
+    rebuild: Sequence[str],
+    files: Iterable[str],
+    images: str | None = IMAGES_DIR,
+) -> dict:
     """Write the *finished* marker last: ``info`` (what was built), the rebuild arguments and the
     fingerprint of ``files`` and of the ``images`` folder. Returns the marker."""
     out = Path(out_dir)
-    marker = {**info, "minterpr_dataset": MARKER_FORMAT, "state": FINISHED, "rebuild": list(rebuild),
-              "fingerprint": dataset_fingerprint(out, files, images)}
+    marker = {
+        **info,
+        "minterpr_dataset": MARKER_FORMAT,
+        "state": FINISHED,
+        "rebuild": list(rebuild),
+        "fingerprint": dataset_fingerprint(out, files, images),
+    }
     _write_marker(out, marker)
     return marker
 
@@ -230,8 +284,11 @@ def read_marker(data_dir: str | os.PathLike[str]) -> dict | None:
     try:
         marker = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, ValueError, RecursionError) as err:
-        raise DatasetError(folder, f"{DATASET_FILE} cannot be read ({type(err).__name__}: {err}); "
-                                   + BUILD_HINT.format(dir=shlex.quote(os.fspath(folder)))) from None
+        raise DatasetError(
+            folder,
+            f"{DATASET_FILE} cannot be read ({type(err).__name__}: {err}); "
+            + BUILD_HINT.format(dir=shlex.quote(os.fspath(folder))),
+        ) from None
     if not isinstance(marker, dict):
         return None
     legacy = marker.get("name") in ("synthetic", "peta") and "splits" in marker
@@ -240,15 +297,20 @@ def read_marker(data_dir: str | os.PathLike[str]) -> dict | None:
 
 def _well_formed(fingerprint: object) -> bool:
     """Does a marker's fingerprint have the fields :func:`dataset_fingerprint` writes?"""
+
     def entry(value: object, keys: tuple[str, ...]) -> bool:
-        return isinstance(value, dict) and all(isinstance(value.get(k), int) for k in keys[:-1]) \
+        return (
+            isinstance(value, dict)
+            and all(isinstance(value.get(k), int) for k in keys[:-1])
             and isinstance(value.get(keys[-1]), str)
+        )
 
     if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("files"), dict):
         return False
     images = fingerprint.get("images")
-    return (all(isinstance(name, str) and entry(want, ("bytes", "sha256")) for name, want in fingerprint["files"].items())
-            and (images is None or (entry(images, ("files", "bytes", "sha256")) and isinstance(images.get("folder"), str))))
+    return all(
+        isinstance(name, str) and entry(want, ("bytes", "sha256")) for name, want in fingerprint["files"].items()
+    ) and (images is None or (entry(images, ("files", "bytes", "sha256")) and isinstance(images.get("folder"), str)))
 
 
 def _stale_reason(folder: Path, marker: Mapping[str, object]) -> str | None:
@@ -257,7 +319,9 @@ def _stale_reason(folder: Path, marker: Mapping[str, object]) -> str | None:
         return "the build did not finish (killed, failed or still running)"
     fingerprint = marker.get("fingerprint")
     if marker.get("state") != FINISHED or not _well_formed(fingerprint):
-        return f"{DATASET_FILE} has no build fingerprint (built before build markers, or edited), so it cannot be checked"
+        return (
+            f"{DATASET_FILE} has no build fingerprint (built before build markers, or edited), so it cannot be checked"
+        )
     assert isinstance(fingerprint, dict)
     for name, want in sorted(fingerprint["files"].items()):
         path = folder / name
@@ -275,9 +339,11 @@ def _stale_reason(folder: Path, marker: Mapping[str, object]) -> str | None:
             return f"{images.get('folder')}/ is missing (the build wrote {images.get('files'):,} files there)"
         got = folder_fingerprint(where)
         if got != {k: images.get(k) for k in got}:
-            return (f"{images.get('folder')}/ changed since the build: {got['files']:,} files of {got['bytes']:,} bytes "
-                    f"now, the build wrote {images.get('files'):,} of {images.get('bytes'):,} (files added, removed, "
-                    "renamed or rewritten: a mixed or damaged build)")
+            return (
+                f"{images.get('folder')}/ changed since the build: {got['files']:,} files of {got['bytes']:,} bytes "
+                f"now, the build wrote {images.get('files'):,} of {images.get('bytes'):,} (files added, removed, "
+                "renamed or rewritten: a mixed or damaged build)"
+            )
     return None
 
 
@@ -297,8 +363,10 @@ def check_if_built(data_dir: str | os.PathLike[str]) -> dict | None:
         raise DatasetError(folder, f"cannot check the build: {err.filename or folder}: {err.strerror or err}") from None
     if reason is not None:
         verb = "rerun" if marker.get("state") == BUILDING else "rebuild it with"
-        raise DatasetError(folder, f"{reason}; {verb} {_marker_rebuild(folder, marker)} to "
-                                   f"{'finish' if verb == 'rerun' else 'repair'} it")
+        raise DatasetError(
+            folder,
+            f"{reason}; {verb} {_marker_rebuild(folder, marker)} to {'finish' if verb == 'rerun' else 'repair'} it",
+        )
     return marker
 
 
@@ -311,8 +379,11 @@ def require_built_dataset(data_dir: str | os.PathLike[str]) -> dict:
         raise DatasetError(folder, "no such dataset folder; " + BUILD_HINT.format(dir=shlex.quote(os.fspath(folder))))
     marker = check_if_built(folder)
     if marker is None:
-        raise DatasetError(folder, f"no {DATASET_FILE} build marker: not a dataset minterpr built or checked; "
-                                   + BUILD_HINT.format(dir=shlex.quote(os.fspath(folder))))
+        raise DatasetError(
+            folder,
+            f"no {DATASET_FILE} build marker: not a dataset minterpr built or checked; "
+            + BUILD_HINT.format(dir=shlex.quote(os.fspath(folder))),
+        )
     return marker
 
 
@@ -330,8 +401,10 @@ def mark_dataset(data_dir: str | os.PathLike[str]) -> dict:
     marker = read_marker(folder)
     rebuild = ["data", "mark", DIR_PLACEHOLDER]
     if marker is not None and marker.get("rebuild", [])[:2] != rebuild[:2]:
-        raise DatasetError(folder, f"minterpr built this folder: rebuild it with {_marker_rebuild(folder, marker)} "
-                                   "instead of marking it")
+        raise DatasetError(
+            folder,
+            f"minterpr built this folder: rebuild it with {_marker_rebuild(folder, marker)} instead of marking it",
+        )
     files = [name for name in split_files() if (folder / name).is_file()]
     if not any(name.startswith(GALLERY_PREFIX) for name in files):
         raise DatasetError(folder, "no gallery_<split>.jsonl manifest (split: train, val or test): nothing to mark")

@@ -29,6 +29,7 @@ Example:
     >>> convert_dataset(config, "data/cuhk-pedes")["splits"]["test"]["records"]  # doctest: +SKIP
     6156
 """
+
 from __future__ import annotations
 
 import os
@@ -36,8 +37,15 @@ import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from minterpr.data.build import (DIR_PLACEHOLDER, IMAGES_DIR, SPLITS, begin_build, dialogue_config_dict,
-                                 finish_build, split_files)
+from minterpr.data.build import (
+    DIR_PLACEHOLDER,
+    IMAGES_DIR,
+    SPLITS,
+    begin_build,
+    dialogue_config_dict,
+    finish_build,
+    split_files,
+)
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.captions import read_caption_dataset
 from minterpr.data.formats.chatpedes import read_chatpedes
@@ -62,12 +70,16 @@ class ConvertConfig:
     seed: int = 0  # seeds the val identities drawn from train (sources without val) and synthesised dialogues
     val_fraction: float = 0.1  # share of the training identities that become val when the source has no val split
     synthesise_dialogues: bool = False  # caption formats: Q&A + reference turns after each caption (module doc)
-    max_qa_turns: int = 3  # with synthesise_dialogues: text turns per dialogue, 1..N (fewer when nothing is left to ask)
+    max_qa_turns: int = (
+        3  # with synthesise_dialogues: text turns per dialogue, 1..N (fewer when nothing is left to ask)
+    )
     max_image_turns: int = 3  # with synthesise_dialogues: reference-image turns per dialogue, 1..N
 
     def __post_init__(self) -> None:
         if self.source_format not in CONVERT_FORMATS:
-            raise InputError(f"unknown source format {self.source_format!r}: must be one of {', '.join(CONVERT_FORMATS)}")
+            raise InputError(
+                f"unknown source format {self.source_format!r}: must be one of {', '.join(CONVERT_FORMATS)}"
+            )
         if not self.annotations:
             raise InputError("no annotation file given")
         if not 0.0 < self.val_fraction < 1.0:
@@ -78,9 +90,13 @@ class ConvertConfig:
             raise InputError("max_qa_turns and max_image_turns must be >= 0")
 
     def dialogue_config(self) -> DialogueSynthesisConfig:
-        return DialogueSynthesisConfig(seed=self.seed, min_qa_turns=min(1, self.max_qa_turns),
-                                       max_qa_turns=self.max_qa_turns, min_image_turns=min(1, self.max_image_turns),
-                                       max_image_turns=self.max_image_turns)
+        return DialogueSynthesisConfig(
+            seed=self.seed,
+            min_qa_turns=min(1, self.max_qa_turns),
+            max_qa_turns=self.max_qa_turns,
+            min_image_turns=min(1, self.max_image_turns),
+            max_image_turns=self.max_image_turns,
+        )
 
 
 @dataclass
@@ -122,8 +138,11 @@ def _add(splits: dict[str, _Split], split: str, path: str, pid: str, file: Path)
     (of any split) gave the image to another identity."""
     for other in splits.values():
         if other.images.get(path, pid) != pid:
-            raise DatasetError(file, f"image {path!r} is given to {pid} here and to {other.images[path]} in "
-                                     f"{other.files[other.images[path]]}: one image shows one identity")
+            raise DatasetError(
+                file,
+                f"image {path!r} is given to {pid} here and to {other.images[path]} in "
+                f"{other.files[other.images[path]]}: one image shows one identity",
+            )
     part = splits.setdefault(split, _Split())
     part.images.setdefault(path, pid)
     part.files.setdefault(pid, str(file))
@@ -134,27 +153,37 @@ def read_source(config: ConvertConfig) -> dict[str, _Split]:
     """Read every annotation file strictly (images checked under ``config.images``), by split."""
     images = Path(config.images)
     if not images.is_dir():
-        raise DatasetError(images, "no such image folder (--images: the folder the annotations' image paths are "
-                                   "relative to, e.g. CUHK-PEDES/imgs)")
+        raise DatasetError(
+            images,
+            "no such image folder (--images: the folder the annotations' image paths are "
+            "relative to, e.g. CUHK-PEDES/imgs)",
+        )
     splits: dict[str, _Split] = {}
     for file in annotation_files(config):
         if config.source_format == "chatpedes":
             for sample in read_chatpedes(file, image_root=images, check_images=True):
                 split = sample.extra.get("split", _split_of_name(file))
                 if split not in SPLITS:
-                    raise DatasetError(file, f"cannot tell the split of {sample.target_path!r}: give records a "
-                                             "'split' field (train, val or test) or one file per split named after it")
+                    raise DatasetError(
+                        file,
+                        f"cannot tell the split of {sample.target_path!r}: give records a "
+                        "'split' field (train, val or test) or one file per split named after it",
+                    )
                 extra = {k: v for k, v in sample.extra.items() if k != "split"}
-                _add(splits, split, sample.target_path, sample.person_id, file).samples.append(replace(sample, extra=extra))
+                _add(splits, split, sample.target_path, sample.person_id, file).samples.append(
+                    replace(sample, extra=extra)
+                )
             continue
-        records = read_caption_dataset(file, format=config.source_format, image_root=images, check_images=True,
-                                       split=None)
+        records = read_caption_dataset(
+            file, format=config.source_format, image_root=images, check_images=True, split=None
+        )
         for record in records:
             part = _add(splits, record.split, record.path, record.person_id, file)
             captions = part.captions.setdefault(record.path, [])
             for caption in record.captions:
-                part.samples.append(RetrievalSample(record.path, record.person_id, Dialogue(caption),
-                                                    {"caption_index": len(captions)}))
+                part.samples.append(
+                    RetrievalSample(record.path, record.person_id, Dialogue(caption), {"caption_index": len(captions)})
+                )
                 captions.append(caption)
     if not splits:
         raise DatasetError(Path(config.annotations[0]), "no records: nothing to convert")
@@ -170,9 +199,11 @@ def check_identity_disjoint(splits: dict[str, _Split]) -> None:
         for pid in dict.fromkeys((splits[split].images.values() if split in splits else ())):
             first = owner.setdefault(pid, split)
             if first != split:
-                raise DatasetError(Path(splits[split].files[pid]),
-                                   f"identity {pid} is in the {first} and the {split} split ({splits[first].files[pid]}): "
-                                   "the splits must be identity-disjoint; fix the annotations' split fields")
+                raise DatasetError(
+                    Path(splits[split].files[pid]),
+                    f"identity {pid} is in the {first} and the {split} split ({splits[first].files[pid]}): "
+                    "the splits must be identity-disjoint; fix the annotations' split fields",
+                )
 
 
 def draw_val_split(splits: dict[str, _Split], fraction: float, seed: int) -> int:
@@ -181,11 +212,13 @@ def draw_val_split(splits: dict[str, _Split], fraction: float, seed: int) -> int
     train = splits["train"]
     people = sorted(set(train.images.values()))
     if len(people) < 2:
-        raise DatasetError(Path(next(iter(train.files.values()))), f"no val split, and train has {len(people)} "
-                                                                    "identity: too few to draw one from it")
+        raise DatasetError(
+            Path(next(iter(train.files.values()))),
+            f"no val split, and train has {len(people)} identity: too few to draw one from it",
+        )
     rng = random.Random(seed)
     rng.shuffle(people)
-    chosen = set(people[:min(len(people) - 1, max(1, round(len(people) * fraction)))])
+    chosen = set(people[: min(len(people) - 1, max(1, round(len(people) * fraction)))])
     val, kept = _Split(), _Split()
     for path, pid in train.images.items():
         (val if pid in chosen else kept).images[path] = pid
@@ -220,21 +253,26 @@ def write_converted_split(out: Path, name: str, part: _Split, config: ConvertCon
     """Write ``gallery_<name>.jsonl`` and ``<name>.jsonl`` of one split; returns its counts."""
     from minterpr.data.convert_dialogues import caption_attributes, caption_dialogues
 
-    labels = ({path: caption_attributes(c) for path, c in part.captions.items()}
-              if config.synthesise_dialogues else {})
-    gallery = [GalleryImage(f"{IMAGES_DIR}/{path}", pid, attributes=labels.get(path) if labels else None)
-               for path, pid in part.images.items()]
+    labels = {path: caption_attributes(c) for path, c in part.captions.items()} if config.synthesise_dialogues else {}
+    gallery = [
+        GalleryImage(f"{IMAGES_DIR}/{path}", pid, attributes=labels.get(path) if labels else None)
+        for path, pid in part.images.items()
+    ]
     write_gallery(gallery, out / gallery_file(name))
     if config.synthesise_dialogues:
         dialogue_config = replace(config.dialogue_config(), seed=config.seed + SPLITS.index(name))
-        targets = [(image, k, caption) for image in gallery
-                   for k, caption in enumerate(part.captions[image.path.removeprefix(f"{IMAGES_DIR}/")])]
+        targets = [
+            (image, k, caption)
+            for image in gallery
+            for k, caption in enumerate(part.captions[image.path.removeprefix(f"{IMAGES_DIR}/")])
+        ]
         samples = caption_dialogues(targets, gallery, dialogue_config)
     else:
         samples = [_under_images(s) for s in part.samples]
     namespace, ids = _int_ids(samples, config.source_format)
-    write_minterpedes([replace(s, person_id=ids[s.person_id]) for s in samples], out / dialogues_file(name),
-                      namespace=namespace)
+    write_minterpedes(
+        [replace(s, person_id=ids[s.person_id]) for s in samples], out / dialogues_file(name), namespace=namespace
+    )
     return {"images": len(gallery), "identities": len(set(part.images.values())), "records": len(samples)}
 
 
@@ -246,18 +284,37 @@ def validate_converted(out: Path, splits: list[str]) -> None:
         for number, sample in enumerate(read_minterpedes(out / dialogues_file(split), check_images=True), start=1):
             for path in (sample.target_path, *(t.reference_path for t in sample.dialogue.reference_turns)):
                 if path not in gallery:
-                    raise DatasetError(out / dialogues_file(split), f"record {number}: image {path!r} is not in "
-                                                                    f"{gallery_file(split)}")
+                    raise DatasetError(
+                        out / dialogues_file(split), f"record {number}: image {path!r} is not in {gallery_file(split)}"
+                    )
 
 
 def rebuild_args(config: ConvertConfig) -> list[str]:
     """The ``minterpr`` arguments that redo this conversion (absolute paths)."""
-    args = ["data", "convert", "--from", config.source_format, "--annotations",
-            *(os.path.abspath(a) for a in config.annotations), "--images", os.path.abspath(config.images),
-            "--out", DIR_PLACEHOLDER, "--seed", str(config.seed), "--val-fraction", str(config.val_fraction)]
+    args = [
+        "data",
+        "convert",
+        "--from",
+        config.source_format,
+        "--annotations",
+        *(os.path.abspath(a) for a in config.annotations),
+        "--images",
+        os.path.abspath(config.images),
+        "--out",
+        DIR_PLACEHOLDER,
+        "--seed",
+        str(config.seed),
+        "--val-fraction",
+        str(config.val_fraction),
+    ]
     if config.synthesise_dialogues:
-        args += ["--synthesise-dialogues", "--max-qa-turns", str(config.max_qa_turns),
-                 "--max-image-turns", str(config.max_image_turns)]
+        args += [
+            "--synthesise-dialogues",
+            "--max-qa-turns",
+            str(config.max_qa_turns),
+            "--max-image-turns",
+            str(config.max_image_turns),
+        ]
     return args
 
 
@@ -269,10 +326,14 @@ def convert_dataset(config: ConvertConfig, out_dir: str | os.PathLike[str], *, p
     out = Path(out_dir)
     images_root = Path(config.images).resolve()
     splits = read_source(config)
-    val_drawn = draw_val_split(splits, config.val_fraction, config.seed) if "val" not in splits and "train" in splits else 0
+    val_drawn = (
+        draw_val_split(splits, config.val_fraction, config.seed) if "val" not in splits and "train" in splits else 0
+    )
     link = out / IMAGES_DIR
     if (link.is_symlink() or link.exists()) and (not link.is_symlink() or link.resolve() != images_root):
-        raise DatasetError(out, f"{link} exists and is not a link to {images_root}: move it away or choose another --out")
+        raise DatasetError(
+            out, f"{link} exists and is not a link to {images_root}: move it away or choose another --out"
+        )
     rebuild = rebuild_args(config)
     begin_build(out, rebuild)
     if not link.is_symlink():
@@ -280,16 +341,29 @@ def convert_dataset(config: ConvertConfig, out_dir: str | os.PathLike[str], *, p
     names = [split for split in SPLITS if split in splits]
     for stale in set(split_files()) - set(split_files(names)):  # an earlier build's splits this source lacks
         (out / stale).unlink(missing_ok=True)
-    info: dict = {"name": config.source_format,
-                  "source": {"format": config.source_format, "images": str(images_root),
-                             "annotations": [os.path.abspath(a) for a in config.annotations]},
-                  "seed": config.seed,
-                  "val_split": ({"drawn_from": "train", "fraction": config.val_fraction, "identities": val_drawn}
-                                if val_drawn else "official"),
-                  "dialogues": (dialogue_config_dict(config.dialogue_config()) if config.synthesise_dialogues
-                                else "source" if config.source_format == "chatpedes" else "round0"),
-                  "attributes": "parsed from the captions" if config.synthesise_dialogues else None,
-                  "splits": {}}
+    info: dict = {
+        "name": config.source_format,
+        "source": {
+            "format": config.source_format,
+            "images": str(images_root),
+            "annotations": [os.path.abspath(a) for a in config.annotations],
+        },
+        "seed": config.seed,
+        "val_split": (
+            {"drawn_from": "train", "fraction": config.val_fraction, "identities": val_drawn}
+            if val_drawn
+            else "official"
+        ),
+        "dialogues": (
+            dialogue_config_dict(config.dialogue_config())
+            if config.synthesise_dialogues
+            else "source"
+            if config.source_format == "chatpedes"
+            else "round0"
+        ),
+        "attributes": "parsed from the captions" if config.synthesise_dialogues else None,
+        "splits": {},
+    }
     for split in names:
         if progress:
             print(f"writing {split}: {len(splits[split].images):,} images", flush=True)

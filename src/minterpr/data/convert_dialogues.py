@@ -24,14 +24,19 @@ Example:
     >>> sample.dialogue.description, sample.dialogue.qa_turns[0].question
     ('A man in a grey shirt.', 'Was he carrying anything?')
 """
+
 from __future__ import annotations
 
 import random
 from functools import lru_cache
 from typing import Sequence
 
-from minterpr.data.dialogue_synthesis import (AttributeTable, DialogueSynthesisConfig, synthesize_qa_turns,
-                                              synthesize_reference_turns)
+from minterpr.data.dialogue_synthesis import (
+    AttributeTable,
+    DialogueSynthesisConfig,
+    synthesize_qa_turns,
+    synthesize_reference_turns,
+)
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.language.text_parser import parse_facts
@@ -68,8 +73,9 @@ def caption_attributes(captions: Sequence[str]) -> dict[str, tuple[str, ...]]:
     return labels
 
 
-def caption_dialogue(caption: str, target: int, table: AttributeTable, strategy: str, rng: random.Random,
-                     config: DialogueSynthesisConfig) -> Dialogue:
+def caption_dialogue(
+    caption: str, target: int, table: AttributeTable, strategy: str, rng: random.Random, config: DialogueSynthesisConfig
+) -> Dialogue:
     """One dialogue about gallery image ``target`` that opens with ``caption`` (module doc)."""
     attributes: Attributes = table.gallery[target].attributes or {}
     facts = [f for f in caption_facts(caption) if not f.negated]
@@ -78,8 +84,9 @@ def caption_dialogue(caption: str, target: int, table: AttributeTable, strategy:
     return Dialogue(caption, tuple(qa_turns), tuple(reference_turns))
 
 
-def caption_dialogues(targets: Sequence[tuple[GalleryImage, int, str]], gallery: Sequence[GalleryImage],
-                      config: DialogueSynthesisConfig) -> list[RetrievalSample]:
+def caption_dialogues(
+    targets: Sequence[tuple[GalleryImage, int, str]], gallery: Sequence[GalleryImage], config: DialogueSynthesisConfig
+) -> list[RetrievalSample]:
     """One dialogue per ``(image, caption index, caption)``, references drawn from ``gallery``
     (which holds every target, matched by path). Deterministic for a given config: each
     dialogue's random generator is seeded by the seed, the image path and the caption index.

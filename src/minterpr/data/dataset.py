@@ -23,6 +23,7 @@ Example:
     >>> split.sample_pids, [image.path for image in split.target_images()], split.image_root == folder
     (['x:2'], ['b.jpg'], True)
 """
+
 from __future__ import annotations
 
 import os
@@ -92,8 +93,9 @@ class BuiltDataset:
         """The dialogues of ``split``, file order."""
         return read_minterpedes(self.dialogues_path(split), check_images=check_images)
 
-    def split(self, name: str, max_samples: int = 0, *, dialogues: str | None = None,
-              gallery: str | None = None) -> SplitData:
+    def split(
+        self, name: str, max_samples: int = 0, *, dialogues: str | None = None, gallery: str | None = None
+    ) -> SplitData:
         """Read split ``name`` ("train", "val", "test") of a finished build whose fingerprint verifies.
 
         Every target image must be listed in the gallery manifest (the identity comes from it).
@@ -113,8 +115,10 @@ class BuiltDataset:
         pid_of = {image.path: image.person_id for image in images}
         missing = [s.target_path for s in samples if s.target_path not in pid_of]
         if missing:
-            raise ValueError(f"{dialogue_path}: {len(missing)} target images are not in {manifest} "
-                             f"(first: {missing[0]!r}); the manifest gives each dialogue its identity")
+            raise ValueError(
+                f"{dialogue_path}: {len(missing)} target images are not in {manifest} "
+                f"(first: {missing[0]!r}); the manifest gives each dialogue its identity"
+            )
         return SplitData(name, samples, images, self.image_root, [pid_of[s.target_path] for s in samples])
 
     def image_files(self) -> list[Path]:

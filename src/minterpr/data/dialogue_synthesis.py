@@ -15,6 +15,7 @@ Example:
     >>> record.sample.dialogue.reference_turns[0].reference_path
     'b.jpg'
 """
+
 from __future__ import annotations
 
 import random
@@ -25,8 +26,16 @@ import numpy as np
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
-from minterpr.language.utterances import (ASKABLE_SLOTS, SALIENCE, answer, caption_description, choose_description_slots,
-                                      description, feedback, question)
+from minterpr.language.utterances import (
+    ASKABLE_SLOTS,
+    SALIENCE,
+    answer,
+    caption_description,
+    choose_description_slots,
+    description,
+    feedback,
+    question,
+)
 from minterpr.errors import InputError
 from minterpr.registry import Registry
 from minterpr.types import Attributes, Dialogue, GalleryImage, QATurn, ReferenceTurn, RetrievalSample
@@ -57,8 +66,9 @@ class DialogueSynthesisConfig:
         if not (0 <= self.min_qa_turns <= self.max_qa_turns and 0 <= self.min_image_turns <= self.max_image_turns):
             raise InputError("turn counts need 0 <= min <= max")
         if self.description_style not in DESCRIPTION_STYLES:
-            raise InputError(f"unknown description_style {self.description_style!r}: must be one of "
-                             f"{', '.join(DESCRIPTION_STYLES)}")
+            raise InputError(
+                f"unknown description_style {self.description_style!r}: must be one of {', '.join(DESCRIPTION_STYLES)}"
+            )
         for name in self.strategies:
             REFERENCE_STRATEGIES.get(name)  # raises "must be one of ..." early
 
@@ -87,7 +97,9 @@ class AttributeTable:
         rows: dict[tuple[int, ...], int] = {}
         self.row_of = np.zeros(len(self.gallery), dtype=np.int64)  # (G,) image -> distinct label row
         for i, image in enumerate(self.gallery):
-            key = tuple(sorted(self.column[(slot, v)] for slot, values in (image.attributes or {}).items() for v in values))
+            key = tuple(
+                sorted(self.column[(slot, v)] for slot, values in (image.attributes or {}).items() for v in values)
+            )
             self.row_of[i] = rows.setdefault(key, len(rows))
         # Column-major: scores only ever read the few columns a query names.
         self.unique = np.zeros((len(rows), len(labels)), dtype=np.float32, order="F")  # (U, L)
@@ -109,7 +121,7 @@ class AttributeTable:
         weights = np.zeros(self.unique.shape[1], dtype=np.float32)
         for fact in facts:
             for value in fact.values:
-                weights[self.column[(fact.slot, value)]] += (-1.0 if fact.negated else 1.0 / len(fact.values))
+                weights[self.column[(fact.slot, value)]] += -1.0 if fact.negated else 1.0 / len(fact.values)
         return self._scores(weights)
 
     def _scores(self, weights: np.ndarray) -> np.ndarray:
@@ -118,7 +130,9 @@ class AttributeTable:
         return (self.unique[:, columns] @ weights[columns])[self.row_of]
 
 
-ReferenceStrategy = Callable[[int, AttributeTable, Sequence[Fact], set[int], random.Random, DialogueSynthesisConfig], int]
+ReferenceStrategy = Callable[
+    [int, AttributeTable, Sequence[Fact], set[int], random.Random, DialogueSynthesisConfig], int
+]
 REFERENCE_STRATEGIES: Registry[int] = Registry("reference strategy")
 
 
@@ -163,9 +177,14 @@ def _known(facts: Sequence[Fact]) -> dict[str, tuple[str, ...]]:
     return {f.slot: f.values for f in facts if not f.negated}
 
 
-def synthesize_qa_turns(attributes: Attributes, facts: list[Fact], config: DialogueSynthesisConfig,
-                        rng: random.Random, *, labelled_only: bool = False
-                        ) -> tuple[list[QATurn], list[str], list[Sequence[Fact]]]:
+def synthesize_qa_turns(
+    attributes: Attributes,
+    facts: list[Fact],
+    config: DialogueSynthesisConfig,
+    rng: random.Random,
+    *,
+    labelled_only: bool = False,
+) -> tuple[list[QATurn], list[str], list[Sequence[Fact]]]:
     """Q&A turns about askable slots the ``facts`` do not state yet (drawn by salience), answered
     from ``attributes``; ``facts`` grows with each answer. ``labelled_only``: ask only about slots
     ``attributes`` has a value for. Returns the turns, the slots asked and each answer's facts."""
@@ -174,8 +193,9 @@ def synthesize_qa_turns(attributes: Attributes, facts: list[Fact], config: Dialo
     answered: list[Sequence[Fact]] = []
     for _ in range(rng.randint(config.min_qa_turns, config.max_qa_turns)):
         known = _known(facts)
-        open_slots = [s for s in ASKABLE_SLOTS if s not in known and s not in asked
-                      and (not labelled_only or attributes.get(s))]
+        open_slots = [
+            s for s in ASKABLE_SLOTS if s not in known and s not in asked and (not labelled_only or attributes.get(s))
+        ]
         if not open_slots:
             break
         slot = rng.choices(open_slots, [SALIENCE[s] for s in open_slots])[0]
@@ -187,9 +207,15 @@ def synthesize_qa_turns(attributes: Attributes, facts: list[Fact], config: Dialo
     return turns, asked, answered
 
 
-def synthesize_reference_turns(target: int, table: AttributeTable, strategy: str, attributes: Attributes,
-                               facts: list[Fact], config: DialogueSynthesisConfig, rng: random.Random
-                               ) -> tuple[list[ReferenceTurn], list[Sequence[Fact]]]:
+def synthesize_reference_turns(
+    target: int,
+    table: AttributeTable,
+    strategy: str,
+    attributes: Attributes,
+    facts: list[Fact],
+    config: DialogueSynthesisConfig,
+    rng: random.Random,
+) -> tuple[list[ReferenceTurn], list[Sequence[Fact]]]:
     """Reference-image turns: images of other identities, chosen by ``strategy`` and none of a
     person already shown, each with the feedback ``attributes`` give on it; ``facts`` grows with
     each reply. Returns the turns and each reply's facts."""
@@ -211,16 +237,21 @@ def synthesize_reference_turns(target: int, table: AttributeTable, strategy: str
     return turns, replies
 
 
-def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: random.Random,
-                        config: DialogueSynthesisConfig) -> SynthesizedDialogue:
+def synthesize_dialogue(
+    target: int, table: AttributeTable, strategy: str, rng: random.Random, config: DialogueSynthesisConfig
+) -> SynthesizedDialogue:
     """One dialogue about gallery image ``target`` using reference ``strategy``."""
     image = table.gallery[target]
     attributes = image.attributes or {}
     if config.description_style == "caption":
         said = caption_description(attributes, rng, vague_rate=config.vague_rate)
     else:
-        said = description(attributes, choose_description_slots(attributes, rng, max_slots=config.max_description_slots),
-                           rng, vague_rate=config.vague_rate)
+        said = description(
+            attributes,
+            choose_description_slots(attributes, rng, max_slots=config.max_description_slots),
+            rng,
+            vague_rate=config.vague_rate,
+        )
     round_facts: list[tuple[Fact, ...]] = [said.facts]
     facts = list(said.facts)
     qa_turns, asked, answered = synthesize_qa_turns(attributes, facts, config, rng)
@@ -232,8 +263,11 @@ def synthesize_dialogue(target: int, table: AttributeTable, strategy: str, rng: 
     return SynthesizedDialogue(sample, strategy, round_facts, asked)
 
 
-def synthesize_records(targets: Sequence[GalleryImage], gallery: Sequence[GalleryImage],
-                       config: DialogueSynthesisConfig = DialogueSynthesisConfig()) -> list[SynthesizedDialogue]:
+def synthesize_records(
+    targets: Sequence[GalleryImage],
+    gallery: Sequence[GalleryImage],
+    config: DialogueSynthesisConfig = DialogueSynthesisConfig(),
+) -> list[SynthesizedDialogue]:
     """``config.records_per_image`` dialogues per target, references drawn from ``gallery``.
 
     Targets must be gallery images (matched by path). Deterministic for a given config.
@@ -251,8 +285,13 @@ def synthesize_records(targets: Sequence[GalleryImage], gallery: Sequence[Galler
     return records
 
 
-def ambiguity(records: Sequence[SynthesizedDialogue], gallery: Sequence[GalleryImage], *, rounds: int | None = None,
-              min_others: int = 5) -> float:
+def ambiguity(
+    records: Sequence[SynthesizedDialogue],
+    gallery: Sequence[GalleryImage],
+    *,
+    rounds: int | None = None,
+    min_others: int = 5,
+) -> float:
     """Fraction of records whose facts up to ``rounds`` (None = all text rounds) also hold for at
     least ``min_others`` other identities of the gallery (in percent).
 

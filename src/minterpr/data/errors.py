@@ -9,6 +9,7 @@ Example:
     >>> print(report.problems[0])
     train.jsonl:3: conversations: expected 5 messages, got 4
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -54,5 +55,4 @@ class ReadReport:
         return not self.problems
 
     def summary(self) -> str:
-        return (f"{self.file}: {self.records_read} records read, {self.skipped} skipped, "
-                f"{len(self.warnings)} warnings")
+        return f"{self.file}: {self.records_read} records read, {self.skipped} skipped, {len(self.warnings)} warnings"

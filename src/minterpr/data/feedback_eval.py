@@ -16,6 +16,7 @@ Example:
     >>> scores["target"].micro.recall, scores["shown"].micro.f1
     (1.0, 1.0)
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -74,16 +75,20 @@ def read_labelled_utterances(path: str | Path) -> list[LabelledUtterance]:
                 except ValueError as exc:
                     raise DataError(file, line, f"{side}[{k}]", str(exc)) from None
             sides[side] = tuple(facts)
-        out.append(LabelledUtterance(row["id"], row["kind"], row["part"], row["text"], sides["target"], sides["shown"],
-                                     line))
+        out.append(
+            LabelledUtterance(row["id"], row["kind"], row["part"], row["text"], sides["target"], sides["shown"], line)
+        )
     return out
 
 
-def evaluate_feedback(items: Sequence[LabelledUtterance], *,
-                      read: Callable[[str], Reading] = read_feedback) -> dict[str, ParserEvaluation]:
+def evaluate_feedback(
+    items: Sequence[LabelledUtterance], *, read: Callable[[str], Reading] = read_feedback
+) -> dict[str, ParserEvaluation]:
     """Scores of ``read`` on each side: {"target": ..., "shown": ...} (each text read once)."""
     readings = {item.text: read(item.text) for item in items}
     texts = [item.text for item in items]
     shown_items = [dataclasses.replace(item, target=item.shown) for item in items]
-    return {"target": evaluate_parser(items, texts, parse=lambda t: readings[t].target),
-            "shown": evaluate_parser(shown_items, texts, parse=lambda t: readings[t].shown)}
+    return {
+        "target": evaluate_parser(items, texts, parse=lambda t: readings[t].target),
+        "shown": evaluate_parser(shown_items, texts, parse=lambda t: readings[t].shown),
+    }

@@ -26,6 +26,7 @@ Example:
     ...
     minterpr.errors.ImageError: .../missing.png: image not found
 """
+
 from __future__ import annotations
 
 import os
@@ -96,8 +97,11 @@ def to_rgb(image: Image.Image) -> Image.Image:
 def _check_size(image: Image.Image, path: str) -> None:
     limit = Image.MAX_IMAGE_PIXELS
     if limit is not None and image.width * image.height > limit:
-        raise ImageError(path, f"too large to decode safely: {image.width}x{image.height} pixels is over "
-                               f"the limit of {limit:,} (PIL.Image.MAX_IMAGE_PIXELS, a decompression-bomb guard)")
+        raise ImageError(
+            path,
+            f"too large to decode safely: {image.width}x{image.height} pixels is over "
+            f"the limit of {limit:,} (PIL.Image.MAX_IMAGE_PIXELS, a decompression-bomb guard)",
+        )
 
 
 def load_rgb(path: str | os.PathLike[str]) -> Image.Image:

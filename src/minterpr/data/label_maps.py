@@ -8,6 +8,7 @@ Example:
     >>> labels_to_attributes(["upperBodyRed", "carryingBackpack", "personalMale"], PETA_LABELS)
     {'carried': ('backpack',), 'gender': ('male',), 'upper_colour': ('red',)}
 """
+
 from __future__ import annotations
 
 from typing import Iterable, Mapping
@@ -92,13 +93,41 @@ PETA_LABELS: dict[str, Assertion] = {
 # The 35 attributes the PETA literature reports mA over (Deng et al. 2014; Jia et al. 2021's PETA and
 # PETAzs protocols), by their PETA names; each is one ontology label (:func:`peta35_labels`).
 PETA_35: tuple[str, ...] = (
-    "accessoryHat", "accessoryMuffler", "accessoryNothing", "accessorySunglasses", "hairLong",
-    "upperBodyCasual", "upperBodyFormal", "upperBodyJacket", "upperBodyLogo", "upperBodyPlaid",
-    "upperBodyShortSleeve", "upperBodyThinStripes", "upperBodyTshirt", "upperBodyOther", "upperBodyVNeck",
-    "lowerBodyCasual", "lowerBodyFormal", "lowerBodyJeans", "lowerBodyShorts", "lowerBodyShortSkirt",
-    "lowerBodyTrousers", "footwearLeatherShoes", "footwearSandals", "footwearShoes", "footwearSneaker",
-    "carryingBackpack", "carryingOther", "carryingMessengerBag", "carryingNothing", "carryingPlasticBags",
-    "personalLess30", "personalLess45", "personalLess60", "personalLarger60", "personalMale",
+    "accessoryHat",
+    "accessoryMuffler",
+    "accessoryNothing",
+    "accessorySunglasses",
+    "hairLong",
+    "upperBodyCasual",
+    "upperBodyFormal",
+    "upperBodyJacket",
+    "upperBodyLogo",
+    "upperBodyPlaid",
+    "upperBodyShortSleeve",
+    "upperBodyThinStripes",
+    "upperBodyTshirt",
+    "upperBodyOther",
+    "upperBodyVNeck",
+    "lowerBodyCasual",
+    "lowerBodyFormal",
+    "lowerBodyJeans",
+    "lowerBodyShorts",
+    "lowerBodyShortSkirt",
+    "lowerBodyTrousers",
+    "footwearLeatherShoes",
+    "footwearSandals",
+    "footwearShoes",
+    "footwearSneaker",
+    "carryingBackpack",
+    "carryingOther",
+    "carryingMessengerBag",
+    "carryingNothing",
+    "carryingPlasticBags",
+    "personalLess30",
+    "personalLess45",
+    "personalLess60",
+    "personalLarger60",
+    "personalMale",
 )
 
 
@@ -129,17 +158,29 @@ for _colour, _name in _COLOUR_NAMES.items():
 # Market-1501 attributes (Lin et al.): value 1/2 coded; each entry maps (label, value) pairs.
 # Keys are "name=value" where value is the dataset's code (1 = first option, 2 = second).
 MARKET1501_LABELS: dict[str, Assertion] = {
-    "gender=1": (("gender", "male"),), "gender=2": (("gender", "female"),),
-    "hair=1": (("hair_length", "short"),), "hair=2": (("hair_length", "long"),),
-    "up=1": (("sleeve_length", "long"),), "up=2": (("sleeve_length", "short"),),
-    "down=1": (("lower_length", "long"),), "down=2": (("lower_length", "short"),),
-    "clothes=1": (("lower_type", "dress"),), "clothes=2": (("lower_type", "trousers"),),
-    "hat=1": (("headwear", "none"),), "hat=2": (("headwear", "hat"),),
-    "backpack=1": (), "backpack=2": (("carried", "backpack"),),
-    "bag=1": (), "bag=2": (("carried", "messenger_bag"),),
-    "handbag=1": (), "handbag=2": (("carried", "handbag"),),
+    "gender=1": (("gender", "male"),),
+    "gender=2": (("gender", "female"),),
+    "hair=1": (("hair_length", "short"),),
+    "hair=2": (("hair_length", "long"),),
+    "up=1": (("sleeve_length", "long"),),
+    "up=2": (("sleeve_length", "short"),),
+    "down=1": (("lower_length", "long"),),
+    "down=2": (("lower_length", "short"),),
+    "clothes=1": (("lower_type", "dress"),),
+    "clothes=2": (("lower_type", "trousers"),),
+    "hat=1": (("headwear", "none"),),
+    "hat=2": (("headwear", "hat"),),
+    "backpack=1": (),
+    "backpack=2": (("carried", "backpack"),),
+    "bag=1": (),
+    "bag=2": (("carried", "messenger_bag"),),
+    "handbag=1": (),
+    "handbag=2": (("carried", "handbag"),),
     # Market's four age groups are coarser than the ontology's; "teenager" is mapped to young.
-    "age=1": (("age", "child"),), "age=2": (("age", "young"),), "age=3": (("age", "adult"),), "age=4": (("age", "senior"),),
+    "age=1": (("age", "child"),),
+    "age=2": (("age", "young"),),
+    "age=3": (("age", "adult"),),
+    "age=4": (("age", "senior"),),
 }
 for _c in ("black", "white", "red", "purple", "yellow", "gray", "blue", "green"):
     MARKET1501_LABELS[f"up{_c}=1"] = ()
@@ -152,25 +193,41 @@ MARKET1501_ATTRIBUTE_NAMES = tuple(dict.fromkeys(k.split("=")[0] for k in MARKET
 # PA-100K: 26 binary attributes (positive label -> assertion). The view labels are per image and
 # go to GalleryImage.view, not to attributes. Age18-60 spans two ontology groups: mapped to adult.
 PA100K_LABELS: dict[str, Assertion] = {
-    "Female": (("gender", "female"),), "AgeOver60": (("age", "senior"),), "Age18-60": (("age", "adult"),),
-    "AgeLess18": (("age", "child"),), "Front": (), "Side": (), "Back": (),
-    "Hat": (("headwear", "hat"),), "Glasses": (("accessories", "glasses"),), "HandBag": (("carried", "handbag"),),
-    "ShoulderBag": (("carried", "messenger_bag"),), "Backpack": (("carried", "backpack"),),
-    "HoldObjectsInFront": (("carried", "other"),), "ShortSleeve": (("sleeve_length", "short"),),
-    "LongSleeve": (("sleeve_length", "long"),), "UpperStride": (("upper_pattern", "thin_stripes"),),
-    "UpperLogo": (("upper_pattern", "logo"),), "UpperPlaid": (("upper_pattern", "plaid"),),
-    "UpperSplice": (), "LowerStripe": (("lower_pattern", "thin_stripes"),), "LowerPattern": (),
-    "LongCoat": (("upper_type", "jacket"),), "Trousers": (("lower_type", "trousers"), ("lower_length", "long")),
+    "Female": (("gender", "female"),),
+    "AgeOver60": (("age", "senior"),),
+    "Age18-60": (("age", "adult"),),
+    "AgeLess18": (("age", "child"),),
+    "Front": (),
+    "Side": (),
+    "Back": (),
+    "Hat": (("headwear", "hat"),),
+    "Glasses": (("accessories", "glasses"),),
+    "HandBag": (("carried", "handbag"),),
+    "ShoulderBag": (("carried", "messenger_bag"),),
+    "Backpack": (("carried", "backpack"),),
+    "HoldObjectsInFront": (("carried", "other"),),
+    "ShortSleeve": (("sleeve_length", "short"),),
+    "LongSleeve": (("sleeve_length", "long"),),
+    "UpperStride": (("upper_pattern", "thin_stripes"),),
+    "UpperLogo": (("upper_pattern", "logo"),),
+    "UpperPlaid": (("upper_pattern", "plaid"),),
+    "UpperSplice": (),
+    "LowerStripe": (("lower_pattern", "thin_stripes"),),
+    "LowerPattern": (),
+    "LongCoat": (("upper_type", "jacket"),),
+    "Trousers": (("lower_type", "trousers"), ("lower_length", "long")),
     "Shorts": (("lower_type", "shorts"), ("lower_length", "short")),
-    "Skirt&Dress": (("lower_type", "short_skirt"),), "boots": (("footwear_type", "boots"),),
+    "Skirt&Dress": (("lower_type", "short_skirt"),),
+    "boots": (("footwear_type", "boots"),),
 }
 PA100K_VIEWS = {"Front": "front", "Side": "side", "Back": "back"}
 # PA-100K labels the negative case too (0), so "not male" is known: Female=0 means male.
 PA100K_NEGATIVES: dict[str, Assertion] = {"Female": (("gender", "male"),)}
 
 
-def labels_to_attributes(labels: Iterable[str], table: Mapping[str, Assertion],
-                         closed: Mapping[str, str] | None = None) -> dict[str, tuple[str, ...]]:
+def labels_to_attributes(
+    labels: Iterable[str], table: Mapping[str, Assertion], closed: Mapping[str, str] | None = None
+) -> dict[str, tuple[str, ...]]:
     """Map dataset labels to an ontology attribute dict (sorted slots, sorted value tuples).
 
     Conflicting values of a single-valued slot are resolved by keeping the first label given

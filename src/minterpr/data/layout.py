@@ -17,6 +17,7 @@ Example:
     >>> ".webp" in IMAGE_SUFFIXES
     True
 """
+
 from __future__ import annotations
 
 from typing import Iterable
@@ -52,4 +53,3 @@ def split_of_file(name: str) -> str:
     ('train', 'val')
     """
     return name.removeprefix(GALLERY_PREFIX).removesuffix(".jsonl")
-

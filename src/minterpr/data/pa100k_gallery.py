@@ -16,6 +16,7 @@ Example:
     >>> info["splits"]["all"]["images"]                                       # doctest: +SKIP
     1998
 """
+
 from __future__ import annotations
 
 from dataclasses import replace
@@ -41,8 +42,9 @@ def build_pa100k_gallery(root: str | Path, out_dir: str | Path) -> dict:
     mat_path, folder = source / ANNOTATION, source / IMAGE_FOLDER
     for path in (mat_path, folder):
         if not path.exists():
-            raise DatasetError(path, f"not found: --root must be the PA-100K folder holding {ANNOTATION} and "
-                                     f"{IMAGE_FOLDER}/")
+            raise DatasetError(
+                path, f"not found: --root must be the PA-100K folder holding {ANNOTATION} and {IMAGE_FOLDER}/"
+            )
     out = Path(out_dir)
     link = out / IMAGES_DIR
     if (link.is_symlink() or link.exists()) and (not link.is_symlink() or link.resolve() != folder):
@@ -51,8 +53,13 @@ def build_pa100k_gallery(root: str | Path, out_dir: str | Path) -> dict:
     if report.problems:
         raise report.problems[0]
     mat = load_mat(mat_path)
-    split_of = {name: split for split in SPLITS if f"{split}_images_name" in mat
-                for name in mat_strings(mat[f"{split}_images_name"]) if name}
+    split_of = {
+        name: split
+        for split in SPLITS
+        if f"{split}_images_name" in mat
+        for name in mat_strings(mat[f"{split}_images_name"])
+        if name
+    }
     rebuild = ["data", "pa100k", "--root", str(source), "--out", DIR_PLACEHOLDER]
     begin_build(out, rebuild)
     if not link.is_symlink():
@@ -61,8 +68,13 @@ def build_pa100k_gallery(root: str | Path, out_dir: str | Path) -> dict:
     galleries = {split: [im for im, raw in zip(linked, images) if split_of.get(raw.path) == split] for split in SPLITS}
     galleries[ALL] = linked
     files = []
-    info: dict = {"name": "pa100k", "source": str(source), "splits": {},
-                  "warnings": len(report.warnings), "first_warnings": [str(w) for w in report.warnings[:3]]}
+    info: dict = {
+        "name": "pa100k",
+        "source": str(source),
+        "splits": {},
+        "warnings": len(report.warnings),
+        "first_warnings": [str(w) for w in report.warnings[:3]],
+    }
     for split, gallery in galleries.items():
         if not gallery:
             continue

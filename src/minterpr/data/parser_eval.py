@@ -21,6 +21,7 @@ Example:
     >>> [format_fact(f) for f in result.items[0].spurious]
     ['upper_colour=red']
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -38,8 +39,16 @@ from minterpr.language.phrasing import Fact
 from minterpr.language.text_parser import parse_facts
 
 PARTS = ("tune", "heldout")  # tune: looked at while improving the parser; heldout: only scored
-_FIELDS = {"file": str, "path": str, "person_id": str, "caption": int, "sha256": str, "drawn": str, "part": str,
-           "facts": list}
+_FIELDS = {
+    "file": str,
+    "path": str,
+    "person_id": str,
+    "caption": int,
+    "sha256": str,
+    "drawn": str,
+    "part": str,
+    "facts": list,
+}
 _FACT = re.compile(r"^([a-z_]+)(!?=)([a-z_]+(?:\|[a-z_]+)*)$")
 
 
@@ -103,13 +112,25 @@ def read_labelled_captions(path: str | Path) -> list[LabelledCaption]:
                 facts.append(parse_fact_label(text))
             except ValueError as exc:
                 raise DataError(file, line, f"facts[{k}]", str(exc)) from None
-        out.append(LabelledCaption(row["file"], row["path"], row["person_id"], row["caption"], row["sha256"],
-                                   row["drawn"], row["part"], tuple(facts), line))
+        out.append(
+            LabelledCaption(
+                row["file"],
+                row["path"],
+                row["person_id"],
+                row["caption"],
+                row["sha256"],
+                row["drawn"],
+                row["part"],
+                tuple(facts),
+                line,
+            )
+        )
     return out
 
 
-def caption_texts(labels: Sequence[LabelledCaption], captions_dir: str | Path, *,
-                  labels_file: str = "labels") -> list[str]:
+def caption_texts(
+    labels: Sequence[LabelledCaption], captions_dir: str | Path, *, labels_file: str = "labels"
+) -> list[str]:
     """The caption text of each label, read from ``captions_dir``; DataError when a caption is
     missing or its SHA-256 differs from the label's (the labels no longer describe it)."""
     records: dict[str, dict[str, tuple[str, tuple[str, ...]]]] = {}
@@ -119,15 +140,26 @@ def caption_texts(labels: Sequence[LabelledCaption], captions_dir: str | Path, *
             file = Path(captions_dir) / label.file
             if not file.is_file():
                 raise DataError(labels_file, label.line, "file", f"no caption file {file}")
-            records[label.file] = {r.path: (r.person_id, r.captions) for r in read_caption_dataset(file, format="cuhk-pedes")}
+            records[label.file] = {
+                r.path: (r.person_id, r.captions) for r in read_caption_dataset(file, format="cuhk-pedes")
+            }
         found = records[label.file].get(label.path)
         if found is None or label.caption >= len(found[1]) or found[0] != label.person_id:
-            raise DataError(labels_file, label.line, "path",
-                            f"{label.file} has no caption {label.caption} of {label.path} for {label.person_id}")
+            raise DataError(
+                labels_file,
+                label.line,
+                "path",
+                f"{label.file} has no caption {label.caption} of {label.path} for {label.person_id}",
+            )
         text = found[1][label.caption]
         if hashlib.sha256(text.encode("utf-8")).hexdigest() != label.sha256:
-            raise DataError(labels_file, label.line, "sha256", f"caption {label.caption} of {label.path} in "
-                            f"{label.file} has changed: its SHA-256 differs from the label's")
+            raise DataError(
+                labels_file,
+                label.line,
+                "sha256",
+                f"caption {label.caption} of {label.path} in "
+                f"{label.file} has changed: its SHA-256 differs from the label's",
+            )
         texts.append(text)
     return texts
 
@@ -176,8 +208,9 @@ def _key(fact: Fact) -> tuple[str, frozenset[str], bool]:
     return fact.slot, frozenset(fact.values), fact.negated
 
 
-def evaluate_parser(labels: Sequence[LabelledCaption], texts: Sequence[str], *,
-                    parse: Callable[[str], Iterable[Fact]] = parse_facts) -> ParserEvaluation:
+def evaluate_parser(
+    labels: Sequence[LabelledCaption], texts: Sequence[str], *, parse: Callable[[str], Iterable[Fact]] = parse_facts
+) -> ParserEvaluation:
     """Compare ``parse(text)`` with each label's facts (see the module doc for what counts)."""
     if len(labels) != len(texts):
         raise ValueError(f"{len(labels)} labels but {len(texts)} texts")
@@ -189,8 +222,13 @@ def evaluate_parser(labels: Sequence[LabelledCaption], texts: Sequence[str], *,
             for slot, _, _ in keys:
                 for scores in (result.micro, result.per_slot.setdefault(slot, FactScores())):
                     setattr(scores, attribute, getattr(scores, attribute) + 1)
-        result.items.append(ItemResult(label, tuple(gold[k] for k in gold.keys() - parsed.keys()),
-                                       tuple(parsed[k] for k in parsed.keys() - gold.keys())))
+        result.items.append(
+            ItemResult(
+                label,
+                tuple(gold[k] for k in gold.keys() - parsed.keys()),
+                tuple(parsed[k] for k in parsed.keys() - gold.keys()),
+            )
+        )
     result.per_slot = {s: result.per_slot[s] for s in ONTOLOGY.slot_names if s in result.per_slot}
     return result
 
@@ -201,18 +239,28 @@ def evaluate_parser(labels: Sequence[LabelledCaption], texts: Sequence[str], *,
 CUHK_FILES = ("val_reid_no_images.json", "test_reid_no_images.json")
 DRAW_BUCKETS: tuple[tuple[str, str | None, int], ...] = (
     ("absence", r"\b(?:no|not|without|nothing|neither|nor)\b|n't\b", 30),
-    ("several_people", r"\b(?:another|others?|two (?:men|women|people|persons|girls|boys|ladies)|both of them|"
-                       r"next to (?:a|an|another)|walking with|behind (?:him|her)|in front of (?:him|her)|holding hands|"
-                       r"with (?:a|her|his) (?:friend|child|son|daughter|companion|baby|kid|boyfriend|girlfriend|husband|wife))\b",
-     30),
-    ("hedged_colour", r"\b(?:(?:redd|blu|green|gr[ae]y|brown|pink|purpl|yellow|orang|whit|black|tan)ish|off[- ]white|navy|"
-                      r"khaki|beige|tan|maroon|burgundy|teal|turquoise|olive|cream|mustard|lavender|peach|salmon|charcoal|"
-                      r"(?:light|dark|pale|bright)[- ]?(?:colou?red|blue|gr[ae]y|brown|green|pink|red|purple|yellow|orange))\b",
-     30),
-    ("garment_names", r"\b(?:cardigan|hoodie|sweatshirt|blouse|capris?|leggings|khakis|sweatpants|tank top|vest|parka|"
-                      r"windbreaker|overalls|romper|tote|satchel|purse|clutch|flip[- ]?flops|heels|loafers|boots|sandals|"
-                      r"jumpsuit|blazer|poncho|trench|fleece|jersey|pullover|culottes|tights|messenger|briefcase|"
-                      r"luggage|suitcase|umbrella|stroller|headband|beanie|scarf)\b", 30),
+    (
+        "several_people",
+        r"\b(?:another|others?|two (?:men|women|people|persons|girls|boys|ladies)|both of them|"
+        r"next to (?:a|an|another)|walking with|behind (?:him|her)|in front of (?:him|her)|holding hands|"
+        r"with (?:a|her|his) (?:friend|child|son|daughter|companion|baby|kid|boyfriend|girlfriend|husband|wife))\b",
+        30,
+    ),
+    (
+        "hedged_colour",
+        r"\b(?:(?:redd|blu|green|gr[ae]y|brown|pink|purpl|yellow|orang|whit|black|tan)ish|off[- ]white|navy|"
+        r"khaki|beige|tan|maroon|burgundy|teal|turquoise|olive|cream|mustard|lavender|peach|salmon|charcoal|"
+        r"(?:light|dark|pale|bright)[- ]?(?:colou?red|blue|gr[ae]y|brown|green|pink|red|purple|yellow|orange))\b",
+        30,
+    ),
+    (
+        "garment_names",
+        r"\b(?:cardigan|hoodie|sweatshirt|blouse|capris?|leggings|khakis|sweatpants|tank top|vest|parka|"
+        r"windbreaker|overalls|romper|tote|satchel|purse|clutch|flip[- ]?flops|heels|loafers|boots|sandals|"
+        r"jumpsuit|blazer|poncho|trench|fleece|jersey|pullover|culottes|tights|messenger|briefcase|"
+        r"luggage|suitcase|umbrella|stroller|headband|beanie|scarf)\b",
+        30,
+    ),
     ("random", None, 130),
 )
 
@@ -223,8 +271,11 @@ def draw_sample(captions_dir: str | Path, *, seed: int = 12) -> list[tuple[Label
     Reproduces the references of ``tests/data/cuhk_pedes_caption_facts.jsonl`` from the
     CUHK-PEDES val and test files (the texts are for the labeller, never for the repository).
     """
-    rows = [(name, record) for name in CUHK_FILES
-            for record in read_caption_dataset(Path(captions_dir) / name, format="cuhk-pedes")]
+    rows = [
+        (name, record)
+        for name in CUHK_FILES
+        for record in read_caption_dataset(Path(captions_dir) / name, format="cuhk-pedes")
+    ]
     rng = random.Random(seed)
     order = list(range(len(rows)))
     rng.shuffle(order)
@@ -236,8 +287,11 @@ def draw_sample(captions_dir: str | Path, *, seed: int = 12) -> list[tuple[Label
             if drawn == count:
                 break
             name, record = rows[r]
-            indices = [i for i, c in enumerate(record.captions)
-                       if c.strip() and (pattern is None or re.search(pattern, c.lower()))]
+            indices = [
+                i
+                for i, c in enumerate(record.captions)
+                if c.strip() and (pattern is None or re.search(pattern, c.lower()))
+            ]
             if r in used or not indices:
                 continue
             k = indices[rng.randrange(len(indices))]
@@ -251,11 +305,28 @@ def draw_sample(captions_dir: str | Path, *, seed: int = 12) -> list[tuple[Label
 
 
 # ------------------------------------------------------------------------------ style
-_GROUPS = {"gender": "person", "age": "person", "hair_length": "hair", "hair_colour": "hair", "upper_type": "upper",
-           "upper_colour": "upper", "upper_pattern": "upper", "sleeve_length": "upper", "upper_style": "upper",
-           "neckline": "upper", "lower_type": "lower", "lower_colour": "lower", "lower_pattern": "lower",
-           "lower_length": "lower", "lower_style": "lower", "footwear_type": "feet", "footwear_colour": "feet",
-           "carried": "carried", "headwear": "head items", "accessories": "head items"}
+_GROUPS = {
+    "gender": "person",
+    "age": "person",
+    "hair_length": "hair",
+    "hair_colour": "hair",
+    "upper_type": "upper",
+    "upper_colour": "upper",
+    "upper_pattern": "upper",
+    "sleeve_length": "upper",
+    "upper_style": "upper",
+    "neckline": "upper",
+    "lower_type": "lower",
+    "lower_colour": "lower",
+    "lower_pattern": "lower",
+    "lower_length": "lower",
+    "lower_style": "lower",
+    "footwear_type": "feet",
+    "footwear_colour": "feet",
+    "carried": "carried",
+    "headwear": "head items",
+    "accessories": "head items",
+}
 _ORDER_PAIRS = (("person", "upper"), ("hair", "upper"), ("upper", "lower"), ("lower", "feet"), ("upper", "carried"))
 _WORD = re.compile(r"[a-z]+")
 
@@ -296,5 +367,7 @@ def style_statistics(texts: Sequence[str], vocabulary: set[str] | None = None) -
     out["person_first"] = sum(o[:1] == ["person"] for o in orders) / len(texts)
     for first, second in _ORDER_PAIRS:
         both = [o for o in orders if first in o and second in o]
-        out[f"{first}<{second}"] = sum(o.index(first) < o.index(second) for o in both) / len(both) if both else float("nan")
+        out[f"{first}<{second}"] = (
+            sum(o.index(first) < o.index(second) for o in both) / len(both) if both else float("nan")
+        )
     return out

@@ -15,6 +15,7 @@ Example:
     >>> resolve_under(None, "/photos/a.jpg")  # no root: the path is the user's own
     '/photos/a.jpg'
 """
+
 from __future__ import annotations
 
 import os
@@ -31,8 +32,9 @@ def is_under(root: str | os.PathLike[str], path: str | os.PathLike[str]) -> bool
     return os.path.commonpath([root_abs, joined]) == root_abs
 
 
-def resolve_under(root: str | os.PathLike[str] | None, path: str | os.PathLike[str], *,
-                  allow_outside: bool = False) -> str:
+def resolve_under(
+    root: str | os.PathLike[str] | None, path: str | os.PathLike[str], *, allow_outside: bool = False
+) -> str:
     """``root/path`` when it stays inside ``root``; InputError otherwise (unless ``allow_outside``).
 
     ``root`` None means there is no folder to stay in: the path is returned as given.
@@ -46,6 +48,5 @@ def resolve_under(root: str | os.PathLike[str] | None, path: str | os.PathLike[s
         return path
     root = os.fspath(root)
     if not allow_outside and not is_under(root, path):
-        raise InputError(f"image path {path!r} leaves its root {root!r} "
-                         "(allow paths outside the root to read it)")
+        raise InputError(f"image path {path!r} leaves its root {root!r} (allow paths outside the root to read it)")
     return os.path.join(root, path)

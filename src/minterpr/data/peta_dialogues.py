@@ -13,6 +13,7 @@ test = every image of those subsets, train / val = identity-disjoint parts of th
 Example:
     >>> build_peta_dataset("../shared/data/peta", "outputs/peta")  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import random
@@ -21,8 +22,16 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from minterpr.data.build import (IMAGES_DIR, SPLITS, begin_build, dialogue_config_dict, finish_build,
-                                 peta_rebuild_args, split_files, write_split)
+from minterpr.data.build import (
+    IMAGES_DIR,
+    SPLITS,
+    begin_build,
+    dialogue_config_dict,
+    finish_build,
+    peta_rebuild_args,
+    split_files,
+    write_split,
+)
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.peta import peta_subsets, read_peta, resolve_peta_root
 from minterpr.data.peta_folds import resolve_hold_out, split_held_out, subset_counts
@@ -38,8 +47,9 @@ def _is_multi_camera(person_id: str) -> bool:
     return any(namespace.endswith(name) for name in MULTI_CAMERA_SUBSETS)
 
 
-def split_identities(images: list[GalleryImage], *, seed: int = 0, val_fraction: float = 0.15,
-                     test_fraction: float = 0.25) -> dict[str, list[GalleryImage]]:
+def split_identities(
+    images: list[GalleryImage], *, seed: int = 0, val_fraction: float = 0.15, test_fraction: float = 0.25
+) -> dict[str, list[GalleryImage]]:
     """Identity-disjoint splits. Val/test take identities with >= 2 images from multi-camera
     subsets first, sized as fractions of those; every other identity trains."""
     by_person: dict[str, list[GalleryImage]] = defaultdict(list)
@@ -50,7 +60,7 @@ def split_identities(images: list[GalleryImage], *, seed: int = 0, val_fraction:
     rng.shuffle(multi)
     n_test = int(round(len(multi) * test_fraction / (val_fraction + test_fraction) * 0.8))
     n_val = int(round(len(multi) * val_fraction / (val_fraction + test_fraction) * 0.8))
-    test, val = set(multi[:n_test]), set(multi[n_test:n_test + n_val])
+    test, val = set(multi[:n_test]), set(multi[n_test : n_test + n_val])
     splits: dict[str, list[GalleryImage]] = {s: [] for s in SPLITS}
     for person, imgs in sorted(by_person.items()):
         split = "test" if person in test else "val" if person in val else "train"
@@ -58,9 +68,15 @@ def split_identities(images: list[GalleryImage], *, seed: int = 0, val_fraction:
     return splits
 
 
-def build_peta_dataset(peta_root: str | Path, out_dir: str | Path, *, seed: int = 0,
-                       dialogues: DialogueSynthesisConfig | None = None, progress: bool = False,
-                       hold_out: Sequence[str] = ()) -> dict:
+def build_peta_dataset(
+    peta_root: str | Path,
+    out_dir: str | Path,
+    *,
+    seed: int = 0,
+    dialogues: DialogueSynthesisConfig | None = None,
+    progress: bool = False,
+    hold_out: Sequence[str] = (),
+) -> dict:
     """Build PETA dialogues into ``out_dir``; returns the dataset info written to dataset.json.
 
     ``hold_out``: PETA subsets whose images form the whole test split (a cross-camera fold,
@@ -89,16 +105,22 @@ def build_peta_dataset(peta_root: str | Path, out_dir: str | Path, *, seed: int 
     # Paths become relative to out_dir through the images/ link.
     images = [replace(img, path=f"{IMAGES_DIR}/{img.path}") for img in images]
     splits = split_held_out(images, held, seed=seed) if held else split_identities(images, seed=seed)
-    info: dict = {"name": "peta", "source": str(root), "seed": seed, "dialogues": dialogue_config_dict(config),
-                  "splits": {}}
+    info: dict = {
+        "name": "peta",
+        "source": str(root),
+        "seed": seed,
+        "dialogues": dialogue_config_dict(config),
+        "splits": {},
+    }
     if held:  # val identities keep at most DEFAULT_MAX_VAL_IMAGES images: the rest are used nowhere
         info["hold_out"] = held
         info["unused_images"] = len(images) - sum(len(part) for part in splits.values())
     for split in SPLITS:
         if progress:
             print(f"writing {split}: {len(splits[split])} images", flush=True)
-        info["splits"][split] = write_split(out, split, splits[split], replace(config, seed=config.seed + SPLITS.index(split)),
-                                            namespace="peta")
+        info["splits"][split] = write_split(
+            out, split, splits[split], replace(config, seed=config.seed + SPLITS.index(split)), namespace="peta"
+        )
         if held:
             info["splits"][split]["subsets"] = subset_counts(splits[split])
     return finish_build(out, info, rebuild, split_files())

@@ -26,6 +26,7 @@ Example:
     >>> resolve_hold_out(["grid", "i-lid"], ["GRID", "MIT", "i-LID"])
     ['GRID', 'i-LID']
 """
+
 from __future__ import annotations
 
 import random
@@ -74,9 +75,14 @@ def resolve_hold_out(names: Iterable[str], available: Sequence[str]) -> list[str
     return [name for name in available if name in chosen]
 
 
-def split_held_out(images: Sequence[GalleryImage], hold_out: Sequence[str], *, seed: int = 0,
-                   val_fraction: float = DEFAULT_VAL_FRACTION,
-                   max_val_images: int = DEFAULT_MAX_VAL_IMAGES) -> dict[str, list[GalleryImage]]:
+def split_held_out(
+    images: Sequence[GalleryImage],
+    hold_out: Sequence[str],
+    *,
+    seed: int = 0,
+    val_fraction: float = DEFAULT_VAL_FRACTION,
+    max_val_images: int = DEFAULT_MAX_VAL_IMAGES,
+) -> dict[str, list[GalleryImage]]:
     """Train / val / test of a fold: test = every image of the ``hold_out`` subsets; val = whole
     identities of each other subset, ``val_fraction`` of them (rounded, >= 1), at most
     ``max_val_images`` per identity (the others are left out); train = the rest.

@@ -16,6 +16,7 @@ Example:
     >>> len(query), len(gallery)  # one query per identity and camera
     (4, 16)
 """
+
 from __future__ import annotations
 
 import json
@@ -88,8 +89,9 @@ def peta_camera(path: str) -> str:
     return ""
 
 
-def read_gallery_identities(manifest: str | PathLike[str], *, min_images: int = 2,
-                            camera_from_name: bool = False) -> list[ReidImage]:
+def read_gallery_identities(
+    manifest: str | PathLike[str], *, min_images: int = 2, camera_from_name: bool = False
+) -> list[ReidImage]:
     """Crops of the identities with at least ``min_images`` in a gallery manifest (JSON lines
     with ``path``, ``person_id`` and ``camera_id``); relative paths resolve from its folder.
     ``camera_from_name``: where ``camera_id`` is null, read it from a PETA file name."""
@@ -129,8 +131,9 @@ def by_identity(images: Iterable[ReidImage]) -> dict[str, list[ReidImage]]:
     return dict(groups)
 
 
-def split_identities(images: Sequence[ReidImage], *, test_identities: int,
-                     seed: int) -> tuple[list[ReidImage], list[ReidImage]]:
+def split_identities(
+    images: Sequence[ReidImage], *, test_identities: int, seed: int
+) -> tuple[list[ReidImage], list[ReidImage]]:
     """(rest, test): ``test_identities`` identities drawn by ``seed``, all of their crops in test."""
     people = sorted(by_identity(images))
     if not 0 < test_identities < len(people):

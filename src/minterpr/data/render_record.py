@@ -10,6 +10,7 @@ Example:
     >>> sample, count = read_record("data/synth/test.jsonl", 3)  # doctest: +SKIP
     >>> render_record(sample, "data/synth", "record3.png")  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import os
@@ -53,7 +54,9 @@ class RecordIndexError(MinterprError, IndexError):
     def __init__(self, path: str, index: int, count: int) -> None:
         self.count = count
         valid = "it is empty" if count == 0 else f"valid indices are 0..{count - 1}"
-        super().__init__(f"{path}: no record {index}: the file has {count:,} record{'s' if count != 1 else ''} ({valid})")
+        super().__init__(
+            f"{path}: no record {index}: the file has {count:,} record{'s' if count != 1 else ''} ({valid})"
+        )
 
 
 def read_record(path: str | os.PathLike[str], index: int) -> tuple[RetrievalSample, int]:
@@ -161,8 +164,9 @@ class _Canvas:
     def framed(self, image: Image.Image, height: int, colour: Colour, caption: Sequence[str]) -> Image.Image:
         """The image scaled to ``height``, in a ``colour`` frame, with caption lines below."""
         f = self.config.frame
-        scaled = image.convert("RGB").resize((max(1, round(image.width * height / image.height)), height),
-                                             Image.Resampling.BICUBIC)
+        scaled = image.convert("RGB").resize(
+            (max(1, round(image.width * height / image.height)), height), Image.Resampling.BICUBIC
+        )
         caption_width = max([scaled.width + 2 * f] + [int(self.bold.getlength(c)) + 2 for c in caption])
         tile = Image.new("RGB", (caption_width, height + 2 * f + len(caption) * self.caption_height + 4), BACKGROUND)
         x0 = (caption_width - scaled.width - 2 * f) // 2
@@ -186,9 +190,15 @@ def _open(root: Path, rel: str, role: str, allow_outside_root: bool) -> Image.Im
     return load_rgb(path)
 
 
-def render_record(sample: RetrievalSample, image_root: str | os.PathLike[str], out_png: str | os.PathLike[str],
-                  config: RenderConfig = RenderConfig(), *, identities: Mapping[str, str] | None = None,
-                  allow_outside_root: bool = False) -> Path:
+def render_record(
+    sample: RetrievalSample,
+    image_root: str | os.PathLike[str],
+    out_png: str | os.PathLike[str],
+    config: RenderConfig = RenderConfig(),
+    *,
+    identities: Mapping[str, str] | None = None,
+    allow_outside_root: bool = False,
+) -> Path:
     """Render ``sample`` into ``out_png``; image paths resolve under ``image_root``. Returns the path.
 
     ``identities`` (image path -> person id, e.g. :func:`gallery_identities`) names the target's
@@ -202,27 +212,50 @@ def render_record(sample: RetrievalSample, image_root: str | os.PathLike[str], o
     canvas, c = _Canvas(config), config
     dialogue = sample.dialogue
     target_id = ids.get(sample.target_path, sample.person_id)
-    target = canvas.framed(_open(root, sample.target_path, "target", allow_outside_root), c.target_height,
-                           TARGET_COLOUR, ["TARGET", target_id])
+    target = canvas.framed(
+        _open(root, sample.target_path, "target", allow_outside_root),
+        c.target_height,
+        TARGET_COLOUR,
+        ["TARGET", target_id],
+    )
     references = []
     for turn, ref in enumerate(dialogue.reference_turns, start=len(dialogue.qa_turns) + 1):
         caption = [f"turn {turn}: not the target"]
         if ref.reference_path in ids:
             caption.append(ids[ref.reference_path])
-        references.append(canvas.framed(_open(root, ref.reference_path, "reference", allow_outside_root),
-                                        c.reference_height, REFERENCE_COLOUR, caption))
+        references.append(
+            canvas.framed(
+                _open(root, ref.reference_path, "reference", allow_outside_root),
+                c.reference_height,
+                REFERENCE_COLOUR,
+                caption,
+            )
+        )
 
     # One image column for every row, so the text of every turn starts at the same x.
     column = max([target.width] + [tile.width for tile in references])
     text_width = max(120, c.width - 3 * c.margin - column)
     entries = [("Description (turn 0):", SYSTEM_COLOUR, 0), (dialogue.description, TEXT_COLOUR, 0)]
     for turn, qa in enumerate(dialogue.qa_turns, start=1):
-        entries += [(f"Q{turn}: {qa.question}", SYSTEM_COLOUR, canvas.line_height // 2),
-                    (f"A{turn}: {qa.answer}", TEXT_COLOUR, 0)]
+        entries += [
+            (f"Q{turn}: {qa.question}", SYSTEM_COLOUR, canvas.line_height // 2),
+            (f"A{turn}: {qa.answer}", TEXT_COLOUR, 0),
+        ]
     rows = [(target, _spans(entries, canvas.font, text_width))]
     for turn, (tile, ref) in enumerate(zip(references, dialogue.reference_turns), start=len(dialogue.qa_turns) + 1):
-        rows.append((tile, _spans([(f"Turn {turn}: the system shows this image; the user replies:", SYSTEM_COLOUR, 0),
-                                   (ref.feedback, TEXT_COLOUR, 0)], canvas.font, text_width)))
+        rows.append(
+            (
+                tile,
+                _spans(
+                    [
+                        (f"Turn {turn}: the system shows this image; the user replies:", SYSTEM_COLOUR, 0),
+                        (ref.feedback, TEXT_COLOUR, 0),
+                    ],
+                    canvas.font,
+                    text_width,
+                ),
+            )
+        )
 
     heights = [max(tile.height, canvas.text_height(spans)) for tile, spans in rows]
     width = 3 * c.margin + column + text_width

@@ -17,6 +17,7 @@ Example:
       front  2
     per_id  min 1  mean 1.50
 """
+
 from __future__ import annotations
 
 import statistics
@@ -33,8 +34,12 @@ def summary(values: Sequence[float]) -> dict[str, float] | None:
     """``{min, mean, median, max}`` of the values (mean rounded to 2 places); None when empty."""
     if not values:
         return None
-    return {"min": min(values), "mean": round(statistics.fmean(values), 2),
-            "median": statistics.median(values), "max": max(values)}
+    return {
+        "min": min(values),
+        "mean": round(statistics.fmean(values), 2),
+        "median": statistics.median(values),
+        "max": max(values),
+    }
 
 
 def histogram(values: Iterable[int]) -> dict[int, int]:
@@ -120,8 +125,9 @@ def gallery_stats(images: Iterable[GalleryImage]) -> dict[str, object]:
         "images_per_identity": summary(list(per_identity.values())),
         "views": dict(sorted(views.items())),
         "images_with_attributes": with_attributes,
-        "attribute_coverage": {slot: round(slots[slot] / n, 4) if n else 0.0
-                               for slot in (*ONTOLOGY.slot_names, *extra_slots)},
+        "attribute_coverage": {
+            slot: round(slots[slot] / n, 4) if n else 0.0 for slot in (*ONTOLOGY.slot_names, *extra_slots)
+        },
     }
 
 

@@ -46,6 +46,7 @@ Example:
     >>> balanced_thresholds(probs, images)[[male, female]].tolist()
     [0.7, 0.5]
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -130,7 +131,9 @@ class AttributeMetrics:
         """(mA, labels counted) over the (slot, value) ``labels`` only, e.g. PETA's 35 standard
         attributes (:func:`minterpr.data.label_maps.peta35_labels`); NaN when none counts."""
         wanted = set(labels)
-        scores = [r.balanced_accuracy for r in self.labels if (r.slot, r.value) in wanted and r.balanced_accuracy is not None]
+        scores = [
+            r.balanced_accuracy for r in self.labels if (r.slot, r.value) in wanted and r.balanced_accuracy is not None
+        ]
         return (float(np.mean(scores)) if scores else float("nan")), len(scores)
 
     @property
@@ -145,23 +148,38 @@ class AttributeMetrics:
         """(mean slot accuracy, mean majority accuracy) over :attr:`slots`; NaN when none."""
         if not self.slots:
             return float("nan"), float("nan")
-        return (float(np.mean([s.accuracy for s in self.slots])), float(np.mean([s.majority_accuracy for s in self.slots])))
+        return (
+            float(np.mean([s.accuracy for s in self.slots])),
+            float(np.mean([s.majority_accuracy for s in self.slots])),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON data (documented in docs/attributes.md); no NaN (undefined is null)."""
         accuracy, majority = self.slot_mean
         peta35, peta35_counted = self.peta35
         return {
-            "images": self.images, "instances": self.instances,
+            "images": self.images,
+            "instances": self.instances,
             "threshold": "per_label" if self.threshold is None else self.threshold,
-            "label_based": {"mA": _finite(self.mA), "labels_counted": self.labels_counted,
-                            "labels_total": len(self.labels), "peta35_mA": _finite(peta35),
-                            "peta35_counted": peta35_counted},
-            "instance_based": {"accuracy": _finite(self.accuracy), "precision": _finite(self.precision),
-                               "recall": _finite(self.recall), "f1": _finite(self.f1)},
+            "label_based": {
+                "mA": _finite(self.mA),
+                "labels_counted": self.labels_counted,
+                "labels_total": len(self.labels),
+                "peta35_mA": _finite(peta35),
+                "peta35_counted": peta35_counted,
+            },
+            "instance_based": {
+                "accuracy": _finite(self.accuracy),
+                "precision": _finite(self.precision),
+                "recall": _finite(self.recall),
+                "f1": _finite(self.f1),
+            },
             "slots": {s.slot: {k: v for k, v in asdict(s).items() if k != "slot"} for s in self.slots},
-            "slot_mean": {"accuracy": _finite(accuracy), "majority_accuracy": _finite(majority),
-                          "slots": len(self.slots)},
+            "slot_mean": {
+                "accuracy": _finite(accuracy),
+                "majority_accuracy": _finite(majority),
+                "slots": len(self.slots),
+            },
             "labels": [asdict(row) for row in self.labels],
         }
 
@@ -223,15 +241,27 @@ def _slot_rows(probs: np.ndarray, targets: np.ndarray, mask: np.ndarray) -> tupl
         truth = targets[labelled][:, columns] > 0.5  # (n, V)
         predicted = probs[labelled][:, columns].argmax(axis=1)
         majority = int(truth.sum(axis=0).argmax())  # ties: the first value in ontology order
-        rows.append(SlotRow(slot.name, slot.multi, int(labelled.sum()),
-                            100.0 * float(truth[np.arange(len(truth)), predicted].mean()),
-                            slot.values[majority].name, 100.0 * float(truth[:, majority].mean())))
+        rows.append(
+            SlotRow(
+                slot.name,
+                slot.multi,
+                int(labelled.sum()),
+                100.0 * float(truth[np.arange(len(truth)), predicted].mean()),
+                slot.values[majority].name,
+                100.0 * float(truth[:, majority].mean()),
+            )
+        )
     return tuple(rows)
 
 
-def attribute_metrics_from_targets(probs: Any, targets: np.ndarray, mask: np.ndarray,
-                                   threshold: float | Sequence[float] | np.ndarray = DEFAULT_THRESHOLD, *,
-                                   auc: bool = True) -> AttributeMetrics:
+def attribute_metrics_from_targets(
+    probs: Any,
+    targets: np.ndarray,
+    mask: np.ndarray,
+    threshold: float | Sequence[float] | np.ndarray = DEFAULT_THRESHOLD,
+    *,
+    auc: bool = True,
+) -> AttributeMetrics:
     """:func:`attribute_metrics` from ``(targets, mask)`` as :func:`attribute_targets` gives them
     (training's own arrays); ``auc=False`` skips the per-label AUC (a sort per label)."""
     targets, mask = np.asarray(targets) > 0.5, np.asarray(mask, dtype=bool)
@@ -258,23 +288,52 @@ def attribute_metrics_from_targets(probs: Any, targets: np.ndarray, mask: np.nda
         rec = np.where(n_true > 0, inter / n_true, 0.0)
     instances = int(has.sum())
     m_acc, m_prec, m_rec = ((100.0 * float(a.mean())) if instances else float("nan") for a in (acc, prec, rec))
-    f1 = 2 * m_prec * m_rec / (m_prec + m_rec) if instances and m_prec + m_rec > 0 else (0.0 if instances else float("nan"))
+    f1 = (
+        2 * m_prec * m_rec / (m_prec + m_rec)
+        if instances and m_prec + m_rec > 0
+        else (0.0 if instances else float("nan"))
+    )
     aucs = auc_scores(probs, targets, mask) if auc else [None] * len(LABELS)
 
     def number(value: float, ok: bool) -> float | None:
         return float(value) if ok else None
 
-    labels = tuple(LabelRow(slot, value, int(n_pos[j]), int(n_neg[j]), float(per_label[j]),
-                            number(tpr[j], n_pos[j] > 0), number(tnr[j], n_neg[j] > 0),
-                            number(balanced[j], bool(counted[j])), aucs[j] if counted[j] else None)
-                   for j, (slot, value) in enumerate(LABELS))
-    return AttributeMetrics(len(probs), instances, single, mA, int(counted.sum()), m_acc, m_prec, m_rec, f1,
-                            labels, _slot_rows(probs, targets, mask))
+    labels = tuple(
+        LabelRow(
+            slot,
+            value,
+            int(n_pos[j]),
+            int(n_neg[j]),
+            float(per_label[j]),
+            number(tpr[j], n_pos[j] > 0),
+            number(tnr[j], n_neg[j] > 0),
+            number(balanced[j], bool(counted[j])),
+            aucs[j] if counted[j] else None,
+        )
+        for j, (slot, value) in enumerate(LABELS)
+    )
+    return AttributeMetrics(
+        len(probs),
+        instances,
+        single,
+        mA,
+        int(counted.sum()),
+        m_acc,
+        m_prec,
+        m_rec,
+        f1,
+        labels,
+        _slot_rows(probs, targets, mask),
+    )
 
 
-def attribute_metrics(probs: Any, images: Sequence[GalleryImage],
-                      threshold: float | Sequence[float] | np.ndarray = DEFAULT_THRESHOLD, *,
-                      auc: bool = True) -> AttributeMetrics:
+def attribute_metrics(
+    probs: Any,
+    images: Sequence[GalleryImage],
+    threshold: float | Sequence[float] | np.ndarray = DEFAULT_THRESHOLD,
+    *,
+    auc: bool = True,
+) -> AttributeMetrics:
     """PAR metrics of ``probs`` (N, L) against the attributes of ``images`` (N, same order).
 
     ``threshold``: one number (``p > threshold`` predicts a label) or one per label, e.g. from
@@ -285,8 +344,9 @@ def attribute_metrics(probs: Any, images: Sequence[GalleryImage],
     return attribute_metrics_from_targets(probs, targets, mask, threshold, auc=auc)
 
 
-def balanced_thresholds_from_targets(probs: Any, targets: np.ndarray, mask: np.ndarray,
-                                     default: float = DEFAULT_THRESHOLD) -> np.ndarray:
+def balanced_thresholds_from_targets(
+    probs: Any, targets: np.ndarray, mask: np.ndarray, default: float = DEFAULT_THRESHOLD
+) -> np.ndarray:
     """:func:`balanced_thresholds` from ``(targets, mask)``."""
     targets, mask = np.asarray(targets) > 0.5, np.asarray(mask, dtype=bool)
     probs = _check(probs, targets, mask)
@@ -329,12 +389,16 @@ def format_attribute_table(result: AttributeMetrics, title: str = "") -> str:
     accuracy, majority = result.slot_mean
     threshold = "per-label thresholds" if result.threshold is None else f"p > {result.threshold:g}"
     lines = [title] if title else []
-    lines += [f"images {result.images:,} ({result.instances:,} labelled), {threshold}",
-              f"mA {result.mA:.1f} over {result.labels_counted} labels (PETA-35 mA {result.peta35[0]:.1f} over "
-              f"{result.peta35[1]}) | instance: accuracy {result.accuracy:.1f}  "
-              f"precision {result.precision:.1f}  recall {result.recall:.1f}  F1 {result.f1:.1f}",
-              f"{'slot':<16} {'images':>7} {'head %':>7} {'majority %':>10}  majority value"]
-    lines += [f"{s.slot:<16} {s.images:7,} {s.accuracy:7.1f} {s.majority_accuracy:10.1f}  {s.majority_value}"
-              for s in result.slots]
+    lines += [
+        f"images {result.images:,} ({result.instances:,} labelled), {threshold}",
+        f"mA {result.mA:.1f} over {result.labels_counted} labels (PETA-35 mA {result.peta35[0]:.1f} over "
+        f"{result.peta35[1]}) | instance: accuracy {result.accuracy:.1f}  "
+        f"precision {result.precision:.1f}  recall {result.recall:.1f}  F1 {result.f1:.1f}",
+        f"{'slot':<16} {'images':>7} {'head %':>7} {'majority %':>10}  majority value",
+    ]
+    lines += [
+        f"{s.slot:<16} {s.images:7,} {s.accuracy:7.1f} {s.majority_accuracy:10.1f}  {s.majority_value}"
+        for s in result.slots
+    ]
     lines.append(f"{'mean':<16} {'':7} {accuracy:7.1f} {majority:10.1f}")
     return "\n".join(lines)

@@ -15,6 +15,7 @@ Example:
     |---|---|---|---|
     | info_gain questions + diverse references | 14 % | 47 % | 30 / 70 |
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping
@@ -28,14 +29,19 @@ def demo_table(results: Mapping[str, Any]) -> str:
     if not isinstance(settings, Mapping) or not settings:
         raise ValueError("the demo JSON has no 'settings' (write it with `minterpr demo --json PATH`)")
     rounds = max(len(report["rounds"]) for report in settings.values())
-    header = ["setting", "R@1 after the description", *(f"round {r}" if r == 1 else str(r) for r in range(1, rounds)),
-              "questions / references asked"]
+    header = [
+        "setting",
+        "R@1 after the description",
+        *(f"round {r}" if r == 1 else str(r) for r in range(1, rounds)),
+        "questions / references asked",
+    ]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for name, report in settings.items():
         cells = [f"{report['rounds'][r]['r1']:.0f} %" if r < len(report["rounds"]) else "-" for r in range(rounds)]
         moves = report.get("moves") or {}
-        lines.append("| " + " | ".join([name, *cells, f"{moves.get('question', 0)} / {moves.get('reference', 0)}"])
-                     + " |")
+        lines.append(
+            "| " + " | ".join([name, *cells, f"{moves.get('question', 0)} / {moves.get('reference', 0)}"]) + " |"
+        )
     return "\n".join(lines)
 
 

@@ -19,6 +19,7 @@ Example:
     >>> record.split, record.searches, record.steps > 0, record.nll_after <= record.nll_before
     ('val', 4, True, True)
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Mapping, Sequence
@@ -28,8 +29,7 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.policies import TEMPERATURE
-from minterpr.interaction.match import (MatchCalibration, MatchStep, fit_match_temperature, match_nll,
-                                        match_reliability)
+from minterpr.interaction.match import MatchCalibration, MatchStep, fit_match_temperature, match_nll, match_reliability
 from minterpr.interaction.session import Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.language.dialogue_acts import verdict
@@ -43,8 +43,15 @@ def _target_mask(step: Any, index: GalleryIndex, person_id: str) -> np.ndarray:
     return np.array([index.images[int(i)].person_id == person_id for i in step.ranking], bool)
 
 
-def search_steps(session_of: Callable[[int], Session], index: GalleryIndex, targets: Sequence[Any], *,
-                 turns: int = DEFAULT_TURNS, seed: int = 0, simulator: str = "oracle") -> list[MatchStep]:
+def search_steps(
+    session_of: Callable[[int], Session],
+    index: GalleryIndex,
+    targets: Sequence[Any],
+    *,
+    turns: int = DEFAULT_TURNS,
+    seed: int = 0,
+    simulator: str = "oracle",
+) -> list[MatchStep]:
     """Every step of one simulated search per target (``session_of(q)`` makes the q-th session):
     ((K,) final scores, (K,) target mask) after the description and after each turn until the user
     confirms the target or ``turns`` turns were taken."""
@@ -73,9 +80,16 @@ def one_image_per_identity(index: GalleryIndex, searches: int, seed: int = 0) ->
     return [firsts[pids[k]] for k in order]
 
 
-def calibrate_match(backend: RetrievalBackend, index: GalleryIndex, *, split: str,
-                    searches: int = DEFAULT_SEARCHES, turns: int = DEFAULT_TURNS, seed: int = 0,
-                    session_options: Mapping[str, Any] | None = None) -> MatchCalibration:
+def calibrate_match(
+    backend: RetrievalBackend,
+    index: GalleryIndex,
+    *,
+    split: str,
+    searches: int = DEFAULT_SEARCHES,
+    turns: int = DEFAULT_TURNS,
+    seed: int = 0,
+    session_options: Mapping[str, Any] | None = None,
+) -> MatchCalibration:
     """Fit the match temperature on ``searches`` simulated searches over ``index`` (a gallery of the
     ``split`` named: never test); ``session_options`` are Session keywords (the run's scoring)."""
     if split == "test":
@@ -84,12 +98,19 @@ def calibrate_match(backend: RetrievalBackend, index: GalleryIndex, *, split: st
         raise InputError(f"searches must be >= 1 and turns >= 0, got {searches} and {turns}")
     options = dict(session_options or {})
     targets = one_image_per_identity(index, searches, seed)
-    steps = search_steps(lambda q: Session(backend, index, seed=seed + q, **options), index, targets,
-                         turns=turns, seed=seed)
+    steps = search_steps(
+        lambda q: Session(backend, index, seed=seed + q, **options), index, targets, turns=turns, seed=seed
+    )
     temperature = fit_match_temperature(steps)
     (ece_before, _), (ece_after, _) = match_reliability(steps, TEMPERATURE), match_reliability(steps, temperature)
-    return MatchCalibration(split=split, temperature=round(temperature, 6), searches=len(targets), steps=len(steps),
-                            nll_before=round(match_nll(steps, TEMPERATURE), 6),
-                            nll_after=round(match_nll(steps, temperature), 6),
-                            ece_before=round(ece_before, 6), ece_after=round(ece_after, 6),
-                            protocol={"simulator": "oracle", "turns": turns, "seed": seed})
+    return MatchCalibration(
+        split=split,
+        temperature=round(temperature, 6),
+        searches=len(targets),
+        steps=len(steps),
+        nll_before=round(match_nll(steps, TEMPERATURE), 6),
+        nll_after=round(match_nll(steps, temperature), 6),
+        ece_before=round(ece_before, 6),
+        ece_after=round(ece_after, 6),
+        protocol={"simulator": "oracle", "turns": turns, "seed": seed},
+    )

@@ -26,6 +26,7 @@ Example:
     >>> {k: round(v, 2) for k, v in m.items()}
     {'r1': 50.0, 'r5': 100.0, 'r10': 100.0, 'mAP': 51.25, 'mINP': 40.0}
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -62,14 +63,15 @@ class _Matches:
             raise ValueError(f"pids must be 1-D, got query {q.shape} and gallery {g.shape}")
         if (q.dtype.kind in "US") != (g.dtype.kind in "US"):
             # numpy would silently turn 1 into "1"; mixing kinds is almost surely a bug
-            raise TypeError(f"query pids ({q.dtype}) and gallery pids ({g.dtype}) must both be "
-                            "strings or both be numbers")
+            raise TypeError(
+                f"query pids ({q.dtype}) and gallery pids ({g.dtype}) must both be strings or both be numbers"
+            )
         if len(q) == 0:
             raise ValueError("no queries to evaluate (query_pids is empty)")
         self.num_queries, self.num_gallery = len(q), len(g)
         # one integer code per identity so that matching is integer work whatever the pid type
         _, codes = np.unique(np.concatenate([g, q]), return_inverse=True)
-        g_codes, self._q_codes = codes[: len(g)], codes[len(g):]
+        g_codes, self._q_codes = codes[: len(g)], codes[len(g) :]
         counts = np.bincount(g_codes, minlength=int(codes.max(initial=-1)) + 1)
         self._order = np.argsort(g_codes, kind="stable")  # (G,) gallery grouped by identity
         self._starts = np.concatenate([[0], np.cumsum(counts)])  # group bounds in _order
@@ -78,12 +80,13 @@ class _Matches:
             raise ValueError(
                 f"{missing.size} of {len(q)} queries have no true match in the gallery "
                 f"(query indices {missing[:10].tolist()}{'...' if missing.size > 10 else ''}); "
-                "every query's person id must appear among the gallery pids")
+                "every query's person id must appear among the gallery pids"
+            )
 
     def positions(self, query: int) -> np.ndarray:
         """Gallery indices (ascending) showing the person of query ``query``."""
         c = self._q_codes[query]
-        return self._order[self._starts[c]: self._starts[c + 1]]
+        return self._order[self._starts[c] : self._starts[c + 1]]
 
 
 def _percent(mask: np.ndarray) -> float:
@@ -97,31 +100,35 @@ def _check_chunk_size(chunk_size: int) -> int:
     return int(chunk_size)
 
 
-def _similarity_chunks(similarity: Any, matches: _Matches,
-                       chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
+def _similarity_chunks(similarity: Any, matches: _Matches, chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first query, (C, G) scores); slicing keeps memory-mapped inputs lazy."""
     if not hasattr(similarity, "shape"):
         similarity = np.asarray(similarity)
     expected = (matches.num_queries, matches.num_gallery)
     if tuple(similarity.shape) != expected:
-        raise ValueError(f"similarity has shape {tuple(similarity.shape)}, expected "
-                         f"(len(query_pids), len(gallery_pids)) = {expected}")
+        raise ValueError(
+            f"similarity has shape {tuple(similarity.shape)}, expected "
+            f"(len(query_pids), len(gallery_pids)) = {expected}"
+        )
     for start in range(0, expected[0], chunk_size):
-        yield start, np.asarray(similarity[start: start + chunk_size])
+        yield start, np.asarray(similarity[start : start + chunk_size])
 
 
-def _embedding_chunks(query_emb: Any, gallery_emb: Any, matches: _Matches,
-                      chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
+def _embedding_chunks(
+    query_emb: Any, gallery_emb: Any, matches: _Matches, chunk_size: int
+) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first query, (C, G) dot products) without building the (Q, G) matrix."""
     q, g = np.asarray(query_emb), np.asarray(gallery_emb)
     if q.ndim != 2 or g.ndim != 2 or q.shape[1] != g.shape[1]:
         raise ValueError(f"embeddings must be (Q, D) and (G, D), got {q.shape} and {g.shape}")
     if (q.shape[0], g.shape[0]) != (matches.num_queries, matches.num_gallery):
-        raise ValueError(f"{q.shape[0]} query and {g.shape[0]} gallery embeddings for "
-                         f"{matches.num_queries} query and {matches.num_gallery} gallery pids")
+        raise ValueError(
+            f"{q.shape[0]} query and {g.shape[0]} gallery embeddings for "
+            f"{matches.num_queries} query and {matches.num_gallery} gallery pids"
+        )
     g_t = g.T  # (D, G) view, no copy
     for start in range(0, q.shape[0], chunk_size):
-        yield start, q[start: start + chunk_size] @ g_t
+        yield start, q[start : start + chunk_size] @ g_t
 
 
 def _tie_offsets(row: np.ndarray, pos: np.ndarray, scores: np.ndarray) -> np.ndarray:
@@ -168,8 +175,9 @@ def _collect(chunks: Iterable[tuple[int, np.ndarray]], matches: _Matches) -> Que
     return out
 
 
-def query_ranks(similarity: Any, query_pids: Any, gallery_pids: Any, *,
-                chunk_size: int = DEFAULT_CHUNK_SIZE) -> QueryRanks:
+def query_ranks(
+    similarity: Any, query_pids: Any, gallery_pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> QueryRanks:
     """Per-query first-match rank, AP and INP from a (Q, G) score matrix (higher = better).
 
     ``similarity`` may be any array-like with ``.shape`` whose row slices convert with
@@ -179,17 +187,18 @@ def query_ranks(similarity: Any, query_pids: Any, gallery_pids: Any, *,
     return _collect(_similarity_chunks(similarity, matches, _check_chunk_size(chunk_size)), matches)
 
 
-def query_ranks_from_embeddings(query_emb: Any, gallery_emb: Any, query_pids: Any,
-                                gallery_pids: Any, *,
-                                chunk_size: int = DEFAULT_CHUNK_SIZE) -> QueryRanks:
+def query_ranks_from_embeddings(
+    query_emb: Any, gallery_emb: Any, query_pids: Any, gallery_pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> QueryRanks:
     """Like :func:`query_ranks` with scores = dot products, computed chunk by chunk."""
     matches = _Matches(query_pids, gallery_pids)
     chunks = _embedding_chunks(query_emb, gallery_emb, matches, _check_chunk_size(chunk_size))
     return _collect(chunks, matches)
 
 
-def retrieval_metrics(similarity: Any, query_pids: Any, gallery_pids: Any, *,
-                      chunk_size: int = DEFAULT_CHUNK_SIZE) -> dict[str, float]:
+def retrieval_metrics(
+    similarity: Any, query_pids: Any, gallery_pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> dict[str, float]:
     """R@1, R@5, R@10, mAP and mINP in percent, as IRRA's ``rank()`` (see the module doc).
 
     Example:
@@ -200,9 +209,9 @@ def retrieval_metrics(similarity: Any, query_pids: Any, gallery_pids: Any, *,
     return query_ranks(similarity, query_pids, gallery_pids, chunk_size=chunk_size).summary()
 
 
-def retrieval_metrics_from_embeddings(query_emb: Any, gallery_emb: Any, query_pids: Any,
-                                      gallery_pids: Any, *,
-                                      chunk_size: int = DEFAULT_CHUNK_SIZE) -> dict[str, float]:
+def retrieval_metrics_from_embeddings(
+    query_emb: Any, gallery_emb: Any, query_pids: Any, gallery_pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> dict[str, float]:
     """:func:`retrieval_metrics` with scores ``query_emb @ gallery_emb.T`` made chunk by chunk.
 
     No normalisation is applied: pass L2-normalised embeddings for cosine similarity, and
@@ -213,8 +222,9 @@ def retrieval_metrics_from_embeddings(query_emb: Any, gallery_emb: Any, query_pi
         >>> retrieval_metrics_from_embeddings(q, g, [7], [3, 7])["r1"]
         100.0
     """
-    return query_ranks_from_embeddings(query_emb, gallery_emb, query_pids, gallery_pids,
-                                       chunk_size=chunk_size).summary()
+    return query_ranks_from_embeddings(
+        query_emb, gallery_emb, query_pids, gallery_pids, chunk_size=chunk_size
+    ).summary()
 
 
 class _OtherImagesMatches(_Matches):
@@ -230,8 +240,9 @@ class _OtherImagesMatches(_Matches):
         return pos[pos != self._rows[query]]
 
 
-def leave_one_out_ranks(embeddings: Any, pids: Any, *,
-                        chunk_size: int = DEFAULT_CHUNK_SIZE) -> tuple[np.ndarray, QueryRanks]:
+def leave_one_out_ranks(
+    embeddings: Any, pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> tuple[np.ndarray, QueryRanks]:
     """Query by image within one gallery: ``(rows, ranks)`` where every image whose person has
     another image is a query (``rows``, ascending) against all the *other* images, scored by
     ``embeddings @ embeddings.T`` (pass L2-normalised rows for cosine); ``ranks.summary()``
@@ -260,15 +271,16 @@ def leave_one_out_ranks(embeddings: Any, pids: Any, *,
 
     def chunks() -> Iterator[tuple[int, np.ndarray]]:
         for start, sim in _embedding_chunks(e[rows], e, matches, _check_chunk_size(chunk_size)):
-            own = rows[start:start + len(sim)]
+            own = rows[start : start + len(sim)]
             sim[np.arange(len(sim)), own] = -np.inf  # (C, N): the query itself ranks last, uncounted
             yield start, sim
 
     return rows, _collect(chunks(), matches)
 
 
-def rank_of_first_match(similarity: Any, query_pids: Any, gallery_pids: Any, *,
-                        chunk_size: int = DEFAULT_CHUNK_SIZE) -> np.ndarray:
+def rank_of_first_match(
+    similarity: Any, query_pids: Any, gallery_pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
+) -> np.ndarray:
     """(Q,) int64: 0-based rank of each query's best-ranked true match (0 = top-1).
 
     Example:
@@ -294,8 +306,7 @@ def best_log_rank_integral(first_ranks: Any) -> float:
     """
     ranks = np.asarray(first_ranks, dtype=np.float64)
     if ranks.ndim != 2 or ranks.shape[0] == 0 or ranks.shape[1] == 0:
-        raise ValueError(
-            f"first_ranks must be a non-empty (rounds, queries) array, got {ranks.shape}")
+        raise ValueError(f"first_ranks must be a non-empty (rounds, queries) array, got {ranks.shape}")
     if (ranks < 0).any():
         raise ValueError("ranks are 0-based and cannot be negative")
     best = np.minimum.accumulate(ranks, axis=0)  # (R, Q)
@@ -310,19 +321,22 @@ def _trapezoid_mean(values: Sequence[float]) -> float:
     return float((v[0] / 2 + v[1:-1].sum() + v[-1] / 2) / (len(v) - 1))
 
 
-def _round_chunks(item: Any, matches: _Matches,
-                  chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
+def _round_chunks(item: Any, matches: _Matches, chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
     if isinstance(item, tuple):
         if len(item) != 2:
-            raise ValueError(f"a round given as a tuple must be (query_emb, gallery_emb), "
-                             f"got {len(item)} items")
+            raise ValueError(f"a round given as a tuple must be (query_emb, gallery_emb), got {len(item)} items")
         return _embedding_chunks(item[0], item[1], matches, chunk_size)
     return _similarity_chunks(item, matches, chunk_size)
 
 
-def per_round_metrics(rounds: Iterable[Any], query_pids: Any, gallery_pids: Any, *,
-                      hits_ks: Sequence[int] = (1, 5, 10),
-                      chunk_size: int = DEFAULT_CHUNK_SIZE) -> dict[str, Any]:
+def per_round_metrics(
+    rounds: Iterable[Any],
+    query_pids: Any,
+    gallery_pids: Any,
+    *,
+    hits_ks: Sequence[int] = (1, 5, 10),
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+) -> dict[str, Any]:
     """Metrics of a dialogue evaluation, one entry per round, plus BRI.
 
     ``rounds`` yields, for rounds 0, 1, ..., either a (Q, G) score array or a

@@ -20,6 +20,7 @@ Example:
     >>> len(report.rounds), report.protocol["simulator"]["simulator"]
     (3, 'oracle')
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable, Iterator, Mapping, Sequence
@@ -51,20 +52,40 @@ DEFAULT_COMPARISON: dict[str, dict[str, Any]] = {
     "references: topk": {"reference_policy": "topk", "schedule": "references"},
     "references: uncertain": {"reference_policy": "uncertain", "schedule": "references"},
     "both: alternate": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "alternate"},
-    "auto, no re-ranking": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
-                            "reranking": RerankConfig.off()},
+    "auto, no re-ranking": {
+        "question_policy": "info_gain",
+        "reference_policy": "diverse",
+        "schedule": "auto",
+        "reranking": RerankConfig.off(),
+    },
     # each re-ranking term switched off alone (the others on)
-    "auto, no attribute evidence": {"question_policy": "info_gain", "reference_policy": "diverse",
-                                    "schedule": "auto", "rerank_changes": {"attributes": False}},
-    "auto, no rejection": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
-                           "rerank_changes": {"rejection": False}},
-    "auto, no anchor": {"question_policy": "info_gain", "reference_policy": "diverse", "schedule": "auto",
-                        "rerank_changes": {"anchor": False}},
+    "auto, no attribute evidence": {
+        "question_policy": "info_gain",
+        "reference_policy": "diverse",
+        "schedule": "auto",
+        "rerank_changes": {"attributes": False},
+    },
+    "auto, no rejection": {
+        "question_policy": "info_gain",
+        "reference_policy": "diverse",
+        "schedule": "auto",
+        "rerank_changes": {"rejection": False},
+    },
+    "auto, no anchor": {
+        "question_policy": "info_gain",
+        "reference_policy": "diverse",
+        "schedule": "auto",
+        "rerank_changes": {"anchor": False},
+    },
     # a fallible witness: forgets a fifth of what is asked, misremembers a tenth (the noise is in
     # the answers, so this row asks questions every other round; compare with "both: alternate")
-    "both: alternate, noisy oracle": {"question_policy": "info_gain", "reference_policy": "diverse",
-                                      "schedule": "alternate", "simulator": "oracle",
-                                      "simulator_options": {"dont_know_rate": 0.2, "wrong_answer_rate": 0.1}},
+    "both: alternate, noisy oracle": {
+        "question_policy": "info_gain",
+        "reference_policy": "diverse",
+        "schedule": "alternate",
+        "simulator": "oracle",
+        "simulator_options": {"dont_know_rate": 0.2, "wrong_answer_rate": 0.1},
+    },
 }
 
 
@@ -75,13 +96,25 @@ def _backend_protocol(backend: RetrievalBackend) -> dict[str, Any]:
     return {"backend": type(backend).__name__}
 
 
-def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[GalleryImage], *, rounds: int = 5,
-             question_policy: str = "info_gain", reference_policy: str = "diverse",
-             simulator: str | Simulator = "oracle", simulator_options: Mapping[str, Any] | None = None,
-             reranking: RerankConfig = RerankConfig(), schedule: str | Sequence[str] | Schedule = "auto",
-             num_references: int = 3, seed: int = 0, protocol: Mapping[str, Any] | None = None,
-             observe: Callable[[int, Sequence[Session]], None] | None = None,
-             vlm: VLMConfig | None = None, match_temperature: float | None = None) -> EvaluationReport:
+def simulate(
+    backend: RetrievalBackend,
+    index: GalleryIndex,
+    targets: Sequence[GalleryImage],
+    *,
+    rounds: int = 5,
+    question_policy: str = "info_gain",
+    reference_policy: str = "diverse",
+    simulator: str | Simulator = "oracle",
+    simulator_options: Mapping[str, Any] | None = None,
+    reranking: RerankConfig = RerankConfig(),
+    schedule: str | Sequence[str] | Schedule = "auto",
+    num_references: int = 3,
+    seed: int = 0,
+    protocol: Mapping[str, Any] | None = None,
+    observe: Callable[[int, Sequence[Session]], None] | None = None,
+    vlm: VLMConfig | None = None,
+    match_temperature: float | None = None,
+) -> EvaluationReport:
     """Simulate ``rounds`` rounds of interaction for every target and report per-round metrics.
 
     Round 0 is the simulated description; each later round is one system move and the user's
@@ -106,8 +139,14 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
         simulator = SIMULATORS.create(simulator, **dict(simulator_options or {}))
     elif simulator_options:
         raise InputError("simulator_options only apply when the simulator is given by name")
-    options = dict(question_policy=question_policy, reference_policy=reference_policy, reranking=reranking,
-                   seed=seed, schedule=schedule, num_references=num_references)
+    options = dict(
+        question_policy=question_policy,
+        reference_policy=reference_policy,
+        reranking=reranking,
+        seed=seed,
+        schedule=schedule,
+        num_references=num_references,
+    )
     if match_temperature is not None:
         options["match_temperature"] = match_temperature
     models = vlm_sessions(vlm, len(targets))
@@ -117,6 +156,7 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
     def used(r: int, session: Session) -> None:
         if session.vlm is not None:
             usage.add(r, session.vlm.turn_usage())
+
     users = [simulator.user(t, index, query=q, seed=seed) for q, t in enumerate(targets)]
     moves = {"question": 0, "reference": 0, "none": 0}
 
@@ -130,8 +170,13 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
         for r in range(1, rounds + 1):
             for q, (session, user) in enumerate(zip(sessions, users)):
                 action = steps[q].action
-                kind = "question" if isinstance(action, AskQuestion) else \
-                    "reference" if isinstance(action, ShowReferences) else "none"
+                kind = (
+                    "question"
+                    if isinstance(action, AskQuestion)
+                    else "reference"
+                    if isinstance(action, ShowReferences)
+                    else "none"
+                )
                 moves[kind] += 1
                 turn = user.respond(action)
                 if turn is not None:
@@ -149,16 +194,27 @@ def simulate(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[G
         result["vlm"] = usage.summary()
         for model in models:
             model.close()
-    record = {"simulator": simulator.describe_protocol(), "rounds": rounds, **sessions[0].protocol(),
-              "backend": _backend_protocol(backend), "gallery_size": len(index), "num_targets": len(targets),
-              **dict(protocol or {})}
+    record = {
+        "simulator": simulator.describe_protocol(),
+        "rounds": rounds,
+        **sessions[0].protocol(),
+        "backend": _backend_protocol(backend),
+        "gallery_size": len(index),
+        "num_targets": len(targets),
+        **dict(protocol or {}),
+    }
     return build_report(record, result)
 
 
-def compare(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[GalleryImage],
-            settings: Mapping[str, Mapping[str, Any]] | None = None, *,
-            observers: Callable[[str], Callable[[int, Sequence[Session]], None] | None] | None = None,
-            **common: Any) -> dict[str, EvaluationReport]:
+def compare(
+    backend: RetrievalBackend,
+    index: GalleryIndex,
+    targets: Sequence[GalleryImage],
+    settings: Mapping[str, Mapping[str, Any]] | None = None,
+    *,
+    observers: Callable[[str], Callable[[int, Sequence[Session]], None] | None] | None = None,
+    **common: Any,
+) -> dict[str, EvaluationReport]:
     """Run :func:`simulate` once per named setting (``common`` keyword arguments shared); name -> report.
     ``observers(name)``, when given, returns the ``observe`` of that setting's run (or None)."""
     settings = DEFAULT_COMPARISON if settings is None else settings
@@ -175,8 +231,9 @@ def compare(backend: RetrievalBackend, index: GalleryIndex, targets: Sequence[Ga
     return reports
 
 
-def one_target_per_identity(images: Sequence[GalleryImage], limit: int | None = None,
-                            seed: int = 0) -> list[GalleryImage]:
+def one_target_per_identity(
+    images: Sequence[GalleryImage], limit: int | None = None, seed: int = 0
+) -> list[GalleryImage]:
     """The first image of each identity (gallery order); ``limit`` draws that many of them at random (seeded)."""
     seen: dict[str, GalleryImage] = {}
     for image in images:

@@ -29,6 +29,7 @@ Example:
     >>> Image.open(path).size == strip_size(2, StripConfig(top_k=3))
     True
 """
+
 from __future__ import annotations
 
 import logging
@@ -80,8 +81,10 @@ class StripConfig:
             if not isinstance(getattr(self, name), int) or getattr(self, name) < 1:
                 raise InputError(f"StripConfig.{name} must be an int >= 1, got {getattr(self, name)!r}")
         if self.text_width < self.tile_width + 2 * self.frame + self.margin + 40:
-            raise InputError(f"StripConfig.text_width ({self.text_width}) must leave room for a judged image "
-                             f"beside the text: at least tile_width + 2 * frame + margin + 40")
+            raise InputError(
+                f"StripConfig.text_width ({self.text_width}) must leave room for a judged image "
+                f"beside the text: at least tile_width + 2 * frame + margin + 40"
+            )
 
 
 @dataclass(frozen=True)
@@ -109,8 +112,10 @@ class _Layout:
 
     def size(self, rows: int) -> tuple[int, int]:
         c = self.config
-        return (2 * c.margin + c.text_width + c.top_k * (c.margin + self.cell_width),
-                self.top + rows * (self.row_height + c.margin))
+        return (
+            2 * c.margin + c.text_width + c.top_k * (c.margin + self.cell_width),
+            self.top + rows * (self.row_height + c.margin),
+        )
 
     def shown_cell(self, row: int) -> tuple[int, int, int, int]:
         """(x0, y0, x1, y1) of the image a row's turn judged: the right end of the text column."""
@@ -171,8 +176,9 @@ def _rank_of(ranking: Sequence[int], gallery_index: int | None) -> int | None:
 class _Images:
     """Gallery images fitted into tiles, each read once; an unreadable one becomes a grey tile."""
 
-    def __init__(self, images: Sequence[GalleryImage], root: str | None, config: StripConfig,
-                 allow_outside_root: bool) -> None:
+    def __init__(
+        self, images: Sequence[GalleryImage], root: str | None, config: StripConfig, allow_outside_root: bool
+    ) -> None:
         self.images, self.root, self.config, self.allow = images, root, config, allow_outside_root
         self.cache: dict[int, Image.Image] = {}
         self.unreadable: list[str] = []
@@ -209,7 +215,7 @@ def _mark(draw: ImageDraw.ImageDraw, box: tuple[int, int, int, int], verdict: bo
 
 def _legend(draw: ImageDraw.ImageDraw, layout: _Layout, width: int, has_target: bool, title: str) -> None:
     """The key, right-aligned on the title line (left out where the title leaves no room)."""
-    entries = ([("target", TARGET_COLOUR), ("same identity", SAME_IDENTITY_COLOUR)] if has_target else [])
+    entries = [("target", TARGET_COLOUR), ("same identity", SAME_IDENTITY_COLOUR)] if has_target else []
     entries += [("X rejected", REJECTED_COLOUR), ("tick confirmed", CONFIRMED_COLOUR), ("? unsure", UNSURE_COLOUR)]
     font, size, margin = layout.font, layout.line_height - 5, layout.config.margin
     x = width - margin - sum(size + 4 + int(font.getlength(text)) + 10 for text, _ in entries)
@@ -221,8 +227,9 @@ def _legend(draw: ImageDraw.ImageDraw, layout: _Layout, width: int, has_target: 
         x += size + 4 + int(font.getlength(text)) + 10
 
 
-def _text_lines(layout: _Layout, round_number: int, view: RoundView, target_rank: int | None,
-                has_target: bool) -> list[tuple[str, Colour]]:
+def _text_lines(
+    layout: _Layout, round_number: int, view: RoundView, target_rank: int | None, has_target: bool
+) -> list[tuple[str, Colour]]:
     """The row's text column: the round, the query text wrapped (cut to fit), the target's rank."""
     font, width = layout.font, layout.config.text_width
     if view.shown is not None:  # the judged image takes the column's right end
@@ -243,10 +250,18 @@ def _text_lines(layout: _Layout, round_number: int, view: RoundView, target_rank
     return lines + ([(last, TARGET_COLOUR if target_rank == 0 else TEXT_COLOUR)] if last else [])
 
 
-def write_ranked_strip(path: str | os.PathLike[str], rounds: Sequence[RoundView], images: Sequence[GalleryImage], *,
-                       root: str | os.PathLike[str] | None = None, target: int | None = None,
-                       target_person: str | None = None, title: str = "", config: StripConfig = StripConfig(),
-                       allow_outside_root: bool = False) -> Path:
+def write_ranked_strip(
+    path: str | os.PathLike[str],
+    rounds: Sequence[RoundView],
+    images: Sequence[GalleryImage],
+    *,
+    root: str | os.PathLike[str] | None = None,
+    target: int | None = None,
+    target_person: str | None = None,
+    title: str = "",
+    config: StripConfig = StripConfig(),
+    allow_outside_root: bool = False,
+) -> Path:
     """Draw one row per round (see the module doc) and write the PNG to ``path`` atomically.
 
     ``images``: the gallery (the rankings' indices point into it), paths relative to ``root``;
@@ -270,9 +285,14 @@ def write_ranked_strip(path: str | os.PathLike[str], rounds: Sequence[RoundView]
         y = layout.cell(row, 0)[1]
         for k, (line, colour) in enumerate(_text_lines(layout, row, view, target_rank, target is not None)):
             draw.text((c.margin, y + k * layout.line_height), line, fill=colour, font=layout.font)
-        cells = [(layout.cell(row, rank), int(i), f"#{rank + 1}" + ("" if view.scores is None else
-                                                                   f" {float(view.scores[rank]):.3f}"))
-                 for rank, i in enumerate(list(view.ranking)[: c.top_k])]
+        cells = [
+            (
+                layout.cell(row, rank),
+                int(i),
+                f"#{rank + 1}" + ("" if view.scores is None else f" {float(view.scores[rank]):.3f}"),
+            )
+            for rank, i in enumerate(list(view.ranking)[: c.top_k])
+        ]
         if view.shown is not None and 0 <= view.shown < len(images):
             cells.append((layout.shown_cell(row), int(view.shown), "shown"))
         for (x0, y0, x1, y1), i, caption in cells:
@@ -282,15 +302,22 @@ def write_ranked_strip(path: str | os.PathLike[str], rounds: Sequence[RoundView]
                 colour, width = SAME_IDENTITY_COLOUR, c.frame
             else:
                 colour, width = PLAIN_COLOUR, 1
-            draw.rectangle((x0, y0, x1, y1), fill=colour if width == c.frame else BACKGROUND,
-                           outline=colour, width=width)
+            draw.rectangle(
+                (x0, y0, x1, y1), fill=colour if width == c.frame else BACKGROUND, outline=colour, width=width
+            )
             canvas.paste(tiles.tile(i), (x0 + c.frame, y0 + c.frame))
             if i in view.judgements:
-                _mark(draw, (x0 + c.frame, y0 + c.frame, x1 - c.frame, y1 - c.frame), view.judgements[i],
-                      max(2, c.frame - 1))
+                _mark(
+                    draw,
+                    (x0 + c.frame, y0 + c.frame, x1 - c.frame, y1 - c.frame),
+                    view.judgements[i],
+                    max(2, c.frame - 1),
+                )
             draw.text((x0, y1 + 2), caption, fill=TEXT_COLOUR, font=layout.font)
     if tiles.unreadable:
-        log.warning("%s: %d image(s) drawn grey (unreadable), e.g. %s", path, len(tiles.unreadable), tiles.unreadable[0])
+        log.warning(
+            "%s: %d image(s) drawn grey (unreadable), e.g. %s", path, len(tiles.unreadable), tiles.unreadable[0]
+        )
     return atomic_write(path, lambda f: canvas.save(f, format="PNG"))
 
 
@@ -339,8 +366,10 @@ class RankRecorder:
         """The rows of ``query``: one per turn it really has (``turns``, as replayed);
         ``index_of``: gallery path -> position (for the judged references)."""
         judged = round_judgements(list(turns), index_of)
-        return [RoundView(turn_text(turn), ranking, scores, judged[r], rank, _shown(turn, index_of))
-                for r, (turn, (ranking, scores, rank)) in enumerate(zip(turns, self.rounds[query]))]
+        return [
+            RoundView(turn_text(turn), ranking, scores, judged[r], rank, _shown(turn, index_of))
+            for r, (turn, (ranking, scores, rank)) in enumerate(zip(turns, self.rounds[query]))
+        ]
 
 
 class SessionRecorder:
@@ -366,9 +395,16 @@ class SessionRecorder:
             shown = _shown(history[-1].turn, session.index.index_of) if new else None
             self._turns[q] = len(history)
             rank = step.rank_of(target) if target is not None else None
-            self.rows[q].append(RoundView(text, tuple(int(i) for i in step.ranking[: self.top_k]),
-                                          tuple(float(s) for s in step.scores[: self.top_k]),
-                                          dict(session.judgements), rank, shown))
+            self.rows[q].append(
+                RoundView(
+                    text,
+                    tuple(int(i) for i in step.ranking[: self.top_k]),
+                    tuple(float(s) for s in step.scores[: self.top_k]),
+                    dict(session.judgements),
+                    rank,
+                    shown,
+                )
+            )
 
 
 def session_views(session: Any, top_k: int = 8) -> list[RoundView]:
@@ -377,10 +413,17 @@ def session_views(session: Any, top_k: int = 8) -> list[RoundView]:
     history = session.history
     judged = round_judgements([entry.turn for entry in history], session.index.index_of)
     index_of = session.index.index_of
-    rows = [RoundView(turn_text(entry.turn), tuple(entry.top[:top_k]), None, judged[r],
-                      shown=_shown(entry.turn, index_of)) for r, entry in enumerate(history)]
+    rows = [
+        RoundView(turn_text(entry.turn), tuple(entry.top[:top_k]), None, judged[r], shown=_shown(entry.turn, index_of))
+        for r, entry in enumerate(history)
+    ]
     step = session.step
     if rows and step is not None:
-        rows[-1] = RoundView(rows[-1].text, tuple(int(i) for i in step.ranking[:top_k]),
-                             tuple(float(s) for s in step.scores[:top_k]), judged[-1], shown=rows[-1].shown)
+        rows[-1] = RoundView(
+            rows[-1].text,
+            tuple(int(i) for i in step.ranking[:top_k]),
+            tuple(float(s) for s in step.scores[:top_k]),
+            judged[-1],
+            shown=rows[-1].shown,
+        )
     return rows

@@ -25,6 +25,7 @@ Example:
     >>> len(found), sorted({s.present for s in found}), found[0].rows.shape[1]
     (10, [False, True], 6)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -35,8 +36,14 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.evaluation.match_calibration import one_image_per_identity
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.presence import (APPEARANCE_FEATURES, FEATURE_NAMES, PresenceModel, choose_threshold,
-                                           fit_logistic, session_features)
+from minterpr.interaction.presence import (
+    APPEARANCE_FEATURES,
+    FEATURE_NAMES,
+    PresenceModel,
+    choose_threshold,
+    fit_logistic,
+    session_features,
+)
 from minterpr.interaction.session import Session
 from minterpr.interaction.simulators import SIMULATORS
 from minterpr.language.dialogue_acts import verdict
@@ -53,7 +60,9 @@ class PresenceSearch:
     person_id: str
     present: bool  # the target's images were in the searched gallery
     confirmed: bool  # the user confirmed the target (present searches only)
-    rows: np.ndarray  # (S, 6) session_features ((S, 7) with the appearance feature) after the description and each turn, in order
+    rows: (
+        np.ndarray
+    )  # (S, 6) session_features ((S, 7) with the appearance feature) after the description and each turn, in order
 
 
 def without_identity(index: GalleryIndex, person_id: str) -> GalleryIndex:
@@ -95,10 +104,17 @@ def _one_search(session: Session, user: Any, turns: int) -> tuple[list[np.ndarra
     return rows, False
 
 
-def presence_searches(backend: RetrievalBackend, index: GalleryIndex, *, searches: int = DEFAULT_SEARCHES,
-                      turns: int = DEFAULT_TURNS, seed: int = 0, simulator: str = "oracle",
-                      session_options: Mapping[str, Any] | None = None,
-                      targets: Sequence[Any] | None = None) -> list[PresenceSearch]:
+def presence_searches(
+    backend: RetrievalBackend,
+    index: GalleryIndex,
+    *,
+    searches: int = DEFAULT_SEARCHES,
+    turns: int = DEFAULT_TURNS,
+    seed: int = 0,
+    simulator: str = "oracle",
+    session_options: Mapping[str, Any] | None = None,
+    targets: Sequence[Any] | None = None,
+) -> list[PresenceSearch]:
     """Two searches per target (present, then absent; see the module doc), ``searches`` targets of
     distinct identities drawn with ``seed`` (or the given ``targets``)."""
     options = dict(session_options or {})
@@ -137,12 +153,20 @@ def flag_rates(model: PresenceModel, searches: Sequence[PresenceSearch]) -> tupl
     flagged = {True: [], False: []}
     for search in searches:
         flagged[search.present].append(lowest(model, search) < model.threshold)
-    return (100.0 * float(np.mean(flagged[False])) if flagged[False] else 0.0,
-            100.0 * float(np.mean(flagged[True])) if flagged[True] else 0.0)
+    return (
+        100.0 * float(np.mean(flagged[False])) if flagged[False] else 0.0,
+        100.0 * float(np.mean(flagged[True])) if flagged[True] else 0.0,
+    )
 
 
-def fit_presence(searches: Sequence[PresenceSearch], *, split: str, max_false: float = MAX_FALSE, l2: float = 1e-2,
-                 protocol: Mapping[str, Any] | None = None) -> PresenceModel:
+def fit_presence(
+    searches: Sequence[PresenceSearch],
+    *,
+    split: str,
+    max_false: float = MAX_FALSE,
+    l2: float = 1e-2,
+    protocol: Mapping[str, Any] | None = None,
+) -> PresenceModel:
     """The logistic model over every step of ``searches`` (each search weighs 1, spread over its steps;
     label: present), with the threshold flagging at most ``max_false`` of the present searches."""
     if not any(s.present for s in searches) or all(s.present for s in searches):
@@ -153,21 +177,38 @@ def fit_presence(searches: Sequence[PresenceSearch], *, split: str, max_false: f
     coefficients, bias = fit_logistic(rows, labels, weights, l2=l2)
     names = FEATURE_NAMES + (APPEARANCE_FEATURES if rows.shape[1] > len(FEATURE_NAMES) else ())
     draft = PresenceModel(split, dict(zip(names, map(float, coefficients))), bias, 0.5, 0, 0, 0.0, 0.0, {})
-    threshold = choose_threshold([lowest(draft, s) for s in searches if s.present],
-                                 [lowest(draft, s) for s in searches if not s.present], max_false)
+    threshold = choose_threshold(
+        [lowest(draft, s) for s in searches if s.present],
+        [lowest(draft, s) for s in searches if not s.present],
+        max_false,
+    )
     draft = PresenceModel(split, draft.weights, bias, threshold, 0, 0, 0.0, 0.0, {})
     absent_pct, present_pct = flag_rates(draft, searches)
-    return PresenceModel(split=split, weights={k: round(v, 8) for k, v in draft.weights.items()},
-                         bias=round(bias, 8), threshold=round(threshold, 8),
-                         searches=sum(1 for s in searches if s.present), steps=len(rows),
-                         absent_flagged_pct=round(absent_pct, 4), present_flagged_pct=round(present_pct, 4),
-                         protocol={**dict(protocol or {}), "max_false": max_false, "l2": l2})
+    return PresenceModel(
+        split=split,
+        weights={k: round(v, 8) for k, v in draft.weights.items()},
+        bias=round(bias, 8),
+        threshold=round(threshold, 8),
+        searches=sum(1 for s in searches if s.present),
+        steps=len(rows),
+        absent_flagged_pct=round(absent_pct, 4),
+        present_flagged_pct=round(present_pct, 4),
+        protocol={**dict(protocol or {}), "max_false": max_false, "l2": l2},
+    )
 
 
-def calibrate_presence(backend: RetrievalBackend, index: GalleryIndex, *, split: str,
-                       searches: int = DEFAULT_SEARCHES, turns: int = DEFAULT_TURNS, seed: int = 0,
-                       max_false: float = MAX_FALSE, session_options: Mapping[str, Any] | None = None,
-                       shares: Sequence[float] = GALLERY_SHARES) -> PresenceModel:
+def calibrate_presence(
+    backend: RetrievalBackend,
+    index: GalleryIndex,
+    *,
+    split: str,
+    searches: int = DEFAULT_SEARCHES,
+    turns: int = DEFAULT_TURNS,
+    seed: int = 0,
+    max_false: float = MAX_FALSE,
+    session_options: Mapping[str, Any] | None = None,
+    shares: Sequence[float] = GALLERY_SHARES,
+) -> PresenceModel:
     """Fit the presence model on present and absent searches over ``index`` (a gallery of the
     ``split`` named: never test) and over samples of its identities (``shares``): ``searches`` x
     share targets each; ``session_options`` are Session keywords (the run's scoring and match
@@ -175,13 +216,28 @@ def calibrate_presence(backend: RetrievalBackend, index: GalleryIndex, *, split:
     if split == "test":
         raise InputError("the presence model is fitted on a validation split, never on test (it measures it)")
     if searches < 1 or turns < 0 or not 0.0 <= max_false < 1.0:
-        raise InputError(f"searches must be >= 1, turns >= 0 and max_false in [0, 1), got {searches}, {turns}, "
-                         f"{max_false}")
+        raise InputError(
+            f"searches must be >= 1, turns >= 0 and max_false in [0, 1), got {searches}, {turns}, {max_false}"
+        )
     found: list[PresenceSearch] = []
     for share in shares:
         gallery = identity_sample(index, share, seed)
-        found += presence_searches(backend, gallery, searches=max(1, round(searches * min(share, 1.0))), turns=turns,
-                                   seed=seed, session_options=session_options)
-    return fit_presence(found, split=split, max_false=max_false,
-                        protocol={"simulator": "oracle", "turns": turns, "seed": seed,
-                                  "gallery_shares": [round(float(x), 4) for x in shares]})
+        found += presence_searches(
+            backend,
+            gallery,
+            searches=max(1, round(searches * min(share, 1.0))),
+            turns=turns,
+            seed=seed,
+            session_options=session_options,
+        )
+    return fit_presence(
+        found,
+        split=split,
+        max_false=max_false,
+        protocol={
+            "simulator": "oracle",
+            "turns": turns,
+            "seed": seed,
+            "gallery_shares": [round(float(x), 4) for x in shares],
+        },
+    )

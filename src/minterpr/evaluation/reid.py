@@ -15,6 +15,7 @@ Example:
     >>> round(m.cmc[1], 1), round(m.mean_ap, 1), round(m.mean_inp, 1), m.queries
     (50.0, 66.7, 58.3, 2)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -36,8 +37,13 @@ class ReidMetrics:
     skipped: int  # queries without any match once same-camera crops are left out
 
     def to_dict(self) -> dict[str, Any]:
-        return {**{f"rank{k}": v for k, v in self.cmc.items()}, "mAP": self.mean_ap, "mINP": self.mean_inp,
-                "queries": self.queries, "skipped": self.skipped}
+        return {
+            **{f"rank{k}": v for k, v in self.cmc.items()},
+            "mAP": self.mean_ap,
+            "mINP": self.mean_inp,
+            "queries": self.queries,
+            "skipped": self.skipped,
+        }
 
 
 def _normalise(features: Any) -> np.ndarray:
@@ -47,9 +53,17 @@ def _normalise(features: Any) -> np.ndarray:
     return array / np.clip(np.linalg.norm(array, axis=1, keepdims=True), 1e-12, None)
 
 
-def reid_metrics(query_features: Any, gallery_features: Any, query_pids: Sequence[str], gallery_pids: Sequence[str],
-                 query_cameras: Sequence[str], gallery_cameras: Sequence[str], *, ranks: Sequence[int] = RANKS,
-                 chunk_size: int = 256) -> ReidMetrics:
+def reid_metrics(
+    query_features: Any,
+    gallery_features: Any,
+    query_pids: Sequence[str],
+    gallery_pids: Sequence[str],
+    query_cameras: Sequence[str],
+    gallery_cameras: Sequence[str],
+    *,
+    ranks: Sequence[int] = RANKS,
+    chunk_size: int = 256,
+) -> ReidMetrics:
     """Rank-k, mAP and mINP of queries against a gallery (features (Q, D) and (G, D))."""
     query, gallery = _normalise(query_features), _normalise(gallery_features)
     if len(query) != len(query_pids) or len(query) != len(query_cameras):
@@ -80,5 +94,10 @@ def reid_metrics(query_features: Any, gallery_features: Any, query_pids: Sequenc
             inp_sum += positions.size / float(positions[-1] + 1)
     if scored == 0:
         raise ValueError("no query has a match in another camera: nothing to score")
-    return ReidMetrics(cmc={k: 100.0 * hits[k] / scored for k in ranks}, mean_ap=100.0 * ap_sum / scored,
-                       mean_inp=100.0 * inp_sum / scored, queries=scored, skipped=len(query) - scored)
+    return ReidMetrics(
+        cmc={k: 100.0 * hits[k] / scored for k in ranks},
+        mean_ap=100.0 * ap_sum / scored,
+        mean_inp=100.0 * inp_sum / scored,
+        queries=scored,
+        skipped=len(query) - scored,
+    )

@@ -20,6 +20,7 @@ Example:
     >>> print(format_table(rep).splitlines()[1])
         0   50.00  100.00  100.00   51.25   40.00   50.00  100.00
 """
+
 from __future__ import annotations
 
 import copy
@@ -41,9 +42,16 @@ from minterpr.fileio import atomic_open, atomic_write
 TOP_KEYS = ("protocol", "rounds", "bri")  # required top-level keys
 PERCENT_KEYS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits10")  # required in every round
 TABLE_COLUMNS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits10")  # format_table columns
-_LABELS = {"r1": "R@1", "r5": "R@5", "r10": "R@10", "mAP": "mAP", "mINP": "mINP", "bri": "BRI",
-           "mean_first_hit_rank": "mean first-hit rank",
-           "mean_best_log_rank": "mean ln(best rank + 1)"}
+_LABELS = {
+    "r1": "R@1",
+    "r5": "R@5",
+    "r10": "R@10",
+    "mAP": "mAP",
+    "mINP": "mINP",
+    "bri": "BRI",
+    "mean_first_hit_rank": "mean first-hit rank",
+    "mean_best_log_rank": "mean ln(best rank + 1)",
+}
 
 
 def metric_label(key: str) -> str:
@@ -69,19 +77,15 @@ def _validate(report: EvaluationReport) -> None:
             raise ValueError(f"{where} must be a dict, got {type(row).__name__}")
         r = row.get("round")
         if not (isinstance(r, int) and not isinstance(r, bool) and r == i):
-            raise ValueError(f"{where} must have \"round\": {i} (rounds are numbered 0, 1, ... in "
-                             f"order), got {r!r}")
+            raise ValueError(f'{where} must have "round": {i} (rounds are numbered 0, 1, ... in order), got {r!r}')
         for key in PERCENT_KEYS:
             if key not in row:
-                raise ValueError(
-                    f"{where} is missing {key!r} (required: {', '.join(PERCENT_KEYS)})")
+                raise ValueError(f"{where} is missing {key!r} (required: {', '.join(PERCENT_KEYS)})")
             value = row[key]
             if not _is_number(value) or not 0.0 <= value <= 100.0:
-                raise ValueError(
-                    f"{where}[{key!r}] must be a percentage in [0, 100], got {value!r}")
+                raise ValueError(f"{where}[{key!r}] must be a percentage in [0, 100], got {value!r}")
     if not _is_number(report.bri) or not math.isfinite(report.bri) or report.bri < 0:
-        raise ValueError(
-            f"evaluation report: 'bri' must be a finite number >= 0, got {report.bri!r}")
+        raise ValueError(f"evaluation report: 'bri' must be a finite number >= 0, got {report.bri!r}")
     if not isinstance(report.extra, dict) or not all(isinstance(k, str) for k in report.extra):
         raise ValueError("evaluation report: 'extra' must be a dict with string keys")
     clash = sorted(set(report.extra) & set(TOP_KEYS))
@@ -90,8 +94,7 @@ def _validate(report: EvaluationReport) -> None:
     try:
         json.dumps(report.to_dict(), allow_nan=False)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"evaluation report is not plain JSON (NaN, inf or a non-JSON type): "
-                         f"{err}") from err
+        raise ValueError(f"evaluation report is not plain JSON (NaN, inf or a non-JSON type): {err}") from err
 
 
 @dataclass
@@ -115,8 +118,7 @@ class EvaluationReport:
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON shape: protocol, rounds, bri, then the extra keys at top level (a copy)."""
-        return copy.deepcopy({"protocol": self.protocol, "rounds": self.rounds, "bri": self.bri,
-                              **self.extra})
+        return copy.deepcopy({"protocol": self.protocol, "rounds": self.rounds, "bri": self.bri, **self.extra})
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, allow_nan=False)
@@ -128,11 +130,9 @@ class EvaluationReport:
             raise ValueError(f"evaluation report must be a JSON object, got {type(data).__name__}")
         missing = [k for k in TOP_KEYS if k not in data]
         if missing:
-            raise ValueError(f"evaluation report is missing {missing} "
-                             f"(required keys: {', '.join(TOP_KEYS)})")
+            raise ValueError(f"evaluation report is missing {missing} (required keys: {', '.join(TOP_KEYS)})")
         data = copy.deepcopy(dict(data))
-        return cls(protocol=data.pop("protocol"), rounds=data.pop("rounds"), bri=data.pop("bri"),
-                   extra=data)
+        return cls(protocol=data.pop("protocol"), rounds=data.pop("rounds"), bri=data.pop("bri"), extra=data)
 
     @classmethod
     def from_json(cls, text: str) -> EvaluationReport:
@@ -163,13 +163,13 @@ class EvaluationReport:
         try:
             text = data.decode("utf-8-sig")
         except UnicodeDecodeError as err:
-            raise DataError(file, data.count(b"\n", 0, err.start) + 1, "<report>",
-                            f"invalid UTF-8 (byte 0x{data[err.start]:02x})") from None
+            raise DataError(
+                file, data.count(b"\n", 0, err.start) + 1, "<report>", f"invalid UTF-8 (byte 0x{data[err.start]:02x})"
+            ) from None
         try:
             parsed = loads(text)
         except JSONProblem as err:
-            raise DataError(file, err.line, err.field if err.field != "<record>" else "<report>",
-                            err.reason) from None
+            raise DataError(file, err.line, err.field if err.field != "<record>" else "<report>", err.reason) from None
         try:
             return cls.from_dict(parsed)  # type: ignore[arg-type]
         except ValueError as err:
@@ -185,8 +185,7 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def build_report(protocol: Mapping[str, Any],
-                 per_round_result: Mapping[str, Any]) -> EvaluationReport:
+def build_report(protocol: Mapping[str, Any], per_round_result: Mapping[str, Any]) -> EvaluationReport:
     """Turn the dict of :func:`~minterpr.evaluation.metrics.per_round_metrics` into a report.
 
     Example:
@@ -200,8 +199,9 @@ def build_report(protocol: Mapping[str, Any],
         raise ValueError("per_round_result must hold 'rounds' and 'bri' (see per_round_metrics)")
     rounds = [{k: _plain(v) for k, v in row.items()} for row in result.pop("rounds")]
     bri = float(result.pop("bri"))
-    return EvaluationReport(protocol=dict(protocol), rounds=rounds, bri=bri,
-                            extra={k: _plain(v) for k, v in result.items()})
+    return EvaluationReport(
+        protocol=dict(protocol), rounds=rounds, bri=bri, extra={k: _plain(v) for k, v in result.items()}
+    )
 
 
 def _cell(value: Any, width: int) -> str:
@@ -229,8 +229,7 @@ def _check_metric(reports: Mapping[str, EvaluationReport], metric: str) -> None:
         raise ValueError(f"unknown metric {metric!r}: must be one of {sorted(keys)}")
 
 
-def format_comparison(reports: Mapping[str, EvaluationReport], metric: str = "r1",
-                      width: int = 7) -> str:
+def format_comparison(reports: Mapping[str, EvaluationReport], metric: str = "r1", width: int = 7) -> str:
     """Rows = named runs, columns = rounds (``-`` where a run has fewer), then BRI.
 
     Example:
@@ -247,8 +246,7 @@ def format_comparison(reports: Mapping[str, EvaluationReport], metric: str = "r1
     header = [f"round {r}".rjust(width) for r in range(n_rounds)] + ["BRI".rjust(width)]
     lines = [f"{metric_label(metric):<{name_w}} " + " ".join(header)]
     for name, rep in reports.items():
-        cells = [_cell(rep.rounds[r].get(metric) if r < len(rep.rounds) else None, width)
-                 for r in range(n_rounds)]
+        cells = [_cell(rep.rounds[r].get(metric) if r < len(rep.rounds) else None, width) for r in range(n_rounds)]
         lines.append(f"{name:<{name_w}} " + " ".join(cells + [_cell(rep.bri, width)]))
     return "\n".join(lines)
 
@@ -298,8 +296,11 @@ def percent_interval(percent: float, n: int, z: float = Z_95) -> tuple[float, fl
 
 def num_queries(report: EvaluationReport) -> int | None:
     """The number of queries behind a report's per-round figures (None when it does not say)."""
-    for value in (report.extra.get("num_queries"), report.protocol.get("num_queries"),
-                  report.protocol.get("num_targets")):
+    for value in (
+        report.extra.get("num_queries"),
+        report.protocol.get("num_queries"),
+        report.protocol.get("num_targets"),
+    ):
         if isinstance(value, int) and not isinstance(value, bool) and value > 0:
             return value
     return None
@@ -314,8 +315,7 @@ def per_round_figure(reports: Mapping[str, EvaluationReport], metric: str = "r1"
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
     except ImportError as err:
-        raise ImportError("plot_metric_per_round needs matplotlib: "
-                          "pip install 'minterpr[plot]'") from err
+        raise ImportError("plot_metric_per_round needs matplotlib: pip install 'minterpr[plot]'") from err
     fig = Figure(figsize=(6.0, 4.0))
     FigureCanvasAgg(fig)
     ax = fig.add_subplot()
@@ -324,12 +324,22 @@ def per_round_figure(reports: Mapping[str, EvaluationReport], metric: str = "r1"
     for name, rep in reports.items():
         points = [(row["round"], row[metric]) for row in rep.rounds if metric in row]
         n = counts[name]
-        (line,) = ax.plot([p[0] for p in points], [p[1] for p in points], marker="o",
-                          label=f"{name} (n={n if n is not None else '?'})")
+        (line,) = ax.plot(
+            [p[0] for p in points],
+            [p[1] for p in points],
+            marker="o",
+            label=f"{name} (n={n if n is not None else '?'})",
+        )
         if n is not None and is_proportion(metric):
             bands = [percent_interval(value, n) for _, value in points]
-            ax.fill_between([p[0] for p in points], [b[0] for b in bands], [b[1] for b in bands],
-                            color=line.get_color(), alpha=0.15, linewidth=0)
+            ax.fill_between(
+                [p[0] for p in points],
+                [b[0] for b in bands],
+                [b[1] for b in bands],
+                color=line.get_color(),
+                alpha=0.15,
+                linewidth=0,
+            )
             banded = True
     ax.set_xlabel("round (0 = description only)")
     ax.set_ylabel(metric_label(metric) + (" (%)" if metric in PERCENT_KEYS else ""))
@@ -343,8 +353,9 @@ def per_round_figure(reports: Mapping[str, EvaluationReport], metric: str = "r1"
     return fig
 
 
-def plot_metric_per_round(reports: Mapping[str, EvaluationReport], path: str | os.PathLike[str],
-                          metric: str = "r1", title: str | None = None) -> Path:
+def plot_metric_per_round(
+    reports: Mapping[str, EvaluationReport], path: str | os.PathLike[str], metric: str = "r1", title: str | None = None
+) -> Path:
     """Write :func:`per_round_figure` as a PNG, atomically."""
     fig = per_round_figure(reports, metric, title)
     buffer = io.BytesIO()

@@ -46,6 +46,7 @@ Example:
     >>> [row["r1"] for row in report.rounds], report.protocol["num_queries"]
     ([0.0, 100.0], 1)
 """
+
 from __future__ import annotations
 
 import os
@@ -65,12 +66,13 @@ from minterpr.types import GalleryImage, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
 _DENSE_SIMILARITIES = 4096  # galleries up to this size keep image-image similarities in one matrix
-_CACHE_COSINES = 2 ** 27  # a weight search keeps every round's query scores up to this many (512 MB float32)
+_CACHE_COSINES = 2**27  # a weight search keeps every round's query scores up to this many (512 MB float32)
 DEFAULT_WEIGHT_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)  # w candidates tried on the validation split
 
 
-def round_log_likelihoods(turns: Sequence[Turn], attribute_probs: np.ndarray,
-                          prob_floor: float = PROB_FLOOR) -> np.ndarray:
+def round_log_likelihoods(
+    turns: Sequence[Turn], attribute_probs: np.ndarray, prob_floor: float = PROB_FLOOR
+) -> np.ndarray:
     """(R, N) float64: row r = Σ log P(fact | image) over the distinct facts of turns[0..r]
     (each turn read with :func:`~minterpr.language.dialogue_acts.turn_facts`), the attribute
     term :func:`~minterpr.interaction.reranking.rerank` adds after round r.
@@ -114,8 +116,9 @@ def gallery_from_samples(samples: Sequence[RetrievalSample]) -> list[GalleryImag
     return [GalleryImage(path, pid) for path, pid in pid_of.items()]
 
 
-def dialogue_turns(sample: RetrievalSample, max_rounds: int | None = None,
-                   description_only: bool = False) -> list[Turn]:
+def dialogue_turns(
+    sample: RetrievalSample, max_rounds: int | None = None, description_only: bool = False
+) -> list[Turn]:
     """The turns replayed for ``sample``: all (or the first ``max_rounds``), or the description alone."""
     turns = list(sample.dialogue.turns())
     if max_rounds is not None:
@@ -134,10 +137,19 @@ def _encode_all(backend: Any, dialogues: list[list[Turn]], index: Any) -> list[n
 class _Replay:
     """A gallery indexed once and every dialogue's per-round queries, facts and judgements, ready to score."""
 
-    def __init__(self, backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
-                 image_root: str | os.PathLike[str] | None, max_rounds: int | None, description_only: bool,
-                 progress: bool, index: Any = None, queries: Sequence[np.ndarray] | None = None,
-                 read_facts: Callable[[Turn], Sequence[Fact]] | None = None) -> None:
+    def __init__(
+        self,
+        backend: Any,
+        samples: Sequence[RetrievalSample],
+        gallery_images: Sequence[GalleryImage],
+        image_root: str | os.PathLike[str] | None,
+        max_rounds: int | None,
+        description_only: bool,
+        progress: bool,
+        index: Any = None,
+        queries: Sequence[np.ndarray] | None = None,
+        read_facts: Callable[[Turn], Sequence[Fact]] | None = None,
+    ) -> None:
         if not samples:
             raise InputError("no dialogues to evaluate")
         if not gallery_images:
@@ -155,8 +167,11 @@ class _Replay:
         self.turns = [dialogue_turns(s, max_rounds, description_only) for s in samples]
         if queries is not None and len(queries) != len(samples):
             raise InputError(f"queries: one array per dialogue expected ({len(samples)}), got {len(queries)}")
-        self.queries = (_encode_all(backend, self.turns, self.index) if queries is None
-                        else [np.asarray(q, np.float32) for q in queries])
+        self.queries = (
+            _encode_all(backend, self.turns, self.index)
+            if queries is None
+            else [np.asarray(q, np.float32) for q in queries]
+        )
         for i, (q, turns) in enumerate(zip(self.queries, self.turns)):
             if q.ndim != 2 or len(q) < len(turns):
                 raise InputError(f"queries[{i}]: one row per replayed turn expected ({len(turns)}), got {q.shape}")
@@ -218,8 +233,9 @@ class _Replay:
                 cosine = self.cosine(r, active)
                 scores = scores.copy()  # the previous round's array may still be in use
                 terms = None if loglik is None else self._with_stated(loglik, active, r, reranking.prob_floor)
-                scores[active], _ = rerank_rows(cosine, self.index, terms,
-                                                [self.judgements[i][r] for i in active], reranking, self.similarities)
+                scores[active], _ = rerank_rows(
+                    cosine, self.index, terms, [self.judgements[i][r] for i in active], reranking, self.similarities
+                )
             yield scores
 
     def _with_stated(self, loglik: np.ndarray, active: np.ndarray, r: int, floor: float) -> np.ndarray:
@@ -263,15 +279,16 @@ class _Replay:
         for rows, ids in by_position:  # each dialogue appears once per position
             loglik[rows] += matrix[ids]
 
-    def metrics(self, reranking: RerankConfig, observe: Callable[[int, np.ndarray], None] | None = None
-                ) -> dict[str, Any]:
+    def metrics(
+        self, reranking: RerankConfig, observe: Callable[[int, np.ndarray], None] | None = None
+    ) -> dict[str, Any]:
         rounds = self.round_scores(reranking)
-        return per_round_metrics(rounds if observe is None else _observed(rounds, observe), self.query_pids,
-                                 self.gallery_pids)
+        return per_round_metrics(
+            rounds if observe is None else _observed(rounds, observe), self.query_pids, self.gallery_pids
+        )
 
 
-def _stated_by_round(turns: Sequence[Turn], index_of: Callable[[str], int | None]
-                     ) -> list[dict[int, tuple[Fact, ...]]]:
+def _stated_by_round(turns: Sequence[Turn], index_of: Callable[[str], int | None]) -> list[dict[int, tuple[Fact, ...]]]:
     """Per round: gallery position -> the facts said of that shown image so far (oldest first)."""
     from minterpr.language.dialogue_acts import turn_reading
     from minterpr.types import ReferenceTurn
@@ -297,9 +314,16 @@ def _observed(rounds: Iterator[np.ndarray], observe: Callable[[int, np.ndarray],
         yield scores
 
 
-def replay_scores(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
-                  image_root: str | os.PathLike[str] | None = None, *, reranking: RerankConfig | None = None,
-                  max_rounds: int | None = None, description_only: bool = False) -> list[np.ndarray]:
+def replay_scores(
+    backend: Any,
+    samples: Sequence[RetrievalSample],
+    gallery_images: Sequence[GalleryImage],
+    image_root: str | os.PathLike[str] | None = None,
+    *,
+    reranking: RerankConfig | None = None,
+    max_rounds: int | None = None,
+    description_only: bool = False,
+) -> list[np.ndarray]:
     """The (Q, G) final scores of every replayed round (what :func:`evaluate_dialogues` ranks),
     float64, gallery order: row q of round r is what a ``Session`` fed the first r + 1 turns of
     dialogue q would score (an ended dialogue keeps its last row). Keeps every round in memory.
@@ -308,13 +332,21 @@ def replay_scores(backend: Any, samples: Sequence[RetrievalSample], gallery_imag
     return list(replay.round_scores(RerankConfig() if reranking is None else reranking))
 
 
-def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
-                       image_root: str | os.PathLike[str] | None, protocol: Mapping[str, Any] | None = None, *,
-                       max_rounds: int | None = None, description_only: bool = False,
-                       progress: bool = False, reranking: RerankConfig | None = None,
-                       observe: Callable[[int, np.ndarray], None] | None = None,
-                       read_facts: Callable[[Turn], Sequence[Fact]] | None = None,
-                       index: Any = None) -> EvaluationReport:
+def evaluate_dialogues(
+    backend: Any,
+    samples: Sequence[RetrievalSample],
+    gallery_images: Sequence[GalleryImage],
+    image_root: str | os.PathLike[str] | None,
+    protocol: Mapping[str, Any] | None = None,
+    *,
+    max_rounds: int | None = None,
+    description_only: bool = False,
+    progress: bool = False,
+    reranking: RerankConfig | None = None,
+    observe: Callable[[int, np.ndarray], None] | None = None,
+    read_facts: Callable[[Turn], Sequence[Fact]] | None = None,
+    index: Any = None,
+) -> EvaluationReport:
     """Replay ``samples`` round by round with ``backend`` (a RetrievalBackend) against the gallery.
 
     ``max_rounds`` keeps rounds 0..max_rounds-1 (None = all). A target's identity is the
@@ -334,21 +366,45 @@ def evaluate_dialogues(backend: Any, samples: Sequence[RetrievalSample], gallery
     reranking = RerankConfig() if reranking is None else reranking
     if not isinstance(reranking, RerankConfig):
         raise InputError(f"reranking must be a RerankConfig, got {type(reranking).__name__}")
-    replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, progress,
-                     index, read_facts=read_facts)
+    replay = _Replay(
+        backend,
+        samples,
+        gallery_images,
+        image_root,
+        max_rounds,
+        description_only,
+        progress,
+        index,
+        read_facts=read_facts,
+    )
     result = replay.metrics(reranking, observe)
-    full = {**dict(protocol or {}), "num_queries": len(samples), "num_gallery": len(gallery_images),
-            "num_rounds": replay.num_rounds, "max_rounds": max_rounds, "ended_dialogues": "keep_last_query",
-            "queries": "description_only" if description_only else "dialogue", "scoring": reranking.to_dict(),
-            "attribute_evidence": reranking.attributes and replay.attribute_probs is not None}
+    full = {
+        **dict(protocol or {}),
+        "num_queries": len(samples),
+        "num_gallery": len(gallery_images),
+        "num_rounds": replay.num_rounds,
+        "max_rounds": max_rounds,
+        "ended_dialogues": "keep_last_query",
+        "queries": "description_only" if description_only else "dialogue",
+        "scoring": reranking.to_dict(),
+        "attribute_evidence": reranking.attributes and replay.attribute_probs is not None,
+    }
     return build_report(full, result)
 
 
-def select_attribute_weight(backend: Any, samples: Sequence[RetrievalSample], gallery_images: Sequence[GalleryImage],
-                            image_root: str | os.PathLike[str] | None,
-                            grid: Sequence[float] = DEFAULT_WEIGHT_GRID, *, prob_floor: float | None = None,
-                            progress: bool = False, index: Any = None, queries: Sequence[np.ndarray] | None = None,
-                            reranking: RerankConfig | None = None) -> tuple[RerankConfig, dict[float, float]]:
+def select_attribute_weight(
+    backend: Any,
+    samples: Sequence[RetrievalSample],
+    gallery_images: Sequence[GalleryImage],
+    image_root: str | os.PathLike[str] | None,
+    grid: Sequence[float] = DEFAULT_WEIGHT_GRID,
+    *,
+    prob_floor: float | None = None,
+    progress: bool = False,
+    index: Any = None,
+    queries: Sequence[np.ndarray] | None = None,
+    reranking: RerankConfig | None = None,
+) -> tuple[RerankConfig, dict[float, float]]:
     """The ``attribute_weight`` of ``grid`` with the best R@1 after the last round (ties: mean R@1
     over rounds), and every candidate's R@1@last. Use a validation split, never the test split.
 

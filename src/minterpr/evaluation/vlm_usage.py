@@ -12,6 +12,7 @@ Example:
     >>> usage.summary()["per_turn"]
     {'calls': 1.0, 'cached': 0.5, 'fallbacks': 0.5, 'tokens': 60.0, 'latency_s': 0.25, 'discarded': 0.0, 'skipped': 0.0}
 """
+
 from __future__ import annotations
 
 from typing import Any, Mapping

@@ -37,6 +37,7 @@ Example:
     >>> found.rows.tolist() == exact.tolist(), found.certified  # every list probed: exact
     (True, True)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -53,9 +54,16 @@ __all__ = ["FusedIVF", "FusedHits", "KMEANS", "PARTS"]
 _CHUNK = 65_536  # rows per block while assigning (memory ~ CHUNK x nlist floats)
 KMEANS = ("auto", "faiss", "numpy")  # k-means engines: auto = faiss when installed, else numpy
 # part name (as saved) -> (attribute, when present: always / probs = with attribute probabilities)
-PARTS = {"centroids": ("centroids", "always"), "perm": ("perm", "always"), "offsets": ("offsets", "always"),
-         "radius": ("radius", "always"), "embeddings": ("embeddings", "always"), "probs": ("probs_perm", "probs"),
-         "r_max": ("r_max", "probs"), "r_min": ("r_min", "probs")}
+PARTS = {
+    "centroids": ("centroids", "always"),
+    "perm": ("perm", "always"),
+    "offsets": ("offsets", "always"),
+    "radius": ("radius", "always"),
+    "embeddings": ("embeddings", "always"),
+    "probs": ("probs_perm", "probs"),
+    "r_max": ("r_max", "probs"),
+    "r_min": ("r_min", "probs"),
+}
 _PLAIN = {name for name, (_, need) in PARTS.items() if need == "always"}
 _SLACK = 1e-5  # added to the list bounds: r is recomputed in float32 by another order of operations
 
@@ -73,21 +81,34 @@ class FusedHits:
 class FusedIVF:
     """Inverted lists over (N, D) embeddings with per-list attribute bounds (see the module doc)."""
 
-    def __init__(self, embeddings: np.ndarray, attribute_probs: np.ndarray | None, *, nlist: int | None = None,
-                 nprobe: int = 16, max_probe: int | None = None, iterations: int = 10, seed: int = 0,
-                 kmeans: str = "auto") -> None:
+    def __init__(
+        self,
+        embeddings: np.ndarray,
+        attribute_probs: np.ndarray | None,
+        *,
+        nlist: int | None = None,
+        nprobe: int = 16,
+        max_probe: int | None = None,
+        iterations: int = 10,
+        seed: int = 0,
+        kmeans: str = "auto",
+    ) -> None:
         emb = np.asarray(embeddings, np.float32)
         n = len(emb)
         if emb.ndim != 2 or n == 0:
             raise InputError(f"FusedIVF: embeddings must be a non-empty (N, D) array, got {emb.shape}")
         if attribute_probs is not None and len(attribute_probs) != n:
             raise InputError(f"FusedIVF: attribute_probs has {len(attribute_probs)} rows, embeddings {n}")
-        self.nlist = int(min(n, nlist if nlist is not None else max(1, int(2 * np.sqrt(n)))))  # lists; default 2 sqrt(N)
+        self.nlist = int(
+            min(n, nlist if nlist is not None else max(1, int(2 * np.sqrt(n))))
+        )  # lists; default 2 sqrt(N)
         self.nprobe = int(nprobe)  # lists probed per search (at least)
         self.max_probe = int(max_probe if max_probe is not None else nprobe)  # probe on until certified, up to this
         if self.nlist < 1 or self.nprobe < 1 or self.max_probe < self.nprobe:
-            raise InputError(f"FusedIVF: need nlist >= 1, nprobe >= 1, max_probe >= nprobe, got "
-                             f"{self.nlist}, {self.nprobe}, {self.max_probe}")
+            raise InputError(
+                f"FusedIVF: need nlist >= 1, nprobe >= 1, max_probe >= nprobe, got "
+                f"{self.nlist}, {self.nprobe}, {self.max_probe}"
+            )
         if kmeans not in KMEANS:
             raise InputError(f"FusedIVF: kmeans must be one of {', '.join(KMEANS)}, got {kmeans!r}")
         faiss = _faiss() if kmeans != "numpy" else None
@@ -152,11 +173,11 @@ class FusedIVF:
             flat = faiss.IndexFlatL2(self.centroids.shape[1])
             flat.add(np.ascontiguousarray(self.centroids))
             for start in range(0, len(emb), _CHUNK):
-                out[start:start + _CHUNK] = flat.search(np.ascontiguousarray(emb[start:start + _CHUNK]), 1)[1][:, 0]
+                out[start : start + _CHUNK] = flat.search(np.ascontiguousarray(emb[start : start + _CHUNK]), 1)[1][:, 0]
             return out
-        half = 0.5 * (self.centroids ** 2).sum(axis=1)  # nearest centroid in L2: argmax x.c - |c|^2 / 2
+        half = 0.5 * (self.centroids**2).sum(axis=1)  # nearest centroid in L2: argmax x.c - |c|^2 / 2
         for start in range(0, len(emb), _CHUNK):
-            out[start:start + _CHUNK] = np.argmax(emb[start:start + _CHUNK] @ self.centroids.T - half, axis=1)
+            out[start : start + _CHUNK] = np.argmax(emb[start : start + _CHUNK] @ self.centroids.T - half, axis=1)
         return out
 
     # ------------------------------------------------------------------ persistence
@@ -170,8 +191,9 @@ class FusedIVF:
         return {"nlist": self.nlist, "nprobe": self.nprobe, "max_probe": self.max_probe, "kmeans": self.kmeans}
 
     @classmethod
-    def from_parts(cls, parts: Mapping[str, np.ndarray], attribute_probs: np.ndarray | None,
-                   params: Mapping[str, Any]) -> "FusedIVF":
+    def from_parts(
+        cls, parts: Mapping[str, np.ndarray], attribute_probs: np.ndarray | None, params: Mapping[str, Any]
+    ) -> "FusedIVF":
         """The index :meth:`parts` and :meth:`params` describe (arrays may be memory-mapped, read-only),
         over a gallery with ``attribute_probs``. InputError when the arrays do not fit together.
 
@@ -185,8 +207,11 @@ class FusedIVF:
             True
         """
         ivf = object.__new__(cls)
-        missing = [name for name, (_, need) in PARTS.items() if name not in parts and
-                   (need == "always" or (need == "probs") == (attribute_probs is not None))]
+        missing = [
+            name
+            for name, (_, need) in PARTS.items()
+            if name not in parts and (need == "always" or (need == "probs") == (attribute_probs is not None))
+        ]
         if missing:
             raise InputError(f"FusedIVF: the part {missing[0]!r} is missing")
         for name, (attr, _) in PARTS.items():
@@ -201,24 +226,41 @@ class FusedIVF:
         """InputError unless the parts have the shapes and dtypes of one index (O(N): the permutation is checked)."""
         emb = self.embeddings
         if emb.ndim != 2 or emb.dtype != np.float32 or not 1 <= self.nlist <= len(emb):
-            raise InputError(f"FusedIVF: the part 'embeddings' is {self.embeddings.dtype} {self.embeddings.shape}, "
-                             f"expected float32 (N, D) with N >= nlist = {self.nlist}")
+            raise InputError(
+                f"FusedIVF: the part 'embeddings' is {self.embeddings.dtype} {self.embeddings.shape}, "
+                f"expected float32 (N, D) with N >= nlist = {self.nlist}"
+            )
         n, dim = self.embeddings.shape
-        want = {"centroids": ((self.nlist, dim), np.float32), "perm": ((n,), np.int64),
-                "offsets": ((self.nlist + 1,), np.int64), "radius": ((self.nlist,), np.float64)}
+        want = {
+            "centroids": ((self.nlist, dim), np.float32),
+            "perm": ((n,), np.int64),
+            "offsets": ((self.nlist + 1,), np.int64),
+            "radius": ((self.nlist,), np.float64),
+        }
         if self.probs is not None:
             labels = self.probs.shape[1]
-            want.update({"probs": ((n, labels), np.float32), "r_max": ((self.nlist, labels), np.float64),
-                         "r_min": ((self.nlist, labels), np.float64)})
+            want.update(
+                {
+                    "probs": ((n, labels), np.float32),
+                    "r_max": ((self.nlist, labels), np.float64),
+                    "r_min": ((self.nlist, labels), np.float64),
+                }
+            )
         for name, (shape, dtype) in want.items():
             value = getattr(self, PARTS[name][0])
             if value.shape != shape or value.dtype != dtype:
-                raise InputError(f"FusedIVF: the part {name!r} is {value.dtype} {value.shape}, expected "
-                                 f"{np.dtype(dtype)} {shape}")
+                raise InputError(
+                    f"FusedIVF: the part {name!r} is {value.dtype} {value.shape}, expected {np.dtype(dtype)} {shape}"
+                )
         if self.probs is not None and len(self.probs) != n:
             raise InputError(f"FusedIVF: the lists hold {n} rows, the gallery {len(self.probs)}")
-        if not (self.nprobe >= 1 and self.max_probe >= self.nprobe and self.offsets[0] == 0
-                and self.offsets[-1] == n and bool((np.diff(self.offsets) >= 0).all())):
+        if not (
+            self.nprobe >= 1
+            and self.max_probe >= self.nprobe
+            and self.offsets[0] == 0
+            and self.offsets[-1] == n
+            and bool((np.diff(self.offsets) >= 0).all())
+        ):
             raise InputError("FusedIVF: the list offsets or probe settings are inconsistent")
         if n and (self.perm.min() < 0 or self.perm.max() >= n or not (np.bincount(self.perm, minlength=n) == 1).all()):
             raise InputError("FusedIVF: the list rows are not a permutation of the gallery's rows")
@@ -259,7 +301,7 @@ class FusedIVF:
             rows, scores = np.concatenate([rows, new_rows]), np.concatenate([scores, new_scores])
             done = count
             keep = min(k, len(rows))
-            top = np.argpartition(scores, len(rows) - keep)[len(rows) - keep:]
+            top = np.argpartition(scores, len(rows) - keep)[len(rows) - keep :]
             top = top[np.argsort(-scores[top], kind="stable")]
             kth = scores[top[-1]]
             certified = done >= self.nlist or (keep >= k and kth >= float(upper[done:].max()))
@@ -267,15 +309,16 @@ class FusedIVF:
                 return FusedHits(rows[top], scores[top], bool(certified), len(rows))
             count = min(2 * done, self.max_probe)
 
-    def _score(self, lists: np.ndarray, query: np.ndarray, facts: Sequence[Fact], weight: float,
-               floor: float) -> tuple[np.ndarray, np.ndarray]:
+    def _score(
+        self, lists: np.ndarray, query: np.ndarray, facts: Sequence[Fact], weight: float, floor: float
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(n,) gallery rows of ``lists`` and their (n,) fused scores."""
         spans = [(int(self.offsets[j]), int(self.offsets[j + 1])) for j in lists.tolist()]
         total = sum(b - a for a, b in spans)
         cos = np.empty(total, np.float32)
         at = 0
         for a, b in spans:  # contiguous blocks: no gather of the embedding rows
-            cos[at:at + b - a] = self.embeddings[a:b] @ query
+            cos[at : at + b - a] = self.embeddings[a:b] @ query
             at += b - a
         rows = self.perm[np.concatenate([np.arange(a, b) for a, b in spans])] if spans else np.zeros(0, np.int64)
         scores = cos.astype(np.float64)
@@ -304,16 +347,23 @@ def _kmeans(emb: np.ndarray, nlist: int, iterations: int, seed: int, faiss: Any 
     n = len(emb)
     sample = emb[np.sort(rng.choice(n, min(n, max(32 * nlist, 10_000)), replace=False))]
     if faiss is not None:
-        km = faiss.Kmeans(emb.shape[1], nlist, niter=iterations, seed=seed, verbose=False,
-                          max_points_per_centroid=len(sample), min_points_per_centroid=1)  # the sample as it is
+        km = faiss.Kmeans(
+            emb.shape[1],
+            nlist,
+            niter=iterations,
+            seed=seed,
+            verbose=False,
+            max_points_per_centroid=len(sample),
+            min_points_per_centroid=1,
+        )  # the sample as it is
         km.train(np.ascontiguousarray(sample))
         return np.ascontiguousarray(km.centroids, dtype=np.float32)
     centroids = sample[rng.choice(len(sample), nlist, replace=False)].copy()
     for _ in range(iterations):
-        half = 0.5 * (centroids ** 2).sum(axis=1)
+        half = 0.5 * (centroids**2).sum(axis=1)
         labels = np.empty(len(sample), np.int64)
         for start in range(0, len(sample), _CHUNK):
-            labels[start:start + _CHUNK] = np.argmax(sample[start:start + _CHUNK] @ centroids.T - half, axis=1)
+            labels[start : start + _CHUNK] = np.argmax(sample[start : start + _CHUNK] @ centroids.T - half, axis=1)
         order = np.argsort(labels, kind="stable")
         lab = labels[order]
         starts = np.flatnonzero(np.r_[True, lab[1:] != lab[:-1]])  # each non-empty list once

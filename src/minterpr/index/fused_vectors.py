@@ -40,6 +40,7 @@ Example:
     >>> bool(np.allclose(np.sort(aug)[::-1][:3], scores, atol=1e-5))
     True
 """
+
 from __future__ import annotations
 
 import threading
@@ -119,8 +120,9 @@ class FactColumns:
         return total
 
 
-def fused_top_k(embeddings: np.ndarray, columns: FactColumns | None, query: np.ndarray, facts: Sequence[Fact],
-                weight: float, k: int) -> tuple[np.ndarray, np.ndarray]:
+def fused_top_k(
+    embeddings: np.ndarray, columns: FactColumns | None, query: np.ndarray, facts: Sequence[Fact], weight: float, k: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k of the fused score: ((k,) gallery rows, (k,) float64 scores), best first.
 
     ``columns`` None (no attribute probabilities) or no facts: the cosine alone."""
@@ -129,7 +131,7 @@ def fused_top_k(embeddings: np.ndarray, columns: FactColumns | None, query: np.n
         scores += weight * columns.total(facts)
     n = len(scores)
     k = min(int(k), n)
-    top = np.argpartition(scores, n - k)[n - k:] if k < n else np.arange(n)
+    top = np.argpartition(scores, n - k)[n - k :] if k < n else np.arange(n)
     top = top[np.argsort(-scores[top], kind="stable")]
     return top, scores[top]
 

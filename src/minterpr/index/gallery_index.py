@@ -16,6 +16,7 @@ Example:
     >>> GalleryIndex(images, index.embeddings, skipped=(("c.jpg", "image not found"),)).skipped_summary()
     "1 of 3 images skipped (unreadable): 'c.jpg' (image not found)"
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -43,7 +44,9 @@ class GalleryIndex:
 
     images: list[GalleryImage]  # metadata, in index order
     embeddings: np.ndarray  # (N, D) float32, L2-normalised rows
-    attribute_probs: np.ndarray | None = None  # (N, L) P(label) over ONTOLOGY.flat_labels(), if the backend predicts them
+    attribute_probs: np.ndarray | None = (
+        None  # (N, L) P(label) over ONTOLOGY.flat_labels(), if the backend predicts them
+    )
     root: str | None = None  # image root the paths are relative to
     skipped: tuple[tuple[str, str], ...] = ()  # (path, reason) of each image the backend could not read
     # optional nearest-neighbour index over the same embeddings, ids = gallery positions 0..N-1 (a VectorIndex):
@@ -63,20 +66,25 @@ class GalleryIndex:
     def __post_init__(self) -> None:
         self.embeddings = np.ascontiguousarray(self.embeddings, dtype=np.float32)
         if self.embeddings.ndim != 2 or len(self.embeddings) != len(self.images):
-            raise ValueError(f"embeddings must be (N, D) with N = {len(self.images)} images, got {self.embeddings.shape}")
+            raise ValueError(
+                f"embeddings must be (N, D) with N = {len(self.images)} images, got {self.embeddings.shape}"
+            )
         if self.attribute_probs is not None and len(self.attribute_probs) != len(self.images):
             raise ValueError("attribute_probs must have one row per image")
         if self.appearance is not None:
             self.appearance = np.ascontiguousarray(self.appearance, dtype=np.float32)
             if self.appearance.ndim != 2 or len(self.appearance) != len(self.images):
-                raise ValueError(f"appearance must be (N, A) with N = {len(self.images)} images, "
-                                 f"got {self.appearance.shape}")
+                raise ValueError(
+                    f"appearance must be (N, A) with N = {len(self.images)} images, got {self.appearance.shape}"
+                )
         self._path_to_index = {}
         for i, image in enumerate(self.images):
             first = self._path_to_index.setdefault(image.path, i)
             if first != i:  # feedback names images by path: a second row would never get it
-                raise InputError(f"gallery image {image.path!r} is listed twice (positions {first} and {i}); "
-                                 "each path may appear once in a gallery")
+                raise InputError(
+                    f"gallery image {image.path!r} is listed twice (positions {first} and {i}); "
+                    "each path may appear once in a gallery"
+                )
         self.skipped = tuple((str(path), str(reason)) for path, reason in self.skipped)
 
     def __len__(self) -> int:
@@ -131,7 +139,9 @@ class GalleryIndex:
         if not ascending and len(np.unique(rows)) != len(rows):
             raise InputError("subset: rows must be distinct gallery positions")
         sub = object.__new__(GalleryIndex)  # a valid index's distinct rows are valid: no re-check, O(K)
-        sub.images = list(itemgetter(*rows.tolist())(self.images)) if len(rows) > 1 else [self.images[i] for i in rows.tolist()]
+        sub.images = (
+            list(itemgetter(*rows.tolist())(self.images)) if len(rows) > 1 else [self.images[i] for i in rows.tolist()]
+        )
         if self._fused_copies_match():  # the fused index's list-contiguous copies: the rows it just read
             sub.embeddings, sub.attribute_probs = self.fused.gather(rows)
         else:
@@ -152,7 +162,8 @@ class GalleryIndex:
         if (theirs is None) != (self.attribute_probs is None):
             return False
         return fused.embeddings.dtype == self.embeddings.dtype and (
-            theirs is None or theirs.dtype == self.attribute_probs.dtype)
+            theirs is None or theirs.dtype == self.attribute_probs.dtype
+        )
 
     def rank(self, query: np.ndarray) -> np.ndarray:
         """Gallery indices best first for one (D,) query (stable: ties keep index order)."""
@@ -166,8 +177,9 @@ class RetrievalBackend(Protocol):
     one query embedding per turn: row r is the query after turns[0..r].
     """
 
-    def index_images(self, images: Sequence[GalleryImage], root: str | None = None, *,
-                     progress: bool = False, strict: bool = False) -> GalleryIndex:
+    def index_images(
+        self, images: Sequence[GalleryImage], root: str | None = None, *, progress: bool = False, strict: bool = False
+    ) -> GalleryIndex:
         """Embed ``images`` (paths relative to ``root``) into a searchable index.
 
         An image that cannot be read is left out and listed in ``GalleryIndex.skipped``

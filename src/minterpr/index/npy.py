@@ -14,6 +14,7 @@ Example:
     >>> type(array).__name__, array.flags.writeable, array[1:].tolist()
     ('ndarray', False, [[2.0, 3.0], [4.0, 5.0]])
 """
+
 from __future__ import annotations
 
 import os

@@ -7,9 +7,17 @@ time, frame, box, track and source metadata; resumable after a kill, with progre
 a cancellation hook (:mod:`minterpr.ingest.runner`, :mod:`minterpr.ingest.progress`).
 The command line is ``minterpr ingest`` (docs/ingest.md).
 """
+
 from minterpr.ingest.options import IngestOptions, IngestResult, create_detector, gallery_dir
 from minterpr.ingest.progress import IngestCancelled, IngestProgress
 from minterpr.ingest.runner import ingest
 
-__all__ = ["IngestCancelled", "IngestOptions", "IngestProgress", "IngestResult", "create_detector", "gallery_dir",
-           "ingest"]
+__all__ = [
+    "IngestCancelled",
+    "IngestOptions",
+    "IngestProgress",
+    "IngestResult",
+    "create_detector",
+    "gallery_dir",
+    "ingest",
+]

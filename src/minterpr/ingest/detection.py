@@ -8,6 +8,7 @@ Example:
     >>> len(found), found.scores.tolist(), found.crowd.tolist()
     (1, [0.9], [0.0])
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -84,8 +85,16 @@ def iou_matrix(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 CROWD_IOU = 0.8
 
 
-def finish(boxes: np.ndarray, scores: np.ndarray, width: int, height: int, *, min_score: float = 0.0,
-           nms_iou: float = 0.5, min_size: float = 2.0) -> Detections:
+def finish(
+    boxes: np.ndarray,
+    scores: np.ndarray,
+    width: int,
+    height: int,
+    *,
+    min_score: float = 0.0,
+    nms_iou: float = 0.5,
+    min_size: float = 2.0,
+) -> Detections:
     """Clip to the frame, drop low scores and slivers, non-maximum suppression, best first
     (ties by position, so the order is deterministic); ``crowd`` marks the boxes that suppressed
     one overlapping them with IoU under :data:`CROWD_IOU`."""

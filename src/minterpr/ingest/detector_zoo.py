@@ -19,6 +19,7 @@ Example:
     >>> resolve_detector("hog", {}, cache="/nonexistent")
     ('hog', {}, None)
 """
+
 from __future__ import annotations
 
 import os
@@ -48,7 +49,8 @@ class CatalogueEntry:
 
 CATALOGUE: dict[str, CatalogueEntry] = {
     "yolox-nano": CatalogueEntry(
-        "yolox-nano", "yolox_nano.onnx",
+        "yolox-nano",
+        "yolox_nano.onnx",
         "https://github.com/Megvii-BaseDetection/YOLOX/releases/download/0.1.1rc0/yolox_nano.onnx",
         # taken from the copy in ../shared/weights (a copy of the release; the project publishes no hash)
         "e8af074932d4ed7e232278e3055cefcdea3edf178874a3694ae292649fb464dd",
@@ -57,7 +59,8 @@ CATALOGUE: dict[str, CatalogueEntry] = {
         # 0.93 / 0.99), and ByteTrack still gets the 0.4-0.5 ones for its second association
         {"score_threshold": 0.4},
         "YOLOX-nano (Ge et al. 2021), COCO's 80 classes, 416 x 416 input, 3.6 MB; people only are read",
-        "Apache-2.0 (YOLOX); trained on COCO 2017"),
+        "Apache-2.0 (YOLOX); trained on COCO 2017",
+    ),
 }
 
 
@@ -87,39 +90,47 @@ def fetch_hint(name: str = "yolox-nano") -> str:
     return f"minterpr models fetch {name}"
 
 
-def catalogue_detector_options(name: str, options: Mapping[str, Any] | None = None,
-                               cache: str | os.PathLike[str] | None = None) -> dict[str, Any]:
+def catalogue_detector_options(
+    name: str, options: Mapping[str, Any] | None = None, cache: str | os.PathLike[str] | None = None
+) -> dict[str, Any]:
     """The onnx detector's options for the catalogue model ``name`` (``options`` override them;
     ``model=PATH`` runs another copy); InputError in one line when it has not been fetched."""
     entry, given = catalogue_entry(name), dict(options or {})
     if "model" not in given:
         path = cached_model(name, cache)
         if path is None:
-            raise InputError(f"the {name} detector is not in the model cache ({Path(cache or model_cache_dir())}): "
-                             f"get it with `{fetch_hint(name)}` (or `{fetch_hint(name)} --from FILE`)")
+            raise InputError(
+                f"the {name} detector is not in the model cache ({Path(cache or model_cache_dir())}): "
+                f"get it with `{fetch_hint(name)}` (or `{fetch_hint(name)} --from FILE`)"
+            )
         given["model"] = os.fspath(path)
     return {"decoder": entry.decoder, **entry.options, **given}
 
 
-def resolve_detector(name: str, options: Mapping[str, Any] | None = None,
-                     cache: str | os.PathLike[str] | None = None) -> tuple[str, dict[str, Any], str | None]:
+def resolve_detector(
+    name: str, options: Mapping[str, Any] | None = None, cache: str | os.PathLike[str] | None = None
+) -> tuple[str, dict[str, Any], str | None]:
     """(registered detector name, its options, a one-line note or None) for ingestion's
     ``detector``: ``auto`` is ``yolox-nano`` when cached, else ``hog`` with a note saying so;
     ``onnx:PATH`` is ``onnx`` with ``model=PATH``; any other name is itself. ``auto`` takes no
     options (they would be another detector's)."""
     given = dict(options or {})
     if name.startswith("onnx:"):
-        path = name[len("onnx:"):]
+        path = name[len("onnx:") :]
         if not path:
             raise InputError("--detector onnx:PATH needs the model's path after 'onnx:'")
         return "onnx", {"model": path, **given}, None
     if name != AUTO:
         return name, given, None
     if given:  # options of one detector would be wrong for the other
-        raise InputError(f"detector options ({', '.join(sorted(given))}) need a named detector: give --detector "
-                         f"hog, yolox-nano or onnx:PATH with them")
+        raise InputError(
+            f"detector options ({', '.join(sorted(given))}) need a named detector: give --detector "
+            f"hog, yolox-nano or onnx:PATH with them"
+        )
     if cached_model("yolox-nano", cache) is not None:
         return "yolox-nano", given, None
-    note = (f"people detector: OpenCV's HOG (YOLOX-nano finds far more of the people in street footage; "
-            f"get it with `{fetch_hint()}`)")
+    note = (
+        f"people detector: OpenCV's HOG (YOLOX-nano finds far more of the people in street footage; "
+        f"get it with `{fetch_hint()}`)"
+    )
     return "hog", {}, note

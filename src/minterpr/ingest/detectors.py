@@ -28,6 +28,7 @@ Example:
     >>> found.boxes.shape, found.scores.shape
     ((0, 4), (0,))
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -54,23 +55,41 @@ class HogDetector:
 
     name = "hog"
 
-    def __init__(self, *, scale: float = 1.05, win_stride: int = 8, padding: int = 8, hit_threshold: float = 0.0,
-                 upscale: float = 1.0, nms_iou: float = 0.5) -> None:
+    def __init__(
+        self,
+        *,
+        scale: float = 1.05,
+        win_stride: int = 8,
+        padding: int = 8,
+        hit_threshold: float = 0.0,
+        upscale: float = 1.0,
+        nms_iou: float = 0.5,
+    ) -> None:
         try:
             import cv2
         except ImportError:
             raise InputError(OPENCV_HINT) from None
         if not hasattr(cv2, "HOGDescriptor"):
-            raise InputError(f"OpenCV {cv2.__version__} has no HOG people detector (removed in 5.x): "
-                             "pip install 'opencv-python-headless<5'")
+            raise InputError(
+                f"OpenCV {cv2.__version__} has no HOG people detector (removed in 5.x): "
+                "pip install 'opencv-python-headless<5'"
+            )
         if not scale > 1.0 or win_stride < 1 or padding < 0 or not upscale > 0:
-            raise InputError(f"hog: need scale > 1, win_stride >= 1, padding >= 0, upscale > 0 "
-                             f"(got {scale}, {win_stride}, {padding}, {upscale})")
+            raise InputError(
+                f"hog: need scale > 1, win_stride >= 1, padding >= 0, upscale > 0 "
+                f"(got {scale}, {win_stride}, {padding}, {upscale})"
+            )
         self._cv2 = cv2
         self.hog = cv2.HOGDescriptor()
         self.hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
-        self.options = {"scale": float(scale), "win_stride": int(win_stride), "padding": int(padding),
-                        "hit_threshold": float(hit_threshold), "upscale": float(upscale), "nms_iou": float(nms_iou)}
+        self.options = {
+            "scale": float(scale),
+            "win_stride": int(win_stride),
+            "padding": int(padding),
+            "hit_threshold": float(hit_threshold),
+            "upscale": float(upscale),
+            "nms_iou": float(nms_iou),
+        }
 
     def identity(self) -> dict[str, Any]:
         return {"detector": self.name, "opencv": self._cv2.__version__.split(".")[0], **self.options}
@@ -81,12 +100,19 @@ class HogDetector:
         o = self.options
         image = frame
         if o["upscale"] != 1.0:
-            image = self._cv2.resize(frame, None, fx=o["upscale"], fy=o["upscale"], interpolation=self._cv2.INTER_LINEAR)
+            image = self._cv2.resize(
+                frame, None, fx=o["upscale"], fy=o["upscale"], interpolation=self._cv2.INTER_LINEAR
+            )
         if image.shape[0] < 128 or image.shape[1] < 64:  # smaller than one detection window
             return Detections.empty()
         stride = (o["win_stride"], o["win_stride"])
-        rects, weights = self.hog.detectMultiScale(image, hitThreshold=o["hit_threshold"], winStride=stride,
-                                                   padding=(o["padding"], o["padding"]), scale=o["scale"])
+        rects, weights = self.hog.detectMultiScale(
+            image,
+            hitThreshold=o["hit_threshold"],
+            winStride=stride,
+            padding=(o["padding"], o["padding"]),
+            scale=o["scale"],
+        )
         if len(rects) == 0:
             return Detections.empty()
         rects = np.asarray(rects, np.float64).reshape(-1, 4) / o["upscale"]

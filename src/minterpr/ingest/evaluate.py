@@ -25,6 +25,7 @@ Example:
     >>> report.recall, report.purity, report.crops_per_track, report.people_covered
     (1.0, 1.0, 1.0, 1)
 """
+
 from __future__ import annotations
 
 from collections import Counter, defaultdict
@@ -83,9 +84,16 @@ def _match(gt_boxes: np.ndarray, det_boxes: np.ndarray, threshold: float) -> dic
     return {int(r): int(c) for r, c in zip(rows, cols) if overlap[r, c] >= threshold}
 
 
-def evaluate_tracking(truth: GroundTruth, frames: Sequence[int], log: Sequence[tuple[Any, ...]], *,
-                      crops: Sequence[tuple[int, Sequence[float], int]] = (), iou: float = 0.4,
-                      min_visible: float = 0.6, min_track_detections: int = 2) -> TrackingReport:
+def evaluate_tracking(
+    truth: GroundTruth,
+    frames: Sequence[int],
+    log: Sequence[tuple[Any, ...]],
+    *,
+    crops: Sequence[tuple[int, Sequence[float], int]] = (),
+    iou: float = 0.4,
+    min_visible: float = 0.6,
+    min_track_detections: int = 2,
+) -> TrackingReport:
     """``frames``: the processed frames; ``log``: (frame, box, score, track) detections; ``crops``:
     (frame, box, track) of the kept crops."""
     by_frame: dict[int, list[tuple[Sequence[float], int]]] = defaultdict(list)
@@ -130,9 +138,18 @@ def evaluate_tracking(truth: GroundTruth, frames: Sequence[int], log: Sequence[t
             covered.add(person)
     person_tracks = Counter(p for t, p in majority_person.items() if p is not None and t in crop_tracks)
     return TrackingReport(
-        frames=len(frames), people_boxes=eligible, detections=detections,
-        recall=round(matched / max(1, eligible), 4), recall_50=round(matched_50 / max(1, eligible), 4),
-        precision=round(found / max(1, detections), 4), tracks=len(kept), purity=round(pure / max(1, total), 4),
-        crops=len(crops), crops_per_track=round(len(crops) / max(1, len(crop_tracks)), 3),
-        crop_purity=round(crop_ok / max(1, len(crops)), 4), people=len(seen_people), people_covered=len(covered),
-        tracks_per_person=round(sum(person_tracks.values()) / max(1, len(person_tracks)), 3))
+        frames=len(frames),
+        people_boxes=eligible,
+        detections=detections,
+        recall=round(matched / max(1, eligible), 4),
+        recall_50=round(matched_50 / max(1, eligible), 4),
+        precision=round(found / max(1, detections), 4),
+        tracks=len(kept),
+        purity=round(pure / max(1, total), 4),
+        crops=len(crops),
+        crops_per_track=round(len(crops) / max(1, len(crop_tracks)), 3),
+        crop_purity=round(crop_ok / max(1, len(crops)), 4),
+        people=len(seen_people),
+        people_covered=len(covered),
+        tracks_per_person=round(sum(person_tracks.values()) / max(1, len(person_tracks)), 3),
+    )

@@ -12,6 +12,7 @@ Example (offline: a file of yours):
     >>> path.name  # doctest: +SKIP
     'yolox_nano.onnx'
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -42,14 +43,23 @@ def sha256_of(path: str | os.PathLike[str]) -> str:
 def _bar(total: int | None, initial: int, enabled: bool, name: str) -> Any:
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=initial, unit="B", unit_scale=True, desc=f"fetch {name}", file=sys.stderr,
-                disable=not enabled)
+    return tqdm(
+        total=total,
+        initial=initial,
+        unit="B",
+        unit_scale=True,
+        desc=f"fetch {name}",
+        file=sys.stderr,
+        disable=not enabled,
+    )
 
 
 def download(url: str, part: Path, *, progress: bool = True, label: str = "") -> None:
     """Download ``url`` into ``part``, continuing a partial ``part`` with a Range request."""
     have = part.stat().st_size if part.is_file() else 0
-    request = urllib.request.Request(url, headers={"User-Agent": "minterpr", **({"Range": f"bytes={have}-"} if have else {})})
+    request = urllib.request.Request(
+        url, headers={"User-Agent": "minterpr", **({"Range": f"bytes={have}-"} if have else {})}
+    )
     try:
         response = urllib.request.urlopen(request, timeout=TIMEOUT_S)
     except urllib.error.HTTPError as err:
@@ -58,8 +68,9 @@ def download(url: str, part: Path, *, progress: bool = True, label: str = "") ->
         raise InputError(f"{url}: the download failed (HTTP {err.code} {err.reason})") from None
     except (urllib.error.URLError, OSError, ValueError) as err:
         reason = getattr(err, "reason", err)
-        raise InputError(f"{url}: the download failed ({first_line(reason)}); with no network, "
-                         f"give a copy you have with --from FILE") from None
+        raise InputError(
+            f"{url}: the download failed ({first_line(reason)}); with no network, give a copy you have with --from FILE"
+        ) from None
     with response:
         resumed = have and response.status == 206
         if not resumed:
@@ -73,8 +84,10 @@ def download(url: str, part: Path, *, progress: bool = True, label: str = "") ->
                     try:
                         block = response.read(BLOCK)
                     except OSError as err:  # a dropped connection: the part stays for the next try
-                        raise InputError(f"{url}: the download stopped after {have} bytes ({first_line(err)}); "
-                                         f"run the same command again to continue") from None
+                        raise InputError(
+                            f"{url}: the download stopped after {have} bytes ({first_line(err)}); "
+                            f"run the same command again to continue"
+                        ) from None
                     if not block:
                         break
                     out.write(block)
@@ -83,13 +96,20 @@ def download(url: str, part: Path, *, progress: bool = True, label: str = "") ->
         finally:
             bar.close()
     if total is not None and have < total:
-        raise InputError(f"{url}: the download stopped after {have} of {total} bytes; run the same command "
-                         f"again to continue")
+        raise InputError(
+            f"{url}: the download stopped after {have} of {total} bytes; run the same command again to continue"
+        )
 
 
-def fetch_model(name: str, *, source: str | None = None, sha256: str | None = None,
-                cache: str | os.PathLike[str] | None = None, progress: bool = True,
-                say: Callable[[str], None] = lambda line: None) -> Path:
+def fetch_model(
+    name: str,
+    *,
+    source: str | None = None,
+    sha256: str | None = None,
+    cache: str | os.PathLike[str] | None = None,
+    progress: bool = True,
+    say: Callable[[str], None] = lambda line: None,
+) -> Path:
     """Put the catalogue model ``name`` into the cache; its path there (see the module doc).
     ``sha256``: the hash to accept instead of the catalogue's (a file the user has checked)."""
     entry = catalogue_entry(name)
@@ -100,8 +120,10 @@ def fetch_model(name: str, *, source: str | None = None, sha256: str | None = No
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"{folder}: cannot create the model cache ({err.strerror or err}); set "
-                         f"MINTERPR_MODEL_CACHE to a folder you can write") from None
+        raise InputError(
+            f"{folder}: cannot create the model cache ({err.strerror or err}); set "
+            f"MINTERPR_MODEL_CACHE to a folder you can write"
+        ) from None
     target = folder / entry.file
     if target.is_file() and sha256_of(target) == expected:
         say(f"{name}: already in the model cache ({target})")
@@ -123,8 +145,10 @@ def fetch_model(name: str, *, source: str | None = None, sha256: str | None = No
     if got != expected:
         part.unlink(missing_ok=True)
         what = "the --sha256 given" if sha256 else "the catalogue's pin"
-        raise InputError(f"{where}: SHA-256 {got} is not {expected} ({what}); nothing was kept. If you have "
-                         f"checked this file yourself, accept it with --sha256 {got}")
+        raise InputError(
+            f"{where}: SHA-256 {got} is not {expected} ({what}); nothing was kept. If you have "
+            f"checked this file yourself, accept it with --sha256 {got}"
+        )
     os.replace(part, target)
     say(f"{name}: {target} ({target.stat().st_size / 1e6:.1f} MB, SHA-256 {got[:12]}...)")
     return target

@@ -24,6 +24,7 @@ Example:
     >>> job_id("/videos/cam1.mp4") == job_id("/videos/cam1.mp4"), len(job_id("/videos/cam1.mp4"))
     (True, 12)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -54,8 +55,10 @@ def gallery_lock(gallery: Path) -> Iterator[None]:
     try:
         folder.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise InputError(f"{gallery}: cannot create the gallery folder ({err.strerror}); give --gallery a folder "
-                         f"you can write, or set $MINTERPR_GALLERIES for bare names") from None
+        raise InputError(
+            f"{gallery}: cannot create the gallery folder ({err.strerror}); give --gallery a folder "
+            f"you can write, or set $MINTERPR_GALLERIES for bare names"
+        ) from None
     try:
         import fcntl
     except ImportError:  # pragma: no cover - not POSIX: no lock
@@ -108,8 +111,10 @@ class JobFolder:
             if not isinstance(old, dict):
                 raise DatasetError(path, "unreadable ingestion progress; rerun with --restart to start over")
             changes = "; ".join(_differences(old, description)[:4])
-            raise InputError(f"{self.gallery}: {description.get('source')} was ingested into this gallery with other "
-                             f"settings ({changes}); rerun with the same ones to continue, or --restart to redo it")
+            raise InputError(
+                f"{self.gallery}: {description.get('source')} was ingested into this gallery with other "
+                f"settings ({changes}); rerun with the same ones to continue, or --restart to redo it"
+            )
         self.discard()
         atomic_write_text(path, json.dumps(description, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
         return False
@@ -137,8 +142,15 @@ class JobFolder:
                 return
             chunk += 1
 
-    def write_chunk(self, chunk: int, frames: list[list[Any]], *, eof: bool, frames_read: int,
-                    skipped: list[list[str]] | None = None) -> None:
+    def write_chunk(
+        self,
+        chunk: int,
+        frames: list[list[Any]],
+        *,
+        eof: bool,
+        frames_read: int,
+        skipped: list[list[str]] | None = None,
+    ) -> None:
         """The chunk's processed frames ``[[index, width, height, [[x1, y1, x2, y2, score, sharpness],
         ...]], ...]``, the frames read by its end, and the frames that could not be read."""
         data = {"chunk": chunk, "frames": frames, "eof": eof, "frames_read": frames_read, "skipped": skipped or []}

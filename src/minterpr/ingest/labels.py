@@ -31,6 +31,7 @@ Example:
     ...
     minterpr.errors.DatasetError: doc: frames[0].boxes[0].person: 'p1' is not in people
 """
+
 from __future__ import annotations
 
 import json

@@ -35,6 +35,7 @@ Example:
     >>> [(m["link"], round(m["link_p"], 2)) for m in link_tracklets(rows, vectors, fit)]
     [('j:t0', 0.88), ('j:t0', 0.88)]
 """
+
 from __future__ import annotations
 
 import math
@@ -113,8 +114,9 @@ def tracklets(metadata: Sequence[Mapping[str, Any]], appearance: np.ndarray) -> 
         base = _seconds(metas[0].get("time")) - float(metas[0]["offset_s"])
         vector = np.asarray(appearance[rows], np.float64).mean(axis=0)
         vector /= max(float(np.linalg.norm(vector)), 1e-12)
-        out.append(_Tracklet(f"{job}:t{track}", rows, str(job), metas[0].get("camera"), start, end, base, first,
-                             last, vector))
+        out.append(
+            _Tracklet(f"{job}:t{track}", rows, str(job), metas[0].get("camera"), start, end, base, first, last, vector)
+        )
     return sorted(out, key=lambda t: (t.job, t.start, t.key))
 
 
@@ -126,11 +128,12 @@ def _centre_distance(a: np.ndarray, b: np.ndarray) -> float:
 
 def _window(starts: np.ndarray, order: np.ndarray, low: float, high: float) -> np.ndarray:
     """The tracklets (indices into ``order``'s list) whose start lies in [low, high]; ``starts`` sorted."""
-    return order[np.searchsorted(starts, low, side="left"):np.searchsorted(starts, high, side="right")]
+    return order[np.searchsorted(starts, low, side="left") : np.searchsorted(starts, high, side="right")]
 
 
-def candidate_links(found: Sequence[_Tracklet], calibration: "SamePersonCalibration",
-                    config: LinkConfig = LinkConfig()) -> list[tuple[float, int, int, str]]:
+def candidate_links(
+    found: Sequence[_Tracklet], calibration: "SamePersonCalibration", config: LinkConfig = LinkConfig()
+) -> list[tuple[float, int, int, str]]:
     """Every allowed link ``(probability, earlier, later, "occlusion" | "camera")``, most probable first.
     Only the tracklets starting inside a tracklet's time window are compared with it (sorted starts and
     a binary search): the work grows with the tracklets times those nearby in time, not their square."""
@@ -146,8 +149,11 @@ def candidate_links(found: Sequence[_Tracklet], calibration: "SamePersonCalibrat
         starts = np.asarray([found[k].start for k in order])
         for a in members:
             ta = found[a]
-            near = [b for b in _window(starts, order, ta.end, ta.end + config.occlusion_gap_s).tolist()
-                    if found[b].start > ta.end and _centre_distance(ta.last, found[b].first) <= config.occlusion_move]
+            near = [
+                b
+                for b in _window(starts, order, ta.end, ta.end + config.occlusion_gap_s).tolist()
+                if found[b].start > ta.end and _centre_distance(ta.last, found[b].first) <= config.occlusion_move
+            ]
             if near:
                 probs = calibration.probability(vectors[near] @ vectors[a])
                 out += [(float(p), a, b, "occlusion") for b, p in zip(near, probs) if p >= config.occlusion_probability]
@@ -157,22 +163,30 @@ def candidate_links(found: Sequence[_Tracklet], calibration: "SamePersonCalibrat
     for a in timed:
         ta = found[a]
         end = ta.base + ta.end
-        near = [b for b in _window(starts, order, end, end + config.camera_gap_s).tolist()
-                if found[b].camera != ta.camera and found[b].job != ta.job]
+        near = [
+            b
+            for b in _window(starts, order, end, end + config.camera_gap_s).tolist()
+            if found[b].camera != ta.camera and found[b].job != ta.job
+        ]
         if near:
             probs = calibration.probability(vectors[near] @ vectors[a])
             out += [(float(p), a, b, "camera") for b, p in zip(near, probs) if p >= config.camera_probability]
     return sorted(out, key=lambda link: (-link[0], link[1], link[2]))
 
 
-def link_tracklets(metadata: Sequence[Mapping[str, Any]], appearance: np.ndarray,
-                   calibration: "SamePersonCalibration", config: LinkConfig = LinkConfig()) -> list[dict[str, Any]]:
+def link_tracklets(
+    metadata: Sequence[Mapping[str, Any]],
+    appearance: np.ndarray,
+    calibration: "SamePersonCalibration",
+    config: LinkConfig = LinkConfig(),
+) -> list[dict[str, Any]]:
     """``metadata`` (copies) with each tracked crop's ``link`` group and ``link_p`` (see the module doc);
     earlier ``link``/``link_p`` values are replaced, rows without a track carry none."""
     appearance = np.asarray(appearance)
     if appearance.ndim != 2 or len(appearance) != len(metadata):
-        raise InputError(f"link_tracklets: {len(metadata)} metadata records for appearance vectors of shape "
-                         f"{appearance.shape}")
+        raise InputError(
+            f"link_tracklets: {len(metadata)} metadata records for appearance vectors of shape {appearance.shape}"
+        )
     found = tracklets(metadata, appearance)
     group = list(range(len(found)))  # union-find parent
     members = {k: [k] for k in range(len(found))}
@@ -187,8 +201,11 @@ def link_tracklets(metadata: Sequence[Mapping[str, Any]], appearance: np.ndarray
         return k
 
     def clash(x: int, y: int) -> bool:  # one camera, overlapping times: two people
-        return any(found[i].job == found[j].job and found[i].start <= found[j].end and found[j].start <= found[i].end
-                   for i in members[x] for j in members[y])
+        return any(
+            found[i].job == found[j].job and found[i].start <= found[j].end and found[j].start <= found[i].end
+            for i in members[x]
+            for j in members[y]
+        )
 
     for p, a, b, _ in candidate_links(found, calibration, config):
         ra, rb = root(a), root(b)
@@ -201,8 +218,9 @@ def link_tracklets(metadata: Sequence[Mapping[str, Any]], appearance: np.ndarray
         weakest[ra] = min(p, weakest.get(ra, 1.0), weakest.pop(rb, 1.0))
     out = [{k: v for k, v in m.items() if k not in (LINK_KEY, LINK_P_KEY)} for m in metadata]
     for r, ks in members.items():
-        name = min((found[k] for k in ks), key=lambda t: (t.base + t.start if math.isfinite(t.base) else t.start,
-                                                         t.key)).key
+        name = min(
+            (found[k] for k in ks), key=lambda t: (t.base + t.start if math.isfinite(t.base) else t.start, t.key)
+        ).key
         for k in ks:
             for i in found[k].rows:
                 out[i][LINK_KEY] = name
@@ -223,8 +241,9 @@ def linked_rows(metadata: Sequence[Mapping[str, Any]], row: int) -> list[int]:
     return [i for i, m in enumerate(metadata) if m.get(LINK_KEY) == name]
 
 
-def relink(gallery: str | os.PathLike[str], calibration: "SamePersonCalibration | None",
-           config: LinkConfig = LinkConfig()) -> int:
+def relink(
+    gallery: str | os.PathLike[str], calibration: "SamePersonCalibration | None", config: LinkConfig = LinkConfig()
+) -> int:
     """Recompute the link groups of the stored gallery at ``gallery`` and store them in its
     metadata; the number of groups that link two or more tracklets. The caller holds the
     gallery's ingestion lock (:func:`minterpr.ingest.job.gallery_lock`) or knows nobody writes it.
@@ -236,10 +255,14 @@ def relink(gallery: str | os.PathLike[str], calibration: "SamePersonCalibration 
     folder = Path(gallery)
     stored = open_gallery(folder, fused=False)
     if stored.index.appearance is None:
-        raise DatasetError(folder, f"has no appearance vectors, which linking tracklets needs: add them with {UPDATE_HINT}")
+        raise DatasetError(
+            folder, f"has no appearance vectors, which linking tracklets needs: add them with {UPDATE_HINT}"
+        )
     if calibration is None:
-        raise InputError("linking tracklets needs the appearance model's same-person calibration (same_person.json "
-                         "beside it): fit it with `minterpr calibrate appearance`")
+        raise InputError(
+            "linking tracklets needs the appearance model's same-person calibration (same_person.json "
+            "beside it): fit it with `minterpr calibrate appearance`"
+        )
     linked = link_tracklets(stored.metadata, np.asarray(stored.index.appearance), calibration, config)
     rewrite_metadata(folder, linked)
     return len({m[LINK_KEY] for m in linked if LINK_P_KEY in m})

@@ -30,6 +30,7 @@ Example (one YOLOX anchor on the stride-32 grid of a 64 x 64 input):
     >>> boxes[scores > 0].round(3).tolist(), scores[scores > 0].round(2).tolist()
     ([[32.0, 16.0, 64.0, 80.0]], [0.72])
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -91,8 +92,10 @@ def _single(outputs: Mapping[str, np.ndarray], name: str) -> np.ndarray:
 
 def _class_column(rows: np.ndarray, first: int, decoder: Decoder, width: int) -> np.ndarray:
     if rows.shape[1] < width or not 0 <= decoder.person_class < rows.shape[1] - first:
-        raise InputError(f"the {decoder.name} decoder: rows of {rows.shape[1]} values hold no class column "
-                         f"{decoder.person_class} after the first {first}")
+        raise InputError(
+            f"the {decoder.name} decoder: rows of {rows.shape[1]} values hold no class column "
+            f"{decoder.person_class} after the first {first}"
+        )
     return rows[:, first + decoder.person_class]
 
 
@@ -101,40 +104,54 @@ def _cxcywh(rows: np.ndarray) -> np.ndarray:
     return np.stack([cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2], axis=1)
 
 
-def _decode_yolox(d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _decode_yolox(
+    d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     rows = _single(outputs, "yolox")
     cells, strides = grid_points(size, d.strides)
     if len(rows) != len(cells):
-        raise InputError(f"the yolox decoder: {len(rows)} rows, but strides {list(d.strides)} over the "
-                         f"{size[1]} x {size[0]} input make {len(cells)} anchor points (set strides or input_size)")
+        raise InputError(
+            f"the yolox decoder: {len(rows)} rows, but strides {list(d.strides)} over the "
+            f"{size[1]} x {size[0]} input make {len(cells)} anchor points (set strides or input_size)"
+        )
     scores = rows[:, 4] * _class_column(rows, 5, d, 6)
     centre = (rows[:, :2] + cells) * strides[:, None]
     wh = np.exp(np.clip(rows[:, 2:4], -20, 20)) * strides[:, None]  # clipped: a stray logit must not overflow
     return _cxcywh(np.concatenate([centre, wh], axis=1)), scores
 
 
-def _decode_yolov5(d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _decode_yolov5(
+    d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     rows = _single(outputs, "yolov5")
     return _cxcywh(rows), rows[:, 4] * _class_column(rows, 5, d, 6)
 
 
-def _decode_yolov8(d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _decode_yolov8(
+    d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     rows = _single(outputs, "yolov8")
     rows = rows.T if rows.shape[0] < rows.shape[1] else rows  # (4 + C, N) as exported: fewer channels than anchors
     return _cxcywh(rows), _class_column(rows, 4, d, 5)
 
 
-def _decode_nanodet(d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _decode_nanodet(
+    d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     rows = _single(outputs, "nanodet")
     bins = d.reg_max + 1
     classes = rows.shape[1] - 4 * bins
     if classes < 1 or d.person_class >= classes:
-        raise InputError(f"the nanodet decoder: rows of {rows.shape[1]} values do not hold classes and 4 x {bins} "
-                         f"distance bins (set reg_max)")
+        raise InputError(
+            f"the nanodet decoder: rows of {rows.shape[1]} values do not hold classes and 4 x {bins} "
+            f"distance bins (set reg_max)"
+        )
     cells, strides = grid_points(size, d.strides)
     if len(rows) != len(cells):
-        raise InputError(f"the nanodet decoder: {len(rows)} rows, but strides {list(d.strides)} over the "
-                         f"{size[1]} x {size[0]} input make {len(cells)} points (set strides or input_size)")
+        raise InputError(
+            f"the nanodet decoder: {len(rows)} rows, but strides {list(d.strides)} over the "
+            f"{size[1]} x {size[0]} input make {len(cells)} points (set strides or input_size)"
+        )
     logits = rows[:, classes:].reshape(-1, 4, bins)
     logits = np.exp(logits - logits.max(axis=2, keepdims=True))
     distance = (logits / logits.sum(axis=2, keepdims=True)) @ np.arange(bins, dtype=np.float64) * strides[:, None]
@@ -143,13 +160,22 @@ def _decode_nanodet(d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[i
     return boxes, rows[:, d.person_class]
 
 
-def _decode_boxes(d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
+def _decode_boxes(
+    d: Decoder, outputs: Mapping[str, np.ndarray], size: tuple[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
     return boxes_scores(outputs, size, d.person_class, **d.options)
 
 
-def boxes_scores(named: Mapping[str, np.ndarray], size: tuple[int, int], person: int = 0, *,
-                 box_format: str = "xyxy", normalized: bool = False, boxes_output: str | None = None,
-                 scores_output: str | None = None) -> tuple[np.ndarray, np.ndarray]:
+def boxes_scores(
+    named: Mapping[str, np.ndarray],
+    size: tuple[int, int],
+    person: int = 0,
+    *,
+    box_format: str = "xyxy",
+    normalized: bool = False,
+    boxes_output: str | None = None,
+    scores_output: str | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """The ``boxes`` decoder (see the module doc): (n, 4) xyxy boxes in input pixels and (n,) scores."""
     outputs = list(named)
     if boxes_output is None and len(outputs) == 1:
@@ -185,15 +211,21 @@ def boxes_scores(named: Mapping[str, np.ndarray], size: tuple[int, int], person:
     return boxes, scores
 
 
-_DECODE = {"yolox": _decode_yolox, "yolov5": _decode_yolov5, "yolov8": _decode_yolov8, "nanodet": _decode_nanodet,
-           "boxes": _decode_boxes}
+_DECODE = {
+    "yolox": _decode_yolox,
+    "yolov5": _decode_yolov5,
+    "yolov8": _decode_yolov8,
+    "nanodet": _decode_nanodet,
+    "boxes": _decode_boxes,
+}
 _YOLO_INPUT = {"rgb": True, "scale": 1 / 255, "letterbox": True}
 
 
 @DECODERS.register("yolox")
 def make_yolox(person_class: int = 0, strides: Sequence[int] = (8, 16, 32)) -> Decoder:
-    return Decoder("yolox", int(person_class), {"rgb": False, "scale": 1.0, "letterbox": True},
-                   tuple(int(s) for s in strides))
+    return Decoder(
+        "yolox", int(person_class), {"rgb": False, "scale": 1.0, "letterbox": True}, tuple(int(s) for s in strides)
+    )
 
 
 @DECODERS.register("yolov5")
@@ -208,16 +240,39 @@ def make_yolov8(person_class: int = 0) -> Decoder:
 
 @DECODERS.register("nanodet")
 def make_nanodet(person_class: int = 0, strides: Sequence[int] = (8, 16, 32, 64), reg_max: int = 7) -> Decoder:
-    return Decoder("nanodet", int(person_class),
-                   {"rgb": False, "scale": 1.0, "letterbox": True, "mean": (103.53, 116.28, 123.675),
-                    "std": (57.375, 57.12, 58.395)}, tuple(int(s) for s in strides), int(reg_max))
+    return Decoder(
+        "nanodet",
+        int(person_class),
+        {
+            "rgb": False,
+            "scale": 1.0,
+            "letterbox": True,
+            "mean": (103.53, 116.28, 123.675),
+            "std": (57.375, 57.12, 58.395),
+        },
+        tuple(int(s) for s in strides),
+        int(reg_max),
+    )
 
 
 @DECODERS.register("boxes")
-def make_boxes(person_class: int = 0, box_format: str = "xyxy", normalized: bool = False,
-               boxes_output: str | None = None, scores_output: str | None = None) -> Decoder:
+def make_boxes(
+    person_class: int = 0,
+    box_format: str = "xyxy",
+    normalized: bool = False,
+    boxes_output: str | None = None,
+    scores_output: str | None = None,
+) -> Decoder:
     if box_format not in ("xyxy", "cxcywh"):
         raise InputError(f"onnx detector: box_format must be 'xyxy' or 'cxcywh', got {box_format!r}")
-    return Decoder("boxes", int(person_class), {**_YOLO_INPUT},
-                   options={"box_format": box_format, "normalized": bool(normalized), "boxes_output": boxes_output,
-                            "scores_output": scores_output})
+    return Decoder(
+        "boxes",
+        int(person_class),
+        {**_YOLO_INPUT},
+        options={
+            "box_format": box_format,
+            "normalized": bool(normalized),
+            "boxes_output": boxes_output,
+            "scores_output": scores_output,
+        },
+    )

@@ -30,6 +30,7 @@ harmless when the graph already did).
 Example (a model file of yours):
     >>> detector = OnnxDetector(model="yolov8n.onnx", decoder="yolov8")  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -58,11 +59,23 @@ class OnnxDetector:
 
     name = "onnx"
 
-    def __init__(self, *, model: str | os.PathLike[str] | None = None, decoder: str = "boxes",
-                 input_size: Sequence[int] | None = None, letterbox: bool | None = None, rgb: bool | None = None,
-                 scale: float | None = None, mean: Sequence[float] | None = None, std: Sequence[float] | None = None,
-                 person_class: int = 0, score_threshold: float = 0.3, nms_iou: float = 0.5, threads: int = 1,
-                 **decoder_options: Any) -> None:
+    def __init__(
+        self,
+        *,
+        model: str | os.PathLike[str] | None = None,
+        decoder: str = "boxes",
+        input_size: Sequence[int] | None = None,
+        letterbox: bool | None = None,
+        rgb: bool | None = None,
+        scale: float | None = None,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        person_class: int = 0,
+        score_threshold: float = 0.3,
+        nms_iou: float = 0.5,
+        threads: int = 1,
+        **decoder_options: Any,
+    ) -> None:
         from minterpr.ingest.onnx_decoders import DECODERS
 
         if model is None:
@@ -106,14 +119,20 @@ class OnnxDetector:
         mean, std = pre["mean"], pre["std"]
         self.mean = None if mean is None else np.asarray(mean, np.float32).reshape(1, 3, 1, 1)
         self.std = None if std is None else np.asarray(std, np.float32).reshape(1, 3, 1, 1)
-        self.options = {"model_sha256": _file_sha256(self.path), "decoder": made.name, "input_size": list(self.size),
-                        "letterbox": bool(pre["letterbox"]), "rgb": bool(pre["rgb"]),
-                        "scale": float(1 / 255 if pre["scale"] is None else pre["scale"]),
-                        "mean": None if mean is None else [float(v) for v in mean],
-                        "std": None if std is None else [float(v) for v in std],
-                        "person_class": int(person_class), "score_threshold": float(score_threshold),
-                        "nms_iou": float(nms_iou),
-                        **{k: (list(v) if isinstance(v, (tuple, list)) else v) for k, v in decoder_options.items()}}
+        self.options = {
+            "model_sha256": _file_sha256(self.path),
+            "decoder": made.name,
+            "input_size": list(self.size),
+            "letterbox": bool(pre["letterbox"]),
+            "rgb": bool(pre["rgb"]),
+            "scale": float(1 / 255 if pre["scale"] is None else pre["scale"]),
+            "mean": None if mean is None else [float(v) for v in mean],
+            "std": None if std is None else [float(v) for v in std],
+            "person_class": int(person_class),
+            "score_threshold": float(score_threshold),
+            "nms_iou": float(nms_iou),
+            **{k: (list(v) if isinstance(v, (tuple, list)) else v) for k, v in decoder_options.items()},
+        }
 
     def identity(self) -> dict[str, Any]:
         return {"detector": self.name, **self.options}
@@ -130,8 +149,9 @@ class OnnxDetector:
             new_w, new_h = max(1, round(width * s)), max(1, round(height * s))
             dx, dy = (w_in - new_w) // 2, (h_in - new_h) // 2
             canvas = np.full((h_in, w_in, 3), 114, np.uint8)
-            canvas[dy:dy + new_h, dx:dx + new_w] = np.asarray(
-                Image.fromarray(np.ascontiguousarray(rgb)).resize((new_w, new_h), Image.BILINEAR))
+            canvas[dy : dy + new_h, dx : dx + new_w] = np.asarray(
+                Image.fromarray(np.ascontiguousarray(rgb)).resize((new_w, new_h), Image.BILINEAR)
+            )
             sx = sy = s
         else:
             canvas = np.asarray(Image.fromarray(np.ascontiguousarray(rgb)).resize((w_in, h_in), Image.BILINEAR))
@@ -153,5 +173,6 @@ class OnnxDetector:
         except InputError as err:  # the outputs are not of the decoder's format: name the file
             raise RunError(self.path, str(err)) from None
         boxes = (boxes - [dx, dy, dx, dy]) / [sx, sy, sx, sy]
-        return finish(boxes, scores, width, height, min_score=self.options["score_threshold"],
-                      nms_iou=self.options["nms_iou"])
+        return finish(
+            boxes, scores, width, height, min_score=self.options["score_threshold"], nms_iou=self.options["nms_iou"]
+        )

@@ -11,6 +11,7 @@ Example:
     ...
     minterpr.errors.InputError: every must be a positive integer, got 0
 """
+
 from __future__ import annotations
 
 import os
@@ -121,8 +122,10 @@ def check_options(options: IngestOptions) -> None:
     if options.target_fps is not None and not options.target_fps > 0:
         raise InputError(f"target_fps must be a positive number, got {options.target_fps!r}")
     if options.detect_max_height is not None and options.detect_max_height < 128:
-        raise InputError(f"detect_max_height must be at least 128 pixels (a person must stay detectable), "
-                         f"got {options.detect_max_height}")
+        raise InputError(
+            f"detect_max_height must be at least 128 pixels (a person must stay detectable), "
+            f"got {options.detect_max_height}"
+        )
     if not 1 <= options.jpeg_quality <= 100 or options.min_gap_s < 0:
         raise InputError("jpeg_quality must be 1..100 and min_gap_s >= 0")
     if options.camera is not None and (not isinstance(options.camera, str) or not options.camera.strip()):

@@ -16,6 +16,7 @@ Example:
     >>> events[-1].fraction, events[-1].message
     (0.45, 'detect: 50/100 frames, 0 detections, 0 tracks')
 """
+
 from __future__ import annotations
 
 import time
@@ -54,8 +55,14 @@ class Reporter:
     change) and raises IngestCancelled when ``cancel()`` is true. ``weights``: each stage's share
     of the job, for ``fraction``."""
 
-    def __init__(self, callback: Callable[[IngestProgress], None] | None, cancel: Callable[[], bool] | None, *,
-                 weights: Mapping[str, float], min_interval: float = 0.2) -> None:
+    def __init__(
+        self,
+        callback: Callable[[IngestProgress], None] | None,
+        cancel: Callable[[], bool] | None,
+        *,
+        weights: Mapping[str, float],
+        min_interval: float = 0.2,
+    ) -> None:
         self.callback, self.cancel = callback, cancel
         self.weights, self.min_interval = dict(weights), float(min_interval)
         self.started = time.perf_counter()
@@ -80,9 +87,19 @@ class Reporter:
             return None if stage in UNITS else round(before, 4)
         return round(min(1.0, before + self.weights.get(stage, 0.0) * min(1.0, done / total)), 4)
 
-    def update(self, stage: str, done: int, total: int | None, *, force: bool = False, frames: int | None = None,
-               detections: int | None = None, tracks: int | None = None, crops: int | None = None,
-               message: str | None = None) -> None:
+    def update(
+        self,
+        stage: str,
+        done: int,
+        total: int | None,
+        *,
+        force: bool = False,
+        frames: int | None = None,
+        detections: int | None = None,
+        tracks: int | None = None,
+        crops: int | None = None,
+        message: str | None = None,
+    ) -> None:
         """Record progress; send it if due. Checks the cancellation hook first."""
         self.check()
         last = self.last
@@ -93,10 +110,20 @@ class Reporter:
         fps = None
         if stage == "detect" and elapsed > 0 and self.frames_at_start is not None:
             fps = round((frames - self.frames_at_start) / elapsed, 2)
-        event = replace(last, stage=stage, done=done, total=total, fraction=self._fraction(stage, done, total),
-                        frames=frames, detections=last.detections if detections is None else detections,
-                        tracks=last.tracks if tracks is None else tracks, crops=last.crops if crops is None else crops,
-                        elapsed_s=round(elapsed, 3), fps=fps if fps is not None else last.fps, message="")
+        event = replace(
+            last,
+            stage=stage,
+            done=done,
+            total=total,
+            fraction=self._fraction(stage, done, total),
+            frames=frames,
+            detections=last.detections if detections is None else detections,
+            tracks=last.tracks if tracks is None else tracks,
+            crops=last.crops if crops is None else crops,
+            elapsed_s=round(elapsed, 3),
+            fps=fps if fps is not None else last.fps,
+            message="",
+        )
         if message is None:
             of = f"/{total}" if total else ""
             message = f"{stage}: {done}{of} {UNITS[stage]}" if stage in UNITS else stage

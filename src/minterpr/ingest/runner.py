@@ -27,6 +27,7 @@ Example (with a trained run):
     >>> result.tracks, result.rows_added  # doctest: +SKIP
     (14, 41)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -44,8 +45,7 @@ from minterpr.errors import DatasetError
 from minterpr.index.store.gallery_store import STORE_ROOT
 from minterpr.fileio import atomic_write
 from minterpr.ingest.job import CROPS_DIR, FRAMES_DIR, JobFolder, gallery_lock, job_id
-from minterpr.ingest.options import (IngestOptions, IngestResult, check_options, create_detector, every_of,
-                                     gallery_dir)
+from minterpr.ingest.options import IngestOptions, IngestResult, check_options, create_detector, every_of, gallery_dir
 from minterpr.ingest.progress import IngestProgress, Reporter
 from minterpr.ingest.sources import SourceInfo, frame_time, open_source, parse_start
 from minterpr.ingest.video import detect_and_track
@@ -80,8 +80,9 @@ def _copy_crops(info: SourceInfo, job: JobFolder, reporter: Reporter) -> None:
         reporter.update("copy", k + 1, len(info.files))
 
 
-def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder, options: IngestOptions,
-           reporter: Reporter) -> Any:
+def _embed(
+    pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder, options: IngestOptions, reporter: Reporter
+) -> Any:
     """Embed the crops into resumable shards (minterpr.runtime.batch_embed's format); the EmbeddedGallery."""
     from minterpr.runtime.batch_embed import collect, embed_shards
 
@@ -94,8 +95,15 @@ def _embed(pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder
         out.mkdir(parents=True)
         atomic_write(marker, lambda f: f.write(digest.encode("ascii") + b"\n"))
     reporter.update("embed", 0, len(images))
-    embed_shards(pipeline.backend, images, os.fspath(root), out, SHARD_SIZE, options.batch_size,
-                 lambda done, _: reporter.update("embed", done, len(images)))
+    embed_shards(
+        pipeline.backend,
+        images,
+        os.fspath(root),
+        out,
+        SHARD_SIZE,
+        options.batch_size,
+        lambda done, _: reporter.update("embed", done, len(images)),
+    )
     return collect(out, images, SHARD_SIZE)
 
 
@@ -117,9 +125,15 @@ def _load(run: Any) -> Any:
     return run if isinstance(run, Pipeline) else load_pipeline(run)
 
 
-def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, run: Any,
-           options: IngestOptions = IngestOptions(), progress: Callable[[IngestProgress], None] | None = None,
-           cancel: Callable[[], bool] | None = None) -> IngestResult:
+def ingest(
+    source: str | os.PathLike[str],
+    gallery: str | os.PathLike[str],
+    *,
+    run: Any,
+    options: IngestOptions = IngestOptions(),
+    progress: Callable[[IngestProgress], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+) -> IngestResult:
     """Ingest ``source`` into the gallery store at ``gallery`` with ``run`` (a run directory or a
     loaded :class:`~minterpr.runtime.pipeline.Pipeline`); see the module doc. ``progress`` receives
     :class:`IngestProgress` events; ``cancel()`` true stops it (IngestCancelled, progress kept)."""
@@ -136,11 +150,15 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     if (folder / "gallery.json").is_file():
         manifest = read_manifest(folder)
         if manifest.model_fingerprint != fingerprint:
-            raise DatasetError(folder, f"built by another model (fingerprint {manifest.model_fingerprint}, this "
-                                       f"model's is {fingerprint}); ingest into another gallery")
+            raise DatasetError(
+                folder,
+                f"built by another model (fingerprint {manifest.model_fingerprint}, this "
+                f"model's is {fingerprint}); ingest into another gallery",
+            )
         if manifest.root != STORE_ROOT:
-            raise DatasetError(folder, f"a gallery of images under {manifest.root!r}, not an ingested one; "
-                                       "ingest into another gallery")
+            raise DatasetError(
+                folder, f"a gallery of images under {manifest.root!r}, not an ingested one; ingest into another gallery"
+            )
         _check_appearance(folder, manifest.appearance, pipeline)
     every = every_of(options, info)
     video = info.kind != "crops"
@@ -149,10 +167,21 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
     reporter = Reporter(progress, cancel, weights=weights)
     reporter.update("open", 0, None, force=True, message=f"open: {info.kind} {info.path}")
     settings = {k: v for k, v in asdict(options).items() if k not in ("restart", "batch_size", "target_fps")}
-    settings.update(every=every, fps=info.fps, start=None if start is None else start.isoformat(),
-                    detector_options=None, detector=None if detector is None else detector.identity())
-    description = {"source": os.fspath(info.path), "kind": info.kind, "source_stat": _source_stat(info),
-                   "decoder": info.decoder, "model_fingerprint": fingerprint, "options": settings}
+    settings.update(
+        every=every,
+        fps=info.fps,
+        start=None if start is None else start.isoformat(),
+        detector_options=None,
+        detector=None if detector is None else detector.identity(),
+    )
+    description = {
+        "source": os.fspath(info.path),
+        "kind": info.kind,
+        "source_stat": _source_stat(info),
+        "decoder": info.decoder,
+        "model_fingerprint": fingerprint,
+        "options": settings,
+    }
     looks = getattr(pipeline, "appearance", None)
     if looks is not None:  # only then: jobs ingested without an appearance model keep their job.json
         description["appearance_fingerprint"] = looks.fingerprint
@@ -162,13 +191,33 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
         done, counts = job.done(), _rows_of_job(folder, job.job)
         if done is not None and counts is not None and counts[0] == done["rows"]:
             reporter.update("done", 1, 1, force=True, message=f"done: already ingested ({counts[0]} rows)")
-            return IngestResult(folder, job.job, os.fspath(info.path), info.kind, counts[0], counts[1],
-                                done["frames_read"], done["frames_processed"], done["detections"], done["tracks"],
-                                done["crops"], tuple(map(tuple, done["skipped"])), time.perf_counter() - started,
-                                resumed, True, info.fps or None, info.duration_s, done.get("rejected", {}))
+            return IngestResult(
+                folder,
+                job.job,
+                os.fspath(info.path),
+                info.kind,
+                counts[0],
+                counts[1],
+                done["frames_read"],
+                done["frames_processed"],
+                done["detections"],
+                done["tracks"],
+                done["crops"],
+                tuple(map(tuple, done["skipped"])),
+                time.perf_counter() - started,
+                resumed,
+                True,
+                info.fps or None,
+                info.duration_s,
+                done.get("rejected", {}),
+            )
         job.clear_done()
         skipped: list[tuple[str, str]] = []
-        base = {"source": os.fspath(info.path), "job": job.job, **({"camera": options.camera} if options.camera else {})}
+        base = {
+            "source": os.fspath(info.path),
+            "job": job.job,
+            **({"camera": options.camera} if options.camera else {}),
+        }
         if video:
             assert detector is not None
             from minterpr.ingest.detector_zoo import resolve_detector
@@ -178,23 +227,43 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
                 reporter.update("open", 0, None, force=True, message=note)
             tracking, frames_read = detect_and_track(info, job, detector, options, every, reporter, skipped)
             chosen = tracking.picker.selection(options.min_track_detections)
-            images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{c.name}", f"{job.job}:t{c.track}", options.camera)
-                      for c in chosen]
+            images = [
+                GalleryImage(f"{CROPS_DIR}/{job.job}/{c.name}", f"{job.job}:t{c.track}", options.camera) for c in chosen
+            ]
             when = lambda c: {} if start is None else {"time": frame_time(start, c.frame, info.fps)}  # noqa: E731
-            metadata = [{**base, **when(c), "offset_s": round(c.frame / info.fps, 3), "frame": c.frame,
-                         "box": [round(v, 1) for v in c.box], "track": c.track, "score": round(c.score, 4),
-                         "sharpness": round(c.sharpness, 1), "covered": c.covered, **_frame_of(job, c.frame, tracking.sizes),
-                         **_span_of(tracking.spans.get(c.track), info.fps)}
-                        for c in chosen]
-            stats = (frames_read, tracking.processed, tracking.detections,
-                     tracking.picker.tracks(options.min_track_detections))
+            metadata = [
+                {
+                    **base,
+                    **when(c),
+                    "offset_s": round(c.frame / info.fps, 3),
+                    "frame": c.frame,
+                    "box": [round(v, 1) for v in c.box],
+                    "track": c.track,
+                    "score": round(c.score, 4),
+                    "sharpness": round(c.sharpness, 1),
+                    "covered": c.covered,
+                    **_frame_of(job, c.frame, tracking.sizes),
+                    **_span_of(tracking.spans.get(c.track), info.fps),
+                }
+                for c in chosen
+            ]
+            stats = (
+                frames_read,
+                tracking.processed,
+                tracking.detections,
+                tracking.picker.tracks(options.min_track_detections),
+            )
             rejected = dict(sorted(tracking.rejected.items()))
         else:
             _copy_crops(info, job, reporter)
-            images = [GalleryImage(f"{CROPS_DIR}/{job.job}/{name}", f"{job.job}:{k}", options.camera)
-                      for k, name in enumerate(info.files)]
-            metadata = [{**base, **({} if start is None else {"time": start.isoformat(timespec="milliseconds")}),
-                         "file": name} for name in info.files]
+            images = [
+                GalleryImage(f"{CROPS_DIR}/{job.job}/{name}", f"{job.job}:{k}", options.camera)
+                for k, name in enumerate(info.files)
+            ]
+            metadata = [
+                {**base, **({} if start is None else {"time": start.isoformat(timespec="milliseconds")}), "file": name}
+                for name in info.files
+            ]
             stats = (0, 0, 0, 0)
             rejected = {}
         rows, total = _index(pipeline, images, metadata, folder, job, options, reporter, skipped, info)
@@ -214,14 +283,34 @@ def ingest(source: str | os.PathLike[str], gallery: str | os.PathLike[str], *, r
 
             reporter.update("index", 1, 1, force=True, message="index: linking tracklets")
             relink(folder, looks.same_person)
-        summary = dict(zip(("frames_read", "frames_processed", "detections", "tracks"), stats),
-                       crops=len(images), rows=rows, skipped=[list(s) for s in skipped], rejected=rejected)
+        summary = dict(
+            zip(("frames_read", "frames_processed", "detections", "tracks"), stats),
+            crops=len(images),
+            rows=rows,
+            skipped=[list(s) for s in skipped],
+            rejected=rejected,
+        )
         job.mark_done(summary)
-    reporter.update("done", 1, 1, force=True, crops=len(images),
-                    message=f"done: {rows} rows added to {folder} ({total} in all)")
-    return IngestResult(folder, job.job, os.fspath(info.path), info.kind, rows, total, *stats, len(images),
-                        tuple(skipped), time.perf_counter() - started, resumed, False, info.fps or None,
-                        info.duration_s, rejected)
+    reporter.update(
+        "done", 1, 1, force=True, crops=len(images), message=f"done: {rows} rows added to {folder} ({total} in all)"
+    )
+    return IngestResult(
+        folder,
+        job.job,
+        os.fspath(info.path),
+        info.kind,
+        rows,
+        total,
+        *stats,
+        len(images),
+        tuple(skipped),
+        time.perf_counter() - started,
+        resumed,
+        False,
+        info.fps or None,
+        info.duration_s,
+        rejected,
+    )
 
 
 def _check_appearance(folder: Path, stored: Any, pipeline: Any) -> None:
@@ -230,16 +319,25 @@ def _check_appearance(folder: Path, stored: Any, pipeline: Any) -> None:
     if stored is None and looks is None:
         return
     if stored is None:
-        raise DatasetError(folder, "has no appearance vectors, and this pipeline adds them: add them to the "
-                                   f"gallery first with `minterpr index build --update --out {folder}`, or ingest "
-                                   "without an appearance model")
+        raise DatasetError(
+            folder,
+            "has no appearance vectors, and this pipeline adds them: add them to the "
+            f"gallery first with `minterpr index build --update --out {folder}`, or ingest "
+            "without an appearance model",
+        )
     if looks is None:
-        raise DatasetError(folder, f"has appearance vectors (model {stored.get('model_fingerprint')}): ingest with "
-                                   "that appearance model too, so every row has one")
+        raise DatasetError(
+            folder,
+            f"has appearance vectors (model {stored.get('model_fingerprint')}): ingest with "
+            "that appearance model too, so every row has one",
+        )
     if stored.get("model_fingerprint") != looks.fingerprint:
-        raise DatasetError(folder, f"its appearance vectors come from model {stored.get('model_fingerprint')}, this "
-                                   f"appearance model is {looks.fingerprint}: ingest with the same one, or rebuild "
-                                   f"them with `minterpr index build --update --out {folder}`")
+        raise DatasetError(
+            folder,
+            f"its appearance vectors come from model {stored.get('model_fingerprint')}, this "
+            f"appearance model is {looks.fingerprint}: ingest with the same one, or rebuild "
+            f"them with `minterpr index build --update --out {folder}`",
+        )
 
 
 def _appearance(pipeline: Any, images: list[GalleryImage], folder: Path, job: JobFolder) -> np.ndarray | None:
@@ -281,9 +379,17 @@ def _frame_of(job: JobFolder, frame: int, sizes: dict[int, tuple[int, int]]) -> 
     return {"frame_image": f"{FRAMES_DIR}/{job.job}/{frame_name(frame)}", "frame_size": list(sizes[frame])}
 
 
-def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, Any]], folder: Path, job: JobFolder,
-           options: IngestOptions, reporter: Reporter, skipped: list[tuple[str, str]],
-           info: SourceInfo) -> tuple[int, int]:
+def _index(
+    pipeline: Any,
+    images: list[GalleryImage],
+    metadata: list[dict[str, Any]],
+    folder: Path,
+    job: JobFolder,
+    options: IngestOptions,
+    reporter: Reporter,
+    skipped: list[tuple[str, str]],
+    info: SourceInfo,
+) -> tuple[int, int]:
     """Embed the crops and put them in the store (this job's old rows replaced): (rows added, rows in all)."""
     from minterpr.index.store.gallery_append import append_gallery
     from minterpr.index.gallery_index import GalleryIndex
@@ -302,13 +408,25 @@ def _index(pipeline: Any, images: list[GalleryImage], metadata: list[dict[str, A
     position = {image.path: k for k, image in enumerate(images)}
     rows = [metadata[position[image.path]] for image in embedded.images]
     looks = getattr(pipeline, "appearance", None)
-    index = GalleryIndex(embedded.images, embedded.embeddings, attribute_probs=embedded.attribute_probs,
-                         root=STORE_ROOT, skipped=embedded.skipped,  # the crops are inside the store's folder
-                         appearance=_appearance(pipeline, embedded.images, folder, job))
+    index = GalleryIndex(
+        embedded.images,
+        embedded.embeddings,
+        attribute_probs=embedded.attribute_probs,
+        root=STORE_ROOT,
+        skipped=embedded.skipped,  # the crops are inside the store's folder
+        appearance=_appearance(pipeline, embedded.images, folder, job),
+    )
     rebuild = f"minterpr ingest {info.path} --gallery {folder} --run RUN (again for each source)"
-    total = append_gallery(index, folder, model_fingerprint=pipeline.fingerprint, metadata=rows,
-                           replace={"job": job.job}, backend="exact", rebuild=rebuild,
-                           appearance_fingerprint=None if looks is None else looks.fingerprint)
+    total = append_gallery(
+        index,
+        folder,
+        model_fingerprint=pipeline.fingerprint,
+        metadata=rows,
+        replace={"job": job.job},
+        backend="exact",
+        rebuild=rebuild,
+        appearance_fingerprint=None if looks is None else looks.fingerprint,
+    )
     return len(embedded.images), total
 
 
@@ -321,8 +439,18 @@ def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
     stored = open_gallery(folder)
     labels = stored.manifest.labels
     looks = stored.manifest.appearance  # kept as it is: the store's rows keep their vectors
-    empty = GalleryIndex([], np.zeros((0, stored.manifest.dim), np.float32), root=STORE_ROOT,
-                         attribute_probs=None if labels is None else np.zeros((0, labels), np.float32),
-                         appearance=None if looks is None else np.zeros((0, int(looks["dim"])), np.float32))
-    return append_gallery(empty, folder, model_fingerprint=fingerprint, metadata=[], replace={"job": job},
-                          appearance_fingerprint=None if looks is None else looks["model_fingerprint"])
+    empty = GalleryIndex(
+        [],
+        np.zeros((0, stored.manifest.dim), np.float32),
+        root=STORE_ROOT,
+        attribute_probs=None if labels is None else np.zeros((0, labels), np.float32),
+        appearance=None if looks is None else np.zeros((0, int(looks["dim"])), np.float32),
+    )
+    return append_gallery(
+        empty,
+        folder,
+        model_fingerprint=fingerprint,
+        metadata=[],
+        replace={"job": job},
+        appearance_fingerprint=None if looks is None else looks["model_fingerprint"],
+    )

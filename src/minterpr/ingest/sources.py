@@ -18,6 +18,7 @@ Example:
     ...
     minterpr.errors.InputError: --start 'yesterday' is not an ISO 8601 time (e.g. 2026-12-01T10:00:00 or 2026-12-01T10:00:00+01:00)
 """
+
 from __future__ import annotations
 
 import os
@@ -44,8 +45,9 @@ def parse_start(text: str | datetime | None) -> datetime | None:
         try:
             start = datetime.fromisoformat(str(text).strip())
         except ValueError:
-            raise InputError(f"--start {text!r} is not an ISO 8601 time (e.g. 2026-12-01T10:00:00 or "
-                             "2026-12-01T10:00:00+01:00)") from None
+            raise InputError(
+                f"--start {text!r} is not an ISO 8601 time (e.g. 2026-12-01T10:00:00 or 2026-12-01T10:00:00+01:00)"
+            ) from None
     if start is not None and start.tzinfo is not None:
         start = start.astimezone(timezone.utc)
     return start
@@ -100,8 +102,9 @@ def _probe_video(path: Path, fps: float | None) -> SourceInfo:
                 count = int(stream.frames or 0) or None
                 if count is None and stream.duration and stream.time_base and rate:
                     count = int(round(float(stream.duration * stream.time_base) * rate)) or None
-                return SourceInfo("video", path, fps or rate or FRAMES_FPS, count, stream.width or None,
-                                  stream.height or None, "pyav")
+                return SourceInfo(
+                    "video", path, fps or rate or FRAMES_FPS, count, stream.width or None, stream.height or None, "pyav"
+                )
         except ImageError:
             raise
         except Exception as err:  # PyAV's errors (InvalidDataError, ...) derive from several bases
@@ -119,8 +122,15 @@ def _probe_video(path: Path, fps: float | None) -> SourceInfo:
             raise ImageError(path, f"not a readable video ({'; '.join(reasons + ['OpenCV cannot decode it'])})")
         rate = float(capture.get(cv2.CAP_PROP_FPS) or 0) or None
         count = int(capture.get(cv2.CAP_PROP_FRAME_COUNT) or 0) or None
-        return SourceInfo("video", path, fps or rate or FRAMES_FPS, count, int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
-                          int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)), "opencv")
+        return SourceInfo(
+            "video",
+            path,
+            fps or rate or FRAMES_FPS,
+            count,
+            int(capture.get(cv2.CAP_PROP_FRAME_WIDTH)),
+            int(capture.get(cv2.CAP_PROP_FRAME_HEIGHT)),
+            "opencv",
+        )
     finally:
         capture.release()
 
@@ -201,8 +211,9 @@ def _folder_frames(info: SourceInfo, first: int, every: int, on_error: Callable[
         yield index, np.ascontiguousarray(np.asarray(image)[:, :, ::-1])
 
 
-def iter_frames(info: SourceInfo, *, first: int = 0, every: int = 1,
-                on_error: Callable[[int, str], None] | None = None) -> Frames:
+def iter_frames(
+    info: SourceInfo, *, first: int = 0, every: int = 1, on_error: Callable[[int, str], None] | None = None
+) -> Frames:
     """``(index, frame)`` for every frame from ``first`` on: the (H, W, 3) uint8 BGR frame when
     ``index % every == 0``, else None (decoded, not converted). A frame folder's unreadable frame
     goes to ``on_error(index, reason)`` (and yields None); without it, its ImageError is raised.

@@ -25,6 +25,7 @@ Example:
     >>> r.recall, r.precision
     (0.5, 0.5)
 """
+
 from __future__ import annotations
 
 import itertools
@@ -64,8 +65,7 @@ def match_boxes(gt: Any, dets: Any, threshold: float = 0.5, *, standardise: bool
     return {int(r): int(c) for r, c in zip(rows, cols) if weight[r, c] > 0}
 
 
-def match_boxes_reference(gt: Any, dets: Any, threshold: float = 0.5, *,
-                          standardise: bool = False) -> dict[int, int]:
+def match_boxes_reference(gt: Any, dets: Any, threshold: float = 0.5, *, standardise: bool = False) -> dict[int, int]:
     """:func:`match_boxes` by trying every one-to-one assignment (small inputs only: tests)."""
     overlap = _overlap(gt, dets, standardise)
     n_det, n_gt = overlap.shape
@@ -93,8 +93,9 @@ class DetectionReport:
     precision: float  # matched / detections
 
 
-def _frame_owners(labels: StreetLabels, frame: int, boxes: Any, iou: float,
-                  standardise: bool) -> list[str | None | bool]:
+def _frame_owners(
+    labels: StreetLabels, frame: int, boxes: Any, iou: float, standardise: bool
+) -> list[str | None | bool]:
     """Per detection: the person it matches, None (matches nobody) or False (only an ignore box)."""
     people = labels.frames[frame]
     pairs = match_boxes([p.box for p in people], boxes, iou, standardise=standardise)
@@ -108,8 +109,9 @@ def _frame_owners(labels: StreetLabels, frame: int, boxes: Any, iou: float,
     return out
 
 
-def detection_report(labels: StreetLabels, detections: Mapping[int, Any], *, iou: float = 0.5,
-                     standardise: bool = False) -> DetectionReport:
+def detection_report(
+    labels: StreetLabels, detections: Mapping[int, Any], *, iou: float = 0.5, standardise: bool = False
+) -> DetectionReport:
     """``detections``: frame -> (n, 4) boxes, for every labelled frame (a missing one: none found)."""
     eligible = matched = counted = 0
     for frame, people in labels.frames.items():
@@ -117,8 +119,14 @@ def detection_report(labels: StreetLabels, detections: Mapping[int, Any], *, iou
         eligible += sum(1 for p in people if not p.ignore)
         matched += sum(1 for o in owners if isinstance(o, str))
         counted += sum(1 for o in owners if o is not False)
-    return DetectionReport(len(labels.frames), eligible, counted, matched, round(matched / max(1, eligible), 4),
-                           round(matched / max(1, counted), 4))
+    return DetectionReport(
+        len(labels.frames),
+        eligible,
+        counted,
+        matched,
+        round(matched / max(1, eligible), 4),
+        round(matched / max(1, counted), 4),
+    )
 
 
 @dataclass(frozen=True)
@@ -134,8 +142,9 @@ class TrackReport:
     crops_per_identity: float  # crops of those people / people_with_crops
 
 
-def track_majority(labels: StreetLabels, log: Sequence[tuple[Any, ...]], *, iou: float = 0.5,
-                   standardise: bool = False) -> tuple[dict[int, list[str | None]], dict[int, str | None]]:
+def track_majority(
+    labels: StreetLabels, log: Sequence[tuple[Any, ...]], *, iou: float = 0.5, standardise: bool = False
+) -> tuple[dict[int, list[str | None]], dict[int, str | None]]:
     """(track -> the people its labelled-frame detections show, track -> majority person or None).
     ``log``: (frame, box, score, track) rows of :func:`minterpr.ingest.video.tracked_detections`."""
     by_frame: dict[int, list[tuple[Any, int]]] = defaultdict(list)
@@ -155,8 +164,14 @@ def track_majority(labels: StreetLabels, log: Sequence[tuple[Any, ...]], *, iou:
     return dict(members), majority
 
 
-def track_report(labels: StreetLabels, log: Sequence[tuple[Any, ...]], crops: Sequence[tuple[int, Any, int]] = (),
-                 *, iou: float = 0.5, standardise: bool = False) -> TrackReport:
+def track_report(
+    labels: StreetLabels,
+    log: Sequence[tuple[Any, ...]],
+    crops: Sequence[tuple[int, Any, int]] = (),
+    *,
+    iou: float = 0.5,
+    standardise: bool = False,
+) -> TrackReport:
     """``crops``: (frame, box, track) of the kept crops."""
     members, majority = track_majority(labels, log, iou=iou, standardise=standardise)
     pure = sum(sum(1 for p in people if p is not None and p == majority[t]) for t, people in members.items())
@@ -168,9 +183,15 @@ def track_report(labels: StreetLabels, log: Sequence[tuple[Any, ...]], crops: Se
                 tracks_of[person].add(track)
     per_person = Counter(majority.get(int(track)) for _, _, track in crops)
     per_person.pop(None, None)
-    return TrackReport(len(members), round(pure / max(1, total), 4), len(tracks_of),
-                       round(sum(len(t) for t in tracks_of.values()) / max(1, len(tracks_of)), 3), len(crops),
-                       len(per_person), round(sum(per_person.values()) / max(1, len(per_person)), 3))
+    return TrackReport(
+        len(members),
+        round(pure / max(1, total), 4),
+        len(tracks_of),
+        round(sum(len(t) for t in tracks_of.values()) / max(1, len(tracks_of)), 3),
+        len(crops),
+        len(per_person),
+        round(sum(per_person.values()) / max(1, len(per_person)), 3),
+    )
 
 
 @dataclass(frozen=True)
@@ -200,11 +221,18 @@ def people_shown(box: Any, people: Sequence[Any], min_inside: float = 0.3) -> in
     return count
 
 
-def crop_people_report(labels: StreetLabels, crops: Sequence[tuple[int, Any]], *,
-                       min_inside: float = 0.3) -> CropPeopleReport:
+def crop_people_report(
+    labels: StreetLabels, crops: Sequence[tuple[int, Any]], *, min_inside: float = 0.3
+) -> CropPeopleReport:
     """``crops``: (frame, box) pairs; those on unlabelled frames are left out."""
-    counts = [people_shown(box, labels.frames[int(frame)], min_inside) for frame, box in crops
-              if int(frame) in labels.frames]
+    counts = [
+        people_shown(box, labels.frames[int(frame)], min_inside) for frame, box in crops if int(frame) in labels.frames
+    ]
     one = sum(1 for n in counts if n == 1)
-    return CropPeopleReport(len(counts), one, sum(1 for n in counts if n == 0), sum(1 for n in counts if n > 1),
-                            round(one / max(1, len(counts)), 4))
+    return CropPeopleReport(
+        len(counts),
+        one,
+        sum(1 for n in counts if n == 0),
+        sum(1 for n in counts if n > 1),
+        round(one / max(1, len(counts)), 4),
+    )

@@ -24,6 +24,7 @@ Example (with a video and a trained run):
     >>> [r["r1"] for r in report.rounds]  # doctest: +SKIP
     [23.1, 30.8, 38.5]
 """
+
 from __future__ import annotations
 
 import os
@@ -50,7 +51,9 @@ def crop_name(frame: int, person: str) -> str:
     return f"f{frame:04d}_{person}.jpg"
 
 
-def label_gallery(labels: StreetLabels, video: str | os.PathLike[str], out_dir: str | os.PathLike[str]) -> list[GalleryImage]:
+def label_gallery(
+    labels: StreetLabels, video: str | os.PathLike[str], out_dir: str | os.PathLike[str]
+) -> list[GalleryImage]:
     """The labelled boxes as gallery images under ``out_dir`` (crops written when missing)."""
     from PIL import Image
 
@@ -58,8 +61,11 @@ def label_gallery(labels: StreetLabels, video: str | os.PathLike[str], out_dir: 
     out.mkdir(parents=True, exist_ok=True)
     info = open_source(video)
     if (info.width, info.height) != (labels.video.get("width"), labels.video.get("height")):
-        raise DatasetError(info.path, f"is {info.width}x{info.height}, the labels are of a "
-                                      f"{labels.video.get('width')}x{labels.video.get('height')} video")
+        raise DatasetError(
+            info.path,
+            f"is {info.width}x{info.height}, the labels are of a "
+            f"{labels.video.get('width')}x{labels.video.get('height')} video",
+        )
     wanted = {f: [b for b in boxes if not b.ignore] for f, boxes in labels.frames.items()}
     missing = {f for f, boxes in wanted.items() if any(not (out / crop_name(f, b.person)).is_file() for b in boxes)}
     if missing:
@@ -69,8 +75,11 @@ def label_gallery(labels: StreetLabels, video: str | os.PathLike[str], out_dir: 
                 for b in wanted[index]:
                     x1, y1, x2, y2 = crop_box(b.box, frame.shape[1], frame.shape[0])
                     image = Image.fromarray(frame[y1:y2, x1:x2, ::-1].copy())
-                    atomic_write(out / crop_name(index, b.person),
-                                 lambda f, image=image: image.save(f, format="JPEG", quality=95), durable=False)
+                    atomic_write(
+                        out / crop_name(index, b.person),
+                        lambda f, image=image: image.save(f, format="JPEG", quality=95),
+                        durable=False,
+                    )
             if index >= last:
                 break
     images = []
@@ -81,8 +90,14 @@ def label_gallery(labels: StreetLabels, video: str | os.PathLike[str], out_dir: 
     return images
 
 
-def detector_gallery(labels: StreetLabels, video: str | os.PathLike[str], detector: Any,
-                     out_dir: str | os.PathLike[str], *, standardise: bool = False) -> tuple[list[GalleryImage], dict[str, float]]:
+def detector_gallery(
+    labels: StreetLabels,
+    video: str | os.PathLike[str],
+    detector: Any,
+    out_dir: str | os.PathLike[str],
+    *,
+    standardise: bool = False,
+) -> tuple[list[GalleryImage], dict[str, float]]:
     """The crops ``detector`` (a :class:`~minterpr.ingest.detectors.Detector`) finds on the labelled
     frames and the crop filter keeps, under ``out_dir`` (see the module doc); (images, path -> box height).
     ``standardise``: match at IoU of the Caltech-standardised boxes (for HOG's boxes, a third taller
@@ -124,12 +139,16 @@ def detector_gallery(labels: StreetLabels, video: str | os.PathLike[str], detect
     return images, heights
 
 
-def witness_targets(labels: StreetLabels, images: list[GalleryImage],
-                    heights: dict[str, float] | None = None) -> list[GalleryImage]:
+def witness_targets(
+    labels: StreetLabels, images: list[GalleryImage], heights: dict[str, float] | None = None
+) -> list[GalleryImage]:
     """One target per described person: their tallest crop (first of equals); ``heights``: path ->
     box height (default: the labelled boxes', for :func:`label_gallery`'s images)."""
-    height = heights if heights is not None else \
-        {crop_name(f, b.person): b.box[3] - b.box[1] for f, boxes in labels.frames.items() for b in boxes}
+    height = (
+        heights
+        if heights is not None
+        else {crop_name(f, b.person): b.box[3] - b.box[1] for f, boxes in labels.frames.items() for b in boxes}
+    )
     targets = []
     for person in labels.described():
         own = [i for i in images if i.person_id == person]
@@ -138,8 +157,16 @@ def witness_targets(labels: StreetLabels, images: list[GalleryImage],
     return targets
 
 
-def witness_search(run: Any, labels: StreetLabels, images: list[GalleryImage], root: str | os.PathLike[str], *,
-                   rounds: int = 2, seed: int = 0, heights: dict[str, float] | None = None) -> Any:
+def witness_search(
+    run: Any,
+    labels: StreetLabels,
+    images: list[GalleryImage],
+    root: str | os.PathLike[str],
+    *,
+    rounds: int = 2,
+    seed: int = 0,
+    heights: dict[str, float] | None = None,
+) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
     (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
     the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind)."""
@@ -154,6 +181,14 @@ def witness_search(run: Any, labels: StreetLabels, images: list[GalleryImage], r
     captions = {t.path: labels.people[t.person_id].description or "" for t in targets}
     knowledge = {t.path: dict(labels.people[t.person_id].attributes) for t in targets}
     witness = WitnessSimulator(captions=captions, knowledge=knowledge)
-    return simulate(backend, index, targets, rounds=rounds, simulator=witness, seed=seed,
-                    reranking=run.rerank_config(), match_temperature=run.extras.match_temperature(),
-                    protocol={"dataset": "street labels", "targets": len(targets)})
+    return simulate(
+        backend,
+        index,
+        targets,
+        rounds=rounds,
+        simulator=witness,
+        seed=seed,
+        reranking=run.rerank_config(),
+        match_temperature=run.extras.match_temperature(),
+        protocol={"dataset": "street labels", "targets": len(targets)},
+    )

@@ -19,6 +19,7 @@ Example:
     >>> len(truth.frames), truth.people, all(person == 0 for frame in truth.boxes for person, _, _ in frame)
     (4, 1, True)
 """
+
 from __future__ import annotations
 
 import os
@@ -40,7 +41,9 @@ class SyntheticVideoConfig:
     frames: int = 80  # frames in the video
     fps: float = 10.0  # frames per second
     size: tuple[int, int] = (480, 640)  # (H, W) in pixels
-    person_height: int = 200  # how tall the nearest people are, in pixels; farther ones are smaller (HOG finds these best: ~100-250)
+    person_height: int = (
+        200  # how tall the nearest people are, in pixels; farther ones are smaller (HOG finds these best: ~100-250)
+    )
     views: tuple[str, ...] = ("front", "back")  # person k is seen from views[k % len(views)] (walking
     #   diagonally); HOG finds front and back views of the synthetic people about twice as often as side ones
     speed: tuple[float, float] = (5.0, 9.0)  # walking speed range, pixels per frame
@@ -64,22 +67,43 @@ class GroundTruth:
 
 
 def _neutral(layout_seed: int, palette: tuple[tuple[int, int, int], ...]) -> CameraStyle:
-    return CameraStyle(name="key", layout_seed=layout_seed, background="street", palette=palette,  # type: ignore[arg-type]
-                       gains=(1.0, 1.0, 1.0), brightness=0.0, contrast=1.0, saturation=1.0, blur_sigma=0.0,
-                       noise_sigma=0.0, jpeg_quality=(95, 95), view_probs=(0.0, 0.0, 1.0), scale=0.85,
-                       light_gradient=0.0, occlusion_prob=0.0)
+    return CameraStyle(
+        name="key",
+        layout_seed=layout_seed,
+        background="street",
+        palette=palette,  # type: ignore[arg-type]
+        gains=(1.0, 1.0, 1.0),
+        brightness=0.0,
+        contrast=1.0,
+        saturation=1.0,
+        blur_sigma=0.0,
+        noise_sigma=0.0,
+        jpeg_quality=(95, 95),
+        view_probs=(0.0, 0.0, 1.0),
+        scale=0.85,
+        light_gradient=0.0,
+        occlusion_prob=0.0,
+    )
 
 
-KEYS = (_neutral(11, ((250, 10, 250), (10, 250, 250), (250, 250, 10))),
-        _neutral(11, ((10, 250, 10), (250, 10, 10), (10, 10, 250))),
-        _neutral(12, ((250, 10, 250), (10, 250, 250), (250, 250, 10))))
+KEYS = (
+    _neutral(11, ((250, 10, 250), (10, 250, 250), (250, 250, 10))),
+    _neutral(11, ((10, 250, 10), (250, 10, 10), (10, 10, 250))),
+    _neutral(12, ((250, 10, 250), (10, 250, 250), (250, 250, 10))),
+)
 
 
-def person_sprite(attributes: dict, look: object, size: tuple[int, int], seed: int,
-                  view: str = "front") -> tuple[np.ndarray, np.ndarray]:
+def person_sprite(
+    attributes: dict, look: object, size: tuple[int, int], seed: int, view: str = "front"
+) -> tuple[np.ndarray, np.ndarray]:
     """(h, w, 3) uint8 RGB pixels and (h, w) bool mask of one person seen from ``view``."""
-    renders = [np.asarray(render_person(attributes, view=view, camera=key, rng=np.random.default_rng(seed),
-                                        size=size, look=look), dtype=np.int16) for key in KEYS]  # type: ignore[arg-type]
+    renders = [
+        np.asarray(
+            render_person(attributes, view=view, camera=key, rng=np.random.default_rng(seed), size=size, look=look),
+            dtype=np.int16,
+        )
+        for key in KEYS
+    ]  # type: ignore[arg-type]
     mask = (np.abs(renders[0] - renders[1]).max(axis=2) <= 3) & (np.abs(renders[0] - renders[2]).max(axis=2) <= 3)
     return renders[0].astype(np.uint8), _largest_part(mask)
 
@@ -114,7 +138,7 @@ def render_video(path: str | os.PathLike[str], config: SyntheticVideoConfig = Sy
     height, width = config.size
     camera = make_cameras(1, rng)[0]
     scene = np.asarray(background(camera, (height, width), rng), dtype=np.uint8)
-    levels = rng.permutation(np.linspace(0.62, 0.97, max(2, config.people)))[:config.people]
+    levels = rng.permutation(np.linspace(0.62, 0.97, max(2, config.people)))[: config.people]
     walkers = []
     for person in range(config.people):
         attributes = sample_identity(rng)
@@ -150,8 +174,8 @@ def render_video(path: str | os.PathLike[str], config: SyntheticVideoConfig = Sy
                 fx2, fy2 = min(width, x + pixels.shape[1]), min(height, y + pixels.shape[0])
                 if fx1 >= fx2 or fy1 >= fy2:
                     continue
-                part = mask[fy1 - y:fy2 - y, fx1 - x:fx2 - x]
-                frame[fy1:fy2, fx1:fx2][part] = pixels[fy1 - y:fy2 - y, fx1 - x:fx2 - x][part]
+                part = mask[fy1 - y : fy2 - y, fx1 - x : fx2 - x]
+                frame[fy1:fy2, fx1:fx2][part] = pixels[fy1 - y : fy2 - y, fx1 - x : fx2 - x][part]
                 owner[fy1:fy2, fx1:fx2][part] = person
                 ys, xs = np.nonzero(mask)
                 full = (x + xs.min(), y + ys.min(), x + xs.max() + 1, y + ys.max() + 1)

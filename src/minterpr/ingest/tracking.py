@@ -30,6 +30,7 @@ Example:
     >>> [(c.frame, c.score) for c in picker.selection(min_detections=1)]
     [(2, 0.6), (20, 0.7)]
 """
+
 from __future__ import annotations
 
 import threading
@@ -68,18 +69,23 @@ class Tracker:
             raise InputError(TRACKERS_HINT) from None
         self._sv = sv
         self._tracker = ByteTrackTracker(
-            lost_track_buffer=config.lost_track_buffer, frame_rate=max(1.0, float(frame_rate)),
+            lost_track_buffer=config.lost_track_buffer,
+            frame_rate=max(1.0, float(frame_rate)),
             track_activation_threshold=config.track_activation_threshold,
             minimum_consecutive_frames=config.minimum_consecutive_frames,
-            minimum_iou_threshold=config.minimum_iou_threshold, high_conf_det_threshold=config.high_conf_det_threshold)
+            minimum_iou_threshold=config.minimum_iou_threshold,
+            high_conf_det_threshold=config.high_conf_det_threshold,
+        )
         self._local: dict[int, int] = {}  # the library's track id -> ours (0, 1, ... by first appearance)
 
     def update(self, boxes: np.ndarray, scores: np.ndarray) -> np.ndarray:
         """(n, 4) xyxy boxes and (n,) scores of one frame -> (n,) int64 track ids, -1 = none."""
         n = len(scores)
-        detections = self._sv.Detections(xyxy=np.asarray(boxes, np.float64).reshape(n, 4),
-                                         confidence=np.asarray(scores, np.float64).reshape(n),
-                                         data={"det": np.arange(n)})
+        detections = self._sv.Detections(
+            xyxy=np.asarray(boxes, np.float64).reshape(n, 4),
+            confidence=np.asarray(scores, np.float64).reshape(n),
+            data={"det": np.arange(n)},
+        )
         with _ID_LOCK:
             out = self._tracker.update(detections)
         ids = np.full(n, -1, np.int64)
@@ -246,8 +252,12 @@ class BestCrops:
 
     def selection(self, min_detections: int = 2) -> list[Candidate]:
         """The kept crops of the tracks seen at least ``min_detections`` times, by track then frame."""
-        return [c for track in sorted(self.kept) if self.detections[track] >= min_detections
-                for c in sorted(self.kept[track], key=lambda c: c.frame)]
+        return [
+            c
+            for track in sorted(self.kept)
+            if self.detections[track] >= min_detections
+            for c in sorted(self.kept[track], key=lambda c: c.frame)
+        ]
 
     def kept_count(self) -> int:
         """Crops kept now, all tracks together."""

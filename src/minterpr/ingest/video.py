@@ -6,6 +6,7 @@ picker (no pixels needed; the crops they kept are on disk), then decoding goes o
 first frame of the first missing chunk. :func:`tracked_detections` replays a finished job for
 evaluation.
 """
+
 from __future__ import annotations
 
 import os
@@ -21,8 +22,16 @@ from minterpr.ingest.job import JobFolder, job_id
 from minterpr.ingest.options import IngestOptions, every_of
 from minterpr.ingest.progress import Reporter
 from minterpr.ingest.sources import SourceInfo, iter_frames, open_source
-from minterpr.ingest.tracking import (BestCrops, Candidate, Tracker, covered_share, crop_box, crop_flags, crop_quality,
-                                      measure_sharpness)
+from minterpr.ingest.tracking import (
+    BestCrops,
+    Candidate,
+    Tracker,
+    covered_share,
+    crop_box,
+    crop_flags,
+    crop_quality,
+    measure_sharpness,
+)
 
 # The frame each kept crop was cut from is stored at ingest, downscaled to this width (aspect kept),
 # rather than decoded from the source when someone looks: the gallery stays self-contained (a
@@ -47,8 +56,9 @@ def _write_frame(path: Path, frame: np.ndarray) -> None:
 
     image = Image.fromarray(np.ascontiguousarray(frame[:, :, ::-1]))
     if image.width > FRAME_MAX_WIDTH:
-        image = image.resize((FRAME_MAX_WIDTH, max(1, round(image.height * FRAME_MAX_WIDTH / image.width))),
-                             Image.Resampling.LANCZOS)
+        image = image.resize(
+            (FRAME_MAX_WIDTH, max(1, round(image.height * FRAME_MAX_WIDTH / image.width))), Image.Resampling.LANCZOS
+        )
     atomic_write(path, lambda f: image.save(f, format="JPEG", quality=FRAME_JPEG_QUALITY), durable=False)
 
 
@@ -123,15 +133,30 @@ class Tracking:
             if flags:
                 self.picker.count(track)
                 continue
-            candidate = Candidate(track, index, k, box, score, sharp, crop_quality(box, score, sharp, *size),  # type: ignore[arg-type]
-                                  round(float(covered[k]), 4))
+            candidate = Candidate(
+                track,
+                index,
+                k,
+                box,
+                score,
+                sharp,
+                crop_quality(box, score, sharp, *size),  # type: ignore[arg-type]
+                round(float(covered[k]), 4),
+            )
             if self.picker.offer(candidate) and frame is not None:
                 _write_crop(self.job.crops / candidate.name, frame, box, self.options.jpeg_quality)
                 _write_frame(self.job.frames / frame_name(index), frame)
 
 
-def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, options: IngestOptions, every: int,
-                      reporter: Reporter, skipped: list[tuple[str, str]]) -> tuple[Tracking, int]:
+def detect_and_track(
+    info: SourceInfo,
+    job: JobFolder,
+    detector: Detector,
+    options: IngestOptions,
+    every: int,
+    reporter: Reporter,
+    skipped: list[tuple[str, str]],
+) -> tuple[Tracking, int]:
     """Run (or resume) the detection stage; the tracking state at its end and the frames read."""
     tracking = Tracking(options, info, every, job)
     chunk_frames = options.chunk_frames
@@ -142,8 +167,14 @@ def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, optio
         first, frames_read, eof = (chunk["chunk"] + 1) * chunk_frames, chunk["frames_read"], bool(chunk["eof"])
         skipped.extend(tuple(s) for s in chunk.get("skipped", []))
     report = lambda done: reporter.update(  # noqa: E731
-        "detect", done, info.frames, frames=done, detections=tracking.detections,
-        tracks=tracking.picker.tracks(options.min_track_detections), crops=tracking.picker.kept_count())
+        "detect",
+        done,
+        info.frames,
+        frames=done,
+        detections=tracking.detections,
+        tracks=tracking.picker.tracks(options.min_track_detections),
+        crops=tracking.picker.kept_count(),
+    )
     report(frames_read)
     if eof:
         return tracking, frames_read
@@ -162,8 +193,10 @@ def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, optio
             if frame is not None:
                 found = detect_people(detector, frame, options.detect_max_height)
                 crowd = found.crowd if found.crowd is not None else np.zeros(len(found))
-                dets = [[*map(float, box), float(score), measure_sharpness(frame, box), float(marked)]
-                        for box, score, marked in zip(found.boxes, found.scores, crowd)]
+                dets = [
+                    [*map(float, box), float(score), measure_sharpness(frame, box), float(marked)]
+                    for box, score, marked in zip(found.boxes, found.scores, crowd)
+                ]
                 size = (int(frame.shape[1]), int(frame.shape[0]))
                 tracking.step(index, size, dets, frame)
                 pending.append([index, size[0], size[1], dets])
@@ -185,8 +218,9 @@ def detect_and_track(info: SourceInfo, job: JobFolder, detector: Detector, optio
     return tracking, last + 1
 
 
-def tracked_detections(gallery: str | os.PathLike[str], source: str | os.PathLike[str],
-                       options: IngestOptions = IngestOptions()) -> tuple[list[int], list[tuple[Any, ...]]]:
+def tracked_detections(
+    gallery: str | os.PathLike[str], source: str | os.PathLike[str], options: IngestOptions = IngestOptions()
+) -> tuple[list[int], list[tuple[Any, ...]]]:
     """Replay the saved detections of ``source``'s job in ``gallery`` through the tracker (as a
     resumed run does): the processed frames, and every detection as (frame, box, score, track id
     or -1). For evaluation (:mod:`minterpr.ingest.evaluate`)."""

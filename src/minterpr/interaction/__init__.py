@@ -10,6 +10,7 @@ Example:
     >>> images[int(step.ranking[0])].path
     'b.jpg'
 """
+
 from minterpr.interaction.attribute_backend import AttributeBackend, noisy_attribute_probs
 from minterpr.interaction.explain import Explanation, explain_image
 from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES, Schedule, make_schedule
@@ -18,7 +19,22 @@ from minterpr.interaction.session import Action, AskQuestion, HistoryEntry, Sess
 from minterpr.interaction.simulators import SIMULATORS
 
 __all__ = [
-    "Action", "AskQuestion", "AttributeBackend", "Explanation", "HistoryEntry", "QUESTION_POLICIES",
-    "REFERENCE_POLICIES", "RerankConfig", "SCHEDULES", "SIMULATORS", "Schedule", "Session", "ShowReferences", "Step",
-    "explain_image", "make_schedule", "noisy_attribute_probs", "rerank",
+    "Action",
+    "AskQuestion",
+    "AttributeBackend",
+    "Explanation",
+    "HistoryEntry",
+    "QUESTION_POLICIES",
+    "REFERENCE_POLICIES",
+    "RerankConfig",
+    "SCHEDULES",
+    "SIMULATORS",
+    "Schedule",
+    "Session",
+    "ShowReferences",
+    "Step",
+    "explain_image",
+    "make_schedule",
+    "noisy_attribute_probs",
+    "rerank",
 ]

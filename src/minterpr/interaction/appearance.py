@@ -26,6 +26,7 @@ Example:
     >>> bool(p[0] > 0.9 > 0.1 > p[1])
     True
 """
+
 from __future__ import annotations
 
 import json
@@ -74,16 +75,23 @@ class SamePersonCalibration:
         base_rate = finite(data.get("base_rate"), "base_rate")
         if not 0.0 < base_rate < 1.0:
             raise ValueError(f"'base_rate': {base_rate} is not in (0, 1)")
-        return cls(finite(data.get("scale"), "scale"), finite(data.get("bias"), "bias"), base_rate,
-                   count(data.get("pairs"), "pairs"), split_name(data.get("split")), finite(data.get("auc"), "auc"))
+        return cls(
+            finite(data.get("scale"), "scale"),
+            finite(data.get("bias"), "bias"),
+            base_rate,
+            count(data.get("pairs"), "pairs"),
+            split_name(data.get("split")),
+            finite(data.get("auc"), "auc"),
+        )
 
 
 def _logit(p: float) -> float:
     return math.log(p / (1.0 - p))
 
 
-def _pairs(vectors: np.ndarray, people: np.ndarray, cameras: np.ndarray | None, max_negatives: int,
-           rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, float]:
+def _pairs(
+    vectors: np.ndarray, people: np.ndarray, cameras: np.ndarray | None, max_negatives: int, rng: np.random.Generator
+) -> tuple[np.ndarray, np.ndarray, float]:
     """(cosines, labels, weight of a sampled negative) over the pairs i < j; same-camera pairs of
     one person are left out when cameras are known (the re-id protocol: they are too easy)."""
     sims = vectors @ vectors.T  # (N, N)
@@ -119,8 +127,15 @@ def _auc(scores: np.ndarray, labels: np.ndarray, negative_weight: float) -> floa
     return float(100.0 * wins / total) if total else float("nan")
 
 
-def fit_same_person(vectors: np.ndarray, person_ids: Sequence[str], camera_ids: Sequence[str | None] | None = None,
-                    *, split: str, max_negatives: int = MAX_NEGATIVE_PAIRS, seed: int = 0) -> SamePersonCalibration:
+def fit_same_person(
+    vectors: np.ndarray,
+    person_ids: Sequence[str],
+    camera_ids: Sequence[str | None] | None = None,
+    *,
+    split: str,
+    max_negatives: int = MAX_NEGATIVE_PAIRS,
+    seed: int = 0,
+) -> SamePersonCalibration:
     """Fit :class:`SamePersonCalibration` on the pairs of ``vectors`` ((N, A), L2-normalised) of
     known people (weighted logistic regression by Newton's method: two parameters, convex).
     ValueError when there is no same-person pair or no other pair to fit on."""
@@ -145,8 +160,9 @@ def fit_same_person(vectors: np.ndarray, person_ids: Sequence[str], camera_ids: 
         if np.abs(step).max() < 1e-8:
             break
     total = positives + neg_weight * (len(y) - positives)
-    return SamePersonCalibration(float(theta[0]), float(theta[1]), float(positives / total), int(round(total)),
-                                 split, _auc(cos, y, neg_weight))
+    return SamePersonCalibration(
+        float(theta[0]), float(theta[1]), float(positives / total), int(round(total)), split, _auc(cos, y, neg_weight)
+    )
 
 
 def same_person_path(model_path: str | os.PathLike[str]) -> Path:
@@ -164,8 +180,9 @@ def read_same_person(model_path: str | os.PathLike[str]) -> SamePersonCalibratio
     try:
         return SamePersonCalibration.from_dict(json.loads(path.read_text(encoding="utf-8")))
     except (OSError, UnicodeError, json.JSONDecodeError, ValueError) as err:
-        raise ValueError(f"{path}: malformed same-person calibration ({err}); refit it with "
-                         "`minterpr calibrate appearance`") from None
+        raise ValueError(
+            f"{path}: malformed same-person calibration ({err}); refit it with `minterpr calibrate appearance`"
+        ) from None
 
 
 def write_same_person(model_path: str | os.PathLike[str], record: SamePersonCalibration) -> Path:

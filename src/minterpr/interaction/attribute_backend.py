@@ -17,6 +17,7 @@ Example:
     >>> index.rank(queries[-1]).tolist()
     [1, 0]
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -36,7 +37,6 @@ _LABELS = ONTOLOGY.flat_labels()
 _COLUMN = {label: j for j, label in enumerate(_LABELS)}
 
 
-
 def truth_matrix(images: Sequence[GalleryImage]) -> tuple[np.ndarray, np.ndarray]:
     """(N, L) 0/1 labels and (N, S) known-slot mask (S = ONTOLOGY.slots order) from ground truth."""
     labels = np.zeros((len(images), len(_LABELS)), dtype=np.float32)
@@ -50,8 +50,9 @@ def truth_matrix(images: Sequence[GalleryImage]) -> tuple[np.ndarray, np.ndarray
     return labels, known
 
 
-def noisy_attribute_probs(images: Sequence[GalleryImage], *, noise: float = 1.0, confidence: float = 3.0,
-                          seed: int = 0) -> np.ndarray:
+def noisy_attribute_probs(
+    images: Sequence[GalleryImage], *, noise: float = 1.0, confidence: float = 3.0, seed: int = 0
+) -> np.ndarray:
     """(N, L) P(label) as a classifier would give: sigmoid(±confidence + noise·N(0, 1)).
 
     A known label is pushed towards 1, an absent one towards 0; ``noise`` (logit std) makes some
@@ -84,8 +85,14 @@ class AttributeBackend:
 
     name = "attribute"
 
-    def __init__(self, noise: float | None = None, *, confidence: float = 3.0, seed: int = 0,
-                 attribute_probs: np.ndarray | None = None) -> None:
+    def __init__(
+        self,
+        noise: float | None = None,
+        *,
+        confidence: float = 3.0,
+        seed: int = 0,
+        attribute_probs: np.ndarray | None = None,
+    ) -> None:
         self.noise = noise  # logit noise of the simulated classifier; None = ground truth
         self.confidence = confidence  # logit magnitude of a clean prediction
         self.seed = seed  # noise seed
@@ -94,11 +101,17 @@ class AttributeBackend:
 
     def describe(self) -> dict[str, object]:
         """The backend's settings, for evaluation protocols."""
-        return {"backend": self.name, "noise": self.noise, "confidence": self.confidence, "seed": self.seed,
-                "explicit_probs": self.attribute_probs is not None}
+        return {
+            "backend": self.name,
+            "noise": self.noise,
+            "confidence": self.confidence,
+            "seed": self.seed,
+            "explicit_probs": self.attribute_probs is not None,
+        }
 
-    def index_images(self, images: Sequence[GalleryImage], root: str | None = None, *,
-                     progress: bool = False, strict: bool = False) -> GalleryIndex:
+    def index_images(
+        self, images: Sequence[GalleryImage], root: str | None = None, *, progress: bool = False, strict: bool = False
+    ) -> GalleryIndex:
         """Index images by their attributes; every image needs ground-truth attributes (or explicit probs).
 
         No file is read; only a path that leaves ``root`` is skipped (``strict``: refused), as a
@@ -133,8 +146,10 @@ class AttributeBackend:
         else:
             missing = [image.path for image in images if image.attributes is None]
             if missing:
-                raise InputError(f"the attribute backend needs ground-truth attributes; {len(missing)} images have "
-                                 f"none (e.g. {missing[0]!r}); use a neural backend for unlabelled images")
+                raise InputError(
+                    f"the attribute backend needs ground-truth attributes; {len(missing)} images have "
+                    f"none (e.g. {missing[0]!r}); use a neural backend for unlabelled images"
+                )
             if self.noise is None:
                 labels, _ = truth_matrix(images)
                 probs = labels

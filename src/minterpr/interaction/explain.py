@@ -36,6 +36,7 @@ Example:
     >>> policy.verdict(Fact("carried", ("backpack",)), 0.99)  # AUC 60 % < 75 %: cannot recognise it
     'unrecognised'
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -162,9 +163,16 @@ class Explanation:
         return " | ".join(parts) or "no known attributes to compare"
 
 
-def explain_image(index: GalleryIndex, i: int, facts: Sequence[Fact], *, use_ground_truth: bool = False,
-                  threshold: float = 0.5, evidence: EvidencePolicy | None = None,
-                  stated: Sequence[Fact] = ()) -> Explanation:
+def explain_image(
+    index: GalleryIndex,
+    i: int,
+    facts: Sequence[Fact],
+    *,
+    use_ground_truth: bool = False,
+    threshold: float = 0.5,
+    evidence: EvidencePolicy | None = None,
+    stated: Sequence[Fact] = (),
+) -> Explanation:
     """Sort ``facts`` (duplicates dropped) into matched / contradicted / unsure / unrecognised / unknown
     for gallery image ``i``; ``evidence`` None judges predictions at ``threshold``.
 
@@ -200,8 +208,18 @@ def explain_image(index: GalleryIndex, i: int, facts: Sequence[Fact], *, use_gro
         else:
             kind = "unknown"
         buckets[kind].append(fact)
-    return Explanation(i, image.path, tuple(buckets["yes"]), tuple(buckets["no"]), tuple(buckets["unknown"]), source,
-                       tuple(buckets["unsure"]), tuple(buckets["unrecognised"]), probabilities, tuple(by_user))
+    return Explanation(
+        i,
+        image.path,
+        tuple(buckets["yes"]),
+        tuple(buckets["no"]),
+        tuple(buckets["unknown"]),
+        source,
+        tuple(buckets["unsure"]),
+        tuple(buckets["unrecognised"]),
+        probabilities,
+        tuple(by_user),
+    )
 
 
 def _holds(fact: Fact, index: GalleryIndex, i: int, threshold: float) -> bool:

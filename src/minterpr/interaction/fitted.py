@@ -23,6 +23,7 @@ Example:
     Traceback (most recent call last):
     minterpr.errors.RunError: m.pt: malformed extra 'calibration': a list, not a dict
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -57,10 +58,14 @@ class CalibrationRecord:
     def from_dict(cls, data: Mapping[str, Any]) -> "CalibrationRecord":
         """The record of :meth:`to_dict`; ValueError naming the field that is missing or wrong."""
         data = mapping(data)
-        return cls(split_name(data.get("split")), number_map(data.get("temperatures"), "temperatures", "slot names"),
-                   finite(data.get("nll_before"), "nll_before"), finite(data.get("nll_after"), "nll_after"),
-                   # absent in records written before label AUCs were stored
-                   number_map(data.get("label_auc", {}), "label_auc", "label names"))
+        return cls(
+            split_name(data.get("split")),
+            number_map(data.get("temperatures"), "temperatures", "slot names"),
+            finite(data.get("nll_before"), "nll_before"),
+            finite(data.get("nll_after"), "nll_after"),
+            # absent in records written before label AUCs were stored
+            number_map(data.get("label_auc", {}), "label_auc", "label names"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         out = dataclasses.asdict(self)
@@ -81,8 +86,10 @@ class WeightSelection:
         """The record of :meth:`to_dict`; ValueError naming the field that is missing or wrong."""
         data = mapping(data)
         tried = mapping(data.get("r1_last_by_weight"), "r1_last_by_weight")
-        return cls(split_name(data.get("split")),
-                   number_map({str(w): r for w, r in tried.items()}, "r1_last_by_weight", "weights"))
+        return cls(
+            split_name(data.get("split")),
+            number_map({str(w): r for w, r in tried.items()}, "r1_last_by_weight", "weights"),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -156,8 +163,10 @@ class RunExtras:
         for row in RECORDS:
             if type(record) is row.type:
                 return row
-        raise TypeError(f"a {type(record).__name__} is not a record stored with a model "
-                        f"(known: {', '.join(row.type.__name__ for row in RECORDS)})")
+        raise TypeError(
+            f"a {type(record).__name__} is not a record stored with a model "
+            f"(known: {', '.join(row.type.__name__ for row in RECORDS)})"
+        )
 
     def match_temperature(self) -> float:
         """The temperature of the match sessions show: the fitted one, else the policies' default."""
@@ -181,8 +190,9 @@ def _read(row: Record, stored: Any, source: str | os.PathLike[str]) -> Any:
     try:
         return row.type.from_dict(mapping(stored))
     except Unusable as err:
-        logging.getLogger(__name__).warning("%s: extra %r ignored: %s (refit it with %s)", os.fspath(source),
-                                            row.key, err, row.refit)
+        logging.getLogger(__name__).warning(
+            "%s: extra %r ignored: %s (refit it with %s)", os.fspath(source), row.key, err, row.refit
+        )
         return None
     except (TypeError, ValueError) as err:
         raise RunError(source, f"malformed extra {row.key!r}: {err}") from None

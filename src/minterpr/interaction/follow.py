@@ -18,6 +18,7 @@ Example:
     >>> [(lane.camera, [(c.row, round(c.probability, 2)) for c in lane.candidates]) for lane in lanes]
     [('a', [(3, 1.0)]), ('b', [(1, 0.88)])]
 """
+
 from __future__ import annotations
 
 import math
@@ -61,8 +62,13 @@ class CameraLane:
     candidates: tuple[FollowCandidate, ...]
 
 
-def same_person_probabilities(vectors: np.ndarray, anchor: int, rows: Sequence[int],
-                              calibration: "SamePersonCalibration", base_rate: float | None = None) -> np.ndarray:
+def same_person_probabilities(
+    vectors: np.ndarray,
+    anchor: int,
+    rows: Sequence[int],
+    calibration: "SamePersonCalibration",
+    base_rate: float | None = None,
+) -> np.ndarray:
     """The same-person probability of each of ``rows`` with row ``anchor`` (vectors L2-normalised)."""
     vectors = np.asarray(vectors)
     if vectors.ndim != 2 or not 0 <= anchor < len(vectors):
@@ -74,9 +80,17 @@ def same_person_probabilities(vectors: np.ndarray, anchor: int, rows: Sequence[i
     return np.asarray(calibration.probability(cosine, base_rate=base_rate))
 
 
-def follow(vectors: np.ndarray, anchor: int, calibration: "SamePersonCalibration", *,
-           cameras: Sequence[str | None], times: Sequence[float], rows: Sequence[int] | None = None,
-           exclude: Collection[int] = (), config: FollowConfig = FollowConfig()) -> list[CameraLane]:
+def follow(
+    vectors: np.ndarray,
+    anchor: int,
+    calibration: "SamePersonCalibration",
+    *,
+    cameras: Sequence[str | None],
+    times: Sequence[float],
+    rows: Sequence[int] | None = None,
+    exclude: Collection[int] = (),
+    config: FollowConfig = FollowConfig(),
+) -> list[CameraLane]:
     """The crops among ``rows`` (default: every row) that may show the person of row ``anchor``,
     per camera (see the module doc); the anchor and ``exclude`` (e.g. its own track) are left out."""
     if len(cameras) != len(vectors) or len(times) != len(vectors):

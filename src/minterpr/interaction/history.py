@@ -25,6 +25,7 @@ Example:
     ...
     minterpr.errors.InputError: history entry: answer: missing
 """
+
 from __future__ import annotations
 
 import json
@@ -44,10 +45,18 @@ from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, 
 HISTORY_FORMAT = "minterpr-session-history"
 HISTORY_VERSION = 1
 MAX_HISTORY_BYTES = 64 * 1024 * 1024  # a long conversation is a few hundred kilobytes
-_KINDS: dict[str, type] = {"description": DescriptionTurn, "qa": QATurn, "reference": ReferenceTurn,
-                           "example": ExampleTurn}
-_FIELDS = {"description": ("text",), "qa": ("question", "answer"), "reference": ("reference_path", "feedback"),
-           "example": ("image_path",)}
+_KINDS: dict[str, type] = {
+    "description": DescriptionTurn,
+    "qa": QATurn,
+    "reference": ReferenceTurn,
+    "example": ExampleTurn,
+}
+_FIELDS = {
+    "description": ("text",),
+    "qa": ("question", "answer"),
+    "reference": ("reference_path", "feedback"),
+    "example": ("image_path",),
+}
 _NAMES = {cls: name for name, cls in _KINDS.items()}
 
 
@@ -130,8 +139,9 @@ class HistoryEntry(NamedTuple):
         """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...], "shown": [...]
         (the shown image's facts, same form), "understood": bool (derived, for the page; ignored when read)}."""
         data: dict[str, Any] = {"type": _NAMES[type(self.turn)], **self.turn.__dict__}
-        data["facts"] = [[f.slot, list(f.values), f.negated, *_model_items(f)]
-                         for f in self.facts]  # a model's fact carries its use (and anchor image) as 4th (5th) items
+        data["facts"] = [
+            [f.slot, list(f.values), f.negated, *_model_items(f)] for f in self.facts
+        ]  # a model's fact carries its use (and anchor image) as 4th (5th) items
         data["top"] = list(self.top)
         data["shown"] = [[f.slot, list(f.values), f.negated] for f in self.shown]
         data["understood"] = self.understood
@@ -155,18 +165,26 @@ def _model_items(fact: Fact) -> list[str]:
 
 def _parse_fact(item: Any, k: int) -> Fact:
     where = f"facts[{k}]"
-    if not isinstance(item, (list, tuple)) or len(item) not in (3, 4, 5) or (len(item) >= 4 and item[3] not in MODEL_USES) \
-            or (len(item) == 5 and (item[3] != "anchor" or not isinstance(item[4], str))):
-        raise _Bad(where, f"expected [slot, [values], negated] (+ reading|anchor for a model's fact, + the image "
-                          f"path for anchor), got {_short(item)}")
+    if (
+        not isinstance(item, (list, tuple))
+        or len(item) not in (3, 4, 5)
+        or (len(item) >= 4 and item[3] not in MODEL_USES)
+        or (len(item) == 5 and (item[3] != "anchor" or not isinstance(item[4], str)))
+    ):
+        raise _Bad(
+            where,
+            f"expected [slot, [values], negated] (+ reading|anchor for a model's fact, + the image "
+            f"path for anchor), got {_short(item)}",
+        )
     slot, values, negated = item[:3]
     if not isinstance(slot, str) or slot not in ONTOLOGY.slot_names:
         raise _Bad(where, f"unknown slot {_short(slot)}")
     known = ONTOLOGY.slot(slot).value_names
     valid = isinstance(values, (list, tuple)) and values and all(isinstance(v, str) and v in known for v in values)
     if not valid:
-        raise _Bad(where, f"values of slot {slot!r} must be a non-empty list of {', '.join(known)}; "
-                          f"got {_short(values)}")
+        raise _Bad(
+            where, f"values of slot {slot!r} must be a non-empty list of {', '.join(known)}; got {_short(values)}"
+        )
     if not isinstance(negated, bool):
         raise _Bad(where, f"negated must be true or false, got {_short(negated)}")
     if len(item) == 3:
@@ -183,8 +201,9 @@ def _parse_entry(data: Any) -> HistoryEntry:
     names = _FIELDS[kind]
     unknown = sorted(set(data) - {"type", "facts", "top", "shown", "understood", *names})
     if unknown:
-        raise _Bad(unknown[0], f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top, "
-                               "shown, understood)")
+        raise _Bad(
+            unknown[0], f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top, shown, understood)"
+        )
     for name in (*names, "facts", "top"):
         if name not in data:
             raise _Bad(name, "missing")
@@ -200,7 +219,7 @@ def _parse_entry(data: Any) -> HistoryEntry:
     try:
         shown = tuple(_parse_fact(item, k) for k, item in enumerate(shown_items))
     except _Bad as bad:
-        raise _Bad(f"shown{bad.field[len('facts'):]}", bad.reason) from None
+        raise _Bad(f"shown{bad.field[len('facts') :]}", bad.reason) from None
     if "understood" in data and not isinstance(data["understood"], bool):
         raise _Bad("understood", f"expected true or false, got {_short(data['understood'])}")
     top = data["top"]
@@ -213,11 +232,16 @@ def _short(value: Any) -> str:
     return reprlib.repr(value)  # bounded in length and depth, whatever the file holds
 
 
-def write_history(path: str | os.PathLike[str], history: Sequence[HistoryEntry],
-                  session: Mapping[str, Any] | None = None) -> str:
+def write_history(
+    path: str | os.PathLike[str], history: Sequence[HistoryEntry], session: Mapping[str, Any] | None = None
+) -> str:
     """Save ``history`` (and the session's settings, for the record) atomically; returns the path."""
-    document = {"format": HISTORY_FORMAT, "version": HISTORY_VERSION, "session": dict(session or {}),
-                "turns": [entry.to_dict() for entry in history]}
+    document = {
+        "format": HISTORY_FORMAT,
+        "version": HISTORY_VERSION,
+        "session": dict(session or {}),
+        "turns": [entry.to_dict() for entry in history],
+    }
     # ensure_ascii: a path kept with surrogate escapes (undecodable bytes) still writes as JSON
     atomic_write_text(path, json.dumps(document, indent=1, ensure_ascii=True) + "\n")
     return os.fspath(path)
@@ -242,10 +266,14 @@ def read_history(path: str | os.PathLike[str]) -> list[HistoryEntry]:
     except RecursionError:
         raise DataError(name, 0, "<file>", "JSON nested too deeply") from None
     if not isinstance(document, dict) or document.get("format") != HISTORY_FORMAT:
-        raise DataError(name, 0, "format", f"not a session history (expected \"format\": \"{HISTORY_FORMAT}\")")
+        raise DataError(name, 0, "format", f'not a session history (expected "format": "{HISTORY_FORMAT}")')
     if document.get("version") != HISTORY_VERSION:
-        raise DataError(name, 0, "version", f"unsupported version {_short(document.get('version'))} "
-                                            f"(this minterpr reads version {HISTORY_VERSION})")
+        raise DataError(
+            name,
+            0,
+            "version",
+            f"unsupported version {_short(document.get('version'))} (this minterpr reads version {HISTORY_VERSION})",
+        )
     turns = document.get("turns")
     if not isinstance(turns, list):
         raise DataError(name, 0, "turns", "expected a list of turns")

@@ -25,6 +25,7 @@ Example:
     >>> round(fit_match_temperature(steps), 3)  # the top image is the target half the time: T = 1/log((1+13**.5)/2)
     1.199
 """
+
 from __future__ import annotations
 
 import math
@@ -106,8 +107,9 @@ def fit_match_temperature(steps: Sequence[MatchStep], bounds: tuple[float, float
     return float(math.exp((a + b) / 2.0))
 
 
-def match_reliability(steps: Sequence[MatchStep], temperature: float, top: int = 10,
-                      bins: int = 10) -> tuple[float, list[dict[str, float]]]:
+def match_reliability(
+    steps: Sequence[MatchStep], temperature: float, top: int = 10, bins: int = 10
+) -> tuple[float, list[dict[str, float]]]:
     """How well the match of the ``top`` results of each step says how often they are the person:
     (expected calibration error, one row per non-empty bin of equal width: mean match, share that
     was the target, images). ECE = sum over bins of images / all x |share - mean match|."""
@@ -124,8 +126,13 @@ def match_reliability(steps: Sequence[MatchStep], temperature: float, top: int =
     for b in range(bins):
         inside = which == b
         if inside.any():
-            rows.append({"mean_match": float(m[inside].mean()), "share_target": float(y[inside].mean()),
-                         "images": int(inside.sum())})
+            rows.append(
+                {
+                    "mean_match": float(m[inside].mean()),
+                    "share_target": float(y[inside].mean()),
+                    "images": int(inside.sum()),
+                }
+            )
             ece += inside.sum() / max(len(m), 1) * abs(float(y[inside].mean()) - float(m[inside].mean()))
     return float(ece), rows
 
@@ -154,10 +161,13 @@ class MatchCalibration:
     def from_dict(cls, data: Mapping[str, Any]) -> "MatchCalibration":
         """The record of ``to_dict``; ValueError naming the field that is missing or not a number."""
         data = mapping(data)
-        values: dict[str, Any] = {name: finite(data.get(name), name) for name in
-                                  ("temperature", "nll_before", "nll_after", "ece_before", "ece_after")}
+        values: dict[str, Any] = {
+            name: finite(data.get(name), name)
+            for name in ("temperature", "nll_before", "nll_after", "ece_before", "ece_after")
+        }
         if values["temperature"] <= 0:
             raise ValueError(f"'temperature': {values['temperature']!r} is not positive")
         values.update({name: count(data.get(name), name) for name in ("searches", "steps")})
-        return cls(split=split_name(data.get("split")), protocol=mapping(data.get("protocol", {}), "protocol"),
-                   **values)
+        return cls(
+            split=split_name(data.get("split")), protocol=mapping(data.get("protocol", {}), "protocol"), **values
+        )

@@ -21,6 +21,7 @@ Example:
     >>> make_schedule("questions_then_references").kind(4)
     'reference'
 """
+
 from __future__ import annotations
 
 import random
@@ -66,8 +67,9 @@ class PolicyContext:
         return [s for s in ASKABLE_SLOTS if s not in closed]
 
 
-def candidate_distribution(ctx: PolicyContext, top_k: int = 50,
-                           temperature: float = TEMPERATURE) -> tuple[np.ndarray, np.ndarray]:
+def candidate_distribution(
+    ctx: PolicyContext, top_k: int = 50, temperature: float = TEMPERATURE
+) -> tuple[np.ndarray, np.ndarray]:
     """The top-k candidates (K,) and their weights softmax(score / T) (K,), summing to 1."""
     top = ctx.ranking[:top_k]
     logits = ctx.scores[top] / temperature
@@ -229,7 +231,9 @@ class DiverseReferences:
     name: str = "diverse"
     pool: int = 20  # how deep in the ranking candidates are drawn from
     trade_off: float = 0.7  # weight of relevance against dissimilarity to the images already picked
-    duplicate_threshold: float = 0.9  # a near-duplicate of a picked image (same person) comes only when nothing else is left
+    duplicate_threshold: float = (
+        0.9  # a near-duplicate of a picked image (same person) comes only when nothing else is left
+    )
 
     def choose(self, ctx: PolicyContext, k: int) -> list[int]:
         pool = _unjudged(ctx, self.pool)
@@ -263,7 +267,7 @@ def comparison_entropy(weights: np.ndarray, labels: np.ndarray, same: np.ndarray
     ``labels`` (K, S) predicted values, ``same`` (K, K) near-duplicate matrix.
     """
     differs = labels != labels[j]  # (K, S)
-    outcome = np.concatenate([same[:, j:j + 1], differs], axis=1)  # (K, 1 + S)
+    outcome = np.concatenate([same[:, j : j + 1], differs], axis=1)  # (K, 1 + S)
     outcome[same[:, j], 1:] = False  # "that's her" says nothing else
     _, group = np.unique(outcome, axis=0, return_inverse=True)
     return float(_entropy(np.bincount(group.ravel(), weights=weights)))
@@ -328,8 +332,9 @@ def _diverse(pool: int = 20, trade_off: float = 0.7, duplicate_threshold: float 
 
 
 @REFERENCE_POLICIES.register("uncertain")
-def _uncertain(top_k: int = 50, pool: int = 20, temperature: float = TEMPERATURE,
-               duplicate_threshold: float = 0.9) -> ReferencePolicy:
+def _uncertain(
+    top_k: int = 50, pool: int = 20, temperature: float = TEMPERATURE, duplicate_threshold: float = 0.9
+) -> ReferencePolicy:
     return UncertainReferences(top_k=top_k, pool=pool, temperature=temperature, duplicate_threshold=duplicate_threshold)
 
 
@@ -374,8 +379,10 @@ def make_schedule(schedule: str | Sequence[str] | Schedule) -> Schedule:
         if schedule == "auto":
             return Schedule()
         if schedule not in SCHEDULES:
-            raise InputError(f"unknown schedule {schedule!r}: must be 'auto', one of {', '.join(SCHEDULES)}, "
-                             "or a sequence of 'question' / 'reference'")
+            raise InputError(
+                f"unknown schedule {schedule!r}: must be 'auto', one of {', '.join(SCHEDULES)}, "
+                "or a sequence of 'question' / 'reference'"
+            )
         return Schedule(SCHEDULES[schedule])
     pattern = tuple(schedule)
     bad = [m for m in pattern if m not in ("question", "reference")]
@@ -384,8 +391,9 @@ def make_schedule(schedule: str | Sequence[str] | Schedule) -> Schedule:
     return Schedule(pattern)
 
 
-def _shown_answer(ctx: PolicyContext, shown: Sequence[int], top_k: int, temperature: float,
-                  duplicate_threshold: float) -> np.ndarray:
+def _shown_answer(
+    ctx: PolicyContext, shown: Sequence[int], top_k: int, temperature: float, duplicate_threshold: float
+) -> np.ndarray:
     """(S + 1,) P(the person is the one of shown image j), last entry P(none of them)."""
     top, weights = candidate_distribution(ctx, top_k, temperature)
     vectors, threshold = compared_vectors(ctx.index, duplicate_threshold)
@@ -394,16 +402,26 @@ def _shown_answer(ctx: PolicyContext, shown: Sequence[int], top_k: int, temperat
     return np.bincount(owner, weights=weights, minlength=len(shown) + 1)
 
 
-def shown_person_mass(ctx: PolicyContext, shown: Sequence[int], top_k: int = 50, temperature: float = TEMPERATURE,
-                      duplicate_threshold: float = 0.9) -> float:
+def shown_person_mass(
+    ctx: PolicyContext,
+    shown: Sequence[int],
+    top_k: int = 50,
+    temperature: float = TEMPERATURE,
+    duplicate_threshold: float = 0.9,
+) -> float:
     """Candidate mass of the people in ``shown`` (images and their near-duplicates): P(a hit)."""
     if not len(shown):
         return 0.0
     return float(1.0 - _shown_answer(ctx, shown, top_k, temperature, duplicate_threshold)[-1])
 
 
-def reference_information(ctx: PolicyContext, shown: Sequence[int], top_k: int = 50, temperature: float = TEMPERATURE,
-                          duplicate_threshold: float = 0.9) -> float:
+def reference_information(
+    ctx: PolicyContext,
+    shown: Sequence[int],
+    top_k: int = 50,
+    temperature: float = TEMPERATURE,
+    duplicate_threshold: float = 0.9,
+) -> float:
     """Expected information (nats) of showing ``shown`` to a user who recognises the person.
 
     The answer is "it is the person of image j" or "none of them": its entropy, with P(j) the

@@ -64,6 +64,7 @@ Example:
     >>> round(model.probability(x), 3), model.absent(x)
     (0.248, False)
 """
+
 from __future__ import annotations
 
 import math
@@ -109,9 +110,18 @@ def _distinct(facts: Sequence[Fact]) -> list[Fact]:
     return list(dict.fromkeys(facts))
 
 
-def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray | None, facts: Sequence[Fact], *,
-                      rejected: np.ndarray, ruled_out: Sequence[float], order: np.ndarray | None = None,
-                      floor: float = PROB_FLOOR, looks: tuple[np.ndarray, Any] | None = None) -> np.ndarray:
+def presence_features(
+    scores: np.ndarray,
+    temperature: float,
+    probs: np.ndarray | None,
+    facts: Sequence[Fact],
+    *,
+    rejected: np.ndarray,
+    ruled_out: Sequence[float],
+    order: np.ndarray | None = None,
+    floor: float = PROB_FLOOR,
+    looks: tuple[np.ndarray, Any] | None = None,
+) -> np.ndarray:
     """(6,) the features of :data:`FEATURE_NAMES` (the module doc) for one step; (7,) with
     :data:`APPEARANCE_FEATURES` when ``looks`` = ((N, A) appearance vectors, their
     :class:`~minterpr.interaction.appearance.SamePersonCalibration`) is given.
@@ -145,8 +155,7 @@ def presence_features(scores: np.ndarray, temperature: float, probs: np.ndarray 
     return np.array(row)
 
 
-def one_person(scores: np.ndarray, rows: np.ndarray, open_: np.ndarray, vectors: np.ndarray,
-               calibration: Any) -> float:
+def one_person(scores: np.ndarray, rows: np.ndarray, open_: np.ndarray, vectors: np.ndarray, calibration: Any) -> float:
     """The ``one_person`` feature: Σ over the :data:`LEADERS` best open images after the first of
     P(same person as the first | appearance cosine). ``scores``/``rows``: ranked images' scores and
     gallery positions, ``open_`` (same length): not ruled out.
@@ -165,9 +174,17 @@ def one_person(scores: np.ndarray, rows: np.ndarray, open_: np.ndarray, vectors:
     return float(calibration.probability(vectors[others] @ vectors[leader]).sum())
 
 
-def presence_features_reference(scores: Sequence[float], temperature: float, probs: np.ndarray | None,
-                                facts: Sequence[Fact], *, rejected: Sequence[bool], ruled_out: Sequence[float],
-                                order: Sequence[int] | None = None, floor: float = PROB_FLOOR) -> list[float]:
+def presence_features_reference(
+    scores: Sequence[float],
+    temperature: float,
+    probs: np.ndarray | None,
+    facts: Sequence[Fact],
+    *,
+    rejected: Sequence[bool],
+    ruled_out: Sequence[float],
+    order: Sequence[int] | None = None,
+    floor: float = PROB_FLOOR,
+) -> list[float]:
     """:func:`presence_features` written as plain loops, one image and one fact at a time (the test's
     reference for the fast path)."""
     fits = []
@@ -175,7 +192,7 @@ def presence_features_reference(scores: Sequence[float], temperature: float, pro
         for i in range(len(probs)):
             if rejected[i]:
                 continue
-            row = probs[i: i + 1]
+            row = probs[i : i + 1]
             fits.append(sum(float(fact_log_likelihood(f, row, floor)[0]) for f in _distinct(facts)))
     best = max(fits) if fits else 0.0
     compatible = best + math.log(sum(math.exp(v - best) for v in fits)) if fits else 0.0
@@ -186,7 +203,14 @@ def presence_features_reference(scores: Sequence[float], temperature: float, pro
     if open_scores:
         high = max(open_scores)
         top = 1.0 / sum(math.exp(s - high) for s in open_scores)
-    return [best, compatible, rejected_evidence, top, float(sum(1 for r in rejected if r)), math.log(max(len(rejected), 1))]
+    return [
+        best,
+        compatible,
+        rejected_evidence,
+        top,
+        float(sum(1 for r in rejected if r)),
+        math.log(max(len(rejected), 1)),
+    ]
 
 
 def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | None:
@@ -200,9 +224,17 @@ def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | N
         rejected[i] = verdict is False
     index = session.index
     looks = (index.appearance, index.same_person) if index.appearance is not None and index.same_person else None
-    return presence_features(step.scores, step.match_temperature, index.attribute_probs, session.facts,
-                             rejected=rejected, ruled_out=ruled_out, order=step.ranking,
-                             floor=session.reranking.prob_floor, looks=looks)
+    return presence_features(
+        step.scores,
+        step.match_temperature,
+        index.attribute_probs,
+        session.facts,
+        rejected=rejected,
+        ruled_out=ruled_out,
+        order=step.ranking,
+        floor=session.reranking.prob_floor,
+        looks=looks,
+    )
 
 
 def _sigmoid(z: float) -> float:
@@ -234,8 +266,10 @@ class PresenceModel:
         feature is ignored by a model fitted without it; a model fitted with it refuses a row without it)."""
         names = self.names
         if len(features) < len(names):
-            raise ValueError(f"this presence model was fitted with the appearance feature {APPEARANCE_FEATURES[0]!r}: "
-                             "the gallery needs appearance vectors with their same-person calibration")
+            raise ValueError(
+                f"this presence model was fitted with the appearance feature {APPEARANCE_FEATURES[0]!r}: "
+                "the gallery needs appearance vectors with their same-person calibration"
+            )
         z = self.bias + sum(self.weights[name] * float(x) for name, x in zip(names, features))
         return _sigmoid(z)
 
@@ -255,19 +289,27 @@ class PresenceModel:
         data = mapping(data)
         fitted = number_map(data.get("weights"), "weights", "feature names")
         if set(fitted) not in (set(FEATURE_NAMES), set(FEATURE_NAMES + APPEARANCE_FEATURES)):
-            raise OtherFeatures(f"'weights': fitted on the features {sorted(fitted)}, this minterpr computes "
-                                f"{list(FEATURE_NAMES)}")
-        values: dict[str, Any] = {name: finite(data.get(name), name) for name in
-                                  ("bias", "threshold", "absent_flagged_pct", "present_flagged_pct")}
+            raise OtherFeatures(
+                f"'weights': fitted on the features {sorted(fitted)}, this minterpr computes {list(FEATURE_NAMES)}"
+            )
+        values: dict[str, Any] = {
+            name: finite(data.get(name), name)
+            for name in ("bias", "threshold", "absent_flagged_pct", "present_flagged_pct")
+        }
         if not 0.0 < values["threshold"] < 1.0:
             raise ValueError(f"'threshold': {values['threshold']!r} is not in (0, 1)")
         values.update({name: count(data.get(name), name) for name in ("searches", "steps")})
-        return cls(split=split_name(data.get("split")), weights=fitted,
-                   protocol=mapping(data.get("protocol", {}), "protocol"), **values)
+        return cls(
+            split=split_name(data.get("split")),
+            weights=fitted,
+            protocol=mapping(data.get("protocol", {}), "protocol"),
+            **values,
+        )
 
 
-def fit_logistic(rows: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None,
-                 l2: float = 1e-2, iterations: int = 50) -> tuple[np.ndarray, float]:
+def fit_logistic(
+    rows: np.ndarray, labels: np.ndarray, weights: np.ndarray | None = None, l2: float = 1e-2, iterations: int = 50
+) -> tuple[np.ndarray, float]:
     """(coefficients, bias) of a weighted logistic regression of ``labels`` (1 = present) on (M, F)
     ``rows`` by Newton's method, with an L2 penalty ``l2`` on the coefficients of the standardised
     features (the bias is not penalised); coefficients are returned in the features' own units."""
@@ -296,8 +338,7 @@ def fit_logistic(rows: np.ndarray, labels: np.ndarray, weights: np.ndarray | Non
     return coefficients, float(beta[-1] - coefficients @ mean)
 
 
-def choose_threshold(present_lowest: Sequence[float], absent_lowest: Sequence[float],
-                     max_false: float = 0.05) -> float:
+def choose_threshold(present_lowest: Sequence[float], absent_lowest: Sequence[float], max_false: float = 0.05) -> float:
     """The threshold that flags the most absent searches while flagging at most ``max_false`` of the
     present ones, from each search's lowest probability over its steps (a search is flagged when
     that falls under the threshold): halfway between the last present value it may flag and the

@@ -46,6 +46,7 @@ Example:
     >>> RerankConfig.from_dict({"attribute_weight": 0.1, "prob_floor": 0.05}).prob_floor  # a stored config
     0.05
 """
+
 from __future__ import annotations
 
 import math
@@ -61,16 +62,30 @@ from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood, stated_l
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.interaction.similarities import Similarities
 
-__all__ = ["FactLikelihoods", "RerankConfig", "RerankResult", "attribute_log_likelihood",
-           "keep_rejected_below", "plausible_images", "rerank", "rerank_rows"]
+__all__ = [
+    "FactLikelihoods",
+    "RerankConfig",
+    "RerankResult",
+    "attribute_log_likelihood",
+    "keep_rejected_below",
+    "plausible_images",
+    "rerank",
+    "rerank_rows",
+]
 
 # the key static evaluation stored for ``rejection`` before the two configs were one
 _LEGACY_KEYS = {"reject_references": "rejection"}
 _BOUNDS = {  # field -> (low, high, closed) allowed range of the numeric fields
-    "attribute_weight": (0.0, math.inf, True), "prob_floor": (0.0, 0.5, False),
-    "rejection_penalty": (0.0, math.inf, True), "duplicate_threshold": (-1.0, 1.0, True),
-    "anchor_lambda": (0.0, 1.0, True), "confirmed_lambda": (0.0, 1.0, True), "anchor_margin": (0.0, math.inf, True),
-    "plausible_lambda": (0.0, 1.0, True), "duplicate_probability": (0.0, 1.0, False), "example_lambda": (0.0, 1.0, True),
+    "attribute_weight": (0.0, math.inf, True),
+    "prob_floor": (0.0, 0.5, False),
+    "rejection_penalty": (0.0, math.inf, True),
+    "duplicate_threshold": (-1.0, 1.0, True),
+    "anchor_lambda": (0.0, 1.0, True),
+    "confirmed_lambda": (0.0, 1.0, True),
+    "anchor_margin": (0.0, math.inf, True),
+    "plausible_lambda": (0.0, 1.0, True),
+    "duplicate_probability": (0.0, 1.0, False),
+    "example_lambda": (0.0, 1.0, True),
 }
 
 
@@ -218,9 +233,15 @@ def attribute_log_likelihood(facts: Sequence[Fact], probs: np.ndarray, floor: fl
     return FactLikelihoods(probs, floor).total(facts)
 
 
-def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
-           judgements: Mapping[int, bool | None], reranking: RerankConfig = RerankConfig(),
-           stated: Mapping[int, Sequence[Fact]] | None = None, example: np.ndarray | None = None) -> RerankResult:
+def rerank(
+    query_scores: np.ndarray,
+    index: GalleryIndex,
+    facts: Sequence[Fact],
+    judgements: Mapping[int, bool | None],
+    reranking: RerankConfig = RerankConfig(),
+    stated: Mapping[int, Sequence[Fact]] | None = None,
+    example: np.ndarray | None = None,
+) -> RerankResult:
     """Combine the backend's (N,) query scores with the facts and judgements so far.
 
     ``judgements`` maps gallery index -> True (the user said it is the person), False (not) or
@@ -240,15 +261,26 @@ def rerank(query_scores: np.ndarray, index: GalleryIndex, facts: Sequence[Fact],
         loglik = attribute_log_likelihood(facts, index.attribute_probs, reranking.prob_floor)
         if stated:
             loglik = stated_log_likelihood(loglik, facts, stated, index.attribute_probs, reranking.prob_floor)
-    final, anchors = rerank_rows(scores[None], index, None if loglik is None else loglik[None], [judgements], reranking,
-                                 examples=None if example is None else [example])
+    final, anchors = rerank_rows(
+        scores[None],
+        index,
+        None if loglik is None else loglik[None],
+        [judgements],
+        reranking,
+        examples=None if example is None else [example],
+    )
     return RerankResult(final[0], None if anchors[0] < 0 else int(anchors[0]), loglik)
 
 
-def rerank_rows(query_scores: np.ndarray, index: GalleryIndex, loglik: np.ndarray | None,
-                judgements: Sequence[Mapping[int, bool | None]], reranking: RerankConfig,
-                similarities: Similarities | None = None,
-                examples: Sequence[np.ndarray | None] | None = None) -> tuple[np.ndarray, np.ndarray]:
+def rerank_rows(
+    query_scores: np.ndarray,
+    index: GalleryIndex,
+    loglik: np.ndarray | None,
+    judgements: Sequence[Mapping[int, bool | None]],
+    reranking: RerankConfig,
+    similarities: Similarities | None = None,
+    examples: Sequence[np.ndarray | None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """:func:`rerank` for B conversations at once: ((B, N) scores, (B,) anchor or -1).
 
     ``query_scores`` (B, N): the backend's scores; ``loglik`` (B, N): each conversation's
@@ -342,8 +374,9 @@ def plausible_images(judgements: Mapping[int, bool | None]) -> list[int]:
     return sorted(i for i, ok in judgements.items() if ok is None)
 
 
-def _towards_plausible(scores: np.ndarray, judgements: Sequence[Mapping[int, bool | None]],
-                       sims: Similarities, lam: float) -> np.ndarray:
+def _towards_plausible(
+    scores: np.ndarray, judgements: Sequence[Mapping[int, bool | None]], sims: Similarities, lam: float
+) -> np.ndarray:
     """(B, N) scores blended towards each row's plausible images (:func:`plausible_images`), in place."""
     for row, judged in enumerate(judgements):
         kept = plausible_images(judged)  # none once the row confirmed an image

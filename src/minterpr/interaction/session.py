@@ -60,6 +60,7 @@ Example:
     >>> len(session.history), int(session.step.ranking[0])  # as it was
     (2, 1)
 """
+
 from __future__ import annotations
 
 import os
@@ -77,56 +78,92 @@ from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_reading
 from minterpr.interaction.explain import EvidencePolicy, explain_image
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
-from minterpr.interaction.policies import (QUESTION_POLICIES, REFERENCE_POLICIES, PolicyContext, QuestionChoice,
-                                           TEMPERATURE, QuestionPolicy, ReferencePolicy, Schedule, make_schedule,
-                                           reference_information, shown_person_mass)
+from minterpr.interaction.policies import (
+    QUESTION_POLICIES,
+    REFERENCE_POLICIES,
+    PolicyContext,
+    QuestionChoice,
+    TEMPERATURE,
+    QuestionPolicy,
+    ReferencePolicy,
+    Schedule,
+    make_schedule,
+    reference_information,
+    shown_person_mass,
+)
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
 from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
 from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
-from minterpr.interaction.vlm_turn import (model_anchor, model_judgements, model_reading, seen_evidence, target_facts,
-                                           with_judgements)
+from minterpr.interaction.vlm_turn import (
+    model_anchor,
+    model_judgements,
+    model_reading,
+    seen_evidence,
+    target_facts,
+    with_judgements,
+)
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 from minterpr.vlm.assist import VLMAssistant
 from minterpr.vlm.config import VLMConfig
 
 __all__ = ["Action", "AskQuestion", "HistoryEntry", "Session", "ShowReferences", "Step"]
 
-_REFERENCE_PROMPTS = ("Is this the person? If not, tell me what is different.",
-                      "Could it be one of these? Tell me how they differ from the person you saw.",
-                      "Does one of these look right? If not, what is different?")
+_REFERENCE_PROMPTS = (
+    "Is this the person? If not, tell me what is different.",
+    "Could it be one of these? Tell me how they differ from the person you saw.",
+    "Does one of these look right? If not, what is different?",
+)
 
 
 class Session:
     """One interactive search over a gallery (see the module doc, "Errors" for what each move checks)."""
 
-    def __init__(self, backend: RetrievalBackend, index: GalleryIndex, *,
-                 question_policy: str | QuestionPolicy = "info_gain",
-                 reference_policy: str | ReferencePolicy = "diverse",
-                 reranking: RerankConfig = RerankConfig(), seed: int = 0,
-                 schedule: str | Sequence[str] | Schedule = "auto", num_references: int = 3,
-                 history_k: int = 10, max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
-                 allow_external_images: bool = False,
-                 shortlist: ShortlistConfig | int | None = ShortlistConfig(),
-                 vlm: VLMAssistant | None = None, evidence: EvidencePolicy | None = None,
-                 match_temperature: float = TEMPERATURE, appearance: Any = None) -> None:
+    def __init__(
+        self,
+        backend: RetrievalBackend,
+        index: GalleryIndex,
+        *,
+        question_policy: str | QuestionPolicy = "info_gain",
+        reference_policy: str | ReferencePolicy = "diverse",
+        reranking: RerankConfig = RerankConfig(),
+        seed: int = 0,
+        schedule: str | Sequence[str] | Schedule = "auto",
+        num_references: int = 3,
+        history_k: int = 10,
+        max_text_chars: int = DEFAULT_MAX_TEXT_CHARS,
+        allow_external_images: bool = False,
+        shortlist: ShortlistConfig | int | None = ShortlistConfig(),
+        vlm: VLMAssistant | None = None,
+        evidence: EvidencePolicy | None = None,
+        match_temperature: float = TEMPERATURE,
+        appearance: Any = None,
+    ) -> None:
         if not isinstance(index, GalleryIndex):
             raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
         if len(index) == 0:
             raise InputError("the gallery index is empty: there is nothing to search (index at least one image)")
-        for name, value, low in (("num_references", num_references, 1), ("history_k", history_k, 0),
-                                 ("max_text_chars", max_text_chars, 1)):
+        for name, value, low in (
+            ("num_references", num_references, 1),
+            ("history_k", history_k, 0),
+            ("max_text_chars", max_text_chars, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InputError(f"{name} must be an int >= {low}, got {value!r}")
-        if isinstance(match_temperature, bool) or not isinstance(match_temperature, (int, float)) \
-                or not 0 < match_temperature < float("inf"):
+        if (
+            isinstance(match_temperature, bool)
+            or not isinstance(match_temperature, (int, float))
+            or not 0 < match_temperature < float("inf")
+        ):
             raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
         self.backend = backend
         self.index = index  # the gallery searched (a gallery_index elsewhere is a position in it)
-        self.question_policy = (QUESTION_POLICIES.create(question_policy) if isinstance(question_policy, str)
-                                else question_policy)
-        self.reference_policy = (REFERENCE_POLICIES.create(reference_policy) if isinstance(reference_policy, str)
-                                 else reference_policy)
+        self.question_policy = (
+            QUESTION_POLICIES.create(question_policy) if isinstance(question_policy, str) else question_policy
+        )
+        self.reference_policy = (
+            REFERENCE_POLICIES.create(reference_policy) if isinstance(reference_policy, str) else reference_policy
+        )
         self.reranking = reranking
         self.seed = seed
         self.schedule = make_schedule(schedule)
@@ -179,8 +216,15 @@ class Session:
         (or anywhere, with ``allow_external_images``)."""
         return self.add(ExampleTurn(self._image(image_path, "image path")))
 
-    def add(self, turn: Turn, *, context_slot: str | None = None, facts: Sequence[Fact] | None = None,
-            shown: Sequence[Fact] = (), model_scores: Sequence[tuple[int, float]] = ()) -> Step:
+    def add(
+        self,
+        turn: Turn,
+        *,
+        context_slot: str | None = None,
+        facts: Sequence[Fact] | None = None,
+        shown: Sequence[Fact] = (),
+        model_scores: Sequence[tuple[int, float]] = (),
+    ) -> Step:
         """Add any turn. A Q&A turn answering the pending question is read with its slot as context;
         ``facts`` (as recorded in a history, the model's among them) skip parsing and the model, with
         ``shown`` the facts recorded of a feedback turn's image, and ``model_scores`` are a recorded
@@ -266,8 +310,9 @@ class Session:
         self._step = step
         return step
 
-    def _assisted(self, history: list[HistoryEntry], step: Step,
-                  state: object) -> tuple[Step, tuple[tuple[int, float], ...]]:
+    def _assisted(
+        self, history: list[HistoryEntry], step: Step, state: object
+    ) -> tuple[Step, tuple[tuple[int, float], ...]]:
         """The step with the anchor's answers added to the last entry's facts and the model's judgements
         of the top candidates, recomputed when they change it (interaction/vlm_turn.py); each recomputation
         starts from the turn's generator ``state``, so undo and replay compute the same step once."""
@@ -294,7 +339,7 @@ class Session:
         if fact not in entry.facts:
             raise TurnError(f"turn {k} recorded no fact {fact!r} (it recorded {list(entry.facts)})")
         kept = tuple(f for f in entry.facts if f != fact)
-        history = [*self._history[:k], entry._replace(facts=kept), *self._history[k + 1:]]
+        history = [*self._history[:k], entry._replace(facts=kept), *self._history[k + 1 :]]
         state, states = self._rng.getstate(), list(self._rng_states)
         step = None
         self._phrasing = False  # a recomputation asks no model to phrase anything
@@ -323,6 +368,7 @@ class Session:
 
     def _checked(self, turn: Any) -> Turn:
         """``turn`` with its fields checked (empty text allowed: a recorded turn may have none)."""
+
         def text(value: Any, what: str) -> str:
             return clean_text(value, what, self.max_text_chars, allow_empty=True)
 
@@ -331,12 +377,14 @@ class Session:
         if isinstance(turn, QATurn):
             return QATurn(text(turn.question, "question text"), text(turn.answer, "answer text"))
         if isinstance(turn, ReferenceTurn):
-            return ReferenceTurn(self._image(turn.reference_path, "reference image path"),
-                                 text(turn.feedback, "feedback text"))
+            return ReferenceTurn(
+                self._image(turn.reference_path, "reference image path"), text(turn.feedback, "feedback text")
+            )
         if isinstance(turn, ExampleTurn):
             return ExampleTurn(self._image(turn.image_path, "image path"))
-        raise TurnError(f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn "
-                        "or ExampleTurn)")
+        raise TurnError(
+            f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)"
+        )
 
     # ----- state ------------------------------------------------------------------------------
     @property
@@ -382,11 +430,18 @@ class Session:
 
     def protocol(self) -> dict[str, Any]:
         """The session's settings, for evaluation records."""
-        return {"question_policy": self.question_policy.name, "reference_policy": self.reference_policy.name,
-                "schedule": self.schedule.describe(), "num_references": self.num_references,
-                "reranking": self.reranking.to_dict(), "seed": self.seed,
-                "shortlist": self.shortlist.to_dict() if self.shortlist and self.shortlist.applies(len(self.index)) else None,
-                **({"vlm": self.vlm.config.to_dict()} if self.vlm is not None else {})}
+        return {
+            "question_policy": self.question_policy.name,
+            "reference_policy": self.reference_policy.name,
+            "schedule": self.schedule.describe(),
+            "num_references": self.num_references,
+            "reranking": self.reranking.to_dict(),
+            "seed": self.seed,
+            "shortlist": self.shortlist.to_dict()
+            if self.shortlist and self.shortlist.applies(len(self.index))
+            else None,
+            **({"vlm": self.vlm.config.to_dict()} if self.vlm is not None else {}),
+        }
 
     # ----- keeping a conversation -------------------------------------------------------------
     def save_history(self, path: str | os.PathLike[str]) -> str:
@@ -397,8 +452,9 @@ class Session:
             raise InputError(f"{os.fspath(path)}: cannot save the conversation: {err.strerror or err}") from err
 
     @classmethod
-    def load_history(cls, path: str | os.PathLike[str], backend: RetrievalBackend, index: GalleryIndex,
-                     **options: Any) -> "Session":
+    def load_history(
+        cls, path: str | os.PathLike[str], backend: RetrievalBackend, index: GalleryIndex, **options: Any
+    ) -> "Session":
         """The session saved by :meth:`save_history`, replayed with ``options`` (use the same as when saved)."""
         history = read_history(path)  # DataError FILE:LINE: FIELD: reason
         try:
@@ -407,8 +463,9 @@ class Session:
             raise InputError(f"{os.fspath(path)}: {err}") from err
 
     @classmethod
-    def replay(cls, history: Sequence[HistoryEntry], backend: RetrievalBackend, index: GalleryIndex,
-               **options: Any) -> "Session":
+    def replay(
+        cls, history: Sequence[HistoryEntry], backend: RetrievalBackend, index: GalleryIndex, **options: Any
+    ) -> "Session":
         """Rebuild a session from a history (its recorded facts, not re-parsed); same options give the same
         rankings. TurnError names the entry that could not be replayed."""
         session = cls(backend, index, **options)
@@ -436,25 +493,42 @@ class Session:
         evidence = seen_evidence(history, self.index, judgements, stated)  # + the model's readings of anchors
         examples = [t.image_path for t in turns if isinstance(t, ExampleTurn)]
         example = self._example_vector(examples[-1]) if examples else None  # the latest example image's appearance
-        found = rank_candidates(self.index, queries[-1], facts, judgements, self.shortlist, self.reranking,
-                                named=named, min_open=self.num_references + 1, stated=evidence,
-                                example=example)  # every image on the exact path
+        found = rank_candidates(
+            self.index,
+            queries[-1],
+            facts,
+            judgements,
+            self.shortlist,
+            self.reranking,
+            named=named,
+            min_open=self.num_references + 1,
+            stated=evidence,
+            example=example,
+        )  # every image on the exact path
         scores = found.scores
         if judged:  # the model's judgements of this turn's candidates (vlm rerank)
             weight = self.vlm.config.rerank_weight if self.vlm is not None else VLMConfig.rerank_weight
             scores = with_judgements(found.rows, scores, judged, weight)
         order = np.argsort(-scores, kind="stable")  # (K,) positions among the candidates, best first
         done = any(judgements.values())
-        ctx = PolicyContext(found.index, scores, order, facts, _asked_slots(history),
-                            frozenset(found.local(judgements)), self._rng)
+        ctx = PolicyContext(
+            found.index, scores, order, facts, _asked_slots(history), frozenset(found.local(judgements)), self._rng
+        )
         action = None if done else self._next_action(ctx, len(history))
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
-        return Step(found.rows[order], scores[order], action, found.anchor,
-                    lambda i: explain_image(self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence,
-                                            stated=stated.get(i, ())),
-                    len(self.index), self.match_temperature)
+        return Step(
+            found.rows[order],
+            scores[order],
+            action,
+            found.anchor,
+            lambda i: explain_image(
+                self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence, stated=stated.get(i, ())
+            ),
+            len(self.index),
+            self.match_temperature,
+        )
 
     def _example_vector(self, path: str) -> np.ndarray | None:
         """The appearance vector of an example image: its gallery row, else the appearance model's
@@ -472,8 +546,9 @@ class Session:
             self._example_vectors[path] = vectors[0]
         return self._example_vectors[path]
 
-    def _target(self, history: Sequence[HistoryEntry],
-                judgements: dict[int, bool | None] | None = None) -> tuple[Fact, ...]:
+    def _target(
+        self, history: Sequence[HistoryEntry], judgements: dict[int, bool | None] | None = None
+    ) -> tuple[Fact, ...]:
         judgements = self._judgements(history) if judgements is None else judgements
         # the facts no later fact replaced (a correction: language/corrections.py)
         return active(target_facts(history, {self.index.images[i].path for i, v in judgements.items() if v}))

@@ -51,6 +51,7 @@ Example:
     >>> int(found.rows[np.argmax(found.scores)])
     7
 """
+
 from __future__ import annotations
 
 import math
@@ -174,14 +175,22 @@ def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndar
     if k >= n:
         return np.arange(n)
     scores = index.scores(query) if scores is None else scores
-    return np.argpartition(scores, n - k)[n - k:]
+    return np.argpartition(scores, n - k)[n - k :]
 
 
-def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact],
-                    judgements: Mapping[int, bool | None], shortlist: ShortlistConfig | None,
-                    reranking: RerankConfig = RerankConfig(), *, named: Collection[int] = (),
-                    min_open: int = 1, stated: Mapping[int, Sequence[Fact]] | None = None,
-                    example: np.ndarray | None = None) -> Candidates:
+def rank_candidates(
+    index: GalleryIndex,
+    query: np.ndarray,
+    facts: Sequence[Fact],
+    judgements: Mapping[int, bool | None],
+    shortlist: ShortlistConfig | None,
+    reranking: RerankConfig = RerankConfig(),
+    *,
+    named: Collection[int] = (),
+    min_open: int = 1,
+    stated: Mapping[int, Sequence[Fact]] | None = None,
+    example: np.ndarray | None = None,
+) -> Candidates:
     """Rank the gallery for one (D,) query: on the exact path when ``shortlist`` is None or does
     not apply to this gallery's size, else on a growing shortlist (module doc). ``named``:
     gallery images the conversation named that must be candidates; ``min_open``: leading
@@ -200,7 +209,7 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
     must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
     if example is not None:  # the example's nearest by appearance: what its blend lifts (one (N, A) scan)
         looks = index.appearance @ np.asarray(example, np.float32)
-        must = np.union1d(must, np.argpartition(looks, n - shortlist.size)[n - shortlist.size:])
+        must = np.union1d(must, np.argpartition(looks, n - shortlist.size)[n - shortlist.size :])
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
         return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated, example)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
@@ -247,9 +256,18 @@ def rank_candidates(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact
             return _exact(index, query, facts, judgements, reranking, stated, example)
 
 
-def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-           shortlist: ShortlistConfig, config: RerankConfig, must: np.ndarray, min_open: int,
-           stated: Mapping[int, Sequence[Fact]], example: np.ndarray | None = None) -> Candidates:
+def _fused(
+    index: GalleryIndex,
+    query: np.ndarray,
+    facts: Sequence[Fact],
+    judgements: Mapping[int, bool | None],
+    shortlist: ShortlistConfig,
+    config: RerankConfig,
+    must: np.ndarray,
+    min_open: int,
+    stated: Mapping[int, Sequence[Fact]],
+    example: np.ndarray | None = None,
+) -> Candidates:
     """The shortlist on the top-K of the fused score (module doc, "Fused search"): ``index.fused``
     when set, else one exact scan of cosine plus the facts' cached columns."""
     n = len(index)
@@ -271,7 +289,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
             hits = index.fused.search(vector, facts, lam * weight, floor, k)
             return hits.rows, float(hits.scores[-1])
         scores = exact()
-        rows = np.argpartition(scores, n - k)[n - k:]
+        rows = np.argpartition(scores, n - k)[n - k :]
         return rows, float(scores[rows].min())
 
     k = min(shortlist.size, n)
@@ -285,10 +303,16 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
         if found.anchor is not None and config.anchor:
             lam = _anchor_lambda(config, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
-            if shortlist.anchor_search and not lean and not looks:  # the inner product [lam q + (1 - lam) a, lam w facts]
+            if (
+                shortlist.anchor_search and not lean and not looks
+            ):  # the inner product [lam q + (1 - lam) a, lam w facts]
                 anchor = index.embeddings[found.anchor]
-                blended, blend_edge = top(lam * query + (1.0 - lam) * anchor, lam,
-                                          lambda: lam * fused_full + (1.0 - lam) * index.scores(anchor), k)
+                blended, blend_edge = top(
+                    lam * query + (1.0 - lam) * anchor,
+                    lam,
+                    lambda: lam * fused_full + (1.0 - lam) * index.scores(anchor),
+                    k,
+                )
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
                     found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
@@ -301,6 +325,7 @@ def _fused(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgem
                 if columns is not None:
                     scores += scale * weight * columns.total(facts)
                 return scores
+
             blended, blend_edge = top(vector, scale, exact_blend, k)
             grown = np.union1d(rows, blended)
             if len(grown) > len(rows):
@@ -336,12 +361,19 @@ def _leans(judgements: Mapping[int, bool | None], config: RerankConfig) -> bool:
     return config.plausible and bool(plausible_images(judgements))
 
 
-def _blend(query: np.ndarray, index: GalleryIndex, judgements: Mapping[int, bool | None], config: RerankConfig,
-           anchor: int | None) -> tuple[np.ndarray, float]:
+def _blend(
+    query: np.ndarray,
+    index: GalleryIndex,
+    judgements: Mapping[int, bool | None],
+    config: RerankConfig,
+    anchor: int | None,
+) -> tuple[np.ndarray, float]:
     """(vector, scale): an unjudged image x's final score is vector · x + scale · w · Σ log P(facts | x)
     once the plausible blend and then the anchor's (``anchor``, when anchoring) are applied."""
     lam = config.plausible_lambda
-    vector = lam * np.asarray(query, np.float64) + (1.0 - lam) * index.embeddings[plausible_images(judgements)].mean(axis=0)
+    vector = lam * np.asarray(query, np.float64) + (1.0 - lam) * index.embeddings[plausible_images(judgements)].mean(
+        axis=0
+    )
     scale = lam
     if anchor is not None and config.anchor:
         lam = _anchor_lambda(config, judgements, anchor)
@@ -388,17 +420,30 @@ def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
     return k
 
 
-def _exact(index: GalleryIndex, query: np.ndarray, facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-           config: RerankConfig, stated: Mapping[int, Sequence[Fact]] | None = None,
-           example: np.ndarray | None = None) -> Candidates:
+def _exact(
+    index: GalleryIndex,
+    query: np.ndarray,
+    facts: Sequence[Fact],
+    judgements: Mapping[int, bool | None],
+    config: RerankConfig,
+    stated: Mapping[int, Sequence[Fact]] | None = None,
+    example: np.ndarray | None = None,
+) -> Candidates:
     result = rerank(index.scores(query), index, facts, judgements, config, stated, example)
     return Candidates(np.arange(len(index)), index, result.scores, result.anchor)
 
 
-def _rerank_rows(index: GalleryIndex, rows: np.ndarray, query: np.ndarray, full: np.ndarray | None,
-                 facts: Sequence[Fact], judgements: Mapping[int, bool | None],
-                 config: RerankConfig, stated: Mapping[int, Sequence[Fact]],
-                 example: np.ndarray | None = None) -> tuple[Candidates, np.ndarray]:
+def _rerank_rows(
+    index: GalleryIndex,
+    rows: np.ndarray,
+    query: np.ndarray,
+    full: np.ndarray | None,
+    facts: Sequence[Fact],
+    judgements: Mapping[int, bool | None],
+    config: RerankConfig,
+    stated: Mapping[int, Sequence[Fact]],
+    example: np.ndarray | None = None,
+) -> tuple[Candidates, np.ndarray]:
     sub = index.subset(rows)  # (K, ...) the candidates
     scores = full[rows] if full is not None else sub.scores(query)  # (K,) exact re-scoring of an ANN's shortlist
     local = dict(zip(np.searchsorted(rows, list(judgements)).tolist(), judgements.values()))

@@ -6,6 +6,7 @@ appearance model's vectors when the gallery has them with their same-person cali
 (``GalleryIndex.appearance``, ``GalleryIndex.same_person``; :mod:`minterpr.runtime.appearance`), on
 the attribute model's embeddings otherwise (as before appearance existed).
 """
+
 from __future__ import annotations
 
 import math

@@ -25,6 +25,7 @@ Example:
     >>> [f.holds(target.attributes) for f in user.claims]
     [True]
 """
+
 from __future__ import annotations
 
 import random
@@ -57,11 +58,9 @@ class SimulatedUser(Protocol):
 class Simulator(Protocol):
     name: str
 
-    def user(self, target: GalleryImage, index: GalleryIndex, *, query: int, seed: int) -> SimulatedUser:
-        ...
+    def user(self, target: GalleryImage, index: GalleryIndex, *, query: int, seed: int) -> SimulatedUser: ...
 
-    def describe_protocol(self) -> dict[str, Any]:
-        ...
+    def describe_protocol(self) -> dict[str, Any]: ...
 
 
 SIMULATORS: Registry[Simulator] = Registry("user simulator")
@@ -148,13 +147,18 @@ class OracleSimulator:
         truth = dict(target.attributes or {})
         slots = choose_description_slots(truth, rng, max_slots=self.max_description_slots) if truth else []
         said = description(truth, slots, rng, vague_rate=self.vague_rate) if slots else Phrase("A person.")
-        return _AttributeUser(target, index, truth, rng, self.dont_know_rate, self.wrong_answer_rate, True,
-                              said.text, said.facts)
+        return _AttributeUser(
+            target, index, truth, rng, self.dont_know_rate, self.wrong_answer_rate, True, said.text, said.facts
+        )
 
     def describe_protocol(self) -> dict[str, Any]:
-        return {"simulator": self.name, "dont_know_rate": self.dont_know_rate,
-                "wrong_answer_rate": self.wrong_answer_rate, "max_description_slots": self.max_description_slots,
-                "vague_rate": self.vague_rate}
+        return {
+            "simulator": self.name,
+            "dont_know_rate": self.dont_know_rate,
+            "wrong_answer_rate": self.wrong_answer_rate,
+            "max_description_slots": self.max_description_slots,
+            "vague_rate": self.vague_rate,
+        }
 
 
 def knowledge_from_text(text: str) -> dict[str, tuple[str, ...]]:
@@ -168,8 +172,12 @@ def knowledge_from_text(text: str) -> dict[str, tuple[str, ...]]:
         value = fact.values[0]
         if slot.name not in known:
             known[slot.name] = [value]
-        elif slot.multi and value not in known[slot.name] and not slot.value(value).excludes_others \
-                and not any(slot.value(v).excludes_others for v in known[slot.name]):
+        elif (
+            slot.multi
+            and value not in known[slot.name]
+            and not slot.value(value).excludes_others
+            and not any(slot.value(v).excludes_others for v in known[slot.name])
+        ):
             known[slot.name].append(value)
     return ONTOLOGY.validate({k: tuple(v) for k, v in known.items()})
 
@@ -179,7 +187,9 @@ class WitnessSimulator:
     """Knows only a text description of the target (see the module doc)."""
 
     captions: Mapping[str, str] | None = None  # target path -> what the witness knows; None: written from ground truth
-    knowledge: Mapping[str, Attributes] | None = None  # target path -> what it remembers (answers, corrections); None: the caption's facts
+    knowledge: Mapping[str, Attributes] | None = (
+        None  # target path -> what it remembers (answers, corrections); None: the caption's facts
+    )
     caption_slots: int = 6  # slots of a caption written from ground truth (CUHK captions name about this many)
     initial_slots: int | None = None  # None: round 0 is the whole caption; k: only k known slots, the rest held back
     vague_rate: float = 0.25  # vague colours in written captions ("dark top": the witness cannot answer which)
@@ -204,20 +214,30 @@ class WitnessSimulator:
     def user(self, target: GalleryImage, index: GalleryIndex, *, query: int, seed: int) -> SimulatedUser:
         rng = random.Random(f"witness:{seed}:{query}")
         caption = self.caption_for(target, rng)
-        knows = dict(self.knowledge[target.path]) if self.knowledge is not None and target.path in self.knowledge \
+        knows = (
+            dict(self.knowledge[target.path])
+            if self.knowledge is not None and target.path in self.knowledge
             else knowledge_from_text(caption)
+        )
         opening = caption
         if self.initial_slots is not None and knows:
             slots = list(knows)[: self.initial_slots]
             opening = description(knows, slots, rng, vague_rate=0.0).text
-        return _AttributeUser(target, index, knows, rng, self.dont_know_rate, 0.0, self.recognises, opening,
-                              parse_cached(opening, None))
+        return _AttributeUser(
+            target, index, knows, rng, self.dont_know_rate, 0.0, self.recognises, opening, parse_cached(opening, None)
+        )
 
     def describe_protocol(self) -> dict[str, Any]:
-        return {"simulator": self.name, "captions": "given" if self.captions is not None else "from ground truth",
-                "knowledge": "given" if self.knowledge is not None else "the caption's",
-                "caption_slots": self.caption_slots, "initial_slots": self.initial_slots,
-                "vague_rate": self.vague_rate, "dont_know_rate": self.dont_know_rate, "recognises": self.recognises}
+        return {
+            "simulator": self.name,
+            "captions": "given" if self.captions is not None else "from ground truth",
+            "knowledge": "given" if self.knowledge is not None else "the caption's",
+            "caption_slots": self.caption_slots,
+            "initial_slots": self.initial_slots,
+            "vague_rate": self.vague_rate,
+            "dont_know_rate": self.dont_know_rate,
+            "recognises": self.recognises,
+        }
 
 
 @dataclass

@@ -35,6 +35,7 @@ Example:
     >>> record.answers(probs)["gender"].tolist()  # the hesitant "female" is unsure (-1) now
     [0, 1, 0, -1]
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -82,11 +83,17 @@ class SlotRule:
         if unknown:
             raise Unusable(f"slot {slot!r} has no value {unknown[0]!r} in this ontology")
         margin = data.get("margin")
-        return cls(majority, prior, finite(data.get("prior_weight"), f"slots.{slot}.prior_weight"),
-                   None if margin is None else finite(margin, f"slots.{slot}.margin"),
-                   count(data.get("images"), f"slots.{slot}.images"),
-                   *(finite(data.get(k), f"slots.{slot}.{k}") for k in
-                     ("accuracy_before", "accuracy_after", "majority_accuracy", "worst_gain")))
+        return cls(
+            majority,
+            prior,
+            finite(data.get("prior_weight"), f"slots.{slot}.prior_weight"),
+            None if margin is None else finite(margin, f"slots.{slot}.margin"),
+            count(data.get("images"), f"slots.{slot}.images"),
+            *(
+                finite(data.get(k), f"slots.{slot}.{k}")
+                for k in ("accuracy_before", "accuracy_after", "majority_accuracy", "worst_gain")
+            ),
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -96,8 +103,9 @@ class SlotRule:
         the top value does not beat the majority by the margin."""
         values = [v.name for v in ONTOLOGY.slot(slot).values]
         prior = np.array([self.prior.get(v, 0.0) for v in values])
-        return _answer(np.asarray(slot_probs, np.float64), prior, values.index(self.majority), self.prior_weight,
-                       self.margin)
+        return _answer(
+            np.asarray(slot_probs, np.float64), prior, values.index(self.majority), self.prior_weight, self.margin
+        )
 
 
 @dataclass(frozen=True)
@@ -117,12 +125,18 @@ class SlotAnswers:
         for name in slots:
             if name not in known:
                 raise Unusable(f"slot {name!r} is not in this ontology")
-        return cls(split_name(data.get("split")), number_map(data.get("groups", {}), "groups", "camera sets"),
-                   {name: SlotRule.from_dict(name, rule) for name, rule in slots.items()})
+        return cls(
+            split_name(data.get("split")),
+            number_map(data.get("groups", {}), "groups", "camera sets"),
+            {name: SlotRule.from_dict(name, rule) for name, rule in slots.items()},
+        )
 
     def to_dict(self) -> dict[str, Any]:
-        return {"split": self.split, "groups": dict(self.groups),
-                "slots": {name: rule.to_dict() for name, rule in self.slots.items()}}
+        return {
+            "split": self.split,
+            "groups": dict(self.groups),
+            "slots": {name: rule.to_dict() for name, rule in self.slots.items()},
+        }
 
     def answers(self, probs: np.ndarray) -> dict[str, np.ndarray]:
         """slot -> (N,) answered value index or :data:`UNSURE`, for every slot of the ontology (slots
@@ -164,8 +178,16 @@ def group_of(camera_id: str | None, person_id: str) -> str:
 _OBJECTIVES = {"blend": lambda g: (min(g) + float(np.mean(g))) / 2, "worst": min, "mean": lambda g: float(np.mean(g))}
 
 
-def fit_slot_answers(probs: Any, targets: Any, mask: Any, groups: Sequence[str], split: str = "val", *,
-                     min_group: int = MIN_GROUP, objective: str = "blend") -> SlotAnswers:
+def fit_slot_answers(
+    probs: Any,
+    targets: Any,
+    mask: Any,
+    groups: Sequence[str],
+    split: str = "val",
+    *,
+    min_group: int = MIN_GROUP,
+    objective: str = "blend",
+) -> SlotAnswers:
     """Fit :class:`SlotAnswers` on (N, L) ``probs`` and ``(targets, mask)`` as
     :func:`minterpr.evaluation.attribute_metrics.attribute_targets` gives them, ``groups`` (N,) each
     image's camera set (:func:`group_of`). Only slots labelled on some image get a rule.
@@ -175,20 +197,24 @@ def fit_slot_answers(probs: Any, targets: Any, mask: Any, groups: Sequence[str],
     probs = np.asarray(probs, np.float64)
     targets, mask, groups = np.asarray(targets) > 0.5, np.asarray(mask, bool), np.asarray(groups, dtype=object)
     if probs.shape != targets.shape or mask.shape != probs.shape or len(groups) != len(probs):
-        raise ValueError(f"probs {probs.shape}, targets {targets.shape}, mask {mask.shape} and {len(groups)} groups "
-                         "must describe the same images")
+        raise ValueError(
+            f"probs {probs.shape}, targets {targets.shape}, mask {mask.shape} and {len(groups)} groups "
+            "must describe the same images"
+        )
     rules = {}
     for slot, columns in ONTOLOGY.slot_columns().items():
         labelled = mask[:, columns[0]]
         if labelled.any():
-            rules[slot] = _fit_slot(slot, probs[labelled][:, columns], targets[labelled][:, columns],
-                                    groups[labelled], min_group, objective)
+            rules[slot] = _fit_slot(
+                slot, probs[labelled][:, columns], targets[labelled][:, columns], groups[labelled], min_group, objective
+            )
     names, sizes = np.unique(groups[mask.any(axis=1)].astype(str), return_counts=True)
     return SlotAnswers(split, {str(n): float(s) for n, s in zip(names, sizes)}, rules)
 
 
-def _fit_slot(slot: str, p: np.ndarray, truth: np.ndarray, groups: np.ndarray, min_group: int,
-              objective: str) -> SlotRule:
+def _fit_slot(
+    slot: str, p: np.ndarray, truth: np.ndarray, groups: np.ndarray, min_group: int, objective: str
+) -> SlotRule:
     values = [v.name for v in ONTOLOGY.slot(slot).values]
     prior = truth.mean(axis=0)
     majority = int(truth.sum(axis=0).argmax())  # ties: ontology order, as the metrics count it
@@ -209,9 +235,17 @@ def _fit_slot(slot: str, p: np.ndarray, truth: np.ndarray, groups: np.ndarray, m
             if best is None or score > best[0] + 1e-9:  # strictly better: ties keep the smaller change
                 best = (score, weight, margin, hit, min(gains))
     _, weight, margin, hit, worst = best  # type: ignore[misc]
-    return SlotRule(values[majority], {v: float(s) for v, s in zip(values, prior)}, weight, margin, len(p),
-                    100.0 * float(truth[rows, p.argmax(axis=1)].mean()), 100.0 * float(hit.mean()),
-                    100.0 * float(base.mean()), worst)
+    return SlotRule(
+        values[majority],
+        {v: float(s) for v, s in zip(values, prior)},
+        weight,
+        margin,
+        len(p),
+        100.0 * float(truth[rows, p.argmax(axis=1)].mean()),
+        100.0 * float(hit.mean()),
+        100.0 * float(base.mean()),
+        worst,
+    )
 
 
 @dataclass(frozen=True)
@@ -245,10 +279,13 @@ def score_slot_answers(record: SlotAnswers, probs: Any, targets: Any, mask: Any)
         rows = np.arange(len(p))
         answered = rule.answer(p, slot)
         fallback = [v.name for v in ONTOLOGY.slot(slot).values].index(rule.majority)
-        out[slot] = SlotScore(len(p), 100.0 * float(truth[rows, p.argmax(axis=1)].mean()),
-                              100.0 * float(truth[rows, np.where(answered == UNSURE, fallback, answered)].mean()),
-                              100.0 * float((answered != UNSURE).mean()),
-                              100.0 * float(truth[:, int(truth.sum(axis=0).argmax())].mean()))
+        out[slot] = SlotScore(
+            len(p),
+            100.0 * float(truth[rows, p.argmax(axis=1)].mean()),
+            100.0 * float(truth[rows, np.where(answered == UNSURE, fallback, answered)].mean()),
+            100.0 * float((answered != UNSURE).mean()),
+            100.0 * float(truth[:, int(truth.sum(axis=0).argmax())].mean()),
+        )
     return out
 
 
@@ -258,5 +295,6 @@ def mean_scores(scores: Mapping[str, SlotScore]) -> dict[str, float | int | None
     if not scores:
         return {"raw": None, "calibrated": None, "answered": None, "majority": None, "slots": 0}
     rows = list(scores.values())
-    return {k: float(np.mean([getattr(r, k) for r in rows])) for k in ("raw", "calibrated", "answered", "majority")} \
-        | {"slots": len(rows)}
+    return {k: float(np.mean([getattr(r, k) for r in rows])) for k in ("raw", "calibrated", "answered", "majority")} | {
+        "slots": len(rows)
+    }

@@ -16,6 +16,7 @@ Example:
     >>> [round(float(m), 3) for m in step.match()]  # the page's match of each ranked image (T = 0.02)
     [1.0, 0.0]
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field

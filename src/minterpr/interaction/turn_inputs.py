@@ -24,6 +24,7 @@ Example:
     ...
     minterpr.errors.TurnError: gallery_index must be an int, got bool
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,10 @@ def clean_text(value: Any, what: str, max_chars: int = DEFAULT_MAX_TEXT_CHARS, *
     try:
         value.encode("utf-8")
     except UnicodeEncodeError as err:
-        raise TurnError(f"{what} is not valid text: character {err.start} is a lone surrogate "
-                        f"(U+{ord(value[err.start]):04X}); was it decoded with the wrong encoding?") from err
+        raise TurnError(
+            f"{what} is not valid text: character {err.start} is a lone surrogate "
+            f"(U+{ord(value[err.start]):04X}); was it decoded with the wrong encoding?"
+        ) from err
     if any(_is_control(c) for c in value):
         value = "".join(" " if _is_control(c) else c for c in value)
     if not allow_empty and not value.strip():
@@ -86,8 +89,10 @@ def image_path(value: Any, index: GalleryIndex, *, allow_external: bool, what: s
     if index.index_of(path) is not None:
         return path
     if index.root is None and not allow_external:
-        raise TurnError(f"{what} {path!r} is not a gallery image, and the gallery has no image root to "
-                        "look under (allow external images to read other files)")
+        raise TurnError(
+            f"{what} {path!r} is not a gallery image, and the gallery has no image root to "
+            "look under (allow external images to read other files)"
+        )
     try:
         resolved = resolve_under(index.root, path, allow_outside=allow_external)
         os.fsencode(resolved)

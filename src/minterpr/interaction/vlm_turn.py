@@ -25,6 +25,7 @@ Example:
     >>> with_judgements(np.array([2, 5]), np.array([0.1, 0.2]), ((5, 0.5), (9, 0.9)), 1.0).tolist()
     [0.1, 0.2]
 """
+
 from __future__ import annotations
 
 from typing import Callable, Collection, Mapping, Sequence
@@ -65,8 +66,9 @@ def conversation(history: Sequence[HistoryEntry]) -> list[str]:
     return lines
 
 
-def model_reading(vlm: VLMAssistant, turn: Turn, context_slot: str | None,
-                  facts: Sequence[Fact]) -> tuple[ModelFact, ...]:
+def model_reading(
+    vlm: VLMAssistant, turn: Turn, context_slot: str | None, facts: Sequence[Fact]
+) -> tuple[ModelFact, ...]:
     text = turn_text(turn)
     if not text.strip():
         return ()
@@ -76,10 +78,12 @@ def model_reading(vlm: VLMAssistant, turn: Turn, context_slot: str | None,
 def turn_reader(vlm: VLMAssistant) -> Callable[[Turn], tuple[ModelFact, ...]]:
     """The reading use for a recorded turn (a static replay): its own deadline, the rule reader's facts
     and the question's slot as a session would have them."""
+
     def read(turn: Turn) -> tuple[ModelFact, ...]:
         vlm.begin_turn()
         slot = question_slot(turn.question) if isinstance(turn, QATurn) else None
         return model_reading(vlm, turn, slot, turn_facts(turn, slot))
+
     return read
 
 
@@ -89,8 +93,9 @@ def open_slots(facts: Sequence[Fact], asked: frozenset[str]) -> list[str]:
     return [name for name in ONTOLOGY.slot_names if name not in covered]
 
 
-def model_anchor(vlm: VLMAssistant, index: GalleryIndex, anchor: int, facts: Sequence[Fact],
-                 asked: frozenset[str]) -> tuple[ModelFact, ...]:
+def model_anchor(
+    vlm: VLMAssistant, index: GalleryIndex, anchor: int, facts: Sequence[Fact], asked: frozenset[str]
+) -> tuple[ModelFact, ...]:
     if not vlm.enabled("anchor"):
         return ()
     slots = open_slots(facts, asked)
@@ -121,8 +126,12 @@ def target_facts(history: Sequence[HistoryEntry], confirmed: Collection[str]) ->
     return tuple(f for entry in history for f in entry.facts if not is_seen(f) or f.image in confirmed)
 
 
-def seen_evidence(history: Sequence[HistoryEntry], index: GalleryIndex, judgements: Mapping[int, bool | None],
-                  said: Mapping[int, Sequence[Fact]]) -> dict[int, tuple[Fact, ...]]:
+def seen_evidence(
+    history: Sequence[HistoryEntry],
+    index: GalleryIndex,
+    judgements: Mapping[int, bool | None],
+    said: Mapping[int, Sequence[Fact]],
+) -> dict[int, tuple[Fact, ...]]:
     """Gallery index -> what the user said of the image (``said``) and the model's readings of it as an
     anchor, for ranking (:func:`~minterpr.language.evidence.stated_log_likelihood`). A reading is left out
     when the user ruled the image out or said something of that slot of it themselves (their words win).
@@ -147,8 +156,9 @@ def seen_evidence(history: Sequence[HistoryEntry], index: GalleryIndex, judgemen
     return out
 
 
-def model_judgements(vlm: VLMAssistant, index: GalleryIndex, ranking: np.ndarray,
-                     history: Sequence[HistoryEntry]) -> tuple[tuple[int, float], ...]:
+def model_judgements(
+    vlm: VLMAssistant, index: GalleryIndex, ranking: np.ndarray, history: Sequence[HistoryEntry]
+) -> tuple[tuple[int, float], ...]:
     if not vlm.enabled("rerank"):
         return ()
     rows = [int(i) for i in ranking[: vlm.config.rerank_k]]
@@ -158,8 +168,9 @@ def model_judgements(vlm: VLMAssistant, index: GalleryIndex, ranking: np.ndarray
     return () if scores is None else tuple((i, p) for (i, _), p in zip(kept, scores))
 
 
-def with_judgements(rows: np.ndarray, scores: np.ndarray, judged: Sequence[tuple[int, float]],
-                    weight: float) -> np.ndarray:
+def with_judgements(
+    rows: np.ndarray, scores: np.ndarray, judged: Sequence[tuple[int, float]], weight: float
+) -> np.ndarray:
     """(K,) ``scores`` of the candidates ``rows`` plus each judged candidate's bonus (others unchanged)."""
     out = scores.copy()
     for i, p in judged:

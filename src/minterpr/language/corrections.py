@@ -16,6 +16,7 @@ Example:
     >>> [f.values for f in active(said) if not f.negated]
     [('red',)]
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -28,8 +29,16 @@ def replaced_by(facts: Sequence[Fact]) -> list[int | None]:
     out: list[int | None] = []
     for k, fact in enumerate(facts):
         values = set(fact.values)
-        out.append(next((j for j in range(k + 1, len(facts)) if facts[j].slot == fact.slot
-                         and facts[j].negated != fact.negated and values & set(facts[j].values)), None))
+        out.append(
+            next(
+                (
+                    j
+                    for j in range(k + 1, len(facts))
+                    if facts[j].slot == fact.slot and facts[j].negated != fact.negated and values & set(facts[j].values)
+                ),
+                None,
+            )
+        )
     return out
 
 

@@ -11,6 +11,7 @@ Example:
     >>> [f.slot for f in turn_facts(QATurn("What colour were her shoes?", "White."))]
     ['footwear_colour']
 """
+
 from __future__ import annotations
 
 import re
@@ -31,33 +32,66 @@ _PRONOUN_SETS = (
 # Keyword rules for questions not written from the ontology's templates (recorded LLM questions),
 # tried in order: the first rule whose words all occur names the slot.
 _KEYWORD_RULES: tuple[tuple[tuple[str, ...], str], ...] = (
-    (("hair", "colo"), "hair_colour"), (("hair",), "hair_length"), (("bald",), "hair_length"),
-    (("shoe", "colo"), "footwear_colour"), (("footwear", "colo"), "footwear_colour"),
-    (("trouser", "colo"), "lower_colour"), (("pants", "colo"), "lower_colour"), (("skirt", "colo"), "lower_colour"),
-    (("lower", "colo"), "lower_colour"), (("colo",), "upper_colour"),
-    (("sleeve",), "sleeve_length"), (("pattern",), "upper_pattern"), (("logo",), "upper_pattern"),
-    (("stripe",), "upper_pattern"), (("shoe",), "footwear_type"), (("footwear",), "footwear_type"),
-    (("carry",), "carried"), (("handbag",), "carried"), (("backpack",), "carried"), (("carrying",), "carried"), (("bag",), "carried"), (("holding",), "carried"),
-    (("hat",), "headwear"), (("head",), "headwear"), (("glasses",), "accessories"), (("accessor",), "accessories"),
-    (("scarf",), "accessories"), (("old",), "age"), (("age",), "age"), (("man or",), "gender"),
-    (("male",), "gender"), (("gender",), "gender"), (("trouser",), "lower_type"), (("skirt",), "lower_type"),
-    (("legs",), "lower_type"), (("pants",), "lower_type"), (("on top",), "upper_type"), (("jacket",), "upper_type"),
-    (("shirt",), "upper_type"), (("top",), "upper_type"),
+    (("hair", "colo"), "hair_colour"),
+    (("hair",), "hair_length"),
+    (("bald",), "hair_length"),
+    (("shoe", "colo"), "footwear_colour"),
+    (("footwear", "colo"), "footwear_colour"),
+    (("trouser", "colo"), "lower_colour"),
+    (("pants", "colo"), "lower_colour"),
+    (("skirt", "colo"), "lower_colour"),
+    (("lower", "colo"), "lower_colour"),
+    (("colo",), "upper_colour"),
+    (("sleeve",), "sleeve_length"),
+    (("pattern",), "upper_pattern"),
+    (("logo",), "upper_pattern"),
+    (("stripe",), "upper_pattern"),
+    (("shoe",), "footwear_type"),
+    (("footwear",), "footwear_type"),
+    (("carry",), "carried"),
+    (("handbag",), "carried"),
+    (("backpack",), "carried"),
+    (("carrying",), "carried"),
+    (("bag",), "carried"),
+    (("holding",), "carried"),
+    (("hat",), "headwear"),
+    (("head",), "headwear"),
+    (("glasses",), "accessories"),
+    (("accessor",), "accessories"),
+    (("scarf",), "accessories"),
+    (("old",), "age"),
+    (("age",), "age"),
+    (("man or",), "gender"),
+    (("male",), "gender"),
+    (("gender",), "gender"),
+    (("trouser",), "lower_type"),
+    (("skirt",), "lower_type"),
+    (("legs",), "lower_type"),
+    (("pants",), "lower_type"),
+    (("on top",), "upper_type"),
+    (("jacket",), "upper_type"),
+    (("shirt",), "upper_type"),
+    (("top",), "upper_type"),
 )
 _NEGATION = re.compile(r"\b(no|not|nope|n't|isn't|wasn't|wrong|never)\b|n't\b")
 _AFFIRMATIVE = re.compile(
     r"^\s*(yes|yep|yeah|correct|exactly|found (him|her|them))\b"
     r"|\b(that'?s|that is|this is|it'?s|it is)\s+(definitely\s+)?(her|him|them|the (one|person|man|woman|guy|lady))\b"
-    r"|\bthis one\b|\bthat one\b|\bmatch(es)?\b")
+    r"|\bthis one\b|\bthat one\b|\bmatch(es)?\b"
+)
 _WEAK_AFFIRMATIVE = re.compile(r"this one|that one|match(es)?")
 # Hedges: the user cannot tell, so the image is neither ruled out nor confirmed ("hmm, could be", "it might be
 # her", "hard to say", "I don't know"); a leading "no" still rules it out ("no, it might be her coat but ...").
-_UNDECIDED = re.compile(r"^\s*(maybe|perhaps|possibly|probably|could be|might be)\b"
-                        r"|\b(not sure|unsure|can'?t tell|cannot tell|can'?t say|cannot say|hard to (say|tell)|no idea"
-                        r"|don'?t know|do not know|dunno|(could|might|may) be (her|him|them|it|the (one|person)))\b"
-                        r"|^\s*((hmm+|um+|er+|well|oh|ok|it|i think|i guess),?\s+)+(maybe|perhaps|possibly|could be|might be)\b")
-_DENIED_FIRST = re.compile(r"^\s*((no|nope|nah)\b(?!\s+idea)|not (her|him|them|this one|that one)\b"
-                           r"|(that|this)('?s| is) not (her|him|them)\b)")
+_UNDECIDED = re.compile(
+    r"^\s*(maybe|perhaps|possibly|probably|could be|might be)\b"
+    r"|\b(not sure|unsure|can'?t tell|cannot tell|can'?t say|cannot say|hard to (say|tell)|no idea"
+    r"|don'?t know|do not know|dunno|(could|might|may) be (her|him|them|it|the (one|person)))\b"
+    r"|^\s*((hmm+|um+|er+|well|oh|ok|it|i think|i guess),?\s+)+(maybe|perhaps|possibly|could be|might be)\b"
+)
+_DENIED_FIRST = re.compile(
+    r"^\s*((no|nope|nah)\b(?!\s+idea)|not (her|him|them|this one|that one)\b"
+    r"|(that|this)('?s| is) not (her|him|them)\b)"
+)
 
 
 @lru_cache(maxsize=1)
@@ -130,7 +164,7 @@ def verdict(feedback: str) -> bool | None:
     # "this one" / "that one" / "match" only point at the image: what follows decides
     # ("this one is not her"); a plain "yes" or "that's her" is not undone by "no doubt" after it
     weak = _WEAK_AFFIRMATIVE.fullmatch(found.group(0).strip()) is not None
-    return not (weak and _NEGATION.search(first_clause[found.end():]) is not None)
+    return not (weak and _NEGATION.search(first_clause[found.end() :]) is not None)
 
 
 def is_match(feedback: str) -> bool:
@@ -170,7 +204,9 @@ def turn_reading(turn: Turn, context_slot: str | None = None, colour_slot: str |
         return _feedback_cached(turn.feedback, colour_slot)
     if isinstance(turn, ExampleTurn):
         return Reading(())
-    raise TypeError(f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)")
+    raise TypeError(
+        f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)"
+    )
 
 
 def turn_facts(turn: Turn, context_slot: str | None = None) -> tuple[Fact, ...]:

@@ -23,6 +23,7 @@ Example:
     >>> [round(float(p), 2) for p in np.exp(fact_log_likelihood(Fact("gender", ("female",)), probs))]
     [0.1, 0.8]
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -32,8 +33,16 @@ import numpy as np
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 
-__all__ = ["PROB_FLOOR", "SINGLE", "SLOT_COLUMNS", "chosen_columns", "fact_log_likelihood", "normalised_probs",
-           "stated_holds", "stated_log_likelihood"]
+__all__ = [
+    "PROB_FLOOR",
+    "SINGLE",
+    "SLOT_COLUMNS",
+    "chosen_columns",
+    "fact_log_likelihood",
+    "normalised_probs",
+    "stated_holds",
+    "stated_log_likelihood",
+]
 
 PROB_FLOOR = 0.02  # probabilities are clipped to [floor, 1 - floor]: one wrong prediction costs <= ln 50
 SLOT_COLUMNS = {slot: np.array(cols) for slot, cols in ONTOLOGY.slot_columns().items()}  # slot -> label columns
@@ -54,8 +63,9 @@ def chosen_columns(fact: Fact) -> list[int]:
     return [int(SLOT_COLUMNS[fact.slot][values.index(v)]) for v in fact.values]
 
 
-def fact_log_likelihood(fact: Fact, probs: np.ndarray, floor: float = PROB_FLOOR,
-                        rows: np.ndarray | None = None) -> np.ndarray:
+def fact_log_likelihood(
+    fact: Fact, probs: np.ndarray, floor: float = PROB_FLOOR, rows: np.ndarray | None = None
+) -> np.ndarray:
     """(N,) log P(fact | image) from (N, L) label probabilities (or (n,) for ``rows``, a selection).
 
     Single-valued slots: probabilities are normalised over the slot's values and P(one of V) is
@@ -109,8 +119,13 @@ def stated_holds(fact: Fact, stated: Sequence[Fact]) -> bool | None:
     return not present if fact.negated else present
 
 
-def stated_log_likelihood(loglik: np.ndarray, facts: Sequence[Fact], stated: Mapping[int, Sequence[Fact]],
-                          probs: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
+def stated_log_likelihood(
+    loglik: np.ndarray,
+    facts: Sequence[Fact],
+    stated: Mapping[int, Sequence[Fact]],
+    probs: np.ndarray,
+    floor: float = PROB_FLOOR,
+) -> np.ndarray:
     """``loglik`` ((N,) Σ over the distinct ``facts`` of log P(fact | image)) with the term of each image
     the user described (``stated``: gallery position -> what they said of it) recomputed: the facts
     their words decide count log(1 - floor) or log(floor), the rest as the model has them. A copy;

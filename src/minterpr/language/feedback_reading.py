@@ -29,6 +29,7 @@ Example:
     >>> read_feedback("asdf qwerty")
     Reading(target=(), shown=())
 """
+
 from __future__ import annotations
 
 import re
@@ -48,20 +49,74 @@ class Reading:
 
 
 _SENTENCES = re.compile(r"[.;!?]")
-_DASH = re.compile(r"\s+[-\u2013\u2014]+\s+|\s*[\u2013\u2014]\s*")  # a spaced hyphen, an en or em dash (not "navy-blue")
+_DASH = re.compile(
+    r"\s+[-\u2013\u2014]+\s+|\s*[\u2013\u2014]\s*"
+)  # a spaced hyphen, an en or em dash (not "navy-blue")
 _BREAKS = {",", "but", "while", "whereas", "though", ":", "/"}
-_NEW_SUBJECT = {"he", "she", "they", "his", "her", "hers", "mine", "my", "this", "that", "these", "those", "here",
-                "the", "it", "i"}  # "and" before one of these starts a clause
-_LEAD = {"no", "nope", "nah", "not", "and", "but", "so", "well", "hmm", "i", "think", "guess", "maybe", "ok", "oh",
-         "because", "also", "though", "plus"}  # skipped before a clause's pointing word
+_NEW_SUBJECT = {
+    "he",
+    "she",
+    "they",
+    "his",
+    "her",
+    "hers",
+    "mine",
+    "my",
+    "this",
+    "that",
+    "these",
+    "those",
+    "here",
+    "the",
+    "it",
+    "i",
+}  # "and" before one of these starts a clause
+_LEAD = {
+    "no",
+    "nope",
+    "nah",
+    "not",
+    "and",
+    "but",
+    "so",
+    "well",
+    "hmm",
+    "i",
+    "think",
+    "guess",
+    "maybe",
+    "ok",
+    "oh",
+    "because",
+    "also",
+    "though",
+    "plus",
+}  # skipped before a clause's pointing word
 _POINT_NEXT = {"was", "were", "had", "did"}  # "that was ...", "this had ..." point at nothing
 _PAST = {"was", "were", "had", "wore", "did", "didnt", "wasnt", "werent", "should", "mine", "my", "saw", "after"}
-_PRESENT = {"is", "are", "has", "have", "wearing", "got", "carrying", "holding", "looks", "wears", "carries", "in",
-            "does", "doesnt"}
+_PRESENT = {
+    "is",
+    "are",
+    "has",
+    "have",
+    "wearing",
+    "got",
+    "carrying",
+    "holding",
+    "looks",
+    "wears",
+    "carries",
+    "in",
+    "does",
+    "doesnt",
+}
 _DENIALS = {"n't", "didnt", "wasnt", "werent", "doesnt", "neither", "none", "not", "no", "nothing"}
-_PART = {"upper": ("upper_colour", "upper_type", "upper_pattern", "sleeve_length"),
-         "lower": ("lower_colour", "lower_type", "lower_pattern", "lower_length"),
-         "feet": ("footwear_colour", "footwear_type"), "head": ("hair_colour", "hair_length")}
+_PART = {
+    "upper": ("upper_colour", "upper_type", "upper_pattern", "sleeve_length"),
+    "lower": ("lower_colour", "lower_type", "lower_pattern", "lower_length"),
+    "feet": ("footwear_colour", "footwear_type"),
+    "head": ("hair_colour", "hair_length"),
+}
 _SLOT_PART = {slot: part for part, slots in _PART.items() for slot in slots}
 
 
@@ -93,8 +148,11 @@ def read_feedback(text: str, colour_slot: str | None = None) -> Reading:
             if not said and previous is not None:
                 if owner == "target" and previous[0] == "shown" and _DENIALS & set(tokens):
                     # "this one has a backpack, he didn't": the shown items, denied for the target
-                    facts += [Fact(f.slot, f.values, True) for f in previous[1]
-                              if not f.negated and f.slot not in ("gender", "age")]
+                    facts += [
+                        Fact(f.slot, f.values, True)
+                        for f in previous[1]
+                        if not f.negated and f.slot not in ("gender", "age")
+                    ]
                 else:  # "his shoes were brown, these are blue": the garment of the clause before
                     slot = _colour_slot(previous[1])
                     if slot is not None:
@@ -122,8 +180,13 @@ def _colour_slot(facts: list[Fact]) -> str | None:
 def _bare_length(tokens: list[str], before: list[Fact]) -> list[Fact]:
     """'this one has short sleeves, hers were long': a bare length word takes the length slot said before."""
     words = [t for t in tokens if t in ("long", "short")]
-    lengths = [f for f in before if f.slot in ("hair_length", "sleeve_length")
-               or f.slot == "lower_type" and set(f.values) <= {"long_skirt", "short_skirt"}]
+    lengths = [
+        f
+        for f in before
+        if f.slot in ("hair_length", "sleeve_length")
+        or f.slot == "lower_type"
+        and set(f.values) <= {"long_skirt", "short_skirt"}
+    ]
     if len(words) != 1 or not lengths:
         return []
     slot = lengths[-1].slot
@@ -133,7 +196,7 @@ def _bare_length(tokens: list[str], before: list[Fact]) -> list[Fact]:
 def _clauses(tokens: list[str]) -> list[list[str]]:
     out: list[list[str]] = [[]]
     for k, token in enumerate(tokens):
-        if token in _BREAKS or token == "and" and tokens[k + 1:k + 2] and tokens[k + 1] in _NEW_SUBJECT:
+        if token in _BREAKS or token == "and" and tokens[k + 1 : k + 2] and tokens[k + 1] in _NEW_SUBJECT:
             out.append([] if token in (",", ":", "/") else [token])
         else:
             out[-1].append(token)
@@ -152,7 +215,7 @@ def _owner(tokens: list[str], previous: str) -> str:
     words = set(tokens)
     if words & _PAST or "looking" in words and "for" in words:
         return "target"
-    if "here" in words or any(tokens[j:j + 2] == ["in", "this"] for j in range(len(tokens))):
+    if "here" in words or any(tokens[j : j + 2] == ["in", "this"] for j in range(len(tokens))):
         return "shown"
     if head in ("he", "she", "they") and nxt in _PRESENT or head in ("his", "her", "their") and words & {"is", "are"}:
         return "shown"  # "she's got a bag", "his shoes are blue": the one on the screen, now
@@ -162,7 +225,9 @@ def _owner(tokens: list[str], previous: str) -> str:
 def _bare_verdict(tokens: list[str]) -> bool:
     """'not him', 'no, not her': a verdict alone, its pronoun the shown person's."""
     words = [t for t in tokens if t not in _LEAD and t != ","]
-    return len(words) == 1 and words[0] in ("him", "her", "them", "it") and any(t in ("not", "no", "nope") for t in tokens)
+    return (
+        len(words) == 1 and words[0] in ("him", "her", "them", "it") and any(t in ("not", "no", "nope") for t in tokens)
+    )
 
 
 def _verdict(tokens: list[str]) -> bool:
@@ -171,7 +236,7 @@ def _verdict(tokens: list[str]) -> bool:
         return False
     for j in range(1, min(4, len(tokens))):
         if tokens[j] in ("not", "n't"):
-            return tokens[j + 1:j + 2] in (["him"], ["her"], ["them"], ["the"], ["my"], ["it"], ["who"], [])
+            return tokens[j + 1 : j + 2] in (["him"], ["her"], ["them"], ["the"], ["my"], ["it"], ["who"], [])
     return False
 
 

@@ -11,6 +11,7 @@ Example:
     >>> p.text, [f.slot for f in p.facts]
     ('a dark red jacket', ['upper_colour', 'upper_type'])
 """
+
 from __future__ import annotations
 
 import random
@@ -97,11 +98,24 @@ def person_phrase(attributes: Attrs, rng: random.Random, *, slots: Iterable[str]
         facts.append(Fact("gender", attributes["gender"]))
     if "age" in slots and "age" in attributes:
         age = attributes["age"][0]
-        adjective = {"child": "young", "young": "young", "adult": "adult", "middle_aged": "middle-aged",
-                     "senior": rng.choice(["elderly", "old"])}[age]
+        adjective = {
+            "child": "young",
+            "young": "young",
+            "adult": "adult",
+            "middle_aged": "middle-aged",
+            "senior": rng.choice(["elderly", "old"]),
+        }[age]
         if age == "child":
-            noun = {"man": "boy", "guy": "boy", "gentleman": "boy", "male": "boy", "woman": "girl",
-                    "lady": "girl", "female": "girl", "girl": "girl"}.get(noun, "child")
+            noun = {
+                "man": "boy",
+                "guy": "boy",
+                "gentleman": "boy",
+                "male": "boy",
+                "woman": "girl",
+                "lady": "girl",
+                "female": "girl",
+                "girl": "girl",
+            }.get(noun, "child")
             adjective = ""
         elif age == "young" and noun in ("girl",):
             adjective = ""
@@ -129,8 +143,16 @@ def hair_phrase(attributes: Attrs, rng: random.Random, *, slots: Iterable[str]) 
     return Phrase(" ".join(words + ["hair"]), tuple(facts))
 
 
-def _garment(attributes: Attrs, rng: random.Random, slots: set[str], colour_slot: str, type_slot: str,
-             pattern_slot: str | None, default_noun: str, vague_rate: float) -> Phrase:
+def _garment(
+    attributes: Attrs,
+    rng: random.Random,
+    slots: set[str],
+    colour_slot: str,
+    type_slot: str,
+    pattern_slot: str | None,
+    default_noun: str,
+    vague_rate: float,
+) -> Phrase:
     facts: list[Fact] = []
     words: list[str] = []
     if colour_slot in slots and colour_slot in attributes:
@@ -139,9 +161,14 @@ def _garment(attributes: Attrs, rng: random.Random, slots: set[str], colour_slot
         facts.extend(colours.facts)
     if pattern_slot and pattern_slot in slots and attributes.get(pattern_slot, ("plain",))[0] != "plain":
         pattern = attributes[pattern_slot][0]
-        words.append({"logo": rng.choice(["logo", "printed"]), "plaid": rng.choice(["plaid", "checked"]),
-                      "thin_stripes": rng.choice(["striped", "pinstriped"]),
-                      "thick_stripes": rng.choice(["striped", "broad-striped"])}[pattern])
+        words.append(
+            {
+                "logo": rng.choice(["logo", "printed"]),
+                "plaid": rng.choice(["plaid", "checked"]),
+                "thin_stripes": rng.choice(["striped", "pinstriped"]),
+                "thick_stripes": rng.choice(["striped", "broad-striped"]),
+            }[pattern]
+        )
         # "striped" is true of thin and thick stripes alike.
         facts.append(Fact(pattern_slot, ("thin_stripes", "thick_stripes") if words[-1] == "striped" else (pattern,)))
     noun = default_noun
@@ -218,15 +245,36 @@ CAPTION_WORDS: dict[tuple[str, str], tuple[tuple[str, float], ...]] = {
     ("carried", "handbag"): (("purse", 3.0), ("handbag", 1.0), ("bag", 2.0)),
     ("carried", "plastic_bag"): (("shopping bag", 2.0), ("plastic bag", 1.0)),
     ("carried", "luggage"): (("rolling suitcase", 1.0), ("luggage", 1.0)),
-    ("carried", "baby_buggy"): (("stroller", 1.0),), ("carried", "shopping_trolley"): (("shopping cart", 1.0),),
-    ("headwear", "hat"): (("hat", 2.0), ("cap", 1.0)), ("headwear", "hair_band"): (("headband", 1.0),),
-    ("upper_colour", "grey"): (("gray", 3.0), ("grey", 2.0)), ("lower_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
-    ("footwear_colour", "grey"): (("gray", 3.0), ("grey", 2.0)), ("hair_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
+    ("carried", "baby_buggy"): (("stroller", 1.0),),
+    ("carried", "shopping_trolley"): (("shopping cart", 1.0),),
+    ("headwear", "hat"): (("hat", 2.0), ("cap", 1.0)),
+    ("headwear", "hair_band"): (("headband", 1.0),),
+    ("upper_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
+    ("lower_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
+    ("footwear_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
+    ("hair_colour", "grey"): (("gray", 3.0), ("grey", 2.0)),
 }
 _WORD_STATES = {("carried", "bag"): ("handbag", "messenger_bag")}
 # Nouns written with "a pair of" in about a third of real captions.
-_PAIRS = ("pants", "jeans", "shorts", "capris", "slacks", "trousers", "sneakers", "shoes", "boots", "sandals",
-          "tennis shoes", "dress shoes", "leather shoes", "flip flops", "capri pants", "dress pants", "hot pants")
+_PAIRS = (
+    "pants",
+    "jeans",
+    "shorts",
+    "capris",
+    "slacks",
+    "trousers",
+    "sneakers",
+    "shoes",
+    "boots",
+    "sandals",
+    "tennis shoes",
+    "dress shoes",
+    "leather shoes",
+    "flip flops",
+    "capri pants",
+    "dress pants",
+    "hot pants",
+)
 
 
 def caption_word(slot: str, value: str, rng: random.Random) -> tuple[str, tuple[str, ...]]:
@@ -252,14 +300,17 @@ def _caption_colours(slot: str, attributes: Attrs, rng: random.Random, vague_rat
     return Phrase(" and ".join(words), tuple(Fact(slot, (c,)) for c in colours[:2]))
 
 
-def caption_garment(part: str, attributes: Attrs, rng: random.Random, *, slots: Iterable[str],
-                    vague_rate: float = 0.0) -> Phrase:
+def caption_garment(
+    part: str, attributes: Attrs, rng: random.Random, *, slots: Iterable[str], vague_rate: float = 0.0
+) -> Phrase:
     """A garment as captions name it: 'a white short sleeved t-shirt', 'a pair of black pants',
     'gray tennis shoes' (``part`` is upper, lower or feet; only ``slots`` are mentioned)."""
     slots = set(slots)
-    colour_slot, type_slot, pattern_slot = {"upper": ("upper_colour", "upper_type", "upper_pattern"),
-                                            "lower": ("lower_colour", "lower_type", "lower_pattern"),
-                                            "feet": ("footwear_colour", "footwear_type", None)}[part]
+    colour_slot, type_slot, pattern_slot = {
+        "upper": ("upper_colour", "upper_type", "upper_pattern"),
+        "lower": ("lower_colour", "lower_type", "lower_pattern"),
+        "feet": ("footwear_colour", "footwear_type", None),
+    }[part]
     facts: list[Fact] = []
     words: list[str] = []
     sleeve = attributes.get("sleeve_length", ("",))[0] if part == "upper" and "sleeve_length" in slots else ""

@@ -17,6 +17,7 @@ Example:
     >>> [(f.slot, f.values) for f in parse_facts("Navy-blue shorts, a greyish tee and an olive or dark brown cap.")]
     [('lower_colour', ('blue',)), ('lower_type', ('shorts',)), ('upper_colour', ('grey',)), ('upper_type', ('tshirt',)), ('headwear', ('hat',))]
 """
+
 from __future__ import annotations
 
 import re
@@ -24,10 +25,31 @@ from functools import lru_cache
 
 from minterpr.language.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
 from minterpr.language.phrasing import Fact
-from minterpr.language.text_reading import (BACK, COLOUR_SLOT, FILLERS, GARMENT_PARTS, HELD, HOLDING, NEGATORS, NOTHING,
-                                        PRONOUN_GENDER, RESETS, SLOT_PART, age_phrase, colour_expr, colour_term,
-                                        length_facts, lexicon, longest, noun_kind, other_person, part_at, phrase_key,
-                                        read_tokens, skirt_length)
+from minterpr.language.text_reading import (
+    BACK,
+    COLOUR_SLOT,
+    FILLERS,
+    GARMENT_PARTS,
+    HELD,
+    HOLDING,
+    NEGATORS,
+    NOTHING,
+    PRONOUN_GENDER,
+    RESETS,
+    SLOT_PART,
+    age_phrase,
+    colour_expr,
+    colour_term,
+    length_facts,
+    lexicon,
+    longest,
+    noun_kind,
+    other_person,
+    part_at,
+    phrase_key,
+    read_tokens,
+    skirt_length,
+)
 
 
 def parse_facts(text: str, *, context_slot: str | None = None, colour_slot: str | None = None) -> list[Fact]:
@@ -47,7 +69,11 @@ def parse_facts(text: str, *, context_slot: str | None = None, colour_slot: str 
     for clause in re.split(r"[.;!?]", text):
         tokens = read_tokens(clause)
         other = people.get("other")
-        if tokens[:1] in (["he"], ["she"]) and other == PRONOUN_GENDER[tokens[0]] and people.get("target", other) != other:
+        if (
+            tokens[:1] in (["he"], ["she"])
+            and other == PRONOUN_GENDER[tokens[0]]
+            and people.get("target", other) != other
+        ):
             continue  # a sentence about the other person
         facts.extend(_parse_clause(tokens, context_slot, people, colour_slot))
         target = [f.values[0] for f in facts if f.slot == "gender" and not f.negated and len(f.values) == 1]
@@ -57,15 +83,23 @@ def parse_facts(text: str, *, context_slot: str | None = None, colour_slot: str 
 
 
 def _emit_colours(facts: list[Fact], part: str, groups: list[tuple[str, ...]], negated: bool) -> None:
-    for part_name in (("upper", "lower") if part == "both" else (part,)):
+    for part_name in ("upper", "lower") if part == "both" else (part,):
         for values in groups:
             values = DARK_HAIR if part_name == "head" and values == tuple(sorted(VAGUE_COLOURS["dark"])) else values
             facts.append(Fact(COLOUR_SLOT[part_name], values, negated))
 
 
-def _colour_facts(facts: list[Fact], tokens: list[str], i: int, groups: list[tuple[str, ...]], end: int,
-                  negated: bool, last_part: str | None, context_slot: str | None,
-                  colour_slot: str | None = None) -> str | None:
+def _colour_facts(
+    facts: list[Fact],
+    tokens: list[str],
+    i: int,
+    groups: list[tuple[str, ...]],
+    end: int,
+    negated: bool,
+    last_part: str | None,
+    context_slot: str | None,
+    colour_slot: str | None = None,
+) -> str | None:
     """The colour facts of a colour expression tokens[i:end]; returns the garment part they went to."""
     if i and tokens[i - 1] == "as":
         return None  # "not as red as her bag": a comparison
@@ -74,7 +108,7 @@ def _colour_facts(facts: list[Fact], tokens: list[str], i: int, groups: list[tup
         part = last_part if last_part in ("upper", "lower") else "item"
     if part is None and i >= 2 and tokens[i - 1] in ("is", "was") and tokens[i - 2] in PRONOUN_GENDER:
         part = "item"  # "he is tan": the person, not a garment
-    if part is None and tokens[max(0, i - 2):i] in (["dressed", "in"], ["all", "in"]):
+    if part is None and tokens[max(0, i - 2) : i] in (["dressed", "in"], ["all", "in"]):
         part = "both"
     if part is None:
         part = last_part or (SLOT_PART[context_slot] if context_slot and context_slot.endswith("_colour") else None)
@@ -86,8 +120,9 @@ def _colour_facts(facts: list[Fact], tokens: list[str], i: int, groups: list[tup
     return part
 
 
-def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str, str],
-                  colour_slot: str | None = None) -> list[Fact]:
+def _parse_clause(
+    tokens: list[str], context_slot: str | None, people: dict[str, str], colour_slot: str | None = None
+) -> list[Fact]:
     table = lexicon()
     facts: list[Fact] = []
     negated = False
@@ -99,7 +134,9 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
     while i < len(tokens):
         token = tokens[i]
         if other:  # until the sentence turns back to the target
-            other = token not in (",", "while") and not (token == "and" and tokens[i + 1:i + 2] and tokens[i + 1] in BACK)
+            other = token not in (",", "while") and not (
+                token == "and" and tokens[i + 1 : i + 2] and tokens[i + 1] in BACK
+            )
             i += 1
             continue
         who = other_person(tokens, i)
@@ -119,7 +156,7 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
                 i += 1
                 continue
             j = i + 1
-            if tokens[j:j + 1] in (["think"], ["believe"]):  # "I don't think he had a bag": what follows is denied
+            if tokens[j : j + 1] in (["think"], ["believe"]):  # "I don't think he had a bag": what follows is denied
                 j += 1
                 while j < len(tokens) and tokens[j] in _SUBJECTS:
                     j += 1
@@ -128,15 +165,18 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
                 continue
             while j < len(tokens) and tokens[j] in FILLERS:
                 j += 1
-            if tokens[j:j + 1] in (["anything"], ["nothing"]) and {"carrying", "holding"} & set(tokens[i:j]):
+            if tokens[j : j + 1] in (["anything"], ["nothing"]) and {"carrying", "holding"} & set(tokens[i:j]):
                 facts.append(Fact("carried", ("nothing",)))
                 i = j + 1
                 continue
-            negated = j < len(tokens) and (longest(table, tokens, j) is not None or colour_term(tokens, j) is not None
-                                           or tokens[j] in ("long", "short"))
+            negated = j < len(tokens) and (
+                longest(table, tokens, j) is not None
+                or colour_term(tokens, j) is not None
+                or tokens[j] in ("long", "short")
+            )
             i += 1
             continue
-        if token in ("longer", "shorter") and tokens[i + 1:i + 2] != ["than"]:
+        if token in ("longer", "shorter") and tokens[i + 1 : i + 2] != ["than"]:
             facts.extend(length_facts(tokens, i, negated))  # "his hair was longer" (but "longer than that" compares)
         if token in ("long", "short"):
             lengths = length_facts(tokens, i, negated)
@@ -149,8 +189,9 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
             continue
         if colours is not None and (match is None or colours[0] > i + len(match)):
             end, groups = colours
-            last_part = _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot,
-                                      colour_slot) or last_part
+            last_part = (
+                _colour_facts(facts, tokens, i, groups, end, negated, last_part, context_slot, colour_slot) or last_part
+            )
             i = end
             continue
         if match is None:
@@ -166,18 +207,18 @@ def _parse_clause(tokens: list[str], context_slot: str | None, people: dict[str,
                 facts.append(Fact(f"{noun_kind(tokens, i + 1)}_pattern", ("plain",), negated))
             i += max(n, 1)
             continue
-        if match in (("bag",), ("bags",)) and tokens[i - 1:i] == ["the"] and any(f.slot == "carried" for f in facts):
+        if match in (("bag",), ("bags",)) and tokens[i - 1 : i] == ["the"] and any(f.slot == "carried" for f in facts):
             i += 1  # "the bag" again: already said
             continue
         before = len(facts)
         _lexicon_facts(facts, tokens, i, match, negated, context_slot, last_part)
         if i and tokens[i - 1] == "or" and alternative[0] == i - 1:  # "a jacket or sweater": one of them
-            facts[alternative[1]:] = _merged(facts[alternative[1]:before], facts[before:])
+            facts[alternative[1] :] = _merged(facts[alternative[1] : before], facts[before:])
         alternative = (i + len(match), before)
         part, _ = part_at(tokens, i)
         last_part = {"sleeve": "upper", None: last_part, "person": last_part, "pattern": last_part}.get(part, part)
         i += len(match)
-        if part in ("upper", "lower", "feet", "item") and tokens[i:i + 1] not in (["or"], ["nor"]):
+        if part in ("upper", "lower", "feet", "item") and tokens[i : i + 1] not in (["or"], ["nor"]):
             negated = False  # "without glasses in a dress": the negation ends with its noun
     if context_slot and not facts:
         facts.extend(_bare_answer(tokens, context_slot))
@@ -199,7 +240,9 @@ def _compared(tokens: list[str], i: int) -> bool:
     """Is the colour at i a bare comparative ("was darker", "lighter than these")?"""
     if tokens[i] not in ("darker", "lighter", "brighter") or colour_term(tokens, i + 1) is not None:
         return False
-    return tokens[i - 1:i] in (["was"], ["were"], ["is"], ["are"], ["bit"], ["much"]) or tokens[i + 1:i + 2] == ["than"]
+    return tokens[i - 1 : i] in (["was"], ["were"], ["is"], ["are"], ["bit"], ["much"]) or tokens[i + 1 : i + 2] == [
+        "than"
+    ]
 
 
 def _interjection(tokens: list[str], i: int) -> bool:
@@ -228,26 +271,39 @@ def _merged(first: list[Fact], second: list[Fact]) -> list[Fact]:
 def _leading() -> frozenset[tuple[str, ...]]:
     """Phrases that start with a negator but are read as a whole ("no sleeves", "nothing in her hands"); the
     ontology's own "no bag"/"no hat" read as a negated item."""
-    reading = {phrase_key(p) for phrases in READING_PHRASES.values() for p in phrases} | {phrase_key(p) for p in NOTHING}
+    reading = {phrase_key(p) for phrases in READING_PHRASES.values() for p in phrases} | {
+        phrase_key(p) for p in NOTHING
+    }
     out = set()
     for key, slots in lexicon().items():
-        if len(key) > 1 and key[0] in NEGATORS and (key in reading or not any(
-                ONTOLOGY.slot(s).value(v).excludes_others for s, vs in slots for v in vs)):
+        if (
+            len(key) > 1
+            and key[0] in NEGATORS
+            and (key in reading or not any(ONTOLOGY.slot(s).value(v).excludes_others for s, vs in slots for v in vs))
+        ):
             out.add(key)
     return frozenset(out)
 
 
-def _lexicon_facts(facts: list[Fact], tokens: list[str], i: int, match: tuple[str, ...], negated: bool,
-                   context_slot: str | None, last_part: str | None) -> None:
+def _lexicon_facts(
+    facts: list[Fact],
+    tokens: list[str],
+    i: int,
+    match: tuple[str, ...],
+    negated: bool,
+    context_slot: str | None,
+    last_part: str | None,
+) -> None:
     """The facts of the lexicon phrase ``match`` found at token i."""
     for slot, values in lexicon()[match]:
-        if slot in ("headwear", "accessories", "carried") and any(ONTOLOGY.slot(slot).value(v).excludes_others
-                                                               for v in values):
+        if slot in ("headwear", "accessories", "carried") and any(
+            ONTOLOGY.slot(slot).value(v).excludes_others for v in values
+        ):
             if context_slot not in (None, slot) or (context_slot is None and slot != "carried"):
                 continue  # "nothing" answers the question asked, not every slot
         if slot in ("upper_pattern", "lower_pattern"):
             after = i + len(match)  # "a shirt with a logo": the garment before; "a plaid top": the one after
-            noun = tokens[i - 1:i] in (["a"], ["an"], ["with"]) and part_at(tokens, after)[0] not in GARMENT_PARTS
+            noun = tokens[i - 1 : i] in (["a"], ["an"], ["with"]) and part_at(tokens, after)[0] not in GARMENT_PARTS
             part = (None if noun else noun_kind(tokens, after)) or last_part
             if part not in ("upper", "lower"):
                 continue  # stripes on shoes, a design on a bag
@@ -270,13 +326,13 @@ def _bare_answer(tokens: list[str], slot_name: str) -> list[Fact]:
     for value in slot.values:
         for phrase in value.phrases:
             words = phrase_key(phrase)
-            starts = [i for i in range(len(tokens)) if tuple(tokens[i:i + len(words)]) == words]
+            starts = [i for i in range(len(tokens)) if tuple(tokens[i : i + len(words)]) == words]
             if starts:
                 found[value.name] = starts[0] > 0 and tokens[starts[0] - 1] in NEGATORS
                 break
     if len(found) != 1 or slot_name.endswith("_colour"):
         return []
-    (value, negated), = found.items()
+    ((value, negated),) = found.items()
     return [Fact(slot_name, (value,), negated)]
 
 

@@ -11,40 +11,160 @@ Example:
     >>> noun_kind(read_tokens("red stripes along the sleeve"), 1), noun_kind(read_tokens("red and white striped shirt"), 3)
     ('pattern', 'upper')
 """
+
 from __future__ import annotations
 
 import re
 from functools import lru_cache
 
-from minterpr.language.ontology import (COLOUR_SHADES, COLOUR_SUFFIXES, ONTOLOGY, READING_COLOURS, READING_PHRASES,
-                                    VAGUE_COLOURS)
+from minterpr.language.ontology import (
+    COLOUR_SHADES,
+    COLOUR_SUFFIXES,
+    ONTOLOGY,
+    READING_COLOURS,
+    READING_PHRASES,
+    VAGUE_COLOURS,
+)
 from minterpr.language.phrasing import Fact
 
 # Nouns that only say which garment a colour belongs to; they assert no type.
 _PART_NOUNS = {
-    "upper": ("top", "tops", "upper garment", "upper body", "shirt", "tee", "jacket", "coat", "sweater", "hoodie", "blouse",
-              "blazer", "vest", "tank top", "jumper", "pullover", "windbreaker", "polo", "suit", "sleeves", "sleeve", "tunic",
-              "jersey", "uniform", "cardigan", "hood"),  # a hood is the top's: "a blue coat with a white hood"
-    "lower": ("bottoms", "lower garment", "trousers", "pants", "jeans", "shorts", "skirt", "slacks", "leggings", "capri pants",
-              "lower body", "lower clothes", "dress", "miniskirt", "maxi skirt", "hot pants", "skirts", "dresses"),
-    "feet": ("shoes", "shoe", "sneakers", "trainers", "boots", "sandals", "footwear", "heels", "flats", "tights", "stockings",
-             "wedges", "slippers", "loafers", "sandles", "pumps"),
+    "upper": (
+        "top",
+        "tops",
+        "upper garment",
+        "upper body",
+        "shirt",
+        "tee",
+        "jacket",
+        "coat",
+        "sweater",
+        "hoodie",
+        "blouse",
+        "blazer",
+        "vest",
+        "tank top",
+        "jumper",
+        "pullover",
+        "windbreaker",
+        "polo",
+        "suit",
+        "sleeves",
+        "sleeve",
+        "tunic",
+        "jersey",
+        "uniform",
+        "cardigan",
+        "hood",
+    ),  # a hood is the top's: "a blue coat with a white hood"
+    "lower": (
+        "bottoms",
+        "lower garment",
+        "trousers",
+        "pants",
+        "jeans",
+        "shorts",
+        "skirt",
+        "slacks",
+        "leggings",
+        "capri pants",
+        "lower body",
+        "lower clothes",
+        "dress",
+        "miniskirt",
+        "maxi skirt",
+        "hot pants",
+        "skirts",
+        "dresses",
+    ),
+    "feet": (
+        "shoes",
+        "shoe",
+        "sneakers",
+        "trainers",
+        "boots",
+        "sandals",
+        "footwear",
+        "heels",
+        "flats",
+        "tights",
+        "stockings",
+        "wedges",
+        "slippers",
+        "loafers",
+        "sandles",
+        "pumps",
+    ),
     "head": ("hair", "haired", "haircut"),
     "both": ("outfit", "clothes", "clothing", "attire"),
 }
 COLOUR_SLOT = {"upper": "upper_colour", "lower": "lower_colour", "feet": "footwear_colour", "head": "hair_colour"}
-SLOT_PART = {"upper_colour": "upper", "lower_colour": "lower", "footwear_colour": "feet", "hair_colour": "head",
-              "upper_pattern": "upper", "lower_pattern": "lower"}
+SLOT_PART = {
+    "upper_colour": "upper",
+    "lower_colour": "lower",
+    "footwear_colour": "feet",
+    "hair_colour": "head",
+    "upper_pattern": "upper",
+    "lower_pattern": "lower",
+}
 # Ontology phrases too generic or too ambiguous to assert a value by themselves.
-_IGNORED = {"top", "upper garment", "shoes", "regular shoes", "long", "short", "young", "an object", "print", "plain", "adult",
-            "old", "casual", "formal", "smart", "suit"}
+_IGNORED = {
+    "top",
+    "upper garment",
+    "shoes",
+    "regular shoes",
+    "long",
+    "short",
+    "young",
+    "an object",
+    "print",
+    "plain",
+    "adult",
+    "old",
+    "casual",
+    "formal",
+    "smart",
+    "suit",
+}
 _PRONOUNS = {("gender", "male"): ("he", "his", "him"), ("gender", "female"): ("she", "her", "hers")}
 # Phrases read and dropped: they name nothing of the ontology, or would be misread word by word.
-NOTHING = ("he or she", "she or he", "his or her", "her or his", "bathing suit", "swim suit", "jump suit", "body suit",
-            "floral print", "flower print", "animal print", "leopard print", "wine glass", "no shoes", "no socks",
-            "no shirt", "slip on", "slip ons", "ankle strap", "the picture", "this picture", "the photo", "the image")
-GENDER_WORDS = {"man": "male", "guy": "male", "gentleman": "male", "male": "male", "boy": "male", "woman": "female",
-                 "lady": "female", "girl": "female", "female": "female", "gal": "female"}
+NOTHING = (
+    "he or she",
+    "she or he",
+    "his or her",
+    "her or his",
+    "bathing suit",
+    "swim suit",
+    "jump suit",
+    "body suit",
+    "floral print",
+    "flower print",
+    "animal print",
+    "leopard print",
+    "wine glass",
+    "no shoes",
+    "no socks",
+    "no shirt",
+    "slip on",
+    "slip ons",
+    "ankle strap",
+    "the picture",
+    "this picture",
+    "the photo",
+    "the image",
+)
+GENDER_WORDS = {
+    "man": "male",
+    "guy": "male",
+    "gentleman": "male",
+    "male": "male",
+    "boy": "male",
+    "woman": "female",
+    "lady": "female",
+    "girl": "female",
+    "female": "female",
+    "gal": "female",
+}
 # Nouns a colour may describe that are not garments (the colour is then nobody's garment's).
 _NON_GARMENT = set(
     "belt bag bags backpack back hat cap umbrella object objects scarf purse handbag suitcase folder box phone cup bottle "
@@ -53,27 +173,151 @@ _NON_GARMENT = set(
     "lanyard apron robe robes jumpsuit bodysuit costume veil bandana skin complexion face eyes head paper papers book sign "
     "wall floor building railing post door line lines background stroller laptop handles handle wire cord buttons "
     "pocket pockets patch patches dots spots flowers print lettering writing picture letters words characters tote glass "
-    "man woman person guy lady girl boy male female people child kid individual pedestrian adult gentleman helmet".split())
-_PEOPLE = set("man woman person people girl boy lady guy child kid baby toddler adult gentleman pedestrian individual friend "
-              "companion son daughter mother father mom dad husband wife boyfriend girlfriend someone somebody men women "
-              "children kids family couple group".split())
-HELD = set("phone cellphone smartphone bottle cup mug drink beverage food papers paper laptop box microphone book books "
-            "newspaper something object objects tablet ipad bucket basket package parcel tray".split())
-HOLDING = {"hold", "holds", "holding", "held", "carry", "carries", "carrying", "hand", "hands", "talking", "looking", "using"}
+    "man woman person guy lady girl boy male female people child kid individual pedestrian adult gentleman helmet".split()
+)
+_PEOPLE = set(
+    "man woman person people girl boy lady guy child kid baby toddler adult gentleman pedestrian individual friend "
+    "companion son daughter mother father mom dad husband wife boyfriend girlfriend someone somebody men women "
+    "children kids family couple group".split()
+)
+HELD = set(
+    "phone cellphone smartphone bottle cup mug drink beverage food papers paper laptop box microphone book books "
+    "newspaper something object objects tablet ipad bucket basket package parcel tray".split()
+)
+HOLDING = {
+    "hold",
+    "holds",
+    "holding",
+    "held",
+    "carry",
+    "carries",
+    "carrying",
+    "hand",
+    "hands",
+    "talking",
+    "looking",
+    "using",
+}
 NEGATORS = {"no", "not", "without", "never", "n't", "nothing", "neither", "nor", "rather", "instead"}
-FILLERS = {"a", "an", "any", "the", "wearing", "carrying", "holding", "have", "has", "had", "having", "on", "his", "her",
-            "their", "be", "is", "was", "wear", "carry", "hold", "than", "seem", "appear", "to", "there", "got", "of"}
+FILLERS = {
+    "a",
+    "an",
+    "any",
+    "the",
+    "wearing",
+    "carrying",
+    "holding",
+    "have",
+    "has",
+    "had",
+    "having",
+    "on",
+    "his",
+    "her",
+    "their",
+    "be",
+    "is",
+    "was",
+    "wear",
+    "carry",
+    "hold",
+    "than",
+    "seem",
+    "appear",
+    "to",
+    "there",
+    "got",
+    "of",
+}
 RESETS = {",", "and", "but", "though", "also", "with"}
-HEAD_STOPS = {",", "and", "or", "but", "with", "without", "is", "are", "was", "were", "has", "have", "had", "while", "at", "on",
-               "in", "of", "over", "under", "around", "to", "near", "from", "than", "rather", "not", "no", "as", "that",
-               "which", "who", "carrying", "wearing", "holding", "walking", "he", "she", "they", "his", "her", "their", ":",
-               "/", "also", "across", "by", "the", "a", "an", "for", "should", "be", "though"}
-_INTRODUCERS = (("next", "to"), ("walking", "with"), ("with",), ("beside",), ("near",), ("behind",), ("alongside",),
-                ("following",), ("accompanied", "by"), ("talking", "to"), ("talking", "with"), ("holding", "hands", "with"),
-                ("embracing",), ("hugging",), ("kissing",), ("helping",), ("see",))
+HEAD_STOPS = {
+    ",",
+    "and",
+    "or",
+    "but",
+    "with",
+    "without",
+    "is",
+    "are",
+    "was",
+    "were",
+    "has",
+    "have",
+    "had",
+    "while",
+    "at",
+    "on",
+    "in",
+    "of",
+    "over",
+    "under",
+    "around",
+    "to",
+    "near",
+    "from",
+    "than",
+    "rather",
+    "not",
+    "no",
+    "as",
+    "that",
+    "which",
+    "who",
+    "carrying",
+    "wearing",
+    "holding",
+    "walking",
+    "he",
+    "she",
+    "they",
+    "his",
+    "her",
+    "their",
+    ":",
+    "/",
+    "also",
+    "across",
+    "by",
+    "the",
+    "a",
+    "an",
+    "for",
+    "should",
+    "be",
+    "though",
+}
+_INTRODUCERS = (
+    ("next", "to"),
+    ("walking", "with"),
+    ("with",),
+    ("beside",),
+    ("near",),
+    ("behind",),
+    ("alongside",),
+    ("following",),
+    ("accompanied", "by"),
+    ("talking", "to"),
+    ("talking", "with"),
+    ("holding", "hands", "with"),
+    ("embracing",),
+    ("hugging",),
+    ("kissing",),
+    ("helping",),
+    ("see",),
+)
 _DETERMINERS = {"a", "an", "the", "another", "her", "his", "their", "two", "some", "other", "one"}
-_ISH = re.compile(r"^(redd|blu|blue|green|gr[ae]y|brown|pink|purpl|purple|yellow|orang|orange|whit|white|black|tan)e?ish$")
-_ISH_STEM = {"redd": "red", "blu": "blue", "gray": "grey", "purpl": "purple", "orang": "orange", "whit": "white", "tan": "brown"}
+_ISH = re.compile(
+    r"^(redd|blu|blue|green|gr[ae]y|brown|pink|purpl|purple|yellow|orang|orange|whit|white|black|tan)e?ish$"
+)
+_ISH_STEM = {
+    "redd": "red",
+    "blu": "blue",
+    "gray": "grey",
+    "purpl": "purple",
+    "orang": "orange",
+    "whit": "white",
+    "tan": "brown",
+}
 _TOKEN = re.compile(r"n't|[a-z]+|\d+|[,:/&]")  # "n't" first, or "was n't" reads "was n t"
 PRONOUN_GENDER = {"he": "male", "she": "female"}
 GARMENT_PARTS = ("upper", "lower", "feet", "head", "both")
@@ -101,7 +345,9 @@ def lexicon() -> dict[tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
             continue
         for value in slot.values:
             phrases = [p for p in value.phrases if p not in _IGNORED]
-            phrases += list(READING_PHRASES.get((slot.name, value.name), ()) + _PRONOUNS.get((slot.name, value.name), ()))
+            phrases += list(
+                READING_PHRASES.get((slot.name, value.name), ()) + _PRONOUNS.get((slot.name, value.name), ())
+            )
             for phrase in phrases:
                 table.setdefault(phrase_key(phrase), {}).setdefault(slot.name, []).append(value.name)
     for key, slots in table.items():  # "young man" also says "man"
@@ -139,7 +385,7 @@ def part_nouns() -> dict[tuple[str, ...], str]:
 
 def longest(table: dict, tokens: list[str], i: int, longest: int = 5) -> tuple[str, ...] | None:
     for n in range(longest, 0, -1):
-        key = tuple(tokens[i:i + n])
+        key = tuple(tokens[i : i + n])
         if len(key) == n and key in table:
             return key
     return None
@@ -154,9 +400,13 @@ def part_at(tokens: list[str], i: int) -> tuple[str | None, int]:
     match = longest(lexicon(), tokens, i)
     if match is not None and (key is None or len(match) > len(key)):
         slots = {s for s, _ in lexicon()[match]}
-        for kinds, kind in (({"carried", "headwear", "accessories"}, "item"), ({"gender", "age"}, "person"),
-                            ({"upper_pattern", "lower_pattern"}, "pattern"), ({"hair_length"}, "head"),
-                            ({"sleeve_length"}, "sleeve")):
+        for kinds, kind in (
+            ({"carried", "headwear", "accessories"}, "item"),
+            ({"gender", "age"}, "person"),
+            ({"upper_pattern", "lower_pattern"}, "pattern"),
+            ({"hair_length"}, "head"),
+            ({"sleeve_length"}, "sleeve"),
+        ):
             if slots & kinds:
                 return kind, len(match)
         if not slots:
@@ -194,10 +444,20 @@ def colour_term(tokens: list[str], i: int) -> tuple[int, tuple[str, ...]] | None
         vague = [j for j in range(i, k) if _COMPARATIVES.get(tokens[j], tokens[j]) in VAGUE_COLOURS]
         if vague:  # "dark coloured", "dark hot pants", "a lighter coloured shirt"
             values, end = VAGUE_COLOURS[_COMPARATIVES.get(tokens[vague[0]], tokens[vague[0]])], vague[0] + 1
-        elif k > i and longest(lexicon(), tokens, i) is None and (
-                k == len(tokens) or tokens[k] in COLOUR_SUFFIXES or part_at(tokens, k)[0] in GARMENT_PARTS):
+        elif (
+            k > i
+            and longest(lexicon(), tokens, i) is None
+            and (k == len(tokens) or tokens[k] in COLOUR_SUFFIXES or part_at(tokens, k)[0] in GARMENT_PARTS)
+        ):
             values, end = (), k  # "neon shoes", "medium coloured": a shade that names no colour
-        elif k < len(tokens) and tokens[k] in ("multicolored", "multicoloured", "colorful", "colourful", "multi", "rainbow"):
+        elif k < len(tokens) and tokens[k] in (
+            "multicolored",
+            "multicoloured",
+            "colorful",
+            "colourful",
+            "multi",
+            "rainbow",
+        ):
             values, end = (), k + 1
         else:
             return None
@@ -217,8 +477,14 @@ def colour_expr(tokens: list[str], i: int) -> tuple[int, list[tuple[str, ...]]] 
     while end < len(tokens):
         sep = tokens[end] in ("and", "/", ",", "or", "to")
         nxt = colour_term(tokens, end + sep)
-        if nxt is None or tokens[end] == "," and tokens[nxt[0]:nxt[0] + 1] not in (["and"], [","], ["or"]) \
-                or tokens[end] == "to" and len(tokens) > end + 1 and tokens[end + 1] in COLOUR_SHADES:
+        if (
+            nxt is None
+            or tokens[end] == ","
+            and tokens[nxt[0] : nxt[0] + 1] not in (["and"], [","], ["or"])
+            or tokens[end] == "to"
+            and len(tokens) > end + 1
+            and tokens[end + 1] in COLOUR_SHADES
+        ):
             break
         if tokens[end] == "or":
             groups[-1] = tuple(sorted(set(groups[-1]) | set(nxt[1])))
@@ -231,9 +497,18 @@ def colour_expr(tokens: list[str], i: int) -> tuple[int, list[tuple[str, ...]]] 
 def noun_kind(tokens: list[str], start: int) -> str | None:
     """Kind of the noun (see _part_at) a colour or pattern word describes; None when none follows."""
     j, modifier = start, None
-    while j < len(tokens) and j - start < 6 and (tokens[j] not in HEAD_STOPS or tokens[j] == "," and j + 1 < len(tokens)
-                                                 and tokens[j + 1] not in HEAD_STOPS and not colour_term(tokens, j + 1)
-                                                 and part_at(tokens, j + 1)[0] in (None, "sleeve", "pattern")):
+    while (
+        j < len(tokens)
+        and j - start < 6
+        and (
+            tokens[j] not in HEAD_STOPS
+            or tokens[j] == ","
+            and j + 1 < len(tokens)
+            and tokens[j + 1] not in HEAD_STOPS
+            and not colour_term(tokens, j + 1)
+            and part_at(tokens, j + 1)[0] in (None, "sleeve", "pattern")
+        )
+    ):
         part, n = part_at(tokens, j)
         if part is not None and part not in ("pattern", "sleeve"):
             return part
@@ -268,8 +543,8 @@ def length_facts(tokens: list[str], i: int, negated: bool) -> list[Fact]:
             return [Fact("lower_length", ("long",), negated)]
         if part_at(tokens, j)[0] is not None:
             return []
-    back = tokens[max(0, i - 6):i]
-    if "hair" in back and ":" not in back and any(t in ("is", "was", "are") for t in back[back.index("hair"):]):
+    back = tokens[max(0, i - 6) : i]
+    if "hair" in back and ":" not in back and any(t in ("is", "was", "are") for t in back[back.index("hair") :]):
         return [Fact("hair_length", (word,), negated)]
     return []
 
@@ -289,12 +564,12 @@ def age_phrase(tokens: list[str], i: int) -> tuple[str, ...] | None:
 
 def other_person(tokens: list[str], i: int) -> str | None:
     """'next to a woman', 'with her friend', 'another man': another person starts at i (their gender, or '')."""
-    intro = next((len(p) for p in _INTRODUCERS if tuple(tokens[i:i + len(p)]) == p), 0)
+    intro = next((len(p) for p in _INTRODUCERS if tuple(tokens[i : i + len(p)]) == p), 0)
     if tokens[i] in ("another", "other"):
         intro = 1
-    elif intro and tokens[i + intro:i + intro + 1] in (["someone"], ["somebody"]):
+    elif intro and tokens[i + intro : i + intro + 1] in (["someone"], ["somebody"]):
         return ""
-    elif not intro or tokens[i + intro:i + intro + 1] == [] or tokens[i + intro] not in _DETERMINERS:
+    elif not intro or tokens[i + intro : i + intro + 1] == [] or tokens[i + intro] not in _DETERMINERS:
         return None
     for j in range(i + intro, min(len(tokens), i + intro + 4)):
         match = longest(lexicon(), tokens, j)

@@ -10,32 +10,74 @@ Example:
     >>> answer("carried", attrs, random.Random(1)).text
     'Yes, a backpack.'
 """
+
 from __future__ import annotations
 
 import random
 from typing import Sequence
 
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.language.phrasing import (Attrs, article, caption_garment, caption_items, caption_word, Fact, Phrase, colour_phrase,
-                                    footwear_phrase, hair_phrase, items_phrase, join_words, lower_phrase, person_phrase,
-                                    pronouns, upper_phrase, value_word)
+from minterpr.language.phrasing import (
+    Attrs,
+    article,
+    caption_garment,
+    caption_items,
+    caption_word,
+    Fact,
+    Phrase,
+    colour_phrase,
+    footwear_phrase,
+    hair_phrase,
+    items_phrase,
+    join_words,
+    lower_phrase,
+    person_phrase,
+    pronouns,
+    upper_phrase,
+    value_word,
+)
 
 # Slots a description or question may be about, with how often a witness mentions each.
 SALIENCE: dict[str, float] = {
-    "gender": 3.0, "upper_colour": 3.0, "upper_type": 1.5, "lower_colour": 2.0, "lower_type": 2.0,
-    "hair_length": 1.2, "hair_colour": 0.8, "carried": 1.5, "footwear_colour": 0.8, "footwear_type": 0.6,
-    "upper_pattern": 0.6, "sleeve_length": 0.6, "age": 0.5, "headwear": 0.5, "accessories": 0.4,
-    "lower_pattern": 0.2, "lower_length": 0.2, "neckline": 0.1, "upper_style": 0.1, "lower_style": 0.1,
+    "gender": 3.0,
+    "upper_colour": 3.0,
+    "upper_type": 1.5,
+    "lower_colour": 2.0,
+    "lower_type": 2.0,
+    "hair_length": 1.2,
+    "hair_colour": 0.8,
+    "carried": 1.5,
+    "footwear_colour": 0.8,
+    "footwear_type": 0.6,
+    "upper_pattern": 0.6,
+    "sleeve_length": 0.6,
+    "age": 0.5,
+    "headwear": 0.5,
+    "accessories": 0.4,
+    "lower_pattern": 0.2,
+    "lower_length": 0.2,
+    "neckline": 0.1,
+    "upper_style": 0.1,
+    "lower_style": 0.1,
 }
 ASKABLE_SLOTS = tuple(SALIENCE)
 # Values too unremarkable to volunteer in a description (they are still answered when asked).
-_UNREMARKABLE = {("carried", "nothing"), ("headwear", "none"), ("accessories", "none"), ("upper_pattern", "plain"),
-                 ("upper_type", "other")}
+_UNREMARKABLE = {
+    ("carried", "nothing"),
+    ("headwear", "none"),
+    ("accessories", "none"),
+    ("upper_pattern", "plain"),
+    ("upper_type", "other"),
+}
 _GROUPS = {
-    "person": ("gender", "age"), "hair": ("hair_length", "hair_colour"),
+    "person": ("gender", "age"),
+    "hair": ("hair_length", "hair_colour"),
     "upper": ("upper_colour", "upper_type", "upper_pattern", "sleeve_length"),
-    "lower": ("lower_colour", "lower_type"), "feet": ("footwear_colour", "footwear_type"),
-    "carried": ("carried",), "headwear": ("headwear",), "accessories": ("accessories",),
+    "lower": ("lower_colour", "lower_type"),
+    "feet": ("footwear_colour", "footwear_type"),
+    "carried": ("carried",),
+    "headwear": ("headwear",),
+    "accessories": ("accessories",),
 }
 DONT_KNOW = ("I didn't notice.", "Not sure.", "I don't remember.", "I couldn't see that.", "No idea, sorry.")
 
@@ -95,7 +137,9 @@ def description(attributes: Attrs, slots: Sequence[str], rng: random.Random, *, 
     facts = list(person.facts) + [f for p in wear for f in p.facts]
     facts += list(hair.facts) if hair else []
     facts += list(carry.facts) if carry else []
-    wear_text = ", ".join(p.text for p in wear[:-1]) + (" and " if len(wear) > 1 else "") + (wear[-1].text if wear else "")
+    wear_text = (
+        ", ".join(p.text for p in wear[:-1]) + (" and " if len(wear) > 1 else "") + (wear[-1].text if wear else "")
+    )
     pron = pronouns({"gender": attributes["gender"]} if "gender" in slots else {})
     subject = person.text if person.text != "a person" else rng.choice(["a person", "someone", "a pedestrian"])
     form = rng.randrange(4)
@@ -130,9 +174,22 @@ def description(attributes: Attrs, slots: Sequence[str], rng: random.Random, *, 
 
 # How often real captions mention a slot whose value is known and worth saying (CUHK-PEDES; docs/language.md).
 CAPTION_RATES: dict[str, float] = {
-    "gender": 0.95, "upper_colour": 0.9, "upper_type": 0.85, "lower_type": 0.9, "lower_colour": 0.85,
-    "footwear_colour": 0.6, "footwear_type": 0.35, "hair_length": 0.3, "hair_colour": 0.35, "carried": 0.65,
-    "sleeve_length": 0.25, "upper_pattern": 0.5, "lower_pattern": 0.3, "accessories": 0.5, "headwear": 0.5, "age": 0.08,
+    "gender": 0.95,
+    "upper_colour": 0.9,
+    "upper_type": 0.85,
+    "lower_type": 0.9,
+    "lower_colour": 0.85,
+    "footwear_colour": 0.6,
+    "footwear_type": 0.35,
+    "hair_length": 0.3,
+    "hair_colour": 0.35,
+    "carried": 0.65,
+    "sleeve_length": 0.25,
+    "upper_pattern": 0.5,
+    "lower_pattern": 0.3,
+    "accessories": 0.5,
+    "headwear": 0.5,
+    "age": 0.08,
 }
 
 
@@ -152,8 +209,15 @@ def _caption_person(attributes: Attrs, slots: set[str], rng: random.Random) -> P
         facts.append(Fact("gender", states))
     age = attributes["age"][0] if "age" in slots else ""
     if age == "child":
-        noun = {"man": "boy", "male": "boy", "guy": "boy", "woman": "girl", "lady": "girl", "female": "girl",
-                "girl": "girl"}.get(noun, "child")
+        noun = {
+            "man": "boy",
+            "male": "boy",
+            "guy": "boy",
+            "woman": "girl",
+            "lady": "girl",
+            "female": "girl",
+            "girl": "girl",
+        }.get(noun, "child")
         noun = "child" if noun == "child" else f"little {noun}"
     elif age in ("young", "middle_aged", "senior"):
         adjective = {"young": "young", "middle_aged": "middle-aged", "senior": "elderly"}[age]
@@ -175,8 +239,9 @@ def _caption_hair(attributes: Attrs, slots: set[str], rng: random.Random) -> Phr
     return Phrase(" ".join(words + ["hair"]), tuple(facts))
 
 
-def caption_description(attributes: Attrs, rng: random.Random, *, vague_rate: float = 0.25,
-                        slots: Sequence[str] | None = None) -> Phrase:
+def caption_description(
+    attributes: Attrs, rng: random.Random, *, vague_rate: float = 0.25, slots: Sequence[str] | None = None
+) -> Phrase:
     """A first description written the way people caption pedestrians (CUHK-PEDES): person first,
     then hair, top, bottoms, shoes and what they carry, in one or two sentences of about 20 words.
 
@@ -188,10 +253,15 @@ def caption_description(attributes: Attrs, rng: random.Random, *, vague_rate: fl
     person = _caption_person(attributes, slots, rng)
     p = pronouns({"gender": attributes["gender"]} if "gender" in slots else {})
     be, have = ("are", "have") if p["pronoun"] == "they" else ("is", "has")  # after the pronoun; the noun takes is/has
-    parts = [caption_garment(part, attributes, rng, slots=slots, vague_rate=vague_rate) for part, members in
-             (("upper", ("upper_colour", "upper_type", "upper_pattern", "sleeve_length")),
-              ("lower", ("lower_colour", "lower_type", "lower_pattern")), ("feet", ("footwear_colour", "footwear_type")))
-             if slots & set(members)]
+    parts = [
+        caption_garment(part, attributes, rng, slots=slots, vague_rate=vague_rate)
+        for part, members in (
+            ("upper", ("upper_colour", "upper_type", "upper_pattern", "sleeve_length")),
+            ("lower", ("lower_colour", "lower_type", "lower_pattern")),
+            ("feet", ("footwear_colour", "footwear_type")),
+        )
+        if slots & set(members)
+    ]
     for slot in ("headwear", "accessories"):
         if slot in slots:
             parts.append(caption_items(slot, attributes, rng, p["possessive"]))
@@ -245,15 +315,22 @@ def answer(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
         colours = colour_phrase(slot, values, rng)
         thing = _THING[slot]
         verb = "were" if thing.endswith("s") else "was"
-        text = rng.choice([f"{_cap(colours.text)}.", f"{_cap(p['possessive'])} {thing} {verb} {colours.text}.",
-                           f"I think {colours.text}."])
+        text = rng.choice(
+            [
+                f"{_cap(colours.text)}.",
+                f"{_cap(p['possessive'])} {thing} {verb} {colours.text}.",
+                f"I think {colours.text}.",
+            ]
+        )
         return Phrase(text, colours.facts)
     if slot in ("carried", "headwear", "accessories"):
         items = items_phrase(slot, attributes, rng)
         if ONTOLOGY.slot(slot).value(values[0]).excludes_others:
-            text = {"carried": [f"No, {p['pronoun']} wasn't carrying anything.", "No bag, empty hands."],
-                    "headwear": ["No hat.", "Nothing on the head."],
-                    "accessories": ["No, nothing like that.", "No accessories that I saw."]}[slot]
+            text = {
+                "carried": [f"No, {p['pronoun']} wasn't carrying anything.", "No bag, empty hands."],
+                "headwear": ["No hat.", "Nothing on the head."],
+                "accessories": ["No, nothing like that.", "No accessories that I saw."],
+            }[slot]
             return Phrase(rng.choice(text), items.facts)
         return Phrase(rng.choice([f"Yes, {items.text}.", f"{_cap(items.text)}."]), items.facts)
     if slot in ("hair_length",):
@@ -275,24 +352,51 @@ def answer(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
         if phrase is not None:
             garment = phrase(attributes, rng, slots=(slot,))
             if garment.facts:
-                return Phrase(rng.choice([f"{_cap(garment.text)}.", f"{_cap(p['pronoun'])} wore {garment.text}."]),
-                              garment.facts)
+                return Phrase(
+                    rng.choice([f"{_cap(garment.text)}.", f"{_cap(p['pronoun'])} wore {garment.text}."]), garment.facts
+                )
             return Phrase(rng.choice(DONT_KNOW))
         if slot == "footwear_type":
             shoes = footwear_phrase(attributes, rng, slots=(slot,))
             return Phrase(f"{_cap(shoes.text)}.", shoes.facts)
-        text = {"logo": "It had a logo.", "plaid": f"It was {word}.", "thin_stripes": "It had thin stripes.",
-                "thick_stripes": "It had broad stripes."}[values[0]]
+        text = {
+            "logo": "It had a logo.",
+            "plaid": f"It was {word}.",
+            "thin_stripes": "It had thin stripes.",
+            "thick_stripes": "It had broad stripes.",
+        }[values[0]]
         return Phrase(text, (Fact(slot, values),))
     return Phrase(f"{_cap(word)}.", (Fact(slot, values),))
 
 
 # Slots compared when writing feedback on a reference image, most noticeable first.
-FEEDBACK_SLOTS = ("gender", "upper_colour", "lower_colour", "lower_type", "upper_type", "carried", "hair_length",
-                  "hair_colour", "footwear_colour", "sleeve_length", "headwear", "upper_pattern", "footwear_type",
-                  "accessories", "age")
-_CONFIRMABLE = ("upper_colour", "lower_colour", "footwear_colour", "hair_colour", "upper_type", "lower_type",
-                "footwear_type", "carried")
+FEEDBACK_SLOTS = (
+    "gender",
+    "upper_colour",
+    "lower_colour",
+    "lower_type",
+    "upper_type",
+    "carried",
+    "hair_length",
+    "hair_colour",
+    "footwear_colour",
+    "sleeve_length",
+    "headwear",
+    "upper_pattern",
+    "footwear_type",
+    "accessories",
+    "age",
+)
+_CONFIRMABLE = (
+    "upper_colour",
+    "lower_colour",
+    "footwear_colour",
+    "hair_colour",
+    "upper_type",
+    "lower_type",
+    "footwear_type",
+    "carried",
+)
 _THING = {"upper_colour": "top", "lower_colour": "bottoms", "footwear_colour": "shoes", "hair_colour": "hair"}
 
 
@@ -307,15 +411,20 @@ def _difference(slot: str, target: Attrs, reference: Attrs, rng: random.Random) 
         thing = _THING[slot]
         verb = "were" if thing.endswith("s") else "was"
         negation = (Fact(slot, (wrong[0],), negated=True),) if wrong else ()
-        text = rng.choice([f"{p['possessive']} {thing} {verb} {right.text}" + (f", not {wrong_word}" if wrong else ""),
-                           f"the {thing} should be {right.text}" + (f" rather than {wrong_word}" if wrong else "")])
+        text = rng.choice(
+            [
+                f"{p['possessive']} {thing} {verb} {right.text}" + (f", not {wrong_word}" if wrong else ""),
+                f"the {thing} should be {right.text}" + (f" rather than {wrong_word}" if wrong else ""),
+            ]
+        )
         return Phrase(text, right.facts + negation)
     if slot in ("carried", "headwear", "accessories"):
         missing = [v for v in r_values if v not in t_values and not ONTOLOGY.slot(slot).value(v).excludes_others]
         if missing:
             item = value_word(slot, missing[0], rng)
-            text = rng.choice([f"{p['pronoun']} had no {item}",
-                               f"there {'were' if _is_plural(item) else 'was'} no {item}"])
+            text = rng.choice(
+                [f"{p['pronoun']} had no {item}", f"there {'were' if _is_plural(item) else 'was'} no {item}"]
+            )
             return Phrase(text, (Fact(slot, (missing[0],), negated=True),))
         items = items_phrase(slot, target, rng)
         if ONTOLOGY.slot(slot).value(t_values[0]).excludes_others:
@@ -330,26 +439,34 @@ def _difference(slot: str, target: Attrs, reference: Attrs, rng: random.Random) 
         label = ONTOLOGY.slot(slot).label
         return Phrase(f"the {label} is wrong: {right_word}, not {wrong_word}", facts)
     right_word, wrong_word = _counted(right_word), _counted(wrong_word)
-    return Phrase(rng.choice([f"{p['pronoun']} wore {right_word}, not {wrong_word}",
-                              f"{right_word} rather than {wrong_word}"]), facts)
+    return Phrase(
+        rng.choice([f"{p['pronoun']} wore {right_word}, not {wrong_word}", f"{right_word} rather than {wrong_word}"]),
+        facts,
+    )
 
 
-def feedback(target: Attrs, reference: Attrs, rng: random.Random, *, max_differences: int = 2,
-             confirm_rate: float = 0.4) -> Phrase:
+def feedback(
+    target: Attrs, reference: Attrs, rng: random.Random, *, max_differences: int = 2, confirm_rate: float = 0.4
+) -> Phrase:
     """Corrective feedback on a reference image of another person, compared with the target.
 
     Names one or two differences in known slots and sometimes confirms a matching one.
     """
     p = pronouns(target)
-    differing = [s for s in FEEDBACK_SLOTS if target.get(s) and reference.get(s) and target[s] != reference[s]
-                 and "other" not in target[s] + reference[s]]
-    matching = [s for s in FEEDBACK_SLOTS if target.get(s) and target.get(s) == reference.get(s) and _mentionable(s, target)]
+    differing = [
+        s
+        for s in FEEDBACK_SLOTS
+        if target.get(s) and reference.get(s) and target[s] != reference[s] and "other" not in target[s] + reference[s]
+    ]
+    matching = [
+        s for s in FEEDBACK_SLOTS if target.get(s) and target.get(s) == reference.get(s) and _mentionable(s, target)
+    ]
     opener = rng.choice([f"Not {p['object']}.", f"No, that's not {p['object']}.", "That's not the person.", "No."])
     if not differing:
         verb = "look" if p["pronoun"] == "they" else "looks"  # "they look", "she looks"
         return Phrase(f"{opener} But {p['pronoun']} {verb} very similar.")
     # Favour the most noticeable differences, with some variety.
-    count = min(len(differing), rng.choice([1, 2, 2][:max(1, max_differences + 1)]), max_differences)
+    count = min(len(differing), rng.choice([1, 2, 2][: max(1, max_differences + 1)]), max_differences)
     chosen = rng.sample(differing[: count + 2], count)
     differences = [_difference(s, target, reference, rng) for s in chosen]
     sentence = f"{opener} " + _cap(" and ".join(d.text for d in differences)) + "."

@@ -9,6 +9,7 @@ Example:
     >>> model.encode_images(torch.randn(2, 3, 64, 32))["embedding"].shape
     torch.Size([2, 32])
 """
+
 from __future__ import annotations
 
 try:

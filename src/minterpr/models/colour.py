@@ -20,6 +20,7 @@ Example:
     >>> PALETTE_NAMES[int(histogram.argmax())]
     'red'
 """
+
 from __future__ import annotations
 
 from typing import Sequence
@@ -82,8 +83,9 @@ class ColourBranch(nn.Module):
     nearest-prototype votes, 12 lets a shade between two prototypes count for both.
     """
 
-    def __init__(self, *, mean: Sequence[float], std: Sequence[float], sigma: float = 12.0,
-                 grid: tuple[int, int] = (64, 32)) -> None:
+    def __init__(
+        self, *, mean: Sequence[float], std: Sequence[float], sigma: float = 12.0, grid: tuple[int, int] = (64, 32)
+    ) -> None:
         super().__init__()
         if sigma <= 0:
             raise ValueError(f"sigma must be > 0, got {sigma}")
@@ -113,6 +115,6 @@ class ColourBranch(nn.Module):
         lab = rgb_to_lab(rgb.permute(0, 2, 3, 1))  # (B, h, w, 3)
         # squared distances as |x|^2 - 2 x.p + |p|^2: one matmul instead of a (B, h, w, K, 3) tensor
         palette = self.palette_lab  # (K, 3)
-        distance2 = (lab.pow(2).sum(-1, keepdim=True) - 2.0 * lab @ palette.T + palette.pow(2).sum(-1))
+        distance2 = lab.pow(2).sum(-1, keepdim=True) - 2.0 * lab @ palette.T + palette.pow(2).sum(-1)
         membership = torch.softmax(-distance2.clamp(min=0) / (2.0 * self.sigma**2), dim=-1)  # (B, h, w, K)
         return membership.permute(0, 3, 1, 2).contiguous()  # (B, K, h, w)

@@ -22,6 +22,7 @@ Example:
     >>> ModelConfig.from_dict({}).image_size  # a dict that omits it: the same default
     (256, 128)
 """
+
 from __future__ import annotations
 
 import copy
@@ -193,6 +194,15 @@ def clip() -> ModelConfig:
     the checkpoint's patch size.
     """
     # four whole-width stripes from the last stage, no colour branch, no channels_last (a ViT)
-    return ModelConfig(image_encoder="clip", text_encoder="clip", image_size=(256, 128), frozen_image_stages=-2,
-                       embed_dim=256, num_stripes=4, stripe_columns=1, stripe_stage=None, colour_stripes=0,
-                       encoder_kwargs={})
+    return ModelConfig(
+        image_encoder="clip",
+        text_encoder="clip",
+        image_size=(256, 128),
+        frozen_image_stages=-2,
+        embed_dim=256,
+        num_stripes=4,
+        stripe_columns=1,
+        stripe_stage=None,
+        colour_stripes=0,
+        encoder_kwargs={},
+    )

@@ -7,6 +7,7 @@ Example:
     >>> resolve_device("cpu")
     device(type='cpu')
 """
+
 from __future__ import annotations
 
 import torch
@@ -17,7 +18,7 @@ __all__ = ["resolve_device"]
 
 
 def resolve_device(name: str, local_rank: int = 0) -> torch.device:
-    """"cpu"; "cuda"/"cuda:N" only when CUDA is available (else an error); "auto" picks."""
+    """ "cpu"; "cuda"/"cuda:N" only when CUDA is available (else an error); "auto" picks."""
     if name == "auto":
         name = "cuda" if torch.cuda.is_available() else "cpu"
     if name.startswith("cuda"):

@@ -23,6 +23,7 @@ Example:
     >>> model_fingerprint(b) == fp  # any changed weight changes it
     False
 """
+
 from __future__ import annotations
 
 import hashlib

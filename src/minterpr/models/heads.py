@@ -24,6 +24,7 @@ Example:
     >>> out["embedding"].shape, out["attribute_logits"].shape, out["id_logits"].shape
     (torch.Size([2, 16]), torch.Size([2, 5]), torch.Size([2, 7]))
 """
+
 from __future__ import annotations
 
 import math
@@ -62,8 +63,7 @@ class SlotAttributeHead(nn.Module):
         self.label_bias = nn.Parameter(torch.zeros(len(label_slots)))  # (L,)
         self.logit_norm: nn.BatchNorm1d | None = nn.BatchNorm1d(len(label_slots)) if logit_norm else None
 
-    def forward(self, tokens: torch.Tensor,
-                mix: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
+    def forward(self, tokens: torch.Tensor, mix: Callable[[torch.Tensor], torch.Tensor] | None = None) -> torch.Tensor:
         """tokens (B, T, D) -> logits (B, L).
 
         ``mix`` (training only): (B, L) scores -> (B, L) scores, applied before the logit norm.
@@ -84,8 +84,16 @@ class SlotAttributeHead(nn.Module):
         if self.logit_norm is None:
             return scores
         bn = self.logit_norm  # one image has no batch statistics: it uses the running ones (as _bnneck)
-        return F.batch_norm(scores, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-                            training=self.training and scores.shape[0] > 1, momentum=bn.momentum, eps=bn.eps)
+        return F.batch_norm(
+            scores,
+            bn.running_mean,
+            bn.running_var,
+            bn.weight,
+            bn.bias,
+            training=self.training and scores.shape[0] > 1,
+            momentum=bn.momentum,
+            eps=bn.eps,
+        )
 
 
 class GridProjection(nn.Module):
@@ -107,8 +115,16 @@ class GridProjection(nn.Module):
         b, n, c = cells.shape
         grid = cells.transpose(1, 2).reshape(b, c, self.rows, self.columns)  # (B, C, P, Q)
         bn = self.norm  # one image has no batch statistics: it uses the running ones (as _bnneck)
-        grid = F.batch_norm(grid, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-                            training=self.training and b > 1, momentum=bn.momentum, eps=bn.eps)
+        grid = F.batch_norm(
+            grid,
+            bn.running_mean,
+            bn.running_var,
+            bn.weight,
+            bn.bias,
+            training=self.training and b > 1,
+            momentum=bn.momentum,
+            eps=bn.eps,
+        )
         return self.out(F.gelu(self.conv(grid)).flatten(2).transpose(1, 2))  # (B, P*Q, D)
 
 
@@ -158,7 +174,8 @@ class ImageHead(nn.Module):
         if num_columns > 1:  # the attribute head's own cell tokens (attribute-only parameters)
             # each cell's channels: the backbone's and the square-rooted colour histogram of that cell
             self.cell_proj: GridProjection | None = GridProjection(
-                stripe_dim + (colour_dim if colour_stripes else 0), embed_dim, num_stripes, num_columns)
+                stripe_dim + (colour_dim if colour_stripes else 0), embed_dim, num_stripes, num_columns
+            )
             self.cell_embedding = nn.Parameter(torch.zeros(num_stripes * num_columns, embed_dim))  # (P*Q, D)
         else:
             self.cell_proj = None
@@ -173,7 +190,10 @@ class ImageHead(nn.Module):
             self.classifier = None
 
     def forward(
-        self, global_feat: torch.Tensor, stripes: torch.Tensor, colour: torch.Tensor | None = None,
+        self,
+        global_feat: torch.Tensor,
+        stripes: torch.Tensor,
+        colour: torch.Tensor | None = None,
         attribute_rows: torch.Tensor | None = None,
         attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> dict[str, torch.Tensor | None]:
@@ -230,6 +250,12 @@ class ImageHead(nn.Module):
         use_batch_stats = self.training and features.shape[0] > 1
         bn = self.bnneck
         return F.batch_norm(
-            features, bn.running_mean, bn.running_var, bn.weight, bn.bias,
-            training=use_batch_stats, momentum=bn.momentum, eps=bn.eps,
+            features,
+            bn.running_mean,
+            bn.running_var,
+            bn.weight,
+            bn.bias,
+            training=use_batch_stats,
+            momentum=bn.momentum,
+            eps=bn.eps,
         )

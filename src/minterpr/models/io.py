@@ -34,6 +34,7 @@ Example:
     Traceback (most recent call last):
     minterpr.errors.RunError: ...model.pt: not a PyTorch file (no zip archive: random bytes or another format)...
 """
+
 from __future__ import annotations
 
 import copy
@@ -79,9 +80,14 @@ _reconstruct = np._core.multiarray._reconstruct if hasattr(np, "_core") else np.
 # The only non-torch objects a minterpr torch file may hold: numpy uint32 arrays (numpy's random
 # state in training checkpoints written before the states were stored as tensors). numpy 1 wrote
 # "numpy.core.multiarray", numpy 2 writes "numpy._core.multiarray".
-NUMPY_ARRAY_GLOBALS: list[Any] = [np.ndarray, np.dtype, type(np.dtype(np.uint32)), _reconstruct,
-                                  (_reconstruct, "numpy.core.multiarray._reconstruct"),
-                                  (_reconstruct, "numpy._core.multiarray._reconstruct")]
+NUMPY_ARRAY_GLOBALS: list[Any] = [
+    np.ndarray,
+    np.dtype,
+    type(np.dtype(np.uint32)),
+    _reconstruct,
+    (_reconstruct, "numpy.core.multiarray._reconstruct"),
+    (_reconstruct, "numpy._core.multiarray._reconstruct"),
+]
 
 
 def save_model(model: RetrievalModel, path: str | PathLike[str], extra: Mapping[str, Any] | None = None) -> None:
@@ -131,8 +137,11 @@ def load_torch_file(path: str | PathLike[str], map_location: str | torch.device 
         raise RunError(path, "the file is empty (0 bytes): an interrupted write or copy?")
     if not is_zip:  # torch.save writes zip archives; the end of the archive holds its directory
         if head == b"PK\x03\x04":
-            raise RunError(path, f"the file is truncated ({size} bytes, a zip archive without its end): "
-                                 "an interrupted copy? copy it again or retrain")
+            raise RunError(
+                path,
+                f"the file is truncated ({size} bytes, a zip archive without its end): "
+                "an interrupted copy? copy it again or retrain",
+            )
         raise RunError(path, "not a PyTorch file (no zip archive: random bytes or another format)")
     try:
         with torch.serialization.safe_globals(NUMPY_ARRAY_GLOBALS):
@@ -141,8 +150,11 @@ def load_torch_file(path: str | PathLike[str], map_location: str | torch.device 
         # torch's own message advises weights_only=False, which would run whatever the file holds
         found = re.search(r"GLOBAL ([\w.]+)|got <class '([\w.]+)'>", str(err))
         what = f" ({next(g for g in found.groups() if g)})" if found else ""
-        raise RunError(path, f"holds Python objects{what} that are not tensors or plain data; refused to "
-                             "unpickle them (not a file minterpr wrote: loading it could run its code)") from None
+        raise RunError(
+            path,
+            f"holds Python objects{what} that are not tensors or plain data; refused to "
+            "unpickle them (not a file minterpr wrote: loading it could run its code)",
+        ) from None
     except MemoryError:
         raise
     except Exception as err:  # noqa: BLE001 - torch reports damaged archives with many types
@@ -159,20 +171,34 @@ def read_checkpoint(path: str | PathLike[str], map_location: str | torch.device 
     (a training checkpoint ``last.pt`` included: the message names the file to use instead)."""
     payload = load_torch_file(path, map_location)
     if not isinstance(payload, dict):
-        raise RunError(path, f"not a minterpr retrieval model (a torch file holding a {type(payload).__name__}, "
-                             "not a file written by `minterpr train`)")
+        raise RunError(
+            path,
+            f"not a minterpr retrieval model (a torch file holding a {type(payload).__name__}, "
+            "not a file written by `minterpr train`)",
+        )
     if payload.get("format") != FORMAT:
         if TRAINING_CHECKPOINT_KEYS <= set(payload):
             folder = Path(path).parent
-            instead = (f"use {folder / 'model.pt'}" if (folder / "model.pt").is_file() else
-                       f"training has not finished: `minterpr train --out {folder} --resume`")
-            raise RunError(path, "is a training checkpoint (model, optimiser and random state for "
-                                 f"`minterpr train --resume`), not a minterpr retrieval model: {instead}")
-        raise RunError(path, "not a minterpr retrieval model (no format marker "
-                             f"{FORMAT!r}: not a file written by `minterpr train`)")
+            instead = (
+                f"use {folder / 'model.pt'}"
+                if (folder / "model.pt").is_file()
+                else f"training has not finished: `minterpr train --out {folder} --resume`"
+            )
+            raise RunError(
+                path,
+                "is a training checkpoint (model, optimiser and random state for "
+                f"`minterpr train --resume`), not a minterpr retrieval model: {instead}",
+            )
+        raise RunError(
+            path,
+            f"not a minterpr retrieval model (no format marker {FORMAT!r}: not a file written by `minterpr train`)",
+        )
     if payload.get("version") != VERSION:
-        raise RunError(path, f"model file version {payload.get('version')!r}; this minterpr reads version "
-                             f"{VERSION} (use the minterpr that wrote it, or retrain)")
+        raise RunError(
+            path,
+            f"model file version {payload.get('version')!r}; this minterpr reads version "
+            f"{VERSION} (use the minterpr that wrote it, or retrain)",
+        )
     extra = payload.setdefault("extra", {})
     if not isinstance(extra, dict):
         raise RunError(path, f"malformed model file: 'extra' is a {type(extra).__name__}, not a dict")
@@ -187,8 +213,9 @@ def load_model(path: str | PathLike[str], map_location: str | torch.device = "cp
     return model_from_checkpoint(read_checkpoint(path, map_location), map_location, source=path)
 
 
-def model_from_checkpoint(payload: Mapping[str, Any], map_location: str | torch.device = "cpu", *,
-                          source: str | PathLike[str] = "model file") -> RetrievalModel:
+def model_from_checkpoint(
+    payload: Mapping[str, Any], map_location: str | torch.device = "cpu", *, source: str | PathLike[str] = "model file"
+) -> RetrievalModel:
     """The model of a :func:`read_checkpoint` payload, for callers that also need its ``extra``
     (one read of the file instead of two). ``source`` names the file in errors (:class:`RunError`:
     missing or malformed config, an encoder this installation lacks, weights that do not fit)."""
@@ -203,8 +230,9 @@ def model_from_checkpoint(payload: Mapping[str, Any], map_location: str | torch.
     try:
         model.load_state_dict(state, strict=True)
     except (RuntimeError, TypeError, ValueError, AttributeError, KeyError):
-        raise RunError(source, f"the weights do not fit the model of its config: {state_mismatch(model, state)}") \
-            from None
+        raise RunError(
+            source, f"the weights do not fit the model of its config: {state_mismatch(model, state)}"
+        ) from None
     model.config = saved  # report the config as it was saved
     return model.to(map_location).eval()
 
@@ -229,8 +257,10 @@ def read_model_config(raw: Mapping[str, Any], version: object = 1) -> ModelConfi
         return ModelConfig.from_dict({**copy.deepcopy(V1_DEFAULTS), **dict(raw)})
     if known and version == MODEL_CONFIG_VERSION:
         return ModelConfig.from_dict(raw)
-    raise ValueError(f"model config version {version!r}: this minterpr reads versions 1 to {MODEL_CONFIG_VERSION} "
-                     "(use the minterpr that wrote it)")
+    raise ValueError(
+        f"model config version {version!r}: this minterpr reads versions 1 to {MODEL_CONFIG_VERSION} "
+        "(use the minterpr that wrote it)"
+    )
 
 
 def model_config_of(payload: Mapping[str, Any], source: str | PathLike[str] = "model file") -> ModelConfig:
@@ -240,17 +270,21 @@ def model_config_of(payload: Mapping[str, Any], source: str | PathLike[str] = "m
         raise RunError(source, "malformed model file: no embedded model config ('config')")
     raw = payload["config"]
     if not isinstance(raw, Mapping):
-        raise RunError(source, f"malformed model file: the embedded model config is a {type(raw).__name__}, "
-                               "not a dict")
+        raise RunError(source, f"malformed model file: the embedded model config is a {type(raw).__name__}, not a dict")
     try:
         config = read_model_config(raw, payload.get("config_version", 1))
     except (ValueError, TypeError) as err:
         raise RunError(source, f"malformed embedded model config: {err}") from None
-    for side, name, registry in (("image", config.image_encoder, IMAGE_ENCODERS),
-                                 ("text", config.text_encoder, TEXT_ENCODERS)):
+    for side, name, registry in (
+        ("image", config.image_encoder, IMAGE_ENCODERS),
+        ("text", config.text_encoder, TEXT_ENCODERS),
+    ):
         if not isinstance(name, str) or name not in registry:
-            raise RunError(source, f"written for the {side} encoder {name!r}, which this installation does not "
-                                   f"have (registered: {', '.join(registry.names())})")
+            raise RunError(
+                source,
+                f"written for the {side} encoder {name!r}, which this installation does not "
+                f"have (registered: {', '.join(registry.names())})",
+            )
     return config
 
 
@@ -265,12 +299,16 @@ def state_mismatch(model: torch.nn.Module, state: Mapping[str, Any], most: int =
     # a model saved before calibration lacks attribute_temperature: the model fills it in itself
     missing = sorted(set(expected) - set(state) - {"attribute_temperature"})
     unexpected = sorted(set(state) - set(expected))
-    shapes = [f"{k} saved {tuple(getattr(state[k], 'shape', ()))} vs {tuple(expected[k].shape)}"
-              for k in sorted(set(expected) & set(state))
-              if not isinstance(state[k], torch.Tensor) or state[k].shape != expected[k].shape]
-    parts = ([f"missing {names(missing)}"] if missing else []) + \
-            ([f"unexpected {names(unexpected)}"] if unexpected else []) + \
-            ([f"another shape: {names(shapes)}"] if shapes else [])
+    shapes = [
+        f"{k} saved {tuple(getattr(state[k], 'shape', ()))} vs {tuple(expected[k].shape)}"
+        for k in sorted(set(expected) & set(state))
+        if not isinstance(state[k], torch.Tensor) or state[k].shape != expected[k].shape
+    ]
+    parts = (
+        ([f"missing {names(missing)}"] if missing else [])
+        + ([f"unexpected {names(unexpected)}"] if unexpected else [])
+        + ([f"another shape: {names(shapes)}"] if shapes else [])
+    )
     return "; ".join(parts) or "the weights could not be loaded"
 
 

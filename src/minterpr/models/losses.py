@@ -28,6 +28,7 @@ Example:
     >>> sorted(terms)
     ['itc_loss', 'sdm_loss', 'total_loss']
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -70,7 +71,9 @@ def same_identity(person_index: torch.Tensor, dtype: torch.dtype = torch.float32
     return (same | torch.eye(len(person_index), dtype=torch.bool, device=person_index.device)).to(dtype)
 
 
-def _itc_terms(queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+def _itc_terms(
+    queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor
+) -> torch.Tensor:
     """Per-sample ITC (B,): mean of query->image and image->query soft-target cross-entropies."""
     logits = logit_scale * queries @ images.t()  # (B, B): query i vs image j
     labels = same_identity(person_index, logits.dtype)
@@ -80,7 +83,9 @@ def _itc_terms(queries: torch.Tensor, images: torch.Tensor, person_index: torch.
     return (q2i + i2q) / 2
 
 
-def _sdm_terms(queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+def _sdm_terms(
+    queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor
+) -> torch.Tensor:
     """Per-sample SDM (B,): KL(p || label distribution), query->image + image->query."""
     logits = logit_scale * queries @ images.t()  # (B, B)
     labels = same_identity(person_index, logits.dtype)
@@ -92,12 +97,16 @@ def _sdm_terms(queries: torch.Tensor, images: torch.Tensor, person_index: torch.
     return terms[0] + terms[1]
 
 
-def itc_loss(queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+def itc_loss(
+    queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor
+) -> torch.Tensor:
     """Identity-aware contrastive loss of (B, D) queries vs (B, D) images, a scalar."""
     return _itc_terms(queries, images, person_index, logit_scale).mean()
 
 
-def sdm_loss(queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor) -> torch.Tensor:
+def sdm_loss(
+    queries: torch.Tensor, images: torch.Tensor, person_index: torch.Tensor, logit_scale: torch.Tensor
+) -> torch.Tensor:
     """IRRA's similarity distribution matching of (B, D) queries vs (B, D) images, a scalar."""
     return _sdm_terms(queries, images, person_index, logit_scale).mean()
 
@@ -134,8 +143,9 @@ def triplet_loss(features: torch.Tensor, person_index: torch.Tensor, margin: flo
     return F.relu(hardest_positive - hardest_negative + margin).mean()
 
 
-def attribute_loss(logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor,
-                   positive_ratio: torch.Tensor | None = None) -> torch.Tensor:
+def attribute_loss(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, positive_ratio: torch.Tensor | None = None
+) -> torch.Tensor:
     """BCE-with-logits of (B, L) attribute logits against (B, L) targets, averaged over known labels.
 
     With ``positive_ratio`` (L,) (each label's share of positives among the training images where
@@ -225,7 +235,9 @@ def deep_supervised(
     return total / queries.shape[0]
 
 
-def compute_losses(outputs: Mapping[str, Any], batch: Mapping[str, Any], weights: LossWeights) -> dict[str, torch.Tensor]:
+def compute_losses(
+    outputs: Mapping[str, Any], batch: Mapping[str, Any], weights: LossWeights
+) -> dict[str, torch.Tensor]:
     """The weighted loss terms and their sum.
 
     Tensors are looked up in ``outputs`` first, then in ``batch``:
@@ -256,18 +268,35 @@ def compute_losses(outputs: Mapping[str, Any], batch: Mapping[str, Any], weights
             if source.get("logit_scale") is None:
                 raise KeyError(f"the {name} loss needs 'logit_scale' (model.logit_scale) in outputs or batch")
             terms[name] = deep_supervised(
-                per_sample, queries, source["image_embedding"], source["person_index"],
-                source["logit_scale"], turn_mask, weights.deep_supervision,
+                per_sample,
+                queries,
+                source["image_embedding"],
+                source["person_index"],
+                source["logit_scale"],
+                turn_mask,
+                weights.deep_supervision,
             )
     if weights.id > 0 and present("id_logits", "person_index"):
         terms["id"] = id_loss(source["id_logits"], source["person_index"])
     if weights.attribute > 0 and present("attribute_logits", "attribute_targets", "attribute_mask"):
-        terms["attribute"] = attribute_loss(source["attribute_logits"], source["attribute_targets"], source["attribute_mask"],
-                                            source.get("attribute_positive_ratio"))
-    if weights.reference > 0 and queries is not None and present("image_embedding", "reference_embedding", "reference_round_mask"):
+        terms["attribute"] = attribute_loss(
+            source["attribute_logits"],
+            source["attribute_targets"],
+            source["attribute_mask"],
+            source.get("attribute_positive_ratio"),
+        )
+    if (
+        weights.reference > 0
+        and queries is not None
+        and present("image_embedding", "reference_embedding", "reference_round_mask")
+    ):
         terms["reference"] = reference_loss(
-            queries, source["image_embedding"], source["reference_embedding"], source["reference_round_mask"],
-            turn_mask, weights.reference_margin,
+            queries,
+            source["image_embedding"],
+            source["reference_embedding"],
+            source["reference_round_mask"],
+            turn_mask,
+            weights.reference_margin,
         )
     if not terms:
         raise ValueError("no loss term could be computed: every weight is 0 or its inputs are missing")

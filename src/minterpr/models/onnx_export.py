@@ -23,6 +23,7 @@ Example:
     >>> embedding.shape  # doctest: +SKIP
     (3, 32)
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -101,12 +102,20 @@ def _static_padding(module: nn.Module, sizes: dict[nn.Module, tuple[int, int]]) 
         if isinstance(child, TFSameConv2d):
             height, width = sizes[child]
             pads: list[int] = []
-            for size, k, s in ((width, child.kernel_size[1], child.stride[1]),
-                               (height, child.kernel_size[0], child.stride[0])):
+            for size, k, s in (
+                (width, child.kernel_size[1], child.stride[1]),
+                (height, child.kernel_size[0], child.stride[0]),
+            ):
                 total = max((math.ceil(size / s) - 1) * s + k - size, 0)
                 pads += [total // 2, total - total // 2]
-            conv = nn.Conv2d(child.in_channels, child.out_channels, child.kernel_size, stride=child.stride,
-                             groups=child.groups, bias=child.bias is not None)
+            conv = nn.Conv2d(
+                child.in_channels,
+                child.out_channels,
+                child.kernel_size,
+                stride=child.stride,
+                groups=child.groups,
+                bias=child.bias is not None,
+            )
             conv.load_state_dict(child.state_dict())
             setattr(module, name, nn.Sequential(nn.ZeroPad2d(pads), conv))
         else:
@@ -161,8 +170,11 @@ def export_onnx_image_tower(model: "RetrievalModel", fingerprint: str | None = N
     if hasattr(encoder, "set_channels_last"):
         encoder.set_channels_last(False)  # ONNX Runtime chooses its own layout
     sizes: dict[nn.Module, tuple[int, int]] = {}
-    hooks = [m.register_forward_pre_hook(lambda m, inp: sizes.__setitem__(m, tuple(inp[0].shape[-2:])))
-             for m in tower.modules() if isinstance(m, TFSameConv2d)]
+    hooks = [
+        m.register_forward_pre_hook(lambda m, inp: sizes.__setitem__(m, tuple(inp[0].shape[-2:])))
+        for m in tower.modules()
+        if isinstance(m, TFSameConv2d)
+    ]
     example = torch.zeros(2, 3, height, width)
     with torch.no_grad():
         tower.encode_images(example)
@@ -173,8 +185,13 @@ def export_onnx_image_tower(model: "RetrievalModel", fingerprint: str | None = N
     with _EXPORT_LOCK, _exportable_adaptive_pool(), warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about constant shapes: the image size is fixed
         torch.onnx.export(
-            _ImageTower(tower), (example,), buffer, input_names=["pixels"],
-            output_names=["embedding", "attribute_logits"], opset_version=OPSET, dynamo=False,
+            _ImageTower(tower),
+            (example,),
+            buffer,
+            input_names=["pixels"],
+            output_names=["embedding", "attribute_logits"],
+            opset_version=OPSET,
+            dynamo=False,
             dynamic_axes={"pixels": {0: "batch"}, "embedding": {0: "batch"}, "attribute_logits": {0: "batch"}},
         )
     return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or image_fingerprint(model))
@@ -236,16 +253,22 @@ def check_engine(engine: OnnxImageEngine, model: "RetrievalModel", *, seed: int 
     finally:
         model.train(was_training)
     embedding, logits = engine(pixels)
-    difference = max(float(np.abs(embedding - reference["embedding"].float().cpu().numpy()).max()),
-                     float(np.abs(logits - reference["attribute_logits"].float().cpu().numpy()).max()))
+    difference = max(
+        float(np.abs(embedding - reference["embedding"].float().cpu().numpy()).max()),
+        float(np.abs(logits - reference["attribute_logits"].float().cpu().numpy()).max()),
+    )
     if not difference <= CHECK_TOLERANCE:
-        raise RunError("onnx export", f"the ONNX image tower differs from the PyTorch model by {difference:.3g} "
-                                      f"(> {CHECK_TOLERANCE}): use engine='torch'")
+        raise RunError(
+            "onnx export",
+            f"the ONNX image tower differs from the PyTorch model by {difference:.3g} "
+            f"(> {CHECK_TOLERANCE}): use engine='torch'",
+        )
     return difference
 
 
-def load_image_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *,
-                      threads: int | None = None) -> OnnxImageEngine:
+def load_image_engine(
+    model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *, threads: int | None = None
+) -> OnnxImageEngine:
     """An :class:`OnnxImageEngine` computing ``model.encode_images``, checked against the model.
 
     ``cache``: an ``.onnx`` file to reuse; it is used only when its recorded fingerprint is the
@@ -253,8 +276,13 @@ def load_image_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
     for EfficientNet-Lite0).
     """
     fingerprint = image_fingerprint(model)
-    return load_checked_engine(cache, fingerprint, lambda data: OnnxImageEngine(data, threads=threads),
-                               lambda: export_onnx_image_tower(model, fingerprint), lambda e: check_engine(e, model))
+    return load_checked_engine(
+        cache,
+        fingerprint,
+        lambda data: OnnxImageEngine(data, threads=threads),
+        lambda: export_onnx_image_tower(model, fingerprint),
+        lambda e: check_engine(e, model),
+    )
 
 
 def choose_engine(engine: str, device: Any, load: Callable[[], Any], what: str) -> Any | None:
@@ -290,8 +318,7 @@ class LazyOnnxEngine:
 
     what = "model"
 
-    def __init__(self, model: "RetrievalModel", engine: str, *,
-                 cache: str | os.PathLike[str] | None = None) -> None:
+    def __init__(self, model: "RetrievalModel", engine: str, *, cache: str | os.PathLike[str] | None = None) -> None:
         if engine not in ENGINES:
             raise ValueError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
         self.model = model
@@ -303,7 +330,7 @@ class LazyOnnxEngine:
 
     @property
     def engine_name(self) -> str:
-        """"torch" or "onnx": what computes this part (resolving "auto" builds the export)."""
+        """ "torch" or "onnx": what computes this part (resolving "auto" builds the export)."""
         if self._resolved is None:
             with self._lock:
                 if self._resolved is None:
@@ -344,8 +371,13 @@ def sibling_onnx_path(image_cache: str | os.PathLike[str] | None, part: str) -> 
     return path.with_name(f"{path.stem}.{part}{path.suffix or '.onnx'}")
 
 
-def load_checked_engine(cache: str | os.PathLike[str] | None, fingerprint: str, open_engine: Callable[[bytes], Any],
-                        export: Callable[[], bytes], check: Callable[[Any], float]) -> Any:
+def load_checked_engine(
+    cache: str | os.PathLike[str] | None,
+    fingerprint: str,
+    open_engine: Callable[[bytes], Any],
+    export: Callable[[], bytes],
+    check: Callable[[Any], float],
+) -> Any:
     """The engine of the ``cache`` file when it opens and records ``fingerprint``, else a fresh
     ``export()`` (written to ``cache`` atomically when given); ``check``ed either way. Shared by
     the image tower and the text encoder (:mod:`minterpr.models.onnx_text`)."""

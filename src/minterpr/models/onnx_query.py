@@ -21,6 +21,7 @@ Example:
     >>> encode(batch).shape, encode.engine_name
     ((1, 2, 32), 'torch')
 """
+
 from __future__ import annotations
 
 import copy
@@ -36,8 +37,14 @@ import torch
 from torch import nn
 
 from minterpr.errors import RunError
-from minterpr.models.onnx_export import (OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, sibling_onnx_path,
-                                         with_fingerprint)
+from minterpr.models.onnx_export import (
+    OPSET,
+    LazyOnnxEngine,
+    cpu_session,
+    load_checked_engine,
+    sibling_onnx_path,
+    with_fingerprint,
+)
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -87,9 +94,13 @@ def check_dialogues(model: "RetrievalModel", seed: int = 0) -> list[dict[str, to
     for rounds in sorted({1, min(3, model.memory.max_turns), model.memory.max_turns}):
         types = torch.randint(0, 4, (3, rounds), generator=generator)
         types[:, 0] = 0  # a description first, as every conversation starts
-        batches.append({"turn_types": types,
-                        "turn_text": torch.randn(3, rounds, model.text_dim, generator=generator),
-                        "turn_image": torch.randn(3, rounds, model.embed_dim, generator=generator)})
+        batches.append(
+            {
+                "turn_types": types,
+                "turn_text": torch.randn(3, rounds, model.text_dim, generator=generator),
+                "turn_image": torch.randn(3, rounds, model.embed_dim, generator=generator),
+            }
+        )
     return batches
 
 
@@ -101,9 +112,16 @@ def export_onnx_query_model(model: "RetrievalModel", fingerprint: str | None = N
     dynamic = {name: {0: "batch", 1: "rounds"} for name in (*INPUTS, "queries")}
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about the max_turns check on a traced shape
-        torch.onnx.export(_QueryTower(model), tuple(example[name] for name in INPUTS), buffer,
-                          input_names=list(INPUTS), output_names=["queries"], opset_version=OPSET,
-                          dynamo=False, dynamic_axes=dynamic)
+        torch.onnx.export(
+            _QueryTower(model),
+            tuple(example[name] for name in INPUTS),
+            buffer,
+            input_names=list(INPUTS),
+            output_names=["queries"],
+            opset_version=OPSET,
+            dynamo=False,
+            dynamic_axes=dynamic,
+        )
     return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or query_fingerprint(model))
 
 
@@ -119,9 +137,12 @@ class OnnxQueryEngine:
         rounds = batch["turn_types"].shape[1]
         if rounds > self.max_turns:  # the graph would read past its position table
             raise ValueError(f"dialogue has {rounds} turns but the model was built for max_turns={self.max_turns}")
-        feeds = {name: np.ascontiguousarray(batch[name].detach().cpu().numpy(),
-                                            dtype=np.int64 if name == "turn_types" else np.float32)
-                 for name in INPUTS}
+        feeds = {
+            name: np.ascontiguousarray(
+                batch[name].detach().cpu().numpy(), dtype=np.int64 if name == "turn_types" else np.float32
+            )
+            for name in INPUTS
+        }
         return self.session.run(None, feeds)[0]
 
 
@@ -134,13 +155,17 @@ def check_query_engine(engine: OnnxQueryEngine, model: "RetrievalModel") -> floa
             reference = model.encode_dialogues({k: v.to(model.device) for k, v in batch.items()})
         difference = max(difference, float(np.abs(engine(batch) - reference.float().cpu().numpy()).max()))
     if not difference <= CHECK_TOLERANCE:
-        raise RunError("onnx export", f"the ONNX query model differs from the PyTorch model by {difference:.3g} "
-                                      f"(> {CHECK_TOLERANCE}): use engine='torch'")
+        raise RunError(
+            "onnx export",
+            f"the ONNX query model differs from the PyTorch model by {difference:.3g} "
+            f"(> {CHECK_TOLERANCE}): use engine='torch'",
+        )
     return difference
 
 
-def load_query_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *,
-                      threads: int | None = None) -> OnnxQueryEngine:
+def load_query_engine(
+    model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *, threads: int | None = None
+) -> OnnxQueryEngine:
     """An :class:`OnnxQueryEngine` computing ``model``'s queries, checked against the model.
 
     ``cache``: an ``.onnx`` file reused when its recorded fingerprint is the model's, (re)written
@@ -148,8 +173,12 @@ def load_query_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | N
     """
     fingerprint = query_fingerprint(model)
     return load_checked_engine(
-        cache, fingerprint, lambda data: OnnxQueryEngine(data, max_turns=model.memory.max_turns, threads=threads),
-        lambda: export_onnx_query_model(model, fingerprint), lambda e: check_query_engine(e, model))
+        cache,
+        fingerprint,
+        lambda data: OnnxQueryEngine(data, max_turns=model.memory.max_turns, threads=threads),
+        lambda: export_onnx_query_model(model, fingerprint),
+        lambda e: check_query_engine(e, model),
+    )
 
 
 class QueryEncoder(LazyOnnxEngine):

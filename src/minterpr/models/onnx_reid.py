@@ -18,6 +18,7 @@ Example:
     >>> engine(torch.zeros(2, 3, 64, 32)).shape  # doctest: +SKIP
     (2, 512)
 """
+
 from __future__ import annotations
 
 import copy
@@ -74,9 +75,16 @@ def export_onnx_reid(model: ReidModel, fingerprint: str | None = None) -> bytes:
     buffer = io.BytesIO()
     with _EXPORT_LOCK, warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about constant shapes: the image size is fixed
-        torch.onnx.export(_Embed(copy_), (torch.zeros(2, 3, height, width),), buffer, input_names=["pixels"],
-                          output_names=["appearance"], opset_version=OPSET, dynamo=False,
-                          dynamic_axes={"pixels": {0: "batch"}, "appearance": {0: "batch"}})
+        torch.onnx.export(
+            _Embed(copy_),
+            (torch.zeros(2, 3, height, width),),
+            buffer,
+            input_names=["pixels"],
+            output_names=["appearance"],
+            opset_version=OPSET,
+            dynamo=False,
+            dynamic_axes={"pixels": {0: "batch"}, "appearance": {0: "batch"}},
+        )
     return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or reid_export_fingerprint(model))
 
 
@@ -98,18 +106,27 @@ def check_reid_engine(engine: OnnxReidEngine, model: ReidModel, *, seed: int = 0
     reference = model.eval().embed(pixels).float().cpu().numpy()
     difference = float(np.abs(engine(pixels) - reference).max())
     if not difference <= CHECK_TOLERANCE:
-        raise RunError("onnx export", f"the ONNX appearance model differs from the PyTorch one by {difference:.3g} "
-                                      f"(> {CHECK_TOLERANCE}): use engine='torch'")
+        raise RunError(
+            "onnx export",
+            f"the ONNX appearance model differs from the PyTorch one by {difference:.3g} "
+            f"(> {CHECK_TOLERANCE}): use engine='torch'",
+        )
     return difference
 
 
-def load_reid_engine(model: ReidModel, cache: str | os.PathLike[str] | None = None, *,
-                     threads: int | None = None) -> OnnxReidEngine:
+def load_reid_engine(
+    model: ReidModel, cache: str | os.PathLike[str] | None = None, *, threads: int | None = None
+) -> OnnxReidEngine:
     """An :class:`OnnxReidEngine` computing ``model.embed``, checked against it; ``cache``: an ``.onnx``
     file reused when it records this model's fingerprint, (re)written atomically otherwise."""
     fingerprint = reid_export_fingerprint(model)
-    return load_checked_engine(cache, fingerprint, lambda data: OnnxReidEngine(data, threads=threads),
-                               lambda: export_onnx_reid(model, fingerprint), lambda e: check_reid_engine(e, model))
+    return load_checked_engine(
+        cache,
+        fingerprint,
+        lambda data: OnnxReidEngine(data, threads=threads),
+        lambda: export_onnx_reid(model, fingerprint),
+        lambda e: check_reid_engine(e, model),
+    )
 
 
 class ReidEngine(LazyOnnxEngine):

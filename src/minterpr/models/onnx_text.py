@@ -20,6 +20,7 @@ Example:
     >>> featurize(["a man in red", "white shoes"]).shape, featurize.engine_name
     (torch.Size([2, 32]), 'torch')
 """
+
 from __future__ import annotations
 
 import copy
@@ -35,8 +36,15 @@ import torch
 from torch import nn
 
 from minterpr.errors import RunError
-from minterpr.models.onnx_export import (INSTALL_HINT, OPSET, LazyOnnxEngine, cpu_session, load_checked_engine,
-                                         sibling_onnx_path, with_fingerprint)
+from minterpr.models.onnx_export import (
+    INSTALL_HINT,
+    OPSET,
+    LazyOnnxEngine,
+    cpu_session,
+    load_checked_engine,
+    sibling_onnx_path,
+    with_fingerprint,
+)
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel
@@ -44,12 +52,14 @@ if TYPE_CHECKING:
 EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weights
 FINGERPRINT_KEY = "minterpr.text_fingerprint"
 CHECK_TOLERANCE = 1e-4  # largest |ONNX - PyTorch| accepted on the check texts (float32 gives ~1e-6)
-CHECK_TEXTS = ("no", "a young woman in a long red coat with black trousers, carrying a grey shoulder bag",
-               "what colour are the shoes? white")  # lengths 3..~20 tokens, padded together once
+CHECK_TEXTS = (
+    "no",
+    "a young woman in a long red coat with black trousers, carrying a grey shoulder bag",
+    "what colour are the shoes? white",
+)  # lengths 3..~20 tokens, padded together once
 # the text encoder's weights on ONNX Runtime (int8: opt-in, see quantize_onnx_text_encoder)
 PRECISIONS = ("fp32", "int8")
 INT8_MIN_COSINE = 0.95  # lowest cosine int8 vs PyTorch features accepted on CHECK_TEXTS (MiniLM: >= 0.97)
-
 
 
 def text_fingerprint(model: "RetrievalModel") -> str:
@@ -79,8 +89,11 @@ class _TextTower(nn.Module):
         self.encoder = encoder
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-        tokens = {"input_ids": input_ids, "attention_mask": attention_mask,
-                  "token_type_ids": torch.zeros_like(input_ids)}  # single sentences: segment 0
+        tokens = {
+            "input_ids": input_ids,
+            "attention_mask": attention_mask,
+            "token_type_ids": torch.zeros_like(input_ids),
+        }  # single sentences: segment 0
         return self.encoder(tokens)["global"]  # (B, Dt)
 
 
@@ -97,10 +110,18 @@ def export_onnx_text_encoder(model: "RetrievalModel", fingerprint: str | None = 
     with warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about shapes the dynamic axes cover
         torch.onnx.export(
-            _TextTower(encoder), example, buffer, input_names=["input_ids", "attention_mask"],
-            output_names=["features"], opset_version=OPSET, dynamo=False,
-            dynamic_axes={"input_ids": {0: "batch", 1: "length"}, "attention_mask": {0: "batch", 1: "length"},
-                          "features": {0: "batch"}},
+            _TextTower(encoder),
+            example,
+            buffer,
+            input_names=["input_ids", "attention_mask"],
+            output_names=["features"],
+            opset_version=OPSET,
+            dynamo=False,
+            dynamic_axes={
+                "input_ids": {0: "batch", 1: "length"},
+                "attention_mask": {0: "batch", 1: "length"},
+                "features": {0: "batch"},
+            },
         )
     return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or text_fingerprint(model))
 
@@ -113,8 +134,10 @@ class OnnxTextEngine:
         self.session, self.fingerprint = cpu_session(model_bytes, FINGERPRINT_KEY, threads)
 
     def __call__(self, tokens: dict[str, torch.Tensor]) -> np.ndarray:
-        feeds = {name: np.ascontiguousarray(tokens[name].cpu().numpy(), dtype=np.int64)
-                 for name in ("input_ids", "attention_mask")}
+        feeds = {
+            name: np.ascontiguousarray(tokens[name].cpu().numpy(), dtype=np.int64)
+            for name in ("input_ids", "attention_mask")
+        }
         return self.session.run(None, feeds)[0]
 
 
@@ -139,12 +162,18 @@ def check_text_engine(engine: OnnxTextEngine, model: "RetrievalModel", precision
         encoder.train(was_training)
     if precision == "int8":
         if not cosine >= INT8_MIN_COSINE:
-            raise RunError("onnx export", f"the int8 text encoder's features are too far from the model's (cosine "
-                                          f"{cosine:.3f} < {INT8_MIN_COSINE}): use text precision fp32")
+            raise RunError(
+                "onnx export",
+                f"the int8 text encoder's features are too far from the model's (cosine "
+                f"{cosine:.3f} < {INT8_MIN_COSINE}): use text precision fp32",
+            )
         return 1.0 - cosine
     if not difference <= CHECK_TOLERANCE:
-        raise RunError("onnx export", f"the ONNX text encoder differs from the PyTorch model by {difference:.3g} "
-                                      f"(> {CHECK_TOLERANCE}): use engine='torch'")
+        raise RunError(
+            "onnx export",
+            f"the ONNX text encoder differs from the PyTorch model by {difference:.3g} "
+            f"(> {CHECK_TOLERANCE}): use engine='torch'",
+        )
     return difference
 
 
@@ -167,15 +196,21 @@ def quantize_onnx_text_encoder(model_bytes: bytes, fingerprint: str) -> bytes:
         source.write_bytes(model_bytes)
         root.setLevel(logging.ERROR)  # the quantizer logs a pre-processing tip on the root logger
         try:
-            quantize_dynamic(source, target, weight_type=QuantType.QInt8, per_channel=True,
-                             op_types_to_quantize=["MatMul"])
+            quantize_dynamic(
+                source, target, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+            )
         finally:
             root.setLevel(level)
         return with_fingerprint(target.read_bytes(), FINGERPRINT_KEY, fingerprint)
 
 
-def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | None = None, *,
-                     threads: int | None = None, precision: str = "fp32") -> OnnxTextEngine:
+def load_text_engine(
+    model: "RetrievalModel",
+    cache: str | os.PathLike[str] | None = None,
+    *,
+    threads: int | None = None,
+    precision: str = "fp32",
+) -> OnnxTextEngine:
     """An :class:`OnnxTextEngine` computing ``model.text_features``, checked against the model;
     ``precision`` "int8" quantises the export (:func:`quantize_onnx_text_encoder`).
 
@@ -190,8 +225,13 @@ def load_text_engine(model: "RetrievalModel", cache: str | os.PathLike[str] | No
         data = export_onnx_text_encoder(model, fingerprint)
         return data if precision == "fp32" else quantize_onnx_text_encoder(data, fingerprint)
 
-    return load_checked_engine(cache, fingerprint, lambda data: OnnxTextEngine(data, threads=threads), export,
-                               lambda e: check_text_engine(e, model, precision))
+    return load_checked_engine(
+        cache,
+        fingerprint,
+        lambda data: OnnxTextEngine(data, threads=threads),
+        export,
+        lambda e: check_text_engine(e, model, precision),
+    )
 
 
 class TextFeaturizer(LazyOnnxEngine):
@@ -206,8 +246,15 @@ class TextFeaturizer(LazyOnnxEngine):
 
     what = "text"
 
-    def __init__(self, model: "RetrievalModel", engine: str, *,
-                 cache: str | os.PathLike[str] | None = None, batch_size: int = 256, precision: str = "fp32") -> None:
+    def __init__(
+        self,
+        model: "RetrievalModel",
+        engine: str,
+        *,
+        cache: str | os.PathLike[str] | None = None,
+        batch_size: int = 256,
+        precision: str = "fp32",
+    ) -> None:
         super().__init__(model, engine, cache=cache)
         if precision not in PRECISIONS:
             raise ValueError(f"text precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
@@ -218,7 +265,7 @@ class TextFeaturizer(LazyOnnxEngine):
 
     @property
     def precision_name(self) -> str:
-        """"fp32" or "int8": the precision the features are computed in once resolved."""
+        """ "fp32" or "int8": the precision the features are computed in once resolved."""
         return self.precision if self.engine_name == "onnx" else "fp32"
 
     def _load_onnx(self) -> OnnxTextEngine:

@@ -30,6 +30,7 @@ Example:
     >>> model.encode_dialogues(batch).shape
     torch.Size([1, 2, 32])
 """
+
 from __future__ import annotations
 
 import contextlib
@@ -58,16 +59,21 @@ class RetrievalModel(nn.Module):
     def __init__(self, config: ModelConfig) -> None:
         super().__init__()
         self.config = config
-        image_kwargs = {"num_stripes": config.num_stripes, "stripe_columns": config.stripe_columns,
-                        **({"stripe_stage": config.stripe_stage} if config.stripe_stage is not None else {}),
-                        **config.image_kwargs()}
+        image_kwargs = {
+            "num_stripes": config.num_stripes,
+            "stripe_columns": config.stripe_columns,
+            **({"stripe_stage": config.stripe_stage} if config.stripe_stage is not None else {}),
+            **config.image_kwargs(),
+        }
         if config.image_encoder == "clip":
             image_kwargs.setdefault("image_size", config.image_size)  # CLIP builds its patch grid from it
         self.image_encoder = create_image_encoder(config.image_encoder, pretrained=config.pretrained, **image_kwargs)
         self.image_encoder.preprocess = self.image_encoder.preprocess.with_size(*config.image_size)
         self.image_encoder.freeze(self._frozen_stages(config.frozen_image_stages))
         self.image_encoder.flip_test = config.flip_test
-        self.text_encoder = create_text_encoder(config.text_encoder, pretrained=config.pretrained, **config.text_kwargs())
+        self.text_encoder = create_text_encoder(
+            config.text_encoder, pretrained=config.pretrained, **config.text_kwargs()
+        )
         if config.freeze_text:
             self.text_encoder.requires_grad_(False)
         self.text_dim = int(self.text_encoder.out_dim)  # Dt
@@ -85,8 +91,7 @@ class RetrievalModel(nn.Module):
             attribute_logit_norm=config.attribute_logit_norm,
         )
         preprocess = self.image_encoder.preprocess
-        self.colour_branch = (ColourBranch(mean=preprocess.mean, std=preprocess.std)
-                              if config.colour_stripes else None)
+        self.colour_branch = ColourBranch(mean=preprocess.mean, std=preprocess.std) if config.colour_stripes else None
         self._stem_shape: tuple[int, ...] | None = None  # per-image stem output shape, found lazily
         self.turn_encoder = TurnEncoder(self.text_dim, config.embed_dim, config.dropout)
         self.memory = DialogueMemory(
@@ -162,19 +167,23 @@ class RetrievalModel(nn.Module):
             h, w = self.config.image_size
             was_training = self.image_encoder.training
             with torch.no_grad():
-                self._stem_shape = tuple(self.image_encoder.eval().forward_stem(
-                    torch.zeros(1, 3, h, w, device=self.device)).shape[1:])
+                self._stem_shape = tuple(
+                    self.image_encoder.eval().forward_stem(torch.zeros(1, 3, h, w, device=self.device)).shape[1:]
+                )
             self.image_encoder.train(was_training)
         k, p = self.colour_branch.num_colours, self.config.colour_stripes * self.config.stripe_columns
         expected = math.prod(self._stem_shape) + p * k
         if stem_out.dim() != 2 or stem_out.shape[1] != expected:
             raise ValueError(f"packed stem output must be (B, {expected}), got {tuple(stem_out.shape)}")
         stem = stem_out[:, : -p * k].reshape(-1, *self._stem_shape)
-        return stem, stem_out[:, -p * k:].reshape(-1, p, k)
+        return stem, stem_out[:, -p * k :].reshape(-1, p, k)
 
-    def encode_image_features(self, stem_out: torch.Tensor, attribute_rows: torch.Tensor | None = None,
-                              attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                              ) -> dict[str, torch.Tensor | None]:
+    def encode_image_features(
+        self,
+        stem_out: torch.Tensor,
+        attribute_rows: torch.Tensor | None = None,
+        attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor | None]:
         """Stem output -> {"embedding": (B, D) L2-normalised, "attribute_logits": (B, L), "id_logits": (B, K) | None}.
 
         L = ``len(ONTOLOGY.flat_labels())``; K = ``config.num_identities`` (None when 0).
@@ -183,12 +192,16 @@ class RetrievalModel(nn.Module):
         """
         stem, colour = self.unpack_stem(stem_out)
         features = self.image_encoder.forward_head(stem)
-        return self.image_head(features["global"], features["stripes"], colour, attribute_rows=attribute_rows,
-                               attribute_mix=attribute_mix)
+        return self.image_head(
+            features["global"], features["stripes"], colour, attribute_rows=attribute_rows, attribute_mix=attribute_mix
+        )
 
-    def encode_images(self, pixels: torch.Tensor, attribute_rows: torch.Tensor | None = None,
-                      attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                      ) -> dict[str, torch.Tensor | None]:
+    def encode_images(
+        self,
+        pixels: torch.Tensor,
+        attribute_rows: torch.Tensor | None = None,
+        attribute_mix: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    ) -> dict[str, torch.Tensor | None]:
         """(B, 3, H, W) -> the dict of :meth:`encode_image_features`."""
         return self.encode_image_features(self.image_stem(pixels), attribute_rows, attribute_mix)
 
@@ -267,6 +280,8 @@ def create_model(config: ModelConfig | str = "efficientnet_minilm", **overrides:
         config = config.replace(**overrides)
     for name, kwargs in ((config.image_encoder, config.image_kwargs()), (config.text_encoder, config.text_kwargs())):
         if name == "clip" and not str(kwargs.get("model_dir") or "").strip():
-            raise ValueError("clip encoders need a local CLIP directory (a transformers save_pretrained folder): "
-                             "add --set model.encoder_kwargs.model_dir=DIR (in Python: encoder_kwargs={'model_dir': DIR})")
+            raise ValueError(
+                "clip encoders need a local CLIP directory (a transformers save_pretrained folder): "
+                "add --set model.encoder_kwargs.model_dir=DIR (in Python: encoder_kwargs={'model_dir': DIR})"
+            )
     return RetrievalModel(config)

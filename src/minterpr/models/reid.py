@@ -12,6 +12,7 @@ Example:
     >>> model.embed(torch.zeros(2, 3, 64, 32)).shape
     torch.Size([2, 512])
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -49,14 +50,25 @@ class ReidModelConfig:
 class ReidModel(nn.Module):
     """OSNet -> feature (B, F) -> BNNeck -> classifier (training) / normalised embedding (search)."""
 
-    def __init__(self, config: ReidModelConfig, num_identities: int = 0, *, weights: str | None = None,
-                 channels_last: bool = True) -> None:
+    def __init__(
+        self,
+        config: ReidModelConfig,
+        num_identities: int = 0,
+        *,
+        weights: str | None = None,
+        channels_last: bool = True,
+    ) -> None:
         super().__init__()
         self.config = config
         # channels_last: NHWC convolutions, about 3x faster for OSNet on a CPU, the same results
         self.encoder = create_image_encoder(
-            "osnet", width=config.width, norm=config.norm, feature_dim=config.feature_dim, weights=weights,
-            preprocess=ImagePreprocess(size=tuple(config.image_size)), channels_last=channels_last,
+            "osnet",
+            width=config.width,
+            norm=config.norm,
+            feature_dim=config.feature_dim,
+            weights=weights,
+            preprocess=ImagePreprocess(size=tuple(config.image_size)),
+            channels_last=channels_last,
         )
         self.neck = nn.BatchNorm1d(config.feature_dim)
         self.neck.bias.requires_grad_(False)  # BNNeck: no shift, so the classifier's hyperplanes pass 0

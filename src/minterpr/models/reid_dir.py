@@ -24,6 +24,7 @@ Example:
     >>> is_reid_dir(folder), is_reid_dir(folder.parent)
     (True, False)
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -36,15 +37,28 @@ import torch
 
 from minterpr.errors import RunError
 
-from .model_dir import CONFIG_FILE, MODEL_DIR_FORMAT, STORAGE_DTYPES, WEIGHTS_FILE, _read_json, _safetensors, _write_shared
+from .model_dir import (
+    CONFIG_FILE,
+    MODEL_DIR_FORMAT,
+    STORAGE_DTYPES,
+    WEIGHTS_FILE,
+    _read_json,
+    _safetensors,
+    _write_shared,
+)
 from .reid import ReidModel, ReidModelConfig
 
 REID_DIR_FORMAT = "minterpr-appearance-dir"  # config.json's format marker of an appearance model directory
 REID_DIR_VERSION = 1  # bumped when the layout changes; older readers refuse newer folders in one line
 
 
-def save_reid_dir(model: ReidModel, out_dir: str | PathLike[str], *, precision: str = "float32",
-                  source: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def save_reid_dir(
+    model: ReidModel,
+    out_dir: str | PathLike[str],
+    *,
+    precision: str = "float32",
+    source: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
     """Write ``model``'s search weights (encoder + BNNeck) as an appearance model directory; returns
     what ``config.json`` holds. ``source``: a JSON-able note of where it came from (checkpoint, data).
     ``config.json`` is written last, after its old copy is removed: an interrupted export leaves no model."""
@@ -57,16 +71,26 @@ def save_reid_dir(model: ReidModel, out_dir: str | PathLike[str], *, precision: 
     if out.is_dir() and any(p.suffix != ".md" for p in out.iterdir()) and not (out / CONFIG_FILE).is_file():
         raise RunError(out, "is not empty and holds no exported model: choose a new or empty folder")
     store = STORAGE_DTYPES[precision]
-    tensors = {k: v.detach().to("cpu", store if v.is_floating_point() else v.dtype).contiguous().clone()
-               for k, v in model.search_state_dict().items()}
+    tensors = {
+        k: v.detach().to("cpu", store if v.is_floating_point() else v.dtype).contiguous().clone()
+        for k, v in model.search_state_dict().items()
+    }
     weights = _safetensors().save(tensors, metadata={"format": REID_DIR_FORMAT})
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).unlink(missing_ok=True)
     _write_shared(out / WEIGHTS_FILE, weights)
-    manifest = {"format": REID_DIR_FORMAT, "version": REID_DIR_VERSION, "reid_config": model.config.to_dict(),
-                "weights": {"file": WEIGHTS_FILE, "bytes": len(weights), "sha256": hashlib.sha256(weights).hexdigest(),
-                            "precision": precision},
-                "source": dict(source or {})}
+    manifest = {
+        "format": REID_DIR_FORMAT,
+        "version": REID_DIR_VERSION,
+        "reid_config": model.config.to_dict(),
+        "weights": {
+            "file": WEIGHTS_FILE,
+            "bytes": len(weights),
+            "sha256": hashlib.sha256(weights).hexdigest(),
+            "precision": precision,
+        },
+        "source": dict(source or {}),
+    }
     _write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
@@ -90,18 +114,25 @@ def load_reid_dir(path: str | PathLike[str]) -> ReidModel:
     if not folder.is_dir():
         raise RunError(folder, "no such folder (an appearance model directory holds config.json and model.safetensors)")
     if not config_path.is_file():
-        raise RunError(config_path, "missing: not an appearance model directory (export one with "
-                                    "minterpr.runtime.publish.publish_appearance)")
+        raise RunError(
+            config_path,
+            "missing: not an appearance model directory (export one with minterpr.runtime.publish.publish_appearance)",
+        )
     manifest = _read_json(config_path)
     kind = manifest.get("format") if isinstance(manifest, dict) else None
     if kind == MODEL_DIR_FORMAT:
-        raise RunError(folder, "holds the attribute model only, no appearance model: pass it as --run, and name an "
-                               "appearance model with --appearance (shipped, or a reid run's best.pt)")
+        raise RunError(
+            folder,
+            "holds the attribute model only, no appearance model: pass it as --run, and name an "
+            "appearance model with --appearance (shipped, or a reid run's best.pt)",
+        )
     if kind != REID_DIR_FORMAT:
         raise RunError(config_path, f"not an appearance model directory (no format marker {REID_DIR_FORMAT!r})")
     if manifest.get("version") != REID_DIR_VERSION:
-        raise RunError(config_path, f"appearance directory version {manifest.get('version')!r}; this minterpr reads "
-                                    f"version {REID_DIR_VERSION}")
+        raise RunError(
+            config_path,
+            f"appearance directory version {manifest.get('version')!r}; this minterpr reads version {REID_DIR_VERSION}",
+        )
     raw = manifest.get("reid_config")
     if not isinstance(raw, dict):
         raise RunError(config_path, "no 'reid_config' object: the appearance model directory is damaged")
@@ -109,11 +140,17 @@ def load_reid_dir(path: str | PathLike[str]) -> ReidModel:
     try:
         data = weights_path.read_bytes()
     except OSError as err:
-        raise RunError(weights_path, f"cannot be read ({err.strerror or err}): the appearance model directory "
-                                     "is incomplete; copy or export it again") from None
+        raise RunError(
+            weights_path,
+            f"cannot be read ({err.strerror or err}): the appearance model directory "
+            "is incomplete; copy or export it again",
+        ) from None
     if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
-        raise RunError(weights_path, f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
-                                     "(truncated, replaced or edited): copy or export it again")
+        raise RunError(
+            weights_path,
+            f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
+            "(truncated, replaced or edited): copy or export it again",
+        )
     try:
         tensors = _safetensors().load(data)
         model = ReidModel(ReidModelConfig.from_dict(raw))
@@ -142,8 +179,9 @@ def load_reid_any(path: str | PathLike[str]) -> ReidModel:
 
 
 @torch.no_grad()
-def reid_half_drift(model: ReidModel, half: ReidModel, *, images: int = 16, seed: int = 0,
-                    pixels: torch.Tensor | None = None) -> float:
+def reid_half_drift(
+    model: ReidModel, half: ReidModel, *, images: int = 16, seed: int = 0, pixels: torch.Tensor | None = None
+) -> float:
     """The smallest cosine between ``model``'s and ``half``'s embeddings of ``pixels`` (default:
     ``images`` seeded random inputs at the model's size): 1.0 = the same features."""
     if pixels is None:

@@ -18,6 +18,7 @@ Example:
     >>> enc(types, torch.randn(1, 4, 12), torch.randn(1, 4, 8)).shape
     torch.Size([1, 4, 8])
 """
+
 from __future__ import annotations
 
 import torch
@@ -84,7 +85,9 @@ class TurnEncoder(nn.Module):
         super().__init__()
         self.text_proj = TextProjection(text_dim, embed_dim, dropout)
         self.compose = Composition(embed_dim, dropout)
-        self.example_proj = nn.Sequential(nn.Linear(embed_dim, embed_dim), ResidualMLP(embed_dim, 2 * embed_dim, dropout))
+        self.example_proj = nn.Sequential(
+            nn.Linear(embed_dim, embed_dim), ResidualMLP(embed_dim, 2 * embed_dim, dropout)
+        )
 
     def forward(self, turn_types: torch.Tensor, turn_text: torch.Tensor, turn_image: torch.Tensor) -> torch.Tensor:
         """turn_types (B, R) long, turn_text (B, R, Dt), turn_image (B, R, D) -> (B, R, D)."""

@@ -23,6 +23,7 @@ Example:
     Traceback (most recent call last):
     minterpr.errors.InputError: hf-hub:no-slash: a hub model is named hf-hub:ORG/NAME[@REVISION]
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -59,8 +60,9 @@ def shipped_models() -> dict[str, dict[str, str]]:
         zoo = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
         raise RunError(path, f"cannot be read ({err})") from None
-    if not isinstance(zoo, dict) or not all(isinstance(v, dict) and isinstance(v.get("config_sha256"), str)
-                                            for v in zoo.values()):
+    if not isinstance(zoo, dict) or not all(
+        isinstance(v, dict) and isinstance(v.get("config_sha256"), str) for v in zoo.values()
+    ):
         raise RunError(path, 'expected {"NAME": {"config_sha256": "...", "summary": "..."}, ...}')
     return zoo
 
@@ -71,16 +73,22 @@ def shipped_model_dir(name: str = DEFAULT_REAL_MODEL) -> Path:
     root, zoo = shipped_models_dir(), shipped_models()
     if name not in zoo:
         known = ", ".join(sorted(zoo)) or "none"
-        raise RunError(root / ZOO_FILE, f"no shipped model {name!r} (shipped here: {known}); the shipped models "
-                                        f"come with a source checkout of minterpr, or set {MODELS_ENV}=DIR")
+        raise RunError(
+            root / ZOO_FILE,
+            f"no shipped model {name!r} (shipped here: {known}); the shipped models "
+            f"come with a source checkout of minterpr, or set {MODELS_ENV}=DIR",
+        )
     config = root / name / "config.json"
     try:
         digest = hashlib.sha256(config.read_bytes()).hexdigest()
     except OSError as err:
         raise RunError(config, f"cannot be read ({err.strerror or err}): the shipped model is incomplete") from None
     if digest != zoo[name]["config_sha256"]:
-        raise RunError(config, f"SHA-256 {digest[:12]}... is not the {zoo[name]['config_sha256'][:12]}... that "
-                               f"{ZOO_FILE} pins: the shipped model was changed; restore it from the repository")
+        raise RunError(
+            config,
+            f"SHA-256 {digest[:12]}... is not the {zoo[name]['config_sha256'][:12]}... that "
+            f"{ZOO_FILE} pins: the shipped model was changed; restore it from the repository",
+        )
     return config.parent
 
 
@@ -104,13 +112,17 @@ def hub_snapshot(ref: str) -> Path:
         from huggingface_hub import snapshot_download
         from huggingface_hub.errors import HfHubHTTPError, LocalEntryNotFoundError
     except ImportError:
-        raise InputError(f"{ref}: hub models need huggingface_hub: pip install -c constraints.txt "
-                         "'minterpr[model]'") from None
+        raise InputError(
+            f"{ref}: hub models need huggingface_hub: pip install -c constraints.txt 'minterpr[model]'"
+        ) from None
     try:
         return Path(snapshot_download(repo, revision=revision))
     except LocalEntryNotFoundError:
-        raise RunError(ref, "not in the Hugging Face cache and the hub cannot be reached (HF_HUB_OFFLINE or no "
-                            "network): download it once where there is a network, or copy its cache") from None
+        raise RunError(
+            ref,
+            "not in the Hugging Face cache and the hub cannot be reached (HF_HUB_OFFLINE or no "
+            "network): download it once where there is a network, or copy its cache",
+        ) from None
     except (HfHubHTTPError, OSError, ValueError) as err:
         raise RunError(ref, f"cannot be fetched from the Hugging Face Hub ({first_line(err)})") from None
 
@@ -152,8 +164,12 @@ def pin_shipped_model(name: str, summary: str, fingerprint: str, *, kind: str | 
     config = root / name / "config.json"
     if not config.is_file():
         raise RunError(config, "missing: export the model there first (minterpr export RUN --out DIR)")
-    entry = {"config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(), "summary": summary,
-             "fingerprint": fingerprint, **({"kind": kind} if kind else {})}
+    entry = {
+        "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
+        "summary": summary,
+        "fingerprint": fingerprint,
+        **({"kind": kind} if kind else {}),
+    }
     zoo = {**shipped_models(), name: entry}
     from minterpr.fileio import atomic_write_text
 

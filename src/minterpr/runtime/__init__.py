@@ -18,6 +18,7 @@ Example:
     Traceback (most recent call last):
     minterpr.errors.RunError: no/such/run: no such run directory or model file (train one: ...)
 """
+
 from minterpr.runtime.pipeline import Pipeline, load_pipeline
 from minterpr.runtime.run import RunExtras, TrainedRun, export_model_dir
 

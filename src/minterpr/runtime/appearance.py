@@ -14,6 +14,7 @@ Example (with a trained appearance model):
     >>> vectors.shape  # doctest: +SKIP
     (2, 512)
 """
+
 from __future__ import annotations
 
 import logging
@@ -71,7 +72,7 @@ class Appearance:
 
     @property
     def engine_name(self) -> str:
-        """"torch" or "onnx": what computes the vectors ("auto" resolved at first use)."""
+        """ "torch" or "onnx": what computes the vectors ("auto" resolved at first use)."""
         if self._engine is None:
             from minterpr.models.onnx_reid import ReidEngine
 
@@ -87,8 +88,9 @@ class Appearance:
         with torch.inference_mode():
             return self.model.embed(pixels).float().numpy()
 
-    def embed_files(self, paths: Sequence[str], *, strict: bool = False
-                    ) -> tuple[np.ndarray, list[int], list[tuple[int, ImageError]]]:
+    def embed_files(
+        self, paths: Sequence[str], *, strict: bool = False
+    ) -> tuple[np.ndarray, list[int], list[tuple[int, ImageError]]]:
         """Image files -> ``(k, A)`` L2-normalised vectors of the readable ones, their positions in
         ``paths``, and the ImageError of each other one (``strict``: the first is raised)."""
         import torch
@@ -100,8 +102,9 @@ class Appearance:
         vectors, kept, failed = [], [], []
         load = partial(load_readable, self.model.preprocess)  # the attribute model's reader: next batch decoded ahead
         with torch.inference_mode():
-            for start, (pixels, ok, bad) in zip(range(0, len(paths), self.batch_size),
-                                                prefetched(list(paths), self.batch_size, load)):
+            for start, (pixels, ok, bad) in zip(
+                range(0, len(paths), self.batch_size), prefetched(list(paths), self.batch_size, load)
+            ):
                 if bad and strict:
                     raise bad[0][1]
                 kept += [start + i for i in ok]
@@ -114,14 +117,16 @@ class Appearance:
     def add_to(self, index: GalleryIndex, *, allow_outside_root: bool = False) -> GalleryIndex:
         """``index`` with ``appearance`` vectors for every image (a copy; the embeddings are shared).
         Every image must still be readable: the first that is not raises its ImageError, naming it."""
-        paths = [resolve_under(index.root or None, image.path, allow_outside=allow_outside_root)
-                 for image in index.images]
+        paths = [
+            resolve_under(index.root or None, image.path, allow_outside=allow_outside_root) for image in index.images
+        ]
         vectors, _, _ = self.embed_files(paths, strict=True)
         return with_appearance(index, vectors, self.same_person)
 
 
-def with_appearance(index: GalleryIndex, vectors: np.ndarray | None,
-                    same_person: "SamePersonCalibration | None" = None) -> GalleryIndex:
+def with_appearance(
+    index: GalleryIndex, vectors: np.ndarray | None, same_person: "SamePersonCalibration | None" = None
+) -> GalleryIndex:
     """A copy of ``index`` carrying ``vectors`` as its appearance (``(N, A)``, one row per image) and
     ``same_person``, their calibration (sessions compare images by appearance only with one)."""
     copy = replace(index, appearance=vectors, same_person=None if vectors is None else same_person)
@@ -132,8 +137,13 @@ def with_appearance(index: GalleryIndex, vectors: np.ndarray | None,
 AUTO, SHIPPED, NONE = "auto", "shipped", "none"  # the appearance choices besides a path (module doc)
 
 
-def load_appearance(path: str | Path, *, batch_size: int = DEFAULT_APPEARANCE_BATCH, engine: str | None = None,
-                    onnx_cache: str | Path | None = None) -> Appearance:
+def load_appearance(
+    path: str | Path,
+    *,
+    batch_size: int = DEFAULT_APPEARANCE_BATCH,
+    engine: str | None = None,
+    onnx_cache: str | Path | None = None,
+) -> Appearance:
     """The appearance model in ``path``: ``"shipped"`` (or ``"shipped:NAME"``, the checked directory
     under ``models/``), an appearance model directory (safetensors + ``config.json``), a re-id run's
     ``best.pt`` or a run directory holding one. Nothing beyond tensors is unpickled.
@@ -158,8 +168,11 @@ def load_appearance(path: str | Path, *, batch_size: int = DEFAULT_APPEARANCE_BA
     if file.is_dir() and not (file / "config.json").is_file():
         file = file / "best.pt"
     if not file.exists():
-        raise RunError(str(file), "no appearance model here (the shipped one: --appearance shipped; train one with "
-                                  "`minterpr train --config reid`)")
+        raise RunError(
+            str(file),
+            "no appearance model here (the shipped one: --appearance shipped; train one with "
+            "`minterpr train --config reid`)",
+        )
     from minterpr.interaction.appearance import read_same_person
 
     model = load_reid_any(file)
@@ -167,13 +180,24 @@ def load_appearance(path: str | Path, *, batch_size: int = DEFAULT_APPEARANCE_BA
         same_person = read_same_person(file)
     except ValueError as err:
         raise RunError(str(file), str(err)) from None
-    return Appearance(model, file, batch_size, same_person, engine or DEFAULT_APPEARANCE_ENGINE,
-                      None if onnx_cache is None else Path(onnx_cache))
+    return Appearance(
+        model,
+        file,
+        batch_size,
+        same_person,
+        engine or DEFAULT_APPEARANCE_ENGINE,
+        None if onnx_cache is None else Path(onnx_cache),
+    )
 
 
-def choose_appearance(appearance: str | Path | None, run_path: Path | None, *,
-                      batch_size: int = DEFAULT_APPEARANCE_BATCH, engine: str | None = None,
-                      onnx_cache: str | Path | None = None) -> Appearance | None:
+def choose_appearance(
+    appearance: str | Path | None,
+    run_path: Path | None,
+    *,
+    batch_size: int = DEFAULT_APPEARANCE_BATCH,
+    engine: str | None = None,
+    onnx_cache: str | Path | None = None,
+) -> Appearance | None:
     """The appearance model a pipeline gets: ``None`` / ``"none"`` = none; ``"auto"`` = the shipped one
     when the attribute model at ``run_path`` is a shipped real-pixel model (a directory of the
     ``models/`` folder), else none (synthetic and test runs have no real people to compare);
@@ -193,8 +217,12 @@ def choose_appearance(appearance: str | Path | None, run_path: Path | None, *,
         from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, shipped_models
 
         if DEFAULT_APPEARANCE_MODEL not in shipped_models():  # a models folder holding the attribute model only
-            logger.warning("no shipped appearance model (%s) beside %s: galleries get no appearance vectors; "
-                           "name one with --appearance PATH", DEFAULT_APPEARANCE_MODEL, run_path)
+            logger.warning(
+                "no shipped appearance model (%s) beside %s: galleries get no appearance vectors; "
+                "name one with --appearance PATH",
+                DEFAULT_APPEARANCE_MODEL,
+                run_path,
+            )
             return None
         appearance = SHIPPED
     return load_appearance(appearance, batch_size=batch_size, engine=engine, onnx_cache=onnx_cache)
@@ -228,8 +256,11 @@ def calibrated_for(index: GalleryIndex, stored: Mapping[str, Any] | None, looks:
     if index.appearance is None or looks is None or looks.same_person is None or stored is None:
         return index
     if stored.get("model_fingerprint") != looks.fingerprint:
-        logger.warning("the gallery's appearance vectors come from model %s, the loaded appearance model is %s: "
-                       "its images are compared without them (rebuild them with `minterpr index build --update`)",
-                       stored.get("model_fingerprint"), looks.fingerprint)
+        logger.warning(
+            "the gallery's appearance vectors come from model %s, the loaded appearance model is %s: "
+            "its images are compared without them (rebuild them with `minterpr index build --update`)",
+            stored.get("model_fingerprint"),
+            looks.fingerprint,
+        )
         return index
     return with_appearance(index, index.appearance, looks.same_person)

@@ -29,6 +29,7 @@ Example (with a trained run and images):
     >>> result.embeddings.shape, result.skipped  # doctest: +SKIP
     ((2, 256), ())
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -70,12 +71,14 @@ class EmbeddedGallery:
 
     def to_gallery_index(self, root: str | None = None) -> GalleryIndex:
         """A searchable :class:`GalleryIndex` (what ``Pipeline.index_images`` returns)."""
-        return GalleryIndex(self.images, self.embeddings, attribute_probs=self.attribute_probs, root=root,
-                            skipped=self.skipped)
+        return GalleryIndex(
+            self.images, self.embeddings, attribute_probs=self.attribute_probs, root=root, skipped=self.skipped
+        )
 
 
-def encode_chunk(backend: Any, images: Sequence[GalleryImage], root: str | None
-                 ) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
+def encode_chunk(
+    backend: Any, images: Sequence[GalleryImage], root: str | None
+) -> tuple[np.ndarray, np.ndarray, dict[int, str]]:
     """(n, D) embeddings, (n, L) probabilities (zero rows where unreadable) and position -> reason."""
     dim, labels = backend.model.embed_dim, backend.model.attribute_temperature.shape[0]
     emb, probs = np.zeros((len(images), dim), np.float32), np.zeros((len(images), labels), np.float32)
@@ -123,19 +126,28 @@ def read_shard(out: Path, s: int, n: int) -> tuple[np.ndarray, np.ndarray, dict[
         probs = np.load(_shard(out, s, "probs.npy"), allow_pickle=False)
         errors = {int(k): v for k, v in json.loads(_shard(out, s, "errors.json").read_text("utf-8")).items()}
     except (OSError, ValueError) as error:
-        raise DatasetError(_shard(out, s, "done"), f"shard {s} is marked done but unreadable ({error}); "
-                                                   "delete its .done file and rerun") from None
+        raise DatasetError(
+            _shard(out, s, "done"),
+            f"shard {s} is marked done but unreadable ({error}); delete its .done file and rerun",
+        ) from None
     if len(emb) != n or len(probs) != n:
-        raise DatasetError(_shard(out, s, "emb.npy"), f"{len(emb)} rows, the shard has {n} images; "
-                                                      "delete its .done file and rerun")
+        raise DatasetError(
+            _shard(out, s, "emb.npy"), f"{len(emb)} rows, the shard has {n} images; delete its .done file and rerun"
+        )
     return emb, probs, errors
 
 
 def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size: int, resume: bool) -> None:
     """Write job.json, or check that the one there describes this job (else refuse: another job)."""
     digest = hashlib.sha256("\n".join(image.path for image in images).encode("utf-8")).hexdigest()[:16]
-    job = {"format": JOB_FORMAT, "version": 1, "model_fingerprint": fingerprint, "images": len(images),
-           "gallery_sha256": digest, "shard_size": shard_size}
+    job = {
+        "format": JOB_FORMAT,
+        "version": 1,
+        "model_fingerprint": fingerprint,
+        "images": len(images),
+        "gallery_sha256": digest,
+        "shard_size": shard_size,
+    }
     path = out / JOB_FILE
     if path.is_file() and resume:
         try:
@@ -143,8 +155,10 @@ def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size
         except (OSError, ValueError):
             old = None
         if old != job:
-            raise InputError(f"{out}: holds another embedding job (model, gallery or shard size differ: "
-                             f"{old} vs {job}); use another folder or resume=False")
+            raise InputError(
+                f"{out}: holds another embedding job (model, gallery or shard size differ: "
+                f"{old} vs {job}); use another folder or resume=False"
+            )
         return
     for marker in out.glob("shard-*.done"):  # starting over: no old shard counts as done
         marker.unlink()
@@ -157,8 +171,15 @@ def shard_done(out: Path, s: int) -> bool:
     return _shard(out, s, "done").is_file()
 
 
-def embed_shards(backend: Any, images: Sequence[GalleryImage], root: str | None, out: Path, shard_size: int,
-                 batch_size: int, on_batch: Callable[[int, int], None] | None = None) -> None:
+def embed_shards(
+    backend: Any,
+    images: Sequence[GalleryImage],
+    root: str | None,
+    out: Path,
+    shard_size: int,
+    batch_size: int,
+    on_batch: Callable[[int, int], None] | None = None,
+) -> None:
     """Embed, in this process, every shard of ``images`` not yet done into ``out`` (the layout of
     the module doc). ``on_batch(done, n)`` after each batch of n images: ``done`` counts the
     images of finished shards and batches, gallery-wide."""
@@ -167,15 +188,16 @@ def embed_shards(backend: Any, images: Sequence[GalleryImage], root: str | None,
         if shard_done(out, s):
             done += n
             continue
-        chunk = images[s * shard_size:(s + 1) * shard_size]
+        chunk = images[s * shard_size : (s + 1) * shard_size]
         parts = []
         for start in range(0, len(chunk), batch_size):
-            parts.append(encode_chunk(backend, chunk[start:start + batch_size], root))
-            done += len(chunk[start:start + batch_size])
+            parts.append(encode_chunk(backend, chunk[start : start + batch_size], root))
+            done += len(chunk[start : start + batch_size])
             if on_batch is not None:
-                on_batch(done, len(chunk[start:start + batch_size]))
-        errors = {start + k: v for start, (_, _, err) in zip(range(0, len(chunk), batch_size), parts)
-                  for k, v in err.items()}
+                on_batch(done, len(chunk[start : start + batch_size]))
+        errors = {
+            start + k: v for start, (_, _, err) in zip(range(0, len(chunk), batch_size), parts) for k, v in err.items()
+        }
         write_shard(out, s, np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]), errors)
 
 
@@ -189,26 +211,48 @@ class EmbedActor:
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         images = [GalleryImage(str(path), f"gallery:{int(p)}") for p, path in zip(batch["position"], batch["path"])]
         emb, probs, errors = encode_chunk(self.backend, images, self.root)
-        return {"position": np.asarray(batch["position"], np.int64), "embedding": emb, "probs": probs,
-                "error": np.array([errors.get(k, "") for k in range(len(images))], dtype=object)}
+        return {
+            "position": np.asarray(batch["position"], np.int64),
+            "embedding": emb,
+            "probs": probs,
+            "error": np.array([errors.get(k, "") for k in range(len(images))], dtype=object),
+        }
 
 
-def _run_ray(run_dir: str, images: list[GalleryImage], root: str | None, out: Path, pending: list[int],
-             shard_size: int, batch_size: int, num_actors: int, device: str, bar: Any) -> None:
+def _run_ray(
+    run_dir: str,
+    images: list[GalleryImage],
+    root: str | None,
+    out: Path,
+    pending: list[int],
+    shard_size: int,
+    batch_size: int,
+    num_actors: int,
+    device: str,
+    bar: Any,
+) -> None:
     try:
         import ray
     except ImportError:
-        raise InputError("executor='ray' needs Ray Data: pip install 'minterpr[ray]' (or use executor='local')") \
-            from None
+        raise InputError(
+            "executor='ray' needs Ray Data: pip install 'minterpr[ray]' (or use executor='local')"
+        ) from None
     if not ray.is_initialized():
         ray.init()
     ray.data.DataContext.get_current().enable_progress_bars = False
-    rows = [{"position": p, "path": images[p].path} for s in pending
-            for p in range(s * shard_size, min(len(images), (s + 1) * shard_size))]
+    rows = [
+        {"position": p, "path": images[p].path}
+        for s in pending
+        for p in range(s * shard_size, min(len(images), (s + 1) * shard_size))
+    ]
     dataset = ray.data.from_items(rows).map_batches(
-        EmbedActor, fn_constructor_kwargs={"run_dir": run_dir, "root": root, "device": device,
-                                           "batch_size": batch_size},
-        concurrency=num_actors, batch_size=batch_size, batch_format="numpy", num_cpus=1)
+        EmbedActor,
+        fn_constructor_kwargs={"run_dir": run_dir, "root": root, "device": device, "batch_size": batch_size},
+        concurrency=num_actors,
+        batch_size=batch_size,
+        batch_format="numpy",
+        num_cpus=1,
+    )
     buffers: dict[int, dict[int, tuple[np.ndarray, np.ndarray, str]]] = {}
     for batch in dataset.iter_batches(batch_size=None, batch_format="numpy"):
         for p, e, pr, err in zip(batch["position"], batch["embedding"], batch["probs"], batch["error"]):
@@ -217,9 +261,13 @@ def _run_ray(run_dir: str, images: list[GalleryImage], root: str | None, out: Pa
             n = min(len(images), (s + 1) * shard_size) - s * shard_size
             if len(buffers[s]) == n:  # the shard is whole: write it now, free its rows
                 done = buffers.pop(s)
-                write_shard(out, s, np.stack([done[k][0] for k in range(n)]).astype(np.float32),
-                            np.stack([done[k][1] for k in range(n)]).astype(np.float32),
-                            {k: done[k][2] for k in range(n) if done[k][2]})
+                write_shard(
+                    out,
+                    s,
+                    np.stack([done[k][0] for k in range(n)]).astype(np.float32),
+                    np.stack([done[k][1] for k in range(n)]).astype(np.float32),
+                    {k: done[k][2] for k in range(n) if done[k][2]},
+                )
         if bar is not None:
             bar.update(len(batch["position"]))
     if buffers:
@@ -251,10 +299,21 @@ def _shards(n: int, shard_size: int) -> Iterator[tuple[int, int]]:
         yield s, min(n, start + shard_size) - start
 
 
-def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage | str], root: str | None,
-                  out_dir: str | os.PathLike[str], *, executor: str = "local", batch_size: int = DEFAULT_BATCH_SIZE,
-                  shard_size: int = 4096, num_actors: int = 2, device: str = "cpu", progress: bool = True,
-                  resume: bool = True, engine: str | None = None) -> EmbeddedGallery:
+def embed_gallery(
+    run_dir: str | os.PathLike[str],
+    images: Sequence[GalleryImage | str],
+    root: str | None,
+    out_dir: str | os.PathLike[str],
+    *,
+    executor: str = "local",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    shard_size: int = 4096,
+    num_actors: int = 2,
+    device: str = "cpu",
+    progress: bool = True,
+    resume: bool = True,
+    engine: str | None = None,
+) -> EmbeddedGallery:
     """Embed ``images`` (paths relative to ``root``, or GalleryImage records) with the run in
     ``run_dir`` into shards in ``out_dir`` and return the gallery's outputs (see the module doc).
 
@@ -282,8 +341,15 @@ def embed_gallery(run_dir: str | os.PathLike[str], images: Sequence[GalleryImage
     bar = tqdm(total=todo, desc=f"embedding ({executor})", unit="img", disable=not progress) if tqdm else None
     try:
         if executor == "local":
-            embed_shards(pipeline.backend, gallery, root, out, shard_size, batch_size,
-                         None if bar is None else lambda _, n: bar.update(n))
+            embed_shards(
+                pipeline.backend,
+                gallery,
+                root,
+                out,
+                shard_size,
+                batch_size,
+                None if bar is None else lambda _, n: bar.update(n),
+            )
         elif pending:
             _run_ray(os.fspath(run_dir), gallery, root, out, pending, shard_size, batch_size, num_actors, device, bar)
     finally:

@@ -11,6 +11,7 @@ Example:
     >>> [(e.kind, e.path.name, e.image_encoder) for e in describe_models([root]) if e.kind != "shipped"]
     [('run', 'mine', 'tiny_cnn')]
 """
+
 from __future__ import annotations
 
 import os
@@ -31,7 +32,9 @@ class ModelEntry:
     fingerprint: str | None  # the model fingerprint galleries record; None when it cannot be loaded
     image_encoder: str | None  # the image encoder of its config
     problem: str | None = None  # why it cannot be loaded (one line), else None
-    role: str = "attribute"  # "attribute" (the retrieval model: --run) or "appearance" (same-person vectors: --appearance)
+    role: str = (
+        "attribute"  # "attribute" (the retrieval model: --run) or "appearance" (same-person vectors: --appearance)
+    )
     summary: str | None = None  # what it is for (zoo.json's one line, shipped models only)
     size_bytes: int | None = None  # bytes of its files (weights, config, notes); None for a run directory
 
@@ -48,8 +51,13 @@ def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool
         found.append((f"shipped:{name}", "shipped", shipped_models_dir() / name))
     shipped_paths = {path.resolve() for _, _, path in found}
     for root in map(Path, roots):
-        candidates = [root] if (root / "model.pt").is_file() or is_model_dir(root) else sorted(
-            p for p in root.iterdir() if p.is_dir()) if root.is_dir() else []
+        candidates = (
+            [root]
+            if (root / "model.pt").is_file() or is_model_dir(root)
+            else sorted(p for p in root.iterdir() if p.is_dir())
+            if root.is_dir()
+            else []
+        )
         for path in candidates:
             if path.resolve() in shipped_paths:
                 continue
@@ -70,8 +78,17 @@ def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool
         except (RunError, InputError) as err:
             entries.append(ModelEntry(name, kind, path, None, None, str(err).splitlines()[0]))
             continue
-        entries.append(ModelEntry(name, kind, path, run.fingerprint if fingerprints else None,
-                                  run.model.config.image_encoder, summary=shipped.get("summary"), size_bytes=size))
+        entries.append(
+            ModelEntry(
+                name,
+                kind,
+                path,
+                run.fingerprint if fingerprints else None,
+                run.model.config.image_encoder,
+                summary=shipped.get("summary"),
+                size_bytes=size,
+            )
+        )
     return entries
 
 
@@ -84,5 +101,14 @@ def _appearance_entry(name: str, path: Path, fingerprints: bool, summary: str | 
     except (RunError, InputError) as err:
         return ModelEntry(name, "shipped", path, None, None, str(err).splitlines()[0], "appearance", summary, size)
     config = looks.model.config
-    return ModelEntry(name, "shipped", path, looks.fingerprint if fingerprints else None,
-                      f"osnet_{config.width}", None, "appearance", summary, size)
+    return ModelEntry(
+        name,
+        "shipped",
+        path,
+        looks.fingerprint if fingerprints else None,
+        f"osnet_{config.width}",
+        None,
+        "appearance",
+        summary,
+        size,
+    )

@@ -9,6 +9,7 @@ Example:
     >>> list(prefetched(["a", "b", "c"], 2, lambda chunk: "+".join(chunk)))
     ['a+b', 'c']
 """
+
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
@@ -36,7 +37,9 @@ def prefetched(paths: Sequence[str], batch_size: int, load: Callable[[Sequence[s
             yield batch
 
 
-def load_readable(preprocess: Any, paths: Sequence[str]) -> tuple["torch.Tensor", list[int], list[tuple[int, ImageError]]]:
+def load_readable(
+    preprocess: Any, paths: Sequence[str]
+) -> tuple["torch.Tensor", list[int], list[tuple[int, ImageError]]]:
     """(b, 3, H, W) pixels of the readable ``paths`` (``preprocess.load`` each), their positions in
     ``paths``, and the ImageError of each other one (by position)."""
     import torch

@@ -29,6 +29,7 @@ Example:
     >>> backend.encode_turns([DescriptionTurn("a man in red"), QATurn("Shoes?", "white")], index).shape
     (2, 32)
 """
+
 from __future__ import annotations
 
 import os
@@ -96,9 +97,16 @@ class NeuralBackend:
     """
 
     def __init__(
-        self, model: "RetrievalModel", *, device: "str | torch.device" = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
-        text_cache_size: int = 4096, allow_outside_root: bool = False, engine: str = REFERENCE_ENGINE,
-        onnx_cache: "str | os.PathLike[str] | None" = None, forward_batch: int | None = None,
+        self,
+        model: "RetrievalModel",
+        *,
+        device: "str | torch.device" = "cpu",
+        batch_size: int = DEFAULT_BATCH_SIZE,
+        text_cache_size: int = 4096,
+        allow_outside_root: bool = False,
+        engine: str = REFERENCE_ENGINE,
+        onnx_cache: "str | os.PathLike[str] | None" = None,
+        forward_batch: int | None = None,
         text_precision: str = "fp32",
     ) -> None:
         if batch_size < 1:
@@ -121,13 +129,14 @@ class NeuralBackend:
         from minterpr.models.onnx_text import TextFeaturizer, text_cache_path
 
         self._images = ImageTowerEngine(self.model, engine, cache=onnx_cache)
-        self._featurize = TextFeaturizer(self.model, engine, cache=text_cache_path(onnx_cache, text_precision),
-                                         precision=text_precision)
+        self._featurize = TextFeaturizer(
+            self.model, engine, cache=text_cache_path(onnx_cache, text_precision), precision=text_precision
+        )
         self._encode_queries = QueryEncoder(self.model, engine, cache=query_cache_path(onnx_cache))
 
     @property
     def text_precision(self) -> str:
-        """"fp32" or "int8": the precision the query text features are computed in (resolves the engine)."""
+        """ "fp32" or "int8": the precision the query text features are computed in (resolves the engine)."""
         return self._featurize.precision_name
 
     # ------------------------------------------------------------------ image engine
@@ -155,8 +164,9 @@ class NeuralBackend:
         return torch.cat(embeddings), torch.cat(logits)
 
     # ------------------------------------------------------------------ gallery
-    def _outputs(self, paths: Sequence[str], *, progress: bool, strict: bool
-                 ) -> tuple[np.ndarray, np.ndarray, list[int], list[tuple[int, ImageError]]]:
+    def _outputs(
+        self, paths: Sequence[str], *, progress: bool, strict: bool
+    ) -> tuple[np.ndarray, np.ndarray, list[int], list[tuple[int, ImageError]]]:
         """Embeddings and logits of the readable ``paths``, their positions, and the failures
         (``strict``: the first failure is raised)."""
         import torch
@@ -166,8 +176,10 @@ class NeuralBackend:
         bar = tqdm(total=len(paths), desc="indexing", unit="img", disable=not progress) if tqdm else None
         try:
             with torch.inference_mode():
-                for start, (pixels, ok, bad) in zip(range(0, len(paths), self.batch_size),
-                                                    prefetched(list(paths), self.batch_size, partial(load_readable, self.model.preprocess))):
+                for start, (pixels, ok, bad) in zip(
+                    range(0, len(paths), self.batch_size),
+                    prefetched(list(paths), self.batch_size, partial(load_readable, self.model.preprocess)),
+                ):
                     if bad and strict:
                         raise bad[0][1]
                     kept += [start + i for i in ok]
@@ -208,8 +220,13 @@ class NeuralBackend:
         return probs.cpu().numpy()
 
     def index_images(
-        self, images: Sequence[GalleryImage], root: str | None = None, *, progress: bool = False,
-        strict: bool = False, allow_outside_root: bool | None = None,
+        self,
+        images: Sequence[GalleryImage],
+        root: str | None = None,
+        *,
+        progress: bool = False,
+        strict: bool = False,
+        allow_outside_root: bool | None = None,
     ) -> GalleryIndex:
         """Embed ``images`` (paths relative to ``root``, or absolute when ``root`` is None) into a
         :class:`GalleryIndex`.
@@ -228,8 +245,10 @@ class NeuralBackend:
         first: dict[str, int] = {}
         for k, image in enumerate(images):
             if first.setdefault(image.path, k) != k:
-                raise InputError(f"gallery image {image.path!r} is listed twice (positions {first[image.path]} "
-                                 f"and {k}); each path may appear once in a gallery")
+                raise InputError(
+                    f"gallery image {image.path!r} is listed twice (positions {first[image.path]} "
+                    f"and {k}); each path may appear once in a gallery"
+                )
         outside = self.allow_outside_root if allow_outside_root is None else allow_outside_root
         reasons: dict[int, str] = {}  # position -> why the image was skipped
         candidates: list[int] = []
@@ -248,8 +267,13 @@ class NeuralBackend:
         skipped = tuple((images[k].path, reasons[k]) for k in sorted(reasons))
         if not kept:
             raise InputError(f"no gallery image could be read: {summarise_skipped(skipped, len(images))}")
-        return GalleryIndex([images[candidates[i]] for i in kept], embeddings,
-                            attribute_probs=self.attribute_probabilities(logits), root=root, skipped=skipped)
+        return GalleryIndex(
+            [images[candidates[i]] for i in kept],
+            embeddings,
+            attribute_probs=self.attribute_probabilities(logits),
+            root=root,
+            skipped=skipped,
+        )
 
     # ------------------------------------------------------------------ queries
     def _text_features(self, texts: Sequence[str]) -> "torch.Tensor":

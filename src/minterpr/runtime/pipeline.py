@@ -8,6 +8,7 @@ Example (with a trained run and a folder of photos):
     >>> step = session.describe("a young woman in a red jacket and jeans")  # doctest: +SKIP
     >>> step.ranking[:5], step.action  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import os
@@ -84,9 +85,16 @@ class Pipeline:
 
         return EvidencePolicy.from_extras(self.extras)
 
-    def index_images(self, paths: Sequence[str | GalleryImage], person_ids: Sequence[str] | None = None,
-                     camera_ids: Sequence[str | None] | None = None, *, root: str | None = None,
-                     progress: bool = True, strict: bool = False) -> GalleryIndex:
+    def index_images(
+        self,
+        paths: Sequence[str | GalleryImage],
+        person_ids: Sequence[str] | None = None,
+        camera_ids: Sequence[str | None] | None = None,
+        *,
+        root: str | None = None,
+        progress: bool = True,
+        strict: bool = False,
+    ) -> GalleryIndex:
         """Embed gallery images (batched, with a progress bar) into a searchable index.
 
         ``paths`` are image paths (relative to ``root`` when given) or GalleryImage records.
@@ -107,18 +115,26 @@ class Pipeline:
                 raise InputError(f"index_images: {len(ids)} {name} for {len(items)} images")
             for k, value in enumerate(ids):
                 if not (isinstance(value, str) or (optional and value is None)):
-                    raise InputError(f"index_images: {name}[{k}] must be a string"
-                                     f"{' or None' if optional else ''}, got {type(value).__name__}")
+                    raise InputError(
+                        f"index_images: {name}[{k}] must be a string"
+                        f"{' or None' if optional else ''}, got {type(value).__name__}"
+                    )
         images = []
         for k, item in enumerate(items):
             if isinstance(item, GalleryImage):
                 images.append(item)
             elif isinstance(item, (str, os.PathLike)):
-                images.append(GalleryImage(os.fspath(item), pids[k] if pids is not None else f"gallery:{k}",
-                                           camera_id=cameras[k] if cameras is not None else None))
+                images.append(
+                    GalleryImage(
+                        os.fspath(item),
+                        pids[k] if pids is not None else f"gallery:{k}",
+                        camera_id=cameras[k] if cameras is not None else None,
+                    )
+                )
             else:
-                raise InputError(f"index_images: paths[{k}] must be an image path or a GalleryImage, "
-                                 f"got {type(item).__name__}")
+                raise InputError(
+                    f"index_images: paths[{k}] must be an image path or a GalleryImage, got {type(item).__name__}"
+                )
         index = self.backend.index_images(images, root=root, progress=progress, strict=strict)
         if self.appearance is not None:  # the images the attribute model read: readable, inside the root
             index = self.appearance.add_to(index, allow_outside_root=self.backend.allow_outside_root)
@@ -148,10 +164,16 @@ def _sequence(values: Any, name: str, what: str) -> list[Any]:
     return list(values)
 
 
-def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch_size: int = DEFAULT_BATCH_SIZE,
-                  engine: str = RUN_ENGINE,
-                  onnx_cache: str | Path | None = None, text_precision: str = "fp32",
-                  appearance: str | Path | None = "auto") -> Pipeline:
+def load_pipeline(
+    run_dir: str | Path = "shipped",
+    *,
+    device: str = "cpu",
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    engine: str = RUN_ENGINE,
+    onnx_cache: str | Path | None = None,
+    text_precision: str = "fp32",
+    appearance: str | Path | None = "auto",
+) -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
     model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
     ``"hf-hub:ORG/NAME[@REV]"`` (:mod:`minterpr.models.zoo`) as a pipeline; CPU by default.
@@ -171,6 +193,10 @@ def load_pipeline(run_dir: str | Path = "shipped", *, device: str = "cpu", batch
     from minterpr.runtime.appearance import choose_appearance
 
     # the appearance model computes where the attribute model does: ONNX Runtime on the CPU unless engine="torch"
-    looks = choose_appearance(appearance, run.model_path, engine="torch" if str(device) != "cpu" else engine,
-                              onnx_cache=sibling_onnx_path(onnx_cache, "appearance"))
+    looks = choose_appearance(
+        appearance,
+        run.model_path,
+        engine="torch" if str(device) != "cpu" else engine,
+        onnx_cache=sibling_onnx_path(onnx_cache, "appearance"),
+    )
     return Pipeline(run, backend, looks)

@@ -21,6 +21,7 @@ Example:
     >>> sorted(publish_files(folder))  # the card is also the hub's README.md
     ['MODEL_CARD.md', 'README.md', 'config.json', 'model.safetensors']
 """
+
 from __future__ import annotations
 
 import os
@@ -54,8 +55,9 @@ def publish_files(model_dir: str | os.PathLike[str]) -> dict[str, Path]:
     """Path in the repository -> local file: every regular, non-hidden file at the top of ``model_dir``,
     and ``README.md`` from ``MODEL_CARD.md`` when the directory has no README.md of its own."""
     folder = Path(model_dir)
-    files = {p.name: p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink()
-             and not p.name.startswith(".")}
+    files = {
+        p.name: p for p in sorted(folder.iterdir()) if p.is_file() and not p.is_symlink() and not p.name.startswith(".")
+    }
     if "README.md" not in files and "MODEL_CARD.md" in files:
         files["README.md"] = files["MODEL_CARD.md"]
     return files
@@ -65,8 +67,9 @@ def _hub_module() -> Any:
     try:
         import huggingface_hub
     except ImportError:
-        raise InputError("pushing to the hub needs huggingface_hub: pip install -c constraints.txt "
-                         "'minterpr[model]'") from None
+        raise InputError(
+            "pushing to the hub needs huggingface_hub: pip install -c constraints.txt 'minterpr[model]'"
+        ) from None
     return huggingface_hub
 
 
@@ -80,8 +83,12 @@ def _hub_errors() -> tuple[type[BaseException], ...]:
     import importlib
 
     found: list[type[BaseException]] = [OSError, ValueError]
-    for module, name in (("huggingface_hub.errors", "HfHubHTTPError"), ("httpx2", "HTTPError"),
-                         ("httpx", "HTTPError"), ("requests", "RequestException")):
+    for module, name in (
+        ("huggingface_hub.errors", "HfHubHTTPError"),
+        ("httpx2", "HTTPError"),
+        ("httpx", "HTTPError"),
+        ("requests", "RequestException"),
+    ):
         try:
             found.append(getattr(importlib.import_module(module), name))
         except (ImportError, AttributeError):
@@ -89,8 +96,15 @@ def _hub_errors() -> tuple[type[BaseException], ...]:
     return tuple(found)
 
 
-def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision: str | None = None,
-                   private: bool = False, commit_message: str | None = None, api: Any = None) -> PushResult:
+def push_model_dir(
+    model_dir: str | os.PathLike[str],
+    repo_id: str,
+    *,
+    revision: str | None = None,
+    private: bool = False,
+    commit_message: str | None = None,
+    api: Any = None,
+) -> PushResult:
     """Upload the exported model directory ``model_dir`` to the hub repository ``repo_id`` (module doc).
 
     ``api``: an object with ``huggingface_hub.HfApi``'s ``create_repo``, ``create_branch`` and
@@ -104,12 +118,15 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
         raise InputError(f"{repo_id}: push to ORG/NAME and name the branch with --revision, not @{pinned}")
     folder = Path(model_dir)
     if not (folder / "config.json").is_file():
-        raise InputError(f"{folder}: not an exported model directory (no config.json): "
-                         "write one with minterpr export RUN --out DIR")
+        raise InputError(
+            f"{folder}: not an exported model directory (no config.json): write one with minterpr export RUN --out DIR"
+        )
     if not any((folder / name).is_file() for name in CARD_FILES):
-        raise InputError(f"{folder}: no model card ({' or '.join(CARD_FILES)}): say what the model was trained on, "
-                         "those data's terms, what it does and does not do, and its intended use before publishing "
-                         "it (models/peta-pa100k-lite2/MODEL_CARD.md is one)")
+        raise InputError(
+            f"{folder}: no model card ({' or '.join(CARD_FILES)}): say what the model was trained on, "
+            "those data's terms, what it does and does not do, and its intended use before publishing "
+            "it (models/peta-pa100k-lite2/MODEL_CARD.md is one)"
+        )
     from minterpr.runtime.run import load_run
 
     load_run(folder)  # what a user's --run hf-hub:... will do: the checksum, config and extras are checked here
@@ -122,12 +139,18 @@ def push_model_dir(model_dir: str | os.PathLike[str], repo_id: str, *, revision:
         api.create_repo(repo, repo_type="model", private=private, exist_ok=True)
         if branch != "main":
             api.create_branch(repo, branch=branch, repo_type="model", exist_ok=True)
-        info = api.create_commit(repo, operations, commit_message=commit_message or f"minterpr model {folder.name}",
-                                 revision=branch, repo_type="model")
+        info = api.create_commit(
+            repo,
+            operations,
+            commit_message=commit_message or f"minterpr model {folder.name}",
+            revision=branch,
+            repo_type="model",
+        )
     except _hub_errors() as err:
         raise RunError(f"{HUB_PREFIX}{repo}", f"the push to the Hugging Face Hub failed ({first_line(err)})") from None
-    return PushResult(repo_id=repo, revision=branch, commit=str(info.oid), url=str(info.commit_url),
-                      files=tuple(sorted(files)))
+    return PushResult(
+        repo_id=repo, revision=branch, commit=str(info.oid), url=str(info.commit_url), files=tuple(sorted(files))
+    )
 
 
 # float16 storage of the appearance model is accepted when every crop's vector keeps at least this
@@ -147,9 +170,16 @@ class AppearancePublished:
     bytes: int  # size of model.safetensors
 
 
-def publish_appearance(checkpoint: str | os.PathLike[str], name: str, summary: str, *,
-                       check: str | os.PathLike[str] | None = None, precision: str = "auto",
-                       min_cosine: float = APPEARANCE_HALF_COSINE_MIN, pin: bool = True) -> AppearancePublished:
+def publish_appearance(
+    checkpoint: str | os.PathLike[str],
+    name: str,
+    summary: str,
+    *,
+    check: str | os.PathLike[str] | None = None,
+    precision: str = "auto",
+    min_cosine: float = APPEARANCE_HALF_COSINE_MIN,
+    pin: bool = True,
+) -> AppearancePublished:
     """Publish a reid run's ``best.pt`` as the shipped appearance model ``models/NAME`` (one step:
     ``minterpr models publish-appearance``). ``check``: a re-id manifest (``minterpr data reid``'s
     ``val.jsonl``) whose crops measure the float16 drift and rank-1 of both precisions; without it,
@@ -184,8 +214,10 @@ def publish_appearance(checkpoint: str | os.PathLike[str], name: str, summary: s
     out = shipped_models_dir() / name
     missing = [note for note in SHIP_NOTES if not (out / note).is_file()]
     if missing:
-        raise InputError(f"{out / missing[0]}: missing; write the model card and the weights' licence note before "
-                         "publishing (models/peta-pa100k-lite2/ has examples)")
+        raise InputError(
+            f"{out / missing[0]}: missing; write the model card and the weights' licence note before "
+            "publishing (models/peta-pa100k-lite2/ has examples)"
+        )
     source = load_appearance(Path(checkpoint), engine="torch")  # the weights' own vectors, no export needed
     with tempfile.TemporaryDirectory() as scratch:
         save_reid_dir(source.model, scratch, precision="float16")
@@ -203,23 +235,40 @@ def publish_appearance(checkpoint: str | os.PathLike[str], name: str, summary: s
             half_vectors = half.embed_files(crops, strict=True)[0]
             cosine = float(np.sum(full_vectors * half_vectors, axis=1).min())
             for label, vectors in (("float32", full_vectors), ("float16", half_vectors)):
-                rank1[label] = reid_metrics(vectors[:len(query)], vectors[len(query):], [i.person_id for i in query],
-                                            [i.person_id for i in gallery], [i.camera for i in query],
-                                            [i.camera for i in gallery]).cmc[1]
+                rank1[label] = reid_metrics(
+                    vectors[: len(query)],
+                    vectors[len(query) :],
+                    [i.person_id for i in query],
+                    [i.person_id for i in gallery],
+                    [i.camera for i in query],
+                    [i.camera for i in gallery],
+                ).cmc[1]
     fits = cosine >= min_cosine and rank1.get("float16") == rank1.get("float32")
     if precision == "float16" and not fits:
-        raise RunError(out, f"float16 moves the vectors too far (cosine {cosine:.6f} < {min_cosine}, or rank-1 "
-                            f"{rank1}): publish with precision float32")
+        raise RunError(
+            out,
+            f"float16 moves the vectors too far (cosine {cosine:.6f} < {min_cosine}, or rank-1 "
+            f"{rank1}): publish with precision float32",
+        )
     chosen = precision if precision != "auto" else ("float16" if fits else "float32")
-    manifest = save_reid_dir(source.model, out, precision=chosen, source={
-        "checkpoint_sha256": _sha256(Path(source.path)), "half_cosine_min": round(cosine, 6), "rank1_check": rank1,
-        "check_manifest": None if check is None else Path(check).name})
+    manifest = save_reid_dir(
+        source.model,
+        out,
+        precision=chosen,
+        source={
+            "checkpoint_sha256": _sha256(Path(source.path)),
+            "half_cosine_min": round(cosine, 6),
+            "rank1_check": rank1,
+            "check_manifest": None if check is None else Path(check).name,
+        },
+    )
     shipped = load_reid_dir(out)
     fingerprint = model_fingerprint(shipped)
     if pin:
         pin_shipped_model(name, summary, fingerprint, kind=APPEARANCE_KIND)
-    return AppearancePublished(out, chosen, cosine if chosen == "float16" else 1.0, rank1, fingerprint,
-                               int(manifest["weights"]["bytes"]))
+    return AppearancePublished(
+        out, chosen, cosine if chosen == "float16" else 1.0, rank1, fingerprint, int(manifest["weights"]["bytes"])
+    )
 
 
 SHIP_NOTES = ("MODEL_CARD.md", "LICENSE-WEIGHTS.md")  # what a shipped model folder needs besides its weights

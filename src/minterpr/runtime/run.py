@@ -30,6 +30,7 @@ Example:
     Traceback (most recent call last):
     minterpr.errors.RunError: .../nothing: no such run directory or model file (train one: ...)
 """
+
 from __future__ import annotations
 
 import os
@@ -77,8 +78,9 @@ class TrainedRun:
         from minterpr.runtime.neural_backend import NeuralBackend
 
         options.setdefault("engine", RUN_ENGINE)  # ONNX Runtime on CPU when installed: same results, faster
-        return NeuralBackend(self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size,
-                             **options)
+        return NeuralBackend(
+            self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size, **options
+        )
 
 
 def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
@@ -103,8 +105,11 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     from minterpr.models.reid_dir import is_reid_dir
 
     if is_reid_dir(path):  # the other half of a shipped pair: one line, not a format error
-        raise RunError(path, "holds the appearance model only, no attribute model: name it with --appearance "
-                             "(appearance=) and the attribute model with --run (e.g. shipped)")
+        raise RunError(
+            path,
+            "holds the appearance model only, no attribute model: name it with --appearance "
+            "(appearance=) and the attribute model with --run (e.g. shipped)",
+        )
     if is_model_dir(path):  # an exported model directory: it is the model
         return path, None
     last, best = path / "last.pt", path / "best.pt"
@@ -117,8 +122,10 @@ def model_path_of(path: str | os.PathLike[str]) -> tuple[Path, Path | None]:
     elif model.exists():
         reason = "model.pt is not a regular file"
     else:
-        reason = (f"not a training run (no model.pt, last.pt or best.pt) nor an exported model directory (no "
-                  f"config.json); train one: {TRAIN_HINT}")
+        reason = (
+            f"not a training run (no model.pt, last.pt or best.pt) nor an exported model directory (no "
+            f"config.json); train one: {TRAIN_HINT}"
+        )
     raise RunError(path, reason)
 
 
@@ -158,8 +165,13 @@ def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun
 HALF_COSINE_MIN, HALF_PROB_MAX_ABS = 0.999, 0.01
 
 
-def export_model_dir(path: str | os.PathLike[str], out_dir: str | os.PathLike[str], *,
-               self_contained: bool = False, precision: str = "float32") -> dict[str, Any]:
+def export_model_dir(
+    path: str | os.PathLike[str],
+    out_dir: str | os.PathLike[str],
+    *,
+    self_contained: bool = False,
+    precision: str = "float32",
+) -> dict[str, Any]:
     """Write the model of a run (directory, model file or model directory) as a shareable model
     directory (``minterpr export``): safetensors weights, ``config.json``, the typed extras as
     ``extras.json``; pretrained encoder weights that training left unchanged are referenced by
@@ -181,14 +193,21 @@ def export_model_dir(path: str | os.PathLike[str], out_dir: str | os.PathLike[st
     from minterpr.models.model_dir import half_precision_drift, load_model_dir, save_model_dir
 
     run = load_run(path)
-    manifest = save_model_dir(run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained,
-                              precision=precision)
+    manifest = save_model_dir(
+        run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained, precision=precision
+    )
     if precision == "float16":
         drift = half_precision_drift(run.model, load_model_dir(out_dir)[0])
         manifest["half_precision_drift"] = drift
-        if drift["image_cosine_min"] < HALF_COSINE_MIN or drift["text_cosine_min"] < HALF_COSINE_MIN \
-                or drift["attribute_prob_max_abs"] > HALF_PROB_MAX_ABS:
-            raise RunError(Path(out_dir), f"float16 storage changes this model too much ({drift}; accepted: cosine >= "
-                                          f"{HALF_COSINE_MIN}, probabilities within {HALF_PROB_MAX_ABS}): "
-                                          "export it at float32")
+        if (
+            drift["image_cosine_min"] < HALF_COSINE_MIN
+            or drift["text_cosine_min"] < HALF_COSINE_MIN
+            or drift["attribute_prob_max_abs"] > HALF_PROB_MAX_ABS
+        ):
+            raise RunError(
+                Path(out_dir),
+                f"float16 storage changes this model too much ({drift}; accepted: cosine >= "
+                f"{HALF_COSINE_MIN}, probabilities within {HALF_PROB_MAX_ABS}): "
+                "export it at float32",
+            )
     return manifest

@@ -6,6 +6,7 @@ Jinja2, python-multipart); importing ``minterpr.serving.app`` without it says so
 layer (:mod:`~minterpr.serving.service`) is what the routes call; :func:`~minterpr.serving.app.create_app`
 builds the application.
 """
+
 from __future__ import annotations
 
 SERVE_EXTRA = "pip install -c constraints.txt 'minterpr[serve]'"
@@ -15,8 +16,9 @@ def require_serve_packages() -> None:
     """ImportError naming the extra when FastAPI, uvicorn or SQLAlchemy is missing."""
     import importlib.util
 
-    missing = [name for name in ("fastapi", "uvicorn", "sqlalchemy", "multipart")
-               if importlib.util.find_spec(name) is None]
+    missing = [
+        name for name in ("fastapi", "uvicorn", "sqlalchemy", "multipart") if importlib.util.find_spec(name) is None
+    ]
     if missing:
         raise ImportError(f"the search service needs {', '.join(missing)}: {SERVE_EXTRA}")
 

@@ -21,6 +21,7 @@ Example:
     ...
     minterpr.serving.errors.ApiError: wrong username or password
 """
+
 from __future__ import annotations
 
 import re
@@ -34,8 +35,16 @@ from minterpr.serving import audit
 from minterpr.serving.db import ApiKey, Database, Login, User, now
 from minterpr.serving.errors import ApiError
 from minterpr.serving.ratelimit import RateLimiter
-from minterpr.serving.security import (ROLES, check_password_strength, dummy_verify, hash_password, needs_rehash,
-                                       new_token, token_hash, verify_password)
+from minterpr.serving.security import (
+    ROLES,
+    check_password_strength,
+    dummy_verify,
+    hash_password,
+    needs_rehash,
+    new_token,
+    token_hash,
+    verify_password,
+)
 from minterpr.serving.settings import ServeSettings
 
 _USERNAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{1,63}$")
@@ -104,8 +113,10 @@ class Accounts:
 
     def users(self) -> list[dict[str, Any]]:
         with self.db.transaction() as tx:
-            return [{"id": u.id, "username": u.username, "role": u.role, "disabled": u.disabled}
-                    for u in tx.scalars(select(User).order_by(User.id))]
+            return [
+                {"id": u.id, "username": u.username, "role": u.role, "disabled": u.disabled}
+                for u in tx.scalars(select(User).order_by(User.id))
+            ]
 
     def count_admins(self) -> int:
         with self.db.transaction() as tx:
@@ -117,8 +128,12 @@ class Accounts:
         401 when wrong."""
         wait = self.client_limiter.take(client) or self.login_limiter.take(username.lower())
         if wait > 0:
-            raise ApiError(429, "rate_limited", f"too many login attempts; try again in {wait:.0f} s",
-                           headers={"Retry-After": str(max(1, round(wait)))})
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"too many login attempts; try again in {wait:.0f} s",
+                headers={"Retry-After": str(max(1, round(wait)))},
+            )
         with self.db.transaction() as tx:
             user = tx.scalar(select(User).where(User.username == username))
         if user is None or user.disabled:
@@ -135,15 +150,21 @@ class Accounts:
             else:
                 token, csrf = new_token(), new_token()
                 created = now()
-                login = Login(user_id=user.id, token_hash=token_hash(token), csrf_token=csrf, created=created,
-                              expires=created + self.settings.login_ttl_hours * 3600)
+                login = Login(
+                    user_id=user.id,
+                    token_hash=token_hash(token),
+                    csrf_token=csrf,
+                    created=created,
+                    expires=created + self.settings.login_ttl_hours * 3600,
+                )
                 tx.add(login)
                 tx.flush()
                 audit.append(tx, user.username, "login", None, {"client": client, "via": "password"})
         if not ok:
             raise ApiError(401, "unauthenticated", "wrong username or password")
-        return LoginGrant(token, csrf, login.expires,
-                          Principal(user.id, user.username, user.role, "cookie", login.id, csrf))
+        return LoginGrant(
+            token, csrf, login.expires, Principal(user.id, user.username, user.role, "cookie", login.id, csrf)
+        )
 
     def logout(self, principal: Principal) -> None:
         with self.db.write() as tx:
@@ -156,8 +177,9 @@ class Accounts:
     def from_login_token(self, token: str) -> Principal | None:
         """The principal of a live login cookie, else None."""
         with self.db.transaction() as tx:
-            row = tx.execute(select(Login, User).join(User, User.id == Login.user_id)
-                             .where(Login.token_hash == token_hash(token))).first()
+            row = tx.execute(
+                select(Login, User).join(User, User.id == Login.user_id).where(Login.token_hash == token_hash(token))
+            ).first()
         if row is None:
             return None
         login, user = row
@@ -172,8 +194,9 @@ class Accounts:
             raise InputError("an API key needs a name of 1-100 characters")
         key = KEY_PREFIX + new_token()
         with self.db.write() as tx:
-            row = ApiKey(user_id=principal.user_id, name=name.strip(), key_hash=token_hash(key),
-                         prefix=key[:10], created=now())
+            row = ApiKey(
+                user_id=principal.user_id, name=name.strip(), key_hash=token_hash(key), prefix=key[:10], created=now()
+            )
             tx.add(row)
             tx.flush()
             audit.append(tx, principal.username, "key_create", None, {"key_id": row.id, "name": row.name})
@@ -182,8 +205,10 @@ class Accounts:
     def api_keys(self, principal: Principal) -> list[dict[str, Any]]:
         with self.db.transaction() as tx:
             rows = tx.scalars(select(ApiKey).where(ApiKey.user_id == principal.user_id).order_by(ApiKey.id))
-            return [{"id": r.id, "name": r.name, "prefix": r.prefix, "created": r.created, "revoked": r.revoked}
-                    for r in rows]
+            return [
+                {"id": r.id, "name": r.name, "prefix": r.prefix, "created": r.created, "revoked": r.revoked}
+                for r in rows
+            ]
 
     def revoke_api_key(self, principal: Principal, key_id: int) -> None:
         with self.db.write() as tx:
@@ -197,8 +222,9 @@ class Accounts:
         if not key.startswith(KEY_PREFIX) or len(key) > 100:
             return None
         with self.db.transaction() as tx:
-            row = tx.execute(select(ApiKey, User).join(User, User.id == ApiKey.user_id)
-                             .where(ApiKey.key_hash == token_hash(key))).first()
+            row = tx.execute(
+                select(ApiKey, User).join(User, User.id == ApiKey.user_id).where(ApiKey.key_hash == token_hash(key))
+            ).first()
         if row is None or row[0].revoked or row[1].disabled:
             return None
         return Principal(row[1].id, row[1].username, row[1].role, "api_key", key_id=row[0].id)

@@ -17,6 +17,7 @@ Example:
     >>> response.status_code, response.json()["error"]["code"]
     (401, 'unauthenticated')
 """
+
 from __future__ import annotations
 
 import importlib.util
@@ -27,8 +28,11 @@ from minterpr.serving.errors import ApiError, install_error_handlers
 from minterpr.serving.service import Services, build_services
 from minterpr.serving.settings import ServeSettings
 
-_SECURITY_HEADERS = [(b"x-content-type-options", b"nosniff"), (b"x-frame-options", b"DENY"),
-                     (b"referrer-policy", b"same-origin")]
+_SECURITY_HEADERS = [
+    (b"x-content-type-options", b"nosniff"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"same-origin"),
+]
 
 
 class _Limits:
@@ -106,8 +110,13 @@ class _AuditRefusals:
 
                 state = scope.get("state") or {}
                 principal = state.get("principal")
-                details = {"method": scope.get("method"), "path": scope.get("path"), "status": status,
-                           "code": state.get("refusal"), "via": getattr(principal, "via", None)}
+                details = {
+                    "method": scope.get("method"),
+                    "path": scope.get("path"),
+                    "status": status,
+                    "code": state.get("refusal"),
+                    "via": getattr(principal, "via", None),
+                }
                 await run_in_threadpool(self.services.audit.record, principal, "refused", None, details)
 
 
@@ -119,9 +128,17 @@ async def _refuse(send: Any, max_bytes: int) -> None:
     import json
 
     body = json.dumps(ApiError(413, "too_large", f"the request body is larger than {max_bytes} bytes").body()).encode()
-    await send({"type": "http.response.start", "status": 413,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
-                            *_SECURITY_HEADERS]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 413,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(body)).encode()),
+                *_SECURITY_HEADERS,
+            ],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -130,8 +147,10 @@ _DOCS_INIT = """window.ui = SwaggerUIBundle({url: "/api/openapi.json", dom_id: "
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset]});
 """
 # the pages' policy (minterpr.serving.pages.search), with Swagger UI's inline SVG images (data:) and its styles
-DOCS_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
-               "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'")
+DOCS_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+    "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"
+)
 
 
 def _offline_docs(app: Any) -> None:
@@ -145,14 +164,17 @@ def _offline_docs(app: Any) -> None:
     from fastapi.staticfiles import StaticFiles
 
     assets = "/api/docs/static"
-    app.mount(assets, StaticFiles(directory=Path(__file__).resolve().parent / "static" / "swagger-ui"),
-              name="swagger-ui")
-    page = (f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>minterpr API</title>\n'
-            f'<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
-            f'<link type="text/css" rel="stylesheet" href="{assets}/swagger-ui.css">\n'
-            f'<link rel="icon" href="{assets}/favicon-32x32.png">\n</head>\n<body>\n<div id="swagger-ui"></div>\n'
-            f'<script src="{assets}/swagger-ui-bundle.js"></script>\n<script src="/api/docs/init.js"></script>\n'
-            f'</body>\n</html>\n')
+    app.mount(
+        assets, StaticFiles(directory=Path(__file__).resolve().parent / "static" / "swagger-ui"), name="swagger-ui"
+    )
+    page = (
+        f'<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n<title>minterpr API</title>\n'
+        f'<meta name="viewport" content="width=device-width, initial-scale=1.0">\n'
+        f'<link type="text/css" rel="stylesheet" href="{assets}/swagger-ui.css">\n'
+        f'<link rel="icon" href="{assets}/favicon-32x32.png">\n</head>\n<body>\n<div id="swagger-ui"></div>\n'
+        f'<script src="{assets}/swagger-ui-bundle.js"></script>\n<script src="/api/docs/init.js"></script>\n'
+        f"</body>\n</html>\n"
+    )
 
     @app.get("/api/docs", include_in_schema=False)
     def docs() -> Any:
@@ -179,10 +201,16 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
         yield
         services.close()
 
-    app = FastAPI(title="minterpr", version="1", lifespan=lifespan, openapi_url="/api/openapi.json",
-                  docs_url=None, redoc_url=None,
-                  description="Interactive person search over gallery stores, in cases with an audit trail. "
-                              "Results are similarities, never identities.")
+    app = FastAPI(
+        title="minterpr",
+        version="1",
+        lifespan=lifespan,
+        openapi_url="/api/openapi.json",
+        docs_url=None,
+        redoc_url=None,
+        description="Interactive person search over gallery stores, in cases with an audit trail. "
+        "Results are similarities, never identities.",
+    )
     app.state.services = services
     app.state.settings = settings
     install_error_handlers(app)
@@ -200,7 +228,10 @@ def create_app(settings: ServeSettings, services: Services | None = None) -> Any
 
         pages.register(app)
     app.add_middleware(_AuditRefusals, services=services)
-    app.add_middleware(_Limits, max_bytes=settings.max_request_bytes,  # a video upload: its size and the form's
-                       paths={"/ingest/upload": settings.max_video_bytes + 64 * 1024})
+    app.add_middleware(
+        _Limits,
+        max_bytes=settings.max_request_bytes,  # a video upload: its size and the form's
+        paths={"/ingest/upload": settings.max_video_bytes + 64 * 1024},
+    )
     app.add_middleware(RequestMetrics, metrics=app.state.metrics)  # outermost: every response gets its id
     return app

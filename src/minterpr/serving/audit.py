@@ -30,6 +30,7 @@ Example:
     >>> report.ok, report.problems[0]
     (False, 'line 2 (seq 2): hash does not match the entry (edited)')
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,14 +57,22 @@ def canonical(value: Any) -> str:
 
 def entry_hash(entry: dict[str, Any]) -> str:
     """SHA-256 (hex) of the entry without its ``hash``."""
-    body = {key: entry[key] for key in _FIELDS
-            if key != "hash" and not (key in _OPTIONAL and entry.get(key) is None)}
+    body = {key: entry[key] for key in _FIELDS if key != "hash" and not (key in _OPTIONAL and entry.get(key) is None)}
     return hashlib.sha256(canonical(body).encode("utf-8")).hexdigest()
 
 
 def _row_entry(row: AuditRow) -> dict[str, Any]:
-    return {"seq": row.seq, "time": row.time, "user": row.user, "action": row.action, "case": row.case_id,
-            "details": json.loads(row.details), "request": row.request_id, "prev": row.prev_hash, "hash": row.hash}
+    return {
+        "seq": row.seq,
+        "time": row.time,
+        "user": row.user,
+        "action": row.action,
+        "case": row.case_id,
+        "details": json.loads(row.details),
+        "request": row.request_id,
+        "prev": row.prev_hash,
+        "hash": row.hash,
+    }
 
 
 def head(tx: Session) -> tuple[int, str]:
@@ -72,24 +81,50 @@ def head(tx: Session) -> tuple[int, str]:
     return (int(row[0]), str(row[1])) if row else (0, GENESIS)
 
 
-def append(tx: Session, user: str | None, action: str, case_id: int | None, details: dict[str, Any], *,
-           request: str | None = None) -> dict[str, Any]:
+def append(
+    tx: Session,
+    user: str | None,
+    action: str,
+    case_id: int | None,
+    details: dict[str, Any],
+    *,
+    request: str | None = None,
+) -> dict[str, Any]:
     """Append one entry in ``tx`` (a :meth:`Database.write` transaction); returns it. ``request``:
     the request id to record, by default that of the request being served (None outside one)."""
     seq, prev = head(tx)
     request = request or request_id()
-    entry = {"seq": seq + 1, "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"), "user": user,
-             "action": action, "case": case_id, "details": json.loads(canonical(details)), "request": request,
-             "prev": prev}
+    entry = {
+        "seq": seq + 1,
+        "time": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
+        "user": user,
+        "action": action,
+        "case": case_id,
+        "details": json.loads(canonical(details)),
+        "request": request,
+        "prev": prev,
+    }
     entry["hash"] = entry_hash(entry)
-    tx.add(AuditRow(seq=entry["seq"], time=entry["time"], user=user, action=action, case_id=case_id,
-                    details=canonical(entry["details"]), request_id=request, prev_hash=prev, hash=entry["hash"]))
+    tx.add(
+        AuditRow(
+            seq=entry["seq"],
+            time=entry["time"],
+            user=user,
+            action=action,
+            case_id=case_id,
+            details=canonical(entry["details"]),
+            request_id=request,
+            prev_hash=prev,
+            hash=entry["hash"],
+        )
+    )
     tx.flush()
     return entry
 
 
-def entries(db: Any, *, after: int = 0, limit: int | None = None, case_id: int | None = None,
-            upto: int | None = None) -> list[dict[str, Any]]:
+def entries(
+    db: Any, *, after: int = 0, limit: int | None = None, case_id: int | None = None, upto: int | None = None
+) -> list[dict[str, Any]]:
     """Entries with ``after`` < seq (<= ``upto``) in order (of one case, if given)."""
     with db.transaction() as tx:
         query = select(AuditRow).where(AuditRow.seq > after).order_by(AuditRow.seq)
@@ -127,8 +162,9 @@ class VerifyReport:
         return not self.problems
 
 
-def verify_lines(lines: Iterable[str | bytes], *, expected_head: str | None = None,
-                 max_problems: int = 20) -> VerifyReport:
+def verify_lines(
+    lines: Iterable[str | bytes], *, expected_head: str | None = None, max_problems: int = 20
+) -> VerifyReport:
     """Check an exported log: every line one entry, hashes recomputed, ``prev`` links and ``seq``
     consecutive from 1; with ``expected_head``, the last hash must be it (nothing cut off the end)."""
     report = VerifyReport()
@@ -159,14 +195,18 @@ def verify_lines(lines: Iterable[str | bytes], *, expected_head: str | None = No
         if recomputed != entry["hash"]:
             report.problems.append(f"{where}: hash does not match the entry (edited)")
         elif entry["prev"] != prev:
-            report.problems.append(f"{where}: prev does not match the hash of the entry before (an entry "
-                                   "before it was removed, edited or reordered)")
+            report.problems.append(
+                f"{where}: prev does not match the hash of the entry before (an entry "
+                "before it was removed, edited or reordered)"
+            )
         prev = entry["hash"] if isinstance(entry["hash"], str) else GENESIS
         expected_seq = (entry["seq"] + 1) if isinstance(entry["seq"], int) else expected_seq + 1
         report.head = prev
     if expected_head is not None and report.head != expected_head:
-        report.problems.append(f"the last entry's hash {report.head[:16]}... is not the expected head "
-                               f"{expected_head[:16]}... (entries missing at the end, or another log)")
+        report.problems.append(
+            f"the last entry's hash {report.head[:16]}... is not the expected head "
+            f"{expected_head[:16]}... (entries missing at the end, or another log)"
+        )
     return report
 
 

@@ -18,6 +18,7 @@ Example:
     >>> backup(ServeSettings(data_dir=state), out)["database"]
     'minterpr.db'
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -39,7 +40,7 @@ _DATABASE = "minterpr.db"
 
 def _sqlite_path(settings: ServeSettings) -> Path | None:
     url = settings.resolved_database_url()
-    return Path(url[len("sqlite:///"):]) if url.startswith("sqlite:///") else None
+    return Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
 
 
 def backup(settings: ServeSettings, out: Path) -> dict[str, Any]:
@@ -61,8 +62,7 @@ def backup(settings: ServeSettings, out: Path) -> dict[str, Any]:
         seq, head = AuditService(db).head()
         revision = schema.revision(db.engine)
         with db.transaction() as tx:
-            outside = [row.directory for row in tx.scalars(select(GalleryRow))
-                       if not settings.is_state(row.directory)]
+            outside = [row.directory for row in tx.scalars(select(GalleryRow)) if not settings.is_state(row.directory)]
     finally:
         db.dispose()
     source = _sqlite_path(settings)
@@ -77,11 +77,15 @@ def backup(settings: ServeSettings, out: Path) -> dict[str, Any]:
     uploads = Path(settings.uploads_dir)
     if uploads.exists() and not uploads.resolve().is_relative_to(data.resolve()):
         shutil.copytree(uploads, out / "uploads")
-    manifest = {"made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-                "database": _DATABASE if source is not None else None,
-                "database_note": None if source is not None else "not SQLite: back it up with pg_dump",
-                "schema": revision, "audit_seq": seq, "audit_head": head,
-                "galleries_outside_state": outside}
+    manifest = {
+        "made": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "database": _DATABASE if source is not None else None,
+        "database_note": None if source is not None else "not SQLite: back it up with pg_dump",
+        "schema": revision,
+        "audit_seq": seq,
+        "audit_head": head,
+        "galleries_outside_state": outside,
+    }
     _private_file(out / MANIFEST)
     (out / MANIFEST).write_text(json.dumps(manifest, indent=1) + "\n")
     return manifest
@@ -107,10 +111,16 @@ def _read_manifest(source: Path) -> dict[str, Any]:
     if not isinstance(manifest, dict) or not {"database", "audit_seq", "audit_head"} <= set(manifest):
         raise InputError(f"{source / MANIFEST}: not a minterpr backup (database, audit_seq, audit_head missing)")
     name = manifest["database"]
-    if name is not None and (not isinstance(name, str) or Path(name).name != name or name in ("", ".", "..")
-                             or not _within(source / name, source) or not (source / name).is_file()):
-        raise InputError(f"{source / MANIFEST}: database {name!r} is not a file of the backup folder; "
-                         "nothing was restored")
+    if name is not None and (
+        not isinstance(name, str)
+        or Path(name).name != name
+        or name in ("", ".", "..")
+        or not _within(source / name, source)
+        or not (source / name).is_file()
+    ):
+        raise InputError(
+            f"{source / MANIFEST}: database {name!r} is not a file of the backup folder; nothing was restored"
+        )
     for folder in ("files", "uploads"):
         if (source / folder).exists() and not _within(source / folder, source):
             raise InputError(f"{source / folder} links outside the backup folder; nothing was restored")
@@ -139,10 +149,19 @@ def restore(settings: ServeSettings, source: Path) -> dict[str, Any]:
     # restore that fails leaves no half-restored state folder
     data.parent.mkdir(parents=True, exist_ok=True)
     staged = Path(tempfile.mkdtemp(prefix=f".{data.name}.restoring-", dir=data.parent))  # mode 0700
-    staged_uploads = Path(tempfile.mkdtemp(prefix=".uploads.restoring-", dir=_parent(uploads))) if uploads_apart else None
+    staged_uploads = (
+        Path(tempfile.mkdtemp(prefix=".uploads.restoring-", dir=_parent(uploads))) if uploads_apart else None
+    )
     in_data = target is not None and _within(target.parent, data)
-    staged_db = None if target is None else (staged / target.resolve().relative_to(data.resolve()) if in_data
-                                             else target.with_name(f".{target.name}.restoring"))
+    staged_db = (
+        None
+        if target is None
+        else (
+            staged / target.resolve().relative_to(data.resolve())
+            if in_data
+            else target.with_name(f".{target.name}.restoring")
+        )
+    )
     try:
         if (source / "files").exists():
             shutil.copytree(source / "files", staged, dirs_exist_ok=True, symlinks=True)
@@ -154,8 +173,10 @@ def restore(settings: ServeSettings, source: Path) -> dict[str, Any]:
             staged_db.parent.mkdir(parents=True, exist_ok=True)
             staged_db.unlink(missing_ok=True)
             _private_file(staged_db)
-            with closing(sqlite3.connect(source / manifest["database"])) as saved, \
-                    closing(sqlite3.connect(staged_db)) as live:
+            with (
+                closing(sqlite3.connect(source / manifest["database"])) as saved,
+                closing(sqlite3.connect(staged_db)) as live,
+            ):
                 saved.backup(live)
         url = f"sqlite:///{staged_db.absolute()}" if staged_db is not None else settings.resolved_database_url()
         _verify(url, manifest)
@@ -196,5 +217,7 @@ def _verify(url: str, manifest: dict[str, Any]) -> None:
     finally:
         db.dispose()
     if not report.ok or (seq, head) != (manifest["audit_seq"], manifest["audit_head"]):
-        raise InputError(f"restored database: the audit chain does not end at the backup's head "
-                         f"({seq}, {head} != {manifest['audit_seq']}, {manifest['audit_head']}); nothing was restored")
+        raise InputError(
+            f"restored database: the audit chain does not end at the backup's head "
+            f"({seq}, {head} != {manifest['audit_seq']}, {manifest['audit_head']}); nothing was restored"
+        )

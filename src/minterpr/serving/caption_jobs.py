@@ -30,6 +30,7 @@ Example (an admin's principal; ``serve --vlm-url ... --vlm-model ...``):
     >>> services.jobs.wait(job.id).progress["captioned"]  # doctest: +SKIP
     24
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -47,8 +48,16 @@ from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas.jobs import CaptionRequest, JobView
 
 GIVE_UP_AFTER = 5  # crops in a row without a usable answer after which a job stops (start it again to resume)
-AUDITED = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens",
-           "attempts")  # attempts: HTTP requests, retries included
+AUDITED = (
+    "purpose",
+    "endpoint",
+    "model",
+    "outcome",
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "attempts",
+)  # attempts: HTTP requests, retries included
 
 
 def caption_config(settings: Any) -> Any:
@@ -63,9 +72,13 @@ def caption_config(settings: Any) -> Any:
         >>> config.uses, config.cache_path, config.max_calls, config.url
         (('caption',), None, 50, 'http://127.0.0.1:11434/v1')
     """
-    return dataclasses.replace(settings.vlm, uses=("caption",), cache_path=None,
-                               max_calls=settings.vlm_caption_max_calls,
-                               max_total_tokens=settings.vlm_caption_max_tokens)
+    return dataclasses.replace(
+        settings.vlm,
+        uses=("caption",),
+        cache_path=None,
+        max_calls=settings.vlm_caption_max_calls,
+        max_total_tokens=settings.vlm_caption_max_tokens,
+    )
 
 
 def start_caption(services: Any, principal: Principal, request: CaptionRequest) -> JobView:
@@ -73,8 +86,12 @@ def start_caption(services: Any, principal: Principal, request: CaptionRequest) 
     store's captions file is a symbolic link; 404 for a gallery that is not registered)."""
     settings = services.settings
     if settings.vlm is None:
-        raise ApiError(409, "unavailable", "no vision-language model is configured: serve with --vlm-url and "
-                                           "--vlm-model (or the vlm setting) to caption galleries")
+        raise ApiError(
+            409,
+            "unavailable",
+            "no vision-language model is configured: serve with --vlm-url and "
+            "--vlm-model (or the vlm setting) to caption galleries",
+        )
     try:
         settings.vlm.api_key()  # the variable must be set; the key itself is not kept
     except MinterprError as err:
@@ -92,19 +109,37 @@ def start_caption(services: Any, principal: Principal, request: CaptionRequest) 
     from minterpr.vlm.caption import CAPTIONS_FILE
 
     if os.path.islink(os.path.join(directory, CAPTIONS_FILE)):  # the job appends to it: never through a link
-        raise ApiError(409, "unavailable", f"{os.path.join(directory, CAPTIONS_FILE)} is a symbolic link; the "
-                                           "captioning job writes only a regular file in the gallery's store")
+        raise ApiError(
+            409,
+            "unavailable",
+            f"{os.path.join(directory, CAPTIONS_FILE)} is a symbolic link; the "
+            "captioning job writes only a regular file in the gallery's store",
+        )
 
     def work(job_id: str, stop: threading.Event) -> None:
         _run(services, principal, job_id, request, directory, config, stop)
 
     options = {**request.model_dump(), "endpoint": config.url, "model": config.model}
-    return services.jobs.queue(principal, "caption", request.gallery, directory, options,
-                               {"gallery": request.gallery, "endpoint": config.url, "model": config.model}, work)
+    return services.jobs.queue(
+        principal,
+        "caption",
+        request.gallery,
+        directory,
+        options,
+        {"gallery": request.gallery, "endpoint": config.url, "model": config.model},
+        work,
+    )
 
 
-def _run(services: Any, principal: Principal, job_id: str, request: CaptionRequest, directory: str, config: Any,
-         stop: threading.Event) -> None:
+def _run(
+    services: Any,
+    principal: Principal,
+    job_id: str,
+    request: CaptionRequest,
+    directory: str,
+    config: Any,
+    stop: threading.Event,
+) -> None:
     from minterpr.index.store.gallery_store import load_gallery
     from minterpr.vlm.caption import CAPTIONS_FILE, caption_gallery
     from minterpr.vlm.client import VLMClient
@@ -120,13 +155,18 @@ def _run(services: Any, principal: Principal, job_id: str, request: CaptionReque
     audited = [0]  # calls already audited
 
     def audit_calls() -> None:
-        calls = client.calls[audited[0]:]
+        calls = client.calls[audited[0] :]
         if calls:
             with services.db.write() as tx:
                 for call in calls:
                     record = call.to_dict()
-                    audit.append(tx, principal.username, "vlm_call", None,
-                                 {"job": job_id, "gallery": gallery, **{k: record[k] for k in AUDITED}})
+                    audit.append(
+                        tx,
+                        principal.username,
+                        "vlm_call",
+                        None,
+                        {"job": job_id, "gallery": gallery, **{k: record[k] for k in AUDITED}},
+                    )
             audited[0] += len(calls)
 
     def on_crop(counts: dict[str, Any]) -> None:
@@ -134,9 +174,17 @@ def _run(services: Any, principal: Principal, job_id: str, request: CaptionReque
         jobs.report(job_id, progress(counts, client.usage(), total), f"captioning {gallery}")
 
     try:
-        report = caption_gallery(index.images, index.root, client, os.path.join(directory, CAPTIONS_FILE),
-                                 batch_size=request.batch_size, limit=request.limit, on_crop=on_crop,
-                                 cancel=stop.is_set, give_up_after=GIVE_UP_AFTER)
+        report = caption_gallery(
+            index.images,
+            index.root,
+            client,
+            os.path.join(directory, CAPTIONS_FILE),
+            batch_size=request.batch_size,
+            limit=request.limit,
+            on_crop=on_crop,
+            cancel=stop.is_set,
+            give_up_after=GIVE_UP_AFTER,
+        )
     except (MinterprError, OSError) as err:
         audit_calls()
         jobs.finish(job_id, principal, "failed", f"captioning {gallery} stopped: {err}", {})
@@ -155,14 +203,17 @@ def _run(services: Any, principal: Principal, job_id: str, request: CaptionReque
         except ApiError as err:
             summary["reopen_error"] = err.message
     result = {**summary, "seconds": report["seconds"], "reopened": reopened, "stopped": report["stopped"]}
-    said = (f"{report['captioned']} crops of {gallery} captioned ({report['skipped']} done before, "
-            f"{report['nothing_seen']} with nothing seen, {report['failed']} without an answer, "
-            f"{report['unreadable']} unreadable)")
+    said = (
+        f"{report['captioned']} crops of {gallery} captioned ({report['skipped']} done before, "
+        f"{report['nothing_seen']} with nothing seen, {report['failed']} without an answer, "
+        f"{report['unreadable']} unreadable)"
+    )
     if report["stopped"] == "cancelled":
         jobs.finish(job_id, principal, "cancelled", f"{said}; start it again to resume", result)
     elif report["stopped"]:
-        jobs.finish(job_id, principal, "failed", f"{said}; stopped: {report['stopped']}; start it again to resume",
-                    result)
+        jobs.finish(
+            job_id, principal, "failed", f"{said}; stopped: {report['stopped']}; start it again to resume", result
+        )
     else:
         jobs.finish(job_id, principal, "done", said, result)
 
@@ -179,8 +230,17 @@ def progress(counts: dict[str, Any], usage: dict[str, Any], total: int) -> dict[
     """
     seen_none = counts.get("nothing_seen", 0)  # answered, nothing seen: done, not captioned
     done = counts["skipped"] + counts["captioned"] + seen_none + counts["failed"] + counts["unreadable"]
-    return {"stage": "caption", "fraction": round(done / total, 4) if total else 1.0, "crops_done": done,
-            "crops_total": total, "captioned": counts["captioned"], "nothing_seen": seen_none,
-            "skipped": counts["skipped"],
-            "failed": counts["failed"], "unreadable": counts["unreadable"], "calls": usage["calls"],
-            "calls_failed": usage["failed"], "tokens": usage["prompt_tokens"] + usage["completion_tokens"]}
+    return {
+        "stage": "caption",
+        "fraction": round(done / total, 4) if total else 1.0,
+        "crops_done": done,
+        "crops_total": total,
+        "captioned": counts["captioned"],
+        "nothing_seen": seen_none,
+        "skipped": counts["skipped"],
+        "failed": counts["failed"],
+        "unreadable": counts["unreadable"],
+        "calls": usage["calls"],
+        "calls_failed": usage["failed"],
+        "tokens": usage["prompt_tokens"] + usage["completion_tokens"],
+    }

@@ -10,6 +10,7 @@ Example:
     ...
     minterpr.serving.errors.ApiError: camera 'c3' is outside the case's scope (c1, c2)
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -39,14 +40,26 @@ class Scope:
         if cameras is not None and self.cameras is not None:
             outside = [c for c in cameras if c not in self.cameras]
             if outside:
-                raise ApiError(403, "out_of_scope", f"camera {outside[0]!r} is outside the case's scope "
-                                                    f"({', '.join(self.cameras)})", field="cameras")
+                raise ApiError(
+                    403,
+                    "out_of_scope",
+                    f"camera {outside[0]!r} is outside the case's scope ({', '.join(self.cameras)})",
+                    field="cameras",
+                )
         if start is not None and self.start is not None and start < self.start:
-            raise ApiError(403, "out_of_scope", f"start {format_time(start)} is before the case's scope "
-                                                f"({format_time(self.start)})", field="start")
+            raise ApiError(
+                403,
+                "out_of_scope",
+                f"start {format_time(start)} is before the case's scope ({format_time(self.start)})",
+                field="start",
+            )
         if end is not None and self.end is not None and end > self.end:
-            raise ApiError(403, "out_of_scope", f"end {format_time(end)} is after the case's scope "
-                                                f"({format_time(self.end)})", field="end")
+            raise ApiError(
+                403,
+                "out_of_scope",
+                f"end {format_time(end)} is after the case's scope ({format_time(self.end)})",
+                field="end",
+            )
         new_start = start if start is not None else self.start
         new_end = end if end is not None else self.end
         if new_start is not None and new_end is not None and new_start > new_end:
@@ -70,14 +83,26 @@ class Cases:
         self.db = db
         self.max_text_chars = max_text_chars
 
-    def open_case(self, principal: Principal, title: str, purpose: str, cameras: Sequence[str] | None,
-                  start: datetime | None, end: datetime | None) -> CaseView:
+    def open_case(
+        self,
+        principal: Principal,
+        title: str,
+        purpose: str,
+        cameras: Sequence[str] | None,
+        start: datetime | None,
+        end: datetime | None,
+    ) -> CaseView:
         title, purpose = title.strip(), purpose.strip()
         if not title:
             raise ApiError(422, "invalid", "a case needs a title", field="title")
         if len(purpose) < 10:
-            raise ApiError(422, "invalid", "state the purpose of the search (at least 10 characters: what "
-                                           "happened, a report number, who authorised it)", field="purpose")
+            raise ApiError(
+                422,
+                "invalid",
+                "state the purpose of the search (at least 10 characters: what "
+                "happened, a report number, who authorised it)",
+                field="purpose",
+            )
         if len(purpose) > self.max_text_chars or len(title) > self.max_text_chars:
             raise ApiError(422, "invalid", f"longer than {self.max_text_chars} characters", field="purpose")
         if cameras is not None:
@@ -88,19 +113,45 @@ class Cases:
         if t0 is not None and t1 is not None and t0 > t1:
             raise ApiError(422, "invalid", "the scope's start is after its end", field="start")
         with self.db.write() as tx:
-            case = Case(title=title, purpose=purpose, cameras=cameras, start=t0, end=t1,
-                        created_by=principal.user_id, created=now(), status="open")
+            case = Case(
+                title=title,
+                purpose=purpose,
+                cameras=cameras,
+                start=t0,
+                end=t1,
+                created_by=principal.user_id,
+                created=now(),
+                status="open",
+            )
             tx.add(case)
             tx.flush()
-            audit.append(tx, principal.username, "case_open", case.id,
-                         {"title": title, "purpose": purpose, "cameras": cameras, "start": format_time(t0),
-                          "end": format_time(t1)})
+            audit.append(
+                tx,
+                principal.username,
+                "case_open",
+                case.id,
+                {
+                    "title": title,
+                    "purpose": purpose,
+                    "cameras": cameras,
+                    "start": format_time(t0),
+                    "end": format_time(t1),
+                },
+            )
             return self._view(case, principal.username)
 
     def _view(self, case: Case, creator: str) -> CaseView:
-        return CaseView(id=case.id, title=case.title, purpose=case.purpose, cameras=case.cameras,
-                        start=_datetime(case.start), end=_datetime(case.end), created_by=creator,
-                        created=case.created, status=case.status)  # type: ignore[arg-type]
+        return CaseView(
+            id=case.id,
+            title=case.title,
+            purpose=case.purpose,
+            cameras=case.cameras,
+            start=_datetime(case.start),
+            end=_datetime(case.end),
+            created_by=creator,
+            created=case.created,
+            status=case.status,
+        )  # type: ignore[arg-type]
 
     def list_cases(self) -> list[CaseView]:
         with self.db.transaction() as tx:

@@ -28,6 +28,7 @@ Example:
     ...
     minterpr.errors.InputError: settings: login_ttl_hours (environment variable MINTERPR_LOGIN_TTL_HOURS) must be a number within 0.0166667..8784, got nan
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -54,8 +55,9 @@ def setting_types() -> dict[str, Any]:
     return {f.name: hints[f.name] for f in dataclasses.fields(ServeSettings)}
 
 
-def load_settings(flags: Mapping[str, Any], *, config: str | os.PathLike[str] | None = None,
-                  environ: Mapping[str, str] | None = None) -> ServeSettings:
+def load_settings(
+    flags: Mapping[str, Any], *, config: str | os.PathLike[str] | None = None, environ: Mapping[str, str] | None = None
+) -> ServeSettings:
     """Settings from ``flags`` (field -> value; None = not given), then the environment, then the
     settings file (``config``, else ``$MINTERPR_CONFIG``), then the defaults."""
     environ = os.environ if environ is None else environ

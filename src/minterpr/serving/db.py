@@ -15,6 +15,7 @@ Example:
     ...     tx.scalar(select(User.role).where(User.username == "ana"))
     'analyst'
 """
+
 from __future__ import annotations
 
 import random
@@ -23,14 +24,38 @@ import time
 from contextlib import contextmanager
 from typing import Any, Iterator
 
-from sqlalchemy import (JSON, Float, ForeignKey, Integer, String, Text, UniqueConstraint, create_engine, event,
-                        select, text)
+from sqlalchemy import (
+    JSON,
+    Float,
+    ForeignKey,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    create_engine,
+    event,
+    select,
+    text,
+)
 from sqlalchemy.engine import Engine
 from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, sessionmaker
 from sqlalchemy.pool import StaticPool
 
-__all__ = ["ApiKey", "AuditRow", "Base", "Case", "Database", "GalleryRow", "IngestJob", "Login", "SearchSession",
-           "SessionEvent", "User", "now", "select"]
+__all__ = [
+    "ApiKey",
+    "AuditRow",
+    "Base",
+    "Case",
+    "Database",
+    "GalleryRow",
+    "IngestJob",
+    "Login",
+    "SearchSession",
+    "SessionEvent",
+    "User",
+    "now",
+    "select",
+]
 
 
 def now() -> float:
@@ -151,6 +176,7 @@ class IngestJob(Base):
 
 
 BUSY_TIMEOUT_MS = 30_000  # how long an SQLite connection waits for another writer's lock
+
 
 class Database:
     """An engine, a session factory and the schema (created when missing).

@@ -18,6 +18,7 @@ Example (a route of a page module):
     ...
     ValueError: unknown permission 'case:fly'
 """
+
 from __future__ import annotations
 
 from typing import Any, Callable
@@ -65,14 +66,23 @@ async def _check_csrf(request: Request, principal: Principal) -> None:
         return
     sent = request.headers.get(CSRF_HEADER)
     if sent is None and request.headers.get("content-type", "").startswith(
-            ("application/x-www-form-urlencoded", "multipart/form-data")):
+        ("application/x-www-form-urlencoded", "multipart/form-data")
+    ):
         form = await request.form()
         value = form.get(CSRF_FIELD)
         sent = value if isinstance(value, str) else None
     cookie = request.cookies.get(CSRF_COOKIE)
-    if not sent or not cookie or not principal.csrf_token or not (same(sent, cookie) and same(cookie, principal.csrf_token)):
-        raise ApiError(403, "csrf_failed", f"missing or wrong CSRF token: send the {CSRF_COOKIE} cookie's value "
-                                           f"as the {CSRF_HEADER} header")
+    if (
+        not sent
+        or not cookie
+        or not principal.csrf_token
+        or not (same(sent, cookie) and same(cookie, principal.csrf_token))
+    ):
+        raise ApiError(
+            403,
+            "csrf_failed",
+            f"missing or wrong CSRF token: send the {CSRF_COOKIE} cookie's value as the {CSRF_HEADER} header",
+        )
 
 
 async def current_user(request: Request) -> Principal:
@@ -125,8 +135,9 @@ def refuse_cross_site(request: Request) -> None:
     source = request.headers.get("origin") or request.headers.get("referer")
     foreign = source is not None and (source == "null" or urlsplit(source).netloc != request.headers.get("host"))
     if request.headers.get("sec-fetch-site") == "cross-site" or foreign:
-        raise ApiError(403, "csrf_failed", "a login sent from another site is refused: log in on this service's "
-                                           "own login page")
+        raise ApiError(
+            403, "csrf_failed", "a login sent from another site is refused: log in on this service's own login page"
+        )
 
 
 def client_address(request: Request) -> str:
@@ -136,10 +147,24 @@ def client_address(request: Request) -> str:
 def set_login_cookies(response: Response, grant: LoginGrant, settings: ServeSettings) -> None:
     """The session cookie (HttpOnly) and the CSRF cookie (readable by the page's script), both SameSite=Lax."""
     max_age = int(settings.login_ttl_hours * 3600)
-    response.set_cookie(SESSION_COOKIE, grant.token, max_age=max_age, httponly=True, samesite="lax",
-                        secure=settings.cookie_secure, path="/")
-    response.set_cookie(CSRF_COOKIE, grant.csrf_token, max_age=max_age, httponly=False, samesite="lax",
-                        secure=settings.cookie_secure, path="/")
+    response.set_cookie(
+        SESSION_COOKIE,
+        grant.token,
+        max_age=max_age,
+        httponly=True,
+        samesite="lax",
+        secure=settings.cookie_secure,
+        path="/",
+    )
+    response.set_cookie(
+        CSRF_COOKIE,
+        grant.csrf_token,
+        max_age=max_age,
+        httponly=False,
+        samesite="lax",
+        secure=settings.cookie_secure,
+        path="/",
+    )
 
 
 def clear_login_cookies(response: Response) -> None:

@@ -10,6 +10,7 @@ Example:
     >>> err.body()
     {'error': {'code': 'not_found', 'message': 'no case 7', 'field': 'case_id'}}
 """
+
 from __future__ import annotations
 
 import logging
@@ -20,9 +21,20 @@ from minterpr.errors import ImageError, InputError, MinterprError
 
 log = logging.getLogger("minterpr.serving")
 
-_STATUS_CODES = {400: "bad_request", 401: "unauthenticated", 403: "forbidden", 404: "not_found",
-                 405: "method_not_allowed", 409: "conflict", 410: "gone", 413: "too_large",
-                 415: "unsupported_media_type", 422: "invalid", 429: "rate_limited", 500: "internal"}
+_STATUS_CODES = {
+    400: "bad_request",
+    401: "unauthenticated",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+    409: "conflict",
+    410: "gone",
+    413: "too_large",
+    415: "unsupported_media_type",
+    422: "invalid",
+    429: "rate_limited",
+    500: "internal",
+}
 
 
 def allowed_methods(app: Any, path: str) -> str | None:
@@ -45,8 +57,9 @@ class ApiError(MinterprError):
     """A refused request: HTTP status, a stable machine code, a sentence for people, the field at fault
     (a documented error: on the command line it prints as one line, exit 2)."""
 
-    def __init__(self, status: int, code: str, message: str, *, field: str | None = None,
-                 headers: dict[str, str] | None = None) -> None:
+    def __init__(
+        self, status: int, code: str, message: str, *, field: str | None = None, headers: dict[str, str] | None = None
+    ) -> None:
         super().__init__(message)
         self.status, self.code, self.message, self.field = status, code, message, field
         self.headers = headers or {}

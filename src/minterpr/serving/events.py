@@ -21,6 +21,7 @@ Example:
     >>> [(e.seq, h.turn.text) for h, e in fold(log, uploads=None)]
     [(1, 'a man')]
 """
+
 from __future__ import annotations
 
 import os
@@ -124,8 +125,11 @@ def withdraw_payload(turn: int, fact: Fact) -> dict[str, Any]:
         >>> withdraw_payload(0, ModelFact("carried", ("umbrella",)))
         {'turn': 0, 'fact': ['carried', ['umbrella'], False, 'reading']}
     """
-    use = ([fact.use, fact.image] if fact.use == "anchor" and fact.image else [fact.use]) \
-        if isinstance(fact, ModelFact) else []  # an anchor reading with the image it was seen on
+    use = (
+        ([fact.use, fact.image] if fact.use == "anchor" and fact.image else [fact.use])
+        if isinstance(fact, ModelFact)
+        else []
+    )  # an anchor reading with the image it was seen on
     return {"turn": int(turn), "fact": [fact.slot, list(fact.values), bool(fact.negated), *use]}
 
 
@@ -151,8 +155,10 @@ def withdrawn(event: Event, turns: int) -> tuple[int, Fact]:
         turn, item = event.payload["turn"], event.payload["fact"]
         slot, values, negated, *use = item
         if len(use) > 2 or (use and use[0] not in MODEL_USES) or (len(use) == 2 and use[0] != "anchor"):
-            raise ValueError(f"a fact is [slot, [values], negated] (+ {' or '.join(MODEL_USES)}, + the image for "
-                             f"anchor), got {item!r}")
+            raise ValueError(
+                f"a fact is [slot, [values], negated] (+ {' or '.join(MODEL_USES)}, + the image for "
+                f"anchor), got {item!r}"
+            )
         fact = Fact(str(slot), tuple(str(v) for v in values), bool(negated))
         if use:
             fact = ModelFact(fact.slot, fact.values, fact.negated, use[0], str(use[1]) if len(use) == 2 else "")
@@ -163,8 +169,9 @@ def withdrawn(event: Event, turns: int) -> tuple[int, Fact]:
     return turn, fact
 
 
-def session_options(options: Mapping[str, Any], reranking: Any, evidence: Any = None,
-                    match_temperature: float | None = None) -> dict[str, Any]:
+def session_options(
+    options: Mapping[str, Any], reranking: Any, evidence: Any = None, match_temperature: float | None = None
+) -> dict[str, Any]:
     """Session keywords of a stored session: its recorded options, the run's scoring (``reranking``),
     evidence policy (``evidence``, how its explanations mark facts) and match temperature (None: the
     default), and external example images allowed (the service names them itself: uploads it
@@ -180,8 +187,16 @@ def session_options(options: Mapping[str, Any], reranking: Any, evidence: Any = 
     return {**chosen, "reranking": reranking, "evidence": evidence, "allow_external_images": True}
 
 
-def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[str, Any], reranking: Any,
-           uploads: str | os.PathLike[str] | None, evidence: Any = None, match_temperature: float | None = None) -> Any:
+def replay(
+    events: Iterable[Event],
+    backend: Any,
+    index: Any,
+    options: Mapping[str, Any],
+    reranking: Any,
+    uploads: str | os.PathLike[str] | None,
+    evidence: Any = None,
+    match_temperature: float | None = None,
+) -> Any:
     """A fresh Session over ``backend`` and ``index`` rebuilt from the log (recorded facts, not
     re-parsed); TurnError names the event that could not be replayed (an image removed since, ...)."""
     from minterpr.interaction.session import Session
@@ -190,8 +205,9 @@ def replay(events: Iterable[Event], backend: Any, index: Any, options: Mapping[s
     session = Session(backend, index, **session_options(options, reranking, evidence, match_temperature))
     for entry, event in turns:
         try:
-            session.add(entry.turn, facts=entry.facts, shown=entry.shown,
-                        model_scores=event.payload.get("model_scores", ()))
+            session.add(
+                entry.turn, facts=entry.facts, shown=entry.shown, model_scores=event.payload.get("model_scores", ())
+            )
         except TurnError as err:
             raise TurnError(f"event {event.seq} ({event.kind}): {err}") from err
     return session

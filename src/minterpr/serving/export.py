@@ -43,6 +43,7 @@ Example:
     >>> sorted(names)[:4]
     ['README.txt', 'conversation.json', 'crops/01_confirmed_cam1.png', 'match.json']
 """
+
 from __future__ import annotations
 
 import base64
@@ -67,23 +68,42 @@ from minterpr.interaction.history import describe_said
 from minterpr.interaction.match import percent
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
-__all__ = ["EVIDENCE_NOTE", "EXPORT_FORMAT", "SIMILARITY_NOTE", "ExportImage", "ExportTurn", "MatchExport", "build_match_export",
-           "match_export_bytes", "match_export_from_record", "write_match_export"]
+__all__ = [
+    "EVIDENCE_NOTE",
+    "EXPORT_FORMAT",
+    "SIMILARITY_NOTE",
+    "ExportImage",
+    "ExportTurn",
+    "MatchExport",
+    "build_match_export",
+    "match_export_bytes",
+    "match_export_from_record",
+    "write_match_export",
+]
 
 EXPORT_FORMAT = "minterpr-match-export"
 EXPORT_VERSION = 1
 TEMPLATES = Path(__file__).resolve().parent / "templates"
-SIMILARITY_NOTE = ("A match is a similarity judgement made by a person looking at images that a model ranked "
-                   "as similar to a description; it is not an identification. The match figure is the system's "
-                   "estimate, from appearance alone, that an image shows the person sought, among the images "
-                   "searched (they sum to 100 %); people who look alike share it. Nothing here establishes who "
-                   "the person is.")
-EVIDENCE_NOTE = (f"A \u2713 or \u2717 beside a fact means the model is at least {100 * CONFIDENT:.0f} % sure of it for "
-                 "that image, with probabilities calibrated on validation data; ? means it is not sure. Attributes "
-                 f"the model cannot recognise reliably (validation ROC AUC under {MIN_LABEL_AUC:.0f} %) are not shown "
-                 "as evidence.")
-_MIME = {"JPEG": ("image/jpeg", ".jpg"), "PNG": ("image/png", ".png"), "WEBP": ("image/webp", ".webp"),
-         "GIF": ("image/gif", ".gif"), "BMP": ("image/bmp", ".bmp")}
+SIMILARITY_NOTE = (
+    "A match is a similarity judgement made by a person looking at images that a model ranked "
+    "as similar to a description; it is not an identification. The match figure is the system's "
+    "estimate, from appearance alone, that an image shows the person sought, among the images "
+    "searched (they sum to 100 %); people who look alike share it. Nothing here establishes who "
+    "the person is."
+)
+EVIDENCE_NOTE = (
+    f"A \u2713 or \u2717 beside a fact means the model is at least {100 * CONFIDENT:.0f} % sure of it for "
+    "that image, with probabilities calibrated on validation data; ? means it is not sure. Attributes "
+    f"the model cannot recognise reliably (validation ROC AUC under {MIN_LABEL_AUC:.0f} %) are not shown "
+    "as evidence."
+)
+_MIME = {
+    "JPEG": ("image/jpeg", ".jpg"),
+    "PNG": ("image/png", ".png"),
+    "WEBP": ("image/webp", ".webp"),
+    "GIF": ("image/gif", ".gif"),
+    "BMP": ("image/bmp", ".bmp"),
+}
 _TURN_KINDS = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}
 
 
@@ -164,7 +184,7 @@ def analyst_words(kind: str, text: str) -> str:
     if kind == "confirm" and text == CONFIRM_TEXT:
         return ""
     if kind == "feedback" and text.startswith(RULED_OUT_TEXT):
-        return text[len(RULED_OUT_TEXT):].strip()
+        return text[len(RULED_OUT_TEXT) :].strip()
     return text
 
 
@@ -201,6 +221,7 @@ def _file_reader(index: Any) -> Callable[[int], bytes]:
             return Path(path).read_bytes()
         except OSError as err:
             raise ImageError(path, f"cannot read the image for the export: {err.strerror or err}") from err
+
     return read
 
 
@@ -221,20 +242,35 @@ def _replayed_steps(session: Any) -> list[Any]:
     """The step after each turn, recomputed from the history with the session's own settings."""
     from minterpr.interaction.session import Session
 
-    options = dict(question_policy=session.question_policy, reference_policy=session.reference_policy,
-                   reranking=session.reranking, seed=session.seed, schedule=session.schedule,
-                   num_references=session.num_references, history_k=session.history_k,
-                   max_text_chars=session.max_text_chars, allow_external_images=session.allow_external_images,
-                   shortlist=session.shortlist, match_temperature=session.match_temperature)
+    options = dict(
+        question_policy=session.question_policy,
+        reference_policy=session.reference_policy,
+        reranking=session.reranking,
+        seed=session.seed,
+        schedule=session.schedule,
+        num_references=session.num_references,
+        history_k=session.history_k,
+        max_text_chars=session.max_text_chars,
+        allow_external_images=session.allow_external_images,
+        shortlist=session.shortlist,
+        match_temperature=session.match_temperature,
+    )
     replay = Session(session.backend, session.index, **options)
     return [replay.add(entry.turn, facts=entry.facts, shown=entry.shown) for entry in session.history]
 
 
-def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str, exported_by: str,
-                       gallery: str = "", metadata: Sequence[Mapping[str, Any]] | None = None,
-                       read_image: Callable[[int], bytes] | None = None,
-                       turn_times: Sequence[str | None] | None = None,
-                       exported_at: str | None = None) -> MatchExport:
+def build_match_export(
+    session: Any,
+    *,
+    case: Mapping[str, Any],
+    session_id: str,
+    exported_by: str,
+    gallery: str = "",
+    metadata: Sequence[Mapping[str, Any]] | None = None,
+    read_image: Callable[[int], bytes] | None = None,
+    turn_times: Sequence[str | None] | None = None,
+    exported_at: str | None = None,
+) -> MatchExport:
     """Collect the export of ``session``'s confirmed match.
 
     ``metadata``: free metadata per gallery image (its ``time`` is exported), ``read_image``: the
@@ -246,8 +282,9 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
     judgements = session.judgements
     confirmed = [i for i, verdict in judgements.items() if verdict is True]
     if not confirmed:
-        raise InputError("nothing to export: no result has been confirmed as the person in this session "
-                         "(confirm one first)")
+        raise InputError(
+            "nothing to export: no result has been confirmed as the person in this session (confirm one first)"
+        )
     history = session.history
     if turn_times is not None and len(turn_times) != len(history):
         raise InputError(f"turn_times: {len(turn_times)} times for {len(history)} turns")
@@ -280,29 +317,70 @@ def build_match_export(session: Any, *, case: Mapping[str, Any], session_id: str
         members[i] = member
         explanation = steps[-1].explain_image(i) if steps else None
         time = _field(metadata[i], "time") if metadata is not None and i < len(metadata) else None
-        images.append(ExportImage(
-            i, image.path, member, role, image.camera_id, _iso(time), similarity, rank,
-            analyst_words("confirm" if judgements[i] else "feedback", history[k].turn.feedback) if k is not None
-            else "",
-            tuple(describe_fact(f) for f in explanation.matched) if explanation else (),
-            tuple(describe_fact(f) for f in explanation.contradicted) if explanation else (),
-            hashlib.sha256(data).hexdigest(), mime, data))
+        images.append(
+            ExportImage(
+                i,
+                image.path,
+                member,
+                role,
+                image.camera_id,
+                _iso(time),
+                similarity,
+                rank,
+                analyst_words("confirm" if judgements[i] else "feedback", history[k].turn.feedback)
+                if k is not None
+                else "",
+                tuple(describe_fact(f) for f in explanation.matched) if explanation else (),
+                tuple(describe_fact(f) for f in explanation.contradicted) if explanation else (),
+                hashlib.sha256(data).hexdigest(),
+                mime,
+                data,
+            )
+        )
 
     turns = []
     for k, entry in enumerate(history):
         turn = entry.turn
-        path = (turn.reference_path if isinstance(turn, ReferenceTurn)
-                else turn.image_path if isinstance(turn, ExampleTurn) else None)
-        text = (turn.text if isinstance(turn, DescriptionTurn) else turn.answer if isinstance(turn, QATurn)
-                else turn.feedback if isinstance(turn, ReferenceTurn) else "")
+        path = (
+            turn.reference_path
+            if isinstance(turn, ReferenceTurn)
+            else turn.image_path
+            if isinstance(turn, ExampleTurn)
+            else None
+        )
+        text = (
+            turn.text
+            if isinstance(turn, DescriptionTurn)
+            else turn.answer
+            if isinstance(turn, QATurn)
+            else turn.feedback
+            if isinstance(turn, ReferenceTurn)
+            else ""
+        )
         i = index.index_of(path) if path is not None else None
         kind = _TURN_KINDS[type(turn)]
-        turns.append(ExportTurn(k + 1, kind, turn.question if isinstance(turn, QATurn) else None,
-                                analyst_words(kind, text), members.get(i) if i is not None else None, path,
-                                tuple(describe_said(f) for f in entry.facts),  # a model's fact marked
-                                turn_times[k] if turn_times is not None else None))
-    return MatchExport(dict(case), str(session_id), gallery, len(index), str(exported_by), exported_at or _now(),
-                       tuple(images), tuple(turns))
+        turns.append(
+            ExportTurn(
+                k + 1,
+                kind,
+                turn.question if isinstance(turn, QATurn) else None,
+                analyst_words(kind, text),
+                members.get(i) if i is not None else None,
+                path,
+                tuple(describe_said(f) for f in entry.facts),  # a model's fact marked
+                turn_times[k] if turn_times is not None else None,
+            )
+        )
+    return MatchExport(
+        dict(case),
+        str(session_id),
+        gallery,
+        len(index),
+        str(exported_by),
+        exported_at or _now(),
+        tuple(images),
+        tuple(turns),
+    )
 
 
 def _iso(value: Any) -> str | None:
@@ -326,9 +404,14 @@ def _plain(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
-def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] | None = None,
-                             results: Sequence[Any] = (), gallery_size: int = 0,
-                             image_info: Callable[[int], Mapping[str, Any]] | None = None) -> MatchExport:
+def match_export_from_record(
+    record: Any,
+    *,
+    read_image: Callable[[int], bytes] | None = None,
+    results: Sequence[Any] = (),
+    gallery_size: int = 0,
+    image_info: Callable[[int], Mapping[str, Any]] | None = None,
+) -> MatchExport:
     """The export of the service's ``ExportRecord`` (:mod:`minterpr.serving.schemas.search`).
 
     The record's crops are read from their ``absolute_path``; ``read_image`` (gallery index ->
@@ -344,15 +427,42 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
     images: list[ExportImage] = []
     members: dict[int, str] = {}
 
-    def add(i: int | None, path: str, data: bytes, role: str, camera: Any, time: Any, similarity: Any, rank: Any,
-            reason: str, follow_of: Any = None, same_person: Any = None) -> None:
+    def add(
+        i: int | None,
+        path: str,
+        data: bytes,
+        role: str,
+        camera: Any,
+        time: Any,
+        similarity: Any,
+        rank: Any,
+        reason: str,
+        follow_of: Any = None,
+        same_person: Any = None,
+    ) -> None:
         mime, ext = _image_type(data, path)
         member = f"crops/{len(images) + 1:02d}_{role}{'_' + _slug(camera) if camera else ''}{ext}"
         seen = facts.get(i)
-        images.append(ExportImage(-1 if i is None else int(i), path, member, role, camera, _iso(time), similarity,
-                                  rank, reason, tuple(_field(seen, "matches", ()) or ()),
-                                  tuple(_field(seen, "contradicts", ()) or ()), hashlib.sha256(data).hexdigest(),
-                                  mime, data, follow_of, same_person))
+        images.append(
+            ExportImage(
+                -1 if i is None else int(i),
+                path,
+                member,
+                role,
+                camera,
+                _iso(time),
+                similarity,
+                rank,
+                reason,
+                tuple(_field(seen, "matches", ()) or ()),
+                tuple(_field(seen, "contradicts", ()) or ()),
+                hashlib.sha256(data).hexdigest(),
+                mime,
+                data,
+                follow_of,
+                same_person,
+            )
+        )
         if i is not None:
             members[int(i)] = member
 
@@ -369,10 +479,18 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
         said = next((t for t in reversed(conversation) if t.gallery_index == i and t.kind == "confirm"), None)
         reason = analyst_words(said.kind, said.text) if said is not None else ""
         also = bool(_field(item, "confirmed", False)) and said is not None  # a further crop confirmed as the person
-        add(i, path, data, "confirmed" if mine or also else "same_track", _field(item, "camera"), _field(item, "time"),
+        add(
+            i,
+            path,
+            data,
+            "confirmed" if mine or also else "same_track",
+            _field(item, "camera"),
+            _field(item, "time"),
             confirmed.similarity if mine else said.similarity if also else None,
-            confirmed.rank if mine else said.rank if also else None, reason,
-            *((_field(item, "follow_of"), _field(item, "same_person")) if also else (None, None)))
+            confirmed.rank if mine else said.rank if also else None,
+            reason,
+            *((_field(item, "follow_of"), _field(item, "same_person")) if also else (None, None)),
+        )
     if read_image is not None:
         for t in conversation:
             i = t.gallery_index
@@ -384,19 +502,46 @@ def match_export_from_record(record: Any, *, read_image: Callable[[int], bytes] 
                 role = "ruled_out" if now is False else "undecided"
                 # an image that left the results keeps its camera and time (ruled out, it ranks low)
                 where = image_info(i) if seen is None and image_info is not None else seen
-                add(i, str(_field(seen, "path", f"gallery image {i}")), read_image(i), role,
-                    _field(where, "camera"), _field(where, "time"), judged.similarity, judged.rank,
-                    analyst_words(judged.kind, judged.text))
-    turns = tuple(ExportTurn(k, t.kind, None, analyst_words(t.kind, t.text),
-                             members.get(t.gallery_index) if t.gallery_index is not None else None, None,
-                             tuple(_field(t, "facts", ()) or ()),  # what the system read from the turn
-                             _iso(t.time), t.user, t.rank, t.similarity) for k, t in enumerate(conversation, start=1))
+                add(
+                    i,
+                    str(_field(seen, "path", f"gallery image {i}")),
+                    read_image(i),
+                    role,
+                    _field(where, "camera"),
+                    _field(where, "time"),
+                    judged.similarity,
+                    judged.rank,
+                    analyst_words(judged.kind, judged.text),
+                )
+    turns = tuple(
+        ExportTurn(
+            k,
+            t.kind,
+            None,
+            analyst_words(t.kind, t.text),
+            members.get(t.gallery_index) if t.gallery_index is not None else None,
+            None,
+            tuple(_field(t, "facts", ()) or ()),  # what the system read from the turn
+            _iso(t.time),
+            t.user,
+            t.rank,
+            t.similarity,
+        )
+        for k, t in enumerate(conversation, start=1)
+    )
     case = _plain(record.case)
     if "created" in case:
         case["created"] = _iso(case["created"])
-    return MatchExport(case, str(record.session_id), str(record.gallery),
-                       int(gallery_size), str(record.exported_by),
-                       _iso(record.exported_at) or _now(), tuple(images), turns)
+    return MatchExport(
+        case,
+        str(record.session_id),
+        str(record.gallery),
+        int(gallery_size),
+        str(record.exported_by),
+        _iso(record.exported_at) or _now(),
+        tuple(images),
+        turns,
+    )
 
 
 def _image_record(image: ExportImage) -> dict[str, Any]:
@@ -407,10 +552,18 @@ def _image_record(image: ExportImage) -> dict[str, Any]:
 
 
 def _summary(export: MatchExport) -> dict[str, Any]:
-    return {"format": EXPORT_FORMAT, "version": EXPORT_VERSION, "note": SIMILARITY_NOTE, "case": dict(export.case),
-            "session_id": export.session_id, "gallery": export.gallery, "gallery_size": export.gallery_size,
-            "exported_by": export.exported_by, "exported_at": export.exported_at,
-            "images": [_image_record(im) for im in export.images]}
+    return {
+        "format": EXPORT_FORMAT,
+        "version": EXPORT_VERSION,
+        "note": SIMILARITY_NOTE,
+        "case": dict(export.case),
+        "session_id": export.session_id,
+        "gallery": export.gallery,
+        "gallery_size": export.gallery_size,
+        "exported_by": export.exported_by,
+        "exported_at": export.exported_at,
+        "images": [_image_record(im) for im in export.images],
+    }
 
 
 def render_report(export: MatchExport) -> str:
@@ -420,22 +573,34 @@ def render_report(export: MatchExport) -> str:
     env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
     uris = {im.member: f"data:{im.mime};base64,{base64.b64encode(im.data).decode('ascii')}" for im in export.images}
     env.filters["percent"] = percent
-    return env.get_template("export_report.html").render(export=export, uris=uris, note=SIMILARITY_NOTE,
-                                                         case_rows=case_rows(export.case),
-                                                         format=EXPORT_FORMAT, version=EXPORT_VERSION,
-                                                         confirmed=export.confirmed,
-                                                         ruled_out=[im for im in export.images
-                                                                    if im.role != "confirmed"])
+    return env.get_template("export_report.html").render(
+        export=export,
+        uris=uris,
+        note=SIMILARITY_NOTE,
+        case_rows=case_rows(export.case),
+        format=EXPORT_FORMAT,
+        version=EXPORT_VERSION,
+        confirmed=export.confirmed,
+        ruled_out=[im for im in export.images if im.role != "confirmed"],
+    )
 
 
 def _readme(export: MatchExport) -> str:
-    lines = ["minterpr match export", "=" * 21, "", SIMILARITY_NOTE, "",
-             f"Case: {export.case.get('id', '')}  Session: {export.session_id}",
-             f"Exported by {export.exported_by} at {export.exported_at}", "",
-             "report.html         the report (open in a browser; self-contained)",
-             "match.json          case, images (camera, time, similarity, rank, SHA-256)",
-             "conversation.json   the conversation, turn by turn",
-             "crops/              the images as stored in the gallery", ""]
+    lines = [
+        "minterpr match export",
+        "=" * 21,
+        "",
+        SIMILARITY_NOTE,
+        "",
+        f"Case: {export.case.get('id', '')}  Session: {export.session_id}",
+        f"Exported by {export.exported_by} at {export.exported_at}",
+        "",
+        "report.html         the report (open in a browser; self-contained)",
+        "match.json          case, images (camera, time, similarity, rank, SHA-256)",
+        "conversation.json   the conversation, turn by turn",
+        "crops/              the images as stored in the gallery",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -452,9 +617,19 @@ def _write_zip(file: IO[bytes], export: MatchExport) -> None:
         put("README.txt", _readme(export))
         put("report.html", render_report(export))
         put("match.json", json.dumps(_summary(export), indent=2, ensure_ascii=False) + "\n")
-        put("conversation.json", json.dumps({"format": EXPORT_FORMAT, "session_id": export.session_id,
-                                             "turns": [dict(asdict(t), facts=list(t.facts)) for t in export.turns]},
-                                            indent=2, ensure_ascii=False) + "\n")
+        put(
+            "conversation.json",
+            json.dumps(
+                {
+                    "format": EXPORT_FORMAT,
+                    "session_id": export.session_id,
+                    "turns": [dict(asdict(t), facts=list(t.facts)) for t in export.turns],
+                },
+                indent=2,
+                ensure_ascii=False,
+            )
+            + "\n",
+        )
         for image in export.images:
             put(image.member, image.data, zipfile.ZIP_STORED)  # already compressed
 

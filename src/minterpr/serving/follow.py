@@ -18,6 +18,7 @@ Example (``live`` a session whose crop 7 the analyst confirmed):
     >>> [(lane.camera, [c.same_person for c in lane.candidates]) for lane in view.cameras]  # doctest: +SKIP
     [('station:cam2', [0.91, 0.64]), ('mall:cam1', [0.32])]
 """
+
 from __future__ import annotations
 
 from typing import Any
@@ -28,9 +29,11 @@ from minterpr.interaction.follow import FollowConfig, follow, same_person_probab
 from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas.search import FollowCandidateView, FollowLane, FollowView
 
-STATEMENT = ("These crops may show the same person as the crop you confirmed: each figure is the appearance "
-             "model's probability that two crops show one person, among crops like these. It is not an "
-             "identification; people can look alike. Confirm or rule out each one yourself.")
+STATEMENT = (
+    "These crops may show the same person as the crop you confirmed: each figure is the appearance "
+    "model's probability that two crops show one person, among crops like these. It is not an "
+    "identification; people can look alike. Confirm or rule out each one yourself."
+)
 UPDATE_HINT = "`minterpr index build --update`"  # adds appearance vectors to a gallery without them
 
 
@@ -40,28 +43,48 @@ def _calibration(live: Any) -> Any:
 
     gallery = live.gallery
     if gallery.index.appearance is None:
-        raise ApiError(409, "no_appearance", f"gallery {gallery.name!r} has no appearance vectors, which following a "
-                       f"person needs: add them with {UPDATE_HINT}")
+        raise ApiError(
+            409,
+            "no_appearance",
+            f"gallery {gallery.name!r} has no appearance vectors, which following a "
+            f"person needs: add them with {UPDATE_HINT}",
+        )
     looks = getattr(gallery.pipeline, "appearance", None)
     if looks is None or looks.same_person is None:
-        raise ApiError(409, "no_same_person", "the service has no calibrated appearance model to follow a person "
-                       "with: serve with an appearance model whose same-person calibration is fitted "
-                       "(`minterpr calibrate appearance`)")
+        raise ApiError(
+            409,
+            "no_same_person",
+            "the service has no calibrated appearance model to follow a person "
+            "with: serve with an appearance model whose same-person calibration is fitted "
+            "(`minterpr calibrate appearance`)",
+        )
     stored = (read_manifest(gallery.directory).appearance or {}).get("model_fingerprint")
     if stored is not None and stored != looks.fingerprint:
-        raise ApiError(409, "no_appearance", f"gallery {gallery.name!r} has appearance vectors of another model "
-                       f"({stored}, the service's is {looks.fingerprint}): rebuild them with {UPDATE_HINT}")
+        raise ApiError(
+            409,
+            "no_appearance",
+            f"gallery {gallery.name!r} has appearance vectors of another model "
+            f"({stored}, the service's is {looks.fingerprint}): rebuild them with {UPDATE_HINT}",
+        )
     return looks.same_person
 
 
 def _confirmed_anchor(live: Any, gallery_index: int) -> int:
     local = live.positions.to_local(gallery_index)
     if local is None:
-        raise ApiError(422, "out_of_scope", f"gallery_index {gallery_index} is not an image this session may search",
-                       field="gallery_index")
+        raise ApiError(
+            422,
+            "out_of_scope",
+            f"gallery_index {gallery_index} is not an image this session may search",
+            field="gallery_index",
+        )
     if live.session.judgements.get(local) is not True:
-        raise ApiError(409, "not_confirmed", f"image {gallery_index} is not confirmed in this session: follow a "
-                       "person from a crop you confirmed", field="gallery_index")
+        raise ApiError(
+            409,
+            "not_confirmed",
+            f"image {gallery_index} is not confirmed in this session: follow a person from a crop you confirmed",
+            field="gallery_index",
+        )
     return local
 
 
@@ -69,8 +92,11 @@ def _track_rows(live: Any, gallery_index: int) -> set[int]:
     meta = live.gallery.metadata[gallery_index]
     if meta.get("track") is None:
         return set()
-    return {i for i, m in enumerate(live.gallery.metadata)
-            if m.get("track") == meta["track"] and m.get("source") == meta.get("source")}
+    return {
+        i
+        for i, m in enumerate(live.gallery.metadata)
+        if m.get("track") == meta["track"] and m.get("source") == meta.get("source")
+    }
 
 
 def linked_tracks(gallery: Any) -> dict[str, list[list[int]]]:
@@ -108,9 +134,16 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
     _confirmed_anchor(live, gallery_index)
     gallery, positions = live.gallery, live.positions
     rows = range(positions.gallery_size) if positions.rows is None else positions.rows.tolist()
-    lanes = follow(np.asarray(gallery.index.appearance), gallery_index, calibration,
-                   cameras=gallery.cameras.tolist(), times=gallery.times.tolist(), rows=rows,
-                   exclude=_track_rows(live, gallery_index), config=config)
+    lanes = follow(
+        np.asarray(gallery.index.appearance),
+        gallery_index,
+        calibration,
+        cameras=gallery.cameras.tolist(),
+        times=gallery.times.tolist(),
+        rows=rows,
+        exclude=_track_rows(live, gallery_index),
+        config=config,
+    )
     link = gallery.metadata[gallery_index].get("link")
     judged = live.session.judgements
     out = []
@@ -118,14 +151,22 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
         views = []
         for c in lane.candidates:
             path, camera, time = live.image_info(c.row)
-            views.append(FollowCandidateView(
-                gallery_index=c.row, path=path, camera=camera, time=time, same_person=round(c.probability, 4),
-                linked=link is not None and gallery.metadata[c.row].get("link") == link,
-                judgement=judged.get(positions.to_local(c.row))))
+            views.append(
+                FollowCandidateView(
+                    gallery_index=c.row,
+                    path=path,
+                    camera=camera,
+                    time=time,
+                    same_person=round(c.probability, 4),
+                    linked=link is not None and gallery.metadata[c.row].get("link") == link,
+                    judgement=judged.get(positions.to_local(c.row)),
+                )
+            )
         out.append(FollowLane(camera=lane.camera, candidates=views))
     base = calibration.base_rate if config.base_rate is None else config.base_rate
-    return FollowView(session_id=live.session_id, gallery_index=gallery_index, cameras=out, base_rate=base,
-                      statement=STATEMENT)
+    return FollowView(
+        session_id=live.session_id, gallery_index=gallery_index, cameras=out, base_rate=base, statement=STATEMENT
+    )
 
 
 def same_person_of(live: Any, follow_of: int, gallery_index: int, config: FollowConfig = FollowConfig()) -> float:
@@ -135,6 +176,7 @@ def same_person_of(live: Any, follow_of: int, gallery_index: int, config: Follow
     _confirmed_anchor(live, follow_of)
     if follow_of == gallery_index:
         raise ApiError(422, "invalid", "follow_of: the crop followed, not the candidate", field="follow_of")
-    p = same_person_probabilities(np.asarray(live.gallery.index.appearance), follow_of, [gallery_index], calibration,
-                                  config.base_rate)
+    p = same_person_probabilities(
+        np.asarray(live.gallery.index.appearance), follow_of, [gallery_index], calibration, config.base_rate
+    )
     return round(float(p[0]), 4)

@@ -16,6 +16,7 @@ Example:
     >>> scope_rows(cams, times, ["a"], None, None).tolist(), scope_rows(cams, times, None, 10.0, None).tolist()
     ([0, 2], [1])
 """
+
 from __future__ import annotations
 
 import math
@@ -67,8 +68,9 @@ def format_time(seconds: float | None) -> str | None:
     return datetime.fromtimestamp(seconds, timezone.utc).isoformat()
 
 
-def scope_rows(cameras: np.ndarray, times: np.ndarray, allowed: Sequence[str] | None, start: float | None,
-               end: float | None) -> np.ndarray:
+def scope_rows(
+    cameras: np.ndarray, times: np.ndarray, allowed: Sequence[str] | None, start: float | None, end: float | None
+) -> np.ndarray:
     """Gallery positions inside a scope (``allowed`` cameras, None = all; ``start``/``end`` seconds, None = open)."""
     keep = np.ones(len(cameras), dtype=bool)
     if allowed is not None:
@@ -103,13 +105,20 @@ class LoadedGallery:
     def view(self) -> GalleryView:
         known = self.times[~np.isnan(self.times)]
         cams = sorted({c for c in self.cameras.tolist() if c is not None})
-        as_dt = (lambda t: datetime.fromtimestamp(float(t), timezone.utc))
-        return GalleryView(name=self.name, images=len(self.index), cameras=cams,
-                           time_start=as_dt(known.min()) if len(known) else None,
-                           time_end=as_dt(known.max()) if len(known) else None,
-                           model_fingerprint=self.pipeline.fingerprint, version=self.version)
+        as_dt = lambda t: datetime.fromtimestamp(float(t), timezone.utc)
+        return GalleryView(
+            name=self.name,
+            images=len(self.index),
+            cameras=cams,
+            time_start=as_dt(known.min()) if len(known) else None,
+            time_end=as_dt(known.max()) if len(known) else None,
+            model_fingerprint=self.pipeline.fingerprint,
+            version=self.version,
+        )
 
-    def scoped(self, cameras: Sequence[str] | None, start: float | None, end: float | None) -> tuple[np.ndarray | None, Any]:
+    def scoped(
+        self, cameras: Sequence[str] | None, start: float | None, end: float | None
+    ) -> tuple[np.ndarray | None, Any]:
         """(rows, index) of a scope: rows None and the whole index when the scope holds every image,
         else the gallery positions and an index of those images (cached per scope)."""
         key = (None if cameras is None else tuple(sorted(cameras)), start, end)
@@ -128,8 +137,9 @@ class LoadedGallery:
 class Galleries:
     """The registry (database) and the opened galleries (memory)."""
 
-    def __init__(self, db: Database, device: str = "cpu", caption_weight: float | None = None, *,
-                 appearance: str = "auto") -> None:
+    def __init__(
+        self, db: Database, device: str = "cpu", caption_weight: float | None = None, *, appearance: str = "auto"
+    ) -> None:
         self.db = db
         self.device = device  # where every run's model is loaded
         self.appearance = appearance  # the appearance model beside each run (load_pipeline's appearance=)
@@ -162,8 +172,9 @@ class Galleries:
                 self._pipelines[run_dir] = (pipeline, backend)
             return self._pipelines[run_dir]
 
-    def register(self, name: str, directory: str | Path, run_dir: str | Path, *, by: str | None = None,
-                 managed: bool = False) -> LoadedGallery:
+    def register(
+        self, name: str, directory: str | Path, run_dir: str | Path, *, by: str | None = None, managed: bool = False
+    ) -> LoadedGallery:
         """Add (or re-point) gallery ``name``; the store must open with the run's model (DatasetError /
         RunError otherwise, as 422)."""
         directory, run_dir = str(Path(directory).absolute()), str(Path(run_dir).absolute())
@@ -174,14 +185,14 @@ class Galleries:
         with self.db.write() as tx:
             row = tx.scalar(select(GalleryRow).where(GalleryRow.name == name))
             if row is None:
-                row = GalleryRow(name=name, directory=directory, run_dir=run_dir, created=now(), version=1,
-                                 managed=managed)
+                row = GalleryRow(
+                    name=name, directory=directory, run_dir=run_dir, created=now(), version=1, managed=managed
+                )
                 tx.add(row)
             else:
                 row.directory, row.run_dir, row.version, row.managed = directory, run_dir, row.version + 1, managed
             tx.flush()
-            audit.append(tx, by, "gallery_register", None, {"gallery": name, "directory": directory,
-                                                             "run": run_dir})
+            audit.append(tx, by, "gallery_register", None, {"gallery": name, "directory": directory, "run": run_dir})
             gallery_id = row.id
         return self.get(name, gallery_id=gallery_id)
 
@@ -199,12 +210,14 @@ class Galleries:
     def get(self, name: str | None = None, *, gallery_id: int | None = None) -> LoadedGallery:
         """The opened gallery by name or id (opened again when its version changed); 404 when unknown."""
         with self.db.transaction() as tx:
-            query = select(GalleryRow).where(GalleryRow.id == gallery_id if gallery_id is not None
-                                             else GalleryRow.name == name)
+            query = select(GalleryRow).where(
+                GalleryRow.id == gallery_id if gallery_id is not None else GalleryRow.name == name
+            )
             row = tx.scalar(query)
         if row is None:
-            raise ApiError(404, "not_found", f"no gallery {name if name is not None else gallery_id!r}",
-                           field="gallery")
+            raise ApiError(
+                404, "not_found", f"no gallery {name if name is not None else gallery_id!r}", field="gallery"
+            )
         loaded = self._loaded.get(row.id)
         if loaded is None or loaded.version != row.version:
             with self._open_lock:  # one thread opens a gallery; the others wait and share it
@@ -213,8 +226,9 @@ class Galleries:
                     try:
                         loaded = self._open(row.id, row.name, row.version, row.directory, row.run_dir, row.managed)
                     except MinterprError as err:
-                        raise ApiError(409, "gallery_unavailable",
-                                       public_message(f"gallery {row.name!r} cannot be opened: {err}")) from None
+                        raise ApiError(
+                            409, "gallery_unavailable", public_message(f"gallery {row.name!r} cannot be opened: {err}")
+                        ) from None
                     self._loaded[row.id] = loaded
         return loaded
 
@@ -226,8 +240,9 @@ class Galleries:
     def list(self) -> list[GalleryView]:
         return [self.get(gallery_id=row.id).view() for row in self.rows()]
 
-    def _open(self, gallery_id: int, name: str, version: int, directory: str, run_dir: str,
-              managed: bool) -> LoadedGallery:
+    def _open(
+        self, gallery_id: int, name: str, version: int, directory: str, run_dir: str, managed: bool
+    ) -> LoadedGallery:
         from minterpr.index.store.gallery_store import open_gallery
 
         pipeline, backend = self._run(run_dir)
@@ -244,8 +259,21 @@ class Galleries:
         metadata = stored.metadata
         cameras = np.array([image.camera_id for image in index.images], dtype=object)
         times = np.array([parse_time(m.get(TIME_KEY)) for m in metadata], dtype=np.float64)
-        return LoadedGallery(gallery_id, name, version, directory, run_dir, managed, pipeline, backend, index,
-                             metadata, cameras, times, captions)
+        return LoadedGallery(
+            gallery_id,
+            name,
+            version,
+            directory,
+            run_dir,
+            managed,
+            pipeline,
+            backend,
+            index,
+            metadata,
+            cameras,
+            times,
+            captions,
+        )
 
 
 def _warm_up(backend: Any, index: Any) -> None:

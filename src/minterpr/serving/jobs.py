@@ -27,6 +27,7 @@ Example (an admin's principal; the source inside ``data_dir/incoming`` or an imp
     >>> services.jobs.wait(job.id).status  # doctest: +SKIP
     'done'
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -72,7 +73,11 @@ class Jobs:
         self._lock = threading.Lock()
         with self.db.write() as tx:  # jobs a previous process left unfinished
             for job in tx.scalars(select(IngestJob).where(IngestJob.status.in_(("queued", "running")))):
-                job.status, job.message, job.updated = "interrupted", "the server stopped; start it again to resume", now()
+                job.status, job.message, job.updated = (
+                    "interrupted",
+                    "the server stopped; start it again to resume",
+                    now(),
+                )
 
     def start(self, principal: Principal, request: IngestRequest) -> JobView:
         """Queue a job (422 for a missing source or a new gallery without a run; 409 when ingestion's
@@ -85,14 +90,18 @@ class Jobs:
         try:
             source = Path(request.source).expanduser()
         except RuntimeError:  # "~name" of no user on this server
-            raise ApiError(422, "invalid", f"source not found on the server: {request.source}", field="source") from None
+            raise ApiError(
+                422, "invalid", f"source not found on the server: {request.source}", field="source"
+            ) from None
         settings = self.services.settings
         from minterpr.models.zoo import shipped_models, shipped_models_dir
 
         known_runs = {row.run_dir for row in self.services.galleries.rows()}  # runs already serving galleries
         known_runs |= {str((shipped_models_dir() / name).absolute()) for name in shipped_models()}  # the installation's
         if request.detector == "onnx" and request.detector_model is None:
-            raise ApiError(422, "invalid", "the onnx detector needs detector_model (a .onnx file)", field="detector_model")
+            raise ApiError(
+                422, "invalid", "the onnx detector needs detector_model (a .onnx file)", field="detector_model"
+            )
         if request.detector != "onnx" and request.detector_model is not None:
             raise ApiError(422, "invalid", "detector_model goes with detector onnx", field="detector_model")
         check_request_paths(settings, request, known_runs)  # every path the request names (serving.paths)
@@ -103,18 +112,28 @@ class Jobs:
         if row is not None:
             directory, run_dir, managed = row.directory, row.run_dir, row.managed
             if request.run is not None and Path(request.run).absolute() != Path(run_dir):
-                raise ApiError(422, "invalid", f"gallery {request.gallery!r} was built by {run_dir}; ingest with it",
-                               field="run")
+                raise ApiError(
+                    422, "invalid", f"gallery {request.gallery!r} was built by {run_dir}; ingest with it", field="run"
+                )
         else:
             if request.run is None:
                 raise ApiError(422, "invalid", "a new gallery needs the run that embeds it", field="run")
             directory = str((self.services.settings.galleries_dir / request.gallery).absolute())
             run_dir, managed = str(Path(request.run).absolute()), True
-        detector_options = {} if request.detector_model is None else {"model": str(Path(request.detector_model).absolute())}
+        detector_options = (
+            {} if request.detector_model is None else {"model": str(Path(request.detector_model).absolute())}
+        )
         try:
-            options = IngestOptions(camera=request.camera, start=request.start, every=request.every,
-                                    target_fps=request.target_fps, frames=request.frames, best_k=request.best_k,
-                                    detector=request.detector, detector_options=detector_options)
+            options = IngestOptions(
+                camera=request.camera,
+                start=request.start,
+                every=request.every,
+                target_fps=request.target_fps,
+                frames=request.frames,
+                best_k=request.best_k,
+                detector=request.detector,
+                detector_options=detector_options,
+            )
         except (TypeError, ValueError) as err:
             raise ApiError(422, "invalid", str(err)) from None
         if request.detector in ("onnx", "yolox-nano"):  # a model that does not load fails now, not in the background
@@ -129,19 +148,46 @@ class Jobs:
         def work(job_id: str, stop: threading.Event) -> None:
             self._run(job_id, principal, source_path, directory, run_dir, managed, request.gallery, options, stop)
 
-        return self.queue(principal, "ingest", request.gallery, source_path, request.model_dump(),
-                          {"gallery": request.gallery, "source": source_path}, work)
+        return self.queue(
+            principal,
+            "ingest",
+            request.gallery,
+            source_path,
+            request.model_dump(),
+            {"gallery": request.gallery, "source": source_path},
+            work,
+        )
 
-    def queue(self, principal: Principal, kind: str, gallery: str, source: str, options: dict[str, Any],
-              details: dict[str, Any], work: Callable[[str, threading.Event], None]) -> JobView:
+    def queue(
+        self,
+        principal: Principal,
+        kind: str,
+        gallery: str,
+        source: str,
+        options: dict[str, Any],
+        details: dict[str, Any],
+        work: Callable[[str, threading.Event], None],
+    ) -> JobView:
         """Record a job of ``kind`` ("ingest", "caption"), audit ``{kind}_start`` with ``details``, and run
         ``work(job_id, stop)`` in the queue (after the jobs before it); ``work`` reports with :meth:`report`
         and ends with :meth:`finish` (an exception it lets out ends the job as failed)."""
         job_id = uuid.uuid4().hex
         with self.db.write() as tx:
             t = now()
-            tx.add(IngestJob(id=job_id, gallery=gallery, source=source, options={**options, "kind": kind},
-                             user_id=principal.user_id, status="queued", progress={}, message="", created=t, updated=t))
+            tx.add(
+                IngestJob(
+                    id=job_id,
+                    gallery=gallery,
+                    source=source,
+                    options={**options, "kind": kind},
+                    user_id=principal.user_id,
+                    status="queued",
+                    progress={},
+                    message="",
+                    created=t,
+                    updated=t,
+                )
+            )
             audit.append(tx, principal.username, f"{kind}_start", None, {"job": job_id, **details})
         stop = threading.Event()
         with self._lock:
@@ -151,8 +197,9 @@ class Jobs:
         self._pool.submit(contextvars.copy_context().run, self._guarded, job_id, principal, work, stop)
         return self.view(job_id)
 
-    def _guarded(self, job_id: str, principal: Principal, work: Callable[[str, threading.Event], None],
-                 stop: threading.Event) -> None:
+    def _guarded(
+        self, job_id: str, principal: Principal, work: Callable[[str, threading.Event], None], stop: threading.Event
+    ) -> None:
         if stop.is_set():
             self.finish(job_id, principal, "cancelled", "cancelled before it started", {})
             return
@@ -172,8 +219,18 @@ class Jobs:
         if due:
             self._update(job_id, "running", progress, message)
 
-    def _run(self, job_id: str, principal: Principal, source: str, directory: str, run_dir: str, managed: bool,
-             gallery: str, options: Any, stop: threading.Event) -> None:
+    def _run(
+        self,
+        job_id: str,
+        principal: Principal,
+        source: str,
+        directory: str,
+        run_dir: str,
+        managed: bool,
+        gallery: str,
+        options: Any,
+        stop: threading.Event,
+    ) -> None:
         from minterpr.ingest import IngestCancelled, ingest
 
         def progress(event: Any) -> None:
@@ -184,20 +241,35 @@ class Jobs:
             result = ingest(source, directory, run=pipeline, options=options, progress=progress, cancel=stop.is_set)
             if result.rows_total == 0:  # no store was written: say why, rather than fail to register it
                 why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items()) or "none"
-                raise MinterprError(f"no crops of one person were kept from {source} ({result.detections} "
-                                    f"detections, {result.tracks} tracks; not cropped: {why}); nothing was "
-                                    f"added{self._note(options, result)}")
+                raise MinterprError(
+                    f"no crops of one person were kept from {source} ({result.detections} "
+                    f"detections, {result.tracks} tracks; not cropped: {why}); nothing was "
+                    f"added{self._note(options, result)}"
+                )
             self.services.galleries.register(gallery, directory, run_dir, by=principal.username, managed=managed)
         except IngestCancelled as err:
             self.finish(job_id, principal, "cancelled", str(err), {})
         except (MinterprError, ApiError) as err:
             self.finish(job_id, principal, "failed", str(err), {})
         else:
-            summary = {"rows_added": result.rows_added, "rows_total": result.rows_total, "tracks": result.tracks,
-                       "crops": result.crops, "frames_read": result.frames_read, "seconds": round(result.seconds, 2),
-                       "skipped": len(result.skipped), "resumed": result.resumed, "rejected": dict(result.rejected)}
-            self.finish(job_id, principal, "done", f"{result.rows_added} images added to {gallery}"
-                        f"{self._note(options, result)}", summary)
+            summary = {
+                "rows_added": result.rows_added,
+                "rows_total": result.rows_total,
+                "tracks": result.tracks,
+                "crops": result.crops,
+                "frames_read": result.frames_read,
+                "seconds": round(result.seconds, 2),
+                "skipped": len(result.skipped),
+                "resumed": result.resumed,
+                "rejected": dict(result.rejected),
+            }
+            self.finish(
+                job_id,
+                principal,
+                "done",
+                f"{result.rows_added} images added to {gallery}{self._note(options, result)}",
+                summary,
+            )
 
     @staticmethod
     def _note(options: Any, result: Any) -> str:
@@ -236,8 +308,17 @@ class Jobs:
         with self._lock:
             live = self._progress.get(job_id)
         progress = live if live and job.status not in TERMINAL else (job.progress or {})
-        return JobView(id=job.id, kind=_kind(job), gallery=job.gallery, source=job.source, status=job.status,
-                       progress=progress, message=job.message, created=job.created, updated=job.updated)
+        return JobView(
+            id=job.id,
+            kind=_kind(job),
+            gallery=job.gallery,
+            source=job.source,
+            status=job.status,
+            progress=progress,
+            message=job.message,
+            created=job.created,
+            updated=job.updated,
+        )
 
     def list(self) -> list[JobView]:
         with self.db.transaction() as tx:
@@ -264,16 +345,18 @@ class Jobs:
         if view.kind != "ingest":
             raise ApiError(409, "conflict", f"job {job_id} is a {view.kind} job: start it again from its form")
         if view.status not in ("cancelled", "interrupted", "failed"):
-            raise ApiError(409, "conflict", f"job {job_id} is {view.status}: only a cancelled, interrupted or "
-                                            "failed job resumes")
+            raise ApiError(
+                409, "conflict", f"job {job_id} is {view.status}: only a cancelled, interrupted or failed job resumes"
+            )
         with self.db.transaction() as tx:
             options = dict(tx.get(IngestJob, job_id).options or {})
         options.pop("kind", None)
         try:
             request = IngestRequest(**options)
         except ValueError as err:  # a row from an older version whose request no longer validates
-            raise ApiError(409, "conflict", f"job {job_id}'s request cannot be made again ({err}); start a new job")\
-                from None
+            raise ApiError(
+                409, "conflict", f"job {job_id}'s request cannot be made again ({err}); start a new job"
+            ) from None
         resumed = self.start(principal, request)
         self.services.audit.record(principal, "ingest_resume", None, {"job": resumed.id, "resumes": job_id})
         return resumed

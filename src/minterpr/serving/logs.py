@@ -8,6 +8,7 @@ Example:
     >>> sorted(json.loads(line)), json.loads(line)["message"]
     (['level', 'logger', 'message', 'request_id', 'time'], "gallery 'lobby'")
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -24,8 +25,11 @@ class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
             "time": dt.datetime.fromtimestamp(record.created, dt.timezone.utc).isoformat(timespec="milliseconds"),
-            "level": record.levelname.lower(), "logger": record.name, "message": record.getMessage(),
-            "request_id": request_id()}
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "message": record.getMessage(),
+            "request_id": request_id(),
+        }
         if record.exc_info:
             entry["exception"] = self.formatException(record.exc_info)
         return json.dumps(entry, ensure_ascii=True)
@@ -35,9 +39,15 @@ def json_log_config(level: str) -> dict[str, Any]:
     """A ``logging.config.dictConfig`` for uvicorn (``log_config=``) writing JSON lines to stderr for
     uvicorn's loggers and ``minterpr``'s."""
     handler = {"class": "logging.StreamHandler", "formatter": "json", "stream": "ext://sys.stderr"}
-    loggers = {name: {"handlers": ["json"], "level": level.upper(), "propagate": False}
-               for name in ("uvicorn", "uvicorn.access", "minterpr")}
+    loggers = {
+        name: {"handlers": ["json"], "level": level.upper(), "propagate": False}
+        for name in ("uvicorn", "uvicorn.access", "minterpr")
+    }
     loggers["uvicorn.error"] = {"level": level.upper()}  # propagates to "uvicorn"
-    return {"version": 1, "disable_existing_loggers": False,
-            "formatters": {"json": {"()": "minterpr.serving.logs.JsonFormatter"}},
-            "handlers": {"json": handler}, "loggers": loggers}
+    return {
+        "version": 1,
+        "disable_existing_loggers": False,
+        "formatters": {"json": {"()": "minterpr.serving.logs.JsonFormatter"}},
+        "handlers": {"json": handler},
+        "loggers": loggers,
+    }

@@ -16,6 +16,7 @@ Example:
     >>> strip.untimed, strip.start, strip.end
     (1, '2026-03-02 08:00:00', '2026-03-02 09:00:00')
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -130,10 +131,15 @@ def timeline_strip(results: Sequence[Any]) -> Strip:
             continue
         x = 0.5 if span == 0 else (moment - low).total_seconds() / span
         camera = r.camera or "camera unknown"
-        lanes.setdefault(camera, []).append(Mark(r.gallery_index, r.rank, round(x, 4),
-                                                 f"#{r.rank}, {camera}, {when(r.time)}"))
-    return Strip(tuple(Lane(c, tuple(_label_rows(m))) for c, m in sorted(lanes.items())), when(low), when(high),
-                 len(results) - len(known))
+        lanes.setdefault(camera, []).append(
+            Mark(r.gallery_index, r.rank, round(x, 4), f"#{r.rank}, {camera}, {when(r.time)}")
+        )
+    return Strip(
+        tuple(Lane(c, tuple(_label_rows(m))) for c, m in sorted(lanes.items())),
+        when(low),
+        when(high),
+        len(results) - len(known),
+    )
 
 
 def footage_range(galleries: Sequence[Any], name: str) -> tuple[str, str] | None:
@@ -197,8 +203,14 @@ def frame_with_box(path: Any, box: Sequence[float], frame_size: Sequence[int]) -
 def has_frame(metadata: dict[str, Any]) -> bool:
     """Whether ingestion stored the frame a crop was cut from (with its box and the frame's size)."""
     box, size = metadata.get("box"), metadata.get("frame_size")
-    return (isinstance(metadata.get("frame_image"), str) and isinstance(box, (list, tuple)) and len(box) == 4
-            and isinstance(size, (list, tuple)) and len(size) == 2 and all(float(v) > 0 for v in size))
+    return (
+        isinstance(metadata.get("frame_image"), str)
+        and isinstance(box, (list, tuple))
+        and len(box) == 4
+        and isinstance(size, (list, tuple))
+        and len(size) == 2
+        and all(float(v) > 0 for v in size)
+    )
 
 
 def look_context(pages: Any, user: Any, sid: str, gallery_index: int, compare: int | None) -> dict[str, Any]:
@@ -215,9 +227,20 @@ def look_context(pages: Any, user: Any, sid: str, gallery_index: int, compare: i
 
     def described(i: int) -> dict[str, Any]:
         info = search.image_info(user, sid, i)
-        return {"gallery_index": i, "result": by_index.get(i), "camera": info["camera"], "time": info["time"],
-                "provenance": provenance(info["metadata"]), "frame": has_frame(info["metadata"]),
-                "confirmed": any(c.gallery_index == i for c in view.confirmed_all)}
+        return {
+            "gallery_index": i,
+            "result": by_index.get(i),
+            "camera": info["camera"],
+            "time": info["time"],
+            "provenance": provenance(info["metadata"]),
+            "frame": has_frame(info["metadata"]),
+            "confirmed": any(c.gallery_index == i for c in view.confirmed_all),
+        }
 
-    return dict(view=view, image=described(gallery_index), other=None if compare is None else described(compare),
-                can_search=pages.allowed(user, "session:search"), case=pages.services.cases.get_case(view.case_id))
+    return dict(
+        view=view,
+        image=described(gallery_index),
+        other=None if compare is None else described(compare),
+        can_search=pages.allowed(user, "session:search"),
+        case=pages.services.cases.get_case(view.case_id),
+    )

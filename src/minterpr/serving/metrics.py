@@ -19,6 +19,7 @@ Example:
     >>> valid_request_id("abc-123"), valid_request_id("x" * 200), valid_request_id("a b")
     (True, False, False)
 """
+
 from __future__ import annotations
 
 import contextvars
@@ -50,23 +51,39 @@ class Metrics:
 
         self.services = services
         self.registry = CollectorRegistry()
-        self.latency = Histogram("minterpr_request_seconds", "request latency by route template",
-                                 ["route", "method"], registry=self.registry,
-                                 buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0))
-        self.responses = Counter("minterpr_responses", "responses by route template and HTTP status",
-                                 ["route", "status"], registry=self.registry)
-        limited = Gauge("minterpr_rate_limited_total", "requests refused by a rate limit", ["limit"],
-                        registry=self.registry)
-        for name, limiter in (("login_client", services.accounts.client_limiter),
-                              ("login_account", services.accounts.login_limiter),
-                              ("search", services.search.limiter)):
+        self.latency = Histogram(
+            "minterpr_request_seconds",
+            "request latency by route template",
+            ["route", "method"],
+            registry=self.registry,
+            buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0),
+        )
+        self.responses = Counter(
+            "minterpr_responses",
+            "responses by route template and HTTP status",
+            ["route", "status"],
+            registry=self.registry,
+        )
+        limited = Gauge(
+            "minterpr_rate_limited_total", "requests refused by a rate limit", ["limit"], registry=self.registry
+        )
+        for name, limiter in (
+            ("login_client", services.accounts.client_limiter),
+            ("login_account", services.accounts.login_limiter),
+            ("search", services.search.limiter),
+        ):
             limited.labels(name).set_function(lambda limiter=limiter: limiter.refused)
-        Gauge("minterpr_sessions_live", "search sessions computed in memory", registry=self.registry) \
-            .set_function(lambda: len(services.search._live))
+        Gauge("minterpr_sessions_live", "search sessions computed in memory", registry=self.registry).set_function(
+            lambda: len(services.search._live)
+        )
         self._stored = Gauge("minterpr_sessions", "search sessions stored", registry=self.registry)
         self._jobs = Gauge("minterpr_ingest_jobs", "ingestion jobs by status", ["status"], registry=self.registry)
-        self._progress = Gauge("minterpr_ingest_progress", "numbers in a running ingestion job's progress",
-                               ["job", "field"], registry=self.registry)
+        self._progress = Gauge(
+            "minterpr_ingest_progress",
+            "numbers in a running ingestion job's progress",
+            ["job", "field"],
+            registry=self.registry,
+        )
 
     def render(self) -> tuple[bytes, str]:
         """(body, content type) of a scrape; the database figures are read now."""

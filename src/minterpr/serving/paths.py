@@ -26,6 +26,7 @@ Example (a settings object; the database is never a request's path):
     >>> check_path(settings, "source", "/srv/minterpr/incoming/cam1.mp4", "input") is None
     True
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -52,13 +53,16 @@ def server_path(kind: PathKind, **field: Any) -> Any:
 
 def path_fields(model: type[BaseModel]) -> dict[str, PathKind]:
     """The fields of a request model that name server paths, with their kind."""
-    return {name: info.json_schema_extra[MARK] for name, info in model.model_fields.items()
-            if isinstance(info.json_schema_extra, dict) and MARK in info.json_schema_extra}
+    return {
+        name: info.json_schema_extra[MARK]
+        for name, info in model.model_fields.items()
+        if isinstance(info.json_schema_extra, dict) and MARK in info.json_schema_extra
+    }
 
 
 def _database(settings: ServeSettings) -> Path | None:
     url = settings.resolved_database_url()
-    return Path(url[len("sqlite:///"):]).expanduser().resolve() if url.startswith("sqlite:///") else None
+    return Path(url[len("sqlite:///") :]).expanduser().resolve() if url.startswith("sqlite:///") else None
 
 
 def _within(target: Path, root: Path) -> bool:
@@ -84,20 +88,23 @@ def _refusal(settings: ServeSettings, target: Path, kind: PathKind) -> str | Non
     return None
 
 
-def check_path(settings: ServeSettings, field: str, value: str | Path, kind: PathKind,
-               known: Iterable[str] = ()) -> ApiError | None:
+def check_path(
+    settings: ServeSettings, field: str, value: str | Path, kind: PathKind, known: Iterable[str] = ()
+) -> ApiError | None:
     """The 403 a request naming ``value`` in ``field`` gets, or None when the policy lets it through;
     ``known`` are runs already serving galleries (registered from the command line, anywhere)."""
     named = Path(value).expanduser()
     target = named.resolve()
-    where = f"put it in {settings.incoming_dir}" + (" or an import root" if kind == "input" else
-                                                    ", the data folder or an import root")
+    where = f"put it in {settings.incoming_dir}" + (
+        " or an import root" if kind == "input" else ", the data folder or an import root"
+    )
     reason = _refusal(settings, target, kind)
     if reason is not None:
         return ApiError(403, "outside_roots", f"{value} is {reason}; {where}", field=field)
     if not settings.importable(target) and not (kind == "run" and str(named.absolute()) in set(known)):
-        return ApiError(403, "outside_roots", f"{value} is outside the folders this service may read; {where}",
-                        field=field)
+        return ApiError(
+            403, "outside_roots", f"{value} is outside the folders this service may read; {where}", field=field
+        )
     if target.is_dir():
         for count, entry in enumerate(target.rglob("*")):
             if count >= _LINK_SCAN_MAX:
@@ -106,14 +113,27 @@ def check_path(settings: ServeSettings, field: str, value: str | Path, kind: Pat
                 continue
             linked = entry.resolve()
             if _refusal(settings, linked, kind) is not None:
-                return ApiError(403, "outside_roots", f"{value}: {entry.relative_to(target)} links to the service's "
-                                f"own state; {where}", field=field)
+                return ApiError(
+                    403,
+                    "outside_roots",
+                    f"{value}: {entry.relative_to(target)} links to the service's own state; {where}",
+                    field=field,
+                )
             if kind == "input" and not settings.importable(linked):  # a folder of links would read anywhere
-                return ApiError(403, "outside_roots", f"{value}: {entry.relative_to(target)} links outside the "
-                                f"folders this service may read; {where}", field=field)
+                return ApiError(
+                    403,
+                    "outside_roots",
+                    f"{value}: {entry.relative_to(target)} links outside the folders this service may read; {where}",
+                    field=field,
+                )
     elif kind == "input" and target.is_file() and _names_other_files(target):
-        return ApiError(403, "outside_roots", f"{value} is a playlist or a text file naming other files (HLS, "
-                        "concat, DASH, SDP): ingest the video itself", field=field)
+        return ApiError(
+            403,
+            "outside_roots",
+            f"{value} is a playlist or a text file naming other files (HLS, "
+            "concat, DASH, SDP): ingest the video itself",
+            field=field,
+        )
     return None
 
 

@@ -14,6 +14,7 @@ Example:
     >>> limiter.take("ana"), limiter.take("bo")
     (0.0, 0.0)
 """
+
 from __future__ import annotations
 
 import threading
@@ -53,7 +54,10 @@ class RateLimiter:
             return (1.0 - tokens) / self.spec.rate_per_s
 
     def _sweep(self, now: float) -> None:
-        full = [key for key, (tokens, last) in self._buckets.items()
-                if tokens + (now - last) * self.spec.rate_per_s >= self.spec.burst]
+        full = [
+            key
+            for key, (tokens, last) in self._buckets.items()
+            if tokens + (now - last) * self.spec.rate_per_s >= self.spec.burst
+        ]
         for key in full:
             del self._buckets[key]

@@ -23,6 +23,7 @@ Example:
     >>> purge(services, 30).model_dump()
     {'days': 30, 'sessions': 0, 'events': 0, 'uploads': 0, 'images': 0, 'galleries': []}
 """
+
 from __future__ import annotations
 
 import os
@@ -67,8 +68,9 @@ def purge(services: Any, days: int, *, by: str | None = None, clock: float | Non
         if removed:
             images += removed
             touched.append(row.name)
-    report = RetentionReport(days=days, sessions=len(old), events=removed_events, uploads=uploads, images=images,
-                             galleries=touched)
+    report = RetentionReport(
+        days=days, sessions=len(old), events=removed_events, uploads=uploads, images=images, galleries=touched
+    )
     with db.write() as tx:
         audit.append(tx, by, "retention_purge", None, report.model_dump())
     return report
@@ -89,17 +91,33 @@ def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     metadata = [loaded.metadata[i] for i in keep.tolist()]
     fingerprint = loaded.pipeline.fingerprint
     backend = _vector_backend(loaded)
-    vectors = (build_vector_index(backend, index, metadata, model_fingerprint=fingerprint)
-               if backend is not None and len(keep) else None)
+    vectors = (
+        build_vector_index(backend, index, metadata, model_fingerprint=fingerprint)
+        if backend is not None and len(keep)
+        else None
+    )
     removed_paths = [loaded.index.images[i].path for i in np.flatnonzero(old).tolist()]
     # the frames the removed crops were cut from go too, unless a kept crop was cut from the same frame
     kept_frames = {m.get("frame_image") for m in metadata}
-    removed_paths += sorted({loaded.metadata[i]["frame_image"] for i in np.flatnonzero(old).tolist()
-                             if isinstance(loaded.metadata[i].get("frame_image"), str)} - kept_frames)
+    removed_paths += sorted(
+        {
+            loaded.metadata[i]["frame_image"]
+            for i in np.flatnonzero(old).tolist()
+            if isinstance(loaded.metadata[i].get("frame_image"), str)
+        }
+        - kept_frames
+    )
     old_fused = loaded.index.fused  # a store that had a fused index keeps one, with its probe settings
     fused = build_fused(index, like=old_fused.params()) if old_fused is not None and len(keep) else None
-    save_gallery(index, loaded.directory, model_fingerprint=fingerprint, vector_index=vectors, metadata=metadata,
-                 rebuild=_rebuild(loaded.directory), fused_index=fused)
+    save_gallery(
+        index,
+        loaded.directory,
+        model_fingerprint=fingerprint,
+        vector_index=vectors,
+        metadata=metadata,
+        rebuild=_rebuild(loaded.directory),
+        fused_index=fused,
+    )
     if loaded.managed and loaded.index.root is not None:
         for path in removed_paths:
             try:

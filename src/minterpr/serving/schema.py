@@ -18,6 +18,7 @@ Example:
     >>> revision(engine) == HEAD
     True
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -47,8 +48,10 @@ def check(engine: Engine, where: str) -> None:
     """SchemaError unless the database is empty or at HEAD (``where`` names it in the message)."""
     found = revision(engine)
     if found not in (None, HEAD):
-        raise SchemaError(f"the database {where} has schema {found}, this minterpr needs {HEAD}: back it up, then run "
-                          f"`minterpr db upgrade` with the same --data/--database-url (or serve with --upgrade-db)")
+        raise SchemaError(
+            f"the database {where} has schema {found}, this minterpr needs {HEAD}: back it up, then run "
+            f"`minterpr db upgrade` with the same --data/--database-url (or serve with --upgrade-db)"
+        )
 
 
 def upgrade(engine: Engine, target: str = HEAD) -> tuple[str | None, str]:
@@ -61,8 +64,10 @@ def upgrade(engine: Engine, target: str = HEAD) -> tuple[str | None, str]:
         before = _revision(conn)
         known = _known()
         if before is not None and before not in known:  # written by a newer minterpr: no downgrade path here
-            raise SchemaError(f"the database has schema {before}, which this minterpr does not know (it knows "
-                              f"{', '.join(sorted(known))}): a newer minterpr wrote it; use that one")
+            raise SchemaError(
+                f"the database has schema {before}, which this minterpr does not know (it knows "
+                f"{', '.join(sorted(known))}): a newer minterpr wrote it; use that one"
+            )
         if before != target:
             config = _config(conn)
             if before == BASELINE and not _versioned(conn):
@@ -73,7 +78,9 @@ def upgrade(engine: Engine, target: str = HEAD) -> tuple[str | None, str]:
 
 def _known() -> set[str]:
     """The revisions this code has migrations for (the ``NNNN_*.py`` files of migrations/versions)."""
-    return {path.name.split("_", 1)[0] for path in (Path(__file__).with_name("migrations") / "versions").glob("[0-9]*_*.py")}
+    return {
+        path.name.split("_", 1)[0] for path in (Path(__file__).with_name("migrations") / "versions").glob("[0-9]*_*.py")
+    }
 
 
 def _config(conn: Connection) -> Any:

@@ -21,6 +21,7 @@ Example (``services`` from :func:`~minterpr.serving.service.build_services`, a g
     >>> view.results[0].similarity, view.action.kind  # doctest: +SKIP
     (0.61, 'question')
 """
+
 from __future__ import annotations
 
 import secrets
@@ -49,14 +50,36 @@ from minterpr.serving.schemas.search import ExportRecord, FollowView, SessionSum
 from minterpr.serving.security import allowed
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.uploads import store_upload, thumbnail
-from minterpr.serving.views import (Live, Positions, confirmed, confirmed_all, export_images, seen, timeline,
-                                    scope_words, turn_view)
+from minterpr.serving.views import (
+    Live,
+    Positions,
+    confirmed,
+    confirmed_all,
+    export_images,
+    seen,
+    timeline,
+    scope_words,
+    turn_view,
+)
 from minterpr.vlm.assist import VLMAssistant
 
-_AUDIT_ACTION = {"describe": "query", "answer": "query", "example": "query", "feedback": "feedback",
-                 "confirm": "confirm"}
-_VLM_AUDIT = ("purpose", "endpoint", "model", "outcome", "latency_s", "prompt_tokens", "completion_tokens",
-             "attempts")  # attempts: HTTP requests, retries included
+_AUDIT_ACTION = {
+    "describe": "query",
+    "answer": "query",
+    "example": "query",
+    "feedback": "feedback",
+    "confirm": "confirm",
+}
+_VLM_AUDIT = (
+    "purpose",
+    "endpoint",
+    "model",
+    "outcome",
+    "latency_s",
+    "prompt_tokens",
+    "completion_tokens",
+    "attempts",
+)  # attempts: HTTP requests, retries included
 
 
 def acted(principal: Principal) -> dict[str, Any]:
@@ -82,8 +105,15 @@ class Search:
         self.timing = threading.local()  # .last: seconds of the calling thread's last turn, by part
 
     # ----- starting and reading ------------------------------------------------------------------
-    def start(self, principal: Principal, case_id: int, gallery: str, cameras: list[str] | None = None,
-              start: datetime | None = None, end: datetime | None = None) -> TurnView:
+    def start(
+        self,
+        principal: Principal,
+        case_id: int,
+        gallery: str,
+        cameras: list[str] | None = None,
+        start: datetime | None = None,
+        end: datetime | None = None,
+    ) -> TurnView:
         """A new session in an open case over the gallery's images inside the case's scope (narrowed by the filters)."""
         need(principal, "session:search")
         case = self.cases.row(case_id)
@@ -95,24 +125,69 @@ class Search:
         if index is None:
             raise ApiError(422, "empty_scope", f"no image of gallery {gallery!r} lies in this scope", field="gallery")
         sid = uuid.uuid4().hex
-        options = {"seed": secrets.randbelow(2**31), "max_text_chars": self.settings.max_text_chars,
-                   "shortlist": ShortlistConfig().to_dict()}  # recorded: a later default must not change a replay
-        session = self._with_model(events.replay([], loaded.backend, index, options, loaded.pipeline.rerank_config(),
-                                                 None, loaded.pipeline.evidence_policy(),
-                                                 loaded.pipeline.extras.match_temperature()))
-        filters = {"cameras": None if scope.cameras is None else list(scope.cameras), "start": scope.start,
-                   "end": scope.end}
+        options = {
+            "seed": secrets.randbelow(2**31),
+            "max_text_chars": self.settings.max_text_chars,
+            "shortlist": ShortlistConfig().to_dict(),
+        }  # recorded: a later default must not change a replay
+        session = self._with_model(
+            events.replay(
+                [],
+                loaded.backend,
+                index,
+                options,
+                loaded.pipeline.rerank_config(),
+                None,
+                loaded.pipeline.evidence_policy(),
+                loaded.pipeline.extras.match_temperature(),
+            )
+        )
+        filters = {
+            "cameras": None if scope.cameras is None else list(scope.cameras),
+            "start": scope.start,
+            "end": scope.end,
+        }
         positions = Positions(rows, len(loaded.index))
         with self.db.write() as tx:
             t = now()
-            tx.add(SearchSession(id=sid, case_id=case_id, gallery_id=loaded.id, user_id=principal.user_id, created=t,
-                                 updated=t, filters=filters, options=options, seq=0))
-            audit.append(tx, principal.username, "session_start", case_id,
-                         {"session": sid, "gallery": loaded.name, "scope": filters, "images": positions.in_scope,
-                          **({"vlm_captioned": loaded.captions["vlm_captioned"]} if loaded.captions else {}),
-                          **acted(principal)})
-        live = Live(sid, case_id, principal.user_id, loaded, positions, session, options, 0,
-                    scope=scope_words(scope.cameras, scope.start, scope.end))
+            tx.add(
+                SearchSession(
+                    id=sid,
+                    case_id=case_id,
+                    gallery_id=loaded.id,
+                    user_id=principal.user_id,
+                    created=t,
+                    updated=t,
+                    filters=filters,
+                    options=options,
+                    seq=0,
+                )
+            )
+            audit.append(
+                tx,
+                principal.username,
+                "session_start",
+                case_id,
+                {
+                    "session": sid,
+                    "gallery": loaded.name,
+                    "scope": filters,
+                    "images": positions.in_scope,
+                    **({"vlm_captioned": loaded.captions["vlm_captioned"]} if loaded.captions else {}),
+                    **acted(principal),
+                },
+            )
+        live = Live(
+            sid,
+            case_id,
+            principal.user_id,
+            loaded,
+            positions,
+            session,
+            options,
+            0,
+            scope=scope_words(scope.cameras, scope.start, scope.end),
+        )
         self._remember(live)
         return turn_view(live, self.settings.results_per_turn, loaded.name)
 
@@ -133,10 +208,22 @@ class Search:
                 query = query.where(SearchSession.case_id == case_id)
             rows = tx.execute(query.order_by(SearchSession.created)).all()
         names = {row.id: row.name for row in self.galleries.rows()}
-        return [SessionSummary(session_id=s.id, case_id=s.case_id, gallery=names.get(s.gallery_id, "?"), user=name,
-                               created=s.created, updated=s.updated, turns=s.seq) for s, name in rows]
+        return [
+            SessionSummary(
+                session_id=s.id,
+                case_id=s.case_id,
+                gallery=names.get(s.gallery_id, "?"),
+                user=name,
+                created=s.created,
+                updated=s.updated,
+                turns=s.seq,
+            )
+            for s, name in rows
+        ]
 
-    def image(self, principal: Principal, sid: str, gallery_index: int, *, thumbnail_only: bool = True) -> tuple[bytes, str]:
+    def image(
+        self, principal: Principal, sid: str, gallery_index: int, *, thumbnail_only: bool = True
+    ) -> tuple[bytes, str]:
         """(JPEG bytes, media type) of an in-scope gallery image of the session."""
         need(principal, "session:read")
         with self._open(principal, sid, write=False) as live:
@@ -144,14 +231,20 @@ class Search:
             gallery = live.gallery
             path = gallery.index.images[gallery_index].path
         if not thumbnail_only or live.user_id != principal.user_id:  # who looked at which person's image
-            self._audit_read(principal, "image_read", live.case_id,
-                             {"session": sid, "gallery_index": gallery_index, "full": not thumbnail_only})
+            self._audit_read(
+                principal,
+                "image_read",
+                live.case_id,
+                {"session": sid, "gallery_index": gallery_index, "full": not thumbnail_only},
+            )
         try:
             file = resolve_under(gallery.index.root, path)
             height = self.settings.thumbnail_height if thumbnail_only else 4096
             return thumbnail(file, height), "image/jpeg"
         except (ImageError, InputError) as err:
-            raise ApiError(404, "image_unavailable", public_message(f"image {gallery_index} cannot be read: {err}")) from None
+            raise ApiError(
+                404, "image_unavailable", public_message(f"image {gallery_index} cannot be read: {err}")
+            ) from None
 
     def frame(self, principal: Principal, sid: str, gallery_index: int) -> tuple[bytes, str]:
         """(JPEG bytes, media type) of the frame an in-scope crop was cut from, its box drawn. A frame
@@ -164,15 +257,21 @@ class Search:
             gallery = live.gallery
             meta = dict(gallery.metadata[gallery_index])
         if not has_frame(meta):
-            raise ApiError(404, "frame_unavailable", f"image {gallery_index}: its frame was not kept (a gallery of "
-                                                     "crops, or one ingested before frames were stored)")
+            raise ApiError(
+                404,
+                "frame_unavailable",
+                f"image {gallery_index}: its frame was not kept (a gallery of "
+                "crops, or one ingested before frames were stored)",
+            )
         self._audit_read(principal, "frame_read", live.case_id, {"session": sid, "gallery_index": gallery_index})
         try:
-            return frame_with_box(resolve_under(gallery.index.root, meta["frame_image"]), meta["box"],
-                                  meta["frame_size"]), "image/jpeg"
+            return frame_with_box(
+                resolve_under(gallery.index.root, meta["frame_image"]), meta["box"], meta["frame_size"]
+            ), "image/jpeg"
         except (ImageError, InputError, OSError) as err:
-            raise ApiError(404, "frame_unavailable", public_message(f"the frame of image {gallery_index} cannot be "
-                                                                    f"read: {err}")) from None
+            raise ApiError(
+                404, "frame_unavailable", public_message(f"the frame of image {gallery_index} cannot be read: {err}")
+            ) from None
 
     def image_info(self, principal: Principal, sid: str, gallery_index: int) -> dict[str, Any]:
         """Camera, time and free metadata (frame, box, track, ...) of an in-scope gallery image of the session."""
@@ -189,21 +288,42 @@ class Search:
     def answer(self, principal: Principal, sid: str, text: str, top: int | None = None) -> TurnView:
         return self._turn(principal, sid, "answer", lambda live: live.session.answer(text), {}, text, None, top)
 
-    def feedback(self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None,
-                 group: bool = False) -> TurnView:
+    def feedback(
+        self, principal: Principal, sid: str, gallery_index: int, text: str, top: int | None = None, group: bool = False
+    ) -> TurnView:
         """Judge any in-scope image ("not her: no backpack", "maybe"); saying it *is* the person is refused
         here: that needs the explicit confirmation step (:meth:`confirm`). ``group``: the tracks linked to
         its track are judged the same way too (:meth:`_group`)."""
         if isinstance(text, str) and verdict(text) is True:
-            raise ApiError(422, "confirmation_required", "to say this is the person, use the confirmation step "
-                           "(POST /api/sessions/{id}/confirm with acknowledge: true)", field="text")
+            raise ApiError(
+                422,
+                "confirmation_required",
+                "to say this is the person, use the confirmation step "
+                "(POST /api/sessions/{id}/confirm with acknowledge: true)",
+                field="text",
+            )
         others = self._group(principal, sid, gallery_index) if group else []
-        view = self._turn(principal, sid, "feedback",
-                          lambda live: live.session.feedback(self._local(live, gallery_index), text),
-                          {"gallery_index": gallery_index}, text, gallery_index, top)
+        view = self._turn(
+            principal,
+            sid,
+            "feedback",
+            lambda live: live.session.feedback(self._local(live, gallery_index), text),
+            {"gallery_index": gallery_index},
+            text,
+            gallery_index,
+            top,
+        )
         for i in others:
-            view = self._turn(principal, sid, "feedback", lambda live, i=i: live.session.feedback(self._local(live, i), text),
-                              {"gallery_index": i, "group_of": gallery_index}, text, i, top)
+            view = self._turn(
+                principal,
+                sid,
+                "feedback",
+                lambda live, i=i: live.session.feedback(self._local(live, i), text),
+                {"gallery_index": i, "group_of": gallery_index},
+                text,
+                i,
+                top,
+            )
         return view
 
     def _group(self, principal: Principal, sid: str, gallery_index: int) -> list[int]:
@@ -215,21 +335,38 @@ class Search:
             self._local(live, gallery_index)
             rows, limit, used = group_rows(live, gallery_index), _max_turns(live.session), len(live.session.history)
         if limit is not None and used + 1 + len(rows) > limit:
-            raise ApiError(409, "turn_limit", f"judging its linked group takes {1 + len(rows)} turns and this "
-                           f"conversation has {limit - used} of its {limit} left: judge the crops one at a time",
-                           field="group")
+            raise ApiError(
+                409,
+                "turn_limit",
+                f"judging its linked group takes {1 + len(rows)} turns and this "
+                f"conversation has {limit - used} of its {limit} left: judge the crops one at a time",
+                field="group",
+            )
         return rows
 
-    def confirm(self, principal: Principal, sid: str, gallery_index: int, acknowledge: bool,
-                top: int | None = None, follow_of: int | None = None, group: bool = False) -> TurnView:
+    def confirm(
+        self,
+        principal: Principal,
+        sid: str,
+        gallery_index: int,
+        acknowledge: bool,
+        top: int | None = None,
+        follow_of: int | None = None,
+        group: bool = False,
+    ) -> TurnView:
         """The explicit step: the analyst states that this image looks like the person (similarity, not identity).
         ``follow_of``: a candidate of "follow this person" (:meth:`follow`): its same-person probability with
         that confirmed crop is recorded with the confirmation (and exported with it). ``group``: the tracks
         ingestion linked to its track are confirmed too, one crop each (only when the analyst asks)."""
         need(principal, "session:confirm")
         if acknowledge is not True:
-            raise ApiError(422, "acknowledge_required", "a confirmation needs acknowledge: true (the analyst "
-                           "confirms a visual similarity; it does not identify anyone)", field="acknowledge")
+            raise ApiError(
+                422,
+                "acknowledge_required",
+                "a confirmation needs acknowledge: true (the analyst "
+                "confirms a visual similarity; it does not identify anyone)",
+                field="acknowledge",
+            )
         extra: dict[str, Any] = {"gallery_index": gallery_index}
         others = self._group(principal, sid, gallery_index) if group else []
         if follow_of is not None:
@@ -238,13 +375,27 @@ class Search:
             with self._open(principal, sid, write=False) as live:
                 self._local(live, gallery_index)
                 extra.update(follow_of=follow_of, same_person=same_person_of(live, follow_of, gallery_index))
-        view = self._turn(principal, sid, "confirm",
-                          lambda live: live.session.feedback(self._local(live, gallery_index), events.CONFIRM_TEXT),
-                          extra, events.CONFIRM_TEXT, gallery_index, top)
+        view = self._turn(
+            principal,
+            sid,
+            "confirm",
+            lambda live: live.session.feedback(self._local(live, gallery_index), events.CONFIRM_TEXT),
+            extra,
+            events.CONFIRM_TEXT,
+            gallery_index,
+            top,
+        )
         for i in others:  # asked for: the linked tracks, one crop each, each its own recorded confirmation
-            view = self._turn(principal, sid, "confirm",
-                              lambda live, i=i: live.session.feedback(self._local(live, i), events.CONFIRM_TEXT),
-                              {"gallery_index": i, "group_of": gallery_index}, events.CONFIRM_TEXT, i, top)
+            view = self._turn(
+                principal,
+                sid,
+                "confirm",
+                lambda live, i=i: live.session.feedback(self._local(live, i), events.CONFIRM_TEXT),
+                {"gallery_index": i, "group_of": gallery_index},
+                events.CONFIRM_TEXT,
+                i,
+                top,
+            )
         return view
 
     def follow(self, principal: Principal, sid: str, gallery_index: int) -> FollowView:
@@ -255,9 +406,17 @@ class Search:
         need(principal, "session:read")
         with self._open(principal, sid, write=False) as live:
             shown = follow_view(live, gallery_index)
-        self._audit_read(principal, "follow_shown", live.case_id, {
-            "session": sid, "gallery_index": gallery_index, **acted(principal),
-            "candidates": [[c.gallery_index, c.same_person] for lane in shown.cameras for c in lane.candidates]})
+        self._audit_read(
+            principal,
+            "follow_shown",
+            live.case_id,
+            {
+                "session": sid,
+                "gallery_index": gallery_index,
+                **acted(principal),
+                "candidates": [[c.gallery_index, c.same_person] for lane in shown.cameras for c in lane.candidates],
+            },
+        )
         return shown
 
     def example_gallery(self, principal: Principal, sid: str, gallery_index: int, top: int | None = None) -> TurnView:
@@ -265,11 +424,20 @@ class Search:
             self._local(live, gallery_index)
             return live.session.example(live.gallery.index.images[gallery_index].path)
 
-        return self._turn(principal, sid, "example", move, {"gallery_index": gallery_index},
-                          f"example: gallery image {gallery_index}", gallery_index, top)
+        return self._turn(
+            principal,
+            sid,
+            "example",
+            move,
+            {"gallery_index": gallery_index},
+            f"example: gallery image {gallery_index}",
+            gallery_index,
+            top,
+        )
 
-    def example_upload(self, principal: Principal, sid: str, data: bytes, content_type: str | None,
-                       top: int | None = None) -> TurnView:
+    def example_upload(
+        self, principal: Principal, sid: str, data: bytes, content_type: str | None, top: int | None = None
+    ) -> TurnView:
         """Search by an uploaded image. It is written only once the session, its owner, its open case
         and both rate limits (turns, uploads) have let the move through: inside the move itself."""
         extra: dict[str, Any] = {}  # filled by the move: the stored file's name, recorded with the event
@@ -277,11 +445,20 @@ class Search:
         def move(live: Live) -> Any:
             wait = self.upload_limiter.take(f"user:{principal.user_id}")
             if wait > 0:
-                raise ApiError(429, "rate_limited", f"too many uploads; try again in {wait:.1f} s",
-                               headers={"Retry-After": str(max(1, round(wait)))})
+                raise ApiError(
+                    429,
+                    "rate_limited",
+                    f"too many uploads; try again in {wait:.1f} s",
+                    headers={"Retry-After": str(max(1, round(wait)))},
+                )
             folder = self.settings.uploads_dir / sid
-            extra["upload"] = store_upload(data, content_type, folder, max_bytes=self.settings.max_upload_bytes,
-                                           max_pixels=self.settings.max_image_pixels)
+            extra["upload"] = store_upload(
+                data,
+                content_type,
+                folder,
+                max_bytes=self.settings.max_upload_bytes,
+                max_pixels=self.settings.max_image_pixels,
+            )
             return live.session.example(str(folder / extra["upload"]))
 
         return self._turn(principal, sid, "example", move, extra, "example: uploaded image", None, top)
@@ -293,15 +470,21 @@ class Search:
         with self._open(principal, sid, write=True) as live:
             history = live.session.history
             if not 0 <= turn < len(history) or not 0 <= fact < len(history[turn].facts):
-                raise ApiError(422, "invalid", f"turn {turn} has no fact {fact} (the conversation has "
-                               f"{len(history)} turns)", field="fact")
+                raise ApiError(
+                    422,
+                    "invalid",
+                    f"turn {turn} has no fact {fact} (the conversation has {len(history)} turns)",
+                    field="fact",
+                )
             chosen = history[turn].facts[fact]
             try:
                 live.session.withdraw_fact(turn, chosen)
             except TurnError as err:
                 raise ApiError(422, "invalid_turn", str(err)) from None
             payload = events.withdraw_payload(turn, chosen)
-            self._commit(live, principal, "withdraw", payload, [("query", {"session": sid, "kind": "withdraw", **payload})])
+            self._commit(
+                live, principal, "withdraw", payload, [("query", {"session": sid, "kind": "withdraw", **payload})]
+            )
             return turn_view(live, self._top(top), live.gallery.name)
 
     def undo(self, principal: Principal, sid: str, top: int | None = None) -> TurnView:
@@ -311,8 +494,13 @@ class Search:
             return self._turn(principal, sid, "undo", lambda live: live.session.undo(), {}, "", None, top)
         self._may_take_a_turn(principal)
         with self._open(principal, sid, write=True) as live:
-            self._commit(live, principal, "undo", {"action": "withdraw"},
-                         [("undo", {"session": sid, "turns": len(live.session.history), "action": "withdraw"})])
+            self._commit(
+                live,
+                principal,
+                "undo",
+                {"action": "withdraw"},
+                [("undo", {"session": sid, "turns": len(live.session.history), "action": "withdraw"})],
+            )
             self._drop(sid)  # rebuilt from the log on the next read: the withdrawal undone
         with self._open(principal, sid, write=False) as live:
             return turn_view(live, self._top(top), live.gallery.name)
@@ -328,18 +516,36 @@ class Search:
                 raise ApiError(409, "nothing_confirmed", "export needs a confirmed match: confirm one first")
             match = every[0]  # the headline is the first confirmation; the others follow it as confirmed crops
             images = export_images(live, match.gallery_index, files=files)
-            images += [{**export_images(live, c.gallery_index, files=files)[0], "confirmed": True,
-                        **({} if c.same_person is None else {"follow_of": c.follow_of, "same_person": c.same_person})}
-                       for c in every[1:] if c.gallery_index not in {im["gallery_index"] for im in images}]
+            images += [
+                {
+                    **export_images(live, c.gallery_index, files=files)[0],
+                    "confirmed": True,
+                    **({} if c.same_person is None else {"follow_of": c.follow_of, "same_person": c.same_person}),
+                }
+                for c in every[1:]
+                if c.gallery_index not in {im["gallery_index"] for im in images}
+            ]
             details = {"session": sid, "images": [image["path"] for image in images]}
-            seq, t = self._commit(live, principal, "export", {"gallery_index": match.gallery_index},
-                                  [("export", details)])
-            live.exports.append(TimelineEntry(seq=seq, kind="export", text="", gallery_index=match.gallery_index,
-                                              user=principal.username, time=t))
+            seq, t = self._commit(
+                live, principal, "export", {"gallery_index": match.gallery_index}, [("export", details)]
+            )
+            live.exports.append(
+                TimelineEntry(
+                    seq=seq, kind="export", text="", gallery_index=match.gallery_index, user=principal.username, time=t
+                )
+            )
             case = self.cases.get_case(live.case_id)
-            return ExportRecord(case=case, session_id=sid, gallery=live.gallery.name, confirmed=match, images=images,
-                                conversation=timeline(live), exported_by=principal.username,
-                                exported_at=datetime.now(timezone.utc), statement=match.statement)
+            return ExportRecord(
+                case=case,
+                session_id=sid,
+                gallery=live.gallery.name,
+                confirmed=match,
+                images=images,
+                conversation=timeline(live),
+                exported_by=principal.username,
+                exported_at=datetime.now(timezone.utc),
+                statement=match.statement,
+            )
 
     def reference(self, sid: str) -> Any:
         """The plain reference: a fresh Session replayed from the stored events (what a restart builds)."""
@@ -357,8 +563,11 @@ class Search:
     # ----- internals -----------------------------------------------------------------------------
     def _last_action(self, sid: str) -> str | None:
         with self.db.transaction() as tx:
-            stored = tx.execute(select(SessionEvent.seq, SessionEvent.kind, SessionEvent.payload)
-                                .where(SessionEvent.session_id == sid).order_by(SessionEvent.seq)).all()
+            stored = tx.execute(
+                select(SessionEvent.seq, SessionEvent.kind, SessionEvent.payload)
+                .where(SessionEvent.session_id == sid)
+                .order_by(SessionEvent.seq)
+            ).all()
         return events.last_action(events.Event(seq, kind, payload or {}) for seq, kind, payload in stored)
 
     def _audit_read(self, principal: Principal, action: str, case_id: int, details: dict[str, Any]) -> None:
@@ -371,8 +580,13 @@ class Search:
     def _local(self, live: Live, gallery_index: int) -> int:
         local = live.positions.to_local(gallery_index)
         if local is None:
-            raise ApiError(422, "out_of_scope", f"gallery_index {gallery_index} is not an image this session may "
-                           f"search (0..{live.positions.gallery_size - 1}, inside the case's scope)", field="gallery_index")
+            raise ApiError(
+                422,
+                "out_of_scope",
+                f"gallery_index {gallery_index} is not an image this session may "
+                f"search (0..{live.positions.gallery_size - 1}, inside the case's scope)",
+                field="gallery_index",
+            )
         return local
 
     def _may_take_a_turn(self, principal: Principal) -> None:
@@ -380,17 +594,34 @@ class Search:
         need(principal, "session:search")
         wait = self.limiter.take(f"user:{principal.user_id}")
         if wait > 0:
-            raise ApiError(429, "rate_limited", f"too many turns; try again in {wait:.1f} s",
-                           headers={"Retry-After": str(max(1, round(wait)))})
+            raise ApiError(
+                429,
+                "rate_limited",
+                f"too many turns; try again in {wait:.1f} s",
+                headers={"Retry-After": str(max(1, round(wait)))},
+            )
 
-    def _turn(self, principal: Principal, sid: str, kind: str, move: Callable[[Live], Any], extra: dict[str, Any],
-              text: str, gallery_index: int | None, top: int | None) -> TurnView:
+    def _turn(
+        self,
+        principal: Principal,
+        sid: str,
+        kind: str,
+        move: Callable[[Live], Any],
+        extra: dict[str, Any],
+        text: str,
+        gallery_index: int | None,
+        top: int | None,
+    ) -> TurnView:
         self._may_take_a_turn(principal)
         with self._open(principal, sid, write=True) as live:
             limit = _max_turns(live.session)
             if kind != "undo" and limit is not None and len(live.session.history) >= limit:
-                raise ApiError(409, "turn_limit", f"this conversation has the {limit} turns the model reads; undo a "
-                               "turn, or start a new session in the same case")
+                raise ApiError(
+                    409,
+                    "turn_limit",
+                    f"this conversation has the {limit} turns the model reads; undo a "
+                    "turn, or start a new session in the same case",
+                )
             if kind in ("feedback", "confirm") and gallery_index is not None:  # what the analyst saw of it
                 extra = {**extra, **seen(live, gallery_index)}
             started = time.perf_counter()
@@ -407,44 +638,90 @@ class Search:
                 payload: dict[str, Any] = {}
                 audits = [("undo", {"session": sid, "turns": len(live.session.history)})]
             else:
-                payload = events.turn_payload(live.session.history[-1], **extra,
-                                              **({"model_scores": [list(j) for j in judged]} if judged else {}))
+                payload = events.turn_payload(
+                    live.session.history[-1], **extra, **({"model_scores": [list(j) for j in judged]} if judged else {})
+                )
                 details = {"session": sid, "kind": kind, "text": text, **extra}
-                audits = [(_AUDIT_ACTION[kind], details),
-                          ("results_shown", {"session": sid, "results": [[r.gallery_index, r.path, r.similarity]
-                                             for r in shown.results[: self.settings.results_per_turn]]})]
+                audits = [
+                    (_AUDIT_ACTION[kind], details),
+                    (
+                        "results_shown",
+                        {
+                            "session": sid,
+                            "results": [
+                                [r.gallery_index, r.path, r.similarity]
+                                for r in shown.results[: self.settings.results_per_turn]
+                            ],
+                        },
+                    ),
+                ]
             audits += [("vlm_call", {"session": sid, **{k: c[k] for k in _VLM_AUDIT}}) for c in calls]
             viewed = time.perf_counter()
             seq, t = self._commit(live, principal, kind, payload, audits)
-            self.timing.last = {"session": computed - started, "view": viewed - computed,
-                                "commit": time.perf_counter() - viewed}
+            self.timing.last = {
+                "session": computed - started,
+                "view": viewed - computed,
+                "commit": time.perf_counter() - viewed,
+            }
             if kind == "undo":
                 live.timeline.pop()
             else:
                 said = _text(live.session.history[-1].turn, events.Event(seq, kind, payload))
-                live.timeline.append(TimelineEntry(seq=seq, kind=kind, text=said, gallery_index=gallery_index,
-                                                   user=principal.username, time=t, rank=extra.get("seen_rank"),
-                                                   similarity=extra.get("seen_similarity"),
-                                                   understood=live.session.history[-1].understood,
-                                                   follow_of=extra.get("follow_of"),
-                                                   same_person=extra.get("same_person")))
+                live.timeline.append(
+                    TimelineEntry(
+                        seq=seq,
+                        kind=kind,
+                        text=said,
+                        gallery_index=gallery_index,
+                        user=principal.username,
+                        time=t,
+                        rank=extra.get("seen_rank"),
+                        similarity=extra.get("seen_similarity"),
+                        understood=live.session.history[-1].understood,
+                        follow_of=extra.get("follow_of"),
+                        same_person=extra.get("same_person"),
+                    )
+                )
             # the confirmation reports the rank and match recorded with it (now in the timeline)
-            return shown.model_copy(update={"seq": seq, "timeline": timeline(live), "confirmed": confirmed(live),
-                                            "confirmed_all": confirmed_all(live)})
+            return shown.model_copy(
+                update={
+                    "seq": seq,
+                    "timeline": timeline(live),
+                    "confirmed": confirmed(live),
+                    "confirmed_all": confirmed_all(live),
+                }
+            )
 
-    def _commit(self, live: Live, principal: Principal, kind: str, payload: dict[str, Any],
-                audits: list[tuple[str, dict[str, Any]]]) -> tuple[int, float]:
+    def _commit(
+        self,
+        live: Live,
+        principal: Principal,
+        kind: str,
+        payload: dict[str, Any],
+        audits: list[tuple[str, dict[str, Any]]],
+    ) -> tuple[int, float]:
         """Append the event and its audit entries in one transaction; on failure the in-memory
         session (ahead of the log) is dropped and the error raised."""
         try:
             with self.db.write() as tx:
                 row = tx.get(SearchSession, live.session_id)
                 if row is None or row.seq != live.seq:
-                    raise ApiError(409, "conflict", "the session changed meanwhile (another request or server); "
-                                   "reload it and repeat the move")
+                    raise ApiError(
+                        409,
+                        "conflict",
+                        "the session changed meanwhile (another request or server); reload it and repeat the move",
+                    )
                 t = now()
-                tx.add(SessionEvent(session_id=live.session_id, seq=live.seq + 1, time=t, user_id=principal.user_id,
-                                    kind=kind, payload=payload))
+                tx.add(
+                    SessionEvent(
+                        session_id=live.session_id,
+                        seq=live.seq + 1,
+                        time=t,
+                        user_id=principal.user_id,
+                        kind=kind,
+                        payload=payload,
+                    )
+                )
                 row.seq, row.updated = live.seq + 1, t
                 for action, details in audits:
                     audit.append(tx, principal.username, action, live.case_id, {**details, **acted(principal)})
@@ -461,10 +738,16 @@ class Search:
             lock = self._locks.setdefault(sid, threading.Lock())
         with lock:
             with self.db.transaction() as tx:  # one read: the session, its case's status, its gallery's version
-                found = tx.execute(select(SearchSession, Case.status, GalleryRow.version)
-                                   .join(Case, Case.id == SearchSession.case_id)
-                                   .join(GalleryRow, GalleryRow.id == SearchSession.gallery_id)
-                                   .where(SearchSession.id == sid)).first() if len(sid) <= 32 else None
+                found = (
+                    tx.execute(
+                        select(SearchSession, Case.status, GalleryRow.version)
+                        .join(Case, Case.id == SearchSession.case_id)
+                        .join(GalleryRow, GalleryRow.id == SearchSession.gallery_id)
+                        .where(SearchSession.id == sid)
+                    ).first()
+                    if len(sid) <= 32
+                    else None
+                )
             if found is None:
                 raise ApiError(404, "not_found", f"no session {sid!r}", field="session_id")
             row, status, version = found
@@ -484,33 +767,79 @@ class Search:
 
     def _build(self, row: SearchSession, loaded: LoadedGallery) -> Live:
         filters = row.filters or {}
-        scope = Scope(None if filters.get("cameras") is None else tuple(filters["cameras"]), filters.get("start"),
-                      filters.get("end"))
+        scope = Scope(
+            None if filters.get("cameras") is None else tuple(filters["cameras"]),
+            filters.get("start"),
+            filters.get("end"),
+        )
         rows, index = loaded.scoped(scope.cameras, scope.start, scope.end)
         if index is None:
             raise ApiError(410, "gone", f"session {row.id}: no image of its scope is left in the gallery")
         with self.db.transaction() as tx:
-            stored = tx.execute(select(SessionEvent, User.username).join(User, User.id == SessionEvent.user_id)
-                                .where(SessionEvent.session_id == row.id).order_by(SessionEvent.seq)).all()
+            stored = tx.execute(
+                select(SessionEvent, User.username)
+                .join(User, User.id == SessionEvent.user_id)
+                .where(SessionEvent.session_id == row.id)
+                .order_by(SessionEvent.seq)
+            ).all()
         log = [events.Event(e.seq, e.kind, e.payload, name, e.time) for e, name in stored]
         uploads = self.settings.uploads_dir / row.id
         try:
-            session = events.replay(log, loaded.backend, index, row.options or {}, loaded.pipeline.rerank_config(), uploads,
-                                    loaded.pipeline.evidence_policy(), loaded.pipeline.extras.match_temperature())
+            session = events.replay(
+                log,
+                loaded.backend,
+                index,
+                row.options or {},
+                loaded.pipeline.rerank_config(),
+                uploads,
+                loaded.pipeline.evidence_policy(),
+                loaded.pipeline.extras.match_temperature(),
+            )
             turns = events.fold(log, uploads)
         except (TurnError, InputError) as err:
-            raise ApiError(410, "gone", f"session {row.id} cannot be rebuilt from its events (an image may "
-                           f"have been removed by retention): {public_message(str(err))}") from None
-        timeline = [TimelineEntry(seq=e.seq, kind=e.kind, text=_text(entry.turn, e), user=e.user, time=e.time,
-                                  gallery_index=e.payload.get("gallery_index"), rank=e.payload.get("seen_rank"),
-                                  similarity=e.payload.get("seen_similarity"), understood=entry.understood,
-                                  follow_of=e.payload.get("follow_of"), same_person=e.payload.get("same_person"))
-                    for entry, e in turns]
+            raise ApiError(
+                410,
+                "gone",
+                f"session {row.id} cannot be rebuilt from its events (an image may "
+                f"have been removed by retention): {public_message(str(err))}",
+            ) from None
+        timeline = [
+            TimelineEntry(
+                seq=e.seq,
+                kind=e.kind,
+                text=_text(entry.turn, e),
+                user=e.user,
+                time=e.time,
+                gallery_index=e.payload.get("gallery_index"),
+                rank=e.payload.get("seen_rank"),
+                similarity=e.payload.get("seen_similarity"),
+                understood=entry.understood,
+                follow_of=e.payload.get("follow_of"),
+                same_person=e.payload.get("same_person"),
+            )
+            for entry, e in turns
+        ]
         session = self._with_model(session)  # after the replay: recorded turns keep their recorded facts
-        exports = [TimelineEntry(seq=e.seq, kind=e.kind, text="", gallery_index=e.payload.get("gallery_index"),
-                                 user=e.user, time=e.time) for e in log if e.kind == "export"]
-        return Live(row.id, row.case_id, row.user_id, loaded, Positions(rows, len(loaded.index)), session,
-                    dict(row.options or {}), len(log), timeline, exports, scope_words(scope.cameras, scope.start, scope.end))
+        exports = [
+            TimelineEntry(
+                seq=e.seq, kind=e.kind, text="", gallery_index=e.payload.get("gallery_index"), user=e.user, time=e.time
+            )
+            for e in log
+            if e.kind == "export"
+        ]
+        return Live(
+            row.id,
+            row.case_id,
+            row.user_id,
+            loaded,
+            Positions(rows, len(loaded.index)),
+            session,
+            dict(row.options or {}),
+            len(log),
+            timeline,
+            exports,
+            scope_words(scope.cameras, scope.start, scope.end),
+        )
 
     def _with_model(self, session: Any) -> Any:
         """``session`` with the service's vision-language model (`serve --vlm-url`), if one is configured."""

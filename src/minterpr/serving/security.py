@@ -16,6 +16,7 @@ Example:
     >>> allowed("analyst", "session:search"), allowed("auditor", "session:search"), allowed("auditor", "audit:read")
     (True, False, True)
 """
+
 from __future__ import annotations
 
 import base64
@@ -102,8 +103,15 @@ def _verify_scrypt(password: str, stored: str) -> bool:
     try:
         _, n, r, p, salt, digest = stored.split("$")
         expected = base64.b64decode(digest)
-        actual = hashlib.scrypt(password.encode("utf-8", "surrogatepass"), salt=base64.b64decode(salt),
-                                n=int(n), r=int(r), p=int(p), dklen=len(expected), maxmem=_SCRYPT_MAXMEM)
+        actual = hashlib.scrypt(
+            password.encode("utf-8", "surrogatepass"),
+            salt=base64.b64decode(salt),
+            n=int(n),
+            r=int(r),
+            p=int(p),
+            dklen=len(expected),
+            maxmem=_SCRYPT_MAXMEM,
+        )
     except (ValueError, TypeError):
         return False
     return hmac.compare_digest(actual, expected)

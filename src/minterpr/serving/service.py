@@ -13,6 +13,7 @@ Example:
     >>> services.audit.verify().ok, services.audit.head()[0]
     (True, 1)
 """
+
 from __future__ import annotations
 
 import os
@@ -109,11 +110,16 @@ def build_services(settings: ServeSettings, *, jobs: bool = True, upgrade: bool 
         torch.set_num_threads(settings.torch_threads)
     _owner_only(settings.resolved_database_url())
     db = Database(settings.resolved_database_url(), upgrade=upgrade)
-    galleries = Galleries(db, device=settings.device, appearance=settings.appearance,
-                          caption_weight=settings.vlm_caption_weight if settings.vlm_captions else None)
+    galleries = Galleries(
+        db,
+        device=settings.device,
+        appearance=settings.appearance,
+        caption_weight=settings.vlm_caption_weight if settings.vlm_captions else None,
+    )
     cases = Cases(db, settings.max_text_chars)
-    services = Services(settings, db, Accounts(db, settings), galleries, cases,
-                        Search(db, settings, galleries, cases), AuditService(db))
+    services = Services(
+        settings, db, Accounts(db, settings), galleries, cases, Search(db, settings, galleries, cases), AuditService(db)
+    )
     if jobs:
         from minterpr.serving.jobs import Jobs
 

@@ -7,6 +7,7 @@ Example:
     >>> settings.search_rate
     RateSpec(rate_per_s=5.0, burst=20)
 """
+
 from __future__ import annotations
 
 import ipaddress
@@ -103,8 +104,13 @@ class ServeSettings:
             value = getattr(self, name)
             if value is None and name in ("retention_days", "torch_threads"):
                 continue
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or value < low or (high is not None and value > high):
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or value < low
+                or (high is not None and value > high)
+            ):
                 within = f"{low:g}..{high:g}" if high is not None else f">= {low:g}"
                 raise InputError(f"{name} must be a number within {within}, got {value!r}")
         for proxy in self.trusted_proxies:
@@ -122,7 +128,11 @@ class ServeSettings:
     def uploads_dir(self) -> Path:
         """Example images uploaded into sessions (re-encoded PNG, named by content hash); absolute, so a
         relative ``data_dir`` (or ``upload_dir``) is not read under a gallery's image root."""
-        return Path(self.upload_dir).absolute() if self.upload_dir is not None else Path(self.data_dir).absolute() / "uploads"
+        return (
+            Path(self.upload_dir).absolute()
+            if self.upload_dir is not None
+            else Path(self.data_dir).absolute() / "uploads"
+        )
 
     @property
     def incoming_dir(self) -> Path:
@@ -132,8 +142,10 @@ class ServeSettings:
     def importable(self, path: str | Path) -> bool:
         """Whether a request may name ``path`` (inside data_dir or one of import_roots, links resolved)."""
         target = Path(path).expanduser().resolve()
-        return any(target == root or root in target.parents
-                   for root in (Path(r).expanduser().resolve() for r in (self.data_dir, *self.import_roots)))
+        return any(
+            target == root or root in target.parents
+            for root in (Path(r).expanduser().resolve() for r in (self.data_dir, *self.import_roots))
+        )
 
     def is_state(self, path: str | Path) -> bool:
         """Whether ``path`` overlaps the service's own state — ``data_dir`` (its ``incoming`` folder
@@ -148,7 +160,7 @@ class ServeSettings:
             return True
         url = self.resolved_database_url()
         if url.startswith("sqlite:///"):
-            database = Path(url[len("sqlite:///"):]).expanduser().resolve()
+            database = Path(url[len("sqlite:///") :]).expanduser().resolve()
             return target.parent == database.parent and target.name.startswith(database.name)
         return False
 

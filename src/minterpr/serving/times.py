@@ -4,6 +4,7 @@ Example:
     >>> when("2026-12-01T10:02:03+00:00"), when(None), when(0)
     ('2026-12-01 10:02:03', '', '1970-01-01 00:00:00')
 """
+
 from __future__ import annotations
 
 import datetime as dt
@@ -16,8 +17,6 @@ def when(value: Any) -> str:
         return ""
     moment = as_datetime(value)
     return moment.strftime("%Y-%m-%d %H:%M:%S") if moment is not None else str(value)
-
-
 
 
 def as_datetime(value: Any) -> dt.datetime | None:

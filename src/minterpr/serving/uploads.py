@@ -18,6 +18,7 @@ Example:
     ...
     minterpr.serving.errors.ApiError: image type 'image/gif' is not accepted: send image/jpeg, image/png, image/webp or image/bmp
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -50,17 +51,27 @@ def _size(n: int) -> str:
     return f"{n} bytes"
 
 
-def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLike[str], *, max_bytes: int,
-                 max_pixels: int) -> str:
+def store_upload(
+    data: bytes, content_type: str | None, folder: str | os.PathLike[str], *, max_bytes: int, max_pixels: int
+) -> str:
     """Check and store one uploaded image; returns its file name in ``folder``. ApiError 413 / 415 / 422."""
     kind = (content_type or "").split(";")[0].strip().lower()
     if kind not in IMAGE_TYPES:
         accepted = ", ".join(list(IMAGE_TYPES)[:-1]) + f" or {list(IMAGE_TYPES)[-1]}"
-        raise ApiError(415, "unsupported_media_type", f"image type {kind or 'none'!r} is not accepted: send {accepted}",
-                       field="file")
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"image type {kind or 'none'!r} is not accepted: send {accepted}",
+            field="file",
+        )
     if len(data) > max_bytes:
-        raise ApiError(413, "too_large", f"the image has more than the {_size(max_bytes)} an upload may have "
-                       "(the server's max_upload_bytes): send a smaller copy", field="file")
+        raise ApiError(
+            413,
+            "too_large",
+            f"the image has more than the {_size(max_bytes)} an upload may have "
+            "(the server's max_upload_bytes): send a smaller copy",
+            field="file",
+        )
     if not data:
         raise ApiError(422, "bad_image", "the uploaded file is empty", field="file")
     try:
@@ -71,16 +82,28 @@ def store_upload(data: bytes, content_type: str | None, folder: str | os.PathLik
         claimed = re.search(r"\((\d+) pixels\)", str(err))
         size = _header_size(data)
         said = f"{size[0]}x{size[1]}" if size else f"{claimed.group(1) if claimed else 'too many'} pixels"
-        raise ApiError(413, "too_large", f"the image is {said}: more than {max_pixels} pixels (the server's "
-                       "max_image_pixels): send a smaller copy", field="file") from None
+        raise ApiError(
+            413,
+            "too_large",
+            f"the image is {said}: more than {max_pixels} pixels (the server's max_image_pixels): send a smaller copy",
+            field="file",
+        ) from None
     except (UnidentifiedImageError, OSError, ValueError):
-        raise ApiError(422, "bad_image", "the uploaded file is not an image of a supported type", field="file") from None
+        raise ApiError(
+            422, "bad_image", "the uploaded file is not an image of a supported type", field="file"
+        ) from None
     if actual != IMAGE_TYPES[kind]:
-        raise ApiError(415, "unsupported_media_type", f"declared {kind} but the file is {actual or 'unknown'}",
-                       field="file")
+        raise ApiError(
+            415, "unsupported_media_type", f"declared {kind} but the file is {actual or 'unknown'}", field="file"
+        )
     if width * height > max_pixels:
-        raise ApiError(413, "too_large", f"the image is {width}x{height}: more than {max_pixels} pixels (the "
-                       "server's max_image_pixels): send a smaller copy", field="file")
+        raise ApiError(
+            413,
+            "too_large",
+            f"the image is {width}x{height}: more than {max_pixels} pixels (the "
+            "server's max_image_pixels): send a smaller copy",
+            field="file",
+        )
     with tempfile.TemporaryDirectory(prefix="minterpr-upload-") as scratch:
         raw = Path(scratch) / "upload"
         raw.write_bytes(data)
@@ -141,8 +164,13 @@ def store_video(stream: Any, filename: str | None, folder: str | os.PathLike[str
     """
     suffix = Path(filename or "").suffix.lower()
     if suffix not in VIDEO_SUFFIXES:
-        raise ApiError(415, "unsupported_media_type", f"{Path(filename or '').name or 'the file'} is not a video file "
-                       f"name: send one ending in {', '.join(VIDEO_SUFFIXES)}", field="video")
+        raise ApiError(
+            415,
+            "unsupported_media_type",
+            f"{Path(filename or '').name or 'the file'} is not a video file "
+            f"name: send one ending in {', '.join(VIDEO_SUFFIXES)}",
+            field="video",
+        )
     target_dir = Path(folder)
     target_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     digest, size = hashlib.sha256(), 0
@@ -153,8 +181,13 @@ def store_video(stream: Any, filename: str | None, folder: str | os.PathLike[str
             while chunk := stream.read(_CHUNK):
                 size += len(chunk)
                 if size > max_bytes:
-                    raise ApiError(413, "too_large", f"the video has more than {max_bytes} bytes: upload at most "
-                                                     f"{max_bytes} bytes, or put it in the incoming folder", field="video")
+                    raise ApiError(
+                        413,
+                        "too_large",
+                        f"the video has more than {max_bytes} bytes: upload at most "
+                        f"{max_bytes} bytes, or put it in the incoming folder",
+                        field="video",
+                    )
                 digest.update(chunk)
                 out.write(chunk)
         except BaseException:
@@ -175,8 +208,9 @@ def store_video(stream: Any, filename: str | None, folder: str | os.PathLike[str
             frames.close()
         except (MinterprError, OSError) as err:
             reason = str(err).split(": ", 1)[-1]
-            raise ApiError(422, "bad_video", f"the uploaded file is not a video that can be read: {reason}",
-                           field="video") from None
+            raise ApiError(
+                422, "bad_video", f"the uploaded file is not a video that can be read: {reason}", field="video"
+            ) from None
         if info.kind != "video" or first is None or first[1] is None:
             raise ApiError(422, "bad_video", "the uploaded video has no frame that decodes", field="video")
     except BaseException:

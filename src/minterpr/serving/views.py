@@ -13,6 +13,7 @@ Example:
     >>> Positions(None, 10).to_local(4)
     4
 """
+
 from __future__ import annotations
 
 import math
@@ -33,9 +34,11 @@ from minterpr.serving.galleries import TIME_KEY, LoadedGallery, format_time
 from minterpr.serving.times import when
 from minterpr.serving.schemas.search import ActionView, ConfirmedView, ResultView, TimelineEntry, TurnView
 
-STATEMENT = ("This records the analyst's judgement that the image looks like the person searched for "
-             "(match {similarity} when it was confirmed). It is not an identification: the system compares "
-             "appearance, and different people can look alike.")
+STATEMENT = (
+    "This records the analyst's judgement that the image looks like the person searched for "
+    "(match {similarity} when it was confirmed). It is not an identification: the system compares "
+    "appearance, and different people can look alike."
+)
 
 
 @dataclass(frozen=True)
@@ -102,13 +105,22 @@ def results(live: Live, top: int) -> list[ResultView]:
         explanation = step.explain(rank)
         gallery_index = live.positions.to_gallery(local)
         path, camera, time = live.image_info(gallery_index)
-        out.append(ResultView(rank=rank + 1, gallery_index=gallery_index, path=path, camera=camera, time=time,
-                              similarity=_score(shares[rank]), matches=[describe_fact(f) for f in explanation.matched],
-                              contradicts=[describe_fact(f) for f in explanation.contradicted],
-                              unsure=[describe_fact(f) for f in explanation.unsure],
-                              judgement=judgements.get(local),
-                              same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index)),
-                              linked_tracks=_linked(live, gallery_index)))
+        out.append(
+            ResultView(
+                rank=rank + 1,
+                gallery_index=gallery_index,
+                path=path,
+                camera=camera,
+                time=time,
+                similarity=_score(shares[rank]),
+                matches=[describe_fact(f) for f in explanation.matched],
+                contradicts=[describe_fact(f) for f in explanation.contradicted],
+                unsure=[describe_fact(f) for f in explanation.unsure],
+                judgement=judgements.get(local),
+                same_track_as=None if judgements.get(local) else tracked.get(_track(live, gallery_index)),
+                linked_tracks=_linked(live, gallery_index),
+            )
+        )
     return out
 
 
@@ -157,8 +169,9 @@ def action(live: Live) -> ActionView | None:
         choices = [v.replace("_", " ") for v in ONTOLOGY.slot(move.slot).value_names]
         return ActionView(kind="question", text=move.text, slot=move.slot, choices=choices)
     if isinstance(move, ShowReferences):
-        return ActionView(kind="references", text=move.text,
-                          gallery_indices=[live.positions.to_gallery(i) for i in move.indices])
+        return ActionView(
+            kind="references", text=move.text, gallery_indices=[live.positions.to_gallery(i) for i in move.indices]
+        )
     return None
 
 
@@ -182,10 +195,17 @@ def _confirmed_view(live: Live, gallery_index: int) -> ConfirmedView:
     # what the page showed when the analyst confirmed it (recorded with the confirmation)
     entry = next((t for t in reversed(live.timeline) if t.kind == "confirm" and t.gallery_index == gallery_index), None)
     rank, similarity = (entry.rank, entry.similarity) if entry is not None else (None, None)
-    return ConfirmedView(gallery_index=gallery_index, path=path, camera=camera, time=time, similarity=similarity,
-                         rank=rank, statement=STATEMENT.format(similarity=percent(similarity)),
-                         follow_of=None if entry is None else entry.follow_of,
-                         same_person=None if entry is None else entry.same_person)
+    return ConfirmedView(
+        gallery_index=gallery_index,
+        path=path,
+        camera=camera,
+        time=time,
+        similarity=similarity,
+        rank=rank,
+        statement=STATEMENT.format(similarity=percent(similarity)),
+        follow_of=None if entry is None else entry.follow_of,
+        same_person=None if entry is None else entry.same_person,
+    )
 
 
 def unrecognised(live: Live) -> list[str]:
@@ -205,11 +225,17 @@ def timeline(live: Live) -> list[TimelineEntry]:
     by_turn: dict[int, list[list[int] | None]] = {}
     for (k, _), j in zip(where, later):
         by_turn.setdefault(k, []).append(None if j is None else where[j])
-    return [t.model_copy(update={"facts": [describe_said(f) for f in entry.facts],
-                                 "fact_sources": [fact_source(f) for f in entry.facts],
-                                 "replaced_by": by_turn.get(k, []),
-                                 "judgement": verdict(t.text) if t.kind == "feedback" else None})
-            for k, (t, entry) in enumerate(zip(live.timeline, history))]
+    return [
+        t.model_copy(
+            update={
+                "facts": [describe_said(f) for f in entry.facts],
+                "fact_sources": [fact_source(f) for f in entry.facts],
+                "replaced_by": by_turn.get(k, []),
+                "judgement": verdict(t.text) if t.kind == "feedback" else None,
+            }
+        )
+        for k, (t, entry) in enumerate(zip(live.timeline, history))
+    ]
 
 
 def scope_words(cameras: Any, start: float | None, end: float | None) -> str:
@@ -236,8 +262,14 @@ def presence(live: Live) -> tuple[float | None, bool]:
     ruled out) under ABSENT_BELOW. Never flagged once
     the analyst confirmed an image."""
     judgements = live.session.judgements
-    masses = [t.similarity for t in live.timeline if t.kind == "feedback" and t.similarity is not None
-              and t.gallery_index is not None and judgements.get(live.positions.to_local(t.gallery_index)) is False]
+    masses = [
+        t.similarity
+        for t in live.timeline
+        if t.kind == "feedback"
+        and t.similarity is not None
+        and t.gallery_index is not None
+        and judgements.get(live.positions.to_local(t.gallery_index)) is False
+    ]
     model = getattr(live.gallery.pipeline.extras, "presence", None)
     usable = model is not None and live.session.index.attribute_probs is not None  # its fit signals need them
     features = session_features(live.session, masses) if usable else None
@@ -251,13 +283,26 @@ def presence(live: Live) -> tuple[float | None, bool]:
 
 def turn_view(live: Live, top: int, gallery_name: str) -> TurnView:
     probability, absent = presence(live)
-    return TurnView(session_id=live.session_id, case_id=live.case_id, gallery=gallery_name, seq=live.seq,
-                    turns=len(live.session.history), gallery_size=live.positions.gallery_size,
-                    in_scope=live.positions.in_scope, results=results(live, top), action=action(live),
-                    confirmed=confirmed(live), confirmed_all=confirmed_all(live), timeline=timeline(live),
-                    unrecognised=unrecognised(live), presence=probability, probably_absent=absent,
-                    scope=live.scope, exports=list(live.exports),
-                    model_notice=live.session.vlm.notice if live.session.vlm is not None else "")
+    return TurnView(
+        session_id=live.session_id,
+        case_id=live.case_id,
+        gallery=gallery_name,
+        seq=live.seq,
+        turns=len(live.session.history),
+        gallery_size=live.positions.gallery_size,
+        in_scope=live.positions.in_scope,
+        results=results(live, top),
+        action=action(live),
+        confirmed=confirmed(live),
+        confirmed_all=confirmed_all(live),
+        timeline=timeline(live),
+        unrecognised=unrecognised(live),
+        presence=probability,
+        probably_absent=absent,
+        scope=live.scope,
+        exports=list(live.exports),
+        model_notice=live.session.vlm.notice if live.session.vlm is not None else "",
+    )
 
 
 def export_images(live: Live, gallery_index: int, *, files: bool = False) -> list[dict[str, Any]]:
@@ -269,15 +314,27 @@ def export_images(live: Live, gallery_index: int, *, files: bool = False) -> lis
     chosen = [gallery_index]
     track, source = meta.get("track"), meta.get("source")
     if track is not None:
-        chosen += [i for i, m in enumerate(gallery.metadata) if i != gallery_index and m.get("track") == track
-                   and m.get("source") == source and live.positions.to_local(i) is not None]
+        chosen += [
+            i
+            for i, m in enumerate(gallery.metadata)
+            if i != gallery_index
+            and m.get("track") == track
+            and m.get("source") == source
+            and live.positions.to_local(i) is not None
+        ]
     out = []
     for i in chosen:
         path, camera, time = live.image_info(i)
         root = gallery.index.root
-        out.append({"gallery_index": i, "path": path, "camera": camera,
-                    "time": time if time is not None else gallery.metadata[i].get(TIME_KEY),
-                    "metadata": dict(gallery.metadata[i])})
+        out.append(
+            {
+                "gallery_index": i,
+                "path": path,
+                "camera": camera,
+                "time": time if time is not None else gallery.metadata[i].get(TIME_KEY),
+                "metadata": dict(gallery.metadata[i]),
+            }
+        )
         if files:
             out[-1]["absolute_path"] = path if root is None else os.path.join(root, path)
     return out

@@ -30,6 +30,7 @@ Example:
     >>> targets[0, gender].tolist(), bool(mask[0].sum() == 2)
     ([1.0, 0.0], True)
 """
+
 from __future__ import annotations
 
 import os
@@ -55,8 +56,11 @@ class AdaptationConfig:
 
     confidence: float = 0.9  # keep an answer when the model is at least this sure of it
     # fine-tuning on the pseudo-labelled crops (a short, gentle pass: the labels are the model's own)
-    tuning: ImageTuningConfig = field(default_factory=lambda: ImageTuningConfig(
-        epochs=2, lr=3e-4, encoder_lr_scale=0.2, warmup_steps=20, id_weight=0.0, augment=AugmentConfig()))
+    tuning: ImageTuningConfig = field(
+        default_factory=lambda: ImageTuningConfig(
+            epochs=2, lr=3e-4, encoder_lr_scale=0.2, warmup_steps=20, id_weight=0.0, augment=AugmentConfig()
+        )
+    )
 
     def __post_init__(self) -> None:
         if not 0.5 < self.confidence < 1.0:
@@ -91,22 +95,32 @@ class PseudoLabelStats:
     slot_share: dict[str, float]  # slot -> share of kept crops where it was answered
 
     def to_dict(self) -> dict[str, Any]:
-        return {"images": self.images, "kept": self.kept,
-                "slot_share": {k: round(v, 4) for k, v in self.slot_share.items()}}
+        return {
+            "images": self.images,
+            "kept": self.kept,
+            "slot_share": {k: round(v, 4) for k, v in self.slot_share.items()},
+        }
 
 
-def pseudo_labelled(pixels: torch.Tensor, probs: np.ndarray, paths: list[str],
-                    confidence: float) -> tuple[LabelledImages, PseudoLabelStats]:
+def pseudo_labelled(
+    pixels: torch.Tensor, probs: np.ndarray, paths: list[str], confidence: float
+) -> tuple[LabelledImages, PseudoLabelStats]:
     """The crops with at least one confident answer, as training images without identities."""
     targets, mask = pseudo_labels(probs, confidence)
     keep = mask.any(axis=1)
     rows = np.flatnonzero(keep)
     columns = ONTOLOGY.slot_columns()
-    share = {slot: float(mask[rows][:, cols].any(axis=1).mean()) if len(rows) else 0.0
-             for slot, cols in columns.items()}
+    share = {
+        slot: float(mask[rows][:, cols].any(axis=1).mean()) if len(rows) else 0.0 for slot, cols in columns.items()
+    }
     images = [GalleryImage(path=paths[i], person_id=f"unlabelled:{i}") for i in rows]
-    data = LabelledImages(pixels[torch.from_numpy(rows)], torch.from_numpy(targets[rows]),
-                          torch.from_numpy(mask[rows]), torch.full((len(rows),), -1, dtype=torch.long), images)
+    data = LabelledImages(
+        pixels[torch.from_numpy(rows)],
+        torch.from_numpy(targets[rows]),
+        torch.from_numpy(mask[rows]),
+        torch.full((len(rows),), -1, dtype=torch.long),
+        images,
+    )
     return data, PseudoLabelStats(len(paths), int(keep.sum()), share)
 
 
@@ -139,10 +153,10 @@ def adapt_batch_norm(model: Any, pixels: torch.Tensor, batch_size: int = 64) -> 
         layer.train()
     try:
         for start in range(0, len(pixels), batch_size):
-            size = len(pixels[start: start + batch_size])
+            size = len(pixels[start : start + batch_size])
             for layer in layers:  # running = (1 - m)·running + m·batch: a running mean weighted by batch size
                 layer.momentum = size / (start + size)
-            model.encode_images(normalise(pixels[start: start + batch_size], model).to(model.device))
+            model.encode_images(normalise(pixels[start : start + batch_size], model).to(model.device))
     finally:
         for layer, momentum in zip(layers, momenta):
             layer.momentum = momentum
@@ -154,6 +168,9 @@ def list_crops(folder: Path) -> list[str]:
     """Image files under ``folder`` (recursively, through linked folders too), as sorted paths relative to it."""
     found = []
     for root, _, files in os.walk(folder, followlinks=True):
-        found += [str((Path(root) / name).relative_to(folder)) for name in files
-                  if Path(name).suffix.lower() in IMAGE_SUFFIXES]
+        found += [
+            str((Path(root) / name).relative_to(folder))
+            for name in files
+            if Path(name).suffix.lower() in IMAGE_SUFFIXES
+        ]
     return sorted(found)

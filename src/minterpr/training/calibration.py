@@ -26,6 +26,7 @@ Example:
     >>> sorted(fitted), 2.0 < fitted["gender"] < 4.0
     (['gender'], True)
 """
+
 from __future__ import annotations
 
 import math
@@ -78,8 +79,9 @@ def _minimise_log_temperature(nll: Callable[[float], float]) -> float:
     return float(min(candidates)[1])
 
 
-def _annotated_slots(logits: np.ndarray, targets: np.ndarray, mask: np.ndarray
-                     ) -> Iterator[tuple[Slot, np.ndarray, np.ndarray]]:
+def _annotated_slots(
+    logits: np.ndarray, targets: np.ndarray, mask: np.ndarray
+) -> Iterator[tuple[Slot, np.ndarray, np.ndarray]]:
     """(slot, (n, V) logits, (n, V) targets) over the images annotated for each slot.
 
     Single-valued slots count an image only when exactly one of its values is true.
@@ -87,8 +89,10 @@ def _annotated_slots(logits: np.ndarray, targets: np.ndarray, mask: np.ndarray
     labels, slot_columns = ONTOLOGY.flat_labels(), ONTOLOGY.slot_columns()
     logits, targets, mask = np.asarray(logits, np.float64), np.asarray(targets, np.float64), np.asarray(mask, bool)
     if logits.shape[1:] != (len(labels),) or targets.shape != logits.shape or mask.shape != logits.shape:
-        raise ValueError(f"logits, targets and mask must all be (N, {len(labels)}); got {logits.shape}, "
-                         f"{targets.shape}, {mask.shape}")
+        raise ValueError(
+            f"logits, targets and mask must all be (N, {len(labels)}); got {logits.shape}, "
+            f"{targets.shape}, {mask.shape}"
+        )
     for slot in ONTOLOGY.slots:
         columns = slot_columns[slot.name]
         rows = mask[:, columns].all(axis=1)
@@ -97,8 +101,9 @@ def _annotated_slots(logits: np.ndarray, targets: np.ndarray, mask: np.ndarray
         yield slot, logits[rows][:, columns], targets[rows][:, columns]
 
 
-def fit_slot_temperatures(logits: np.ndarray, targets: np.ndarray, mask: np.ndarray,
-                          min_images: int | None = None) -> dict[str, float]:
+def fit_slot_temperatures(
+    logits: np.ndarray, targets: np.ndarray, mask: np.ndarray, min_images: int | None = None
+) -> dict[str, float]:
     """Slot name -> temperature minimising the validation NLL of that slot's annotated labels.
 
     ``logits``, ``targets`` (0/1) and ``mask`` (True = annotated) are (N, L) over
@@ -114,13 +119,18 @@ def fit_slot_temperatures(logits: np.ndarray, targets: np.ndarray, mask: np.ndar
         varies = bool((slot_targets.min(axis=0) != slot_targets.max(axis=0)).any()) if len(slot_targets) else False
         if len(slot_logits) >= min_images and varies:
             log_t = _minimise_log_temperature(
-                lambda x: _slot_nll(slot_logits, slot_targets, not slot.multi, math.exp(x)))
+                lambda x: _slot_nll(slot_logits, slot_targets, not slot.multi, math.exp(x))
+            )
             fitted[slot.name] = float(math.exp(log_t))
     return fitted
 
 
-def calibration_nll(logits: np.ndarray, targets: np.ndarray, mask: np.ndarray,
-                    temperatures: Mapping[str, float] | None = None) -> dict[str, float]:
+def calibration_nll(
+    logits: np.ndarray, targets: np.ndarray, mask: np.ndarray, temperatures: Mapping[str, float] | None = None
+) -> dict[str, float]:
     """Slot name -> mean NLL of its annotated labels at ``temperatures`` (default: all 1), for reports."""
-    return {slot.name: _slot_nll(slot_logits, slot_targets, not slot.multi, (temperatures or {}).get(slot.name, 1.0))
-            for slot, slot_logits, slot_targets in _annotated_slots(logits, targets, mask) if len(slot_logits)}
+    return {
+        slot.name: _slot_nll(slot_logits, slot_targets, not slot.multi, (temperatures or {}).get(slot.name, 1.0))
+        for slot, slot_logits, slot_targets in _annotated_slots(logits, targets, mask)
+        if len(slot_logits)
+    }

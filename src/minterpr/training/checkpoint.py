@@ -16,6 +16,7 @@ Example:
     >>> load_checkpoint(path)["step"]
     3
 """
+
 from __future__ import annotations
 
 import os
@@ -99,19 +100,34 @@ CHECKPOINT_KEYS = ("format", "config", "model", "rng", "optimizer", "scheduler",
 
 def initial_state() -> dict[str, Any]:
     """The loop's position and records before the first step (checkpointed with the weights)."""
-    return {"stage_index": 0, "epoch": 0, "step_in_epoch": 0, "global_step": 0, "order": None, "best": None,
-            "history": [], "done": False, "loss_sums": {}, "items_seen": 0}  # running loss sums of the epoch
+    return {
+        "stage_index": 0,
+        "epoch": 0,
+        "step_in_epoch": 0,
+        "global_step": 0,
+        "order": None,
+        "best": None,
+        "history": [],
+        "done": False,
+        "loss_sums": {},
+        "items_seen": 0,
+    }  # running loss sums of the epoch
 
 
 def check_resumable(ckpt: dict[str, Any], cfg: TrainConfig, run_dir: Path, last_path: Path) -> None:
     """Refuse a ``last.pt`` that is not a resumable checkpoint of this config (RunError naming the
     file; ConfigError naming the fields that differ beyond RESUME_MUTABLE)."""
     if ckpt.get("format") == MODEL_FORMAT:
-        raise RunError(last_path, "is a model file (as model.pt), not a training checkpoint: it cannot be "
-                                  "resumed; train into a new --out")
+        raise RunError(
+            last_path,
+            "is a model file (as model.pt), not a training checkpoint: it cannot be resumed; train into a new --out",
+        )
     if ckpt.get("format") != CHECKPOINT_FORMAT:
-        raise RunError(last_path, f"unsupported training checkpoint format {ckpt.get('format')!r} "
-                                  f"(this minterpr resumes format {CHECKPOINT_FORMAT})")
+        raise RunError(
+            last_path,
+            f"unsupported training checkpoint format {ckpt.get('format')!r} "
+            f"(this minterpr resumes format {CHECKPOINT_FORMAT})",
+        )
     missing = [k for k in (*CHECKPOINT_KEYS, *initial_state()) if k not in ckpt]
     if missing:
         raise RunError(last_path, f"incomplete training checkpoint: no {', '.join(missing)}")
@@ -122,6 +138,8 @@ def check_resumable(ckpt: dict[str, Any], cfg: TrainConfig, run_dir: Path, last_
     saved = {**{k: v for k, v in TrainConfig().to_dict().items() if k not in saved}, **saved}
     differing = sorted(k for k in set(saved) | set(now) if saved.get(k) != now.get(k) and k not in RESUME_MUTABLE)
     if differing:
-        raise ConfigError(f"cannot resume {run_dir}: the config differs from the checkpoint's in "
-                          f"{', '.join(differing)} (resume without --config to use the run's config.yaml; "
-                          f"only {', '.join(RESUME_MUTABLE)} may change)")
+        raise ConfigError(
+            f"cannot resume {run_dir}: the config differs from the checkpoint's in "
+            f"{', '.join(differing)} (resume without --config to use the run's config.yaml; "
+            f"only {', '.join(RESUME_MUTABLE)} may change)"
+        )

@@ -22,6 +22,7 @@ Example:
     ...
     minterpr.training.config_yaml.ConfigError: selection_split='test' is refused: ...
 """
+
 from __future__ import annotations
 
 import copy
@@ -52,8 +53,7 @@ ROUND_METRICS = ("r1", "r5", "r10", "mAP", "mINP", "hits1", "hits5", "hits10")  
 STAGE_DEFAULTS: dict[str, dict[str, Any]] = {
     "attributes": {"losses": ["attribute", "id"], "max_rounds": 0, "validate": False},
     "alignment": {"losses": ["itc", "sdm", "id", "attribute"], "max_rounds": 1, "validate": True},
-    "dialogue": {"losses": ["itc", "sdm", "id", "attribute", "reference"], "max_rounds": None,
-                 "validate": True},
+    "dialogue": {"losses": ["itc", "sdm", "id", "attribute", "reference"], "max_rounds": None, "validate": True},
 }
 
 
@@ -143,8 +143,10 @@ class ImageTuningConfig:
         if self.feature_mixup_alpha < 0:
             raise ValueError(f"feature_mixup_alpha must be >= 0 (0 = off), got {self.feature_mixup_alpha}")
         if not 0.0 <= self.mixstyle_p <= 1.0 or self.mixstyle_alpha <= 0:
-            raise ValueError(f"mixstyle_p must be in [0, 1] (0 = off) and mixstyle_alpha > 0, got "
-                             f"{self.mixstyle_p}, {self.mixstyle_alpha}")
+            raise ValueError(
+                f"mixstyle_p must be in [0, 1] (0 = off) and mixstyle_alpha > 0, got "
+                f"{self.mixstyle_p}, {self.mixstyle_alpha}"
+            )
         for i, entry in enumerate(self.progressive_sizes):
             if len(entry) != 3 or min(entry) < 1:
                 raise ValueError(f"progressive_sizes[{i}] must be [epochs, height, width], each >= 1, got {entry}")
@@ -207,8 +209,11 @@ class TrainConfig:
 
     def to_dict(self) -> dict[str, Any]:
         """Plain-YAML dict of every field (the resolved config)."""
-        out = {f.name: copy.deepcopy(getattr(self, f.name)) for f in dataclasses.fields(self)
-               if f.name not in ("data", "model", "loss_weights", "stages", "image_tuning")}
+        out = {
+            f.name: copy.deepcopy(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name not in ("data", "model", "loss_weights", "stages", "image_tuning")
+        }
         if self.image_tuning is not None:  # absent when off: configs and checkpoints from before it compare equal
             out["image_tuning"] = self.image_tuning.to_dict()
         out["data"] = dataclasses.asdict(self.data)
@@ -229,8 +234,10 @@ def parse_selection_metric(spec: str) -> tuple[str, int | None, bool]:
         return "bri", None, False
     key, sep, where = spec.partition("@")
     if not sep or key not in ROUND_METRICS or not (where == "last" or where.isdigit()):
-        raise ConfigError(f"selection_metric {spec!r} is not '<metric>@<round|last>' with metric one of "
-                          f"{', '.join(ROUND_METRICS)}, nor 'bri'")
+        raise ConfigError(
+            f"selection_metric {spec!r} is not '<metric>@<round|last>' with metric one of "
+            f"{', '.join(ROUND_METRICS)}, nor 'bri'"
+        )
     return key, None if where == "last" else int(where), True
 
 
@@ -258,8 +265,14 @@ def _expand_stage_names(stages: Any, file_stages: list[Any]) -> Any:
     """A bare stage name becomes that stage as the file defines it (else ``{"name": name}``)."""
     if not isinstance(stages, list):
         return stages
-    return [copy.deepcopy(next((s for s in file_stages if isinstance(s, Mapping) and s.get("name") == item),
-                               {"name": item})) if isinstance(item, str) else item for item in stages]
+    return [
+        copy.deepcopy(
+            next((s for s in file_stages if isinstance(s, Mapping) and s.get("name") == item), {"name": item})
+        )
+        if isinstance(item, str)
+        else item
+        for item in stages
+    ]
 
 
 def _stages(raw: Any, file_stages: list[Any], source: str) -> list[StageConfig]:
@@ -272,8 +285,9 @@ def _stages(raw: Any, file_stages: list[Any], source: str) -> list[StageConfig]:
             raise ConfigError(f"{source}: 'stages.{i}.name' is {stage.name!r}: must be one of {', '.join(STAGE_NAMES)}")
         bad = [n for n in stage.resolved_losses() if n not in LOSS_NAMES]
         if bad:
-            raise ConfigError(f"{source}: 'stages.{i}.losses' has unknown loss {bad[0]!r}: "
-                              f"must be one of {', '.join(LOSS_NAMES)}")
+            raise ConfigError(
+                f"{source}: 'stages.{i}.losses' has unknown loss {bad[0]!r}: must be one of {', '.join(LOSS_NAMES)}"
+            )
         rounds = stage.resolved_max_rounds()
         if stage.name != "attributes" and rounds is not None and rounds < 1:
             raise ConfigError(f"{source}: 'stages.{i}.max_rounds' must be >= 1 (or null = all rounds), got {rounds}")
@@ -298,17 +312,20 @@ def _image_tuning(raw: Any, source: str) -> ImageTuningConfig:
         except (TypeError, ValueError) as err:
             raise ConfigError(f"{source}: image_tuning.augment: {err}") from None
     if tuning.epochs < 0 or tuning.lr <= 0 or tuning.batch_size < 1 or tuning.checkpoint_every_steps < 1:
-        raise ConfigError(f"{source}: 'image_tuning' needs epochs >= 0, lr > 0, batch_size >= 1 and "
-                          "checkpoint_every_steps >= 1")
+        raise ConfigError(
+            f"{source}: 'image_tuning' needs epochs >= 0, lr > 0, batch_size >= 1 and checkpoint_every_steps >= 1"
+        )
     return tuning
 
 
-def config_from_dict(raw: Mapping[str, Any], source: str = "<dict>",
-                     file_stages: list[Any] | None = None) -> TrainConfig:
+def config_from_dict(
+    raw: Mapping[str, Any], source: str = "<dict>", file_stages: list[Any] | None = None
+) -> TrainConfig:
     """Build and check a TrainConfig; ``source`` names the file in error messages."""
     raw = dict(raw)
-    sections = {name: raw.pop(name) for name in ("data", "model", "loss_weights", "stages", "image_tuning")
-                if name in raw}
+    sections = {
+        name: raw.pop(name) for name in ("data", "model", "loss_weights", "stages", "image_tuning") if name in raw
+    }
     cfg = build_dataclass(TrainConfig, raw, "", source)
     if "data" in sections:
         cfg.data = build_dataclass(DataConfig, sections["data"] or {}, "data", source)
@@ -331,7 +348,8 @@ def validate_config(cfg: TrainConfig, source: str = "<config>") -> None:
         raise ConfigError(
             "selection_split='test' is refused: picking the model on the test split leaks the test "
             "set into training decisions and makes the reported test figures optimistic; select on "
-            f"'val' and evaluate on test once, at the end ({source})")
+            f"'val' and evaluate on test once, at the end ({source})"
+        )
     if cfg.selection_split != "val":
         raise ConfigError(f"{source}: 'selection_split' must be 'val', got {cfg.selection_split!r}")
     parse_selection_metric(cfg.selection_metric)
@@ -354,7 +372,9 @@ def load_config(name_or_path: str | os.PathLike[str], overrides: Sequence[str] =
     raw, source = read_config_mapping(name_or_path)
     file_stages = copy.deepcopy(raw.get("stages") or [])
 
-    def expand_stages(raw: dict[str, Any]) -> None:  # bare names -> mappings, so a later stages.N.key=... edits the file's stage
+    def expand_stages(
+        raw: dict[str, Any],
+    ) -> None:  # bare names -> mappings, so a later stages.N.key=... edits the file's stage
         if "stages" in raw:
             raw["stages"] = _expand_stage_names(raw["stages"], file_stages)
 

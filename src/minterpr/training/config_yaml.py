@@ -6,6 +6,7 @@ name and file and coerces simple types ("1e-3" -> 0.001); ``--set a.b.0=value`` 
 applied to the mapping first (:func:`apply_overrides`). :mod:`minterpr.training.config` (the
 retrieval model's recipe) and :mod:`minterpr.training.reid_config` (the appearance model's) use it.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -96,8 +97,9 @@ def set_path(raw: dict[str, Any], dotted: str, value: Any, source: str) -> None:
         last = depth == len(parts) - 1
         if isinstance(node, list):
             if not part.isdigit() or int(part) >= len(node):
-                raise ConfigError(f"{source}: '{'.'.join(parts[:depth + 1])}' is not an index of a "
-                                  f"{len(node)}-item list")
+                raise ConfigError(
+                    f"{source}: '{'.'.join(parts[: depth + 1])}' is not an index of a {len(node)}-item list"
+                )
             if last:
                 node[int(part)] = value
             else:
@@ -138,8 +140,13 @@ def read_config_mapping(name_or_path: str | os.PathLike[str]) -> tuple[dict[str,
     return raw, source
 
 
-def apply_overrides(raw: dict[str, Any], overrides: Sequence[str], source: str, *,
-                    after_each: Callable[[dict[str, Any]], None] | None = None) -> dict[str, str]:
+def apply_overrides(
+    raw: dict[str, Any],
+    overrides: Sequence[str],
+    source: str,
+    *,
+    after_each: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, str]:
     """Apply ``key.path=value`` overrides (values parsed as YAML) to a loaded config mapping.
 
     Returns which ``--set`` item wrote each dotted key (to name it in a later error).

@@ -12,6 +12,7 @@ Example:
     >>> plan.texts, plan.turn_types.tolist(), plan.images
     (['a man', 'Bag? no'], [[0, 1]], ['a.jpg'])
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -47,8 +48,9 @@ def load_split(cfg: DataConfig, split: str, max_samples: int = 0) -> SplitData:
     """
     if not cfg.root:
         raise ValueError("data.root is empty: pass --data DIR or set data.root in the config")
-    return BuiltDataset(cfg.root, cfg.image_root).split(split, max_samples, dialogues=getattr(cfg, split),
-                                                         gallery=getattr(cfg, f"{split}_gallery"))
+    return BuiltDataset(cfg.root, cfg.image_root).split(
+        split, max_samples, dialogues=getattr(cfg, split), gallery=getattr(cfg, f"{split}_gallery")
+    )
 
 
 def identity_index(person_ids: Sequence[str]) -> dict[str, int]:
@@ -86,8 +88,9 @@ class DialoguePlan:
     same_person: torch.Tensor  # (B, R) bool: the turn's image shows the target's own person
 
 
-def plan_dialogues(samples: Sequence[RetrievalSample], max_rounds: int | None,
-                   pid_of: Mapping[str, str] | None = None) -> DialoguePlan:
+def plan_dialogues(
+    samples: Sequence[RetrievalSample], max_rounds: int | None, pid_of: Mapping[str, str] | None = None
+) -> DialoguePlan:
     """Plan a batch of dialogues truncated to ``max_rounds`` rounds (None = all).
 
     ``pid_of`` (image path -> person id, from the manifest) marks turns whose image shows the
@@ -118,8 +121,9 @@ def plan_dialogues(samples: Sequence[RetrievalSample], max_rounds: int | None,
                 image_index[b, r] = images.setdefault(image, len(images))
                 same_person[b, r] = target_pid is not None and pid_of.get(image) == target_pid
     target_index = torch.tensor([images[s.target_path] for s in samples], dtype=torch.long)
-    return DialoguePlan(turn_types, turn_types >= 0, text_index, image_index, target_index,
-                        list(texts), list(images), same_person)
+    return DialoguePlan(
+        turn_types, turn_types >= 0, text_index, image_index, target_index, list(texts), list(images), same_person
+    )
 
 
 def gather_rows(table: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
@@ -184,8 +188,13 @@ class PixelBatches(torch.utils.data.Dataset):
     on which worker process decoded them.
     """
 
-    def __init__(self, batches: Sequence[Sequence[str]], root: Path, preprocess: ImagePreprocess,
-                 seeds: Sequence[Sequence[int]] | None = None) -> None:
+    def __init__(
+        self,
+        batches: Sequence[Sequence[str]],
+        root: Path,
+        preprocess: ImagePreprocess,
+        seeds: Sequence[Sequence[int]] | None = None,
+    ) -> None:
         self.batches, self.root, self.preprocess, self.seeds = batches, root, preprocess, seeds
 
     def __len__(self) -> int:
@@ -200,8 +209,14 @@ class PixelBatches(torch.utils.data.Dataset):
         return torch.stack([self._one(p, s) for p, s in zip(self.batches[k], seeds)])
 
 
-def iter_pixel_batches(batches: Sequence[Sequence[str]], root: Path, preprocess: ImagePreprocess, *,
-                       workers: int = 0, seeds: Sequence[Sequence[int]] | None = None):
+def iter_pixel_batches(
+    batches: Sequence[Sequence[str]],
+    root: Path,
+    preprocess: ImagePreprocess,
+    *,
+    workers: int = 0,
+    seeds: Sequence[Sequence[int]] | None = None,
+):
     """Yield the (B_k, 3, H, W) pixels of each list of paths, in order; ``workers`` > 0 decodes
     ahead in that many processes."""
     dataset = PixelBatches(batches, root, preprocess, seeds)
@@ -211,8 +226,7 @@ def iter_pixel_batches(batches: Sequence[Sequence[str]], root: Path, preprocess:
     # batch_size=None: each dataset item already is a batch. A private generator: creating the
     # loader would otherwise draw the workers' base seed from the global RNG and so change the
     # dropout masks of training depending on ``workers`` (and break exact resume)
-    yield from torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers,
-                                           generator=torch.Generator())
+    yield from torch.utils.data.DataLoader(dataset, batch_size=None, num_workers=workers, generator=torch.Generator())
 
 
 def sha1_of(*parts: object) -> str:
@@ -285,14 +299,21 @@ class FeatureTable:
         return self.features[idx].to(device=device, dtype=torch.float32)
 
     @classmethod
-    def build(cls, keys: Sequence[str], namespace: str,
-              compute: Callable[[list[list[str]]], Iterator[torch.Tensor]], *,
-              cache_dir: Path | None = None, chunk_size: int = 256, desc: str = "features",
-              progress: bool = False) -> "FeatureTable":
+    def build(
+        cls,
+        keys: Sequence[str],
+        namespace: str,
+        compute: Callable[[list[list[str]]], Iterator[torch.Tensor]],
+        *,
+        cache_dir: Path | None = None,
+        chunk_size: int = 256,
+        desc: str = "features",
+        progress: bool = False,
+    ) -> "FeatureTable":
         """Load or compute the features of ``keys``; ``compute(chunks)`` yields one
         (len(chunk), ...) tensor per chunk, in order (it only sees the chunks not on disk)."""
         keys = sorted(set(keys))
-        chunks = [keys[i: i + chunk_size] for i in range(0, len(keys), chunk_size)]
+        chunks = [keys[i : i + chunk_size] for i in range(0, len(keys), chunk_size)]
         files = [cache_dir / f"{sha1_of(namespace, chunk)[:24]}.pt" if cache_dir else None for chunk in chunks]
         parts: list[torch.Tensor | None] = [None] * len(chunks)
         if cache_dir is not None:
@@ -301,8 +322,14 @@ class FeatureTable:
             if file is not None and file.is_file():
                 parts[k] = _read_chunk(file, chunks[k])
         todo = [k for k, part in enumerate(parts) if part is None]
-        bar = tqdm(total=len(keys), desc=desc, unit="item", disable=not progress or not todo,
-                   initial=len(keys) - sum(len(chunks[k]) for k in todo), leave=False)
+        bar = tqdm(
+            total=len(keys),
+            desc=desc,
+            unit="item",
+            disable=not progress or not todo,
+            initial=len(keys) - sum(len(chunks[k]) for k in todo),
+            leave=False,
+        )
         for k, values in zip(todo, compute([chunks[k] for k in todo])):
             if len(values) != len(chunks[k]):
                 raise ValueError(f"{desc}: computed {len(values)} rows for a chunk of {len(chunks[k])}")

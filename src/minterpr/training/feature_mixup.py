@@ -23,6 +23,7 @@ Example:
     >>> sorted(mix.partner[:, 0].tolist())  # every row is some row's partner once, per label
     [0, 1, 2, 3]
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -19,6 +19,7 @@ Example:
     >>> out.shape, out.dtype
     (torch.Size([4, 3, 32, 16]), torch.uint8)
 """
+
 from __future__ import annotations
 
 import io
@@ -56,10 +57,13 @@ class AugmentConfig:
         if not 0.0 <= self.shift < 0.5:
             raise ValueError(f"augment.shift must be in [0, 0.5), got {self.shift}")
         if not 0.5 <= self.scale_min <= self.scale_max <= 2.0:
-            raise ValueError(f"augment needs 0.5 <= scale_min <= scale_max <= 2, got {self.scale_min}, {self.scale_max}")
+            raise ValueError(
+                f"augment needs 0.5 <= scale_min <= scale_max <= 2, got {self.scale_min}, {self.scale_max}"
+            )
         if not (0.0 <= self.cast_gain < 1.0 and 0.0 <= self.cast_gamma <= 1.0):
-            raise ValueError(f"augment needs cast_gain in [0, 1) and cast_gamma in [0, 1], got "
-                             f"{self.cast_gain}, {self.cast_gamma}")
+            raise ValueError(
+                f"augment needs cast_gain in [0, 1) and cast_gamma in [0, 1], got {self.cast_gain}, {self.cast_gamma}"
+            )
 
 
 def _uniform(n: int, low: float, high: float, generator: torch.Generator) -> torch.Tensor:
@@ -70,7 +74,9 @@ def _chosen(n: int, probability: float, generator: torch.Generator) -> torch.Ten
     return torch.rand(n, generator=generator) < probability  # (B,) bool
 
 
-def _scale_shift(images: torch.Tensor, cfg: AugmentConfig, flip: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+def _scale_shift(
+    images: torch.Tensor, cfg: AugmentConfig, flip: torch.Tensor, generator: torch.Generator
+) -> torch.Tensor:
     """One affine resampling per image: flip, zoom and shift together (border pixels replicated)."""
     b = images.shape[0]
     zoom = _uniform(b, cfg.scale_min, cfg.scale_max, generator)  # (B,)
@@ -89,7 +95,7 @@ def _blur(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generator
         return images
     sigma = _uniform(idx.numel(), 0.5, 1.5, generator)  # (b,)
     offsets = torch.arange(-2, 3, dtype=torch.float32)  # a 5-tap kernel, separable
-    kernel = torch.exp(-offsets[None] ** 2 / (2 * sigma[:, None] ** 2))
+    kernel = torch.exp(-(offsets[None] ** 2) / (2 * sigma[:, None] ** 2))
     kernel = kernel / kernel.sum(1, keepdim=True)  # (b, 5)
     picked = images[idx]  # (b, 3, H, W)
     b, c, h, w = picked.shape
@@ -105,9 +111,16 @@ def _blur(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generator
 def _low_resolution(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
     out = images.clone()
     h, w = images.shape[-2:]
-    for i, factor in zip(chosen.nonzero().flatten().tolist(), _uniform(int(chosen.sum()), 2.0, 4.0, generator).tolist()):
-        small = F.interpolate(images[i: i + 1], size=(max(8, round(h / factor)), max(4, round(w / factor))),
-                              mode="bilinear", align_corners=False, antialias=True)
+    for i, factor in zip(
+        chosen.nonzero().flatten().tolist(), _uniform(int(chosen.sum()), 2.0, 4.0, generator).tolist()
+    ):
+        small = F.interpolate(
+            images[i : i + 1],
+            size=(max(8, round(h / factor)), max(4, round(w / factor))),
+            mode="bilinear",
+            align_corners=False,
+            antialias=True,
+        )
         out[i] = F.interpolate(small, size=(h, w), mode="bilinear", align_corners=False)[0]
     return out
 
@@ -123,8 +136,9 @@ def _jpeg(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generator
     return images
 
 
-def _colour_cast(images: torch.Tensor, chosen: torch.Tensor, cfg: AugmentConfig,
-                 generator: torch.Generator) -> torch.Tensor:
+def _colour_cast(
+    images: torch.Tensor, chosen: torch.Tensor, cfg: AugmentConfig, generator: torch.Generator
+) -> torch.Tensor:
     """Another camera's colour response: x' = 255 * (gain_c * x / 255) ** gamma, per image."""
     b = images.shape[0]
     gains = _uniform(3 * b, 1.0 - cfg.cast_gain, 1.0 + cfg.cast_gain, generator).view(b, 3, 1, 1)
@@ -141,7 +155,9 @@ def _erase(images: torch.Tensor, chosen: torch.Tensor, generator: torch.Generato
         eh, ew = min(h, max(1, round((area * aspect) ** 0.5))), min(w, max(1, round((area / aspect) ** 0.5)))
         top = int(torch.randint(0, h - eh + 1, (1,), generator=generator))
         left = int(torch.randint(0, w - ew + 1, (1,), generator=generator))
-        images[i, :, top: top + eh, left: left + ew] = torch.randint(0, 256, (3, eh, ew), generator=generator).to(images.dtype)
+        images[i, :, top : top + eh, left : left + ew] = torch.randint(0, 256, (3, eh, ew), generator=generator).to(
+            images.dtype
+        )
     return images
 
 

@@ -30,6 +30,7 @@ Example:
     >>> ImageTuningConfig(epochs=2).frozen_image_stages
     'stem'
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -82,13 +83,24 @@ def concat_labelled(parts: Sequence[LabelledImages]) -> LabelledImages:
     """Several :class:`LabelledImages` as one (rows in order)."""
     if len(parts) == 1:
         return parts[0]
-    return LabelledImages(torch.cat([p.pixels for p in parts]), torch.cat([p.targets for p in parts]),
-                          torch.cat([p.mask for p in parts]), torch.cat([p.person_index for p in parts]),
-                          [image for p in parts for image in p.images])
+    return LabelledImages(
+        torch.cat([p.pixels for p in parts]),
+        torch.cat([p.targets for p in parts]),
+        torch.cat([p.mask for p in parts]),
+        torch.cat([p.person_index for p in parts]),
+        [image for p in parts for image in p.images],
+    )
 
 
-def decode_images(images: Sequence[GalleryImage], root: Path, size: tuple[int, int],
-                  resize: Callable[[Any], Any], *, desc: str = "decoding", progress: bool = True) -> torch.Tensor:
+def decode_images(
+    images: Sequence[GalleryImage],
+    root: Path,
+    size: tuple[int, int],
+    resize: Callable[[Any], Any],
+    *,
+    desc: str = "decoding",
+    progress: bool = True,
+) -> torch.Tensor:
     """(N, 3, H, W) uint8 of ``images`` resized as the model's preprocessing does (``resize``: PIL -> PIL)."""
     height, width = size
     out = torch.empty(len(images), 3, height, width, dtype=torch.uint8)
@@ -98,17 +110,27 @@ def decode_images(images: Sequence[GalleryImage], root: Path, size: tuple[int, i
     return out
 
 
-def labelled_images(images: Sequence[GalleryImage], root: Path, model: RetrievalModel,
-                    identities: dict[str, int], *, desc: str, progress: bool) -> LabelledImages:
+def labelled_images(
+    images: Sequence[GalleryImage],
+    root: Path,
+    model: RetrievalModel,
+    identities: dict[str, int],
+    *,
+    desc: str,
+    progress: bool,
+) -> LabelledImages:
     """Decode and label ``images`` (paths relative to ``root``)."""
     preprocess = model.preprocess
     size = tuple(preprocess.size)
     resize = resize_like(preprocess)
     targets, mask = attribute_targets(images)
-    return LabelledImages(decode_images(images, root, size, resize, desc=desc, progress=progress),  # type: ignore[arg-type]
-                          torch.from_numpy(targets), torch.from_numpy(mask),
-                          torch.tensor([identities.get(image.person_id, -1) for image in images], dtype=torch.long),
-                          list(images))
+    return LabelledImages(
+        decode_images(images, root, size, resize, desc=desc, progress=progress),  # type: ignore[arg-type]
+        torch.from_numpy(targets),
+        torch.from_numpy(mask),
+        torch.tensor([identities.get(image.person_id, -1) for image in images], dtype=torch.long),
+        list(images),
+    )
 
 
 def resize_like(preprocess: Any) -> Callable[[Any], Any]:
@@ -149,8 +171,14 @@ def predict_probabilities(model: RetrievalModel, pixels: torch.Tensor, batch_siz
     was_training = model.training
     model.eval()
     try:
-        chunks = [torch.sigmoid(model.encode_images(normalise(pixels[i: i + batch_size], model).to(model.device))
-                                ["attribute_logits"].float()).cpu() for i in range(0, len(pixels), batch_size)]
+        chunks = [
+            torch.sigmoid(
+                model.encode_images(normalise(pixels[i : i + batch_size], model).to(model.device))[
+                    "attribute_logits"
+                ].float()
+            ).cpu()
+            for i in range(0, len(pixels), batch_size)
+        ]
     finally:
         model.train(was_training)
     return torch.cat(chunks).numpy() if chunks else np.zeros((0, model.image_head.attributes.label_bias.numel()))
@@ -158,8 +186,14 @@ def predict_probabilities(model: RetrievalModel, pixels: torch.Tensor, batch_siz
 
 # fields added to ImageTuningConfig after results were published count in the fingerprint only when
 # set, so tunings made before they existed are still reused and resumed
-LATER_FIELDS: dict[str, Any] = {"ema_decay": 0.0, "feature_mixup_alpha": 0.0, "progressive_sizes": [],
-                                "mixstyle_p": 0.0, "mixstyle_alpha": 0.1, "mixstyle_stages": ["stage1", "stage2", "stage3"]}
+LATER_FIELDS: dict[str, Any] = {
+    "ema_decay": 0.0,
+    "feature_mixup_alpha": 0.0,
+    "progressive_sizes": [],
+    "mixstyle_p": 0.0,
+    "mixstyle_alpha": 0.1,
+    "mixstyle_stages": ["stage1", "stage2", "stage3"],
+}
 LATER_AUGMENT = ("colour_cast", "cast_gain", "cast_gamma")  # counted only with colour_cast on
 
 
@@ -170,12 +204,14 @@ def _settings(cfg: ImageTuningConfig) -> dict[str, Any]:
     return settings
 
 
-def tuning_fingerprint(cfg: ImageTuningConfig, model: RetrievalModel, train: LabelledImages, seed: int,
-                       balanced: bool) -> str:
+def tuning_fingerprint(
+    cfg: ImageTuningConfig, model: RetrievalModel, train: LabelledImages, seed: int, balanced: bool
+) -> str:
     """What the tuned weights depend on: the tuning config, the model config, the images and the seed."""
     settings = _settings(cfg)
-    h = hashlib.sha1(json.dumps([settings, model.config.to_dict(), seed, balanced], sort_keys=True,
-                                default=str).encode())
+    h = hashlib.sha1(
+        json.dumps([settings, model.config.to_dict(), seed, balanced], sort_keys=True, default=str).encode()
+    )
     for image in train.images:
         h.update(image.path.encode())
         h.update(b"\0")
@@ -185,10 +221,14 @@ def tuning_fingerprint(cfg: ImageTuningConfig, model: RetrievalModel, train: Lab
 def _optimizer(model: RetrievalModel, cfg: ImageTuningConfig, total_steps: int):
     encoder = [p for p in model.image_encoder.parameters() if p.requires_grad]
     head = [p for p in model.image_head.parameters() if p.requires_grad]
-    groups = [{"params": [p for p in ps if p.ndim > 1], "lr": lr, "weight_decay": cfg.weight_decay}
-              for ps, lr in ((encoder, cfg.lr * cfg.encoder_lr_scale), (head, cfg.lr))]
-    groups += [{"params": [p for p in ps if p.ndim <= 1], "lr": lr, "weight_decay": 0.0}
-               for ps, lr in ((encoder, cfg.lr * cfg.encoder_lr_scale), (head, cfg.lr))]
+    groups = [
+        {"params": [p for p in ps if p.ndim > 1], "lr": lr, "weight_decay": cfg.weight_decay}
+        for ps, lr in ((encoder, cfg.lr * cfg.encoder_lr_scale), (head, cfg.lr))
+    ]
+    groups += [
+        {"params": [p for p in ps if p.ndim <= 1], "lr": lr, "weight_decay": 0.0}
+        for ps, lr in ((encoder, cfg.lr * cfg.encoder_lr_scale), (head, cfg.lr))
+    ]
     optimizer = torch.optim.AdamW([g for g in groups if g["params"]])
     warmup = cfg.warmup_steps
 
@@ -201,7 +241,9 @@ def _optimizer(model: RetrievalModel, cfg: ImageTuningConfig, total_steps: int):
 
 
 def _image_side_state(model: RetrievalModel) -> dict[str, torch.Tensor]:
-    return {k: v.detach().clone() for k, v in model.state_dict().items() if k.startswith(("image_encoder.", "image_head."))}
+    return {
+        k: v.detach().clone() for k, v in model.state_dict().items() if k.startswith(("image_encoder.", "image_head."))
+    }
 
 
 class WeightAverage:
@@ -255,9 +297,19 @@ def load_tuned(model: RetrievalModel, path: Path) -> dict[str, Any]:
 class ImageTuner:
     """Runs :class:`ImageTuningConfig` on ``model`` in ``out_dir``; see the module doc."""
 
-    def __init__(self, model: RetrievalModel, cfg: ImageTuningConfig, out_dir: Path, *, train: LabelledImages,
-                 val: LabelledImages | None, seed: int, balanced_attributes: bool = True, progress: bool = True,
-                 log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        model: RetrievalModel,
+        cfg: ImageTuningConfig,
+        out_dir: Path,
+        *,
+        train: LabelledImages,
+        val: LabelledImages | None,
+        seed: int,
+        balanced_attributes: bool = True,
+        progress: bool = True,
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.model, self.cfg, self.dir, self.seed = model, cfg, Path(out_dir), seed
         self.train, self.val, self.progress, self.log = train, val, progress, log
         self.fingerprint = tuning_fingerprint(cfg, model, train, seed, balanced_attributes)
@@ -266,13 +318,19 @@ class ImageTuner:
         self.steps_per_epoch = -(-len(train) // cfg.batch_size)
         unknown = [s for s in cfg.mixstyle_stages if s not in model.image_encoder.stage_names] if cfg.mixstyle_p else []
         if unknown:
-            raise RunError(out_dir, f"image_tuning.mixstyle_stages {unknown}: the image encoder's stages are "
-                                    f"{', '.join(model.image_encoder.stage_names)}")
+            raise RunError(
+                out_dir,
+                f"image_tuning.mixstyle_stages {unknown}: the image encoder's stages are "
+                f"{', '.join(model.image_encoder.stage_names)}",
+            )
         height, width = train.pixels.shape[-2:]
         larger = [entry for entry in cfg.progressive_sizes if entry[1] > height or entry[2] > width]
         if larger:
-            raise RunError(out_dir, f"image_tuning.progressive_sizes {larger} exceed the model's input size "
-                                    f"{height}x{width}: the images are decoded at that size and only resized down")
+            raise RunError(
+                out_dir,
+                f"image_tuning.progressive_sizes {larger} exceed the model's input size "
+                f"{height}x{width}: the images are decoded at that size and only resized down",
+            )
 
     def run(self) -> dict[str, Any]:
         """Tune (or resume, or reuse a finished result); the model ends with the selected weights."""
@@ -294,22 +352,32 @@ class ImageTuner:
         if last.is_file():
             ckpt = load_checkpoint(last)
             if ckpt.get("format") != FORMAT or ckpt.get("fingerprint") != self.fingerprint:
-                raise RunError(last, "belongs to another image-tuning config or other images; move it away to start over")
+                raise RunError(
+                    last, "belongs to another image-tuning config or other images; move it away to start over"
+                )
             model.load_state_dict(ckpt["weights"], strict=False)
             optimizer.load_state_dict(ckpt["optimizer"])
             scheduler.load_state_dict(ckpt["scheduler"])
             state.update({k: ckpt[k] for k in state})
             self.log(f"image tuning: resuming at epoch {state['epoch'] + 1}, step {state['step']}")
         best_weights = ckpt.get("best_weights") if last.is_file() else None
-        self.average = (WeightAverage(model, cfg.ema_decay, ckpt.get("ema") if last.is_file() else None)
-                        if cfg.ema_decay > 0 else None)
+        self.average = (
+            WeightAverage(model, cfg.ema_decay, ckpt.get("ema") if last.is_file() else None)
+            if cfg.ema_decay > 0
+            else None
+        )
         with mixstyle(model.image_encoder, cfg.mixstyle_stages, p=cfg.mixstyle_p, alpha=cfg.mixstyle_alpha):
             for epoch in range(state["epoch"], cfg.epochs):
                 best_weights = self._epoch(epoch, state, optimizer, scheduler, best_weights)
         if best_weights is not None:
             model.load_state_dict(best_weights, strict=False)
-        record = {"format": FORMAT, "fingerprint": self.fingerprint, "best": state["best"],
-                  "history": state["history"], "seconds": state["seconds"]}
+        record = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "best": state["best"],
+            "history": state["history"],
+            "seconds": state["seconds"],
+        }
         save_checkpoint({**record, "weights": _image_side_state(model)}, tuned)
         return record
 
@@ -317,25 +385,34 @@ class ImageTuner:
         model, cfg, data = self.model, self.cfg, self.train
         order = torch.randperm(len(data), generator=torch.Generator().manual_seed(item_seed(self.seed, "tune", epoch)))
         model.train()
-        bar = tqdm(total=self.steps_per_epoch, initial=state["step"], desc=f"image tuning {epoch + 1}/{cfg.epochs}",
-                   disable=not self.progress, unit="step", leave=False)
+        bar = tqdm(
+            total=self.steps_per_epoch,
+            initial=state["step"],
+            desc=f"image tuning {epoch + 1}/{cfg.epochs}",
+            disable=not self.progress,
+            unit="step",
+            leave=False,
+        )
         size = cfg.input_size(epoch)  # None: the model's size (progressive sizes: smaller first)
         started = time.perf_counter()
         for step in range(state["step"], self.steps_per_epoch):
-            rows = order[step * cfg.batch_size: (step + 1) * cfg.batch_size]
+            rows = order[step * cfg.batch_size : (step + 1) * cfg.batch_size]
             torch.manual_seed(item_seed(self.seed, "step", epoch, step))  # dropout: exact on resume
             generator = torch.Generator().manual_seed(item_seed(self.seed, "augment", epoch, step))
-            pixels = normalise(augment_batch(resize_batch(data.pixels[rows], size), cfg.augment, generator),
-                               model).to(model.device)
+            pixels = normalise(augment_batch(resize_batch(data.pixels[rows], size), cfg.augment, generator), model).to(
+                model.device
+            )
             targets, mask = data.targets[rows].to(model.device), data.mask[rows].to(model.device)
             mix = None
             if cfg.feature_mixup_alpha > 0:
-                mix = LabelMix.draw(len(rows), targets.shape[1], cfg.feature_mixup_alpha,
-                                    item_seed(self.seed, "mixup", epoch, step)).to(model.device)
+                mix = LabelMix.draw(
+                    len(rows), targets.shape[1], cfg.feature_mixup_alpha, item_seed(self.seed, "mixup", epoch, step)
+                ).to(model.device)
                 targets, mask = mix.targets(targets, mask)
             out = model.encode_images(pixels, attribute_mix=mix)
-            loss = cfg.attribute_weight * attribute_loss(out["attribute_logits"], targets, mask,
-                                                         None if self.ratio is None else self.ratio.to(model.device))
+            loss = cfg.attribute_weight * attribute_loss(
+                out["attribute_logits"], targets, mask, None if self.ratio is None else self.ratio.to(model.device)
+            )
             if cfg.id_weight > 0 and out["id_logits"] is not None:
                 loss = loss + cfg.id_weight * id_loss(out["id_logits"], data.person_index[rows].to(model.device))
             optimizer.zero_grad(set_to_none=True)
@@ -354,16 +431,23 @@ class ImageTuner:
                 self._checkpoint(state, optimizer, scheduler, best_weights)
         bar.close()
         state["seconds"] += time.perf_counter() - started
-        record = {"epoch": epoch + 1, "loss": state["loss_sum"] / max(1, self.steps_per_epoch),
-                  "seconds": round(state["seconds"], 3)}
+        record = {
+            "epoch": epoch + 1,
+            "loss": state["loss_sum"] / max(1, self.steps_per_epoch),
+            "seconds": round(state["seconds"], 3),
+        }
         if size is not None:
             record["input_size"] = list(size)
         if self.val is not None and len(self.val):
             live = _image_side_state(model) if self.average is not None else None
             if self.average is not None:  # validate (and keep) the averaged weights
                 model.load_state_dict(self.average.state, strict=False)
-            report = attribute_metrics_from_targets(predict_probabilities(model, self.val.pixels),
-                                                    self.val.targets.numpy(), self.val.mask.numpy(), auc=False)
+            report = attribute_metrics_from_targets(
+                predict_probabilities(model, self.val.pixels),
+                self.val.targets.numpy(),
+                self.val.mask.numpy(),
+                auc=False,
+            )
             record["val_mA"] = round(report.mA, 2)  # percent, at p > 0.5
             # beside mA, whether the most probable value of a slot beats always answering its majority value
             slot_accuracy, majority = report.slot_mean
@@ -383,8 +467,16 @@ class ImageTuner:
         return best_weights
 
     def _checkpoint(self, state: dict[str, Any], optimizer, scheduler, best_weights) -> None:  # noqa: ANN001
-        save_checkpoint({"format": FORMAT, "fingerprint": self.fingerprint, **state,
-                         "weights": _image_side_state(self.model), "best_weights": best_weights,
-                         "ema": None if self.average is None else self.average.to_dict(),
-                         "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
-                        self.dir / "last.pt")
+        save_checkpoint(
+            {
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                **state,
+                "weights": _image_side_state(self.model),
+                "best_weights": best_weights,
+                "ema": None if self.average is None else self.average.to_dict(),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+            },
+            self.dir / "last.pt",
+        )

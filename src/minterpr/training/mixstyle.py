@@ -21,6 +21,7 @@ Example:
     >>> out.shape
     torch.Size([4, 32])
 """
+
 from __future__ import annotations
 
 from contextlib import contextmanager

@@ -6,6 +6,7 @@ Both run on the selection split (never test) and are stored with the model as ty
 train`` and ``minterpr demo`` run :func:`calibrate_and_choose_weight` after training. Loading a
 model never imports this module.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -40,8 +41,11 @@ def label_aucs(probs: Any, targets: Any, mask: Any) -> dict[str, float]:
     from minterpr.language.ontology import ONTOLOGY
 
     scores = auc_scores(probs, targets, mask)
-    return {label_key(slot, value): round(float(a), 2) for (slot, value), a in zip(ONTOLOGY.flat_labels(), scores)
-            if a is not None}
+    return {
+        label_key(slot, value): round(float(a), 2)
+        for (slot, value), a in zip(ONTOLOGY.flat_labels(), scores)
+        if a is not None
+    }
 
 
 def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[str]) -> RunExtras:
@@ -80,18 +84,30 @@ def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[
         before, after = calibration_nll(logits, targets, mask), calibration_nll(logits, targets, mask, temperatures)
         with torch.inference_mode():
             calibrated = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()
-        extras = dataclasses.replace(extras, calibration=CalibrationRecord(
-            cfg.selection_split, dict(temperatures), float(sum(before.values())), float(sum(after.values())),
-            label_aucs(calibrated, targets, mask)))
+        extras = dataclasses.replace(
+            extras,
+            calibration=CalibrationRecord(
+                cfg.selection_split,
+                dict(temperatures),
+                float(sum(before.values())),
+                float(sum(after.values())),
+                label_aucs(calibrated, targets, mask),
+            ),
+        )
     if cfg.select_attribute_weight:
         with torch.inference_mode():
             probs = model.attribute_probabilities(torch.from_numpy(logits).to(device)).cpu().numpy()
-        index = GalleryIndex(list(split.gallery), encoded.gallery_embeddings, attribute_probs=probs,
-                             root=str(split.image_root))
-        best, tried = select_attribute_weight(None, split.samples, split.gallery, split.image_root,
-                                              index=index, queries=encoded.queries)
-        extras = dataclasses.replace(extras, scoring=best, selection=WeightSelection(
-            cfg.selection_split, {str(w): float(r1) for w, r1 in tried.items()}))
+        index = GalleryIndex(
+            list(split.gallery), encoded.gallery_embeddings, attribute_probs=probs, root=str(split.image_root)
+        )
+        best, tried = select_attribute_weight(
+            None, split.samples, split.gallery, split.image_root, index=index, queries=encoded.queries
+        )
+        extras = dataclasses.replace(
+            extras,
+            scoring=best,
+            selection=WeightSelection(cfg.selection_split, {str(w): float(r1) for w, r1 in tried.items()}),
+        )
     save_model(model, run.model_path, extra=extras.to_dict())
     return extras
 

@@ -12,6 +12,7 @@ to continue exactly (weights, optimiser, epoch, step, random states).
 Example:
     $ minterpr train --config reid --out runs/reid --set 'train=[data/reid/train.jsonl]' --set val=data/reid/val.jsonl
 """
+
 from __future__ import annotations
 
 import json
@@ -31,8 +32,13 @@ from minterpr.data.reid import ReidImage, by_identity, query_gallery_split, read
 from minterpr.evaluation.reid import ReidMetrics, reid_metrics
 from minterpr.models.losses import smoothed_id_loss, triplet_loss
 from minterpr.models.reid import ReidModel
-from minterpr.training.checkpoint import (capture_rng_state, load_checkpoint, restore_rng_state, save_checkpoint,
-                                          seed_everything)
+from minterpr.training.checkpoint import (
+    capture_rng_state,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+    seed_everything,
+)
 from minterpr.training.image_augment import augment_batch
 from minterpr.training.reid_config import ReidTrainConfig, load_reid_config, save_reid_config
 
@@ -70,13 +76,21 @@ def embed_images(model: ReidModel, images: Sequence[ReidImage], cache: CropCache
     """(N, F) appearance embeddings of crops (eval mode)."""
     model.eval()
     device = next(model.parameters()).device
-    parts = [model.embed(normalise(cache.get([i.path for i in images[s:s + batch_size]])).to(device)).cpu()
-             for s in range(0, len(images), batch_size)]
+    parts = [
+        model.embed(normalise(cache.get([i.path for i in images[s : s + batch_size]])).to(device)).cpu()
+        for s in range(0, len(images), batch_size)
+    ]
     return torch.cat(parts) if parts else torch.empty(0, model.config.feature_dim)
 
 
-def fit_same_person_on(model: ReidModel, images: Sequence[ReidImage], cache: CropCache | None = None,
-                       batch_size: int = 128, *, split: str = "val") -> "SamePersonCalibration":
+def fit_same_person_on(
+    model: ReidModel,
+    images: Sequence[ReidImage],
+    cache: CropCache | None = None,
+    batch_size: int = 128,
+    *,
+    split: str = "val",
+) -> "SamePersonCalibration":
     """The same-person calibration of ``model`` on the crops of a re-id manifest (all its pairs; a
     person's pairs from one camera left out when every crop names its camera): see
     :func:`minterpr.interaction.appearance.fit_same_person`. ValueError when the crops hold no
@@ -90,13 +104,20 @@ def fit_same_person_on(model: ReidModel, images: Sequence[ReidImage], cache: Cro
     return fit_same_person(vectors, [image.person_id for image in images], cameras, split=split)
 
 
-def evaluate(model: ReidModel, query: Sequence[ReidImage], gallery: Sequence[ReidImage], cache: CropCache,
-             batch_size: int = 128) -> ReidMetrics:
+def evaluate(
+    model: ReidModel, query: Sequence[ReidImage], gallery: Sequence[ReidImage], cache: CropCache, batch_size: int = 128
+) -> ReidMetrics:
     """The field's protocol on a query/gallery split."""
     q = embed_images(model, query, cache, batch_size)
     g = embed_images(model, gallery, cache, batch_size)
-    return reid_metrics(q.numpy(), g.numpy(), [i.person_id for i in query], [i.person_id for i in gallery],
-                        [i.camera for i in query], [i.camera for i in gallery])
+    return reid_metrics(
+        q.numpy(),
+        g.numpy(),
+        [i.person_id for i in query],
+        [i.person_id for i in gallery],
+        [i.camera for i in query],
+        [i.camera for i in gallery],
+    )
 
 
 class PKSampler:
@@ -146,8 +167,9 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     query, gallery = query_gallery_split(read_manifest(cfg.val), seed=cfg.seed)
     seed_everything(cfg.seed)
     model = ReidModel(cfg.model, num_identities=len(people), weights=cfg.weights, channels_last=cfg.channels_last)
-    optimiser = torch.optim.Adam([p for p in model.parameters() if p.requires_grad], lr=cfg.lr,
-                                 weight_decay=cfg.weight_decay)
+    optimiser = torch.optim.Adam(
+        [p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
+    )
     rng = random.Random(cfg.seed)
     generator = torch.Generator().manual_seed(cfg.seed)
     per_epoch = cfg.iterations_per_epoch or max(len(train_images) // cfg.batch_size, 1)
@@ -172,9 +194,19 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     cache = CropCache(cfg.model.image_size)
 
     def checkpoint() -> None:
-        save_checkpoint({"model": model.state_dict(), "optimiser": optimiser.state_dict(), "step": step,
-                         "best_epoch": best_epoch, "best": best, "sampler": _plain_state(rng.getstate()),
-                         "augment": generator.get_state(), "rng": capture_rng_state()}, last)
+        save_checkpoint(
+            {
+                "model": model.state_dict(),
+                "optimiser": optimiser.state_dict(),
+                "step": step,
+                "best_epoch": best_epoch,
+                "best": best,
+                "sampler": _plain_state(rng.getstate()),
+                "augment": generator.get_state(),
+                "rng": capture_rng_state(),
+            },
+            last,
+        )
 
     seen, started = 0, time.perf_counter()
     while step < total:
@@ -186,8 +218,10 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
         for group in optimiser.param_groups:
             group["lr"] = learning_rate(cfg, step, total, per_epoch)
         out = model(pixels)
-        losses = {"id_loss": cfg.id_weight * smoothed_id_loss(out["logits"], labels, cfg.label_smoothing),
-                  "triplet_loss": cfg.triplet_weight * triplet_loss(out["feature"], labels, cfg.triplet_margin)}
+        losses = {
+            "id_loss": cfg.id_weight * smoothed_id_loss(out["logits"], labels, cfg.label_smoothing),
+            "triplet_loss": cfg.triplet_weight * triplet_loss(out["feature"], labels, cfg.triplet_margin),
+        }
         loss = sum(losses.values())
         optimiser.zero_grad(set_to_none=True)
         loss.backward()
@@ -198,16 +232,23 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
             checkpoint()
         if step % per_epoch == 0:
             metrics = evaluate(model, query, gallery, cache, cfg.eval_batch_size).to_dict()
-            record = {"epoch": epoch + 1, "step": step, **{k: float(v.detach()) for k, v in losses.items()},
-                      "lr": optimiser.param_groups[0]["lr"], **{f"val_{k}": v for k, v in metrics.items()},
-                      "seconds": round(time.perf_counter() - started, 1)}
+            record = {
+                "epoch": epoch + 1,
+                "step": step,
+                **{k: float(v.detach()) for k, v in losses.items()},
+                "lr": optimiser.param_groups[0]["lr"],
+                **{f"val_{k}": v for k, v in metrics.items()},
+                "seconds": round(time.perf_counter() - started, 1),
+            }
             with open(run_dir / "metrics.jsonl", "a", encoding="utf-8") as handle:
                 handle.write(json.dumps(record) + "\n")
             log.info("reid epoch %d: val rank-1 %.1f mAP %.1f", epoch + 1, metrics["rank1"], metrics["mAP"])
             if metrics["mAP"] > best.get("mAP", -1.0):
                 best_epoch, best = epoch, metrics
-                save_checkpoint({"model": model.search_state_dict(), "config": cfg.model.to_dict(),
-                                 "epoch": epoch, "val": metrics}, run_dir / "best.pt")
+                save_checkpoint(
+                    {"model": model.search_state_dict(), "config": cfg.model.to_dict(), "epoch": epoch, "val": metrics},
+                    run_dir / "best.pt",
+                )
             checkpoint()
     rate = seen / max(time.perf_counter() - started, 1e-9)
     if best_epoch >= 0:  # the best epoch's cosine -> same-person probability, on val (same_person.json)
@@ -241,8 +282,9 @@ def _python_state(state: Sequence) -> tuple:
     return (version, tuple(internal), gauss)
 
 
-def train_reid_from_file(config: str, run_dir: str, overrides: Sequence[str] = (), *,
-                         resume: bool = False) -> ReidTrainResult:
+def train_reid_from_file(
+    config: str, run_dir: str, overrides: Sequence[str] = (), *, resume: bool = False
+) -> ReidTrainResult:
     """``minterpr train --config reid``'s work: load the config (the run's own on --resume) and train."""
     saved = Path(run_dir) / "config.yaml"
     source = saved if resume and saved.is_file() else config

@@ -8,6 +8,7 @@ Example:
     >>> cfg.epochs, cfg.batch_size, cfg.model.width
     (2, 64, 'x0_25')
 """
+
 from __future__ import annotations
 
 import os
@@ -68,8 +69,10 @@ def reid_config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ReidTr
     cfg: ReidTrainConfig = build_dataclass(ReidTrainConfig, raw, "", source)
     cfg.model, cfg.augment = model, augment
     if cfg.epochs < 1 or cfg.identities_per_batch < 2 or cfg.images_per_identity < 2:
-        raise ConfigError(f"{source}: epochs >= 1, identities_per_batch >= 2 and images_per_identity >= 2 "
-                          "(the triplet loss needs two identities of two crops)")
+        raise ConfigError(
+            f"{source}: epochs >= 1, identities_per_batch >= 2 and images_per_identity >= 2 "
+            "(the triplet loss needs two identities of two crops)"
+        )
     if cfg.lr <= 0 or not 0 <= cfg.label_smoothing < 1 or cfg.triplet_margin < 0:
         raise ConfigError(f"{source}: lr > 0, 0 <= label_smoothing < 1 and triplet_margin >= 0")
     return cfg

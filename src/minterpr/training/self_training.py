@@ -21,6 +21,7 @@ Example:
     >>> cfg.strong.colour_cast > 0, cfg.weak.colour_cast
     (True, 0.0)
 """
+
 from __future__ import annotations
 
 import copy
@@ -63,11 +64,15 @@ class SelfTrainingConfig:
     soft_targets: bool = True  # targets are the teacher's probabilities (False: its confident answers one-hot)
     checkpoint_every_steps: int = 50  # write DIR/last.pt every N steps (and at every epoch end)
     # the teacher's view: only what another frame of the same camera would change
-    weak: AugmentConfig = field(default_factory=lambda: AugmentConfig(
-        flip=0.5, shift=0.04, scale_min=0.95, scale_max=1.05, blur=0.0, low_resolution=0.0, jpeg=0.0, erasing=0.0))
+    weak: AugmentConfig = field(
+        default_factory=lambda: AugmentConfig(
+            flip=0.5, shift=0.04, scale_min=0.95, scale_max=1.05, blur=0.0, low_resolution=0.0, jpeg=0.0, erasing=0.0
+        )
+    )
     # the student's view: another camera's colour cast, blur, resolution, compression and occluders
-    strong: AugmentConfig = field(default_factory=lambda: AugmentConfig(
-        blur=0.3, low_resolution=0.3, jpeg=0.3, erasing=0.5, colour_cast=0.8))
+    strong: AugmentConfig = field(
+        default_factory=lambda: AugmentConfig(blur=0.3, low_resolution=0.3, jpeg=0.3, erasing=0.5, colour_cast=0.8)
+    )
 
     def __post_init__(self) -> None:
         if self.epochs < 1 or self.batch_size < 1 or self.checkpoint_every_steps < 1:
@@ -79,9 +84,15 @@ class SelfTrainingConfig:
 
     def tuning(self) -> ImageTuningConfig:
         """The optimiser settings as an :class:`ImageTuningConfig` (for the shared optimiser builder)."""
-        return ImageTuningConfig(epochs=self.epochs, batch_size=self.batch_size, lr=self.lr,
-                                 encoder_lr_scale=self.encoder_lr_scale, weight_decay=self.weight_decay,
-                                 warmup_steps=self.warmup_steps, frozen_image_stages=self.frozen_image_stages)
+        return ImageTuningConfig(
+            epochs=self.epochs,
+            batch_size=self.batch_size,
+            lr=self.lr,
+            encoder_lr_scale=self.encoder_lr_scale,
+            weight_decay=self.weight_decay,
+            warmup_steps=self.warmup_steps,
+            frozen_image_stages=self.frozen_image_stages,
+        )
 
 
 def teacher_targets(probs: torch.Tensor, confidence: float, soft: bool) -> tuple[torch.Tensor, torch.Tensor]:
@@ -114,8 +125,17 @@ def self_training_fingerprint(cfg: SelfTrainingConfig, model: Any, paths: Sequen
 class SelfTrainer:
     """Runs :class:`SelfTrainingConfig` on ``model`` with the (N, 3, H, W) uint8 ``pixels`` in ``out_dir``."""
 
-    def __init__(self, model: Any, cfg: SelfTrainingConfig, out_dir: Path, *, pixels: torch.Tensor,
-                 paths: Sequence[str], seed: int = 0, log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        model: Any,
+        cfg: SelfTrainingConfig,
+        out_dir: Path,
+        *,
+        pixels: torch.Tensor,
+        paths: Sequence[str],
+        seed: int = 0,
+        log: Callable[[str], None] = print,
+    ) -> None:
         if len(pixels) != len(paths) or not len(pixels):
             raise RunError(out_dir, f"self-training needs crops: {len(pixels)} images for {len(paths)} paths")
         self.model, self.cfg, self.dir, self.seed, self.log = model, cfg, Path(out_dir), seed, log
@@ -141,8 +161,15 @@ class SelfTrainer:
         optimizer, scheduler = _optimizer(model, cfg.tuning(), self.steps_per_epoch * cfg.epochs)
         teacher = copy.deepcopy(model).eval()
         teacher.requires_grad_(False)
-        state: dict[str, Any] = {"epoch": 0, "step": 0, "updates": 0, "history": [], "loss_sum": 0.0,
-                                 "known_sum": 0.0, "seconds": 0.0}
+        state: dict[str, Any] = {
+            "epoch": 0,
+            "step": 0,
+            "updates": 0,
+            "history": [],
+            "loss_sum": 0.0,
+            "known_sum": 0.0,
+            "seconds": 0.0,
+        }
         last = self.dir / "last.pt"
         if last.is_file():
             ckpt = load_checkpoint(last)
@@ -158,23 +185,31 @@ class SelfTrainer:
             self._epoch(epoch, state, teacher, optimizer, scheduler)
         weights = _image_side_state(teacher)
         model.load_state_dict(weights, strict=False)
-        record = {"format": FORMAT, "fingerprint": self.fingerprint, "history": state["history"],
-                  "seconds": round(state["seconds"], 3)}
+        record = {
+            "format": FORMAT,
+            "fingerprint": self.fingerprint,
+            "history": state["history"],
+            "seconds": round(state["seconds"], 3),
+        }
         save_checkpoint({**record, "weights": weights}, result)
         return record
 
     def _epoch(self, epoch: int, state: dict[str, Any], teacher: Any, optimizer: Any, scheduler: Any) -> None:
         model, cfg = self.model, self.cfg
-        order = torch.randperm(len(self.pixels), generator=torch.Generator().manual_seed(
-            item_seed(self.seed, "self-train", epoch)))
+        order = torch.randperm(
+            len(self.pixels), generator=torch.Generator().manual_seed(item_seed(self.seed, "self-train", epoch))
+        )
         # frozen stages stay exactly as they are (an average of equal values would still round)
         frozen = tuple(f"image_encoder.stages.{i}." for i in range(model.image_encoder.frozen_stages))
-        teacher_state = {k: v for k, v in teacher.state_dict().items()
-                         if k.startswith(("image_encoder.", "image_head.")) and not (frozen and k.startswith(frozen))}
+        teacher_state = {
+            k: v
+            for k, v in teacher.state_dict().items()
+            if k.startswith(("image_encoder.", "image_head.")) and not (frozen and k.startswith(frozen))
+        }
         model.train()
         started = time.perf_counter()
         for step in range(state["step"], self.steps_per_epoch):
-            batch = self.pixels[order[step * cfg.batch_size: (step + 1) * cfg.batch_size]]
+            batch = self.pixels[order[step * cfg.batch_size : (step + 1) * cfg.batch_size]]
             torch.manual_seed(item_seed(self.seed, "self-train-step", epoch, step))  # dropout: exact on resume
             generator = torch.Generator().manual_seed(item_seed(self.seed, "self-train-augment", epoch, step))
             weak = normalise(augment_batch(batch, cfg.weak, generator), model).to(model.device)
@@ -199,10 +234,13 @@ class SelfTrainer:
                 started = time.perf_counter()
                 self._checkpoint(state, teacher, optimizer, scheduler)
         state["seconds"] += time.perf_counter() - started
-        record = {"epoch": epoch + 1, "loss": round(state["loss_sum"] / self.steps_per_epoch, 5),
-                  # share of (crop, label) entries the teacher was sure of
-                  "confident_share": round(state["known_sum"] / self.steps_per_epoch, 4),
-                  "seconds": round(state["seconds"], 3)}
+        record = {
+            "epoch": epoch + 1,
+            "loss": round(state["loss_sum"] / self.steps_per_epoch, 5),
+            # share of (crop, label) entries the teacher was sure of
+            "confident_share": round(state["known_sum"] / self.steps_per_epoch, 4),
+            "seconds": round(state["seconds"], 3),
+        }
         self.log("self-training " + " ".join(f"{k} {v}" for k, v in record.items()))
         state["history"].append(record)
         state.update(epoch=epoch + 1, step=0, loss_sum=0.0, known_sum=0.0)
@@ -220,7 +258,15 @@ class SelfTrainer:
         state["updates"] += 1
 
     def _checkpoint(self, state: dict[str, Any], teacher: Any, optimizer: Any, scheduler: Any) -> None:
-        save_checkpoint({"format": FORMAT, "fingerprint": self.fingerprint, **state,
-                         "student": _image_side_state(self.model), "teacher": _image_side_state(teacher),
-                         "optimizer": optimizer.state_dict(), "scheduler": scheduler.state_dict()},
-                        self.dir / "last.pt")
+        save_checkpoint(
+            {
+                "format": FORMAT,
+                "fingerprint": self.fingerprint,
+                **state,
+                "student": _image_side_state(self.model),
+                "teacher": _image_side_state(teacher),
+                "optimizer": optimizer.state_dict(),
+                "scheduler": scheduler.state_dict(),
+            },
+            self.dir / "last.pt",
+        )

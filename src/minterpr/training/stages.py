@@ -7,6 +7,7 @@ on disk under RUN_DIR/cache), and likewise the text features of a frozen text en
 epoch only runs the trainable parts. ``augment: true`` (random crop/flip/brightness) needs
 fresh pixels every epoch, so it turns the stem cache off: slower epochs, less overfitting.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -25,8 +26,17 @@ from minterpr.models import LossWeights, RetrievalModel
 from minterpr.models.turn_encoder import REFERENCE
 
 from .config import StageConfig, TrainConfig
-from .data import (DialoguePlan, FeatureTable, SplitData, attribute_targets, dialogue_images, dialogue_texts,
-                   gather_rows, iter_pixel_batches, plan_dialogues)
+from .data import (
+    DialoguePlan,
+    FeatureTable,
+    SplitData,
+    attribute_targets,
+    dialogue_images,
+    dialogue_texts,
+    gather_rows,
+    iter_pixel_batches,
+    plan_dialogues,
+)
 
 TEXT_CHUNKS_PER_PASS = 8  # cache chunks (256 texts each) encoded together, sorted by length
 
@@ -42,8 +52,9 @@ def apply_freezing(model: RetrievalModel, stage: StageConfig) -> None:
 def stage_loss_weights(weights: LossWeights, stage: StageConfig) -> LossWeights:
     """The configured weights with every loss the stage does not switch on set to 0."""
     on = set(stage.resolved_losses())
-    return dataclasses.replace(weights, **{n: 0.0 for n in ("itc", "sdm", "id", "attribute", "reference")
-                                           if n not in on})
+    return dataclasses.replace(
+        weights, **{n: 0.0 for n in ("itc", "sdm", "id", "attribute", "reference") if n not in on}
+    )
 
 
 def _hash_module(h: Any, module: nn.Module) -> None:
@@ -56,13 +67,22 @@ def stem_fingerprint(model: RetrievalModel) -> str:
     """Hash of what the stem output depends on: encoder, image size, frozen stages and their weights,
     and the colour branch packed with it."""
     enc = model.image_encoder
-    h = hashlib.sha1(repr((model.config.image_encoder, tuple(model.config.image_size), enc.preprocess,
-                           enc.split_stage, model.config.colour_stripes, model.config.stripe_columns,
-                           *((True,) if enc.flip_test else ()),  # older caches (no flip) keep their key
-                           # a whole-encoder stem is pooled: its output depends on the part grid
-                           (enc.stripe_stage, enc.num_stripes, enc.stripe_columns) if enc.stem_is_pooled else None,
-                           None if model.colour_branch is None else (model.colour_branch.sigma,
-                                                                     model.colour_branch.grid))).encode())
+    h = hashlib.sha1(
+        repr(
+            (
+                model.config.image_encoder,
+                tuple(model.config.image_size),
+                enc.preprocess,
+                enc.split_stage,
+                model.config.colour_stripes,
+                model.config.stripe_columns,
+                *((True,) if enc.flip_test else ()),  # older caches (no flip) keep their key
+                # a whole-encoder stem is pooled: its output depends on the part grid
+                (enc.stripe_stage, enc.num_stripes, enc.stripe_columns) if enc.stem_is_pooled else None,
+                None if model.colour_branch is None else (model.colour_branch.sigma, model.colour_branch.grid),
+            )
+        ).encode()
+    )
     for stage in list(enc.stages)[: enc.split_stage]:
         _hash_module(h, stage)
     return h.hexdigest()
@@ -78,8 +98,9 @@ def text_fingerprint(model: RetrievalModel) -> str:
 class FeatureSource:
     """Stems and text features of one run: cached tables when allowed, else computed live."""
 
-    def __init__(self, model: RetrievalModel, cfg: TrainConfig, cache_dir: Path | None,
-                 device: torch.device, progress: bool) -> None:
+    def __init__(
+        self, model: RetrievalModel, cfg: TrainConfig, cache_dir: Path | None, device: torch.device, progress: bool
+    ) -> None:
         self.model, self.cfg, self.device, self.progress = model, cfg, device, progress
         self.cache_dir = cache_dir  # None: tables stay in memory only
         self._text_fp: str | None = None
@@ -99,8 +120,15 @@ class FeatureSource:
                     yield model.image_stem(pixels.to(self.device))
 
         namespace = f"stem:{stem_fingerprint(model)}:{root.resolve()}"
-        return FeatureTable.build(paths, namespace, compute, cache_dir=self._dir("stems"),
-                                  chunk_size=self.cfg.eval_batch_size, desc=desc, progress=self.progress)
+        return FeatureTable.build(
+            paths,
+            namespace,
+            compute,
+            cache_dir=self._dir("stems"),
+            chunk_size=self.cfg.eval_batch_size,
+            desc=desc,
+            progress=self.progress,
+        )
 
     def text_table(self, texts: Sequence[str], desc: str) -> FeatureTable:
         """Features of ``texts`` from the frozen text encoder, from disk or computed once."""
@@ -111,13 +139,20 @@ class FeatureSource:
             # chunks hold alphabetically sorted texts of every length; encoding 8 chunks at once
             # in batches of 64 similar lengths pads ~1.8x fewer tokens than one batch per chunk
             for start in range(0, len(chunks), TEXT_CHUNKS_PER_PASS):
-                group = chunks[start: start + TEXT_CHUNKS_PER_PASS]
+                group = chunks[start : start + TEXT_CHUNKS_PER_PASS]
                 with torch.no_grad():
                     features = self.model.text_features([t for chunk in group for t in chunk], batch_size=64)
                 yield from features.split([len(chunk) for chunk in group])
 
-        return FeatureTable.build(texts, f"text:{self._text_fp}", compute, cache_dir=self._dir("texts"),
-                                  chunk_size=256, desc=desc, progress=self.progress)
+        return FeatureTable.build(
+            texts,
+            f"text:{self._text_fp}",
+            compute,
+            cache_dir=self._dir("texts"),
+            chunk_size=256,
+            desc=desc,
+            progress=self.progress,
+        )
 
     def _dir(self, kind: str) -> Path | None:
         return self.cache_dir / kind if self.cache_dir is not None else None
@@ -142,8 +177,9 @@ class StageData:
         return len(self.paths)
 
 
-def stage_data(stage: StageConfig, split: SplitData, identities: dict[str, int], source: FeatureSource,
-               max_turns: int) -> StageData:
+def stage_data(
+    stage: StageConfig, split: SplitData, identities: dict[str, int], source: FeatureSource, max_turns: int
+) -> StageData:
     """Items of ``stage`` from the training split, with feature tables when caching is on."""
     cfg = source.cfg
     if stage.name == "attributes":
@@ -158,13 +194,23 @@ def stage_data(stage: StageConfig, split: SplitData, identities: dict[str, int],
     targets, mask = attribute_targets(images)
     cache_stems = cfg.cache_features and not cfg.augment
     stems = source.stem_table(needed, split.image_root, f"{stage.name}: stems") if cache_stems else None
-    texts = (source.text_table(dialogue_texts(samples, rounds), f"{stage.name}: texts")
-             if samples and source.text_cached else None)
-    return StageData("images" if stage.name == "attributes" else "dialogues", rounds,
-                     [image.path for image in images], list(samples),
-                     torch.tensor([identities.get(image.person_id, -1) for image in images], dtype=torch.long),
-                     torch.from_numpy(targets), torch.from_numpy(mask), stems, texts,
-                     {image.path: image.person_id for image in split.gallery})
+    texts = (
+        source.text_table(dialogue_texts(samples, rounds), f"{stage.name}: texts")
+        if samples and source.text_cached
+        else None
+    )
+    return StageData(
+        "images" if stage.name == "attributes" else "dialogues",
+        rounds,
+        [image.path for image in images],
+        list(samples),
+        torch.tensor([identities.get(image.person_id, -1) for image in images], dtype=torch.long),
+        torch.from_numpy(targets),
+        torch.from_numpy(mask),
+        stems,
+        texts,
+        {image.path: image.person_id for image in split.gallery},
+    )
 
 
 class StepForward(nn.Module):
@@ -179,36 +225,54 @@ class StepForward(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, images: torch.Tensor, from_stems: bool, plan: DialoguePlan | None = None,
-                texts: torch.Tensor | list[str] | None = None) -> dict[str, torch.Tensor | None]:
+    def forward(
+        self,
+        images: torch.Tensor,
+        from_stems: bool,
+        plan: DialoguePlan | None = None,
+        texts: torch.Tensor | list[str] | None = None,
+    ) -> dict[str, torch.Tensor | None]:
         model = self.model
         device = images.device
         # dialogues: attribute logits only for the targets (references need just their embedding)
         t = None if plan is None else plan.target_index.to(device)
         out = model.encode_image_features(images, t) if from_stems else model.encode_images(images, t)
         if plan is None:  # image items: the batch rows are the images
-            return {"image_embedding": out["embedding"], "attribute_logits": out["attribute_logits"],
-                    "id_logits": out["id_logits"]}
+            return {
+                "image_embedding": out["embedding"],
+                "attribute_logits": out["attribute_logits"],
+                "id_logits": out["id_logits"],
+            }
         assert t is not None
         text = texts if isinstance(texts, torch.Tensor) else model.text_features(texts or [])
         turn_types, turn_mask = plan.turn_types.to(device), plan.turn_mask.to(device)
         turn_image = gather_rows(out["embedding"], plan.image_index.to(device))  # (B, R, D)
-        queries = model.encode_dialogues({
-            "turn_types": turn_types, "turn_mask": turn_mask, "turn_image": turn_image,
-            "turn_text": gather_rows(text, plan.text_index.to(device)),  # (B, R, Dt)
-        })  # (B, R, D)
+        queries = model.encode_dialogues(
+            {
+                "turn_types": turn_types,
+                "turn_mask": turn_mask,
+                "turn_image": turn_image,
+                "turn_text": gather_rows(text, plan.text_index.to(device)),  # (B, R, Dt)
+            }
+        )  # (B, R, D)
         id_logits = out["id_logits"]
-        return {"queries": queries, "turn_mask": turn_mask, "logit_scale": model.logit_scale,
-                "image_embedding": out["embedding"][t], "attribute_logits": out["attribute_logits"],  # (B, L): targets
-                "id_logits": None if id_logits is None else id_logits[t],
-                # the reference shown at round k is what round k and later must rank below the
-                # target, unless it shows the target's own person
-                "reference_embedding": turn_image,
-                "reference_round_mask": (turn_types == REFERENCE) & ~plan.same_person.to(device)}
+        return {
+            "queries": queries,
+            "turn_mask": turn_mask,
+            "logit_scale": model.logit_scale,
+            "image_embedding": out["embedding"][t],
+            "attribute_logits": out["attribute_logits"],  # (B, L): targets
+            "id_logits": None if id_logits is None else id_logits[t],
+            # the reference shown at round k is what round k and later must rank below the
+            # target, unless it shows the target's own person
+            "reference_embedding": turn_image,
+            "reference_round_mask": (turn_types == REFERENCE) & ~plan.same_person.to(device),
+        }
 
 
-def build_optimizer(model: RetrievalModel, stage: StageConfig,
-                    total_steps: int) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
+def build_optimizer(
+    model: RetrievalModel, stage: StageConfig, total_steps: int
+) -> tuple[torch.optim.Optimizer, torch.optim.lr_scheduler.LambdaLR]:
     """AdamW over the trainable parameters (encoders at ``lr * encoder_lr_scale``; no weight decay
     on biases, norms and the temperature) with linear warm-up then cosine decay."""
     groups: dict[tuple[bool, bool], list[nn.Parameter]] = {}
@@ -218,9 +282,14 @@ def build_optimizer(model: RetrievalModel, stage: StageConfig,
             groups.setdefault((encoder, param.ndim > 1), []).append(param)
     if not groups:
         raise ValueError(f"stage {stage.name!r} has no trainable parameters")
-    param_groups = [{"params": params, "lr": stage.lr * (stage.encoder_lr_scale if encoder else 1.0),
-                     "weight_decay": stage.weight_decay if decay else 0.0}
-                    for (encoder, decay), params in sorted(groups.items())]
+    param_groups = [
+        {
+            "params": params,
+            "lr": stage.lr * (stage.encoder_lr_scale if encoder else 1.0),
+            "weight_decay": stage.weight_decay if decay else 0.0,
+        }
+        for (encoder, decay), params in sorted(groups.items())
+    ]
     optimizer = torch.optim.AdamW(param_groups)
     warmup, total = stage.warmup_steps, max(1, total_steps)
 
@@ -255,27 +324,46 @@ def encode_split(model: RetrievalModel, split: SplitData, source: FeatureSource,
         images = sorted({image.path for image in split.gallery} | set(dialogue_images(split.samples, rounds)))
         if source.cfg.cache_features:
             stems = source.stem_table(images, split.image_root, f"{split.name}: stems")
-            chunks: Iterator[torch.Tensor] = (stems.rows(images[i: i + batch_size], source.device)
-                                              for i in range(0, len(images), batch_size))
+            chunks: Iterator[torch.Tensor] = (
+                stems.rows(images[i : i + batch_size], source.device) for i in range(0, len(images), batch_size)
+            )
         else:
-            chunks = (model.image_stem(p.to(source.device)) for p in iter_pixel_batches(
-                [images[i: i + batch_size] for i in range(0, len(images), batch_size)],
-                split.image_root, model.preprocess, workers=source.cfg.workers))
+            chunks = (
+                model.image_stem(p.to(source.device))
+                for p in iter_pixel_batches(
+                    [images[i : i + batch_size] for i in range(0, len(images), batch_size)],
+                    split.image_root,
+                    model.preprocess,
+                    workers=source.cfg.workers,
+                )
+            )
         outputs = [model.encode_image_features(s) for s in chunks]
         embedding = torch.cat([out["embedding"].float() for out in outputs])  # (N_all, D)
         logits = torch.cat([out["attribute_logits"].float() for out in outputs])  # (N_all, L)
         row = {path: i for i, path in enumerate(images)}
-        texts = source.text_table(dialogue_texts(split.samples, rounds), f"{split.name}: texts") \
-            if source.text_cached else None
+        texts = (
+            source.text_table(dialogue_texts(split.samples, rounds), f"{split.name}: texts")
+            if source.text_cached
+            else None
+        )
         per_sample: list[np.ndarray] = []
         for start in range(0, len(split.samples), batch_size):
-            plan = plan_dialogues(split.samples[start: start + batch_size], rounds)
+            plan = plan_dialogues(split.samples[start : start + batch_size], rounds)
             text = texts.rows(plan.texts, source.device) if texts is not None else model.text_features(plan.texts)
             image_rows = embedding[torch.tensor([row[p] for p in plan.images], device=source.device)]
-            queries = model.encode_dialogues({
-                "turn_types": plan.turn_types.to(source.device), "turn_mask": plan.turn_mask.to(source.device),
-                "turn_text": gather_rows(text, plan.text_index.to(source.device)),
-                "turn_image": gather_rows(image_rows, plan.image_index.to(source.device))}).float().cpu().numpy()
+            queries = (
+                model.encode_dialogues(
+                    {
+                        "turn_types": plan.turn_types.to(source.device),
+                        "turn_mask": plan.turn_mask.to(source.device),
+                        "turn_text": gather_rows(text, plan.text_index.to(source.device)),
+                        "turn_image": gather_rows(image_rows, plan.image_index.to(source.device)),
+                    }
+                )
+                .float()
+                .cpu()
+                .numpy()
+            )
             lengths = plan.turn_mask.sum(1).tolist()
             per_sample += [queries[i, : lengths[i]] for i in range(len(lengths))]
         gallery = torch.tensor([row[image.path] for image in split.gallery], device=embedding.device)

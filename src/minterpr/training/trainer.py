@@ -18,6 +18,7 @@ Example:
     >>> cfg = load_config("tiny", ["data.root=/path/to/dataset"])  # doctest: +SKIP
     >>> result = train(cfg, "runs/tiny")  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -38,12 +39,29 @@ from minterpr.models.device import resolve_device
 from minterpr.models.io import state_mismatch
 from minterpr.models.losses import positive_ratio
 
-from .checkpoint import (CHECKPOINT_FORMAT, capture_rng_state, check_resumable, copy_atomic, initial_state,
-                         load_checkpoint, restore_rng_state, save_checkpoint, seed_everything)
+from .checkpoint import (
+    CHECKPOINT_FORMAT,
+    capture_rng_state,
+    check_resumable,
+    copy_atomic,
+    initial_state,
+    load_checkpoint,
+    restore_rng_state,
+    save_checkpoint,
+    seed_everything,
+)
 from .config import ConfigError, TrainConfig, parse_selection_metric, save_config
 from .data import attribute_targets, identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
-from .stages import (FeatureSource, StageData, StepForward, apply_freezing, build_optimizer, stage_data,
-                     stage_loss_weights, validate)
+from .stages import (
+    FeatureSource,
+    StageData,
+    StepForward,
+    apply_freezing,
+    build_optimizer,
+    stage_data,
+    stage_loss_weights,
+    validate,
+)
 
 
 @dataclass
@@ -73,17 +91,23 @@ class Trainer:
             # both are written after the first last.pt (best.pt may be older: a kill between the two)
             trained = [n for n in ("model.pt", "metrics.jsonl") if (self.run_dir / n).is_file()]
             if trained:  # last.pt was there and is gone: starting over would overwrite what the run made
-                raise RunError(self.run_dir, f"--resume: last.pt is missing but the run has {', '.join(trained)}: "
-                                             "its training state is gone and cannot be continued exactly; train "
-                                             "into a new --out (or delete this run to start it over)")
+                raise RunError(
+                    self.run_dir,
+                    f"--resume: last.pt is missing but the run has {', '.join(trained)}: "
+                    "its training state is gone and cannot be continued exactly; train "
+                    "into a new --out (or delete this run to start it over)",
+                )
             resume = False  # killed before its first checkpoint: nothing to continue, start over
         if not resume and self.last_path.is_file():
             raise FileExistsError(f"{self.last_path} exists: pass --resume to continue that run, or use another --out")
         # read before the data: a broken or foreign last.pt is reported at once (and never unpickled)
         self.checkpoint = load_checkpoint(self.last_path) if resume else None
         self.train_split = load_split(cfg.data, "train", cfg.data.max_train_samples)
-        self.val_split = (load_split(cfg.data, "val", cfg.data.max_val_samples)
-                          if any(s.resolved_validate() for s in cfg.stages) else None)
+        self.val_split = (
+            load_split(cfg.data, "val", cfg.data.max_val_samples)
+            if any(s.resolved_validate() for s in cfg.stages)
+            else None
+        )
         self.identities = identity_index([image.person_id for image in self.train_split.gallery])
         self.cfg = self._with_identities(cfg)
         if self.checkpoint is not None:
@@ -102,7 +126,8 @@ class Trainer:
         if self.world > 1:  # find_unused: each stage trains a different subset of the model
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.step_module = torch.nn.parallel.DistributedDataParallel(
-                self.step_module, device_ids=ids, find_unused_parameters=True)
+                self.step_module, device_ids=ids, find_unused_parameters=True
+            )
         cache_root = Path(self.cfg.cache_dir) if self.cfg.cache_dir else self.run_dir / "cache"
         cache = cache_root if self.is_main else None  # other ranks keep features in memory
         self.source = FeatureSource(self.model, self.cfg, cache, self.device, self.cfg.progress and self.is_main)
@@ -114,13 +139,19 @@ class Trainer:
             try:
                 self.model.load_state_dict(self.checkpoint["model"])
             except (RuntimeError, TypeError, ValueError, AttributeError, KeyError):
-                raise RunError(self.last_path, "the model weights do not fit the run's model config: "
-                                               f"{state_mismatch(self.model, self.checkpoint['model'])}") from None
+                raise RunError(
+                    self.last_path,
+                    "the model weights do not fit the run's model config: "
+                    f"{state_mismatch(self.model, self.checkpoint['model'])}",
+                ) from None
             self.state.update({k: self.checkpoint[k] for k in self.state})
         self.selection = parse_selection_metric(self.cfg.selection_metric)
         # (L,) positive share of each label in the training gallery, for the balanced attribute loss
-        self.positive_ratio = positive_ratio(*(torch.from_numpy(a) for a in attribute_targets(
-            self.train_split.gallery))).to(self.device) if self.cfg.loss_weights.balanced_attributes else None
+        self.positive_ratio = (
+            positive_ratio(*(torch.from_numpy(a) for a in attribute_targets(self.train_split.gallery))).to(self.device)
+            if self.cfg.loss_weights.balanced_attributes
+            else None
+        )
         self.throughput: dict[str, list[float]] = {}
 
     # ---------------------------------------------------------------- setup helpers
@@ -131,8 +162,10 @@ class Trainer:
         if wants_id and given == 0:
             cfg = dataclasses.replace(cfg, model=cfg.model.replace(num_identities=k))
         elif given not in (0, k):
-            raise ConfigError(f"model.num_identities is {given} but the training gallery has {k} identities "
-                              "(set it to 0 to size it automatically)")
+            raise ConfigError(
+                f"model.num_identities is {given} but the training gallery has {k} identities "
+                "(set it to 0 to size it automatically)"
+            )
         return cfg
 
     def _tune_images(self) -> None:
@@ -143,21 +176,46 @@ class Trainer:
         assert tuning is not None
         limit = self.cfg.data.max_train_samples
         gallery = self.train_split.gallery[:limit] if limit > 0 else self.train_split.gallery
-        parts = [labelled_images([i for i in gallery if i.attributes], self.train_split.image_root, self.model,
-                                 self.identities, desc="image tuning: decoding train", progress=progress)]
+        parts = [
+            labelled_images(
+                [i for i in gallery if i.attributes],
+                self.train_split.image_root,
+                self.model,
+                self.identities,
+                desc="image tuning: decoding train",
+                progress=progress,
+            )
+        ]
         for spec in tuning.extra_galleries:
             images, root = extra_gallery(spec)
-            parts.append(labelled_images(images, root, self.model, {}, desc=f"image tuning: decoding {spec}",
-                                         progress=progress))
+            parts.append(
+                labelled_images(images, root, self.model, {}, desc=f"image tuning: decoding {spec}", progress=progress)
+            )
         train = concat_labelled(parts)
         val_split = self.val_split or load_split(self.cfg.data, "val", self.cfg.data.max_val_samples)
-        val = labelled_images([i for i in val_split.gallery if i.attributes], val_split.image_root, self.model,
-                              self.identities, desc="image tuning: decoding val", progress=progress)
-        self.log(f"image tuning: {len(train)} labelled images ({len(parts) - 1} extra galleries), "
-                 f"{len(val)} val images, {tuning.epochs} epochs")
-        tuner = ImageTuner(self.model, tuning, self.run_dir / "image_tuning", train=train, val=val,
-                           seed=self.cfg.seed, balanced_attributes=self.cfg.loss_weights.balanced_attributes,
-                           progress=progress, log=self.log)
+        val = labelled_images(
+            [i for i in val_split.gallery if i.attributes],
+            val_split.image_root,
+            self.model,
+            self.identities,
+            desc="image tuning: decoding val",
+            progress=progress,
+        )
+        self.log(
+            f"image tuning: {len(train)} labelled images ({len(parts) - 1} extra galleries), "
+            f"{len(val)} val images, {tuning.epochs} epochs"
+        )
+        tuner = ImageTuner(
+            self.model,
+            tuning,
+            self.run_dir / "image_tuning",
+            train=train,
+            val=val,
+            seed=self.cfg.seed,
+            balanced_attributes=self.cfg.loss_weights.balanced_attributes,
+            progress=progress,
+            log=self.log,
+        )
         self.image_tuning = tuner.run()
         seed_everything(self.cfg.seed)  # the stages start from the same random state as without tuning
 
@@ -174,25 +232,36 @@ class Trainer:
     def _save_state(self, optimizer: Any, scheduler: Any) -> None:
         if not self.is_main:
             return
-        save_checkpoint({"format": CHECKPOINT_FORMAT, "config": self.cfg.to_dict(), **self.state,
-                         "model": self.model.state_dict(), "rng": capture_rng_state(),
-                         "optimizer": None if optimizer is None else optimizer.state_dict(),
-                         "scheduler": None if scheduler is None else scheduler.state_dict(),
-                         "optimizer_stage": self.state["stage_index"]}, self.last_path)
+        save_checkpoint(
+            {
+                "format": CHECKPOINT_FORMAT,
+                "config": self.cfg.to_dict(),
+                **self.state,
+                "model": self.model.state_dict(),
+                "rng": capture_rng_state(),
+                "optimizer": None if optimizer is None else optimizer.state_dict(),
+                "scheduler": None if scheduler is None else scheduler.state_dict(),
+                "optimizer_stage": self.state["stage_index"],
+            },
+            self.last_path,
+        )
 
     def _write_metrics(self) -> None:
         if self.is_main:  # rewritten whole from the checkpointed history: a killed run never duplicates lines
-            atomic_write_text(self.run_dir / "metrics.jsonl",
-                              "".join(json.dumps(rec) + "\n" for rec in self.state["history"]))
+            atomic_write_text(
+                self.run_dir / "metrics.jsonl", "".join(json.dumps(rec) + "\n" for rec in self.state["history"])
+            )
 
     # ---------------------------------------------------------------- the loop
     def run(self) -> TrainResult:
         if self.state["done"]:
             self.log(f"{self.run_dir} already finished; nothing to do")
             return self._result()
-        self.log(f"training on {self.device} ({self.world} process{'es' if self.world > 1 else ''}), "
-                 f"{len(self.train_split.samples)} train dialogues, {len(self.identities)} identities, "
-                 f"resume={self.checkpoint is not None}")
+        self.log(
+            f"training on {self.device} ({self.world} process{'es' if self.world > 1 else ''}), "
+            f"{len(self.train_split.samples)} train dialogues, {len(self.identities)} identities, "
+            f"resume={self.checkpoint is not None}"
+        )
         for si in range(self.state["stage_index"], len(self.cfg.stages)):
             self._run_stage(si)
         self.state.update(done=True, order=None)
@@ -202,8 +271,9 @@ class Trainer:
     def _epoch_order(self, si: int, epoch: int, n: int) -> list[int]:
         """The epoch's item order: a seeded permutation (a DistributedSampler shard under torchrun)."""
         if self.world > 1:
-            sampler = torch.utils.data.DistributedSampler(range(n), num_replicas=self.world, rank=self.rank,
-                                                          shuffle=True, seed=item_seed(self.cfg.seed, si))
+            sampler = torch.utils.data.DistributedSampler(
+                range(n), num_replicas=self.world, rank=self.rank, shuffle=True, seed=item_seed(self.cfg.seed, si)
+            )
             sampler.set_epoch(epoch)
             return list(sampler)
         generator = torch.Generator().manual_seed(item_seed(self.cfg.seed, si, epoch))
@@ -227,8 +297,10 @@ class Trainer:
             optimizer.load_state_dict(ckpt["optimizer"])
             scheduler.load_state_dict(ckpt["scheduler"])
         weights = stage_loss_weights(self.cfg.loss_weights, stage)
-        self.log(f"stage {si + 1}/{len(self.cfg.stages)} {stage.name}: {len(data)} {data.kind}, "
-                 f"{steps_per_epoch} steps/epoch, losses {', '.join(stage.resolved_losses())}")
+        self.log(
+            f"stage {si + 1}/{len(self.cfg.stages)} {stage.name}: {len(data)} {data.kind}, "
+            f"{steps_per_epoch} steps/epoch, losses {', '.join(stage.resolved_losses())}"
+        )
         if ckpt is not None:  # every setup step is done: continue the random streams exactly
             restore_rng_state(ckpt["rng"])
             self.checkpoint = None
@@ -241,20 +313,36 @@ class Trainer:
         if self.state["order"] is None or self.state["step_in_epoch"] == 0:
             self.state["order"] = self._epoch_order(si, epoch, len(data))
         order = self.state["order"]
-        batches = [order[i: i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
+        batches = [order[i : i + cfg.batch_size] for i in range(0, len(order), cfg.batch_size)]
         start = self.state["step_in_epoch"]
-        plans = [plan_dialogues([data.samples[i] for i in b], data.max_rounds, data.pid_of)
-                 if data.kind == "dialogues" else None for b in batches[start:]]
-        images = [plan.images if plan is not None else [data.paths[i] for i in b]
-                  for plan, b in zip(plans, batches[start:])]
+        plans = [
+            plan_dialogues([data.samples[i] for i in b], data.max_rounds, data.pid_of)
+            if data.kind == "dialogues"
+            else None
+            for b in batches[start:]
+        ]
+        images = [
+            plan.images if plan is not None else [data.paths[i] for i in b] for plan, b in zip(plans, batches[start:])
+        ]
         if data.stems is None:  # no stem cache: decode (and augment) pixels, workers reading ahead
-            seeds = [[item_seed(cfg.seed, si, epoch, start + k, p) for p in paths] for k, paths in enumerate(images)] \
-                if cfg.augment else None
-            pixel_iter = iter_pixel_batches(images, self.train_split.image_root, self.model.preprocess,
-                                            workers=cfg.workers, seeds=seeds)
+            seeds = (
+                [[item_seed(cfg.seed, si, epoch, start + k, p) for p in paths] for k, paths in enumerate(images)]
+                if cfg.augment
+                else None
+            )
+            pixel_iter = iter_pixel_batches(
+                images, self.train_split.image_root, self.model.preprocess, workers=cfg.workers, seeds=seeds
+            )
         self.model.train()
-        bar = tqdm(total=len(batches), initial=start, desc=f"{stage.name} {epoch + 1}/{stage.epochs}",
-                   unit="step", disable=not (cfg.progress and self.is_main), dynamic_ncols=True, leave=False)
+        bar = tqdm(
+            total=len(batches),
+            initial=start,
+            desc=f"{stage.name} {epoch + 1}/{stage.epochs}",
+            unit="step",
+            disable=not (cfg.progress and self.is_main),
+            dynamic_ncols=True,
+            leave=False,
+        )
         sums: dict[str, float] = self.state["loss_sums"]  # kept in checkpoints: a resumed epoch averages all its steps
         seen, t0 = 0, time.perf_counter()
         for k, (batch, plan, paths) in enumerate(zip(batches[start:], plans, images)):
@@ -263,13 +351,18 @@ class Trainer:
                 inputs, from_stems = data.stems.rows(paths, self.device), True
             else:
                 inputs, from_stems = next(pixel_iter).to(self.device), False
-            texts = None if plan is None else (data.texts.rows(plan.texts, self.device)
-                                               if data.texts is not None else plan.texts)
+            texts = (
+                None
+                if plan is None
+                else (data.texts.rows(plan.texts, self.device) if data.texts is not None else plan.texts)
+            )
             outputs = self.step_module(inputs, from_stems, plan, texts)
-            targets = {"person_index": data.person_index[idx].to(self.device),
-                       "attribute_targets": data.attr_targets[idx].to(self.device),
-                       "attribute_mask": data.attr_mask[idx].to(self.device),
-                       "attribute_positive_ratio": self.positive_ratio}
+            targets = {
+                "person_index": data.person_index[idx].to(self.device),
+                "attribute_targets": data.attr_targets[idx].to(self.device),
+                "attribute_mask": data.attr_mask[idx].to(self.device),
+                "attribute_positive_ratio": self.positive_ratio,
+            }
             terms = compute_losses(outputs, targets, weights)
             optimizer.zero_grad(set_to_none=True)
             terms["total_loss"].backward()
@@ -287,9 +380,11 @@ class Trainer:
             bar.update(1)
             bar.set_postfix(loss=f"{float(terms['total_loss'].detach()):.4f}", samples_s=f"{rate:.1f}")
             if self.state["global_step"] % cfg.log_every == 0:
-                self.log(f"{stage.name} epoch {epoch + 1} step {start + k + 1}/{len(batches)} "
-                         + " ".join(f"{n}={float(v.detach()):.4f}" for n, v in terms.items())
-                         + f" lr={scheduler.get_last_lr()[0]:.2e} samples/s={rate:.1f}")
+                self.log(
+                    f"{stage.name} epoch {epoch + 1} step {start + k + 1}/{len(batches)} "
+                    + " ".join(f"{n}={float(v.detach()):.4f}" for n, v in terms.items())
+                    + f" lr={scheduler.get_last_lr()[0]:.2e} samples/s={rate:.1f}"
+                )
             if self.state["global_step"] % cfg.checkpoint_every_steps == 0:
                 self._save_state(optimizer, scheduler)
         bar.close()
@@ -297,34 +392,57 @@ class Trainer:
         if seen:
             self.throughput.setdefault(stage.name, []).append(seen / max(elapsed, 1e-9))
         total = self.state["items_seen"]
-        self._end_epoch(si, epoch, {n: v / max(total, 1) for n, v in sums.items()}, seen, elapsed,
-                        optimizer, scheduler)
+        self._end_epoch(si, epoch, {n: v / max(total, 1) for n, v in sums.items()}, seen, elapsed, optimizer, scheduler)
 
-    def _end_epoch(self, si: int, epoch: int, losses: dict[str, float], seen: int, elapsed: float,
-                   optimizer: Any, scheduler: Any) -> None:
+    def _end_epoch(
+        self, si: int, epoch: int, losses: dict[str, float], seen: int, elapsed: float, optimizer: Any, scheduler: Any
+    ) -> None:
         stage = self.cfg.stages[si]
-        record: dict[str, Any] = {"stage": stage.name, "stage_index": si, "epoch": epoch,
-                                  "global_step": self.state["global_step"], "train": losses,
-                                  "samples_per_s": seen / max(elapsed, 1e-9) if seen else None}
+        record: dict[str, Any] = {
+            "stage": stage.name,
+            "stage_index": si,
+            "epoch": epoch,
+            "global_step": self.state["global_step"],
+            "train": losses,
+            "samples_per_s": seen / max(elapsed, 1e-9) if seen else None,
+        }
         if stage.resolved_validate() and self.val_split is not None and self.is_main:
             metrics = validate(self.model, self.val_split, self.source, self.cfg.eval_batch_size)
             value = self._selection_value(metrics)
             best = self.state["best"]
             improved = best is None or (value > best["value"] if self.selection[2] else value < best["value"])
-            record.update(val={"rounds": metrics["rounds"], "bri": metrics["bri"]},
-                          selection={self.cfg.selection_metric: value}, best=improved)
+            record.update(
+                val={"rounds": metrics["rounds"], "bri": metrics["bri"]},
+                selection={self.cfg.selection_metric: value},
+                best=improved,
+            )
             if improved:
-                self.state["best"] = {"stage": stage.name, "stage_index": si, "epoch": epoch, "value": value,
-                                      "metrics": {"rounds": metrics["rounds"], "bri": metrics["bri"]}}
-                save_model(self.model, self.run_dir / "best.pt",
-                           extra={**self.state["best"], "selection_metric": self.cfg.selection_metric})
-            self.log(f"{stage.name} epoch {epoch + 1}: val {self.cfg.selection_metric}={value:.3f} "
-                     f"R@1 by round {[round(r['r1'], 2) for r in metrics['rounds']]}"
-                     + (" (best)" if improved else ""))
+                self.state["best"] = {
+                    "stage": stage.name,
+                    "stage_index": si,
+                    "epoch": epoch,
+                    "value": value,
+                    "metrics": {"rounds": metrics["rounds"], "bri": metrics["bri"]},
+                }
+                save_model(
+                    self.model,
+                    self.run_dir / "best.pt",
+                    extra={**self.state["best"], "selection_metric": self.cfg.selection_metric},
+                )
+            self.log(
+                f"{stage.name} epoch {epoch + 1}: val {self.cfg.selection_metric}={value:.3f} "
+                f"R@1 by round {[round(r['r1'], 2) for r in metrics['rounds']]}" + (" (best)" if improved else "")
+            )
         self.state["history"].append(record)
         last_epoch = epoch + 1 >= stage.epochs
-        self.state.update(step_in_epoch=0, order=None, loss_sums={}, items_seen=0, epoch=0 if last_epoch else epoch + 1,
-                          stage_index=si + 1 if last_epoch else si)
+        self.state.update(
+            step_in_epoch=0,
+            order=None,
+            loss_sums={},
+            items_seen=0,
+            epoch=0 if last_epoch else epoch + 1,
+            stage_index=si + 1 if last_epoch else si,
+        )
         # a finished stage's optimiser is of no use to the next stage
         self._save_state(None if last_epoch else optimizer, None if last_epoch else scheduler)
         self._write_metrics()
@@ -348,8 +466,11 @@ class Trainer:
             self._save_state(None, None)
             self._write_metrics()
             best = self.state["best"]
-            chosen = (f"best {self.cfg.selection_metric}={best['value']:.3f} at {best['stage']} epoch "
-                      f"{best['epoch'] + 1}" if best else "last weights: nothing was validated")
+            chosen = (
+                f"best {self.cfg.selection_metric}={best['value']:.3f} at {best['stage']} epoch {best['epoch'] + 1}"
+                if best
+                else "last weights: nothing was validated"
+            )
             rates = {k: round(sum(v) / len(v), 1) for k, v in self.throughput.items()}
             self.log(f"done: {model_path} ({chosen}); training samples/s {rates}")
         if self.world > 1:
@@ -358,8 +479,9 @@ class Trainer:
 
     def _result(self) -> TrainResult:
         rates = {k: sum(v) / len(v) for k, v in self.throughput.items()}
-        return TrainResult(self.run_dir, self.run_dir / "model.pt", self.state["best"], list(self.state["history"]),
-                           rates)
+        return TrainResult(
+            self.run_dir, self.run_dir / "model.pt", self.state["best"], list(self.state["history"]), rates
+        )
 
 
 def train(cfg: TrainConfig, run_dir: str | os.PathLike[str], *, resume: bool = False) -> TrainResult:

@@ -27,6 +27,7 @@ Example (a scripted endpoint answering one reading):
     >>> vlm.turn_usage()["calls"]
     1
 """
+
 from __future__ import annotations
 
 import math
@@ -40,13 +41,46 @@ from minterpr.language.text_reading import FILLERS, NEGATORS, RESETS, read_token
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMError, VLMTimeout, VLMUnavailable
-from minterpr.vlm.schema import (answer_facts, answers_schema, answers_to_facts, facts_schema, question_schema,
-                                  scores_schema, shown_text)
+from minterpr.vlm.schema import (
+    answer_facts,
+    answers_schema,
+    answers_to_facts,
+    facts_schema,
+    question_schema,
+    scores_schema,
+    shown_text,
+)
 
 _STOP = FILLERS | NEGATORS | RESETS | {"i", "it", "and", "of", "in", "with", "think", "she", "he", "they", "that"}
 # words of a bare verdict on a shown image ("Not this one.", "Yes, that's her.", "Maybe."): nothing for the model to read
-_VERDICT = {"this", "one", "these", "ones", "not", "no", "nope", "yes", "yeah", "yep", "her", "him", "them", "is", "was",
-            "s", "it's", "that's", "the", "person", "maybe", "either", "none", "neither", "of", "those"}
+_VERDICT = {
+    "this",
+    "one",
+    "these",
+    "ones",
+    "not",
+    "no",
+    "nope",
+    "yes",
+    "yeah",
+    "yep",
+    "her",
+    "him",
+    "them",
+    "is",
+    "was",
+    "s",
+    "it's",
+    "that's",
+    "the",
+    "person",
+    "maybe",
+    "either",
+    "none",
+    "neither",
+    "of",
+    "those",
+}
 _P_CLIP = 0.02  # judgements are clipped to [2 %, 98 %] before their log-odds (|logit| <= 3.9)
 
 
@@ -61,7 +95,9 @@ def poorly_read(text: str, facts: Sequence[Fact], words_per_fact: float) -> bool
         >>> poorly_read("Not this one.", [], 6.0), poorly_read("No, that's not her.", [], 6.0)
         (False, False)
     """
-    if not facts:  # read poorly, unless there is nothing to read (a bare verdict, such as the simulators' "Not this one.")
+    if (
+        not facts
+    ):  # read poorly, unless there is nothing to read (a bare verdict, such as the simulators' "Not this one.")
         return any(t.isalpha() and t not in _STOP and t not in _VERDICT for t in read_tokens(text))
     said: dict[tuple[str, str], bool] = {}
     single: dict[str, set[str]] = {}
@@ -142,19 +178,26 @@ class VLMAssistant:
         self.notice = ""
         if self._skipped:
             self._skip -= 1
-            self.notice = (f"the model at {self.config.url} failed recently; searching without it "
-                           f"({'this turn' if not self._skip else f'this turn and {self._skip} more'})")
+            self.notice = (
+                f"the model at {self.config.url} failed recently; searching without it "
+                f"({'this turn' if not self._skip else f'this turn and {self._skip} more'})"
+            )
 
     def turn_usage(self) -> dict[str, Any]:
         """Calls, tokens, latency, fallbacks and discarded questions of the current turn (every call record, for
         audits)."""
-        calls = self.client.calls[self._mark:]
-        return {"calls": sum(c.attempts > 0 for c in calls), "cached": sum(c.outcome == "cached" for c in calls),
-                "fallbacks": sum(c.outcome not in ("ok", "cached") for c in calls),
-                "discarded": self.discarded - self._discarded_mark, "skipped": int(self._skipped),
-                "notice": self.notice,
-                "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
-                "latency_s": round(sum(c.latency_s for c in calls), 6), "records": [c.to_dict() for c in calls]}
+        calls = self.client.calls[self._mark :]
+        return {
+            "calls": sum(c.attempts > 0 for c in calls),
+            "cached": sum(c.outcome == "cached" for c in calls),
+            "fallbacks": sum(c.outcome not in ("ok", "cached") for c in calls),
+            "discarded": self.discarded - self._discarded_mark,
+            "skipped": int(self._skipped),
+            "notice": self.notice,
+            "tokens": sum(c.prompt_tokens + c.completion_tokens for c in calls),
+            "latency_s": round(sum(c.latency_s for c in calls), 6),
+            "records": [c.to_dict() for c in calls],
+        }
 
     def _ask(self, use: str, prompt: str, schema: dict[str, Any], images: Sequence[bytes] = ()) -> Any:
         """The validated answer, or None (the fallback) on any VLMError."""
@@ -168,9 +211,12 @@ class VLMAssistant:
             self._failed = True  # the turn makes no further call, and the next skip_turns turns none either
             self._skip = self.config.skip_turns
             waited = isinstance(err, VLMTimeout)
-            self.notice = (f"the model at {self.config.url} " + ("did not answer in time" if waited else "failed")
-                           + f" ({str(err)[:120]}); searching without it"
-                           + (f" for the next {self._skip} turns" if self._skip else ""))
+            self.notice = (
+                f"the model at {self.config.url} "
+                + ("did not answer in time" if waited else "failed")
+                + f" ({str(err)[:120]}); searching without it"
+                + (f" for the next {self._skip} turns" if self._skip else "")
+            )
             return None
         except VLMError:
             return None
@@ -181,9 +227,11 @@ class VLMAssistant:
         if not self.enabled("reading") or not poorly_read(text, rule_facts, self.config.read_words_per_fact):
             return ()
         context = f" It answers a question about the {ONTOLOGY.slot(context_slot).label}." if context_slot else ""
-        prompt = (f"A witness says this about the person they are looking for: {text!r}.{context} List the facts "
-                  "it states about that person (not about anyone else they mention), negated=true for what the "
-                  "person did not have. Use only the slots and values of the schema; leave out what is not said.")
+        prompt = (
+            f"A witness says this about the person they are looking for: {text!r}.{context} List the facts "
+            "it states about that person (not about anyone else they mention), negated=true for what the "
+            "person did not have. Use only the slots and values of the schema; leave out what is not said."
+        )
         schema = facts_schema()
         answer = self._ask("reading", prompt, schema)
         if answer is None:
@@ -194,16 +242,23 @@ class VLMAssistant:
             return ()
         return tuple(f for f in facts if f not in rule_facts)
 
-    def phrase(self, slot: str, known: Mapping[str, Sequence[str]], template: str,
-               accept: Callable[[str], bool] = lambda text: True) -> str:
+    def phrase(
+        self,
+        slot: str,
+        known: Mapping[str, Sequence[str]],
+        template: str,
+        accept: Callable[[str], bool] = lambda text: True,
+    ) -> str:
         """The question about ``slot`` in the model's words; ``template`` unless ``accept(question)`` holds
         and the question suggests no answer."""
         if not self.enabled("asking"):
             return template
         known_text = "; ".join(f"{ONTOLOGY.slot(s).label}: {', '.join(v)}" for s, v in known.items()) or "nothing yet"
-        prompt = (f"You help a witness describe a person. Ask them, in one short natural sentence, about the "
-                  f"{ONTOLOGY.slot(slot).label} only, like: {template!r}. Known so far: {known_text}. "
-                  "Do not suggest an answer.")
+        prompt = (
+            f"You help a witness describe a person. Ask them, in one short natural sentence, about the "
+            f"{ONTOLOGY.slot(slot).label} only, like: {template!r}. Known so far: {known_text}. "
+            "Do not suggest an answer."
+        )
         answer = self._ask("asking", prompt, question_schema())
         text = shown_text(str(answer["question"])) if isinstance(answer, dict) else ""  # untrusted: no escapes
         if not text:
@@ -217,8 +272,10 @@ class VLMAssistant:
         """The model's answers to ``open_slots`` about the anchor image (what it cannot tell left out)."""
         if not self.enabled("anchor") or not open_slots:
             return ()
-        prompt = ("This image is the system's current best match for the person sought. For each slot of the "
-                  "schema, list the values you can see on this person ([] when you cannot tell).")
+        prompt = (
+            "This image is the system's current best match for the person sought. For each slot of the "
+            "schema, list the values you can see on this person ([] when you cannot tell)."
+        )
         answer = self._ask("anchor", prompt, answers_schema(list(open_slots)), [image])
         return answers_to_facts(answer) if isinstance(answer, dict) else ()
 
@@ -227,8 +284,10 @@ class VLMAssistant:
         if not self.enabled("rerank") or not images:
             return None
         lines = "\n".join(f"- {line}" for line in conversation)
-        prompt = (f"A witness describes a person:\n{lines}\nFor each of the {len(images)} images, in order, give "
-                  "the probability that it shows that person.")
+        prompt = (
+            f"A witness describes a person:\n{lines}\nFor each of the {len(images)} images, in order, give "
+            "the probability that it shows that person."
+        )
         answer = self._ask("rerank", prompt, scores_schema(len(images)), images)
         return [float(p) for p in answer["scores"]] if isinstance(answer, dict) else None
 

@@ -33,6 +33,7 @@ Example (a scripted endpoint that sees a man in black, one answer per turn):
     >>> record["attributes"]["gender"], record["caption"]
     (['male'], 'The man is wearing a black top.')
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -65,8 +66,11 @@ _PARTS = ("whole", "head", "upper", "lower", "feet")
 
 def question_groups() -> list[tuple[str, list[str]]]:
     """(body part, its slots) in asking order: the few turns each crop is asked."""
-    return [(part, [s.name for s in ONTOLOGY.slots if s.body_part == part]) for part in _PARTS
-            if any(s.body_part == part for s in ONTOLOGY.slots)]
+    return [
+        (part, [s.name for s in ONTOLOGY.slots if s.body_part == part])
+        for part in _PARTS
+        if any(s.body_part == part for s in ONTOLOGY.slots)
+    ]
 
 
 def caption_crop(client: VLMClient, image: bytes) -> tuple[dict[str, tuple[str, ...]], int]:
@@ -78,8 +82,10 @@ def caption_crop(client: VLMClient, image: bytes) -> tuple[dict[str, tuple[str, 
     groups = question_groups()
     deadline = client.clock() + client.config.turn_deadline_s
     for k, (part, slots) in enumerate(groups):
-        prompt = (f"Look at the {'person as a whole' if part == 'whole' else part + ' of the person'} in this "
-                  "image. For each slot of the schema, list the values you can see ([] when you cannot tell).")
+        prompt = (
+            f"Look at the {'person as a whole' if part == 'whole' else part + ' of the person'} in this "
+            "image. For each slot of the schema, list the values you can see ([] when you cannot tell)."
+        )
         try:
             answer = client.ask("caption", prompt, images=[image], schema=answers_schema(slots), deadline=deadline)
             attributes.update(ONTOLOGY.validate({k: tuple(v) for k, v in answer.items() if v}))
@@ -96,11 +102,19 @@ def caption_crop(client: VLMClient, image: bytes) -> tuple[dict[str, tuple[str, 
 def crop_record(path: str, attributes: dict[str, tuple[str, ...]]) -> dict[str, Any]:
     """The stored record of one crop: caption, attributes, per-slot evidence."""
     seed = int(hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()[:8], 16)
-    caption = caption_description(attributes, random.Random(seed), vague_rate=0.0,
-                                  slots=list(attributes)).text if attributes else ""
+    caption = (
+        caption_description(attributes, random.Random(seed), vague_rate=0.0, slots=list(attributes)).text
+        if attributes
+        else ""
+    )
     facts = [Fact(slot, values) for slot, values in attributes.items()]
-    return {"format": CAPTION_FORMAT, "path": path, "caption": caption,
-            "attributes": {k: list(v) for k, v in attributes.items()}, "evidence": facts_to_evidence(facts)}
+    return {
+        "format": CAPTION_FORMAT,
+        "path": path,
+        "caption": caption,
+        "attributes": {k: list(v) for k, v in attributes.items()},
+        "evidence": facts_to_evidence(facts),
+    }
 
 
 def read_captions(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
@@ -120,17 +134,29 @@ def read_captions(path: str | os.PathLike[str]) -> dict[str, dict[str, Any]]:
             if number >= len(lines) - 1:  # the last line: a run stopped while writing it
                 break
             raise InputError(f"{name}:{number}: not JSON; not a caption file (remove it to start again)") from None
-        if not isinstance(record, dict) or record.get("format") != CAPTION_FORMAT or not isinstance(record.get("path"), str):
+        if (
+            not isinstance(record, dict)
+            or record.get("format") != CAPTION_FORMAT
+            or not isinstance(record.get("path"), str)
+        ):
             raise InputError(f"{name}:{number}: format: not a {CAPTION_FORMAT} record")
         records[record["path"]] = record
     return records
 
 
-def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VLMClient,
-                    out_path: str | os.PathLike[str], *, batch_size: int = 16, limit: int | None = None,
-                    progress: Callable[[int, int], None] | None = None,
-                    on_crop: Callable[[dict[str, Any]], None] | None = None,
-                    cancel: Callable[[], bool] | None = None, give_up_after: int | None = None) -> dict[str, Any]:
+def caption_gallery(
+    images: Sequence[GalleryImage],
+    root: str | None,
+    client: VLMClient,
+    out_path: str | os.PathLike[str],
+    *,
+    batch_size: int = 16,
+    limit: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+    on_crop: Callable[[dict[str, Any]], None] | None = None,
+    cancel: Callable[[], bool] | None = None,
+    give_up_after: int | None = None,
+) -> dict[str, Any]:
     """Caption every crop not yet in ``out_path`` (see the module doc); returns the report
     ``{"captioned", "skipped", "nothing_seen", "failed", "unreadable", "stopped", "usage", "seconds"}``
     (``nothing_seen``: crops the model answered with nothing seen; recorded, not counted as captioned).
@@ -147,15 +173,21 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
     start = time.monotonic()
     done = read_captions(out_path)
     todo = [image for image in images if image.path not in done][:limit]
-    report: dict[str, Any] = {"captioned": 0, "skipped": len(images) - len(todo) if limit is None else len(done),
-                              "nothing_seen": 0, "failed": 0, "unreadable": 0, "stopped": None}
+    report: dict[str, Any] = {
+        "captioned": 0,
+        "skipped": len(images) - len(todo) if limit is None else len(done),
+        "nothing_seen": 0,
+        "failed": 0,
+        "unreadable": 0,
+        "stopped": None,
+    }
     in_a_row = 0  # crops in a row without a usable answer
     _drop_broken_tail(os.fspath(out_path))
     with open(out_path, "a", encoding="utf-8") as out:
         for first in range(0, len(todo), batch_size):
             lines = []
             try:
-                for image in todo[first:first + batch_size]:
+                for image in todo[first : first + batch_size]:
                     if cancel is not None and cancel():
                         report["stopped"] = "cancelled"
                         break
@@ -174,8 +206,10 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
                     if on_crop is not None:
                         on_crop(dict(report))
                     if give_up_after is not None and in_a_row >= give_up_after:
-                        report["stopped"] = (f"the endpoint gave no usable answer for {in_a_row} crops in a row "
-                                             f"(unreachable, failing or answering nonsense)")
+                        report["stopped"] = (
+                            f"the endpoint gave no usable answer for {in_a_row} crops in a row "
+                            f"(unreachable, failing or answering nonsense)"
+                        )
                         break
             except VLMBudgetExceeded as err:
                 report["stopped"] = str(err)
@@ -191,8 +225,9 @@ def caption_gallery(images: Sequence[GalleryImage], root: str | None, client: VL
     return report
 
 
-def with_caption_evidence(index: GalleryIndex, captions: Mapping[str, Mapping[str, Any]],
-                          weight: float = 0.5) -> GalleryIndex:
+def with_caption_evidence(
+    index: GalleryIndex, captions: Mapping[str, Mapping[str, Any]], weight: float = 0.5
+) -> GalleryIndex:
     """A copy of ``index`` whose attribute probabilities blend the image model's with the captions':
     ``(1 - weight) * p + weight * seen`` for each slot a crop's record names (seen: 1 for the values the
     model saw; 0 for the other values of a single-valued slot; a multi-valued slot's other values keep
@@ -211,8 +246,11 @@ def with_caption_evidence(index: GalleryIndex, captions: Mapping[str, Mapping[st
         raise InputError(f"caption weight must be within 0..1, got {weight}")
     labels = ONTOLOGY.flat_labels()
     column = {label: j for j, label in enumerate(labels)}
-    probs = (np.full((len(index), len(labels)), 0.5, dtype=np.float32) if index.attribute_probs is None
-             else np.array(index.attribute_probs, dtype=np.float32, copy=True))
+    probs = (
+        np.full((len(index), len(labels)), 0.5, dtype=np.float32)
+        if index.attribute_probs is None
+        else np.array(index.attribute_probs, dtype=np.float32, copy=True)
+    )
     for i, image in enumerate(index.images):
         record = captions.get(image.path)
         if record is None:
@@ -245,8 +283,9 @@ def captions_file(source: str | os.PathLike[str]) -> str | None:
     return name
 
 
-def use_captions(index: GalleryIndex, source: str | os.PathLike[str] | None,
-                 weight: float = 0.5) -> tuple[GalleryIndex, dict[str, Any]]:
+def use_captions(
+    index: GalleryIndex, source: str | os.PathLike[str] | None, weight: float = 0.5
+) -> tuple[GalleryIndex, dict[str, Any]]:
     """The index a search runs on with the MTG switch (``--vlm-captions``), and what to record of it.
 
     ``source``: a captions file, a gallery store folder (its own :data:`CAPTIONS_FILE`), or None (the
@@ -273,8 +312,11 @@ def use_captions(index: GalleryIndex, source: str | os.PathLike[str] | None,
     if path is None:
         return index, {}
     records = read_captions(path)
-    matched = {image.path: records[image.path] for image in index.images
-               if image.path in records and records[image.path].get("attributes")}  # nothing seen: no evidence
+    matched = {
+        image.path: records[image.path]
+        for image in index.images
+        if image.path in records and records[image.path].get("attributes")
+    }  # nothing seen: no evidence
     record = {"vlm_captions": os.fspath(source), "vlm_caption_weight": weight, "vlm_captioned": len(matched)}
     return (with_caption_evidence(index, matched, weight) if matched else index), record
 
@@ -289,5 +331,15 @@ def _drop_broken_tail(path: str) -> None:
             f.truncate(data.rfind(b"\n") + 1)
 
 
-__all__ = ["CAPTIONS_FILE", "VLMConfig", "caption_crop", "caption_gallery", "captions_file", "crop_record",
-           "question_groups", "read_captions", "use_captions", "with_caption_evidence"]
+__all__ = [
+    "CAPTIONS_FILE",
+    "VLMConfig",
+    "caption_crop",
+    "caption_gallery",
+    "captions_file",
+    "crop_record",
+    "question_groups",
+    "read_captions",
+    "use_captions",
+    "with_caption_evidence",
+]

@@ -40,6 +40,7 @@ Example (a scripted local server; see :mod:`~minterpr.vlm.testing`):
     >>> [(c.purpose, c.outcome) for c in client.calls]
     [('asking', 'ok')]
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -56,8 +57,16 @@ from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMTimeout, VLMUnavailable
-from minterpr.vlm.protocol import (_message_text, _mime, _schema_texts, _with_schema, body_bytes,  # noqa: F401
-                                   image_data_url, request_body, retry_after_s)  # (re-exported: the client's API)
+from minterpr.vlm.protocol import (
+    _message_text,
+    _mime,
+    _schema_texts,
+    _with_schema,
+    body_bytes,  # noqa: F401
+    image_data_url,
+    request_body,
+    retry_after_s,
+)  # (re-exported: the client's API)
 from minterpr.vlm.schema import parse_answer
 
 INSTALL_HINT = "the VLM backend needs httpx: pip install 'minterpr[vlm]' -c constraints.txt"
@@ -148,8 +157,15 @@ def shared_transport(https: bool) -> Any:
 class VLMClient:
     """Chat completions against ``config.url``; one client per session (the budget is its own)."""
 
-    def __init__(self, config: VLMConfig, *, transport: Any = None, cache: dict[str, Any] | None = None,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        config: VLMConfig,
+        *,
+        transport: Any = None,
+        cache: dict[str, Any] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         """``cache``: a dict shared by several clients (an evaluation's sessions, each with its own budget);
         ``transport``: an httpx transport (default: the process's :func:`shared_transport`); ``clock`` and
         ``sleep``: the monotonic clock deadlines are read on and the backoff's wait (tests inject them)."""
@@ -192,11 +208,14 @@ class VLMClient:
     def usage(self) -> dict[str, Any]:
         """Calls (sent, cached, failed), tokens and latency so far."""
         sent = [c for c in self.calls if c.attempts]
-        return {"calls": len(sent), "cached": sum(c.outcome == "cached" for c in self.calls),
-                "failed": sum(c.outcome not in ("ok", "cached") for c in self.calls),
-                "prompt_tokens": sum(c.prompt_tokens for c in self.calls),
-                "completion_tokens": sum(c.completion_tokens for c in self.calls),
-                "latency_s": round(sum(c.latency_s for c in self.calls), 6)}
+        return {
+            "calls": len(sent),
+            "cached": sum(c.outcome == "cached" for c in self.calls),
+            "failed": sum(c.outcome not in ("ok", "cached") for c in self.calls),
+            "prompt_tokens": sum(c.prompt_tokens for c in self.calls),
+            "completion_tokens": sum(c.completion_tokens for c in self.calls),
+            "latency_s": round(sum(c.latency_s for c in self.calls), 6),
+        }
 
     def _budget_left(self) -> None:
         if self._sent >= self.config.max_calls:
@@ -205,15 +224,26 @@ class VLMClient:
             raise VLMBudgetExceeded(f"the session's {self.config.max_total_tokens:,} model tokens are spent")
 
     # ----- the call -----------------------------------------------------------------------------
-    def ask(self, purpose: str, prompt: str, *, images: Sequence[bytes] = (), schema: dict[str, Any] | None = None,
-            deadline: float | None = None) -> Any:
+    def ask(
+        self,
+        purpose: str,
+        prompt: str,
+        *,
+        images: Sequence[bytes] = (),
+        schema: dict[str, Any] | None = None,
+        deadline: float | None = None,
+    ) -> Any:
         """The answer to ``prompt`` about ``images``: the validated JSON value with a ``schema``, else the
         text. ``deadline`` is an instant on :attr:`clock` no wait goes past. Raises VLMError."""
         start = self._clock()
         deadline = start + self.config.turn_deadline_s if deadline is None else deadline
         parts = [self._image(data) for data in images]
-        key = _cache_key(self.config.model, prompt, None if schema is None else _schema_texts(schema)[0],
-                         [digest for digest, _ in parts])
+        key = _cache_key(
+            self.config.model,
+            prompt,
+            None if schema is None else _schema_texts(schema)[0],
+            [digest for digest, _ in parts],
+        )
         if key in self._cache:
             self.calls.append(CallRecord(purpose, self.endpoint, self.config.model, "cached", 0.0))
             return self._cache[key]
@@ -243,8 +273,18 @@ class VLMClient:
         return held
 
     def _record(self, purpose: str, outcome: str, start: float, tokens: list[int]) -> None:
-        self.calls.append(CallRecord(purpose, self.endpoint, self.config.model, outcome,
-                                     round(self._clock() - start, 6), tokens[0], tokens[1], tokens[2]))
+        self.calls.append(
+            CallRecord(
+                purpose,
+                self.endpoint,
+                self.config.model,
+                outcome,
+                round(self._clock() - start, 6),
+                tokens[0],
+                tokens[1],
+                tokens[2],
+            )
+        )
         self._sent += tokens[2] > 0
         self._tokens += tokens[0] + tokens[1]
 
@@ -253,12 +293,14 @@ class VLMClient:
         if self.config.cache_path:
             atomic_write_text(self.config.cache_path, json.dumps(self._cache, ensure_ascii=True) + "\n")
 
-    def _complete(self, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, deadline: float,
-                  tokens: list[int]) -> str:
+    def _complete(
+        self, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, deadline: float, tokens: list[int]
+    ) -> str:
         if schema is not None and not self._schema_supported:
             prompt = _with_schema(prompt, schema)
-        content = body_bytes(self.config, prompt, image_parts, schema if self._schema_supported else None,
-                             strict=self._strict)
+        content = body_bytes(
+            self.config, prompt, image_parts, schema if self._schema_supported else None, strict=self._strict
+        )
         constrained = schema is not None and self._schema_supported
         self._key()  # an unset variable fails the call at once, not after retries
         attempt = 0
@@ -282,15 +324,18 @@ class VLMClient:
             if status is not None and status not in _RETRY_STATUS:
                 raise VLMUnavailable(f"HTTP {status} from {self.endpoint}")
             if attempt >= self.config.max_retries:
-                raise VLMUnavailable(f"{self.endpoint}: no answer after {attempt + 1} tries"
-                                     + (f" (last: HTTP {status})" if status else " (connection failed)"))
-            wait = self.config.backoff_s * 2 ** attempt
+                raise VLMUnavailable(
+                    f"{self.endpoint}: no answer after {attempt + 1} tries"
+                    + (f" (last: HTTP {status})" if status else " (connection failed)")
+                )
+            wait = self.config.backoff_s * 2**attempt
             asked = data if status is not None else None  # the server's Retry-After: honoured, never shortened
             if asked is not None and asked > wait:
                 wait = asked
                 if self._clock() + wait >= deadline:
-                    raise VLMUnavailable(f"{self.endpoint}: HTTP {status} asks to retry in {asked:g} s, past the "
-                                         "turn's deadline")
+                    raise VLMUnavailable(
+                        f"{self.endpoint}: HTTP {status} asks to retry in {asked:g} s, past the turn's deadline"
+                    )
             if self._clock() + wait >= deadline:
                 raise VLMTimeout(f"{self.endpoint}: the turn's deadline leaves no time to retry")
             self._sleep(wait)
@@ -318,8 +363,13 @@ class VLMClient:
         httpx = self._httpx
         tokens[2] += 1
         try:
-            with self._http.stream("POST", self._url, content=content, headers=headers,
-                                   extensions={"timeout": Remaining(stop, self._clock)}) as r:
+            with self._http.stream(
+                "POST",
+                self._url,
+                content=content,
+                headers=headers,
+                extensions={"timeout": Remaining(stop, self._clock)},
+            ) as r:
                 chunks, size = [], 0
                 for chunk in r.iter_bytes():  # each read waits at most until `stop`; checked between reads too
                     chunks.append(chunk)

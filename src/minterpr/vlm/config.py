@@ -15,6 +15,7 @@ Example:
     ...
     minterpr.registry.RegistryError: unknown VLM use 'telepathy': must be one of anchor, asking, caption, reading, rerank
 """
+
 from __future__ import annotations
 
 import os
@@ -30,11 +31,13 @@ _VARIABLE = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")  # an environment variab
 # Each use: its name -> a one-line description (docs/vlm.md says more). The session and the
 # ingestion check names against this registry, so a typo fails with the list of valid names.
 VLM_USES: Registry[str] = Registry("VLM use")
-for _name, _what in (("reading", "map poorly read utterances to ontology facts (merged with the rule reader's)"),
-                     ("asking", "phrase the question the information-gain policy chose"),
-                     ("anchor", "answer the open questions about the anchor image before re-ranking (CTGI's MTI)"),
-                     ("rerank", "judge the top-K candidates against the conversation, combined with the scores"),
-                     ("caption", "ask each gallery crop the ontology's questions at ingestion (CTGI's MTG)")):
+for _name, _what in (
+    ("reading", "map poorly read utterances to ontology facts (merged with the rule reader's)"),
+    ("asking", "phrase the question the information-gain policy chose"),
+    ("anchor", "answer the open questions about the anchor image before re-ranking (CTGI's MTI)"),
+    ("rerank", "judge the top-K candidates against the conversation, combined with the scores"),
+    ("caption", "ask each gallery crop the ontology's questions at ingestion (CTGI's MTG)"),
+):
     VLM_USES.register(_name)(lambda _w=_what: _w)
 
 
@@ -62,7 +65,9 @@ class VLMConfig:
     max_total_tokens: int = 500_000  # prompt + completion tokens per session, the same way
     max_tokens: int = 300  # longest answer asked for, in tokens
     temperature: float = 0.0  # 0: the most repeatable answers
-    json_schema: bool = True  # send response_format json_schema; False (or a server that refuses it): prompt + validation
+    json_schema: bool = (
+        True  # send response_format json_schema; False (or a server that refuses it): prompt + validation
+    )
     # with it, "strict": true and the schema in strict mode's subset (OpenAI; others ignore or refuse it: a server
     # answering 400/422 is asked again without, and that is remembered); answers are validated in full either way
     strict: bool = True
@@ -79,8 +84,10 @@ class VLMConfig:
             raise InputError("VLM model must be a non-empty model name")
         if self.key_env is not None and (not isinstance(self.key_env, str) or not _VARIABLE.fullmatch(self.key_env)):
             # never echoed: a value that is no variable name is likely the key itself
-            raise InputError("VLM key_env must be the NAME of an environment variable (letters, digits and _, "
-                             "e.g. OPENAI_API_KEY), not the key itself; export the key and pass its variable's name")
+            raise InputError(
+                "VLM key_env must be the NAME of an environment variable (letters, digits and _, "
+                "e.g. OPENAI_API_KEY), not the key itself; export the key and pass its variable's name"
+            )
         object.__setattr__(self, "uses", parse_uses(",".join(self.uses)))
         for name in ("timeout_s", "turn_deadline_s", "backoff_s", "read_words_per_fact"):
             value = getattr(self, name)

@@ -4,6 +4,7 @@ Example:
     >>> isinstance(VLMTimeout("past the turn's deadline"), VLMUnavailable)
     True
 """
+
 from __future__ import annotations
 
 from minterpr.errors import MinterprError

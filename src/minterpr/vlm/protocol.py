@@ -12,6 +12,7 @@ Example:
     >>> request_body(config, "hi", [], None)["messages"][1]
     {'role': 'user', 'content': [{'type': 'text', 'text': 'hi'}]}
 """
+
 from __future__ import annotations
 
 import base64
@@ -25,8 +26,10 @@ from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMBadAnswer, VLMRefused
 from minterpr.vlm.schema import shown_text, strict_form
 
-_SYSTEM = ("You describe pedestrians in images for a person-retrieval system. Answer only with JSON that "
-           "follows the schema you are given; use [] or omit what you cannot tell. Never guess identities.")
+_SYSTEM = (
+    "You describe pedestrians in images for a person-retrieval system. Answer only with JSON that "
+    "follows the schema you are given; use [] or omit what you cannot tell. Never guess identities."
+)
 _SYSTEM_JSON = json.dumps({"role": "system", "content": _SYSTEM}, ensure_ascii=False)
 _SCHEMA_MEMO = 64  # schemas whose JSON is kept (held, so their ids stay theirs)
 
@@ -57,8 +60,11 @@ def _schema_texts(schema: dict[str, Any]) -> tuple[str, str, str]:
         if held is not None and held[0] is schema:
             _SCHEMAS.move_to_end(id(schema))
             return held[1], held[2], held[3]
-    texts = (json.dumps(schema, sort_keys=True), json.dumps(schema, ensure_ascii=False),
-             json.dumps(strict_form(schema), ensure_ascii=False))
+    texts = (
+        json.dumps(schema, sort_keys=True),
+        json.dumps(schema, ensure_ascii=False),
+        json.dumps(strict_form(schema), ensure_ascii=False),
+    )
     with _SCHEMAS_LOCK:
         _SCHEMAS[id(schema)] = (schema, *texts)
         while len(_SCHEMAS) > _SCHEMA_MEMO:
@@ -87,22 +93,32 @@ def retry_after_s(value: str | None) -> float | None:
         return None
 
 
-def request_body(config: VLMConfig, prompt: str, images: Sequence[bytes],
-                 schema: dict[str, Any] | None, *, strict: bool = False) -> dict[str, Any]:
+def request_body(
+    config: VLMConfig, prompt: str, images: Sequence[bytes], schema: dict[str, Any] | None, *, strict: bool = False
+) -> dict[str, Any]:
     """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal); ``strict``:
     the schema in its strict-mode form with ``"strict": true`` (:func:`~minterpr.vlm.schema.strict_form`)."""
     content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
     content += [{"type": "image_url", "image_url": {"url": image_data_url(data, _mime(data))}} for data in images]
-    body: dict[str, Any] = {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature,
-                            "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": content}]}
+    body: dict[str, Any] = {
+        "model": config.model,
+        "max_tokens": config.max_tokens,
+        "temperature": config.temperature,
+        "messages": [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": content}],
+    }
     if schema is not None:
-        form = {"name": "answer", **({"strict": True} if strict else {}), "schema": strict_form(schema) if strict else schema}
+        form = {
+            "name": "answer",
+            **({"strict": True} if strict else {}),
+            "schema": strict_form(schema) if strict else schema,
+        }
         body["response_format"] = {"type": "json_schema", "json_schema": form}
     return body
 
 
-def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, *,
-               strict: bool = False) -> bytes:
+def body_bytes(
+    config: VLMConfig, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, *, strict: bool = False
+) -> bytes:
     """:func:`request_body` as UTF-8 JSON, spliced from pieces encoded once (each image's content part,
     the schema's JSON) instead of encoding their long strings again on every call.
 
@@ -111,15 +127,21 @@ def body_bytes(config: VLMConfig, prompt: str, image_parts: Sequence[str], schem
         >>> json.loads(body_bytes(config, "hi", [], None)) == request_body(config, "hi", [], None)
         True
     """
-    settings = json.dumps({"model": config.model, "max_tokens": config.max_tokens,
-                           "temperature": config.temperature}, ensure_ascii=False)[:-1]  # without its closing brace
+    settings = json.dumps(
+        {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature}, ensure_ascii=False
+    )[:-1]  # without its closing brace
     user = json.dumps({"type": "text", "text": prompt}, ensure_ascii=False) + "".join("," + p for p in image_parts)
     texts = None if schema is None else _schema_texts(schema)
-    answer = "" if texts is None else (',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
-                                       + ('"strict":true,' if strict else "")
-                                       + f'"schema":{texts[2] if strict else texts[1]}}}}}')
-    return (f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'
-            .encode("utf-8"))
+    answer = (
+        ""
+        if texts is None
+        else (
+            ',"response_format":{"type":"json_schema","json_schema":{"name":"answer",'
+            + ('"strict":true,' if strict else "")
+            + f'"schema":{texts[2] if strict else texts[1]}}}}}'
+        )
+    )
+    return f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'.encode("utf-8")
 
 
 def _with_schema(prompt: str, schema: dict[str, Any]) -> str:

@@ -17,6 +17,7 @@ Example:
     ...
     minterpr.vlm.errors.VLMBadAnswer: $.facts[0]: matches none of the allowed forms
 """
+
 from __future__ import annotations
 
 import json
@@ -29,8 +30,15 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.vlm.errors import VLMBadAnswer
 
-_TYPES: dict[str, tuple[type, ...]] = {"object": (dict,), "array": (list,), "string": (str,), "boolean": (bool,),
-                                       "number": (int, float), "integer": (int,), "null": (type(None),)}
+_TYPES: dict[str, tuple[type, ...]] = {
+    "object": (dict,),
+    "array": (list,),
+    "string": (str,),
+    "boolean": (bool,),
+    "number": (int, float),
+    "integer": (int,),
+    "null": (type(None),),
+}
 _FENCE = re.compile(r"^\s*```(?:json)?\s*(.*?)\s*```\s*$", re.S)
 # a terminal escape sequence, removed whole (CSI "ESC [ ... final", OSC "ESC ] ... BEL|ST", or ESC + one char):
 # stripping ESC alone would leave "[2J" on screen
@@ -59,13 +67,25 @@ def _value_items(slot_name: str) -> dict[str, Any]:
 def facts_schema(slots: tuple[str, ...] | None = None) -> dict[str, Any]:
     """``{"facts": [{"slot", "values", "negated"}]}``, one allowed form per slot (its own values only).
     Built once per ``slots`` and shared: callers must not change it."""
-    forms = [{"type": "object", "additionalProperties": False, "required": ["slot", "values", "negated"],
-              "properties": {"slot": {"type": "string", "const": name},
-                             "values": {"type": "array", "minItems": 1, "items": _value_items(name)},
-                             "negated": {"type": "boolean"}}}
-             for name in (slots or ONTOLOGY.slot_names)]
-    return {"type": "object", "additionalProperties": False, "required": ["facts"],
-            "properties": {"facts": {"type": "array", "maxItems": 32, "items": {"anyOf": forms}}}}
+    forms = [
+        {
+            "type": "object",
+            "additionalProperties": False,
+            "required": ["slot", "values", "negated"],
+            "properties": {
+                "slot": {"type": "string", "const": name},
+                "values": {"type": "array", "minItems": 1, "items": _value_items(name)},
+                "negated": {"type": "boolean"},
+            },
+        }
+        for name in (slots or ONTOLOGY.slot_names)
+    ]
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["facts"],
+        "properties": {"facts": {"type": "array", "maxItems": 32, "items": {"anyOf": forms}}},
+    }
 
 
 def answers_schema(slots: Sequence[str]) -> dict[str, Any]:
@@ -76,30 +96,47 @@ def answers_schema(slots: Sequence[str]) -> dict[str, Any]:
 
 @lru_cache(maxsize=64)
 def _answers_schema(slots: tuple[str, ...]) -> dict[str, Any]:
-    properties = {name: {"type": "array", "items": _value_items(name),
-                         **({} if ONTOLOGY.slot(name).multi else {"maxItems": 1})} for name in slots}
+    properties = {
+        name: {"type": "array", "items": _value_items(name), **({} if ONTOLOGY.slot(name).multi else {"maxItems": 1})}
+        for name in slots
+    }
     return {"type": "object", "additionalProperties": False, "properties": properties}  # a slot left out: unknown
 
 
 @lru_cache(maxsize=1)
 def question_schema() -> dict[str, Any]:
-    return {"type": "object", "additionalProperties": False, "required": ["question"],
-            "properties": {"question": {"type": "string", "minLength": 3, "maxLength": 200}}}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["question"],
+        "properties": {"question": {"type": "string", "minLength": 3, "maxLength": 200}},
+    }
 
 
 @lru_cache(maxsize=16)
 def scores_schema(k: int) -> dict[str, Any]:
     """``{"scores": [p_0, ..., p_{k-1}]}``: each candidate's probability of being the person."""
-    return {"type": "object", "additionalProperties": False, "required": ["scores"],
-            "properties": {"scores": {"type": "array", "minItems": k, "maxItems": k,
-                                      "items": {"type": "number", "minimum": 0, "maximum": 1}}}}
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["scores"],
+        "properties": {
+            "scores": {
+                "type": "array",
+                "minItems": k,
+                "maxItems": k,
+                "items": {"type": "number", "minimum": 0, "maximum": 1},
+            }
+        },
+    }
 
 
 # OpenAI's strict structured outputs take a subset of JSON Schema: these keywords only (the length, size and
 # range limits are not all accepted), every object closed (additionalProperties false) with every property
 # required, and an object at the root. The limits stay in the schema validate() checks answers against.
-STRICT_KEYWORDS = frozenset({"type", "properties", "required", "additionalProperties", "items", "enum", "const",
-                             "anyOf", "description"})
+STRICT_KEYWORDS = frozenset(
+    {"type", "properties", "required", "additionalProperties", "items", "enum", "const", "anyOf", "description"}
+)
 
 
 def strict_form(schema: dict[str, Any]) -> dict[str, Any]:
@@ -183,8 +220,9 @@ def validate(value: Any, schema: dict[str, Any], path: str = "$") -> None:
         raise VLMBadAnswer(f"{path}: text of {len(value)} characters")
     if isinstance(value, list):
         if not schema.get("minItems", 0) <= len(value) <= schema.get("maxItems", len(value)):
-            raise VLMBadAnswer(f"{path}: {len(value)} items (expected {schema.get('minItems', 0)}.."
-                               f"{schema.get('maxItems', 'any')})")
+            raise VLMBadAnswer(
+                f"{path}: {len(value)} items (expected {schema.get('minItems', 0)}..{schema.get('maxItems', 'any')})"
+            )
         for k, item in enumerate(value):
             if "items" in schema:
                 validate(item, schema["items"], f"{path}[{k}]")
@@ -210,7 +248,7 @@ def parse_json(text: str) -> Any:
         start, end = body.find("{"), body.rfind("}")
         if 0 <= start < end:
             try:
-                return json.loads(body[start:end + 1])
+                return json.loads(body[start : end + 1])
             except (json.JSONDecodeError, RecursionError):
                 pass
     raise VLMBadAnswer(f"not JSON: {text[:60]!r}")

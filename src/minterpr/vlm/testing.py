@@ -21,6 +21,7 @@ Example:
     >>> codes, len(server.requests)
     ([503, 200], 2)
 """
+
 from __future__ import annotations
 
 import base64
@@ -45,16 +46,29 @@ class Answer:
     headers: tuple[tuple[str, str], ...] = ()  # further response headers (e.g. ("Retry-After", "2"))
 
 
-def completion(content: str | None, *, refusal: str | None = None, finish_reason: str = "stop",
-               prompt_tokens: int = 50, completion_tokens: int = 10) -> dict[str, Any]:
+def completion(
+    content: str | None,
+    *,
+    refusal: str | None = None,
+    finish_reason: str = "stop",
+    prompt_tokens: int = 50,
+    completion_tokens: int = 10,
+) -> dict[str, Any]:
     """A chat-completion body (what an OpenAI-compatible server returns)."""
     message: dict[str, Any] = {"role": "assistant", "content": content}
     if refusal is not None:
         message["refusal"] = refusal
-    return {"id": "scripted", "object": "chat.completion", "model": "scripted",
-            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
-            "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
-                      "total_tokens": prompt_tokens + completion_tokens}}
+    return {
+        "id": "scripted",
+        "object": "chat.completion",
+        "model": "scripted",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+    }
 
 
 def reply(content: str | None, *, delay_s: float = 0.0, **fields: Any) -> Answer:
@@ -64,8 +78,12 @@ def reply(content: str | None, *, delay_s: float = 0.0, **fields: Any) -> Answer
 
 def status(code: int, *, delay_s: float = 0.0, retry_after: str | None = None) -> Answer:
     """An HTTP error answer (429 rate limited, 500 server error, 400 bad request, ...), with a Retry-After."""
-    return Answer(code, json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"), delay_s,
-                  headers=(("Retry-After", retry_after),) if retry_after is not None else ())
+    return Answer(
+        code,
+        json.dumps({"error": {"message": f"scripted {code}"}}).encode("utf-8"),
+        delay_s,
+        headers=(("Retry-After", retry_after),) if retry_after is not None else (),
+    )
 
 
 Script = Union[Answer, Callable[[Any], Answer]]
@@ -88,7 +106,9 @@ def valid_answer(body: Any, *, delay_s: float = 0.0) -> Answer:
         content = {"question": "And what about that?"}
     elif "scores" in fields:  # one per image sent (a strict-mode schema has no minItems to read it from)
         parts = ((body or {}).get("messages") or [{}])[-1].get("content", [])
-        images = sum(isinstance(p, dict) and p.get("type") == "image_url" for p in parts) if isinstance(parts, list) else 0
+        images = (
+            sum(isinstance(p, dict) and p.get("type") == "image_url" for p in parts) if isinstance(parts, list) else 0
+        )
         content = {"scores": [0.5] * (images or fields["scores"].get("minItems", 1))}
     else:
         content = {}
@@ -138,8 +158,11 @@ class Sighted:
         fields = schema.get("properties", {})
         parts = (body or {}).get("messages", [{}, {}])[-1].get("content", [])
         text = next((p.get("text", "") for p in parts if p.get("type") == "text"), "")
-        digests = [hashlib.sha256(base64.b64decode(p["image_url"]["url"].split(",", 1)[1])).hexdigest()
-                   for p in parts if p.get("type") == "image_url"]
+        digests = [
+            hashlib.sha256(base64.b64decode(p["image_url"]["url"].split(",", 1)[1])).hexdigest()
+            for p in parts
+            if p.get("type") == "image_url"
+        ]
         if "facts" in fields:
             content: Any = {"facts": []}
         elif "question" in fields:
@@ -195,8 +218,9 @@ class ScriptedServer:
         self._closing = threading.Event()
         self._server = ThreadingHTTPServer(("127.0.0.1", port), self._handler())  # port 0: a free one
         self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, args=(0.01,), name="scripted-vlm",
-                                        daemon=True)  # a short poll: stopping takes 10 ms, not 0.5 s
+        self._thread = threading.Thread(
+            target=self._server.serve_forever, args=(0.01,), name="scripted-vlm", daemon=True
+        )  # a short poll: stopping takes 10 ms, not 0.5 s
 
     @property
     def url(self) -> str:
@@ -248,7 +272,7 @@ class ScriptedServer:
                     return
                 try:
                     if answer.drop:
-                        self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{\"choi")
+                        self.wfile.write(b'HTTP/1.1 200 OK\r\nContent-Length: 500\r\n\r\n{"choi')
                         self.wfile.flush()
                         self.close_connection = True
                         return
@@ -269,8 +293,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Serve :func:`valid_answer` on 127.0.0.1 until interrupted (the dry run of docs/vlm.md)."""
     import argparse
 
-    parser = argparse.ArgumentParser(prog="python -m minterpr.vlm.testing",
-                                     description="A local endpoint that answers every question with nothing seen.")
+    parser = argparse.ArgumentParser(
+        prog="python -m minterpr.vlm.testing",
+        description="A local endpoint that answers every question with nothing seen.",
+    )
     parser.add_argument("--port", type=int, default=8765, help="the port on 127.0.0.1 (default 8765; 0: a free one)")
     args = parser.parse_args(argv)
     with ScriptedServer([valid_answer], repeat=True, port=args.port) as server:

@@ -20,6 +20,7 @@ Example:
     $ minterpr adapt --run runs/peta --method self-train --images stores/site7 --out runs/peta_site7_st
     $ minterpr eval-attributes --run runs/peta_site7 --gallery site7_labelled/gallery.jsonl --json -
 """
+
 from __future__ import annotations
 
 import argparse
@@ -64,9 +65,14 @@ def run(args: argparse.Namespace) -> int:
     model = trained.model
     crops_root, crops = _crops(images_dir)
     progress = show_progress(args)
-    pixels = decode_images([GalleryImage(path=p, person_id="unlabelled") for p in crops], crops_root,
-                           tuple(model.preprocess.size), resize_like(model.preprocess),
-                           desc="adapt: decoding crops", progress=progress)
+    pixels = decode_images(
+        [GalleryImage(path=p, person_id="unlabelled") for p in crops],
+        crops_root,
+        tuple(model.preprocess.size),
+        resize_like(model.preprocess),
+        desc="adapt: decoding crops",
+        progress=progress,
+    )
     bn_layers = adapt_batch_norm(model, pixels) if "bn" in args.method else 0
     if bn_layers:
         log.info("%s: BatchNorm statistics of %d layers re-estimated on %d crops", COMMAND, bn_layers, len(crops))
@@ -80,13 +86,19 @@ def run(args: argparse.Namespace) -> int:
     model.image_encoder.freeze(model._frozen_stages(model.config.frozen_image_stages))
     model.eval()
     extra = trained.extras.to_dict()
-    extra["adaptation"] = {"method": args.method, "images": str(images_dir), "crops": len(crops),
-                           "batch_norm_layers": bn_layers, "source": args.source,
-                           "confidence": config.confidence if stats or record.get("self_training") else None,
-                           "epochs": args.epochs if stats or record.get("self_training") else 0,
-                           "self_training": record.get("self_training"),
-                           "pseudo_labels": stats.to_dict() if stats else None,
-                           "best": record.get("best"), "base_run": str(trained.model_path)}
+    extra["adaptation"] = {
+        "method": args.method,
+        "images": str(images_dir),
+        "crops": len(crops),
+        "batch_norm_layers": bn_layers,
+        "source": args.source,
+        "confidence": config.confidence if stats or record.get("self_training") else None,
+        "epochs": args.epochs if stats or record.get("self_training") else 0,
+        "self_training": record.get("self_training"),
+        "pseudo_labels": stats.to_dict() if stats else None,
+        "best": record.get("best"),
+        "base_run": str(trained.model_path),
+    }
     out.mkdir(parents=True, exist_ok=True)
     with torch.no_grad():
         save_model(model, out / "model.pt", extra=extra)
@@ -112,13 +124,24 @@ def _crops(images: Path) -> tuple[Path, list[str]]:
     if not crops:
         raise InputError(f"--images {images}: none of the gallery store's {len(index.images)} images is under {root}")
     if len(crops) < len(index.images):
-        log.warning("%s: %d of the store's %d images are missing under %s; adapting on the rest", COMMAND,
-                    len(index.images) - len(crops), len(index.images), root)
+        log.warning(
+            "%s: %d of the store's %d images are missing under %s; adapting on the rest",
+            COMMAND,
+            len(index.images) - len(crops),
+            len(index.images),
+            root,
+        )
     return root, crops
 
 
-def _self_train(args: argparse.Namespace, model, pixels, crops: list[str], confidence: float,  # noqa: ANN001
-                out: Path) -> dict[str, Any]:
+def _self_train(
+    args: argparse.Namespace,
+    model,
+    pixels,
+    crops: list[str],
+    confidence: float,  # noqa: ANN001
+    out: Path,
+) -> dict[str, Any]:
     """Mean-teacher self-training on the crops (resumable in OUT/self_training)."""
     from minterpr.errors import InputError
     from minterpr.training.self_training import SelfTrainer, SelfTrainingConfig
@@ -127,15 +150,29 @@ def _self_train(args: argparse.Namespace, model, pixels, crops: list[str], confi
         config = SelfTrainingConfig(epochs=args.epochs, confidence=confidence)
     except ValueError as err:
         raise InputError(f"--confidence/--epochs: {err}") from None
-    log.info("%s: self-training on %d crops for %d epochs (mean teacher, confidence %.2f)", COMMAND, len(crops),
-             config.epochs, confidence)
-    trainer = SelfTrainer(model, config, out / "self_training", pixels=pixels, paths=crops, seed=args.seed,
-                          log=log.info)
+    log.info(
+        "%s: self-training on %d crops for %d epochs (mean teacher, confidence %.2f)",
+        COMMAND,
+        len(crops),
+        config.epochs,
+        confidence,
+    )
+    trainer = SelfTrainer(
+        model, config, out / "self_training", pixels=pixels, paths=crops, seed=args.seed, log=log.info
+    )
     return {"self_training": trainer.run()}
 
 
-def _fine_tune_on_pseudo_labels(args: argparse.Namespace, model, pixels, crops: list[str], config,  # noqa: ANN001
-                                images_dir: Path, out: Path, progress: bool) -> tuple[Any, dict[str, Any]]:
+def _fine_tune_on_pseudo_labels(
+    args: argparse.Namespace,
+    model,
+    pixels,
+    crops: list[str],
+    config,  # noqa: ANN001
+    images_dir: Path,
+    out: Path,
+    progress: bool,
+) -> tuple[Any, dict[str, Any]]:
     """Pseudo-label the crops with ``model`` and fine-tune its image side on them (+ ``--source``)."""
     from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import InputError
@@ -145,8 +182,9 @@ def _fine_tune_on_pseudo_labels(args: argparse.Namespace, model, pixels, crops: 
     probs = predict_probabilities(model, pixels)
     target, stats = pseudo_labelled(pixels, probs, crops, config.confidence)
     if len(target) == 0:
-        raise InputError(f"the model is sure of nothing in {images_dir} at --confidence {config.confidence}: "
-                         "lower it (e.g. 0.8)")
+        raise InputError(
+            f"the model is sure of nothing in {images_dir} at --confidence {config.confidence}: lower it (e.g. 0.8)"
+        )
     parts, val = [target], None
     if args.source:
         source = Path(args.source)
@@ -154,31 +192,66 @@ def _fine_tune_on_pseudo_labels(args: argparse.Namespace, model, pixels, crops: 
         parts.append(labelled_images(train_images, source, model, {}, desc="adapt: decoding source", progress=progress))
         val_images = [i for i in BuiltDataset(source).gallery("val") if i.attributes]
         val = labelled_images(val_images, source, model, {}, desc="adapt: decoding source val", progress=progress)
-    log.info("%s: %d of %d crops have a confident answer; fine-tuning on %d images for %d epochs", COMMAND,
-             stats.kept, stats.images, sum(len(p) for p in parts), config.tuning.epochs)
+    log.info(
+        "%s: %d of %d crops have a confident answer; fine-tuning on %d images for %d epochs",
+        COMMAND,
+        stats.kept,
+        stats.images,
+        sum(len(p) for p in parts),
+        config.tuning.epochs,
+    )
     out.mkdir(parents=True, exist_ok=True)
-    tuner = ImageTuner(model, config.tuning, out / "adaptation", train=concat_labelled(parts), val=val, seed=args.seed,
-                       balanced_attributes=True, progress=progress, log=log.info)
+    tuner = ImageTuner(
+        model,
+        config.tuning,
+        out / "adaptation",
+        train=concat_labelled(parts),
+        val=val,
+        seed=args.seed,
+        balanced_attributes=True,
+        progress=progress,
+        log=log.info,
+    )
     return stats, tuner.run()
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("adapt", help="adapt a trained model to a new site from unlabelled crops",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "adapt",
+        help="adapt a trained model to a new site from unlabelled crops",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--run", required=True, help="trained run directory (model.pt) or model file")
-    parser.add_argument("--images", required=True, help="folder of unlabelled crops from the new site (recursive), "
-                                                         "or a gallery store (its images)")
+    parser.add_argument(
+        "--images",
+        required=True,
+        help="folder of unlabelled crops from the new site (recursive), or a gallery store (its images)",
+    )
     parser.add_argument("--out", required=True, help="folder for the adapted model.pt (and its resumable state)")
-    parser.add_argument("--source", help="the run's dataset folder: its labelled train images join the fine-tuning, "
-                                         "its val split selects the epoch")
-    parser.add_argument("--method", choices=ADAPTATION_METHODS, default="bn",
-                        help="bn: re-estimate BatchNorm statistics on the crops (AdaBN, no training; default); "
-                             "pseudo: fine-tune on confident self-answers; bn+pseudo: both; "
-                             "self-train: a mean teacher's confident answers, relabelled as the model learns")
-    parser.add_argument("--confidence", type=float, default=None,
-                        help="keep answers at least this sure (default 0.9; self-train: 0.8)")
+    parser.add_argument(
+        "--source",
+        help="the run's dataset folder: its labelled train images join the fine-tuning, "
+        "its val split selects the epoch",
+    )
+    parser.add_argument(
+        "--method",
+        choices=ADAPTATION_METHODS,
+        default="bn",
+        help="bn: re-estimate BatchNorm statistics on the crops (AdaBN, no training; default); "
+        "pseudo: fine-tune on confident self-answers; bn+pseudo: both; "
+        "self-train: a mean teacher's confident answers, relabelled as the model learns",
+    )
+    parser.add_argument(
+        "--confidence", type=float, default=None, help="keep answers at least this sure (default 0.9; self-train: 0.8)"
+    )
     parser.add_argument("--epochs", type=int, default=2, help="fine-tuning epochs (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, json=True, needs=("model",),
-                       json_help="write the adaptation record to PATH ('-' or no value: to stdout)")
+    add_common_options(
+        parser,
+        device=True,
+        json=True,
+        needs=("model",),
+        json_help="write the adaptation record to PATH ('-' or no value: to stdout)",
+    )

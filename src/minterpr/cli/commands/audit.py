@@ -10,6 +10,7 @@ so an edited, removed or reordered entry is reported by line. An export cut at i
 caught against a head hash kept elsewhere (``--head``). Every subcommand takes ``--json [PATH|-]``
 (its result as one JSON object) and ``--verbose``/``--quiet``.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,17 @@ def cmd_verify(args: argparse.Namespace, out: TextIO | None = None) -> int:
         print(f"{path}: {problem}", file=out)
     status = "intact" if report.ok else f"NOT intact ({len(report.problems)} problem(s))"
     print(f"{path}: {report.entries} entries, head {report.head}: {status}", file=out)
-    write_json(getattr(args, "json", None), {"file": str(path), "entries": report.entries, "head": report.head,
-                                             "expected_head": args.head, "ok": report.ok,
-                                             "problems": list(report.problems)})
+    write_json(
+        getattr(args, "json", None),
+        {
+            "file": str(path),
+            "entries": report.entries,
+            "head": report.head,
+            "expected_head": args.head,
+            "ok": report.ok,
+            "problems": list(report.problems),
+        },
+    )
     return 0 if report.ok else 1
 
 
@@ -71,25 +80,39 @@ def cmd_head(args: argparse.Namespace, out: TextIO | None = None) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("audit", help="export and verify the service's audit log",
-                                   description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "audit",
+        help="export and verify the service's audit log",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.set_defaults(group_parser=parser)
     sub = parser.add_subparsers(dest="audit_command", metavar="AUDIT_COMMAND")
     verify = sub.add_parser("verify", help="check an exported log (JSON lines): exit 0 intact, 1 otherwise")
     verify.add_argument("file", metavar="FILE")
     verify.add_argument("--head", metavar="HASH", help="the head hash the log must end at (from `audit head`)")
     verify.set_defaults(handler=cmd_verify)
-    add_common_options(verify, json=True, json_help="also write the result ({file, entries, head, expected_head, "
-                                                    "ok, problems}) to PATH ('-' or no value: to stdout, the lines "
-                                                    "to stderr)")
+    add_common_options(
+        verify,
+        json=True,
+        json_help="also write the result ({file, entries, head, expected_head, "
+        "ok, problems}) to PATH ('-' or no value: to stdout, the lines "
+        "to stderr)",
+    )
     export = sub.add_parser("export", help="write the whole log as JSON lines")
     export.add_argument("--out", required=True, metavar="FILE")
     add_state_arguments(export)
     export.set_defaults(handler=cmd_export)
-    add_common_options(export, json=True, needs=("serve",), outputs=("out",), json_help="also write {file, entries, head} to PATH ('-' or no value: "
-                                                    "to stdout)")
+    add_common_options(
+        export,
+        json=True,
+        needs=("serve",),
+        outputs=("out",),
+        json_help="also write {file, entries, head} to PATH ('-' or no value: to stdout)",
+    )
     head = sub.add_parser("head", help="print the seq and hash of the last entry")
     add_state_arguments(head)
     head.set_defaults(handler=cmd_head)
-    add_common_options(head, json=True, needs=("serve",), json_help="also write {seq, head} to PATH ('-' or no value: to stdout)")
+    add_common_options(
+        head, json=True, needs=("serve",), json_help="also write {seq, head} to PATH ('-' or no value: to stdout)"
+    )

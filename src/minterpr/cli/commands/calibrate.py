@@ -37,6 +37,7 @@ Example:
     $ minterpr calibrate slots --run runs/peta --data data/peta_cw
     $ minterpr calibrate appearance --model runs/reid/best.pt --data data/reid/val.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -53,28 +54,47 @@ log = logging.getLogger(__name__)
 def _fit_match(pipeline: Any, index: Any, args: argparse.Namespace) -> Any:
     from minterpr.evaluation.match_calibration import calibrate_match
 
-    return calibrate_match(pipeline.backend, index, split=args.split, searches=args.searches, turns=args.turns,
-                           seed=args.seed, session_options={"reranking": pipeline.rerank_config()})
+    return calibrate_match(
+        pipeline.backend,
+        index,
+        split=args.split,
+        searches=args.searches,
+        turns=args.turns,
+        seed=args.seed,
+        session_options={"reranking": pipeline.rerank_config()},
+    )
 
 
 def _fit_presence(pipeline: Any, index: Any, args: argparse.Namespace) -> Any:
     from minterpr.evaluation.presence_calibration import calibrate_presence
 
     options = {"reranking": pipeline.rerank_config(), "match_temperature": pipeline.extras.match_temperature()}
-    return calibrate_presence(pipeline.backend, index, split=args.split, searches=args.searches, turns=args.turns,
-                              seed=args.seed, max_false=args.max_false, session_options=options)
+    return calibrate_presence(
+        pipeline.backend,
+        index,
+        split=args.split,
+        searches=args.searches,
+        turns=args.turns,
+        seed=args.seed,
+        max_false=args.max_false,
+        session_options=options,
+    )
 
 
 def _match_line(record: Any, args: argparse.Namespace) -> str:
-    return (f"match temperature fitted on {record.split} ({record.searches} searches, {record.steps} steps): "
-            f"{record.temperature:.4g} (mean -log P(target) {record.nll_before:.3f} -> {record.nll_after:.3f}, "
-            f"top-10 calibration error {record.ece_before:.3f} -> {record.ece_after:.3f})")
+    return (
+        f"match temperature fitted on {record.split} ({record.searches} searches, {record.steps} steps): "
+        f"{record.temperature:.4g} (mean -log P(target) {record.nll_before:.3f} -> {record.nll_after:.3f}, "
+        f"top-10 calibration error {record.ece_before:.3f} -> {record.ece_after:.3f})"
+    )
 
 
 def _presence_line(record: Any, args: argparse.Namespace) -> str:
-    return (f"presence model fitted on {record.split} ({record.searches} targets, {record.steps} steps): threshold "
-            f"{record.threshold:.3g}; there {record.absent_flagged_pct:.1f} % of absent-target searches flagged "
-            f"within {args.turns} turns, {record.present_flagged_pct:.1f} % of present ones")
+    return (
+        f"presence model fitted on {record.split} ({record.searches} targets, {record.steps} steps): threshold "
+        f"{record.threshold:.3g}; there {record.absent_flagged_pct:.1f} % of absent-target searches flagged "
+        f"within {args.turns} turns, {record.present_flagged_pct:.1f} % of present ones"
+    )
 
 
 def _fit_slots(pipeline: Any, index: Any, args: argparse.Namespace) -> Any:
@@ -87,17 +107,24 @@ def _fit_slots(pipeline: Any, index: Any, args: argparse.Namespace) -> Any:
     targets, mask = attribute_targets(index.images)
     if not mask.any():
         raise InputError(f"{args.data}: no image of the {args.split} split has attribute labels: nothing to fit on")
-    return fit_slot_answers(index.attribute_probs, targets, mask,
-                            [group_of(i.camera_id, i.person_id) for i in index.images], split=args.split)
+    return fit_slot_answers(
+        index.attribute_probs,
+        targets,
+        mask,
+        [group_of(i.camera_id, i.person_id) for i in index.images],
+        split=args.split,
+    )
 
 
 def _slots_line(record: Any, args: argparse.Namespace) -> str:
     rules = list(record.slots.values())
-    mean = (lambda key: sum(getattr(r, key) for r in rules) / max(len(rules), 1))  # noqa: E731
+    mean = lambda key: sum(getattr(r, key) for r in rules) / max(len(rules), 1)  # noqa: E731
     changed = sum(r.prior_weight > 0 or (r.margin or 0) > 0 or r.margin is None for r in rules)
-    return (f"slot answers fitted on {record.split} ({len(record.groups)} camera sets, {len(rules)} slots, "
-            f"{changed} changed, {sum(r.margin is None for r in rules)} always unsure): mean slot accuracy "
-            f"{mean('accuracy_before'):.1f} -> {mean('accuracy_after'):.1f} (majority {mean('majority_accuracy'):.1f})")
+    return (
+        f"slot answers fitted on {record.split} ({len(record.groups)} camera sets, {len(rules)} slots, "
+        f"{changed} changed, {sum(r.margin is None for r in rules)} always unsure): mean slot accuracy "
+        f"{mean('accuracy_before'):.1f} -> {mean('accuracy_after'):.1f} (majority {mean('majority_accuracy'):.1f})"
+    )
 
 
 @dataclass(frozen=True)
@@ -113,14 +140,38 @@ class Kind:
     report: Callable[[Any, argparse.Namespace], str]  # the console line of a fitted record
 
 
-KINDS = {kind.name: kind for kind in (
-    Kind("match", "the temperature", "fit the page's match temperature on validation searches", 60,
-         "simulated searches, one target identity each", _fit_match, _match_line),
-    Kind("presence", "the presence model", 'fit "probably not in this footage" on validation searches', 100,
-         "target identities, each searched present and absent", _fit_presence, _presence_line),
-    Kind("slots", "the slot answer calibration", "fit per-slot answers (or 'unsure') on the validation split", 0,
-         "", _fit_slots, _slots_line),
-)}
+KINDS = {
+    kind.name: kind
+    for kind in (
+        Kind(
+            "match",
+            "the temperature",
+            "fit the page's match temperature on validation searches",
+            60,
+            "simulated searches, one target identity each",
+            _fit_match,
+            _match_line,
+        ),
+        Kind(
+            "presence",
+            "the presence model",
+            'fit "probably not in this footage" on validation searches',
+            100,
+            "target identities, each searched present and absent",
+            _fit_presence,
+            _presence_line,
+        ),
+        Kind(
+            "slots",
+            "the slot answer calibration",
+            "fit per-slot answers (or 'unsure') on the validation split",
+            0,
+            "",
+            _fit_slots,
+            _slots_line,
+        ),
+    )
+}
 ALIASED = ("match", "presence")  # the earlier names `calibrate-match`, `calibrate-presence` that model cards give
 
 
@@ -139,26 +190,37 @@ def run(args: argparse.Namespace) -> int:
     record = kind.fit(pipeline, index, args)
     if not args.dry_run:
         store_record(pipeline.model_path, record)
-    print(kind.report(record, args)
-          + ("; not stored (--dry-run)" if args.dry_run else f"; stored in {pipeline.model_path}"))
+    print(
+        kind.report(record, args)
+        + ("; not stored (--dry-run)" if args.dry_run else f"; stored in {pipeline.model_path}")
+    )
     if write_json(args.json, json.dumps(record.to_dict(), indent=2)) not in (None, STDOUT):
         log.info("wrote %s", args.json)
     return 0
 
 
 def _add(subparsers: argparse._SubParsersAction, name: str, kind: Kind, line: str) -> None:
-    parser = subparsers.add_parser(name, help=line, description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run", required=True, metavar="RUN_DIR",
-                        help="run directory, model file or exported model directory (the record is stored there)")
+    parser = subparsers.add_parser(
+        name, help=line, description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--run",
+        required=True,
+        metavar="RUN_DIR",
+        help="run directory, model file or exported model directory (the record is stored there)",
+    )
     parser.add_argument("--data", required=True, metavar="DATASET_DIR", help="a built dataset (its gallery splits)")
     parser.add_argument("--split", default="val", help="the split searched (default: val; test is refused)")
     if kind.searches:  # the kinds fitted on simulated searches
         parser.add_argument("--searches", type=int, default=kind.searches, help=kind.searches_help)
         parser.add_argument("--turns", type=int, default=5, help="turns after the description per search")
     if kind.name == "presence":
-        parser.add_argument("--max-false", type=float, default=0.05,
-                            help="share of present-target searches the threshold may flag (default 0.05)")
+        parser.add_argument(
+            "--max-false",
+            type=float,
+            default=0.05,
+            help="share of present-target searches the threshold may flag (default 0.05)",
+        )
     if kind.searches:
         parser.add_argument("--seed", type=int, default=0, help="draws the targets and the users' words")
     parser.add_argument("--dry-run", action="store_true", help="fit and report only; store nothing")
@@ -167,9 +229,12 @@ def _add(subparsers: argparse._SubParsersAction, name: str, kind: Kind, line: st
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser("calibrate", help="fit a record stored with the model on validation data "
-                                                    "(match, presence, slots, appearance)",
-                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    group = subparsers.add_parser(
+        "calibrate",
+        help="fit a record stored with the model on validation data (match, presence, slots, appearance)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     group.set_defaults(group_parser=group)
     sub = group.add_subparsers(dest="calibrate_command", metavar="CALIBRATE_COMMAND")
     for kind in KINDS.values():
@@ -180,6 +245,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
 
 # ----- calibrate appearance: the appearance model's same-person probability (no searches) -----------------
+
 
 def run_appearance(args: argparse.Namespace) -> int:
     """Fit the cosine -> same-person probability of an appearance model on a val re-id manifest and
@@ -196,8 +262,10 @@ def run_appearance(args: argparse.Namespace) -> int:
 
     command = "minterpr calibrate appearance"
     if args.split == "test":
-        print(f"{command}: error: --split test: the same-person probability is fitted on val; test measures it",
-              file=sys.stderr)
+        print(
+            f"{command}: error: --split test: the same-person probability is fitted on val; test measures it",
+            file=sys.stderr,
+        )
         return 2
     try:
         images = read_manifest(args.data)
@@ -208,20 +276,33 @@ def run_appearance(args: argparse.Namespace) -> int:
         print(f"{command}: error: {err}", file=sys.stderr)
         return 2
     if args.json != STDOUT:
-        print(f"same-person probability fitted on {record.split} ({len(images)} crops, {record.pairs} pairs, "
-              f"base rate {record.base_rate:.4g}): P = sigmoid({record.scale:.4g} * cosine + {record.bias:.4g}), "
-              f"AUC {record.auc:.1f} %" + ("; not stored (--dry-run)" if path is None else f"; stored in {path}"))
+        print(
+            f"same-person probability fitted on {record.split} ({len(images)} crops, {record.pairs} pairs, "
+            f"base rate {record.base_rate:.4g}): P = sigmoid({record.scale:.4g} * cosine + {record.bias:.4g}), "
+            f"AUC {record.auc:.1f} %" + ("; not stored (--dry-run)" if path is None else f"; stored in {path}")
+        )
     write_json(args.json, json.dumps(record.to_dict(), indent=2))
     return 0
 
 
 def _add_appearance(sub: argparse._SubParsersAction) -> None:
-    parser = sub.add_parser("appearance", help="fit the appearance model's same-person probability on a val "
-                                               "re-id manifest", description=run_appearance.__doc__)
-    parser.add_argument("--model", required=True, metavar="BEST_PT",
-                        help="the appearance model (a reid run's best.pt); same_person.json is written beside it")
-    parser.add_argument("--data", required=True, metavar="VAL_MANIFEST",
-                        help="a re-id manifest of the validation identities (minterpr data reid's val.jsonl)")
+    parser = sub.add_parser(
+        "appearance",
+        help="fit the appearance model's same-person probability on a val re-id manifest",
+        description=run_appearance.__doc__,
+    )
+    parser.add_argument(
+        "--model",
+        required=True,
+        metavar="BEST_PT",
+        help="the appearance model (a reid run's best.pt); same_person.json is written beside it",
+    )
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="VAL_MANIFEST",
+        help="a re-id manifest of the validation identities (minterpr data reid's val.jsonl)",
+    )
     parser.add_argument("--split", default="val", help="the manifest's split, recorded (default: val; test is refused)")
     parser.add_argument("--batch-size", type=int, default=128, help="crops per forward pass (default 128)")
     parser.add_argument("--dry-run", action="store_true", help="fit and report only; store nothing")

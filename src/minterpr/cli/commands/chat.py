@@ -33,6 +33,7 @@ Example:
     $ minterpr chat --backend attribute --images data/synth --split test --transcript chat.json
     $ minterpr chat --run runs/synth --index galleries/synth-test  # a store from `minterpr index build`
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,8 +44,17 @@ import textwrap
 from pathlib import Path
 from typing import Any, Iterable, TextIO
 
-from minterpr.cli.shared.common import (CLIError, add_backend_arguments, add_common_options, build_index,
-                                 check_backend_arguments, gallery_images, load_backend, load_pipeline_of, show_progress)
+from minterpr.cli.shared.common import (
+    CLIError,
+    add_backend_arguments,
+    add_common_options,
+    build_index,
+    check_backend_arguments,
+    gallery_images,
+    load_backend,
+    load_pipeline_of,
+    show_progress,
+)
 from minterpr.cli.shared.vlm_options import add_caption_arguments, add_vlm_arguments, vlm_config
 from minterpr.errors import InputError, MinterprError
 from minterpr.language.dialogue_acts import verdict
@@ -57,7 +67,8 @@ _VERDICT = re.compile(
     r"|\b(not sure|can't tell|cannot tell|no idea|could be|might be|this one|that one|none of)\b"
     r"|\b(that's|that is|this is|it's|it is|isn't|is not)\s+(definitely\s+)?"
     r"(her|him|them|the (one|person|man|woman|guy|lady))\b"
-    r"|\bnot (her|him|them)\b")
+    r"|\bnot (her|him|them)\b"
+)
 
 
 def reply_verdict(text: str) -> tuple[bool, bool | None]:
@@ -92,8 +103,15 @@ class ChatLoop:
     ``transcript``: a file the conversation is rewritten to after every turn (None: only :save).
     """
 
-    def __init__(self, session, out: TextIO, top: int = 5, transcript: str | os.PathLike[str] | None = None,
-                 show: str | os.PathLike[str] | None = None, times: list[str | None] | None = None) -> None:
+    def __init__(
+        self,
+        session,
+        out: TextIO,
+        top: int = 5,
+        transcript: str | os.PathLike[str] | None = None,
+        show: str | os.PathLike[str] | None = None,
+        times: list[str | None] | None = None,
+    ) -> None:
         self.session = session
         self.times = times  # each gallery image's capture time (a store's metadata), None when unknown
         self.out = out
@@ -233,8 +251,7 @@ class ChatLoop:
         facts = said_facts(self.session.history)
         if not facts:
             return "(no facts yet)"
-        return "\n".join(f"{k:>3}. {describe_said(fact)}  (turn {turn + 1})"
-                         for k, (turn, fact) in enumerate(facts, 1))
+        return "\n".join(f"{k:>3}. {describe_said(fact)}  (turn {turn + 1})" for k, (turn, fact) in enumerate(facts, 1))
 
     def _forget(self, token: str) -> None:
         """Withdraw fact K of :facts; the ranking is recomputed as if it had never been said."""
@@ -242,8 +259,11 @@ class ChatLoop:
 
         facts = said_facts(self.session.history)
         if not token.isdigit() or not 1 <= int(token) <= len(facts):
-            raise InputError(f"usage: :forget K, K a fact number of :facts (1..{len(facts)})" if facts
-                             else "there is no fact to forget yet")
+            raise InputError(
+                f"usage: :forget K, K a fact number of :facts (1..{len(facts)})"
+                if facts
+                else "there is no fact to forget yet"
+            )
         turn, fact = facts[int(token) - 1]
         step = self.session.withdraw_fact(turn, fact)
         self.say(f"forgot: {describe_said(fact)} (turn {turn + 1})")
@@ -275,8 +295,7 @@ class ChatLoop:
             return self._turns(1, session.feedback(shown[0], line))
         if value is not False:
             word = "yes" if value else "feedback"
-            raise InputError(f"which of the {len(shown)} shown images? e.g. :{word} r1"
-                             + ("" if value else " maybe"))
+            raise InputError(f"which of the {len(shown)} shown images? e.g. :{word} r1" + ("" if value else " maybe"))
         added = 0
         try:  # the reasons go with the first image only: they describe the person, once
             for k, i in enumerate(shown):
@@ -316,20 +335,28 @@ class ChatLoop:
         matches = step.match()  # the bounded match probability the page shows, not the raw score
         for k in range(min(self.top, len(step.ranking))):
             i = int(step.ranking[k])
-            self.say(result_line(k, index.images[i], self.times[i] if self.times else None,
-                                 float(matches[k]), step.explain(k).summary()))
+            self.say(
+                result_line(
+                    k,
+                    index.images[i],
+                    self.times[i] if self.times else None,
+                    float(matches[k]),
+                    step.explain(k).summary(),
+                )
+            )
         action = step.action
         if isinstance(action, AskQuestion):
             self.say(f"system: {action.text}")
         elif isinstance(action, ShowReferences):
             ranks = {int(i): r + 1 for r, i in enumerate(step.ranking[:1000])}
-            shown = ", ".join(f"r{j + 1} {index.images[i].path} (rank {ranks.get(i, '>1000')})"
-                              for j, i in enumerate(action.indices))
+            shown = ", ".join(
+                f"r{j + 1} {index.images[i].path} (rank {ranks.get(i, '>1000')})" for j, i in enumerate(action.indices)
+            )
             self.say(f"system: {action.text}  {shown}")
             if len(action.indices) == 1:
                 self.say("        (reply yes, or no and how the person differs)")
             else:
-                self.say("        (:yes rK if one is the person, \"no ...\" if none is, :feedback rK how one differs)")
+                self.say('        (:yes rK if one is the person, "no ..." if none is, :feedback rK how one differs)')
         elif any(self.session.judgements.values()):
             self.say("system: found. (:undo to keep searching, :quit to leave)")
         else:
@@ -347,9 +374,15 @@ class ChatLoop:
         session = self.session
         path = os.path.join(self.show_dir, f"turn_{len(session.history):03d}.png")
         top = max(1, min(8, self.session.history_k))
-        write_ranked_strip(path, session_views(session, top), session.index.images, root=session.index.root,
-                           title=f"chat: {len(session.history)} turn(s)", config=StripConfig(top_k=top),
-                           allow_outside_root=True)
+        write_ranked_strip(
+            path,
+            session_views(session, top),
+            session.index.images,
+            root=session.index.root,
+            title=f"chat: {len(session.history)} turn(s)",
+            config=StripConfig(top_k=top),
+            allow_outside_root=True,
+        )
         return path
 
 
@@ -368,8 +401,9 @@ def understood_line(entry: Any) -> str:
     from minterpr.interaction.history import describe_said
 
     if not entry.facts:
-        return "understood: " + ("nothing in this turn (say it another way)" if not entry.understood
-                                 else "no attribute, only the verdict")
+        return "understood: " + (
+            "nothing in this turn (say it another way)" if not entry.understood else "no attribute, only the verdict"
+        )
     return "understood: " + "; ".join(describe_said(f) for f in entry.facts)
 
 
@@ -399,25 +433,45 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
             raise CLIError(f"image directory not found: {images_dir}")
         images = gallery_images(images_dir, args.gallery, args.split)
         backend, reranking = load_backend(args)  # the run's stored scoring, else the defaults
-        index = build_index(backend, images, str(images_dir), complete=False,  # chat reports skipped images
-                            progress=show_progress(args))
+        index = build_index(
+            backend,
+            images,
+            str(images_dir),
+            complete=False,  # chat reports skipped images
+            progress=show_progress(args),
+        )
     if args.vlm_captions:  # MTG: the captions' evidence beside the image model's (minterpr vlm caption)
         from minterpr.vlm.caption import use_captions
 
         index, captioned = use_captions(index, args.vlm_captions, args.vlm_caption_weight)
-        print(f"MTG captions: {captioned.get('vlm_captioned', 0)} of {len(index)} images"
-              + ("" if captioned else f" ({args.vlm_captions} holds none)"), file=out)
+        print(
+            f"MTG captions: {captioned.get('vlm_captioned', 0)} of {len(index)} images"
+            + ("" if captioned else f" ({args.vlm_captions} holds none)"),
+            file=out,
+        )
     skipped = tuple(getattr(index, "skipped", ()) or ())
     if skipped:  # one line, then the chat goes on without them
         path, reason = skipped[0]
         print(f"{len(skipped)} images could not be read and were left out, e.g. {path}: {reason}", file=out)
     # the user's own terminal: example images may be any file the user can read
-    options = dict(question_policy=args.questions, reference_policy=args.references, schedule=args.schedule,
-                   seed=args.seed, reranking=reranking,
-                   allow_external_images=True, vlm=_assistant(args))
+    options = dict(
+        question_policy=args.questions,
+        reference_policy=args.references,
+        schedule=args.schedule,
+        seed=args.seed,
+        reranking=reranking,
+        allow_external_images=True,
+        vlm=_assistant(args),
+    )
     transcript = getattr(args, "transcript", None)
-    loop = ChatLoop(Session(backend, index, **options), out, top=args.top, transcript=transcript,
-                    show=getattr(args, "show", None), times=times)
+    loop = ChatLoop(
+        Session(backend, index, **options),
+        out,
+        top=args.top,
+        transcript=transcript,
+        show=getattr(args, "show", None),
+        times=times,
+    )
     if transcript is not None:
         if os.path.exists(transcript):
             loop.session = Session.load_history(transcript, backend, index, **options)
@@ -444,29 +498,43 @@ def _assistant(args: argparse.Namespace) -> Any:
     if config is None:
         return None
     from minterpr.vlm.assist import VLMAssistant
+
     return VLMAssistant(config)
 
 
 # the in-chat commands of the module doc, for `minterpr chat --help`
-_IN_CHAT = "in-chat commands (a line starting with ':'):\n" + textwrap.indent(textwrap.dedent(
-    __doc__.split("Commands:\n", 1)[1].split("\n\n    While", 1)[0]).strip("\n"), "  ") if __doc__ else ""
+_IN_CHAT = (
+    "in-chat commands (a line starting with ':'):\n"
+    + textwrap.indent(
+        textwrap.dedent(__doc__.split("Commands:\n", 1)[1].split("\n\n    While", 1)[0]).strip("\n"), "  "
+    )
+    if __doc__
+    else ""
+)
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES
 
-    p = subparsers.add_parser("chat", help="interactive search in the terminal (reads standard input)",
-                              description="Describe a person, answer the system's questions, judge results. "
-                                          "Reads one line at a time from standard input (a terminal, or a "
-                                          "file / pipe: `minterpr chat ... < lines.txt`) until :quit or its end.",
-                              epilog=_IN_CHAT, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = subparsers.add_parser(
+        "chat",
+        help="interactive search in the terminal (reads standard input)",
+        description="Describe a person, answer the system's questions, judge results. "
+        "Reads one line at a time from standard input (a terminal, or a "
+        "file / pipe: `minterpr chat ... < lines.txt`) until :quit or its end.",
+        epilog=_IN_CHAT,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_backend_arguments(p, default_run="shipped")  # real photos by default: the shipped real-pixel model
     add_vlm_arguments(p)
     add_caption_arguments(p)
     gallery = p.add_mutually_exclusive_group(required=True)
     gallery.add_argument("--images", metavar="DIR", help="image directory (with gallery_<split>.jsonl, or images)")
-    gallery.add_argument("--index", metavar="INDEX_DIR", help="a gallery store built by `minterpr index build` "
-                                                              "with --run's model (nothing is re-embedded)")
+    gallery.add_argument(
+        "--index",
+        metavar="INDEX_DIR",
+        help="a gallery store built by `minterpr index build` with --run's model (nothing is re-embedded)",
+    )
     p.add_argument("--gallery", metavar="FILE", help="gallery manifest (default: DIR/gallery_<split>.jsonl)")
     p.add_argument("--split", default="test")
     p.add_argument("--top", type=int, default=5, help="results listed per turn")
@@ -474,10 +542,16 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--references", default="diverse", choices=REFERENCE_POLICIES.names())
     p.add_argument("--schedule", default="auto", choices=["auto", *SCHEDULES])
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--transcript", metavar="FILE",
-                   help="save the conversation to FILE after every turn (continues FILE if it exists)")
-    p.add_argument("--show", metavar="DIR", help="after every turn, draw the ranking so far (one row per turn) "
-                                                 "as DIR/turn_<N>.png and print its path")
+    p.add_argument(
+        "--transcript",
+        metavar="FILE",
+        help="save the conversation to FILE after every turn (continues FILE if it exists)",
+    )
+    p.add_argument(
+        "--show",
+        metavar="DIR",
+        help="after every turn, draw the ranking so far (one row per turn) as DIR/turn_<N>.png and print its path",
+    )
     p.set_defaults(handler=_handler)
     add_common_options(p, device=True)
 

@@ -2,6 +2,7 @@
 
 Each ``data`` subcommand lives in a module of ``DATA_MODULES`` exposing ``register(subparsers)``.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -16,6 +16,7 @@ Example:
     $ minterpr data validate train.jsonl test.jsonl --image-root data/imgs --check-images
     $ minterpr data stats test_reid.json --json stats.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,34 +75,81 @@ class DataFormat:
 
 
 FORMATS: tuple[DataFormat, ...] = (
-    DataFormat("minterpedes", "dialogues",
-               lambda path, report, o: iter_minterpedes(path, report=report, image_root=o.image_root,
-                                                        check_images=o.check_images,
-                                                        allow_outside_root=o.allow_outside_root),
-               dialogue_stats, lambda s: "conversations" in s.first_keys, (".jsonl",)),
-    DataFormat("chatpedes", "dialogues",
-               lambda path, report, o: iter_chatpedes(path, report=report, image_root=o.image_root,
-                                                      check_images=o.check_images,
-                                                      allow_outside_root=o.allow_outside_root),
-               dialogue_stats, lambda s: s.first_char == "[" and b'"chats"' in s.head, (".json",)),
-    DataFormat("gallery", "images",
-               lambda path, report, o: iter_gallery(path, report=report, image_root=o.image_root,
-                                                    check_images=o.check_images,
-                                                    allow_outside_root=o.allow_outside_root),
-               gallery_stats, lambda s: bool({"path", "attributes"} & s.first_keys), (".jsonl",)),
-    DataFormat("captions", "caption records",
-               lambda path, report, o: _lenient(read_caption_dataset(path, strict=False, image_root=o.image_root,
-                                                                     check_images=o.check_images,
-                                                                     allow_outside_root=o.allow_outside_root),
-                                                report),
-               lambda records: dialogue_stats(captions_to_samples(list(records))),
-               lambda s: s.first_char == "[" and b'"captions"' in s.head, ()),
-    DataFormat("peta", "images",
-               lambda path, report, o: _lenient(read_peta(path, strict=False), report),
-               gallery_stats, lambda s: s.path.is_dir() and _is_peta(s.path), ()),
-    DataFormat("pa100k", "images",
-               lambda path, report, o: _lenient(read_pa100k(path, image_root=o.image_root, strict=False), report),
-               gallery_stats, lambda s: False, (".mat",)),
+    DataFormat(
+        "minterpedes",
+        "dialogues",
+        lambda path, report, o: iter_minterpedes(
+            path,
+            report=report,
+            image_root=o.image_root,
+            check_images=o.check_images,
+            allow_outside_root=o.allow_outside_root,
+        ),
+        dialogue_stats,
+        lambda s: "conversations" in s.first_keys,
+        (".jsonl",),
+    ),
+    DataFormat(
+        "chatpedes",
+        "dialogues",
+        lambda path, report, o: iter_chatpedes(
+            path,
+            report=report,
+            image_root=o.image_root,
+            check_images=o.check_images,
+            allow_outside_root=o.allow_outside_root,
+        ),
+        dialogue_stats,
+        lambda s: s.first_char == "[" and b'"chats"' in s.head,
+        (".json",),
+    ),
+    DataFormat(
+        "gallery",
+        "images",
+        lambda path, report, o: iter_gallery(
+            path,
+            report=report,
+            image_root=o.image_root,
+            check_images=o.check_images,
+            allow_outside_root=o.allow_outside_root,
+        ),
+        gallery_stats,
+        lambda s: bool({"path", "attributes"} & s.first_keys),
+        (".jsonl",),
+    ),
+    DataFormat(
+        "captions",
+        "caption records",
+        lambda path, report, o: _lenient(
+            read_caption_dataset(
+                path,
+                strict=False,
+                image_root=o.image_root,
+                check_images=o.check_images,
+                allow_outside_root=o.allow_outside_root,
+            ),
+            report,
+        ),
+        lambda records: dialogue_stats(captions_to_samples(list(records))),
+        lambda s: s.first_char == "[" and b'"captions"' in s.head,
+        (),
+    ),
+    DataFormat(
+        "peta",
+        "images",
+        lambda path, report, o: _lenient(read_peta(path, strict=False), report),
+        gallery_stats,
+        lambda s: s.path.is_dir() and _is_peta(s.path),
+        (),
+    ),
+    DataFormat(
+        "pa100k",
+        "images",
+        lambda path, report, o: _lenient(read_pa100k(path, image_root=o.image_root, strict=False), report),
+        gallery_stats,
+        lambda s: False,
+        (".mat",),
+    ),
 )
 
 
@@ -162,8 +210,9 @@ def detect_format(path: Path) -> DataFormat:
     by_suffix = [fmt for fmt in FORMATS if path.suffix.lower() in fmt.extensions]
     if len(by_suffix) == 1:
         return by_suffix[0]
-    raise UsageError(f"{path}: cannot detect the format from its content; pass --format "
-                     f"({', '.join(f.name for f in FORMATS)})")
+    raise UsageError(
+        f"{path}: cannot detect the format from its content; pass --format ({', '.join(f.name for f in FORMATS)})"
+    )
 
 
 def _resolve(paths: list[str], format_name: str) -> list[tuple[str, DataFormat]]:
@@ -181,8 +230,9 @@ def _resolve(paths: list[str], format_name: str) -> list[tuple[str, DataFormat]]
 def _options(args: argparse.Namespace) -> ReadOptions:
     if args.image_root is not None and not Path(args.image_root).is_dir():
         raise UsageError(f"{args.image_root}: --image-root is not a directory")
-    return ReadOptions(image_root=args.image_root, check_images=args.check_images,
-                       allow_outside_root=args.allow_outside_root)
+    return ReadOptions(
+        image_root=args.image_root, check_images=args.check_images, allow_outside_root=args.allow_outside_root
+    )
 
 
 def _warning_line(warning: DataError) -> str:
@@ -201,8 +251,10 @@ def validate_file(name: str, fmt: DataFormat, options: ReadOptions) -> bool:
     if report.ok:
         print(f"{name}: OK ({fmt.name}, {report.records_read:,} {fmt.kind}{warnings})")
     else:
-        print(f"{name}: {report.skipped:,} bad record(s), {report.records_read:,} good {fmt.kind} ({fmt.name}{warnings})",
-              file=sys.stderr)
+        print(
+            f"{name}: {report.skipped:,} bad record(s), {report.records_read:,} good {fmt.kind} ({fmt.name}{warnings})",
+            file=sys.stderr,
+        )
     return report.ok
 
 
@@ -213,6 +265,7 @@ def _run(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
         except (UsageError, OSError) as exc:
             print(f"minterpr data {args.data_command}: error: {exc}", file=sys.stderr)
             return 2
+
     return run
 
 
@@ -252,37 +305,59 @@ def cmd_stats(args: argparse.Namespace) -> int:
     report = ReadReport(name)
     stats = fmt.stats(fmt.read(name, report, options))
     if not report.ok:
-        log.warning("%s: %s bad record(s) skipped; `minterpr data validate %s` lists them", name,
-                    f"{report.skipped:,}", name)
+        log.warning(
+            "%s: %s bad record(s) skipped; `minterpr data validate %s` lists them", name, f"{report.skipped:,}", name
+        )
     print(format_stats(stats, title=f"{name} ({fmt.name})"))
-    write_json(args.json, json.dumps({"file": name, "format": fmt.name, "skipped_records": report.skipped, **stats},
-                                     indent=2))
+    write_json(
+        args.json, json.dumps({"file": name, "format": fmt.name, "skipped_records": report.skipped, **stats}, indent=2)
+    )
     return 0
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--format", default="auto", choices=["auto", *(f.name for f in FORMATS)],
-                        help="file format (default: detect from the content)")
-    parser.add_argument("--image-root", metavar="DIR", help="directory image paths are relative to "
-                        "(default: the data file's directory)")
-    parser.add_argument("--check-images", action="store_true", help="report records whose images are missing "
-                        "or whose image paths leave the image root")
-    parser.add_argument("--allow-outside-root", action="store_true",
-                        help="with --check-images: accept image paths that leave the image root (../x.jpg, /abs.jpg)")
+    parser.add_argument(
+        "--format",
+        default="auto",
+        choices=["auto", *(f.name for f in FORMATS)],
+        help="file format (default: detect from the content)",
+    )
+    parser.add_argument(
+        "--image-root", metavar="DIR", help="directory image paths are relative to (default: the data file's directory)"
+    )
+    parser.add_argument(
+        "--check-images",
+        action="store_true",
+        help="report records whose images are missing or whose image paths leave the image root",
+    )
+    parser.add_argument(
+        "--allow-outside-root",
+        action="store_true",
+        help="with --check-images: accept image paths that leave the image root (../x.jpg, /abs.jpg)",
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    validate = subparsers.add_parser("validate", help="check dataset files record by record",
-                                     description="Check every record; print FILE:LINE: field: reason per problem.")
+    validate = subparsers.add_parser(
+        "validate",
+        help="check dataset files record by record",
+        description="Check every record; print FILE:LINE: field: reason per problem.",
+    )
     validate.add_argument("files", nargs="+", metavar="FILE")
     _add_common(validate)
     validate.set_defaults(handler=_run(cmd_validate))
     add_common_options(validate)
 
-    stats = subparsers.add_parser("stats", help="print dataset statistics",
-                                  description="Counts, turn histograms and text lengths of a dataset file.")
+    stats = subparsers.add_parser(
+        "stats",
+        help="print dataset statistics",
+        description="Counts, turn histograms and text lengths of a dataset file.",
+    )
     stats.add_argument("file", metavar="FILE")
     _add_common(stats)
     stats.set_defaults(handler=_run(cmd_stats))
-    add_common_options(stats, json=True, json_help="also write the statistics as JSON to PATH ('-' or no value: "
-                                                   "to stdout, the table to stderr)")
+    add_common_options(
+        stats,
+        json=True,
+        json_help="also write the statistics as JSON to PATH ('-' or no value: to stdout, the table to stderr)",
+    )

@@ -12,6 +12,7 @@ written to ``peta_val.jsonl`` and ``peta_test.jsonl``, with the camera the file 
 Example:
     $ minterpr data reid --cuhk03 ../shared/data/cuhk03 --peta data/peta_cw --out data/reid
 """
+
 from __future__ import annotations
 
 import argparse
@@ -27,8 +28,7 @@ CUHK03_NP_TEST_IDENTITIES = 700
 def run(args: argparse.Namespace) -> int:
     from minterpr.data.dataset import BuiltDataset
     from minterpr.data.errors import DataError
-    from minterpr.data.reid import (by_identity, read_cuhk03, read_gallery_identities, split_identities,
-                                    write_manifest)
+    from minterpr.data.reid import by_identity, read_cuhk03, read_gallery_identities, split_identities, write_manifest
     from minterpr.fileio import atomic_write_text
 
     try:
@@ -38,8 +38,14 @@ def run(args: argparse.Namespace) -> int:
         built = BuiltDataset(args.peta) if args.peta else None
         peta = read_gallery_identities(built.gallery_path("train")) if built else []
         # PETA's val and test identities, cameras read from file names: "search with this image"
-        peta_eval = {f"peta_{split}": read_gallery_identities(built.gallery_path(split), camera_from_name=True)
-                     for split in ("val", "test")} if built else {}
+        peta_eval = (
+            {
+                f"peta_{split}": read_gallery_identities(built.gallery_path(split), camera_from_name=True)
+                for split in ("val", "test")
+            }
+            if built
+            else {}
+        )
     except (DataError, ValueError) as err:
         print(f"minterpr data reid: error: {err}", file=sys.stderr)
         return 2
@@ -51,8 +57,13 @@ def run(args: argparse.Namespace) -> int:
         write_manifest(images, out / f"{name}.jsonl")
         counts[name] = {"images": len(images), "identities": len(by_identity(images))}
     counts["train"]["peta_identities"] = len(by_identity(peta))
-    summary = {"seed": args.seed, "protocol": "CUHK03-NP sizes (700 test identities), seeded draw",
-               "cuhk03": str(Path(args.cuhk03).resolve()), "peta": args.peta, "splits": counts}
+    summary = {
+        "seed": args.seed,
+        "protocol": "CUHK03-NP sizes (700 test identities), seeded draw",
+        "cuhk03": str(Path(args.cuhk03).resolve()),
+        "peta": args.peta,
+        "splits": counts,
+    }
     atomic_write_text(out / "split.json", json.dumps(summary, indent=2) + "\n")
     for name, count in counts.items():
         print(f"{name:9s} {count['images']:6,d} crops {count['identities']:5,d} identities")
@@ -60,12 +71,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("reid", help="re-identification manifests (CUHK03 + PETA identities)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "reid",
+        help="re-identification manifests (CUHK03 + PETA identities)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--cuhk03", required=True, metavar="DIR", help="the CUHK03 folder (images/PPPP_NN.jpg)")
-    parser.add_argument("--peta", metavar="DIR", help="a built PETA dataset (minterpr data peta): its training identities join")
+    parser.add_argument(
+        "--peta", metavar="DIR", help="a built PETA dataset (minterpr data peta): its training identities join"
+    )
     parser.add_argument("--out", required=True, metavar="DIR", help="output folder (train/val/test.jsonl, split.json)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the identity draws (default 0)")
-    parser.add_argument("--val-identities", type=int, default=100, help="training identities held out for val (default 100)")
+    parser.add_argument(
+        "--val-identities", type=int, default=100, help="training identities held out for val (default 100)"
+    )
     parser.set_defaults(handler=run)
     add_common_options(parser)

@@ -7,6 +7,7 @@ image path that leaves the image root (``--allow-outside-root`` reads it anyway)
 Example:
     $ minterpr data show data/synth/test.jsonl --index 3 --out record3.png
 """
+
 from __future__ import annotations
 
 import argparse
@@ -43,29 +44,39 @@ def cmd_show(args: argparse.Namespace) -> int:
     root = Path(args.image_root) if args.image_root is not None else path.parent
     config = RenderConfig(width=args.width)
     try:
-        out = render_record(sample, root, args.out, config, identities=identities,
-                            allow_outside_root=args.allow_outside_root)
+        out = render_record(
+            sample, root, args.out, config, identities=identities, allow_outside_root=args.allow_outside_root
+        )
     except (FileNotFoundError, ImageError) as exc:
         return fail(str(exc))
     except InputError as exc:
         return fail(f"{args.file}: record {args.index}: {exc}")
     dialogue = sample.dialogue
-    print(f"record {args.index} of {count:,} ({sample.target_path}, {len(dialogue.qa_turns)} text turn(s), "
-          f"{len(dialogue.reference_turns)} reference turn(s)) written to {out}")
+    print(
+        f"record {args.index} of {count:,} ({sample.target_path}, {len(dialogue.qa_turns)} text turn(s), "
+        f"{len(dialogue.reference_turns)} reference turn(s)) written to {out}"
+    )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    show = subparsers.add_parser("show", help="render one dialogue record as a PNG",
-                                 description="Draw record K of a MInterPEDES file: the target image, each reference "
-                                             "image with its feedback, and the dialogue text.")
+    show = subparsers.add_parser(
+        "show",
+        help="render one dialogue record as a PNG",
+        description="Draw record K of a MInterPEDES file: the target image, each reference "
+        "image with its feedback, and the dialogue text.",
+    )
     show.add_argument("file", metavar="FILE", help="a MInterPEDES .jsonl file")
     show.add_argument("--index", type=int, default=0, metavar="K", help="0-based record index (default 0)")
     show.add_argument("--out", required=True, metavar="PNG", help="output image")
-    show.add_argument("--image-root", metavar="DIR", help="directory image paths are relative to "
-                      "(default: the file's directory)")
+    show.add_argument(
+        "--image-root", metavar="DIR", help="directory image paths are relative to (default: the file's directory)"
+    )
     show.add_argument("--width", type=int, default=900, help="picture width in pixels (default 900)")
-    show.add_argument("--allow-outside-root", action="store_true",
-                      help="read image paths that leave the image root (../x.jpg, absolute paths)")
+    show.add_argument(
+        "--allow-outside-root",
+        action="store_true",
+        help="read image paths that leave the image root (../x.jpg, absolute paths)",
+    )
     show.set_defaults(handler=cmd_show)
     add_common_options(show)

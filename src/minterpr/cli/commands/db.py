@@ -9,6 +9,7 @@ Same --config / --data / --database-url as ``minterpr serve``. ``minterpr serve`
 database at an older revision (one line pointing here) unless given ``--upgrade-db``. See
 docs/service.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -62,8 +63,10 @@ def cmd_backup(args: argparse.Namespace) -> int:
 
     manifest = backup(settings_from(args), Path(args.folder))
     note = f"; {manifest['database_note']}" if manifest["database_note"] else ""
-    print(f"backup in {args.folder}: schema {manifest['schema']}, audit head {manifest['audit_seq']} "
-          f"{manifest['audit_head']}{note}")
+    print(
+        f"backup in {args.folder}: schema {manifest['schema']}, audit head {manifest['audit_seq']} "
+        f"{manifest['audit_head']}{note}"
+    )
     return 0
 
 
@@ -77,16 +80,20 @@ def cmd_restore(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    group = subparsers.add_parser("db", help="the service database: schema revision, upgrade, backup and restore",
-                                  description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
+    group = subparsers.add_parser(
+        "db",
+        help="the service database: schema revision, upgrade, backup and restore",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     commands = group.add_subparsers(dest="db_command", metavar="DB_COMMAND")
     group.set_defaults(group_parser=group)
     for name, handler, text, folder in (
-            ("current", cmd_current, "the revision the database is at", False),
-            ("upgrade", cmd_upgrade, "bring the database to the revision this minterpr needs", False),
-            ("backup", cmd_backup, "copy the database and state folder into a new FOLDER", True),
-            ("restore", cmd_restore, "restore a backup FOLDER into a new state folder", True)):
+        ("current", cmd_current, "the revision the database is at", False),
+        ("upgrade", cmd_upgrade, "bring the database to the revision this minterpr needs", False),
+        ("backup", cmd_backup, "copy the database and state folder into a new FOLDER", True),
+        ("restore", cmd_restore, "restore a backup FOLDER into a new state folder", True),
+    ):
         parser = commands.add_parser(name, help=text, description=text)
         if folder:
             parser.add_argument("folder", metavar="FOLDER")

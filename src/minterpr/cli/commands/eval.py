@@ -17,6 +17,7 @@ Example:
     $ minterpr eval --run runs/baseline --data data/synth/test.jsonl --image-root data/synth \\
           --json baseline.json --description-only
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,9 +27,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.shared.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, add_picture_options,
-                                 add_text_precision_argument, check_picture_options, load_pipeline_of, show_progress,
-                                 write_json)
+from minterpr.cli.shared.common import (
+    RUN_HELP,
+    STDOUT,
+    add_batch_size_argument,
+    add_common_options,
+    add_picture_options,
+    add_text_precision_argument,
+    check_picture_options,
+    load_pipeline_of,
+    show_progress,
+    write_json,
+)
 from minterpr.cli.shared.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError
 
@@ -51,8 +61,11 @@ def run(args: argparse.Namespace) -> int:
     except (BrokenPipeError, MinterprError):  # the console command reports these (one line, exit 2)
         raise
     except (ValueError, OSError, ImportError) as exc:  # a missing --data file, no matplotlib for --plot
-        said = f"{exc.filename}: {exc.strerror.lower()}" if isinstance(exc, OSError) and exc.filename and \
-            exc.strerror else exc  # the file, not an errno
+        said = (
+            f"{exc.filename}: {exc.strerror.lower()}"
+            if isinstance(exc, OSError) and exc.filename and exc.strerror
+            else exc
+        )  # the file, not an errno
         print(f"minterpr eval: error: {said}", file=sys.stderr)
         return 2
 
@@ -81,10 +94,14 @@ def _run(args: argparse.Namespace) -> int:
     backend = trained.backend
     backend.allow_outside_root = args.allow_outside_root  # image paths leaving --image-root are refused otherwise
     protocol = {
-        "dataset": str(data.parent), "split": data.stem, "dialogues": str(data),
+        "dataset": str(data.parent),
+        "split": data.stem,
+        "dialogues": str(data),
         "gallery": str(gallery_path) if gallery_path else "targets+references",
-        "model": str(trained.model_path), "image_encoder": model.config.image_encoder,
-        "text_encoder": model.config.text_encoder, "selected": trained.extras.model_selection(),
+        "model": str(trained.model_path),
+        "image_encoder": model.config.image_encoder,
+        "text_encoder": model.config.text_encoder,
+        "selected": trained.extras.model_selection(),
     }
     if args.text_precision != "fp32":  # what ran: fp32 where ONNX Runtime cannot (another device)
         protocol["text_precision"] = backend.text_precision
@@ -99,13 +116,26 @@ def _run(args: argparse.Namespace) -> int:
     if args.vlm_captions:  # MTG: the captions' evidence beside the image model's
         from minterpr.vlm.caption import use_captions
 
-        index, captioned = use_captions(backend.index_images(list(gallery), root, progress=show_progress(args)),
-                                        args.vlm_captions, args.vlm_caption_weight)
+        index, captioned = use_captions(
+            backend.index_images(list(gallery), root, progress=show_progress(args)),
+            args.vlm_captions,
+            args.vlm_caption_weight,
+        )
         protocol.update(captioned)
-    report = evaluate_dialogues(backend, samples, gallery, root, protocol,
-                                max_rounds=args.max_rounds, description_only=args.description_only,
-                                progress=show_progress(args), reranking=reranking, observe=recorder,
-                                read_facts=None if vlm is None else turn_reader(vlm), index=index)
+    report = evaluate_dialogues(
+        backend,
+        samples,
+        gallery,
+        root,
+        protocol,
+        max_rounds=args.max_rounds,
+        description_only=args.description_only,
+        progress=show_progress(args),
+        reranking=reranking,
+        observe=recorder,
+        read_facts=None if vlm is None else turn_reader(vlm),
+        index=index,
+    )
     if vlm is not None:
         report.extra["vlm"] = {"total": vlm.client.usage()}
         print(format_vlm_usage({"turns": None, **report.extra["vlm"]}))
@@ -129,9 +159,12 @@ def _vlm_reader(args: argparse.Namespace) -> Any:
     if config is None:
         return None
     if set(config.uses) - {"reading"}:
-        raise InputError(f"minterpr eval replays recorded turns: --vlm-uses must be reading (got {','.join(config.uses)});"
-                         " measure asking, anchor and rerank with minterpr simulate")
+        raise InputError(
+            f"minterpr eval replays recorded turns: --vlm-uses must be reading (got {','.join(config.uses)});"
+            " measure asking, anchor and rerank with minterpr simulate"
+        )
     from minterpr.vlm.assist import VLMAssistant
+
     return VLMAssistant(config)
 
 
@@ -148,8 +181,9 @@ def _recorder(args: argparse.Namespace, samples: list, gallery: list) -> Any:
     return RankRecorder(picks, [position.get(samples[q].target_path) for q in picks], args.pictures_top)
 
 
-def write_static_pictures(args: argparse.Namespace, recorder: Any, samples: list, gallery: list,
-                          root: str) -> list[Path]:
+def write_static_pictures(
+    args: argparse.Namespace, recorder: Any, samples: list, gallery: list, root: str
+) -> list[Path]:
     """One strip per recorded dialogue: its replayed turns, the top-k after each, the target framed."""
     from minterpr.evaluation.pictures import StripConfig, write_ranked_strip
     from minterpr.evaluation.static import dialogue_turns
@@ -162,40 +196,72 @@ def write_static_pictures(args: argparse.Namespace, recorder: Any, samples: list
         target = position.get(sample.target_path)
         person = gallery[target].person_id if target is not None else sample.person_id
         ranks = " -> ".join("?" if v.target_rank is None else str(v.target_rank + 1) for v in views)
-        paths.append(write_ranked_strip(
-            Path(args.pictures_dir) / f"query_{q:05d}.png", views, gallery, root=root, target=target,
-            target_person=person, title=f"dialogue {q}, target {person}: rank {ranks}",
-            config=StripConfig(top_k=args.pictures_top), allow_outside_root=args.allow_outside_root))
+        paths.append(
+            write_ranked_strip(
+                Path(args.pictures_dir) / f"query_{q:05d}.png",
+                views,
+                gallery,
+                root=root,
+                target=target,
+                target_person=person,
+                title=f"dialogue {q}, target {person}: rank {ranks}",
+                config=StripConfig(top_k=args.pictures_top),
+                allow_outside_root=args.allow_outside_root,
+            )
+        )
     return paths
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval", help="replay recorded dialogues and report per-round metrics",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "eval",
+        help="replay recorded dialogues and report per-round metrics",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--run", required=True, metavar="RUN", help=RUN_HELP)
     parser.add_argument("--data", required=True, metavar="DIALOGUES.jsonl", help="MInterPEDES dialogues to replay")
-    parser.add_argument("--image-root", metavar="ROOT",
-                        help="image paths resolve here (default: the dialogue file's folder)")
-    parser.add_argument("--gallery", metavar="GALLERY.jsonl",
-                        help="gallery manifest (default: gallery_<split>.jsonl beside --data, "
-                             "else targets + references)")
+    parser.add_argument(
+        "--image-root", metavar="ROOT", help="image paths resolve here (default: the dialogue file's folder)"
+    )
+    parser.add_argument(
+        "--gallery",
+        metavar="GALLERY.jsonl",
+        help="gallery manifest (default: gallery_<split>.jsonl beside --data, else targets + references)",
+    )
     parser.add_argument("--plot", metavar="OUT.png", help="also plot R@1 per round (with n and a 95 %% band)")
     parser.add_argument("--max-rounds", type=int, metavar="N", help="replay rounds 0..N-1 only")
-    parser.add_argument("--description-only", action="store_true",
-                        help="single-shot baseline: every round uses the description alone")
-    parser.add_argument("--attribute-weight", type=float, metavar="W",
-                        help="score = cosine + W * attribute log-likelihood of the parsed facts "
-                             "(default: the weight stored with the model, chosen on val; 0 = embedding only)")
-    parser.add_argument("--keep-rejected", action="store_true",
-                        help="rank reference images the user rejected like any other image (default: below the rest)")
+    parser.add_argument(
+        "--description-only", action="store_true", help="single-shot baseline: every round uses the description alone"
+    )
+    parser.add_argument(
+        "--attribute-weight",
+        type=float,
+        metavar="W",
+        help="score = cosine + W * attribute log-likelihood of the parsed facts "
+        "(default: the weight stored with the model, chosen on val; 0 = embedding only)",
+    )
+    parser.add_argument(
+        "--keep-rejected",
+        action="store_true",
+        help="rank reference images the user rejected like any other image (default: below the rest)",
+    )
     add_batch_size_argument(parser, "images / dialogues")
     add_text_precision_argument(parser)
-    parser.add_argument("--allow-outside-root", action="store_true",
-                        help="read image paths that leave the image root (../x.jpg, absolute paths)")
+    parser.add_argument(
+        "--allow-outside-root",
+        action="store_true",
+        help="read image paths that leave the image root (../x.jpg, absolute paths)",
+    )
     add_picture_options(parser, "dialogues")
     add_vlm_arguments(parser, uses="reading")
     add_caption_arguments(parser)
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, json=True, needs=("model",), outputs=("plot",),
-                       json_help="write the evaluation report to PATH ('-' or no value: to stdout, the table to "
-                                 "stderr)")
+    add_common_options(
+        parser,
+        device=True,
+        json=True,
+        needs=("model",),
+        outputs=("plot",),
+        json_help="write the evaluation report to PATH ('-' or no value: to stdout, the table to stderr)",
+    )

@@ -21,6 +21,7 @@ Example:
     $ minterpr eval-attributes --run runs/peta --gallery data/peta/gallery_test.jsonl --json peta_attrs.json
     $ minterpr eval-attributes --run runs/peta --gallery data/pa100k/gallery_test.jsonl --json - --quiet
 """
+
 from __future__ import annotations
 
 import argparse
@@ -30,8 +31,15 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.shared.common import (RUN_HELP, STDOUT, add_batch_size_argument, add_common_options, load_pipeline_of,
-                                 show_progress, write_json)
+from minterpr.cli.shared.common import (
+    RUN_HELP,
+    STDOUT,
+    add_batch_size_argument,
+    add_common_options,
+    load_pipeline_of,
+    show_progress,
+    write_json,
+)
 
 log = logging.getLogger(__name__)
 
@@ -76,8 +84,9 @@ def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: boo
     check_if_built(manifest.parent)  # a dataset minterpr built must be finished and unchanged
     images = [image for image in read_gallery(manifest) if image.attributes]
     if not images:
-        raise InputError(f"{manifest}: no image has attribute labels (every 'attributes' is null or empty): "
-                         "nothing to evaluate")
+        raise InputError(
+            f"{manifest}: no image has attribute labels (every 'attributes' is null or empty): nothing to evaluate"
+        )
     index = backend.index_images(images, root=image_root, progress=progress)
     index.require_complete(f"{COMMAND} ({manifest})")
     if index.attribute_probs is None:
@@ -96,8 +105,11 @@ def _run(args: argparse.Namespace) -> int:
     backend.allow_outside_root = args.allow_outside_root
     root = args.image_root or str(gallery.parent)
     protocol: dict[str, Any] = {
-        "gallery": str(gallery), "image_root": root, "model": str(trained.model_path),
-        "image_encoder": trained.model.config.image_encoder, "selected": trained.extras.model_selection(),
+        "gallery": str(gallery),
+        "image_root": root,
+        "model": str(trained.model_path),
+        "image_encoder": trained.model.config.image_encoder,
+        "selected": trained.extras.model_selection(),
         "calibrated_on": trained.extras.calibration.split if trained.extras.calibration else None,
     }
     threshold: Any = args.thresholds
@@ -106,8 +118,10 @@ def _run(args: argparse.Namespace) -> int:
         if not val.is_file():
             raise InputError(f"--thresholds val: {val}: no such validation gallery (give one with --val-gallery)")
         if val.resolve() == gallery.resolve():
-            raise InputError(f"--thresholds val: {val} is the gallery being evaluated; thresholds fitted on it "
-                             "would see the answers: use a validation split (--val-gallery)")
+            raise InputError(
+                f"--thresholds val: {val} is the gallery being evaluated; thresholds fitted on it "
+                "would see the answers: use a validation split (--val-gallery)"
+            )
         val_root = args.val_image_root or args.image_root or str(val.parent)
         val_images, val_probs = _labelled_probs(backend, val, val_root, show_progress(args))
         threshold = balanced_thresholds(val_probs, val_images)
@@ -136,31 +150,63 @@ def _slot_answers(record: Any, probs: Any, images: list) -> tuple[dict[str, Any]
 
     scores = score_slot_answers(record, probs, *attribute_targets(images))
     mean = mean_scores(scores)
-    line = ("no slot of the calibration is labelled here" if not scores else
-            f"slot answers (calibrated on {record.split}): mean slot accuracy raw {mean['raw']:.1f}, calibrated "
-            f"{mean['calibrated']:.1f} ({mean['answered']:.1f} % answered, the rest unsure), majority "
-            f"{mean['majority']:.1f} over {mean['slots']} slots")
-    return {"fitted_on": record.split, "mean": mean,
-            "slots": {slot: dataclasses.asdict(score) for slot, score in scores.items()}}, line
+    line = (
+        "no slot of the calibration is labelled here"
+        if not scores
+        else f"slot answers (calibrated on {record.split}): mean slot accuracy raw {mean['raw']:.1f}, calibrated "
+        f"{mean['calibrated']:.1f} ({mean['answered']:.1f} % answered, the rest unsure), majority "
+        f"{mean['majority']:.1f} over {mean['slots']} slots"
+    )
+    return {
+        "fitted_on": record.split,
+        "mean": mean,
+        "slots": {slot: dataclasses.asdict(score) for slot, score in scores.items()},
+    }, line
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval-attributes", help="attribute recognition: mA, instance F1, per slot",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "eval-attributes",
+        help="attribute recognition: mA, instance F1, per slot",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--run", required=True, metavar="RUN", help=RUN_HELP)
-    parser.add_argument("--gallery", required=True, metavar="GALLERY.jsonl",
-                        help="gallery manifest whose labelled images are evaluated")
-    parser.add_argument("--image-root", metavar="ROOT", help="image paths resolve here (default: the manifest's folder)")
-    parser.add_argument("--thresholds", type=thresholds_arg, default=0.5, metavar="0.5|val",
-                        help="p > T predicts a label (default 0.5), or 'val': per-label thresholds "
-                             "maximising (TPR+TNR)/2 on the validation gallery")
-    parser.add_argument("--val-gallery", metavar="GALLERY.jsonl",
-                        help="validation gallery for --thresholds val (default: gallery_val.jsonl beside --gallery)")
-    parser.add_argument("--val-image-root", metavar="ROOT", help="image root of --val-gallery (default: as --image-root, "
-                                                                 "else its folder)")
+    parser.add_argument(
+        "--gallery", required=True, metavar="GALLERY.jsonl", help="gallery manifest whose labelled images are evaluated"
+    )
+    parser.add_argument(
+        "--image-root", metavar="ROOT", help="image paths resolve here (default: the manifest's folder)"
+    )
+    parser.add_argument(
+        "--thresholds",
+        type=thresholds_arg,
+        default=0.5,
+        metavar="0.5|val",
+        help="p > T predicts a label (default 0.5), or 'val': per-label thresholds "
+        "maximising (TPR+TNR)/2 on the validation gallery",
+    )
+    parser.add_argument(
+        "--val-gallery",
+        metavar="GALLERY.jsonl",
+        help="validation gallery for --thresholds val (default: gallery_val.jsonl beside --gallery)",
+    )
+    parser.add_argument(
+        "--val-image-root",
+        metavar="ROOT",
+        help="image root of --val-gallery (default: as --image-root, else its folder)",
+    )
     add_batch_size_argument(parser, "images")
-    parser.add_argument("--allow-outside-root", action="store_true",
-                        help="read image paths that leave the image root (../x.jpg, absolute paths)")
+    parser.add_argument(
+        "--allow-outside-root",
+        action="store_true",
+        help="read image paths that leave the image root (../x.jpg, absolute paths)",
+    )
     parser.set_defaults(handler=run)
-    add_common_options(parser, device=True, json=True, needs=("model",),
-                       json_help="write the report to PATH ('-' or no value: to stdout, the table to stderr)")
+    add_common_options(
+        parser,
+        device=True,
+        json=True,
+        needs=("model",),
+        json_help="write the report to PATH ('-' or no value: to stdout, the table to stderr)",
+    )

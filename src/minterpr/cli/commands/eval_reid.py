@@ -10,6 +10,7 @@ Example:
     $ minterpr eval-reid --model runs/reid/best.pt --data data/reid/test.jsonl
     $ minterpr eval-reid --weights ../shared/weights/osnet_x0_25_msmt17.pth --data data/reid/test.jsonl --json -
 """
+
 from __future__ import annotations
 
 import argparse
@@ -41,24 +42,43 @@ def run(args: argparse.Namespace) -> int:
     except (DataError, MinterprError, ValueError, OSError) as err:
         print(f"{COMMAND}: error: {err}", file=sys.stderr)
         return 2
-    report = {"data": args.data, "model": args.model or args.weights, "seed": args.seed,
-              "query": len(query), "gallery": len(gallery), **metrics.to_dict()}
+    report = {
+        "data": args.data,
+        "model": args.model or args.weights,
+        "seed": args.seed,
+        "query": len(query),
+        "gallery": len(gallery),
+        **metrics.to_dict(),
+    }
     if args.json:
         write_json(args.json, report)
     if args.json != "-":
-        print(f"{len(query)} queries, {len(gallery)} gallery crops ({metrics.skipped} queries without a "
-              f"cross-camera match)")
-        print("rank-1 {rank1:.1f}  rank-5 {rank5:.1f}  rank-10 {rank10:.1f}  mAP {mAP:.1f}  mINP {mINP:.1f}"
-              .format(**metrics.to_dict()))
+        print(
+            f"{len(query)} queries, {len(gallery)} gallery crops ({metrics.skipped} queries without a "
+            f"cross-camera match)"
+        )
+        print(
+            "rank-1 {rank1:.1f}  rank-5 {rank5:.1f}  rank-10 {rank10:.1f}  mAP {mAP:.1f}  mINP {mINP:.1f}".format(
+                **metrics.to_dict()
+            )
+        )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("eval-reid", help="score an appearance model (rank-k, mAP, mINP)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "eval-reid",
+        help="score an appearance model (rank-k, mAP, mINP)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     source = parser.add_mutually_exclusive_group(required=True)
-    source.add_argument("--model", metavar="BEST_PT", help="a reid run's best.pt (minterpr train --config reid) or an appearance model directory "
-                        "(models/osnet-x0_25-reid)")
+    source.add_argument(
+        "--model",
+        metavar="BEST_PT",
+        help="a reid run's best.pt (minterpr train --config reid) or an appearance model directory "
+        "(models/osnet-x0_25-reid)",
+    )
     source.add_argument("--weights", metavar="PTH", help="a torchreid OSNet state dict, used as it is")
     parser.add_argument("--width", default="x0_25", help="OSNet width of --weights (default x0_25)")
     parser.add_argument("--data", required=True, metavar="MANIFEST", help="a re-id manifest (minterpr data reid)")

@@ -17,6 +17,7 @@ Example:
     $ minterpr eval --run models/synth --data data/synth/test.jsonl --json eval.json
     $ minterpr export models/synth --push-to-hub my-lab/synth-demo --private   # after writing its MODEL_CARD.md
 """
+
 from __future__ import annotations
 
 import argparse
@@ -44,8 +45,9 @@ def run(args: argparse.Namespace) -> int:
 def push(args: argparse.Namespace, model_dir: Path) -> int:
     from minterpr.runtime.publish import push_model_dir
 
-    result = push_model_dir(model_dir, args.push_to_hub, revision=args.revision, private=args.private,
-                            commit_message=args.commit_message)
+    result = push_model_dir(
+        model_dir, args.push_to_hub, revision=args.revision, private=args.private, commit_message=args.commit_message
+    )
     print(f"pushed {len(result.files)} files to {result.repo_id} ({result.revision}): {result.url}")
     print(f"load exactly this commit with --run {result.reference}")
     return 0
@@ -67,28 +69,49 @@ def export(args: argparse.Namespace) -> int:
         print("every tensor copied (nothing referenced)")
     if "half_precision_drift" in manifest:
         drift = manifest["half_precision_drift"]
-        print(f"float16 against float32: image cosine >= {drift['image_cosine_min']:.5f}, text cosine >= "
-              f"{drift['text_cosine_min']:.5f}, attribute probabilities within {drift['attribute_prob_max_abs']:.4f}")
+        print(
+            f"float16 against float32: image cosine >= {drift['image_cosine_min']:.5f}, text cosine >= "
+            f"{drift['text_cosine_min']:.5f}, attribute probabilities within {drift['attribute_prob_max_abs']:.4f}"
+        )
     print(f"model directory: {out} ({total / 1e6:.2f} MB)")
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("export", help="write a run's model as a portable directory (safetensors + JSON)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "export",
+        help="write a run's model as a portable directory (safetensors + JSON)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("run", metavar="RUN", help=RUN_HELP)
-    parser.add_argument("--out", metavar="DIR", help="the model directory to write (new or empty, or an earlier "
-                                                     "export to replace; files it holds besides, a card, stay)")
-    parser.add_argument("--self-contained", action="store_true",
-                        help="copy the unchanged pretrained encoder weights too instead of referencing their package")
-    parser.add_argument("--precision", choices=("float32", "float16"), default="float32",
-                        help="how the copied weights are stored: float16 halves the size and is refused when it moves "
-                             "embeddings or attribute probabilities beyond the stated tolerance (docs/model.md)")
+    parser.add_argument(
+        "--out",
+        metavar="DIR",
+        help="the model directory to write (new or empty, or an earlier "
+        "export to replace; files it holds besides, a card, stay)",
+    )
+    parser.add_argument(
+        "--self-contained",
+        action="store_true",
+        help="copy the unchanged pretrained encoder weights too instead of referencing their package",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("float32", "float16"),
+        default="float32",
+        help="how the copied weights are stored: float16 halves the size and is refused when it moves "
+        "embeddings or attribute probabilities beyond the stated tolerance (docs/model.md)",
+    )
     hub = parser.add_argument_group("publishing on the Hugging Face Hub (optional)")
-    hub.add_argument("--push-to-hub", metavar="ORG/NAME", help="upload the model directory (with its model card) to "
-                                                               "this hub repository, created when missing")
-    hub.add_argument("--revision", metavar="BRANCH", help="the hub branch to commit to (default main; created when "
-                                                          "missing)")
+    hub.add_argument(
+        "--push-to-hub",
+        metavar="ORG/NAME",
+        help="upload the model directory (with its model card) to this hub repository, created when missing",
+    )
+    hub.add_argument(
+        "--revision", metavar="BRANCH", help="the hub branch to commit to (default main; created when missing)"
+    )
     hub.add_argument("--private", action="store_true", help="create the repository private")
     hub.add_argument("--commit-message", metavar="TEXT", help="the hub commit's message")
     parser.set_defaults(handler=run)

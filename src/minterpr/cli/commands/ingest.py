@@ -14,6 +14,7 @@ Example:
     $ minterpr ingest lobby.mp4 --gallery lobby --camera lobby:cam1 --start 2026-12-01T10:00:00 --run runs/synth --every 2
     $ minterpr ingest crops/ --gallery lobby --camera lobby:cam2 --run runs/synth --device cuda --json result.json
 """
+
 from __future__ import annotations
 
 import argparse
@@ -83,8 +84,10 @@ def _check_writable(gallery: Path) -> None:
         folder = folder.parent
     if not folder.is_dir() or not os.access(folder, os.W_OK | os.X_OK):
         what = "is not a folder" if not folder.is_dir() else "is not writable"
-        raise CLIError(f"{gallery}: cannot create the gallery folder ({folder} {what}); give --gallery a folder "
-                       f"you can write, or set $MINTERPR_GALLERIES for bare names")
+        raise CLIError(
+            f"{gallery}: cannot create the gallery folder ({folder} {what}); give --gallery a folder "
+            f"you can write, or set $MINTERPR_GALLERIES for bare names"
+        )
 
 
 def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
@@ -99,11 +102,19 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     out = out or sys.stdout
     if args.every is not None and args.target_fps is not None:
         raise CLIError("give --every or --target-fps, not both")
-    options = IngestOptions(camera=args.camera, start=args.start, every=args.every, target_fps=args.target_fps,
-                            fps=args.fps, frames=args.frames, detector=args.detector,
-                            detect_max_height=args.detect_max_height,
-                            detector_options=_detector_options(args.detector_option), best_k=args.best_k,
-                            restart=args.restart)
+    options = IngestOptions(
+        camera=args.camera,
+        start=args.start,
+        every=args.every,
+        target_fps=args.target_fps,
+        fps=args.fps,
+        frames=args.frames,
+        detector=args.detector,
+        detect_max_height=args.detect_max_height,
+        detector_options=_detector_options(args.detector_option),
+        best_k=args.best_k,
+        restart=args.restart,
+    )
     gallery = gallery_dir(args.gallery)
     _check_writable(gallery)  # an unwritable gallery fails before the model is loaded (and the video decoded)
     check_options(options)  # a bad option fails before the model is loaded
@@ -131,63 +142,109 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     if args.json:
         write_json(args.json, data)
     if result.already_done:
-        print(f"{result.source}: already ingested into {result.gallery} ({result.rows_added} rows; --restart redoes it)",
-              file=out)
+        print(
+            f"{result.source}: already ingested into {result.gallery} ({result.rows_added} rows; --restart redoes it)",
+            file=out,
+        )
     elif result.kind == "crops":
         print(f"indexed {result.crops} crops of {result.source} in {result.seconds:.1f} s", file=out)
     else:
         rate = result.frames_read / max(result.seconds, 1e-9)
         speed = f", {result.duration_s / result.seconds:.2f}x real time" if result.duration_s else ""
-        print(f"ingested {result.source}: {result.frames_read} frames ({result.frames_processed} processed) in "
-              f"{result.seconds:.1f} s ({rate:.1f} frames/s{speed}){' (resumed)' if result.resumed else ''}", file=out)
+        print(
+            f"ingested {result.source}: {result.frames_read} frames ({result.frames_processed} processed) in "
+            f"{result.seconds:.1f} s ({rate:.1f} frames/s{speed}){' (resumed)' if result.resumed else ''}",
+            file=out,
+        )
         why = ", ".join(f"{n} {reason}" for reason, n in result.rejected.items())
-        print(f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept"
-              f"{f' (not cropped: {why})' if why else ''}", file=out)
+        print(
+            f"{result.detections} detections, {result.tracks} tracks, {result.crops} crops kept"
+            f"{f' (not cropped: {why})' if why else ''}",
+            file=out,
+        )
     if result.skipped:
         named = ", ".join(f"{p} ({r})" for p, r in result.skipped[:3])
         print(f"{len(result.skipped)} skipped (unreadable): {named}", file=out)
     if not result.already_done:
         print(f"{result.rows_added} rows added to {result.gallery} ({result.rows_total} in all)", file=out)
-    print(f"search it with: minterpr chat --run {shlex.quote(str(args.run))} --index {shlex.quote(str(result.gallery))}",
-          file=out)
+    print(
+        f"search it with: minterpr chat --run {shlex.quote(str(args.run))} --index {shlex.quote(str(result.gallery))}",
+        file=out,
+    )
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     parser = subparsers.add_parser(
-        "ingest", help="detect, track and index the people of a video (or a folder of frames or crops)",
+        "ingest",
+        help="detect, track and index the people of a video (or a folder of frames or crops)",
         description="Ingest a video file, a folder of frames (--frames) or a folder of crops into a gallery store: "
-                    "people detected, tracked, their best crops embedded and indexed with camera, time, frame, box "
-                    "and track. Interrupted, the same command continues where it stopped.")
+        "people detected, tracked, their best crops embedded and indexed with camera, time, frame, box "
+        "and track. Interrupted, the same command continues where it stopped.",
+    )
     parser.add_argument("source", metavar="SOURCE", help="a video file, or a folder of crops (or of frames: --frames)")
-    parser.add_argument("--gallery", required=True, metavar="NAME_OR_DIR",
-                        help="the gallery store: a folder, or a bare name under $MINTERPR_GALLERIES (default ./galleries)")
-    parser.add_argument("--run", default="shipped", metavar="RUN",
-                        help="the model that embeds the crops: a run or model directory, 'shipped[:NAME]' or "
-                             "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)")
+    parser.add_argument(
+        "--gallery",
+        required=True,
+        metavar="NAME_OR_DIR",
+        help="the gallery store: a folder, or a bare name under $MINTERPR_GALLERIES (default ./galleries)",
+    )
+    parser.add_argument(
+        "--run",
+        default="shipped",
+        metavar="RUN",
+        help="the model that embeds the crops: a run or model directory, 'shipped[:NAME]' or "
+        "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)",
+    )
     add_appearance_argument(parser)
     parser.add_argument("--camera", metavar="ID", help="camera id stored with every row")
-    parser.add_argument("--start", metavar="ISO-TIME",
-                        help="time of the first frame (ISO 8601, e.g. 2026-12-01T10:00:00); rows get start + frame/fps")
+    parser.add_argument(
+        "--start",
+        metavar="ISO-TIME",
+        help="time of the first frame (ISO 8601, e.g. 2026-12-01T10:00:00); rows get start + frame/fps",
+    )
     skip = parser.add_mutually_exclusive_group()
-    skip.add_argument("--every", type=int, metavar="N", help="detect and track every Nth frame (default: about 3 "
-                      "frames per second of video, every 3rd frame at 10 frames/s)")
+    skip.add_argument(
+        "--every",
+        type=int,
+        metavar="N",
+        help="detect and track every Nth frame (default: about 3 "
+        "frames per second of video, every 3rd frame at 10 frames/s)",
+    )
     skip.add_argument("--target-fps", type=float, metavar="F", help="detect and track about F frames per second")
-    parser.add_argument("--detect-max-height", type=int, metavar="PX", help="shrink taller frames to PX rows for the "
-                        "detector only (crops stay full size); for HD video whose people stay >= ~96 px tall")
+    parser.add_argument(
+        "--detect-max-height",
+        type=int,
+        metavar="PX",
+        help="shrink taller frames to PX rows for the "
+        "detector only (crops stay full size); for HD video whose people stay >= ~96 px tall",
+    )
     parser.add_argument("--fps", type=float, help="the source's frame rate, if its file is wrong (frame folders: 25)")
     parser.add_argument("--frames", action="store_true", help="SOURCE is a folder of one video's frames, not crops")
-    parser.add_argument("--detector", default="auto", metavar="NAME",
-                        help="people detector: hog, yolox-nano (after `minterpr models fetch yolox-nano`), "
-                             "onnx:PATH (an ONNX model of yours), or auto (default: yolox-nano when fetched, else hog)")
-    parser.add_argument("--detector-option", action="append", default=[], metavar="KEY=VALUE",
-                        help="a detector option, repeatable (onnx: decoder=yolox|yolov5|yolov8|nanodet|boxes, "
-                             "input_size=[640,640], score_threshold=0.4, ...)")
+    parser.add_argument(
+        "--detector",
+        default="auto",
+        metavar="NAME",
+        help="people detector: hog, yolox-nano (after `minterpr models fetch yolox-nano`), "
+        "onnx:PATH (an ONNX model of yours), or auto (default: yolox-nano when fetched, else hog)",
+    )
+    parser.add_argument(
+        "--detector-option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="a detector option, repeatable (onnx: decoder=yolox|yolov5|yolov8|nanodet|boxes, "
+        "input_size=[640,640], score_threshold=0.4, ...)",
+    )
     parser.add_argument("--best-k", type=int, default=3, metavar="K", help="crops kept per track (default 3)")
     parser.add_argument("--restart", action="store_true", help="discard this source's saved progress and redo it")
     parser.set_defaults(handler=cmd_ingest)
     # --quiet (as before: no progress bars), --device (where the crops are embedded), --json [PATH|-]
     # (the bare --json of before still prints the result to stdout, now with the summary on stderr)
-    add_common_options(parser, device=True, json=True, needs=("ingest", "model"),
-                       json_help="write the result as JSON to PATH ('-' or no value: to stdout, the summary "
-                                 "lines to stderr)")
+    add_common_options(
+        parser,
+        device=True,
+        json=True,
+        needs=("ingest", "model"),
+        json_help="write the result as JSON to PATH ('-' or no value: to stdout, the summary lines to stderr)",
+    )

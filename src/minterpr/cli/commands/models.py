@@ -23,6 +23,7 @@ Example:
     $ minterpr models fetch yolox-nano --from ~/Downloads/yolox_nano.onnx
     $ minterpr models publish-appearance runs/reid/best.pt --check data/reid/val.jsonl
 """
+
 from __future__ import annotations
 
 import argparse
@@ -91,15 +92,19 @@ def publish(args: argparse.Namespace) -> int:
     from minterpr.runtime.publish import publish_appearance
 
     if len(args.roots) != 2:
-        raise InputError(f"usage: minterpr models {PUBLISH} BEST_PT [--name NAME] --summary TEXT [--check VAL_MANIFEST]")
+        raise InputError(
+            f"usage: minterpr models {PUBLISH} BEST_PT [--name NAME] --summary TEXT [--check VAL_MANIFEST]"
+        )
     name = args.name or DEFAULT_APPEARANCE_MODEL
     summary = args.summary or shipped_models().get(name, {}).get("summary")
     if not summary:
         raise InputError(f"--summary: say in one line what models/{name} is (its first publication has none yet)")
     done = publish_appearance(args.roots[1], name, summary, check=args.check, precision=args.precision)
     rank1 = ", ".join(f"{k} {v:.1f}" for k, v in done.rank1.items()) or "not measured (no --check)"
-    print(f"published {done.path} ({done.precision}, {done.bytes / 1e6:.2f} MB, fingerprint {done.fingerprint}); "
-          f"float16 cosine min {done.cosine_min:.6f}; check rank-1: {rank1}; models/zoo.json pins it")
+    print(
+        f"published {done.path} ({done.precision}, {done.bytes / 1e6:.2f} MB, fingerprint {done.fingerprint}); "
+        f"float16 cosine min {done.cosine_min:.6f}; check rank-1: {rank1}; models/zoo.json pins it"
+    )
     write_json(args.json, {**dataclasses.asdict(done), "path": str(done.path)})
     return 0
 
@@ -110,28 +115,62 @@ def fetch(args: argparse.Namespace) -> int:
 
     if len(args.roots) != 2:
         raise InputError("usage: minterpr models fetch NAME [--from FILE|URL] [--sha256 HEX] (NAME: yolox-nano)")
-    path = fetch_model(args.roots[1], source=args.source, sha256=args.sha256,
-                       progress=not args.quiet and sys.stderr.isatty(), say=lambda line: print(line, file=sys.stderr))
+    path = fetch_model(
+        args.roots[1],
+        source=args.source,
+        sha256=args.sha256,
+        progress=not args.quiet and sys.stderr.isatty(),
+        say=lambda line: print(line, file=sys.stderr),
+    )
     print(path)
     write_json(args.json, {"model": args.roots[1], "path": str(path)})
     return 0
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("models", help="list the shipped models, runs and exported models",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("roots", nargs="*", metavar="DIR", help="folders to look in (default: runs, models, outputs and the folders under outputs); "
-                        "or `fetch NAME` to download a catalogue model (yolox-nano) into the model cache")
-    parser.add_argument("--from", dest="source", metavar="FILE|URL", help="fetch: a copy you already have, or "
-                        "another URL to download it from (default: the catalogue's release URL)")
-    parser.add_argument("--sha256", metavar="HEX", help="fetch: accept a file with this SHA-256 instead of the "
-                        "catalogue's pin (one you have checked yourself)")
+    parser = subparsers.add_parser(
+        "models",
+        help="list the shipped models, runs and exported models",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "roots",
+        nargs="*",
+        metavar="DIR",
+        help="folders to look in (default: runs, models, outputs and the folders under outputs); "
+        "or `fetch NAME` to download a catalogue model (yolox-nano) into the model cache",
+    )
+    parser.add_argument(
+        "--from",
+        dest="source",
+        metavar="FILE|URL",
+        help="fetch: a copy you already have, or "
+        "another URL to download it from (default: the catalogue's release URL)",
+    )
+    parser.add_argument(
+        "--sha256",
+        metavar="HEX",
+        help="fetch: accept a file with this SHA-256 instead of the catalogue's pin (one you have checked yourself)",
+    )
     parser.add_argument("--name", help=f"{PUBLISH}: the folder under models/ (default: the shipped appearance model's)")
     parser.add_argument("--summary", help=f"{PUBLISH}: what it is, one line (default: the one zoo.json has)")
-    parser.add_argument("--check", metavar="MANIFEST", help=f"{PUBLISH}: a re-id manifest (val.jsonl) whose crops "
-                        "measure the float16 drift and rank-1 (default: seeded random inputs)")
-    parser.add_argument("--precision", choices=("auto", "float16", "float32"), default="auto",
-                        help=f"{PUBLISH}: how the weights are stored (auto: float16 when within tolerance)")
-    parser.add_argument("--no-fingerprints", action="store_true", help="do not compute the fingerprints (each model is still loaded to check it)")
+    parser.add_argument(
+        "--check",
+        metavar="MANIFEST",
+        help=f"{PUBLISH}: a re-id manifest (val.jsonl) whose crops "
+        "measure the float16 drift and rank-1 (default: seeded random inputs)",
+    )
+    parser.add_argument(
+        "--precision",
+        choices=("auto", "float16", "float32"),
+        default="auto",
+        help=f"{PUBLISH}: how the weights are stored (auto: float16 when within tolerance)",
+    )
+    parser.add_argument(
+        "--no-fingerprints",
+        action="store_true",
+        help="do not compute the fingerprints (each model is still loaded to check it)",
+    )
     parser.set_defaults(handler=run)
     add_common_options(parser, json=True)

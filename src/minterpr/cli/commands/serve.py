@@ -16,6 +16,7 @@ server listens it prints the address to open, the demo user and its password fil
 Ctrl+C stops it. ``--verbose`` / ``--quiet`` set the ``minterpr`` log and, unless
 ``--log-level`` is given, uvicorn's; ``--device`` is where the models run. See docs/service.md.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,9 @@ def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
     return specs
 
 
-def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0,
-                        progress: bool = True) -> tuple[Path, Path]:
+def ensure_demo_gallery(
+    services: Any, demo_out: str | os.PathLike[str] = "outputs/demo", seed: int = 0, progress: bool = True
+) -> tuple[Path, Path]:
     """The demo's run and stored test gallery, registered as gallery "demo": the world is built and
     the model trained when absent (cached as ``minterpr demo`` caches them, with progress bars on
     stderr unless ``progress`` is false); the store is built once per model, with synthetic capture
@@ -83,12 +85,19 @@ def ensure_demo_gallery(services: Any, demo_out: str | os.PathLike[str] = "outpu
         images = BuiltDataset(data_dir).gallery("test")
         index = pipeline.index_images(images, root=str(data_dir.absolute()), progress=progress)
         step = 86400 / max(1, len(index))
-        metadata = [{"time": (DEMO_TIMES_START + dt.timedelta(seconds=round(k * step))).isoformat()}
-                    for k in range(len(index))]
+        metadata = [
+            {"time": (DEMO_TIMES_START + dt.timedelta(seconds=round(k * step))).isoformat()} for k in range(len(index))
+        ]
         vectors = build_vector_index("exact", index, metadata, model_fingerprint=pipeline.fingerprint)
-        save_gallery(index, store, model_fingerprint=pipeline.fingerprint, vector_index=vectors, metadata=metadata,
-                     rebuild=f"minterpr serve --demo --demo-out {out}",
-                     appearance_fingerprint=pipeline.appearance_fingerprint)
+        save_gallery(
+            index,
+            store,
+            model_fingerprint=pipeline.fingerprint,
+            vector_index=vectors,
+            metadata=metadata,
+            rebuild=f"minterpr serve --demo --demo-out {out}",
+            appearance_fingerprint=pipeline.appearance_fingerprint,
+        )
     rows = {row.name: row for row in services.galleries.rows()}
     if "demo" not in rows or Path(rows["demo"].directory) != store.absolute():
         services.galleries.register("demo", store, run_dir, by="minterpr serve --demo")
@@ -138,11 +147,15 @@ def listen(host: str, port: int) -> socket.socket:
     except OSError as err:
         sock.close()
         if err.errno == errno.EADDRINUSE:
-            raise CLIError(f"port {port} on {host} is already in use (another minterpr serve?): stop that "
-                           f"program, or choose another port with --port, e.g. --port {port + 1}") from None
+            raise CLIError(
+                f"port {port} on {host} is already in use (another minterpr serve?): stop that "
+                f"program, or choose another port with --port, e.g. --port {port + 1}"
+            ) from None
         if err.errno == errno.EACCES:
-            raise CLIError(f"port {port} on {host}: permission denied (ports below 1024 need privileges); "
-                           f"choose another with --port, e.g. --port 8000") from None
+            raise CLIError(
+                f"port {port} on {host}: permission denied (ports below 1024 need privileges); "
+                f"choose another with --port, e.g. --port 8000"
+            ) from None
         raise CLIError(f"cannot listen on {host}:{port}: {err.strerror}; choose another --host/--port") from None
     return sock
 
@@ -169,12 +182,17 @@ def banner(url: str, credentials: Path | None, made_now: bool, gallery: str | No
       stop      Ctrl+C
     <BLANKLINE>
     """
-    lines = ["", f"minterpr serve is running{': the ' + gallery if gallery else ''}",
-             f"  open      {url}   (API: {url}api/docs)"]
+    lines = [
+        "",
+        f"minterpr serve is running{': the ' + gallery if gallery else ''}",
+        f"  open      {url}   (API: {url}api/docs)",
+    ]
     if credentials is not None:
-        lines += [f"  log in    username {DEMO_USER}, password in {credentials} "
-                  f"({'created now; ' if made_now else ''}readable by you only):",
-                  f"              cat {shlex.quote(str(credentials))}"]
+        lines += [
+            f"  log in    username {DEMO_USER}, password in {credentials} "
+            f"({'created now; ' if made_now else ''}readable by you only):",
+            f"              cat {shlex.quote(str(credentials))}",
+        ]
     lines += ["  stop      Ctrl+C", ""]
     return "\n".join(lines)
 
@@ -194,13 +212,19 @@ def cmd_serve(args: argparse.Namespace) -> int:
     from minterpr.serving.service import build_services
 
     if args.workers != 1:
-        raise CLIError(f"--workers {args.workers}: minterpr serve runs one worker process (its rate limits, live "
-                       "sessions and ingestion queue are in memory); it serves requests on threads, and more "
-                       "servers go behind a load balancer with sticky sessions (docs/service.md)")
+        raise CLIError(
+            f"--workers {args.workers}: minterpr serve runs one worker process (its rate limits, live "
+            "sessions and ingestion queue are in memory); it serves requests on threads, and more "
+            "servers go behind a load balancer with sticky sessions (docs/service.md)"
+        )
     galleries = gallery_specs(args.gallery)  # malformed --gallery: one line before anything starts
     serving = not (args.purge or args.no_serve)
-    settings = settings_from(args, demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
-                             device=args.device, appearance=args.appearance)
+    settings = settings_from(
+        args,
+        demo_gallery="demo" if args.demo else None,  # a bad setting: one line, first
+        device=args.device,
+        appearance=args.appearance,
+    )
     data_dir = Path(settings.data_dir)
     sock = listen(args.host, args.port) if serving else None  # before anything slow: a taken port fails now
     credentials, made_now, described = None, False, None
@@ -212,8 +236,12 @@ def cmd_serve(args: argparse.Namespace) -> int:
         raise
     try:
         if args.create_admin:
-            services.accounts.create_user(args.create_admin, read_password(f"password for {args.create_admin}"),
-                                          "admin", by="minterpr serve --create-admin")
+            services.accounts.create_user(
+                args.create_admin,
+                read_password(f"password for {args.create_admin}"),
+                "admin",
+                by="minterpr serve --create-admin",
+            )
             log.info("[serve] admin %r created", args.create_admin)
         for name, store, run in galleries:
             services.galleries.register(name, store, run, by="minterpr serve --gallery")
@@ -232,8 +260,11 @@ def cmd_serve(args: argparse.Namespace) -> int:
                 print(f"[serve] created user '{DEMO_USER}' (admin); its password is in {credentials}", flush=True)
             elif credentials is None:
                 count = len(services.accounts.users())
-                print(f"[serve] no '{DEMO_USER}' admin created: the service has {count} user{'s' * (count != 1)} "
-                      "already; log in as one of them (`minterpr users list`)", flush=True)
+                print(
+                    f"[serve] no '{DEMO_USER}' admin created: the service has {count} user{'s' * (count != 1)} "
+                    "already; log in as one of them (`minterpr users list`)",
+                    flush=True,
+                )
             log.info("[serve] preparing the demo gallery in %s (built and trained once, then reused)", args.demo_out)
             ensure_demo_gallery(services, args.demo_out, progress=show_progress(args))
             images = next((g.images for g in services.galleries.list() if g.name == "demo"), None)
@@ -256,8 +287,9 @@ def cmd_serve(args: argparse.Namespace) -> int:
             sock.close()
         raise
     assert sock is not None
-    return _run_server(services, settings, args, sock, banner(address(args.host, args.port), credentials, made_now,
-                                                                 described))
+    return _run_server(
+        services, settings, args, sock, banner(address(args.host, args.port), credentials, made_now, described)
+    )
 
 
 def _run_server(services: Any, settings: Any, args: argparse.Namespace, sock: socket.socket, text: str) -> int:
@@ -294,53 +326,102 @@ def server_config(app: Any, settings: Any, args: argparse.Namespace) -> Any:
         from minterpr.serving.logs import json_log_config
 
         extra["log_config"] = json_log_config(uvicorn_level(args))
-    return uvicorn.Config(app, host=args.host, port=args.port, log_level=uvicorn_level(args), workers=1,
-                          proxy_headers=bool(trusted), forwarded_allow_ips=trusted or [], **extra)
+    return uvicorn.Config(
+        app,
+        host=args.host,
+        port=args.port,
+        log_level=uvicorn_level(args),
+        workers=1,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or [],
+        **extra,
+    )
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("serve", help="the search service: web page and JSON API",
-                                   description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = subparsers.add_parser(
+        "serve",
+        help="the search service: web page and JSON API",
+        description=__doc__.split("\n\n", 1)[1] if __doc__ else None,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     add_state_arguments(parser)
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    parser.add_argument("--demo", nargs="?", const="synthetic", choices=("synthetic", "street"),
-                        help="serve the demo gallery (built and trained when absent); 'street' adds a real street "
-                             "video ingested beside it (docs/ingest.md)")
+    parser.add_argument(
+        "--demo",
+        nargs="?",
+        const="synthetic",
+        choices=("synthetic", "street"),
+        help="serve the demo gallery (built and trained when absent); 'street' adds a real street "
+        "video ingested beside it (docs/ingest.md)",
+    )
     parser.add_argument("--video", metavar="PATH", help="--demo street: the video (default: vtest.avi, see docs)")
-    parser.add_argument("--run", metavar="RUN", help="--demo street: the model for real footage (default: the "
-                                                     "shipped one in models/)")
-    parser.add_argument("--demo-out", default="outputs/demo", metavar="DIR", help="the demo's cache (default outputs/demo)")
-    parser.add_argument("--gallery", nargs="+", action="append", metavar="NAME STORE [RUN]",
-                        help="register a gallery store built by RUN (minterpr index build) under NAME; without RUN "
-                             "the shipped real-pixel model")
+    parser.add_argument(
+        "--run", metavar="RUN", help="--demo street: the model for real footage (default: the shipped one in models/)"
+    )
+    parser.add_argument(
+        "--demo-out", default="outputs/demo", metavar="DIR", help="the demo's cache (default outputs/demo)"
+    )
+    parser.add_argument(
+        "--gallery",
+        nargs="+",
+        action="append",
+        metavar="NAME STORE [RUN]",
+        help="register a gallery store built by RUN (minterpr index build) under NAME; without RUN "
+        "the shipped real-pixel model",
+    )
     parser.add_argument("--create-admin", metavar="USERNAME", help="create an admin (password from the terminal/stdin)")
-    parser.add_argument("--retention-days", type=int, metavar="N", help="purge sessions, crops and embeddings older "
-                                                                        "than N days at start and daily")
+    parser.add_argument(
+        "--retention-days",
+        type=int,
+        metavar="N",
+        help="purge sessions, crops and embeddings older than N days at start and daily",
+    )
     parser.add_argument("--purge", action="store_true", help="with --retention-days: purge, then exit")
     parser.add_argument("--no-serve", action="store_true", help="do the set-up asked for, then exit")
-    parser.add_argument("--log-format", choices=("text", "json"), default="text",
-                        help="log lines as text (default) or JSON objects with the request id")
-    parser.add_argument("--workers", type=int, default=1, metavar="N",
-                        help="worker processes: 1 (the only value accepted; requests run on threads)")
-    parser.add_argument("--upgrade-db", action="store_true", help="bring an older database's schema up to date "
-                                                                   "first (default: refuse it; see minterpr db)")
-    parser.add_argument("--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)")
-    parser.add_argument("--trusted-proxy", action="append", metavar="ADDR",
-                        help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
-                             "repeat for several (default: none, the header is ignored)")
+    parser.add_argument(
+        "--log-format",
+        choices=("text", "json"),
+        default="text",
+        help="log lines as text (default) or JSON objects with the request id",
+    )
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        metavar="N",
+        help="worker processes: 1 (the only value accepted; requests run on threads)",
+    )
+    parser.add_argument(
+        "--upgrade-db",
+        action="store_true",
+        help="bring an older database's schema up to date first (default: refuse it; see minterpr db)",
+    )
+    parser.add_argument(
+        "--cookie-secure", action="store_true", default=None, help="mark cookies Secure (serving behind TLS)"
+    )
+    parser.add_argument(
+        "--trusted-proxy",
+        action="append",
+        metavar="ADDR",
+        help="a reverse proxy (address or network) whose X-Forwarded-For names the client; "
+        "repeat for several (default: none, the header is ignored)",
+    )
     parser.add_argument("--torch-threads", type=int, metavar="N", help="torch threads in the server")
-    parser.add_argument("--appearance", metavar="auto|shipped|none|PATH",
-                        help="the appearance (same-person) model beside each gallery's run: auto (default: the shipped "
-                             "one beside a shipped attribute model, none beside other runs), shipped, a model "
-                             "directory or a reid run's best.pt, or none")
-    parser.add_argument("--log-level", choices=("critical", "error", "warning", "info", "debug"),
-                        help="the web server's (uvicorn's) log level (default: info; debug with --verbose, "
-                             "warning with --quiet)")
+    parser.add_argument(
+        "--appearance",
+        metavar="auto|shipped|none|PATH",
+        help="the appearance (same-person) model beside each gallery's run: auto (default: the shipped "
+        "one beside a shipped attribute model, none beside other runs), shipped, a model "
+        "directory or a reid run's best.pt, or none",
+    )
+    parser.add_argument(
+        "--log-level",
+        choices=("critical", "error", "warning", "info", "debug"),
+        help="the web server's (uvicorn's) log level (default: info; debug with --verbose, warning with --quiet)",
+    )
     add_vlm_arguments(parser)
     add_caption_arguments(parser, per_store=True)
     parser.set_defaults(handler=cmd_serve)
     add_common_options(parser, device=True)
-
-

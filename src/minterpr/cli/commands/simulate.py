@@ -15,6 +15,7 @@ Example:
     $ minterpr simulate --run runs/exp1 --data data/synth --compare --plot r1.png --limit 200
     $ minterpr simulate --run runs/exp1 --data data/synth --limit 100 --pictures 5 --pictures-dir strips
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,19 @@ import re
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.shared.common import (STDOUT, CLIError, add_backend_arguments, add_common_options, add_picture_options,
-                                 build_index, check_backend_arguments, check_picture_options, load_backend,
-                                 show_progress, write_json)
+from minterpr.cli.shared.common import (
+    STDOUT,
+    CLIError,
+    add_backend_arguments,
+    add_common_options,
+    add_picture_options,
+    build_index,
+    check_backend_arguments,
+    check_picture_options,
+    load_backend,
+    show_progress,
+    write_json,
+)
 from minterpr.cli.shared.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.index.gallery_index import GalleryIndex
@@ -56,8 +67,13 @@ def _rerank_config(args: argparse.Namespace, stored: Any = None) -> Any:
     if args.attribute_weight is not None and args.attribute_weight < 0:
         raise CLIError(f"--attribute-weight must be >= 0, got {args.attribute_weight}")
     weight = {} if args.attribute_weight is None else {"attribute_weight": args.attribute_weight}
-    return dataclasses.replace(stored if stored is not None else RerankConfig(), attributes=not args.no_attributes,
-                               rejection=not args.no_rejection, anchor=not args.no_anchor, **weight)
+    return dataclasses.replace(
+        stored if stored is not None else RerankConfig(),
+        attributes=not args.no_attributes,
+        rejection=not args.no_rejection,
+        anchor=not args.no_anchor,
+        **weight,
+    )
 
 
 def cmd_simulate(args: argparse.Namespace) -> int:
@@ -87,18 +103,32 @@ def cmd_simulate(args: argparse.Namespace) -> int:
     if args.appearance:  # image-to-image comparisons on the appearance model's vectors (interaction/reranking.py)
         from minterpr.runtime.appearance import load_appearance
 
-        index = load_appearance(args.appearance).add_to(index, allow_outside_root=getattr(backend, "allow_outside_root", False))
+        index = load_appearance(args.appearance).add_to(
+            index, allow_outside_root=getattr(backend, "allow_outside_root", False)
+        )
     from minterpr.vlm.caption import use_captions
 
     # MTG: the captions' evidence beside the image model's (minterpr vlm caption); off: the index as it is
     index, captioned = use_captions(index, args.vlm_captions, args.vlm_caption_weight)
-    targets = simulator.targets(index) if args.simulator == "replay" else \
-        one_target_per_identity(gallery, args.limit, args.seed)
-    common = dict(rounds=args.rounds, simulator=simulator, num_references=args.num_references, seed=args.seed,
-                  reranking=_rerank_config(args, stored),
-                  protocol={"dataset": str(data_dir), "split": args.split,
-                            **({"run": args.run} if args.run else {}),
-                            **({"appearance": args.appearance} if args.appearance else {}), **captioned})
+    targets = (
+        simulator.targets(index)
+        if args.simulator == "replay"
+        else one_target_per_identity(gallery, args.limit, args.seed)
+    )
+    common = dict(
+        rounds=args.rounds,
+        simulator=simulator,
+        num_references=args.num_references,
+        seed=args.seed,
+        reranking=_rerank_config(args, stored),
+        protocol={
+            "dataset": str(data_dir),
+            "split": args.split,
+            **({"run": args.run} if args.run else {}),
+            **({"appearance": args.appearance} if args.appearance else {}),
+            **captioned,
+        },
+    )
     common["vlm"] = vlm_config(args)
     pictures = _Pictures(args, index, targets)
     if args.compare:
@@ -106,19 +136,37 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         for metric in ("r1", "mAP", "hits10"):
             print(format_comparison(reports, metric))
             print()
-        print("protocol: " + json.dumps({k: v for k, v in next(iter(reports.values())).protocol.items()
-                                         if k not in ("question_policy", "reference_policy", "schedule", "reranking")}))
+        print(
+            "protocol: "
+            + json.dumps(
+                {
+                    k: v
+                    for k, v in next(iter(reports.values())).protocol.items()
+                    if k not in ("question_policy", "reference_policy", "schedule", "reranking")
+                }
+            )
+        )
         _wrote(write_json(args.json, {"settings": {n: r.to_dict() for n, r in reports.items()}}))
         if args.plot:
             _wrote(plot_metric_per_round(reports, args.plot, "r1", title="R@1 per round by interaction policy"))
         pictures.write()
         return 0
     name = f"{args.questions} + {args.references}"
-    report = simulate(backend, index, targets, question_policy=args.questions, reference_policy=args.references,
-                      schedule=args.schedule, observe=pictures.observer(name), **common)
+    report = simulate(
+        backend,
+        index,
+        targets,
+        question_policy=args.questions,
+        reference_policy=args.references,
+        schedule=args.schedule,
+        observe=pictures.observer(name),
+        **common,
+    )
     print(format_table(report))
-    print(f"mean turns to rank 1: {report.extra['mean_turns_to_rank1']:.2f}   moves: {report.extra['moves']}   "
-          f"confirmed: {report.extra['confirmed']:.1f}%")
+    print(
+        f"mean turns to rank 1: {report.extra['mean_turns_to_rank1']:.2f}   moves: {report.extra['moves']}   "
+        f"confirmed: {report.extra['confirmed']:.1f}%"
+    )
     if "vlm" in report.extra:
         print(format_vlm_usage(report.extra["vlm"]))
     _wrote(write_json(args.json, report.to_json()))
@@ -165,10 +213,16 @@ class _Pictures:
             for q, target in zip(recorder.queries, recorder.targets):
                 views = recorder.rows[q]
                 ranks = " -> ".join("?" if v.target_rank is None else str(v.target_rank + 1) for v in views)
-                write_ranked_strip(folder / f"query_{q:05d}.png", views, self.index.images, root=self.index.root,
-                                   target=target, target_person=self.targets[q].person_id,
-                                   title=f"{setting}, target {self.targets[q].person_id}: rank {ranks}",
-                                   config=StripConfig(top_k=self.args.pictures_top))
+                write_ranked_strip(
+                    folder / f"query_{q:05d}.png",
+                    views,
+                    self.index.images,
+                    root=self.index.root,
+                    target=target,
+                    target_person=self.targets[q].person_id,
+                    title=f"{setting}, target {self.targets[q].person_id}: rank {ranks}",
+                    config=StripConfig(top_k=self.args.pictures_top),
+                )
                 count += 1
         if count:
             log.info("wrote %d ranked strip(s) to %s", count, self.args.pictures_dir)
@@ -178,8 +232,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES
     from minterpr.interaction.simulators import SIMULATORS
 
-    p = subparsers.add_parser("simulate", help="online evaluation with simulated users",
-                              description="Simulate interactive searches and report per-round metrics.")
+    p = subparsers.add_parser(
+        "simulate",
+        help="online evaluation with simulated users",
+        description="Simulate interactive searches and report per-round metrics.",
+    )
     add_backend_arguments(p)
     p.add_argument("--data", required=True, metavar="DIR", help="dataset dir with gallery_<split>.jsonl and images")
     p.add_argument("--split", default="test")
@@ -191,26 +248,42 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--simulator", default="oracle", choices=SIMULATORS.names())
     p.add_argument("--dont-know-rate", type=float, default=0.0, help="simulated 'I don't remember' rate")
     p.add_argument("--wrong-answer-rate", type=float, default=0.0, help="oracle: rate of answers naming a wrong value")
-    p.add_argument("--initial-slots", type=int, default=None, metavar="K",
-                   help="witness: describe only K of the slots it knows at first (default: its whole caption)")
+    p.add_argument(
+        "--initial-slots",
+        type=int,
+        default=None,
+        metavar="K",
+        help="witness: describe only K of the slots it knows at first (default: its whole caption)",
+    )
     p.add_argument("--no-rerank", action="store_true", help="backend scores only (all re-ranking off)")
     p.add_argument("--no-attributes", action="store_true", help="re-ranking without the attribute likelihood")
     p.add_argument("--no-rejection", action="store_true", help="re-ranking without demoting rejected images")
     p.add_argument("--no-anchor", action="store_true", help="re-ranking without anchor refinement")
-    p.add_argument("--attribute-weight", type=float, metavar="W",
-                   help="re-ranking: weight of the attribute log-likelihood (default: the weight stored with --run's "
-                        "model, chosen on val at training time, else 0.05)")
+    p.add_argument(
+        "--attribute-weight",
+        type=float,
+        metavar="W",
+        help="re-ranking: weight of the attribute log-likelihood (default: the weight stored with --run's "
+        "model, chosen on val at training time, else 0.05)",
+    )
     p.add_argument("--compare", action="store_true", help="run the standard policy comparison instead of one setting")
     p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG (with n and a 95 %% band)")
     p.add_argument("--limit", type=int, default=None, metavar="N", help="evaluate N targets (seeded draw)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--appearance", metavar="BEST_PT",
-                   help="an appearance model (with its same_person.json, `minterpr calibrate appearance`): "
-                        "references, duplicates and example images compare people by its vectors")
+    p.add_argument(
+        "--appearance",
+        metavar="BEST_PT",
+        help="an appearance model (with its same_person.json, `minterpr calibrate appearance`): "
+        "references, duplicates and example images compare people by its vectors",
+    )
     add_picture_options(p, "targets (with --compare: per setting, in DIR/<setting>/)")
     add_vlm_arguments(p)
     add_caption_arguments(p)
     p.set_defaults(handler=cmd_simulate)  # CLIError, RunError, ...: minterpr.cli.main prints them (exit 2)
-    add_common_options(p, device=True, json=True,
-                       json_help="write the report to PATH (with --compare: {settings: {name: report}}); "
-                                 "'-' or no value: to stdout, the tables to stderr")
+    add_common_options(
+        p,
+        device=True,
+        json=True,
+        json_help="write the report to PATH (with --compare: {settings: {name: report}}); "
+        "'-' or no value: to stdout, the tables to stderr",
+    )

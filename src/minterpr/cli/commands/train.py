@@ -12,6 +12,7 @@ Example:
     $ minterpr train --config synthetic --data data/synth --out runs/synth
     $ minterpr train --out runs/synth --resume
 """
+
 from __future__ import annotations
 
 import argparse
@@ -60,8 +61,10 @@ def _run_reid(args: argparse.Namespace) -> int:
 
     overrides = [] if args.resume and args.config is None else list(args.set or [])
     result = train_reid_from_file(args.config, args.out, overrides, resume=args.resume)
-    print(f"model: {result.run_dir / 'best.pt'} (epoch {result.best_epoch + 1}: val rank-1 "
-          f"{result.best.get('rank1', 0):.1f}, mAP {result.best.get('mAP', 0):.1f})")
+    print(
+        f"model: {result.run_dir / 'best.pt'} (epoch {result.best_epoch + 1}: val rank-1 "
+        f"{result.best.get('rank1', 0):.1f}, mAP {result.best.get('mAP', 0):.1f})"
+    )
     print(f"reid: {result.images_per_second:.1f} training crops/s")
     return 0
 
@@ -103,14 +106,25 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("train", help="train a retrieval model (progressive stages)",
-                                   description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--config", metavar="FILE_OR_NAME",
-                        help="YAML config file or shipped name (tiny, synthetic, synthetic_baseline, peta, clip)")
+    parser = subparsers.add_parser(
+        "train",
+        help="train a retrieval model (progressive stages)",
+        description=__doc__,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument(
+        "--config",
+        metavar="FILE_OR_NAME",
+        help="YAML config file or shipped name (tiny, synthetic, synthetic_baseline, peta, clip)",
+    )
     parser.add_argument("--out", required=True, metavar="RUN_DIR", help="run directory (checkpoints, logs, model.pt)")
     parser.add_argument("--resume", action="store_true", help="continue RUN_DIR from its last checkpoint")
-    parser.add_argument("--set", action="append", metavar="KEY=VALUE",
-                        help="override a config field (repeatable), e.g. --set stages.0.epochs=2")
+    parser.add_argument(
+        "--set",
+        action="append",
+        metavar="KEY=VALUE",
+        help="override a config field (repeatable), e.g. --set stages.0.epochs=2",
+    )
     parser.add_argument("--data", metavar="DIR", help="dataset directory (sets data.root)")
     parser.set_defaults(handler=run)
     add_common_options(parser, device=True, device_default=None, needs=("model",))

@@ -10,6 +10,7 @@ Example:
           --out data/synth/mtg_test.jsonl --vlm-url http://localhost:11434/v1 --vlm-model qwen2.5vl:7b
     $ minterpr vlm caption --index galleries/street --vlm-url http://localhost:11434/v1 --vlm-model qwen2.5vl:7b
 """
+
 from __future__ import annotations
 
 import argparse
@@ -37,8 +38,11 @@ def cmd_caption(args: argparse.Namespace) -> int:
         raise InputError(f"--give-up-after must be >= 1, got {args.give_up_after}")
     # a run's budgets are the ones its flags set: a session's defaults would stop a large gallery
     # part-way whatever --vlm-max-calls said
-    config = dataclasses.replace(config, max_calls=args.vlm_max_calls if args.vlm_max_calls is not None else _NO_LIMIT,
-                                 max_total_tokens=args.vlm_max_tokens if args.vlm_max_tokens is not None else _NO_LIMIT)
+    config = dataclasses.replace(
+        config,
+        max_calls=args.vlm_max_calls if args.vlm_max_calls is not None else _NO_LIMIT,
+        max_total_tokens=args.vlm_max_tokens if args.vlm_max_tokens is not None else _NO_LIMIT,
+    )
     if args.index is not None:  # a gallery store: its crops, its root, its own captions file (what serve reads)
         from minterpr.index.store.gallery_store import load_gallery
 
@@ -55,14 +59,24 @@ def cmd_caption(args: argparse.Namespace) -> int:
             print(f"\rcaptioned {done}/{total}", end="", file=sys.stderr, flush=True)
 
     with VLMClient(config) as client:
-        report = caption_gallery(images, root, client, out, batch_size=args.batch_size, limit=args.limit,
-                                 progress=progress, give_up_after=args.give_up_after)
+        report = caption_gallery(
+            images,
+            root,
+            client,
+            out,
+            batch_size=args.batch_size,
+            limit=args.limit,
+            progress=progress,
+            give_up_after=args.give_up_after,
+        )
     if not args.quiet:
         print(file=sys.stderr)
     usage = report["usage"]
-    print(f"captioned {report['captioned']} crops ({report['skipped']} already done, {report['nothing_seen']} with "
-          f"nothing seen, {report['failed']} failed, {report['unreadable']} unreadable) in {report['seconds']:.1f} s: {usage['calls']} calls, "
-          f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens -> {out}")
+    print(
+        f"captioned {report['captioned']} crops ({report['skipped']} already done, {report['nothing_seen']} with "
+        f"nothing seen, {report['failed']} failed, {report['unreadable']} unreadable) in {report['seconds']:.1f} s: {usage['calls']} calls, "
+        f"{usage['prompt_tokens'] + usage['completion_tokens']:,} tokens -> {out}"
+    )
     if report["stopped"]:
         print(f"stopped: {report['stopped']} (run again to continue)")
     write_json(args.json, report)
@@ -70,24 +84,44 @@ def cmd_caption(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    parser = subparsers.add_parser("vlm", help="a vision-language model at ingestion (MTG captions)",
-                                   description="Use an OpenAI-compatible vision-language model (docs/vlm.md).")
+    parser = subparsers.add_parser(
+        "vlm",
+        help="a vision-language model at ingestion (MTG captions)",
+        description="Use an OpenAI-compatible vision-language model (docs/vlm.md).",
+    )
     parser.set_defaults(group_parser=parser)
     sub = parser.add_subparsers(dest="vlm_command", metavar="VLM_COMMAND")
-    caption = sub.add_parser("caption", help="caption every crop of a gallery from the model's answers (resumable)",
-                             description="Ask each crop the ontology's questions; append caption and evidence.")
+    caption = sub.add_parser(
+        "caption",
+        help="caption every crop of a gallery from the model's answers (resumable)",
+        description="Ask each crop the ontology's questions; append caption and evidence.",
+    )
     which = caption.add_mutually_exclusive_group(required=True)
     which.add_argument("--gallery", metavar="GALLERY.jsonl", help="the gallery manifest")
-    which.add_argument("--index", metavar="STORE", help="a gallery store (minterpr index build, an ingestion): its "
-                                                       "captions go into the store, where serve --vlm-captions reads them")
-    caption.add_argument("--root", metavar="DIR", help="the image root (default: the manifest's folder, the store's root)")
-    caption.add_argument("--out", metavar="CAPTIONS.jsonl",
-                         help="where records go (appended; resumed; default with --index: STORE/vlm_captions.jsonl)")
+    which.add_argument(
+        "--index",
+        metavar="STORE",
+        help="a gallery store (minterpr index build, an ingestion): its "
+        "captions go into the store, where serve --vlm-captions reads them",
+    )
+    caption.add_argument(
+        "--root", metavar="DIR", help="the image root (default: the manifest's folder, the store's root)"
+    )
+    caption.add_argument(
+        "--out",
+        metavar="CAPTIONS.jsonl",
+        help="where records go (appended; resumed; default with --index: STORE/vlm_captions.jsonl)",
+    )
     caption.add_argument("--batch-size", type=int, default=16, help="crops written per batch (default 16)")
     caption.add_argument("--limit", type=int, default=None, metavar="N", help="caption at most N more crops")
-    caption.add_argument("--give-up-after", type=int, default=GIVE_UP_AFTER, metavar="N",
-                         help=f"stop after N crops in a row without a usable answer (default {GIVE_UP_AFTER}, as the "
-                              "service's captioning job); run again to resume")
+    caption.add_argument(
+        "--give-up-after",
+        type=int,
+        default=GIVE_UP_AFTER,
+        metavar="N",
+        help=f"stop after N crops in a row without a usable answer (default {GIVE_UP_AFTER}, as the "
+        "service's captioning job); run again to resume",
+    )
     add_vlm_arguments(caption, uses=None)
     caption.set_defaults(handler=cmd_caption)
     add_common_options(caption, json=True)

@@ -37,6 +37,7 @@ Example:
     >>> err.getvalue()
     'table\\n'
 """
+
 from __future__ import annotations
 
 import argparse
@@ -92,8 +93,9 @@ def require_extras(command: str, extras: tuple[str, ...]) -> None:
             except (ImportError, ValueError):  # a broken or half-removed package
                 found = False
             if not found:
-                raise CLIError(f"{command} needs the [{extra}] extra ({module} is not installed): "
-                                 f"{install_hint(extra)}")
+                raise CLIError(
+                    f"{command} needs the [{extra}] extra ({module} is not installed): {install_hint(extra)}"
+                )
 
 
 def check_output_path(path: str | None, option: str) -> None:
@@ -113,9 +115,16 @@ def check_output_path(path: str | None, option: str) -> None:
         raise CLIError(f"{option} {path}: cannot write in {folder} (permission denied)")
 
 
-def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False, json: bool = False,
-                       device_default: str | None = DEFAULT_DEVICE, json_help: str | None = None,
-                       needs: tuple[str, ...] = (), outputs: tuple[str, ...] = ()) -> None:
+def add_common_options(
+    parser: argparse.ArgumentParser,
+    *,
+    device: bool = False,
+    json: bool = False,
+    device_default: str | None = DEFAULT_DEVICE,
+    json_help: str | None = None,
+    needs: tuple[str, ...] = (),
+    outputs: tuple[str, ...] = (),
+) -> None:
     """Add ``--verbose``/``--quiet`` (and ``--device``, ``--json``) to ``parser`` and make its
     handler configure logging (and stdout for ``--json -``) before it runs.
 
@@ -135,18 +144,32 @@ def add_common_options(parser: argparse.ArgumentParser, *, device: bool = False,
     loudness.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only, no progress bars")
     if device:
         default = "the config's" if device_default is None else device_default
-        group.add_argument("--device", default=device_default, metavar="DEVICE",
-                           help=f"torch device the model runs on, e.g. cpu, cuda, cuda:1 (default: {default})")
+        group.add_argument(
+            "--device",
+            default=device_default,
+            metavar="DEVICE",
+            help=f"torch device the model runs on, e.g. cpu, cuda, cuda:1 (default: {default})",
+        )
     if json:
-        group.add_argument("--json", nargs="?", const=STDOUT, metavar="PATH|-",
-                           help=json_help or "write the JSON report to PATH; '-' (or no value): to stdout, "
-                                             "and nothing else goes there")
-    parser.set_defaults(handler=_configured(handler, parser.prog.removeprefix("minterpr ") or parser.prog,
-                                            needs, outputs))
+        group.add_argument(
+            "--json",
+            nargs="?",
+            const=STDOUT,
+            metavar="PATH|-",
+            help=json_help
+            or "write the JSON report to PATH; '-' (or no value): to stdout, and nothing else goes there",
+        )
+    parser.set_defaults(
+        handler=_configured(handler, parser.prog.removeprefix("minterpr ") or parser.prog, needs, outputs)
+    )
 
 
-def _configured(handler: Callable[[argparse.Namespace], int], command: str = "", needs: tuple[str, ...] = (),
-                outputs: tuple[str, ...] = ()) -> Callable[[argparse.Namespace], int]:
+def _configured(
+    handler: Callable[[argparse.Namespace], int],
+    command: str = "",
+    needs: tuple[str, ...] = (),
+    outputs: tuple[str, ...] = (),
+) -> Callable[[argparse.Namespace], int]:
     if getattr(handler, "_common_options", False):
         return handler
 
@@ -273,20 +296,33 @@ class CLIError(InputError):
 
 
 # what --run takes, wherever a command scores with a trained model (load_pipeline_of resolves all of them)
-RUN_HELP = ("a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or "
-            "'hf-hub:ORG/NAME[@REV]'")
+RUN_HELP = (
+    "a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or 'hf-hub:ORG/NAME[@REV]'"
+)
 
 
 def add_backend_arguments(parser: argparse.ArgumentParser, default_run: str | None = None) -> None:
     """--run / --backend / --attribute-noise, shared by simulate and chat (--device: add_common_options);
     ``default_run``: the model without --run (None: one of --run / --backend is required)."""
     which = parser.add_mutually_exclusive_group(required=default_run is None)
-    which.add_argument("--run", metavar="RUN_DIR", default=default_run,
-                       help=RUN_HELP + " (the neural pipeline)" + (f"; default: {default_run}" if default_run else ""))
-    which.add_argument("--backend", choices=("attribute",),
-                       help="no model: the attribute backend over the gallery's ground-truth attributes")
-    parser.add_argument("--attribute-noise", type=float, default=None, metavar="STD",
-                        help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)")
+    which.add_argument(
+        "--run",
+        metavar="RUN_DIR",
+        default=default_run,
+        help=RUN_HELP + " (the neural pipeline)" + (f"; default: {default_run}" if default_run else ""),
+    )
+    which.add_argument(
+        "--backend",
+        choices=("attribute",),
+        help="no model: the attribute backend over the gallery's ground-truth attributes",
+    )
+    parser.add_argument(
+        "--attribute-noise",
+        type=float,
+        default=None,
+        metavar="STD",
+        help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)",
+    )
     add_text_precision_argument(parser)
 
 
@@ -313,9 +349,11 @@ def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
     return pipeline.backend, pipeline.rerank_config()
 
 
-APPEARANCE_HELP = ("the appearance (same-person) model whose vectors the gallery keeps beside the embeddings: "
-                   "auto (default: the shipped one beside a shipped attribute model, none beside other runs), "
-                   "shipped, a model directory or a reid run's best.pt, or none")
+APPEARANCE_HELP = (
+    "the appearance (same-person) model whose vectors the gallery keeps beside the embeddings: "
+    "auto (default: the shipped one beside a shipped attribute model, none beside other runs), "
+    "shipped, a model directory or a reid run's best.pt, or none"
+)
 
 
 def add_appearance_argument(parser: argparse.ArgumentParser) -> None:
@@ -323,22 +361,28 @@ def add_appearance_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--appearance", default="auto", metavar="auto|shipped|none|PATH", help=APPEARANCE_HELP)
 
 
-def load_pipeline_of(args: argparse.Namespace, run: str | Path | None = None, *,
-                     batch_size: int | None = None) -> "Pipeline":
+def load_pipeline_of(
+    args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int | None = None
+) -> "Pipeline":
     """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
     way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
     and ``--appearance`` where the command has them (without it: no appearance model). A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.runtime.pipeline import load_pipeline
 
     sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
-    return load_pipeline(args.run if run is None else run, device=getattr(args, "device", None) or DEFAULT_DEVICE,
-                         text_precision=getattr(args, "text_precision", "fp32"),
-                         # commands without --appearance keep no gallery: its vectors would go unused
-                         appearance=getattr(args, "appearance", None), **sizes)
+    return load_pipeline(
+        args.run if run is None else run,
+        device=getattr(args, "device", None) or DEFAULT_DEVICE,
+        text_precision=getattr(args, "text_precision", "fp32"),
+        # commands without --appearance keep no gallery: its vectors would go unused
+        appearance=getattr(args, "appearance", None),
+        **sizes,
+    )
 
 
-def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str, *,
-                complete: bool = True, progress: bool = True) -> GalleryIndex:
+def build_index(
+    backend: RetrievalBackend, images: list[GalleryImage], root: str, *, complete: bool = True, progress: bool = True
+) -> GalleryIndex:
     """The gallery's index; ``complete``: refuse one with skipped (unreadable) images;
     ``progress``: a progress bar when stderr is a terminal."""
     try:
@@ -351,21 +395,34 @@ def build_index(backend: RetrievalBackend, images: list[GalleryImage], root: str
 
 def add_batch_size_argument(parser: argparse.ArgumentParser, what: str) -> None:
     """--batch-size, the loaded model's batch (``what`` it counts), at the backend's default."""
-    parser.add_argument("--batch-size", type=int, default=DEFAULT_BATCH_SIZE,
-                        help=f"{what} per forward pass (default {DEFAULT_BATCH_SIZE})")
+    parser.add_argument(
+        "--batch-size",
+        type=int,
+        default=DEFAULT_BATCH_SIZE,
+        help=f"{what} per forward pass (default {DEFAULT_BATCH_SIZE})",
+    )
 
 
 def add_text_precision_argument(parser: argparse.ArgumentParser) -> None:
     """--text-precision, for the commands that encode conversations with a trained model."""
-    parser.add_argument("--text-precision", choices=("fp32", "int8"), default="fp32",
-                        help="the query text encoder's weights on ONNX Runtime (CPU): int8 makes a turn's new "
-                             "utterance ~1.5-2x faster and moves its features a little (default: fp32)")
+    parser.add_argument(
+        "--text-precision",
+        choices=("fp32", "int8"),
+        default="fp32",
+        help="the query text encoder's weights on ONNX Runtime (CPU): int8 makes a turn's new "
+        "utterance ~1.5-2x faster and moves its features a little (default: fp32)",
+    )
 
 
 def add_picture_options(parser: argparse.ArgumentParser, what: str) -> None:
     """--pictures N, --pictures-dir DIR, --pictures-seed S, --pictures-top K."""
-    parser.add_argument("--pictures", type=int, default=0, metavar="N",
-                        help=f"draw a ranked strip (one row per round) for N {what}, a seeded sample")
+    parser.add_argument(
+        "--pictures",
+        type=int,
+        default=0,
+        metavar="N",
+        help=f"draw a ranked strip (one row per round) for N {what}, a seeded sample",
+    )
     parser.add_argument("--pictures-dir", metavar="DIR", help="where the strips go (DIR/query_<number>.png)")
     parser.add_argument("--pictures-seed", type=int, default=0, metavar="S", help="seed of the sample (default 0)")
     parser.add_argument("--pictures-top", type=int, default=8, metavar="K", help="images per row (default 8)")
@@ -408,10 +465,14 @@ def describe_choices(extras: "RunExtras") -> str:
     lines = []
     if extras.calibration is not None:
         c = extras.calibration
-        lines.append(f"attribute temperatures fitted on {c.split}: summed slot NLL {c.nll_before:.2f} -> "
-                     f"{c.nll_after:.2f} ({len(c.temperatures)} slots)")
+        lines.append(
+            f"attribute temperatures fitted on {c.split}: summed slot NLL {c.nll_before:.2f} -> "
+            f"{c.nll_after:.2f} ({len(c.temperatures)} slots)"
+        )
     if extras.scoring is not None and extras.selection is not None:
         table = ", ".join(f"w={w}: {r1:.1f}" for w, r1 in extras.selection.r1_last_by_weight.items())
-        lines.append(f"attribute weight {extras.scoring.attribute_weight:g} chosen on {extras.selection.split} "
-                     f"(R@1 after the last round: {table})")
+        lines.append(
+            f"attribute weight {extras.scoring.attribute_weight:g} chosen on {extras.selection.split} "
+            f"(R@1 after the last round: {table})"
+        )
     return "\n".join(lines)

@@ -1,4 +1,5 @@
 """The demo's world and model, built once and cached: what ``minterpr demo`` and ``minterpr serve --demo`` share."""
+
 from __future__ import annotations
 
 import json
@@ -30,8 +31,9 @@ def build_data(out: Path, seed: int, progress: bool = True) -> Path:
     started = time.time()
     info = build_synthetic_dataset(data_dir, SyntheticDatasetConfig(world=world), progress=progress)
     test = info["splits"]["test"]
-    say(f"data: {data_dir} ({test['images']} test images of {test['identities']} people; "
-         f"{time.time() - started:.0f} s)")
+    say(
+        f"data: {data_dir} ({test['images']} test images of {test['identities']} people; {time.time() - started:.0f} s)"
+    )
     return data_dir
 
 
@@ -47,8 +49,9 @@ def _portable_stamp(config: dict, data_dir: Path, out: Path) -> str:
     return json.dumps(config, sort_keys=True, default=str)
 
 
-def train_model(out: Path, data_dir: Path, seed: int, config: str = "synthetic", device: str | None = None,
-                progress: bool = True) -> Path:
+def train_model(
+    out: Path, data_dir: Path, seed: int, config: str = "synthetic", device: str | None = None, progress: bool = True
+) -> Path:
     from minterpr.training.config import load_config
     from minterpr.training.trainer import train
 
@@ -101,10 +104,14 @@ def calibrate_demo_match(run_dir: Path, data_dir: Path) -> None:
     say("fitting the match temperature on val: simulated searches (about a minute on 2 cores) ...")
     split = BuiltDataset(data_dir).split("val")
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
-    record = calibrate_match(pipeline.backend, index, split="val", session_options={"reranking": pipeline.rerank_config()})
+    record = calibrate_match(
+        pipeline.backend, index, split="val", session_options={"reranking": pipeline.rerank_config()}
+    )
     store_match_calibration(run_dir, record)
-    say(f"match temperature fitted on val: {record.temperature:.3g} (mean -log P(target) {record.nll_before:.2f} -> "
-        f"{record.nll_after:.2f})")
+    say(
+        f"match temperature fitted on val: {record.temperature:.3g} (mean -log P(target) {record.nll_before:.2f} -> "
+        f"{record.nll_after:.2f})"
+    )
 
 
 def calibrate_demo_presence(run_dir: Path, data_dir: Path) -> None:
@@ -119,12 +126,16 @@ def calibrate_demo_presence(run_dir: Path, data_dir: Path) -> None:
     if pipeline.extras.presence is not None:
         return
     # minutes of simulated searches with no line on the screen otherwise (after the match temperature's)
-    say("fitting the presence model on val: simulated searches with and without their target "
-        "(a few minutes on 2 cores) ...")
+    say(
+        "fitting the presence model on val: simulated searches with and without their target "
+        "(a few minutes on 2 cores) ..."
+    )
     split = BuiltDataset(data_dir).split("val")
     index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     options = {"reranking": pipeline.rerank_config(), "match_temperature": pipeline.extras.match_temperature()}
     record = calibrate_presence(pipeline.backend, index, split="val", session_options=options)
     store_presence_model(run_dir, record)
-    say(f"presence model fitted on val: threshold {record.threshold:.3g}, there {record.absent_flagged_pct:.0f} % of "
-        f"absent-target searches flagged within 5 turns, {record.present_flagged_pct:.0f} % of present ones")
+    say(
+        f"presence model fitted on val: threshold {record.threshold:.3g}, there {record.absent_flagged_pct:.0f} % of "
+        f"absent-target searches flagged within 5 turns, {record.present_flagged_pct:.0f} % of present ones"
+    )

@@ -8,6 +8,7 @@ camera ``street:cam1``, capture times from :data:`STREET_START` and HOG on frame
 (:mod:`minterpr.ingest`): a later start finds it done and reuses the store in seconds; another
 video or model makes a new gallery folder (``street-<hash>``), so nothing is mixed.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -28,8 +29,10 @@ STREET_START = "2026-03-02T12:00:00+00:00"  # capture time of frame 0 (the demo'
 # several times more of the labelled people (docs/benchmarks.md, "Street video"), at twice the cost
 STREET_DETECTOR_OPTIONS = {"upscale": 1.5}
 REPO = Path(__file__).resolve().parents[4]
-STREET_VIDEOS = (REPO.parent / "shared" / "data" / "video" / "vtest.avi",
-                 Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"))
+STREET_VIDEOS = (
+    REPO.parent / "shared" / "data" / "video" / "vtest.avi",
+    Path("/usr/share/doc/opencv-doc/examples/data/vtest.avi"),
+)
 
 
 def street_video(video: str | os.PathLike[str] | None) -> Path:
@@ -41,8 +44,11 @@ def street_video(video: str | os.PathLike[str] | None) -> Path:
     for path in STREET_VIDEOS:
         if path.is_file():
             return path
-    raise CLIError("--demo street: no street video found (tried " + ", ".join(map(str, STREET_VIDEOS))
-                   + "); install Debian's opencv-doc or pass --video PATH")
+    raise CLIError(
+        "--demo street: no street video found (tried "
+        + ", ".join(map(str, STREET_VIDEOS))
+        + "); install Debian's opencv-doc or pass --video PATH"
+    )
 
 
 def street_model(run: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
@@ -57,8 +63,7 @@ def street_model(run: str | os.PathLike[str] | None) -> str | os.PathLike[str]:
         raise RunError(err.path, f"{err.reason}; or pass a model with --run RUN") from None
 
 
-def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str],
-                          progress: bool = True) -> Path:
+def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str], progress: bool = True) -> Path:
     """Ingest ``video`` with ``run`` into the service's galleries (once) and register it as "street"."""
     from minterpr.ingest import IngestOptions, ingest
     from minterpr.ingest.detector_zoo import cached_model, resolve_detector
@@ -81,11 +86,19 @@ def ensure_street_gallery(services: Any, video: Path, run: str | os.PathLike[str
             log.info("[serve] street: %s", event.message or f"{event.stage} {tenth * 10}%")
 
     log.info("[serve] street demo: ingesting %s into %s (once; later starts reuse it)", video, store)
-    result = ingest(video, store, run=pipeline, progress=report,
-                    options=IngestOptions(camera=STREET_CAMERA, start=STREET_START, detector=detector,
-                                          detector_options=options))
-    log.info("[serve] street: %d crops of %d tracks%s", result.rows_added, result.tracks,
-             " (cached)" if result.already_done else "")
+    result = ingest(
+        video,
+        store,
+        run=pipeline,
+        progress=report,
+        options=IngestOptions(camera=STREET_CAMERA, start=STREET_START, detector=detector, detector_options=options),
+    )
+    log.info(
+        "[serve] street: %d crops of %d tracks%s",
+        result.rows_added,
+        result.tracks,
+        " (cached)" if result.already_done else "",
+    )
     rows = {row.name: row for row in services.galleries.rows()}
     if STREET_GALLERY not in rows or Path(rows[STREET_GALLERY].directory) != store.absolute():
         services.galleries.register(STREET_GALLERY, store, run, by="minterpr serve --demo street")

@@ -1,5 +1,6 @@
 """What ``minterpr serve``, ``users`` and ``audit`` share: where the service keeps its state, a new password,
 and who a change made on the command line is audited as."""
+
 from __future__ import annotations
 
 import argparse
@@ -13,6 +14,7 @@ from typing import Any, Callable
 from minterpr.cli.shared.common import CLIError, require_extras
 from minterpr.cli.shared.vlm_options import vlm_config
 from minterpr.errors import first_line
+
 
 def require_serve() -> None:
     """CLIError naming the extra when the service's packages are missing."""
@@ -49,10 +51,16 @@ def cli_actor() -> str:
 
 # flag (argparse dest) -> ServeSettings field; a flag left out (None) yields to the environment,
 # then the settings file, then the default (minterpr.serving.config)
-_FLAG_SETTINGS = {"data": "data_dir", "database_url": "database_url", "cookie_secure": "cookie_secure",
-                  "retention_days": "retention_days", "torch_threads": "torch_threads",
-                  "trusted_proxy": "trusted_proxies", "vlm_captions": "vlm_captions",
-                  "vlm_caption_weight": "vlm_caption_weight"}
+_FLAG_SETTINGS = {
+    "data": "data_dir",
+    "database_url": "database_url",
+    "cookie_secure": "cookie_secure",
+    "retention_days": "retention_days",
+    "torch_threads": "torch_threads",
+    "trusted_proxy": "trusted_proxies",
+    "vlm_captions": "vlm_captions",
+    "vlm_caption_weight": "vlm_caption_weight",
+}
 
 
 def settings_from(args: argparse.Namespace, **extra: Any) -> Any:
@@ -72,6 +80,7 @@ def database_errors(handler: Callable[..., int]) -> Callable[..., int]:
     """``handler`` (a ``db`` or ``users`` command) with the database's own errors — a server that cannot
     be reached, a file that is not a database, a schema this minterpr does not know — as one line
     naming the database (its password masked), exit 2, not a traceback."""
+
     @functools.wraps(handler)
     def guarded(args: argparse.Namespace, *rest: Any, **options: Any) -> int:
         import sqlite3
@@ -88,8 +97,11 @@ def database_errors(handler: Callable[..., int]) -> Callable[..., int]:
             said = first_line(getattr(err, "orig", None) or err)
             if parsed.password:  # a driver's message never shows the password, whatever it quotes
                 said = said.replace(str(parsed.password), "***")
-            raise CLIError(f"database {parsed.render_as_string(hide_password=True)}: {said} (check --data / --database-url and that the "
-                           "database server is running)") from None
+            raise CLIError(
+                f"database {parsed.render_as_string(hide_password=True)}: {said} (check --data / --database-url and that the "
+                "database server is running)"
+            ) from None
+
     return guarded
 
 
@@ -104,9 +116,14 @@ def services_from(args: argparse.Namespace) -> Any:
 
 def add_state_arguments(parser: argparse.ArgumentParser) -> None:
     """--config, --data and --database-url: where the service keeps its state (shared with users / audit)."""
-    parser.add_argument("--config", metavar="FILE", help="a TOML settings file (default: $MINTERPR_CONFIG); "
-                                                         "flags win over MINTERPR_* variables, which win over it")
-    parser.add_argument("--data", metavar="DIR",
-                        help="the service's state folder (default: $MINTERPR_DATA_DIR, else outputs/serve)")
-    parser.add_argument("--database-url", metavar="URL", help="SQLAlchemy URL (default: $MINTERPR_DATABASE_URL, "
-                                                             "else SQLite in --data)")
+    parser.add_argument(
+        "--config",
+        metavar="FILE",
+        help="a TOML settings file (default: $MINTERPR_CONFIG); flags win over MINTERPR_* variables, which win over it",
+    )
+    parser.add_argument(
+        "--data", metavar="DIR", help="the service's state folder (default: $MINTERPR_DATA_DIR, else outputs/serve)"
+    )
+    parser.add_argument(
+        "--database-url", metavar="URL", help="SQLAlchemy URL (default: $MINTERPR_DATABASE_URL, else SQLite in --data)"
+    )

@@ -16,6 +16,7 @@ Example:
     ...                               "--vlm-max-calls", "5000"])).max_calls
     5000
 """
+
 from __future__ import annotations
 
 import argparse
@@ -31,17 +32,34 @@ def add_vlm_arguments(parser: argparse.ArgumentParser, *, uses: str | None = "re
     group.add_argument("--vlm-model", metavar="NAME", help="the model name the server knows")
     group.add_argument("--vlm-key-env", metavar="VAR", help="the NAME of the environment variable holding the API key")
     if uses is not None:
-        group.add_argument("--vlm-uses", default=uses, metavar="USES",
-                           help=f"comma-separated: reading, asking, anchor, rerank (default: {uses})")
-    group.add_argument("--vlm-deadline", type=float, default=None, metavar="S",
-                       help="longest a turn (or a crop) waits for the model (default: 10)")
+        group.add_argument(
+            "--vlm-uses",
+            default=uses,
+            metavar="USES",
+            help=f"comma-separated: reading, asking, anchor, rerank (default: {uses})",
+        )
+    group.add_argument(
+        "--vlm-deadline",
+        type=float,
+        default=None,
+        metavar="S",
+        help="longest a turn (or a crop) waits for the model (default: 10)",
+    )
     group.add_argument("--vlm-cache", metavar="FILE.json", help="keep the model's answers in FILE across runs")
-    group.add_argument("--vlm-max-calls", type=int, default=None, metavar="N",
-                       help="model calls per session (default: 500), or per `vlm caption` run (5 a crop; "
-                            "default: no limit)")
-    group.add_argument("--vlm-max-tokens", type=int, default=None, metavar="N",
-                       help="prompt + completion tokens per session (default: 500,000), or per `vlm caption` run "
-                            "(default: no limit)")
+    group.add_argument(
+        "--vlm-max-calls",
+        type=int,
+        default=None,
+        metavar="N",
+        help="model calls per session (default: 500), or per `vlm caption` run (5 a crop; default: no limit)",
+    )
+    group.add_argument(
+        "--vlm-max-tokens",
+        type=int,
+        default=None,
+        metavar="N",
+        help="prompt + completion tokens per session (default: 500,000), or per `vlm caption` run (default: no limit)",
+    )
 
 
 def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
@@ -54,6 +72,7 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
     if not getattr(args, "vlm_model", None):
         raise InputError("--vlm-url needs --vlm-model (the model name the server knows)")
     from minterpr.vlm.config import VLMConfig, parse_uses
+
     options: dict[str, Any] = {}
     if args.vlm_deadline is not None:
         options["turn_deadline_s"] = args.vlm_deadline
@@ -61,9 +80,14 @@ def vlm_config(args: argparse.Namespace, uses: str | None = None) -> Any:
     for flag, field in (("vlm_max_calls", "max_calls"), ("vlm_max_tokens", "max_total_tokens")):
         if getattr(args, flag, None) is not None:
             options[field] = getattr(args, flag)
-    config = VLMConfig(url, args.vlm_model, key_env=args.vlm_key_env,
-                       uses=parse_uses(uses if uses is not None else args.vlm_uses), cache_path=args.vlm_cache,
-                       **options)
+    config = VLMConfig(
+        url,
+        args.vlm_model,
+        key_env=args.vlm_key_env,
+        uses=parse_uses(uses if uses is not None else args.vlm_uses),
+        cache_path=args.vlm_cache,
+        **options,
+    )
     config.api_key()  # an unset key variable stops the command now (one line naming it), not every turn later
     return config
 
@@ -72,25 +96,44 @@ def add_caption_arguments(parser: argparse.ArgumentParser, *, per_store: bool = 
     """--vlm-captions and --vlm-caption-weight: MTG captions' evidence beside the image model's.
     ``per_store`` (serve): a switch for every registered gallery store holding its own captions file."""
     if per_store:
-        parser.add_argument("--vlm-captions", action="store_true", default=None,
-                            help="search each gallery with the MTG captions stored in its store "
-                                 "(STORE/vlm_captions.jsonl, written by `minterpr vlm caption --index STORE`)")
+        parser.add_argument(
+            "--vlm-captions",
+            action="store_true",
+            default=None,
+            help="search each gallery with the MTG captions stored in its store "
+            "(STORE/vlm_captions.jsonl, written by `minterpr vlm caption --index STORE`)",
+        )
     else:
-        parser.add_argument("--vlm-captions", metavar="CAPTIONS.jsonl|STORE",
-                            help="the gallery's MTG captions (minterpr vlm caption), or a gallery store holding "
-                                 "them: their evidence beside the image model's")
-    parser.add_argument("--vlm-caption-weight", type=float, default=None if per_store else 0.5, metavar="W",
-                        help="weight of the captions' evidence in each captioned slot's probabilities (default 0.5)")
+        parser.add_argument(
+            "--vlm-captions",
+            metavar="CAPTIONS.jsonl|STORE",
+            help="the gallery's MTG captions (minterpr vlm caption), or a gallery store holding "
+            "them: their evidence beside the image model's",
+        )
+    parser.add_argument(
+        "--vlm-caption-weight",
+        type=float,
+        default=None if per_store else 0.5,
+        metavar="W",
+        help="weight of the captions' evidence in each captioned slot's probabilities (default 0.5)",
+    )
 
 
 def format_vlm_usage(usage: dict[str, Any]) -> str:
     """One line: the model's calls, tokens, latency and fallbacks (per turn when known)."""
     if usage.get("turns"):
         t = usage["per_turn"]
-        return (f"vlm: {usage['turns']} turns, per turn {t['calls']:.2f} calls ({t['cached']:.2f} cached, "
-                f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms"
-                + (f"; {usage['total']['discarded']} phrased questions discarded" if usage["total"].get("discarded")
-                   else ""))
+        return (
+            f"vlm: {usage['turns']} turns, per turn {t['calls']:.2f} calls ({t['cached']:.2f} cached, "
+            f"{t['fallbacks']:.2f} fell back), {t['tokens']:.0f} tokens, {1000 * t['latency_s']:.1f} ms"
+            + (
+                f"; {usage['total']['discarded']} phrased questions discarded"
+                if usage["total"].get("discarded")
+                else ""
+            )
+        )
     t = usage["total"]
-    return (f"vlm: {t['calls']} calls ({t['cached']} cached, {t['failed']} fell back), "
-            f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, {t['latency_s']:.1f} s")
+    return (
+        f"vlm: {t['calls']} calls ({t['cached']} cached, {t['failed']} fell back), "
+        f"{t['prompt_tokens'] + t['completion_tokens']:,} tokens, {t['latency_s']:.1f} s"
+    )

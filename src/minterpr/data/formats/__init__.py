@@ -7,6 +7,7 @@ reads strictly by default (the first problem raises) and leniently with ``strict
 Example:
     >>> from minterpr.data.formats import read_minterpedes, write_gallery  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 from minterpr.data.formats.chatpedes import iter_chatpedes, read_chatpedes, write_chatpedes
@@ -21,12 +22,25 @@ from minterpr.data.formats.peta import peta_subsets, read_peta
 
 __all__ = [
     # dialogue datasets and gallery manifests
-    "ReadResult", "iter_json_lines",
-    "iter_minterpedes", "read_minterpedes", "write_minterpedes",
-    "iter_chatpedes", "read_chatpedes", "write_chatpedes",
-    "iter_gallery", "read_gallery", "write_gallery",
+    "ReadResult",
+    "iter_json_lines",
+    "iter_minterpedes",
+    "read_minterpedes",
+    "write_minterpedes",
+    "iter_chatpedes",
+    "read_chatpedes",
+    "write_chatpedes",
+    "iter_gallery",
+    "read_gallery",
+    "write_gallery",
     # caption datasets (CUHK-PEDES, ICFG-PEDES, RSTPReid, TBPS-CLIP)
-    "CaptionRecord", "read_caption_dataset", "captions_to_samples",
+    "CaptionRecord",
+    "read_caption_dataset",
+    "captions_to_samples",
     # attribute datasets
-    "read_peta", "peta_subsets", "read_pa100k", "read_market_attributes", "market_images",
+    "read_peta",
+    "peta_subsets",
+    "read_pa100k",
+    "read_market_attributes",
+    "market_images",
 ]

@@ -29,6 +29,7 @@ Example:
     ('cuhk-pedes:11005', 2)
     >>> samples = captions_to_samples(records)  # one round-0 sample per caption  # doctest: +SKIP
 """
+
 from __future__ import annotations
 
 import re
@@ -116,8 +117,16 @@ def _check_str_list(value: object, what: str) -> str | None:
     return None
 
 
-def _parse_record(row: object, number: int, file: str, fmt: str, namespace: str,
-                  name_split: str | None, default_split: str | None, report: ReadReport) -> CaptionRecord:
+def _parse_record(
+    row: object,
+    number: int,
+    file: str,
+    fmt: str,
+    namespace: str,
+    name_split: str | None,
+    default_split: str | None,
+    report: ReadReport,
+) -> CaptionRecord:
     """Validate one JSON object; raise DataError for what makes it unusable, warn for the rest."""
     if not isinstance(row, dict):
         raise DataError(file, number, RECORD, f"expected an object, got {json_type(row)}")
@@ -150,10 +159,17 @@ def _parse_record(row: object, number: int, file: str, fmt: str, namespace: str,
     return CaptionRecord(path=img, person_id=person_id(namespace, pid), split=split, captions=captions)
 
 
-def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str | None = None, strict: bool = True,
-                         image_root: str | Path | None = None, check_images: bool = False,
-                         namespace: str | None = None,
-                         allow_outside_root: bool = False) -> list[CaptionRecord] | ReadResult[CaptionRecord]:
+def read_caption_dataset(
+    path: str | Path,
+    *,
+    format: str = "auto",
+    split: str | None = None,
+    strict: bool = True,
+    image_root: str | Path | None = None,
+    check_images: bool = False,
+    namespace: str | None = None,
+    allow_outside_root: bool = False,
+) -> list[CaptionRecord] | ReadResult[CaptionRecord]:
     """Read a caption dataset file into :class:`CaptionRecord` objects.
 
     ``format`` is one of ``"auto"``, ``"cuhk-pedes"``, ``"icfg-pedes"``, ``"rstpreid"``, ``"tbps"``
@@ -203,8 +219,9 @@ def read_caption_dataset(path: str | Path, *, format: str = "auto", split: str |
             if record.path in seen:
                 first, first_pid = seen[record.path]
                 if first_pid != record.person_id:
-                    raise DataError(file, number, _PATH_FIELD[fmt],
-                                    f"image already given to {first_pid} by record {first}")
+                    raise DataError(
+                        file, number, _PATH_FIELD[fmt], f"image already given to {first_pid} by record {first}"
+                    )
                 report.warn(DataError(file, number, _PATH_FIELD[fmt], f"image repeats record {first}"))
             why = checker.problem(record.path) if checker is not None else None
             if why:
@@ -228,9 +245,16 @@ def captions_to_samples(records: Iterable[CaptionRecord]) -> list[RetrievalSampl
     >>> [s.dialogue.description for s in captions_to_samples([r])]
     ['a man', 'a tall man']
     """
-    return [RetrievalSample(target_path=r.path, person_id=r.person_id, dialogue=Dialogue(description=caption),
-                            extra={"split": r.split, "caption_index": i})
-            for r in records for i, caption in enumerate(r.captions)]
+    return [
+        RetrievalSample(
+            target_path=r.path,
+            person_id=r.person_id,
+            dialogue=Dialogue(description=caption),
+            extra={"split": r.split, "caption_index": i},
+        )
+        for r in records
+        for i, caption in enumerate(r.captions)
+    ]
 
 
 def caption_stats(records: Sequence[CaptionRecord]) -> dict[str, object]:

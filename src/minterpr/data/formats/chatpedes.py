@@ -31,14 +31,25 @@ Example:
     >>> read_chatpedes(path) == [sample]
     True
 """
+
 from __future__ import annotations
 
 import os
 from typing import Callable, Iterable, Iterator, Literal, overload
 
 from minterpr.data.errors import DataError, ReadReport
-from minterpr.data.formats.jsonl import (RECORD, ReadResult, atomic_writer, dumps_record, image_checker,
-                                         iter_json_array, json_type, local_int_id, route, short)
+from minterpr.data.formats.jsonl import (
+    RECORD,
+    ReadResult,
+    atomic_writer,
+    dumps_record,
+    image_checker,
+    iter_json_array,
+    json_type,
+    local_int_id,
+    route,
+    short,
+)
 from minterpr.types import Dialogue, QATurn, RetrievalSample, person_id
 
 FIELDS = ("id", "file_path", "chats")
@@ -83,7 +94,7 @@ def _flat_rounds(messages: list[object], where: str, fail: Fail) -> list[list[tu
             raise fail(path, f"expected a message object, got {json_type(msg)}")
     start = 1 if items[0][1].get("from") == "user" else 0  # type: ignore[union-attr]
     rounds = [items[:1]] if start else []
-    rounds += [items[k:k + 2] for k in range(start, len(items), 2)]
+    rounds += [items[k : k + 2] for k in range(start, len(items), 2)]
     return rounds
 
 
@@ -116,11 +127,15 @@ def _dialogue(rounds: list[list[tuple[str, object]]], fail: Fail) -> tuple[Dialo
         expected = ["user"] if r == 0 and roles == ["user"] else ["gpt", "user"]
         for (path, _), role, want in zip(messages, roles, expected):
             if role != want:
-                raise fail(f"{path}.from", f"expected {want!r} (a round is the gpt question, then the user's answer), "
-                                           f"got {role!r}")
+                raise fail(
+                    f"{path}.from",
+                    f"expected {want!r} (a round is the gpt question, then the user's answer), got {role!r}",
+                )
         if len(messages) > len(expected):
-            raise fail(messages[len(expected)][0], f"unexpected message: round {r} already has the gpt question "
-                                                   "and the user's answer")
+            raise fail(
+                messages[len(expected)][0],
+                f"unexpected message: round {r} already has the gpt question and the user's answer",
+            )
         if len(messages) < len(expected):
             raise fail(messages[-1][0], f"round {r} ends after the gpt question: the user's answer is missing")
         texts.append([value for _, value in parsed])
@@ -129,9 +144,11 @@ def _dialogue(rounds: list[list[tuple[str, object]]], fail: Fail) -> tuple[Dialo
     return Dialogue(texts[0][-1], qa), opening
 
 
-def parse_record(obj: object, file: str, line: int, number: int,
-                 namespace: str = DEFAULT_NAMESPACE) -> list[RetrievalSample]:
+def parse_record(
+    obj: object, file: str, line: int, number: int, namespace: str = DEFAULT_NAMESPACE
+) -> list[RetrievalSample]:
     """Validate one record and map it to one sample per dialogue; raises DataError."""
+
     def fail(field: str, reason: str) -> DataError:
         return DataError(file, line, field, f"{reason} (record {number})")
 
@@ -158,9 +175,15 @@ def parse_record(obj: object, file: str, line: int, number: int,
     return samples
 
 
-def iter_chatpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAMESPACE,
-                   report: ReadReport | None = None, image_root: str | os.PathLike[str] | None = None,
-                   check_images: bool = False, allow_outside_root: bool = False) -> Iterator[RetrievalSample]:
+def iter_chatpedes(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    report: ReadReport | None = None,
+    image_root: str | os.PathLike[str] | None = None,
+    check_images: bool = False,
+    allow_outside_root: bool = False,
+) -> Iterator[RetrievalSample]:
     """Yield the samples of a ChatPedes file, one per dialogue.
 
     Without ``report`` the first bad record raises :class:`DataError`; with one, bad records are
@@ -185,19 +208,33 @@ def iter_chatpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAM
 
 
 @overload
-def read_chatpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[True] = ...,
-                   image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
-                   allow_outside_root: bool = ...) -> list[RetrievalSample]: ...
+def read_chatpedes(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = ...,
+    strict: Literal[True] = ...,
+    image_root: str | os.PathLike[str] | None = ...,
+    check_images: bool = ...,
+    allow_outside_root: bool = ...,
+) -> list[RetrievalSample]: ...
 @overload
-def read_chatpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[False],
-                   image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
-                   allow_outside_root: bool = ...) -> ReadResult[RetrievalSample]: ...
-def read_chatpedes(path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False,
-                   allow_outside_root=False):
+def read_chatpedes(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = ...,
+    strict: Literal[False],
+    image_root: str | os.PathLike[str] | None = ...,
+    check_images: bool = ...,
+    allow_outside_root: bool = ...,
+) -> ReadResult[RetrievalSample]: ...
+def read_chatpedes(
+    path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False, allow_outside_root=False
+):
     """Read a ChatPedes file: a list of samples (strict, raises on the first bad record) or,
     with ``strict=False``, a :class:`ReadResult` ``(records, report)``."""
-    options = dict(namespace=namespace, image_root=image_root, check_images=check_images,
-                   allow_outside_root=allow_outside_root)
+    options = dict(
+        namespace=namespace, image_root=image_root, check_images=check_images, allow_outside_root=allow_outside_root
+    )
     if strict:
         return list(iter_chatpedes(path, **options))
     report = ReadReport(str(path))
@@ -217,8 +254,9 @@ def _record_extra(sample: RetrievalSample) -> dict[str, object]:
     return {key: value for key, value in sample.extra.items() if key != OPENING_KEY}
 
 
-def write_chatpedes(samples: Iterable[RetrievalSample], path: str | os.PathLike[str], *,
-                    namespace: str = DEFAULT_NAMESPACE) -> int:
+def write_chatpedes(
+    samples: Iterable[RetrievalSample], path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAMESPACE
+) -> int:
     """Write samples as a ChatPedes JSON array (one record per line, atomically); returns the
     number of dialogues written.
 

@@ -18,14 +18,23 @@ Example:
     >>> read_gallery(path) == [image]
     True
 """
+
 from __future__ import annotations
 
 import os
 from typing import Callable, Iterable, Iterator, Literal, overload
 
 from minterpr.data.errors import DataError, ReadReport
-from minterpr.data.formats.jsonl import (RECORD, ReadResult, atomic_writer, dumps_record, image_checker,
-                                         iter_json_lines, json_type, short)
+from minterpr.data.formats.jsonl import (
+    RECORD,
+    ReadResult,
+    atomic_writer,
+    dumps_record,
+    image_checker,
+    iter_json_lines,
+    json_type,
+    short,
+)
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage, split_person_id
 
@@ -37,6 +46,7 @@ Fail = Callable[[str, str], DataError]  # (field, reason) -> the error for the c
 
 def parse_record(obj: object, file: str, line: int) -> GalleryImage:
     """Validate one manifest line and build its image; raises DataError naming the field."""
+
     def fail(field: str, reason: str) -> DataError:
         return DataError(file, line, field, reason)
 
@@ -63,8 +73,13 @@ def parse_record(obj: object, file: str, line: int) -> GalleryImage:
         split_person_id(texts["person_id"])  # type: ignore[arg-type]
     except ValueError as exc:
         raise fail("person_id", str(exc)) from None
-    return GalleryImage(path=texts["path"], person_id=texts["person_id"], camera_id=texts["camera_id"],  # type: ignore[arg-type]
-                        view=texts["view"], attributes=_attributes(obj.get("attributes"), fail))
+    return GalleryImage(
+        path=texts["path"],
+        person_id=texts["person_id"],
+        camera_id=texts["camera_id"],  # type: ignore[arg-type]
+        view=texts["view"],
+        attributes=_attributes(obj.get("attributes"), fail),
+    )
 
 
 def _attributes(value: object, fail: Fail) -> dict[str, tuple[str, ...]] | None:
@@ -84,9 +99,14 @@ def _attributes(value: object, fail: Fail) -> dict[str, tuple[str, ...]] | None:
     return out
 
 
-def iter_gallery(path: str | os.PathLike[str], *, report: ReadReport | None = None,
-                 image_root: str | os.PathLike[str] | None = None, check_images: bool = False,
-                 allow_outside_root: bool = False) -> Iterator[GalleryImage]:
+def iter_gallery(
+    path: str | os.PathLike[str],
+    *,
+    report: ReadReport | None = None,
+    image_root: str | os.PathLike[str] | None = None,
+    check_images: bool = False,
+    allow_outside_root: bool = False,
+) -> Iterator[GalleryImage]:
     """Stream the images of a manifest. Without ``report`` the first bad line raises
     :class:`DataError`; with one, bad lines are recorded and skipped, and a path listed twice
     is a warning. ``check_images`` makes a missing file (under ``image_root``, default: the
@@ -115,13 +135,23 @@ def iter_gallery(path: str | os.PathLike[str], *, report: ReadReport | None = No
 
 
 @overload
-def read_gallery(path: str | os.PathLike[str], *, strict: Literal[True] = ...,
-                 image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
-                 allow_outside_root: bool = ...) -> list[GalleryImage]: ...
+def read_gallery(
+    path: str | os.PathLike[str],
+    *,
+    strict: Literal[True] = ...,
+    image_root: str | os.PathLike[str] | None = ...,
+    check_images: bool = ...,
+    allow_outside_root: bool = ...,
+) -> list[GalleryImage]: ...
 @overload
-def read_gallery(path: str | os.PathLike[str], *, strict: Literal[False],
-                 image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
-                 allow_outside_root: bool = ...) -> ReadResult[GalleryImage]: ...
+def read_gallery(
+    path: str | os.PathLike[str],
+    *,
+    strict: Literal[False],
+    image_root: str | os.PathLike[str] | None = ...,
+    check_images: bool = ...,
+    allow_outside_root: bool = ...,
+) -> ReadResult[GalleryImage]: ...
 def read_gallery(path, *, strict=True, image_root=None, check_images=False, allow_outside_root=False):
     """Read a manifest: a list of images (strict, raises on the first bad line) or, with
     ``strict=False``, a :class:`ReadResult` ``(records, report)``."""
@@ -135,10 +165,16 @@ def read_gallery(path, *, strict=True, image_root=None, check_images=False, allo
 
 def to_record(image: GalleryImage) -> dict[str, object]:
     """The manifest line of an image: all five fields, attribute values as sorted lists."""
-    attributes = None if image.attributes is None else {
-        slot: sorted(values) for slot, values in image.attributes.items()}
-    return {"path": image.path, "person_id": image.person_id, "camera_id": image.camera_id,
-            "view": image.view, "attributes": attributes}
+    attributes = (
+        None if image.attributes is None else {slot: sorted(values) for slot, values in image.attributes.items()}
+    )
+    return {
+        "path": image.path,
+        "person_id": image.person_id,
+        "camera_id": image.camera_id,
+        "view": image.view,
+        "attributes": attributes,
+    }
 
 
 def write_gallery(images: Iterable[GalleryImage], path: str | os.PathLike[str]) -> int:

@@ -26,6 +26,7 @@ Example:
     [(3, '<record>', "invalid JSON: Expecting ',' delimiter at column 8"),
      (4, '<record>', 'nested deeper than 100 arrays/objects')]
 """
+
 from __future__ import annotations
 
 import codecs
@@ -50,8 +51,15 @@ RECORD = "<record>"
 MAX_LINE_BYTES = 16 << 20  # longest JSON Lines record read (16 MiB; real records are a few KB)
 _WHITESPACE = re.compile(r"[ \t\n\r]*")
 
-_JSON_TYPE_NAMES = {type(None): "null", bool: "boolean", int: "integer", float: "number", str: "string",
-                    list: "array", dict: "object"}
+_JSON_TYPE_NAMES = {
+    type(None): "null",
+    bool: "boolean",
+    int: "integer",
+    float: "number",
+    str: "string",
+    list: "array",
+    dict: "object",
+}
 
 
 class ReadResult(NamedTuple, Generic[T]):
@@ -86,8 +94,9 @@ def _problem(file: str, line: int, problem: JSONProblem) -> DataError:
     return DataError(file, line, problem.field, problem.reason)
 
 
-def iter_json_lines(path: str | os.PathLike[str], report: ReadReport | None = None, *,
-                    max_line_bytes: int = MAX_LINE_BYTES) -> Iterator[tuple[int, object]]:
+def iter_json_lines(
+    path: str | os.PathLike[str], report: ReadReport | None = None, *, max_line_bytes: int = MAX_LINE_BYTES
+) -> Iterator[tuple[int, object]]:
     """Yield ``(line_number, value)`` for each parsed line of a JSON Lines file (1-based lines).
 
     Problems (bad UTF-8, bad JSON, a truncated last line, a line over ``max_line_bytes``, the
@@ -107,25 +116,40 @@ def iter_json_lines(path: str | os.PathLike[str], report: ReadReport | None = No
             if len(raw) > max_line_bytes and not raw.endswith(b"\n"):
                 while raw and not raw.endswith(b"\n"):  # skip the rest of the line unread
                     raw = f.readline(1 << 20)
-                route(DataError(file, line_no, RECORD, f"line longer than {max_line_bytes:,} bytes, the limit for "
-                                                       "one record"), report)
+                route(
+                    DataError(
+                        file, line_no, RECORD, f"line longer than {max_line_bytes:,} bytes, the limit for one record"
+                    ),
+                    report,
+                )
                 continue
             if line_no == 1 and raw.startswith(codecs.BOM_UTF8):
-                raw = raw[len(codecs.BOM_UTF8):]
+                raw = raw[len(codecs.BOM_UTF8) :]
             stripped = raw.strip()
             if not stripped:
                 continue
             if not seen_content:
                 seen_content = True
                 if stripped.startswith(b"["):
-                    route(DataError(file, line_no, RECORD,
-                                    "this is a JSON array, not JSON Lines: expected one JSON object per line"), report)
+                    route(
+                        DataError(
+                            file,
+                            line_no,
+                            RECORD,
+                            "this is a JSON array, not JSON Lines: expected one JSON object per line",
+                        ),
+                        report,
+                    )
                     return
             try:
                 text = raw.decode("utf-8").rstrip(" \t\r\n")  # errors then point into the line, not past it
             except UnicodeDecodeError as exc:
-                route(DataError(file, line_no, RECORD,
-                                f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"), report)
+                route(
+                    DataError(
+                        file, line_no, RECORD, f"invalid UTF-8 (byte 0x{raw[exc.start]:02x} at column {exc.start + 1})"
+                    ),
+                    report,
+                )
                 continue
             try:
                 value, end = decode_at(text, _WHITESPACE.match(text).end())  # type: ignore[union-attr]
@@ -140,7 +164,9 @@ def iter_json_lines(path: str | os.PathLike[str], report: ReadReport | None = No
             yield line_no, value
 
 
-def iter_json_array(path: str | os.PathLike[str], report: ReadReport | None = None) -> Iterator[tuple[int, int, object]]:
+def iter_json_array(
+    path: str | os.PathLike[str], report: ReadReport | None = None
+) -> Iterator[tuple[int, int, object]]:
     """Yield ``(line, record_number, value)`` for each element of a top-level JSON array.
 
     Elements are decoded one at a time so each keeps the line it starts on, and the limits of
@@ -155,18 +181,27 @@ def iter_json_array(path: str | os.PathLike[str], report: ReadReport | None = No
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        route(DataError(file, data.count(b"\n", 0, exc.start) + 1, RECORD,
-                        f"invalid UTF-8 (byte 0x{data[exc.start]:02x})"), report)
+        route(
+            DataError(
+                file, data.count(b"\n", 0, exc.start) + 1, RECORD, f"invalid UTF-8 (byte 0x{data[exc.start]:02x})"
+            ),
+            report,
+        )
         return
     del data
     if text.startswith(codecs.BOM_UTF8.decode("utf-8")):
         text = text[1:]
     pos = _WHITESPACE.match(text, 0).end()  # type: ignore[union-attr]
     if pos == len(text) or text[pos] != "[":
-        what = "an empty file" if pos == len(text) else (
-            "object (JSON Lines?)" if text[pos] == "{" else f"{short(text[pos:pos + 20])}")
-        route(DataError(file, text.count("\n", 0, pos) + 1, RECORD,
-                        f"expected a JSON array of records, got {what}"), report)
+        what = (
+            "an empty file"
+            if pos == len(text)
+            else ("object (JSON Lines?)" if text[pos] == "{" else f"{short(text[pos : pos + 20])}")
+        )
+        route(
+            DataError(file, text.count("\n", 0, pos) + 1, RECORD, f"expected a JSON array of records, got {what}"),
+            report,
+        )
         return
     pos = _WHITESPACE.match(text, pos + 1).end()  # type: ignore[union-attr]
     line, line_pos = 1, 0  # line number of line_pos; advanced incrementally to each record start
@@ -187,8 +222,11 @@ def iter_json_array(path: str | os.PathLike[str], report: ReadReport | None = No
                     if end is None:
                         return
                 else:
-                    reason = ("invalid JSON: the file ends inside the array (truncated?)" if problem.at_end
-                              else problem.reason)
+                    reason = (
+                        "invalid JSON: the file ends inside the array (truncated?)"
+                        if problem.at_end
+                        else problem.reason
+                    )
                     route(DataError(file, problem.line, problem.field, reason), report)
                     return
             else:
@@ -200,9 +238,17 @@ def iter_json_array(path: str | os.PathLike[str], report: ReadReport | None = No
             if text.startswith("]", pos):
                 pos += 1
                 break
-            route(DataError(file, text.count("\n", 0, pos) + 1, RECORD,
-                            "invalid JSON: expected ',' or ']' after a record" if pos < len(text)
-                            else "invalid JSON: the file ends inside the array (truncated?)"), report)
+            route(
+                DataError(
+                    file,
+                    text.count("\n", 0, pos) + 1,
+                    RECORD,
+                    "invalid JSON: expected ',' or ']' after a record"
+                    if pos < len(text)
+                    else "invalid JSON: the file ends inside the array (truncated?)",
+                ),
+                report,
+            )
             return
     pos = _WHITESPACE.match(text, pos).end()  # type: ignore[union-attr]
     if pos < len(text):
@@ -270,13 +316,18 @@ class ImageChecker:
         return self.problem(image_path) or f"image not found: {self.root / image_path}"
 
 
-def image_checker(data_path: str | os.PathLike[str], image_root: str | os.PathLike[str] | None,
-                  check_images: bool, allow_outside_root: bool = False) -> ImageChecker | None:
+def image_checker(
+    data_path: str | os.PathLike[str],
+    image_root: str | os.PathLike[str] | None,
+    check_images: bool,
+    allow_outside_root: bool = False,
+) -> ImageChecker | None:
     """The checker a reader uses: ``image_root``, else the data file's own directory."""
     if not check_images:
         return None
-    return ImageChecker(image_root if image_root is not None else Path(data_path).parent,
-                        allow_outside_root=allow_outside_root)
+    return ImageChecker(
+        image_root if image_root is not None else Path(data_path).parent, allow_outside_root=allow_outside_root
+    )
 
 
 def local_int_id(pid: str, namespace: str) -> int:
@@ -293,7 +344,9 @@ def local_int_id(pid: str, namespace: str) -> int:
     except ValueError:
         raise ValueError(f"person id {pid!r}: local part {local!r} must be an integer for this format") from None
     if str(value) != local:
-        raise ValueError(f"person id {pid!r}: local part {local!r} is not a canonical integer (expected {str(value)!r})")
+        raise ValueError(
+            f"person id {pid!r}: local part {local!r} is not a canonical integer (expected {str(value)!r})"
+        )
     return value
 
 

@@ -20,6 +20,7 @@ Example:
     >>> market_images("Market-1501/bounding_box_test", attrs)[0].camera_id  # doctest: +SKIP
     'market1501:c1'
 """
+
 from __future__ import annotations
 
 import re
@@ -37,8 +38,10 @@ from minterpr.types import Attributes, GalleryImage, person_id
 NAMESPACE = "market1501"
 MARKET_SPLITS = ("train", "test")
 MARKET_NAME = re.compile(r"(?P<pid>-1|\d+)_c(?P<cam>\d+)s(?P<seq>\d+)_(?P<frame>\d+)_(?P<box>\d+)\.jpg")
-_CODES = {name: tuple(int(k.split("=")[1]) for k in MARKET1501_LABELS if k.split("=")[0] == name)
-          for name in MARKET1501_ATTRIBUTE_NAMES}
+_CODES = {
+    name: tuple(int(k.split("=")[1]) for k in MARKET1501_LABELS if k.split("=")[0] == name)
+    for name in MARKET1501_ATTRIBUTE_NAMES
+}
 
 
 def _market_pid(raw: Any) -> str:
@@ -72,8 +75,9 @@ def _split_fields(struct: Any, split: str, file: str) -> dict[str, np.ndarray]:
 AttributesById = dict[str, dict[str, tuple[str, ...]]]  # person id -> ontology attributes
 
 
-def read_market_attributes(mat_path: str | Path, *, splits: Iterable[str] = MARKET_SPLITS,
-                           strict: bool = True) -> AttributesById | tuple[AttributesById, ReadReport]:
+def read_market_attributes(
+    mat_path: str | Path, *, splits: Iterable[str] = MARKET_SPLITS, strict: bool = True
+) -> AttributesById | tuple[AttributesById, ReadReport]:
     """Map each Market-1501 identity (``market1501:0002``) to its ontology attributes.
 
     Errors name the field as ``<split>.<attribute>`` and the identity's 1-based column as the
@@ -86,7 +90,9 @@ def read_market_attributes(mat_path: str | Path, *, splits: Iterable[str] = MARK
     splits = tuple(splits)
     unknown = [s for s in splits if s not in MARKET_SPLITS]
     if unknown:
-        raise ValueError(f"unknown Market-1501 attribute split {unknown[0]!r}: must be one of {', '.join(MARKET_SPLITS)}")
+        raise ValueError(
+            f"unknown Market-1501 attribute split {unknown[0]!r}: must be one of {', '.join(MARKET_SPLITS)}"
+        )
     mat = load_mat(mat_path, squeeze_me=True, struct_as_record=False)
     report = ReadReport(file)
     out: AttributesById = {}
@@ -120,8 +126,9 @@ def read_market_attributes(mat_path: str | Path, *, splits: Iterable[str] = MARK
                 for name in MARKET1501_ATTRIBUTE_NAMES:  # a fixed order, so conflicts resolve the same way
                     code = fields[name][col]
                     if not isinstance(code, (int, float, np.number)) or code not in _CODES[name]:
-                        raise DataError(file, col + 1, f"{split}.{name}",
-                                        f"code must be one of {list(_CODES[name])}, got {code!r}")
+                        raise DataError(
+                            file, col + 1, f"{split}.{name}", f"code must be one of {list(_CODES[name])}, got {code!r}"
+                        )
                     labels.append(f"{name}={int(code)}")
                 pid = person_id(NAMESPACE, local)
                 if pid in out:
@@ -143,9 +150,12 @@ def parse_market_name(name: str) -> dict[str, int] | None:
     return {k: int(v) for k, v in match.groupdict().items()} if match else None
 
 
-def market_images(images: str | Path | Iterable[str | Path],
-                  attributes: Mapping[str, Attributes] | None = None, *,
-                  strict: bool = True) -> list[GalleryImage] | ReadResult[GalleryImage]:
+def market_images(
+    images: str | Path | Iterable[str | Path],
+    attributes: Mapping[str, Attributes] | None = None,
+    *,
+    strict: bool = True,
+) -> list[GalleryImage] | ReadResult[GalleryImage]:
     """Gallery images for Market-1501 files, with identity attributes attached when given.
 
     ``images`` is a folder (its ``*.jpg`` files, paths relative to it) or an iterable of paths
@@ -182,7 +192,10 @@ def market_images(images: str | Path | Iterable[str | Path],
             attrs = dict(attributes[pid]) if attributes is not None and pid in attributes else None
             if attributes is not None and attrs is None:
                 report.warn(DataError(path, 0, "pid", f"no attributes for {pid}"))
-        out.append(GalleryImage(path=path, person_id=pid, camera_id=person_id(NAMESPACE, f"c{fields['cam']}"),
-                                attributes=attrs))
+        out.append(
+            GalleryImage(
+                path=path, person_id=pid, camera_id=person_id(NAMESPACE, f"c{fields['cam']}"), attributes=attrs
+            )
+        )
     report.records_read = len(out)
     return out if strict else ReadResult(out, report)

@@ -36,14 +36,25 @@ Example:
     >>> report.warnings[0].reason[:40]
     "target image 'cam_a/001.jpg' occurs 1 ti"
 """
+
 from __future__ import annotations
 
 import os
 from typing import Callable, Iterable, Iterator, Literal, overload
 
 from minterpr.data.errors import DataError, ReadReport
-from minterpr.data.formats.jsonl import (RECORD, ImageChecker, ReadResult, atomic_writer, dumps_record,
-                                         image_checker, iter_json_lines, json_type, local_int_id, short)
+from minterpr.data.formats.jsonl import (
+    RECORD,
+    ImageChecker,
+    ReadResult,
+    atomic_writer,
+    dumps_record,
+    image_checker,
+    iter_json_lines,
+    json_type,
+    local_int_id,
+    short,
+)
 from minterpr.types import Dialogue, QATurn, ReferenceTurn, RetrievalSample, person_id
 
 FIELDS = ("file_path", "id", "t_conversation_length", "i_conversation_length", "conversations", "image")
@@ -56,6 +67,7 @@ Fail = Callable[[str, str], DataError]  # (field, reason) -> the error for the c
 
 def parse_record(obj: object, file: str, line: int, namespace: str = DEFAULT_NAMESPACE) -> RetrievalSample:
     """Validate one parsed JSON value and map it to a sample; raises DataError naming the field."""
+
     def fail(field: str, reason: str) -> DataError:
         return DataError(file, line, field, reason)
 
@@ -76,19 +88,26 @@ def parse_record(obj: object, file: str, line: int, namespace: str = DEFAULT_NAM
         raise fail("image", f"expected an array of image paths, got {json_type(images)}")
     expected = 1 + 2 * t + 2 * i
     if len(conversations) != expected:
-        raise fail("conversations", f"expected 1 + 2*t + 2*i = {expected} messages (t_conversation_length={t}, "
-                                    f"i_conversation_length={i}), got {len(conversations)}")
+        raise fail(
+            "conversations",
+            f"expected 1 + 2*t + 2*i = {expected} messages (t_conversation_length={t}, "
+            f"i_conversation_length={i}), got {len(conversations)}",
+        )
     if len(images) != i:
         raise fail("image", f"expected i_conversation_length={i} reference images, got {len(images)}")
 
     values = [_message(msg, k, t, i, fail) for k, msg in enumerate(conversations)]
     refs = [_text(path, f"image[{k}]", fail) for k, path in enumerate(images)]
     qa = tuple(QATurn(values[2 * k + 1], values[2 * k + 2]) for k in range(t))
-    feedback = values[1 + 2 * t + 1::2]  # the human message after each "<image>"
+    feedback = values[1 + 2 * t + 1 :: 2]  # the human message after each "<image>"
     ref_turns = tuple(ReferenceTurn(path, text) for path, text in zip(refs, feedback))
     extra = {key: value for key, value in obj.items() if key not in FIELDS}
-    return RetrievalSample(target_path=file_path, person_id=person_id(namespace, pid),
-                           dialogue=Dialogue(values[0], qa, ref_turns), extra=extra)
+    return RetrievalSample(
+        target_path=file_path,
+        person_id=person_id(namespace, pid),
+        dialogue=Dialogue(values[0], qa, ref_turns),
+        extra=extra,
+    )
 
 
 def _message(msg: object, k: int, t: int, i: int, fail: Fail) -> str:
@@ -101,7 +120,9 @@ def _message(msg: object, k: int, t: int, i: int, fail: Fail) -> str:
             if key not in msg:
                 raise fail(f"{where}.{key}", "required field is missing")
         unexpected = sorted(set(msg) - {"from", "value"})
-        raise fail(where, f"unexpected key(s) {', '.join(map(repr, unexpected))}: a message has only 'from' and 'value'")
+        raise fail(
+            where, f"unexpected key(s) {', '.join(map(repr, unexpected))}: a message has only 'from' and 'value'"
+        )
     if k == 0:
         role, what = "human", "the description"
     elif k % 2:
@@ -114,11 +135,17 @@ def _message(msg: object, k: int, t: int, i: int, fail: Fail) -> str:
     if role == "gpt":
         turn = (k - 1) // 2  # 0-based pair index
         if turn >= t and value != IMAGE_TOKEN:
-            raise fail(f"{where}.value", f"image turn {turn - t + 1} of {i}: the gpt message must be exactly "
-                                         f"{IMAGE_TOKEN!r}, got {short(value)}")
+            raise fail(
+                f"{where}.value",
+                f"image turn {turn - t + 1} of {i}: the gpt message must be exactly "
+                f"{IMAGE_TOKEN!r}, got {short(value)}",
+            )
         if turn < t and value.strip() == IMAGE_TOKEN:
-            raise fail(f"{where}.value", f"text turn {turn + 1} of {t} holds {IMAGE_TOKEN!r}: image turns "
-                                         f"must be the last i_conversation_length={i} pairs")
+            raise fail(
+                f"{where}.value",
+                f"text turn {turn + 1} of {t} holds {IMAGE_TOKEN!r}: image turns "
+                f"must be the last i_conversation_length={i} pairs",
+            )
     return value
 
 
@@ -148,9 +175,15 @@ def _check_images(sample: RetrievalSample, checker: ImageChecker, file: str, lin
             raise DataError(file, line, f"image[{k}]", why)
 
 
-def iter_minterpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAMESPACE,
-                     report: ReadReport | None = None, image_root: str | os.PathLike[str] | None = None,
-                     check_images: bool = False, allow_outside_root: bool = False) -> Iterator[RetrievalSample]:
+def iter_minterpedes(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = DEFAULT_NAMESPACE,
+    report: ReadReport | None = None,
+    image_root: str | os.PathLike[str] | None = None,
+    check_images: bool = False,
+    allow_outside_root: bool = False,
+) -> Iterator[RetrievalSample]:
     """Stream the samples of a MInterPEDES file, one line at a time (bounded memory).
 
     Without ``report`` the first bad record raises :class:`DataError`. With one, bad records are
@@ -188,28 +221,44 @@ def iter_minterpedes(path: str | os.PathLike[str], *, namespace: str = DEFAULT_N
 def _pair_warning(target: str, lines: list[int]) -> str:
     shown = ", ".join(map(str, lines[:10])) + (", ..." if len(lines) > 10 else "")
     times = "time" if len(lines) == 1 else "times"
-    return (f"target image {short(target)} occurs {len(lines)} {times} (line{'s' if len(lines) > 1 else ''} {shown}); "
-            f"MInterPEDES has exactly {PAIRS_PER_TARGET} dialogues per target image")
+    return (
+        f"target image {short(target)} occurs {len(lines)} {times} (line{'s' if len(lines) > 1 else ''} {shown}); "
+        f"MInterPEDES has exactly {PAIRS_PER_TARGET} dialogues per target image"
+    )
 
 
 @overload
-def read_minterpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[True] = ...,
-                     image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
-                     allow_outside_root: bool = ...) -> list[RetrievalSample]: ...
+def read_minterpedes(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = ...,
+    strict: Literal[True] = ...,
+    image_root: str | os.PathLike[str] | None = ...,
+    check_images: bool = ...,
+    allow_outside_root: bool = ...,
+) -> list[RetrievalSample]: ...
 @overload
-def read_minterpedes(path: str | os.PathLike[str], *, namespace: str = ..., strict: Literal[False],
-                     image_root: str | os.PathLike[str] | None = ..., check_images: bool = ...,
-                     allow_outside_root: bool = ...) -> ReadResult[RetrievalSample]: ...
-def read_minterpedes(path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False,
-                     allow_outside_root=False):
+def read_minterpedes(
+    path: str | os.PathLike[str],
+    *,
+    namespace: str = ...,
+    strict: Literal[False],
+    image_root: str | os.PathLike[str] | None = ...,
+    check_images: bool = ...,
+    allow_outside_root: bool = ...,
+) -> ReadResult[RetrievalSample]: ...
+def read_minterpedes(
+    path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False, allow_outside_root=False
+):
     """Read a whole MInterPEDES file.
 
     ``strict=True`` (default) returns the list of samples and raises :class:`DataError` on the
     first bad record. ``strict=False`` returns a :class:`ReadResult` ``(records, report)``: the
     good samples and a report of every skipped record and every warning.
     """
-    options = dict(namespace=namespace, image_root=image_root, check_images=check_images,
-                   allow_outside_root=allow_outside_root)
+    options = dict(
+        namespace=namespace, image_root=image_root, check_images=check_images, allow_outside_root=allow_outside_root
+    )
     if strict:
         return list(iter_minterpedes(path, **options))
     report = ReadReport(str(path))
@@ -240,8 +289,9 @@ def to_record(sample: RetrievalSample, namespace: str = DEFAULT_NAMESPACE) -> di
     return record
 
 
-def write_minterpedes(samples: Iterable[RetrievalSample], path: str | os.PathLike[str], *,
-                      namespace: str = DEFAULT_NAMESPACE) -> int:
+def write_minterpedes(
+    samples: Iterable[RetrievalSample], path: str | os.PathLike[str], *, namespace: str = DEFAULT_NAMESPACE
+) -> int:
     """Write samples as MInterPEDES JSON Lines (UTF-8, atomically); returns the number written.
 
     Every record is checked with the reader's own validation first, so whatever this writes

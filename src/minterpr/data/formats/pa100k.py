@@ -17,6 +17,7 @@ Example:
     >>> images[0].person_id, images[0].view                             # doctest: +SKIP
     ('pa100k:000001', 'back')
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -57,8 +58,15 @@ def mat_strings(cells: Any) -> list[str]:
     return out
 
 
-def _read_split(mat: dict[str, Any], split: str, names: list[str], file: str, image_root: Path | None,
-                seen: dict[str, str], report: ReadReport) -> list[GalleryImage]:
+def _read_split(
+    mat: dict[str, Any],
+    split: str,
+    names: list[str],
+    file: str,
+    image_root: Path | None,
+    seen: dict[str, str],
+    report: ReadReport,
+) -> list[GalleryImage]:
     """One split's images; raises DataError for a malformed split, records row problems."""
     name_key, label_key = f"{split}_images_name", f"{split}_label"
     for key in (name_key, label_key):
@@ -86,24 +94,37 @@ def _read_split(mat: dict[str, Any], split: str, names: list[str], file: str, im
         positives = [n for n, v in zip(names, row) if v == 1]
         negatives = [f"not {n}" for n, v in zip(names, row) if v == 0 and n in PA100K_NEGATIVES]
         views = [PA100K_VIEWS[n] for n in positives if n in PA100K_VIEWS]
-        images.append(GalleryImage(path=name, person_id=person_id(NAMESPACE, Path(name).stem),
-                                   view=views[0] if len(views) == 1 else None,
-                                   attributes=labels_to_attributes(positives + negatives, _TABLE)))
+        images.append(
+            GalleryImage(
+                path=name,
+                person_id=person_id(NAMESPACE, Path(name).stem),
+                view=views[0] if len(views) == 1 else None,
+                attributes=labels_to_attributes(positives + negatives, _TABLE),
+            )
+        )
     return images
 
 
 def _warn_unlisted(mat: dict[str, Any], root: Path, file: str, report: ReadReport) -> None:
     """Warn about images in ``root`` that no split of the annotation lists."""
-    listed = {name for split in PA100K_SPLITS if f"{split}_images_name" in mat
-              for name in mat_strings(mat[f"{split}_images_name"])}
+    listed = {
+        name
+        for split in PA100K_SPLITS
+        if f"{split}_images_name" in mat
+        for name in mat_strings(mat[f"{split}_images_name"])
+    }
     for image in sorted(root.iterdir()):
         if image.suffix.lower() in (".jpg", ".jpeg", ".png") and image.name not in listed:
             report.warn(DataError(str(image), 0, "images_name", f"image not listed in {file}"))
 
 
-def read_pa100k(mat_path: str | Path, *, image_root: str | Path | None = None,
-                splits: Iterable[str] = PA100K_SPLITS,
-                strict: bool = True) -> list[GalleryImage] | ReadResult[GalleryImage]:
+def read_pa100k(
+    mat_path: str | Path,
+    *,
+    image_root: str | Path | None = None,
+    splits: Iterable[str] = PA100K_SPLITS,
+    strict: bool = True,
+) -> list[GalleryImage] | ReadResult[GalleryImage]:
     """Read PA-100K's ``annotation.mat`` into one gallery image per annotated image.
 
     Image paths are the file names as listed (relative to the ``data`` folder). With

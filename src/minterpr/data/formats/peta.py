@@ -36,6 +36,7 @@ Example:
     >>> images[0].person_id, images[0].camera_id                      # doctest: +SKIP
     ('peta-grid:0001', 'peta-grid:cam1')
 """
+
 from __future__ import annotations
 
 import re
@@ -105,8 +106,9 @@ def _key(text: str, by_file: bool) -> str:
     return str(int(stem)) if stem.isdecimal() else stem
 
 
-def read_label_file(path: str | Path, *, by_file: bool = False, strict: bool = True,
-                    report: ReadReport | None = None) -> dict[str, tuple[int, str, list[str]]]:
+def read_label_file(
+    path: str | Path, *, by_file: bool = False, strict: bool = True, report: ReadReport | None = None
+) -> dict[str, tuple[int, str, list[str]]]:
     """Parse a PETA ``Label.txt``: match key -> (line, key as written, labels in file order).
 
     Unknown labels and duplicate keys are :class:`DataError` (raised when strict, else recorded
@@ -145,7 +147,9 @@ def _read_subset(base: Path, subset: str, strict: bool, report: ReadReport) -> l
     archive = base / subset / "archive"
     label_path = archive / "Label.txt"
     if subset not in PETA_RULES:
-        report.warn(DataError(str(archive), 0, "subset", f"no file-name rule for {subset!r}: identity = leading number"))
+        report.warn(
+            DataError(str(archive), 0, "subset", f"no file-name rule for {subset!r}: identity = leading number")
+        )
     rows = read_label_file(label_path, by_file=rule.by_file, strict=strict, report=report)
     pattern = re.compile(rule.pattern, re.IGNORECASE)
     by_key: dict[str, dict[str, tuple[str, ...]]] = {}  # attributes per label row, mapped once
@@ -172,17 +176,24 @@ def _read_subset(base: Path, subset: str, strict: bool, report: ReadReport) -> l
         groups = match.groupdict()
         camera = rule.camera or (f"cam{int(groups['cam'])}" if groups.get("cam") else None)
         view = _VIEWS[groups["view"].lower()] if groups.get("view") else None
-        images.append(GalleryImage(
-            path=f"{subset}/archive/{file.name}", person_id=person_id(namespace, local),
-            camera_id=person_id(namespace, camera) if camera else None, view=view, attributes=attributes))
+        images.append(
+            GalleryImage(
+                path=f"{subset}/archive/{file.name}",
+                person_id=person_id(namespace, local),
+                camera_id=person_id(namespace, camera) if camera else None,
+                view=view,
+                attributes=attributes,
+            )
+        )
     for key in sorted(rows.keys() - by_key.keys(), key=lambda k: rows[k][0]):
         line_no, written, _ = rows[key]
         report.warn(DataError(str(label_path), line_no, "id", f"identity {written!r} has no image"))
     return images
 
 
-def read_peta(root: str | Path, *, subsets: Iterable[str] | None = None,
-              strict: bool = True) -> list[GalleryImage] | ReadResult[GalleryImage]:
+def read_peta(
+    root: str | Path, *, subsets: Iterable[str] | None = None, strict: bool = True
+) -> list[GalleryImage] | ReadResult[GalleryImage]:
     """Read PETA subsets into gallery images carrying their identity's ontology attributes.
 
     ``root`` is the ``PETA dataset`` folder or its parent; ``subsets`` defaults to every subset

@@ -35,6 +35,7 @@ Example:
     ...     print(exc.field, "|", exc.reason)
     text[1] | invalid text: a lone surrogate escape (\\udc80) is not a Unicode character
 """
+
 from __future__ import annotations
 
 import json
@@ -54,8 +55,9 @@ class JSONProblem(ValueError):
     ``column`` within the text when known (0 otherwise); ``at_end`` when the text ended
     before the value did (a truncated file or line)."""
 
-    def __init__(self, reason: str, field: str = "<record>", line: int = 0, column: int = 0,
-                 at_end: bool = False) -> None:
+    def __init__(
+        self, reason: str, field: str = "<record>", line: int = 0, column: int = 0, at_end: bool = False
+    ) -> None:
         self.reason, self.field, self.line, self.column, self.at_end = reason, field, line, column, at_end
         super().__init__(reason)
 
@@ -107,8 +109,9 @@ def _check_text(text: str, path: str) -> None:
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         bad = f"\\u{ord(text[exc.start]):04x}"
-        raise JSONProblem(f"invalid text: a lone surrogate escape ({bad}) is not a Unicode character",
-                          path or "<record>") from None
+        raise JSONProblem(
+            f"invalid text: a lone surrogate escape ({bad}) is not a Unicode character", path or "<record>"
+        ) from None
 
 
 def _needs_walk(text: str, start: int, end: int, max_depth: int) -> bool:
@@ -127,14 +130,19 @@ def decode_at(text: str, pos: int = 0, max_depth: int = MAX_JSON_DEPTH) -> tuple
         raise
     except json.JSONDecodeError as exc:
         where = f"{exc.msg} column" if exc.msg.endswith(" at") else f"{exc.msg} at column"  # "starting at"
-        raise JSONProblem(f"invalid JSON: {where} {exc.colno}", line=exc.lineno, column=exc.colno,
-                          at_end=exc.pos >= len(text.rstrip(" \t\n\r"))) from None
+        raise JSONProblem(
+            f"invalid JSON: {where} {exc.colno}",
+            line=exc.lineno,
+            column=exc.colno,
+            at_end=exc.pos >= len(text.rstrip(" \t\n\r")),
+        ) from None
     except RecursionError:
         raise JSONProblem(f"nested deeper than {max_depth} arrays/objects") from None
     except ValueError as exc:  # an integer of more than 4,300 digits, from int()
         digits = "digits" in str(exc)
-        raise JSONProblem("invalid JSON: an integer with too many digits" if digits
-                          else f"invalid JSON: {exc}") from None
+        raise JSONProblem(
+            "invalid JSON: an integer with too many digits" if digits else f"invalid JSON: {exc}"
+        ) from None
     if _needs_walk(text, pos, end, max_depth):
         check_value(value, max_depth)
     return value, end

@@ -11,15 +11,39 @@ Example:
     >>> render_person(attrs, view="side", camera=cam, rng=np.random.default_rng(0)).size
     (128, 256)
 """
+
 from minterpr.data.synthetic.cameras import CameraStyle, make_cameras
-from minterpr.data.synthetic.identities import make_twin, sample_identity, sample_population, sample_population_with_twins
+from minterpr.data.synthetic.identities import (
+    make_twin,
+    sample_identity,
+    sample_population,
+    sample_population_with_twins,
+)
 from minterpr.data.synthetic.render import render_person
 from minterpr.data.synthetic.render_look import Look, sample_look
-from minterpr.data.synthetic.world import (SyntheticWorldConfig, WorldPlan, build_world, make_sample_grid, plan_world,
-                                           render_grid)
+from minterpr.data.synthetic.world import (
+    SyntheticWorldConfig,
+    WorldPlan,
+    build_world,
+    make_sample_grid,
+    plan_world,
+    render_grid,
+)
 
 __all__ = [
-    "CameraStyle", "Look", "SyntheticWorldConfig", "WorldPlan", "build_world", "make_cameras", "make_sample_grid",
-    "make_twin", "plan_world", "render_grid", "render_person", "sample_identity", "sample_look", "sample_population",
+    "CameraStyle",
+    "Look",
+    "SyntheticWorldConfig",
+    "WorldPlan",
+    "build_world",
+    "make_cameras",
+    "make_sample_grid",
+    "make_twin",
+    "plan_world",
+    "render_grid",
+    "render_person",
+    "sample_identity",
+    "sample_look",
+    "sample_population",
     "sample_population_with_twins",
 ]

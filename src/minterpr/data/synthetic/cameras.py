@@ -11,6 +11,7 @@ Example:
     >>> sorted(c.background for c in cams)
     ['corridor', 'grass', 'street']
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -44,12 +45,22 @@ class CameraStyle:
 
 _PALETTES: dict[str, tuple[tuple[tuple[int, int, int], ...], ...]] = {
     # (wall or sky, ground, accent)
-    "street": (((168, 150, 128), (118, 118, 114), (92, 60, 48)), ((190, 184, 172), (132, 130, 126), (60, 70, 90)),
-               ((142, 112, 96), (104, 102, 100), (170, 170, 160)), ((120, 126, 134), (96, 96, 92), (178, 140, 80))),
-    "corridor": (((214, 206, 186), (150, 136, 118), (120, 84, 56)), ((206, 212, 214), (120, 124, 128), (70, 100, 130)),
-                 ((226, 220, 200), (172, 160, 140), (150, 60, 50))),
-    "grass": (((176, 200, 226), (86, 132, 60), (52, 96, 46)), ((200, 208, 214), (104, 140, 74), (70, 110, 56)),
-              ((150, 180, 214), (72, 116, 54), (44, 88, 40))),
+    "street": (
+        ((168, 150, 128), (118, 118, 114), (92, 60, 48)),
+        ((190, 184, 172), (132, 130, 126), (60, 70, 90)),
+        ((142, 112, 96), (104, 102, 100), (170, 170, 160)),
+        ((120, 126, 134), (96, 96, 92), (178, 140, 80)),
+    ),
+    "corridor": (
+        ((214, 206, 186), (150, 136, 118), (120, 84, 56)),
+        ((206, 212, 214), (120, 124, 128), (70, 100, 130)),
+        ((226, 220, 200), (172, 160, 140), (150, 60, 50)),
+    ),
+    "grass": (
+        ((176, 200, 226), (86, 132, 60), (52, 96, 46)),
+        ((200, 208, 214), (104, 140, 74), (70, 110, 56)),
+        ((150, 180, 214), (72, 116, 54), (44, 88, 40)),
+    ),
 }
 
 
@@ -75,27 +86,32 @@ def make_cameras(n: int, rng: np.random.Generator, *, jpeg_quality: tuple[int, i
         # shift the palette a little so two cameras of one kind still differ
         palette = tuple(tuple(int(np.clip(v + rng.integers(-14, 15), 0, 255)) for v in col) for col in base)
         warm = rng.normal(0.0, 0.045)  # warm (tungsten) vs cool (daylight/fluorescent) white balance
-        gains = (float(np.clip(1.0 + warm + rng.normal(0, 0.02), 0.8, 1.2)), float(np.clip(1.0 + rng.normal(0, 0.025), 0.85, 1.15)),
-                 float(np.clip(1.0 - warm + rng.normal(0, 0.02), 0.8, 1.2)))
+        gains = (
+            float(np.clip(1.0 + warm + rng.normal(0, 0.02), 0.8, 1.2)),
+            float(np.clip(1.0 + rng.normal(0, 0.025), 0.85, 1.15)),
+            float(np.clip(1.0 - warm + rng.normal(0, 0.02), 0.8, 1.2)),
+        )
         q_lo = int(rng.integers(lo, max(lo, (lo + hi) // 2) + 1))
         views = rng.dirichlet((3.0, 3.0, 2.0))  # some cameras mostly see people coming, others going
-        cams.append(CameraStyle(
-            name=f"cam{i}",
-            layout_seed=int(rng.integers(2**31 - 1)),
-            background=kind,
-            palette=palette,  # type: ignore[arg-type]
-            gains=gains,
-            brightness=float(rng.normal(0.0, 12.0)),
-            contrast=float(rng.uniform(0.8, 1.15)),
-            saturation=float(rng.uniform(0.7, 1.15)),
-            blur_sigma=float(rng.uniform(0.2, 1.1)),
-            noise_sigma=float(rng.uniform(1.5, 6.0)),
-            jpeg_quality=(q_lo, int(rng.integers(q_lo, hi + 1))),
-            view_probs=tuple(float(v) for v in views / views.sum()),  # type: ignore[arg-type]
-            scale=float(rng.uniform(0.78, 0.92)),
-            light_gradient=float(rng.uniform(0.0, 0.25)),
-            occlusion_prob=float(rng.uniform(0.03, 0.15)),
-        ))
+        cams.append(
+            CameraStyle(
+                name=f"cam{i}",
+                layout_seed=int(rng.integers(2**31 - 1)),
+                background=kind,
+                palette=palette,  # type: ignore[arg-type]
+                gains=gains,
+                brightness=float(rng.normal(0.0, 12.0)),
+                contrast=float(rng.uniform(0.8, 1.15)),
+                saturation=float(rng.uniform(0.7, 1.15)),
+                blur_sigma=float(rng.uniform(0.2, 1.1)),
+                noise_sigma=float(rng.uniform(1.5, 6.0)),
+                jpeg_quality=(q_lo, int(rng.integers(q_lo, hi + 1))),
+                view_probs=tuple(float(v) for v in views / views.sum()),  # type: ignore[arg-type]
+                scale=float(rng.uniform(0.78, 0.92)),
+                light_gradient=float(rng.uniform(0.0, 0.25)),
+                occlusion_prob=float(rng.uniform(0.03, 0.15)),
+            )
+        )
     return cams
 
 

@@ -8,13 +8,23 @@ Example:
     >>> info["splits"]["test"]["records"] > 0, info["state"]
     (True, 'finished')
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-from minterpr.data.build import (IMAGES_DIR, SPLITS, begin_build, check_if_built, dialogue_config_dict, finish_build,
-                                 split_files, synth_rebuild_args, write_split)
+from minterpr.data.build import (
+    IMAGES_DIR,
+    SPLITS,
+    begin_build,
+    check_if_built,
+    dialogue_config_dict,
+    finish_build,
+    split_files,
+    synth_rebuild_args,
+    write_split,
+)
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.synthetic.world import SyntheticWorldConfig, build_world
 from minterpr.errors import DatasetError
@@ -37,12 +47,15 @@ def _same_output(stored: object, wanted: dict) -> bool:
     """Do two ``config`` dicts give the same files? (``workers`` does not change the output.)"""
     if not isinstance(stored, dict) or not isinstance(stored.get("world"), dict):
         return False
-    return ({**stored, "world": {**stored["world"], "workers": None}}
-            == {**wanted, "world": {**wanted["world"], "workers": None}})
+    return {**stored, "world": {**stored["world"], "workers": None}} == {
+        **wanted,
+        "world": {**wanted["world"], "workers": None},
+    }
 
 
-def build_synthetic_dataset(out_dir: str | Path, config: SyntheticDatasetConfig | None = None, *,
-                            progress: bool = True, force: bool = False) -> dict:
+def build_synthetic_dataset(
+    out_dir: str | Path, config: SyntheticDatasetConfig | None = None, *, progress: bool = True, force: bool = False
+) -> dict:
     """Render the world and write its dataset files into ``out_dir``; returns dataset.json's content.
 
     When ``out_dir`` already holds a finished build with the same settings whose fingerprint

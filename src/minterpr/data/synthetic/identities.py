@@ -18,6 +18,7 @@ Example:
     >>> sum(t is not None for t in twin_of)
     3
 """
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -29,25 +30,83 @@ from minterpr.language.ontology import ONTOLOGY
 Attrs = dict[str, tuple[str, ...]]
 
 # Garment colour frequencies (roughly PETA/PA-100K): neutrals common, pink/purple/orange rare.
-_COLOUR_FREQ = {"black": 0.25, "white": 0.17, "grey": 0.14, "blue": 0.14, "red": 0.07, "brown": 0.06,
-                "green": 0.05, "yellow": 0.04, "pink": 0.03, "purple": 0.025, "orange": 0.025}
+_COLOUR_FREQ = {
+    "black": 0.25,
+    "white": 0.17,
+    "grey": 0.14,
+    "blue": 0.14,
+    "red": 0.07,
+    "brown": 0.06,
+    "green": 0.05,
+    "yellow": 0.04,
+    "pink": 0.03,
+    "purple": 0.025,
+    "orange": 0.025,
+}
 _FORMAL_COLOURS = {"black": 0.42, "grey": 0.25, "blue": 0.2, "brown": 0.08, "white": 0.05}
 _SHIRT_UNDER_SUIT = {"white": 0.7, "blue": 0.15, "grey": 0.05, "pink": 0.05, "black": 0.05}
-_HAIR_COLOUR = {"black": 0.5, "brown": 0.3, "yellow": 0.12, "red": 0.03, "grey": 0.025, "white": 0.005,
-                "blue": 0.005, "pink": 0.005, "purple": 0.005, "green": 0.0025, "orange": 0.0025}
-_CARRIED = {"nothing": 0.42, "backpack": 0.22, "messenger_bag": 0.14, "handbag": 0.07, "plastic_bag": 0.05,
-            "other": 0.035, "umbrella": 0.03, "suitcase": 0.02, "luggage": 0.02, "folder": 0.02,
-            "baby_buggy": 0.01, "shopping_trolley": 0.01}
-_ACCESSORIES = {"none": 0.7, "glasses": 0.12, "sunglasses": 0.05, "scarf": 0.05, "headphones": 0.04,
-                "face_mask": 0.025, "kerchief": 0.01, "shawl": 0.005}
-_LOWER_LENGTH = {"jeans": "long", "trousers": "long", "suit_trousers": "long", "long_skirt": "long",
-                 "shorts": "short", "hot_pants": "short", "capri": "short", "short_skirt": "short"}
+_HAIR_COLOUR = {
+    "black": 0.5,
+    "brown": 0.3,
+    "yellow": 0.12,
+    "red": 0.03,
+    "grey": 0.025,
+    "white": 0.005,
+    "blue": 0.005,
+    "pink": 0.005,
+    "purple": 0.005,
+    "green": 0.0025,
+    "orange": 0.0025,
+}
+_CARRIED = {
+    "nothing": 0.42,
+    "backpack": 0.22,
+    "messenger_bag": 0.14,
+    "handbag": 0.07,
+    "plastic_bag": 0.05,
+    "other": 0.035,
+    "umbrella": 0.03,
+    "suitcase": 0.02,
+    "luggage": 0.02,
+    "folder": 0.02,
+    "baby_buggy": 0.01,
+    "shopping_trolley": 0.01,
+}
+_ACCESSORIES = {
+    "none": 0.7,
+    "glasses": 0.12,
+    "sunglasses": 0.05,
+    "scarf": 0.05,
+    "headphones": 0.04,
+    "face_mask": 0.025,
+    "kerchief": 0.01,
+    "shawl": 0.005,
+}
+_LOWER_LENGTH = {
+    "jeans": "long",
+    "trousers": "long",
+    "suit_trousers": "long",
+    "long_skirt": "long",
+    "shorts": "short",
+    "hot_pants": "short",
+    "capri": "short",
+    "short_skirt": "short",
+}
 
 # Tops that are the upper part of a dress (drawn as one garment with the lower_type "dress").
 DRESS_BODICES = ("vest", "tshirt", "other")
 # Slots a near-twin may differ in: all clearly visible in at least one view.
-TWIN_SLOTS = ("upper_colour", "lower_colour", "footwear_colour", "carried", "hair_colour", "headwear",
-              "accessories", "upper_pattern", "footwear_type")
+TWIN_SLOTS = (
+    "upper_colour",
+    "lower_colour",
+    "footwear_colour",
+    "carried",
+    "hair_colour",
+    "headwear",
+    "accessories",
+    "upper_pattern",
+    "footwear_type",
+)
 
 
 def _pick(rng: np.random.Generator, probs: Mapping[str, float]) -> str:
@@ -91,8 +150,12 @@ def _head(rng: np.random.Generator, gender: str, age: str) -> Attrs:
     accessories = [_pick(rng, acc)]
     if accessories[0] != "none" and rng.random() < 0.12:  # a second accessory, e.g. glasses + scarf
         accessories.append(_pick(rng, {k: v for k, v in acc.items() if k not in ("none", accessories[0])}))
-    return {"hair_length": (length,), "hair_colour": (_pick(rng, hair_col),),
-            "headwear": (_pick(rng, headwear),), "accessories": tuple(accessories)}
+    return {
+        "hair_length": (length,),
+        "hair_colour": (_pick(rng, hair_col),),
+        "headwear": (_pick(rng, headwear),),
+        "accessories": tuple(accessories),
+    }
 
 
 def _upper(rng: np.random.Generator, gender: str, age: str, dress: bool) -> Attrs:
@@ -104,10 +167,18 @@ def _upper(rng: np.random.Generator, gender: str, age: str, dress: bool) -> Attr
         kind = _pick(rng, {"vest": 0.35, "tshirt": 0.3, "other": 0.1, "jacket": 0.15, "sweater": 0.1})
     else:
         kind = _pick(rng, {"tshirt": 0.34, "shirt": 0.13, "jacket": 0.26, "sweater": 0.15, "vest": 0.05, "other": 0.04})
-    sleeves = {"tshirt": {"short": 0.92, "long": 0.08}, "shirt": {"long": 0.6, "short": 0.4},
-               "jacket": {"long": 1.0}, "suit": {"long": 1.0}, "sweater": {"long": 0.97, "short": 0.03},
-               "vest": {"sleeveless": 1.0}, "other": {"long": 0.5, "short": 0.4, "sleeveless": 0.1}}[kind]
-    neck = {"tshirt": 0.25, "shirt": 0.7, "suit": 1.0, "sweater": 0.3, "jacket": 0.5, "vest": 0.4, "other": 0.4}[kind]  # P(v-neck)
+    sleeves = {
+        "tshirt": {"short": 0.92, "long": 0.08},
+        "shirt": {"long": 0.6, "short": 0.4},
+        "jacket": {"long": 1.0},
+        "suit": {"long": 1.0},
+        "sweater": {"long": 0.97, "short": 0.03},
+        "vest": {"sleeveless": 1.0},
+        "other": {"long": 0.5, "short": 0.4, "sleeveless": 0.1},
+    }[kind]
+    neck = {"tshirt": 0.25, "shirt": 0.7, "suit": 1.0, "sweater": 0.3, "jacket": 0.5, "vest": 0.4, "other": 0.4}[
+        kind
+    ]  # P(v-neck)
     if kind == "suit":
         colours = (_pick(rng, _FORMAL_COLOURS),)
         if rng.random() < 0.8:  # the shirt shows in the V of the lapels
@@ -126,9 +197,14 @@ def _upper(rng: np.random.Generator, gender: str, age: str, dress: bool) -> Attr
         pattern = _pick(rng, {"plain": 0.68, "logo": logo, "plaid": plaid, "thin_stripes": 0.06, "thick_stripes": 0.06})
     if pattern in ("thin_stripes", "thick_stripes", "plaid") and len(colours) == 1 and rng.random() < 0.6:
         colours = (colours[0], _pick(rng, {k: v for k, v in _COLOUR_FREQ.items() if k != colours[0]}))
-    return {"upper_type": (kind,), "upper_colour": colours, "upper_pattern": (pattern,),
-            "sleeve_length": (_pick(rng, sleeves),), "upper_style": (style,),
-            "neckline": ("v_neck" if rng.random() < neck else "round",)}
+    return {
+        "upper_type": (kind,),
+        "upper_colour": colours,
+        "upper_pattern": (pattern,),
+        "sleeve_length": (_pick(rng, sleeves),),
+        "upper_style": (style,),
+        "neckline": ("v_neck" if rng.random() < neck else "round",),
+    }
 
 
 def _lower(rng: np.random.Generator, gender: str, upper: Attrs, dress: bool) -> Attrs:
@@ -140,21 +216,46 @@ def _lower(rng: np.random.Generator, gender: str, upper: Attrs, dress: bool) -> 
         else:  # a jacket or sweater over the dress
             colours = _colours(rng, _reweight(_COLOUR_FREQ, pink=2.0, purple=2.0, red=1.5), p_two=0.15)
             pattern = _pick(rng, {"plain": 0.8, "plaid": 0.06, "thin_stripes": 0.07, "thick_stripes": 0.07})
-        return {"lower_type": ("dress",), "lower_colour": colours, "lower_pattern": (pattern,),
-                "lower_length": (_pick(rng, {"short": 0.6, "long": 0.4}),), "lower_style": ("casual",)}
+        return {
+            "lower_type": ("dress",),
+            "lower_colour": colours,
+            "lower_pattern": (pattern,),
+            "lower_length": (_pick(rng, {"short": 0.6, "long": 0.4}),),
+            "lower_style": ("casual",),
+        }
     p_formal = 0.97 if kind_up == "suit" else 0.85 if style_up == "formal" else 0.03
     style = "formal" if rng.random() < p_formal else "casual"
     if style == "formal" and kind_up == "suit":  # a suit: its own trousers, or a skirt suit
-        probs = ({"suit_trousers": 0.95, "trousers": 0.05} if gender == "male" else
-                 {"suit_trousers": 0.6, "trousers": 0.1, "short_skirt": 0.18, "long_skirt": 0.12})
+        probs = (
+            {"suit_trousers": 0.95, "trousers": 0.05}
+            if gender == "male"
+            else {"suit_trousers": 0.6, "trousers": 0.1, "short_skirt": 0.18, "long_skirt": 0.12}
+        )
     elif style == "formal":
-        probs = ({"suit_trousers": 0.6, "trousers": 0.4} if gender == "male" else
-                 {"suit_trousers": 0.35, "trousers": 0.3, "long_skirt": 0.15, "short_skirt": 0.2})
+        probs = (
+            {"suit_trousers": 0.6, "trousers": 0.4}
+            if gender == "male"
+            else {"suit_trousers": 0.35, "trousers": 0.3, "long_skirt": 0.15, "short_skirt": 0.2}
+        )
     elif gender == "male":
-        probs = {"jeans": 0.45, "trousers": 0.33, "shorts": 0.18, "capri": 0.03, "short_skirt": 0.005, "long_skirt": 0.005}
+        probs = {
+            "jeans": 0.45,
+            "trousers": 0.33,
+            "shorts": 0.18,
+            "capri": 0.03,
+            "short_skirt": 0.005,
+            "long_skirt": 0.005,
+        }
     else:
-        probs = {"jeans": 0.32, "trousers": 0.2, "shorts": 0.08, "hot_pants": 0.05, "capri": 0.07,
-                 "short_skirt": 0.15, "long_skirt": 0.13}
+        probs = {
+            "jeans": 0.32,
+            "trousers": 0.2,
+            "shorts": 0.08,
+            "hot_pants": 0.05,
+            "capri": 0.07,
+            "short_skirt": 0.15,
+            "long_skirt": 0.13,
+        }
     kind = _pick(rng, probs)
     if kind == "jeans":
         colours = (_pick(rng, {"blue": 0.8, "black": 0.12, "grey": 0.05, "white": 0.03}),)
@@ -171,8 +272,13 @@ def _lower(rng: np.random.Generator, gender: str, upper: Attrs, dress: bool) -> 
         pattern = _pick(rng, {"plain": 0.82, "plaid": 0.09, "thin_stripes": 0.03, "thick_stripes": 0.03, "logo": 0.03})
     else:
         pattern = _pick(rng, {"plain": 0.93, "plaid": 0.02, "thin_stripes": 0.02, "thick_stripes": 0.01, "logo": 0.02})
-    return {"lower_type": (kind,), "lower_colour": colours, "lower_pattern": (pattern,),
-            "lower_length": (_LOWER_LENGTH[kind],), "lower_style": (style,)}
+    return {
+        "lower_type": (kind,),
+        "lower_colour": colours,
+        "lower_pattern": (pattern,),
+        "lower_length": (_LOWER_LENGTH[kind],),
+        "lower_style": (style,),
+    }
 
 
 def _feet(rng: np.random.Generator, gender: str, lower: Attrs, formal: bool) -> Attrs:
@@ -180,20 +286,39 @@ def _feet(rng: np.random.Generator, gender: str, lower: Attrs, formal: bool) -> 
     if formal:
         probs = {"leather_shoes": 0.75, "shoes": 0.2, "boots": 0.05}
     else:
-        probs = {"sneakers": 0.5, "shoes": 0.25, "boots": 0.1, "sandals": 0.18 if short else 0.05, "leather_shoes": 0.07}
+        probs = {
+            "sneakers": 0.5,
+            "shoes": 0.25,
+            "boots": 0.1,
+            "sandals": 0.18 if short else 0.05,
+            "leather_shoes": 0.07,
+        }
     if gender == "female" and kind_low in ("short_skirt", "long_skirt", "dress", "hot_pants"):
         probs["stockings"] = 0.45 if kind_low != "long_skirt" else 0.2
     kind = _pick(rng, probs)
     colour_probs = {
         "leather_shoes": {"black": 0.75, "brown": 0.25},
-        "sneakers": {"white": 0.4, "black": 0.3, "grey": 0.1, "blue": 0.07, "red": 0.04, "pink": 0.03,
-                     "green": 0.02, "yellow": 0.02, "orange": 0.01, "purple": 0.01},
+        "sneakers": {
+            "white": 0.4,
+            "black": 0.3,
+            "grey": 0.1,
+            "blue": 0.07,
+            "red": 0.04,
+            "pink": 0.03,
+            "green": 0.02,
+            "yellow": 0.02,
+            "orange": 0.01,
+            "purple": 0.01,
+        },
         "shoes": {"black": 0.5, "brown": 0.2, "white": 0.1, "grey": 0.1, "blue": 0.05, "red": 0.05},
         "boots": {"black": 0.5, "brown": 0.4, "grey": 0.05, "white": 0.05},
         "sandals": {"brown": 0.35, "black": 0.35, "white": 0.15, "pink": 0.08, "blue": 0.07},
         "stockings": {"black": 0.7, "grey": 0.12, "brown": 0.1, "white": 0.08},
     }[kind]
-    return {"footwear_type": (kind,), "footwear_colour": _colours(rng, colour_probs, 0.15 if kind == "sneakers" else 0.0)}
+    return {
+        "footwear_type": (kind,),
+        "footwear_colour": _colours(rng, colour_probs, 0.15 if kind == "sneakers" else 0.0),
+    }
 
 
 def _carried(rng: np.random.Generator, gender: str, age: str) -> tuple[str, ...]:
@@ -203,7 +328,9 @@ def _carried(rng: np.random.Generator, gender: str, age: str) -> tuple[str, ...]
     else:
         probs = _reweight(probs, handbag=0.4, baby_buggy=0.5)
     if age == "child":
-        probs = _reweight(probs, backpack=2.0, suitcase=0.0, luggage=0.3, baby_buggy=0.0, shopping_trolley=0.0, folder=0.3)
+        probs = _reweight(
+            probs, backpack=2.0, suitcase=0.0, luggage=0.3, baby_buggy=0.0, shopping_trolley=0.0, folder=0.3
+        )
     first = _pick(rng, probs)
     if first == "nothing" or rng.random() >= 0.1:
         return (first,)
@@ -230,7 +357,9 @@ def sample_identity(rng: np.random.Generator) -> Attrs:
     attrs.update(upper)
     lower = _lower(rng, gender, upper, dress)
     attrs.update(lower)
-    attrs.update(_feet(rng, gender, lower, formal=lower["lower_style"][0] == "formal" or upper["upper_style"][0] == "formal"))
+    attrs.update(
+        _feet(rng, gender, lower, formal=lower["lower_style"][0] == "formal" or upper["upper_style"][0] == "formal")
+    )
     attrs["carried"] = _carried(rng, gender, age)
     return ONTOLOGY.validate(attrs)
 
@@ -238,8 +367,11 @@ def sample_identity(rng: np.random.Generator) -> Attrs:
 def _twin_values(rng: np.random.Generator, attrs: Attrs, slot: str) -> tuple[str, ...] | None:
     """A plausible replacement for ``attrs[slot]`` that differs from it, or None when there is none."""
     current = attrs[slot]
-    if (slot in ("upper_colour", "lower_colour", "upper_pattern") and attrs["lower_type"] == ("dress",)
-            and attrs["upper_type"][0] in DRESS_BODICES):
+    if (
+        slot in ("upper_colour", "lower_colour", "upper_pattern")
+        and attrs["lower_type"] == ("dress",)
+        and attrs["upper_type"][0] in DRESS_BODICES
+    ):
         return None  # a dress's colours and pattern are shared by the upper and lower slots
     if slot in ("upper_colour", "lower_colour", "footwear_colour", "hair_colour"):
         if slot == "hair_colour" and attrs["hair_length"] == ("bald",):
@@ -247,7 +379,7 @@ def _twin_values(rng: np.random.Generator, attrs: Attrs, slot: str) -> tuple[str
         base = _HAIR_COLOUR if slot == "hair_colour" else _COLOUR_FREQ
         i = int(rng.integers(len(current)))  # replace one of the colours
         others = {k: v for k, v in base.items() if k not in current}
-        return current[:i] + (_pick(rng, others),) + current[i + 1:]
+        return current[:i] + (_pick(rng, others),) + current[i + 1 :]
     if slot == "carried":
         options = {k: v for k, v in _CARRIED.items() if (k,) != current and k not in ("baby_buggy", "shopping_trolley")}
         return (_pick(rng, options),)

@@ -15,6 +15,7 @@ Example:
     >>> img.size, img.mode
     ((128, 256), 'RGB')
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -27,7 +28,14 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.data.synthetic.cameras import VIEWS, CameraStyle
 from minterpr.data.synthetic.render_body import Body, make_body
 from minterpr.data.synthetic.render_colours import jitter
-from minterpr.data.synthetic.render_garments import draw_arms, draw_boot_shafts, draw_legs, draw_lower, draw_shoes, draw_upper
+from minterpr.data.synthetic.render_garments import (
+    draw_arms,
+    draw_boot_shafts,
+    draw_legs,
+    draw_lower,
+    draw_shoes,
+    draw_upper,
+)
 from minterpr.data.synthetic.render_head import draw_accessories, draw_hair_behind, draw_head, draw_headwear
 from minterpr.data.synthetic.render_items import draw_carried
 from minterpr.data.synthetic.render_look import Look, garment_colours, sample_look
@@ -84,8 +92,15 @@ def _draw_side(img: Image.Image, body: Body, attrs: Attrs, look: Look) -> None:
     draw_carried(img, body, attrs, look, "front")
 
 
-def render_person(attributes: Attrs, *, view: str, camera: CameraStyle, rng: np.random.Generator,
-                  size: tuple[int, int] = (256, 128), look: Look | None = None) -> Image.Image:
+def render_person(
+    attributes: Attrs,
+    *,
+    view: str,
+    camera: CameraStyle,
+    rng: np.random.Generator,
+    size: tuple[int, int] = (256, 128),
+    look: Look | None = None,
+) -> Image.Image:
     """Draw a pedestrian with these attributes as ``camera`` sees them from ``view``.
 
     ``size`` is (height, width); ``look`` fixes identity-level appearance (drawn from ``rng`` when

@@ -13,6 +13,7 @@ Example:
     >>> body.top < body.sh_y < body.crotch_y < body.ankle_y
     True
 """
+
 from __future__ import annotations
 
 import math
@@ -144,13 +145,38 @@ def make_body(look: Look, view: str, *, cx: float, ground: float, height: float,
             arms.append([j, e, (cx + sign * wx, e[1] + fore - 0.06 * u * max(s, 0.0))])
             lift = 0.03 * u * stride * (1.0 if s > 0 else 0.0)  # the back leg's heel is up
             spread = 0.01 * u * stride
-            legs.append([(cx + sign * hw * 0.48, crotch_y - 0.03 * u), (cx + sign * hw * 0.47, knee_y - lift * 0.3),
-                         (cx + sign * (hw * 0.5 + spread), ankle_y - lift)])
+            legs.append(
+                [
+                    (cx + sign * hw * 0.48, crotch_y - 0.03 * u),
+                    (cx + sign * hw * 0.47, knee_y - lift * 0.3),
+                    (cx + sign * (hw * 0.5 + spread), ankle_y - lift),
+                ]
+            )
         head_c = (cx, top + ry)
-    return Body(view=view, u=u, cx=cx, top=top, head_c=head_c, head_r=(rx, ry), neck_w=0.031 * u * math.sqrt(wf),
-                sh_y=sh_y, chest_y=sh_y + 0.09 * u, waist_y=waist_y, hip_y=hip_y, crotch_y=crotch_y, knee_y=knee_y,
-                ankle_y=ankle_y if view != "side" else max(leg[2][1] for leg in legs), sw=sw, ww=ww, hw=hw,
-                arms=arms, legs=legs, arm_w=arm_w, leg_w=leg_w, skin=look.skin)
+    return Body(
+        view=view,
+        u=u,
+        cx=cx,
+        top=top,
+        head_c=head_c,
+        head_r=(rx, ry),
+        neck_w=0.031 * u * math.sqrt(wf),
+        sh_y=sh_y,
+        chest_y=sh_y + 0.09 * u,
+        waist_y=waist_y,
+        hip_y=hip_y,
+        crotch_y=crotch_y,
+        knee_y=knee_y,
+        ankle_y=ankle_y if view != "side" else max(leg[2][1] for leg in legs),
+        sw=sw,
+        ww=ww,
+        hw=hw,
+        arms=arms,
+        legs=legs,
+        arm_w=arm_w,
+        leg_w=leg_w,
+        skin=look.skin,
+    )
 
 
 def _lerp(p: Point, q: Point, t: float) -> Point:
@@ -181,8 +207,15 @@ def limb_part(points: list[Point], widths: list[float], t0: float, t1: float) ->
     return pts, ws
 
 
-def draw_limb(draw: ImageDraw.ImageDraw, points: list[Point], widths: list[float], fill: int | RGB,
-              t0: float = 0.0, t1: float = 1.0, round_ends: bool = True) -> None:
+def draw_limb(
+    draw: ImageDraw.ImageDraw,
+    points: list[Point],
+    widths: list[float],
+    fill: int | RGB,
+    t0: float = 0.0,
+    t1: float = 1.0,
+    round_ends: bool = True,
+) -> None:
     """Fill a tapered limb (quads between joints, discs at the joints) between fractions t0..t1."""
     if t1 <= t0:
         return
@@ -191,16 +224,32 @@ def draw_limb(draw: ImageDraw.ImageDraw, points: list[Point], widths: list[float
         dx, dy = b[0] - a[0], b[1] - a[1]
         d = math.hypot(dx, dy) or 1.0
         nx, ny = -dy / d / 2, dx / d / 2
-        draw.polygon([(a[0] + nx * wa, a[1] + ny * wa), (b[0] + nx * wb, b[1] + ny * wb),
-                      (b[0] - nx * wb, b[1] - ny * wb), (a[0] - nx * wa, a[1] - ny * wa)], fill=fill)
+        draw.polygon(
+            [
+                (a[0] + nx * wa, a[1] + ny * wa),
+                (b[0] + nx * wb, b[1] + ny * wb),
+                (b[0] - nx * wb, b[1] - ny * wb),
+                (a[0] - nx * wa, a[1] - ny * wa),
+            ],
+            fill=fill,
+        )
     joints = list(zip(pts, ws))[1:-1] if not round_ends else list(zip(pts, ws))
     for (x, y), w in joints:
         r = w / 2
         draw.ellipse([x - r, y - r, x + r, y + r], fill=fill)
 
 
-def paint(canvas: Image.Image, mask: Image.Image, colour: RGB, body: Body, *, accent: RGB | None = None,
-          pattern: str = "plain", texture: str = "", period: float = 1.0) -> None:
+def paint(
+    canvas: Image.Image,
+    mask: Image.Image,
+    colour: RGB,
+    body: Body,
+    *,
+    accent: RGB | None = None,
+    pattern: str = "plain",
+    texture: str = "",
+    period: float = 1.0,
+) -> None:
     """Fill the white area of ``mask`` with fabric: colour, pattern, texture and round-body shading.
 
     ``pattern``: "plain", "thin_stripes", "thick_stripes" or "plaid" (in ``accent``, or a darker or

@@ -10,6 +10,7 @@ Example:
     >>> r > g and r > b
     True
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -40,8 +41,15 @@ _HAIR_ANCHORS: dict[str, tuple[RGB, ...]] = {
     "white": ((226, 226, 222), (212, 212, 208)),
 }
 # Skin tones from light to dark; not an attribute, it varies between identities.
-SKIN_TONES: tuple[RGB, ...] = ((246, 214, 188), (232, 190, 160), (214, 168, 132), (186, 136, 98),
-                               (150, 102, 70), (112, 74, 50), (84, 56, 40))
+SKIN_TONES: tuple[RGB, ...] = (
+    (246, 214, 188),
+    (232, 190, 160),
+    (214, 168, 132),
+    (186, 136, 98),
+    (150, 102, 70),
+    (112, 74, 50),
+    (84, 56, 40),
+)
 # Colours for unlabelled things (bag bodies, hats, scarves): mostly dark, some bright.
 FREE_COLOURS = ("black", "black", "grey", "blue", "brown", "red", "green", "white", "yellow")
 

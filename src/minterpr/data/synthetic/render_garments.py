@@ -14,6 +14,7 @@ Example:
     >>> body = make_body(look, "front", cx=64.0, ground=250.0, height=220.0, stride=0.5, swing=0.3)
     >>> img = Image.new("RGB", (128, 256)); draw_upper(img, body, attrs, look, arms=(0, 1), torso=True)
 """
+
 from __future__ import annotations
 
 from typing import Mapping, Sequence
@@ -28,13 +29,25 @@ from minterpr.data.synthetic.render_look import Look, garment_colours
 Attrs = Mapping[str, tuple[str, ...]]
 
 # upper type -> (hem below the crotch line in body units, looseness)
-_UPPER_CUT = {"tshirt": (-0.03, 1.05), "shirt": (-0.025, 1.04), "jacket": (0.025, 1.13), "sweater": (-0.015, 1.08),
-              "suit": (0.03, 1.08), "vest": (-0.035, 1.02), "other": (0.06, 1.1)}
+_UPPER_CUT = {
+    "tshirt": (-0.03, 1.05),
+    "shirt": (-0.025, 1.04),
+    "jacket": (0.025, 1.13),
+    "sweater": (-0.015, 1.08),
+    "suit": (0.03, 1.08),
+    "vest": (-0.035, 1.02),
+    "other": (0.06, 1.1),
+}
 _SLEEVE_T = {"long": 0.97, "short": 0.3, "sleeveless": 0.0}
 # lower type -> (fraction of the leg covered, leg width multipliers at hip, knee, ankle)
-_LOWER_CUT = {"jeans": (1.0, (1.06, 1.12, 1.35)), "trousers": (1.0, (1.1, 1.28, 1.6)),
-              "suit_trousers": (1.0, (1.08, 1.22, 1.55)), "shorts": (0.42, (1.18, 1.5, 1.5)),
-              "hot_pants": (0.22, (1.1, 1.3, 1.3)), "capri": (0.76, (1.08, 1.2, 1.35))}
+_LOWER_CUT = {
+    "jeans": (1.0, (1.06, 1.12, 1.35)),
+    "trousers": (1.0, (1.1, 1.28, 1.6)),
+    "suit_trousers": (1.0, (1.08, 1.22, 1.55)),
+    "shorts": (0.42, (1.18, 1.5, 1.5)),
+    "hot_pants": (0.22, (1.1, 1.3, 1.3)),
+    "capri": (0.76, (1.08, 1.2, 1.35)),
+}
 
 
 def _one(attrs: Attrs, slot: str, default: str) -> str:
@@ -63,7 +76,12 @@ def draw_arms(img: Image.Image, body: Body, arms: Sequence[int], hands_only: boo
 def _skirt_poly(body: Body, y0: float, hem: float, flare: float) -> list[Point]:
     top = body.half_width(y0) * 1.02
     lean = 0.02 * body.u if body.view == "side" else 0.0  # a skirt trails behind a walker
-    return [(body.cx - top, y0), (body.cx + top, y0), (body.cx + flare * body.hw + lean, hem), (body.cx - flare * body.hw - lean, hem)]
+    return [
+        (body.cx - top, y0),
+        (body.cx + top, y0),
+        (body.cx + flare * body.hw + lean, hem),
+        (body.cx - flare * body.hw - lean, hem),
+    ]
 
 
 def _sleeve_widths(body: Body, loose: float) -> list[float]:
@@ -92,7 +110,15 @@ def draw_upper(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, arms: 
         if sleeve_t > 0:
             draw_limb(md, body.arms[i], _sleeve_widths(body, loose), 255, 0.0, sleeve_t)
     plain_like = pattern in ("plain", "logo")
-    paint(img, mask, main, body, accent=None if plain_like else accent, pattern=pattern, period=look.extras.get("stripe", 1.0))
+    paint(
+        img,
+        mask,
+        main,
+        body,
+        accent=None if plain_like else accent,
+        pattern=pattern,
+        period=look.extras.get("stripe", 1.0),
+    )
     if accent is not None and plain_like and kind not in ("jacket", "suit"):
         # colour-blocked: shoulder yoke and sleeves in the second colour
         mask2, md2 = new_mask(size)
@@ -120,8 +146,17 @@ def _neckline(d: ImageDraw.ImageDraw, body: Body, v_neck: bool, colour: RGB, dep
             d.chord([cx - nw * 1.4, y0 - 0.03 * u, cx + nw * 1.4, body.sh_y + 0.025 * u], 0, 180, fill=colour)
 
 
-def _upper_details(d: ImageDraw.ImageDraw, body: Body, attrs: Attrs, look: Look, kind: str, main: RGB,
-                   accent: RGB | None, hem: float, loose: float) -> None:
+def _upper_details(
+    d: ImageDraw.ImageDraw,
+    body: Body,
+    attrs: Attrs,
+    look: Look,
+    kind: str,
+    main: RGB,
+    accent: RGB | None,
+    hem: float,
+    loose: float,
+) -> None:
     u, cx, nw, view = body.u, body.cx, body.neck_w, body.view
     v_neck = _one(attrs, "neckline", "round") == "v_neck"
     dark, light = scale(main, 0.62), scale(main, 1.35)
@@ -131,35 +166,74 @@ def _upper_details(d: ImageDraw.ImageDraw, body: Body, attrs: Attrs, look: Look,
         shirt = accent if accent is not None else ((238, 238, 236) if luminance(main) < 150 else scale(main, 1.5))
         tip = body.chest_y + 0.035 * u
         if front:
-            d.polygon([(cx - nw * 1.6, body.sh_y - 0.018 * u), (cx + nw * 1.6, body.sh_y - 0.018 * u), (cx, tip)], fill=shirt)
+            d.polygon(
+                [(cx - nw * 1.6, body.sh_y - 0.018 * u), (cx + nw * 1.6, body.sh_y - 0.018 * u), (cx, tip)], fill=shirt
+            )
             tie = look.scarf_colour if accent is None else scale(main, 0.5)
-            d.polygon([(cx - 0.008 * u, body.sh_y), (cx + 0.008 * u, body.sh_y), (cx + 0.012 * u, tip - 0.01 * u),
-                       (cx, tip + 0.005 * u), (cx - 0.012 * u, tip - 0.01 * u)], fill=tie)
+            d.polygon(
+                [
+                    (cx - 0.008 * u, body.sh_y),
+                    (cx + 0.008 * u, body.sh_y),
+                    (cx + 0.012 * u, tip - 0.01 * u),
+                    (cx, tip + 0.005 * u),
+                    (cx - 0.012 * u, tip - 0.01 * u),
+                ],
+                fill=tie,
+            )
             for s in (-1, 1):  # lapels
-                d.line([(cx + s * nw * 1.7, body.sh_y - 0.015 * u), (cx + s * 0.03 * u, body.chest_y - 0.02 * u), (cx, tip)],
-                       fill=dark, width=line_w)
+                d.line(
+                    [
+                        (cx + s * nw * 1.7, body.sh_y - 0.015 * u),
+                        (cx + s * 0.03 * u, body.chest_y - 0.02 * u),
+                        (cx, tip),
+                    ],
+                    fill=dark,
+                    width=line_w,
+                )
             for k in range(2):
                 y = tip + (0.03 + 0.045 * k) * u
                 r = max(1.0, 0.006 * u)
                 d.ellipse([cx - r, y - r, cx + r, y + r], fill=dark)
         elif view == "side":
-            d.polygon([(cx + body.sw * 0.5, body.sh_y), (cx + body.sw * 0.95, body.sh_y + 0.01 * u), (cx + body.sw * 0.9, tip)], fill=shirt)
+            d.polygon(
+                [
+                    (cx + body.sw * 0.5, body.sh_y),
+                    (cx + body.sw * 0.95, body.sh_y + 0.01 * u),
+                    (cx + body.sw * 0.9, tip),
+                ],
+                fill=shirt,
+            )
         else:
             d.line([(cx, body.waist_y), (cx, hem)], fill=dark, width=line_w)  # back vent
         return
     if kind == "jacket":
         if front and accent is not None:  # open front: the inner layer shows
             top_w, hem_w = 0.032 * u, 0.045 * u
-            d.polygon([(cx - top_w, body.sh_y - 0.015 * u), (cx + top_w, body.sh_y - 0.015 * u), (cx + hem_w, hem), (cx - hem_w, hem)], fill=accent)
+            d.polygon(
+                [
+                    (cx - top_w, body.sh_y - 0.015 * u),
+                    (cx + top_w, body.sh_y - 0.015 * u),
+                    (cx + hem_w, hem),
+                    (cx - hem_w, hem),
+                ],
+                fill=accent,
+            )
             _neckline(d, body, v_neck, body.skin, 0.04)
             for s in (-1, 1):
                 d.line([(cx + s * top_w, body.sh_y - 0.015 * u), (cx + s * hem_w, hem)], fill=dark, width=line_w)
         elif front:
-            d.line([(cx, body.sh_y + 0.01 * u), (cx, hem)], fill=contrast_colour(main) if luminance(main) < 60 else dark, width=line_w)
+            d.line(
+                [(cx, body.sh_y + 0.01 * u), (cx, hem)],
+                fill=contrast_colour(main) if luminance(main) < 60 else dark,
+                width=line_w,
+            )
             d.chord([cx - nw * 1.6, body.sh_y - 0.035 * u, cx + nw * 1.6, body.sh_y + 0.03 * u], 0, 180, fill=dark)
         elif view == "side" and accent is not None:
             x = cx + body.half_width(body.chest_y) * loose
-            d.polygon([(x - 0.012 * u, body.sh_y), (x + 0.004 * u, body.sh_y), (x + 0.004 * u, hem), (x - 0.016 * u, hem)], fill=accent)
+            d.polygon(
+                [(x - 0.012 * u, body.sh_y), (x + 0.004 * u, body.sh_y), (x + 0.004 * u, hem), (x - 0.016 * u, hem)],
+                fill=accent,
+            )
         for s in (-1, 1) if front else ():  # pocket flaps
             d.line([(cx + s * 0.04 * u, body.hip_y), (cx + s * 0.085 * u, body.hip_y)], fill=dark, width=line_w)
         return
@@ -167,8 +241,14 @@ def _upper_details(d: ImageDraw.ImageDraw, body: Body, attrs: Attrs, look: Look,
         collar = light if luminance(main) < 200 else scale(main, 0.85)
         if front:
             for s in (-1, 1):
-                d.polygon([(cx + s * nw * 1.7, body.sh_y - 0.022 * u), (cx + s * nw * 0.15, body.sh_y + 0.03 * u),
-                           (cx + s * nw * 2.1, body.sh_y + 0.012 * u)], fill=collar)
+                d.polygon(
+                    [
+                        (cx + s * nw * 1.7, body.sh_y - 0.022 * u),
+                        (cx + s * nw * 0.15, body.sh_y + 0.03 * u),
+                        (cx + s * nw * 2.1, body.sh_y + 0.012 * u),
+                    ],
+                    fill=collar,
+                )
             _neckline(d, body, v_neck, body.skin, 0.035 if v_neck else 0.0)
             r = max(0.8, 0.005 * u)
             y = body.sh_y + 0.05 * u
@@ -176,13 +256,25 @@ def _upper_details(d: ImageDraw.ImageDraw, body: Body, attrs: Attrs, look: Look,
                 d.ellipse([cx - r, y - r, cx + r, y + r], fill=dark)
                 y += 0.05 * u
         else:
-            d.polygon([(cx + body.sw * 0.2, body.sh_y - 0.02 * u), (cx + body.sw * 0.9, body.sh_y - 0.02 * u),
-                       (cx + body.sw * 0.7, body.sh_y + 0.015 * u)], fill=collar)
+            d.polygon(
+                [
+                    (cx + body.sw * 0.2, body.sh_y - 0.02 * u),
+                    (cx + body.sw * 0.9, body.sh_y - 0.02 * u),
+                    (cx + body.sw * 0.7, body.sh_y + 0.015 * u),
+                ],
+                fill=collar,
+            )
         return
     if kind in ("tshirt", "sweater", "vest", "other") and front:
         _neckline(d, body, v_neck, body.skin)
         if kind == "sweater":
-            d.arc([cx - nw * 1.45, body.sh_y - 0.035 * u, cx + nw * 1.45, body.sh_y + 0.03 * u], 0, 180, fill=dark, width=line_w + 1)
+            d.arc(
+                [cx - nw * 1.45, body.sh_y - 0.035 * u, cx + nw * 1.45, body.sh_y + 0.03 * u],
+                0,
+                180,
+                fill=dark,
+                width=line_w + 1,
+            )
     if kind == "sweater":  # ribbed hem band
         w = body.half_width(hem) * loose
         d.rectangle([cx - w, hem - 0.022 * u, cx + w, hem], fill=scale(main, 0.8))
@@ -200,7 +292,10 @@ def _logo(d: ImageDraw.ImageDraw, centre: Point, size: float, look: Look) -> Non
         d.rectangle([x - r * 0.5, y - r * 0.4, x + r * 0.5, y + r * 0.4], fill=scale(look.logo_colour, 0.5))
     else:  # a printed word: three short bars
         for k in range(3):
-            d.rectangle([x - r * 1.2 + k * r * 0.85, y - r * 0.35, x - r * 1.2 + k * r * 0.85 + r * 0.65, y + r * 0.35], fill=look.logo_colour)
+            d.rectangle(
+                [x - r * 1.2 + k * r * 0.85, y - r * 0.35, x - r * 1.2 + k * r * 0.85 + r * 0.65, y + r * 0.35],
+                fill=look.logo_colour,
+            )
 
 
 def draw_lower(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, legs: Sequence[int], hips: bool) -> None:
@@ -228,8 +323,16 @@ def draw_lower(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, legs: 
                 (x, y), r = body.legs[i][0], body.leg_w[0] * mult[0] / 2
                 md.ellipse([x - r, y - r, x + r, y + r], fill=255)
     plain_like = pattern in ("plain", "logo")
-    paint(img, mask, main, body, accent=None if plain_like else accent, pattern=pattern,
-          texture="denim" if kind == "jeans" else "", period=look.extras.get("stripe", 1.0))
+    paint(
+        img,
+        mask,
+        main,
+        body,
+        accent=None if plain_like else accent,
+        pattern=pattern,
+        texture="denim" if kind == "jeans" else "",
+        period=look.extras.get("stripe", 1.0),
+    )
     d = ImageDraw.Draw(img)
     line_w = max(1, round(0.006 * u))
     if accent is not None and plain_like:
@@ -280,19 +383,44 @@ def draw_shoes(img: Image.Image, body: Body, attrs: Attrs, look: Look, legs: Seq
     for i in legs:
         ax, ay = body.legs[i][2]
         if body.view == "side":
-            poly = [(ax - 0.028 * u, ay - 0.016 * u), (ax + 0.018 * u, ay - 0.008 * u), (ax + 0.07 * u, ay + 0.018 * u),
-                    (ax + 0.072 * u, ay + 0.036 * u), (ax - 0.032 * u, ay + 0.036 * u)]
-            sole = [(ax - 0.032 * u, ay + 0.026 * u), (ax + 0.072 * u, ay + 0.026 * u), (ax + 0.072 * u, ay + 0.036 * u), (ax - 0.032 * u, ay + 0.036 * u)]
+            poly = [
+                (ax - 0.028 * u, ay - 0.016 * u),
+                (ax + 0.018 * u, ay - 0.008 * u),
+                (ax + 0.07 * u, ay + 0.018 * u),
+                (ax + 0.072 * u, ay + 0.036 * u),
+                (ax - 0.032 * u, ay + 0.036 * u),
+            ]
+            sole = [
+                (ax - 0.032 * u, ay + 0.026 * u),
+                (ax + 0.072 * u, ay + 0.026 * u),
+                (ax + 0.072 * u, ay + 0.036 * u),
+                (ax - 0.032 * u, ay + 0.036 * u),
+            ]
         else:
             fw = 0.033 * u * (0.9 if kind == "leather_shoes" else 1.0)
-            poly = [(ax - fw, ay + 0.01 * u), (ax - fw * 0.75, ay - 0.008 * u), (ax + fw * 0.75, ay - 0.008 * u),
-                    (ax + fw, ay + 0.01 * u), (ax + fw, ay + 0.036 * u), (ax - fw, ay + 0.036 * u)]
-            sole = [(ax - fw, ay + 0.027 * u), (ax + fw, ay + 0.027 * u), (ax + fw, ay + 0.036 * u), (ax - fw, ay + 0.036 * u)]
+            poly = [
+                (ax - fw, ay + 0.01 * u),
+                (ax - fw * 0.75, ay - 0.008 * u),
+                (ax + fw * 0.75, ay - 0.008 * u),
+                (ax + fw, ay + 0.01 * u),
+                (ax + fw, ay + 0.036 * u),
+                (ax - fw, ay + 0.036 * u),
+            ]
+            sole = [
+                (ax - fw, ay + 0.027 * u),
+                (ax + fw, ay + 0.027 * u),
+                (ax + fw, ay + 0.036 * u),
+                (ax - fw, ay + 0.036 * u),
+            ]
         if kind == "sandals":
             d.polygon(poly, fill=body.skin)
             d.polygon(sole, fill=main)
             for k in (0.0, 0.013):
-                d.line([(poly[0][0], ay + k * u), (poly[3][0], ay + k * u + 0.004 * u)], fill=main, width=max(1, round(0.007 * u)))
+                d.line(
+                    [(poly[0][0], ay + k * u), (poly[3][0], ay + k * u + 0.004 * u)],
+                    fill=main,
+                    width=max(1, round(0.007 * u)),
+                )
             continue
         d.polygon(poly, fill=main)
         if kind == "sneakers":

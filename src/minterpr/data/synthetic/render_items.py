@@ -16,6 +16,7 @@ Example:
     >>> body = make_body(look, "back", cx=64.0, ground=250.0, height=220.0, stride=0.5, swing=0.3)
     >>> img = Image.new("RGB", (128, 256)); draw_carried(img, body, attrs, look, "front")
 """
+
 from __future__ import annotations
 
 from typing import Mapping
@@ -69,24 +70,52 @@ def _backpack(d: ImageDraw.ImageDraw, body: Body, c: RGB, layer: str) -> None:
     if body.view == "back" and layer == "front":
         box = [cx - sw * 0.8, body.sh_y + 0.004 * u, cx + sw * 0.8, body.hip_y + 0.015 * u]
         d.rounded_rectangle(box, radius=0.03 * u, fill=c)
-        d.rounded_rectangle([cx - sw * 0.55, (box[1] + box[3]) / 2, cx + sw * 0.55, box[3] - 0.012 * u], radius=0.015 * u, fill=dark)
-        d.arc([cx - 0.03 * u, box[1] - 0.025 * u, cx + 0.03 * u, box[1] + 0.02 * u], 180, 360, fill=dark, width=max(1, round(0.006 * u)))
+        d.rounded_rectangle(
+            [cx - sw * 0.55, (box[1] + box[3]) / 2, cx + sw * 0.55, box[3] - 0.012 * u], radius=0.015 * u, fill=dark
+        )
+        d.arc(
+            [cx - 0.03 * u, box[1] - 0.025 * u, cx + 0.03 * u, box[1] + 0.02 * u],
+            180,
+            360,
+            fill=dark,
+            width=max(1, round(0.006 * u)),
+        )
     elif body.view == "front":
         if layer == "behind":  # the top of the pack shows above the shoulders
-            d.rounded_rectangle([cx - sw * 0.85, body.sh_y - 0.045 * u, cx + sw * 0.85, body.hip_y], radius=0.03 * u, fill=c)
+            d.rounded_rectangle(
+                [cx - sw * 0.85, body.sh_y - 0.045 * u, cx + sw * 0.85, body.hip_y], radius=0.03 * u, fill=c
+            )
         else:
             for s in (-1, 1):
                 x0, x1 = cx + s * sw * 0.55, cx + s * sw * 0.62
                 y1 = body.chest_y + 0.08 * u
-                d.polygon([(x0 - strap_w / 2, body.sh_y - 0.018 * u), (x0 + strap_w / 2, body.sh_y - 0.018 * u),
-                           (x1 + strap_w / 2, y1), (x1 - strap_w / 2, y1)], fill=scale(c, 0.85))
+                d.polygon(
+                    [
+                        (x0 - strap_w / 2, body.sh_y - 0.018 * u),
+                        (x0 + strap_w / 2, body.sh_y - 0.018 * u),
+                        (x1 + strap_w / 2, y1),
+                        (x1 - strap_w / 2, y1),
+                    ],
+                    fill=scale(c, 0.85),
+                )
                 d.rectangle([x1 - strap_w * 0.6, y1 - 0.015 * u, x1 + strap_w * 0.6, y1], fill=dark)  # buckle
     elif body.view == "side" and layer == "front":
         back = cx - body.half_width(body.chest_y)
-        d.rounded_rectangle([back - 0.085 * u, body.sh_y + 0.005 * u, back + 0.02 * u, body.hip_y + 0.01 * u], radius=0.025 * u, fill=c)
-        d.rounded_rectangle([back - 0.1 * u, body.chest_y + 0.02 * u, back - 0.05 * u, body.hip_y], radius=0.012 * u, fill=dark)
-        d.line([(cx - sw * 0.2, body.sh_y - 0.012 * u), (cx + sw * 0.5, body.sh_y + 0.03 * u), (cx + sw * 0.3, body.chest_y + 0.06 * u)],
-               fill=dark, width=max(1, round(strap_w * 0.8)))
+        d.rounded_rectangle(
+            [back - 0.085 * u, body.sh_y + 0.005 * u, back + 0.02 * u, body.hip_y + 0.01 * u], radius=0.025 * u, fill=c
+        )
+        d.rounded_rectangle(
+            [back - 0.1 * u, body.chest_y + 0.02 * u, back - 0.05 * u, body.hip_y], radius=0.012 * u, fill=dark
+        )
+        d.line(
+            [
+                (cx - sw * 0.2, body.sh_y - 0.012 * u),
+                (cx + sw * 0.5, body.sh_y + 0.03 * u),
+                (cx + sw * 0.3, body.chest_y + 0.06 * u),
+            ],
+            fill=dark,
+            width=max(1, round(strap_w * 0.8)),
+        )
 
 
 def _messenger(d: ImageDraw.ImageDraw, body: Body, c: RGB, side: int) -> None:
@@ -96,13 +125,17 @@ def _messenger(d: ImageDraw.ImageDraw, body: Body, c: RGB, side: int) -> None:
     if body.view == "side":
         bx = cx - 0.01 * u
         d.line([(cx - body.sw * 0.3, body.sh_y - 0.012 * u), (bx, body.hip_y - 0.02 * u)], fill=dark, width=width)
-        d.rounded_rectangle([bx - 0.055 * u, body.hip_y - 0.025 * u, bx + 0.055 * u, body.hip_y + 0.075 * u], radius=0.01 * u, fill=c)
+        d.rounded_rectangle(
+            [bx - 0.055 * u, body.hip_y - 0.025 * u, bx + 0.055 * u, body.hip_y + 0.075 * u], radius=0.01 * u, fill=c
+        )
         d.rectangle([bx - 0.055 * u, body.hip_y - 0.025 * u, bx + 0.055 * u, body.hip_y + 0.01 * u], fill=dark)
         return
     s = side if body.view == "front" else -side
     bx = cx + s * (body.hw + 0.03 * u)
     d.line([(cx - s * body.sw * 0.62, body.sh_y - 0.012 * u), (bx, body.hip_y - 0.02 * u)], fill=dark, width=width)
-    d.rounded_rectangle([bx - 0.05 * u, body.hip_y - 0.025 * u, bx + 0.05 * u, body.hip_y + 0.075 * u], radius=0.01 * u, fill=c)
+    d.rounded_rectangle(
+        [bx - 0.05 * u, body.hip_y - 0.025 * u, bx + 0.05 * u, body.hip_y + 0.075 * u], radius=0.01 * u, fill=c
+    )
     d.rectangle([bx - 0.05 * u, body.hip_y - 0.025 * u, bx + 0.05 * u, body.hip_y + 0.012 * u], fill=dark)
 
 
@@ -116,8 +149,15 @@ def _held(d: ImageDraw.ImageDraw, body: Body, item: str, c: RGB, arm: int, look:
     if item == "handbag":
         x = hx + out * 0.01 * u
         d.arc([x - 0.03 * u, hy - 0.02 * u, x + 0.03 * u, hy + 0.05 * u], 180, 360, fill=dark, width=lw)
-        d.polygon([(x - 0.035 * u, hy + 0.015 * u), (x + 0.035 * u, hy + 0.015 * u), (x + 0.045 * u, hy + 0.08 * u),
-                   (x - 0.045 * u, hy + 0.08 * u)], fill=c)
+        d.polygon(
+            [
+                (x - 0.035 * u, hy + 0.015 * u),
+                (x + 0.035 * u, hy + 0.015 * u),
+                (x + 0.045 * u, hy + 0.08 * u),
+                (x - 0.045 * u, hy + 0.08 * u),
+            ],
+            fill=c,
+        )
     elif item == "suitcase":
         x = hx + out * 0.05 * u
         w = 0.09 * u if body.view == "side" else 0.05 * u
@@ -129,7 +169,11 @@ def _held(d: ImageDraw.ImageDraw, body: Body, item: str, c: RGB, arm: int, look:
         d.line([(hx, hy), (x, top)], fill=_METAL, width=lw + 1)
         d.rounded_rectangle([x - 0.075 * u, top, x + 0.075 * u, ground - 0.015 * u], radius=0.015 * u, fill=c)
         for k in (1, 2):
-            d.line([(x - 0.075 * u + k * 0.05 * u, top + 0.015 * u), (x - 0.075 * u + k * 0.05 * u, ground - 0.03 * u)], fill=dark, width=lw)
+            d.line(
+                [(x - 0.075 * u + k * 0.05 * u, top + 0.015 * u), (x - 0.075 * u + k * 0.05 * u, ground - 0.03 * u)],
+                fill=dark,
+                width=lw,
+            )
         r = 0.012 * u
         for s in (-1, 1):
             d.ellipse([x + s * 0.05 * u - r, ground - 2 * r, x + s * 0.05 * u + r, ground], fill=(25, 25, 25))
@@ -137,8 +181,15 @@ def _held(d: ImageDraw.ImageDraw, body: Body, item: str, c: RGB, arm: int, look:
         bag = (236, 236, 232) if look.logo_shape != 0 else c
         x = hx + out * 0.01 * u
         d.arc([x - 0.028 * u, hy - 0.02 * u, x + 0.028 * u, hy + 0.045 * u], 180, 360, fill=scale(bag, 0.85), width=lw)
-        d.polygon([(x - 0.035 * u, hy + 0.012 * u), (x + 0.035 * u, hy + 0.012 * u), (x + 0.05 * u, hy + 0.12 * u),
-                   (x - 0.05 * u, hy + 0.12 * u)], fill=bag)
+        d.polygon(
+            [
+                (x - 0.035 * u, hy + 0.012 * u),
+                (x + 0.035 * u, hy + 0.012 * u),
+                (x + 0.05 * u, hy + 0.12 * u),
+                (x - 0.05 * u, hy + 0.12 * u),
+            ],
+            fill=bag,
+        )
     elif item == "umbrella":
         if look.umbrella_open:
             cy = body.top - 0.04 * u
@@ -150,7 +201,10 @@ def _held(d: ImageDraw.ImageDraw, body: Body, item: str, c: RGB, arm: int, look:
             tip = (hx + out * 0.05 * u + (0.08 * u if body.view == "side" else 0.0), ground)
             d.line([(hx, hy), tip], fill=(40, 40, 40), width=lw)
             mx, my = hx + (tip[0] - hx) * 0.25, hy + (tip[1] - hy) * 0.25
-            d.polygon([(mx - 0.018 * u, my), (mx + 0.018 * u, my), (hx + (tip[0] - hx) * 0.85, hy + (tip[1] - hy) * 0.85)], fill=c)
+            d.polygon(
+                [(mx - 0.018 * u, my), (mx + 0.018 * u, my), (hx + (tip[0] - hx) * 0.85, hy + (tip[1] - hy) * 0.85)],
+                fill=c,
+            )
     elif item == "folder":
         x = hx + out * 0.015 * u
         w = 0.055 * u if body.view == "side" else 0.018 * u  # edge-on from the front
@@ -179,7 +233,12 @@ def _pushed(d: ImageDraw.ImageDraw, body: Body, item: str, c: RGB) -> None:
         d.line([(x, ground - r), ((x0 + x1) / 2, bottom)], fill=_METAL, width=lw)
     if item == "baby_buggy":
         d.rounded_rectangle([x0, top, x1, bottom], radius=0.04 * u, fill=c)
-        d.chord([x0 + (0.1 * u if body.view == "side" else 0.0), top - 0.12 * u, x1, top + 0.1 * u], 180, 360, fill=scale(c, 0.7))
+        d.chord(
+            [x0 + (0.1 * u if body.view == "side" else 0.0), top - 0.12 * u, x1, top + 0.1 * u],
+            180,
+            360,
+            fill=scale(c, 0.7),
+        )
     else:
         d.rectangle([x0, top, x1, bottom], outline=_METAL, width=lw)
         step = max(3.0, 0.03 * u)

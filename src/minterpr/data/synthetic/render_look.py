@@ -13,6 +13,7 @@ Example:
     >>> 0.8 < look.height < 1.1
     True
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -81,8 +82,11 @@ def sample_look(attributes: Mapping[str, tuple[str, ...]], rng: np.random.Genera
     free = [pick_shade(FREE_COLOURS[int(rng.integers(len(FREE_COLOURS)))], rng) for _ in range(3)]
     upper = attributes.get("upper_colour", ("grey",))
     garment = shades.get(("upper_colour", primary.get("upper_colour", upper[0])), (128, 128, 128))
-    logo_options = [c for c in ((236, 236, 232), (26, 26, 30), (210, 40, 40), (250, 210, 40), (40, 90, 200))
-                    if abs(luminance(c) - luminance(garment)) > 60 or abs(c[0] - garment[0]) + abs(c[2] - garment[2]) > 200]
+    logo_options = [
+        c
+        for c in ((236, 236, 232), (26, 26, 30), (210, 40, 40), (250, 210, 40), (40, 90, 200))
+        if abs(luminance(c) - luminance(garment)) > 60 or abs(c[0] - garment[0]) + abs(c[2] - garment[2]) > 200
+    ]
     return Look(
         height=height,
         width=float(np.clip(rng.normal(1.0, 0.08), 0.82, 1.25)),
@@ -100,8 +104,12 @@ def sample_look(attributes: Mapping[str, tuple[str, ...]], rng: np.random.Genera
         bag_side=1 if rng.random() < 0.5 else -1,
         umbrella_open=bool(rng.random() < 0.5),
         hair_volume=float(rng.uniform(0.85, 1.2)),
-        extras={"stripe": float(rng.uniform(0.8, 1.25)), "beard": float(rng.random() < (0.0 if female or child else 0.15)),
-                "fringe": float(rng.random() < 0.5), "ponytail": float(female and rng.random() < 0.25)},
+        extras={
+            "stripe": float(rng.uniform(0.8, 1.25)),
+            "beard": float(rng.random() < (0.0 if female or child else 0.15)),
+            "fringe": float(rng.random() < 0.5),
+            "ponytail": float(female and rng.random() < 0.25),
+        },
     )
 
 

@@ -12,6 +12,7 @@ Example:
     >>> background(cam, (128, 64), np.random.default_rng(1)).size
     (64, 128)
 """
+
 from __future__ import annotations
 
 from functools import lru_cache
@@ -50,7 +51,9 @@ def _scene(camera: CameraStyle, size: tuple[int, int]) -> Image.Image:
             x = int(rng.integers(0, w0 // 3))
             while x < w:
                 ww, wh = int(w0 * rng.uniform(0.12, 0.2)), int(horizon * 0.9 / floors * 0.6)
-                d.rectangle([x, y0, x + ww, y0 + wh], fill=scale(wall, 0.45), outline=scale(wall, 0.8), width=max(1, h // 128))
+                d.rectangle(
+                    [x, y0, x + ww, y0 + wh], fill=scale(wall, 0.45), outline=scale(wall, 0.8), width=max(1, h // 128)
+                )
                 x += ww + int(w0 * rng.uniform(0.12, 0.3))
         for _ in range(int(rng.integers(1, 3))):  # shop fronts and doors at street level
             x = int(rng.integers(0, w - w0 // 3))
@@ -72,10 +75,23 @@ def _scene(camera: CameraStyle, size: tuple[int, int]) -> Image.Image:
         x = int(rng.integers(0, w0 // 2))
         while x < w:  # doors and notice boards
             dw = int(w0 * rng.uniform(0.22, 0.3))
-            d.rectangle([x, int(floor * 0.3), x + dw, floor], fill=accent, outline=scale(accent, 0.6), width=max(1, h // 128))
-            d.ellipse([x + dw - dw // 5, int(floor * 0.65), x + dw - dw // 5 + max(2, h // 80), int(floor * 0.65) + max(2, h // 80)], fill=(200, 190, 120))
+            d.rectangle(
+                [x, int(floor * 0.3), x + dw, floor], fill=accent, outline=scale(accent, 0.6), width=max(1, h // 128)
+            )
+            d.ellipse(
+                [
+                    x + dw - dw // 5,
+                    int(floor * 0.65),
+                    x + dw - dw // 5 + max(2, h // 80),
+                    int(floor * 0.65) + max(2, h // 80),
+                ],
+                fill=(200, 190, 120),
+            )
             bx = x + dw + int(w0 * 0.12)
-            d.rectangle([bx, int(floor * 0.35), bx + w0 // 6, int(floor * 0.55)], fill=pick_shade(FREE_COLOURS[int(rng.integers(len(FREE_COLOURS)))], rng))
+            d.rectangle(
+                [bx, int(floor * 0.35), bx + w0 // 6, int(floor * 0.55)],
+                fill=pick_shade(FREE_COLOURS[int(rng.integers(len(FREE_COLOURS)))], rng),
+            )
             x += dw + int(w0 * rng.uniform(0.5, 0.9))
         for x in range(int(rng.integers(0, w0 // 2)), w, w0):  # ceiling lights
             d.rectangle([x, int(h * 0.02), x + w0 // 3, int(h * 0.05)], fill=(250, 250, 240))
@@ -91,7 +107,10 @@ def _scene(camera: CameraStyle, size: tuple[int, int]) -> Image.Image:
         for _ in range(int(w / w0 * 4)):
             x, r = float(rng.uniform(0, w)), float(w0 * rng.uniform(0.12, 0.3))
             d.rectangle([x - r * 0.08, treeline - r * 0.3, x + r * 0.08, treeline + r * 0.3], fill=(78, 58, 40))
-            d.ellipse([x - r, treeline - r * 1.6, x + r, treeline + r * 0.1], fill=scale(accent, float(rng.uniform(0.8, 1.15))))
+            d.ellipse(
+                [x - r, treeline - r * 1.6, x + r, treeline + r * 0.1],
+                fill=scale(accent, float(rng.uniform(0.8, 1.15))),
+            )
         path_y = int(h * rng.uniform(0.62, 0.78))
         d.rectangle([0, path_y, w, path_y + h // 10], fill=(176, 160, 130))
         tex_sigma = 10.0
@@ -177,9 +196,9 @@ def apply_camera(img: Image.Image, camera: CameraStyle, rng: np.random.Generator
     lum = arr @ np.asarray([0.299, 0.587, 0.114], dtype=np.float32)  # (H, W)
     # saturation and contrast in one affine step: lum + (x - lum) * s, then (. - 128) * c + 128 + b
     c, s = np.float32(camera.contrast), np.float32(camera.saturation)
-    offset = (128.0 * (1.0 - camera.contrast) + camera.brightness + 10.0 * (r[4] - 0.5))
+    offset = 128.0 * (1.0 - camera.contrast) + camera.brightness + 10.0 * (r[4] - 0.5)
     arr = (arr * (c * s) + (lum * (c * (1 - s)))[..., None]) + np.float32(offset)
     bank = _noise_bank(h, w)
     oy, ox = int(r[5] * h), int(r[6] * w)
-    arr += bank[oy:oy + h, ox:ox + w] * np.float32(camera.noise_sigma)
+    arr += bank[oy : oy + h, ox : ox + w] * np.float32(camera.noise_sigma)
     return Image.fromarray(np.clip(arr, 0, 255).astype(np.uint8), "RGB")

@@ -18,6 +18,7 @@ Example:
     >>> sorted(world), world["test"][0].person_id.startswith("synth:")
     (['test', 'train', 'val'], True)
 """
+
 from __future__ import annotations
 
 import io
@@ -118,8 +119,9 @@ def plan_world(config: SyntheticWorldConfig) -> WorldPlan:
     plan = WorldPlan(cameras=cameras, identities={}, twin_of={}, images={})
     first_local = 0  # local ids are unique across splits: train first, then val, then test
     for s, split in enumerate(SPLITS):
-        people, twin_of = sample_population_with_twins(config.identities(split), _rng(config.seed, _POPULATION_KEY, s),
-                                                       twin_fraction=config.twin_fraction)
+        people, twin_of = sample_population_with_twins(
+            config.identities(split), _rng(config.seed, _POPULATION_KEY, s), twin_fraction=config.twin_fraction
+        )
         plan.identities[split], plan.twin_of[split], plan.images[split] = people, twin_of, []
         rng = _rng(config.seed, _PLAN_KEY, s)
         image_index = 0
@@ -133,8 +135,15 @@ def plan_world(config: SyntheticWorldConfig) -> WorldPlan:
             for k, cam in enumerate(cams):
                 view = sample_view(cameras[cam], rng)
                 path = f"images/{split}/{local:05d}_c{cam}_{k}.jpg"
-                plan.images[split].append(GalleryImage(path=path, person_id=person_id(NAMESPACE, local),
-                                                       camera_id=f"{NAMESPACE}:cam{cam}", view=view, attributes=attrs))
+                plan.images[split].append(
+                    GalleryImage(
+                        path=path,
+                        person_id=person_id(NAMESPACE, local),
+                        camera_id=f"{NAMESPACE}:cam{cam}",
+                        view=view,
+                        attributes=attrs,
+                    )
+                )
                 plan.jobs.append(_Job(path, attrs, (_LOOK_KEY, s, root), (_IMAGE_KEY, s, image_index), cam, view))
                 image_index += 1
         first_local += len(people)
@@ -188,8 +197,9 @@ def _remove_unplanned_images(folder: Path, planned: set[str]) -> int:
     return removed
 
 
-def build_world(out_dir: str | Path, config: SyntheticWorldConfig = SyntheticWorldConfig(), *,
-                progress: bool = True) -> dict[str, list[GalleryImage]]:
+def build_world(
+    out_dir: str | Path, config: SyntheticWorldConfig = SyntheticWorldConfig(), *, progress: bool = True
+) -> dict[str, list[GalleryImage]]:
     """Render the world into ``out_dir`` and return split -> images (paths relative to ``out_dir``).
 
     Manifests and dialogues are not written here (see the gallery writer and the dialogue
@@ -246,8 +256,13 @@ def _tile(tiles: list[Image.Image], columns: int, out_png: str | Path) -> Path:
     return out
 
 
-def render_grid(images: Sequence[GalleryImage], root: str | Path, columns: int, out_png: str | Path,
-                tile_size: tuple[int, int] = (128, 64)) -> Path:
+def render_grid(
+    images: Sequence[GalleryImage],
+    root: str | Path,
+    columns: int,
+    out_png: str | Path,
+    tile_size: tuple[int, int] = (128, 64),
+) -> Path:
     """Tile gallery images (read from ``root``) with their person ids under each into one PNG.
 
     ``tile_size`` is (height, width) of each image in the grid. Returns the PNG path.
@@ -258,8 +273,9 @@ def render_grid(images: Sequence[GalleryImage], root: str | Path, columns: int, 
     return _tile(tiles, columns, out_png)
 
 
-def make_sample_grid(out_png: str | Path, seed: int = 0, *, identities: int = 16,
-                     size: tuple[int, int] = (256, 128)) -> Path:
+def make_sample_grid(
+    out_png: str | Path, seed: int = 0, *, identities: int = 16, size: tuple[int, int] = (256, 128)
+) -> Path:
     """Render ``identities`` people (with near-twins) x 2 views by different cameras into one PNG.
 
     No world is built; use it for the README. Returns the PNG path.

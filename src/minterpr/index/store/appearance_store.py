@@ -26,6 +26,7 @@ Example:
     >>> require_appearance(open_gallery(folder).manifest, folder, "a1")["dim"]
     4
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -49,24 +50,32 @@ def update_command(store_dir: str | os.PathLike[str]) -> str:
     return UPDATE.format(dir=shlex.quote(os.fspath(store_dir)))
 
 
-def require_appearance(manifest: GalleryManifest, store_dir: str | os.PathLike[str],
-                       fingerprint: str | None = None) -> Mapping[str, Any]:
+def require_appearance(
+    manifest: GalleryManifest, store_dir: str | os.PathLike[str], fingerprint: str | None = None
+) -> Mapping[str, Any]:
     """The store's appearance entry (``{"dim", "model_fingerprint"}``); DatasetError in one line naming
     ``store_dir`` and :func:`update_command` when it has none, or (``fingerprint`` given) when another
     appearance model made them."""
     entry = manifest.appearance
     if entry is None:
-        raise DatasetError(store_dir, "has no appearance vectors (built without an appearance model): add them "
-                                      f"with `{update_command(store_dir)}`")
+        raise DatasetError(
+            store_dir,
+            "has no appearance vectors (built without an appearance model): add them "
+            f"with `{update_command(store_dir)}`",
+        )
     if fingerprint is not None and entry.get("model_fingerprint") != fingerprint:
-        raise DatasetError(store_dir, f"its appearance vectors were made by appearance model "
-                                      f"{entry.get('model_fingerprint')}, not {fingerprint}: replace them with "
-                                      f"`{update_command(store_dir)} --appearance ...`")
+        raise DatasetError(
+            store_dir,
+            f"its appearance vectors were made by appearance model "
+            f"{entry.get('model_fingerprint')}, not {fingerprint}: replace them with "
+            f"`{update_command(store_dir)} --appearance ...`",
+        )
     return entry
 
 
-def check_appearance_match(manifest: GalleryManifest, store_dir: str | os.PathLike[str],
-                           fingerprint: str | None) -> None:
+def check_appearance_match(
+    manifest: GalleryManifest, store_dir: str | os.PathLike[str], fingerprint: str | None
+) -> None:
     """Before rows are added: DatasetError in one line unless the new rows' appearance model
     (``fingerprint``, None = none) is the store's."""
     entry = manifest.appearance
@@ -74,15 +83,24 @@ def check_appearance_match(manifest: GalleryManifest, store_dir: str | os.PathLi
     if stored == fingerprint:
         return
     if stored is None:
-        raise DatasetError(store_dir, f"has no appearance vectors, the new rows would (appearance model {fingerprint}): "
-                                      f"add them to the store first with `{update_command(store_dir)}`, or add "
-                                      "these rows with --appearance none")
+        raise DatasetError(
+            store_dir,
+            f"has no appearance vectors, the new rows would (appearance model {fingerprint}): "
+            f"add them to the store first with `{update_command(store_dir)}`, or add "
+            "these rows with --appearance none",
+        )
     if fingerprint is None:
-        raise DatasetError(store_dir, f"has appearance vectors (appearance model {stored}), the new rows none: "
-                                      "add them with that appearance model (--appearance)")
-    raise DatasetError(store_dir, f"its appearance vectors are appearance model {stored}'s, the new rows "
-                                  f"{fingerprint}'s: use the store's model, or replace its vectors with "
-                                  f"`{update_command(store_dir)} --appearance ...`")
+        raise DatasetError(
+            store_dir,
+            f"has appearance vectors (appearance model {stored}), the new rows none: "
+            "add them with that appearance model (--appearance)",
+        )
+    raise DatasetError(
+        store_dir,
+        f"its appearance vectors are appearance model {stored}'s, the new rows "
+        f"{fingerprint}'s: use the store's model, or replace its vectors with "
+        f"`{update_command(store_dir)} --appearance ...`",
+    )
 
 
 def update_appearance(store_dir: str | os.PathLike[str], vectors: np.ndarray, fingerprint: str) -> GalleryManifest:
@@ -93,8 +111,9 @@ def update_appearance(store_dir: str | os.PathLike[str], vectors: np.ndarray, fi
     manifest = read_manifest(folder)
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     if vectors.ndim != 2 or len(vectors) != manifest.count:
-        raise InputError(f"update_appearance: {folder} holds {manifest.count} images, the vectors are "
-                         f"{tuple(vectors.shape)}")
+        raise InputError(
+            f"update_appearance: {folder} holds {manifest.count} images, the vectors are {tuple(vectors.shape)}"
+        )
     if not fingerprint:
         raise InputError("update_appearance: the vectors need the fingerprint of the appearance model that made them")
     files = {name: size for name, size in manifest.files.items() if name != APPEARANCE}
@@ -102,7 +121,10 @@ def update_appearance(store_dir: str | os.PathLike[str], vectors: np.ndarray, fi
         manifest = dataclasses.replace(manifest, appearance=None, files=files)
         write_manifest(folder, manifest)
     atomic_write(folder / APPEARANCE, lambda f: np.save(f, vectors))
-    manifest = dataclasses.replace(manifest, files={**files, APPEARANCE: (folder / APPEARANCE).stat().st_size},
-                                   appearance={"dim": int(vectors.shape[1]), "model_fingerprint": fingerprint})
+    manifest = dataclasses.replace(
+        manifest,
+        files={**files, APPEARANCE: (folder / APPEARANCE).stat().st_size},
+        appearance={"dim": int(vectors.shape[1]), "model_fingerprint": fingerprint},
+    )
     write_manifest(folder, manifest)
     return manifest

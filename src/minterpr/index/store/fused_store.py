@@ -31,6 +31,7 @@ Example:
     >>> opened.fused.nlist, opened.fused.search(emb[5], (), 0.0, 0.02, 1).rows.tolist()
     (4, [5])
 """
+
 from __future__ import annotations
 
 import os
@@ -45,8 +46,16 @@ from minterpr.index.fused_ivf import PARTS, FusedIVF
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.npy import load_npy
 
-__all__ = ["FUSED", "FUSED_MIN_IMAGES", "FUSED_VERSION", "add_fused", "build_fused", "load_fused", "save_fused",
-           "wants_fused"]
+__all__ = [
+    "FUSED",
+    "FUSED_MIN_IMAGES",
+    "FUSED_VERSION",
+    "add_fused",
+    "build_fused",
+    "load_fused",
+    "save_fused",
+    "wants_fused",
+]
 
 FUSED = "fused"  # the folder of the parts, inside the store
 FUSED_VERSION = 1  # GalleryManifest.fused["version"]: bumped when the parts change; another is refused
@@ -86,15 +95,18 @@ def save_fused(ivf: FusedIVF, folder: Path) -> tuple[dict[str, Any], dict[str, i
     return entry, files
 
 
-def load_fused(folder: Path, entry: Mapping[str, Any], index: GalleryIndex, mmap: bool,
-               fail: Callable[[str], Exception]) -> FusedIVF:
+def load_fused(
+    folder: Path, entry: Mapping[str, Any], index: GalleryIndex, mmap: bool, fail: Callable[[str], Exception]
+) -> FusedIVF:
     """The saved fused index of the store in ``folder`` (manifest ``entry``) over its opened ``index``;
     ``fail(reason)`` is raised for another version or parts that do not fit the store."""
     redo = f"rebuild that part alone with `minterpr index fused {os.fspath(folder)}`"
     if not isinstance(entry, Mapping) or entry.get("version") != FUSED_VERSION:
         version = entry.get("version") if isinstance(entry, Mapping) else entry
-        raise fail(f"its fused index is of format version {version!r}; this minterpr reads version "
-                   f"{FUSED_VERSION}: {redo}, or the whole store")
+        raise fail(
+            f"its fused index is of format version {version!r}; this minterpr reads version "
+            f"{FUSED_VERSION}: {redo}, or the whole store"
+        )
     parts = {}
     for name in entry.get("parts", ()):
         if name not in PARTS:

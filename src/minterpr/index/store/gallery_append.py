@@ -9,6 +9,7 @@ finished by the next :func:`append_gallery`). The cost is a rewrite of the store
 :func:`rewrite_metadata` replaces the free metadata of every row the same way (what tracklet
 linking stores its groups with). :func:`add_fused` builds and saves the fused index of a store from its saved embeddings.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -26,9 +27,25 @@ from minterpr.fileio import fsync_directory, remove_stale_temporaries
 from minterpr.index.fused_ivf import FusedIVF
 from minterpr.index.store.fused_store import FUSED, build_fused, save_fused, wants_fused
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.index.store.gallery_store import (APPEARANCE, APPENDABLE, EMBEDDINGS, GALLERY_VERSION, IMAGES, MANIFEST, PROBS,
-                                          REBUILD, SKIPPED, STAGING, STORE_FILES, VECTORS, build_vector_index,
-                                          check_store_folder, open_gallery, save_gallery, write_manifest)
+from minterpr.index.store.gallery_store import (
+    APPEARANCE,
+    APPENDABLE,
+    EMBEDDINGS,
+    GALLERY_VERSION,
+    IMAGES,
+    MANIFEST,
+    PROBS,
+    REBUILD,
+    SKIPPED,
+    STAGING,
+    STORE_FILES,
+    VECTORS,
+    build_vector_index,
+    check_store_folder,
+    open_gallery,
+    save_gallery,
+    write_manifest,
+)
 from minterpr.types import GalleryImage  # noqa: F401  (the doctest builds GalleryImage rows)
 
 __all__ = ["add_fused", "append_gallery", "rewrite_metadata"]
@@ -64,10 +81,18 @@ def _finish_staged(folder: Path) -> None:
     shutil.rmtree(staging, ignore_errors=True)
 
 
-def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
-                   metadata: Sequence[Mapping[str, Any]] | None = None, replace: Mapping[str, Any] | None = None,
-                   backend: str | None = "exact", rebuild: str | None = None, fused: str = "auto",
-                   appearance_fingerprint: str | None = None) -> int:
+def append_gallery(
+    index: GalleryIndex,
+    directory: str | os.PathLike[str],
+    *,
+    model_fingerprint: str | None,
+    metadata: Sequence[Mapping[str, Any]] | None = None,
+    replace: Mapping[str, Any] | None = None,
+    backend: str | None = "exact",
+    rebuild: str | None = None,
+    fused: str = "auto",
+    appearance_fingerprint: str | None = None,
+) -> int:
     """Add ``index``'s rows (and their ``metadata``) to the store in ``directory`` and return its
     new row count. The store's rows whose metadata matches ``replace`` (a vector-index filter,
     e.g. ``{"job": "4f2a"}``) are dropped first. A new store gets a ``backend`` vector index
@@ -111,18 +136,25 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
         old = open_gallery(folder, expected_fingerprint=model_fingerprint, fused=False)
         old_fused = old.manifest.fused
         if old.manifest.root != index.root:
-            raise DatasetError(folder, f"its images lie under {old.manifest.root!r}, the new ones under {index.root!r}: "
-                                       "a store has one image root; add them to another gallery")
+            raise DatasetError(
+                folder,
+                f"its images lie under {old.manifest.root!r}, the new ones under {index.root!r}: "
+                "a store has one image root; add them to another gallery",
+            )
         if (old.manifest.labels is None) != (probs is None) or old.manifest.dim != index.embeddings.shape[1]:
             raise DatasetError(folder, "the new rows' embeddings or attribute probabilities do not match the store's")
         stored = old.manifest.appearance
         if (stored is None) != (appearance is None) or (
-                stored is not None and stored.get("model_fingerprint") != appearance_fingerprint):
+            stored is not None and stored.get("model_fingerprint") != appearance_fingerprint
+        ):
             have = "no appearance vectors" if stored is None else f"appearance model {stored.get('model_fingerprint')}"
             new = "none" if appearance is None else f"appearance model {appearance_fingerprint}"
-            raise DatasetError(folder, f"the store has {have}, the new rows {new}: add them with the store's "
-                                       f"(--appearance none when it has none), or give the store this model's first: "
-                                       f"minterpr index build --update --out {shlex.quote(os.fspath(folder))}")
+            raise DatasetError(
+                folder,
+                f"the store has {have}, the new rows {new}: add them with the store's "
+                f"(--appearance none when it has none), or give the store this model's first: "
+                f"minterpr index build --update --out {shlex.quote(os.fspath(folder))}",
+            )
         keep = [i for i, record in enumerate(old.metadata) if not (replace and matches(record, replace))]
         new_paths = {image.path for image in images} | {path for path, _ in skipped}
         images = [old.index.images[i] for i in keep] + images
@@ -135,20 +167,31 @@ def append_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mo
         skipped = tuple(s for s in old.index.skipped if s[0] not in new_paths) + tuple(skipped)
         backend, rebuild = old.manifest.vector_backend, old.manifest.rebuild
     if backend is not None and backend not in APPENDABLE:
-        raise InputError(f"{folder}: a store with a {backend} vector index cannot be appended to here "
-                         f"(only {', '.join(APPENDABLE)}); rebuild it with one of those")
-    merged = GalleryIndex(images, embeddings, attribute_probs=probs, root=index.root, skipped=skipped,
-                          appearance=appearance)
-    vectors = None if backend is None else build_vector_index(backend, merged, records,
-                                                              model_fingerprint=model_fingerprint)
+        raise InputError(
+            f"{folder}: a store with a {backend} vector index cannot be appended to here "
+            f"(only {', '.join(APPENDABLE)}); rebuild it with one of those"
+        )
+    merged = GalleryIndex(
+        images, embeddings, attribute_probs=probs, root=index.root, skipped=skipped, appearance=appearance
+    )
+    vectors = (
+        None if backend is None else build_vector_index(backend, merged, records, model_fingerprint=model_fingerprint)
+    )
     ivf = None
     if len(merged) and (wants_fused(fused, len(merged)) or (fused == "auto" and old_fused is not None)):
         ivf = build_fused(merged, like=old_fused)
     folder.mkdir(parents=True, exist_ok=True)
     shutil.rmtree(folder / STAGING, ignore_errors=True)
-    save_gallery(merged, folder / STAGING, model_fingerprint=model_fingerprint, vector_index=vectors,
-                 metadata=records, rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
-                 fused_index=ivf, appearance_fingerprint=appearance_fingerprint)
+    save_gallery(
+        merged,
+        folder / STAGING,
+        model_fingerprint=model_fingerprint,
+        vector_index=vectors,
+        metadata=records,
+        rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
+        fused_index=ivf,
+        appearance_fingerprint=appearance_fingerprint,
+    )
     _finish_staged(folder)
     return len(merged)
 
@@ -178,14 +221,24 @@ def rewrite_metadata(directory: str | os.PathLike[str], metadata: Sequence[Mappi
     manifest = old.manifest
     index = dataclasses.replace(old.index, root=manifest.root)  # as stored ("." for a store holding its images)
     backend = manifest.vector_backend
-    vectors = None if backend is None else build_vector_index(backend, index, records,
-                                                              model_fingerprint=manifest.model_fingerprint)
+    vectors = (
+        None
+        if backend is None
+        else build_vector_index(backend, index, records, model_fingerprint=manifest.model_fingerprint)
+    )
     ivf = build_fused(index, like=manifest.fused) if manifest.fused is not None and len(index) else None
     shutil.rmtree(folder / STAGING, ignore_errors=True)
     looks = manifest.appearance
-    save_gallery(index, folder / STAGING, model_fingerprint=manifest.model_fingerprint, vector_index=vectors,
-                 metadata=records, rebuild=manifest.rebuild, fused_index=ivf,
-                 appearance_fingerprint=None if looks is None else looks.get("model_fingerprint"))
+    save_gallery(
+        index,
+        folder / STAGING,
+        model_fingerprint=manifest.model_fingerprint,
+        vector_index=vectors,
+        metadata=records,
+        rebuild=manifest.rebuild,
+        fused_index=ivf,
+        appearance_fingerprint=None if looks is None else looks.get("model_fingerprint"),
+    )
     _finish_staged(folder)
 
 

@@ -57,6 +57,7 @@ Example:
     ...
     minterpr.errors.DatasetError: ...: built by another model (fingerprint 0123abcd, this model's is feedbeef); rebuild it with `minterpr index build --run RUN --images IMAGES --out ...`
 """
+
 from __future__ import annotations
 
 import json
@@ -83,8 +84,13 @@ GALLERY_FORMAT = "minterpr-gallery"  # GalleryManifest.format
 GALLERY_VERSION = 2  # bumped when the layout changes: a store of a version not in READ_VERSIONS is refused
 READ_VERSIONS = (1, 2)  # versions read: 1 = before the fused index (no GalleryManifest.fused), 2 = with it
 MANIFEST = "gallery.json"  # written last: its presence means the store was saved whole
-IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS = ("images.json", "embeddings.npy", "attribute_probs.npy",
-                                               "skipped.json", "vectors")
+IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS = (
+    "images.json",
+    "embeddings.npy",
+    "attribute_probs.npy",
+    "skipped.json",
+    "vectors",
+)
 APPEARANCE = "appearance.npy"  # (N, A) float32 appearance vectors, when an appearance model embedded the gallery
 STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED, APPEARANCE)  # what a store folder may hold
 CAPTIONS = "vlm_captions.jsonl"  # the crops' MTG captions (`minterpr vlm caption --index STORE`), if any
@@ -153,9 +159,15 @@ def _image_columns(images: Sequence[GalleryImage], metadata: Sequence[Mapping[st
     columns: dict[str, Any] = {name: [getattr(image, name) for image in images] for name in COLUMNS}
     pairs: dict[tuple[str, tuple[str, ...]], int] = {}  # (slot, values) -> its position in attribute_pairs
     sets: dict[tuple[int, ...], int] = {}  # attribute set (pair positions) -> its position in attribute_sets
-    columns["attributes"] = [None if image.attributes is None else sets.setdefault(
-        tuple(pairs.setdefault((slot, tuple(values)), len(pairs)) for slot, values in image.attributes.items()),
-        len(sets)) for image in images]
+    columns["attributes"] = [
+        None
+        if image.attributes is None
+        else sets.setdefault(
+            tuple(pairs.setdefault((slot, tuple(values)), len(pairs)) for slot, values in image.attributes.items()),
+            len(sets),
+        )
+        for image in images
+    ]
     columns["attribute_sets"] = [list(key) for key in sets]
     columns["attribute_pairs"] = [[slot, list(values)] for slot, values in pairs]
     meta: dict[str, list[Any]] = {}
@@ -188,8 +200,14 @@ def vector_records(index: GalleryIndex, metadata: Sequence[Mapping[str, Any]] | 
     return out
 
 
-def build_vector_index(backend: str, index: GalleryIndex, metadata: Sequence[Mapping[str, Any]] | None = None, *,
-                       model_fingerprint: str | None, **params: Any) -> Any:
+def build_vector_index(
+    backend: str,
+    index: GalleryIndex,
+    metadata: Sequence[Mapping[str, Any]] | None = None,
+    *,
+    model_fingerprint: str | None,
+    **params: Any,
+) -> Any:
     """A ``VECTOR_INDEXES`` backend over ``index``'s embeddings: ids = gallery positions 0..N-1,
     records = :func:`vector_records` (so filters read camera, path, time, ...); a backend that
     learns (IVF-PQ) is trained on the embeddings first. ``params``: the backend's own options.
@@ -219,11 +237,16 @@ def check_store_folder(folder: str | os.PathLike[str]) -> None:
     if folder.exists() and not folder.is_dir():
         raise InputError(f"{folder}: exists and is not a folder; give a new or empty folder for the gallery store")
     if folder.is_dir():
-        foreign = sorted(p.name for p in folder.iterdir()
-                         if p.name not in (*STORE_FILES, *SIDE_ENTRIES, STAGING) and not p.match(TEMPORARY_GLOB))
+        foreign = sorted(
+            p.name
+            for p in folder.iterdir()
+            if p.name not in (*STORE_FILES, *SIDE_ENTRIES, STAGING) and not p.match(TEMPORARY_GLOB)
+        )
         if foreign:
-            raise InputError(f"{folder}: not empty and not a gallery store (it holds {foreign[0]!r}); "
-                             "give a new or empty folder for the gallery store")
+            raise InputError(
+                f"{folder}: not empty and not a gallery store (it holds {foreign[0]!r}); "
+                "give a new or empty folder for the gallery store"
+            )
 
 
 def _prepare_folder(folder: Path) -> None:
@@ -238,10 +261,17 @@ def _prepare_folder(folder: Path) -> None:
     folder.mkdir(parents=True, exist_ok=True)
 
 
-def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, model_fingerprint: str | None,
-                 vector_index: Any = None, metadata: Sequence[Mapping[str, Any]] | None = None,
-                 rebuild: str | None = None, fused_index: Any = None,
-                 appearance_fingerprint: str | None = None) -> None:
+def save_gallery(
+    index: GalleryIndex,
+    directory: str | os.PathLike[str],
+    *,
+    model_fingerprint: str | None,
+    vector_index: Any = None,
+    metadata: Sequence[Mapping[str, Any]] | None = None,
+    rebuild: str | None = None,
+    fused_index: Any = None,
+    appearance_fingerprint: str | None = None,
+) -> None:
     """Write ``index`` (and ``vector_index``, a VectorIndex over its embeddings with ids 0..N-1,
     and ``fused_index``, a FusedIVF over the same rows) to ``directory``, the manifest last (see
     the module doc). ``metadata``: free JSON metadata per image, in index order; ``rebuild``: the
@@ -253,15 +283,24 @@ def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mode
     if metadata is not None and len(metadata) != n:
         raise InputError(f"save_gallery: {len(metadata)} metadata records for {n} images")
     if vector_index is not None and (len(vector_index) != n or vector_index.dim != dim):
-        raise InputError(f"save_gallery: the vector index holds {len(vector_index)} vectors of width "
-                         f"{vector_index.dim}, the gallery {n} of width {dim}")
+        raise InputError(
+            f"save_gallery: the vector index holds {len(vector_index)} vectors of width "
+            f"{vector_index.dim}, the gallery {n} of width {dim}"
+        )
     if vector_index is not None and getattr(vector_index, "model_fingerprint", None) != model_fingerprint:
-        raise InputError(f"save_gallery: the vector index was made by model {vector_index.model_fingerprint!r}, "
-                         f"the gallery by {model_fingerprint!r}")
-    if fused_index is not None and (len(fused_index) != n or fused_index.embeddings.shape[1] != dim
-                                    or (fused_index.probs is None) != (index.attribute_probs is None)):
-        raise InputError(f"save_gallery: the fused index holds {fused_index.embeddings.shape} rows, the gallery "
-                         f"{(n, dim)} (or one has attribute probabilities and the other not)")
+        raise InputError(
+            f"save_gallery: the vector index was made by model {vector_index.model_fingerprint!r}, "
+            f"the gallery by {model_fingerprint!r}"
+        )
+    if fused_index is not None and (
+        len(fused_index) != n
+        or fused_index.embeddings.shape[1] != dim
+        or (fused_index.probs is None) != (index.attribute_probs is None)
+    ):
+        raise InputError(
+            f"save_gallery: the fused index holds {fused_index.embeddings.shape} rows, the gallery "
+            f"{(n, dim)} (or one has attribute probabilities and the other not)"
+        )
     appearance = index.appearance
     if appearance is not None and not appearance_fingerprint:
         raise InputError("save_gallery: appearance vectors need the fingerprint of the appearance model that made them")
@@ -285,17 +324,27 @@ def save_gallery(index: GalleryIndex, directory: str | os.PathLike[str], *, mode
     if vector_index is not None:
         vector_index.save(folder / VECTORS)
     entry, fused_files = save_fused(fused_index, folder) if fused_index is not None else (None, {})
-    written = ([IMAGES, EMBEDDINGS, SKIPPED] + ([PROBS] if probs is not None else [])
-               + ([APPEARANCE] if appearance is not None else []))
+    written = (
+        [IMAGES, EMBEDDINGS, SKIPPED]
+        + ([PROBS] if probs is not None else [])
+        + ([APPEARANCE] if appearance is not None else [])
+    )
     manifest = GalleryManifest(
-        count=n, dim=dim, labels=None if probs is None else int(probs.shape[1]), model_fingerprint=model_fingerprint,
-        root=index.root, skipped=len(index.skipped),
+        count=n,
+        dim=dim,
+        labels=None if probs is None else int(probs.shape[1]),
+        model_fingerprint=model_fingerprint,
+        root=index.root,
+        skipped=len(index.skipped),
         vector_backend=None if vector_index is None else str(vector_index.name),
         files={**{name: (folder / name).stat().st_size for name in written}, **fused_files},
         rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
-        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(), fused=entry,
-        appearance=None if appearance is None else {"dim": int(appearance.shape[1]),
-                                                    "model_fingerprint": appearance_fingerprint})
+        created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
+        fused=entry,
+        appearance=None
+        if appearance is None
+        else {"dim": int(appearance.shape[1]), "model_fingerprint": appearance_fingerprint},
+    )
     write_manifest(folder, manifest)
 
 
@@ -325,8 +374,11 @@ def read_manifest(directory: str | os.PathLike[str]) -> GalleryManifest:
     rebuild = raw.get("rebuild") if isinstance(raw.get("rebuild"), str) else None
     hint = f"rebuild it with `{rebuild}`" if rebuild else hint
     if raw.get("version") not in READ_VERSIONS or (raw.get("version") == 1 and "fused" in raw):
-        raise DatasetError(folder, f"a gallery store of format version {raw.get('version')!r}; this minterpr reads "
-                                   f"version {' or '.join(map(str, READ_VERSIONS))}: {hint}")
+        raise DatasetError(
+            folder,
+            f"a gallery store of format version {raw.get('version')!r}; this minterpr reads "
+            f"version {' or '.join(map(str, READ_VERSIONS))}: {hint}",
+        )
     try:
         return GalleryManifest(**raw)
     except TypeError as err:
@@ -354,8 +406,10 @@ def _images(folder: Path, count: int, fail: Any) -> tuple[list[GalleryImage], di
         if position is not None and (type(position) is not int or not 0 <= position < len(sets)):
             raise fail(f"{IMAGES}: attribute set {position!r} is not a position in 'attribute_sets'")
     # an attribute set is shared by the images that have it: read-only, as the index is
-    images = [GalleryImage(path, pid, camera, view, None if position is None else sets[position])
-              for path, pid, camera, view, position in zip(*lists)]
+    images = [
+        GalleryImage(path, pid, camera, view, None if position is None else sets[position])
+        for path, pid, camera, view, position in zip(*lists)
+    ]
     return images, meta
 
 
@@ -369,8 +423,9 @@ def _array(folder: Path, name: str, shape: tuple[int, int], mmap: bool, fail: An
     return array
 
 
-def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None,
-                 mmap: bool = True, fused: bool = True) -> StoredGallery:
+def open_gallery(
+    directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None, mmap: bool = True, fused: bool = True
+) -> StoredGallery:
     """Open a store whole: its index, manifest, free metadata, vector index and (``fused``) the
     saved fused index as ``index.fused`` (see the module doc)."""
     folder = Path(directory)
@@ -381,8 +436,11 @@ def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
         return DatasetError(folder, f"{reason}; {hint}")
 
     if expected_fingerprint is not None and manifest.model_fingerprint != expected_fingerprint:
-        made_by = (f"fingerprint {manifest.model_fingerprint}" if manifest.model_fingerprint
-                   else "an unknown model: no fingerprint recorded")
+        made_by = (
+            f"fingerprint {manifest.model_fingerprint}"
+            if manifest.model_fingerprint
+            else "an unknown model: no fingerprint recorded"
+        )
         raise fail(f"built by another model ({made_by}, this model's is {expected_fingerprint})")
     for name, size in manifest.files.items():
         try:
@@ -407,15 +465,17 @@ def open_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str
 
         vectors = load_vector_index(folder / VECTORS, expected_fingerprint=manifest.model_fingerprint, mmap=mmap)
     root = os.fspath(folder.absolute()) if manifest.root == STORE_ROOT else manifest.root
-    index = GalleryIndex(images, embeddings, attribute_probs=probs, root=root, skipped=skipped, vectors=vectors,
-                         appearance=appearance)
+    index = GalleryIndex(
+        images, embeddings, attribute_probs=probs, root=root, skipped=skipped, vectors=vectors, appearance=appearance
+    )
     if fused and manifest.fused is not None:
         index.fused = load_fused(folder, manifest.fused, index, mmap, fail)
     return StoredGallery(index, manifest, meta_columns, vectors)
 
 
-def load_gallery(directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None,
-                 mmap: bool = True, fused: bool = True) -> GalleryIndex:
+def load_gallery(
+    directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None, mmap: bool = True, fused: bool = True
+) -> GalleryIndex:
     """The stored :class:`GalleryIndex` (its ``vectors`` set to the saved vector index, its ``fused``
     to the saved fused index, if any); see :func:`open_gallery` and the module doc for what is refused."""
     return open_gallery(directory, expected_fingerprint=expected_fingerprint, mmap=mmap, fused=fused).index

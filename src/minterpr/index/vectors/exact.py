@@ -19,6 +19,7 @@ Example:
     >>> index.delete(np.array([10])), len(index)
     (1, 2)
 """
+
 from __future__ import annotations
 
 import os
@@ -27,15 +28,23 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.index.vectors.row_store import RowStore, StoredRowsMixin, check_k, check_queries, clear_manifest, exact_top_k
+from minterpr.index.vectors.row_store import (
+    RowStore,
+    StoredRowsMixin,
+    check_k,
+    check_queries,
+    clear_manifest,
+    exact_top_k,
+)
 from minterpr.index.vectors.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 SUBSET_FRACTION = 0.5  # a filter matching fewer rows than this fraction scores only those rows
 COMPACT_FRACTION = 0.5  # deleted rows beyond this fraction are dropped at the next delete
 
 
-def search_rows(store: RowStore, queries: np.ndarray, k: int, allowed: np.ndarray | None
-                ) -> tuple[np.ndarray, np.ndarray]:
+def search_rows(
+    store: RowStore, queries: np.ndarray, k: int, allowed: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact top-k rows of ``store`` among ``allowed`` (None = every row): (Q, k) rows, scores."""
     if allowed is None:
         return exact_top_k(store.vectors, queries, k)
@@ -93,12 +102,21 @@ class ExactIndex(StoredRowsMixin):
                 self.store.compact()
             folder = clear_manifest(directory)
             self.store.save(folder)
-            write_manifest(folder, IndexManifest(backend=self.name, dim=self.dim, count=len(self),
-                                                 model_fingerprint=self.model_fingerprint, params=self.params))
+            write_manifest(
+                folder,
+                IndexManifest(
+                    backend=self.name,
+                    dim=self.dim,
+                    count=len(self),
+                    model_fingerprint=self.model_fingerprint,
+                    params=self.params,
+                ),
+            )
 
     @classmethod
     def load(cls, directory: Path, manifest: IndexManifest, mmap: bool = False) -> "ExactIndex":
-        index = cls(manifest.dim, dtype=manifest.params.get("dtype", "float32"),
-                    model_fingerprint=manifest.model_fingerprint)
+        index = cls(
+            manifest.dim, dtype=manifest.params.get("dtype", "float32"), model_fingerprint=manifest.model_fingerprint
+        )
         index.store = RowStore.load(directory, manifest.dim, str(index.store.dtype), mmap=mmap)
         return index

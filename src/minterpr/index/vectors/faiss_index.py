@@ -28,6 +28,7 @@ Example:
     >>> index.search(x[:2], 1).ids.tolist()
     [[1000], [1001]]
 """
+
 from __future__ import annotations
 
 import os
@@ -39,8 +40,15 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.index.vectors.exact import search_rows, to_result
-from minterpr.index.vectors.row_store import (RowStore, StoredRowsMixin, check_k, check_queries, check_vectors, clear_manifest,
-                                      finish_top_k)
+from minterpr.index.vectors.row_store import (
+    RowStore,
+    StoredRowsMixin,
+    check_k,
+    check_queries,
+    check_vectors,
+    clear_manifest,
+    finish_top_k,
+)
 from minterpr.index.vectors.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, write_manifest
 
 FAISS_FILE = "faiss.index"
@@ -61,8 +69,16 @@ class _FaissIndex(StoredRowsMixin):
 
     name = ""
 
-    def __init__(self, dim: int, *, dtype: str = "float16", model_fingerprint: str | None = None,
-                 rerank: bool = False, rerank_factor: int = 4, brute_force_below: int = 10_000) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        dtype: str = "float16",
+        model_fingerprint: str | None = None,
+        rerank: bool = False,
+        rerank_factor: int = 4,
+        brute_force_below: int = 10_000,
+    ) -> None:
         self.faiss = import_faiss()
         self.store = RowStore(dim, dtype)
         self.dim = self.store.dim  # embedding width D
@@ -90,8 +106,12 @@ class _FaissIndex(StoredRowsMixin):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {"dtype": str(self.store.dtype), "rerank": self.rerank, "rerank_factor": self.rerank_factor,
-                "brute_force_below": self.brute_force_below}
+        return {
+            "dtype": str(self.store.dtype),
+            "rerank": self.rerank,
+            "rerank_factor": self.rerank_factor,
+            "brute_force_below": self.brute_force_below,
+        }
 
     # --- the protocol ------------------------------------------------------------------------
     def add(self, vectors: np.ndarray, ids: np.ndarray, metadata: Sequence[Mapping[str, Any]] | None = None) -> None:
@@ -155,8 +175,16 @@ class _FaissIndex(StoredRowsMixin):
                 atomic_write(folder / FAISS_FILE, lambda f: f.write(data.tobytes()))
             else:
                 (folder / FAISS_FILE).unlink(missing_ok=True)
-            write_manifest(folder, IndexManifest(backend=self.name, dim=self.dim, count=len(self),
-                                                 model_fingerprint=self.model_fingerprint, params=self.params))
+            write_manifest(
+                folder,
+                IndexManifest(
+                    backend=self.name,
+                    dim=self.dim,
+                    count=len(self),
+                    model_fingerprint=self.model_fingerprint,
+                    params=self.params,
+                ),
+            )
 
     @classmethod
     def load(cls, directory: Path, manifest: IndexManifest, mmap: bool = False) -> "_FaissIndex":
@@ -167,11 +195,13 @@ class _FaissIndex(StoredRowsMixin):
             try:
                 index.index = index.faiss.read_index(str(path))
             except RuntimeError as error:
-                raise DatasetError(path, f"cannot read the FAISS index ({str(error).splitlines()[0]}); "
-                                         "rebuild it") from None
+                raise DatasetError(
+                    path, f"cannot read the FAISS index ({str(error).splitlines()[0]}); rebuild it"
+                ) from None
             if index.index.ntotal > index.store.n:
-                raise DatasetError(path, f"holds {index.index.ntotal} vectors, the saved rows "
-                                         f"{index.store.n}; rebuild the index")
+                raise DatasetError(
+                    path, f"holds {index.index.ntotal} vectors, the saved rows {index.store.n}; rebuild the index"
+                )
         return index
 
 
@@ -181,8 +211,9 @@ class FaissHNSWIndex(_FaissIndex):
 
     name = "faiss_hnsw"
 
-    def __init__(self, dim: int, *, M: int = 32, ef_construction: int = 200, ef_search: int = 128,
-                 **options: Any) -> None:
+    def __init__(
+        self, dim: int, *, M: int = 32, ef_construction: int = 200, ef_search: int = 128, **options: Any
+    ) -> None:
         super().__init__(dim, **options)
         self.M = int(M)  # graph neighbours per node (memory ~ 2*M*8 bytes per vector)
         self.ef_construction = int(ef_construction)  # candidate list while building
@@ -218,8 +249,19 @@ class FaissIVFPQIndex(_FaissIndex):
 
     name = "faiss_ivfpq"
 
-    def __init__(self, dim: int, *, nlist: int | None = None, m: int = 32, nbits: int = 8, nprobe: int = 32,
-                 rerank: bool = True, rerank_factor: int = 10, seed: int = 0, **options: Any) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        nlist: int | None = None,
+        m: int = 32,
+        nbits: int = 8,
+        nprobe: int = 32,
+        rerank: bool = True,
+        rerank_factor: int = 10,
+        seed: int = 0,
+        **options: Any,
+    ) -> None:
         super().__init__(dim, rerank=rerank, rerank_factor=rerank_factor, **options)
         if dim % int(m):
             raise InputError(f"faiss_ivfpq: m={m} sub-quantizers must divide the dimension {dim}")
@@ -231,16 +273,23 @@ class FaissIVFPQIndex(_FaissIndex):
 
     @property
     def params(self) -> dict[str, Any]:
-        return {**super().params, "nlist": self.nlist, "m": self.m, "nbits": self.nbits, "nprobe": self.nprobe,
-                "seed": self.seed}
+        return {
+            **super().params,
+            "nlist": self.nlist,
+            "m": self.m,
+            "nbits": self.nbits,
+            "nprobe": self.nprobe,
+            "seed": self.seed,
+        }
 
     def _min_train(self) -> int:
-        return max(self.nlist or 16, 2 ** self.nbits)
+        return max(self.nlist or 16, 2**self.nbits)
 
     def _new_index(self) -> Any:
         quantizer = self.faiss.IndexFlatIP(self.dim)
-        index = self.faiss.IndexIVFPQ(quantizer, self.dim, self.nlist, self.m, self.nbits,
-                                      self.faiss.METRIC_INNER_PRODUCT)
+        index = self.faiss.IndexIVFPQ(
+            quantizer, self.dim, self.nlist, self.m, self.nbits, self.faiss.METRIC_INNER_PRODUCT
+        )
         return index
 
     def _reset_index(self) -> None:
@@ -256,7 +305,7 @@ class FaissIVFPQIndex(_FaissIndex):
             if self.nlist is None:
                 self.nlist = int(np.clip(2 * np.sqrt(len(vectors)), 16, 2048))
             rng = np.random.default_rng(self.seed)
-            sample = max(39 * self.nlist, 39 * 2 ** self.nbits, 10_000)
+            sample = max(39 * self.nlist, 39 * 2**self.nbits, 10_000)
             if len(vectors) > sample:
                 vectors = vectors[np.sort(rng.choice(len(vectors), sample, replace=False))]
             index = self._new_index()
@@ -267,7 +316,7 @@ class FaissIVFPQIndex(_FaissIndex):
             self.index = index
             live = np.flatnonzero(self.store.alive)
             for start in range(0, len(live), 1 << 16):  # rows added before training
-                rows = live[start:start + (1 << 16)]
+                rows = live[start : start + (1 << 16)]
                 self.index.add_with_ids(np.asarray(self.store.vectors[rows], np.float32), rows)
 
     def _add_rows(self, vectors: np.ndarray, rows: np.ndarray) -> None:
@@ -283,8 +332,10 @@ class FaissIVFPQIndex(_FaissIndex):
 
     def _ready(self) -> None:
         if self.index is None or not self.index.is_trained:
-            raise InputError(f"faiss_ivfpq: the index is not trained yet: it needs at least {self._min_train()} "
-                             f"vectors (it holds {self.store.count}); add more or call train(vectors)")
+            raise InputError(
+                f"faiss_ivfpq: the index is not trained yet: it needs at least {self._min_train()} "
+                f"vectors (it holds {self.store.count}); add more or call train(vectors)"
+            )
 
     def _params(self, fetch: int, selector: Any) -> Any:
         return self.faiss.SearchParametersIVF(nprobe=self.nprobe, sel=selector)

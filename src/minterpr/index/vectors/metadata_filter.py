@@ -17,6 +17,7 @@ Example:
     >>> columns.mask(records, {"camera": ["cam1", "cam2"], "time": Range(high=5)}).tolist()
     [True, False, False]
 """
+
 from __future__ import annotations
 
 import math
@@ -27,7 +28,7 @@ import numpy as np
 
 from minterpr.index.vectors.vector_index import Filter, Range, matches
 
-EXACT_FLOAT_INT = 2 ** 53  # integers beyond this are not exact in float64: compared by the reference
+EXACT_FLOAT_INT = 2**53  # integers beyond this are not exact in float64: compared by the reference
 
 
 def _is_nan(value: Any) -> bool:
@@ -109,8 +110,7 @@ class _Column:
             return np.empty(0, np.int64)
         if all(isinstance(b, str) for b in bounds):
             kind = "str"
-        elif all(isinstance(b, (bool, float)) or (isinstance(b, int) and abs(b) <= EXACT_FLOAT_INT)
-                 for b in bounds):
+        elif all(isinstance(b, (bool, float)) or (isinstance(b, int) and abs(b) <= EXACT_FLOAT_INT) for b in bounds):
             kind = "num"
         else:  # huge ints, lists, mixed types: the reference decides
             return None
@@ -142,7 +142,7 @@ class MetadataColumns:
         with self._lock:
             if self._count != len(records):  # records were appended since: extend what we hold
                 for name, column in self._columns.items():
-                    column.extend(records[self._count:], name, self._count)
+                    column.extend(records[self._count :], name, self._count)
                 self._count = len(records)
             column = self._columns.get(key)
             if column is None:
@@ -162,8 +162,9 @@ class MetadataColumns:
             if isinstance(condition, Range):
                 rows = column.range_rows(condition)
                 if rows is None:
-                    rows = np.asarray([r for r in column.present_rows if matches(records[r], {key: condition})],
-                                      np.int64)
+                    rows = np.asarray(
+                        [r for r in column.present_rows if matches(records[r], {key: condition})], np.int64
+                    )
             elif isinstance(condition, (list, tuple, set, frozenset)):
                 parts = [column.equal_rows(value) for value in condition]
                 rows = np.concatenate(parts) if parts else np.empty(0, np.int64)

@@ -27,6 +27,7 @@ Example:
     >>> to_qdrant_filter({"name": Range("a", "m")}) is None  # not translatable: reference path
     True
 """
+
 from __future__ import annotations
 
 import math
@@ -85,14 +86,20 @@ def metadata_of(payload: Mapping[str, Any] | None) -> dict[str, Any]:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and not (
-        isinstance(value, float) and math.isnan(value))
+    return (
+        isinstance(value, (int, float))
+        and not isinstance(value, bool)
+        and not (isinstance(value, float) and math.isnan(value))
+    )
 
 
 def _bool_clauses(m: Any, key: str, low: Any, high: Any) -> list[Any]:
     """Stored bools that Python's ``low <= value <= high`` accepts (True == 1, False == 0)."""
-    return [m.FieldCondition(key=key, match=m.MatchValue(value=b)) for b in (False, True)
-            if (low is None or int(b) >= low) and (high is None or int(b) <= high)]
+    return [
+        m.FieldCondition(key=key, match=m.MatchValue(value=b))
+        for b in (False, True)
+        if (low is None or int(b) >= low) and (high is None or int(b) <= high)
+    ]
 
 
 def _scalar(m: Any, key: str, value: Any) -> Any | None:
@@ -100,11 +107,14 @@ def _scalar(m: Any, key: str, value: Any) -> Any | None:
     if isinstance(value, str):
         return m.FieldCondition(key=key, match=m.MatchValue(value=value))
     if isinstance(value, bool):
-        return m.Filter(should=[m.FieldCondition(key=key, match=m.MatchValue(value=value)),
-                                m.FieldCondition(key=key, range=m.Range(gte=int(value), lte=int(value)))])
+        return m.Filter(
+            should=[
+                m.FieldCondition(key=key, match=m.MatchValue(value=value)),
+                m.FieldCondition(key=key, range=m.Range(gte=int(value), lte=int(value))),
+            ]
+        )
     if _number(value):
-        clauses = [m.FieldCondition(key=key, range=m.Range(gte=value, lte=value)),
-                   *_bool_clauses(m, key, value, value)]
+        clauses = [m.FieldCondition(key=key, range=m.Range(gte=value, lte=value)), *_bool_clauses(m, key, value, value)]
         return clauses[0] if len(clauses) == 1 else m.Filter(should=clauses)
     return None
 
@@ -118,8 +128,9 @@ def _range(m: Any, key: str, condition: Range) -> Any | None:
         clauses = [m.FieldCondition(key=key, range=m.Range(gte=low, lte=high)), *_bool_clauses(m, key, low, high)]
         return clauses[0] if len(clauses) == 1 else m.Filter(should=clauses)
     seconds = [iso_seconds(b) for b in (low, high)]
-    if all(isinstance(b, str) for b in bounds) and all(s is not None for s, b in zip(seconds, (low, high))
-                                                       if b is not None):
+    if all(isinstance(b, str) for b in bounds) and all(
+        s is not None for s, b in zip(seconds, (low, high)) if b is not None
+    ):
         return m.FieldCondition(key=TS_PREFIX + key, range=m.Range(gte=seconds[0], lte=seconds[1]))
     return None
 

@@ -29,6 +29,7 @@ Example:
     >>> index.delete(np.array([10, 99])), len(index)
     (1, 2)
 """
+
 from __future__ import annotations
 
 import os
@@ -42,7 +43,14 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.index.vectors.qdrant_filter import EMPTY, TS_PREFIX, metadata_of, payload_of, to_qdrant_filter
 from minterpr.index.vectors.row_store import check_ids, check_k, check_queries, check_vectors, clear_manifest
-from minterpr.index.vectors.vector_index import VECTOR_INDEXES, Filter, IndexManifest, SearchResult, matches, write_manifest
+from minterpr.index.vectors.vector_index import (
+    VECTOR_INDEXES,
+    Filter,
+    IndexManifest,
+    SearchResult,
+    matches,
+    write_manifest,
+)
 
 DISTANCES = ("dot", "cosine")  # dot = inner product of the (normalised) embeddings; cosine normalises
 PAYLOAD_INDEXES = {"camera": "keyword", "time": "float", TS_PREFIX + "time": "float"}  # made with the collection
@@ -72,11 +80,25 @@ class QdrantIndex:
 
     name = "qdrant"
 
-    def __init__(self, dim: int, *, location: str | None = None, path: str | os.PathLike[str] | None = None,
-                 url: str | None = None, collection: str = "minterpr", model_fingerprint: str | None = None,
-                 distance: str = "dot", on_disk: bool = False, quantization: str | None = None,
-                 hnsw_m: int = 16, hnsw_ef_construct: int = 100, hnsw_ef: int = 128, exact: bool = False,
-                 shard_number: int | None = None, replication_factor: int | None = None) -> None:
+    def __init__(
+        self,
+        dim: int,
+        *,
+        location: str | None = None,
+        path: str | os.PathLike[str] | None = None,
+        url: str | None = None,
+        collection: str = "minterpr",
+        model_fingerprint: str | None = None,
+        distance: str = "dot",
+        on_disk: bool = False,
+        quantization: str | None = None,
+        hnsw_m: int = 16,
+        hnsw_ef_construct: int = 100,
+        hnsw_ef: int = 128,
+        exact: bool = False,
+        shard_number: int | None = None,
+        replication_factor: int | None = None,
+    ) -> None:
         if isinstance(dim, bool) or not isinstance(dim, (int, np.integer)) or dim <= 0:
             raise InputError(f"dim must be a positive integer, got {dim!r}")
         if sum(x is not None for x in (location, path, url)) > 1:
@@ -91,10 +113,17 @@ class QdrantIndex:
         self.collection = collection  # the Qdrant collection name
         self.url = url  # server / cluster URL; None in local mode
         self.path = None if path is None else Path(path)  # local persisted store; None otherwise
-        self.settings = {"distance": distance, "on_disk": bool(on_disk), "quantization": quantization,
-                         "hnsw_m": int(hnsw_m), "hnsw_ef_construct": int(hnsw_ef_construct),
-                         "hnsw_ef": int(hnsw_ef), "exact": bool(exact), "shard_number": shard_number,
-                         "replication_factor": replication_factor}
+        self.settings = {
+            "distance": distance,
+            "on_disk": bool(on_disk),
+            "quantization": quantization,
+            "hnsw_m": int(hnsw_m),
+            "hnsw_ef_construct": int(hnsw_ef_construct),
+            "hnsw_ef": int(hnsw_ef),
+            "exact": bool(exact),
+            "shard_number": shard_number,
+            "replication_factor": replication_factor,
+        }
         if url is not None:
             self.client = qdrant_client.QdrantClient(url=url, api_key=os.environ.get("QDRANT_API_KEY"))
         elif path is not None:
@@ -127,16 +156,28 @@ class QdrantIndex:
         s = self.settings
         quantization = None
         if s["quantization"] == "int8":
-            quantization = m.ScalarQuantization(scalar=m.ScalarQuantizationConfig(
-                type=m.ScalarType.INT8, quantile=0.99, always_ram=True))
+            quantization = m.ScalarQuantization(
+                scalar=m.ScalarQuantizationConfig(type=m.ScalarType.INT8, quantile=0.99, always_ram=True)
+            )
         self.client.create_collection(
             self.collection,
-            vectors_config=m.VectorParams(size=self.dim, on_disk=s["on_disk"], distance=(
-                m.Distance.DOT if s["distance"] == "dot" else m.Distance.COSINE)),
+            vectors_config=m.VectorParams(
+                size=self.dim,
+                on_disk=s["on_disk"],
+                distance=(m.Distance.DOT if s["distance"] == "dot" else m.Distance.COSINE),
+            ),
             hnsw_config=m.HnswConfigDiff(m=s["hnsw_m"], ef_construct=s["hnsw_ef_construct"]),
-            quantization_config=quantization, on_disk_payload=s["on_disk"],
-            **({} if self.url is None else {"shard_number": s["shard_number"],  # a cluster's shards
-                                            "replication_factor": s["replication_factor"]}))
+            quantization_config=quantization,
+            on_disk_payload=s["on_disk"],
+            **(
+                {}
+                if self.url is None
+                else {
+                    "shard_number": s["shard_number"],  # a cluster's shards
+                    "replication_factor": s["replication_factor"],
+                }
+            ),
+        )
         if self.url is None:
             return  # local mode scans every payload: its payload indexes would do nothing (it warns)
         schema = {"keyword": m.PayloadSchemaType.KEYWORD, "float": m.PayloadSchemaType.FLOAT}
@@ -156,8 +197,12 @@ class QdrantIndex:
     @property
     def params(self) -> dict[str, Any]:
         mode = "server" if self.url is not None else "local"
-        return {"mode": mode, "collection": self.collection, **self.settings,
-                **({"url": self.url} if self.url is not None else {})}
+        return {
+            "mode": mode,
+            "collection": self.collection,
+            **self.settings,
+            **({"url": self.url} if self.url is not None else {}),
+        }
 
     def __len__(self) -> int:
         with self._guard():
@@ -167,7 +212,7 @@ class QdrantIndex:
     def _stored(self, ids: np.ndarray) -> set[int]:
         found: set[int] = set()
         for start in range(0, len(ids), SCROLL_BATCH):
-            chunk = [int(i) for i in ids[start:start + SCROLL_BATCH]]
+            chunk = [int(i) for i in ids[start : start + SCROLL_BATCH]]
             found.update(int(r.id) for r in self.client.retrieve(self.collection, chunk, with_payload=False))
         return found
 
@@ -187,9 +232,15 @@ class QdrantIndex:
                 raise InputError(f"ids already stored: {sorted(already)[:5]} (delete them first)")
             for start in range(0, len(ids), UPSERT_BATCH):
                 stop = start + UPSERT_BATCH
-                self.client.upsert(self.collection, wait=True, points=m.Batch(
-                    ids=[int(i) for i in ids[start:stop]], vectors=vectors[start:stop].tolist(),
-                    payloads=payloads[start:stop]))
+                self.client.upsert(
+                    self.collection,
+                    wait=True,
+                    points=m.Batch(
+                        ids=[int(i) for i in ids[start:stop]],
+                        vectors=vectors[start:stop].tolist(),
+                        payloads=payloads[start:stop],
+                    ),
+                )
 
     def delete(self, ids: np.ndarray) -> int:
         from qdrant_client import models as m
@@ -205,9 +256,15 @@ class QdrantIndex:
     def _records(self, ids: np.ndarray, with_vectors: bool) -> list[Any]:
         ids = check_ids(ids)
         with self._guard():
-            found = {int(r.id): r for r in self.client.retrieve(
-                self.collection, [int(i) for i in np.unique(ids)], with_payload=not with_vectors,
-                with_vectors=with_vectors)}
+            found = {
+                int(r.id): r
+                for r in self.client.retrieve(
+                    self.collection,
+                    [int(i) for i in np.unique(ids)],
+                    with_payload=not with_vectors,
+                    with_vectors=with_vectors,
+                )
+            }
         missing = [int(i) for i in ids if int(i) not in found]
         if missing:
             raise InputError(f"ids not stored: {missing[:5]}")
@@ -224,8 +281,9 @@ class QdrantIndex:
         """Ids whose payload satisfies ``where`` by the reference ``matches()`` (a full scroll)."""
         ids, offset = [], None
         while True:
-            points, offset = self.client.scroll(self.collection, limit=SCROLL_BATCH, offset=offset,
-                                                with_payload=True, with_vectors=False)
+            points, offset = self.client.scroll(
+                self.collection, limit=SCROLL_BATCH, offset=offset, with_payload=True, with_vectors=False
+            )
             ids += [int(p.id) for p in points if matches(metadata_of(p.payload), where)]
             if offset is None:
                 return ids
@@ -247,15 +305,22 @@ class QdrantIndex:
                 query_filter = m.Filter(must=[m.HasIdCondition(has_id=allowed)]) if allowed else EMPTY
             if query_filter is EMPTY or len(queries) == 0:
                 return SearchResult(ids=out_ids, scores=out_scores)
-            params = None if self.url is None else m.SearchParams(  # local mode always scans exactly
-                hnsw_ef=max(self.settings["hnsw_ef"], k), exact=self.settings["exact"])
-            requests = [m.QueryRequest(query=q.tolist(), filter=query_filter, limit=k, params=params,
-                                       with_payload=False) for q in queries]
+            params = (
+                None
+                if self.url is None
+                else m.SearchParams(  # local mode always scans exactly
+                    hnsw_ef=max(self.settings["hnsw_ef"], k), exact=self.settings["exact"]
+                )
+            )
+            requests = [
+                m.QueryRequest(query=q.tolist(), filter=query_filter, limit=k, params=params, with_payload=False)
+                for q in queries
+            ]
             responses = self.client.query_batch_points(self.collection, requests=requests)
         for row, response in enumerate(responses):
             points = response.points[:k]
-            out_ids[row, :len(points)] = [int(p.id) for p in points]
-            out_scores[row, :len(points)] = [p.score for p in points]
+            out_ids[row, : len(points)] = [int(p.id) for p in points]
+            out_scores[row, : len(points)] = [p.score for p in points]
         return SearchResult(ids=out_ids, scores=out_scores)
 
     # ------------------------------------------------------------------ persistence
@@ -269,12 +334,19 @@ class QdrantIndex:
             target._ensure_collection()
             offset = None
             while True:
-                points, offset = self.client.scroll(self.collection, limit=SCROLL_BATCH, offset=offset,
-                                                    with_payload=True, with_vectors=True)
+                points, offset = self.client.scroll(
+                    self.collection, limit=SCROLL_BATCH, offset=offset, with_payload=True, with_vectors=True
+                )
                 if points:
-                    target.client.upsert(self.collection, wait=True, points=m.Batch(
-                        ids=[p.id for p in points], vectors=[p.vector for p in points],
-                        payloads=[p.payload or {} for p in points]))
+                    target.client.upsert(
+                        self.collection,
+                        wait=True,
+                        points=m.Batch(
+                            ids=[p.id for p in points],
+                            vectors=[p.vector for p in points],
+                            payloads=[p.payload or {} for p in points],
+                        ),
+                    )
                 if offset is None:
                     break
         finally:
@@ -289,8 +361,16 @@ class QdrantIndex:
             if self.url is None and not same:
                 self._copy_into(folder)
             count = int(self.client.count(self.collection, exact=True).count)
-        write_manifest(folder, IndexManifest(backend=self.name, dim=self.dim, count=count,
-                                             model_fingerprint=self.model_fingerprint, params=self.params))
+        write_manifest(
+            folder,
+            IndexManifest(
+                backend=self.name,
+                dim=self.dim,
+                count=count,
+                model_fingerprint=self.model_fingerprint,
+                params=self.params,
+            ),
+        )
 
     @classmethod
     def load(cls, directory: Path, manifest: IndexManifest, mmap: bool = False) -> "QdrantIndex":
@@ -299,21 +379,40 @@ class QdrantIndex:
         params = dict(manifest.params)
         mode, collection = params.pop("mode", "local"), params.pop("collection", "minterpr")
         url = params.pop("url", None)
-        settings = {k: v for k, v in params.items() if k in ("distance", "on_disk", "quantization", "hnsw_m",
-                                                              "hnsw_ef_construct", "hnsw_ef", "exact",
-                                                              "shard_number", "replication_factor")}
+        settings = {
+            k: v
+            for k, v in params.items()
+            if k
+            in (
+                "distance",
+                "on_disk",
+                "quantization",
+                "hnsw_m",
+                "hnsw_ef_construct",
+                "hnsw_ef",
+                "exact",
+                "shard_number",
+                "replication_factor",
+            )
+        }
         where = {"url": url} if mode == "server" else {"path": directory}
         if mode == "local" and not any(Path(directory).glob("collection/*")):
-            raise DatasetError(directory, "index.json names a local Qdrant store but the collection files are "
-                                          "missing; save the index again")
+            raise DatasetError(
+                directory,
+                "index.json names a local Qdrant store but the collection files are missing; save the index again",
+            )
         try:
-            index = cls(manifest.dim, collection=collection, model_fingerprint=manifest.model_fingerprint,
-                        **where, **settings)
+            index = cls(
+                manifest.dim, collection=collection, model_fingerprint=manifest.model_fingerprint, **where, **settings
+            )
         except RuntimeError as error:  # local store locked by another client
             raise DatasetError(directory, f"cannot open the Qdrant store ({error})") from None
         if mode == "local" and len(index) != manifest.count:
             count = len(index)
             index.close()
-            raise DatasetError(directory, f"the Qdrant store holds {count} points, index.json says "
-                                          f"{manifest.count}: it changed after the save; save it again")
+            raise DatasetError(
+                directory,
+                f"the Qdrant store holds {count} points, index.json says "
+                f"{manifest.count}: it changed after the save; save it again",
+            )
         return index

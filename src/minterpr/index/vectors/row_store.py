@@ -18,6 +18,7 @@ Example:
     >>> store.ids[rows].tolist(), store.rows_of(np.array([9])).tolist()
     ([[7]], [1])
 """
+
 from __future__ import annotations
 
 import json
@@ -82,8 +83,14 @@ def check_ids(ids: Any, n: int | None = None) -> np.ndarray:
     return array
 
 
-def exact_top_k(vectors: np.ndarray, queries: np.ndarray, k: int, *, rows: np.ndarray | None = None,
-                allowed: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+def exact_top_k(
+    vectors: np.ndarray,
+    queries: np.ndarray,
+    k: int,
+    *,
+    rows: np.ndarray | None = None,
+    allowed: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
     """Exact inner-product top-k: (Q, k) rows (-1 padded) and fp32 scores (-inf padded), best first
     (ties: lower row first). Only ``rows`` (sorted subset) or rows where ``allowed`` is True count.
     Scores are fp32 whatever the storage dtype; vectors are read in blocks (memory maps work)."""
@@ -148,9 +155,9 @@ class RowStore:
         self.lock = threading.RLock()  # writers and lazily built caches
         self._lookup: tuple[np.ndarray, np.ndarray] | None = None  # (sorted alive ids, their rows)
 
-    vectors = property(lambda self: self._vectors[:self.n])  # (n, D)
-    ids = property(lambda self: self._ids[:self.n])  # (n,)
-    alive = property(lambda self: self._alive[:self.n])  # (n,)
+    vectors = property(lambda self: self._vectors[: self.n])  # (n, D)
+    ids = property(lambda self: self._ids[: self.n])  # (n,)
+    alive = property(lambda self: self._alive[: self.n])  # (n,)
     count = property(lambda self: int(self.alive.sum()))  # rows not deleted
 
     def _grow(self, extra: int) -> None:
@@ -161,7 +168,7 @@ class RowStore:
         for name in ("_vectors", "_ids", "_alive"):
             old = getattr(self, name)
             new = np.zeros((capacity,) + old.shape[1:], old.dtype)
-            new[:self.n] = old[:self.n]
+            new[: self.n] = old[: self.n]
             setattr(self, name, new)
 
     def _sorted_lookup(self) -> tuple[np.ndarray, np.ndarray]:
@@ -208,9 +215,9 @@ class RowStore:
             if found.any():
                 raise InputError(f"id {int(ids[found][0])} is already in the index (delete it first)")
             self._grow(len(ids))
-            self._vectors[self.n:self.n + len(ids)] = vectors
-            self._ids[self.n:self.n + len(ids)] = ids
-            self._alive[self.n:self.n + len(ids)] = True
+            self._vectors[self.n : self.n + len(ids)] = vectors
+            self._ids[self.n : self.n + len(ids)] = ids
+            self._alive[self.n : self.n + len(ids)] = True
             self.n += len(ids)
             self.records.extend(records)
             self._lookup = None
@@ -258,11 +265,12 @@ class RowStore:
         for name, array in ((VECTORS_FILE, self.vectors), (IDS_FILE, self.ids), (ALIVE_FILE, self.alive)):
             with atomic_open(directory / name, "wb") as f:
                 np.lib.format.write_array_header_1_0(
-                    f, {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": False,
-                        "shape": array.shape})
+                    f,
+                    {"descr": np.lib.format.dtype_to_descr(array.dtype), "fortran_order": False, "shape": array.shape},
+                )
                 step = max(1, CHUNK_BYTES // max(1, array[:1].nbytes))  # blocks: a memmap is never loaded whole
                 for start in range(0, len(array), step):
-                    f.write(np.ascontiguousarray(array[start:start + step]).tobytes())
+                    f.write(np.ascontiguousarray(array[start : start + step]).tobytes())
         with atomic_open(directory / METADATA_FILE, "w") as f:
             f.write("[\n")
             for i, record in enumerate(self.records):
@@ -285,8 +293,11 @@ class RowStore:
             raise DatasetError(directory, f"cannot read the saved index ({error}); rebuild it") from None
         n = len(ids)
         if vectors.shape != (n, dim) or vectors.dtype != store.dtype or alive.shape != (n,) or len(records) != n:
-            raise DatasetError(directory, f"the saved files disagree (vectors {vectors.shape} {vectors.dtype}, "
-                                          f"{n} ids, {len(records)} metadata records); rebuild the index")
+            raise DatasetError(
+                directory,
+                f"the saved files disagree (vectors {vectors.shape} {vectors.dtype}, "
+                f"{n} ids, {len(records)} metadata records); rebuild the index",
+            )
         store._vectors, store._ids, store._alive = vectors, ids.astype(np.int64), alive.astype(bool)
         store.records, store.n = [r if r else _EMPTY for r in records], n
         return store

@@ -29,6 +29,7 @@ Example:
     >>> matches({"camera": "cam2"}, {"source": "video.mp4"})
     False
 """
+
 from __future__ import annotations
 
 import json
@@ -104,8 +105,9 @@ def check_filter(where: Filter | None) -> None:
             continue
         for value in values:
             if not isinstance(value, (str, int, float, bool)):
-                raise InputError(f"filter {key!r}: a condition is a value, a list of values or a Range, "
-                                 f"got {type(value).__name__}")
+                raise InputError(
+                    f"filter {key!r}: a condition is a value, a list of values or a Range, got {type(value).__name__}"
+                )
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,11 @@ class VectorIndex(Protocol):
 
 # Modules whose import registers a backend; loaded on the registry's first use (they import this one).
 # A module listed here that does not exist (a backend not written yet) is skipped.
-BACKEND_MODULES = ["minterpr.index.vectors.exact", "minterpr.index.vectors.faiss_index", "minterpr.index.vectors.qdrant_index"]
+BACKEND_MODULES = [
+    "minterpr.index.vectors.exact",
+    "minterpr.index.vectors.faiss_index",
+    "minterpr.index.vectors.qdrant_index",
+]
 
 
 class _BackendRegistry(Registry[VectorIndex]):
@@ -220,21 +226,28 @@ def read_manifest(directory: str | os.PathLike[str]) -> IndexManifest:
     if not Path(directory).is_dir():
         raise DatasetError(directory, "no saved vector index here (not a directory)")
     if not path.is_file():
-        raise DatasetError(directory, f"no {MANIFEST_FILE}: not a saved vector index, or its save did not finish; "
-                                      "save it again (index.save(DIR) or `minterpr index build`)")
+        raise DatasetError(
+            directory,
+            f"no {MANIFEST_FILE}: not a saved vector index, or its save did not finish; "
+            "save it again (index.save(DIR) or `minterpr index build`)",
+        )
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
         manifest = IndexManifest(**data)
     except (OSError, ValueError, TypeError) as error:
         raise DatasetError(path, f"unreadable index manifest ({error}); rebuild the index") from None
     if manifest.format != INDEX_FORMAT or manifest.version != INDEX_VERSION:
-        raise DatasetError(directory, f"format {manifest.format!r} version {manifest.version}, this minterpr reads "
-                                      f"{INDEX_FORMAT!r} version {INDEX_VERSION}; rebuild the index")
+        raise DatasetError(
+            directory,
+            f"format {manifest.format!r} version {manifest.version}, this minterpr reads "
+            f"{INDEX_FORMAT!r} version {INDEX_VERSION}; rebuild the index",
+        )
     return manifest
 
 
-def load_vector_index(directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None,
-                      mmap: bool = False) -> VectorIndex:
+def load_vector_index(
+    directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None, mmap: bool = False
+) -> VectorIndex:
     """Reopen a saved index with the backend that wrote it (no re-embedding).
 
     ``expected_fingerprint``: the fingerprint of the model whose queries will search it; an index
@@ -242,12 +255,17 @@ def load_vector_index(directory: str | os.PathLike[str], *, expected_fingerprint
     vectors read-only instead of reading them (large galleries)."""
     manifest = read_manifest(directory)
     if expected_fingerprint is not None and manifest.model_fingerprint != expected_fingerprint:
-        raise DatasetError(directory, f"built by the model with fingerprint {manifest.model_fingerprint!r}, not the "
-                                      f"loaded model ({expected_fingerprint!r}); rebuild it with this model "
-                                      "(`minterpr index build`)")
+        raise DatasetError(
+            directory,
+            f"built by the model with fingerprint {manifest.model_fingerprint!r}, not the "
+            f"loaded model ({expected_fingerprint!r}); rebuild it with this model "
+            "(`minterpr index build`)",
+        )
     if manifest.backend not in VECTOR_INDEXES:
-        raise DatasetError(directory, f"written by the vector index {manifest.backend!r}, which this installation "
-                                      f"lacks (it has {', '.join(VECTOR_INDEXES.names())})")
+        raise DatasetError(
+            directory,
+            f"written by the vector index {manifest.backend!r}, which this installation "
+            f"lacks (it has {', '.join(VECTOR_INDEXES.names())})",
+        )
     backend: Any = VECTOR_INDEXES.get(manifest.backend)
     return backend.load(Path(directory), manifest, mmap)
-

@@ -22,6 +22,7 @@ Example:
     >>> text_encoder.encode(["a man in a blue shirt"]).shape
     torch.Size([1, 32])
 """
+
 from __future__ import annotations
 
 from torch import nn

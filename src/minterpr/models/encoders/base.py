@@ -13,6 +13,7 @@ may be any stage (a mid-level, higher-resolution map is better for small parts s
 Every text encoder is a :class:`TextEncoder`: ``tokenize(texts)`` then ``forward`` to
 ``{"global": (B, D), "tokens": (B, T, D), "mask": (B, T)}``.
 """
+
 from __future__ import annotations
 
 import importlib.util

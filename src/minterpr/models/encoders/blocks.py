@@ -10,6 +10,7 @@ Example:
     >>> block(torch.zeros(1, 16, 32, 16)).shape
     torch.Size([1, 24, 16, 8])
 """
+
 from __future__ import annotations
 
 import math
@@ -63,7 +64,12 @@ class ConvBNAct(nn.Module):
         else:
             # stride 1 with an odd kernel: symmetric k//2 padding is exactly "same"
             self.conv = nn.Conv2d(
-                in_channels, out_channels, kernel_size, stride=stride, padding=kernel_size // 2, groups=groups,
+                in_channels,
+                out_channels,
+                kernel_size,
+                stride=stride,
+                padding=kernel_size // 2,
+                groups=groups,
                 bias=False,
             )
         self.bn: nn.Module = nn.BatchNorm2d(out_channels, eps=bn_eps, momentum=bn_momentum)
@@ -112,8 +118,16 @@ class InstanceBatchNorm(nn.Module):
         head, tail = torch.split(x, [self.instance, x.shape[1] - self.instance], dim=1)
         return torch.cat([self.IN(head.contiguous()), self.BN(tail.contiguous())], dim=1)
 
-    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict, missing_keys,  # noqa: ANN001
-                              unexpected_keys, error_msgs) -> None:
+    def _load_from_state_dict(
+        self,
+        state_dict,
+        prefix,
+        local_metadata,
+        strict,
+        missing_keys,  # noqa: ANN001
+        unexpected_keys,
+        error_msgs,
+    ) -> None:
         if prefix + "weight" in state_dict:  # a plain BatchNorm's entries: split them between the halves
             n = self.instance
             for name in ("weight", "bias", "running_mean", "running_var", "num_batches_tracked"):
@@ -126,8 +140,9 @@ class InstanceBatchNorm(nn.Module):
                 state_dict[prefix + "BN." + name] = value[n:]
                 if name in ("weight", "bias"):
                     state_dict[prefix + "IN." + name] = value[:n]
-        super()._load_from_state_dict(state_dict, prefix, local_metadata, strict, missing_keys,
-                                      unexpected_keys, error_msgs)
+        super()._load_from_state_dict(
+            state_dict, prefix, local_metadata, strict, missing_keys, unexpected_keys, error_msgs
+        )
 
 
 class InvertedResidual(nn.Module):

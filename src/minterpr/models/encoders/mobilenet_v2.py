@@ -13,6 +13,7 @@ Example:
     >>> out["global"].shape, out["stripes"].shape
     (torch.Size([2, 1280]), torch.Size([2, 6, 1280]))
 """
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,7 @@ class MobileNetV2(StagedImageEncoder):
         embed_dim: int | None = None,
         channels_last: bool = False,
     ) -> None:
-        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes,
-                         stripe_columns=stripe_columns)
+        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes, stripe_columns=stripe_columns)
         stages: list[nn.Module] = [ConvBNAct(3, STEM_CHANNELS, 3, stride=2)]
         channels = [STEM_CHANNELS]
         in_ch = STEM_CHANNELS

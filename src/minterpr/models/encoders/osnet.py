@@ -25,6 +25,7 @@ Example:
     >>> out["global"].shape, out["stripes"].shape
     (torch.Size([2, 512]), torch.Size([2, 6, 128]))
 """
+
 from __future__ import annotations
 
 import re
@@ -56,8 +57,17 @@ class ConvNormReLU(ConvBNAct):
     """Conv -> BatchNorm (or affine InstanceNorm) -> optional ReLU, named ``conv``/``bn`` so
     :meth:`StagedImageEncoder.fuse_batchnorm` folds the BatchNorm ones (never the instance ones)."""
 
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: int, *, stride: int = 1,
-                 groups: int = 1, activation: bool = True, instance_norm: bool = False) -> None:
+    def __init__(
+        self,
+        in_channels: int,
+        out_channels: int,
+        kernel_size: int,
+        *,
+        stride: int = 1,
+        groups: int = 1,
+        activation: bool = True,
+        instance_norm: bool = False,
+    ) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, groups=groups, activation=activation)
         if instance_norm:
             self.bn = nn.InstanceNorm2d(out_channels, affine=True)
@@ -107,7 +117,9 @@ class OmniScaleBlock(nn.Module):
         )
         self.gate = ChannelGate(mid)
         self.expand = ConvNormReLU(mid, out_channels, 1, activation=False, instance_norm=instance_norm == "inside")
-        self.shortcut = ConvNormReLU(in_channels, out_channels, 1, activation=False) if in_channels != out_channels else None
+        self.shortcut = (
+            ConvNormReLU(in_channels, out_channels, 1, activation=False) if in_channels != out_channels else None
+        )
         self.instance_norm = nn.InstanceNorm2d(out_channels, affine=True) if instance_norm == "after" else None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:  # (B, C_in, H, W) -> (B, C_out, H, W)
@@ -174,8 +186,13 @@ class OSNet(StagedImageEncoder):
             if isinstance(module, nn.InstanceNorm2d):
                 nn.init.ones_(module.weight)
                 nn.init.zeros_(module.bias)
-        self._finish(embed_dim=embed_dim, stripe_stage=stripe_stage, split_stage=split_stage,
-                     channels_last=channels_last, global_channels=feature_dim)
+        self._finish(
+            embed_dim=embed_dim,
+            stripe_stage=stripe_stage,
+            split_stage=split_stage,
+            channels_last=channels_last,
+            global_channels=feature_dim,
+        )
 
     def pool(self, final: torch.Tensor, stripe_source: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Head map -> the 512-d feature; the stripe map -> (B, P*Q, C_s) as every encoder."""
@@ -252,8 +269,9 @@ def load_torchreid_weights(path: str | PathLike[str]) -> dict[str, torch.Tensor]
 
 
 @IMAGE_ENCODERS.register("osnet")
-def create_osnet(*, pretrained: bool | None = None, weights: str | PathLike[str] | None = None,
-                 **kwargs: object) -> OSNet:
+def create_osnet(
+    *, pretrained: bool | None = None, weights: str | PathLike[str] | None = None, **kwargs: object
+) -> OSNet:
     """OSNet (``width``, ``norm`` and the usual encoder keywords); ``weights`` = a torchreid file.
 
     No weights are packaged, so ``pretrained=True`` needs ``weights``; None/False without
@@ -266,6 +284,7 @@ def create_osnet(*, pretrained: bool | None = None, weights: str | PathLike[str]
         try:
             encoder.load_checkpoint(load_torchreid_weights(weights))
         except (KeyError, RuntimeError) as err:
-            raise ValueError(f"{weights}: does not fit OSNet {encoder.width}/{encoder.norm}: "
-                             f"{str(err).splitlines()[0]}") from None
+            raise ValueError(
+                f"{weights}: does not fit OSNet {encoder.width}/{encoder.norm}: {str(err).splitlines()[0]}"
+            ) from None
     return encoder

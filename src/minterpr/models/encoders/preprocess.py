@@ -15,6 +15,7 @@ Example:
     >>> prep(Image.new("RGB", (64, 160))).shape
     torch.Size([3, 256, 128])
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, replace

@@ -11,6 +11,7 @@ Example:
     >>> enc.encode(["a woman in a red coat", "a man"]).shape
     torch.Size([2, 32])
 """
+
 from __future__ import annotations
 
 import re

@@ -10,6 +10,7 @@ Example:
     >>> out["global"].shape, out["stripes"].shape
     (torch.Size([2, 32]), torch.Size([2, 6, 32]))
 """
+
 from __future__ import annotations
 
 from os import PathLike
@@ -38,8 +39,7 @@ class TinyCNN(StagedImageEncoder):
         embed_dim: int | None = None,
         channels_last: bool = False,
     ) -> None:
-        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes,
-                         stripe_columns=stripe_columns)
+        super().__init__(preprocess or ImagePreprocess(), num_stripes=num_stripes, stripe_columns=stripe_columns)
         widths = [width, 2 * width, 4 * width, 4 * width]
         self.stages = nn.ModuleList(
             [

@@ -11,6 +11,7 @@ Example:
     ['/api/ingest', '/api/ingest', '/api/ingest/caption', '/api/ingest/caption', '/api/ingest/{job_id}',
      '/api/ingest/{job_id}/cancel', '/api/ingest/{job_id}/events', '/api/ingest/{job_id}/resume']
 """
+
 from __future__ import annotations
 
 import asyncio

@@ -1,5 +1,6 @@
 """``GET /metrics``: the Prometheus scrape (:mod:`minterpr.serving.metrics`), for admins or the
 configured bearer token (``settings.metrics_token``)."""
+
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Request, Response
@@ -17,7 +18,7 @@ def metrics(request: Request, principal: Principal | None = Depends(optional_use
     services = get_services(request)
     token = services.settings.metrics_token
     sent = request.headers.get("authorization", "")
-    if token is not None and sent.startswith("Bearer ") and same(sent[len("Bearer "):], token):
+    if token is not None and sent.startswith("Bearer ") and same(sent[len("Bearer ") :], token):
         pass
     elif principal is None:
         raise ApiError(401, "unauthenticated", "log in as an admin, or send the metrics token as a bearer token")

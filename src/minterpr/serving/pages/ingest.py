@@ -37,12 +37,23 @@ Example:
 
 from typing import Any
 
-FORM_FIELDS = ("gallery", "source", "run", "camera", "start", "detector", "detector_model", "every",
-               "best_k")  # the form's fields (text, a choice, numbers)
+FORM_FIELDS = (
+    "gallery",
+    "source",
+    "run",
+    "camera",
+    "start",
+    "detector",
+    "detector_model",
+    "every",
+    "best_k",
+)  # the form's fields (text, a choice, numbers)
 NUMBER_FIELDS = ("every", "best_k")  # sent as text by the browser, integers in the request
 
 
-def model_choices(shipped: dict[str, Any], shipped_dir: Any, default: str, runs: list[str]) -> list[tuple[str, str, bool]]:
+def model_choices(
+    shipped: dict[str, Any], shipped_dir: Any, default: str, runs: list[str]
+) -> list[tuple[str, str, bool]]:
     """(value, label, preselected) of the form's model list: the shipped models (``minterpr models``'
     first lines), the default one preselected, then the runs registered galleries were built with.
 
@@ -51,8 +62,14 @@ def model_choices(shipped: dict[str, Any], shipped_dir: Any, default: str, runs:
     """
     from pathlib import Path
 
-    out = [(str(Path(shipped_dir) / name), f"shipped: {name}" + (f" ({info['summary']})" if info.get("summary") else ""),
-            name == default) for name, info in sorted(shipped.items())]
+    out = [
+        (
+            str(Path(shipped_dir) / name),
+            f"shipped: {name}" + (f" ({info['summary']})" if info.get("summary") else ""),
+            name == default,
+        )
+        for name, info in sorted(shipped.items())
+    ]
     seen = {value for value, _, _ in out}
     out += [(run, f"run: {run}", False) for run in sorted(set(runs)) if run not in seen]
     return out
@@ -127,21 +144,48 @@ def register_ingest(app: Any, pages: Any) -> None:
     def _jobs() -> list[Any]:
         return sorted(pages.services.jobs.list(), key=lambda j: j.created, reverse=True)
 
-    def _page(request: Any, user: Any, status: int = 200, error: str | None = None, field: str | None = None,
-              form: dict[str, str] | None = None, caption_error: str | None = None,
-              upload_error: str | None = None, uploaded: Any = None) -> Any:
+    def _page(
+        request: Any,
+        user: Any,
+        status: int = 200,
+        error: str | None = None,
+        field: str | None = None,
+        form: dict[str, str] | None = None,
+        caption_error: str | None = None,
+        upload_error: str | None = None,
+        uploaded: Any = None,
+    ) -> Any:
         pages.need(user, "ingest:run")
         jobs = _jobs()
         from minterpr.models.zoo import DEFAULT_REAL_MODEL, shipped_models, shipped_models_dir
 
-        models = model_choices(shipped_models(), shipped_models_dir(), DEFAULT_REAL_MODEL,
-                               [row.run_dir for row in pages.services.galleries.rows()])
-        return pages.render(request, "ingest.html", status, user=user, jobs=jobs, job_line=job_line, error=error,
-                            error_field=field, galleries=pages.galleries(), terminal=TERMINAL,
-                            running=any(j.status not in TERMINAL for j in jobs), models=models,
-                            incoming=pages.settings.incoming_dir, form=form or {"detector": "auto"},
-                            vlm=pages.settings.vlm, caption_error=caption_error, upload_error=upload_error,
-                            uploaded=uploaded, max_video_mib=pages.settings.max_video_bytes // 2**20)
+        models = model_choices(
+            shipped_models(),
+            shipped_models_dir(),
+            DEFAULT_REAL_MODEL,
+            [row.run_dir for row in pages.services.galleries.rows()],
+        )
+        return pages.render(
+            request,
+            "ingest.html",
+            status,
+            user=user,
+            jobs=jobs,
+            job_line=job_line,
+            error=error,
+            error_field=field,
+            galleries=pages.galleries(),
+            terminal=TERMINAL,
+            running=any(j.status not in TERMINAL for j in jobs),
+            models=models,
+            incoming=pages.settings.incoming_dir,
+            form=form or {"detector": "auto"},
+            vlm=pages.settings.vlm,
+            caption_error=caption_error,
+            upload_error=upload_error,
+            uploaded=uploaded,
+            max_video_mib=pages.settings.max_video_bytes // 2**20,
+        )
 
     @router.get("/ingest")
     def ingest_page(request: Request, user: Any = Depends(optional_user)) -> Any:
@@ -153,8 +197,14 @@ def register_ingest(app: Any, pages: Any) -> None:
     def ingest_jobs(request: Request, user: Any = Depends(current_user)) -> Any:
         pages.need(user, "ingest:run")
         jobs = _jobs()
-        return pages.render(request, "_ingest_jobs.html", jobs=jobs, job_line=job_line, terminal=TERMINAL,
-                            running=any(j.status not in TERMINAL for j in jobs))
+        return pages.render(
+            request,
+            "_ingest_jobs.html",
+            jobs=jobs,
+            job_line=job_line,
+            terminal=TERMINAL,
+            running=any(j.status not in TERMINAL for j in jobs),
+        )
 
     @router.post("/ingest")
     async def ingest_start(request: Request, user: Any = Depends(current_user)) -> Any:
@@ -181,8 +231,9 @@ def register_ingest(app: Any, pages: Any) -> None:
             if video is None or isinstance(video, str) or not video.filename:
                 raise ApiError(422, "invalid", "choose a video file to upload", field="video")
             folder = pages.settings.incoming_dir / "uploads"
-            stored = await run_in_threadpool(store_video, video.file, video.filename, folder,
-                                             max_bytes=pages.settings.max_video_bytes)
+            stored = await run_in_threadpool(
+                store_video, video.file, video.filename, folder, max_bytes=pages.settings.max_video_bytes
+            )
         except ApiError as err:
             return _page(request, user, err.status, upload_error=err.message)
         pages.services.audit.record(user, "video_upload", None, {"file": stored.name, "name": video.filename[:200]})
@@ -190,8 +241,9 @@ def register_ingest(app: Any, pages: Any) -> None:
         return _page(request, user, form=form, uploaded=stored)
 
     @router.post("/ingest/{job_id}/cancel")
-    async def job_cancel(request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"),
-                         user: Any = Depends(current_user)) -> Any:
+    async def job_cancel(
+        request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"), user: Any = Depends(current_user)
+    ) -> Any:
         pages.need(user, "ingest:run")
         try:
             await run_in_threadpool(pages.services.jobs.cancel, user, job_id)
@@ -200,8 +252,9 @@ def register_ingest(app: Any, pages: Any) -> None:
         return RedirectResponse("/ingest", status_code=303)
 
     @router.post("/ingest/{job_id}/resume")
-    async def job_resume(request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"),
-                         user: Any = Depends(current_user)) -> Any:
+    async def job_resume(
+        request: Request, job_id: str = PathParam(pattern=r"^[0-9a-f]{32}$"), user: Any = Depends(current_user)
+    ) -> Any:
         pages.need(user, "ingest:run")
         try:
             await run_in_threadpool(pages.services.jobs.resume, user, job_id)

@@ -13,6 +13,7 @@ Example:
     pydantic_core._pydantic_core.ValidationError: 1 validation error for FeedbackRequest
     ...
 """
+
 from __future__ import annotations
 
 from datetime import datetime
@@ -159,11 +160,13 @@ class RegisterGalleryRequest(Strict):
 class OpenCaseRequest(Strict):
     title: text(NONBLANK) = Field(min_length=1, max_length=200)
     # at least 10 characters from the first to the last that is not a space (what the case service keeps)
-    purpose: text(r"^[^\x00]*[^\s\x00][^\x00]{8,}[^\s\x00][^\x00]*$") = Field(min_length=10, max_length=TEXT_MAX,
-                         description="why this search is made (a report number, an authorisation)")
+    purpose: text(r"^[^\x00]*[^\s\x00][^\x00]{8,}[^\s\x00][^\x00]*$") = Field(
+        min_length=10, max_length=TEXT_MAX, description="why this search is made (a report number, an authorisation)"
+    )
     # the scope is stated explicitly: null means every camera / no time bound, and must be sent as null
-    cameras: list[Camera] | None = Field(min_length=1, max_length=1000,
-                                         description="camera ids the case may search; null = all")
+    cameras: list[Camera] | None = Field(
+        min_length=1, max_length=1000, description="camera ids the case may search; null = all"
+    )
     start: Time | None = Field(description="earliest image time the case may search; null = unbounded")
     end: Time | None = Field(description="latest image time the case may search; null = unbounded")
 
@@ -184,8 +187,9 @@ class CaseView(Strict):
 class StartSessionRequest(Strict):
     case_id: Index = Field(ge=1, le=ID_MAX)
     gallery: Text = Field(min_length=1, max_length=NAME_MAX)
-    cameras: list[Camera] | None = Field(default=None, min_length=1, max_length=1000,
-                                         description="within the case's cameras")
+    cameras: list[Camera] | None = Field(
+        default=None, min_length=1, max_length=1000, description="within the case's cameras"
+    )
     start: Time | None = None  # within the case's time scope
     end: Time | None = None
 
@@ -217,8 +221,12 @@ class ConfirmRequest(Strict):
     # the analyst asks to confirm the tracks ingestion linked to this crop's track too (one crop each, each recorded)
     group: bool = Field(default=False, strict=True)
     # the spec says true only; false is answered by the service (acknowledge_required, saying why)
-    acknowledge: bool = Field(strict=True, json_schema_extra={"const": True}, description="must be true: I confirm this result looks like the person I am "
-                                          "searching for; this records similarity, not identity")
+    acknowledge: bool = Field(
+        strict=True,
+        json_schema_extra={"const": True},
+        description="must be true: I confirm this result looks like the person I am "
+        "searching for; this records similarity, not identity",
+    )
 
 
 class ResultView(Strict):
@@ -227,7 +235,9 @@ class ResultView(Strict):
     path: str
     camera: str | None
     time: str | None
-    similarity: float  # match probability in [0, 1] (softmax of the final scores over the ranked images): how alike, never who
+    similarity: (
+        float  # match probability in [0, 1] (softmax of the final scores over the ranked images): how alike, never who
+    )
     matches: list[str]  # facts it confidently matches (calibrated, recognisable labels)
     contradicts: list[str]  # facts it confidently contradicts
     unsure: list[str] = []  # facts the model is not confident about for this image
@@ -235,7 +245,9 @@ class ResultView(Strict):
     # a crop of the same track (video source and tracker id) as a crop the analyst confirmed: the tracker's
     # evidence that it shows the same person, which the match figure (appearance only) does not carry
     same_track_as: int | None = None
-    linked_tracks: int = 0  # other tracks ingestion linked to its track (appearance, time, place): a hint, never a verdict
+    linked_tracks: int = (
+        0  # other tracks ingestion linked to its track (appearance, time, place): a hint, never a verdict
+    )
 
 
 class ActionView(Strict):

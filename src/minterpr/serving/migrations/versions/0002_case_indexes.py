@@ -1,5 +1,6 @@
 """0002: indexes on the case of audit entries and sessions (a case's export and its session list
 read by case; without them each scans the whole table)."""
+
 from __future__ import annotations
 
 from alembic import op

@@ -3,6 +3,7 @@ request that wrote the entry, so an auditor can follow one request through the l
 chain). Entries written before it get NULL, which the chain does not hash (their hashes stay
 valid). A plain ADD COLUMN on SQLite too: copying the table, as a batch alter would, drops the
 triggers that keep it append-only."""
+
 from __future__ import annotations
 
 import sqlalchemy as sa
