@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 
 import pytest
@@ -259,3 +260,41 @@ def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, cap
     )
     assert cmd_serve(args) == 0
     assert '"sessions": 0' in capsys.readouterr().out
+
+
+def test_retention_removes_old_uploaded_videos_unless_a_job_reads_them(tmp_path):
+    from minterpr.serving.db import IngestJob
+    from minterpr.serving.retention import purge
+    from minterpr.serving.service import build_services
+    from support.serving import settings
+
+    services = build_services(settings(tmp_path / "state"))
+    folder = services.settings.video_uploads_dir
+    folder.mkdir(parents=True)
+    now = 1_800_000_000.0
+    files = {name: folder / name for name in ("old.mp4", "busy.mp4", "done.mp4", ".upload-x.avi", "new.mp4")}
+    for name, path in files.items():
+        path.write_bytes(b"video")
+        age = 1 if name == "new.mp4" else 40  # days
+        os.utime(path, (now - age * 86400, now - age * 86400))
+    with services.db.write() as tx:
+        for job, (name, status) in enumerate((("busy.mp4", "running"), ("done.mp4", "done"))):
+            tx.add(
+                IngestJob(
+                    id=f"{job:032x}",
+                    gallery="g",
+                    source=str(files[name]),
+                    options={},
+                    user_id=1,
+                    status=status,
+                    progress={},
+                    message="",
+                    created=now,
+                    updated=now,
+                )
+            )
+    report = purge(services, 30, by="test", clock=now)
+    assert report.videos == 3  # old, done (its job ended) and the stray partial upload
+    assert sorted(p.name for p in folder.iterdir()) == ["busy.mp4", "new.mp4"]
+    assert purge(services, 30, by="test", clock=now).videos == 0  # nothing left to remove
+    services.close()

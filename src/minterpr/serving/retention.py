@@ -3,6 +3,9 @@
 :func:`purge` removes
 
 * **sessions** not touched for N days: their events, their uploaded example images;
+* **videos** uploaded from the ingestion page more than N days ago (the file's time), unless a job
+  that has not ended (queued or running) reads it; the crops already cut from it are images of
+  their gallery, under the rule below;
 * **images** captured more than N days ago (the ``time`` of their metadata) from every gallery
   store: the store is rewritten without their embeddings, attribute probabilities and records
   (and its vector index rebuilt); in galleries the service ingested itself (``managed``) their
@@ -21,7 +24,7 @@ Example:
     >>> from minterpr.serving.settings import ServeSettings
     >>> services = build_services(ServeSettings(data_dir=Path(tempfile.mkdtemp())))
     >>> purge(services, 30).model_dump()
-    {'days': 30, 'sessions': 0, 'events': 0, 'uploads': 0, 'images': 0, 'galleries': []}
+    {'days': 30, 'sessions': 0, 'events': 0, 'uploads': 0, 'videos': 0, 'images': 0, 'galleries': []}
 """
 
 from __future__ import annotations
@@ -36,7 +39,7 @@ from sqlalchemy import delete, select
 from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, MinterprError
 from minterpr.serving import audit
-from minterpr.serving.db import Login, SearchSession, SessionEvent, now
+from minterpr.serving.db import IngestJob, Login, SearchSession, SessionEvent, now
 from minterpr.serving.schemas.search import RetentionReport
 
 DAY = 86400.0
@@ -61,6 +64,7 @@ def purge(services: Any, days: int, *, by: str | None = None, clock: float | Non
         if folder.is_dir():
             uploads += sum(1 for _ in folder.iterdir())
             shutil.rmtree(folder, ignore_errors=True)
+    videos = _purge_videos(services, cutoff)
     services.search.forget()
     images, touched = 0, []
     for row in services.galleries.rows():
@@ -69,11 +73,40 @@ def purge(services: Any, days: int, *, by: str | None = None, clock: float | Non
             images += removed
             touched.append(row.name)
     report = RetentionReport(
-        days=days, sessions=len(old), events=removed_events, uploads=uploads, images=images, galleries=touched
+        days=days,
+        sessions=len(old),
+        events=removed_events,
+        uploads=uploads,
+        videos=videos,
+        images=images,
+        galleries=touched,
     )
     with db.write() as tx:
         audit.append(tx, by, "retention_purge", None, report.model_dump())
     return report
+
+
+def _purge_videos(services: Any, cutoff: float) -> int:
+    """Remove the uploaded videos (and stray partial uploads) last written before ``cutoff`` that no
+    queued or running job reads; returns how many were removed."""
+    folder = services.settings.video_uploads_dir
+    if not folder.is_dir():
+        return 0
+    with services.db.transaction() as tx:
+        busy = {
+            os.path.realpath(source)
+            for source in tx.scalars(select(IngestJob.source).where(IngestJob.status.in_(("queued", "running"))))
+        }
+    removed = 0
+    for path in sorted(folder.iterdir()):
+        try:
+            if not path.is_file() or path.stat().st_mtime >= cutoff or os.path.realpath(path) in busy:
+                continue
+            path.unlink()
+        except OSError:
+            continue  # gone meanwhile, or not ours to remove: the next purge tries again
+        removed += 1
+    return removed
 
 
 def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:

@@ -139,6 +139,12 @@ class ServeSettings:
         """Where ingestion sources may be put for the API to find (besides ``import_roots``)."""
         return Path(self.data_dir) / "incoming"
 
+    @property
+    def video_uploads_dir(self) -> Path:
+        """Videos uploaded from the ingestion page (inside ``incoming_dir``, so a job may name them; under
+        retention like the sessions' example images)."""
+        return self.incoming_dir / "uploads"
+
     def importable(self, path: str | Path) -> bool:
         """Whether a request may name ``path`` (inside data_dir or one of import_roots, links resolved)."""
         target = Path(path).expanduser().resolve()

@@ -230,7 +230,7 @@ def register_ingest(app: Any, pages: Any) -> None:
         try:
             if video is None or isinstance(video, str) or not video.filename:
                 raise ApiError(422, "invalid", "choose a video file to upload", field="video")
-            folder = pages.settings.incoming_dir / "uploads"
+            folder = pages.settings.video_uploads_dir
             stored = await run_in_threadpool(
                 store_video, video.file, video.filename, folder, max_bytes=pages.settings.max_video_bytes
             )

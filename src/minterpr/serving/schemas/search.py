@@ -375,6 +375,7 @@ class RetentionReport(Strict):
     sessions: int
     events: int
     uploads: int
+    videos: int  # videos uploaded for ingestion, removed
     images: int
     galleries: list[str]
 
