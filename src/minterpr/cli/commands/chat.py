@@ -21,16 +21,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from minterpr.cli.shared.chat_loop import HELP, ChatLoop
-from minterpr.cli.shared.common import (
-    CLIError,
+from minterpr.cli.shared.common import CLIError, add_common_options, show_progress
+from minterpr.cli.shared.model_options import (
     add_backend_arguments,
-    add_common_options,
     build_index,
     check_backend_arguments,
     gallery_images,
     load_backend,
     load_pipeline_of,
-    show_progress,
 )
 from minterpr.cli.shared.vlm_options import add_caption_arguments, add_vlm_arguments, vlm_config
 
