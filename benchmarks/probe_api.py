@@ -319,7 +319,7 @@ def chat_no_with_references(ctx: Ctx, arg) -> Verdict:
     """A bare "no" typed while reference images are shown must not become a new description:
     it judges the references, or the chat asks which one is meant."""
     try:
-        from minterpr.cli.commands.chat import ChatLoop
+        from minterpr.cli.shared.chat_loop import ChatLoop
         from minterpr.types import DescriptionTurn
     except ImportError as exc:
         raise ProbeUnsupported(str(exc)) from exc
@@ -358,7 +358,7 @@ def chat_script(ctx: Ctx, arg) -> Verdict:
     """arg = (stdin text, expect): the chat loop of ``minterpr chat`` on the shared pipeline."""
     script, expect = arg
     try:
-        from minterpr.cli.commands.chat import ChatLoop
+        from minterpr.cli.shared.chat_loop import ChatLoop
     except ImportError as exc:
         raise ProbeUnsupported(str(exc)) from exc
     out = io.StringIO()

@@ -291,7 +291,7 @@ def test_the_service_loads_each_run_with_its_appearance_setting(tmp_path, tiny_r
 def test_commands_that_keep_no_gallery_load_no_appearance_model(tmp_path, tiny_run, monkeypatch):
     import argparse
 
-    from minterpr.cli.shared.common import load_pipeline_of
+    from minterpr.cli.shared.model_options import load_pipeline_of
     from minterpr.models.zoo import pin_shipped_model
 
     root = tmp_path / "models"

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from minterpr.cli.shared.common import gallery_images
+from minterpr.cli.shared.model_options import gallery_images
 from minterpr.cli.main import main
 from minterpr.data.build import (
     DATASET_FILE,

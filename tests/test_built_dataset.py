@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from minterpr.cli.shared.common import gallery_images
+from minterpr.cli.shared.model_options import gallery_images
 from minterpr.data.build import mark_dataset
 from minterpr.data.dataset import BuiltDataset
 from minterpr.data.formats.gallery import write_gallery

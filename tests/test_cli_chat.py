@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from minterpr.cli.commands.chat import ChatLoop
+from minterpr.cli.shared.chat_loop import ChatLoop
 from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from support.helpers import random_attributes
-from minterpr.cli.commands.chat import ChatLoop
+from minterpr.cli.shared.chat_loop import ChatLoop
 from minterpr.cli.main import main
 from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import write_gallery

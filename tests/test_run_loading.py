@@ -23,7 +23,7 @@ import pytest
 import torch
 
 from minterpr.cli.main import main
-from minterpr.cli.shared.common import load_backend
+from minterpr.cli.shared.model_options import load_backend
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
 from minterpr.data.synthetic.world import SyntheticWorldConfig
 from minterpr.errors import RunError

@@ -245,7 +245,7 @@ def test_train_command_writes_the_run(finished_run):
 def test_calibration_after_training_stores_the_temperatures(finished_run, tmp_path, monkeypatch):
     import shutil
 
-    from minterpr.cli.shared.common import describe_choices
+    from minterpr.cli.shared.model_options import describe_choices
     from minterpr.runtime.run import load_run
     from minterpr.training.post_training import calibrate_and_choose_weight
 

@@ -269,7 +269,7 @@ def test_a_replay_with_a_model_asks_it_nothing(gallery):
 def test_the_chat_lists_the_models_facts_and_forgets_one_on_request(gallery):
     import io
 
-    from minterpr.cli.commands.chat import ChatLoop
+    from minterpr.cli.shared.chat_loop import ChatLoop
 
     backend, index, _ = gallery
     answer = json.dumps(

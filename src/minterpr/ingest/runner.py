@@ -4,7 +4,7 @@ A video (or a folder of one video's frames) is decoded, every ``every``-th frame
 people detector and ByteTrack, each track keeps its best ``best_k`` crops (size, sharpness,
 detector score; :mod:`minterpr.ingest.tracking`), the crops are written as JPEG files to
 ``GALLERY/crops/<job>/``, embedded with the run's model, and added to the gallery store
-(:func:`minterpr.index.store.gallery_append.append_gallery`) with their metadata: ``camera``,
+(:mod:`minterpr.ingest.storing`, through :func:`minterpr.index.store.gallery_append.append_gallery`) with their metadata: ``camera``,
 ``time`` (start + frame / fps, ISO), ``offset_s``, ``frame``, ``box``, ``track``, ``source``,
 ``job``, ``score``, ``sharpness``, ``link`` (the tracklet link group: :mod:`minterpr.ingest.links`, when
 the gallery has appearance vectors), and ``frame_image`` (the frame the crop was cut from, stored
@@ -39,7 +39,6 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 
 from minterpr.errors import DatasetError
 from minterpr.index.store.gallery_store import STORE_ROOT
@@ -48,11 +47,11 @@ from minterpr.ingest.job import CROPS_DIR, FRAMES_DIR, JobFolder, gallery_lock, 
 from minterpr.ingest.options import IngestOptions, IngestResult, check_options, create_detector, every_of, gallery_dir
 from minterpr.ingest.progress import IngestProgress, Reporter
 from minterpr.ingest.sources import SourceInfo, frame_time, open_source, parse_start
+from minterpr.ingest.storing import check_appearance, rows_of_job, store_crops
 from minterpr.ingest.video import detect_and_track
 from minterpr.types import GalleryImage
 
 __all__ = ["IngestOptions", "IngestResult", "gallery_dir", "ingest"]
-SHARD_SIZE = 256  # crops per embedding shard (the unit an interrupted embedding resumes from)
 
 
 def _source_stat(info: SourceInfo) -> Any:
@@ -78,45 +77,6 @@ def _copy_crops(info: SourceInfo, job: JobFolder, reporter: Reporter) -> None:
                 with open(source, "rb") as src:
                     atomic_write(target, lambda f: shutil.copyfileobj(src, f), durable=False)
         reporter.update("copy", k + 1, len(info.files))
-
-
-def _embed(
-    pipeline: Any, images: list[GalleryImage], root: Path, job: JobFolder, options: IngestOptions, reporter: Reporter
-) -> Any:
-    """Embed the crops into resumable shards (minterpr.runtime.batch_embed's format); the EmbeddedGallery."""
-    from minterpr.runtime.batch_embed import collect, embed_shards
-
-    out = job.embed_dir
-    out.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256("\n".join(i.path for i in images).encode("utf-8")).hexdigest()
-    marker = out / "images.sha256"
-    if not marker.is_file() or marker.read_text(encoding="utf-8").strip() != digest:
-        shutil.rmtree(out)
-        out.mkdir(parents=True)
-        atomic_write(marker, lambda f: f.write(digest.encode("ascii") + b"\n"))
-    reporter.update("embed", 0, len(images))
-    embed_shards(
-        pipeline.backend,
-        images,
-        os.fspath(root),
-        out,
-        SHARD_SIZE,
-        options.batch_size,
-        lambda done, _: reporter.update("embed", done, len(images)),
-    )
-    return collect(out, images, SHARD_SIZE)
-
-
-def _rows_of_job(gallery: Path, job: str) -> tuple[int, int] | None:
-    """(rows of ``job``, all rows) in the store, None when there is no finished store."""
-    from minterpr.index.store.gallery_store import open_gallery, read_manifest
-
-    try:
-        read_manifest(gallery)
-    except DatasetError:
-        return None
-    stored = open_gallery(gallery)
-    return sum(1 for value in stored.meta_columns.get("job", []) if value == job), len(stored.index)
 
 
 def _load(run: Any) -> Any:
@@ -159,7 +119,7 @@ def ingest(
             raise DatasetError(
                 folder, f"a gallery of images under {manifest.root!r}, not an ingested one; ingest into another gallery"
             )
-        _check_appearance(folder, manifest.appearance, pipeline)
+        check_appearance(folder, manifest.appearance, pipeline)
     every = every_of(options, info)
     video = info.kind != "crops"
     detector = create_detector(options.detector, options.detector_options) if video else None
@@ -188,7 +148,7 @@ def ingest(
     with gallery_lock(folder):
         job = JobFolder(folder, job_id(info.path))
         resumed = job.start(json.loads(json.dumps(description)), restart=options.restart)
-        done, counts = job.done(), _rows_of_job(folder, job.job)
+        done, counts = job.done(), rows_of_job(folder, job.job)
         if done is not None and counts is not None and counts[0] == done["rows"]:
             reporter.update("done", 1, 1, force=True, message=f"done: already ingested ({counts[0]} rows)")
             return IngestResult(
@@ -266,7 +226,7 @@ def ingest(
             ]
             stats = (0, 0, 0, 0)
             rejected = {}
-        rows, total = _index(pipeline, images, metadata, folder, job, options, reporter, skipped, info)
+        rows, total = store_crops(pipeline, images, metadata, folder, job, options, reporter, skipped, info)
         crops_dir = job.crops
         if video and crops_dir.is_dir():  # crops a track later replaced by better ones
             keep = {Path(i.path).name for i in images}
@@ -313,54 +273,6 @@ def ingest(
     )
 
 
-def _check_appearance(folder: Path, stored: Any, pipeline: Any) -> None:
-    """Refuse, before any work, a gallery whose appearance vectors the pipeline cannot continue."""
-    looks = getattr(pipeline, "appearance", None)
-    if stored is None and looks is None:
-        return
-    if stored is None:
-        raise DatasetError(
-            folder,
-            "has no appearance vectors, and this pipeline adds them: add them to the "
-            f"gallery first with `minterpr index build --update --out {folder}`, or ingest "
-            "without an appearance model",
-        )
-    if looks is None:
-        raise DatasetError(
-            folder,
-            f"has appearance vectors (model {stored.get('model_fingerprint')}): ingest with "
-            "that appearance model too, so every row has one",
-        )
-    if stored.get("model_fingerprint") != looks.fingerprint:
-        raise DatasetError(
-            folder,
-            f"its appearance vectors come from model {stored.get('model_fingerprint')}, this "
-            f"appearance model is {looks.fingerprint}: ingest with the same one, or rebuild "
-            f"them with `minterpr index build --update --out {folder}`",
-        )
-
-
-def _appearance(pipeline: Any, images: list[GalleryImage], folder: Path, job: JobFolder) -> np.ndarray | None:
-    """The appearance vectors of the embedded crops (None without an appearance model), kept in the
-    job's embed folder so a rerun after a kill at the store write does not compute them again."""
-    looks = getattr(pipeline, "appearance", None)
-    if looks is None:
-        return None
-    key = hashlib.sha256("\n".join([looks.fingerprint, *(i.path for i in images)]).encode("utf-8")).hexdigest()
-    cache = job.embed_dir / f"appearance-{key[:16]}.npy"
-    if cache.is_file():
-        try:
-            vectors = np.load(cache)
-            if vectors.shape == (len(images), looks.dim):
-                return vectors
-        except (OSError, ValueError):
-            pass  # a torn file: computed again
-    # the attribute model read every one of them: an unreadable one now is an error, not a skip
-    vectors, _, _ = looks.embed_files([os.fspath(folder / i.path) for i in images], strict=True)
-    atomic_write(cache, lambda f: np.save(f, vectors))
-    return vectors
-
-
 def _span_of(span: list[float] | None, fps: float) -> dict[str, Any]:
     """``track_span`` of a crop's row: its track's first and last time (seconds from the start) and
     boxes, ``[t0, t1, x1, y1, x2, y2 (first), x1, y1, x2, y2 (last)]`` (:mod:`minterpr.ingest.links`)."""
@@ -377,80 +289,3 @@ def _frame_of(job: JobFolder, frame: int, sizes: dict[int, tuple[int, int]]) -> 
     if frame not in sizes or not (job.frames / frame_name(frame)).is_file():
         return {}
     return {"frame_image": f"{FRAMES_DIR}/{job.job}/{frame_name(frame)}", "frame_size": list(sizes[frame])}
-
-
-def _index(
-    pipeline: Any,
-    images: list[GalleryImage],
-    metadata: list[dict[str, Any]],
-    folder: Path,
-    job: JobFolder,
-    options: IngestOptions,
-    reporter: Reporter,
-    skipped: list[tuple[str, str]],
-    info: SourceInfo,
-) -> tuple[int, int]:
-    """Embed the crops and put them in the store (this job's old rows replaced): (rows added, rows in all)."""
-    from minterpr.index.store.gallery_append import append_gallery
-    from minterpr.index.gallery_index import GalleryIndex
-
-    embedded = _embed(pipeline, images, folder, job, options, reporter) if images else None
-    if embedded is not None:
-        skipped.extend(embedded.skipped)
-    if embedded is None or not embedded.images:  # nothing to add; rows of an earlier run of the job go
-        counts = _rows_of_job(folder, job.job)
-        if counts is None:
-            return 0, 0
-        if counts[0] == 0:
-            return 0, counts[1]
-        return 0, _drop_rows(folder, job.job, pipeline.fingerprint)
-    reporter.update("index", 0, 1, force=True, message=f"index: writing {len(embedded.images)} rows to {folder}")
-    position = {image.path: k for k, image in enumerate(images)}
-    rows = [metadata[position[image.path]] for image in embedded.images]
-    looks = getattr(pipeline, "appearance", None)
-    index = GalleryIndex(
-        embedded.images,
-        embedded.embeddings,
-        attribute_probs=embedded.attribute_probs,
-        root=STORE_ROOT,
-        skipped=embedded.skipped,  # the crops are inside the store's folder
-        appearance=_appearance(pipeline, embedded.images, folder, job),
-    )
-    rebuild = f"minterpr ingest {info.path} --gallery {folder} --run RUN (again for each source)"
-    total = append_gallery(
-        index,
-        folder,
-        model_fingerprint=pipeline.fingerprint,
-        metadata=rows,
-        replace={"job": job.job},
-        backend="exact",
-        rebuild=rebuild,
-        appearance_fingerprint=None if looks is None else looks.fingerprint,
-    )
-    return len(embedded.images), total
-
-
-def _drop_rows(folder: Path, job: str, fingerprint: str) -> int:
-    """Remove ``job``'s rows from the store; the rows left."""
-    from minterpr.index.store.gallery_append import append_gallery
-    from minterpr.index.gallery_index import GalleryIndex
-    from minterpr.index.store.gallery_store import open_gallery
-
-    stored = open_gallery(folder)
-    labels = stored.manifest.labels
-    looks = stored.manifest.appearance  # kept as it is: the store's rows keep their vectors
-    empty = GalleryIndex(
-        [],
-        np.zeros((0, stored.manifest.dim), np.float32),
-        root=STORE_ROOT,
-        attribute_probs=None if labels is None else np.zeros((0, labels), np.float32),
-        appearance=None if looks is None else np.zeros((0, int(looks["dim"])), np.float32),
-    )
-    return append_gallery(
-        empty,
-        folder,
-        model_fingerprint=fingerprint,
-        metadata=[],
-        replace={"job": job},
-        appearance_fingerprint=None if looks is None else looks["model_fingerprint"],
-    )

@@ -46,7 +46,8 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from minterpr.cli.shared.common import STDOUT, add_common_options, load_pipeline_of, show_progress, write_json
+from minterpr.cli.shared.common import STDOUT, add_common_options, show_progress, write_json
+from minterpr.cli.shared.model_options import load_pipeline_of
 
 log = logging.getLogger(__name__)
 

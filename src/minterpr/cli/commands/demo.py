@@ -15,8 +15,9 @@ import sys
 import time
 from pathlib import Path
 
-from minterpr.cli.shared.common import STDOUT, add_common_options, load_pipeline_of, show_progress, write_json
+from minterpr.cli.shared.common import STDOUT, add_common_options, show_progress, write_json
 from minterpr.cli.shared.demo_world import build_data, say, train_model
+from minterpr.cli.shared.model_options import load_pipeline_of
 
 log = logging.getLogger(__name__)
 

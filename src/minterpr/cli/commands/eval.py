@@ -28,16 +28,18 @@ from pathlib import Path
 from typing import Any
 
 from minterpr.cli.shared.common import (
-    RUN_HELP,
     STDOUT,
-    add_batch_size_argument,
     add_common_options,
     add_picture_options,
-    add_text_precision_argument,
     check_picture_options,
-    load_pipeline_of,
     show_progress,
     write_json,
+)
+from minterpr.cli.shared.model_options import (
+    RUN_HELP,
+    add_batch_size_argument,
+    add_text_precision_argument,
+    load_pipeline_of,
 )
 from minterpr.cli.shared.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.errors import InputError

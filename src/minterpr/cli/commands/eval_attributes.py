@@ -31,15 +31,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from minterpr.cli.shared.common import (
-    RUN_HELP,
-    STDOUT,
-    add_batch_size_argument,
-    add_common_options,
-    load_pipeline_of,
-    show_progress,
-    write_json,
-)
+from minterpr.cli.shared.common import STDOUT, add_common_options, show_progress, write_json
+from minterpr.cli.shared.model_options import RUN_HELP, add_batch_size_argument, load_pipeline_of
 
 log = logging.getLogger(__name__)
 

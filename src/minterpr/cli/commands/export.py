@@ -23,7 +23,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from minterpr.cli.shared.common import RUN_HELP, add_common_options
+from minterpr.cli.shared.common import add_common_options
+from minterpr.cli.shared.model_options import RUN_HELP
 
 
 def run(args: argparse.Namespace) -> int:

@@ -35,16 +35,8 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from minterpr.cli.shared.common import (
-    STDOUT,
-    CLIError,
-    add_appearance_argument,
-    add_batch_size_argument,
-    add_common_options,
-    gallery_images,
-    show_progress,
-    write_json,
-)
+from minterpr.cli.shared.common import STDOUT, CLIError, add_common_options, show_progress, write_json
+from minterpr.cli.shared.model_options import add_appearance_argument, add_batch_size_argument, gallery_images
 
 DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
 NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embeddings)

@@ -25,7 +25,8 @@ import sys
 from pathlib import Path
 from typing import Any, TextIO
 
-from minterpr.cli.shared.common import CLIError, add_appearance_argument, add_common_options, show_progress, write_json
+from minterpr.cli.shared.common import CLIError, add_common_options, show_progress, write_json
+from minterpr.cli.shared.model_options import add_appearance_argument
 
 
 def _detector_options(pairs: list[str]) -> dict[str, Any]:

@@ -29,16 +29,13 @@ from typing import Any
 from minterpr.cli.shared.common import (
     STDOUT,
     CLIError,
-    add_backend_arguments,
     add_common_options,
     add_picture_options,
-    build_index,
-    check_backend_arguments,
     check_picture_options,
-    load_backend,
     show_progress,
     write_json,
 )
+from minterpr.cli.shared.model_options import add_backend_arguments, build_index, check_backend_arguments, load_backend
 from minterpr.cli.shared.vlm_options import add_caption_arguments, add_vlm_arguments, format_vlm_usage, vlm_config
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.index.gallery_index import GalleryIndex

@@ -20,7 +20,8 @@ import os
 import sys
 from pathlib import Path
 
-from minterpr.cli.shared.common import add_common_options, describe_choices
+from minterpr.cli.shared.common import add_common_options
+from minterpr.cli.shared.model_options import describe_choices
 from minterpr.errors import InputError
 
 

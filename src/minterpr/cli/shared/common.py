@@ -1,7 +1,7 @@
-"""What every ``minterpr`` command shares: options and what they do, output, :class:`CLIError`, and
-loading a trained model (:func:`load_pipeline_of`, through ``load_pipeline``). Commands import this
-module (and the narrower :mod:`~minterpr.cli.shared.service_state`, :mod:`~minterpr.cli.shared.demo_world`),
-never each other.
+"""What every ``minterpr`` command shares: options and what they do, output and :class:`CLIError`.
+Commands import this module (and the narrower ones beside it: :mod:`~minterpr.cli.shared.model_options`
+for the model and gallery they score with, :mod:`~minterpr.cli.shared.service_state`,
+:mod:`~minterpr.cli.shared.demo_world`, ...), never each other.
 
 :func:`add_common_options` gives a command, after its handler is set:
 
@@ -50,17 +50,10 @@ import logging
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, TextIO
+from typing import Any, Callable, TextIO
 
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
-from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.runtime.neural_backend import DEFAULT_BATCH_SIZE
-from minterpr.types import GalleryImage
-
-if TYPE_CHECKING:  # torch-heavy: loaded with a model
-    from minterpr.runtime.pipeline import Pipeline
-    from minterpr.interaction.fitted import RunExtras
 
 LOGGER_NAME = "minterpr"  # the package's logger: every module logs under it (minterpr.cli.commands.eval, ...)
 STDOUT = "-"  # --json - : the report to stdout
@@ -295,125 +288,6 @@ class CLIError(InputError):
     """A user error on the command line: ``minterpr.cli.main`` prints it as one line, exit code 2."""
 
 
-# what --run takes, wherever a command scores with a trained model (load_pipeline_of resolves all of them)
-RUN_HELP = (
-    "a trained run directory (its model.pt), a model file or directory, 'shipped[:NAME]' or 'hf-hub:ORG/NAME[@REV]'"
-)
-
-
-def add_backend_arguments(parser: argparse.ArgumentParser, default_run: str | None = None) -> None:
-    """--run / --backend / --attribute-noise, shared by simulate and chat (--device: add_common_options);
-    ``default_run``: the model without --run (None: one of --run / --backend is required)."""
-    which = parser.add_mutually_exclusive_group(required=default_run is None)
-    which.add_argument(
-        "--run",
-        metavar="RUN_DIR",
-        default=default_run,
-        help=RUN_HELP + " (the neural pipeline)" + (f"; default: {default_run}" if default_run else ""),
-    )
-    which.add_argument(
-        "--backend",
-        choices=("attribute",),
-        help="no model: the attribute backend over the gallery's ground-truth attributes",
-    )
-    parser.add_argument(
-        "--attribute-noise",
-        type=float,
-        default=None,
-        metavar="STD",
-        help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)",
-    )
-    add_text_precision_argument(parser)
-
-
-def check_backend_arguments(args: argparse.Namespace) -> None:
-    """Refuse a combination of backend options that cannot work, before any data is read."""
-    if getattr(args, "backend", None) == "attribute" and getattr(args, "text_precision", "fp32") != "fp32":
-        raise CLIError("--text-precision needs --run: the attribute backend encodes no text")
-
-
-def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
-    """The backend chosen on the command line, and the scoring sessions should use with it
-    (a :class:`~minterpr.interaction.reranking.RerankConfig`: the one stored with ``--run``'s
-    model, chosen on val at training time, else the defaults).
-
-    ``--run`` loads through :func:`load_pipeline_of` (a run directory or a model file): a broken run
-    raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
-    from minterpr.interaction.reranking import RerankConfig
-
-    if args.backend == "attribute":
-        from minterpr.interaction.attribute_backend import AttributeBackend
-
-        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), RerankConfig()
-    pipeline = load_pipeline_of(args)
-    return pipeline.backend, pipeline.rerank_config()
-
-
-APPEARANCE_HELP = (
-    "the appearance (same-person) model whose vectors the gallery keeps beside the embeddings: "
-    "auto (default: the shipped one beside a shipped attribute model, none beside other runs), "
-    "shipped, a model directory or a reid run's best.pt, or none"
-)
-
-
-def add_appearance_argument(parser: argparse.ArgumentParser) -> None:
-    """``--appearance auto|shipped|none|PATH``, wherever a command loads a model to embed a gallery."""
-    parser.add_argument("--appearance", default="auto", metavar="auto|shipped|none|PATH", help=APPEARANCE_HELP)
-
-
-def load_pipeline_of(
-    args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int | None = None
-) -> "Pipeline":
-    """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
-    way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
-    and ``--appearance`` where the command has them (without it: no appearance model). A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
-    from minterpr.runtime.pipeline import load_pipeline
-
-    sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
-    return load_pipeline(
-        args.run if run is None else run,
-        device=getattr(args, "device", None) or DEFAULT_DEVICE,
-        text_precision=getattr(args, "text_precision", "fp32"),
-        # commands without --appearance keep no gallery: its vectors would go unused
-        appearance=getattr(args, "appearance", None),
-        **sizes,
-    )
-
-
-def build_index(
-    backend: RetrievalBackend, images: list[GalleryImage], root: str, *, complete: bool = True, progress: bool = True
-) -> GalleryIndex:
-    """The gallery's index; ``complete``: refuse one with skipped (unreadable) images;
-    ``progress``: a progress bar when stderr is a terminal."""
-    try:
-        index = backend.index_images(images, root=root, progress=progress and sys.stderr.isatty())
-    except ValueError as err:
-        raise CLIError(str(err)) from None
-    # simulate draws its targets from the gallery list: an image left out would shift their positions
-    return index.require_complete("a simulated evaluation") if complete else index
-
-
-def add_batch_size_argument(parser: argparse.ArgumentParser, what: str) -> None:
-    """--batch-size, the loaded model's batch (``what`` it counts), at the backend's default."""
-    parser.add_argument(
-        "--batch-size",
-        type=int,
-        default=DEFAULT_BATCH_SIZE,
-        help=f"{what} per forward pass (default {DEFAULT_BATCH_SIZE})",
-    )
-
-
-def add_text_precision_argument(parser: argparse.ArgumentParser) -> None:
-    """--text-precision, for the commands that encode conversations with a trained model."""
-    parser.add_argument(
-        "--text-precision",
-        choices=("fp32", "int8"),
-        default="fp32",
-        help="the query text encoder's weights on ONNX Runtime (CPU): int8 makes a turn's new "
-        "utterance ~1.5-2x faster and moves its features a little (default: fp32)",
-    )
-
-
 def add_picture_options(parser: argparse.ArgumentParser, what: str) -> None:
     """--pictures N, --pictures-dir DIR, --pictures-seed S, --pictures-top K."""
     parser.add_argument(
@@ -438,41 +312,3 @@ def check_picture_options(args: argparse.Namespace) -> None:
         raise InputError("--pictures N needs --pictures-dir DIR (where the strips go)")
     if args.pictures_dir and not args.pictures:
         raise InputError("--pictures-dir needs --pictures N (how many queries to draw)")
-
-
-def gallery_images(images_dir: Path, gallery: str | None, split: str) -> list[GalleryImage]:
-    """The manifest given, else ``gallery_<split>.jsonl`` in the directory, else every image file in it.
-    A directory minterpr built must be a finished, unchanged build (DatasetError otherwise)."""
-    from minterpr.data.dataset import BuiltDataset
-    from minterpr.data.formats.gallery import read_gallery
-
-    data = BuiltDataset(images_dir)
-    data.check()  # a folder without a build marker is read as it is
-    if gallery is not None:
-        return read_gallery(gallery)
-    manifest = data.gallery_path(split)
-    if manifest.is_file():
-        return data.gallery(split)
-    files = data.image_files()
-    if not files:
-        raise CLIError(f"no gallery manifest ({manifest.name}) and no images in {images_dir}")
-    return [GalleryImage(str(p.relative_to(images_dir)), f"local:{i}") for i, p in enumerate(files)]
-
-
-def describe_choices(extras: "RunExtras") -> str:
-    """One line per post-training choice stored with the model
-    (:func:`minterpr.training.post_training.calibrate_and_choose_weight`), for the console."""
-    lines = []
-    if extras.calibration is not None:
-        c = extras.calibration
-        lines.append(
-            f"attribute temperatures fitted on {c.split}: summed slot NLL {c.nll_before:.2f} -> "
-            f"{c.nll_after:.2f} ({len(c.temperatures)} slots)"
-        )
-    if extras.scoring is not None and extras.selection is not None:
-        table = ", ".join(f"w={w}: {r1:.1f}" for w, r1 in extras.selection.r1_last_by_weight.items())
-        lines.append(
-            f"attribute weight {extras.scoring.attribute_weight:g} chosen on {extras.selection.split} "
-            f"(R@1 after the last round: {table})"
-        )
-    return "\n".join(lines)

@@ -9,7 +9,7 @@ import shutil
 import time
 from pathlib import Path
 
-from minterpr.cli.shared.common import describe_choices
+from minterpr.cli.shared.model_options import describe_choices
 
 log = logging.getLogger(__name__)
 
