@@ -56,7 +56,9 @@ COMMANDS = {
     "audit head",
     "ingest",
     "vlm caption",
-    "models",
+    "models list",
+    "models fetch",
+    "models publish-appearance",
     "db current",
     "db upgrade",
     "db backup",
@@ -103,7 +105,9 @@ JSON_COMMANDS = {
     "audit head",
     "ingest",
     "vlm caption",
-    "models",
+    "models list",
+    "models fetch",
+    "models publish-appearance",
 }
 
 
