@@ -46,6 +46,7 @@ COMMANDS = {
     "calibrate-match",
     "calibrate-presence",
     "export",
+    "models export",
     "adapt",
     "serve",
     "users add",

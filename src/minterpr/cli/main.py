@@ -32,7 +32,6 @@ COMMAND_MODULES = (
     "minterpr.cli.commands.eval_reid",
     "minterpr.cli.commands.calibrate",
     "minterpr.cli.commands.adapt",
-    "minterpr.cli.commands.models_export",
     "minterpr.cli.commands.models",
     "minterpr.cli.commands.ingest",
     "minterpr.cli.commands.vlm",

@@ -1,4 +1,5 @@
-"""``minterpr models``: the models this installation can use, with their fingerprints, and getting them.
+"""``minterpr models``: the models this installation can use, with their fingerprints; getting,
+publishing and exporting them.
 
 ``minterpr models list [DIR ...]`` lists the shipped models (``models/``, pinned by
 ``models/zoo.json``), then the training runs and exported model directories found under the
@@ -18,6 +19,10 @@ appearance model (``models/osnet-x0_25-reid``: safetensors, float16 when the vec
 cosine 0.9999 and ``--check``'s rank-1 is unchanged, pinned in ``models/zoo.json``; its model card
 and licence note must be there first: :func:`minterpr.runtime.publish.publish_appearance`).
 
+``minterpr models export RUN --out DIR`` writes a trained run as a portable model directory
+(safetensors + JSON, :mod:`minterpr.cli.commands.models_export`); ``minterpr export``, its earlier
+name, stays as an alias that says so.
+
 Each subcommand takes only its own options (``--from`` goes with ``fetch``, ``--check`` with
 ``publish-appearance``...): ``minterpr models SUBCOMMAND --help`` lists them.
 
@@ -27,12 +32,14 @@ Example:
     $ minterpr models fetch yolox-nano
     $ minterpr models fetch yolox-nano --from ~/Downloads/yolox_nano.onnx
     $ minterpr models publish-appearance runs/reid/best.pt --check data/reid/val.jsonl
+    $ minterpr models export runs/synth --out models/synth
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import sys
 from pathlib import Path
 from typing import Callable
@@ -40,6 +47,7 @@ from typing import Callable
 from minterpr.cli.shared.common import add_common_options, write_json
 
 LIST, FETCH, PUBLISH = "list", "fetch", "publish-appearance"  # the subcommands: `minterpr models list` ...
+EXPORT_MODULE = "minterpr.cli.commands.models_export"  # `models export` and its alias `minterpr export`
 
 
 def default_roots(base: Path = Path(".")) -> list[Path]:
@@ -182,7 +190,7 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
 def register(subparsers: argparse._SubParsersAction) -> None:
     group = subparsers.add_parser(
         "models",
-        help="list the shipped models, runs and exported models; fetch and publish models",
+        help="list the shipped models, runs and exported models; fetch, publish and export models",
         description=__doc__,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
@@ -191,3 +199,6 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_list(sub)
     _add_fetch(sub)
     _add_publish(sub)
+    export = importlib.import_module(EXPORT_MODULE)
+    export.register(sub)
+    export.register_alias(subparsers)  # `minterpr export`, the earlier name: left out of --help's list
