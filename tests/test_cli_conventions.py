@@ -46,6 +46,7 @@ COMMANDS = {
     "calibrate-match",
     "calibrate-presence",
     "export",
+    "models export",
     "adapt",
     "serve",
     "users add",
@@ -56,7 +57,9 @@ COMMANDS = {
     "audit head",
     "ingest",
     "vlm caption",
-    "models",
+    "models list",
+    "models fetch",
+    "models publish-appearance",
     "db current",
     "db upgrade",
     "db backup",
@@ -103,7 +106,9 @@ JSON_COMMANDS = {
     "audit head",
     "ingest",
     "vlm caption",
-    "models",
+    "models list",
+    "models fetch",
+    "models publish-appearance",
 }
 
 

@@ -43,7 +43,7 @@ MISSING = [  # (argv, modules hidden, the extra the line must name)
     (["ingest", "--gallery", "g", "--run", "r", "video.mp4"], ("cv2",), "ingest"),
     (["ingest", "--gallery", "g", "--run", "r", "video.mp4"], ("torch",), "model"),
     (["train", "--config", "tiny", "--out", "run"], ("torch",), "model"),
-    (["export", "run", "--out", "exported"], ("torch",), "model"),
+    (["models", "export", "run", "--out", "exported"], ("torch",), "model"),
     (["adapt", "--run", "run", "--images", "crops", "--out", "adapted"], ("torch",), "model"),
     (["eval-attributes", "--run", "run", "--gallery", "g.jsonl"], ("torch",), "model"),
     (["demo", "--out", "demo"], ("torch",), "model"),

@@ -1,4 +1,4 @@
-"""Portable checkpoints: `minterpr export` model directories (safetensors + JSON), pretrained
+"""Portable checkpoints: `minterpr models export` model directories (safetensors + JSON), pretrained
 weights referenced instead of copied, loading through load_run / load_pipeline / eval, file modes."""
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ def test_export_writes_safetensors_json_and_extras_readable_by_all(run, tmp_path
     out = tmp_path / "model"
     old = os.umask(0o077)  # even under a private umask the shared files are 0644
     try:
-        assert main(["export", str(run), "--out", str(out)]) == 0
+        assert main(["models", "export", str(run), "--out", str(out)]) == 0
     finally:
         os.umask(old)
     assert sorted(p.name for p in out.iterdir()) == ["config.json", "extras.json", "model.safetensors"]
@@ -80,6 +80,13 @@ def test_export_writes_safetensors_json_and_extras_readable_by_all(run, tmp_path
     extras = json.loads((out / "extras.json").read_text())
     assert {"scoring", "calibration", "scoring_selection", "stage", "epoch"} <= set(extras)
     assert "model directory:" in capsys.readouterr().out
+
+
+def test_the_old_export_command_is_an_alias_that_says_so(run, tmp_path, capsys):
+    assert main(["export", str(run), "--out", str(tmp_path / "model")]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines()[0] == "minterpr export is now minterpr models export"
+    assert "model directory:" in captured.out and (tmp_path / "model" / CONFIG_FILE).is_file()
 
 
 def test_exported_model_loads_like_the_run(run, data, tmp_path):
@@ -131,7 +138,7 @@ def test_damaged_or_foreign_model_directories_are_refused(run, tmp_path):
     (foreign / "a.jpg").write_bytes(b"x")
     with pytest.raises(RunError, match="holds no exported model"):
         export_model_dir(run, foreign)
-    assert main(["export", str(run), "--out", str(foreign)]) == 2
+    assert main(["models", "export", str(run), "--out", str(foreign)]) == 2
 
 
 @pytest.fixture()

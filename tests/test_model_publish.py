@@ -1,4 +1,4 @@
-"""Publishing a model directory on the Hugging Face Hub (``minterpr export --push-to-hub``), against a
+"""Publishing a model directory on the Hugging Face Hub (``minterpr models export --push-to-hub``), against a
 stand-in hub that writes each commit in the hub cache's layout: what was pushed then loads offline
 by ``hf-hub:ORG/NAME@COMMIT`` through ``huggingface_hub`` itself. Nothing reaches a network."""
 
@@ -151,16 +151,17 @@ def test_export_pushes_from_the_command_line(model_dir, tmp_path, monkeypatch, c
     folder, _ = model_dir
     hub = FakeHub(tmp_path / "hub")
     monkeypatch.setattr(publish, "_hub_api", lambda: hub)
-    assert main(["export", str(folder), "--push-to-hub", "my-lab/tiny-test", "--commit-message", "v1 of it"]) == 0
+    push = ["--push-to-hub", "my-lab/tiny-test"]
+    assert main(["models", "export", str(folder), *push, "--commit-message", "v1 of it"]) == 0
     out = capsys.readouterr().out
     assert "pushed 5 files to my-lab/tiny-test (main)" in out and "--run hf-hub:my-lab/tiny-test@" in out
     assert hub.calls[-1][3] == "v1 of it"
     # export and push in one command: the card written beside an earlier export stays and goes up
-    assert main(["export", str(tmp_path / "run"), "--out", str(folder), "--push-to-hub", "my-lab/tiny-test"]) == 0
+    assert main(["models", "export", str(tmp_path / "run"), "--out", str(folder), *push]) == 0
     assert "MODEL_CARD.md" in hub.calls[-1][2]
-    assert main(["export", str(folder), "--push-to-hub", ""]) == 2  # an empty name is refused, not "no push"
+    assert main(["models", "export", str(folder), "--push-to-hub", ""]) == 2  # an empty name is refused, not "no push"
     assert "'': push to a hub repository named ORG/NAME" in capsys.readouterr().err
-    assert main(["export", str(tmp_path / "run")]) == 2
+    assert main(["models", "export", str(tmp_path / "run")]) == 2
     assert "--out DIR is required" in capsys.readouterr().err
-    assert main(["export", str(tmp_path / "run"), "--out", str(tmp_path / "x"), "--private"]) == 2
+    assert main(["models", "export", str(tmp_path / "run"), "--out", str(tmp_path / "x"), "--private"]) == 2
     assert "go with --push-to-hub" in capsys.readouterr().err

@@ -2,7 +2,8 @@
 
 Each subcommand lives in its own module exposing ``register(subparsers)``; the module is listed
 below, imported only when the parser is built (so ``import minterpr`` stays light) and its
-handler receives the parsed namespace and returns an exit code.
+handler receives the parsed namespace and returns an exit code. A command group may name a default
+subcommand, run when the word after the group names none (``minterpr models DIR`` is ``models list DIR``).
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ COMMAND_MODULES = (
     "minterpr.cli.commands.eval_reid",
     "minterpr.cli.commands.calibrate",
     "minterpr.cli.commands.adapt",
-    "minterpr.cli.commands.export",
     "minterpr.cli.commands.models",
     "minterpr.cli.commands.ingest",
     "minterpr.cli.commands.vlm",
@@ -50,6 +50,30 @@ def build_parser() -> argparse.ArgumentParser:
     for module_name in COMMAND_MODULES:
         importlib.import_module(module_name).register(subparsers)
     return parser
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    """The subcommands' parsers of ``parser`` by name ({} where it has none)."""
+    return next((a.choices for a in parser._actions if isinstance(a, argparse._SubParsersAction)), {})
+
+
+def with_default_subcommand(parser: argparse.ArgumentParser, argv: Sequence[str]) -> list[str]:
+    """``argv`` with a command group's default subcommand put in where the word after the group names none of
+    its subcommands (nor asks for help): ``models runs/ --json x`` is ``models list runs/ --json x`` and
+    ``models`` alone ``models list``. A group declares its default with ``set_defaults(default_subcommand=NAME)``.
+
+    >>> parser = build_parser()
+    >>> with_default_subcommand(parser, ["models", "runs/"]), with_default_subcommand(parser, ["models"])
+    (['models', 'list', 'runs/'], ['models', 'list'])
+    >>> with_default_subcommand(parser, ["models", "fetch", "yolox-nano"])
+    ['models', 'fetch', 'yolox-nano']
+    """
+    argv = list(argv)
+    group = _subcommands(parser).get(argv[0]) if argv else None
+    default = group.get_default("default_subcommand") if group is not None else None
+    if default is None or (argv[1:2] and (argv[1] in _subcommands(group) or argv[1] in ("-h", "--help"))):
+        return argv
+    return [argv[0], default, *argv[1:]]
 
 
 def _missing_extra(err: BaseException) -> tuple[str, str] | None:
@@ -76,7 +100,7 @@ def _missing_extra(err: BaseException) -> tuple[str, str] | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point: parse ``argv`` and run the chosen subcommand; returns the exit code."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(with_default_subcommand(parser, sys.argv[1:] if argv is None else argv))
     handler = getattr(args, "handler", None)
     if handler is None:
         # A command group without its subcommand prints that group's help.

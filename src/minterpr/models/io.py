@@ -20,7 +20,7 @@ that cannot be used (missing, empty, truncated, random bytes, another program's 
 training checkpoint given as a model, a config or weights that do not fit) raises
 :class:`~minterpr.errors.RunError` naming the file and what is wrong.
 
-Portable model directories (safetensors + JSON, ``minterpr export``) are :mod:`minterpr.models.model_dir`.
+Portable model directories (safetensors + JSON, ``minterpr models export``) are :mod:`minterpr.models.model_dir`.
 
 Example:
     >>> import tempfile, os

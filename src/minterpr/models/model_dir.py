@@ -1,6 +1,6 @@
 """Portable model directories: the retrieval model without pickles, for sharing and shipping.
 
-A model directory (``minterpr export``) holds the same model without
+A model directory (``minterpr models export``) holds the same model without
 pickles: ``model.safetensors`` (weights), ``config.json`` (format marker, the model config,
 the weights' size and SHA-256, and the pretrained references) and ``extras.json`` (what
 training chose: calibration, scoring weight, selection; plain JSON), each mode 0644.

@@ -163,7 +163,7 @@ def pin_shipped_model(name: str, summary: str, fingerprint: str, *, kind: str | 
     root = shipped_models_dir()
     config = root / name / "config.json"
     if not config.is_file():
-        raise RunError(config, "missing: export the model there first (minterpr export RUN --out DIR)")
+        raise RunError(config, "missing: export the model there first (minterpr models export RUN --out DIR)")
     entry = {
         "config_sha256": hashlib.sha256(config.read_bytes()).hexdigest(),
         "summary": summary,

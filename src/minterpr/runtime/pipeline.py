@@ -175,7 +175,7 @@ def load_pipeline(
     appearance: str | Path | None = "auto",
 ) -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
-    model directory (``minterpr export``: safetensors + JSON), ``"shipped[:NAME]"`` or
+    model directory (``minterpr models export``: safetensors + JSON), ``"shipped[:NAME]"`` or
     ``"hf-hub:ORG/NAME[@REV]"`` (:mod:`minterpr.models.zoo`) as a pipeline; CPU by default.
     Without a run: the shipped real-pixel model. A broken or missing run raises :class:`~minterpr.errors.RunError`
     (see :func:`minterpr.runtime.run.load_run`). ``engine`` and ``onnx_cache``: what encodes

@@ -1,4 +1,4 @@
-"""Publishing an exported model directory on the Hugging Face Hub (``minterpr export --push-to-hub``).
+"""Publishing an exported model directory on the Hugging Face Hub (``minterpr models export --push-to-hub``).
 
 :func:`push_model_dir` checks the directory the way a user's ``--run hf-hub:ORG/NAME`` will load it
 (:func:`~minterpr.runtime.run.load_run`: the config, the weights' SHA-256, the extras), requires a model
@@ -10,7 +10,7 @@ sub-folders stay home). The repository is created when missing (``private`` then
 the model can be pinned: ``--run hf-hub:ORG/NAME@COMMIT``.
 
 The token is ``huggingface_hub``'s own (``HF_TOKEN``, or ``hf auth login``); nothing here stores one.
-Pretrained encoder weights the directory references by package (``minterpr export`` without
+Pretrained encoder weights the directory references by package (``minterpr models export`` without
 ``--self-contained``) are not uploaded: whoever loads it installs the same packages.
 
 Example:
@@ -119,7 +119,8 @@ def push_model_dir(
     folder = Path(model_dir)
     if not (folder / "config.json").is_file():
         raise InputError(
-            f"{folder}: not an exported model directory (no config.json): write one with minterpr export RUN --out DIR"
+            f"{folder}: not an exported model directory (no config.json): "
+            "write one with minterpr models export RUN --out DIR"
         )
     if not any((folder / name).is_file() for name in CARD_FILES):
         raise InputError(

@@ -1,7 +1,7 @@
 """A trained run: the model read with what training chose for it (the reader behind ``load_pipeline``).
 
 ``load_run(PATH)`` takes a run directory (``minterpr train --out RUN``: its ``model.pt``), a
-model file, or a model directory (``minterpr export``: safetensors weights, JSON config and
+model file, or a model directory (``minterpr models export``: safetensors weights, JSON config and
 extras; :func:`export_model_dir` writes one), and returns a :class:`TrainedRun`: the model and its
 :class:`~minterpr.interaction.fitted.RunExtras`, the typed record of the checkpoint's ``extra``
 (the scoring chosen on the validation split, the attribute calibration, the match temperature, the
@@ -144,7 +144,7 @@ def load_run(path: str | os.PathLike[str], *, device: str = "cpu") -> TrainedRun
     ``device`` (CPU by default).
 
     Raises :class:`RunError` (the file and what is wrong) for anything that is not a model
-    written by ``minterpr train`` / ``save_model`` / ``minterpr export``, :class:`InputError`
+    written by ``minterpr train`` / ``save_model`` / ``minterpr models export``, :class:`InputError`
     for an unusable device."""
     from minterpr.models.io import model_from_checkpoint, read_checkpoint
     from minterpr.models.model_dir import EXTRAS_FILE, is_model_dir, load_model_dir
@@ -173,7 +173,7 @@ def export_model_dir(
     precision: str = "float32",
 ) -> dict[str, Any]:
     """Write the model of a run (directory, model file or model directory) as a shareable model
-    directory (``minterpr export``): safetensors weights, ``config.json``, the typed extras as
+    directory (``minterpr models export``): safetensors weights, ``config.json``, the typed extras as
     ``extras.json``; pretrained encoder weights that training left unchanged are referenced by
     package and checksum unless ``self_contained``. ``precision="float16"`` stores the copied
     weights at half precision and refuses (RunError) when that moves an image embedding below

@@ -1,4 +1,4 @@
-"""``minterpr export``: a trained run as a portable model directory others can load.
+"""``minterpr models export``: a trained run as a portable model directory others can load.
 
 Writes ``DIR/model.safetensors`` (the weights, no pickle), ``DIR/config.json`` (the model config,
 the weights' checksum, and the pretrained encoder weights referenced by package instead of
@@ -12,16 +12,21 @@ weights too (for a machine without the weights packages).
 commit printed pins it (``--run hf-hub:ORG/NAME@COMMIT``). Without ``--out``, RUN must be an
 exported model directory, pushed as it is.
 
+``minterpr export`` is the earlier name, kept as an alias that says so on stderr: "export" alone
+also means records written out for someone outside (a confirmed match's zip, ``minterpr audit export``).
+
 Example:
-    $ minterpr export runs/synth --out models/synth
+    $ minterpr models export runs/synth --out models/synth
     $ minterpr eval --run models/synth --data data/synth/test.jsonl --json eval.json
-    $ minterpr export models/synth --push-to-hub my-lab/synth-demo --private   # after writing its MODEL_CARD.md
+    $ minterpr models export models/synth --push-to-hub my-lab/synth-demo --private   # after writing its MODEL_CARD.md
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
+from typing import Callable
 
 from minterpr.cli.shared.common import add_common_options
 from minterpr.cli.shared.model_options import RUN_HELP
@@ -41,6 +46,15 @@ def run(args: argparse.Namespace) -> int:
         return push(args, resolve_model(args.run))  # a path, shipped[:NAME] or a hub model's cached copy
     code = export(args)
     return push(args, Path(args.out)) if code == 0 and pushing else code
+
+
+ALIAS_NOTE = "minterpr export is now minterpr models export"
+
+
+def run_alias(args: argparse.Namespace) -> int:
+    """``minterpr export``: the note on stderr, then ``minterpr models export``."""
+    print(ALIAS_NOTE, file=sys.stderr)
+    return run(args)
 
 
 def push(args: argparse.Namespace, model_dir: Path) -> int:
@@ -79,11 +93,20 @@ def export(args: argparse.Namespace) -> int:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
+    """``export`` among ``minterpr models``' subcommands."""
+    _add(subparsers, run, "write a run's model as a portable directory (safetensors + JSON)")
+
+
+def register_alias(subparsers: argparse._SubParsersAction) -> None:
+    """``minterpr export``, the earlier name, among the top-level commands: no help line, so that
+    ``minterpr --help`` leaves it out of the command list."""
+    _add(subparsers, run_alias)
+
+
+def _add(subparsers: argparse._SubParsersAction, handler: Callable, line: str | None = None) -> None:
+    listed = {"help": line} if line else {}  # argparse lists a subcommand in --help only when it has a help line
     parser = subparsers.add_parser(
-        "export",
-        help="write a run's model as a portable directory (safetensors + JSON)",
-        description=__doc__,
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        "export", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter, **listed
     )
     parser.add_argument("run", metavar="RUN", help=RUN_HELP)
     parser.add_argument(
@@ -115,5 +138,5 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     hub.add_argument("--private", action="store_true", help="create the repository private")
     hub.add_argument("--commit-message", metavar="TEXT", help="the hub commit's message")
-    parser.set_defaults(handler=run)
+    parser.set_defaults(handler=handler)
     add_common_options(parser, needs=("model",))
