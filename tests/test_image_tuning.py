@@ -14,7 +14,8 @@ from minterpr.models import create_model
 from minterpr.models.losses import attribute_loss, positive_ratio
 from minterpr.training.config import ConfigError, ImageTuningConfig, config_from_dict, load_config
 from minterpr.training.image_augment import AugmentConfig, augment_batch
-from minterpr.training.image_tuning import ImageTuner, labelled_images, load_tuned
+from minterpr.training.image_tuning import ImageTuner, load_tuned
+from minterpr.training.labelled_images import labelled_images
 from minterpr.training.trainer import Trainer
 
 from support.datasets import make_tiny_dataset
@@ -361,7 +362,7 @@ def test_list_crops_follows_linked_folders(tmp_path):
 def test_adapt_batch_norm_sets_the_exact_statistics_of_the_crops():
     from minterpr.models import create_model
     from minterpr.training.adaptation import adapt_batch_norm
-    from minterpr.training.image_tuning import normalise
+    from minterpr.training.labelled_images import normalise
 
     model = create_model("tiny")
     crops = torch.randint(0, 256, (10, 3, *model.config.image_size), dtype=torch.uint8)

@@ -170,7 +170,8 @@ class Trainer:
 
     def _tune_images(self) -> None:
         """Fine-tune the image side on the labelled images (:mod:`minterpr.training.image_tuning`)."""
-        from .image_tuning import ImageTuner, concat_labelled, extra_gallery, labelled_images
+        from .image_tuning import ImageTuner
+        from .labelled_images import concat_labelled, extra_gallery, labelled_images
 
         tuning, progress = self.cfg.image_tuning, self.cfg.progress and self.is_main
         assert tuning is not None
