@@ -169,55 +169,19 @@ class Trainer:
         return cfg
 
     def _tune_images(self) -> None:
-        """Fine-tune the image side on the labelled images (:mod:`minterpr.training.image_tuning`)."""
-        from .image_tuning import ImageTuner
-        from .labelled_images import concat_labelled, extra_gallery, labelled_images
+        """Fine-tune the image side on the labelled images (:mod:`minterpr.training.run_tuning`)."""
+        from .run_tuning import tune_run_images
 
-        tuning, progress = self.cfg.image_tuning, self.cfg.progress and self.is_main
-        assert tuning is not None
-        limit = self.cfg.data.max_train_samples
-        gallery = self.train_split.gallery[:limit] if limit > 0 else self.train_split.gallery
-        parts = [
-            labelled_images(
-                [i for i in gallery if i.attributes],
-                self.train_split.image_root,
-                self.model,
-                self.identities,
-                desc="image tuning: decoding train",
-                progress=progress,
-            )
-        ]
-        for spec in tuning.extra_galleries:
-            images, root = extra_gallery(spec)
-            parts.append(
-                labelled_images(images, root, self.model, {}, desc=f"image tuning: decoding {spec}", progress=progress)
-            )
-        train = concat_labelled(parts)
-        val_split = self.val_split or load_split(self.cfg.data, "val", self.cfg.data.max_val_samples)
-        val = labelled_images(
-            [i for i in val_split.gallery if i.attributes],
-            val_split.image_root,
+        self.image_tuning = tune_run_images(
+            self.cfg,
             self.model,
+            self.train_split,
+            self.val_split,
             self.identities,
-            desc="image tuning: decoding val",
-            progress=progress,
-        )
-        self.log(
-            f"image tuning: {len(train)} labelled images ({len(parts) - 1} extra galleries), "
-            f"{len(val)} val images, {tuning.epochs} epochs"
-        )
-        tuner = ImageTuner(
-            self.model,
-            tuning,
-            self.run_dir / "image_tuning",
-            train=train,
-            val=val,
-            seed=self.cfg.seed,
-            balanced_attributes=self.cfg.loss_weights.balanced_attributes,
-            progress=progress,
+            self.run_dir,
+            progress=self.cfg.progress and self.is_main,
             log=self.log,
         )
-        self.image_tuning = tuner.run()
         seed_everything(self.cfg.seed)  # the stages start from the same random state as without tuning
 
     def log(self, message: str) -> None:
