@@ -34,7 +34,7 @@ from tqdm import tqdm
 
 from minterpr.errors import RunError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
-from minterpr.models import compute_losses, create_model, save_model
+from minterpr.models import compute_losses, create_model
 from minterpr.models.device import resolve_device
 from minterpr.models.io import state_mismatch
 from minterpr.models.losses import positive_ratio
@@ -43,15 +43,15 @@ from .checkpoint import (
     CHECKPOINT_FORMAT,
     capture_rng_state,
     check_resumable,
-    copy_atomic,
     initial_state,
     load_checkpoint,
     restore_rng_state,
     save_checkpoint,
     seed_everything,
 )
-from .config import ConfigError, TrainConfig, parse_selection_metric, save_config
+from .config import ConfigError, TrainConfig, save_config
 from .data import attribute_targets, identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
+from .selection import ModelSelection
 from .stages import (
     FeatureSource,
     StageData,
@@ -145,7 +145,7 @@ class Trainer:
                     f"{state_mismatch(self.model, self.checkpoint['model'])}",
                 ) from None
             self.state.update({k: self.checkpoint[k] for k in self.state})
-        self.selection = parse_selection_metric(self.cfg.selection_metric)
+        self.selection = ModelSelection(self.cfg.selection_metric, self.run_dir)
         # (L,) positive share of each label in the training gallery, for the balanced attribute loss
         self.positive_ratio = (
             positive_ratio(*(torch.from_numpy(a) for a in attribute_targets(self.train_split.gallery))).to(self.device)
@@ -373,30 +373,15 @@ class Trainer:
         }
         if stage.resolved_validate() and self.val_split is not None and self.is_main:
             metrics = validate(self.model, self.val_split, self.source, self.cfg.eval_batch_size)
-            value = self._selection_value(metrics)
-            best = self.state["best"]
-            improved = best is None or (value > best["value"] if self.selection[2] else value < best["value"])
-            record.update(
-                val={"rounds": metrics["rounds"], "bri": metrics["bri"]},
-                selection={self.cfg.selection_metric: value},
-                best=improved,
-            )
-            if improved:
-                self.state["best"] = {
-                    "stage": stage.name,
-                    "stage_index": si,
-                    "epoch": epoch,
-                    "value": value,
-                    "metrics": {"rounds": metrics["rounds"], "bri": metrics["bri"]},
-                }
-                save_model(
-                    self.model,
-                    self.run_dir / "best.pt",
-                    extra={**self.state["best"], "selection_metric": self.cfg.selection_metric},
-                )
+            where = {"stage": stage.name, "stage_index": si, "epoch": epoch}
+            fields, best = self.selection.judge(self.model, metrics, self.state["best"], where)
+            record.update(fields)
+            if best is not None:
+                self.state["best"] = best
+            value = fields["selection"][self.cfg.selection_metric]
             self.log(
                 f"{stage.name} epoch {epoch + 1}: val {self.cfg.selection_metric}={value:.3f} "
-                f"R@1 by round {[round(r['r1'], 2) for r in metrics['rounds']]}" + (" (best)" if improved else "")
+                f"R@1 by round {[round(r['r1'], 2) for r in metrics['rounds']]}" + (" (best)" if fields["best"] else "")
             )
         self.state["history"].append(record)
         last_epoch = epoch + 1 >= stage.epochs
@@ -414,30 +399,13 @@ class Trainer:
         if self.world > 1:
             torch.distributed.barrier()
 
-    def _selection_value(self, metrics: dict[str, Any]) -> float:
-        key, where, _ = self.selection
-        if key == "bri":
-            return float(metrics["bri"])
-        rounds = metrics["rounds"]
-        return float(rounds[-1 if where is None else min(where, len(rounds) - 1)][key])
-
     def _finish(self) -> None:
         if self.is_main:
-            model_path = self.run_dir / "model.pt"
-            if self.state["best"] is not None:
-                copy_atomic(self.run_dir / "best.pt", model_path)
-            else:
-                save_model(self.model, model_path, extra={"stage": self.cfg.stages[-1].name, "selected": "last"})
+            chosen = self.selection.finish(self.model, self.state["best"], self.cfg.stages[-1].name)
             self._save_state(None, None)
             self._write_metrics()
-            best = self.state["best"]
-            chosen = (
-                f"best {self.cfg.selection_metric}={best['value']:.3f} at {best['stage']} epoch {best['epoch'] + 1}"
-                if best
-                else "last weights: nothing was validated"
-            )
             rates = {k: round(sum(v) / len(v), 1) for k, v in self.throughput.items()}
-            self.log(f"done: {model_path} ({chosen}); training samples/s {rates}")
+            self.log(f"done: {self.run_dir / 'model.pt'} ({chosen}); training samples/s {rates}")
         if self.world > 1:
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()
