@@ -32,25 +32,15 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from minterpr.errors import RunError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.models import compute_losses, create_model
 from minterpr.models.device import resolve_device
-from minterpr.models.io import state_mismatch
 from minterpr.models.losses import positive_ratio
 
-from .checkpoint import (
-    CHECKPOINT_FORMAT,
-    capture_rng_state,
-    check_resumable,
-    initial_state,
-    load_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-    seed_everything,
-)
+from .checkpoint import check_resumable, initial_state, restore_rng_state, save_checkpoint, seed_everything
 from .config import ConfigError, TrainConfig, save_config
 from .data import attribute_targets, identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
+from .resume import load_run_weights, resume_checkpoint, training_state
 from .selection import ModelSelection
 from .stages import (
     FeatureSource,
@@ -85,23 +75,7 @@ class Trainer:
         self.device = resolve_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
         self.run_dir = Path(run_dir)
         self.last_path = self.run_dir / "last.pt"
-        if resume and not self.last_path.is_file():
-            if not (self.run_dir / "config.yaml").is_file():
-                raise RunError(self.run_dir, "--resume: not a training run (no config.yaml, no last.pt)")
-            # both are written after the first last.pt (best.pt may be older: a kill between the two)
-            trained = [n for n in ("model.pt", "metrics.jsonl") if (self.run_dir / n).is_file()]
-            if trained:  # last.pt was there and is gone: starting over would overwrite what the run made
-                raise RunError(
-                    self.run_dir,
-                    f"--resume: last.pt is missing but the run has {', '.join(trained)}: "
-                    "its training state is gone and cannot be continued exactly; train "
-                    "into a new --out (or delete this run to start it over)",
-                )
-            resume = False  # killed before its first checkpoint: nothing to continue, start over
-        if not resume and self.last_path.is_file():
-            raise FileExistsError(f"{self.last_path} exists: pass --resume to continue that run, or use another --out")
-        # read before the data: a broken or foreign last.pt is reported at once (and never unpickled)
-        self.checkpoint = load_checkpoint(self.last_path) if resume else None
+        self.checkpoint = resume_checkpoint(self.run_dir, resume)
         self.train_split = load_split(cfg.data, "train", cfg.data.max_train_samples)
         self.val_split = (
             load_split(cfg.data, "val", cfg.data.max_val_samples)
@@ -136,14 +110,7 @@ class Trainer:
         if self.cfg.image_tuning is not None and self.checkpoint is None and self.cfg.image_tuning.epochs > 0:
             self._tune_images()  # resumable on its own; last.pt (written later) carries the tuned weights
         if self.checkpoint is not None:
-            try:
-                self.model.load_state_dict(self.checkpoint["model"])
-            except (RuntimeError, TypeError, ValueError, AttributeError, KeyError):
-                raise RunError(
-                    self.last_path,
-                    "the model weights do not fit the run's model config: "
-                    f"{state_mismatch(self.model, self.checkpoint['model'])}",
-                ) from None
+            load_run_weights(self.model, self.checkpoint, self.last_path)
             self.state.update({k: self.checkpoint[k] for k in self.state})
         self.selection = ModelSelection(self.cfg.selection_metric, self.run_dir)
         # (L,) positive share of each label in the training gallery, for the balanced attribute loss
@@ -197,19 +164,7 @@ class Trainer:
     def _save_state(self, optimizer: Any, scheduler: Any) -> None:
         if not self.is_main:
             return
-        save_checkpoint(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "config": self.cfg.to_dict(),
-                **self.state,
-                "model": self.model.state_dict(),
-                "rng": capture_rng_state(),
-                "optimizer": None if optimizer is None else optimizer.state_dict(),
-                "scheduler": None if scheduler is None else scheduler.state_dict(),
-                "optimizer_stage": self.state["stage_index"],
-            },
-            self.last_path,
-        )
+        save_checkpoint(training_state(self.cfg, self.state, self.model, optimizer, scheduler), self.last_path)
 
     def _write_metrics(self) -> None:
         if self.is_main:  # rewritten whole from the checkpointed history: a killed run never duplicates lines
