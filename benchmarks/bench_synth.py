@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from minterpr.data.synthetic import SyntheticWorldConfig, build_world, make_cameras, make_sample_grid, render_person
-from minterpr.data.synthetic.identities import sample_population
+from minterpr.data.synthetic.twins import sample_population
 
 
 def _cpu_seconds() -> float:

@@ -181,7 +181,7 @@ def test_feature_mixup_off_keeps_the_fingerprint_and_on_trains_on_soft_targets(t
 
 # ----------------------------------------------------------------------------- progressive input sizes
 def test_resize_batch_shrinks_and_keeps_a_plain_colour():
-    from minterpr.training.image_tuning import resize_batch
+    from minterpr.training.labelled_images import resize_batch
 
     red = torch.zeros(2, 3, 64, 32, dtype=torch.uint8)
     red[:, 0], red[:, 1], red[:, 2] = 200, 30, 40

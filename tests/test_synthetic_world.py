@@ -25,7 +25,7 @@ from minterpr.data.synthetic import (
     sample_population,
     sample_population_with_twins,
 )
-from minterpr.data.synthetic.identities import TWIN_SLOTS
+from minterpr.data.synthetic.twins import TWIN_SLOTS
 from minterpr.types import split_person_id
 
 TINY = SyntheticWorldConfig(

@@ -9,7 +9,8 @@ import torch
 
 from minterpr.models import create_model
 from minterpr.training.config import ImageTuningConfig, load_config
-from minterpr.training.image_tuning import ImageTuner, labelled_images
+from minterpr.training.image_tuning import ImageTuner
+from minterpr.training.labelled_images import labelled_images
 
 from support.datasets import make_tiny_dataset
 

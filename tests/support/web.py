@@ -54,8 +54,8 @@ def render_people(
     of one source (``t<pid>`` of ``video``), as a tracker links the crops of one walk. ``spacing``: seconds
     between one person's capture time and the next's, and between one person's views."""
     from minterpr.data.synthetic.cameras import make_cameras, sample_view
-    from minterpr.data.synthetic.identities import sample_population
     from minterpr.data.synthetic.render import render_person
+    from minterpr.data.synthetic.twins import sample_population
     from minterpr.types import GalleryImage
 
     rng = np.random.default_rng(seed)

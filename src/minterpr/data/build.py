@@ -14,9 +14,9 @@ Gallery paths are relative to DIR, so DIR is the image root. The names are
 **Build marker.** A build first replaces ``dataset.json`` with an *in progress* marker
 (:func:`begin_build`, which also removes the temporaries a killed build left), writes every
 file through a temporary that is renamed into place, and writes the *finished* marker last
-(:func:`finish_build`) with a fingerprint of what it wrote: size and SHA-256 of every manifest
-and dialogue file, and the number, total size and a SHA-256 of the sorted ``(path, size)``
-listing of the files under ``images/``. Readers call :func:`require_built_dataset` (train,
+(:func:`finish_build`) with a fingerprint of what it wrote (:mod:`minterpr.data.fingerprint`):
+size and SHA-256 of every manifest and dialogue file, and the number, total size and a SHA-256
+of the sorted ``(path, size)`` listing of the files under ``images/``. Readers call :func:`require_built_dataset` (train,
 simulate: they need the built layout) or :func:`check_if_built` (eval, validate, chat: a folder
 without ``dataset.json`` is read as is); both raise :class:`~minterpr.errors.DatasetError`
 naming the command that rebuilds the folder when the build did not finish or a file changed.
@@ -46,8 +46,6 @@ Example:
 
 from __future__ import annotations
 
-import fnmatch
-import hashlib
 import json
 import os
 import shlex
@@ -56,6 +54,7 @@ from pathlib import Path
 from typing import Iterable, Mapping, Sequence
 
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig, ambiguity, synthesize_records
+from minterpr.data.fingerprint import dataset_fingerprint, file_fingerprint, folder_fingerprint, well_formed_fingerprint
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.data.layout import (
@@ -69,7 +68,7 @@ from minterpr.data.layout import (
     split_of_file,
 )  # (re-exported: the writers import them from here)
 from minterpr.errors import DatasetError
-from minterpr.fileio import TEMPORARY_GLOB, atomic_write_text, remove_stale_temporaries
+from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.types import GalleryImage, RetrievalSample, split_person_id
 
 MARKER_FORMAT = 1  # version of dataset.json's marker fields
@@ -184,52 +183,6 @@ def _marker_rebuild(data_dir: Path, marker: Mapping[str, object]) -> str:
     return BUILD_HINT.format(dir=shlex.quote(os.fspath(data_dir)))
 
 
-# ------------------------------------------------------------------------------ fingerprints
-def file_fingerprint(path: str | os.PathLike[str]) -> dict[str, object]:
-    """``{"bytes": size, "sha256": hex}`` of one file."""
-    digest = hashlib.sha256()
-    size = 0
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-            size += len(chunk)
-    return {"bytes": size, "sha256": digest.hexdigest()}
-
-
-def folder_fingerprint(folder: str | os.PathLike[str]) -> dict[str, object]:
-    """``{"files", "bytes", "sha256"}`` of the files under ``folder``: their number, total size and
-    the SHA-256 of the sorted ``path<TAB>size`` listing. Cheap (one stat per file, no content
-    read), it sees files added, removed, truncated or rewritten with another size. ``folder``
-    may be a link (PETA's images/); links inside it are not followed; temporaries are left out."""
-    root = os.fspath(folder)
-    entries: list[tuple[str, int]] = []
-    pending = [""]
-    while pending:
-        relative = pending.pop()
-        with os.scandir(os.path.join(root, relative) if relative else root) as listing:
-            for entry in listing:
-                name = f"{relative}/{entry.name}" if relative else entry.name
-                if entry.is_dir(follow_symlinks=False):
-                    pending.append(name)
-                elif entry.is_file() and not fnmatch.fnmatchcase(entry.name, TEMPORARY_GLOB):
-                    entries.append((name, entry.stat().st_size))
-    entries.sort()
-    digest = hashlib.sha256("".join(f"{name}\t{size}\n" for name, size in entries).encode("utf-8", "surrogateescape"))
-    return {"files": len(entries), "bytes": sum(size for _, size in entries), "sha256": digest.hexdigest()}
-
-
-def dataset_fingerprint(
-    data_dir: str | os.PathLike[str], files: Iterable[str], images: str | None = IMAGES_DIR
-) -> dict[str, object]:
-    """The fingerprint a finished marker holds: each of ``files`` (relative to ``data_dir``) and
-    the ``images`` folder when there is one."""
-    root = Path(data_dir)
-    result: dict[str, object] = {"files": {name: file_fingerprint(root / name) for name in sorted(files)}}
-    if images is not None and (root / images).is_dir():
-        result["images"] = {"folder": images, **folder_fingerprint(root / images)}
-    return result
-
-
 # --------------------------------------------------------------------------------- writing
 def _write_marker(out_dir: Path, marker: Mapping[str, object]) -> None:
     atomic_write_text(out_dir / DATASET_FILE, json.dumps(marker, indent=2, sort_keys=True) + "\n")
@@ -295,30 +248,12 @@ def read_marker(data_dir: str | os.PathLike[str]) -> dict | None:
     return marker if "minterpr_dataset" in marker or legacy else None
 
 
-def _well_formed(fingerprint: object) -> bool:
-    """Does a marker's fingerprint have the fields :func:`dataset_fingerprint` writes?"""
-
-    def entry(value: object, keys: tuple[str, ...]) -> bool:
-        return (
-            isinstance(value, dict)
-            and all(isinstance(value.get(k), int) for k in keys[:-1])
-            and isinstance(value.get(keys[-1]), str)
-        )
-
-    if not isinstance(fingerprint, dict) or not isinstance(fingerprint.get("files"), dict):
-        return False
-    images = fingerprint.get("images")
-    return all(
-        isinstance(name, str) and entry(want, ("bytes", "sha256")) for name, want in fingerprint["files"].items()
-    ) and (images is None or (entry(images, ("files", "bytes", "sha256")) and isinstance(images.get("folder"), str)))
-
-
 def _stale_reason(folder: Path, marker: Mapping[str, object]) -> str | None:
     """What differs between the folder and the marker's fingerprint; None when nothing does."""
     if marker.get("state") == BUILDING:
         return "the build did not finish (killed, failed or still running)"
     fingerprint = marker.get("fingerprint")
-    if marker.get("state") != FINISHED or not _well_formed(fingerprint):
+    if marker.get("state") != FINISHED or not well_formed_fingerprint(fingerprint):
         return (
             f"{DATASET_FILE} has no build fingerprint (built before build markers, or edited), so it cannot be checked"
         )

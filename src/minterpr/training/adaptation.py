@@ -47,7 +47,7 @@ from minterpr.types import GalleryImage
 
 from .config import ImageTuningConfig
 from .image_augment import AugmentConfig
-from .image_tuning import LabelledImages
+from .labelled_images import LabelledImages
 
 
 @dataclass
@@ -141,7 +141,7 @@ def adapt_batch_norm(model: Any, pixels: torch.Tensor, batch_size: int = 64) -> 
         >>> adapt_batch_norm(model, crops, batch_size=4) > 0
         True
     """
-    from .image_tuning import normalise
+    from .labelled_images import normalise
 
     layers = [m for m in model.image_encoder.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not layers or not len(pixels):

@@ -41,7 +41,8 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ImageTuningConfig
 from .data import item_seed
 from .image_augment import AugmentConfig, augment_batch
-from .image_tuning import _image_side_state, _optimizer, normalise
+from .image_tuning import _image_side_state, _optimizer
+from .labelled_images import normalise
 
 FORMAT = "minterpr-self-training/1"
 

@@ -32,26 +32,16 @@ from typing import Any
 import torch
 from tqdm import tqdm
 
-from minterpr.errors import RunError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
-from minterpr.models import compute_losses, create_model, save_model
+from minterpr.models import compute_losses, create_model
 from minterpr.models.device import resolve_device
-from minterpr.models.io import state_mismatch
 from minterpr.models.losses import positive_ratio
 
-from .checkpoint import (
-    CHECKPOINT_FORMAT,
-    capture_rng_state,
-    check_resumable,
-    copy_atomic,
-    initial_state,
-    load_checkpoint,
-    restore_rng_state,
-    save_checkpoint,
-    seed_everything,
-)
-from .config import ConfigError, TrainConfig, parse_selection_metric, save_config
+from .checkpoint import check_resumable, initial_state, restore_rng_state, save_checkpoint, seed_everything
+from .config import ConfigError, TrainConfig, save_config
 from .data import attribute_targets, identity_index, item_seed, iter_pixel_batches, load_split, plan_dialogues
+from .resume import load_run_weights, resume_checkpoint, training_state
+from .selection import ModelSelection
 from .stages import (
     FeatureSource,
     StageData,
@@ -85,23 +75,7 @@ class Trainer:
         self.device = resolve_device(cfg.device, int(os.environ.get("LOCAL_RANK", "0")))
         self.run_dir = Path(run_dir)
         self.last_path = self.run_dir / "last.pt"
-        if resume and not self.last_path.is_file():
-            if not (self.run_dir / "config.yaml").is_file():
-                raise RunError(self.run_dir, "--resume: not a training run (no config.yaml, no last.pt)")
-            # both are written after the first last.pt (best.pt may be older: a kill between the two)
-            trained = [n for n in ("model.pt", "metrics.jsonl") if (self.run_dir / n).is_file()]
-            if trained:  # last.pt was there and is gone: starting over would overwrite what the run made
-                raise RunError(
-                    self.run_dir,
-                    f"--resume: last.pt is missing but the run has {', '.join(trained)}: "
-                    "its training state is gone and cannot be continued exactly; train "
-                    "into a new --out (or delete this run to start it over)",
-                )
-            resume = False  # killed before its first checkpoint: nothing to continue, start over
-        if not resume and self.last_path.is_file():
-            raise FileExistsError(f"{self.last_path} exists: pass --resume to continue that run, or use another --out")
-        # read before the data: a broken or foreign last.pt is reported at once (and never unpickled)
-        self.checkpoint = load_checkpoint(self.last_path) if resume else None
+        self.checkpoint = resume_checkpoint(self.run_dir, resume)
         self.train_split = load_split(cfg.data, "train", cfg.data.max_train_samples)
         self.val_split = (
             load_split(cfg.data, "val", cfg.data.max_val_samples)
@@ -136,16 +110,9 @@ class Trainer:
         if self.cfg.image_tuning is not None and self.checkpoint is None and self.cfg.image_tuning.epochs > 0:
             self._tune_images()  # resumable on its own; last.pt (written later) carries the tuned weights
         if self.checkpoint is not None:
-            try:
-                self.model.load_state_dict(self.checkpoint["model"])
-            except (RuntimeError, TypeError, ValueError, AttributeError, KeyError):
-                raise RunError(
-                    self.last_path,
-                    "the model weights do not fit the run's model config: "
-                    f"{state_mismatch(self.model, self.checkpoint['model'])}",
-                ) from None
+            load_run_weights(self.model, self.checkpoint, self.last_path)
             self.state.update({k: self.checkpoint[k] for k in self.state})
-        self.selection = parse_selection_metric(self.cfg.selection_metric)
+        self.selection = ModelSelection(self.cfg.selection_metric, self.run_dir)
         # (L,) positive share of each label in the training gallery, for the balanced attribute loss
         self.positive_ratio = (
             positive_ratio(*(torch.from_numpy(a) for a in attribute_targets(self.train_split.gallery))).to(self.device)
@@ -169,54 +136,19 @@ class Trainer:
         return cfg
 
     def _tune_images(self) -> None:
-        """Fine-tune the image side on the labelled images (:mod:`minterpr.training.image_tuning`)."""
-        from .image_tuning import ImageTuner, concat_labelled, extra_gallery, labelled_images
+        """Fine-tune the image side on the labelled images (:mod:`minterpr.training.run_tuning`)."""
+        from .run_tuning import tune_run_images
 
-        tuning, progress = self.cfg.image_tuning, self.cfg.progress and self.is_main
-        assert tuning is not None
-        limit = self.cfg.data.max_train_samples
-        gallery = self.train_split.gallery[:limit] if limit > 0 else self.train_split.gallery
-        parts = [
-            labelled_images(
-                [i for i in gallery if i.attributes],
-                self.train_split.image_root,
-                self.model,
-                self.identities,
-                desc="image tuning: decoding train",
-                progress=progress,
-            )
-        ]
-        for spec in tuning.extra_galleries:
-            images, root = extra_gallery(spec)
-            parts.append(
-                labelled_images(images, root, self.model, {}, desc=f"image tuning: decoding {spec}", progress=progress)
-            )
-        train = concat_labelled(parts)
-        val_split = self.val_split or load_split(self.cfg.data, "val", self.cfg.data.max_val_samples)
-        val = labelled_images(
-            [i for i in val_split.gallery if i.attributes],
-            val_split.image_root,
+        self.image_tuning = tune_run_images(
+            self.cfg,
             self.model,
+            self.train_split,
+            self.val_split,
             self.identities,
-            desc="image tuning: decoding val",
-            progress=progress,
-        )
-        self.log(
-            f"image tuning: {len(train)} labelled images ({len(parts) - 1} extra galleries), "
-            f"{len(val)} val images, {tuning.epochs} epochs"
-        )
-        tuner = ImageTuner(
-            self.model,
-            tuning,
-            self.run_dir / "image_tuning",
-            train=train,
-            val=val,
-            seed=self.cfg.seed,
-            balanced_attributes=self.cfg.loss_weights.balanced_attributes,
-            progress=progress,
+            self.run_dir,
+            progress=self.cfg.progress and self.is_main,
             log=self.log,
         )
-        self.image_tuning = tuner.run()
         seed_everything(self.cfg.seed)  # the stages start from the same random state as without tuning
 
     def log(self, message: str) -> None:
@@ -232,19 +164,7 @@ class Trainer:
     def _save_state(self, optimizer: Any, scheduler: Any) -> None:
         if not self.is_main:
             return
-        save_checkpoint(
-            {
-                "format": CHECKPOINT_FORMAT,
-                "config": self.cfg.to_dict(),
-                **self.state,
-                "model": self.model.state_dict(),
-                "rng": capture_rng_state(),
-                "optimizer": None if optimizer is None else optimizer.state_dict(),
-                "scheduler": None if scheduler is None else scheduler.state_dict(),
-                "optimizer_stage": self.state["stage_index"],
-            },
-            self.last_path,
-        )
+        save_checkpoint(training_state(self.cfg, self.state, self.model, optimizer, scheduler), self.last_path)
 
     def _write_metrics(self) -> None:
         if self.is_main:  # rewritten whole from the checkpointed history: a killed run never duplicates lines
@@ -408,30 +328,15 @@ class Trainer:
         }
         if stage.resolved_validate() and self.val_split is not None and self.is_main:
             metrics = validate(self.model, self.val_split, self.source, self.cfg.eval_batch_size)
-            value = self._selection_value(metrics)
-            best = self.state["best"]
-            improved = best is None or (value > best["value"] if self.selection[2] else value < best["value"])
-            record.update(
-                val={"rounds": metrics["rounds"], "bri": metrics["bri"]},
-                selection={self.cfg.selection_metric: value},
-                best=improved,
-            )
-            if improved:
-                self.state["best"] = {
-                    "stage": stage.name,
-                    "stage_index": si,
-                    "epoch": epoch,
-                    "value": value,
-                    "metrics": {"rounds": metrics["rounds"], "bri": metrics["bri"]},
-                }
-                save_model(
-                    self.model,
-                    self.run_dir / "best.pt",
-                    extra={**self.state["best"], "selection_metric": self.cfg.selection_metric},
-                )
+            where = {"stage": stage.name, "stage_index": si, "epoch": epoch}
+            fields, best = self.selection.judge(self.model, metrics, self.state["best"], where)
+            record.update(fields)
+            if best is not None:
+                self.state["best"] = best
+            value = fields["selection"][self.cfg.selection_metric]
             self.log(
                 f"{stage.name} epoch {epoch + 1}: val {self.cfg.selection_metric}={value:.3f} "
-                f"R@1 by round {[round(r['r1'], 2) for r in metrics['rounds']]}" + (" (best)" if improved else "")
+                f"R@1 by round {[round(r['r1'], 2) for r in metrics['rounds']]}" + (" (best)" if fields["best"] else "")
             )
         self.state["history"].append(record)
         last_epoch = epoch + 1 >= stage.epochs
@@ -449,30 +354,13 @@ class Trainer:
         if self.world > 1:
             torch.distributed.barrier()
 
-    def _selection_value(self, metrics: dict[str, Any]) -> float:
-        key, where, _ = self.selection
-        if key == "bri":
-            return float(metrics["bri"])
-        rounds = metrics["rounds"]
-        return float(rounds[-1 if where is None else min(where, len(rounds) - 1)][key])
-
     def _finish(self) -> None:
         if self.is_main:
-            model_path = self.run_dir / "model.pt"
-            if self.state["best"] is not None:
-                copy_atomic(self.run_dir / "best.pt", model_path)
-            else:
-                save_model(self.model, model_path, extra={"stage": self.cfg.stages[-1].name, "selected": "last"})
+            chosen = self.selection.finish(self.model, self.state["best"], self.cfg.stages[-1].name)
             self._save_state(None, None)
             self._write_metrics()
-            best = self.state["best"]
-            chosen = (
-                f"best {self.cfg.selection_metric}={best['value']:.3f} at {best['stage']} epoch {best['epoch'] + 1}"
-                if best
-                else "last weights: nothing was validated"
-            )
             rates = {k: round(sum(v) / len(v), 1) for k, v in self.throughput.items()}
-            self.log(f"done: {model_path} ({chosen}); training samples/s {rates}")
+            self.log(f"done: {self.run_dir / 'model.pt'} ({chosen}); training samples/s {rates}")
         if self.world > 1:
             torch.distributed.barrier()
             torch.distributed.destroy_process_group()

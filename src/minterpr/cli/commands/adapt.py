@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     from minterpr.models import save_model
     from minterpr.runtime.run import load_run
     from minterpr.training.adaptation import AdaptationConfig, adapt_batch_norm
-    from minterpr.training.image_tuning import decode_images, resize_like
+    from minterpr.training.labelled_images import decode_images, resize_like
     from minterpr.types import GalleryImage
 
     images_dir, out = Path(args.images), Path(args.out)
@@ -177,7 +177,8 @@ def _fine_tune_on_pseudo_labels(
     from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import InputError
     from minterpr.training.adaptation import pseudo_labelled
-    from minterpr.training.image_tuning import ImageTuner, concat_labelled, labelled_images, predict_probabilities
+    from minterpr.training.image_tuning import ImageTuner
+    from minterpr.training.labelled_images import concat_labelled, labelled_images, predict_probabilities
 
     probs = predict_probabilities(model, pixels)
     target, stats = pseudo_labelled(pixels, probs, crops, config.confidence)

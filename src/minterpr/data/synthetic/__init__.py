@@ -13,14 +13,10 @@ Example:
 """
 
 from minterpr.data.synthetic.cameras import CameraStyle, make_cameras
-from minterpr.data.synthetic.identities import (
-    make_twin,
-    sample_identity,
-    sample_population,
-    sample_population_with_twins,
-)
+from minterpr.data.synthetic.identities import sample_identity
 from minterpr.data.synthetic.render import render_person
 from minterpr.data.synthetic.render_look import Look, sample_look
+from minterpr.data.synthetic.twins import make_twin, sample_population, sample_population_with_twins
 from minterpr.data.synthetic.world import (
     SyntheticWorldConfig,
     WorldPlan,

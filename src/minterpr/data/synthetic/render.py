@@ -28,14 +28,8 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.data.synthetic.cameras import VIEWS, CameraStyle
 from minterpr.data.synthetic.render_body import Body, make_body
 from minterpr.data.synthetic.render_colours import jitter
-from minterpr.data.synthetic.render_garments import (
-    draw_arms,
-    draw_boot_shafts,
-    draw_legs,
-    draw_lower,
-    draw_shoes,
-    draw_upper,
-)
+from minterpr.data.synthetic.render_footwear import draw_boot_shafts, draw_shoes
+from minterpr.data.synthetic.render_garments import draw_arms, draw_legs, draw_lower, draw_upper
 from minterpr.data.synthetic.render_head import draw_accessories, draw_hair_behind, draw_head, draw_headwear
 from minterpr.data.synthetic.render_items import draw_carried
 from minterpr.data.synthetic.render_look import Look, garment_colours, sample_look

@@ -34,9 +34,9 @@ from tqdm import tqdm
 
 from minterpr.data.images import load_rgb
 from minterpr.data.synthetic.cameras import CameraStyle, make_cameras, sample_view
-from minterpr.data.synthetic.identities import sample_population_with_twins
 from minterpr.data.synthetic.render import render_person
 from minterpr.data.synthetic.render_look import Look, sample_look
+from minterpr.data.synthetic.twins import sample_population_with_twins
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write
 from minterpr.types import GalleryImage, person_id
