@@ -6,22 +6,24 @@
     1  language      the ontology, phrasing, reading and parsing, dialogue acts, fact evidence
     2  data          formats, built datasets (layout, BuiltDataset), synthetic world, builders,
                      converters, label maps, images, stats
+       index         gallery index, fused vectors and IVF; store/ (saved galleries), vectors/ (ANN)
     3  models        the trainable retrieval model, its encoders, I/O, devices, ONNX export
-    4  index         gallery index, fused vectors and IVF; store/ (saved galleries), vectors/ (ANN)
-    5  vlm           the optional vision-language model: endpoint client, prompts, captions, judgements
-    6  interaction   sessions, policies, re-ranking, shortlist, simulators, history
-    7  evaluation    metrics, attribute metrics, static replay, online simulation, reports, pictures
-    8  runtime       a trained run loaded and used: run, pipeline, neural backend, batch embedding
+       vlm           the optional vision-language model: endpoint client, prompts, captions, judgements
+    4  interaction   sessions, policies, re-ranking, shortlist, simulators, history
+    5  evaluation    metrics, attribute metrics, static replay, online simulation, reports, pictures
+       runtime       a trained run loaded and used: run, pipeline, neural backend, batch embedding
                      (with the package root ``minterpr``, which hands out ``load_pipeline``)
-    9  training      trainer, stages, calibration, post-training choices (loads runs: above runtime)
-    10 ingest        video and folder ingestion (embeds through runtime.batch_embed)
-    11 serving       the search service (runs ingestion jobs: above ingest)
-    12 cli           commands and ``python -m minterpr``
+    6  training      trainer, stages, calibration, post-training choices, publishing (loads runs)
+       ingest        video and folder ingestion (embeds through runtime.batch_embed)
+    7  serving       the search service (runs ingestion jobs: above ingest)
+    8  cli           commands and ``python -m minterpr``
+      (benchmarks/   scripts over the package and its cli, the drawing's tenth floor)
 
 A module may import its own floor or any floor below, never one above, with no per-module
 exception; every package and root module has a floor; neither the floors nor the modules import
-one another in a circle; commands never import each other. The core (floors 0-2) imports no torch
-or optional package at import time.
+one another in a circle (two rooms of one floor may not import each other both ways); commands
+never import each other. The core (floors 0-2) imports no torch or optional package at import
+time. The floors are those ``farm-studio look`` draws from the imports (benchmarks on top).
 """
 
 import ast
@@ -35,15 +37,11 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "minterpr"
 FLOORS = [
     ("types", "errors", "fileio", "registry", "records"),
     ("language",),
-    ("data",),
-    ("models",),
-    ("index",),
-    ("vlm",),
+    ("data", "index"),
+    ("models", "vlm"),
     ("interaction",),
-    ("evaluation",),
-    ("runtime", "__init__"),
-    ("training",),
-    ("ingest",),
+    ("evaluation", "runtime", "__init__"),
+    ("training", "ingest"),
     ("serving",),
     ("cli", "__main__"),
 ]

@@ -16,7 +16,7 @@ pytest.importorskip("safetensors")
 pytest.importorskip("huggingface_hub")
 
 from minterpr.errors import InputError, RunError  # noqa: E402
-from minterpr.runtime.publish import push_model_dir  # noqa: E402
+from minterpr.training.publish import push_model_dir  # noqa: E402
 
 from support.hub import export_tiny, offline_python  # noqa: E402
 
@@ -145,7 +145,7 @@ def test_a_failed_push_is_one_line(model_dir, tmp_path, error, first_line):
 
 
 def test_export_pushes_from_the_command_line(model_dir, tmp_path, monkeypatch, capsys):
-    import minterpr.runtime.publish as publish
+    import minterpr.training.publish as publish
     from minterpr.cli.main import main
 
     folder, _ = model_dir

@@ -116,7 +116,7 @@ def load_reid_dir(path: str | PathLike[str]) -> ReidModel:
     if not config_path.is_file():
         raise RunError(
             config_path,
-            "missing: not an appearance model directory (export one with minterpr.runtime.publish.publish_appearance)",
+            "missing: not an appearance model directory (export one with minterpr.training.publish.publish_appearance)",
         )
     manifest = _read_json(config_path)
     kind = manifest.get("format") if isinstance(manifest, dict) else None

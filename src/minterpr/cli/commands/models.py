@@ -17,7 +17,7 @@ hash you have checked yourself (:mod:`minterpr.ingest.fetch`).
 ``minterpr models publish-appearance BEST_PT`` publishes a reid run's checkpoint as the shipped
 appearance model (``models/osnet-x0_25-reid``: safetensors, float16 when the vectors stay within
 cosine 0.9999 and ``--check``'s rank-1 is unchanged, pinned in ``models/zoo.json``; its model card
-and licence note must be there first: :func:`minterpr.runtime.publish.publish_appearance`).
+and licence note must be there first: :func:`minterpr.training.publish.publish_appearance`).
 
 ``minterpr models export RUN --out DIR`` writes a trained run as a portable model directory
 (safetensors + JSON, :mod:`minterpr.cli.commands.models_export`); ``minterpr export``, its earlier
@@ -92,10 +92,10 @@ def list_models(args: argparse.Namespace) -> int:
 
 
 def publish(args: argparse.Namespace) -> int:
-    """Publish a reid run's best.pt as the shipped appearance model models/NAME (runtime.publish)."""
+    """Publish a reid run's best.pt as the shipped appearance model models/NAME (training.publish)."""
     from minterpr.errors import InputError
     from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, shipped_models
-    from minterpr.runtime.publish import publish_appearance
+    from minterpr.training.publish import publish_appearance
 
     name = args.name or DEFAULT_APPEARANCE_MODEL
     summary = args.summary or shipped_models().get(name, {}).get("summary")

@@ -8,7 +8,7 @@ every file readable by everyone (0644). ``minterpr eval --run DIR``, ``chat``, `
 weights too (for a machine without the weights packages).
 
 ``--push-to-hub ORG/NAME`` then publishes the directory on the Hugging Face Hub in one commit
-(``minterpr.runtime.publish``): it must hold a model card (README.md or MODEL_CARD.md), and the
+(``minterpr.training.publish``): it must hold a model card (README.md or MODEL_CARD.md), and the
 commit printed pins it (``--run hf-hub:ORG/NAME@COMMIT``). Without ``--out``, RUN must be an
 exported model directory, pushed as it is.
 
@@ -58,7 +58,7 @@ def run_alias(args: argparse.Namespace) -> int:
 
 
 def push(args: argparse.Namespace, model_dir: Path) -> int:
-    from minterpr.runtime.publish import push_model_dir
+    from minterpr.training.publish import push_model_dir
 
     result = push_model_dir(
         model_dir, args.push_to_hub, revision=args.revision, private=args.private, commit_message=args.commit_message
