@@ -2,7 +2,7 @@
 
 Round 0 is the description alone; round r adds the r-th recorded turn. Every round ranks the
 whole gallery, giving per-round R@1/5/10, mAP, mINP, cumulative Hits@k and BRI
-(:func:`~minterpr.evaluation.metrics.per_round_metrics`).
+(:func:`~minterpr.evaluation.dialogue_metrics.per_round_metrics`).
 
 Dialogues of different lengths: a dialogue that has ended keeps its last round's scores for the
 later rounds (the user has nothing more to say; the ranking they see stays), so every round has
@@ -55,7 +55,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import InputError
-from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.interaction.reranking import FactLikelihoods, RerankConfig, rerank_rows
 from minterpr.interaction.similarities import Similarities
