@@ -125,7 +125,7 @@ def simulate(
     ``protocol`` adds entries to the recorded protocol (e.g. the dataset and split).
     ``observe(round, sessions)``, when given, is called after each round with the sessions (one
     per target) and must only read them (e.g. a
-    :class:`~minterpr.evaluation.pictures.SessionRecorder` keeping a few rankings).
+    :class:`~minterpr.evaluation.picture_recorders.SessionRecorder` keeping a few rankings).
     ``vlm`` (a :class:`~minterpr.vlm.config.VLMConfig`) gives every session a model with its uses;
     the report's ``vlm`` key then holds calls, tokens, latency and fallbacks per turn and per round.
     ``match_temperature`` (a model's fitted one, as its page uses) sets the sessions' candidate

@@ -358,7 +358,7 @@ def evaluate_dialogues(
     ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``, ``scoring``,
     ``attribute_evidence``. ``observe(round, scores)``, when given, sees each round's (Q, G) final
     scores before they are scored and must not change them (e.g. a
-    :class:`~minterpr.evaluation.pictures.RankRecorder` keeping a few queries' rankings).
+    :class:`~minterpr.evaluation.picture_recorders.RankRecorder` keeping a few queries' rankings).
     ``read_facts(turn)``, when given, adds facts to the rule reader's (a VLM's reading, minterpr.vlm).
     ``index``, when given, is the gallery already indexed by ``backend`` (one row per ``gallery_images``,
     in order), e.g. with MTG captions' evidence (:func:`minterpr.vlm.caption.use_captions`).
