@@ -15,13 +15,12 @@ from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.store.gallery_store import (
     GALLERY_VERSION,
     MANIFEST,
-    build_vector_index,
     load_gallery,
     open_gallery,
     read_manifest,
     save_gallery,
-    vector_records,
 )
+from minterpr.index.store.store_vectors import build_vector_index, vector_records
 from minterpr.index.vectors.vector_index import Range
 from minterpr.types import GalleryImage
 
