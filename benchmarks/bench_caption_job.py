@@ -49,7 +49,8 @@ def build(folder: Path, crops: int) -> tuple[Path, Path]:
     import torch
     from PIL import Image
 
-    from minterpr.index.store.gallery_store import build_vector_index, save_gallery
+    from minterpr.index.store.gallery_store import save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
     from minterpr.models import create_model, save_model
     from minterpr.runtime.pipeline import load_pipeline
     from minterpr.types import GalleryImage

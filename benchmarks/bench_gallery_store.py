@@ -26,7 +26,8 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.fileio import atomic_write_text
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.store.fused_store import build_fused
-from minterpr.index.store.gallery_store import build_vector_index, load_gallery, save_gallery
+from minterpr.index.store.gallery_store import load_gallery, save_gallery
+from minterpr.index.store.store_vectors import build_vector_index
 from minterpr.types import GalleryImage
 
 

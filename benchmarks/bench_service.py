@@ -82,7 +82,8 @@ def build_store(folder: Path, run: Path, n: int, seed: int = 0, base: Path | Non
     from minterpr.errors import MinterprError
     from minterpr.index.gallery_index import GalleryIndex
     from minterpr.index.store.fused_store import build_fused, wants_fused
-    from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
+    from minterpr.index.store.gallery_store import open_gallery, save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
     from minterpr.runtime.pipeline import load_pipeline
     from minterpr.types import GalleryImage
 

@@ -65,7 +65,8 @@ def main(argv: list[str] | None = None) -> int:
     from minterpr.data.build import require_built_dataset
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.data.formats.minterpedes import read_minterpedes
-    from minterpr.evaluation.pictures import RankRecorder, StripConfig, sample_queries, write_ranked_strip
+    from minterpr.evaluation.picture_recorders import RankRecorder, sample_queries
+    from minterpr.evaluation.pictures import StripConfig, write_ranked_strip
     from minterpr.evaluation.static import dialogue_turns, evaluate_dialogues
     from minterpr.runtime.run import load_run
 

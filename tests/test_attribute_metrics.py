@@ -20,9 +20,9 @@ from minterpr.evaluation.attribute_metrics import (
     attribute_metrics_from_targets,
     attribute_targets,
     auc_scores,
-    balanced_thresholds,
     format_attribute_table,
 )
+from minterpr.evaluation.attribute_thresholds import balanced_thresholds
 from minterpr.types import GalleryImage
 
 L = len(LABELS)

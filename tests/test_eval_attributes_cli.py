@@ -13,7 +13,8 @@ from minterpr.cli.main import main
 from minterpr.data.formats.gallery import read_gallery, write_gallery
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
 from minterpr.data.synthetic.world import SyntheticWorldConfig
-from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds
+from minterpr.evaluation.attribute_metrics import attribute_metrics
+from minterpr.evaluation.attribute_thresholds import balanced_thresholds
 from minterpr.models import create_model, save_model
 from minterpr.runtime.run import load_run
 

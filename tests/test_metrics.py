@@ -9,10 +9,9 @@ import weakref
 import numpy as np
 import pytest
 
+from minterpr.evaluation.dialogue_metrics import best_log_rank_integral, per_round_metrics
 from minterpr.evaluation.metrics import (
-    best_log_rank_integral,
     leave_one_out_ranks,
-    per_round_metrics,
     query_ranks,
     query_ranks_from_embeddings,
     rank_of_first_match,

@@ -21,15 +21,13 @@ from minterpr.evaluation.pictures import (
     REJECTED_COLOUR,
     SAME_IDENTITY_COLOUR,
     TARGET_COLOUR,
-    RankRecorder,
     RoundView,
-    SessionRecorder,
     StripConfig,
-    sample_queries,
     strip_size,
     tile_box,
     write_ranked_strip,
 )
+from minterpr.evaluation.picture_recorders import RankRecorder, SessionRecorder, sample_queries
 from minterpr.evaluation.report import (
     EvaluationReport,
     num_queries,

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from minterpr.data.errors import DataError
-from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import (
     EvaluationReport,
     build_report,

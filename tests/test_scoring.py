@@ -9,7 +9,8 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.errors import InputError
 from minterpr.evaluation.static import round_log_likelihoods
 from minterpr.interaction.reranking import RerankConfig
-from minterpr.evaluation.static import evaluate_dialogues, select_attribute_weight
+from minterpr.evaluation.static import evaluate_dialogues
+from minterpr.evaluation.weight_selection import select_attribute_weight
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.types import Dialogue, DescriptionTurn, GalleryImage, QATurn, RetrievalSample
 

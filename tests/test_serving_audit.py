@@ -199,7 +199,8 @@ def test_the_database_refuses_to_change_or_delete_entries(searched):
 def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, capsys):
     from minterpr.cli.main import build_parser
     from minterpr.cli.commands.serve import cmd_serve
-    from minterpr.index.store.gallery_store import build_vector_index, load_gallery, open_gallery, save_gallery
+    from minterpr.index.store.gallery_store import load_gallery, open_gallery, save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
     from minterpr.serving.db import SearchSession
     from minterpr.serving.errors import ApiError
     from minterpr.serving.galleries import parse_time

@@ -11,7 +11,7 @@ from PIL import Image
 from minterpr.cli.main import main
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
-from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import PERCENT_KEYS, EvaluationReport
 from minterpr.evaluation.static import dialogue_turns, evaluate_dialogues, gallery_from_samples
 from minterpr.index.gallery_index import GalleryIndex

@@ -20,7 +20,7 @@ from minterpr.data.build import mark_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.language.ontology import ONTOLOGY
-from minterpr.evaluation.static import DEFAULT_WEIGHT_GRID
+from minterpr.evaluation.weight_selection import DEFAULT_WEIGHT_GRID
 from minterpr.models import create_model, read_checkpoint
 from minterpr.models.io import load_model
 from minterpr.fileio import atomic_write

@@ -37,7 +37,8 @@ def build_world(folder: Path, people: int = 8, views: int = 3, seed: int = 0) ->
     import torch
     from PIL import Image
 
-    from minterpr.index.store.gallery_store import build_vector_index, save_gallery
+    from minterpr.index.store.gallery_store import save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
     from minterpr.models import create_model, save_model
     from minterpr.runtime.pipeline import load_pipeline
     from minterpr.types import GalleryImage

@@ -2,7 +2,7 @@
 
 For each target image a simulated user (:mod:`minterpr.interaction.simulators`) describes it
 (round 0), then replies to the system's move each round; every round's final scores of all
-targets form one (Q, G) matrix, fed to :func:`~minterpr.evaluation.metrics.per_round_metrics`
+targets form one (Q, G) matrix, fed to :func:`~minterpr.evaluation.dialogue_metrics.per_round_metrics`
 one round at a time (all sessions advance together, so only one round's scores exist at once).
 The report records the whole protocol: simulator and its rates, rounds, policies, schedule,
 re-ranking switches, backend and seed. Sessions score with the one scoring configuration
@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import InputError
-from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
 from minterpr.interaction.policies import Schedule
@@ -125,7 +125,7 @@ def simulate(
     ``protocol`` adds entries to the recorded protocol (e.g. the dataset and split).
     ``observe(round, sessions)``, when given, is called after each round with the sessions (one
     per target) and must only read them (e.g. a
-    :class:`~minterpr.evaluation.pictures.SessionRecorder` keeping a few rankings).
+    :class:`~minterpr.evaluation.picture_recorders.SessionRecorder` keeping a few rankings).
     ``vlm`` (a :class:`~minterpr.vlm.config.VLMConfig`) gives every session a model with its uses;
     the report's ``vlm`` key then holds calls, tokens, latency and fallbacks per turn and per round.
     ``match_temperature`` (a model's fitted one, as its page uses) sets the sessions' candidate

@@ -9,7 +9,7 @@ Shape (metrics in percent, extra keys allowed at both levels)::
      ...}
 
 Round r is the description plus r turns; ``r*``/``mAP``/``mINP`` describe that round alone,
-``hits*`` are cumulative (see :func:`minterpr.evaluation.metrics.per_round_metrics`).
+``hits*`` are cumulative (see :func:`minterpr.evaluation.dialogue_metrics.per_round_metrics`).
 
 Example:
     >>> rep = EvaluationReport(protocol={"dataset": "toy"}, bri=0.35, rounds=[
@@ -186,10 +186,10 @@ def _plain(value: Any) -> Any:
 
 
 def build_report(protocol: Mapping[str, Any], per_round_result: Mapping[str, Any]) -> EvaluationReport:
-    """Turn the dict of :func:`~minterpr.evaluation.metrics.per_round_metrics` into a report.
+    """Turn the dict of :func:`~minterpr.evaluation.dialogue_metrics.per_round_metrics` into a report.
 
     Example:
-        >>> from minterpr.evaluation.metrics import per_round_metrics
+        >>> from minterpr.evaluation.dialogue_metrics import per_round_metrics
         >>> res = per_round_metrics([np.array([[0.1, 0.9]])], [1], [1, 2])
         >>> build_report({"dataset": "toy"}, res).extra
         {'first_round_at_rank1': 1.0, 'num_queries': 1, 'num_rounds': 1}

@@ -2,7 +2,7 @@
 
 Round 0 is the description alone; round r adds the r-th recorded turn. Every round ranks the
 whole gallery, giving per-round R@1/5/10, mAP, mINP, cumulative Hits@k and BRI
-(:func:`~minterpr.evaluation.metrics.per_round_metrics`).
+(:func:`~minterpr.evaluation.dialogue_metrics.per_round_metrics`).
 
 Dialogues of different lengths: a dialogue that has ended keeps its last round's scores for the
 later rounds (the user has nothing more to say; the ranking they see stays), so every round has
@@ -18,8 +18,7 @@ user's judgements of the reference images so far (the latest
 :func:`~minterpr.language.dialogue_acts.verdict` per image, as ``Session.judgements``): a
 rejected image and its near-duplicates lose a penalty and the rejected image ranks below every
 image not rejected, a confirmed one becomes the anchor and ranks first, and a confident top-1
-anchors the rest. :func:`select_attribute_weight` picks ``w`` on a validation split (from
-:data:`DEFAULT_WEIGHT_GRID`) and the model stores the chosen configuration (checkpoint extra
+anchors the rest. :func:`~minterpr.evaluation.weight_selection.select_attribute_weight` picks ``w`` on a validation split and the model stores the chosen configuration (checkpoint extra
 ``"scoring"``: ``RerankConfig.to_dict()``, read back by ``RerankConfig.from_dict``, which also
 reads the older ``{"attribute_weight", "prob_floor", "reject_references"}`` form; a model that
 stores none gets the defaults). ``protocol["scoring"]`` records the whole configuration;
@@ -55,7 +54,7 @@ from typing import Any, Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import InputError
-from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.interaction.reranking import FactLikelihoods, RerankConfig, rerank_rows
 from minterpr.interaction.similarities import Similarities
@@ -66,8 +65,6 @@ from minterpr.types import GalleryImage, RetrievalSample, Turn
 
 UNLABELLED_NAMESPACE = "unlabelled"  # person-id namespace of gallery images whose identity is unknown
 _DENSE_SIMILARITIES = 4096  # galleries up to this size keep image-image similarities in one matrix
-_CACHE_COSINES = 2**27  # a weight search keeps every round's query scores up to this many (512 MB float32)
-DEFAULT_WEIGHT_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.4)  # w candidates tried on the validation split
 
 
 def round_log_likelihoods(
@@ -358,7 +355,7 @@ def evaluate_dialogues(
     ``num_queries``, ``num_gallery``, ``num_rounds``, ``ended_dialogues``, ``queries``, ``scoring``,
     ``attribute_evidence``. ``observe(round, scores)``, when given, sees each round's (Q, G) final
     scores before they are scored and must not change them (e.g. a
-    :class:`~minterpr.evaluation.pictures.RankRecorder` keeping a few queries' rankings).
+    :class:`~minterpr.evaluation.picture_recorders.RankRecorder` keeping a few queries' rankings).
     ``read_facts(turn)``, when given, adds facts to the rule reader's (a VLM's reading, minterpr.vlm).
     ``index``, when given, is the gallery already indexed by ``backend`` (one row per ``gallery_images``,
     in order), e.g. with MTG captions' evidence (:func:`minterpr.vlm.caption.use_captions`).
@@ -390,49 +387,3 @@ def evaluate_dialogues(
         "attribute_evidence": reranking.attributes and replay.attribute_probs is not None,
     }
     return build_report(full, result)
-
-
-def select_attribute_weight(
-    backend: Any,
-    samples: Sequence[RetrievalSample],
-    gallery_images: Sequence[GalleryImage],
-    image_root: str | os.PathLike[str] | None,
-    grid: Sequence[float] = DEFAULT_WEIGHT_GRID,
-    *,
-    prob_floor: float | None = None,
-    progress: bool = False,
-    index: Any = None,
-    queries: Sequence[np.ndarray] | None = None,
-    reranking: RerankConfig | None = None,
-) -> tuple[RerankConfig, dict[float, float]]:
-    """The ``attribute_weight`` of ``grid`` with the best R@1 after the last round (ties: mean R@1
-    over rounds), and every candidate's R@1@last. Use a validation split, never the test split.
-
-    Every candidate is ``reranking`` (default: ``RerankConfig()``; ``prob_floor`` overrides its floor)
-    with the attributes on and that weight; the other terms stay as ``reranking`` has them, so the
-    weight is chosen for the scoring sessions and ``evaluate_dialogues`` apply. Returns that
-    whole config (store its ``to_dict()``).
-
-    The gallery is indexed and the dialogues encoded once; only the scores change per w.
-    Outputs the caller already has skip that work: ``index`` (the gallery indexed by the same
-    model) and ``queries`` (per dialogue, its (R_i, D) queries); with both, ``backend`` is unused.
-    """
-    base = RerankConfig() if reranking is None else reranking
-    if prob_floor is not None:
-        base = base.with_(prob_floor=prob_floor)
-    if not grid:
-        raise InputError("grid: at least one attribute weight to try")
-    replay = _Replay(backend, samples, gallery_images, image_root, None, False, progress, index, queries)
-    if replay.attribute_probs is None:
-        raise InputError("choosing an attribute weight needs a backend whose index has attribute_probs")
-    replay.cache_cosines = len(grid) > 1 and len(samples) * len(replay.gallery) * replay.num_rounds <= _CACHE_COSINES
-    tried: dict[float, float] = {}
-    best_key, best = None, base
-    for w in grid:
-        candidate = base.with_(attributes=True, attribute_weight=float(w))
-        rounds = replay.metrics(candidate)["rounds"]
-        tried[float(w)] = rounds[-1]["r1"]
-        key = (rounds[-1]["r1"], float(np.mean([row["r1"] for row in rounds])))
-        if best_key is None or key > best_key:
-            best_key, best = key, candidate
-    return best, tried

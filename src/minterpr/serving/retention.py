@@ -112,7 +112,8 @@ def _purge_videos(services: Any, cutoff: float) -> int:
 def _purge_gallery(services: Any, row: Any, cutoff: float) -> int:
     """Rewrite one store without its images older than ``cutoff``; returns how many were removed."""
     from minterpr.index.store.fused_store import build_fused
-    from minterpr.index.store.gallery_store import build_vector_index, save_gallery
+    from minterpr.index.store.gallery_store import save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
 
     loaded = services.galleries.get(gallery_id=row.id)
     old = loaded.times < cutoff  # NaN (no time) compares False: kept

@@ -62,7 +62,7 @@ def calibrate_and_choose_weight(cfg: TrainConfig, model_path: str | os.PathLike[
     """
     import torch
 
-    from minterpr.evaluation.static import select_attribute_weight
+    from minterpr.evaluation.weight_selection import select_attribute_weight
     from minterpr.index.gallery_index import GalleryIndex
     from minterpr.models.io import save_model
     from minterpr.training.calibration import calibration_nll, fit_slot_temperatures

@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from minterpr.evaluation.metrics import per_round_metrics
+from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.models import LossWeights, RetrievalModel
 from minterpr.models.turn_encoder import REFERENCE
 

@@ -176,7 +176,7 @@ def _vlm_reader(args: argparse.Namespace) -> Any:
 def _recorder(args: argparse.Namespace, samples: list, gallery: list) -> Any:
     if not args.pictures:
         return None
-    from minterpr.evaluation.pictures import RankRecorder, sample_queries
+    from minterpr.evaluation.picture_recorders import RankRecorder, sample_queries
 
     picks = sample_queries(len(samples), args.pictures, args.pictures_seed)
     position = {image.path: i for i, image in enumerate(gallery)}

@@ -90,7 +90,8 @@ def _labelled_probs(backend: Any, manifest: Path, image_root: str, progress: boo
 def _run(args: argparse.Namespace) -> int:
     from minterpr.data.layout import gallery_file
     from minterpr.errors import InputError
-    from minterpr.evaluation.attribute_metrics import attribute_metrics, balanced_thresholds, format_attribute_table
+    from minterpr.evaluation.attribute_metrics import attribute_metrics, format_attribute_table
+    from minterpr.evaluation.attribute_thresholds import balanced_thresholds
 
     gallery = Path(args.gallery)
     trained = load_pipeline_of(args, batch_size=args.batch_size)  # first: a broken run fails before the data is read

@@ -44,7 +44,8 @@ NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embedd
 
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.index.store.fused_store import build_fused, wants_fused
-    from minterpr.index.store.gallery_store import build_vector_index, save_gallery
+    from minterpr.index.store.gallery_store import save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
     from minterpr.runtime.pipeline import load_pipeline
 
     out = out or sys.stdout

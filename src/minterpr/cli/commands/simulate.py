@@ -186,14 +186,14 @@ class _Pictures:
         self.recorders: dict[str, Any] = {}
         self.picks: list[int] = []
         if args.pictures:
-            from minterpr.evaluation.pictures import sample_queries
+            from minterpr.evaluation.picture_recorders import sample_queries
 
             self.picks = sample_queries(len(targets), args.pictures, args.pictures_seed)
 
     def observer(self, name: str) -> Any:
         if not self.picks:
             return None
-        from minterpr.evaluation.pictures import SessionRecorder
+        from minterpr.evaluation.picture_recorders import SessionRecorder
 
         where = [self.index.index_of(self.targets[q].path) for q in self.picks]
         self.recorders[name] = SessionRecorder(self.picks, where, self.args.pictures_top)

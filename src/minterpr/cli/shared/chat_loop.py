@@ -311,7 +311,8 @@ class ChatLoop:
 
     def _picture(self) -> str:
         """The conversation so far as a ranked strip (one row per turn), DIR/turn_<N>.png."""
-        from minterpr.evaluation.pictures import StripConfig, session_views, write_ranked_strip
+        from minterpr.evaluation.picture_recorders import session_views
+        from minterpr.evaluation.pictures import StripConfig, write_ranked_strip
 
         session = self.session
         path = os.path.join(self.show_dir, f"turn_{len(session.history):03d}.png")

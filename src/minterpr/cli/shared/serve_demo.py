@@ -27,7 +27,8 @@ def ensure_demo_gallery(
     from minterpr.cli.shared.demo_world import build_data, train_model
     from minterpr.data.dataset import BuiltDataset
     from minterpr.errors import MinterprError
-    from minterpr.index.store.gallery_store import build_vector_index, open_gallery, save_gallery
+    from minterpr.index.store.gallery_store import open_gallery, save_gallery
+    from minterpr.index.store.store_vectors import build_vector_index
 
     out = Path(demo_out)
     data_dir = build_data(out, seed, progress=progress)

@@ -40,12 +40,12 @@ from minterpr.index.store.gallery_store import (
     STAGING,
     STORE_FILES,
     VECTORS,
-    build_vector_index,
     check_store_folder,
     open_gallery,
     save_gallery,
     write_manifest,
 )
+from minterpr.index.store.store_vectors import build_vector_index
 from minterpr.types import GalleryImage  # noqa: F401  (the doctest builds GalleryImage rows)
 
 __all__ = ["add_fused", "append_gallery", "rewrite_metadata"]

@@ -2,7 +2,7 @@
 
 :func:`save_gallery` writes a :class:`~minterpr.index.gallery_index.GalleryIndex` to a folder::
 
-    DIR/images.json           the images, by column (see :func:`_image_columns`)
+    DIR/images.json           the images, by column (:mod:`minterpr.index.store.image_columns`)
     DIR/embeddings.npy        (N, D) float32, L2-normalised rows
     DIR/attribute_probs.npy   (N, L) float32 P(label), when the model predicts attributes
     DIR/skipped.json          [[path, reason], ...] of the images that could not be read
@@ -67,7 +67,6 @@ import shutil
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
 from functools import cached_property
-from itertools import chain
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -78,14 +77,13 @@ from minterpr.fileio import TEMPORARY_GLOB, atomic_write, atomic_write_text, rem
 from minterpr.index.store.fused_store import FUSED, load_fused, save_fused
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.npy import load_npy
-from minterpr.types import GalleryImage
+from minterpr.index.store.image_columns import IMAGES, image_columns, read_image_columns
 
 GALLERY_FORMAT = "minterpr-gallery"  # GalleryManifest.format
 GALLERY_VERSION = 2  # bumped when the layout changes: a store of a version not in READ_VERSIONS is refused
 READ_VERSIONS = (1, 2)  # versions read: 1 = before the fused index (no GalleryManifest.fused), 2 = with it
 MANIFEST = "gallery.json"  # written last: its presence means the store was saved whole
-IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS = (
-    "images.json",
+EMBEDDINGS, PROBS, SKIPPED, VECTORS = (
     "embeddings.npy",
     "attribute_probs.npy",
     "skipped.json",
@@ -99,7 +97,6 @@ SIDE_ENTRIES = ("crops", "frames", "ingest", CAPTIONS)
 STAGING = ".staging"  # append_gallery writes the new store here, then moves it into place
 STORE_ROOT = "."  # a store's root meaning "the store's own folder" (its images inside it: the folder can move)
 APPENDABLE = ("exact", "faiss_hnsw", "faiss_ivfpq")  # vector indexes append_gallery rebuilds (qdrant: a server's)
-COLUMNS = ("path", "person_id", "camera_id", "view")  # GalleryImage's plain fields, one list each in images.json
 REBUILD = "minterpr index build --run RUN --images IMAGES --out {dir}"  # default rebuild command
 
 
@@ -145,90 +142,6 @@ class StoredGallery:
                 if value is not None:
                     record[key] = value
         return records
-
-
-def _image_columns(images: Sequence[GalleryImage], metadata: Sequence[Mapping[str, Any]] | None) -> dict[str, Any]:
-    """``images.json``: ``{"path": [...], "person_id": [...], "camera_id": [...], "view": [...],
-    "attributes": [set position or null, ...], "attribute_sets": [[pair position, ...], ...],
-    "attribute_pairs": [[slot, [values]], ...], "meta": {key: [value or null, ...]}}`` (a null
-    metadata value is an absent key).
-
-    >>> _image_columns([GalleryImage("a.jpg", "x:1", attributes={"gender": ("male",)})], [{"frame": 3}])["meta"]
-    {'frame': [3]}
-    """
-    columns: dict[str, Any] = {name: [getattr(image, name) for image in images] for name in COLUMNS}
-    pairs: dict[tuple[str, tuple[str, ...]], int] = {}  # (slot, values) -> its position in attribute_pairs
-    sets: dict[tuple[int, ...], int] = {}  # attribute set (pair positions) -> its position in attribute_sets
-    columns["attributes"] = [
-        None
-        if image.attributes is None
-        else sets.setdefault(
-            tuple(pairs.setdefault((slot, tuple(values)), len(pairs)) for slot, values in image.attributes.items()),
-            len(sets),
-        )
-        for image in images
-    ]
-    columns["attribute_sets"] = [list(key) for key in sets]
-    columns["attribute_pairs"] = [[slot, list(values)] for slot, values in pairs]
-    meta: dict[str, list[Any]] = {}
-    for k, record in enumerate(metadata or ()):
-        for key, value in record.items():
-            if key not in meta:
-                meta[key] = [None] * len(images)
-            meta[key][k] = value
-    columns["meta"] = meta
-    return columns
-
-
-def vector_records(index: GalleryIndex, metadata: Sequence[Mapping[str, Any]] | None = None) -> list[dict[str, Any]]:
-    """The metadata record of each image for a vector index (what its filters read): ``path``,
-    ``person_id``, ``camera`` and ``view`` when known, then the free metadata.
-
-    >>> index = GalleryIndex([GalleryImage("a.jpg", "x:1", "x:cam1")], np.ones((1, 2), np.float32))
-    >>> vector_records(index, [{"time": 5}])
-    [{'path': 'a.jpg', 'person_id': 'x:1', 'camera': 'x:cam1', 'time': 5}]
-    """
-    out = []
-    for k, image in enumerate(index.images):
-        record: dict[str, Any] = {"path": image.path, "person_id": image.person_id}
-        if image.camera_id is not None:
-            record["camera"] = image.camera_id
-        if image.view is not None:
-            record["view"] = image.view
-        record.update(metadata[k] if metadata is not None else {})
-        out.append(record)
-    return out
-
-
-def build_vector_index(
-    backend: str,
-    index: GalleryIndex,
-    metadata: Sequence[Mapping[str, Any]] | None = None,
-    *,
-    model_fingerprint: str | None,
-    **params: Any,
-) -> Any:
-    """A ``VECTOR_INDEXES`` backend over ``index``'s embeddings: ids = gallery positions 0..N-1,
-    records = :func:`vector_records` (so filters read camera, path, time, ...); a backend that
-    learns (IVF-PQ) is trained on the embeddings first. ``params``: the backend's own options.
-
-    >>> index = GalleryIndex([GalleryImage("a.jpg", "x:1", "x:c1"), GalleryImage("b.jpg", "x:2", "x:c2")],
-    ...                      np.eye(2, dtype=np.float32))
-    >>> vectors = build_vector_index("exact", index, model_fingerprint="f00d")
-    >>> vectors.search(np.array([[1.0, 0.0]], np.float32), 2, where={"camera": "x:c2"}).ids.tolist()
-    [[1, -1]]
-    """
-    from minterpr.index.vectors.vector_index import VECTOR_INDEXES
-
-    if backend not in VECTOR_INDEXES:
-        raise InputError(f"unknown vector index {backend!r}: must be one of {', '.join(VECTOR_INDEXES.names())}")
-    n, dim = index.embeddings.shape
-    vectors = VECTOR_INDEXES.create(backend, dim=dim, model_fingerprint=model_fingerprint, **params)
-    embeddings = np.asarray(index.embeddings, dtype=np.float32)
-    if callable(getattr(vectors, "train", None)):
-        vectors.train(embeddings)
-    vectors.add(embeddings, np.arange(n, dtype=np.int64), vector_records(index, metadata))
-    return vectors
 
 
 def check_store_folder(folder: str | os.PathLike[str]) -> None:
@@ -306,7 +219,7 @@ def save_gallery(
         raise InputError("save_gallery: appearance vectors need the fingerprint of the appearance model that made them")
     _prepare_folder(folder)
     try:
-        text = json.dumps(_image_columns(index.images, metadata), ensure_ascii=False, allow_nan=False)
+        text = json.dumps(image_columns(index.images, metadata), ensure_ascii=False, allow_nan=False)
     except (TypeError, ValueError) as err:
         raise InputError(f"save_gallery: the metadata must be plain JSON data ({err})") from None
     atomic_write_text(folder / IMAGES, text + "\n")
@@ -385,34 +298,6 @@ def read_manifest(directory: str | os.PathLike[str]) -> GalleryManifest:
         raise DatasetError(folder, f"malformed {MANIFEST} ({err}); {hint}") from None
 
 
-def _images(folder: Path, count: int, fail: Any) -> tuple[list[GalleryImage], dict[str, list[Any]]]:
-    """The images and their free metadata columns from ``images.json`` (see :func:`_image_columns`)."""
-    try:
-        columns = json.loads((folder / IMAGES).read_text(encoding="utf-8"))
-        pairs = [(str(slot), tuple(values)) for slot, values in columns["attribute_pairs"]]
-        codes = columns["attribute_sets"]
-        if min(chain.from_iterable(codes), default=0) < 0:  # too large or not a number: IndexError, TypeError
-            raise ValueError("'attribute_sets' must list positions in 'attribute_pairs'")
-        sets = [dict(map(pairs.__getitem__, set_codes)) for set_codes in codes]
-        lists = [columns[name] for name in (*COLUMNS, "attributes")]
-        meta = {key: values for key, values in columns["meta"].items()}
-    except (OSError, ValueError, KeyError, IndexError, TypeError, AttributeError) as err:
-        raise fail(f"unreadable {IMAGES} ({type(err).__name__}: {err})") from None
-    for name, values in [*zip((*COLUMNS, "attributes"), lists), *meta.items()]:
-        if not isinstance(values, list) or len(values) != count:
-            raise fail(f"{IMAGES}: {name!r} is not a list of {count} values (the manifest's image count)")
-    positions = lists[-1]
-    for position in positions:  # the check costs 10 ms for 100k images
-        if position is not None and (type(position) is not int or not 0 <= position < len(sets)):
-            raise fail(f"{IMAGES}: attribute set {position!r} is not a position in 'attribute_sets'")
-    # an attribute set is shared by the images that have it: read-only, as the index is
-    images = [
-        GalleryImage(path, pid, camera, view, None if position is None else sets[position])
-        for path, pid, camera, view, position in zip(*lists)
-    ]
-    return images, meta
-
-
 def _array(folder: Path, name: str, shape: tuple[int, int], mmap: bool, fail: Any) -> np.ndarray:
     try:
         array = load_npy(folder / name, mmap=mmap)
@@ -449,7 +334,7 @@ def open_gallery(
             raise fail(f"{name} is missing (the store is incomplete)") from None
         if actual != size:
             raise fail(f"{name} has {actual} bytes, the save wrote {size} (changed since)")
-    images, meta_columns = _images(folder, manifest.count, fail)
+    images, meta_columns = read_image_columns(folder / IMAGES, manifest.count, fail)
     embeddings = _array(folder, EMBEDDINGS, (manifest.count, manifest.dim), mmap, fail)
     probs = None if manifest.labels is None else _array(folder, PROBS, (manifest.count, manifest.labels), mmap, fail)
     appearance = None

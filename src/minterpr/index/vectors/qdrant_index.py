@@ -41,7 +41,8 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import DatasetError, InputError
-from minterpr.index.vectors.qdrant_filter import EMPTY, TS_PREFIX, metadata_of, payload_of, to_qdrant_filter
+from minterpr.index.vectors.qdrant_collection import SCROLL_BATCH, SETTINGS, copy_points, create_collection
+from minterpr.index.vectors.qdrant_filter import EMPTY, metadata_of, payload_of, to_qdrant_filter
 from minterpr.index.vectors.row_store import check_ids, check_k, check_queries, check_vectors, clear_manifest
 from minterpr.index.vectors.vector_index import (
     VECTOR_INDEXES,
@@ -53,9 +54,7 @@ from minterpr.index.vectors.vector_index import (
 )
 
 DISTANCES = ("dot", "cosine")  # dot = inner product of the (normalised) embeddings; cosine normalises
-PAYLOAD_INDEXES = {"camera": "keyword", "time": "float", TS_PREFIX + "time": "float"}  # made with the collection
 UPSERT_BATCH = 1024  # points per upsert call
-SCROLL_BATCH = 4096  # points per scroll page (copy, reference filtering)
 
 
 def import_qdrant() -> Any:
@@ -145,44 +144,13 @@ class QdrantIndex:
         return self._lock if self._lock is not None else nullcontext()
 
     def _ensure_collection(self) -> None:
-        from qdrant_client import models as m
-
         if self.client.collection_exists(self.collection):
             info = self.client.get_collection(self.collection)
             size = getattr(info.config.params.vectors, "size", None)
             if size != self.dim:
                 raise InputError(f"Qdrant collection {self.collection!r} holds {size}-d vectors, not {self.dim}-d")
             return
-        s = self.settings
-        quantization = None
-        if s["quantization"] == "int8":
-            quantization = m.ScalarQuantization(
-                scalar=m.ScalarQuantizationConfig(type=m.ScalarType.INT8, quantile=0.99, always_ram=True)
-            )
-        self.client.create_collection(
-            self.collection,
-            vectors_config=m.VectorParams(
-                size=self.dim,
-                on_disk=s["on_disk"],
-                distance=(m.Distance.DOT if s["distance"] == "dot" else m.Distance.COSINE),
-            ),
-            hnsw_config=m.HnswConfigDiff(m=s["hnsw_m"], ef_construct=s["hnsw_ef_construct"]),
-            quantization_config=quantization,
-            on_disk_payload=s["on_disk"],
-            **(
-                {}
-                if self.url is None
-                else {
-                    "shard_number": s["shard_number"],  # a cluster's shards
-                    "replication_factor": s["replication_factor"],
-                }
-            ),
-        )
-        if self.url is None:
-            return  # local mode scans every payload: its payload indexes would do nothing (it warns)
-        schema = {"keyword": m.PayloadSchemaType.KEYWORD, "float": m.PayloadSchemaType.FLOAT}
-        for key, kind in PAYLOAD_INDEXES.items():
-            self.client.create_payload_index(self.collection, key, field_schema=schema[kind])
+        create_collection(self.client, self.collection, self.dim, self.settings, server=self.url is not None)
 
     def close(self) -> None:
         """Release the client (a local path store stays locked until then)."""
@@ -326,29 +294,11 @@ class QdrantIndex:
     # ------------------------------------------------------------------ persistence
     def _copy_into(self, folder: Path) -> None:
         """Copy every point into a fresh local store in ``folder`` (its old collection replaced)."""
-        from qdrant_client import models as m
-
         target = QdrantIndex(self.dim, path=folder, collection=self.collection, **self.settings)
         try:
             target.client.delete_collection(self.collection)
             target._ensure_collection()
-            offset = None
-            while True:
-                points, offset = self.client.scroll(
-                    self.collection, limit=SCROLL_BATCH, offset=offset, with_payload=True, with_vectors=True
-                )
-                if points:
-                    target.client.upsert(
-                        self.collection,
-                        wait=True,
-                        points=m.Batch(
-                            ids=[p.id for p in points],
-                            vectors=[p.vector for p in points],
-                            payloads=[p.payload or {} for p in points],
-                        ),
-                    )
-                if offset is None:
-                    break
+            copy_points(self.client, target.client, self.collection)
         finally:
             target.close()
 
@@ -379,22 +329,7 @@ class QdrantIndex:
         params = dict(manifest.params)
         mode, collection = params.pop("mode", "local"), params.pop("collection", "minterpr")
         url = params.pop("url", None)
-        settings = {
-            k: v
-            for k, v in params.items()
-            if k
-            in (
-                "distance",
-                "on_disk",
-                "quantization",
-                "hnsw_m",
-                "hnsw_ef_construct",
-                "hnsw_ef",
-                "exact",
-                "shard_number",
-                "replication_factor",
-            )
-        }
+        settings = {k: v for k, v in params.items() if k in SETTINGS}
         where = {"url": url} if mode == "server" else {"path": directory}
         if mode == "local" and not any(Path(directory).glob("collection/*")):
             raise DatasetError(
