@@ -57,52 +57,13 @@ from minterpr.interaction.session import Session
 from minterpr.interaction.shortlist import ShortlistConfig
 from minterpr.interaction.simulators import SIMULATORS
 
+from bench_timing import TextCounts, TimedBackend  # beside this script
+
 SCHEDULE = ("question", "reference", "question")  # the 3 system moves after the description
 
 
 def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**10
-
-
-class TextCounts:
-    """Counts, on a NeuralBackend, the texts looked up in its text cache and those encoded (misses)."""
-
-    def __init__(self, backend: Any) -> None:
-        self.looked_up = self.encoded = 0
-        lookup, featurize = backend._text_features, backend._featurize
-
-        def counted_lookup(texts: Any) -> Any:
-            self.looked_up += len(set(texts))
-            return lookup(texts)
-
-        def counted_featurize(texts: Any) -> Any:
-            self.encoded += len(texts)
-            return featurize(texts)
-
-        backend._text_features, backend._featurize = counted_lookup, counted_featurize  # instance attributes
-
-
-class TimedBackend:
-    """The pipeline's backend, timing ``encode_turns`` (the text encoder: the same on every path)."""
-
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-        self.last = 0.0  # seconds of the latest encode_turns
-        self.hits = (0, 0)  # (texts looked up, texts found in the cache) by the latest encode_turns
-
-    def encode_turns(self, turns: Any, index: GalleryIndex) -> np.ndarray:
-        counts = getattr(self.backend, "_counts", None)
-        before = (counts.looked_up, counts.encoded) if counts else (0, 0)
-        t = time.perf_counter()
-        out = self.backend.encode_turns(turns, index)
-        self.last = time.perf_counter() - t
-        if counts:
-            looked_up = counts.looked_up - before[0]
-            self.hits = (looked_up, looked_up - (counts.encoded - before[1]))
-        return out
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.backend, name)
 
 
 def new_session(pipe: Any, index: GalleryIndex, shortlist: ShortlistConfig | None, seed: int) -> Session:

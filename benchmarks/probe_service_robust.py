@@ -1,50 +1,15 @@
 """Robustness probes of ``probe_service.py``: traversal, bad bodies and images, login CSRF, headers,
-file modes, audit tampering, kill -9 in the middle of turns, concurrency, the rate limits."""
+file modes, audit tampering (probe_service_audit.py), kill -9 in the middle of turns, concurrency, the rate limits."""
 
 from __future__ import annotations
 
-import http.client
 import io
 import json
 import secrets
-import shutil
-import sqlite3
-import struct
-import zlib
-from typing import Any
 
-from probe_service_common import PASSWORD, Ctx, fill, got, minterpr, png_bytes, start_session
-
-
-def raw(
-    ctx: Ctx, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b""
-) -> tuple[int, bytes]:
-    """A request sent as written (http.client does not normalise ``..`` nor fix Content-Length)."""
-    con = http.client.HTTPConnection("127.0.0.1", ctx.server.port, timeout=60)
-    try:
-        con.putrequest(method, path, skip_accept_encoding=True)
-        headers = dict(headers or {})
-        if body and not any(name.lower() == "content-length" for name in headers):
-            headers["Content-Length"] = str(len(body))
-        for name, value in headers.items():
-            con.putheader(name, value)
-        con.endheaders(body or None)
-        response = con.getresponse()
-        return response.status, response.read()
-    finally:
-        con.close()
-
-
-def png_header(width: int, height: int) -> bytes:
-    def chunk(kind: bytes, data: bytes) -> bytes:
-        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
-
-    return (
-        b"\x89PNG\r\n\x1a\n"
-        + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-        + chunk(b"IDAT", zlib.compress(b"\x00" * 16))
-        + chunk(b"IEND", b"")
-    )
+from probe_service_audit import audit_tamper
+from probe_service_common import PASSWORD, Ctx, fill, got, png_bytes, start_session
+from probe_service_raw import png_header, raw
 
 
 # ----------------------------------------------------------------------------- traversal
@@ -331,109 +296,6 @@ def file_modes(ctx: Ctx) -> None:
             continue
         mode = path.stat().st_mode & 0o777
         ctx.record(cat, str(path.relative_to(ctx.data)), "no group/other access", oct(mode), not mode & 0o077)
-
-
-# ----------------------------------------------------------------------------- audit tampering
-# the contents (all but seq) of the first login entry and the first key_create entry exchanged
-_FIRST = "(SELECT min(seq) FROM audit_log WHERE action = '{}')"
-_COLUMNS = ("time", "user", "action", "case_id", "details", "request_id", "prev_hash", "hash")
-SWAP = (
-    "CREATE TEMP TABLE a AS SELECT * FROM audit_log WHERE seq = {l}; "
-    "CREATE TEMP TABLE b AS SELECT * FROM audit_log WHERE seq = {k}; "
-    + "".join(
-        f"UPDATE audit_log SET {c} = (SELECT {c} FROM b) WHERE seq = {{l}}; "
-        f"UPDATE audit_log SET {c} = (SELECT {c} FROM a) WHERE seq = {{k}}; "
-        for c in _COLUMNS
-    )
-).format(l=_FIRST.format("login"), k=_FIRST.format("key_create"))
-
-
-def audit_tamper(ctx: Ctx) -> None:
-    from minterpr.serving.audit import entry_hash
-
-    cat = "audit tampering"
-    out = ctx.work / "audit"
-    out.mkdir(exist_ok=True)
-    export = minterpr("audit", "export", "--data", str(ctx.data), "--out", str(out / "log.jsonl"))
-    head = minterpr("audit", "head", "--data", str(ctx.data)).stdout.split()
-    head_hash = next((w for w in head if len(w) == 64), "")
-    lines = (out / "log.jsonl").read_text().splitlines()
-    ctx.record(
-        cat,
-        "export and head",
-        "exit 0, a head hash",
-        f"exit {export.returncode}, {len(lines)} lines",
-        export.returncode == 0 and bool(head_hash) and len(lines) > 10,
-    )
-    entries = [json.loads(line) for line in lines]
-    mid = len(entries) // 2
-
-    def edited(k: int, rehash: bool = False, chain: bool = False) -> list[dict[str, Any]]:
-        copy = [dict(e) for e in entries]
-        copy[k]["details"] = {**copy[k]["details"], "text": "edited"} if isinstance(copy[k]["details"], dict) else "x"
-        if rehash or chain:
-            for j in range(k, len(copy) if chain else k + 1):
-                if j > k:
-                    copy[j]["prev"] = copy[j - 1]["hash"]
-                copy[j]["hash"] = entry_hash({x: v for x, v in copy[j].items() if x != "hash"})
-        return copy
-
-    variants = {
-        "untouched": (entries, 0, False),
-        "untouched, with --head": (entries, 0, True),
-        "a field edited": (edited(mid), 1, False),
-        "an entry deleted": (entries[:mid] + entries[mid + 1 :], 1, False),
-        "two entries swapped": (entries[:mid] + [entries[mid + 1], entries[mid]] + entries[mid + 2 :], 1, False),
-        "an entry duplicated": (entries[:mid] + [entries[mid]] + entries[mid:], 1, False),
-        "the first entry deleted": (entries[1:], 1, False),
-        "the last entry cut, with --head": (entries[:-1], 1, True),
-        "an edit with its hash recomputed": (edited(mid, rehash=True), 1, False),
-        "an edit with the chain recomputed, with --head": (edited(mid, chain=True), 1, True),
-    }
-    for name, (rows, code, with_head) in variants.items():
-        path = out / f"{name.replace(' ', '_').replace(',', '')}.jsonl"
-        path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
-        result = minterpr("audit", "verify", str(path), *(["--head", head_hash] if with_head else []))
-        ctx.record(cat, name, f"exit {code}", f"exit {result.returncode}", result.returncode == code)
-    # rows changed in a copy of the database itself, then exported and verified
-    for name, sql in (
-        ("a row's details updated in the database", "UPDATE audit_log SET details = '{}' WHERE seq = 3"),
-        ("a row deleted from the database", "DELETE FROM audit_log WHERE seq = 4"),
-        ("two rows' contents swapped in the database", SWAP),
-    ):
-        copy = out / name.replace(" ", "_").replace("'", "")
-        shutil.rmtree(copy, ignore_errors=True)
-        backup = minterpr("db", "backup", str(copy / "backup"), "--data", str(ctx.data))
-        con = sqlite3.connect(copy / "backup" / "minterpr.db")
-        try:  # the table's triggers refuse it: someone with the file drops them first
-            con.execute(sql)
-            refused = False
-        except sqlite3.DatabaseError:
-            refused = True
-        con.executescript("DROP TRIGGER IF EXISTS audit_no_update; DROP TRIGGER IF EXISTS audit_no_delete; " + sql)
-        con.commit()
-        con.close()
-        ctx.record(cat, f"{name}: refused by the table's trigger", "refused", str(refused), refused)
-        exported = minterpr("audit", "export", "--data", str(copy / "backup"), "--out", str(copy / "log.jsonl"))
-        result = minterpr("audit", "verify", str(copy / "log.jsonl"))
-        ctx.record(
-            cat,
-            name,
-            "exit 1",
-            f"backup {backup.returncode}, export {exported.returncode}, verify {result.returncode}",
-            backup.returncode == 0 and result.returncode == 1,
-        )
-    with ctx.http("aud") as http:
-        report = http.get("/api/audit/verify").json()
-    ctx.record(cat, "the live log verifies", "ok", str(report.get("ok")), report.get("ok") is True)
-    raw_text = (out / "log.jsonl").read_text(encoding="utf-8")
-    ctx.record(
-        cat,
-        "exported lines hold no raw U+2028/U+2029",
-        "none",
-        str(raw_text.count("\u2028")),
-        "\u2028" not in raw_text and "\u2029" not in raw_text,
-    )
 
 
 ROBUST = {
