@@ -40,7 +40,7 @@ log = logging.getLogger(__name__)
 def gallery_specs(values: list[list[str]] | None) -> list[tuple[str, str, str]]:
     """``--gallery NAME STORE [RUN]`` occurrences as (name, store, run directory); RUN defaults to the shipped
     model and is resolved as every other command resolves ``--run`` (``shipped[:NAME]``, ``hf-hub:ORG/NAME``,
-    a path), not as a folder named "shipped" in the working directory (issue 40).
+    a path), not as a folder named "shipped" in the working directory.
 
     >>> from minterpr.models.zoo import shipped_model_dir
     >>> specs = gallery_specs([["lobby", "galleries/lobby"], ["hall", "galleries/hall", "runs/mine"]])
