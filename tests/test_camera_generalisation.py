@@ -69,6 +69,21 @@ def test_mixstyle_acts_in_training_mode_only_and_leaves_no_hook():
             pass
 
 
+def test_mixstyle_after_a_frozen_stage_still_mixes_in_training():
+    """A frozen stage is kept in eval mode while the encoder trains; MixStyle after it must still act
+    (it did nothing there before: the cheap fold recipe's MixStyle run equalled the baseline to the decimal)."""
+    encoder = create_image_encoder("tiny_cnn", pretrained=False).freeze("stage1")
+    encoder.train()
+    assert not encoder.stages[1].training  # frozen: eval mode under train()
+    x = torch.randn(4, 3, 32, 16)
+    torch.manual_seed(1)
+    plain = encoder(x)["global"]
+    with mixstyle(encoder, ["stage1"], p=1.0, alpha=0.1):
+        torch.manual_seed(1)
+        mixed = encoder(x)["global"]
+    assert not torch.allclose(mixed, plain)
+
+
 def test_mixstyle_switch_changes_the_tuned_weights_and_old_fingerprints_stay(tiny_data, tmp_path):
     plain = make_tuner(tiny_data, tmp_path / "plain")
     mixed = make_tuner(tiny_data, tmp_path / "mixed", mixstyle_p=1.0, mixstyle_stages=["stage1"])

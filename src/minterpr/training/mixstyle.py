@@ -6,7 +6,8 @@ lives in their normalised pattern. MixStyle re-styles each image of a training b
 mixture of its own and a random partner's statistics,
 ``x' = (x - mu) / sigma * (lam * sigma + (1 - lam) * sigma_p) + lam * mu + (1 - lam) * mu_p``,
 ``lam ~ Beta(alpha, alpha)`` per image, applied to a batch with probability ``p`` after each
-named stage, in training mode only (evaluation and exported models never see it). So the image
+named stage, in training mode only (evaluation and exported models never see it), frozen
+stages included (what they output still feeds the stages that learn). So the image
 side learns attributes across "cameras" it never had labels for. The statistics are detached,
 as in the paper, so the gradient does not push the styles themselves. Randomness comes from
 torch's global generator, which :class:`~minterpr.training.image_tuning.ImageTuner` seeds per
@@ -71,7 +72,9 @@ def mixstyle(encoder: nn.Module, stages: Sequence[str], *, p: float, alpha: floa
         raise ValueError(f"image_tuning.mixstyle_stages {unknown}: the image encoder's stages are {', '.join(names)}")
 
     def hook(module: nn.Module, inputs: object, output: torch.Tensor) -> torch.Tensor | None:
-        if not module.training or torch.rand(()) >= p:
+        # the encoder's mode, not the stage's: a frozen stage stays in eval mode while the encoder
+        # trains, and its output re-styled still reaches the stages that learn
+        if not encoder.training or torch.rand(()) >= p:
             return None
         return mix_style(output, alpha)
 
