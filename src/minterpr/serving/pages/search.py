@@ -34,14 +34,9 @@ from minterpr.interaction.match import percent
 from minterpr.language.dialogue_acts import verdict
 from minterpr.serving.errors import ApiError
 from minterpr.serving.looking import footage_range, look_context, timeline_strip
-from minterpr.serving.export import (
-    EVIDENCE_NOTE,
-    RULED_OUT_TEXT,
-    SIMILARITY_NOTE,
-    match_export_filename,
-    match_export_bytes,
-    match_export_from_record,
-)
+from minterpr.serving.export import match_export_filename, match_export_bytes
+from minterpr.serving.export_record import match_export_from_record
+from minterpr.serving.export_report import EVIDENCE_NOTE, RULED_OUT_TEXT, SIMILARITY_NOTE
 
 HERE = Path(__file__).resolve().parent.parent  # serving/: its static/ and templates/
 STATIC, TEMPLATES = HERE / "static", HERE / "templates"
