@@ -17,14 +17,9 @@ from PIL import Image
 from minterpr.errors import ImageError, InputError
 from minterpr.interaction.attribute_backend import AttributeBackend
 from minterpr.interaction.session import Session
-from minterpr.serving.export import (
-    SIMILARITY_NOTE,
-    build_match_export,
-    match_export_filename,
-    match_export_bytes,
-    match_export_from_record,
-    write_match_export,
-)
+from minterpr.serving.export import build_match_export, match_export_filename, match_export_bytes, write_match_export
+from minterpr.serving.export_record import match_export_from_record
+from minterpr.serving.export_report import SIMILARITY_NOTE
 from minterpr.types import GalleryImage
 
 COLOURS = ["red", "blue", "green", "black", "white", "red"]

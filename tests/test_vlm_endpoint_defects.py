@@ -357,7 +357,7 @@ def test_crops_with_nothing_seen_are_not_counted_as_captioned(toy, tmp_path, cap
 
 def test_retry_after_is_honoured_and_retries_are_audited():
     from minterpr.serving.caption_jobs import AUDITED
-    from minterpr.serving.search import _VLM_AUDIT
+    from minterpr.serving.search_turns import _VLM_AUDIT
     from minterpr.vlm.client import VLMClient
     from minterpr.vlm.errors import VLMUnavailable
     from minterpr.vlm.testing import status

@@ -15,7 +15,9 @@ pytest.importorskip("fastapi", reason="the service is not installed")
 from fastapi.testclient import TestClient  # noqa: E402
 
 from minterpr.serving.app import create_app  # noqa: E402
-from minterpr.serving.pages.search import Pages, _keep, _safe_next, when  # noqa: E402
+from minterpr.serving.pages.search import when  # noqa: E402
+from minterpr.serving.pages.session_view import _keep  # noqa: E402
+from minterpr.serving.pages.site import Pages, _safe_next  # noqa: E402
 from minterpr.serving.schemas.search import ActionView, ResultView, TimelineEntry, TurnView  # noqa: E402
 from minterpr.serving.settings import RateSpec, ServeSettings  # noqa: E402
 

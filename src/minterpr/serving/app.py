@@ -146,7 +146,7 @@ _DOCS_INIT = """window.ui = SwaggerUIBundle({url: "/api/openapi.json", dom_id: "
   deepLinking: true, showExtensions: true, showCommonExtensions: true,
   presets: [SwaggerUIBundle.presets.apis, SwaggerUIBundle.SwaggerUIStandalonePreset]});
 """
-# the pages' policy (minterpr.serving.pages.search), with Swagger UI's inline SVG images (data:) and its styles
+# the pages' policy (minterpr.serving.pages.site), with Swagger UI's inline SVG images (data:) and its styles
 DOCS_POLICY = (
     "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
     "connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'; object-src 'none'"

@@ -19,6 +19,8 @@ A match is exported only after the analyst confirmed it ("this is the person" on
 The gallery's person ids never enter the export: they are bookkeeping of the gallery, not a
 finding. :func:`write_match_export` writes the zip atomically (complete or absent);
 :func:`match_export_bytes` returns it for an HTTP response.
+The documents' wording (report, README, notes) lives in :mod:`minterpr.serving.export_report`, the
+export built from the service's stored record (what the page serves) in :mod:`minterpr.serving.export_record`.
 
 Example:
     >>> import io, os, tempfile, zipfile
@@ -46,7 +48,6 @@ Example:
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 import io
@@ -63,40 +64,20 @@ from PIL import Image, UnidentifiedImageError
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
-from minterpr.interaction.explain import CONFIDENT, MIN_LABEL_AUC, describe_fact
+from minterpr.interaction.explain import describe_fact
 from minterpr.interaction.history import describe_said
-from minterpr.interaction.match import percent
+from minterpr.serving.export_report import EXPORT_FORMAT, _iso, _readme, _summary, analyst_words, render_report
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
 __all__ = [
-    "EVIDENCE_NOTE",
-    "EXPORT_FORMAT",
-    "SIMILARITY_NOTE",
     "ExportImage",
     "ExportTurn",
     "MatchExport",
     "build_match_export",
     "match_export_bytes",
-    "match_export_from_record",
     "write_match_export",
 ]
 
-EXPORT_FORMAT = "minterpr-match-export"
-EXPORT_VERSION = 1
-TEMPLATES = Path(__file__).resolve().parent / "templates"
-SIMILARITY_NOTE = (
-    "A match is a similarity judgement made by a person looking at images that a model ranked "
-    "as similar to a description; it is not an identification. The match figure is the system's "
-    "estimate, from appearance alone, that an image shows the person sought, among the images "
-    "searched (they sum to 100 %); people who look alike share it. Nothing here establishes who "
-    "the person is."
-)
-EVIDENCE_NOTE = (
-    f"A \u2713 or \u2717 beside a fact means the model is at least {100 * CONFIDENT:.0f} % sure of it for "
-    "that image, with probabilities calibrated on validation data; ? means it is not sure. Attributes "
-    f"the model cannot recognise reliably (validation ROC AUC under {MIN_LABEL_AUC:.0f} %) are not shown "
-    "as evidence."
-)
 _MIME = {
     "JPEG": ("image/jpeg", ".jpg"),
     "PNG": ("image/png", ".png"),
@@ -166,44 +147,6 @@ class MatchExport:
     @property
     def confirmed(self) -> tuple[ExportImage, ...]:
         return tuple(im for im in self.images if im.role == "confirmed")
-
-
-RULED_OUT_TEXT = "Not this person."  # the verdict the page's "Not this person…" form puts before the reason
-
-
-def analyst_words(kind: str, text: str) -> str:
-    """What the analyst wrote in a turn, without the words the system recorded for them: a confirmation
-    records :data:`~minterpr.serving.events.CONFIRM_TEXT` for the session to read (the analyst ticked a
-    box, wrote nothing), a ruling-out on the page puts :data:`RULED_OUT_TEXT` before the reason.
-
-    >>> analyst_words("feedback", "Not this person. no bag"), analyst_words("confirm", "Yes, this is the person.")
-    ('no bag', '')
-    """
-    from minterpr.serving.events import CONFIRM_TEXT
-
-    if kind == "confirm" and text == CONFIRM_TEXT:
-        return ""
-    if kind == "feedback" and text.startswith(RULED_OUT_TEXT):
-        return text[len(RULED_OUT_TEXT) :].strip()
-    return text
-
-
-def case_rows(case: Mapping[str, Any]) -> list[tuple[str, str]]:
-    """The case as the report shows it: ISO-8601 times, "all cameras" / "any time" for an open scope."""
-    rows = []
-    for key, value in case.items():
-        if key == "cameras":
-            text = ", ".join(value) if value else "all cameras"
-        elif key in ("start", "end"):
-            text = _iso(value) or "any time"
-        elif key == "created":
-            text = _iso(value) or "unknown"
-        elif isinstance(value, (list, tuple)):
-            text = ", ".join(map(str, value))
-        else:
-            text = "" if value is None else str(value)
-        rows.append((key.replace("_", " "), text))
-    return rows
 
 
 def _now() -> str:
@@ -383,225 +326,8 @@ def build_match_export(
     )
 
 
-def _iso(value: Any) -> str | None:
-    """ISO 8601 text of a datetime, UNIX seconds (UTC) or a string (kept); None for None or ""."""
-    if value is None or value == "":
-        return None
-    if isinstance(value, dt.datetime):
-        return value.isoformat()
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return dt.datetime.fromtimestamp(value, dt.timezone.utc).replace(microsecond=0).isoformat()
-    return str(value)
-
-
 def _field(item: Any, name: str, default: Any = None) -> Any:
     return item.get(name, default) if isinstance(item, Mapping) else getattr(item, name, default)
-
-
-def _plain(value: Any) -> dict[str, Any]:
-    if hasattr(value, "model_dump"):  # a pydantic model (the service's CaseView)
-        return value.model_dump(mode="json")
-    return dict(value)
-
-
-def match_export_from_record(
-    record: Any,
-    *,
-    read_image: Callable[[int], bytes] | None = None,
-    results: Sequence[Any] = (),
-    gallery_size: int = 0,
-    image_info: Callable[[int], Mapping[str, Any]] | None = None,
-) -> MatchExport:
-    """The export of the service's ``ExportRecord`` (:mod:`minterpr.serving.schemas.search`).
-
-    The record's crops are read from their ``absolute_path``; ``read_image`` (gallery index ->
-    bytes, access-checked by the caller) adds the images the analyst ruled out in the conversation;
-    ``results`` (the session's ``ResultView`` list) gives each image the facts it matches and
-    contradicts, ``gallery_size`` the images searched, ``image_info`` (gallery index -> its ``camera`` and
-    ``time``) the camera and time of a judged image that is no longer among ``results``. The rank and match of a judged image are the
-    ones recorded with its judgement (the page's, at that moment; unknown for a log written before
-    they were recorded). ImageError when a crop cannot be read.
-    """
-    confirmed = record.confirmed
-    facts = {_field(r, "gallery_index"): r for r in results}
-    images: list[ExportImage] = []
-    members: dict[int, str] = {}
-
-    def add(
-        i: int | None,
-        path: str,
-        data: bytes,
-        role: str,
-        camera: Any,
-        time: Any,
-        similarity: Any,
-        rank: Any,
-        reason: str,
-        follow_of: Any = None,
-        same_person: Any = None,
-    ) -> None:
-        mime, ext = _image_type(data, path)
-        member = f"crops/{len(images) + 1:02d}_{role}{'_' + _slug(camera) if camera else ''}{ext}"
-        seen = facts.get(i)
-        images.append(
-            ExportImage(
-                -1 if i is None else int(i),
-                path,
-                member,
-                role,
-                camera,
-                _iso(time),
-                similarity,
-                rank,
-                reason,
-                tuple(_field(seen, "matches", ()) or ()),
-                tuple(_field(seen, "contradicts", ()) or ()),
-                hashlib.sha256(data).hexdigest(),
-                mime,
-                data,
-                follow_of,
-                same_person,
-            )
-        )
-        if i is not None:
-            members[int(i)] = member
-
-    conversation = list(record.conversation)
-    for item in record.images:
-        path = str(_field(item, "path", ""))
-        source = _field(item, "absolute_path")
-        try:
-            data = Path(source).read_bytes()
-        except (OSError, TypeError) as err:
-            raise ImageError(str(source), f"cannot read the crop for the export: {err}") from err
-        mine = path == confirmed.path
-        i = confirmed.gallery_index if mine else _field(item, "gallery_index")
-        said = next((t for t in reversed(conversation) if t.gallery_index == i and t.kind == "confirm"), None)
-        reason = analyst_words(said.kind, said.text) if said is not None else ""
-        also = bool(_field(item, "confirmed", False)) and said is not None  # a further crop confirmed as the person
-        add(
-            i,
-            path,
-            data,
-            "confirmed" if mine or also else "same_track",
-            _field(item, "camera"),
-            _field(item, "time"),
-            confirmed.similarity if mine else said.similarity if also else None,
-            confirmed.rank if mine else said.rank if also else None,
-            reason,
-            *((_field(item, "follow_of"), _field(item, "same_person")) if also else (None, None)),
-        )
-    if read_image is not None:
-        for t in conversation:
-            i = t.gallery_index
-            if t.kind == "feedback" and i is not None and i not in members:
-                seen = facts.get(i)
-                judged = next(u for u in reversed(conversation) if u.kind == "feedback" and u.gallery_index == i)
-                # "could be, I can't tell" left it undecided, wherever it ranks now
-                now = _field(seen, "judgement") if seen is not None else _field(judged, "judgement", False)
-                role = "ruled_out" if now is False else "undecided"
-                # an image that left the results keeps its camera and time (ruled out, it ranks low)
-                where = image_info(i) if seen is None and image_info is not None else seen
-                add(
-                    i,
-                    str(_field(seen, "path", f"gallery image {i}")),
-                    read_image(i),
-                    role,
-                    _field(where, "camera"),
-                    _field(where, "time"),
-                    judged.similarity,
-                    judged.rank,
-                    analyst_words(judged.kind, judged.text),
-                )
-    turns = tuple(
-        ExportTurn(
-            k,
-            t.kind,
-            None,
-            analyst_words(t.kind, t.text),
-            members.get(t.gallery_index) if t.gallery_index is not None else None,
-            None,
-            tuple(_field(t, "facts", ()) or ()),  # what the system read from the turn
-            _iso(t.time),
-            t.user,
-            t.rank,
-            t.similarity,
-        )
-        for k, t in enumerate(conversation, start=1)
-    )
-    case = _plain(record.case)
-    if "created" in case:
-        case["created"] = _iso(case["created"])
-    return MatchExport(
-        case,
-        str(record.session_id),
-        str(record.gallery),
-        int(gallery_size),
-        str(record.exported_by),
-        _iso(record.exported_at) or _now(),
-        tuple(images),
-        turns,
-    )
-
-
-def _image_record(image: ExportImage) -> dict[str, Any]:
-    record = asdict(image)
-    del record["data"]
-    record["matched"], record["contradicted"] = list(image.matched), list(image.contradicted)
-    return record
-
-
-def _summary(export: MatchExport) -> dict[str, Any]:
-    return {
-        "format": EXPORT_FORMAT,
-        "version": EXPORT_VERSION,
-        "note": SIMILARITY_NOTE,
-        "case": dict(export.case),
-        "session_id": export.session_id,
-        "gallery": export.gallery,
-        "gallery_size": export.gallery_size,
-        "exported_by": export.exported_by,
-        "exported_at": export.exported_at,
-        "images": [_image_record(im) for im in export.images],
-    }
-
-
-def render_report(export: MatchExport) -> str:
-    """The self-contained HTML report (autoescaped Jinja2; images as data: URIs)."""
-    from jinja2 import Environment, FileSystemLoader, select_autoescape
-
-    env = Environment(loader=FileSystemLoader(TEMPLATES), autoescape=select_autoescape(default=True))
-    uris = {im.member: f"data:{im.mime};base64,{base64.b64encode(im.data).decode('ascii')}" for im in export.images}
-    env.filters["percent"] = percent
-    return env.get_template("export_report.html").render(
-        export=export,
-        uris=uris,
-        note=SIMILARITY_NOTE,
-        case_rows=case_rows(export.case),
-        format=EXPORT_FORMAT,
-        version=EXPORT_VERSION,
-        confirmed=export.confirmed,
-        ruled_out=[im for im in export.images if im.role != "confirmed"],
-    )
-
-
-def _readme(export: MatchExport) -> str:
-    lines = [
-        "minterpr match export",
-        "=" * 21,
-        "",
-        SIMILARITY_NOTE,
-        "",
-        f"Case: {export.case.get('id', '')}  Session: {export.session_id}",
-        f"Exported by {export.exported_by} at {export.exported_at}",
-        "",
-        "report.html         the report (open in a browser; self-contained)",
-        "match.json          case, images (camera, time, similarity, rank, SHA-256)",
-        "conversation.json   the conversation, turn by turn",
-        "crops/              the images as stored in the gallery",
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def _write_zip(file: IO[bytes], export: MatchExport) -> None:
