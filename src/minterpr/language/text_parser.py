@@ -23,8 +23,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from minterpr.language.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
+from minterpr.language.ontology import COLOURS, DARK_HAIR, ONTOLOGY, VAGUE_COLOURS
 from minterpr.language.phrasing import Fact
+from minterpr.language.reading_words import READING_PHRASES
 from minterpr.language.text_reading import (
     BACK,
     COLOUR_SLOT,

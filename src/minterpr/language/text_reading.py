@@ -17,15 +17,9 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from minterpr.language.ontology import (
-    COLOUR_SHADES,
-    COLOUR_SUFFIXES,
-    ONTOLOGY,
-    READING_COLOURS,
-    READING_PHRASES,
-    VAGUE_COLOURS,
-)
+from minterpr.language.ontology import ONTOLOGY, VAGUE_COLOURS
 from minterpr.language.phrasing import Fact
+from minterpr.language.reading_words import COLOUR_SHADES, COLOUR_SUFFIXES, READING_COLOURS, READING_PHRASES
 
 # Nouns that only say which garment a colour belongs to; they assert no type.
 _PART_NOUNS = {
