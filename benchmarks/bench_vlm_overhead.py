@@ -83,7 +83,7 @@ class Recording:
     request body it sends (for the raw replay)."""
 
     def __init__(self, bodies: list[bytes]) -> None:
-        from minterpr.vlm.client import shared_transport
+        from minterpr.vlm.transport import shared_transport
 
         self._inner = shared_transport(False)
         self.bodies = bodies

@@ -66,7 +66,8 @@ def test_label_layout_and_synthesiser_words_are_frozen():
 
 
 def test_reading_words_name_known_values():
-    from minterpr.language.ontology import COLOURS, DARK_HAIR, READING_COLOURS, READING_PHRASES
+    from minterpr.language.ontology import COLOURS, DARK_HAIR
+    from minterpr.language.reading_words import READING_COLOURS, READING_PHRASES
 
     for (slot, value), phrases in READING_PHRASES.items():
         ONTOLOGY.slot(slot).value(value)  # raises on an unknown slot or value

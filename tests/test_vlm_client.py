@@ -163,7 +163,7 @@ def test_the_key_is_sent_from_its_variable_and_never_recorded(monkeypatch):
 
 
 def test_an_unset_key_variable_is_named(monkeypatch):
-    """Commands check the variable at start (tests/test_vlm_endpoint_defects.py); unset later, a call fails
+    """Commands check the variable at start (tests/test_vlm_endpoint_commands.py); unset later, a call fails
     as an unreachable endpoint does (the use falls back) and names it."""
     monkeypatch.delenv("MISSING_KEY", raising=False)
     with ScriptedServer([reply(GOOD)]) as server:

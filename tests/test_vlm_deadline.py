@@ -21,9 +21,10 @@ from minterpr.interaction.session import Session
 from minterpr.types import GalleryImage
 from minterpr.vlm.assist import VLMAssistant
 from minterpr.vlm.caption import caption_crop, question_groups
-from minterpr.vlm.client import VLMClient, body_bytes, request_body
+from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMTimeout
+from minterpr.vlm.protocol import body_bytes, request_body
 from minterpr.vlm.schema import answers_schema, facts_schema, scores_schema
 from minterpr.vlm.testing import completion
 

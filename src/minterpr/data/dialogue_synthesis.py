@@ -25,12 +25,12 @@ from typing import Callable, Sequence
 import numpy as np
 
 from minterpr.language.ontology import ONTOLOGY
+from minterpr.language.captions import caption_description
 from minterpr.language.phrasing import Fact
 from minterpr.language.utterances import (
     ASKABLE_SLOTS,
     SALIENCE,
     answer,
-    caption_description,
     choose_description_slots,
     description,
     feedback,

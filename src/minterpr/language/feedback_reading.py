@@ -36,8 +36,9 @@ import re
 from dataclasses import dataclass
 
 from minterpr.language.phrasing import Fact
+from minterpr.language.sentence_words import COLOUR_SLOT
 from minterpr.language.text_parser import _parse_clause, parse_facts
-from minterpr.language.text_reading import COLOUR_SLOT, read_tokens
+from minterpr.language.text_reading import read_tokens
 
 
 @dataclass(frozen=True)

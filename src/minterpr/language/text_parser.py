@@ -23,9 +23,10 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from minterpr.language.ontology import COLOURS, DARK_HAIR, ONTOLOGY, READING_PHRASES, VAGUE_COLOURS
+from minterpr.language.ontology import COLOURS, DARK_HAIR, ONTOLOGY, VAGUE_COLOURS
 from minterpr.language.phrasing import Fact
-from minterpr.language.text_reading import (
+from minterpr.language.reading_words import READING_PHRASES
+from minterpr.language.sentence_words import (
     BACK,
     COLOUR_SLOT,
     FILLERS,
@@ -37,6 +38,8 @@ from minterpr.language.text_reading import (
     PRONOUN_GENDER,
     RESETS,
     SLOT_PART,
+)
+from minterpr.language.text_reading import (
     age_phrase,
     colour_expr,
     colour_term,

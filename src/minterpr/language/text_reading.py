@@ -1,7 +1,8 @@
 """The words and small grammars behind :mod:`minterpr.language.text_parser`: tokens, the phrase
 lexicon (the ontology's phrases plus ``READING_PHRASES``), colour terms ("navy blue", "greyish",
 "light coloured", "olive or dark brown"), which noun a colour or length word describes, and
-where a second person enters a sentence.
+where a second person enters a sentence. The word lists they run on are in
+:mod:`minterpr.language.sentence_words`.
 
 Example:
     >>> read_tokens("A light-blue T-shirt")
@@ -17,295 +18,23 @@ from __future__ import annotations
 import re
 from functools import lru_cache
 
-from minterpr.language.ontology import (
-    COLOUR_SHADES,
-    COLOUR_SUFFIXES,
-    ONTOLOGY,
-    READING_COLOURS,
-    READING_PHRASES,
-    VAGUE_COLOURS,
-)
+from minterpr.language.ontology import ONTOLOGY, VAGUE_COLOURS
 from minterpr.language.phrasing import Fact
+from minterpr.language.reading_words import COLOUR_SHADES, COLOUR_SUFFIXES, READING_COLOURS, READING_PHRASES
+from minterpr.language.sentence_words import (
+    DETERMINERS,
+    GARMENT_PARTS,
+    GENDER_WORDS,
+    HEAD_STOPS,
+    IGNORED,
+    INTRODUCERS,
+    NON_GARMENT,
+    NOTHING,
+    PART_NOUNS,
+    PEOPLE,
+    PRONOUNS,
+)
 
-# Nouns that only say which garment a colour belongs to; they assert no type.
-_PART_NOUNS = {
-    "upper": (
-        "top",
-        "tops",
-        "upper garment",
-        "upper body",
-        "shirt",
-        "tee",
-        "jacket",
-        "coat",
-        "sweater",
-        "hoodie",
-        "blouse",
-        "blazer",
-        "vest",
-        "tank top",
-        "jumper",
-        "pullover",
-        "windbreaker",
-        "polo",
-        "suit",
-        "sleeves",
-        "sleeve",
-        "tunic",
-        "jersey",
-        "uniform",
-        "cardigan",
-        "hood",
-    ),  # a hood is the top's: "a blue coat with a white hood"
-    "lower": (
-        "bottoms",
-        "lower garment",
-        "trousers",
-        "pants",
-        "jeans",
-        "shorts",
-        "skirt",
-        "slacks",
-        "leggings",
-        "capri pants",
-        "lower body",
-        "lower clothes",
-        "dress",
-        "miniskirt",
-        "maxi skirt",
-        "hot pants",
-        "skirts",
-        "dresses",
-    ),
-    "feet": (
-        "shoes",
-        "shoe",
-        "sneakers",
-        "trainers",
-        "boots",
-        "sandals",
-        "footwear",
-        "heels",
-        "flats",
-        "tights",
-        "stockings",
-        "wedges",
-        "slippers",
-        "loafers",
-        "sandles",
-        "pumps",
-    ),
-    "head": ("hair", "haired", "haircut"),
-    "both": ("outfit", "clothes", "clothing", "attire"),
-}
-COLOUR_SLOT = {"upper": "upper_colour", "lower": "lower_colour", "feet": "footwear_colour", "head": "hair_colour"}
-SLOT_PART = {
-    "upper_colour": "upper",
-    "lower_colour": "lower",
-    "footwear_colour": "feet",
-    "hair_colour": "head",
-    "upper_pattern": "upper",
-    "lower_pattern": "lower",
-}
-# Ontology phrases too generic or too ambiguous to assert a value by themselves.
-_IGNORED = {
-    "top",
-    "upper garment",
-    "shoes",
-    "regular shoes",
-    "long",
-    "short",
-    "young",
-    "an object",
-    "print",
-    "plain",
-    "adult",
-    "old",
-    "casual",
-    "formal",
-    "smart",
-    "suit",
-}
-_PRONOUNS = {("gender", "male"): ("he", "his", "him"), ("gender", "female"): ("she", "her", "hers")}
-# Phrases read and dropped: they name nothing of the ontology, or would be misread word by word.
-NOTHING = (
-    "he or she",
-    "she or he",
-    "his or her",
-    "her or his",
-    "bathing suit",
-    "swim suit",
-    "jump suit",
-    "body suit",
-    "floral print",
-    "flower print",
-    "animal print",
-    "leopard print",
-    "wine glass",
-    "no shoes",
-    "no socks",
-    "no shirt",
-    "slip on",
-    "slip ons",
-    "ankle strap",
-    "the picture",
-    "this picture",
-    "the photo",
-    "the image",
-)
-GENDER_WORDS = {
-    "man": "male",
-    "guy": "male",
-    "gentleman": "male",
-    "male": "male",
-    "boy": "male",
-    "woman": "female",
-    "lady": "female",
-    "girl": "female",
-    "female": "female",
-    "gal": "female",
-}
-# Nouns a colour may describe that are not garments (the colour is then nobody's garment's).
-_NON_GARMENT = set(
-    "belt bag bags backpack back hat cap umbrella object objects scarf purse handbag suitcase folder box phone cup bottle "
-    "headphones glasses sunglasses watch necklace bracelet stripe logo design car bike bicycle cart collar trim laces lace "
-    "soles sole frame frames rims rim straps strap zipper lining socks sock tie gloves glove wristband wristbands tag "
-    "lanyard apron robe robes jumpsuit bodysuit costume veil bandana skin complexion face eyes head paper papers book sign "
-    "wall floor building railing post door line lines background stroller laptop handles handle wire cord buttons "
-    "pocket pockets patch patches dots spots flowers print lettering writing picture letters words characters tote glass "
-    "man woman person guy lady girl boy male female people child kid individual pedestrian adult gentleman helmet".split()
-)
-_PEOPLE = set(
-    "man woman person people girl boy lady guy child kid baby toddler adult gentleman pedestrian individual friend "
-    "companion son daughter mother father mom dad husband wife boyfriend girlfriend someone somebody men women "
-    "children kids family couple group".split()
-)
-HELD = set(
-    "phone cellphone smartphone bottle cup mug drink beverage food papers paper laptop box microphone book books "
-    "newspaper something object objects tablet ipad bucket basket package parcel tray".split()
-)
-HOLDING = {
-    "hold",
-    "holds",
-    "holding",
-    "held",
-    "carry",
-    "carries",
-    "carrying",
-    "hand",
-    "hands",
-    "talking",
-    "looking",
-    "using",
-}
-NEGATORS = {"no", "not", "without", "never", "n't", "nothing", "neither", "nor", "rather", "instead"}
-FILLERS = {
-    "a",
-    "an",
-    "any",
-    "the",
-    "wearing",
-    "carrying",
-    "holding",
-    "have",
-    "has",
-    "had",
-    "having",
-    "on",
-    "his",
-    "her",
-    "their",
-    "be",
-    "is",
-    "was",
-    "wear",
-    "carry",
-    "hold",
-    "than",
-    "seem",
-    "appear",
-    "to",
-    "there",
-    "got",
-    "of",
-}
-RESETS = {",", "and", "but", "though", "also", "with"}
-HEAD_STOPS = {
-    ",",
-    "and",
-    "or",
-    "but",
-    "with",
-    "without",
-    "is",
-    "are",
-    "was",
-    "were",
-    "has",
-    "have",
-    "had",
-    "while",
-    "at",
-    "on",
-    "in",
-    "of",
-    "over",
-    "under",
-    "around",
-    "to",
-    "near",
-    "from",
-    "than",
-    "rather",
-    "not",
-    "no",
-    "as",
-    "that",
-    "which",
-    "who",
-    "carrying",
-    "wearing",
-    "holding",
-    "walking",
-    "he",
-    "she",
-    "they",
-    "his",
-    "her",
-    "their",
-    ":",
-    "/",
-    "also",
-    "across",
-    "by",
-    "the",
-    "a",
-    "an",
-    "for",
-    "should",
-    "be",
-    "though",
-}
-_INTRODUCERS = (
-    ("next", "to"),
-    ("walking", "with"),
-    ("with",),
-    ("beside",),
-    ("near",),
-    ("behind",),
-    ("alongside",),
-    ("following",),
-    ("accompanied", "by"),
-    ("talking", "to"),
-    ("talking", "with"),
-    ("holding", "hands", "with"),
-    ("embracing",),
-    ("hugging",),
-    ("kissing",),
-    ("helping",),
-    ("see",),
-)
-_DETERMINERS = {"a", "an", "the", "another", "her", "his", "their", "two", "some", "other", "one"}
 _ISH = re.compile(
     r"^(redd|blu|blue|green|gr[ae]y|brown|pink|purpl|purple|yellow|orang|orange|whit|white|black|tan)e?ish$"
 )
@@ -319,11 +48,7 @@ _ISH_STEM = {
     "tan": "brown",
 }
 _TOKEN = re.compile(r"n't|[a-z]+|\d+|[,:/&]")  # "n't" first, or "was n't" reads "was n t"
-PRONOUN_GENDER = {"he": "male", "she": "female"}
-GARMENT_PARTS = ("upper", "lower", "feet", "head", "both")
 _COMPARATIVES = {"lighter": "light", "darker": "dark", "brighter": "bright"}
-# After "and", these turn a phrase about another person back to the target.
-BACK = {"is", "has", "wearing", "carrying", "holding", "wears", "carries", "holds", "he", "she", "his", "her"}
 
 
 def read_tokens(text: str) -> list[str]:
@@ -344,9 +69,9 @@ def lexicon() -> dict[tuple[str, ...], list[tuple[str, tuple[str, ...]]]]:
         if slot.name.endswith("_colour"):
             continue
         for value in slot.values:
-            phrases = [p for p in value.phrases if p not in _IGNORED]
+            phrases = [p for p in value.phrases if p not in IGNORED]
             phrases += list(
-                READING_PHRASES.get((slot.name, value.name), ()) + _PRONOUNS.get((slot.name, value.name), ())
+                READING_PHRASES.get((slot.name, value.name), ()) + PRONOUNS.get((slot.name, value.name), ())
             )
             for phrase in phrases:
                 table.setdefault(phrase_key(phrase), {}).setdefault(slot.name, []).append(value.name)
@@ -374,7 +99,7 @@ def colour_bases() -> dict[tuple[str, ...], tuple[str, ...]]:
 @lru_cache(maxsize=1)
 def part_nouns() -> dict[tuple[str, ...], str]:
     """Garment noun tokens -> body part: the generic nouns plus every garment-type phrase."""
-    nouns = {phrase_key(w): part for part, words in _PART_NOUNS.items() for w in words}
+    nouns = {phrase_key(w): part for part, words in PART_NOUNS.items() for w in words}
     for slot, part in (("upper_type", "upper"), ("lower_type", "lower"), ("footwear_type", "feet")):
         for value in ONTOLOGY.slot(slot).values:
             for phrase in value.phrases + READING_PHRASES.get((slot, value.name), ()):
@@ -415,7 +140,7 @@ def part_at(tokens: list[str], i: int) -> tuple[str | None, int]:
         return part_nouns()[key], len(key)
     if tokens[i] == "stripe" and part_at(tokens, i + 1)[0] in ("upper", "lower"):
         return "pattern", 1  # "a stripe shirt" is a striped shirt; "a stripe down the side" is not
-    return ("item", 1) if tokens[i] in _NON_GARMENT else (None, 0)
+    return ("item", 1) if tokens[i] in NON_GARMENT else (None, 0)
 
 
 def colour_term(tokens: list[str], i: int) -> tuple[int, tuple[str, ...]] | None:
@@ -564,17 +289,17 @@ def age_phrase(tokens: list[str], i: int) -> tuple[str, ...] | None:
 
 def other_person(tokens: list[str], i: int) -> str | None:
     """'next to a woman', 'with her friend', 'another man': another person starts at i (their gender, or '')."""
-    intro = next((len(p) for p in _INTRODUCERS if tuple(tokens[i : i + len(p)]) == p), 0)
+    intro = next((len(p) for p in INTRODUCERS if tuple(tokens[i : i + len(p)]) == p), 0)
     if tokens[i] in ("another", "other"):
         intro = 1
     elif intro and tokens[i + intro : i + intro + 1] in (["someone"], ["somebody"]):
         return ""
-    elif not intro or tokens[i + intro : i + intro + 1] == [] or tokens[i + intro] not in _DETERMINERS:
+    elif not intro or tokens[i + intro : i + intro + 1] == [] or tokens[i + intro] not in DETERMINERS:
         return None
     for j in range(i + intro, min(len(tokens), i + intro + 4)):
         match = longest(lexicon(), tokens, j)
         if match is not None and len(match) > 1 and not {s for s, _ in lexicon()[match]} & {"gender", "age"}:
             return None  # "with a baby buggy" is an item
-        if tokens[j] in _PEOPLE:
+        if tokens[j] in PEOPLE:
             return GENDER_WORDS.get(tokens[j], "")
     return None

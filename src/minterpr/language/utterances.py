@@ -20,16 +20,12 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import (
     Attrs,
     article,
-    caption_garment,
-    caption_items,
-    caption_word,
     Fact,
     Phrase,
     colour_phrase,
     footwear_phrase,
     hair_phrase,
     items_phrase,
-    join_words,
     lower_phrase,
     person_phrase,
     pronouns,
@@ -91,11 +87,12 @@ def _counted(noun_phrase: str) -> str:
     return noun_phrase if _is_plural(noun_phrase) else article(noun_phrase)
 
 
-def _cap(text: str) -> str:
+def capitalised(text: str) -> str:
     return text[:1].upper() + text[1:]
 
 
-def _mentionable(slot: str, attributes: Attrs) -> bool:
+def mentionable(slot: str, attributes: Attrs) -> bool:
+    """Whether a witness would volunteer the slot: its value is known and not unremarkable ("carrying nothing")."""
     values = attributes.get(slot)
     return bool(values) and not any((slot, v) in _UNREMARKABLE for v in values)
 
@@ -103,7 +100,7 @@ def _mentionable(slot: str, attributes: Attrs) -> bool:
 def choose_description_slots(attributes: Attrs, rng: random.Random, *, max_slots: int = 4) -> list[str]:
     """1 to ``max_slots`` slots a witness would remember, weighted by salience."""
     describable = {s for members in _GROUPS.values() for s in members}
-    candidates = [s for s in SALIENCE if s in describable and _mentionable(s, attributes)]
+    candidates = [s for s in SALIENCE if s in describable and mentionable(s, attributes)]
     count = min(len(candidates), rng.choice([1, 2, 2, 3, 3, 4][: max(1, 2 * max_slots - 2)]))
     chosen: list[str] = []
     while len(chosen) < count:
@@ -151,7 +148,7 @@ def description(attributes: Attrs, slots: Sequence[str], rng: random.Random, *, 
         clause = subject + (f" with {hair.text}" if hair else "")
         tail = [f"wearing {wear_text}"] if wear else []
         tail += [f"carrying {carry.text}"] if carry else []
-        parts.append(_cap(clause + (" " + " and ".join(tail) if tail else "") + "."))
+        parts.append(capitalised(clause + (" " + " and ".join(tail) if tail else "") + "."))
     elif form == 1:
         # "The woman is wearing a red top. She has long hair and is carrying a backpack."
         noun = subject.split(" ", 1)[1] if subject.startswith(("a ", "an ")) else subject
@@ -159,7 +156,7 @@ def description(attributes: Attrs, slots: Sequence[str], rng: random.Random, *, 
         parts.append(first if wear or hair else f"The {noun}.")
         rest = ([f"has {hair.text}"] if hair and wear else []) + ([f"is carrying {carry.text}"] if carry else [])
         if rest:
-            parts.append(f"{_cap(pron['pronoun'])} {' and '.join(rest)}.")
+            parts.append(f"{capitalised(pron['pronoun'])} {' and '.join(rest)}.")
     elif form == 2:
         # "I'm looking for a young man in dark trousers, carrying a shoulder bag."
         lead = rng.choice(["I'm looking for", "I saw", "I remember"])
@@ -172,137 +169,13 @@ def description(attributes: Attrs, slots: Sequence[str], rng: random.Random, *, 
     return Phrase(" ".join(parts), tuple(facts))
 
 
-# How often real captions mention a slot whose value is known and worth saying (CUHK-PEDES; docs/language.md).
-CAPTION_RATES: dict[str, float] = {
-    "gender": 0.95,
-    "upper_colour": 0.9,
-    "upper_type": 0.85,
-    "lower_type": 0.9,
-    "lower_colour": 0.85,
-    "footwear_colour": 0.6,
-    "footwear_type": 0.35,
-    "hair_length": 0.3,
-    "hair_colour": 0.35,
-    "carried": 0.65,
-    "sleeve_length": 0.25,
-    "upper_pattern": 0.5,
-    "lower_pattern": 0.3,
-    "accessories": 0.5,
-    "headwear": 0.5,
-    "age": 0.08,
-}
-
-
-def choose_caption_slots(attributes: Attrs, rng: random.Random) -> list[str]:
-    """The slots a caption writer would mention, each with its CAPTION_RATES chance (at least one)."""
-    known = [s for s in CAPTION_RATES if _mentionable(s, attributes)]
-    chosen = [s for s in known if rng.random() < CAPTION_RATES[s]]
-    return chosen or known[:1]
-
-
-def _caption_person(attributes: Attrs, slots: set[str], rng: random.Random) -> Phrase:
-    """'man', 'young woman', 'little girl', 'elderly man', 'person' (no article)."""
-    facts: list[Fact] = []
-    noun = rng.choice(["person", "person", "pedestrian"])
-    if "gender" in slots:
-        noun, states = caption_word("gender", attributes["gender"][0], rng)
-        facts.append(Fact("gender", states))
-    age = attributes["age"][0] if "age" in slots else ""
-    if age == "child":
-        noun = {
-            "man": "boy",
-            "male": "boy",
-            "guy": "boy",
-            "woman": "girl",
-            "lady": "girl",
-            "female": "girl",
-            "girl": "girl",
-        }.get(noun, "child")
-        noun = "child" if noun == "child" else f"little {noun}"
-    elif age in ("young", "middle_aged", "senior"):
-        adjective = {"young": "young", "middle_aged": "middle-aged", "senior": "elderly"}[age]
-        noun = f"{adjective} {'woman' if noun == 'girl' else noun}"
-    if age in ("child", "young", "middle_aged", "senior"):
-        facts.append(Fact("age", (age,)))
-    return Phrase(noun, tuple(facts))
-
-
-def _caption_hair(attributes: Attrs, slots: set[str], rng: random.Random) -> Phrase | None:
-    length = attributes["hair_length"][0] if "hair_length" in slots else ""
-    colour = attributes["hair_colour"][0] if "hair_colour" in slots else ""
-    if not length and not colour:
-        return None
-    if length == "bald":
-        return Phrase("a bald head", (Fact("hair_length", ("bald",)),))
-    words = ([length] if length else []) + ([caption_word("hair_colour", colour, rng)[0]] if colour else [])
-    facts = ([Fact("hair_length", (length,))] if length else []) + ([Fact("hair_colour", (colour,))] if colour else [])
-    return Phrase(" ".join(words + ["hair"]), tuple(facts))
-
-
-def caption_description(
-    attributes: Attrs, rng: random.Random, *, vague_rate: float = 0.25, slots: Sequence[str] | None = None
-) -> Phrase:
-    """A first description written the way people caption pedestrians (CUHK-PEDES): person first,
-    then hair, top, bottoms, shoes and what they carry, in one or two sentences of about 20 words.
-
-    >>> attrs = {"gender": ("male",), "upper_colour": ("red",), "upper_type": ("tshirt",), "lower_type": ("jeans",)}
-    >>> caption_description(attrs, random.Random(3), slots=["gender", "upper_colour", "upper_type", "lower_type"]).text
-    'This man is wearing a red tee shirt and jeans.'
-    """
-    slots = set(slots if slots is not None else choose_caption_slots(attributes, rng))
-    person = _caption_person(attributes, slots, rng)
-    p = pronouns({"gender": attributes["gender"]} if "gender" in slots else {})
-    be, have = ("are", "have") if p["pronoun"] == "they" else ("is", "has")  # after the pronoun; the noun takes is/has
-    parts = [
-        caption_garment(part, attributes, rng, slots=slots, vague_rate=vague_rate)
-        for part, members in (
-            ("upper", ("upper_colour", "upper_type", "upper_pattern", "sleeve_length")),
-            ("lower", ("lower_colour", "lower_type", "lower_pattern")),
-            ("feet", ("footwear_colour", "footwear_type")),
-        )
-        if slots & set(members)
-    ]
-    for slot in ("headwear", "accessories"):
-        if slot in slots:
-            parts.append(caption_items(slot, attributes, rng, p["possessive"]))
-    wear = [w for w in parts if w.text]
-    if len(wear) > 1 and rng.random() < 0.15:  # one caption in seven names the bottoms or shoes first
-        wear.insert(0, wear.pop(rng.randrange(1, min(3, len(wear)))))
-    hair = _caption_hair(attributes, slots, rng)
-    carry = caption_items("carried", attributes, rng, p["possessive"]) if "carried" in slots else None
-    carry = carry if carry and carry.text else None
-    wear_text = join_words([w.text for w in wear])
-    form = rng.choices(range(4), [4.0, 1.2, 3.5, 0.8])[0] if wear else 2
-    det = rng.choices(["A", "The", "This"], [3.0, 3.0, 1.0] if form in (0, 3) else [0.3, 4.0, 1.0])[0]
-    subject, pron = f"{det} {person.text}" if det != "A" else _cap(article(person.text)), _cap(p["pronoun"])
-    doing = rng.choices(["", "walking", "walking down the street", "standing"], [6.0, 2.0, 1.0, 1.0])[0]
-    if form == 0:  # "A man with short hair wearing ..., ... and .... He is carrying a backpack."
-        head = subject + (f" with {hair.text}" if hair else "")
-        text = f"{head} {'wearing' if det == 'A' else 'is wearing'} {wear_text}." if wear else f"{head}."
-        text += f" {pron} {be} {doing + ' and ' if doing else ''}carrying {carry.text}." if carry else ""
-    elif form == 1:  # "The woman is wearing .... She has long hair and is carrying a purse."
-        rest = ([f"{have} {hair.text}"] if hair else []) + ([f"{be} carrying {carry.text}"] if carry else [])
-        text = f"{subject} {'is ' + doing + ' and ' if doing else 'is '}wearing {wear_text}."
-        text += f" {pron} {' and '.join(rest)}." if rest else ""
-    elif form == 2:  # "The man has short black hair and is wearing .... He is carrying a bag."
-        first = ([f"has {hair.text}"] if hair else []) + ([f"is wearing {wear_text}"] if wear else [])
-        text = f"{subject} {' and '.join(first) or 'is ' + (doing or 'walking')}."
-        text += f" {pron} {be} carrying {carry.text}." if carry else ""
-    else:  # "A man carrying a backpack is wearing ...."
-        lead = subject + (f" carrying {carry.text}" if carry else "")
-        text = f"{lead} is wearing {wear_text}." + (f" {pron} {have} {hair.text}." if hair else "")
-    facts = list(person.facts) + (list(hair.facts) if hair else []) + [f for w in wear for f in w.facts]
-    facts += list(carry.facts) if carry else []
-    return Phrase(text, tuple(facts))
-
-
 def question(slot: str, known_attributes: Attrs, rng: random.Random) -> str:
     """A question about ``slot``; pronouns follow what the system already knows of gender."""
     template = rng.choice(ONTOLOGY.slot(slot).questions)
     text = template.format(**pronouns(known_attributes))
     # Singular "they" takes plural verbs.
     text = text.replace("was they", "were they").replace("Was they", "Were they")
-    return _cap(text)
+    return capitalised(text)
 
 
 def answer(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
@@ -317,8 +190,8 @@ def answer(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
         verb = "were" if thing.endswith("s") else "was"
         text = rng.choice(
             [
-                f"{_cap(colours.text)}.",
-                f"{_cap(p['possessive'])} {thing} {verb} {colours.text}.",
+                f"{capitalised(colours.text)}.",
+                f"{capitalised(p['possessive'])} {thing} {verb} {colours.text}.",
                 f"I think {colours.text}.",
             ]
         )
@@ -332,33 +205,34 @@ def answer(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
                 "accessories": ["No, nothing like that.", "No accessories that I saw."],
             }[slot]
             return Phrase(rng.choice(text), items.facts)
-        return Phrase(rng.choice([f"Yes, {items.text}.", f"{_cap(items.text)}."]), items.facts)
+        return Phrase(rng.choice([f"Yes, {items.text}.", f"{capitalised(items.text)}."]), items.facts)
     if slot in ("hair_length",):
         hair = hair_phrase(attributes, rng, slots=(slot,))
-        return Phrase(f"{_cap(hair.text)}.", hair.facts)
+        return Phrase(f"{capitalised(hair.text)}.", hair.facts)
     if slot == "gender":
         person = person_phrase(attributes, rng, slots=("gender",))
-        return Phrase(f"{_cap(person.text)}.", person.facts)
+        return Phrase(f"{capitalised(person.text)}.", person.facts)
     if slot == "sleeve_length":
         word = value_word(slot, values[0], rng)
-        return Phrase(f"{_cap(word)}.", (Fact(slot, values),))
+        return Phrase(f"{capitalised(word)}.", (Fact(slot, values),))
     if slot == "upper_pattern" and values[0] == "plain":
         return Phrase(rng.choice(["It was plain.", "Plain, no pattern."]), (Fact(slot, values),))
     word = value_word(slot, values[0], rng)
     if slot == "age":
-        return Phrase(f"{_cap(p['pronoun'])} looked {word}.", (Fact(slot, values),))
+        return Phrase(f"{capitalised(p['pronoun'])} looked {word}.", (Fact(slot, values),))
     if slot in ("upper_type", "lower_type", "footwear_type", "upper_pattern"):
         phrase = {"upper_type": upper_phrase, "lower_type": lower_phrase}.get(slot)
         if phrase is not None:
             garment = phrase(attributes, rng, slots=(slot,))
             if garment.facts:
                 return Phrase(
-                    rng.choice([f"{_cap(garment.text)}.", f"{_cap(p['pronoun'])} wore {garment.text}."]), garment.facts
+                    rng.choice([f"{capitalised(garment.text)}.", f"{capitalised(p['pronoun'])} wore {garment.text}."]),
+                    garment.facts,
                 )
             return Phrase(rng.choice(DONT_KNOW))
         if slot == "footwear_type":
             shoes = footwear_phrase(attributes, rng, slots=(slot,))
-            return Phrase(f"{_cap(shoes.text)}.", shoes.facts)
+            return Phrase(f"{capitalised(shoes.text)}.", shoes.facts)
         text = {
             "logo": "It had a logo.",
             "plaid": f"It was {word}.",
@@ -366,7 +240,7 @@ def answer(slot: str, attributes: Attrs, rng: random.Random) -> Phrase:
             "thick_stripes": "It had broad stripes.",
         }[values[0]]
         return Phrase(text, (Fact(slot, values),))
-    return Phrase(f"{_cap(word)}.", (Fact(slot, values),))
+    return Phrase(f"{capitalised(word)}.", (Fact(slot, values),))
 
 
 # Slots compared when writing feedback on a reference image, most noticeable first.
@@ -459,7 +333,7 @@ def feedback(
         if target.get(s) and reference.get(s) and target[s] != reference[s] and "other" not in target[s] + reference[s]
     ]
     matching = [
-        s for s in FEEDBACK_SLOTS if target.get(s) and target.get(s) == reference.get(s) and _mentionable(s, target)
+        s for s in FEEDBACK_SLOTS if target.get(s) and target.get(s) == reference.get(s) and mentionable(s, target)
     ]
     opener = rng.choice([f"Not {p['object']}.", f"No, that's not {p['object']}.", "That's not the person.", "No."])
     if not differing:
@@ -469,7 +343,7 @@ def feedback(
     count = min(len(differing), rng.choice([1, 2, 2][: max(1, max_differences + 1)]), max_differences)
     chosen = rng.sample(differing[: count + 2], count)
     differences = [_difference(s, target, reference, rng) for s in chosen]
-    sentence = f"{opener} " + _cap(" and ".join(d.text for d in differences)) + "."
+    sentence = f"{opener} " + capitalised(" and ".join(d.text for d in differences)) + "."
     facts = tuple(f for d in differences for f in d.facts)
     touched = {ONTOLOGY.slot(s).body_part for s in chosen}
     matching = [s for s in matching if ONTOLOGY.slot(s).body_part not in touched and s in _CONFIRMABLE]

@@ -9,6 +9,7 @@ times out, runs out of budget or answers nonsense.
   deadlines, budget) and the registry of uses;
 - :mod:`~minterpr.vlm.client`: the chat-completions client (images as data URLs, JSON-schema
   output, retries, budget, cache, a record of every call);
+- :mod:`~minterpr.vlm.transport`: the connection pool clients share and timeouts counting down to one deadline;
 - :mod:`~minterpr.vlm.protocol`: the request body (spliced from pieces encoded once) and the answer's text;
 - :mod:`~minterpr.vlm.schema`: the ontology as JSON schemas (and their strict-mode form), validated
   parsing of answers, model text made safe to show;

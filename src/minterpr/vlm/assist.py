@@ -37,7 +37,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
-from minterpr.language.text_reading import FILLERS, NEGATORS, RESETS, read_tokens
+from minterpr.language.sentence_words import FILLERS, NEGATORS, RESETS
+from minterpr.language.text_reading import read_tokens
 from minterpr.vlm.client import VLMClient
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMError, VLMTimeout, VLMUnavailable

@@ -4,7 +4,7 @@ For each crop, the model is asked a few turns of questions, one per body part (w
 upper body, lower body, feet: the slots of :data:`~minterpr.language.ontology.ONTOLOGY` grouped by
 ``body_part``), each answer constrained to that group's slots and values. The answers are
 validated (:func:`~minterpr.language.ontology.Ontology.validate`) and rebuilt into a caption
-(:func:`~minterpr.language.utterances.caption_description`, seeded by the crop's path, so a rerun
+(:func:`~minterpr.language.captions.caption_description`, seeded by the crop's path, so a rerun
 writes the same text) and per-slot evidence (``{slot: {value: weight}}``, as the text parser's
 :func:`~minterpr.language.text_parser.facts_to_evidence`). Records go to a JSONL file, one line per
 crop, appended a batch at a time and flushed: a run stopped at any point resumes where it stopped
@@ -49,7 +49,7 @@ import numpy as np
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.language.text_parser import facts_to_evidence
-from minterpr.language.utterances import caption_description
+from minterpr.language.captions import caption_description
 from minterpr.errors import InputError
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.store.gallery_store import CAPTIONS as CAPTIONS_FILE  # a store's own captions file

@@ -18,10 +18,10 @@ client's own retries and timeouts would have to be switched off to get the same 
 schema helpers assume OpenAI's own server.
 
 What a call costs beyond the server's answer is kept small: every client of a process borrows one
-connection pool per scheme (:func:`shared_transport`: keep-alive across calls *and* sessions, no
-new connection or TLS context per session); an image's hash and base64 form are computed once
-(a few dozen images memoised per client), a schema's JSON once per schema object (the builders of
-:mod:`~minterpr.vlm.schema` return shared ones), and the request body is spliced from those
+connection pool per scheme (:func:`~minterpr.vlm.transport.shared_transport`: keep-alive across calls
+*and* sessions, no new connection or TLS context per session); an image's hash and base64 form are
+computed once (a few dozen images memoised per client), a schema's JSON once per schema object (the
+builders of :mod:`~minterpr.vlm.schema` return shared ones), and the request body is spliced from those
 pieces (:func:`~minterpr.vlm.protocol.body_bytes`, checked against the plain
 :func:`~minterpr.vlm.protocol.request_body` by the tests).
 
@@ -46,12 +46,10 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
 from dataclasses import asdict, dataclass
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 from minterpr.errors import InputError
 from minterpr.fileio import atomic_write_text
@@ -62,17 +60,16 @@ from minterpr.vlm.protocol import (
     _mime,
     _schema_texts,
     _with_schema,
-    body_bytes,  # noqa: F401
+    body_bytes,
     image_data_url,
-    request_body,
     retry_after_s,
-)  # (re-exported: the client's API)
+)
 from minterpr.vlm.schema import parse_answer
+from minterpr.vlm.transport import Borrowed, Remaining, shared_transport
 
 INSTALL_HINT = "the VLM backend needs httpx: pip install 'minterpr[vlm]' -c constraints.txt"
 _RETRY_STATUS = frozenset({429, 500, 502, 503, 504})
 _MAX_ANSWER_BYTES = 4 * 2**20  # a chat answer is a few kilobytes
-_MIN_WAIT_S = 0.001  # a phase's shortest timeout: 0 would make the socket non-blocking (an error, not a timeout)
 _IMAGE_MEMO = 64  # images whose hash and base64 a client keeps (a turn's rerank candidates and anchor)
 
 
@@ -93,67 +90,6 @@ class CallRecord:
         return asdict(self)
 
 
-class Remaining(Mapping):
-    """httpx's per-request ``timeout`` extension whose every phase (connect, read, write, pool) is
-    what is left until ``until`` when the phase asks, so that connecting, sending and reading
-    together never wait past it (a plain ``httpx.Timeout(left)`` gives each phase the whole ``left``).
-
-    Example:
-        >>> now = [10.0]
-        >>> left = Remaining(12.5, lambda: now[0])
-        >>> left["connect"], (now.__setitem__(0, 12.0), left["read"])[1], sorted(left)
-        (2.5, 0.5, ['connect', 'pool', 'read', 'write'])
-        >>> now[0] = 13.0; left["read"]
-        0.001
-    """
-
-    PHASES = ("connect", "read", "write", "pool")
-
-    def __init__(self, until: float, clock: Callable[[], float] = time.monotonic) -> None:
-        self.until, self.clock = until, clock
-
-    def __getitem__(self, phase: str) -> float:
-        if phase not in self.PHASES:
-            raise KeyError(phase)
-        return max(self.until - self.clock(), _MIN_WAIT_S)
-
-    def __iter__(self) -> Iterator[str]:
-        return iter(self.PHASES)
-
-    def __len__(self) -> int:
-        return len(self.PHASES)
-
-
-class _Borrowed:
-    """A shared transport as one client sees it: closing the client leaves the pool to the others."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-
-    def handle_request(self, request: Any) -> Any:
-        return self.inner.handle_request(request)
-
-    def close(self) -> None:
-        pass
-
-
-_TRANSPORTS: dict[bool, Any] = {}
-_TRANSPORTS_LOCK = threading.Lock()
-
-
-def shared_transport(https: bool) -> Any:
-    """The process's connection pool for https (certificates verified) or plain-http endpoints:
-    every :class:`VLMClient` without a transport of its own borrows it, so sessions reuse kept-alive
-    connections (a new one costs a connect, and for https a TLS context: ~0.5 s) and a session's
-    client holds nothing to leak. httpcore's pool is thread-safe."""
-    import httpx
-
-    with _TRANSPORTS_LOCK:
-        if https not in _TRANSPORTS:
-            _TRANSPORTS[https] = httpx.HTTPTransport(verify=https)
-        return _TRANSPORTS[https]
-
-
 class VLMClient:
     """Chat completions against ``config.url``; one client per session (the budget is its own)."""
 
@@ -167,8 +103,9 @@ class VLMClient:
         sleep: Callable[[float], None] = time.sleep,
     ) -> None:
         """``cache``: a dict shared by several clients (an evaluation's sessions, each with its own budget);
-        ``transport``: an httpx transport (default: the process's :func:`shared_transport`); ``clock`` and
-        ``sleep``: the monotonic clock deadlines are read on and the backoff's wait (tests inject them)."""
+        ``transport``: an httpx transport (default: the process's
+        :func:`~minterpr.vlm.transport.shared_transport`); ``clock`` and ``sleep``: the monotonic clock
+        deadlines are read on and the backoff's wait (tests inject them)."""
         try:
             import httpx
         except ImportError as err:
@@ -185,7 +122,7 @@ class VLMClient:
         if config.cache_path and not self._cache:
             self._cache.update(_read_cache(config.cache_path))
         if transport is None:
-            transport = _Borrowed(shared_transport(self.endpoint.startswith("https://")))
+            transport = Borrowed(shared_transport(self.endpoint.startswith("https://")))
         self._http = httpx.Client(transport=transport, follow_redirects=False)
         self._images: OrderedDict[bytes, tuple[str, str]] = OrderedDict()  # bytes -> (sha256, body part)
         self._clock = clock
