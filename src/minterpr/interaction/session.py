@@ -86,11 +86,8 @@ from minterpr.interaction.policies import (
     TEMPERATURE,
     QuestionPolicy,
     ReferencePolicy,
-    Schedule,
-    make_schedule,
-    reference_information,
-    shown_person_mass,
 )
+from minterpr.interaction.schedule import Schedule, make_schedule, reference_information, shown_person_mass
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
 from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
