@@ -23,7 +23,8 @@ from minterpr.interaction.policies import (
     expected_information_gain,
 )
 from minterpr.interaction.schedule import make_schedule
-from minterpr.interaction.reranking import RerankConfig, attribute_log_likelihood, rerank
+from minterpr.interaction.fact_likelihoods import attribute_log_likelihood
+from minterpr.interaction.reranking import RerankConfig, rerank
 from minterpr.language.evidence import fact_log_likelihood
 from minterpr.interaction.session import AskQuestion, Session
 from minterpr.interaction.simulators import SIMULATORS
