@@ -64,7 +64,15 @@ from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_vectors import fact_columns
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.reranking import RerankConfig, plausible_images, rerank
+from minterpr.interaction.reranking import RerankConfig, rerank
+from minterpr.interaction.shortlist_bounds import (
+    anchor_lambda,
+    compares_appearance,
+    example_bound,
+    leans,
+    plausible_blend,
+    plausible_bound,
+)
 
 __all__ = ["Candidates", "ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
 
@@ -213,7 +221,7 @@ def rank_candidates(
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
         return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated, example)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
-    looks = _compares_appearance(index)
+    looks = compares_appearance(index)
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
     distinct = len(dict.fromkeys(facts)) if reranking.attributes and index.attribute_probs is not None else 0
     best_evidence = reranking.attribute_weight * distinct * math.log(1.0 - reranking.prob_floor)
@@ -224,10 +232,10 @@ def rank_candidates(
         found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated, example)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
-        lean = _leans(judgements, reranking)
-        bound = _plausible_bound(_example_bound(edge + best_evidence, example, reranking), lean, reranking)
+        lean = leans(judgements, reranking)
+        bound = plausible_bound(example_bound(edge + best_evidence, example, reranking), lean, reranking)
         if found.anchor is not None and reranking.anchor:
-            lam = _anchor_lambda(reranking, judgements, found.anchor)
+            lam = anchor_lambda(reranking, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
             if shortlist.anchor_search and not lean and not looks:  # (on appearance: the loose bound alone)
                 anchor = index.embeddings[found.anchor]
@@ -240,7 +248,7 @@ def rank_candidates(
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
         if lean and shortlist.anchor_search and len(top) < n and not looks:
-            vector, scale = _blend(query, index, judgements, reranking, found.anchor)
+            vector, scale = plausible_blend(query, index, judgements, reranking, found.anchor)
             near = nearest_rows(index, vector, k, None if full is None else index.scores(vector))
             grown = np.union1d(rows, near)
             if len(grown) > len(rows):
@@ -271,7 +279,7 @@ def _fused(
     """The shortlist on the top-K of the fused score (module doc, "Fused search"): ``index.fused``
     when set, else one exact scan of cosine plus the facts' cached columns."""
     n = len(index)
-    looks = _compares_appearance(index)
+    looks = compares_appearance(index)
     weight = config.attribute_weight if config.attributes and index.attribute_probs is not None else 0.0
     floor = config.prob_floor
     full = fused_full = columns = None
@@ -298,10 +306,10 @@ def _fused(
         rows = np.union1d(near, must)
         found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated, example)
         # an image left out has a fused score <= edge; rejections only lower it
-        lean = _leans(judgements, config)
-        bound = _plausible_bound(_example_bound(edge, example, config), lean, config)
+        lean = leans(judgements, config)
+        bound = plausible_bound(example_bound(edge, example, config), lean, config)
         if found.anchor is not None and config.anchor:
-            lam = _anchor_lambda(config, judgements, found.anchor)
+            lam = anchor_lambda(config, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
             if (
                 shortlist.anchor_search and not lean and not looks
@@ -318,7 +326,7 @@ def _fused(
                     found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
                 bound = min(bound, blend_edge)
         if lean and shortlist.anchor_search and not looks:  # the blends' inner product [vector, scale w facts]
-            vector, scale = _blend(query, index, judgements, config, found.anchor)
+            vector, scale = plausible_blend(query, index, judgements, config, found.anchor)
 
             def exact_blend() -> np.ndarray:
                 scores = index.scores(vector).astype(np.float64)
@@ -338,62 +346,6 @@ def _fused(
             return found
         if k >= n:
             return _exact(index, query, facts, judgements, config, stated, example)
-
-
-def _compares_appearance(index: GalleryIndex) -> bool:
-    """Whether re-ranking compares images by appearance (similarities.Similarities): the anchor and plausible
-    blends then use appearance cosines, which the embedding searches cannot bound, so only the loose
-    bounds (similarity <= 1) certify."""
-    return index.appearance is not None and index.same_person is not None
-
-
-def _example_bound(bound: float, example: np.ndarray | None, config: RerankConfig) -> float:
-    """The most an image left out can score after the example blend, given ``bound`` before it:
-    λe · bound + (1 − λe) (its appearance cosine is at most 1; the attribute term is ≤ 0, so scaling
-    only the query score keeps λe · bound an upper bound)."""
-    if example is None:
-        return bound
-    return config.example_lambda * bound + (1.0 - config.example_lambda)
-
-
-def _leans(judgements: Mapping[int, bool | None], config: RerankConfig) -> bool:
-    """Whether the scores lean towards plausible images (reranking's blend over their similarities)."""
-    return config.plausible and bool(plausible_images(judgements))
-
-
-def _blend(
-    query: np.ndarray,
-    index: GalleryIndex,
-    judgements: Mapping[int, bool | None],
-    config: RerankConfig,
-    anchor: int | None,
-) -> tuple[np.ndarray, float]:
-    """(vector, scale): an unjudged image x's final score is vector · x + scale · w · Σ log P(facts | x)
-    once the plausible blend and then the anchor's (``anchor``, when anchoring) are applied."""
-    lam = config.plausible_lambda
-    vector = lam * np.asarray(query, np.float64) + (1.0 - lam) * index.embeddings[plausible_images(judgements)].mean(
-        axis=0
-    )
-    scale = lam
-    if anchor is not None and config.anchor:
-        lam = _anchor_lambda(config, judgements, anchor)
-        vector = lam * vector + (1.0 - lam) * index.embeddings[anchor]
-        scale *= lam
-    return vector.astype(np.float32), scale
-
-
-def _anchor_lambda(config: RerankConfig, judgements: Mapping[int, bool | None], anchor: int) -> float:
-    """The query's weight in the blend towards ``anchor``: a confirmed anchor is trusted more."""
-    return config.confirmed_lambda if judgements.get(anchor) is True else config.anchor_lambda
-
-
-def _plausible_bound(bound: float, lean: bool, config: RerankConfig) -> float:
-    """The most an image left out can score after the plausible blend (when the scores ``lean``,
-    :func:`_leans`), given ``bound`` before it: λp · bound + (1 − λp), its mean similarity being at
-    most 1 (loose: such sessions grow the shortlist sooner, never lose an image)."""
-    if not lean:
-        return bound
-    return config.plausible_lambda * bound + (1.0 - config.plausible_lambda)
 
 
 def _approximate(vectors: Any) -> bool:
