@@ -64,7 +64,8 @@ from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_vectors import fact_columns
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.reranking import RerankConfig, rerank
+from minterpr.interaction.candidates import Candidates, certified, rank_gallery, rank_rows
+from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist_bounds import (
     anchor_lambda,
     compares_appearance,
@@ -74,7 +75,7 @@ from minterpr.interaction.shortlist_bounds import (
     plausible_bound,
 )
 
-__all__ = ["Candidates", "ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
+__all__ = ["ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
 
 
 @dataclass(frozen=True)
@@ -155,24 +156,6 @@ def make_shortlist(option: Any) -> ShortlistConfig | None:
     raise InputError(f"shortlist must be None, an int K or a ShortlistConfig, got {option!r}")
 
 
-@dataclass(frozen=True)
-class Candidates:
-    """The images a turn ranked and their final scores."""
-
-    rows: np.ndarray  # (K,) gallery positions, ascending; arange(N) on the exact path
-    index: GalleryIndex  # those images as an index (the gallery itself on the exact path)
-    scores: np.ndarray  # (K,) float64 final scores, rows order
-    anchor: int | None  # gallery index of the anchor used in re-ranking, if any
-
-    def local(self, gallery_indices: Collection[int]) -> list[int]:
-        """Positions in ``rows`` of gallery images that are candidates (all judged images are)."""
-        wanted = np.asarray(sorted(gallery_indices), dtype=np.int64)
-        at = np.searchsorted(self.rows, wanted)
-        ok = at < len(self.rows)
-        ok[ok] &= self.rows[at[ok]] == wanted[ok]
-        return at[ok].tolist()
-
-
 def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndarray | None = None) -> np.ndarray:
     """(≤ k,) gallery positions of the query's top-k (unordered): ``index.vectors`` when set, else an
     exact ``argpartition`` of ``scores`` (the (N,) scan, computed when not given)."""
@@ -212,7 +195,7 @@ def rank_candidates(
     if example is not None and (index.appearance is None or index.same_person is None):
         example = None  # a gallery without calibrated appearance ranks as without the example's vector
     if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
-        return _exact(index, query, facts, judgements, reranking, stated, example)
+        return rank_gallery(index, query, facts, judgements, reranking, stated, example)
     query = np.asarray(query, dtype=np.float32)
     must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
     if example is not None:  # the example's nearest by appearance: what its blend lifts (one (N, A) scan)
@@ -229,7 +212,7 @@ def rank_candidates(
     while True:
         top = nearest_rows(index, query, k, full)
         rows = np.union1d(top, must)
-        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated, example)
+        found, query_scores = rank_rows(index, rows, query, full, facts, judgements, reranking, stated, example)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
         lean = leans(judgements, reranking)
@@ -244,7 +227,7 @@ def rank_candidates(
                 near = nearest_rows(index, blend, k, blend_scores)
                 grown = np.union1d(rows, near)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
+                    found, _ = rank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
         if lean and shortlist.anchor_search and len(top) < n and not looks:
@@ -252,16 +235,16 @@ def rank_candidates(
             near = nearest_rows(index, vector, k, None if full is None else index.scores(vector))
             grown = np.union1d(rows, near)
             if len(grown) > len(rows):
-                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
+                found, _ = rank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
             if len(near) < n:
                 bound = min(bound, float((index.embeddings[near] @ vector).min()) + scale * best_evidence)
-        if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
+        if certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
         k = _grow(k, shortlist)
         if k is None:
             return found  # the cap: the best the shortlist could do within its budget
         if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
-            return _exact(index, query, facts, judgements, reranking, stated, example)
+            return rank_gallery(index, query, facts, judgements, reranking, stated, example)
 
 
 def _fused(
@@ -304,7 +287,7 @@ def _fused(
     while True:
         near, edge = top(query, 1.0, lambda: fused_full, k)
         rows = np.union1d(near, must)
-        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated, example)
+        found, _ = rank_rows(index, rows, query, full, facts, judgements, config, stated, example)
         # an image left out has a fused score <= edge; rejections only lower it
         lean = leans(judgements, config)
         bound = plausible_bound(example_bound(edge, example, config), lean, config)
@@ -323,7 +306,7 @@ def _fused(
                 )
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
+                    found, _ = rank_rows(index, grown, query, full, facts, judgements, config, stated, example)
                 bound = min(bound, blend_edge)
         if lean and shortlist.anchor_search and not looks:  # the blends' inner product [vector, scale w facts]
             vector, scale = plausible_blend(query, index, judgements, config, found.anchor)
@@ -337,15 +320,15 @@ def _fused(
             blended, blend_edge = top(vector, scale, exact_blend, k)
             grown = np.union1d(rows, blended)
             if len(grown) > len(rows):
-                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
+                found, _ = rank_rows(index, grown, query, full, facts, judgements, config, stated, example)
             bound = min(bound, blend_edge)
-        if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
+        if certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
         k = _grow(k, shortlist)
         if k is None:
             return found
         if k >= n:
-            return _exact(index, query, facts, judgements, config, stated, example)
+            return rank_gallery(index, query, facts, judgements, config, stated, example)
 
 
 def _approximate(vectors: Any) -> bool:
@@ -353,13 +336,6 @@ def _approximate(vectors: Any) -> bool:
     shortlist; an exact one (a scan, ``name == "exact"``) costs what the fused scan costs, which
     finds the fused top-K instead."""
     return vectors is not None and getattr(vectors, "name", None) != "exact"
-
-
-def _certified(found: Candidates, judgements: Mapping[int, bool | None], bound: float, wanted: int) -> bool:
-    """Whether ``wanted`` unjudged candidates score at least ``bound`` (the most an image left out can)."""
-    unjudged = np.ones(len(found.rows), dtype=bool)
-    unjudged[found.local(judgements)] = False
-    return int((found.scores[unjudged] >= bound).sum()) >= wanted
 
 
 def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
@@ -370,36 +346,3 @@ def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
     if shortlist.max_size is not None:
         k = min(k, max(shortlist.max_size, shortlist.size))
     return k
-
-
-def _exact(
-    index: GalleryIndex,
-    query: np.ndarray,
-    facts: Sequence[Fact],
-    judgements: Mapping[int, bool | None],
-    config: RerankConfig,
-    stated: Mapping[int, Sequence[Fact]] | None = None,
-    example: np.ndarray | None = None,
-) -> Candidates:
-    result = rerank(index.scores(query), index, facts, judgements, config, stated, example)
-    return Candidates(np.arange(len(index)), index, result.scores, result.anchor)
-
-
-def _rerank_rows(
-    index: GalleryIndex,
-    rows: np.ndarray,
-    query: np.ndarray,
-    full: np.ndarray | None,
-    facts: Sequence[Fact],
-    judgements: Mapping[int, bool | None],
-    config: RerankConfig,
-    stated: Mapping[int, Sequence[Fact]],
-    example: np.ndarray | None = None,
-) -> tuple[Candidates, np.ndarray]:
-    sub = index.subset(rows)  # (K, ...) the candidates
-    scores = full[rows] if full is not None else sub.scores(query)  # (K,) exact re-scoring of an ANN's shortlist
-    local = dict(zip(np.searchsorted(rows, list(judgements)).tolist(), judgements.values()))
-    said = dict(zip(np.searchsorted(rows, list(stated)).tolist(), stated.values()))  # every stated image is a row
-    result = rerank(scores, sub, facts, local, config, said, example)
-    anchor = None if result.anchor is None else int(rows[result.anchor])
-    return Candidates(rows, sub, result.scores, anchor), scores
