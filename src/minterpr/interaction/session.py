@@ -86,7 +86,14 @@ from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist
 from minterpr.interaction.system_side import SystemSide, slots_asked, stated_facts
 from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
-from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
+from minterpr.interaction.turn_inputs import (
+    DEFAULT_MAX_TEXT_CHARS,
+    check_options,
+    checked_turn,
+    clean_text,
+    gallery_position,
+    image_path,
+)
 from minterpr.interaction.vlm_turn import model_reading
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 from minterpr.vlm.assist import VLMAssistant
@@ -117,23 +124,7 @@ class Session(SystemSide):
         match_temperature: float = TEMPERATURE,
         appearance: Any = None,
     ) -> None:
-        if not isinstance(index, GalleryIndex):
-            raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
-        if len(index) == 0:
-            raise InputError("the gallery index is empty: there is nothing to search (index at least one image)")
-        for name, value, low in (
-            ("num_references", num_references, 1),
-            ("history_k", history_k, 0),
-            ("max_text_chars", max_text_chars, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InputError(f"{name} must be an int >= {low}, got {value!r}")
-        if (
-            isinstance(match_temperature, bool)
-            or not isinstance(match_temperature, (int, float))
-            or not 0 < match_temperature < float("inf")
-        ):
-            raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
+        check_options(index, num_references, history_k, max_text_chars, match_temperature)
         self.backend = backend
         self.index = index  # the gallery searched (a gallery_index elsewhere is a position in it)
         self.question_policy = (
@@ -208,7 +199,7 @@ class Session(SystemSide):
         ``shown`` the facts recorded of a feedback turn's image, and ``model_scores`` are a recorded
         turn's judgements (:attr:`model_scores`). Recorded turns may carry empty text; otherwise the
         checks of the user's moves apply. Atomic: TurnError leaves the session as it was."""
-        turn = self._checked(turn)
+        turn = checked_turn(turn, self.index, self.max_text_chars, self.allow_external_images)
         shown = tuple(shown)
         for name, given in (("facts", facts), ("shown", shown)):
             if given is not None and not all(isinstance(f, Fact) for f in given):
@@ -313,26 +304,6 @@ class Session(SystemSide):
 
     def _image(self, path: Any, what: str) -> str:
         return image_path(path, self.index, allow_external=self.allow_external_images, what=what)
-
-    def _checked(self, turn: Any) -> Turn:
-        """``turn`` with its fields checked (empty text allowed: a recorded turn may have none)."""
-
-        def text(value: Any, what: str) -> str:
-            return clean_text(value, what, self.max_text_chars, allow_empty=True)
-
-        if isinstance(turn, DescriptionTurn):
-            return DescriptionTurn(text(turn.text, "description text"))
-        if isinstance(turn, QATurn):
-            return QATurn(text(turn.question, "question text"), text(turn.answer, "answer text"))
-        if isinstance(turn, ReferenceTurn):
-            return ReferenceTurn(
-                self._image(turn.reference_path, "reference image path"), text(turn.feedback, "feedback text")
-            )
-        if isinstance(turn, ExampleTurn):
-            return ExampleTurn(self._image(turn.image_path, "image path"))
-        raise TurnError(
-            f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)"
-        )
 
     # ----- state ------------------------------------------------------------------------------
     @property
