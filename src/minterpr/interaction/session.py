@@ -347,21 +347,6 @@ class Session(SystemSide):
     def asked_slots(self) -> frozenset[str]:
         return slots_asked(self._history)
 
-    def protocol(self) -> dict[str, Any]:
-        """The session's settings, for evaluation records."""
-        return {
-            "question_policy": self.question_policy.name,
-            "reference_policy": self.reference_policy.name,
-            "schedule": self.schedule.describe(),
-            "num_references": self.num_references,
-            "reranking": self.reranking.to_dict(),
-            "seed": self.seed,
-            "shortlist": self.shortlist.to_dict()
-            if self.shortlist and self.shortlist.applies(len(self.index))
-            else None,
-            **({"vlm": self.vlm.config.to_dict()} if self.vlm is not None else {}),
-        }
-
     # ----- keeping a conversation -------------------------------------------------------------
     def save_history(self, path: str | os.PathLike[str]) -> str:
         """Write the conversation to ``path`` atomically (JSON, see :mod:`~minterpr.interaction.history`)."""

@@ -41,14 +41,15 @@ _REFERENCE_PROMPTS = (
 
 
 class SystemSide:
-    """A session's computing half (a base of :class:`~minterpr.interaction.session.Session`, which sets
-    these attributes and documents them)."""
+    """A session's computing half and the settings it computes with (:meth:`protocol`); a base of
+    :class:`~minterpr.interaction.session.Session`, which sets these attributes and documents them."""
 
     backend: RetrievalBackend
     index: GalleryIndex
     question_policy: QuestionPolicy
     reference_policy: ReferencePolicy
     reranking: RerankConfig
+    seed: int
     schedule: Schedule
     num_references: int
     allow_external_images: bool
@@ -61,6 +62,21 @@ class SystemSide:
     _phrasing: bool
     _rng: random.Random
     _history: list[HistoryEntry]
+
+    def protocol(self) -> dict[str, Any]:
+        """The session's settings, for evaluation records."""
+        return {
+            "question_policy": self.question_policy.name,
+            "reference_policy": self.reference_policy.name,
+            "schedule": self.schedule.describe(),
+            "num_references": self.num_references,
+            "reranking": self.reranking.to_dict(),
+            "seed": self.seed,
+            "shortlist": self.shortlist.to_dict()
+            if self.shortlist and self.shortlist.applies(len(self.index))
+            else None,
+            **({"vlm": self.vlm.config.to_dict()} if self.vlm is not None else {}),
+        }
 
     def _reading(self, turn: Turn, context_slot: str | None) -> Any:
         """The turn read; a description's or feedback's colour said without a garment word goes to the colour
