@@ -248,11 +248,12 @@ def rerank_rows(
     """:func:`rerank` for B conversations at once: ((B, N) scores, (B,) anchor or -1).
 
     ``query_scores`` (B, N): the backend's scores; ``loglik`` (B, N): each conversation's
-    :meth:`~minterpr.interaction.fact_likelihoods.FactLikelihoods.total` (None: no facts, or no attribute evidence), added when
-    ``reranking.attributes``; ``judgements``: one mapping per conversation. Rows never influence
-    each other, so a row scores the same alone or in a batch. ``similarities`` shares the
-    embedding-similarity rows between calls over the same index; ``examples``: per conversation, the
-    (A,) appearance vector of its example image or None (:attr:`RerankConfig.example_lambda`).
+    :meth:`~minterpr.interaction.fact_likelihoods.FactLikelihoods.total` (None: no facts, or no
+    attribute evidence), added when ``reranking.attributes``; ``judgements``: one mapping per
+    conversation. Rows never influence each other, so a row scores the same alone or in a batch.
+    ``similarities`` shares the embedding-similarity rows between calls over the same index;
+    ``examples``: per conversation, the (A,) appearance vector of its example image or None
+    (:attr:`RerankConfig.example_lambda`).
     """
     scores = np.array(query_scores, dtype=np.float64)  # a copy, (B, N)
     b, n = scores.shape

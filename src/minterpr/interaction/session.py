@@ -4,9 +4,10 @@ A :class:`Session` needs only a :class:`~minterpr.index.gallery_index.RetrievalB
 :class:`~minterpr.index.gallery_index.GalleryIndex`. Every user move adds one turn; after each
 turn the whole conversation is re-encoded by the backend, combined with the explicit evidence
 (:mod:`~minterpr.interaction.reranking`) and the next system move is chosen by the policies
-(:mod:`~minterpr.interaction.policies`): the system's side, :mod:`~minterpr.interaction.system_side`. The state is a pure function of the turns (and the
-seed), so :meth:`Session.undo` and :meth:`Session.replay` reproduce rankings exactly, and
-:meth:`Session.save_history` / :meth:`Session.load_history` keep a conversation in a file.
+(:mod:`~minterpr.interaction.policies`): the system's side (:mod:`~minterpr.interaction.system_side`).
+The state is a pure function of the turns (and the seed), so :meth:`Session.undo` and
+:meth:`Session.replay` reproduce rankings exactly, and :meth:`Session.save_history` /
+:meth:`Session.load_history` keep a conversation in a file.
 
 Large galleries:
     From ``ShortlistConfig.min_gallery`` images on (20,000 by default), a turn re-ranks only a
