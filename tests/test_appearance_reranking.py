@@ -166,7 +166,8 @@ def _context(index: GalleryIndex, scores: list[float]):
 
 
 def test_reference_policies_tell_people_apart_by_appearance():
-    from minterpr.interaction.policies import DiverseReferences, shown_person_mass
+    from minterpr.interaction.policies import DiverseReferences
+    from minterpr.interaction.schedule import shown_person_mass
 
     scores = [0.9, 0.85, 0.5, 0.88, 0.4]  # 0, 3 (one person by appearance), 1 (0's embedding look-alike)
     looks, plain = _context(_gallery(), scores), _context(_gallery(calibrated=False), scores)

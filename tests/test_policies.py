@@ -21,9 +21,10 @@ from minterpr.interaction.policies import (
     answer_distribution,
     comparison_entropy,
     expected_information_gain,
-    make_schedule,
 )
-from minterpr.interaction.reranking import RerankConfig, attribute_log_likelihood, rerank
+from minterpr.interaction.schedule import make_schedule
+from minterpr.interaction.fact_likelihoods import attribute_log_likelihood
+from minterpr.interaction.reranking import RerankConfig, rerank
 from minterpr.language.evidence import fact_log_likelihood
 from minterpr.interaction.session import AskQuestion, Session
 from minterpr.interaction.simulators import SIMULATORS

@@ -31,7 +31,7 @@ from minterpr.errors import InputError
 from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.interaction.policies import Schedule
+from minterpr.interaction.schedule import Schedule
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.interaction.session import AskQuestion, Session, ShowReferences
 from minterpr.evaluation.vlm_usage import TurnUsage, vlm_sessions

@@ -56,7 +56,8 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.evaluation.dialogue_metrics import per_round_metrics
 from minterpr.evaluation.report import EvaluationReport, build_report
-from minterpr.interaction.reranking import FactLikelihoods, RerankConfig, rerank_rows
+from minterpr.interaction.fact_likelihoods import FactLikelihoods
+from minterpr.interaction.reranking import RerankConfig, rerank_rows
 from minterpr.interaction.similarities import Similarities
 from minterpr.language.dialogue_acts import round_judgements, turn_facts
 from minterpr.language.evidence import PROB_FLOOR, stated_log_likelihood

@@ -13,7 +13,8 @@ Example:
 
 from minterpr.interaction.attribute_backend import AttributeBackend, noisy_attribute_probs
 from minterpr.interaction.explain import Explanation, explain_image
-from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES, Schedule, make_schedule
+from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES
+from minterpr.interaction.schedule import SCHEDULES, Schedule, make_schedule
 from minterpr.interaction.reranking import RerankConfig, rerank
 from minterpr.interaction.session import Action, AskQuestion, HistoryEntry, Session, ShowReferences, Step
 from minterpr.interaction.simulators import SIMULATORS

@@ -9,7 +9,8 @@ with one set of defaults says which evidence joins the backend's cosine score:
 
 * attribute likelihood — every distinct parsed fact is evidence about each image through the
   index's attribute probabilities: ``+ w · Σ_facts log P(fact | image)`` (a fact stated twice
-  counts once; skipped when the index has no attribute probabilities);
+  counts once; skipped when the index has no attribute probabilities;
+  :mod:`~minterpr.interaction.fact_likelihoods`);
 * rejected references — an image the user judged "not this one", and its near-duplicates
   (embedding cosine above a threshold: the person id is unknown at run time), lose a penalty,
   and a rejected image is kept below rank 1 whatever the other terms say;
@@ -55,18 +56,16 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from minterpr.language.ontology import ONTOLOGY
 from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
-from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood, stated_log_likelihood
+from minterpr.language.evidence import PROB_FLOOR, stated_log_likelihood
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.interaction.fact_likelihoods import attribute_log_likelihood
 from minterpr.interaction.similarities import Similarities
 
 __all__ = [
-    "FactLikelihoods",
     "RerankConfig",
     "RerankResult",
-    "attribute_log_likelihood",
     "keep_rejected_below",
     "plausible_images",
     "rerank",
@@ -198,41 +197,6 @@ class RerankResult:
     attribute_loglik: np.ndarray | None  # (N,) Σ log P(facts | image), None when not used
 
 
-class FactLikelihoods:
-    """Per-fact (N,) log-likelihoods over one gallery, each computed once and reused.
-
-    :meth:`total` is the attribute term of :func:`rerank`: the float64 sum, in order of first
-    mention, of the distinct facts; the static replay adds the same arrays in the same order
-    round by round, so both get the same bits.
-    """
-
-    def __init__(self, attribute_probs: np.ndarray, prob_floor: float = PROB_FLOOR) -> None:
-        probs = np.asarray(attribute_probs)
-        if probs.ndim != 2 or probs.shape[1] != len(ONTOLOGY.flat_labels()):
-            raise InputError(f"attribute_probs must be (N, {len(ONTOLOGY.flat_labels())}), got {probs.shape}")
-        self.probs = probs
-        self.floor = prob_floor
-        self._cache: dict[Fact, np.ndarray] = {}
-
-    def fact(self, fact: Fact) -> np.ndarray:
-        """(N,) log P(fact | image)."""
-        if fact not in self._cache:
-            self._cache[fact] = fact_log_likelihood(fact, self.probs, self.floor)
-        return self._cache[fact]
-
-    def total(self, facts: Sequence[Fact]) -> np.ndarray:
-        """(N,) float64 Σ over the distinct ``facts`` (a repeated fact is no new evidence)."""
-        total = np.zeros(len(self.probs), dtype=np.float64)
-        for fact in dict.fromkeys(facts):
-            total += self.fact(fact)
-        return total
-
-
-def attribute_log_likelihood(facts: Sequence[Fact], probs: np.ndarray, floor: float = PROB_FLOOR) -> np.ndarray:
-    """(N,) Σ over the distinct facts of log P(fact | image); zeros when there are no facts."""
-    return FactLikelihoods(probs, floor).total(facts)
-
-
 def rerank(
     query_scores: np.ndarray,
     index: GalleryIndex,
@@ -284,11 +248,12 @@ def rerank_rows(
     """:func:`rerank` for B conversations at once: ((B, N) scores, (B,) anchor or -1).
 
     ``query_scores`` (B, N): the backend's scores; ``loglik`` (B, N): each conversation's
-    :meth:`FactLikelihoods.total` (None: no facts, or no attribute evidence), added when
-    ``reranking.attributes``; ``judgements``: one mapping per conversation. Rows never influence
-    each other, so a row scores the same alone or in a batch. ``similarities`` shares the
-    embedding-similarity rows between calls over the same index; ``examples``: per conversation, the
-    (A,) appearance vector of its example image or None (:attr:`RerankConfig.example_lambda`).
+    :meth:`~minterpr.interaction.fact_likelihoods.FactLikelihoods.total` (None: no facts, or no
+    attribute evidence), added when ``reranking.attributes``; ``judgements``: one mapping per
+    conversation. Rows never influence each other, so a row scores the same alone or in a batch.
+    ``similarities`` shares the embedding-similarity rows between calls over the same index;
+    ``examples``: per conversation, the (A,) appearance vector of its example image or None
+    (:attr:`RerankConfig.example_lambda`).
     """
     scores = np.array(query_scores, dtype=np.float64)  # a copy, (B, N)
     b, n = scores.shape

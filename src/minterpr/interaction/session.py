@@ -4,9 +4,10 @@ A :class:`Session` needs only a :class:`~minterpr.index.gallery_index.RetrievalB
 :class:`~minterpr.index.gallery_index.GalleryIndex`. Every user move adds one turn; after each
 turn the whole conversation is re-encoded by the backend, combined with the explicit evidence
 (:mod:`~minterpr.interaction.reranking`) and the next system move is chosen by the policies
-(:mod:`~minterpr.interaction.policies`). The state is a pure function of the turns (and the
-seed), so :meth:`Session.undo` and :meth:`Session.replay` reproduce rankings exactly, and
-:meth:`Session.save_history` / :meth:`Session.load_history` keep a conversation in a file.
+(:mod:`~minterpr.interaction.policies`): the system's side (:mod:`~minterpr.interaction.system_side`).
+The state is a pure function of the turns (and the seed), so :meth:`Session.undo` and
+:meth:`Session.replay` reproduce rankings exactly, and :meth:`Session.save_history` /
+:meth:`Session.load_history` keep a conversation in a file.
 
 Large galleries:
     From ``ShortlistConfig.min_gallery`` images on (20,000 by default), a turn re-ranks only a
@@ -69,54 +70,39 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from minterpr.language.corrections import active, last_colour_slot
 from minterpr.language.phrasing import Fact
-from minterpr.language.utterances import question
-from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, MinterprError, TurnError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
-from minterpr.language.dialogue_acts import known_attributes, question_slot, round_judgements, turn_reading
-from minterpr.interaction.explain import EvidencePolicy, explain_image
+from minterpr.interaction.explain import EvidencePolicy
 from minterpr.interaction.history import HistoryEntry, read_history, write_history
 from minterpr.interaction.policies import (
     QUESTION_POLICIES,
     REFERENCE_POLICIES,
-    PolicyContext,
-    QuestionChoice,
     TEMPERATURE,
     QuestionPolicy,
     ReferencePolicy,
-    Schedule,
-    make_schedule,
-    reference_information,
-    shown_person_mass,
 )
+from minterpr.interaction.schedule import Schedule, make_schedule
 from minterpr.interaction.reranking import RerankConfig
-from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist, rank_candidates
+from minterpr.interaction.shortlist import ShortlistConfig, make_shortlist
+from minterpr.interaction.system_side import SystemSide, slots_asked, stated_facts
 from minterpr.interaction.steps import Action, AskQuestion, ShowReferences, Step
-from minterpr.interaction.turn_inputs import DEFAULT_MAX_TEXT_CHARS, clean_text, gallery_position, image_path
-from minterpr.interaction.vlm_turn import (
-    model_anchor,
-    model_judgements,
-    model_reading,
-    seen_evidence,
-    target_facts,
-    with_judgements,
+from minterpr.interaction.turn_inputs import (
+    DEFAULT_MAX_TEXT_CHARS,
+    check_options,
+    checked_turn,
+    clean_text,
+    gallery_position,
+    image_path,
 )
+from minterpr.interaction.vlm_turn import model_reading
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 from minterpr.vlm.assist import VLMAssistant
-from minterpr.vlm.config import VLMConfig
 
 __all__ = ["Action", "AskQuestion", "HistoryEntry", "Session", "ShowReferences", "Step"]
 
-_REFERENCE_PROMPTS = (
-    "Is this the person? If not, tell me what is different.",
-    "Could it be one of these? Tell me how they differ from the person you saw.",
-    "Does one of these look right? If not, what is different?",
-)
 
-
-class Session:
+class Session(SystemSide):
     """One interactive search over a gallery (see the module doc, "Errors" for what each move checks)."""
 
     def __init__(
@@ -139,23 +125,7 @@ class Session:
         match_temperature: float = TEMPERATURE,
         appearance: Any = None,
     ) -> None:
-        if not isinstance(index, GalleryIndex):
-            raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
-        if len(index) == 0:
-            raise InputError("the gallery index is empty: there is nothing to search (index at least one image)")
-        for name, value, low in (
-            ("num_references", num_references, 1),
-            ("history_k", history_k, 0),
-            ("max_text_chars", max_text_chars, 1),
-        ):
-            if isinstance(value, bool) or not isinstance(value, int) or value < low:
-                raise InputError(f"{name} must be an int >= {low}, got {value!r}")
-        if (
-            isinstance(match_temperature, bool)
-            or not isinstance(match_temperature, (int, float))
-            or not 0 < match_temperature < float("inf")
-        ):
-            raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
+        check_options(index, num_references, history_k, max_text_chars, match_temperature)
         self.backend = backend
         self.index = index  # the gallery searched (a gallery_index elsewhere is a position in it)
         self.question_policy = (
@@ -230,7 +200,7 @@ class Session:
         ``shown`` the facts recorded of a feedback turn's image, and ``model_scores`` are a recorded
         turn's judgements (:attr:`model_scores`). Recorded turns may carry empty text; otherwise the
         checks of the user's moves apply. Atomic: TurnError leaves the session as it was."""
-        turn = self._checked(turn)
+        turn = checked_turn(turn, self.index, self.max_text_chars, self.allow_external_images)
         shown = tuple(shown)
         for name, given in (("facts", facts), ("shown", shown)):
             if given is not None and not all(isinstance(f, Fact) for f in given):
@@ -270,18 +240,6 @@ class Session:
         self._step = step
         return step
 
-    def _reading(self, turn: Turn, context_slot: str | None) -> Any:
-        """The turn read; a description's or feedback's colour said without a garment word goes to the colour
-        slot spoken of (language/corrections.py: "red, not pink" after "a pink top and black trousers": the top)."""
-        if not isinstance(turn, (DescriptionTurn, ReferenceTurn)):
-            return turn_reading(turn, context_slot)
-        said = target_facts(self._history, ())  # every fact as said, replaced ones too (not the model's)
-        slot = last_colour_slot(said)
-        reading = turn_reading(turn, context_slot, slot)
-        denied = [v for f in reading.target if f.slot == slot and f.negated for v in f.values]
-        better = last_colour_slot(said, denied)
-        return reading if better == slot else turn_reading(turn, context_slot, better)
-
     def undo(self) -> Step | None:
         """Remove the last turn; returns the restored step (None when nothing is left)."""
         if not self._history:
@@ -309,24 +267,6 @@ class Session:
         self._rng_states.pop()
         self._step = step
         return step
-
-    def _assisted(
-        self, history: list[HistoryEntry], step: Step, state: object
-    ) -> tuple[Step, tuple[tuple[int, float], ...]]:
-        """The step with the anchor's answers added to the last entry's facts and the model's judgements
-        of the top candidates, recomputed when they change it (interaction/vlm_turn.py); each recomputation
-        starts from the turn's generator ``state``, so undo and replay compute the same step once."""
-        anchor = step.anchor if step.anchor is not None else int(step.ranking[0])
-        seen = model_anchor(self.vlm, self.index, anchor, self._target(history), _asked_slots(history))
-        if seen:
-            history[-1] = history[-1]._replace(facts=history[-1].facts + seen)
-            self._rng.setstate(state)
-            step = self._compute(history)
-        judged = model_judgements(self.vlm, self.index, step.ranking, history)
-        if judged:
-            self._rng.setstate(state)
-            step = self._compute(history, judged)
-        return step, judged
 
     def withdraw_fact(self, turn: int, fact: Fact) -> Step | None:
         """Withdraw one fact read from turn ``turn`` (0-based): every turn from there on is recomputed as if
@@ -366,26 +306,6 @@ class Session:
     def _image(self, path: Any, what: str) -> str:
         return image_path(path, self.index, allow_external=self.allow_external_images, what=what)
 
-    def _checked(self, turn: Any) -> Turn:
-        """``turn`` with its fields checked (empty text allowed: a recorded turn may have none)."""
-
-        def text(value: Any, what: str) -> str:
-            return clean_text(value, what, self.max_text_chars, allow_empty=True)
-
-        if isinstance(turn, DescriptionTurn):
-            return DescriptionTurn(text(turn.text, "description text"))
-        if isinstance(turn, QATurn):
-            return QATurn(text(turn.question, "question text"), text(turn.answer, "answer text"))
-        if isinstance(turn, ReferenceTurn):
-            return ReferenceTurn(
-                self._image(turn.reference_path, "reference image path"), text(turn.feedback, "feedback text")
-            )
-        if isinstance(turn, ExampleTurn):
-            return ExampleTurn(self._image(turn.image_path, "image path"))
-        raise TurnError(
-            f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)"
-        )
-
     # ----- state ------------------------------------------------------------------------------
     @property
     def history(self) -> list[HistoryEntry]:
@@ -412,7 +332,7 @@ class Session:
         """Gallery index -> what the user said of that shown image ("these are blue"), oldest first;
         evidence about the image, never about the person sought (``step.explain_image`` judges the
         target's facts of those slots by it)."""
-        return _image_facts(self._history, self.index)
+        return stated_facts(self._history, self.index)
 
     @property
     def model_scores(self) -> list[tuple[tuple[int, float], ...]]:
@@ -426,22 +346,7 @@ class Session:
 
     @property
     def asked_slots(self) -> frozenset[str]:
-        return _asked_slots(self._history)
-
-    def protocol(self) -> dict[str, Any]:
-        """The session's settings, for evaluation records."""
-        return {
-            "question_policy": self.question_policy.name,
-            "reference_policy": self.reference_policy.name,
-            "schedule": self.schedule.describe(),
-            "num_references": self.num_references,
-            "reranking": self.reranking.to_dict(),
-            "seed": self.seed,
-            "shortlist": self.shortlist.to_dict()
-            if self.shortlist and self.shortlist.applies(len(self.index))
-            else None,
-            **({"vlm": self.vlm.config.to_dict()} if self.vlm is not None else {}),
-        }
+        return slots_asked(self._history)
 
     # ----- keeping a conversation -------------------------------------------------------------
     def save_history(self, path: str | os.PathLike[str]) -> str:
@@ -478,119 +383,6 @@ class Session:
                 raise TurnError(f"history entry {k}: {err}") from err
         return session
 
-    # ----- the system's side (reads the history it is given; changes nothing but the generator) --------
-    def _judgements(self, history: Sequence[HistoryEntry]) -> dict[int, bool | None]:
-        rounds = round_judgements([entry.turn for entry in history], self.index.index_of)
-        return rounds[-1] if rounds else {}
-
-    def _compute(self, history: Sequence[HistoryEntry], judged: Sequence[tuple[int, float]] = ()) -> Step:
-        turns = [entry.turn for entry in history]
-        queries = self.backend.encode_turns(turns, self.index)  # (R, D)
-        judgements = self._judgements(history)
-        facts = self._target(history, judgements)
-        named = {self.index.index_of(t.image_path) for t in turns if isinstance(t, ExampleTurn)} - {None}
-        stated = _image_facts(history, self.index)  # what the user said of each shown image: evidence about it
-        evidence = seen_evidence(history, self.index, judgements, stated)  # + the model's readings of anchors
-        examples = [t.image_path for t in turns if isinstance(t, ExampleTurn)]
-        example = self._example_vector(examples[-1]) if examples else None  # the latest example image's appearance
-        found = rank_candidates(
-            self.index,
-            queries[-1],
-            facts,
-            judgements,
-            self.shortlist,
-            self.reranking,
-            named=named,
-            min_open=self.num_references + 1,
-            stated=evidence,
-            example=example,
-        )  # every image on the exact path
-        scores = found.scores
-        if judged:  # the model's judgements of this turn's candidates (vlm rerank)
-            weight = self.vlm.config.rerank_weight if self.vlm is not None else VLMConfig.rerank_weight
-            scores = with_judgements(found.rows, scores, judged, weight)
-        order = np.argsort(-scores, kind="stable")  # (K,) positions among the candidates, best first
-        done = any(judgements.values())
-        ctx = PolicyContext(
-            found.index, scores, order, facts, _asked_slots(history), frozenset(found.local(judgements)), self._rng
-        )
-        action = None if done else self._next_action(ctx, len(history))
-        if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
-            action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
-        use_truth = bool(getattr(self.backend, "ground_truth", False))
-        return Step(
-            found.rows[order],
-            scores[order],
-            action,
-            found.anchor,
-            lambda i: explain_image(
-                self.index, i, facts, use_ground_truth=use_truth, evidence=self.evidence, stated=stated.get(i, ())
-            ),
-            len(self.index),
-            self.match_temperature,
-        )
-
-    def _example_vector(self, path: str) -> np.ndarray | None:
-        """The appearance vector of an example image: its gallery row, else the appearance model's
-        reading of the file; None when the gallery compares no appearance (or no model can read it)."""
-        if self.index.appearance is None or self.index.same_person is None:
-            return None
-        position = self.index.index_of(path)
-        if position is not None:
-            return self.index.appearance[position]
-        if self.appearance is None:
-            return None
-        if path not in self._example_vectors:  # a pure function of the path: caching keeps replays equal
-            file = resolve_under(self.index.root or None, path, allow_outside=self.allow_external_images)
-            vectors, _, _ = self.appearance.embed_files([file], strict=True)  # unreadable: its ImageError
-            self._example_vectors[path] = vectors[0]
-        return self._example_vectors[path]
-
-    def _target(
-        self, history: Sequence[HistoryEntry], judgements: dict[int, bool | None] | None = None
-    ) -> tuple[Fact, ...]:
-        judgements = self._judgements(history) if judgements is None else judgements
-        # the facts no later fact replaced (a correction: language/corrections.py)
-        return active(target_facts(history, {self.index.images[i].path for i, v in judgements.items() if v}))
-
-    def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
-        if self.schedule.auto:
-            choice = self.question_policy.choose(ctx)
-            shown = self.reference_policy.choose(ctx, self.num_references)
-            if choice is None or not shown:
-                kind = "question" if choice is not None else "reference"
-            elif shown_person_mass(ctx, shown) >= self.schedule.confident:  # likely recognised
-                kind = "reference"
-            else:  # the move expected to tell more about who the person is
-                better = choice.gain is not None and reference_information(ctx, shown) > choice.gain
-                kind = "reference" if better else "question"
-            if kind == "question" and choice is not None:
-                return self._ask(choice, ctx)
-            return self._show(shown)
-        kind = self.schedule.kind(turns)
-        for move in (kind, "reference" if kind == "question" else "question"):
-            if move == "question":
-                choice = self.question_policy.choose(ctx)
-                if choice is not None:
-                    return self._ask(choice, ctx)
-            else:
-                shown = self.reference_policy.choose(ctx, self.num_references)
-                if shown:
-                    return self._show(shown)
-        return None
-
-    def _ask(self, choice: QuestionChoice, ctx: PolicyContext) -> AskQuestion:
-        known = known_attributes(ctx.facts)
-        text = question(choice.slot, known, self._rng)  # drawn either way: the generator moves as without a model
-        if self.vlm is not None and self._phrasing:  # phrased by the model, kept only when it still asks this slot
-            text = self.vlm.phrase(choice.slot, known, text, accept=lambda q: question_slot(q) == choice.slot)
-        return AskQuestion(choice.slot, text, choice.gain)
-
-    def _show(self, shown: Sequence[int]) -> ShowReferences | None:
-        if not shown:
-            return None
-        return ShowReferences(tuple(int(i) for i in shown), self._rng.choice(_REFERENCE_PROMPTS))
-
 
 _TURN_NAMES = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}
 
@@ -600,18 +392,3 @@ def _reason(err: BaseException) -> str:
     if isinstance(err, MinterprError):
         return str(err)
     return f"{type(err).__name__}: {err}" if str(err) else type(err).__name__
-
-
-def _image_facts(history: Sequence[HistoryEntry], index: GalleryIndex) -> dict[int, tuple[Fact, ...]]:
-    out: dict[int, tuple[Fact, ...]] = {}
-    for entry in history:
-        if entry.shown and isinstance(entry.turn, ReferenceTurn):
-            i = index.index_of(entry.turn.reference_path)
-            if i is not None:
-                out[i] = out.get(i, ()) + entry.shown
-    return out
-
-
-def _asked_slots(history: Sequence[HistoryEntry]) -> frozenset[str]:
-    slots = (question_slot(e.turn.question) for e in history if isinstance(e.turn, QATurn))
-    return frozenset(s for s in slots if s is not None)

@@ -64,9 +64,18 @@ from minterpr.language.phrasing import Fact
 from minterpr.errors import InputError
 from minterpr.index.fused_vectors import fact_columns
 from minterpr.index.gallery_index import GalleryIndex
-from minterpr.interaction.reranking import RerankConfig, plausible_images, rerank
+from minterpr.interaction.candidates import Candidates, certified, rank_gallery, rank_rows
+from minterpr.interaction.reranking import RerankConfig
+from minterpr.interaction.shortlist_bounds import (
+    anchor_lambda,
+    compares_appearance,
+    example_bound,
+    leans,
+    plausible_blend,
+    plausible_bound,
+)
 
-__all__ = ["Candidates", "ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
+__all__ = ["ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
 
 
 @dataclass(frozen=True)
@@ -147,24 +156,6 @@ def make_shortlist(option: Any) -> ShortlistConfig | None:
     raise InputError(f"shortlist must be None, an int K or a ShortlistConfig, got {option!r}")
 
 
-@dataclass(frozen=True)
-class Candidates:
-    """The images a turn ranked and their final scores."""
-
-    rows: np.ndarray  # (K,) gallery positions, ascending; arange(N) on the exact path
-    index: GalleryIndex  # those images as an index (the gallery itself on the exact path)
-    scores: np.ndarray  # (K,) float64 final scores, rows order
-    anchor: int | None  # gallery index of the anchor used in re-ranking, if any
-
-    def local(self, gallery_indices: Collection[int]) -> list[int]:
-        """Positions in ``rows`` of gallery images that are candidates (all judged images are)."""
-        wanted = np.asarray(sorted(gallery_indices), dtype=np.int64)
-        at = np.searchsorted(self.rows, wanted)
-        ok = at < len(self.rows)
-        ok[ok] &= self.rows[at[ok]] == wanted[ok]
-        return at[ok].tolist()
-
-
 def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndarray | None = None) -> np.ndarray:
     """(≤ k,) gallery positions of the query's top-k (unordered): ``index.vectors`` when set, else an
     exact ``argpartition`` of ``scores`` (the (N,) scan, computed when not given)."""
@@ -204,7 +195,7 @@ def rank_candidates(
     if example is not None and (index.appearance is None or index.same_person is None):
         example = None  # a gallery without calibrated appearance ranks as without the example's vector
     if shortlist is None or not shortlist.applies(n) or shortlist.size >= n:
-        return _exact(index, query, facts, judgements, reranking, stated, example)
+        return rank_gallery(index, query, facts, judgements, reranking, stated, example)
     query = np.asarray(query, dtype=np.float32)
     must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
     if example is not None:  # the example's nearest by appearance: what its blend lifts (one (N, A) scan)
@@ -213,7 +204,7 @@ def rank_candidates(
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
         return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated, example)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition
-    looks = _compares_appearance(index)
+    looks = compares_appearance(index)
     # the attribute term of any image is at most this (every probability is clipped to 1 - floor)
     distinct = len(dict.fromkeys(facts)) if reranking.attributes and index.attribute_probs is not None else 0
     best_evidence = reranking.attribute_weight * distinct * math.log(1.0 - reranking.prob_floor)
@@ -221,13 +212,13 @@ def rank_candidates(
     while True:
         top = nearest_rows(index, query, k, full)
         rows = np.union1d(top, must)
-        found, query_scores = _rerank_rows(index, rows, query, full, facts, judgements, reranking, stated, example)
+        found, query_scores = rank_rows(index, rows, query, full, facts, judgements, reranking, stated, example)
         # the most an image outside the shortlist could score: its query score is at most the K-th best
         edge = float(query_scores[np.searchsorted(rows, top)].min()) if len(top) < n else -math.inf
-        lean = _leans(judgements, reranking)
-        bound = _plausible_bound(_example_bound(edge + best_evidence, example, reranking), lean, reranking)
+        lean = leans(judgements, reranking)
+        bound = plausible_bound(example_bound(edge + best_evidence, example, reranking), lean, reranking)
         if found.anchor is not None and reranking.anchor:
-            lam = _anchor_lambda(reranking, judgements, found.anchor)
+            lam = anchor_lambda(reranking, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
             if shortlist.anchor_search and not lean and not looks:  # (on appearance: the loose bound alone)
                 anchor = index.embeddings[found.anchor]
@@ -236,24 +227,24 @@ def rank_candidates(
                 near = nearest_rows(index, blend, k, blend_scores)
                 grown = np.union1d(rows, near)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
+                    found, _ = rank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
                 if len(near) < n:
                     bound = min(bound, float((index.embeddings[near] @ blend).min()) + lam * best_evidence)
         if lean and shortlist.anchor_search and len(top) < n and not looks:
-            vector, scale = _blend(query, index, judgements, reranking, found.anchor)
+            vector, scale = plausible_blend(query, index, judgements, reranking, found.anchor)
             near = nearest_rows(index, vector, k, None if full is None else index.scores(vector))
             grown = np.union1d(rows, near)
             if len(grown) > len(rows):
-                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
+                found, _ = rank_rows(index, grown, query, full, facts, judgements, reranking, stated, example)
             if len(near) < n:
                 bound = min(bound, float((index.embeddings[near] @ vector).min()) + scale * best_evidence)
-        if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
+        if certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
         k = _grow(k, shortlist)
         if k is None:
             return found  # the cap: the best the shortlist could do within its budget
         if k >= n:  # grown to the whole gallery: the exact path itself (no copy)
-            return _exact(index, query, facts, judgements, reranking, stated, example)
+            return rank_gallery(index, query, facts, judgements, reranking, stated, example)
 
 
 def _fused(
@@ -271,7 +262,7 @@ def _fused(
     """The shortlist on the top-K of the fused score (module doc, "Fused search"): ``index.fused``
     when set, else one exact scan of cosine plus the facts' cached columns."""
     n = len(index)
-    looks = _compares_appearance(index)
+    looks = compares_appearance(index)
     weight = config.attribute_weight if config.attributes and index.attribute_probs is not None else 0.0
     floor = config.prob_floor
     full = fused_full = columns = None
@@ -296,12 +287,12 @@ def _fused(
     while True:
         near, edge = top(query, 1.0, lambda: fused_full, k)
         rows = np.union1d(near, must)
-        found, _ = _rerank_rows(index, rows, query, full, facts, judgements, config, stated, example)
+        found, _ = rank_rows(index, rows, query, full, facts, judgements, config, stated, example)
         # an image left out has a fused score <= edge; rejections only lower it
-        lean = _leans(judgements, config)
-        bound = _plausible_bound(_example_bound(edge, example, config), lean, config)
+        lean = leans(judgements, config)
+        bound = plausible_bound(example_bound(edge, example, config), lean, config)
         if found.anchor is not None and config.anchor:
-            lam = _anchor_lambda(config, judgements, found.anchor)
+            lam = anchor_lambda(config, judgements, found.anchor)
             bound = lam * bound + (1.0 - lam)  # anchor similarity <= 1
             if (
                 shortlist.anchor_search and not lean and not looks
@@ -315,10 +306,10 @@ def _fused(
                 )
                 grown = np.union1d(rows, blended)
                 if len(grown) > len(rows):
-                    found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
+                    found, _ = rank_rows(index, grown, query, full, facts, judgements, config, stated, example)
                 bound = min(bound, blend_edge)
         if lean and shortlist.anchor_search and not looks:  # the blends' inner product [vector, scale w facts]
-            vector, scale = _blend(query, index, judgements, config, found.anchor)
+            vector, scale = plausible_blend(query, index, judgements, config, found.anchor)
 
             def exact_blend() -> np.ndarray:
                 scores = index.scores(vector).astype(np.float64)
@@ -329,71 +320,15 @@ def _fused(
             blended, blend_edge = top(vector, scale, exact_blend, k)
             grown = np.union1d(rows, blended)
             if len(grown) > len(rows):
-                found, _ = _rerank_rows(index, grown, query, full, facts, judgements, config, stated, example)
+                found, _ = rank_rows(index, grown, query, full, facts, judgements, config, stated, example)
             bound = min(bound, blend_edge)
-        if _certified(found, judgements, bound, max(min_open, shortlist.certify)):
+        if certified(found, judgements, bound, max(min_open, shortlist.certify)):
             return found
         k = _grow(k, shortlist)
         if k is None:
             return found
         if k >= n:
-            return _exact(index, query, facts, judgements, config, stated, example)
-
-
-def _compares_appearance(index: GalleryIndex) -> bool:
-    """Whether re-ranking compares images by appearance (similarities.Similarities): the anchor and plausible
-    blends then use appearance cosines, which the embedding searches cannot bound, so only the loose
-    bounds (similarity <= 1) certify."""
-    return index.appearance is not None and index.same_person is not None
-
-
-def _example_bound(bound: float, example: np.ndarray | None, config: RerankConfig) -> float:
-    """The most an image left out can score after the example blend, given ``bound`` before it:
-    λe · bound + (1 − λe) (its appearance cosine is at most 1; the attribute term is ≤ 0, so scaling
-    only the query score keeps λe · bound an upper bound)."""
-    if example is None:
-        return bound
-    return config.example_lambda * bound + (1.0 - config.example_lambda)
-
-
-def _leans(judgements: Mapping[int, bool | None], config: RerankConfig) -> bool:
-    """Whether the scores lean towards plausible images (reranking's blend over their similarities)."""
-    return config.plausible and bool(plausible_images(judgements))
-
-
-def _blend(
-    query: np.ndarray,
-    index: GalleryIndex,
-    judgements: Mapping[int, bool | None],
-    config: RerankConfig,
-    anchor: int | None,
-) -> tuple[np.ndarray, float]:
-    """(vector, scale): an unjudged image x's final score is vector · x + scale · w · Σ log P(facts | x)
-    once the plausible blend and then the anchor's (``anchor``, when anchoring) are applied."""
-    lam = config.plausible_lambda
-    vector = lam * np.asarray(query, np.float64) + (1.0 - lam) * index.embeddings[plausible_images(judgements)].mean(
-        axis=0
-    )
-    scale = lam
-    if anchor is not None and config.anchor:
-        lam = _anchor_lambda(config, judgements, anchor)
-        vector = lam * vector + (1.0 - lam) * index.embeddings[anchor]
-        scale *= lam
-    return vector.astype(np.float32), scale
-
-
-def _anchor_lambda(config: RerankConfig, judgements: Mapping[int, bool | None], anchor: int) -> float:
-    """The query's weight in the blend towards ``anchor``: a confirmed anchor is trusted more."""
-    return config.confirmed_lambda if judgements.get(anchor) is True else config.anchor_lambda
-
-
-def _plausible_bound(bound: float, lean: bool, config: RerankConfig) -> float:
-    """The most an image left out can score after the plausible blend (when the scores ``lean``,
-    :func:`_leans`), given ``bound`` before it: λp · bound + (1 − λp), its mean similarity being at
-    most 1 (loose: such sessions grow the shortlist sooner, never lose an image)."""
-    if not lean:
-        return bound
-    return config.plausible_lambda * bound + (1.0 - config.plausible_lambda)
+            return rank_gallery(index, query, facts, judgements, config, stated, example)
 
 
 def _approximate(vectors: Any) -> bool:
@@ -401,13 +336,6 @@ def _approximate(vectors: Any) -> bool:
     shortlist; an exact one (a scan, ``name == "exact"``) costs what the fused scan costs, which
     finds the fused top-K instead."""
     return vectors is not None and getattr(vectors, "name", None) != "exact"
-
-
-def _certified(found: Candidates, judgements: Mapping[int, bool | None], bound: float, wanted: int) -> bool:
-    """Whether ``wanted`` unjudged candidates score at least ``bound`` (the most an image left out can)."""
-    unjudged = np.ones(len(found.rows), dtype=bool)
-    unjudged[found.local(judgements)] = False
-    return int((found.scores[unjudged] >= bound).sum()) >= wanted
 
 
 def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
@@ -418,36 +346,3 @@ def _grow(k: int, shortlist: ShortlistConfig) -> int | None:
     if shortlist.max_size is not None:
         k = min(k, max(shortlist.max_size, shortlist.size))
     return k
-
-
-def _exact(
-    index: GalleryIndex,
-    query: np.ndarray,
-    facts: Sequence[Fact],
-    judgements: Mapping[int, bool | None],
-    config: RerankConfig,
-    stated: Mapping[int, Sequence[Fact]] | None = None,
-    example: np.ndarray | None = None,
-) -> Candidates:
-    result = rerank(index.scores(query), index, facts, judgements, config, stated, example)
-    return Candidates(np.arange(len(index)), index, result.scores, result.anchor)
-
-
-def _rerank_rows(
-    index: GalleryIndex,
-    rows: np.ndarray,
-    query: np.ndarray,
-    full: np.ndarray | None,
-    facts: Sequence[Fact],
-    judgements: Mapping[int, bool | None],
-    config: RerankConfig,
-    stated: Mapping[int, Sequence[Fact]],
-    example: np.ndarray | None = None,
-) -> tuple[Candidates, np.ndarray]:
-    sub = index.subset(rows)  # (K, ...) the candidates
-    scores = full[rows] if full is not None else sub.scores(query)  # (K,) exact re-scoring of an ANN's shortlist
-    local = dict(zip(np.searchsorted(rows, list(judgements)).tolist(), judgements.values()))
-    said = dict(zip(np.searchsorted(rows, list(stated)).tolist(), stated.values()))  # every stated image is a row
-    result = rerank(scores, sub, facts, local, config, said, example)
-    anchor = None if result.anchor is None else int(rows[result.anchor])
-    return Candidates(rows, sub, result.scores, anchor), scores

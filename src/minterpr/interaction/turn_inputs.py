@@ -10,7 +10,9 @@ argument and what is wrong with it:
   separators) become spaces; a user's own text must not be empty or whitespace only;
 - a gallery position is an ``int`` or numpy integer (not ``bool``) within ``0..N-1``;
 - an image path is a non-empty ``str`` or path-like naming a gallery image, or an existing file
-  under the index root (anywhere, with ``allow_external``; see :func:`~minterpr.data.paths.resolve_under`).
+  under the index root (anywhere, with ``allow_external``; see :func:`~minterpr.data.paths.resolve_under`);
+- a turn is one of the four turn records, its fields checked as above (:func:`checked_turn`), and a
+  session's own options are in range (:func:`check_options`, InputError).
 
 Example:
     >>> clean_text("a man\\x00in red\\r", "text")
@@ -36,6 +38,7 @@ import numpy as np
 from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, TurnError
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn, Turn
 
 DEFAULT_MAX_TEXT_CHARS = 2000  # a long description is a few hundred characters
 _KEEP = frozenset("\t\n")
@@ -103,3 +106,46 @@ def image_path(value: Any, index: GalleryIndex, *, allow_external: bool, what: s
     if not os.path.isfile(resolved):
         raise TurnError(f"{what} {path!r}: no such image file ({resolved})")
     return path
+
+
+def check_options(index: Any, num_references: Any, history_k: Any, max_text_chars: Any, match_temperature: Any) -> None:
+    """A session's own options checked (InputError): a non-empty :class:`GalleryIndex` and counts in range."""
+    if not isinstance(index, GalleryIndex):
+        raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
+    if len(index) == 0:
+        raise InputError("the gallery index is empty: there is nothing to search (index at least one image)")
+    for name, value, low in (
+        ("num_references", num_references, 1),
+        ("history_k", history_k, 0),
+        ("max_text_chars", max_text_chars, 1),
+    ):
+        if isinstance(value, bool) or not isinstance(value, int) or value < low:
+            raise InputError(f"{name} must be an int >= {low}, got {value!r}")
+    if (
+        isinstance(match_temperature, bool)
+        or not isinstance(match_temperature, (int, float))
+        or not 0 < match_temperature < float("inf")
+    ):
+        raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
+
+
+def checked_turn(turn: Any, index: GalleryIndex, max_chars: int, allow_external: bool) -> Turn:
+    """``turn`` with its fields checked (empty text allowed: a recorded turn may have none)."""
+
+    def text(value: Any, what: str) -> str:
+        return clean_text(value, what, max_chars, allow_empty=True)
+
+    def image(value: Any, what: str) -> str:
+        return image_path(value, index, allow_external=allow_external, what=what)
+
+    if isinstance(turn, DescriptionTurn):
+        return DescriptionTurn(text(turn.text, "description text"))
+    if isinstance(turn, QATurn):
+        return QATurn(text(turn.question, "question text"), text(turn.answer, "answer text"))
+    if isinstance(turn, ReferenceTurn):
+        return ReferenceTurn(image(turn.reference_path, "reference image path"), text(turn.feedback, "feedback text"))
+    if isinstance(turn, ExampleTurn):
+        return ExampleTurn(image(turn.image_path, "image path"))
+    raise TurnError(
+        f"not a turn: {type(turn).__name__} (expected DescriptionTurn, QATurn, ReferenceTurn or ExampleTurn)"
+    )

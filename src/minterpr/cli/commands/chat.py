@@ -124,7 +124,8 @@ _IN_CHAT = "in-chat commands (a line starting with ':'):\n" + textwrap.indent(
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES
+    from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES
+    from minterpr.interaction.schedule import SCHEDULES
 
     p = subparsers.add_parser(
         "chat",

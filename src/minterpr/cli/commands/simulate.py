@@ -226,7 +226,8 @@ class _Pictures:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, SCHEDULES
+    from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES
+    from minterpr.interaction.schedule import SCHEDULES
     from minterpr.interaction.simulators import SIMULATORS
 
     p = subparsers.add_parser(
