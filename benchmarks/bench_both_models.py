@@ -24,7 +24,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
 import torch
 
 from minterpr.data.dataset import BuiltDataset

@@ -228,3 +228,17 @@ def test_tests_never_import_each_other():
             )
             bad = [n for n in names if n.split(".")[0].startswith("test_") or n.split(".")[0] == "conftest"]
             assert not bad, f"{path.relative_to(tests)} imports {bad}: move what it shares to tests/support"
+
+
+LINE_LIMIT = 400  # a module that grows past this splits along its ideas (docs/architecture.md)
+
+
+def test_files_stay_within_the_line_limit():
+    root = PACKAGE.parents[1]
+    long = {
+        str(path.relative_to(root)): count
+        for folder in ("src", "tests", "benchmarks")
+        for path in sorted((root / folder).rglob("*.py"))
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > LINE_LIMIT
+    }
+    assert not long, f"files over {LINE_LIMIT} lines (split them along their ideas): {long}"

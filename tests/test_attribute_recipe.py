@@ -3,7 +3,6 @@ per-label feature mixup, progressive input sizes. Each is off by default, and of
 
 from __future__ import annotations
 
-import dataclasses
 
 import pytest
 import torch

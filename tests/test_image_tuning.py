@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-from pathlib import Path
 
 import pytest
 import torch
@@ -14,11 +13,9 @@ from minterpr.models import create_model
 from minterpr.models.losses import attribute_loss, positive_ratio
 from minterpr.training.config import ConfigError, ImageTuningConfig, config_from_dict, load_config
 from minterpr.training.image_augment import AugmentConfig, augment_batch
-from minterpr.training.image_tuning import ImageTuner, load_tuned
-from minterpr.training.labelled_images import labelled_images
+from minterpr.training.image_tuning import load_tuned
 from minterpr.training.trainer import Trainer
 
-from support.datasets import make_tiny_dataset
 from support.tuning import make_tuner as _tuner, tiny_data  # noqa: F401  (tiny_data is a fixture)
 
 OFF = dict(flip=0.0, shift=0.0, scale_min=1.0, scale_max=1.0, blur=0.0, low_resolution=0.0, jpeg=0.0, erasing=0.0)

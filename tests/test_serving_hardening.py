@@ -4,7 +4,6 @@ JavaScript, the interactive API docs without a CDN."""
 
 from __future__ import annotations
 
-import getpass
 import json
 import re
 import stat

@@ -4,7 +4,6 @@ pins, and computes what it computed when it was published."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -61,9 +61,8 @@ from minterpr.data.layout import (
     DATASET_FILE,
     GALLERY_PREFIX,
     IMAGES_DIR,
-    SPLITS,
     dialogues_file,
-    gallery_file,  # noqa: F401
+    gallery_file,
     split_files,
     split_of_file,
 )  # (re-exported: the writers import them from here)

@@ -22,7 +22,8 @@ from __future__ import annotations
 from dataclasses import replace
 from pathlib import Path
 
-from minterpr.data.build import DIR_PLACEHOLDER, IMAGES_DIR, SPLITS, begin_build, finish_build
+from minterpr.data.build import DIR_PLACEHOLDER, begin_build, finish_build
+from minterpr.data.layout import IMAGES_DIR, SPLITS
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.pa100k import load_mat, mat_strings, read_pa100k
 from minterpr.data.layout import gallery_file

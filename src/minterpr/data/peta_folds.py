@@ -33,7 +33,7 @@ import random
 from collections import defaultdict
 from typing import Iterable, Sequence
 
-from minterpr.data.build import SPLITS
+from minterpr.data.layout import SPLITS
 from minterpr.data.formats.peta import peta_namespace
 from minterpr.errors import InputError
 from minterpr.types import GalleryImage

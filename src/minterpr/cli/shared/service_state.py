@@ -8,7 +8,6 @@ import functools
 import getpass
 import os
 import sys
-from pathlib import Path
 from typing import Any, Callable
 
 from minterpr.cli.shared.common import CLIError, require_extras

@@ -16,7 +16,7 @@ shortlist from it (:mod:`minterpr.interaction.shortlist`).
 
 A store saved before the fused index existed (format version 1) has none: it opens as before,
 its sessions rank the fused score by one exact scan (or take the cosine shortlist from an ANN
-vector index); :func:`add_fused` adds one without re-embedding (``minterpr index fused DIR``).
+vector index); :func:`~minterpr.index.store.gallery_append.add_fused` adds one without re-embedding (``minterpr index fused DIR``).
 
 Example:
     >>> import tempfile
@@ -50,7 +50,6 @@ __all__ = [
     "FUSED",
     "FUSED_MIN_IMAGES",
     "FUSED_VERSION",
-    "add_fused",
     "build_fused",
     "load_fused",
     "save_fused",
