@@ -16,14 +16,8 @@ import pytest
 
 from minterpr.cli.shared.model_options import gallery_images
 from minterpr.cli.main import main
-from minterpr.data.build import (
-    DATASET_FILE,
-    check_if_built,
-    mark_dataset,
-    read_marker,
-    require_built_dataset,
-    synth_rebuild_args,
-)
+from minterpr.data.build import check_if_built, mark_dataset, read_marker, require_built_dataset, synth_rebuild_args
+from minterpr.data.layout import DATASET_FILE
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.synthetic import dataset as synthetic_dataset

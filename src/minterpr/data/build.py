@@ -65,7 +65,7 @@ from minterpr.data.layout import (
     gallery_file,
     split_files,
     split_of_file,
-)  # (re-exported: the writers import them from here)
+)
 from minterpr.errors import DatasetError
 from minterpr.fileio import atomic_write_text, remove_stale_temporaries
 from minterpr.types import GalleryImage, RetrievalSample, split_person_id

@@ -37,15 +37,8 @@ import random
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from minterpr.data.build import (
-    DIR_PLACEHOLDER,
-    IMAGES_DIR,
-    SPLITS,
-    begin_build,
-    dialogue_config_dict,
-    finish_build,
-    split_files,
-)
+from minterpr.data.build import DIR_PLACEHOLDER, begin_build, dialogue_config_dict, finish_build
+from minterpr.data.layout import IMAGES_DIR, SPLITS, split_files
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.captions import read_caption_dataset
 from minterpr.data.formats.chatpedes import read_chatpedes

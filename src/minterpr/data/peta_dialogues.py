@@ -22,16 +22,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Sequence
 
-from minterpr.data.build import (
-    IMAGES_DIR,
-    SPLITS,
-    begin_build,
-    dialogue_config_dict,
-    finish_build,
-    peta_rebuild_args,
-    split_files,
-    write_split,
-)
+from minterpr.data.build import begin_build, dialogue_config_dict, finish_build, peta_rebuild_args, write_split
+from minterpr.data.layout import IMAGES_DIR, SPLITS, split_files
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.formats.peta import peta_subsets, read_peta, resolve_peta_root
 from minterpr.data.peta_folds import resolve_hold_out, split_held_out, subset_counts

@@ -272,7 +272,8 @@ def _run(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 def check_build_markers(names: Iterable[str], image_root: str | None = None) -> bool:
     """Verify the build marker of each folder holding one of ``names`` (and of ``image_root``)
     that minterpr built; print a problem line per unfinished or changed build; True when none."""
-    from minterpr.data.build import DATASET_FILE, check_if_built
+    from minterpr.data.build import check_if_built
+    from minterpr.data.layout import DATASET_FILE
     from minterpr.errors import DatasetError
 
     folders = [Path(name).parent for name in names if not Path(name).is_dir()]

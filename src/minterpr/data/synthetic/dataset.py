@@ -15,16 +15,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from minterpr.data.build import (
-    IMAGES_DIR,
-    SPLITS,
     begin_build,
     check_if_built,
     dialogue_config_dict,
     finish_build,
-    split_files,
     synth_rebuild_args,
     write_split,
 )
+from minterpr.data.layout import IMAGES_DIR, SPLITS, split_files
 from minterpr.data.dialogue_synthesis import DialogueSynthesisConfig
 from minterpr.data.synthetic.world import SyntheticWorldConfig, build_world
 from minterpr.errors import DatasetError
