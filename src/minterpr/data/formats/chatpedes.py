@@ -35,7 +35,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, Iterator, Literal, overload
+from typing import Callable, Iterable, Iterator
 
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import (
@@ -50,6 +50,7 @@ from minterpr.data.formats.jsonl import (
     route,
     short,
 )
+from minterpr.data.formats.reading import sample_reader
 from minterpr.types import Dialogue, QATurn, RetrievalSample, person_id
 
 FIELDS = ("id", "file_path", "chats")
@@ -207,26 +208,7 @@ def iter_chatpedes(
         yield from samples
 
 
-@overload
-def read_chatpedes(
-    path: str | os.PathLike[str],
-    *,
-    namespace: str = ...,
-    strict: Literal[True] = ...,
-    image_root: str | os.PathLike[str] | None = ...,
-    check_images: bool = ...,
-    allow_outside_root: bool = ...,
-) -> list[RetrievalSample]: ...
-@overload
-def read_chatpedes(
-    path: str | os.PathLike[str],
-    *,
-    namespace: str = ...,
-    strict: Literal[False],
-    image_root: str | os.PathLike[str] | None = ...,
-    check_images: bool = ...,
-    allow_outside_root: bool = ...,
-) -> ReadResult[RetrievalSample]: ...
+@sample_reader
 def read_chatpedes(
     path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False, allow_outside_root=False
 ):

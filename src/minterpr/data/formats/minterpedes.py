@@ -40,7 +40,7 @@ Example:
 from __future__ import annotations
 
 import os
-from typing import Callable, Iterable, Iterator, Literal, overload
+from typing import Callable, Iterable, Iterator
 
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import (
@@ -55,6 +55,7 @@ from minterpr.data.formats.jsonl import (
     local_int_id,
     short,
 )
+from minterpr.data.formats.reading import sample_reader
 from minterpr.types import Dialogue, QATurn, ReferenceTurn, RetrievalSample, person_id
 
 FIELDS = ("file_path", "id", "t_conversation_length", "i_conversation_length", "conversations", "image")
@@ -227,26 +228,7 @@ def _pair_warning(target: str, lines: list[int]) -> str:
     )
 
 
-@overload
-def read_minterpedes(
-    path: str | os.PathLike[str],
-    *,
-    namespace: str = ...,
-    strict: Literal[True] = ...,
-    image_root: str | os.PathLike[str] | None = ...,
-    check_images: bool = ...,
-    allow_outside_root: bool = ...,
-) -> list[RetrievalSample]: ...
-@overload
-def read_minterpedes(
-    path: str | os.PathLike[str],
-    *,
-    namespace: str = ...,
-    strict: Literal[False],
-    image_root: str | os.PathLike[str] | None = ...,
-    check_images: bool = ...,
-    allow_outside_root: bool = ...,
-) -> ReadResult[RetrievalSample]: ...
+@sample_reader
 def read_minterpedes(
     path, *, namespace=DEFAULT_NAMESPACE, strict=True, image_root=None, check_images=False, allow_outside_root=False
 ):
