@@ -10,8 +10,8 @@ replay or an undo, which reuse what the history recorded):
   model sees on an image is evidence about *that image* (:func:`seen_evidence`, as the user's own
   words about a shown image, weighed softer), never words put in the witness's mouth: it becomes a
   fact about the person sought only once the user confirms that image (:func:`target_facts`), it is
-  dropped when they rule the image out, and it covers no slot, so questions keep coming (issue 40:
-  adding every reading of the top result as the target's facts took final R@1 on the demo from 96 to 60 %);
+  dropped when they rule the image out, and it covers no slot, so questions keep coming (taking the
+  top result's readings as the target's own facts cost most of the demo's final R@1: docs/vlm.md);
 - :func:`model_judgements` after that: P(the person) for the top ``rerank_k`` candidates.
 
 The facts are :class:`~minterpr.interaction.history.ModelFact` s, kept in the turn's history entry
