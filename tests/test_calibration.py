@@ -11,7 +11,7 @@ import torch
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.models import create_model, save_model
 from minterpr.models.io import load_model
-from minterpr.training.calibration import _minimise_log_temperature, calibration_nll, fit_slot_temperatures
+from minterpr.training.calibration import calibration_nll, fit_slot_temperatures, minimise_log_temperature
 
 LABELS = ONTOLOGY.flat_labels()
 
@@ -65,7 +65,7 @@ def test_single_valued_slots_are_fitted_on_the_normalised_true_value() -> None:
 def test_golden_section_agrees_with_a_fine_grid() -> None:
     curve = lambda x: (x - 0.7) ** 2 + 0.1 * math.sin(3 * x)  # noqa: E731
     grid = np.linspace(math.log(0.125), math.log(8.0), 20001)
-    assert _minimise_log_temperature(curve) == pytest.approx(grid[np.argmin([curve(x) for x in grid])], abs=1e-3)
+    assert minimise_log_temperature(curve) == pytest.approx(grid[np.argmin([curve(x) for x in grid])], abs=1e-3)
 
 
 def test_fit_rejects_mismatched_shapes() -> None:

@@ -269,17 +269,17 @@ def test_device_reaches_the_model(command, world, tiny_run, tmp_path, capsys, mo
 
 
 def test_train_device_and_quiet_are_config_overrides(tmp_path, capsys):
-    from minterpr.cli.commands.train import _load
+    from minterpr.cli.commands.train import train_config
 
     args = argparse.Namespace(
         config="tiny", set=["progress=true"], out=str(tmp_path), resume=False, data=None, device="cuda:1", quiet=True
     )
-    cfg = _load(args)
+    cfg = train_config(args)
     assert cfg.device == "cuda:1" and cfg.progress is False
     args = argparse.Namespace(
         config="tiny", set=["progress=false"], out=str(tmp_path), resume=False, data=None, device=None, quiet=False
     )
-    cfg = _load(args)
+    cfg = train_config(args)
     assert cfg.device == "cpu" and cfg.progress is False  # --set progress=false still works
     assert main(["train", "--config", "tiny", "--out", str(tmp_path / "r"), "--device", "tpu"]) == 2
     assert "device" in capsys.readouterr().err

@@ -125,7 +125,7 @@ def test_a_slow_endpoint_is_said_and_skipped_for_some_turns_while_it_keeps_faili
 
 def test_retry_after_is_honoured_and_retries_are_audited():
     from minterpr.serving.caption_jobs import AUDITED
-    from minterpr.serving.search_turns import _VLM_AUDIT
+    from minterpr.serving.search_turns import VLM_AUDITED
     from minterpr.vlm.client import VLMClient
     from minterpr.vlm.errors import VLMUnavailable
     from minterpr.vlm.testing import status
@@ -140,7 +140,7 @@ def test_retry_after_is_honoured_and_retries_are_audited():
         with pytest.raises(VLMUnavailable, match="asks to retry in 30 s"):
             client.ask("asking", "x")
     assert len(server.requests) == 1 and waits == [0.7]
-    assert "attempts" in _VLM_AUDIT and "attempts" in AUDITED  # each call's tries, in the audit log
+    assert "attempts" in VLM_AUDITED and "attempts" in AUDITED  # each call's tries, in the audit log
 
 
 def test_the_simulators_bare_verdicts_are_not_sent_to_the_model():

@@ -16,8 +16,8 @@ from fastapi.testclient import TestClient  # noqa: E402
 
 from minterpr.serving.app import create_app  # noqa: E402
 from minterpr.serving.pages.search import when  # noqa: E402
-from minterpr.serving.pages.session_view import _keep  # noqa: E402
-from minterpr.serving.pages.site import Pages, _safe_next  # noqa: E402
+from minterpr.serving.pages.session_view import filter_results  # noqa: E402
+from minterpr.serving.pages.site import Pages, safe_next  # noqa: E402
 from minterpr.serving.schemas.search import ActionView, ResultView, TimelineEntry, TurnView  # noqa: E402
 from minterpr.serving.settings import RateSpec, ServeSettings  # noqa: E402
 
@@ -126,8 +126,8 @@ def test_login_refuses_wrong_passwords_and_outside_redirects(client) -> None:
     client.cookies.clear()
     wrong = client.post("/login", data={"username": "ana", "password": "wrong", "next": "/cases"})
     assert wrong.status_code in (401, 429) and 'role="alert"' in wrong.text
-    assert _safe_next("//evil.example/x") == "/cases" and _safe_next("https://evil.example") == "/cases"
-    assert _safe_next("/sessions/ab") == "/sessions/ab"
+    assert safe_next("//evil.example/x") == "/cases" and safe_next("https://evil.example") == "/cases"
+    assert safe_next("/sessions/ab") == "/sessions/ab"
     assert client.get("/cases", follow_redirects=False).headers["location"] == "/login?next=%2Fcases"
 
 
@@ -214,7 +214,7 @@ def test_times_and_result_filters() -> None:
             [("a", "2026-03-02T08:00:00+00:00"), ("b", "2026-03-02T09:00:00+00:00"), ("a", None)]
         )
     ]
-    keep = lambda **f: [r.gallery_index for r in _keep(results, {"camera": "", "from": "", "until": "", **f})]  # noqa: E731
+    keep = lambda **f: [r.gallery_index for r in filter_results(results, {"camera": "", "from": "", "until": "", **f})]  # noqa: E731
     assert keep() == [0, 1, 2] and keep(camera="a") == [0, 2]
     assert keep(**{"from": "2026-03-02T08:30"}) == [1] and keep(until="2026-03-02T08:30") == [0]
 

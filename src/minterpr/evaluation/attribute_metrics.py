@@ -186,7 +186,7 @@ def _finite(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
-def _check(probs: Any, targets: np.ndarray, mask: np.ndarray) -> np.ndarray:
+def check_probs(probs: Any, targets: np.ndarray, mask: np.ndarray) -> np.ndarray:
     probs = np.asarray(probs, dtype=np.float64)
     if probs.ndim != 2 or probs.shape[1] != len(LABELS):
         raise ValueError(f"probs must be (N, {len(LABELS)}) over ONTOLOGY.flat_labels(), got {probs.shape}")
@@ -262,7 +262,7 @@ def attribute_metrics_from_targets(
     """:func:`attribute_metrics` from ``(targets, mask)`` as :func:`attribute_targets` gives them
     (training's own arrays); ``auc=False`` skips the per-label AUC (a sort per label)."""
     targets, mask = np.asarray(targets) > 0.5, np.asarray(mask, dtype=bool)
-    probs = _check(probs, targets, mask)
+    probs = check_probs(probs, targets, mask)
     per_label, single = _thresholds(threshold)
     predicted = probs > per_label  # (N, L)
     pos, neg = targets & mask, ~targets & mask

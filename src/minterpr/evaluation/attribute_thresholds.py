@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from minterpr.evaluation.attribute_metrics import DEFAULT_THRESHOLD, LABELS, _check, attribute_targets
+from minterpr.evaluation.attribute_metrics import DEFAULT_THRESHOLD, LABELS, attribute_targets, check_probs
 from minterpr.types import GalleryImage
 
 
@@ -33,7 +33,7 @@ def balanced_thresholds_from_targets(
 ) -> np.ndarray:
     """:func:`balanced_thresholds` from ``(targets, mask)``."""
     targets, mask = np.asarray(targets) > 0.5, np.asarray(mask, dtype=bool)
-    probs = _check(probs, targets, mask)
+    probs = check_probs(probs, targets, mask)
     out = np.full(len(LABELS), float(default))
     for j in range(len(LABELS)):
         y, s = targets[mask[:, j], j], probs[mask[:, j], j]

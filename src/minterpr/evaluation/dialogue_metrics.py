@@ -19,12 +19,12 @@ import numpy as np
 
 from minterpr.evaluation.metrics import (
     DEFAULT_CHUNK_SIZE,
-    _check_chunk_size,
-    _collect,
-    _embedding_chunks,
-    _Matches,
-    _percent,
-    _similarity_chunks,
+    TrueMatches,
+    check_chunk_size,
+    collect_ranks,
+    embedding_chunks,
+    percent_true,
+    similarity_chunks,
 )
 
 
@@ -59,12 +59,12 @@ def _trapezoid_mean(values: Sequence[float]) -> float:
     return float((v[0] / 2 + v[1:-1].sum() + v[-1] / 2) / (len(v) - 1))
 
 
-def _round_chunks(item: Any, matches: _Matches, chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
+def _round_chunks(item: Any, matches: TrueMatches, chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
     if isinstance(item, tuple):
         if len(item) != 2:
             raise ValueError(f"a round given as a tuple must be (query_emb, gallery_emb), got {len(item)} items")
-        return _embedding_chunks(item[0], item[1], matches, chunk_size)
-    return _similarity_chunks(item, matches, chunk_size)
+        return embedding_chunks(item[0], item[1], matches, chunk_size)
+    return similarity_chunks(item, matches, chunk_size)
 
 
 def per_round_metrics(
@@ -99,8 +99,8 @@ def per_round_metrics(
         >>> [(r["r1"], r["hits1"]) for r in res["rounds"]], round(res["bri"], 4)
         ([(0.0, 0.0), (100.0, 100.0)], 0.3466)
     """
-    matches = _Matches(query_pids, gallery_pids)
-    chunk_size = _check_chunk_size(chunk_size)
+    matches = TrueMatches(query_pids, gallery_pids)
+    chunk_size = check_chunk_size(chunk_size)
     ks = sorted({int(k) for k in hits_ks})
     if not ks or ks[0] < 1:
         raise ValueError(f"hits_ks must be positive integers, got {tuple(hits_ks)}")
@@ -114,12 +114,12 @@ def per_round_metrics(
     r = -1
     for item in rounds:
         r += 1
-        qr = _collect(_round_chunks(item, matches, chunk_size), matches)
+        qr = collect_ranks(_round_chunks(item, matches, chunk_size), matches)
         best = qr.first.copy() if best is None else np.minimum(best, qr.first)
         first_rank1[(first_rank1 < 0) & (qr.first == 0)] = r
         row: dict[str, Any] = {"round": r, **qr.summary()}
         for k in ks:
-            row[f"hits{k}"] = _percent(best < k)
+            row[f"hits{k}"] = percent_true(best < k)
         row["mean_first_hit_rank"] = float(qr.first.mean())
         row["mean_best_log_rank"] = float(np.log1p(best).mean())
         log_curve.append(row["mean_best_log_rank"])

@@ -49,13 +49,13 @@ class QueryRanks:
 
     def summary(self) -> dict[str, float]:
         """R@1/5/10, mAP and mINP in percent."""
-        out = {f"r{k}": _percent(self.first < k) for k in RECALL_KS}
+        out = {f"r{k}": percent_true(self.first < k) for k in RECALL_KS}
         out["mAP"] = float(self.ap.mean() * 100.0)
         out["mINP"] = float(self.inp.mean() * 100.0)
         return out
 
 
-class _Matches:
+class TrueMatches:
     """Where each query's true matches sit in the gallery (positions ascending)."""
 
     def __init__(self, query_pids: Any, gallery_pids: Any) -> None:
@@ -90,18 +90,18 @@ class _Matches:
         return self._order[self._starts[c] : self._starts[c + 1]]
 
 
-def _percent(mask: np.ndarray) -> float:
+def percent_true(mask: np.ndarray) -> float:
     return float(np.mean(mask) * 100.0)
 
 
-def _check_chunk_size(chunk_size: int) -> int:
+def check_chunk_size(chunk_size: int) -> int:
     is_int = isinstance(chunk_size, (int, np.integer)) and not isinstance(chunk_size, bool)
     if not is_int or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     return int(chunk_size)
 
 
-def _similarity_chunks(similarity: Any, matches: _Matches, chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
+def similarity_chunks(similarity: Any, matches: TrueMatches, chunk_size: int) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first query, (C, G) scores); slicing keeps memory-mapped inputs lazy."""
     if not hasattr(similarity, "shape"):
         similarity = np.asarray(similarity)
@@ -115,8 +115,8 @@ def _similarity_chunks(similarity: Any, matches: _Matches, chunk_size: int) -> I
         yield start, np.asarray(similarity[start : start + chunk_size])
 
 
-def _embedding_chunks(
-    query_emb: Any, gallery_emb: Any, matches: _Matches, chunk_size: int
+def embedding_chunks(
+    query_emb: Any, gallery_emb: Any, matches: TrueMatches, chunk_size: int
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first query, (C, G) dot products) without building the (Q, G) matrix."""
     q, g = np.asarray(query_emb), np.asarray(gallery_emb)
@@ -142,7 +142,7 @@ def _tie_offsets(row: np.ndarray, pos: np.ndarray, scores: np.ndarray) -> np.nda
     return out
 
 
-def _rank_chunk(start: int, sim: np.ndarray, matches: _Matches, out: QueryRanks) -> None:
+def _rank_chunk(start: int, sim: np.ndarray, matches: TrueMatches, out: QueryRanks) -> None:
     """Fill ``out`` for queries start..start+C from their (C, G) scores."""
     if sim.ndim != 2 or sim.shape[1] != matches.num_gallery:
         raise ValueError(f"score chunk has shape {sim.shape}, expected (*, {matches.num_gallery})")
@@ -168,7 +168,7 @@ def _rank_chunk(start: int, sim: np.ndarray, matches: _Matches, out: QueryRanks)
         out.inp[q] = len(ranks) / ranks[-1]
 
 
-def _collect(chunks: Iterable[tuple[int, np.ndarray]], matches: _Matches) -> QueryRanks:
+def collect_ranks(chunks: Iterable[tuple[int, np.ndarray]], matches: TrueMatches) -> QueryRanks:
     n = matches.num_queries
     out = QueryRanks(first=np.empty(n, np.int64), ap=np.empty(n), inp=np.empty(n))
     for start, sim in chunks:
@@ -184,17 +184,17 @@ def query_ranks(
     ``similarity`` may be any array-like with ``.shape`` whose row slices convert with
     ``np.asarray`` (a numpy array, a ``np.memmap``, a CPU tensor).
     """
-    matches = _Matches(query_pids, gallery_pids)
-    return _collect(_similarity_chunks(similarity, matches, _check_chunk_size(chunk_size)), matches)
+    matches = TrueMatches(query_pids, gallery_pids)
+    return collect_ranks(similarity_chunks(similarity, matches, check_chunk_size(chunk_size)), matches)
 
 
 def query_ranks_from_embeddings(
     query_emb: Any, gallery_emb: Any, query_pids: Any, gallery_pids: Any, *, chunk_size: int = DEFAULT_CHUNK_SIZE
 ) -> QueryRanks:
     """Like :func:`query_ranks` with scores = dot products, computed chunk by chunk."""
-    matches = _Matches(query_pids, gallery_pids)
-    chunks = _embedding_chunks(query_emb, gallery_emb, matches, _check_chunk_size(chunk_size))
-    return _collect(chunks, matches)
+    matches = TrueMatches(query_pids, gallery_pids)
+    chunks = embedding_chunks(query_emb, gallery_emb, matches, check_chunk_size(chunk_size))
+    return collect_ranks(chunks, matches)
 
 
 def retrieval_metrics(
@@ -228,7 +228,7 @@ def retrieval_metrics_from_embeddings(
     ).summary()
 
 
-class _OtherImagesMatches(_Matches):
+class _OtherImagesMatches(TrueMatches):
     """Queries that are rows of the gallery itself: a query's true matches are its person's
     *other* images (``rows[q]`` is query q's own row, never counted)."""
 
@@ -271,12 +271,12 @@ def leave_one_out_ranks(
     matches = _OtherImagesMatches(p, rows)
 
     def chunks() -> Iterator[tuple[int, np.ndarray]]:
-        for start, sim in _embedding_chunks(e[rows], e, matches, _check_chunk_size(chunk_size)):
+        for start, sim in embedding_chunks(e[rows], e, matches, check_chunk_size(chunk_size)):
             own = rows[start : start + len(sim)]
             sim[np.arange(len(sim)), own] = -np.inf  # (C, N): the query itself ranks last, uncounted
             yield start, sim
 
-    return rows, _collect(chunks(), matches)
+    return rows, collect_ranks(chunks(), matches)
 
 
 def rank_of_first_match(

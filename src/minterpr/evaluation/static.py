@@ -132,7 +132,7 @@ def _encode_all(backend: Any, dialogues: list[list[Turn]], index: Any) -> list[n
     return [np.asarray(backend.encode_turns(turns, index), np.float32) for turns in dialogues]
 
 
-class _Replay:
+class DialogueReplay:
     """A gallery indexed once and every dialogue's per-round queries, facts and judgements, ready to score."""
 
     def __init__(
@@ -326,7 +326,7 @@ def replay_scores(
     float64, gallery order: row q of round r is what a ``Session`` fed the first r + 1 turns of
     dialogue q would score (an ended dialogue keeps its last row). Keeps every round in memory.
     """
-    replay = _Replay(backend, samples, gallery_images, image_root, max_rounds, description_only, False)
+    replay = DialogueReplay(backend, samples, gallery_images, image_root, max_rounds, description_only, False)
     return list(replay.round_scores(RerankConfig() if reranking is None else reranking))
 
 
@@ -364,7 +364,7 @@ def evaluate_dialogues(
     reranking = RerankConfig() if reranking is None else reranking
     if not isinstance(reranking, RerankConfig):
         raise InputError(f"reranking must be a RerankConfig, got {type(reranking).__name__}")
-    replay = _Replay(
+    replay = DialogueReplay(
         backend,
         samples,
         gallery_images,

@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from minterpr.errors import InputError
-from minterpr.evaluation.static import _Replay
+from minterpr.evaluation.static import DialogueReplay
 from minterpr.interaction.reranking import RerankConfig
 from minterpr.types import GalleryImage, RetrievalSample
 
@@ -51,7 +51,7 @@ def select_attribute_weight(
         base = base.with_(prob_floor=prob_floor)
     if not grid:
         raise InputError("grid: at least one attribute weight to try")
-    replay = _Replay(backend, samples, gallery_images, image_root, None, False, progress, index, queries)
+    replay = DialogueReplay(backend, samples, gallery_images, image_root, None, False, progress, index, queries)
     if replay.attribute_probs is None:
         raise InputError("choosing an attribute weight needs a backend whose index has attribute_probs")
     replay.cache_cosines = len(grid) > 1 and len(samples) * len(replay.gallery) * replay.num_rounds <= _CACHE_COSINES

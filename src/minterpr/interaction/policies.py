@@ -73,7 +73,7 @@ def candidate_distribution(
     return top, weights / weights.sum()
 
 
-def _entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
+def entropy(p: np.ndarray, axis: int = -1) -> np.ndarray:
     return -np.sum(np.where(p > 0, p * np.log(np.where(p > 0, p, 1.0)), 0.0), axis=axis)
 
 
@@ -96,7 +96,7 @@ def expected_information_gain(weights: np.ndarray, answers: np.ndarray) -> float
     ``weights`` (K,) candidate probabilities, ``answers`` (K, V) P(answer | candidate).
     """
     marginal = weights @ answers  # (V,)
-    return float(_entropy(marginal) - weights @ _entropy(answers))
+    return float(entropy(marginal) - weights @ entropy(answers))
 
 
 @dataclass(frozen=True)
@@ -266,7 +266,7 @@ def comparison_entropy(weights: np.ndarray, labels: np.ndarray, same: np.ndarray
     outcome = np.concatenate([same[:, j : j + 1], differs], axis=1)  # (K, 1 + S)
     outcome[same[:, j], 1:] = False  # "that's her" says nothing else
     _, group = np.unique(outcome, axis=0, return_inverse=True)
-    return float(_entropy(np.bincount(group.ravel(), weights=weights)))
+    return float(entropy(np.bincount(group.ravel(), weights=weights)))
 
 
 @dataclass

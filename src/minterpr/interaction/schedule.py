@@ -22,9 +22,9 @@ from minterpr.errors import InputError
 from minterpr.interaction.policies import (
     TEMPERATURE,
     PolicyContext,
-    _entropy,
     candidate_distribution,
     compared_vectors,
+    entropy,
 )
 
 
@@ -121,4 +121,4 @@ def reference_information(
     """
     if not len(shown):
         return 0.0
-    return float(_entropy(_shown_answer(ctx, shown, top_k, temperature, duplicate_threshold)))
+    return float(entropy(_shown_answer(ctx, shown, top_k, temperature, duplicate_threshold)))

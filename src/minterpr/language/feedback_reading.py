@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 from minterpr.language.phrasing import Fact
 from minterpr.language.sentence_words import COLOUR_SLOT
-from minterpr.language.text_parser import _parse_clause, parse_facts
+from minterpr.language.text_parser import parse_clause, parse_facts
 from minterpr.language.text_reading import read_tokens
 
 
@@ -144,7 +144,7 @@ def read_feedback(text: str, colour_slot: str | None = None) -> Reading:
     pronoun: list[Fact] = []  # the gender a bare verdict's pronoun gave ("not him")
     for sentence in clauses:
         for owner, tokens in _runs(sentence):
-            facts = _parse_clause(tokens, None, people, colour_slot if owner == "target" else None)
+            facts = parse_clause(tokens, None, people, colour_slot if owner == "target" else None)
             said = [f for f in facts if f.slot != "gender"]
             if not said and previous is not None:
                 if owner == "target" and previous[0] == "shown" and _DENIALS & set(tokens):
@@ -157,7 +157,7 @@ def read_feedback(text: str, colour_slot: str | None = None) -> Reading:
                 else:  # "his shoes were brown, these are blue": the garment of the clause before
                     slot = _colour_slot(previous[1])
                     if slot is not None:
-                        facts = _parse_clause(tokens, slot, people) or facts
+                        facts = parse_clause(tokens, slot, people) or facts
                     facts += _bare_length(tokens, previous[1])
             (shown if owner == "shown" else target).extend(facts)
             if owner == "target" and _bare_verdict(tokens):

@@ -78,7 +78,7 @@ def parse_facts(text: str, *, context_slot: str | None = None, colour_slot: str 
             and people.get("target", other) != other
         ):
             continue  # a sentence about the other person
-        facts.extend(_parse_clause(tokens, context_slot, people, colour_slot))
+        facts.extend(parse_clause(tokens, context_slot, people, colour_slot))
         target = [f.values[0] for f in facts if f.slot == "gender" and not f.negated and len(f.values) == 1]
         if target:
             people.setdefault("target", target[0])
@@ -123,7 +123,7 @@ def _colour_facts(
     return part
 
 
-def _parse_clause(
+def parse_clause(
     tokens: list[str], context_slot: str | None, people: dict[str, str], colour_slot: str | None = None
 ) -> list[Fact]:
     table = lexicon()

@@ -43,7 +43,7 @@ PRETRAINED_PARTS = ("image_encoder", "text_encoder")  # submodules whose weights
 SHARED_MODE = 0o644  # exported files: readable by everyone
 
 
-def _safetensors() -> Any:
+def safetensors_torch() -> Any:
     try:
         import safetensors.torch
     except ImportError:
@@ -127,7 +127,7 @@ def _plain_json(value: Any) -> Any:
     return value
 
 
-def _write_shared(path: Path, data: bytes) -> None:
+def write_shared(path: Path, data: bytes) -> None:
     atomic_write(path, lambda f: f.write(data))
     os.chmod(path, SHARED_MODE)
 
@@ -166,11 +166,11 @@ def save_model_dir(
         for k, v in model.state_dict().items()
         if k not in referenced
     }
-    weights = _safetensors().save(tensors, metadata={"format": MODEL_DIR_FORMAT})
+    weights = safetensors_torch().save(tensors, metadata={"format": MODEL_DIR_FORMAT})
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).unlink(missing_ok=True)  # until the new one is written, the folder is not a model
-    _write_shared(out / WEIGHTS_FILE, weights)
-    _write_shared(
+    write_shared(out / WEIGHTS_FILE, weights)
+    write_shared(
         out / EXTRAS_FILE, (json.dumps(_plain_json(dict(extra or {})), indent=1, sort_keys=True) + "\n").encode()
     )
     manifest = {
@@ -186,7 +186,7 @@ def save_model_dir(
         "extras": EXTRAS_FILE,
         "pretrained": references,
     }
-    _write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
+    write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
 
@@ -195,7 +195,7 @@ def is_model_dir(path: str | PathLike[str]) -> bool:
     return Path(path).is_dir() and (Path(path) / CONFIG_FILE).is_file()
 
 
-def _read_json(path: Path) -> Any:
+def read_model_json(path: Path) -> Any:
     try:
         return loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
@@ -214,7 +214,7 @@ def load_model_dir(
     that cannot be built here), or weights that do not fit the config."""
     folder = Path(path)
     config_path = folder / CONFIG_FILE
-    manifest = _read_json(config_path)
+    manifest = read_model_json(config_path)
     if not isinstance(manifest, dict) or manifest.get("format") != MODEL_DIR_FORMAT:
         raise RunError(config_path, f"not a minterpr model directory (no format marker {MODEL_DIR_FORMAT!r})")
     if manifest.get("version") != MODEL_DIR_VERSION:
@@ -235,7 +235,7 @@ def load_model_dir(
         for part, r in references.items()
     ):
         raise RunError(config_path, "malformed 'pretrained' references")
-    extra = _read_json(folder / EXTRAS_FILE)
+    extra = read_model_json(folder / EXTRAS_FILE)
     if not isinstance(extra, dict):
         raise RunError(folder / EXTRAS_FILE, f"expected a JSON object of extras, got {type(extra).__name__}")
     weights_path, want = folder / WEIGHTS_FILE, manifest.get("weights") or {}
@@ -249,7 +249,7 @@ def load_model_dir(
             f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
             "(truncated, replaced or edited): copy or export it again",
         )
-    reader = _safetensors()
+    reader = safetensors_torch()
     try:
         tensors = reader.load(data)
     except Exception as err:  # noqa: BLE001 - safetensors reports damaged headers with its own error type

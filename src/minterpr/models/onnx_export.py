@@ -60,7 +60,7 @@ FINGERPRINT_KEY = "minterpr.image_fingerprint"
 CHECK_TOLERANCE = 1e-3  # largest |ONNX - PyTorch| accepted on the check batch (float32 gives ~1e-6)
 INSTALL_HINT = "pip install 'minterpr[onnx]'"
 
-_EXPORT_LOCK = threading.Lock()  # the export patches torch.nn.functional while tracing
+EXPORT_LOCK = threading.Lock()  # the export patches torch.nn.functional while tracing
 
 
 def image_fingerprint(model: "RetrievalModel") -> str:
@@ -182,7 +182,7 @@ def export_onnx_image_tower(model: "RetrievalModel", fingerprint: str | None = N
         hook.remove()
     _static_padding(tower, sizes)
     buffer = io.BytesIO()
-    with _EXPORT_LOCK, _exportable_adaptive_pool(), warnings.catch_warnings(), torch.no_grad():
+    with EXPORT_LOCK, _exportable_adaptive_pool(), warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about constant shapes: the image size is fixed
         torch.onnx.export(
             _ImageTower(tower),

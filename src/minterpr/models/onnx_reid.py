@@ -34,7 +34,7 @@ from torch import nn
 
 from minterpr.errors import RunError
 
-from .onnx_export import _EXPORT_LOCK, OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, with_fingerprint
+from .onnx_export import EXPORT_LOCK, OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, with_fingerprint
 from .reid import ReidModel
 
 EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weights
@@ -73,7 +73,7 @@ def export_onnx_reid(model: ReidModel, fingerprint: str | None = None) -> bytes:
     if hasattr(copy_.encoder, "set_channels_last"):
         copy_.encoder.set_channels_last(False)  # ONNX Runtime chooses its own layout
     buffer = io.BytesIO()
-    with _EXPORT_LOCK, warnings.catch_warnings(), torch.no_grad():
+    with EXPORT_LOCK, warnings.catch_warnings(), torch.no_grad():
         warnings.simplefilter("ignore")  # tracer warnings about constant shapes: the image size is fixed
         torch.onnx.export(
             _Embed(copy_),

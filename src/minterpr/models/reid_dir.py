@@ -42,9 +42,9 @@ from .model_dir import (
     MODEL_DIR_FORMAT,
     STORAGE_DTYPES,
     WEIGHTS_FILE,
-    _read_json,
-    _safetensors,
-    _write_shared,
+    read_model_json,
+    safetensors_torch,
+    write_shared,
 )
 from .reid import ReidModel, ReidModelConfig
 
@@ -75,10 +75,10 @@ def save_reid_dir(
         k: v.detach().to("cpu", store if v.is_floating_point() else v.dtype).contiguous().clone()
         for k, v in model.search_state_dict().items()
     }
-    weights = _safetensors().save(tensors, metadata={"format": REID_DIR_FORMAT})
+    weights = safetensors_torch().save(tensors, metadata={"format": REID_DIR_FORMAT})
     out.mkdir(parents=True, exist_ok=True)
     (out / CONFIG_FILE).unlink(missing_ok=True)
-    _write_shared(out / WEIGHTS_FILE, weights)
+    write_shared(out / WEIGHTS_FILE, weights)
     manifest = {
         "format": REID_DIR_FORMAT,
         "version": REID_DIR_VERSION,
@@ -91,7 +91,7 @@ def save_reid_dir(
         },
         "source": dict(source or {}),
     }
-    _write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
+    write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest
 
 
@@ -118,7 +118,7 @@ def load_reid_dir(path: str | PathLike[str]) -> ReidModel:
             config_path,
             "missing: not an appearance model directory (export one with minterpr.training.publish.publish_appearance)",
         )
-    manifest = _read_json(config_path)
+    manifest = read_model_json(config_path)
     kind = manifest.get("format") if isinstance(manifest, dict) else None
     if kind == MODEL_DIR_FORMAT:
         raise RunError(
@@ -152,7 +152,7 @@ def load_reid_dir(path: str | PathLike[str]) -> ReidModel:
             "(truncated, replaced or edited): copy or export it again",
         )
     try:
-        tensors = _safetensors().load(data)
+        tensors = safetensors_torch().load(data)
         model = ReidModel(ReidModelConfig.from_dict(raw))
     except (ValueError, TypeError, KeyError) as err:
         raise RunError(config_path, f"cannot build the appearance model ({str(err).splitlines()[0]})") from None

@@ -66,7 +66,14 @@ from minterpr.errors import ImageError, InputError
 from minterpr.fileio import atomic_write
 from minterpr.interaction.explain import describe_fact
 from minterpr.interaction.history import describe_said
-from minterpr.serving.export_report import EXPORT_FORMAT, _iso, _readme, _summary, analyst_words, render_report
+from minterpr.serving.export_report import (
+    EXPORT_FORMAT,
+    analyst_words,
+    iso_time,
+    match_summary,
+    readme_text,
+    render_report,
+)
 from minterpr.types import DescriptionTurn, ExampleTurn, QATurn, ReferenceTurn
 
 __all__ = [
@@ -149,11 +156,11 @@ class MatchExport:
         return tuple(im for im in self.images if im.role == "confirmed")
 
 
-def _now() -> str:
+def utc_now_iso() -> str:
     return dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def _slug(text: str | None) -> str:
+def slug(text: str | None) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", text or "").strip("-")[:40]
 
 
@@ -168,7 +175,7 @@ def _file_reader(index: Any) -> Callable[[int], bytes]:
     return read
 
 
-def _image_type(data: bytes, where: str) -> tuple[str, str]:
+def image_type(data: bytes, where: str) -> tuple[str, str]:
     """(mime, extension) of image bytes; ImageError when they are not an image a browser shows."""
     try:
         with Image.open(io.BytesIO(data)) as image:
@@ -254,12 +261,12 @@ def build_match_export(
             rank = before.rank_of(i) + 1
             similarity = round(float(before.match()[rank - 1]), 6)
         data = read(i)
-        mime, ext = _image_type(data, image.path)
+        mime, ext = image_type(data, image.path)
         role = "confirmed" if judgements[i] else "ruled_out"
-        member = f"crops/{n:02d}_{role}{'_' + _slug(image.camera_id) if image.camera_id else ''}{ext}"
+        member = f"crops/{n:02d}_{role}{'_' + slug(image.camera_id) if image.camera_id else ''}{ext}"
         members[i] = member
         explanation = steps[-1].explain_image(i) if steps else None
-        time = _field(metadata[i], "time") if metadata is not None and i < len(metadata) else None
+        time = field_of(metadata[i], "time") if metadata is not None and i < len(metadata) else None
         images.append(
             ExportImage(
                 i,
@@ -267,7 +274,7 @@ def build_match_export(
                 member,
                 role,
                 image.camera_id,
-                _iso(time),
+                iso_time(time),
                 similarity,
                 rank,
                 analyst_words("confirm" if judgements[i] else "feedback", history[k].turn.feedback)
@@ -320,13 +327,13 @@ def build_match_export(
         gallery,
         len(index),
         str(exported_by),
-        exported_at or _now(),
+        exported_at or utc_now_iso(),
         tuple(images),
         tuple(turns),
     )
 
 
-def _field(item: Any, name: str, default: Any = None) -> Any:
+def field_of(item: Any, name: str, default: Any = None) -> Any:
     return item.get(name, default) if isinstance(item, Mapping) else getattr(item, name, default)
 
 
@@ -340,9 +347,9 @@ def _write_zip(file: IO[bytes], export: MatchExport) -> None:
         archive.writestr(info, data.encode("utf-8") if isinstance(data, str) else data)
 
     with zipfile.ZipFile(file, "w") as archive:
-        put("README.txt", _readme(export))
+        put("README.txt", readme_text(export))
         put("report.html", render_report(export))
-        put("match.json", json.dumps(_summary(export), indent=2, ensure_ascii=False) + "\n")
+        put("match.json", json.dumps(match_summary(export), indent=2, ensure_ascii=False) + "\n")
         put(
             "conversation.json",
             json.dumps(
@@ -374,5 +381,5 @@ def write_match_export(export: MatchExport, path: str | os.PathLike[str]) -> Pat
 
 def match_export_filename(export: MatchExport) -> str:
     """A download name: ``match_<case>_<session>_<date>.zip`` (only letters, digits and dashes)."""
-    case = _slug(str(export.case.get("id", ""))) or "case"
-    return f"match_{case}_{_slug(export.session_id) or 'session'}_{_slug(export.exported_at[:10])}.zip"
+    case = slug(str(export.case.get("id", ""))) or "case"
+    return f"match_{case}_{slug(export.session_id) or 'session'}_{slug(export.exported_at[:10])}.zip"

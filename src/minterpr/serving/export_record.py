@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from minterpr.errors import ImageError
-from minterpr.serving.export import ExportImage, ExportTurn, MatchExport, _field, _image_type, _now, _slug
-from minterpr.serving.export_report import _iso, analyst_words
+from minterpr.serving.export import ExportImage, ExportTurn, MatchExport, field_of, image_type, slug, utc_now_iso
+from minterpr.serving.export_report import analyst_words, iso_time
 
 __all__ = ["match_export_from_record"]
 
@@ -39,7 +39,7 @@ def match_export_from_record(
     they were recorded). ImageError when a crop cannot be read.
     """
     confirmed = record.confirmed
-    facts = {_field(r, "gallery_index"): r for r in results}
+    facts = {field_of(r, "gallery_index"): r for r in results}
     images: list[ExportImage] = []
     members: dict[int, str] = {}
 
@@ -56,8 +56,8 @@ def match_export_from_record(
         follow_of: Any = None,
         same_person: Any = None,
     ) -> None:
-        mime, ext = _image_type(data, path)
-        member = f"crops/{len(images) + 1:02d}_{role}{'_' + _slug(camera) if camera else ''}{ext}"
+        mime, ext = image_type(data, path)
+        member = f"crops/{len(images) + 1:02d}_{role}{'_' + slug(camera) if camera else ''}{ext}"
         seen = facts.get(i)
         images.append(
             ExportImage(
@@ -66,12 +66,12 @@ def match_export_from_record(
                 member,
                 role,
                 camera,
-                _iso(time),
+                iso_time(time),
                 similarity,
                 rank,
                 reason,
-                tuple(_field(seen, "matches", ()) or ()),
-                tuple(_field(seen, "contradicts", ()) or ()),
+                tuple(field_of(seen, "matches", ()) or ()),
+                tuple(field_of(seen, "contradicts", ()) or ()),
                 hashlib.sha256(data).hexdigest(),
                 mime,
                 data,
@@ -84,28 +84,28 @@ def match_export_from_record(
 
     conversation = list(record.conversation)
     for item in record.images:
-        path = str(_field(item, "path", ""))
-        source = _field(item, "absolute_path")
+        path = str(field_of(item, "path", ""))
+        source = field_of(item, "absolute_path")
         try:
             data = Path(source).read_bytes()
         except (OSError, TypeError) as err:
             raise ImageError(str(source), f"cannot read the crop for the export: {err}") from err
         mine = path == confirmed.path
-        i = confirmed.gallery_index if mine else _field(item, "gallery_index")
+        i = confirmed.gallery_index if mine else field_of(item, "gallery_index")
         said = next((t for t in reversed(conversation) if t.gallery_index == i and t.kind == "confirm"), None)
         reason = analyst_words(said.kind, said.text) if said is not None else ""
-        also = bool(_field(item, "confirmed", False)) and said is not None  # a further crop confirmed as the person
+        also = bool(field_of(item, "confirmed", False)) and said is not None  # a further crop confirmed as the person
         add(
             i,
             path,
             data,
             "confirmed" if mine or also else "same_track",
-            _field(item, "camera"),
-            _field(item, "time"),
+            field_of(item, "camera"),
+            field_of(item, "time"),
             confirmed.similarity if mine else said.similarity if also else None,
             confirmed.rank if mine else said.rank if also else None,
             reason,
-            *((_field(item, "follow_of"), _field(item, "same_person")) if also else (None, None)),
+            *((field_of(item, "follow_of"), field_of(item, "same_person")) if also else (None, None)),
         )
     if read_image is not None:
         for t in conversation:
@@ -114,17 +114,17 @@ def match_export_from_record(
                 seen = facts.get(i)
                 judged = next(u for u in reversed(conversation) if u.kind == "feedback" and u.gallery_index == i)
                 # "could be, I can't tell" left it undecided, wherever it ranks now
-                now = _field(seen, "judgement") if seen is not None else _field(judged, "judgement", False)
+                now = field_of(seen, "judgement") if seen is not None else field_of(judged, "judgement", False)
                 role = "ruled_out" if now is False else "undecided"
                 # an image that left the results keeps its camera and time (ruled out, it ranks low)
                 where = image_info(i) if seen is None and image_info is not None else seen
                 add(
                     i,
-                    str(_field(seen, "path", f"gallery image {i}")),
+                    str(field_of(seen, "path", f"gallery image {i}")),
                     read_image(i),
                     role,
-                    _field(where, "camera"),
-                    _field(where, "time"),
+                    field_of(where, "camera"),
+                    field_of(where, "time"),
                     judged.similarity,
                     judged.rank,
                     analyst_words(judged.kind, judged.text),
@@ -137,8 +137,8 @@ def match_export_from_record(
             analyst_words(t.kind, t.text),
             members.get(t.gallery_index) if t.gallery_index is not None else None,
             None,
-            tuple(_field(t, "facts", ()) or ()),  # what the system read from the turn
-            _iso(t.time),
+            tuple(field_of(t, "facts", ()) or ()),  # what the system read from the turn
+            iso_time(t.time),
             t.user,
             t.rank,
             t.similarity,
@@ -147,14 +147,14 @@ def match_export_from_record(
     )
     case = _plain(record.case)
     if "created" in case:
-        case["created"] = _iso(case["created"])
+        case["created"] = iso_time(case["created"])
     return MatchExport(
         case,
         str(record.session_id),
         str(record.gallery),
         int(gallery_size),
         str(record.exported_by),
-        _iso(record.exported_at) or _now(),
+        iso_time(record.exported_at) or utc_now_iso(),
         tuple(images),
         turns,
     )

@@ -64,9 +64,9 @@ def case_rows(case: Mapping[str, Any]) -> list[tuple[str, str]]:
         if key == "cameras":
             text = ", ".join(value) if value else "all cameras"
         elif key in ("start", "end"):
-            text = _iso(value) or "any time"
+            text = iso_time(value) or "any time"
         elif key == "created":
-            text = _iso(value) or "unknown"
+            text = iso_time(value) or "unknown"
         elif isinstance(value, (list, tuple)):
             text = ", ".join(map(str, value))
         else:
@@ -75,7 +75,7 @@ def case_rows(case: Mapping[str, Any]) -> list[tuple[str, str]]:
     return rows
 
 
-def _iso(value: Any) -> str | None:
+def iso_time(value: Any) -> str | None:
     """ISO 8601 text of a datetime, UNIX seconds (UTC) or a string (kept); None for None or ""."""
     if value is None or value == "":
         return None
@@ -93,7 +93,7 @@ def _image_record(image: Any) -> dict[str, Any]:
     return record
 
 
-def _summary(export: Any) -> dict[str, Any]:
+def match_summary(export: Any) -> dict[str, Any]:
     return {
         "format": EXPORT_FORMAT,
         "version": EXPORT_VERSION,
@@ -127,7 +127,7 @@ def render_report(export: Any) -> str:
     )
 
 
-def _readme(export: Any) -> str:
+def readme_text(export: Any) -> str:
     lines = [
         "minterpr match export",
         "=" * 21,

@@ -39,7 +39,7 @@ from minterpr.serving.db import SearchSession, now
 from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas.search import TurnView
 from minterpr.serving.search_reads import SessionReads
-from minterpr.serving.search_turns import TurnTaking, _max_turns
+from minterpr.serving.search_turns import TurnTaking, turn_limit
 from minterpr.serving.session_store import acted, need
 from minterpr.serving.uploads import store_upload
 from minterpr.serving.views import Live, Positions, scope_words, turn_view
@@ -190,7 +190,7 @@ class Search(TurnTaking, SessionReads):
 
         with self._open(principal, sid, write=False) as live:
             self._local(live, gallery_index)
-            rows, limit, used = group_rows(live, gallery_index), _max_turns(live.session), len(live.session.history)
+            rows, limit, used = group_rows(live, gallery_index), turn_limit(live.session), len(live.session.history)
         if limit is not None and used + 1 + len(rows) > limit:
             raise ApiError(
                 409,

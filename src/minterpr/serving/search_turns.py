@@ -16,7 +16,7 @@ from minterpr.serving.errors import ApiError, public_message
 from minterpr.serving.galleries import Galleries
 from minterpr.serving.ratelimit import RateLimiter
 from minterpr.serving.schemas.search import TimelineEntry, TurnView
-from minterpr.serving.session_store import SessionStore, _text, need
+from minterpr.serving.session_store import SessionStore, need, turn_text
 from minterpr.serving.settings import ServeSettings
 from minterpr.serving.views import Live, confirmed, confirmed_all, seen, timeline, turn_view
 
@@ -27,7 +27,7 @@ _AUDIT_ACTION = {
     "feedback": "feedback",
     "confirm": "confirm",
 }
-_VLM_AUDIT = (
+VLM_AUDITED = (
     "purpose",
     "endpoint",
     "model",
@@ -73,7 +73,7 @@ class TurnTaking(SessionStore):
     ) -> TurnView:
         self._may_take_a_turn(principal)
         with self._open(principal, sid, write=True) as live:
-            limit = _max_turns(live.session)
+            limit = turn_limit(live.session)
             if kind != "undo" and limit is not None and len(live.session.history) >= limit:
                 raise ApiError(
                     409,
@@ -114,7 +114,7 @@ class TurnTaking(SessionStore):
                         },
                     ),
                 ]
-            audits += [("vlm_call", {"session": sid, **{k: c[k] for k in _VLM_AUDIT}}) for c in calls]
+            audits += [("vlm_call", {"session": sid, **{k: c[k] for k in VLM_AUDITED}}) for c in calls]
             viewed = time.perf_counter()
             seq, t = self._commit(live, principal, kind, payload, audits)
             self.timing.last = {
@@ -125,7 +125,7 @@ class TurnTaking(SessionStore):
             if kind == "undo":
                 live.timeline.pop()
             else:
-                said = _text(live.session.history[-1].turn, events.Event(seq, kind, payload))
+                said = turn_text(live.session.history[-1].turn, events.Event(seq, kind, payload))
                 live.timeline.append(
                     TimelineEntry(
                         seq=seq,
@@ -152,7 +152,7 @@ class TurnTaking(SessionStore):
             )
 
 
-def _max_turns(session: Any) -> int | None:
+def turn_limit(session: Any) -> int | None:
     """The most turns the session's model reads (its position table), None when it says nothing."""
     config = getattr(getattr(session.backend, "model", None), "config", None)
     limit = getattr(config, "max_turns", None)

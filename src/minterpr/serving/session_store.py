@@ -201,7 +201,7 @@ class SessionStore:
             TimelineEntry(
                 seq=e.seq,
                 kind=e.kind,
-                text=_text(entry.turn, e),
+                text=turn_text(entry.turn, e),
                 user=e.user,
                 time=e.time,
                 gallery_index=e.payload.get("gallery_index"),
@@ -253,7 +253,7 @@ class SessionStore:
             self._live.pop(sid, None)
 
 
-def _text(turn: Any, event: events.Event) -> str:
+def turn_text(turn: Any, event: events.Event) -> str:
     """The timeline text of a replayed turn (what the user said, or which image)."""
     for name in ("text", "answer", "feedback"):
         if isinstance(getattr(turn, name, None), str):

@@ -57,7 +57,7 @@ def _slot_nll(logits: np.ndarray, targets: np.ndarray, single_valued: bool, temp
     return float(-per_label.sum(axis=1).mean())
 
 
-def _minimise_log_temperature(nll: Callable[[float], float]) -> float:
+def minimise_log_temperature(nll: Callable[[float], float]) -> float:
     """argmin over log T of ``nll(log T)`` in the search range."""
     grid = np.linspace(math.log(MIN_TEMPERATURE), math.log(MAX_TEMPERATURE), GRID_POINTS)
     values = [nll(x) for x in grid]
@@ -118,7 +118,7 @@ def fit_slot_temperatures(
     for slot, slot_logits, slot_targets in _annotated_slots(logits, targets, mask):
         varies = bool((slot_targets.min(axis=0) != slot_targets.max(axis=0)).any()) if len(slot_targets) else False
         if len(slot_logits) >= min_images and varies:
-            log_t = _minimise_log_temperature(
+            log_t = minimise_log_temperature(
                 lambda x: _slot_nll(slot_logits, slot_targets, not slot.multi, math.exp(x))
             )
             fitted[slot.name] = float(math.exp(log_t))

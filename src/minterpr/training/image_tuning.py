@@ -94,7 +94,7 @@ def tuning_fingerprint(
     return h.hexdigest()
 
 
-def _optimizer(model: RetrievalModel, cfg: ImageTuningConfig, total_steps: int):
+def image_optimizer(model: RetrievalModel, cfg: ImageTuningConfig, total_steps: int):
     encoder = [p for p in model.image_encoder.parameters() if p.requires_grad]
     head = [p for p in model.image_head.parameters() if p.requires_grad]
     groups = [
@@ -116,7 +116,7 @@ def _optimizer(model: RetrievalModel, cfg: ImageTuningConfig, total_steps: int):
     return optimizer, torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
-def _image_side_state(model: RetrievalModel) -> dict[str, torch.Tensor]:
+def image_side_state(model: RetrievalModel) -> dict[str, torch.Tensor]:
     return {
         k: v.detach().clone() for k, v in model.state_dict().items() if k.startswith(("image_encoder.", "image_head."))
     }
@@ -140,7 +140,7 @@ class WeightAverage:
 
     def __init__(self, model: RetrievalModel, decay: float, state: dict[str, Any] | None = None) -> None:
         self.decay = decay
-        self.state = dict(state["weights"]) if state else _image_side_state(model)
+        self.state = dict(state["weights"]) if state else image_side_state(model)
         self.updates = int(state["updates"]) if state else 0
 
     @torch.no_grad()
@@ -222,7 +222,7 @@ class ImageTuner:
         model.image_encoder.freeze(cfg.frozen_image_stages)
         for name, p in model.image_head.named_parameters():
             p.requires_grad_(name != "bnneck.bias")  # BNNeck keeps its shift at zero
-        optimizer, scheduler = _optimizer(model, cfg, self.steps_per_epoch * cfg.epochs)
+        optimizer, scheduler = image_optimizer(model, cfg, self.steps_per_epoch * cfg.epochs)
         state = {"epoch": 0, "step": 0, "best": None, "history": [], "loss_sum": 0.0, "seconds": 0.0}
         last = self.dir / "last.pt"
         if last.is_file():
@@ -254,7 +254,7 @@ class ImageTuner:
             "history": state["history"],
             "seconds": state["seconds"],
         }
-        save_checkpoint({**record, "weights": _image_side_state(model)}, tuned)
+        save_checkpoint({**record, "weights": image_side_state(model)}, tuned)
         return record
 
     def _epoch(self, epoch: int, state: dict[str, Any], optimizer, scheduler, best_weights):  # noqa: ANN001
@@ -315,7 +315,7 @@ class ImageTuner:
         if size is not None:
             record["input_size"] = list(size)
         if self.val is not None and len(self.val):
-            live = _image_side_state(model) if self.average is not None else None
+            live = image_side_state(model) if self.average is not None else None
             if self.average is not None:  # validate (and keep) the averaged weights
                 model.load_state_dict(self.average.state, strict=False)
             report = attribute_metrics_from_targets(
@@ -330,7 +330,7 @@ class ImageTuner:
             record["val_slot_accuracy"], record["val_slot_majority"] = round(slot_accuracy, 2), round(majority, 2)
             if state["best"] is None or record["val_mA"] > state["best"]["val_mA"]:
                 state["best"] = dict(record)
-                best_weights = _image_side_state(model)
+                best_weights = image_side_state(model)
             if live is not None:
                 model.load_state_dict(live, strict=False)
         elif self.average is not None:  # no validation: the average is the result
@@ -348,7 +348,7 @@ class ImageTuner:
                 "format": FORMAT,
                 "fingerprint": self.fingerprint,
                 **state,
-                "weights": _image_side_state(self.model),
+                "weights": image_side_state(self.model),
                 "best_weights": best_weights,
                 "ema": None if self.average is None else self.average.to_dict(),
                 "optimizer": optimizer.state_dict(),

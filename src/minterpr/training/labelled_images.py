@@ -93,10 +93,10 @@ def labelled_images(
 
 def resize_like(preprocess: Any) -> Callable[[Any], Any]:
     """PIL image -> PIL image at the preprocessing's size, with its resampling filter."""
-    from minterpr.models.encoders.preprocess import _PIL_FILTERS  # the very filter inference uses
+    from minterpr.models.encoders.preprocess import PIL_FILTERS  # the very filter inference uses
 
     height, width = preprocess.size
-    return lambda image: image.resize((width, height), _PIL_FILTERS[preprocess.interpolation])
+    return lambda image: image.resize((width, height), PIL_FILTERS[preprocess.interpolation])
 
 
 def resize_batch(pixels: torch.Tensor, size: tuple[int, int] | None) -> torch.Tensor:

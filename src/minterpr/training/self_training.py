@@ -41,7 +41,7 @@ from .checkpoint import load_checkpoint, save_checkpoint
 from .config import ImageTuningConfig
 from .data import item_seed
 from .image_augment import AugmentConfig, augment_batch
-from .image_tuning import _image_side_state, _optimizer
+from .image_tuning import image_optimizer, image_side_state
 from .labelled_images import normalise
 
 FORMAT = "minterpr-self-training/1"
@@ -159,7 +159,7 @@ class SelfTrainer:
         model.image_encoder.freeze(cfg.frozen_image_stages)
         for name, p in model.image_head.named_parameters():
             p.requires_grad_(name != "bnneck.bias")  # BNNeck keeps its shift at zero, as in image tuning
-        optimizer, scheduler = _optimizer(model, cfg.tuning(), self.steps_per_epoch * cfg.epochs)
+        optimizer, scheduler = image_optimizer(model, cfg.tuning(), self.steps_per_epoch * cfg.epochs)
         teacher = copy.deepcopy(model).eval()
         teacher.requires_grad_(False)
         state: dict[str, Any] = {
@@ -184,7 +184,7 @@ class SelfTrainer:
             self.log(f"self-training: resuming at epoch {state['epoch'] + 1}, step {state['step']}")
         for epoch in range(state["epoch"], cfg.epochs):
             self._epoch(epoch, state, teacher, optimizer, scheduler)
-        weights = _image_side_state(teacher)
+        weights = image_side_state(teacher)
         model.load_state_dict(weights, strict=False)
         record = {
             "format": FORMAT,
@@ -264,8 +264,8 @@ class SelfTrainer:
                 "format": FORMAT,
                 "fingerprint": self.fingerprint,
                 **state,
-                "student": _image_side_state(self.model),
-                "teacher": _image_side_state(teacher),
+                "student": image_side_state(self.model),
+                "teacher": image_side_state(teacher),
                 "optimizer": optimizer.state_dict(),
                 "scheduler": scheduler.state_dict(),
             },

@@ -56,13 +56,13 @@ from minterpr.fileio import atomic_write_text
 from minterpr.vlm.config import VLMConfig
 from minterpr.vlm.errors import VLMBadAnswer, VLMBudgetExceeded, VLMError, VLMTimeout, VLMUnavailable
 from minterpr.vlm.protocol import (
-    _message_text,
-    _mime,
-    _schema_texts,
-    _with_schema,
     body_bytes,
     image_data_url,
+    image_mime,
+    message_text,
+    prompt_with_schema,
     retry_after_s,
+    schema_texts,
 )
 from minterpr.vlm.schema import parse_answer
 from minterpr.vlm.transport import Borrowed, Remaining, shared_transport
@@ -178,7 +178,7 @@ class VLMClient:
         key = _cache_key(
             self.config.model,
             prompt,
-            None if schema is None else _schema_texts(schema)[0],
+            None if schema is None else schema_texts(schema)[0],
             [digest for digest, _ in parts],
         )
         if key in self._cache:
@@ -200,7 +200,7 @@ class VLMClient:
         """(sha256 hex, the JSON of its image_url content part) of an image, memoised."""
         held = self._images.get(data)
         if held is None:
-            url = image_data_url(data, _mime(data))
+            url = image_data_url(data, image_mime(data))
             held = (hashlib.sha256(data).hexdigest(), json.dumps({"type": "image_url", "image_url": {"url": url}}))
             self._images[data] = held
             if len(self._images) > _IMAGE_MEMO:
@@ -234,7 +234,7 @@ class VLMClient:
         self, prompt: str, image_parts: Sequence[str], schema: dict[str, Any] | None, deadline: float, tokens: list[int]
     ) -> str:
         if schema is not None and not self._schema_supported:
-            prompt = _with_schema(prompt, schema)
+            prompt = prompt_with_schema(prompt, schema)
         content = body_bytes(
             self.config, prompt, image_parts, schema if self._schema_supported else None, strict=self._strict
         )
@@ -254,10 +254,10 @@ class VLMClient:
                 continue
             if status in (400, 422) and constrained:  # this server does not take schemas
                 self._schema_supported = constrained = False
-                content = body_bytes(self.config, _with_schema(prompt, schema or {}), image_parts, None)
+                content = body_bytes(self.config, prompt_with_schema(prompt, schema or {}), image_parts, None)
                 continue
             if status == 200:
-                return _message_text(data, tokens)
+                return message_text(data, tokens)
             if status is not None and status not in _RETRY_STATUS:
                 raise VLMUnavailable(f"HTTP {status} from {self.endpoint}")
             if attempt >= self.config.max_retries:

@@ -44,7 +44,7 @@ def image_data_url(data: bytes, mime: str = "image/jpeg") -> str:
     return f"data:{mime};base64,{base64.b64encode(data).decode('ascii')}"
 
 
-def _mime(data: bytes) -> str:
+def image_mime(data: bytes) -> str:
     return "image/png" if data.startswith(b"\x89PNG") else "image/jpeg"
 
 
@@ -52,7 +52,7 @@ _SCHEMAS: OrderedDict[int, tuple[dict[str, Any], str, str, str]] = OrderedDict()
 _SCHEMAS_LOCK = threading.Lock()
 
 
-def _schema_texts(schema: dict[str, Any]) -> tuple[str, str, str]:
+def schema_texts(schema: dict[str, Any]) -> tuple[str, str, str]:
     """(sorted JSON for the cache key, JSON for the body, JSON of its strict-mode form for the body) of a
     schema, once per schema object."""
     with _SCHEMAS_LOCK:
@@ -99,7 +99,7 @@ def request_body(
     """The chat-completions request, as a plain dict (the reference :func:`body_bytes` must equal); ``strict``:
     the schema in its strict-mode form with ``"strict": true`` (:func:`~minterpr.vlm.schema.strict_form`)."""
     content: list[dict[str, Any]] = [{"type": "text", "text": prompt}]
-    content += [{"type": "image_url", "image_url": {"url": image_data_url(data, _mime(data))}} for data in images]
+    content += [{"type": "image_url", "image_url": {"url": image_data_url(data, image_mime(data))}} for data in images]
     body: dict[str, Any] = {
         "model": config.model,
         "max_tokens": config.max_tokens,
@@ -131,7 +131,7 @@ def body_bytes(
         {"model": config.model, "max_tokens": config.max_tokens, "temperature": config.temperature}, ensure_ascii=False
     )[:-1]  # without its closing brace
     user = json.dumps({"type": "text", "text": prompt}, ensure_ascii=False) + "".join("," + p for p in image_parts)
-    texts = None if schema is None else _schema_texts(schema)
+    texts = None if schema is None else schema_texts(schema)
     answer = (
         ""
         if texts is None
@@ -144,11 +144,11 @@ def body_bytes(
     return f'{settings},"messages":[{_SYSTEM_JSON},{{"role":"user","content":[{user}]}}]{answer}}}'.encode("utf-8")
 
 
-def _with_schema(prompt: str, schema: dict[str, Any]) -> str:
+def prompt_with_schema(prompt: str, schema: dict[str, Any]) -> str:
     return f"{prompt}\nAnswer with one JSON object and nothing else, following this JSON schema:\n{json.dumps(schema)}"
 
 
-def _message_text(data: Any, tokens: list[int]) -> str:
+def message_text(data: Any, tokens: list[int]) -> str:
     """The first choice's text; VLMRefused for a refusal or a filtered answer, VLMBadAnswer otherwise."""
     try:
         usage = data.get("usage") or {}

@@ -25,7 +25,7 @@ from minterpr.cli.shared.model_options import describe_choices
 from minterpr.errors import InputError
 
 
-def _load(args: argparse.Namespace):  # -> TrainConfig
+def train_config(args: argparse.Namespace):  # -> TrainConfig
     from minterpr.training.config import load_config
 
     overrides = list(args.set or [])
@@ -53,7 +53,7 @@ def _reid_task(args: argparse.Namespace) -> bool:
 
     source = args.config if args.config is not None else Path(args.out) / "config.yaml"
     if args.config is None and not Path(source).is_file():
-        return False  # _load explains what is missing
+        return False  # train_config explains what is missing
     return read_task(source) == TASK
 
 
@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         if _reid_task(args):
             return _run_reid(args)
-        cfg = _load(args)
+        cfg = train_config(args)
         result = train(cfg, args.out, resume=args.resume)
     except BrokenPipeError:  # `minterpr ... | head`: the console command handles it
         raise

@@ -26,7 +26,7 @@ from minterpr.language.ontology import ONTOLOGY
 Attrs = dict[str, tuple[str, ...]]
 
 # Garment colour frequencies (roughly PETA/PA-100K): neutrals common, pink/purple/orange rare.
-_COLOUR_FREQ = {
+COLOUR_FREQ = {
     "black": 0.25,
     "white": 0.17,
     "grey": 0.14,
@@ -41,7 +41,7 @@ _COLOUR_FREQ = {
 }
 _FORMAL_COLOURS = {"black": 0.42, "grey": 0.25, "blue": 0.2, "brown": 0.08, "white": 0.05}
 _SHIRT_UNDER_SUIT = {"white": 0.7, "blue": 0.15, "grey": 0.05, "pink": 0.05, "black": 0.05}
-_HAIR_COLOUR = {
+HAIR_COLOUR_FREQ = {
     "black": 0.5,
     "brown": 0.3,
     "yellow": 0.12,
@@ -54,7 +54,7 @@ _HAIR_COLOUR = {
     "green": 0.0025,
     "orange": 0.0025,
 }
-_CARRIED = {
+CARRIED_FREQ = {
     "nothing": 0.42,
     "backpack": 0.22,
     "messenger_bag": 0.14,
@@ -68,7 +68,7 @@ _CARRIED = {
     "baby_buggy": 0.01,
     "shopping_trolley": 0.01,
 }
-_ACCESSORIES = {
+ACCESSORY_FREQ = {
     "none": 0.7,
     "glasses": 0.12,
     "sunglasses": 0.05,
@@ -93,7 +93,7 @@ _LOWER_LENGTH = {
 DRESS_BODICES = ("vest", "tshirt", "other")
 
 
-def _pick(rng: np.random.Generator, probs: Mapping[str, float]) -> str:
+def weighted_pick(rng: np.random.Generator, probs: Mapping[str, float]) -> str:
     names = list(probs)
     p = np.asarray([probs[n] for n in names], dtype=np.float64)
     return names[int(rng.choice(len(names), p=p / p.sum()))]
@@ -104,10 +104,10 @@ def _reweight(probs: Mapping[str, float], **factors: float) -> dict[str, float]:
 
 
 def _colours(rng: np.random.Generator, probs: Mapping[str, float], p_two: float) -> tuple[str, ...]:
-    first = _pick(rng, probs)
+    first = weighted_pick(rng, probs)
     if rng.random() < p_two:
         rest = {k: v for k, v in probs.items() if k != first}
-        return (first, _pick(rng, rest))
+        return (first, weighted_pick(rng, rest))
     return (first,)
 
 
@@ -119,25 +119,25 @@ def _head(rng: np.random.Generator, gender: str, age: str) -> Attrs:
         hair_len = {"bald": 0.005, "short": 0.3, "long": 0.695}
     if age == "child":
         hair_len["bald"] = 0.0
-    hair_col = dict(_HAIR_COLOUR)
+    hair_col = dict(HAIR_COLOUR_FREQ)
     if age == "senior":
         hair_col = _reweight(hair_col, grey=18.0, white=60.0)
     elif age == "middle_aged":
         hair_col = _reweight(hair_col, grey=8.0, white=5.0)
-    length = _pick(rng, hair_len)
+    length = weighted_pick(rng, hair_len)
     headwear = {"none": 0.85, "hat": 0.12, "hair_band": 0.03 if length == "long" else 0.0}
-    acc = dict(_ACCESSORIES)
+    acc = dict(ACCESSORY_FREQ)
     if older:
         acc = _reweight(acc, glasses=2.5, headphones=0.3)
     if gender == "male":
         acc["shawl"] = 0.0
-    accessories = [_pick(rng, acc)]
+    accessories = [weighted_pick(rng, acc)]
     if accessories[0] != "none" and rng.random() < 0.12:  # a second accessory, e.g. glasses + scarf
-        accessories.append(_pick(rng, {k: v for k, v in acc.items() if k not in ("none", accessories[0])}))
+        accessories.append(weighted_pick(rng, {k: v for k, v in acc.items() if k not in ("none", accessories[0])}))
     return {
         "hair_length": (length,),
-        "hair_colour": (_pick(rng, hair_col),),
-        "headwear": (_pick(rng, headwear),),
+        "hair_colour": (weighted_pick(rng, hair_col),),
+        "headwear": (weighted_pick(rng, headwear),),
         "accessories": tuple(accessories),
     }
 
@@ -146,11 +146,13 @@ def _upper(rng: np.random.Generator, gender: str, age: str, dress: bool) -> Attr
     p_formal = {"child": 0.01, "young": 0.08, "adult": 0.2, "middle_aged": 0.25, "senior": 0.12}[age]
     style = "formal" if rng.random() < p_formal and not dress else "casual"
     if style == "formal":
-        kind = _pick(rng, {"suit": 0.6, "shirt": 0.35, "sweater": 0.05})
+        kind = weighted_pick(rng, {"suit": 0.6, "shirt": 0.35, "sweater": 0.05})
     elif dress:  # the dress's own bodice (vest, tshirt, other), or a top worn over it
-        kind = _pick(rng, {"vest": 0.35, "tshirt": 0.3, "other": 0.1, "jacket": 0.15, "sweater": 0.1})
+        kind = weighted_pick(rng, {"vest": 0.35, "tshirt": 0.3, "other": 0.1, "jacket": 0.15, "sweater": 0.1})
     else:
-        kind = _pick(rng, {"tshirt": 0.34, "shirt": 0.13, "jacket": 0.26, "sweater": 0.15, "vest": 0.05, "other": 0.04})
+        kind = weighted_pick(
+            rng, {"tshirt": 0.34, "shirt": 0.13, "jacket": 0.26, "sweater": 0.15, "vest": 0.05, "other": 0.04}
+        )
     sleeves = {
         "tshirt": {"short": 0.92, "long": 0.08},
         "shirt": {"long": 0.6, "short": 0.4},
@@ -164,28 +166,30 @@ def _upper(rng: np.random.Generator, gender: str, age: str, dress: bool) -> Attr
         kind
     ]  # P(v-neck)
     if kind == "suit":
-        colours = (_pick(rng, _FORMAL_COLOURS),)
+        colours = (weighted_pick(rng, _FORMAL_COLOURS),)
         if rng.random() < 0.8:  # the shirt shows in the V of the lapels
-            shirt = _pick(rng, {k: v for k, v in _SHIRT_UNDER_SUIT.items() if k != colours[0]})
+            shirt = weighted_pick(rng, {k: v for k, v in _SHIRT_UNDER_SUIT.items() if k != colours[0]})
             colours = (colours[0], shirt)
     elif style == "formal":
         colours = _colours(rng, _reweight(_FORMAL_COLOURS, white=10.0), p_two=0.1)
     else:
-        probs = _reweight(_COLOUR_FREQ, pink=2.5, purple=2.0, red=1.4) if gender == "female" else _COLOUR_FREQ
+        probs = _reweight(COLOUR_FREQ, pink=2.5, purple=2.0, red=1.4) if gender == "female" else COLOUR_FREQ
         colours = _colours(rng, probs, p_two=0.45 if kind == "jacket" else 0.22)
     if style == "formal":
-        pattern = _pick(rng, {"plain": 0.85, "thin_stripes": 0.1, "plaid": 0.05})
+        pattern = weighted_pick(rng, {"plain": 0.85, "thin_stripes": 0.1, "plaid": 0.05})
     else:
         logo = 0.2 if kind in ("tshirt", "sweater") else 0.04
         plaid = 0.15 if kind == "shirt" else 0.03
-        pattern = _pick(rng, {"plain": 0.68, "logo": logo, "plaid": plaid, "thin_stripes": 0.06, "thick_stripes": 0.06})
+        pattern = weighted_pick(
+            rng, {"plain": 0.68, "logo": logo, "plaid": plaid, "thin_stripes": 0.06, "thick_stripes": 0.06}
+        )
     if pattern in ("thin_stripes", "thick_stripes", "plaid") and len(colours) == 1 and rng.random() < 0.6:
-        colours = (colours[0], _pick(rng, {k: v for k, v in _COLOUR_FREQ.items() if k != colours[0]}))
+        colours = (colours[0], weighted_pick(rng, {k: v for k, v in COLOUR_FREQ.items() if k != colours[0]}))
     return {
         "upper_type": (kind,),
         "upper_colour": colours,
         "upper_pattern": (pattern,),
-        "sleeve_length": (_pick(rng, sleeves),),
+        "sleeve_length": (weighted_pick(rng, sleeves),),
         "upper_style": (style,),
         "neckline": ("v_neck" if rng.random() < neck else "round",),
     }
@@ -198,13 +202,13 @@ def _lower(rng: np.random.Generator, gender: str, upper: Attrs, dress: bool) -> 
             colours, pattern = upper["upper_colour"], upper["upper_pattern"][0]
             pattern = "plain" if pattern == "logo" else pattern
         else:  # a jacket or sweater over the dress
-            colours = _colours(rng, _reweight(_COLOUR_FREQ, pink=2.0, purple=2.0, red=1.5), p_two=0.15)
-            pattern = _pick(rng, {"plain": 0.8, "plaid": 0.06, "thin_stripes": 0.07, "thick_stripes": 0.07})
+            colours = _colours(rng, _reweight(COLOUR_FREQ, pink=2.0, purple=2.0, red=1.5), p_two=0.15)
+            pattern = weighted_pick(rng, {"plain": 0.8, "plaid": 0.06, "thin_stripes": 0.07, "thick_stripes": 0.07})
         return {
             "lower_type": ("dress",),
             "lower_colour": colours,
             "lower_pattern": (pattern,),
-            "lower_length": (_pick(rng, {"short": 0.6, "long": 0.4}),),
+            "lower_length": (weighted_pick(rng, {"short": 0.6, "long": 0.4}),),
             "lower_style": ("casual",),
         }
     p_formal = 0.97 if kind_up == "suit" else 0.85 if style_up == "formal" else 0.03
@@ -240,22 +244,26 @@ def _lower(rng: np.random.Generator, gender: str, upper: Attrs, dress: bool) -> 
             "short_skirt": 0.15,
             "long_skirt": 0.13,
         }
-    kind = _pick(rng, probs)
+    kind = weighted_pick(rng, probs)
     if kind == "jeans":
-        colours = (_pick(rng, {"blue": 0.8, "black": 0.12, "grey": 0.05, "white": 0.03}),)
+        colours = (weighted_pick(rng, {"blue": 0.8, "black": 0.12, "grey": 0.05, "white": 0.03}),)
     elif kind == "suit_trousers" and kind_up == "suit" and rng.random() < 0.85:
         colours = upper["upper_colour"][:1]  # the suit's trousers match its jacket
     elif style == "formal":
-        colours = (_pick(rng, _FORMAL_COLOURS),)
+        colours = (weighted_pick(rng, _FORMAL_COLOURS),)
     else:
-        neutral = _reweight(_COLOUR_FREQ, black=1.6, grey=1.3, brown=1.5, blue=1.2, white=0.5, yellow=0.5)
+        neutral = _reweight(COLOUR_FREQ, black=1.6, grey=1.3, brown=1.5, blue=1.2, white=0.5, yellow=0.5)
         colours = _colours(rng, neutral, p_two=0.08)
     if kind == "jeans" or style == "formal":
-        pattern = _pick(rng, {"plain": 0.97, "thin_stripes": 0.03})
+        pattern = weighted_pick(rng, {"plain": 0.97, "thin_stripes": 0.03})
     elif kind in ("short_skirt", "long_skirt"):
-        pattern = _pick(rng, {"plain": 0.82, "plaid": 0.09, "thin_stripes": 0.03, "thick_stripes": 0.03, "logo": 0.03})
+        pattern = weighted_pick(
+            rng, {"plain": 0.82, "plaid": 0.09, "thin_stripes": 0.03, "thick_stripes": 0.03, "logo": 0.03}
+        )
     else:
-        pattern = _pick(rng, {"plain": 0.93, "plaid": 0.02, "thin_stripes": 0.02, "thick_stripes": 0.01, "logo": 0.02})
+        pattern = weighted_pick(
+            rng, {"plain": 0.93, "plaid": 0.02, "thin_stripes": 0.02, "thick_stripes": 0.01, "logo": 0.02}
+        )
     return {
         "lower_type": (kind,),
         "lower_colour": colours,
@@ -279,7 +287,7 @@ def _feet(rng: np.random.Generator, gender: str, lower: Attrs, formal: bool) -> 
         }
     if gender == "female" and kind_low in ("short_skirt", "long_skirt", "dress", "hot_pants"):
         probs["stockings"] = 0.45 if kind_low != "long_skirt" else 0.2
-    kind = _pick(rng, probs)
+    kind = weighted_pick(rng, probs)
     colour_probs = {
         "leather_shoes": {"black": 0.75, "brown": 0.25},
         "sneakers": {
@@ -306,7 +314,7 @@ def _feet(rng: np.random.Generator, gender: str, lower: Attrs, formal: bool) -> 
 
 
 def _carried(rng: np.random.Generator, gender: str, age: str) -> tuple[str, ...]:
-    probs = dict(_CARRIED)
+    probs = dict(CARRIED_FREQ)
     if gender == "female":
         probs = _reweight(probs, handbag=2.3, baby_buggy=1.8, messenger_bag=1.1)
     else:
@@ -315,11 +323,11 @@ def _carried(rng: np.random.Generator, gender: str, age: str) -> tuple[str, ...]
         probs = _reweight(
             probs, backpack=2.0, suitcase=0.0, luggage=0.3, baby_buggy=0.0, shopping_trolley=0.0, folder=0.3
         )
-    first = _pick(rng, probs)
+    first = weighted_pick(rng, probs)
     if first == "nothing" or rng.random() >= 0.1:
         return (first,)
     rest = {k: v for k, v in probs.items() if k not in ("nothing", first)}
-    return (first, _pick(rng, rest))
+    return (first, weighted_pick(rng, rest))
 
 
 def sample_identity(rng: np.random.Generator) -> Attrs:
@@ -333,7 +341,7 @@ def sample_identity(rng: np.random.Generator) -> Attrs:
     True
     """
     gender = "female" if rng.random() < 0.5 else "male"
-    age = _pick(rng, {"child": 0.05, "young": 0.35, "adult": 0.33, "middle_aged": 0.17, "senior": 0.1})
+    age = weighted_pick(rng, {"child": 0.05, "young": 0.35, "adult": 0.33, "middle_aged": 0.17, "senior": 0.1})
     attrs: Attrs = {"gender": (gender,), "age": (age,)}
     attrs.update(_head(rng, gender, age))
     dress = gender == "female" and rng.random() < 0.08

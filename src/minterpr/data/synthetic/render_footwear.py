@@ -24,7 +24,7 @@ from PIL import Image, ImageDraw
 
 from minterpr.data.synthetic.render_body import Body, draw_limb
 from minterpr.data.synthetic.render_colours import scale
-from minterpr.data.synthetic.render_garments import _one
+from minterpr.data.synthetic.render_garments import slot_value
 from minterpr.data.synthetic.render_look import Look, garment_colours
 
 Attrs = Mapping[str, tuple[str, ...]]
@@ -32,7 +32,7 @@ Attrs = Mapping[str, tuple[str, ...]]
 
 def draw_boot_shafts(img: Image.Image, body: Body, attrs: Attrs, look: Look, legs: Sequence[int]) -> None:
     """Boot shafts up the shin (drawn under trousers, over bare legs)."""
-    if _one(attrs, "footwear_type", "shoes") != "boots":
+    if slot_value(attrs, "footwear_type", "shoes") != "boots":
         return
     main, _ = garment_colours(look, attrs, "footwear_colour")
     d = ImageDraw.Draw(img)
@@ -42,7 +42,7 @@ def draw_boot_shafts(img: Image.Image, body: Body, attrs: Attrs, look: Look, leg
 
 def draw_shoes(img: Image.Image, body: Body, attrs: Attrs, look: Look, legs: Sequence[int]) -> None:
     """Footwear by type and colour: sneakers with soles, glossy leather shoes, boots, sandals."""
-    kind = _one(attrs, "footwear_type", "shoes")
+    kind = slot_value(attrs, "footwear_type", "shoes")
     main, accent = garment_colours(look, attrs, "footwear_colour")
     if kind == "stockings":
         main, accent = scale(main, 0.75), None  # flat shoes that match the stockings

@@ -51,7 +51,7 @@ _LOWER_CUT = {
 }
 
 
-def _one(attrs: Attrs, slot: str, default: str) -> str:
+def slot_value(attrs: Attrs, slot: str, default: str) -> str:
     return attrs.get(slot, (default,))[0]
 
 
@@ -92,15 +92,15 @@ def _sleeve_widths(body: Body, loose: float) -> list[float]:
 
 def draw_upper(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, arms: Sequence[int], torso: bool) -> None:
     """The upper garment (or the whole dress) with sleeves, colours, pattern and type details."""
-    kind = _one(attrs, "upper_type", "other")
-    pattern = _one(attrs, "upper_pattern", "plain")
-    sleeve_t = _SLEEVE_T[_one(attrs, "sleeve_length", "long")]
+    kind = slot_value(attrs, "upper_type", "other")
+    pattern = slot_value(attrs, "upper_pattern", "plain")
+    sleeve_t = _SLEEVE_T[slot_value(attrs, "sleeve_length", "long")]
     main, accent = garment_colours(look, attrs, "upper_colour")
     drop, loose = _UPPER_CUT.get(kind, _UPPER_CUT["other"])
     u = body.u
     hem = body.crotch_y + drop * u
-    bodice = _one(attrs, "lower_type", "") == "dress" and kind in DRESS_BODICES
-    if bodice or (kind == "shirt" and _one(attrs, "upper_style", "casual") == "formal"):
+    bodice = slot_value(attrs, "lower_type", "") == "dress" and kind in DRESS_BODICES
+    if bodice or (kind == "shirt" and slot_value(attrs, "upper_style", "casual") == "formal"):
         hem = body.waist_y + 0.012 * u if bodice else body.hip_y + 0.012 * u  # a dress's bodice; a tucked-in shirt
     size = img.size
     mask, md = new_mask(size)
@@ -159,7 +159,7 @@ def _upper_details(
     loose: float,
 ) -> None:
     u, cx, nw, view = body.u, body.cx, body.neck_w, body.view
-    v_neck = _one(attrs, "neckline", "round") == "v_neck"
+    v_neck = slot_value(attrs, "neckline", "round") == "v_neck"
     dark, light = scale(main, 0.62), scale(main, 1.35)
     front = view == "front"
     line_w = max(1, round(0.006 * u))
@@ -279,7 +279,7 @@ def _upper_details(
     if kind == "sweater":  # ribbed hem band
         w = body.half_width(hem) * loose
         d.rectangle([cx - w, hem - 0.022 * u, cx + w, hem], fill=scale(main, 0.8))
-    if _one(attrs, "upper_pattern", "plain") == "logo" and front:
+    if slot_value(attrs, "upper_pattern", "plain") == "logo" and front:
         _logo(d, (cx, body.chest_y + 0.012 * u), 0.05 * u, look)
 
 
@@ -301,8 +301,8 @@ def _logo(d: ImageDraw.ImageDraw, centre: Point, size: float, look: Look) -> Non
 
 def draw_lower(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, legs: Sequence[int], hips: bool) -> None:
     """Trousers, shorts, skirts; a dress is a skirt from the waist that joins the top's bodice."""
-    kind = _one(attrs, "lower_type", "trousers")
-    pattern = _one(attrs, "lower_pattern", "plain")
+    kind = slot_value(attrs, "lower_type", "trousers")
+    pattern = slot_value(attrs, "lower_pattern", "plain")
     main, accent = garment_colours(look, attrs, "lower_colour")
     u = body.u
     mask, md = new_mask(img.size)
@@ -310,7 +310,7 @@ def draw_lower(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, legs: 
     if skirt:
         if not hips:
             return
-        long = kind == "long_skirt" or (kind == "dress" and _one(attrs, "lower_length", "short") == "long")
+        long = kind == "long_skirt" or (kind == "dress" and slot_value(attrs, "lower_length", "short") == "long")
         hem = body.ankle_y - 0.045 * u if long else body.knee_y - 0.045 * u
         flare = 1.75 if long else 1.42
         md.polygon(_skirt_poly(body, body.waist_y if kind == "dress" else body.hip_y - 0.012 * u, hem, flare), fill=255)
@@ -352,7 +352,7 @@ def draw_lower(img: Image.Image, body: Body, attrs: Attrs, look: Look, *, legs: 
         (lx, _), (rx, _) = body.legs[0][1], body.legs[1][1]
         y_end = body.crotch_y + (body.knee_y - body.crotch_y) * min(1.0, t * 2.2)
         d.line([(body.cx, body.crotch_y - 0.01 * u), ((lx + rx) / 2, y_end)], fill=scale(main, 0.6), width=line_w)
-    if hips and not skirt and _one(attrs, "lower_style", "casual") == "formal":  # belt
+    if hips and not skirt and slot_value(attrs, "lower_style", "casual") == "formal":  # belt
         w = body.half_width(body.hip_y) * 1.04
         d.rectangle([body.cx - w, body.hip_y - 0.012 * u, body.cx + w, body.hip_y + 0.002 * u], fill=(30, 24, 20))
     if kind == "suit_trousers" and body.view == "front":  # pressed creases

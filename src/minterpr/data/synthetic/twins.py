@@ -16,14 +16,14 @@ import numpy as np
 
 # the frequencies twins draw their replacement values from are the identities' own
 from minterpr.data.synthetic.identities import (
-    _ACCESSORIES,
-    _CARRIED,
-    _COLOUR_FREQ,
-    _HAIR_COLOUR,
+    ACCESSORY_FREQ,
+    CARRIED_FREQ,
+    COLOUR_FREQ,
     DRESS_BODICES,
+    HAIR_COLOUR_FREQ,
     Attrs,
-    _pick,
     sample_identity,
+    weighted_pick,
 )
 from minterpr.language.ontology import ONTOLOGY
 
@@ -53,27 +53,29 @@ def _twin_values(rng: np.random.Generator, attrs: Attrs, slot: str) -> tuple[str
     if slot in ("upper_colour", "lower_colour", "footwear_colour", "hair_colour"):
         if slot == "hair_colour" and attrs["hair_length"] == ("bald",):
             return None  # a bald twin with other hair colour would be invisible
-        base = _HAIR_COLOUR if slot == "hair_colour" else _COLOUR_FREQ
+        base = HAIR_COLOUR_FREQ if slot == "hair_colour" else COLOUR_FREQ
         i = int(rng.integers(len(current)))  # replace one of the colours
         others = {k: v for k, v in base.items() if k not in current}
-        return current[:i] + (_pick(rng, others),) + current[i + 1 :]
+        return current[:i] + (weighted_pick(rng, others),) + current[i + 1 :]
     if slot == "carried":
-        options = {k: v for k, v in _CARRIED.items() if (k,) != current and k not in ("baby_buggy", "shopping_trolley")}
-        return (_pick(rng, options),)
+        options = {
+            k: v for k, v in CARRIED_FREQ.items() if (k,) != current and k not in ("baby_buggy", "shopping_trolley")
+        }
+        return (weighted_pick(rng, options),)
     if slot == "headwear":
         return ("none",) if current != ("none",) else ("hat",)
     if slot == "accessories":
-        options = {k: v for k, v in _ACCESSORIES.items() if k != "none" and (k,) != current and k != "shawl"}
-        return ("none",) if current != ("none",) and rng.random() < 0.5 else (_pick(rng, options),)
+        options = {k: v for k, v in ACCESSORY_FREQ.items() if k != "none" and (k,) != current and k != "shawl"}
+        return ("none",) if current != ("none",) and rng.random() < 0.5 else (weighted_pick(rng, options),)
     if slot == "upper_pattern":
         options = {"plain": 1.0, "logo": 1.0, "thick_stripes": 1.0, "plaid": 1.0}
         options.pop(current[0], None)
-        return (_pick(rng, options),)
+        return (weighted_pick(rng, options),)
     if slot == "footwear_type":
         if current[0] in ("stockings", "sandals"):
             return None  # a swap would break the footwear colour correlations
         options = {k: 1.0 for k in ("sneakers", "shoes", "boots", "leather_shoes") if k != current[0]}
-        return (_pick(rng, options),)
+        return (weighted_pick(rng, options),)
     raise ValueError(f"slot {slot!r} cannot make a twin: must be one of {', '.join(TWIN_SLOTS)}")
 
 

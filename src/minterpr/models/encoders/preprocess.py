@@ -33,7 +33,7 @@ IMAGENET_STD = (0.229, 0.224, 0.225)
 
 Interpolation = Literal["nearest", "bilinear", "bicubic", "lanczos"]
 
-_PIL_FILTERS = {
+PIL_FILTERS = {
     "nearest": Image.Resampling.NEAREST,
     "bilinear": Image.Resampling.BILINEAR,
     "bicubic": Image.Resampling.BICUBIC,
@@ -51,8 +51,8 @@ class ImagePreprocess:
     interpolation: Interpolation = "bilinear"  # PIL resampling filter for the resize
 
     def __post_init__(self) -> None:
-        if self.interpolation not in _PIL_FILTERS:
-            raise ValueError(f"interpolation must be one of {sorted(_PIL_FILTERS)}, got {self.interpolation!r}")
+        if self.interpolation not in PIL_FILTERS:
+            raise ValueError(f"interpolation must be one of {sorted(PIL_FILTERS)}, got {self.interpolation!r}")
         if len(self.size) != 2 or min(self.size) <= 0:
             raise ValueError(f"size must be a positive (H, W) pair, got {self.size!r}")
 
@@ -63,7 +63,7 @@ class ImagePreprocess:
     def __call__(self, image: Image.Image) -> torch.Tensor:
         """PIL image (any mode) -> float tensor (3, H, W), normalised."""
         height, width = self.size
-        rgb = to_rgb(image).resize((width, height), _PIL_FILTERS[self.interpolation])
+        rgb = to_rgb(image).resize((width, height), PIL_FILTERS[self.interpolation])
         array = np.asarray(rgb, dtype=np.float32) / 255.0  # (H, W, 3)
         tensor = torch.from_numpy(array).permute(2, 0, 1)  # (3, H, W)
         mean = torch.tensor(self.mean, dtype=torch.float32).view(3, 1, 1)

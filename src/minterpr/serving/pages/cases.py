@@ -5,7 +5,7 @@ from typing import Any
 from urllib.parse import urlencode
 
 from minterpr.serving.errors import ApiError
-from minterpr.serving.pages.site import Pages, _form_datetime, _redirect
+from minterpr.serving.pages.site import Pages, form_datetime, redirect
 
 
 def register_cases(router: Any, pages: Pages) -> None:
@@ -20,7 +20,7 @@ def register_cases(router: Any, pages: Pages) -> None:
     @router.get("/cases")
     def cases(request: Request, user: Any = Depends(optional_user)) -> Any:
         if user is None:
-            return _redirect("/login?" + urlencode({"next": "/cases"}))
+            return redirect("/login?" + urlencode({"next": "/cases"}))
         return _cases_page(request, user)
 
     def _cases_page(
@@ -56,12 +56,12 @@ def register_cases(router: Any, pages: Pages) -> None:
                 form["title"],
                 form["purpose"],
                 form["cameras"] or None,
-                _form_datetime(form["start"], "start"),
-                _form_datetime(form["end"], "end"),
+                form_datetime(form["start"], "start"),
+                form_datetime(form["end"], "end"),
             )
         except ApiError as err:
             return _cases_page(request, user, err.status, err.message, form)
-        return _redirect(f"/cases/{case.id}")
+        return redirect(f"/cases/{case.id}")
 
     def _case_page(request: Any, user: Any, case_id: int, status: int = 200, error: str | None = None) -> Any:
         pages.need(user, "case:read")
@@ -87,7 +87,7 @@ def register_cases(router: Any, pages: Pages) -> None:
     @router.get("/cases/{case_id}")
     def case_page(request: Request, case_id: int = CaseId, user: Any = Depends(optional_user)) -> Any:
         if user is None:
-            return _redirect("/login?" + urlencode({"next": f"/cases/{case_id}"}))
+            return redirect("/login?" + urlencode({"next": f"/cases/{case_id}"}))
         return _case_page(request, user, case_id)
 
     @router.post("/cases/{case_id}/sessions")
@@ -99,15 +99,15 @@ def register_cases(router: Any, pages: Pages) -> None:
                 case_id,
                 str(data.get("gallery", "")),
                 cameras=[str(c) for c in data.getlist("cameras")] or None,
-                start=_form_datetime(str(data.get("start", "")), "start"),
-                end=_form_datetime(str(data.get("end", "")), "end"),
+                start=form_datetime(str(data.get("start", "")), "start"),
+                end=form_datetime(str(data.get("end", "")), "end"),
             )
         except ApiError as err:
             return _case_page(request, user, case_id, err.status, err.message)
-        return _redirect(f"/sessions/{view.session_id}")
+        return redirect(f"/sessions/{view.session_id}")
 
     @router.post("/cases/{case_id}/close")  # the case service checks it is the case's opener or an admin
     def close_case(request: Request, case_id: int = CaseId, user: Any = Depends(current_user)) -> Any:
         pages.need(user, "case:open")
         pages.services.cases.close_case(user, case_id)
-        return _redirect(f"/cases/{case_id}")
+        return redirect(f"/cases/{case_id}")

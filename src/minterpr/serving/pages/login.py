@@ -3,7 +3,7 @@
 from typing import Any
 
 from minterpr.serving.errors import ApiError
-from minterpr.serving.pages.site import Pages, _redirect, _safe_next
+from minterpr.serving.pages.site import Pages, redirect, safe_next
 
 
 def register_login(router: Any, pages: Pages) -> None:
@@ -21,15 +21,15 @@ def register_login(router: Any, pages: Pages) -> None:
 
     @router.get("/")
     def home(user: Any = Depends(optional_user)) -> Any:
-        return _redirect("/cases" if user is not None else "/login")
+        return redirect("/cases" if user is not None else "/login")
 
     @router.get("/login")
     def login_page(
         request: Request, next: str = Query("/cases", max_length=500), user: Any = Depends(optional_user)
     ) -> Any:
         if user is not None:
-            return _redirect(_safe_next(next))
-        return pages.render(request, "login.html", next=_safe_next(next), username="", error=None)
+            return redirect(safe_next(next))
+        return pages.render(request, "login.html", next=safe_next(next), username="", error=None)
 
     @router.post("/login")
     def login(
@@ -43,15 +43,15 @@ def register_login(router: Any, pages: Pages) -> None:
             grant = pages.services.accounts.login(username, password, client=client_address(request))
         except ApiError as err:
             return pages.render(
-                request, "login.html", err.status, next=_safe_next(next), username=username, error=err.message
+                request, "login.html", err.status, next=safe_next(next), username=username, error=err.message
             )
-        response = _redirect(_safe_next(next))
+        response = redirect(safe_next(next))
         set_login_cookies(response, grant, pages.settings)
         return response
 
     @router.post("/logout")
     def logout(user: Any = Depends(current_user)) -> Any:
         pages.services.accounts.logout(user)
-        response = _redirect("/login")
+        response = redirect("/login")
         clear_login_cookies(response)
         return response

@@ -35,8 +35,8 @@ from minterpr.serving.export_report import RULED_OUT_TEXT
 from minterpr.serving.looking import look_context
 from minterpr.serving.pages.cases import register_cases
 from minterpr.serving.pages.login import register_login
-from minterpr.serving.pages.session_view import _filters, _hidden, session_context
-from minterpr.serving.pages.site import STATIC, Pages, _redirect
+from minterpr.serving.pages.session_view import hidden_inputs, page_filters, session_context
+from minterpr.serving.pages.site import STATIC, Pages, redirect
 from minterpr.serving.times import when  # noqa: F401  (named here by the module doc's example)
 
 
@@ -127,7 +127,7 @@ def _register_sessions(router: Any, pages: Pages) -> None:
             user=user,
             error=error,
             csrf=csrf,
-            hidden=_hidden(csrf, filters),
+            hidden=hidden_inputs(csrf, filters),
             **session_context(pages, user, sid, filters, moved),
         )
 
@@ -143,10 +143,10 @@ def _register_sessions(router: Any, pages: Pages) -> None:
         user: Any = Depends(optional_user),
     ) -> Any:
         if user is None:
-            return _redirect("/login?" + urlencode({"next": f"/sessions/{sid}"}))
+            return redirect("/login?" + urlencode({"next": f"/sessions/{sid}"}))
         # a reversed time window is answered with the page (200) and its message at the fields: a GET that
         # failed would leave the browser's console an error for what is the user's typing
-        return _session_page(request, user, sid, _filters(camera, start, until, n), moved=bool(moved))
+        return _session_page(request, user, sid, page_filters(camera, start, until, n), moved=bool(moved))
 
     @router.get("/sessions/{sid}/thumb/{gallery_index}")
     def thumbnail(
@@ -181,7 +181,7 @@ def _register_sessions(router: Any, pages: Pages) -> None:
     ) -> Any:
         """One image looked at closely, beside the confirmed crop or the top result (or ``?with=``)."""
         if user is None:
-            return _redirect("/login?" + urlencode({"next": f"/sessions/{sid}/look/{gallery_index}"}))
+            return redirect("/login?" + urlencode({"next": f"/sessions/{sid}/look/{gallery_index}"}))
         return pages.render(request, "look.html", user=user, **look_context(pages, user, sid, gallery_index, compare))
 
     @router.post("/sessions/{sid}/export")  # a post: it records an export event (CSRF-checked)
@@ -214,7 +214,7 @@ def _register_sessions(router: Any, pages: Pages) -> None:
     ) -> Any:
         """One move from a form; 303 back to the page (with its filters), or the page with the error."""
         data = await request.form()
-        filters = _filters(*(str(data.get(k, "")) for k in ("camera", "from", "until", "n")))
+        filters = page_filters(*(str(data.get(k, "")) for k in ("camera", "from", "until", "n")))
         try:
             await run_in_threadpool(MOVES[move], pages.services.search, user, sid, data)
         except ApiError as err:
@@ -222,4 +222,4 @@ def _register_sessions(router: Any, pages: Pages) -> None:
                 lambda: _session_page(request, user, sid, filters, status=err.status, error=err.message)
             )
         query = {**{k: v for k, v in filters.items() if v}, "moved": "1"}
-        return _redirect(f"/sessions/{sid}?{urlencode(query)}")
+        return redirect(f"/sessions/{sid}?{urlencode(query)}")

@@ -12,7 +12,7 @@ from minterpr.serving.pages.site import Pages
 from minterpr.serving.times import as_datetime, when
 
 
-def _filters(
+def page_filters(
     camera: str | None, start: str | None, until: str | None, shown: str | int | None = None
 ) -> dict[str, str]:
     """The page's query: camera / time filters and ``n``, how many results to show ("" = one turn's)."""
@@ -39,7 +39,7 @@ def _reversed(filters: dict[str, str]) -> str | None:
     )
 
 
-def _keep(results: list[Any], filters: dict[str, str]) -> list[Any]:
+def filter_results(results: list[Any], filters: dict[str, str]) -> list[Any]:
     """Results passing the page's camera / time filters (an unknown time passes no time filter)."""
     low, high = as_datetime(filters.get("from")), as_datetime(filters.get("until"))
     kept = []
@@ -54,7 +54,7 @@ def _keep(results: list[Any], filters: dict[str, str]) -> list[Any]:
     return kept
 
 
-def _hidden(csrf: str, filters: dict[str, str]) -> Markup:
+def hidden_inputs(csrf: str, filters: dict[str, str]) -> Markup:
     fields = [("csrf_token", csrf)] + [(k, v) for k, v in filters.items() if v]
     return Markup("".join(f'<input type="hidden" name="{escape(k)}" value="{escape(v)}">' for k, v in fields))
 
@@ -92,7 +92,7 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
     by_index = {r.gallery_index: r for r in view.results}
     window_error = _reversed(filters)
     kept = {**filters, "from": "", "until": ""} if window_error else filters  # the fields keep what was typed
-    results = _keep(list(view.results), kept)[:count]
+    results = filter_results(list(view.results), kept)[:count]
     # the images ruled out leave the top: every one of them shown last, struck through, under its own heading
     results = [r for r in results if r.judgement is not False]
     ruled = dict.fromkeys(
@@ -100,7 +100,7 @@ def session_context(pages: Pages, user: Any, sid: str, filters: dict[str, str], 
         for t in view.timeline
         if t.kind == "feedback" and t.judgement is False and t.gallery_index is not None
     )
-    ruled_out = _keep([by_index.get(i) or _ruled_out(search, user, sid, i) for i in ruled], kept)
+    ruled_out = filter_results([by_index.get(i) or _ruled_out(search, user, sid, i) for i in ruled], kept)
     outside = [by_index.get(i) or _StandIn(i) for i in sorted(shown - {r.gallery_index for r in results + ruled_out})]
     case = pages.services.cases.get_case(view.case_id)
     focus = (

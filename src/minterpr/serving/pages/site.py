@@ -134,7 +134,7 @@ class Pages:
         return sorted(names)
 
 
-def _form_datetime(value: str | None, field: str) -> dt.datetime | None:
+def form_datetime(value: str | None, field: str) -> dt.datetime | None:
     if not value:
         return None
     moment = as_datetime(value)
@@ -143,13 +143,13 @@ def _form_datetime(value: str | None, field: str) -> dt.datetime | None:
     return moment
 
 
-def _redirect(url: str) -> Any:
+def redirect(url: str) -> Any:
     from fastapi.responses import RedirectResponse
 
     return RedirectResponse(url, status_code=303)
 
 
-def _safe_next(value: str | None) -> str:
+def safe_next(value: str | None) -> str:
     """Only a local path: ``/cases/3``, never ``//evil.example`` or ``https://...``."""
     if value and value.startswith("/") and not value.startswith("//") and "\\" not in value:
         return value
