@@ -5,6 +5,7 @@ rows as the exact scan (the reference)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -17,6 +18,8 @@ from minterpr.index.store.gallery_append import append_gallery, rewrite_metadata
 from minterpr.index.store.gallery_store import GALLERY_VERSION, MANIFEST, open_gallery, save_gallery
 from minterpr.index.store.store_vectors import APPEARANCE_VECTORS, build_appearance_index, build_vector_index
 from minterpr.index.vectors.vector_index import MANIFEST_FILE, VECTOR_INDEXES
+from minterpr.interaction.appearance import SamePersonCalibration
+from minterpr.interaction.shortlist import ShortlistConfig, appearance_neighbours, rank_candidates
 from minterpr.types import GalleryImage
 
 FP, LOOKS = "0123abcd", "a1a1a1a1"  # the embedding model's fingerprint, the appearance model's
@@ -98,6 +101,8 @@ def test_a_store_without_one_opens_as_before_and_scans(tmp_path):
     (tmp_path / "v2" / MANIFEST).write_text(json.dumps({**raw, "version": 2}))
     old = open_gallery(tmp_path / "v2")
     assert old.index.appearance_vectors is None and old.index.vectors is not None
+    example = index.appearance[3]
+    assert sorted(appearance_neighbours(old.index, example, 5)) == sorted(np.argsort(-(index.appearance @ example))[:5])
 
 
 def test_another_appearance_models_index_is_refused_in_one_line(tmp_path):
@@ -124,6 +129,38 @@ def test_save_refuses_an_index_that_does_not_fit_the_vectors(tmp_path):
     with pytest.raises(InputError, match="appearance vector index holds 20 vectors of width 32 by appearance model"):
         save_gallery(index, tmp_path / "g", model_fingerprint=FP, appearance_fingerprint=LOOKS, appearance_index=other)
     assert build_appearance_index(None, index, appearance_fingerprint=LOOKS) is None
+
+
+# the backends whose search of this small gallery is exact (IVF-PQ quantises: its top-K is near, not equal)
+AGREEING = [name for name in ("exact", "faiss_hnsw", "qdrant") if name in VECTOR_INDEXES.names()]
+
+
+@pytest.mark.parametrize("backend", AGREEING)
+def test_the_index_finds_the_rows_the_scan_finds(tmp_path, backend):
+    index, metadata = gallery(200, seed=1)
+    save(index, tmp_path / "g", metadata, backend)
+    stored = open_gallery(tmp_path / "g").index
+    try:
+        assert stored.appearance_vectors is not None
+        rng = np.random.default_rng(2)
+        examples = np.concatenate([index.appearance[[0, 77, 199]], unit(rng.normal(size=(5, 32)))])
+        for example in examples:
+            for k in (1, 25, 200):
+                fast = np.sort(appearance_neighbours(stored, example, k))
+                assert fast.tolist() == np.sort(appearance_neighbours(stored, example, k, exact=True)).tolist()
+        # a session's shortlist takes the example's neighbours from the index: the same candidates as the scan's
+        stored.same_person = SamePersonCalibration(20.0, -14.0, 0.01, 100, "val", 95.0)
+        scanned = dataclasses.replace(stored, appearance_vectors=None)
+        config = ShortlistConfig(size=20, min_gallery=0)
+        searches, search = [], stored.appearance_vectors.search
+        stored.appearance_vectors.search = lambda *args, **kwargs: searches.append(args) or search(*args, **kwargs)
+        found = rank_candidates(stored, index.embeddings[4], (), {}, config, example=index.appearance[9])
+        assert len(searches) == 1  # the example's neighbours came from the index
+        reference = rank_candidates(scanned, index.embeddings[4], (), {}, config, example=index.appearance[9])
+        assert found.rows.tolist() == reference.rows.tolist()
+        assert np.array_equal(found.scores, reference.scores)
+    finally:
+        close(stored)
 
 
 @pytest.mark.parametrize("backend", ["exact", "faiss_hnsw"])
