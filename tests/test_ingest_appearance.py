@@ -54,7 +54,9 @@ def test_crops_get_appearance_vectors_spans_and_link_groups(ingested):
     gallery, result, pipeline, _ = ingested
     stored = open_gallery(gallery)
     assert result.rows_added > 0 and stored.index.appearance.shape == (result.rows_total, 512)
-    assert stored.manifest.appearance == {"dim": 512, "model_fingerprint": pipeline.appearance.fingerprint}
+    fingerprint = pipeline.appearance.fingerprint  # searched through the store's backend, as the embeddings are
+    assert stored.manifest.appearance == {"dim": 512, "model_fingerprint": fingerprint, "vector_backend": "exact"}
+    assert len(stored.index.appearance_vectors) == result.rows_total
     paths = [str(gallery / image.path) for image in stored.index.images]
     direct, _, _ = pipeline.appearance.embed_files(paths)
     assert np.allclose(stored.index.appearance, direct, atol=1e-5)  # the stored row is the crop's own vector

@@ -58,6 +58,9 @@ class GalleryIndex:
     # optional (N, A) float32 L2-normalised appearance vectors (minterpr.runtime.appearance): what
     #   image-to-image comparisons use when present (the embedding was trained for text, not identity)
     appearance: np.ndarray | None = field(default=None, repr=False, compare=False)
+    # optional VectorIndex over ``appearance`` (ids = gallery positions, a store's appearance_vectors/): an example
+    #   image's appearance neighbours are searched there instead of scanning every row
+    appearance_vectors: Any = field(default=None, repr=False, compare=False)
     # the appearance model's same-person calibration (interaction.appearance.SamePersonCalibration), None when
     #   not fitted: with it, image-to-image comparisons use ``appearance`` and their thresholds are probabilities
     same_person: Any = field(default=None, repr=False, compare=False)
@@ -148,6 +151,7 @@ class GalleryIndex:
             sub.embeddings = self.embeddings[rows]
             sub.attribute_probs = None if self.attribute_probs is None else self.attribute_probs[rows]
         sub.appearance = None if self.appearance is None else self.appearance[rows]
+        sub.appearance_vectors = None  # its ids are the whole gallery's positions
         sub.same_person = self.same_person
         sub.root, sub.skipped, sub.vectors, sub.fused = self.root, (), None, None
         sub._path_to_index = None  # built by the first index_of: most turns never ask

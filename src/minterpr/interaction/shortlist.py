@@ -75,7 +75,7 @@ from minterpr.interaction.shortlist_bounds import (
     plausible_bound,
 )
 
-__all__ = ["ShortlistConfig", "make_shortlist", "nearest_rows", "rank_candidates"]
+__all__ = ["ShortlistConfig", "appearance_neighbours", "make_shortlist", "nearest_rows", "rank_candidates"]
 
 
 @dataclass(frozen=True)
@@ -169,6 +169,20 @@ def nearest_rows(index: GalleryIndex, query: np.ndarray, k: int, scores: np.ndar
     return np.argpartition(scores, n - k)[n - k :]
 
 
+def appearance_neighbours(index: GalleryIndex, example: np.ndarray, k: int, *, exact: bool = False) -> np.ndarray:
+    """(≤ k,) gallery positions of the (A,) ``example``'s top-k by appearance (unordered):
+    ``index.appearance_vectors`` (a store's index over ``index.appearance``) when set and not ``exact``,
+    else the reference it agrees with: an exact ``argpartition`` of the (N, A) scan."""
+    n = len(index)
+    example = np.asarray(example, np.float32)
+    if index.appearance_vectors is not None and not exact:
+        ids = np.asarray(index.appearance_vectors.search(example[None], min(k, n)).ids[0])
+        return ids[(ids >= 0) & (ids < n)]
+    if k >= n:
+        return np.arange(n)
+    return np.argpartition(index.appearance @ example, n - k)[n - k :]
+
+
 def rank_candidates(
     index: GalleryIndex,
     query: np.ndarray,
@@ -198,9 +212,8 @@ def rank_candidates(
         return rank_gallery(index, query, facts, judgements, reranking, stated, example)
     query = np.asarray(query, dtype=np.float32)
     must = np.asarray(sorted({*judgements, *named, *stated}), dtype=np.int64)
-    if example is not None:  # the example's nearest by appearance: what its blend lifts (one (N, A) scan)
-        looks = index.appearance @ np.asarray(example, np.float32)
-        must = np.union1d(must, np.argpartition(looks, n - shortlist.size)[n - shortlist.size :])
+    if example is not None:  # the example's nearest by appearance: what its blend lifts (a search or one scan)
+        must = np.union1d(must, appearance_neighbours(index, example, shortlist.size))
     if shortlist.fused and (index.fused is not None or not _approximate(index.vectors)):
         return _fused(index, query, facts, judgements, shortlist, reranking, must, min_open, stated, example)
     full = None if index.vectors is not None else index.scores(query)  # (N,) the one scan of the exact argpartition

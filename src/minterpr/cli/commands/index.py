@@ -45,7 +45,7 @@ NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embedd
 def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     from minterpr.index.store.fused_store import build_fused, wants_fused
     from minterpr.index.store.gallery_store import save_gallery
-    from minterpr.index.store.store_vectors import build_vector_index
+    from minterpr.index.store.store_vectors import build_appearance_index, build_vector_index
     from minterpr.runtime.pipeline import load_pipeline
 
     out = out or sys.stdout
@@ -82,6 +82,9 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
     seconds = time.perf_counter() - start
     fingerprint = pipeline.fingerprint
     vectors = None if backend == NO_BACKEND else build_vector_index(backend, index, model_fingerprint=fingerprint)
+    looks_index = build_appearance_index(
+        None if vectors is None else backend, index, appearance_fingerprint=pipeline.appearance_fingerprint
+    )
     start = time.perf_counter()
     fused = build_fused(index, **args.fused_options) if wants_fused(args.fused, len(index)) else None
     fused_s = time.perf_counter() - start
@@ -93,6 +96,7 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
         rebuild=_rebuild_command(args),
         fused_index=fused,
         appearance_fingerprint=pipeline.appearance_fingerprint,
+        appearance_index=looks_index,
     )
     looks = "" if pipeline.appearance is None else f" and appearance model {pipeline.appearance_fingerprint}"
     print(
@@ -125,7 +129,8 @@ def cmd_update(args: argparse.Namespace, out: TextIO) -> int:
     if args.appearance == NONE:
         raise CLIError("index build --update adds appearance vectors: --appearance none leaves nothing to add")
     folder = Path(args.out)
-    stored = open_gallery(folder, fused=False)  # DatasetError (one line) for a missing or half-written store
+    # DatasetError (one line) for a missing or half-written store; its appearance index is replaced, not read
+    stored = open_gallery(folder, fused=False, appearance_index=False)
     root = stored.manifest.root
     base = folder.absolute() if root in (None, STORE_ROOT) else Path(root)
     looks = load_appearance(SHIPPED if args.appearance == AUTO else args.appearance, batch_size=args.batch_size or 64)
@@ -197,7 +202,9 @@ def cmd_info(args: argparse.Namespace, out: TextIO | None = None) -> int:
             "none (add them: minterpr index build --update --out STORE)"
             if manifest.appearance is None
             else f"{manifest.count} x {manifest.appearance.get('dim')} (appearance "
-            f"model {manifest.appearance.get('model_fingerprint')})",
+            f"model {manifest.appearance.get('model_fingerprint')}"
+            + (f"; {looks} index" if (looks := manifest.appearance.get("vector_backend")) else "")
+            + ")",
         ),
         (
             "vector index",

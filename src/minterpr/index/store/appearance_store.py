@@ -7,8 +7,9 @@ attribute probabilities but no ``appearance.npy``. Whoever needs same-person vec
 store's own crops, no video is read again).
 
 :func:`update_appearance` commits through the manifest, as every save does: an old entry is
-dropped from ``gallery.json`` first, ``appearance.npy`` is written (atomically), then the manifest
-names it with its size and model. A kill at any step leaves a store that opens (with the old
+dropped from ``gallery.json`` first, ``appearance.npy`` is written (atomically) and, in a store with
+a vector index, the same backend's index over them (``appearance_vectors/``), then the manifest
+names them with their size and model. A kill at any step leaves a store that opens (with the old
 vectors, or without any), never a manifest naming vectors that are not there.
 
 Example:
@@ -32,6 +33,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import shlex
+import shutil
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -40,7 +42,8 @@ import numpy as np
 from minterpr.errors import DatasetError, InputError
 from minterpr.fileio import atomic_write
 
-from .gallery_store import APPEARANCE, GalleryManifest, read_manifest, write_manifest
+from .gallery_store import APPEARANCE, GALLERY_VERSION, GalleryManifest, open_gallery, read_manifest, write_manifest
+from .store_vectors import APPEARANCE_VECTORS, appearance_entry, build_appearance_index
 
 UPDATE = "minterpr index build --update --out {dir}"  # the command that adds (or replaces) a store's vectors
 
@@ -117,14 +120,25 @@ def update_appearance(store_dir: str | os.PathLike[str], vectors: np.ndarray, fi
     if not fingerprint:
         raise InputError("update_appearance: the vectors need the fingerprint of the appearance model that made them")
     files = {name: size for name, size in manifest.files.items() if name != APPEARANCE}
+    looks = None
+    if manifest.vector_backend is not None:  # the same backend's index over the new vectors, as the embeddings have
+        stored = open_gallery(folder, fused=False, appearance_index=False)
+        index = dataclasses.replace(stored.index, appearance=vectors)
+        looks = build_appearance_index(
+            manifest.vector_backend, index, stored.metadata, appearance_fingerprint=fingerprint
+        )
     if manifest.appearance is not None:  # first forget the old vectors: never a manifest naming a changed file
         manifest = dataclasses.replace(manifest, appearance=None, files=files)
         write_manifest(folder, manifest)
+    shutil.rmtree(folder / APPEARANCE_VECTORS, ignore_errors=True)
     atomic_write(folder / APPEARANCE, lambda f: np.save(f, vectors))
+    if looks is not None:
+        looks.save(folder / APPEARANCE_VECTORS)
     manifest = dataclasses.replace(
         manifest,
         files={**files, APPEARANCE: (folder / APPEARANCE).stat().st_size},
-        appearance={"dim": int(vectors.shape[1]), "model_fingerprint": fingerprint},
+        appearance=appearance_entry(vectors, fingerprint, looks),
+        version=GALLERY_VERSION,
     )
     write_manifest(folder, manifest)
     return manifest

@@ -29,6 +29,7 @@ from minterpr.index.store.fused_store import FUSED, build_fused, save_fused, wan
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.store.gallery_store import (
     APPEARANCE,
+    APPEARANCE_VECTORS,
     APPENDABLE,
     EMBEDDINGS,
     GALLERY_VERSION,
@@ -45,7 +46,7 @@ from minterpr.index.store.gallery_store import (
     save_gallery,
     write_manifest,
 )
-from minterpr.index.store.store_vectors import build_vector_index
+from minterpr.index.store.store_vectors import build_appearance_index, build_vector_index
 from minterpr.types import GalleryImage  # noqa: F401  (the doctest builds GalleryImage rows)
 
 __all__ = ["add_fused", "append_gallery", "rewrite_metadata"]
@@ -69,7 +70,12 @@ def _finish_staged(folder: Path) -> None:
             os.replace(staging / name, folder / name)
         elif name not in staged.get("files", {}):  # not part of the new store (no probabilities)
             (folder / name).unlink(missing_ok=True)
-    for name, saved in ((VECTORS, staged.get("vector_backend")), (FUSED, staged.get("fused"))):
+    looks = (staged.get("appearance") or {}).get("vector_backend")
+    for name, saved in (
+        (VECTORS, staged.get("vector_backend")),
+        (FUSED, staged.get("fused")),
+        (APPEARANCE_VECTORS, looks),
+    ):
         if (staging / name).is_dir():
             shutil.rmtree(folder / name, ignore_errors=True)
             os.replace(staging / name, folder / name)
@@ -96,7 +102,8 @@ def append_gallery(
     """Add ``index``'s rows (and their ``metadata``) to the store in ``directory`` and return its
     new row count. The store's rows whose metadata matches ``replace`` (a vector-index filter,
     e.g. ``{"job": "4f2a"}``) are dropped first. A new store gets a ``backend`` vector index
-    (None: none) and ``rebuild``; an existing one keeps its own, rebuilt over all rows. A fused
+    (None: none) and ``rebuild``; an existing one keeps its own, rebuilt over all rows (and, with
+    appearance vectors, the same backend's index over those: ``appearance_vectors/``). A fused
     index is built over all rows when ``fused`` says so (auto: from ``FUSED_MIN_IMAGES`` rows, or
     when the store had one; its search settings kept). ``index.appearance`` (with the appearance
     model's ``appearance_fingerprint``) is appended to the store's: both have them or neither.
@@ -133,7 +140,7 @@ def append_gallery(
     appearance = index.appearance
     old_fused: Mapping[str, Any] | None = None
     if folder.is_dir() and any((folder / name).exists() for name in STORE_FILES):
-        old = open_gallery(folder, expected_fingerprint=model_fingerprint, fused=False)
+        old = open_gallery(folder, expected_fingerprint=model_fingerprint, fused=False, appearance_index=False)
         old_fused = old.manifest.fused
         if old.manifest.root != index.root:
             raise DatasetError(
@@ -177,6 +184,7 @@ def append_gallery(
     vectors = (
         None if backend is None else build_vector_index(backend, merged, records, model_fingerprint=model_fingerprint)
     )
+    looks = build_appearance_index(backend, merged, records, appearance_fingerprint=appearance_fingerprint)
     ivf = None
     if len(merged) and (wants_fused(fused, len(merged)) or (fused == "auto" and old_fused is not None)):
         ivf = build_fused(merged, like=old_fused)
@@ -191,6 +199,7 @@ def append_gallery(
         rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
         fused_index=ivf,
         appearance_fingerprint=appearance_fingerprint,
+        appearance_index=looks,
     )
     _finish_staged(folder)
     return len(merged)
@@ -198,7 +207,7 @@ def append_gallery(
 
 def rewrite_metadata(directory: str | os.PathLike[str], metadata: Sequence[Mapping[str, Any]]) -> None:
     """Replace the free metadata of the store in ``directory``, one record per row in its order
-    (its vector index is rebuilt over them: its filters read them; everything else is kept), with
+    (its vector indexes are rebuilt over them: their filters read them; everything else is kept), with
     the same staged swap as :func:`append_gallery`.
 
     >>> import tempfile
@@ -214,7 +223,7 @@ def rewrite_metadata(directory: str | os.PathLike[str], metadata: Sequence[Mappi
     check_store_folder(folder)
     remove_stale_temporaries(folder)
     _finish_staged(folder)
-    old = open_gallery(folder, fused=False)
+    old = open_gallery(folder, fused=False, appearance_index=False)  # its appearance index is rebuilt
     if len(metadata) != len(old.index):
         raise InputError(f"rewrite_metadata: {len(metadata)} metadata records for a store of {len(old.index)} rows")
     records = [dict(m) for m in metadata]
@@ -228,7 +237,7 @@ def rewrite_metadata(directory: str | os.PathLike[str], metadata: Sequence[Mappi
     )
     ivf = build_fused(index, like=manifest.fused) if manifest.fused is not None and len(index) else None
     shutil.rmtree(folder / STAGING, ignore_errors=True)
-    looks = manifest.appearance
+    looks = None if manifest.appearance is None else manifest.appearance.get("model_fingerprint")
     save_gallery(
         index,
         folder / STAGING,
@@ -237,7 +246,8 @@ def rewrite_metadata(directory: str | os.PathLike[str], metadata: Sequence[Mappi
         metadata=records,
         rebuild=manifest.rebuild,
         fused_index=ivf,
-        appearance_fingerprint=None if looks is None else looks.get("model_fingerprint"),
+        appearance_fingerprint=looks,
+        appearance_index=build_appearance_index(backend, index, records, appearance_fingerprint=looks),
     )
     _finish_staged(folder)
 

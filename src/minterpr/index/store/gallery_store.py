@@ -7,6 +7,8 @@
     DIR/attribute_probs.npy   (N, L) float32 P(label), when the model predicts attributes
     DIR/skipped.json          [[path, reason], ...] of the images that could not be read
     DIR/vectors/              a VectorIndex over the embeddings (ids = positions 0..N-1), if saved
+    DIR/appearance.npy        (N, A) float32 appearance vectors, if an appearance model embedded the gallery
+    DIR/appearance_vectors/   a VectorIndex of the same backend over them, if both are saved (version 3)
     DIR/fused/                the fused index (:mod:`minterpr.index.store.fused_store`), if saved
     DIR/gallery.json          the manifest (:class:`GalleryManifest`), written last
 
@@ -78,10 +80,12 @@ from minterpr.index.store.fused_store import FUSED, load_fused, save_fused
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.index.npy import load_npy
 from minterpr.index.store.image_columns import IMAGES, image_columns, read_image_columns
+from minterpr.index.store.store_vectors import APPEARANCE_VECTORS, appearance_entry, open_appearance_index
 
 GALLERY_FORMAT = "minterpr-gallery"  # GalleryManifest.format
-GALLERY_VERSION = 2  # bumped when the layout changes: a store of a version not in READ_VERSIONS is refused
-READ_VERSIONS = (1, 2)  # versions read: 1 = before the fused index (no GalleryManifest.fused), 2 = with it
+GALLERY_VERSION = 3  # bumped when the layout changes: a store of a version not in READ_VERSIONS is refused
+# versions read: 1 = before the fused index (no GalleryManifest.fused), 2 = with it, 3 = with appearance_vectors/
+READ_VERSIONS = (1, 2, 3)
 MANIFEST = "gallery.json"  # written last: its presence means the store was saved whole
 EMBEDDINGS, PROBS, SKIPPED, VECTORS = (
     "embeddings.npy",
@@ -90,7 +94,8 @@ EMBEDDINGS, PROBS, SKIPPED, VECTORS = (
     "vectors",
 )
 APPEARANCE = "appearance.npy"  # (N, A) float32 appearance vectors, when an appearance model embedded the gallery
-STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED, APPEARANCE)  # what a store folder may hold
+# what a store folder may hold
+STORE_FILES = (MANIFEST, IMAGES, EMBEDDINGS, PROBS, SKIPPED, VECTORS, FUSED, APPEARANCE, APPEARANCE_VECTORS)
 CAPTIONS = "vlm_captions.jsonl"  # the crops' MTG captions (`minterpr vlm caption --index STORE`), if any
 # what else it may hold (an ingested gallery's crops, their frames and progress, its captions): kept by saves
 SIDE_ENTRIES = ("crops", "frames", "ingest", CAPTIONS)
@@ -117,7 +122,8 @@ class GalleryManifest:
     # the fused index saved in fused/ (its version, search settings and parts: fused_store.save_fused);
     #   None = none saved (and always None in a version-1 store)
     fused: Mapping[str, Any] | None = None
-    # the appearance vectors in appearance.npy: {"dim": A, "model_fingerprint": the appearance model's};
+    # the appearance vectors in appearance.npy: {"dim": A, "model_fingerprint": the appearance model's, and
+    #   "vector_backend": the VECTOR_INDEXES name of appearance_vectors/ when saved (version 3)};
     #   None = none (a gallery built without an appearance model: `minterpr index build --update` adds them)
     appearance: Mapping[str, Any] | None = None
     format: str = GALLERY_FORMAT
@@ -171,6 +177,7 @@ def _prepare_folder(folder: Path) -> None:
         (folder / MANIFEST).unlink(missing_ok=True)
         shutil.rmtree(folder / VECTORS, ignore_errors=True)
         shutil.rmtree(folder / FUSED, ignore_errors=True)
+        shutil.rmtree(folder / APPEARANCE_VECTORS, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
 
 
@@ -184,13 +191,15 @@ def save_gallery(
     rebuild: str | None = None,
     fused_index: Any = None,
     appearance_fingerprint: str | None = None,
+    appearance_index: Any = None,
 ) -> None:
     """Write ``index`` (and ``vector_index``, a VectorIndex over its embeddings with ids 0..N-1,
     and ``fused_index``, a FusedIVF over the same rows) to ``directory``, the manifest last (see
     the module doc). ``metadata``: free JSON metadata per image, in index order; ``rebuild``: the
     command that rebuilds the store (named when it is refused). A folder holding anything but a
     gallery store is refused (InputError). ``index.appearance``, when set, is saved with
-    ``appearance_fingerprint`` (the appearance model's, required then)."""
+    ``appearance_fingerprint`` (the appearance model's, required then) and ``appearance_index``
+    (a VectorIndex over them: :func:`~minterpr.index.store.store_vectors.build_appearance_index`)."""
     folder = Path(directory)
     n, dim = index.embeddings.shape
     if metadata is not None and len(metadata) != n:
@@ -217,6 +226,9 @@ def save_gallery(
     appearance = index.appearance
     if appearance is not None and not appearance_fingerprint:
         raise InputError("save_gallery: appearance vectors need the fingerprint of the appearance model that made them")
+    if appearance_index is not None and appearance is None:
+        raise InputError("save_gallery: an appearance vector index without the appearance vectors")
+    looks = None if appearance is None else appearance_entry(appearance, appearance_fingerprint, appearance_index)
     _prepare_folder(folder)
     try:
         text = json.dumps(image_columns(index.images, metadata), ensure_ascii=False, allow_nan=False)
@@ -236,6 +248,8 @@ def save_gallery(
     atomic_write_text(folder / SKIPPED, json.dumps([list(s) for s in index.skipped], ensure_ascii=False) + "\n")
     if vector_index is not None:
         vector_index.save(folder / VECTORS)
+    if appearance_index is not None:
+        appearance_index.save(folder / APPEARANCE_VECTORS)
     entry, fused_files = save_fused(fused_index, folder) if fused_index is not None else (None, {})
     written = (
         [IMAGES, EMBEDDINGS, SKIPPED]
@@ -254,9 +268,7 @@ def save_gallery(
         rebuild=rebuild or REBUILD.format(dir=shlex.quote(os.fspath(folder))),
         created=datetime.now(timezone.utc).replace(microsecond=0).isoformat(),
         fused=entry,
-        appearance=None
-        if appearance is None
-        else {"dim": int(appearance.shape[1]), "model_fingerprint": appearance_fingerprint},
+        appearance=looks,
     )
     write_manifest(folder, manifest)
 
@@ -309,10 +321,16 @@ def _array(folder: Path, name: str, shape: tuple[int, int], mmap: bool, fail: An
 
 
 def open_gallery(
-    directory: str | os.PathLike[str], *, expected_fingerprint: str | None = None, mmap: bool = True, fused: bool = True
+    directory: str | os.PathLike[str],
+    *,
+    expected_fingerprint: str | None = None,
+    mmap: bool = True,
+    fused: bool = True,
+    appearance_index: bool = True,
 ) -> StoredGallery:
-    """Open a store whole: its index, manifest, free metadata, vector index and (``fused``) the
-    saved fused index as ``index.fused`` (see the module doc)."""
+    """Open a store whole: its index, manifest, free metadata, vector index, (``fused``) the saved
+    fused index as ``index.fused`` and (``appearance_index``) the appearance vector index as
+    ``index.appearance_vectors`` (see the module doc)."""
     folder = Path(directory)
     manifest = read_manifest(folder)
     hint = f"rebuild it with `{manifest.rebuild}`"
@@ -349,9 +367,17 @@ def open_gallery(
         from minterpr.index.vectors.vector_index import load_vector_index
 
         vectors = load_vector_index(folder / VECTORS, expected_fingerprint=manifest.model_fingerprint, mmap=mmap)
+    looks = open_appearance_index(folder, manifest.appearance, manifest.count, mmap, fail) if appearance_index else None
     root = os.fspath(folder.absolute()) if manifest.root == STORE_ROOT else manifest.root
     index = GalleryIndex(
-        images, embeddings, attribute_probs=probs, root=root, skipped=skipped, vectors=vectors, appearance=appearance
+        images,
+        embeddings,
+        attribute_probs=probs,
+        root=root,
+        skipped=skipped,
+        vectors=vectors,
+        appearance=appearance,
+        appearance_vectors=looks,
     )
     if fused and manifest.fused is not None:
         index.fused = load_fused(folder, manifest.fused, index, mmap, fail)
