@@ -7,41 +7,19 @@ Skipped, with the reason, without Playwright or chromium (as tests/test_web_page
 from __future__ import annotations
 
 import re
-import shutil
 
 import pytest
 
-from support.web import PASSWORD, Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+from support.browser import BROWSER_TESTS, TIMEOUT_MS, launched, sync_api
+from support.web import ADMIN, admin_site, login, open_case_and_search
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
-pytest.importorskip("fastapi", reason="the service is not installed")
-CHROMIUM = chromium_path()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
-]
-TIMEOUT_MS = 60_000
-ADMIN = "ada"  # an admin made here: the ingestion page is theirs
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from minterpr.serving.service import build_services
-    from minterpr.serving.settings import ServeSettings
-
-    folder = tmp_path_factory.mktemp("web_console")
-    run, store, _ = build_gallery(folder, calibrated=True, frames=True)
-    prepare_service(folder / "data", run, store)
-    services = build_services(ServeSettings(data_dir=folder / "data"))
-    try:
-        services.accounts.create_user(ADMIN, PASSWORD, "admin")
-        incoming = services.settings.incoming_dir / "lobby"
-    finally:
-        services.close()
-    shutil.copytree(folder / "crops", incoming)
-    server = Server(folder / "data").start()
-    yield server, run, incoming
-    server.stop()
+    with admin_site(tmp_path_factory.mktemp("web_console"), calibrated=True, frames=True) as served:
+        yield served
 
 
 class Console:
@@ -70,10 +48,7 @@ def test_no_console_errors_on_any_page(site):
     server, run, incoming = site
     expect = sync_api.expect
     visited = []
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
-        page = browser.new_page(viewport={"width": 1366, "height": 768})
-        page.set_default_timeout(TIMEOUT_MS)
+    with launched(height=768) as page:
         console = Console(page, refused=("/login", "/cases/no-such-case"))  # a wrong password: 401; no such case: 422
         page.goto(server.url + "/login")  # the login page, and a refused login's message
         page.get_by_label("User name").fill("ana")
@@ -106,6 +81,7 @@ def test_no_console_errors_on_any_page(site):
         expect(page.locator("#swagger-ui .opblock").first).to_be_visible()
         _settle(page)
         visited.append("/api/docs")
+        browser = page.context.browser
         page = browser.new_context(viewport={"width": 1366, "height": 768}).new_page()  # the admin, logged in apart
         page.set_default_timeout(TIMEOUT_MS)
         admin = Console(page)
@@ -123,7 +99,6 @@ def test_no_console_errors_on_any_page(site):
         probe = Console(page)  # the check itself: an inline style the policy blocks is caught as an error
         page.evaluate("document.body.insertAdjacentHTML('beforeend', '<p style=\"color: red\">inline</p>')")
         page.wait_for_timeout(500)
-        browser.close()
     assert any("style" in e for e in probe.errors), probe.errors
     assert len(visited) == 8
     errors = (

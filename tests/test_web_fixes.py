@@ -13,51 +13,25 @@ import zipfile
 
 import pytest
 
-from support.web import Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+from support.browser import BROWSER_TESTS, browser, checked_page, sync_api  # noqa: F401  (browser: a fixture)
+from support.web import build_gallery, gallery_site, login, open_case_and_search, prepare_service, running
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
-pytest.importorskip("fastapi", reason="the service is not installed")
-CHROMIUM = chromium_path()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
-]
-TIMEOUT_MS = 60_000
-sync_api.expect.set_options(timeout=TIMEOUT_MS)
+pytestmark = BROWSER_TESTS
 RESULTS = "section[aria-labelledby=results-title] li.result"
 UNDO = re.compile(r"^Undo the last")  # "... action" now; "... turn" before issue 38 (the tests ran against both)
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("web_fixes")
-    run, store, _ = build_gallery(folder, calibrated=True, frames=True)
-    prepare_service(folder / "data", run, store)
-    server = Server(folder / "data").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
+    with gallery_site(tmp_path_factory.mktemp("web_fixes"), calibrated=True, frames=True) as server:
+        yield server
 
 
 @pytest.fixture()
 def page(browser, site):
     """A page whose JavaScript errors and console errors (a CSP refusal is one) fail the test."""
-    context = browser.new_context(viewport={"width": 1366, "height": 768})
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
-    yield page
-    context.close()
-    assert not errors, f"errors in the browser console: {errors}"
+    with checked_page(browser, console=True) as page:
+        yield page
 
 
 def turns(page):
@@ -216,9 +190,8 @@ def tracked(tmp_path_factory):
     folder = tmp_path_factory.mktemp("web_tracks")
     run, store, truth = build_gallery(folder, calibrated=True, tracks=True)
     prepare_service(folder / "data", run, store)
-    server = Server(folder / "data", settings={"max_results": 10}).start()
-    yield server, truth
-    server.stop()
+    with running(folder / "data", settings={"max_results": 10}) as server:
+        yield server, truth
 
 
 def test_track_evidence_after_a_confirmation_and_what_the_export_keeps(page, tracked, tmp_path) -> None:
@@ -317,12 +290,8 @@ def test_look_closely_enlarges_pixel_true_with_zoom_and_pan(page, site) -> None:
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory):
     """A server over a gallery seen in three bursts an hour apart: many results seconds apart on one lane."""
-    folder = tmp_path_factory.mktemp("web_crowded")
-    run, store, _ = build_gallery(folder, spacing=(30, 3600))
-    prepare_service(folder / "data", run, store)
-    server = Server(folder / "data").start()
-    yield server
-    server.stop()
+    with gallery_site(tmp_path_factory.mktemp("web_crowded"), spacing=(30, 3600)) as server:
+        yield server
 
 
 def test_timeline_labels_do_not_overlap(page, crowded) -> None:

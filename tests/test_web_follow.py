@@ -12,25 +12,10 @@ import pytest
 
 from minterpr.index.store.gallery_append import rewrite_metadata
 from minterpr.index.store.gallery_store import open_gallery
-from support.web import (
-    Server,
-    build_gallery,
-    chromium_path,
-    login,
-    open_case_and_search,
-    prepare_service,
-    tiny_appearance,
-)
+from support.browser import BROWSER_TESTS, launched, page_errors, sync_api
+from support.web import build_gallery, login, open_case_and_search, prepare_service, running, tiny_appearance
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
-pytest.importorskip("fastapi", reason="the service is not installed")
-CHROMIUM = chromium_path()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
-]
-TIMEOUT_MS = 60_000
-sync_api.expect.set_options(timeout=TIMEOUT_MS)
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture(scope="module")
@@ -44,19 +29,14 @@ def site(tmp_path_factory):
         store, [{**m, **({"link": f"L{m['track'][1]}"} if m["track"][1] in "012" else {})} for m in metadata]
     )
     prepare_service(folder / "data", run, store)
-    server = Server(folder / "data", appearance=looks).start()
-    yield server
-    server.stop()
+    with running(folder / "data", appearance=looks) as server:
+        yield server
 
 
 def test_follow_lanes_after_a_confirmation_each_confirmed_or_ruled_out_on_its_own(site, tmp_path) -> None:
     expect = sync_api.expect
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
-        errors: list[str] = []
-        page.on("pageerror", lambda err: errors.append(str(err)))
+    with launched() as page:
+        errors = page_errors(page)
         login(page, site.url)
         open_case_and_search(page, site.url)
         page.get_by_role("textbox", name="Describe the person you are looking for").fill("a man in a dark coat")
@@ -88,16 +68,12 @@ def test_follow_lanes_after_a_confirmation_each_confirmed_or_ruled_out_on_its_ow
             page.locator(f"#{others[0]}").get_by_role("button", name="Rule out this crop").click()
             expect(page.locator(f"#{others[0]}")).to_contain_text("ruled out")
         panel.screenshot(path=tmp_path / "follow.png")
-        browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
 def test_ruling_out_a_linked_group_needs_the_analyst_to_ask(site) -> None:
     expect = sync_api.expect
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
+    with launched() as page:
         login(page, site.url)
         open_case_and_search(page, site.url, title="Linked tracks")
         page.get_by_role("textbox", name="Describe the person you are looking for").fill("a man in a dark coat")
@@ -114,4 +90,3 @@ def test_ruling_out_a_linked_group_needs_the_analyst_to_ask(site) -> None:
         card.get_by_role("button", name=re.compile(r"^Rule out #")).click()
         expect(page.locator("ol.timeline > li")).to_have_count(4)  # the description and three rulings-out
         expect(page.locator("ol.timeline > li", has_text="Not this person. shorter hair")).to_have_count(3)
-        browser.close()

@@ -10,49 +10,23 @@ import shutil
 
 import pytest
 
-from support.web import PASSWORD, Server, build_gallery, chromium_path, login, prepare_service
+from support.browser import BROWSER_TESTS, TIMEOUT_MS, launched, page_errors, sync_api
+from support.web import ADMIN, PASSWORD, add_admin, admin_site, build_gallery, login, prepare_service, running
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
-pytest.importorskip("fastapi", reason="the service is not installed")
-CHROMIUM = chromium_path()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
-]
-TIMEOUT_MS = 60_000
-ADMIN = "ada"  # an admin made here (the shared web users are an analyst and a viewer)
+pytestmark = BROWSER_TESTS
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
-    from minterpr.serving.service import build_services
-    from minterpr.serving.settings import ServeSettings
-
-    folder = tmp_path_factory.mktemp("web_ingest")
-    run, store, _ = build_gallery(folder)
-    data = folder / "data"
-    prepare_service(data, run, store)
-    services = build_services(ServeSettings(data_dir=data))
-    try:
-        services.accounts.create_user(ADMIN, PASSWORD, "admin")
-        incoming = services.settings.incoming_dir / "lobby"
-    finally:
-        services.close()
-    shutil.copytree(folder / "crops", incoming)
-    server = Server(data).start()
-    yield server, run, incoming
-    server.stop()
+    with admin_site(tmp_path_factory.mktemp("web_ingest")) as served:
+        yield served
 
 
 def test_an_admin_ingests_from_the_page_and_watches_it_finish(site):
     server, run, incoming = site
     expect = sync_api.expect
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
-        errors: list[str] = []
-        page.on("pageerror", lambda err: errors.append(str(err)))
+    with launched() as page:
+        errors = page_errors(page)
         login(page, server.url, ADMIN)
         page.get_by_role("link", name="Ingest").click()
         page.wait_for_url(server.url + "/ingest")
@@ -91,7 +65,6 @@ def test_an_admin_ingests_from_the_page_and_watches_it_finish(site):
             "() => { const s = document.querySelector('#ingest-jobs'); "
             "return s.scrollWidth <= s.clientWidth && document.body.scrollWidth <= window.innerWidth }"
         )
-        browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
@@ -100,8 +73,6 @@ def test_an_admin_captions_a_gallery_from_the_page(tmp_path):
     on the page until it is done; the captions land in the gallery's store."""
     import json
 
-    from minterpr.serving.service import build_services
-    from minterpr.serving.settings import ServeSettings
     from minterpr.vlm.caption import CAPTIONS_FILE, question_groups, read_captions
     from minterpr.vlm.testing import ScriptedServer, reply
 
@@ -111,21 +82,12 @@ def test_an_admin_captions_a_gallery_from_the_page(tmp_path):
 
     run, store, _ = build_gallery(tmp_path)
     prepare_service(tmp_path / "data", run, store)
-    services = build_services(ServeSettings(data_dir=tmp_path / "data"))
-    try:
-        services.accounts.create_user(ADMIN, PASSWORD, "admin")
-    finally:
-        services.close()
+    add_admin(tmp_path / "data")
     expect = sync_api.expect
     with ScriptedServer([seen], repeat=True) as endpoint:
-        server = Server(tmp_path / "data", settings={"vlm": {"url": endpoint.url, "model": "scripted-vlm"}}).start()
-        try:
-            with sync_api.sync_playwright() as playwright:
-                browser = playwright.chromium.launch(executable_path=CHROMIUM)
-                page = browser.new_page(viewport={"width": 1366, "height": 900})
-                page.set_default_timeout(TIMEOUT_MS)
-                errors: list[str] = []
-                page.on("pageerror", lambda err: errors.append(str(err)))
+        with running(tmp_path / "data", settings={"vlm": {"url": endpoint.url, "model": "scripted-vlm"}}) as server:
+            with launched() as page:
+                errors = page_errors(page)
                 login(page, server.url, ADMIN)
                 page.goto(server.url + "/ingest")
                 section = page.get_by_role("region", name="Caption a gallery")
@@ -138,9 +100,6 @@ def test_an_admin_captions_a_gallery_from_the_page(tmp_path):
                 expect(row).to_have_attribute("data-status", "done", timeout=TIMEOUT_MS)  # the list polls itself
                 expect(row).to_contain_text("30/30 crops")
                 expect(row).to_contain_text("30 crops of demo captioned")
-                browser.close()
-        finally:
-            server.stop()
     assert not errors, f"JavaScript errors on the page: {errors}"
     assert len(endpoint.requests) == 30 * len(question_groups())
     assert all(r["attributes"] == {"upper_colour": ["red"]} for r in read_captions(store / CAPTIONS_FILE).values())
@@ -181,14 +140,9 @@ def test_an_admin_resumes_a_stopped_job_from_the_page(tmp_path):
     finally:
         services.close()
     expect = sync_api.expect
-    server = Server(tmp_path / "data").start()
-    try:
-        with sync_api.sync_playwright() as playwright:
-            browser = playwright.chromium.launch(executable_path=CHROMIUM)
-            page = browser.new_page(viewport={"width": 1366, "height": 900})
-            page.set_default_timeout(TIMEOUT_MS)
-            errors: list[str] = []
-            page.on("pageerror", lambda err: errors.append(str(err)))
+    with running(tmp_path / "data") as server:
+        with launched() as page:
+            errors = page_errors(page)
             login(page, server.url, ADMIN)
             page.goto(server.url + "/ingest")
             stopped = page.locator('#ingest-jobs tr[data-status="interrupted"]')
@@ -199,9 +153,6 @@ def test_an_admin_resumes_a_stopped_job_from_the_page(tmp_path):
             expect(rows).to_have_count(2)
             expect(rows.first).to_have_attribute("data-status", "done", timeout=TIMEOUT_MS)  # the newest first
             expect(rows.first).to_contain_text("30 images added to lobby")
-            browser.close()
-    finally:
-        server.stop()
     assert not errors, f"JavaScript errors on the page: {errors}"
 
 
@@ -220,12 +171,8 @@ def test_an_admin_uploads_a_video_from_the_browser(site, tmp_path):
     fake = tmp_path / "fake.mp4"
     fake.write_bytes(b"this is not a video")
     expect = sync_api.expect
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=CHROMIUM)
-        page = browser.new_page(viewport={"width": 1366, "height": 900})
-        page.set_default_timeout(TIMEOUT_MS)
-        errors: list[str] = []
-        page.on("pageerror", lambda err: errors.append(str(err)))
+    with launched() as page:
+        errors = page_errors(page)
         login(page, server.url, ADMIN)
         page.goto(server.url + "/ingest")
         page.get_by_label("Upload a video").set_input_files(str(fake))
@@ -237,5 +184,4 @@ def test_an_admin_uploads_a_video_from_the_browser(site, tmp_path):
         expect(page.locator("#upload-done")).to_contain_text("Uploaded and checked")
         source = page.get_by_label("Source on the server").input_value()
         assert source.startswith(str(incoming.parent / "uploads")) and source.endswith(".avi")
-        browser.close()
     assert not errors, f"JavaScript errors on the page: {errors}"

@@ -18,50 +18,19 @@ import zipfile
 
 import pytest
 
-from support.web import PASSWORD, Server, build_gallery, chromium_path, login, open_case_and_search, prepare_service
+from support.browser import BROWSER_TESTS, browser, page, sync_api  # noqa: F401  (fixtures)
+from support.web import PASSWORD, gallery_site, login, open_case_and_search
 
-sync_api = pytest.importorskip("playwright.sync_api", reason="Playwright is not installed (pip install playwright)")
-pytest.importorskip("fastapi", reason="the service is not installed")
-CHROMIUM = chromium_path()
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(CHROMIUM is None, reason="chromium is not installed (apt-get install chromium)"),
-]
+pytestmark = BROWSER_TESTS
 DESCRIPTION = "a young woman with long dark hair, a red jacket and blue jeans"
 MATCH = re.compile(r"match (\d{1,3}|< 1) %")  # how a result's match probability is shown
-TIMEOUT_MS = 60_000  # generous: the CI machine may be busy (every wait ends as soon as the page is ready)
-sync_api.expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     """The server over a fresh data folder (users ana/analyst and vic/viewer, gallery "demo")."""
-    folder = tmp_path_factory.mktemp("web")
-    run, store, truth = build_gallery(folder, calibrated=True, frames=True)
-    prepare_service(folder / "data", run, store)
-    server = Server(folder / "data").start()
-    yield server
-    server.stop()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    with sync_api.sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=CHROMIUM)
-        yield chromium
-        chromium.close()
-
-
-@pytest.fixture()
-def page(browser, site):
-    context = browser.new_context(viewport={"width": 1366, "height": 768}, accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page.on("pageerror", lambda err: errors.append(str(err)))
-    yield page
-    context.close()
-    assert not errors, f"JavaScript errors on the page: {errors}"
+    with gallery_site(tmp_path_factory.mktemp("web"), calibrated=True, frames=True) as server:
+        yield server
 
 
 def ranking(page) -> list[str]:

@@ -2,7 +2,8 @@
 searched by a tiny model, a service data folder with users, a real uvicorn server on a free
 loopback port, and Debian's chromium for Playwright (never ``playwright install``).
 
-It holds no tests: ``tests/test_web_page.py`` and the screenshot script import it.
+It holds no tests: the served-page tests (``tests/test_web_*.py``, their Playwright side in
+``support.browser``) and the screenshot script import it.
 """
 
 from __future__ import annotations
@@ -16,12 +17,15 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 
 PASSWORD = "correct horse battery staple"  # every test user's password
 USERS = {"ana": "analyst", "vic": "viewer"}
+ADMIN = "ada"  # the admin :func:`add_admin` makes (the ingestion page is theirs)
 CAMERAS = ("station:north", "station:south", "mall:east")
 START = dt.datetime(2026, 3, 2, 8, 0, 0, tzinfo=dt.timezone.utc)
 CHROMIUM_PATHS = ("/usr/bin/chromium", "/usr/bin/chromium-browser", "/usr/lib/chromium/chromium")
@@ -206,6 +210,52 @@ def prepare_service(data_dir: Path, run: Path, store: Path, gallery: str = "demo
         services.galleries.register(gallery, store, run, by="test")
     finally:
         services.close()
+
+
+def add_admin(data_dir: Path) -> Path:
+    """Create the admin :data:`ADMIN` in a prepared service data folder; returns the incoming folder
+    "lobby" (where the admin's ingestion reads from, not created here)."""
+    from minterpr.serving.service import build_services
+    from minterpr.serving.settings import ServeSettings
+
+    services = build_services(ServeSettings(data_dir=data_dir))
+    try:
+        services.accounts.create_user(ADMIN, PASSWORD, "admin")
+        return services.settings.incoming_dir / "lobby"
+    finally:
+        services.close()
+
+
+@contextmanager
+def gallery_site(folder: Path, **gallery) -> Iterator["Server"]:
+    """A started :class:`Server` over :func:`build_gallery` (``gallery``: its options) in ``folder``, with
+    the users of :data:`USERS`; stopped after."""
+    run, store, _ = build_gallery(folder, **gallery)
+    prepare_service(folder / "data", run, store)
+    with running(folder / "data") as server:
+        yield server
+
+
+@contextmanager
+def admin_site(folder: Path, **gallery) -> Iterator[tuple["Server", Path, Path]]:
+    """As :func:`gallery_site`, with the admin :data:`ADMIN` too and the gallery's crops copied to the
+    incoming folder "lobby" (something to ingest): yields (server, run, incoming)."""
+    run, store, _ = build_gallery(folder, **gallery)
+    prepare_service(folder / "data", run, store)
+    incoming = add_admin(folder / "data")
+    shutil.copytree(folder / "crops", incoming)
+    with running(folder / "data") as server:
+        yield server, run, incoming
+
+
+@contextmanager
+def running(data_dir: Path, **options) -> Iterator["Server"]:
+    """A started :class:`Server` over ``data_dir`` (``options``: its settings, appearance), stopped after."""
+    server = Server(data_dir, **options).start()
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def free_port() -> int:
