@@ -10,7 +10,6 @@ import pytest
 
 from support.helpers import REPO_ROOT, shared_data_dir
 from minterpr.data.label_maps import (
-    MARKET1501_ATTRIBUTE_NAMES,
     MARKET1501_LABELS,
     PA100K_LABELS,
     PA100K_NEGATIVES,
@@ -18,6 +17,7 @@ from minterpr.data.label_maps import (
     PETA_CLOSED_SLOTS,
     PETA_LABELS,
     labels_to_attributes,
+    market1501_codes,
 )
 from minterpr.language.ontology import COLOURS, ONTOLOGY
 
@@ -55,10 +55,9 @@ def test_peta_has_every_documented_label():
 
 
 def test_market_and_pa100k_tables_are_complete():
-    assert len(MARKET1501_ATTRIBUTE_NAMES) == 27  # 10 attributes + 8 top colours + 9 bottom colours
-    for name in MARKET1501_ATTRIBUTE_NAMES:
-        codes = sorted(int(k.split("=")[1]) for k in MARKET1501_LABELS if k.split("=")[0] == name)
-        assert codes == ([1, 2, 3, 4] if name == "age" else [1, 2]), name
+    assert len(market1501_codes()) == 27  # 10 attributes + 8 top colours + 9 bottom colours
+    for name, codes in market1501_codes().items():
+        assert codes == ((1, 2, 3, 4) if name == "age" else (1, 2)), name
     assert len(PA100K_LABELS) == 26
     assert set(PA100K_VIEWS) <= set(PA100K_LABELS) and set(PA100K_NEGATIVES) <= set(PA100K_LABELS)
     assert all(PA100K_LABELS[view] == () for view in PA100K_VIEWS)  # views go to GalleryImage.view

@@ -11,7 +11,8 @@ Example:
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from functools import cache
 
 from minterpr.language.ontology import COLOURS, ONTOLOGY
 
@@ -188,7 +189,22 @@ for _c in ("black", "white", "red", "purple", "yellow", "gray", "blue", "green")
 for _c in ("black", "white", "pink", "purple", "yellow", "gray", "blue", "green", "brown"):
     MARKET1501_LABELS[f"down{_c}=1"] = ()
     MARKET1501_LABELS[f"down{_c}=2"] = (("lower_colour", "grey" if _c == "gray" else _c),)
-MARKET1501_ATTRIBUTE_NAMES = tuple(dict.fromkeys(k.split("=")[0] for k in MARKET1501_LABELS))
+
+
+@cache
+def market1501_codes() -> Mapping[str, tuple[int, ...]]:
+    """Market-1501's attribute names in its fixed order (the order its labels are merged in), each
+    with the codes it takes.
+
+    >>> list(market1501_codes())[:3], market1501_codes()["age"]
+    (['gender', 'hair', 'up'], (1, 2, 3, 4))
+    """
+    codes: dict[str, tuple[int, ...]] = {}
+    for key in MARKET1501_LABELS:
+        name, code = key.split("=")
+        codes[name] = (*codes.get(name, ()), int(code))
+    return codes
+
 
 # PA-100K: 26 binary attributes (positive label -> assertion). The view labels are per image and
 # go to GalleryImage.view, not to attributes. Age18-60 spans two ontology groups: mapped to adult.
