@@ -15,7 +15,7 @@ from minterpr.data.errors import DataError
 from minterpr.data.formats.market import market_images, parse_market_name, read_market_attributes
 from minterpr.data.formats.pa100k import read_pa100k
 from minterpr.data.formats.peta import peta_namespace, peta_subsets, read_peta
-from minterpr.data.label_maps import MARKET1501_ATTRIBUTE_NAMES, PA100K_LABELS
+from minterpr.data.label_maps import PA100K_LABELS, market1501_codes
 from minterpr.language.ontology import ONTOLOGY
 
 
@@ -252,7 +252,7 @@ def test_real_pa100k():
 # ---------------------------------------------------------------------------------------- Market
 def market_split(ids, codes=None, **fields):
     codes = codes or {}
-    split = {n: np.array([[codes.get(n, 1) for _ in ids]], dtype=np.uint8) for n in MARKET1501_ATTRIBUTE_NAMES}
+    split = {n: np.array([[codes.get(n, 1) for _ in ids]], dtype=np.uint8) for n in market1501_codes()}
     split["image_index"] = np.array([list(ids)], dtype=object)
     split.update(fields)
     return split

@@ -4,13 +4,15 @@ merged as documented. The real PETA files are checked when ../shared/data is pre
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from support.helpers import REPO_ROOT, shared_data_dir
+from minterpr.data.errors import DataError
 from minterpr.data.label_maps import (
-    MARKET1501_ATTRIBUTE_NAMES,
     MARKET1501_LABELS,
     PA100K_LABELS,
     PA100K_NEGATIVES,
@@ -18,6 +20,8 @@ from minterpr.data.label_maps import (
     PETA_CLOSED_SLOTS,
     PETA_LABELS,
     labels_to_attributes,
+    market1501_codes,
+    parse_label_table,
 )
 from minterpr.language.ontology import COLOURS, ONTOLOGY
 
@@ -55,10 +59,9 @@ def test_peta_has_every_documented_label():
 
 
 def test_market_and_pa100k_tables_are_complete():
-    assert len(MARKET1501_ATTRIBUTE_NAMES) == 27  # 10 attributes + 8 top colours + 9 bottom colours
-    for name in MARKET1501_ATTRIBUTE_NAMES:
-        codes = sorted(int(k.split("=")[1]) for k in MARKET1501_LABELS if k.split("=")[0] == name)
-        assert codes == ([1, 2, 3, 4] if name == "age" else [1, 2]), name
+    assert len(market1501_codes()) == 27  # 10 attributes + 8 top colours + 9 bottom colours
+    for name, codes in market1501_codes().items():
+        assert codes == ((1, 2, 3, 4) if name == "age" else (1, 2)), name
     assert len(PA100K_LABELS) == 26
     assert set(PA100K_VIEWS) <= set(PA100K_LABELS) and set(PA100K_NEGATIVES) <= set(PA100K_LABELS)
     assert all(PA100K_LABELS[view] == () for view in PA100K_VIEWS)  # views go to GalleryImage.view
@@ -92,6 +95,26 @@ def test_conflicts_resolve_as_documented():
     assert attrs == {"age": ("young",), "gender": ("female",)} and list(attrs) == ["age", "gender"]
     with pytest.raises(KeyError, match="unknown attribute label 'upperBodyTartan'"):
         labels_to_attributes(["upperBodyTartan"], PETA_LABELS)
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        ("Hat\theadwear=hat\n# comment\nHat\theadwear=none\n", "t.tsv:3: field 1: label 'Hat' is listed twice"),
+        ("Hat\theadwear=hat\tglasses\n", "t.tsv:1: field 3: expected slot=value, got 'glasses'"),
+        ("Hat\theadwear=\n", "t.tsv:1: field 2: expected slot=value, got 'headwear='"),
+        (" Hat\theadwear=hat\n", "t.tsv:1: field 1: expected a label without surrounding space"),
+    ],
+)
+def test_a_malformed_table_row_names_file_line_and_field(text, where):
+    with pytest.raises(DataError, match=re.escape(where)):
+        parse_label_table(text, "t.tsv")
+
+
+def test_tables_are_read_on_first_use_not_on_import():
+    code = "import minterpr.data.label_maps as m; print(m._read_label_table.cache_info().currsize)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "0"
 
 
 # ------------------------------------------------------------------ docs/ontology.md stays in sync

@@ -1,7 +1,8 @@
 """Mappings from datasets' attribute labels to the ontology (:mod:`minterpr.language.ontology`).
 
-Each table maps a dataset label to the (slot, value) pairs it asserts. The tables are documented
-in ``docs/ontology.md``; a test checks that every label of each dataset is mapped and that every
+Each table maps a dataset label to the (slot, value) pairs it asserts. The tables are data, kept
+in ``label_tables/*.tsv`` beside this module and read on first use; they are documented in
+``docs/ontology.md``, and a test checks that every label of each dataset is mapped and that every
 target exists in the ontology.
 
 Example:
@@ -11,85 +12,79 @@ Example:
 
 from __future__ import annotations
 
-from typing import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from functools import cache
+from importlib.resources import files
 
-from minterpr.language.ontology import COLOURS, ONTOLOGY
+from minterpr.data.errors import DataError
+from minterpr.language.ontology import ONTOLOGY
 
 Assertion = tuple[tuple[str, str], ...]  # (slot, value) pairs a label asserts
 
-_COLOUR_NAMES = {c: c.capitalize() for c in COLOURS}
+_TABLES_DIR = "label_tables"  # package data beside this module, one .tsv file a dataset
 
-# PETA: 61 binary + 4 multi-class (colour) attributes, plus the 4 rare ones the release discards
-# and the spelling "footwearSneakers" that the label files use for the ReadMe's "footwearSneaker".
-PETA_LABELS: dict[str, Assertion] = {
-    "accessoryHeadphone": (("accessories", "headphones"),),
-    "personalLess15": (("age", "child"),),
-    "personalLess30": (("age", "young"),),
-    "personalLess45": (("age", "adult"),),
-    "personalLess60": (("age", "middle_aged"),),
-    "personalLarger60": (("age", "senior"),),
-    "carryingBabyBuggy": (("carried", "baby_buggy"),),
-    "carryingBackpack": (("carried", "backpack"),),
-    "hairBald": (("hair_length", "bald"),),
-    "footwearBoots": (("footwear_type", "boots"),),
-    "lowerBodyCapri": (("lower_type", "capri"),),
-    "carryingOther": (("carried", "other"),),
-    "carryingShoppingTro": (("carried", "shopping_trolley"),),
-    "carryingUmbrella": (("carried", "umbrella"),),
-    "lowerBodyCasual": (("lower_style", "casual"),),
-    "upperBodyCasual": (("upper_style", "casual"),),
-    "personalFemale": (("gender", "female"),),
-    "carryingFolder": (("carried", "folder"),),
-    "lowerBodyFormal": (("lower_style", "formal"),),
-    "upperBodyFormal": (("upper_style", "formal"),),
-    "accessoryHairBand": (("headwear", "hair_band"),),
-    "accessoryHat": (("headwear", "hat"),),
-    "lowerBodyHotPants": (("lower_type", "hot_pants"), ("lower_length", "short")),
-    "upperBodyJacket": (("upper_type", "jacket"),),
-    "lowerBodyJeans": (("lower_type", "jeans"), ("lower_length", "long")),
-    "accessoryKerchief": (("accessories", "kerchief"),),
-    "footwearLeatherShoes": (("footwear_type", "leather_shoes"),),
-    "upperBodyLogo": (("upper_pattern", "logo"),),
-    "hairLong": (("hair_length", "long"),),
-    "lowerBodyLongSkirt": (("lower_type", "long_skirt"), ("lower_length", "long")),
-    "upperBodyLongSleeve": (("sleeve_length", "long"),),
-    "lowerBodyPlaid": (("lower_pattern", "plaid"),),
-    "lowerBodyThinStripes": (("lower_pattern", "thin_stripes"),),
-    "carryingLuggageCase": (("carried", "luggage"),),
-    "personalMale": (("gender", "male"),),
-    "carryingMessengerBag": (("carried", "messenger_bag"),),
-    "accessoryMuffler": (("accessories", "scarf"),),
-    "accessoryNothing": (("accessories", "none"),),
-    "carryingNothing": (("carried", "nothing"),),
-    "upperBodyNoSleeve": (("sleeve_length", "sleeveless"),),
-    "upperBodyPlaid": (("upper_pattern", "plaid"),),
-    "carryingPlasticBags": (("carried", "plastic_bag"),),
-    "footwearSandals": (("footwear_type", "sandals"),),
-    "footwearShoes": (("footwear_type", "shoes"),),
-    "hairShort": (("hair_length", "short"),),
-    "lowerBodyShorts": (("lower_type", "shorts"), ("lower_length", "short")),
-    "upperBodyShortSleeve": (("sleeve_length", "short"),),
-    "lowerBodyShortSkirt": (("lower_type", "short_skirt"), ("lower_length", "short")),
-    "footwearSneaker": (("footwear_type", "sneakers"),),
-    "footwearSneakers": (("footwear_type", "sneakers"),),
-    "footwearStocking": (("footwear_type", "stockings"),),
-    "upperBodyThinStripes": (("upper_pattern", "thin_stripes"),),
-    "upperBodySuit": (("upper_type", "suit"),),
-    "carryingSuitcase": (("carried", "suitcase"),),
-    "lowerBodySuits": (("lower_type", "suit_trousers"), ("lower_length", "long")),
-    "accessorySunglasses": (("accessories", "sunglasses"),),
-    "upperBodySweater": (("upper_type", "sweater"),),
-    "upperBodyThickStripes": (("upper_pattern", "thick_stripes"),),
-    "lowerBodyTrousers": (("lower_type", "trousers"), ("lower_length", "long")),
-    "upperBodyTshirt": (("upper_type", "tshirt"),),
-    "upperBodyOther": (("upper_type", "other"),),
-    "upperBodyVNeck": (("neckline", "v_neck"),),
-    # Discarded by the PETA release (< 10 samples) but present in some label files.
-    "accessoryFaceMask": (("accessories", "face_mask"),),
-    "lowerBodyLogo": (("lower_pattern", "logo"),),
-    "accessoryShawl": (("accessories", "shawl"),),
-    "lowerBodyThickStripes": (("lower_pattern", "thick_stripes"),),
-}
+
+def parse_label_table(text: str, path: str) -> dict[str, Assertion]:
+    """A label table's rows: label -> its (slot, value) pairs, in file order.
+
+    A row is the label, then one tab-separated ``slot=value`` field per assertion; ``#`` starts a
+    comment line. A malformed row or a label listed twice is a DataError naming path, line and field.
+
+    >>> parse_label_table("# comment\\nTrousers\\tlower_type=trousers\\tlower_length=long\\nFront\\n", "t.tsv")
+    {'Trousers': (('lower_type', 'trousers'), ('lower_length', 'long')), 'Front': ()}
+    >>> parse_label_table("Hat\\theadwear:hat\\n", "t.tsv")
+    Traceback (most recent call last):
+    minterpr.data.errors.DataError: t.tsv:1: field 2: expected slot=value, got 'headwear:hat'
+    """
+    table: dict[str, Assertion] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip() or line.startswith("#"):
+            continue
+        label, *fields = line.split("\t")
+        if not label or label != label.strip():
+            raise DataError(path, number, "field 1", f"expected a label without surrounding space, got {label!r}")
+        if label in table:
+            raise DataError(path, number, "field 1", f"label {label!r} is listed twice")
+        pairs = []
+        for column, text_field in enumerate(fields, start=2):
+            slot, equals, value = text_field.partition("=")
+            if not (equals and slot.isidentifier() and value.isidentifier()):
+                raise DataError(path, number, f"field {column}", f"expected slot=value, got {text_field!r}")
+            pairs.append((slot, value))
+        table[label] = tuple(pairs)
+    return table
+
+
+@cache
+def _read_label_table(file_name: str) -> dict[str, Assertion]:
+    text = files(__package__).joinpath(_TABLES_DIR, file_name).read_text(encoding="utf-8")
+    return parse_label_table(text, f"{_TABLES_DIR}/{file_name}")
+
+
+class LabelTable(Mapping[str, Assertion]):
+    """A dataset's label table, read-only, read from its file on first use (importing reads no file)."""
+
+    def __init__(self, file_name: str) -> None:
+        self.file_name = file_name
+
+    def __getitem__(self, label: str) -> Assertion:
+        return _read_label_table(self.file_name)[label]
+
+    def __contains__(self, label: object) -> bool:
+        return label in _read_label_table(self.file_name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_read_label_table(self.file_name))
+
+    def __len__(self) -> int:
+        return len(_read_label_table(self.file_name))
+
+    def __repr__(self) -> str:
+        return f"LabelTable({self.file_name!r})"
+
+
+# PETA: 61 binary + 4 multi-class (colour) attributes, plus rare and variant spellings (see the file).
+PETA_LABELS = LabelTable("peta.tsv")
 # The 35 attributes the PETA literature reports mA over (Deng et al. 2014; Jia et al. 2021's PETA and
 # PETAzs protocols), by their PETA names; each is one ontology label (:func:`peta35_labels`).
 PETA_35: tuple[str, ...] = (
@@ -149,77 +144,28 @@ def peta35_labels() -> list[tuple[str, str]]:
 # only) stay unlabelled when none of their labels is listed.
 PETA_CLOSED_SLOTS: dict[str, str] = {"headwear": "none", "upper_pattern": "plain", "lower_pattern": "plain"}
 
-for _colour, _name in _COLOUR_NAMES.items():
-    PETA_LABELS[f"footwear{_name}"] = (("footwear_colour", _colour),)
-    PETA_LABELS[f"hair{_name}"] = (("hair_colour", _colour),)
-    PETA_LABELS[f"lowerBody{_name}"] = (("lower_colour", _colour),)
-    PETA_LABELS[f"upperBody{_name}"] = (("upper_colour", _colour),)
+# Market-1501 attributes (Lin et al.): keys are "name=code", code the dataset's 1, 2 (, 3, 4 for age).
+MARKET1501_LABELS = LabelTable("market1501.tsv")
 
-# Market-1501 attributes (Lin et al.): value 1/2 coded; each entry maps (label, value) pairs.
-# Keys are "name=value" where value is the dataset's code (1 = first option, 2 = second).
-MARKET1501_LABELS: dict[str, Assertion] = {
-    "gender=1": (("gender", "male"),),
-    "gender=2": (("gender", "female"),),
-    "hair=1": (("hair_length", "short"),),
-    "hair=2": (("hair_length", "long"),),
-    "up=1": (("sleeve_length", "long"),),
-    "up=2": (("sleeve_length", "short"),),
-    "down=1": (("lower_length", "long"),),
-    "down=2": (("lower_length", "short"),),
-    "clothes=1": (("lower_type", "dress"),),
-    "clothes=2": (("lower_type", "trousers"),),
-    "hat=1": (("headwear", "none"),),
-    "hat=2": (("headwear", "hat"),),
-    "backpack=1": (),
-    "backpack=2": (("carried", "backpack"),),
-    "bag=1": (),
-    "bag=2": (("carried", "messenger_bag"),),
-    "handbag=1": (),
-    "handbag=2": (("carried", "handbag"),),
-    # Market's four age groups are coarser than the ontology's; "teenager" is mapped to young.
-    "age=1": (("age", "child"),),
-    "age=2": (("age", "young"),),
-    "age=3": (("age", "adult"),),
-    "age=4": (("age", "senior"),),
-}
-for _c in ("black", "white", "red", "purple", "yellow", "gray", "blue", "green"):
-    MARKET1501_LABELS[f"up{_c}=1"] = ()
-    MARKET1501_LABELS[f"up{_c}=2"] = (("upper_colour", "grey" if _c == "gray" else _c),)
-for _c in ("black", "white", "pink", "purple", "yellow", "gray", "blue", "green", "brown"):
-    MARKET1501_LABELS[f"down{_c}=1"] = ()
-    MARKET1501_LABELS[f"down{_c}=2"] = (("lower_colour", "grey" if _c == "gray" else _c),)
-MARKET1501_ATTRIBUTE_NAMES = tuple(dict.fromkeys(k.split("=")[0] for k in MARKET1501_LABELS))
 
-# PA-100K: 26 binary attributes (positive label -> assertion). The view labels are per image and
-# go to GalleryImage.view, not to attributes. Age18-60 spans two ontology groups: mapped to adult.
-PA100K_LABELS: dict[str, Assertion] = {
-    "Female": (("gender", "female"),),
-    "AgeOver60": (("age", "senior"),),
-    "Age18-60": (("age", "adult"),),
-    "AgeLess18": (("age", "child"),),
-    "Front": (),
-    "Side": (),
-    "Back": (),
-    "Hat": (("headwear", "hat"),),
-    "Glasses": (("accessories", "glasses"),),
-    "HandBag": (("carried", "handbag"),),
-    "ShoulderBag": (("carried", "messenger_bag"),),
-    "Backpack": (("carried", "backpack"),),
-    "HoldObjectsInFront": (("carried", "other"),),
-    "ShortSleeve": (("sleeve_length", "short"),),
-    "LongSleeve": (("sleeve_length", "long"),),
-    "UpperStride": (("upper_pattern", "thin_stripes"),),
-    "UpperLogo": (("upper_pattern", "logo"),),
-    "UpperPlaid": (("upper_pattern", "plaid"),),
-    "UpperSplice": (),
-    "LowerStripe": (("lower_pattern", "thin_stripes"),),
-    "LowerPattern": (),
-    "LongCoat": (("upper_type", "jacket"),),
-    "Trousers": (("lower_type", "trousers"), ("lower_length", "long")),
-    "Shorts": (("lower_type", "shorts"), ("lower_length", "short")),
-    "Skirt&Dress": (("lower_type", "short_skirt"),),
-    "boots": (("footwear_type", "boots"),),
-}
+@cache
+def market1501_codes() -> Mapping[str, tuple[int, ...]]:
+    """Market-1501's attribute names in its fixed order (the order its labels are merged in), each
+    with the codes it takes.
+
+    >>> list(market1501_codes())[:3], market1501_codes()["age"]
+    (['gender', 'hair', 'up'], (1, 2, 3, 4))
+    """
+    codes: dict[str, tuple[int, ...]] = {}
+    for key in MARKET1501_LABELS:
+        name, code = key.split("=")
+        codes[name] = (*codes.get(name, ()), int(code))
+    return codes
+
+
+# PA-100K: 26 binary attributes in the release's order (positive label -> assertion); views go to
+# GalleryImage.view (PA100K_VIEWS), not to attributes.
+PA100K_LABELS = LabelTable("pa100k.tsv")
 PA100K_VIEWS = {"Front": "front", "Side": "side", "Back": "back"}
 # PA-100K labels the negative case too (0), so "not male" is known: Female=0 means male.
 PA100K_NEGATIVES: dict[str, Assertion] = {"Female": (("gender", "male"),)}

@@ -92,6 +92,11 @@ def _v(name: str, *phrases: str, none: bool = False) -> Value:
     return Value(name, phrases or (name.replace("_", " "),), excludes_others=none)
 
 
+def _colour_slot(name: str, label: str, *, questions: tuple[str, ...], body_part: str) -> Slot:
+    """A garment's colour: any of the shared colours, several at once (a striped top is two colours)."""
+    return Slot(name, label, _colour_values(), multi=True, questions=questions, body_part=body_part)
+
+
 _SLOTS: tuple[Slot, ...] = (
     Slot(
         "gender",
@@ -146,11 +151,9 @@ _SLOTS: tuple[Slot, ...] = (
         questions=("What was {pronoun} wearing on top?", "What kind of top did {pronoun} have on?"),
         body_part="upper",
     ),
-    Slot(
+    _colour_slot(
         "upper_colour",
         "top colour",
-        _colour_values(),
-        multi=True,
         questions=("What colour was {possessive} top?", "Which colour was the top {pronoun} wore?"),
         body_part="upper",
     ),
@@ -212,11 +215,9 @@ _SLOTS: tuple[Slot, ...] = (
         ),
         body_part="lower",
     ),
-    Slot(
+    _colour_slot(
         "lower_colour",
         "bottoms colour",
-        _colour_values(),
-        multi=True,
         questions=("What colour were {possessive} trousers or skirt?", "What colour was {possessive} lower garment?"),
         body_part="lower",
     ),
@@ -261,11 +262,9 @@ _SLOTS: tuple[Slot, ...] = (
         questions=("What kind of shoes was {pronoun} wearing?", "Did you see {possessive} shoes?"),
         body_part="feet",
     ),
-    Slot(
+    _colour_slot(
         "footwear_colour",
         "shoe colour",
-        _colour_values(),
-        multi=True,
         questions=("What colour were {possessive} shoes?", "Do you remember the colour of {possessive} shoes?"),
         body_part="feet",
     ),

@@ -32,16 +32,12 @@ import numpy as np
 from minterpr.data.errors import DataError, ReadReport
 from minterpr.data.formats.jsonl import ReadResult
 from minterpr.data.formats.pa100k import load_mat
-from minterpr.data.label_maps import MARKET1501_ATTRIBUTE_NAMES, MARKET1501_LABELS, labels_to_attributes
+from minterpr.data.label_maps import MARKET1501_LABELS, labels_to_attributes, market1501_codes
 from minterpr.types import Attributes, GalleryImage, person_id
 
 NAMESPACE = "market1501"
 MARKET_SPLITS = ("train", "test")
 MARKET_NAME = re.compile(r"(?P<pid>-1|\d+)_c(?P<cam>\d+)s(?P<seq>\d+)_(?P<frame>\d+)_(?P<box>\d+)\.jpg")
-_CODES = {
-    name: tuple(int(k.split("=")[1]) for k in MARKET1501_LABELS if k.split("=")[0] == name)
-    for name in MARKET1501_ATTRIBUTE_NAMES
-}
 
 
 def _market_pid(raw: Any) -> str:
@@ -62,7 +58,7 @@ def _split_fields(struct: Any, split: str, file: str) -> dict[str, np.ndarray]:
     fields = {name: np.atleast_1d(np.asarray(getattr(struct, name), dtype=object)).ravel() for name in names}
     if "image_index" not in fields:
         raise DataError(file, 0, f"{split}.image_index", "missing field")
-    missing = [name for name in MARKET1501_ATTRIBUTE_NAMES if name not in fields]
+    missing = [name for name in market1501_codes() if name not in fields]
     if missing:
         raise DataError(file, 0, f"{split}.{missing[0]}", "missing attribute field")
     count = len(fields["image_index"])
@@ -114,7 +110,7 @@ def read_market_attributes(
         except DataError as error:
             fail(error)
             continue
-        for extra in sorted(set(fields) - set(MARKET1501_ATTRIBUTE_NAMES) - {"image_index"}):
+        for extra in sorted(set(fields) - set(market1501_codes()) - {"image_index"}):
             report.warn(DataError(file, 0, f"{split}.{extra}", "unknown attribute field ignored"))
         for col, raw_pid in enumerate(fields["image_index"]):
             try:
@@ -123,11 +119,11 @@ def read_market_attributes(
                 except ValueError:
                     raise DataError(file, col + 1, f"{split}.image_index", f"not an identity id: {raw_pid!r}") from None
                 labels = []
-                for name in MARKET1501_ATTRIBUTE_NAMES:  # a fixed order, so conflicts resolve the same way
+                for name, codes in market1501_codes().items():  # a fixed order, so conflicts resolve the same way
                     code = fields[name][col]
-                    if not isinstance(code, (int, float, np.number)) or code not in _CODES[name]:
+                    if not isinstance(code, (int, float, np.number)) or code not in codes:
                         raise DataError(
-                            file, col + 1, f"{split}.{name}", f"code must be one of {list(_CODES[name])}, got {code!r}"
+                            file, col + 1, f"{split}.{name}", f"code must be one of {list(codes)}, got {code!r}"
                         )
                     labels.append(f"{name}={int(code)}")
                 pid = person_id(NAMESPACE, local)
