@@ -57,6 +57,18 @@ def test_calibrate_appearance_stores_what_load_appearance_reads(tmp_path, capsys
     assert load_appearance(model).same_person == stored
 
 
+def test_calibrate_appearance_on_a_model_directory(tmp_path, capsys):
+    """The shipped model is a directory (safetensors + config.json): calibrated in place, as its card says."""
+    from minterpr.models.reid_dir import load_reid_any, save_reid_dir
+
+    folder = tmp_path / "looks"
+    save_reid_dir(load_reid_any(_model(tmp_path)), folder)
+    write_manifest(read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=4)), tmp_path / "val.jsonl")
+    assert main(["calibrate", "appearance", "--model", str(folder), "--data", str(tmp_path / "val.jsonl")]) == 0
+    assert str(folder / "same_person.json") in capsys.readouterr().out
+    assert load_appearance(folder).same_person == read_same_person(folder) is not None
+
+
 def test_calibrate_appearance_bad_input_is_one_line(tmp_path, capsys):
     model = _model(tmp_path)
     assert main(["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "none.jsonl")]) == 2

@@ -258,7 +258,7 @@ def run_appearance(args: argparse.Namespace) -> int:
     from minterpr.errors import MinterprError
     from minterpr.interaction.appearance import write_same_person
     from minterpr.models.device import resolve_device
-    from minterpr.models.reid import load_reid_model
+    from minterpr.models.reid_dir import load_reid_any
     from minterpr.training.reid import fit_same_person_on
 
     command = "minterpr calibrate appearance"
@@ -270,7 +270,7 @@ def run_appearance(args: argparse.Namespace) -> int:
         return 2
     try:
         images = read_manifest(args.data)
-        model = load_reid_model(args.model).to(resolve_device(args.device))
+        model = load_reid_any(args.model).to(resolve_device(args.device))
         record = fit_same_person_on(model, images, batch_size=args.batch_size, split=args.split)
         path = None if args.dry_run else write_same_person(args.model, record)
     except (DataError, MinterprError, ValueError, OSError) as err:
@@ -295,8 +295,9 @@ def _add_appearance(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--model",
         required=True,
-        metavar="BEST_PT",
-        help="the appearance model (a reid run's best.pt); same_person.json is written beside it",
+        metavar="MODEL",
+        help="the appearance model (a model directory such as models/osnet-x0_25-reid, a reid run's best.pt or "
+        "its run directory); same_person.json is written beside it",
     )
     parser.add_argument(
         "--data",
