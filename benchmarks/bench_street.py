@@ -232,8 +232,9 @@ def main(argv=None) -> int:
                         images, heights = detector_gallery(
                             labels, video, DETECTORS.create(spec[0], **spec[1]), tmp, standardise=True
                         )
-                    searched = run if pipeline.appearance is None else _WithAppearance(run, pipeline.appearance)
-                    report = witness_search(searched, labels, images, tmp, rounds=args.rounds, heights=heights)
+                    report = witness_search(
+                        run, labels, images, tmp, rounds=args.rounds, heights=heights, appearance=pipeline.appearance
+                    )
                 figures["search"][name] = {
                     "gallery": len(images),
                     "appearance": args.appearance,
@@ -258,32 +259,6 @@ def main(argv=None) -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
     return 0
-
-
-class _WithAppearance:
-    """The run as witness_search uses it, its galleries carrying the appearance model's vectors."""
-
-    def __init__(self, run, appearance) -> None:
-        self.run, self.appearance = run, appearance
-
-    def rerank_config(self):
-        return self.run.rerank_config()
-
-    def backend(self):
-        return _AppearanceBackend(self.run.backend(), self.appearance)
-
-
-class _AppearanceBackend:
-    """A backend whose index_images adds appearance vectors (and their calibration); the rest is the backend's."""
-
-    def __init__(self, backend, appearance) -> None:
-        self._backend, self._appearance = backend, appearance
-
-    def __getattr__(self, name):
-        return getattr(self._backend, name)
-
-    def index_images(self, *args, **kwargs):
-        return self._appearance.add_to(self._backend.index_images(*args, **kwargs))
 
 
 def _print(figures) -> None:

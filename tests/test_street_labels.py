@@ -278,3 +278,26 @@ def test_detector_gallery_names_crops_by_iou_with_the_labels(tmp_path):
     # the same box moved 60 % of its width aside: IoU 0.25 with the person, a distractor (if the filter keeps it)
     images, _ = detector_gallery(short, video, Found(shifted), tmp_path / "b")
     assert all(i.person_id == f"unmatched:{frame}:0" and i.attributes is None for i in images)
+
+
+def test_witness_search_on_a_gallery_with_appearance_vectors(tmp_path, tiny_run, one_torch_thread):
+    """The street benchmark's searches with an appearance model: the gallery carries its vectors."""
+    pytest.importorskip("av")
+    import torch
+
+    from minterpr.ingest.street_search import label_gallery, witness_search
+    from minterpr.models.reid import ReidModel, ReidModelConfig
+    from minterpr.runtime.appearance import load_appearance
+    from minterpr.runtime.run import load_run
+
+    labels = load_labels(LABELS)
+    short = StreetLabels(labels.video, labels.people, {f: b for f, b in labels.frames.items() if f <= 30})
+    images = label_gallery(short, _video(), tmp_path / "crops")
+    torch.manual_seed(0)
+    model = ReidModel(ReidModelConfig(image_size=(32, 16))).eval()
+    torch.save({"model": model.search_state_dict(), "config": model.config.to_dict()}, tmp_path / "best.pt")
+    looks = load_appearance(tmp_path / "best.pt", engine="torch")
+    report = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1, appearance=looks)
+    assert report.protocol["appearance"] == looks.fingerprint and report.extra["num_queries"] >= 1
+    plain = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1)
+    assert plain.protocol["appearance"] is None

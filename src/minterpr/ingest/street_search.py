@@ -166,15 +166,20 @@ def witness_search(
     rounds: int = 2,
     seed: int = 0,
     heights: dict[str, float] | None = None,
+    appearance: Any = None,
 ) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
     (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
-    the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind)."""
+    the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind).
+    ``appearance``: an appearance model (:func:`minterpr.runtime.appearance.load_appearance`) whose
+    vectors the gallery carries, as ingestion stores them; its fingerprint goes into the protocol."""
     from minterpr.evaluation.online import simulate
     from minterpr.interaction.simulators import WitnessSimulator
 
     backend = run.backend()
     index = backend.index_images(images, root=os.fspath(root), progress=False).require_complete("the street benchmark")
+    if appearance is not None:
+        index = appearance.add_to(index)
     targets = witness_targets(labels, images, heights)
     if not targets:
         raise DatasetError("labels", "no described person has a labelled crop")
@@ -190,5 +195,9 @@ def witness_search(
         seed=seed,
         reranking=run.rerank_config(),
         match_temperature=run.extras.match_temperature(),
-        protocol={"dataset": "street labels", "targets": len(targets)},
+        protocol={
+            "dataset": "street labels",
+            "targets": len(targets),
+            "appearance": None if appearance is None else appearance.fingerprint,
+        },
     )
