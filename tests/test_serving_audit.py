@@ -263,23 +263,20 @@ def test_retention_purges_old_sessions_crops_and_embeddings(world, tmp_path, cap
     assert '"sessions": 0' in capsys.readouterr().out
 
 
-def test_retention_removes_old_uploaded_videos_unless_a_job_reads_them(tmp_path):
+def _uploaded_videos(services, now: float, ages: dict[str, int], jobs: dict[str, tuple[str, int]]) -> dict:
+    """Videos in the upload folder, each ``ages[name]`` days old, and for ``jobs[name] = (status, days)``
+    an ingestion job reading it whose status was last updated ``days`` ago; returns the paths by name."""
     from minterpr.serving.db import IngestJob
-    from minterpr.serving.retention import purge
-    from minterpr.serving.service import build_services
-    from support.serving import settings
 
-    services = build_services(settings(tmp_path / "state"))
     folder = services.settings.video_uploads_dir
     folder.mkdir(parents=True)
-    now = 1_800_000_000.0
-    files = {name: folder / name for name in ("old.mp4", "busy.mp4", "done.mp4", ".upload-x.avi", "new.mp4")}
+    files = {name: folder / name for name in ages}
     for name, path in files.items():
         path.write_bytes(b"video")
-        age = 1 if name == "new.mp4" else 40  # days
-        os.utime(path, (now - age * 86400, now - age * 86400))
+        os.utime(path, (now - ages[name] * 86400, now - ages[name] * 86400))
     with services.db.write() as tx:
-        for job, (name, status) in enumerate((("busy.mp4", "running"), ("done.mp4", "done"))):
+        for job, (name, (status, days)) in enumerate(jobs.items()):
+            when = now - days * 86400
             tx.add(
                 IngestJob(
                     id=f"{job:032x}",
@@ -290,12 +287,55 @@ def test_retention_removes_old_uploaded_videos_unless_a_job_reads_them(tmp_path)
                     status=status,
                     progress={},
                     message="",
-                    created=now,
-                    updated=now,
+                    created=when,
+                    updated=when,
                 )
             )
+    return files
+
+
+def test_retention_removes_old_uploaded_videos_unless_a_job_reads_them(tmp_path):
+    from minterpr.serving.retention import purge
+    from minterpr.serving.service import build_services
+    from support.serving import settings
+
+    services = build_services(settings(tmp_path / "state"))
+    now = 1_800_000_000.0
+    ages = {"old.mp4": 40, "busy.mp4": 40, "done.mp4": 40, ".upload-x.avi": 40, "new.mp4": 1}
+    files = _uploaded_videos(services, now, ages, {"busy.mp4": ("running", 0), "done.mp4": ("done", 0)})
     report = purge(services, 30, by="test", clock=now)
     assert report.videos == 3  # old, done (its job ended) and the stray partial upload
-    assert sorted(p.name for p in folder.iterdir()) == ["busy.mp4", "new.mp4"]
+    assert sorted(p.name for p in files["old.mp4"].parent.iterdir()) == ["busy.mp4", "new.mp4"]
     assert purge(services, 30, by="test", clock=now).videos == 0  # nothing left to remove
+    services.close()
+
+
+def test_retention_keeps_the_video_of_a_resumable_job_and_audits_each_removed_one(tmp_path):
+    from minterpr.serving.retention import purge
+    from minterpr.serving.service import build_services
+    from support.serving import settings
+
+    services = build_services(settings(tmp_path / "state"))
+    now = 1_800_000_000.0
+    stopped = {  # status, and days since the job stopped
+        "failed.mp4": ("failed", 2),
+        "cancelled.mp4": ("cancelled", 29),
+        "interrupted.mp4": ("interrupted", 0),  # the server stopped during it: it resumes
+        "forgotten.mp4": ("failed", 31),  # nobody resumed it for longer than the retention
+    }
+    files = _uploaded_videos(services, now, {name: 40 for name in stopped}, stopped)
+    seen = services.audit.entries(limit=1000)
+    report = purge(services, 30, by="test", clock=now)
+    assert report.videos == 1
+    assert sorted(p.name for p in files["failed.mp4"].parent.iterdir()) == [
+        "cancelled.mp4",
+        "failed.mp4",
+        "interrupted.mp4",
+    ]
+    written = services.audit.entries(after=seen[-1]["seq"] if seen else 0)
+    assert [(e["action"], e["user"], e["details"]) for e in written[:-1]] == [
+        ("video_expired", "test", {"file": "forgotten.mp4"})
+    ]
+    assert written[-1]["action"] == "retention_purge" and written[-1]["details"]["videos"] == 1
+    assert services.audit.verify().ok
     services.close()

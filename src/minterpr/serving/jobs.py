@@ -50,6 +50,8 @@ from minterpr.serving.paths import check_request_paths
 from minterpr.serving.schemas.jobs import IngestRequest, JobView
 
 TERMINAL = ("done", "failed", "cancelled", "interrupted")
+# the stopped ingestions that resume starts again (retention keeps their uploaded video a while)
+RESUMABLE = ("cancelled", "interrupted", "failed")
 _PERSIST_EVERY_S = 1.0
 KINDS = ("ingest", "caption")  # what a job does: ingest a source, caption a gallery (minterpr.serving.caption_jobs)
 
@@ -344,7 +346,7 @@ class Jobs:
         view = self.view(job_id)
         if view.kind != "ingest":
             raise ApiError(409, "conflict", f"job {job_id} is a {view.kind} job: start it again from its form")
-        if view.status not in ("cancelled", "interrupted", "failed"):
+        if view.status not in RESUMABLE:
             raise ApiError(
                 409, "conflict", f"job {job_id} is {view.status}: only a cancelled, interrupted or failed job resumes"
             )

@@ -4,8 +4,11 @@
 
 * **sessions** not touched for N days: their events, their uploaded example images;
 * **videos** uploaded from the ingestion page more than N days ago (the file's time), unless a job
-  that has not ended (queued or running) reads it; the crops already cut from it are images of
-  their gallery, under the rule below;
+  still uses it: one that has not ended (queued or running), or an ingestion stopped (cancelled,
+  interrupted or failed: its Resume reads the video again) less than N days ago — a stopped job
+  nobody resumed for N days no longer holds its video, else one failed job would keep footage for
+  ever. Each removed video is audited as ``video_expired`` (its file, as ``video_upload`` named
+  it); the crops already cut from it are images of their gallery, under the rule below;
 * **images** captured more than N days ago (the ``time`` of their metadata) from every gallery
   store: the store is rewritten without their embeddings, attribute probabilities and records
   (and its vector index rebuilt); in galleries the service ingested itself (``managed``) their
@@ -40,6 +43,7 @@ from minterpr.data.paths import resolve_under
 from minterpr.errors import InputError, MinterprError
 from minterpr.serving import audit
 from minterpr.serving.db import IngestJob, Login, SearchSession, SessionEvent, now
+from minterpr.serving.jobs import RESUMABLE
 from minterpr.serving.schemas.search import RetentionReport
 
 DAY = 86400.0
@@ -77,27 +81,30 @@ def purge(services: Any, days: int, *, by: str | None = None, clock: float | Non
         sessions=len(old),
         events=removed_events,
         uploads=uploads,
-        videos=videos,
+        videos=len(videos),
         images=images,
         galleries=touched,
     )
     with db.write() as tx:
+        for name in videos:
+            audit.append(tx, by, "video_expired", None, {"file": name})
         audit.append(tx, by, "retention_purge", None, report.model_dump())
     return report
 
 
-def _purge_videos(services: Any, cutoff: float) -> int:
-    """Remove the uploaded videos (and stray partial uploads) last written before ``cutoff`` that no
-    queued or running job reads; returns how many were removed."""
+def _purge_videos(services: Any, cutoff: float) -> list[str]:
+    """Remove the uploaded videos (and stray partial uploads) last written before ``cutoff`` that no job
+    uses (queued or running, or stopped after ``cutoff`` so it may resume); returns the removed files' names."""
     folder = services.settings.video_uploads_dir
     if not folder.is_dir():
-        return 0
+        return []
     with services.db.transaction() as tx:
-        busy = {
-            os.path.realpath(source)
-            for source in tx.scalars(select(IngestJob.source).where(IngestJob.status.in_(("queued", "running"))))
-        }
-    removed = 0
+        # a stopped job's `updated` is when it stopped (an interrupted one's: when the server came back)
+        in_use = IngestJob.status.in_(("queued", "running")) | (
+            IngestJob.status.in_(RESUMABLE) & (IngestJob.updated >= cutoff)
+        )
+        busy = {os.path.realpath(source) for source in tx.scalars(select(IngestJob.source).where(in_use))}
+    removed: list[str] = []
     for path in sorted(folder.iterdir()):
         try:
             if not path.is_file() or path.stat().st_mtime >= cutoff or os.path.realpath(path) in busy:
@@ -105,7 +112,7 @@ def _purge_videos(services: Any, cutoff: float) -> int:
             path.unlink()
         except OSError:
             continue  # gone meanwhile, or not ours to remove: the next purge tries again
-        removed += 1
+        removed.append(path.name)
     return removed
 
 
