@@ -13,6 +13,12 @@ line per point: R@1 and R@5 by round, BRI and seconds; ``--json`` keeps them all
         --vary rejection_penalty=0.25,0.5,1.0 --vary anchor_lambda=0.5,0.7,0.9
     python benchmarks/bench_scoring.py --run shipped --data data/peta_cw --split val --limit 300 \\
         --simulator witness --rounds 5 --vary plausible_lambda=1.0,0.7,0.5,0.3
+    python benchmarks/bench_scoring.py --run shipped --data data/peta_cw --split val --limit 300 \\
+        --simulator witness --policy-temperature 0.02,0.05,0.1,fitted
+
+``--policy-temperature`` measures the temperature of the candidate distribution the policies and the
+``auto`` schedule choose moves by (a number, or ``fitted``: the model's fitted match temperature),
+crossed with the ``--vary`` grid.
 """
 
 from __future__ import annotations
@@ -74,6 +80,12 @@ def main(argv=None) -> int:
         help="each seed draws other targets (one image per identity) and another conversation; "
         "the figures pool them (a small val split gives more searches)",
     )
+    parser.add_argument(
+        "--policy-temperature",
+        default=None,
+        metavar="T1,T2,...",
+        help="the policies' temperatures to measure: numbers or 'fitted' (default: the policies' own)",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
 
@@ -82,6 +94,7 @@ def main(argv=None) -> int:
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
     from minterpr.evaluation.online import one_target_per_identity, simulate
+    from minterpr.interaction.policies import policy_temperature
     from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.simulators import WitnessSimulator
     from minterpr.runtime.run import load_run
@@ -96,10 +109,18 @@ def main(argv=None) -> int:
         ]
         for point in points:  # a bad field or value fails before any work
             RerankConfig().with_(**point)
+        given = [] if args.policy_temperature is None else args.policy_temperature.split(",")
+        for value in given:
+            policy_temperature(value, 1.0)
         if not manifest.is_file():
             print(f"bench_scoring: no gallery manifest {manifest}", file=sys.stderr)
             return 2
         run = load_run(args.run)
+        temperatures = [policy_temperature(v, run.extras.match_temperature()) for v in given] or [None]
+        # one point per (temperature, grid point); None: the policies' own
+        points = [
+            {**({"policy_temperature": t} if t is not None else {}), **point} for t in temperatures for point in points
+        ]
         backend = run.backend()
         gallery = read_gallery(manifest)
         index = backend.index_images(gallery, root=args.data, progress=False).require_complete("bench_scoring")
@@ -120,7 +141,10 @@ def main(argv=None) -> int:
                             simulator=simulator,
                             seed=seed,
                             schedule="auto",
-                            reranking=run.rerank_config().with_(**point),
+                            reranking=run.rerank_config().with_(
+                                **{k: v for k, v in point.items() if k != "policy_temperature"}
+                            ),
+                            policy_temperature=point.get("policy_temperature"),
                         ),
                     )
                 )

@@ -169,12 +169,18 @@ def main(argv=None) -> int:
         metavar="BEST_PT",
         help="search with an appearance model (calibrated: minterpr calibrate appearance) beside the run",
     )
+    parser.add_argument(
+        "--policy-temperature",
+        metavar="T|fitted",
+        help="the policies' temperature in the searches: a number, or 'fitted' (the run's match temperature)",
+    )
     args = parser.parse_args(argv)
 
     from minterpr.errors import MinterprError
     from minterpr.ingest.detectors import DETECTORS
     from minterpr.ingest.labels import load_labels
     from minterpr.ingest.street_search import detector_gallery, label_gallery, witness_search
+    from minterpr.interaction.policies import policy_temperature
     from minterpr.runtime.pipeline import load_pipeline
 
     try:
@@ -189,6 +195,11 @@ def main(argv=None) -> int:
         )
         pipeline = load_pipeline(args.run, appearance=args.appearance)
         run = pipeline.run  # one loaded model: the pipeline's
+        temperature = (
+            None
+            if args.policy_temperature is None
+            else policy_temperature(args.policy_temperature, run.extras.match_temperature())
+        )
         figures = {
             "date": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "machine": platform.platform(),
@@ -201,6 +212,7 @@ def main(argv=None) -> int:
                 "described": len(labels.described()),
             },
             "run": args.run,
+            "policy_temperature": args.policy_temperature,
             "detection": {},
             "tracking": {},
         }
@@ -233,7 +245,14 @@ def main(argv=None) -> int:
                             labels, video, DETECTORS.create(spec[0], **spec[1]), tmp, standardise=True
                         )
                     report = witness_search(
-                        run, labels, images, tmp, rounds=args.rounds, heights=heights, appearance=pipeline.appearance
+                        run,
+                        labels,
+                        images,
+                        tmp,
+                        rounds=args.rounds,
+                        heights=heights,
+                        appearance=pipeline.appearance,
+                        policy_temperature=temperature,
                     )
                 figures["search"][name] = {
                     "gallery": len(images),

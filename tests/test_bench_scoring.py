@@ -72,3 +72,32 @@ def test_each_point_is_measured_and_seeds_pool(bench, tiny_run, tmp_path, capsys
     assert "unknown field(s) no_such" in capsys.readouterr().err
     assert bench.main(["--run", str(tiny_run), "--data", str(data), "--split", "absent"]) == 2
     assert "no gallery manifest" in capsys.readouterr().err
+
+
+def test_the_policies_temperature_is_a_dimension_of_the_grid(bench, tiny_run, tmp_path, capsys, one_torch_thread):
+    import shutil
+
+    from minterpr.models import update_extra
+
+    data = make_tiny_dataset(tmp_path / "data")
+    run = tmp_path / "run"
+    shutil.copytree(tiny_run, run)
+    match = {"split": "val", "temperature": 0.3, "searches": 4, "steps": 8, "nll_before": 2.0, "nll_after": 1.0}
+    match |= {"ece_before": 0.2, "ece_after": 0.1, "protocol": {}}
+    update_extra(run / "model.pt", {"match_calibration": match})  # 'fitted' is the run's 0.3
+    argv = ["--run", str(run), "--data", str(data), "--split", "val", "--rounds", "1"]
+    out = tmp_path / "rows.json"
+    assert bench.main([*argv, "--policy-temperature", "0.02,fitted", "--vary", "anchor_lambda=0.5,1.0"]) == 0
+    printed = [json.loads(line) for line in capsys.readouterr().out.splitlines()]  # the product: 2 x 2 points
+    assert [(r["policy_temperature"] == 0.02, r["anchor_lambda"]) for r in printed] == [
+        (True, 0.5),
+        (True, 1.0),
+        (False, 0.5),
+        (False, 1.0),
+    ]
+    assert bench.main([*argv, "--policy-temperature", "0.02,fitted", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["policy_temperature"] for r in rows] == [0.02, 0.3]
+    capsys.readouterr()
+    assert bench.main([*argv, "--policy-temperature", "0.02,cold"]) == 2  # before any search
+    assert "positive number or 'fitted', got 'cold'" in capsys.readouterr().err

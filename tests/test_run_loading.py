@@ -326,7 +326,8 @@ def test_the_stored_scoring_reaches_simulate_chat_and_eval(model_file, dataset, 
     update_extra(run, {"scoring": {"attribute_weight": 0.2, "prob_floor": 0.1}})
     for given in (run, run.parent):  # simulate --run takes a model file like eval and load_pipeline
         args = type("Args", (), {"backend": None, "run": str(given)})()
-        backend, scoring = load_backend(args)
+        backend, extras = load_backend(args)
+        scoring = extras.rerank_config()
         assert (scoring.attribute_weight, scoring.prob_floor) == (0.2, 0.1)
     out = tmp_path / "sim.json"
     assert (

@@ -114,6 +114,7 @@ def simulate(
     observe: Callable[[int, Sequence[Session]], None] | None = None,
     vlm: VLMConfig | None = None,
     match_temperature: float | None = None,
+    policy_temperature: float | None = None,
 ) -> EvaluationReport:
     """Simulate ``rounds`` rounds of interaction for every target and report per-round metrics.
 
@@ -128,8 +129,10 @@ def simulate(
     :class:`~minterpr.evaluation.picture_recorders.SessionRecorder` keeping a few rankings).
     ``vlm`` (a :class:`~minterpr.vlm.config.VLMConfig`) gives every session a model with its uses;
     the report's ``vlm`` key then holds calls, tokens, latency and fallbacks per turn and per round.
-    ``match_temperature`` (a model's fitted one, as its page uses) sets the sessions' candidate
-    distribution; None keeps the policies' default.
+    ``match_temperature`` (a model's fitted one, as its page uses) sets the temperature of the match
+    each step shows (``step.match()``); None keeps the policies' default. ``policy_temperature`` sets the temperature of
+    the candidate distribution the policies and the ``auto`` schedule choose moves by (None: the
+    policies' :data:`~minterpr.interaction.policies.TEMPERATURE`).
     """
     if rounds < 0:
         raise InputError(f"rounds must be >= 0, got {rounds}")
@@ -149,6 +152,8 @@ def simulate(
     )
     if match_temperature is not None:
         options["match_temperature"] = match_temperature
+    if policy_temperature is not None:
+        options["policy_temperature"] = policy_temperature
     models = vlm_sessions(vlm, len(targets))
     sessions = [Session(backend, index, **options, vlm=model) for model in models]
     usage = TurnUsage()

@@ -167,12 +167,15 @@ def witness_search(
     seed: int = 0,
     heights: dict[str, float] | None = None,
     appearance: Any = None,
+    policy_temperature: float | None = None,
 ) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
     (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
     the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind).
     ``appearance``: an appearance model (:func:`minterpr.runtime.appearance.load_appearance`) whose
-    vectors the gallery carries, as ingestion stores them; its fingerprint goes into the protocol."""
+    vectors the gallery carries, as ingestion stores them; its fingerprint goes into the protocol.
+    ``policy_temperature``: the policies' temperature (None: theirs,
+    :data:`~minterpr.interaction.policies.TEMPERATURE`)."""
     from minterpr.evaluation.online import simulate
     from minterpr.interaction.simulators import WitnessSimulator
 
@@ -195,6 +198,7 @@ def witness_search(
         seed=seed,
         reranking=run.rerank_config(),
         match_temperature=run.extras.match_temperature(),
+        policy_temperature=policy_temperature,
         protocol={
             "dataset": "street labels",
             "targets": len(targets),

@@ -33,12 +33,32 @@ from minterpr.language.utterances import ASKABLE_SLOTS
 from minterpr.index.gallery_index import GalleryIndex
 from minterpr.language.evidence import SLOT_COLUMNS
 from minterpr.registry import Registry
+from minterpr.errors import InputError
 
 
 # Softmax temperature turning final scores into a candidate distribution. 0.02 is the usual
 # contrastive temperature of text-image person retrieval (IRRA); on the attribute backend it is
 # calibrated: candidates it gives mass p are the person about p of the time.
 TEMPERATURE = 0.02
+
+
+def policy_temperature(value: str | float, fitted: float) -> float:
+    """The policies' temperature given as a positive number or ``"fitted"`` (``fitted``: a model's
+    fitted match temperature, :meth:`~minterpr.interaction.fitted.RunExtras.match_temperature`);
+    InputError naming both forms otherwise.
+
+    >>> policy_temperature("fitted", 0.215), policy_temperature("0.05", 0.215), policy_temperature(0.1, 0.2)
+    (0.215, 0.05, 0.1)
+    """
+    if isinstance(value, str) and value.strip().lower() == "fitted":
+        return float(fitted)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    if isinstance(value, bool) or not 0 < number < float("inf"):
+        raise InputError(f"policy temperature must be a positive number or 'fitted', got {value!r}")
+    return number
 
 
 @dataclass
@@ -52,6 +72,9 @@ class PolicyContext:
     asked_slots: frozenset[str]  # slots already asked (answered or not)
     judged: frozenset[int]  # gallery indices the user has judged
     rng: random.Random  # the session's generator (random choices stay reproducible)
+    # softmax temperature of the candidate distribution the policies weigh moves by (the session's
+    # policy_temperature): a policy's own temperature, when set, overrides it
+    temperature: float = TEMPERATURE
 
     @property
     def known_slots(self) -> frozenset[str]:
@@ -64,11 +87,12 @@ class PolicyContext:
 
 
 def candidate_distribution(
-    ctx: PolicyContext, top_k: int = 50, temperature: float = TEMPERATURE
+    ctx: PolicyContext, top_k: int = 50, temperature: float | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The top-k candidates (K,) and their weights softmax(score / T) (K,), summing to 1."""
+    """The top-k candidates (K,) and their weights softmax(score / T) (K,), summing to 1; T is
+    ``temperature``, or the context's when None."""
     top = ctx.ranking[:top_k]
-    logits = ctx.scores[top] / temperature
+    logits = ctx.scores[top] / (ctx.temperature if temperature is None else temperature)
     weights = np.exp(logits - logits.max())
     return top, weights / weights.sum()
 
@@ -155,7 +179,7 @@ class InfoGainQuestions:
 
     name: str = "info_gain"
     top_k: int = 50  # candidates considered
-    temperature: float = TEMPERATURE  # softmax temperature of the candidate distribution over scores
+    temperature: float | None = None  # softmax temperature of the candidate distribution; None: the context's
 
     def choose(self, ctx: PolicyContext) -> QuestionChoice | None:
         slots = ctx.open_slots()
@@ -181,7 +205,7 @@ def _random() -> QuestionPolicy:
 
 
 @QUESTION_POLICIES.register("info_gain")
-def _info_gain(top_k: int = 50, temperature: float = TEMPERATURE) -> QuestionPolicy:
+def _info_gain(top_k: int = 50, temperature: float | None = None) -> QuestionPolicy:
     return InfoGainQuestions(top_k=top_k, temperature=temperature)
 
 
@@ -283,7 +307,7 @@ class UncertainReferences:
     name: str = "uncertain"
     top_k: int = 50  # candidates considered
     pool: int = 20  # images considered for showing (the best unjudged ones)
-    temperature: float = TEMPERATURE  # softmax temperature of the candidate distribution
+    temperature: float | None = None  # softmax temperature of the candidate distribution; None: the context's
     duplicate_threshold: float = 0.9  # cosine above which two images are the same person
 
     def choose(self, ctx: PolicyContext, k: int) -> list[int]:
@@ -329,6 +353,6 @@ def _diverse(pool: int = 20, trade_off: float = 0.7, duplicate_threshold: float 
 
 @REFERENCE_POLICIES.register("uncertain")
 def _uncertain(
-    top_k: int = 50, pool: int = 20, temperature: float = TEMPERATURE, duplicate_threshold: float = 0.9
+    top_k: int = 50, pool: int = 20, temperature: float | None = None, duplicate_threshold: float = 0.9
 ) -> ReferencePolicy:
     return UncertainReferences(top_k=top_k, pool=pool, temperature=temperature, duplicate_threshold=duplicate_threshold)

@@ -20,7 +20,6 @@ import numpy as np
 
 from minterpr.errors import InputError
 from minterpr.interaction.policies import (
-    TEMPERATURE,
     PolicyContext,
     candidate_distribution,
     compared_vectors,
@@ -82,7 +81,7 @@ def make_schedule(schedule: str | Sequence[str] | Schedule) -> Schedule:
 
 
 def _shown_answer(
-    ctx: PolicyContext, shown: Sequence[int], top_k: int, temperature: float, duplicate_threshold: float
+    ctx: PolicyContext, shown: Sequence[int], top_k: int, temperature: float | None, duplicate_threshold: float
 ) -> np.ndarray:
     """(S + 1,) P(the person is the one of shown image j), last entry P(none of them)."""
     top, weights = candidate_distribution(ctx, top_k, temperature)
@@ -96,7 +95,7 @@ def shown_person_mass(
     ctx: PolicyContext,
     shown: Sequence[int],
     top_k: int = 50,
-    temperature: float = TEMPERATURE,
+    temperature: float | None = None,
     duplicate_threshold: float = 0.9,
 ) -> float:
     """Candidate mass of the people in ``shown`` (images and their near-duplicates): P(a hit)."""
@@ -109,7 +108,7 @@ def reference_information(
     ctx: PolicyContext,
     shown: Sequence[int],
     top_k: int = 50,
-    temperature: float = TEMPERATURE,
+    temperature: float | None = None,
     duplicate_threshold: float = 0.9,
 ) -> float:
     """Expected information (nats) of showing ``shown`` to a user who recognises the person.

@@ -124,8 +124,9 @@ class Session(SystemSide):
         evidence: EvidencePolicy | None = None,
         match_temperature: float = TEMPERATURE,
         appearance: Any = None,
+        policy_temperature: float = TEMPERATURE,
     ) -> None:
-        check_options(index, num_references, history_k, max_text_chars, match_temperature)
+        check_options(index, num_references, history_k, max_text_chars, match_temperature, policy_temperature)
         self.backend = backend
         self.index = index  # the gallery searched (a gallery_index elsewhere is a position in it)
         self.question_policy = (
@@ -153,6 +154,9 @@ class Session(SystemSide):
         # the temperature of the match the page shows (step.match()): a model's fitted one
         # (interaction/match.py, MatchCalibration); the policies keep theirs
         self.match_temperature = float(match_temperature)
+        # the softmax temperature of the candidate distribution the policies and the auto schedule weigh
+        # moves by (PolicyContext.temperature); apart from the page's match, so each is set on its own
+        self.policy_temperature = float(policy_temperature)
         # the appearance model (runtime.appearance.Appearance) that embeds example images outside the gallery;
         #   None: only gallery images' stored appearance vectors are used (index.appearance)
         self.appearance = appearance

@@ -57,6 +57,7 @@ class SystemSide:
     vlm: VLMAssistant | None
     evidence: EvidencePolicy | None
     match_temperature: float
+    policy_temperature: float
     appearance: Any
     _example_vectors: dict[str, np.ndarray | None]
     _phrasing: bool
@@ -72,6 +73,7 @@ class SystemSide:
             "num_references": self.num_references,
             "reranking": self.reranking.to_dict(),
             "seed": self.seed,
+            "policy_temperature": self.policy_temperature,
             "shortlist": self.shortlist.to_dict()
             if self.shortlist and self.shortlist.applies(len(self.index))
             else None,
@@ -141,7 +143,14 @@ class SystemSide:
         order = np.argsort(-scores, kind="stable")  # (K,) positions among the candidates, best first
         done = any(judgements.values())
         ctx = PolicyContext(
-            found.index, scores, order, facts, slots_asked(history), frozenset(found.local(judgements)), self._rng
+            found.index,
+            scores,
+            order,
+            facts,
+            slots_asked(history),
+            frozenset(found.local(judgements)),
+            self._rng,
+            self.policy_temperature,
         )
         action = None if done else self._next_action(ctx, len(history))
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices

@@ -108,7 +108,14 @@ def image_path(value: Any, index: GalleryIndex, *, allow_external: bool, what: s
     return path
 
 
-def check_options(index: Any, num_references: Any, history_k: Any, max_text_chars: Any, match_temperature: Any) -> None:
+def check_options(
+    index: Any,
+    num_references: Any,
+    history_k: Any,
+    max_text_chars: Any,
+    match_temperature: Any,
+    policy_temperature: Any,
+) -> None:
     """A session's own options checked (InputError): a non-empty :class:`GalleryIndex` and counts in range."""
     if not isinstance(index, GalleryIndex):
         raise InputError(f"index must be a GalleryIndex, got {type(index).__name__}")
@@ -121,12 +128,9 @@ def check_options(index: Any, num_references: Any, history_k: Any, max_text_char
     ):
         if isinstance(value, bool) or not isinstance(value, int) or value < low:
             raise InputError(f"{name} must be an int >= {low}, got {value!r}")
-    if (
-        isinstance(match_temperature, bool)
-        or not isinstance(match_temperature, (int, float))
-        or not 0 < match_temperature < float("inf")
-    ):
-        raise InputError(f"match_temperature must be a positive number, got {match_temperature!r}")
+    for name, value in (("match_temperature", match_temperature), ("policy_temperature", policy_temperature)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value < float("inf"):
+            raise InputError(f"{name} must be a positive number, got {value!r}")
 
 
 def checked_turn(turn: Any, index: GalleryIndex, max_chars: int, allow_external: bool) -> Turn:

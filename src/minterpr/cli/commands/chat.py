@@ -47,7 +47,8 @@ def cmd_chat(args: argparse.Namespace, stdin: TextIO | None = None, stdout: Text
         if not images_dir.is_dir():
             raise CLIError(f"image directory not found: {images_dir}")
         images = gallery_images(images_dir, args.gallery, args.split)
-        backend, reranking = load_backend(args)  # the run's stored scoring, else the defaults
+        backend, extras = load_backend(args)
+        reranking = extras.rerank_config()  # the run's stored scoring, else the defaults
         index = build_index(
             backend,
             images,

@@ -95,7 +95,11 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         elif args.initial_slots is not None:
             options["initial_slots"] = args.initial_slots
         simulator = SIMULATORS.create(args.simulator, **options)
-    backend, stored = load_backend(args)
+    backend, extras = load_backend(args)
+    if args.policy_temperature is not None:  # a bad value fails before the gallery is embedded
+        from minterpr.interaction.policies import policy_temperature
+
+        temperature = policy_temperature(args.policy_temperature, extras.match_temperature())
     index = build_index(backend, gallery, str(data_dir), progress=show_progress(args))
     if args.appearance:  # image-to-image comparisons on the appearance model's vectors (interaction/reranking.py)
         from minterpr.runtime.appearance import load_appearance
@@ -117,7 +121,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         simulator=simulator,
         num_references=args.num_references,
         seed=args.seed,
-        reranking=_rerank_config(args, stored),
+        reranking=_rerank_config(args, extras.rerank_config()),
         protocol={
             "dataset": str(data_dir),
             "split": args.split,
@@ -127,6 +131,8 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         },
     )
     common["vlm"] = vlm_config(args)
+    if args.policy_temperature is not None:
+        common["policy_temperature"] = temperature
     pictures = _Pictures(args, index, targets)
     if args.compare:
         reports = compare(backend, index, targets, observers=pictures.observer, **common)
@@ -226,7 +232,7 @@ class _Pictures:
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
-    from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES
+    from minterpr.interaction.policies import QUESTION_POLICIES, REFERENCE_POLICIES, TEMPERATURE
     from minterpr.interaction.schedule import SCHEDULES
     from minterpr.interaction.simulators import SIMULATORS
 
@@ -263,6 +269,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         metavar="W",
         help="re-ranking: weight of the attribute log-likelihood (default: the weight stored with --run's "
         "model, chosen on val at training time, else 0.05)",
+    )
+    p.add_argument(
+        "--policy-temperature",
+        metavar="T|fitted",
+        help="softmax temperature of the candidate distribution the policies and the auto schedule choose "
+        f"moves by: a number, or 'fitted' for --run's fitted match temperature (default: {TEMPERATURE})",
     )
     p.add_argument("--compare", action="store_true", help="run the standard policy comparison instead of one setting")
     p.add_argument("--plot", metavar="OUT.png", help="write R@1 per round as a PNG (with n and a 95 %% band)")

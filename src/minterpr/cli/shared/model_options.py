@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from minterpr.cli.shared.common import DEFAULT_DEVICE, CLIError
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
@@ -56,21 +56,22 @@ def check_backend_arguments(args: argparse.Namespace) -> None:
         raise CLIError("--text-precision needs --run: the attribute backend encodes no text")
 
 
-def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, Any]:
-    """The backend chosen on the command line, and the scoring sessions should use with it
-    (a :class:`~minterpr.interaction.reranking.RerankConfig`: the one stored with ``--run``'s
-    model, chosen on val at training time, else the defaults).
+def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, "RunExtras"]:
+    """The backend chosen on the command line, and what training fitted for it (a
+    :class:`~minterpr.interaction.fitted.RunExtras`: ``--run``'s, chosen on val at training time;
+    empty for the attribute backend, so its ``rerank_config()`` and ``match_temperature()`` are the
+    defaults).
 
     ``--run`` loads through :func:`load_pipeline_of` (a run directory or a model file): a broken run
     raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
-    from minterpr.interaction.reranking import RerankConfig
+    from minterpr.interaction.fitted import RunExtras
 
     if args.backend == "attribute":
         from minterpr.interaction.attribute_backend import AttributeBackend
 
-        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), RerankConfig()
+        return AttributeBackend(noise=args.attribute_noise, seed=getattr(args, "seed", 0)), RunExtras()
     pipeline = load_pipeline_of(args)
-    return pipeline.backend, pipeline.rerank_config()
+    return pipeline.backend, pipeline.extras
 
 
 APPEARANCE_HELP = (
