@@ -13,7 +13,7 @@ Example:
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Sequence
 
 import numpy as np
@@ -45,6 +45,10 @@ class Schedule:
     # user will likely recognise one); below it, the move with more expected information wins
     # (a question policy that estimates no gain, e.g. fixed or random, then always asks)
     confident: float = 0.35
+    # auto: once the user has said of a shown image that they cannot tell ("could be", "maybe"), they
+    # are not assumed to recognise the person: ask the question policy's question while one is open
+    # (chosen on PETA val with the text-only witness: docs/benchmarks.md, "A user who cannot tell")
+    ask_when_unsure: bool = True
 
     @property
     def auto(self) -> bool:
@@ -57,7 +61,15 @@ class Schedule:
         return self.pattern[min(round_number, len(self.pattern)) - 1]
 
     def describe(self) -> str | list[str]:
-        return "auto" if self.auto else list(self.pattern)
+        """For records: the pattern, or ``"auto"`` with any setting that differs from its default.
+
+        >>> Schedule().describe(), Schedule(confident=0.5).describe(), Schedule(("question",)).describe()
+        ('auto', 'auto(confident=0.5)', ['question'])
+        """
+        if not self.auto:
+            return list(self.pattern)
+        changed = [f"{f.name}={getattr(self, f.name)}" for f in fields(self)[1:] if getattr(self, f.name) != f.default]
+        return f"auto({', '.join(changed)})" if changed else "auto"
 
 
 def make_schedule(schedule: str | Sequence[str] | Schedule) -> Schedule:

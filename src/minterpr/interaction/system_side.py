@@ -152,7 +152,8 @@ class SystemSide:
             self._rng,
             self.policy_temperature,
         )
-        action = None if done else self._next_action(ctx, len(history))
+        unsure = any(v is None for v in judgements.values())  # the user could not tell a shown image apart
+        action = None if done else self._next_action(ctx, len(history), unsure)
         if isinstance(action, ShowReferences):  # candidate positions -> gallery indices
             action = ShowReferences(tuple(int(found.rows[i]) for i in action.indices), action.text)
         use_truth = bool(getattr(self.backend, "ground_truth", False))
@@ -191,9 +192,11 @@ class SystemSide:
         # the facts no later fact replaced (a correction: language/corrections.py)
         return active(target_facts(history, {self.index.images[i].path for i, v in judgements.items() if v}))
 
-    def _next_action(self, ctx: PolicyContext, turns: int) -> Action | None:
+    def _next_action(self, ctx: PolicyContext, turns: int, unsure: bool = False) -> Action | None:
         if self.schedule.auto:
             choice = self.question_policy.choose(ctx)
+            if unsure and self.schedule.ask_when_unsure and choice is not None:
+                return self._ask(choice, ctx)  # a user who cannot tell images apart is asked while slots remain
             shown = self.reference_policy.choose(ctx, self.num_references)
             if choice is None or not shown:
                 kind = "question" if choice is not None else "reference"

@@ -1,5 +1,6 @@
-"""The policies' temperature: one knob from the session (and simulate, the benchmarks) to every
-candidate distribution the policies and the ``auto`` schedule weigh moves by."""
+"""The policies' settings: their temperature, one knob from the session (and simulate, the benchmarks)
+to every candidate distribution the policies and the ``auto`` schedule weigh moves by; and the
+``auto`` schedule's questions to a user who cannot tell shown images apart."""
 
 from __future__ import annotations
 
@@ -19,8 +20,8 @@ from minterpr.interaction.policies import (
     candidate_distribution,
     policy_temperature,
 )
-from minterpr.interaction.schedule import shown_person_mass
-from minterpr.interaction.session import Session
+from minterpr.interaction.schedule import Schedule, shown_person_mass
+from minterpr.interaction.session import AskQuestion, Session, ShowReferences
 
 
 def _context(index, scores, temperature=TEMPERATURE):
@@ -130,3 +131,35 @@ def test_simulate_takes_a_number_or_the_fitted_one(tmp_path, capsys):
     assert json.loads(capsys.readouterr().out)["protocol"]["policy_temperature"] == TEMPERATURE
     assert main([*args, "--policy-temperature", "hot"]) == 2
     assert "positive number or 'fitted', got 'hot'" in capsys.readouterr().err
+
+
+def _unsure_session(noisy, schedule):
+    backend, index = noisy
+    session = Session(backend, index, schedule=schedule, seed=1)
+    step = session.describe("a man in a black jacket and blue jeans")
+    for _ in range(4):  # until the system shows images
+        if isinstance(step.action, ShowReferences):
+            break
+        step = session.answer("I don't remember")
+    assert isinstance(step.action, ShowReferences)
+    return session, step
+
+
+def test_a_user_who_cannot_tell_is_asked_while_questions_remain(noisy):
+    """``Schedule.ask_when_unsure`` (the default): after "maybe" to a shown image the auto schedule asks
+    (an open slot's question) rather than showing more images; a rule-out is not "unsure"."""
+    on, off = Schedule(), Schedule(ask_when_unsure=False)
+    assert on.ask_when_unsure
+    session, step = _unsure_session(noisy, on)
+    after = session.feedback(step.action.indices[0], "Maybe, I'm not sure.")
+    assert isinstance(after.action, AskQuestion)
+    assert after.action.slot not in {f.slot for f in session._target(session._history)}
+    session, step = _unsure_session(noisy, off)
+    shown = session.feedback(step.action.indices[0], "Maybe, I'm not sure.").action
+    assert isinstance(shown, ShowReferences)  # off: this gallery's candidates still favour images
+    runs = []
+    for schedule in (on, off):
+        session, step = _unsure_session(noisy, schedule)
+        runs.append(repr(session.feedback(step.action.indices[0], "That's not the person.").action))
+    assert runs[0] == runs[1]
+    assert on.describe() == "auto" and off.describe() == "auto(ask_when_unsure=False)"
