@@ -130,9 +130,9 @@ def simulate(
     ``vlm`` (a :class:`~minterpr.vlm.config.VLMConfig`) gives every session a model with its uses;
     the report's ``vlm`` key then holds calls, tokens, latency and fallbacks per turn and per round.
     ``match_temperature`` (a model's fitted one, as its page uses) sets the temperature of the match
-    each step shows (``step.match()``); None keeps the policies' default. ``policy_temperature`` sets the temperature of
-    the candidate distribution the policies and the ``auto`` schedule choose moves by (None: the
-    policies' :data:`~minterpr.interaction.policies.TEMPERATURE`).
+    each step shows (``step.match()``); None keeps the policies' default. ``policy_temperature``
+    sets the temperature of the candidate distribution the policies and the ``auto`` schedule
+    choose moves by (None: the policies' :data:`~minterpr.interaction.policies.TEMPERATURE`).
     """
     if rounds < 0:
         raise InputError(f"rounds must be >= 0, got {rounds}")
