@@ -218,14 +218,11 @@ def test_bad_progressive_sizes_are_refused(tiny_data, tmp_path):
 
 # ----------------------------------------------------------------------------- the comparison script
 def test_bench_recipe_tunes_each_setting_and_prints_its_table(tiny_data, tmp_path, capsys):
-    import importlib.util
     import json
-    from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_recipe.py"
-    spec = importlib.util.spec_from_file_location("bench_recipe", script)
-    bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(bench)
+    from support.helpers import load_benchmark
+
+    bench = load_benchmark("bench_recipe")
     out = tmp_path / "runs"
     argv = [
         "--data",

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
@@ -13,16 +11,12 @@ pytest.importorskip("onnxruntime.quantization")
 pytest.importorskip("onnx")
 
 from support.datasets import make_tiny_dataset  # noqa: E402
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_int8.py"
+from support.helpers import load_benchmark  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_int8", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_int8")
 
 
 def test_the_attribute_model_is_quantised_and_measured(bench, tiny_run, tmp_path, capsys, one_torch_thread):

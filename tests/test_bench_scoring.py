@@ -2,25 +2,19 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-from pathlib import Path
 
 import pytest
 
 pytest.importorskip("torch")
 
 from support.datasets import make_tiny_dataset  # noqa: E402
-
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scoring.py"
+from support.helpers import load_benchmark  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_scoring", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_benchmark("bench_scoring")
 
 
 def test_the_grid_is_parsed_strictly(bench):

@@ -2,14 +2,24 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import random
 from pathlib import Path
+from types import ModuleType
 
 from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def load_benchmark(name: str) -> ModuleType:
+    """The script ``benchmarks/<name>.py`` as a module (benchmarks are scripts, not a package)."""
+    spec = importlib.util.spec_from_file_location(name, REPO_ROOT / "benchmarks" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def shared_data_dir() -> Path:
