@@ -96,10 +96,14 @@ def cmd_simulate(args: argparse.Namespace) -> int:
             options["initial_slots"] = args.initial_slots
         simulator = SIMULATORS.create(args.simulator, **options)
     backend, extras = load_backend(args)
-    if args.policy_temperature is not None:  # a bad value fails before the gallery is embedded
-        from minterpr.interaction.policies import policy_temperature
+    from minterpr.interaction.policies import policy_temperature
 
-        temperature = policy_temperature(args.policy_temperature, extras.match_temperature())
+    # a bad value fails before the gallery is embedded; None: the policies' own
+    temperature = (
+        None
+        if args.policy_temperature is None
+        else policy_temperature(args.policy_temperature, extras.match_temperature())
+    )
     index = build_index(backend, gallery, str(data_dir), progress=show_progress(args))
     if args.appearance:  # image-to-image comparisons on the appearance model's vectors (interaction/reranking.py)
         from minterpr.runtime.appearance import load_appearance
@@ -131,8 +135,7 @@ def cmd_simulate(args: argparse.Namespace) -> int:
         },
     )
     common["vlm"] = vlm_config(args)
-    if args.policy_temperature is not None:
-        common["policy_temperature"] = temperature
+    common["policy_temperature"] = temperature
     pictures = _Pictures(args, index, targets)
     if args.compare:
         reports = compare(backend, index, targets, observers=pictures.observer, **common)
