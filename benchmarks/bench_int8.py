@@ -140,6 +140,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed runs, the best kept")
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
+    for name in ("calibration", "count", "batch", "threads", "repeats"):
+        if getattr(args, name) < 1:
+            print(f"bench_int8: --{name} must be >= 1, got {getattr(args, name)}", file=sys.stderr)
+            return 2
 
     from minterpr.data.dataset import BuiltDataset
     from minterpr.data.label_maps import peta35_labels

@@ -35,3 +35,5 @@ def test_the_attribute_model_is_quantised_and_measured(bench, tiny_run, tmp_path
     capsys.readouterr()
     assert bench.main(["--data", str(tmp_path / "absent"), "--run", str(tiny_run), "--appearance", "none"]) == 2
     assert "bench_int8:" in capsys.readouterr().err
+    assert bench.main([*argv, "--count", "0"]) == 2  # before any work
+    assert "--count must be >= 1, got 0" in capsys.readouterr().err
