@@ -6,13 +6,14 @@ appearance model (OSNet x0.25 at 256x128, flip-averaged, ``models/osnet-x0_25-re
 
 1. **forward**: crops/s of each network alone on pixels already in memory (batch ``--batch``),
    per engine, and of both together (one crop through both: 1 / (1/a + 1/b));
-2. **end to end**: crops/s of ``load_pipeline("shipped", engine=...).index_images(crops)``
+2. **end to end**: crops/s of ``load_pipeline(RUN, engine=..., image_precision=...).index_images(crops)``
    (decode and resize for each model, both forwards, probabilities), appearance on and off.
 
 The machine is shared: each figure is the best of ``--repeats`` runs; the load average is printed.
 
 Example:
     $ python benchmarks/bench_both_models.py --data data/peta_cw --count 256 --threads 2 --json /tmp/both.json
+    $ python benchmarks/bench_both_models.py --data data/peta_cw --engines onnx --image-precisions fp32,int8
 """
 
 from __future__ import annotations
@@ -83,6 +84,13 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch / ONNX Runtime threads (default 2)")
     parser.add_argument("--repeats", type=int, default=2, help="runs per figure, the best kept (default 2)")
     parser.add_argument("--engines", default="onnx,torch", help="engines to measure (default onnx,torch)")
+    parser.add_argument("--run", default="shipped", help="the attribute model (default: the shipped one)")
+    parser.add_argument(
+        "--image-precisions",
+        default="fp32",
+        help="the attribute model's image precisions, e.g. fp32,int8 (int8: its model directory's "
+        "int8 image tower, ONNX Runtime only; default fp32)",
+    )
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -90,15 +98,16 @@ def main() -> None:
     root = str(Path(args.data).absolute())
     paths = [os.path.join(root, image.path) for image in images]
     results: dict[str, Any] = {"count": len(paths), "threads": args.threads, "load_before": os.getloadavg()}
-    for engine in args.engines.split(","):
-        pipe = load_pipeline("shipped", engine=engine, appearance="shipped")
-        row = forward_rates(pipe, paths, args.batch, args.repeats)
+    runs = [(e, p) for e in args.engines.split(",") for p in args.image_precisions.split(",")]
+    for engine, precision in [(e, p) for e, p in runs if p == "fp32" or e != "torch"]:
+        pipe = load_pipeline(args.run, engine=engine, image_precision=precision, appearance="shipped")
+        row = {"image_precision": precision, **forward_rates(pipe, paths, args.batch, args.repeats)}
         both = best_rate(len(paths), lambda: pipe.index_images(images, root=root, progress=False), args.repeats)
         pipe.appearance = None
         alone = best_rate(len(paths), lambda: pipe.index_images(images, root=root, progress=False), args.repeats)
         row.update(end_to_end_both_crops_s=round(both, 1), end_to_end_attribute_only_crops_s=round(alone, 1))
-        results[engine] = row
-        print(engine, json.dumps(row), flush=True)
+        results[engine if precision == "fp32" else f"{engine}-{precision}"] = row
+        print(engine, precision, json.dumps(row), flush=True)
     results["load_after"] = os.getloadavg()
     print("load average before / after:", results["load_before"], results["load_after"])
     if args.json:

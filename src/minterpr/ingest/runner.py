@@ -145,6 +145,9 @@ def ingest(
     looks = getattr(pipeline, "appearance", None)
     if looks is not None:  # only then: jobs ingested without an appearance model keep their job.json
         description["appearance_fingerprint"] = looks.fingerprint
+    precision = getattr(getattr(pipeline, "backend", None), "image_precision", "fp32")
+    if precision != "fp32":  # only then, likewise: an int8 job resumes only in int8
+        description["image_precision"] = precision
     with gallery_lock(folder):
         job = JobFolder(folder, job_id(info.path))
         resumed = job.start(json.loads(json.dumps(description)), restart=options.restart)

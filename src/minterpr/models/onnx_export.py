@@ -220,6 +220,9 @@ def cpu_session(model_bytes: bytes, key: str, threads: int | None = None) -> tup
     options.intra_op_num_threads = threads or torch.get_num_threads()  # as many as torch would use
     options.inter_op_num_threads = 1
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # errors only: its warnings are about its own rewrites (an int8 graph's constants left unused
+    # once its convolutions are fused: ~90 lines per load), nothing a user can act on
+    options.log_severity_level = 3
     # no busy-waiting between calls: the thread decoding the next batch (or the session's other
     # work between turns) needs those cores
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
@@ -349,11 +352,39 @@ class LazyOnnxEngine:
 
 
 class ImageTowerEngine(LazyOnnxEngine):
-    """The image tower's engine choice for a backend: :func:`load_image_engine` when ONNX runs."""
+    """The image tower's engine choice for a backend: :func:`load_image_engine` when ONNX runs.
+    ``precision`` "int8" runs the int8 file of ``model_dir`` (:mod:`minterpr.models.onnx_int8`;
+    checked here, at once, that the directory has one): ONNX Runtime on a CPU device, where
+    "auto" then means "onnx" (a changed or foreign file is an error, never a silent fallback);
+    off the CPU "auto" runs torch in fp32, as the text encoder's int8 does."""
 
     what = "images"
 
+    def __init__(
+        self,
+        model: "RetrievalModel",
+        engine: str,
+        *,
+        cache: str | os.PathLike[str] | None = None,
+        precision: str = "fp32",
+        model_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        from .onnx_int8 import int8_engine
+
+        engine = int8_engine(model, engine, precision, model_dir)
+        super().__init__(model, engine, cache=cache)
+        self.precision, self.model_dir = precision, model_dir
+
+    @property
+    def precision_name(self) -> str:
+        """ "fp32" or "int8": the precision images are encoded in once resolved."""
+        return self.precision if self.engine_name == "onnx" else "fp32"
+
     def _load_onnx(self) -> OnnxImageEngine:
+        if self.precision == "int8":
+            from .onnx_int8 import load_int8_image_engine
+
+            return load_int8_image_engine(self.model, self.model_dir)  # type: ignore[arg-type]
         return load_image_engine(self.model, self.cache)
 
 

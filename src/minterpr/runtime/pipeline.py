@@ -172,6 +172,7 @@ def load_pipeline(
     engine: str = RUN_ENGINE,
     onnx_cache: str | Path | None = None,
     text_precision: str = "fp32",
+    image_precision: str = "fp32",
     appearance: str | Path | None = "auto",
 ) -> Pipeline:
     """Load a run directory (its ``model.pt``, written by ``minterpr train``), a model file, a
@@ -182,13 +183,17 @@ def load_pipeline(
     gallery images (:class:`~minterpr.runtime.neural_backend.NeuralBackend`; "auto" = ONNX Runtime
     on CPU when installed, same results as "torch" to ~1e-6, 2.5-4x faster). ``text_precision``
     "int8" runs the query text encoder with int8 weights (opt-in; faster turns, features within
-    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md). ``appearance``: the appearance
+    cosine ~0.97 of fp32, replay accuracy in docs/benchmarks.md). ``image_precision`` "int8" encodes
+    gallery images with the int8 image tower a model directory ships (opt-in; ~1.6x faster on
+    2 cores, figures in docs/benchmarks.md; InputError where the model has none). ``appearance``: the appearance
     model whose vectors the pipeline's galleries carry beside the embeddings
     (:func:`~minterpr.runtime.appearance.choose_appearance`): ``"auto"`` (default) = the shipped one
     beside a shipped real-pixel attribute model, none beside any other run; ``"shipped"`` or a path
     (a model directory, a reid run's ``best.pt``) = that one; ``None`` / ``"none"`` = none."""
     run = load_run(run_dir, device=device)
-    backend = run.backend(batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision)
+    backend = run.backend(
+        batch_size, engine=engine, onnx_cache=onnx_cache, text_precision=text_precision, image_precision=image_precision
+    )
     from minterpr.models.onnx_export import sibling_onnx_path
     from minterpr.runtime.appearance import choose_appearance
 

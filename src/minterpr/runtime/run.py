@@ -78,6 +78,8 @@ class TrainedRun:
         from minterpr.runtime.neural_backend import NeuralBackend
 
         options.setdefault("engine", RUN_ENGINE)  # ONNX Runtime on CPU when installed: same results, faster
+        if self.model_path.is_dir():  # an exported model directory: where an int8 image tower may be
+            options.setdefault("model_dir", self.model_path)
         return NeuralBackend(
             self.model, device=str(next(self.model.parameters()).device), batch_size=batch_size, **options
         )

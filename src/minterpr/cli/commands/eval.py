@@ -38,6 +38,7 @@ from minterpr.cli.shared.common import (
 from minterpr.cli.shared.model_options import (
     RUN_HELP,
     add_batch_size_argument,
+    add_image_precision_argument,
     add_text_precision_argument,
     load_pipeline_of,
 )
@@ -107,6 +108,8 @@ def _run(args: argparse.Namespace) -> int:
     }
     if args.text_precision != "fp32":  # what ran: fp32 where ONNX Runtime cannot (another device)
         protocol["text_precision"] = backend.text_precision
+    if args.image_precision != "fp32":
+        protocol["image_precision"] = backend.image_precision
     root = args.image_root or str(data.parent)
     recorder = _recorder(args, samples, gallery)
     from minterpr.interaction.vlm_turn import turn_reader
@@ -250,6 +253,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     add_batch_size_argument(parser, "images / dialogues")
     add_text_precision_argument(parser)
+    add_image_precision_argument(parser)
     parser.add_argument(
         "--allow-outside-root",
         action="store_true",

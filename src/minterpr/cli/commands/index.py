@@ -36,7 +36,12 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from minterpr.cli.shared.common import STDOUT, CLIError, add_common_options, show_progress, write_json
-from minterpr.cli.shared.model_options import add_appearance_argument, add_batch_size_argument, gallery_images
+from minterpr.cli.shared.model_options import (
+    add_appearance_argument,
+    add_batch_size_argument,
+    add_image_precision_argument,
+    gallery_images,
+)
 
 DEFAULT_BACKEND = "exact"  # the vector index saved with a store unless --backend says otherwise
 NO_BACKEND = "none"  # --backend none: the store alone (sessions scan the embeddings)
@@ -71,7 +76,13 @@ def cmd_build(args: argparse.Namespace, out: TextIO | None = None) -> int:
             image if image.camera_id is not None else dataclasses.replace(image, camera_id=args.camera)
             for image in images
         ]
-    pipeline = load_pipeline(args.run, device=args.device, batch_size=args.batch_size, appearance=args.appearance)
+    pipeline = load_pipeline(
+        args.run,
+        device=args.device,
+        batch_size=args.batch_size,
+        appearance=args.appearance,
+        image_precision=args.image_precision,
+    )
     start = time.perf_counter()
     try:
         index = pipeline.index_images(
@@ -297,6 +308,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     )
     build.add_argument("--camera", metavar="ID", help="camera id of the images that name none (a folder of one camera)")
     add_appearance_argument(build)
+    add_image_precision_argument(build)
     build.add_argument(
         "--update",
         action="store_true",

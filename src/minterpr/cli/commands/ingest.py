@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from minterpr.cli.shared.common import CLIError, add_common_options, show_progress, write_json
-from minterpr.cli.shared.model_options import add_appearance_argument
+from minterpr.cli.shared.model_options import add_appearance_argument, add_image_precision_argument
 
 
 def _detector_options(pairs: list[str]) -> dict[str, Any]:
@@ -123,7 +123,12 @@ def cmd_ingest(args: argparse.Namespace, out: TextIO | None = None) -> int:
     create_detector(name, detector_options)  # so does a detector that cannot load (not fetched, a bad file)
     parse_start(options.start)
     # an unusable device: InputError; an appearance model that cannot load: RunError naming it
-    pipeline = load_pipeline(args.run, device=getattr(args, "device", "cpu"), appearance=args.appearance)
+    pipeline = load_pipeline(
+        args.run,
+        device=getattr(args, "device", "cpu"),
+        appearance=args.appearance,
+        image_precision=getattr(args, "image_precision", "fp32"),
+    )
     try:  # FFmpeg's own log lines (a damaged file) would break the one-line error
         import av.logging
 
@@ -198,6 +203,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "'hf-hub:ORG/NAME[@REV]' (default: shipped, the real-pixel model of models/)",
     )
     add_appearance_argument(parser)
+    add_image_precision_argument(parser)
     parser.add_argument("--camera", metavar="ID", help="camera id stored with every row")
     parser.add_argument(
         "--start",

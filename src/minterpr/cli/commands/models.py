@@ -19,6 +19,12 @@ appearance model (``models/osnet-x0_25-reid``: safetensors, float16 when the vec
 cosine 0.9999 and ``--check``'s rank-1 is unchanged, pinned in ``models/zoo.json``; its model card
 and licence note must be there first: :func:`minterpr.training.publish.publish_appearance`).
 
+``minterpr models quantize MODEL --data DIR [--out COPY]`` writes the int8 image tower of an
+exported model directory (in place, or into a copy: the only way for a shipped model, which
+``zoo.json`` pins), calibrated on crops of DIR (a built dataset's val gallery, or a folder of
+crops such as your own cameras') and checked on other crops of it (:mod:`minterpr.models.onnx_int8`);
+``--run COPY --image-precision int8`` on the commands that embed galleries then uses it.
+
 ``minterpr models export RUN --out DIR`` writes a trained run as a portable model directory
 (safetensors + JSON, :mod:`minterpr.cli.commands.models_export`); ``minterpr export``, its earlier
 name, stays as an alias that says so.
@@ -32,6 +38,7 @@ Example:
     $ minterpr models fetch yolox-nano
     $ minterpr models fetch yolox-nano --from ~/Downloads/yolox_nano.onnx
     $ minterpr models publish-appearance runs/reid/best.pt --check data/reid/val.jsonl
+    $ minterpr models quantize shipped --data data/peta_cw --out models-local/lite2-int8
     $ minterpr models export runs/synth --out models/synth
 """
 
@@ -46,7 +53,7 @@ from typing import Callable
 
 from minterpr.cli.shared.common import add_common_options, write_json
 
-LIST, FETCH, PUBLISH = "list", "fetch", "publish-appearance"  # the subcommands: `minterpr models list` ...
+LIST, FETCH, PUBLISH, QUANTIZE = "list", "fetch", "publish-appearance", "quantize"  # `minterpr models list` ...
 EXPORT_MODULE = "minterpr.cli.commands.models_export"  # `models export` and its alias `minterpr export`
 
 
@@ -109,6 +116,81 @@ def publish(args: argparse.Namespace) -> int:
     )
     write_json(args.json, {**dataclasses.asdict(done), "path": str(done.path)})
     return 0
+
+
+def quantize(args: argparse.Namespace) -> int:
+    """Write the int8 image tower of a model directory (or of a copy, --out) from crops (models.onnx_int8)."""
+    import shutil
+
+    import numpy as np
+    import torch
+
+    from minterpr.cli.shared.model_options import gallery_images
+    from minterpr.errors import InputError
+    from minterpr.models.model_dir import is_model_dir, load_model_dir
+    from minterpr.models.onnx_int8 import quantize_model_dir
+    from minterpr.models.zoo import resolve_model, shipped_models_dir
+
+    for name in ("calibration", "held_out"):
+        if getattr(args, name) < 1:
+            raise InputError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(args, name)}")
+    source = resolve_model(args.model)
+    if not is_model_dir(source):
+        raise InputError(
+            f"{source}: not an exported model directory (`minterpr models export RUN --out DIR` makes one)"
+        )
+    if args.out is None and source.resolve().is_relative_to(shipped_models_dir().resolve()):
+        raise InputError(
+            f"{source}: a shipped model is pinned by zoo.json and stays as it is: write a copy with --out DIR"
+        )
+    images_dir = Path(args.data)
+    if not images_dir.is_dir():
+        raise InputError(f"{images_dir}: no such folder (a built dataset or a folder of crops)")
+    images = gallery_images(images_dir, None, "val")  # a dataset's val gallery, else every image in the folder
+    want = args.calibration + args.held_out
+    if len(images) < want:
+        raise InputError(f"{images_dir}: {len(images)} crops, fewer than --calibration + --held-out = {want}")
+    folder = source
+    if args.out is not None:
+        folder = Path(args.out)
+        if folder.exists() and any(folder.iterdir()):
+            raise InputError(f"{folder}: exists and is not empty (--out names a new folder for the copy)")
+    # evenly spaced over the gallery (a built one is grouped by camera set): every camera in both parts
+    spread = lambda count, pool: [pool[int(i)] for i in np.linspace(0, len(pool) - 1, count).round()]  # noqa: E731
+    calibration = spread(args.calibration, list(range(len(images))))
+    taken = set(calibration)
+    held_out = spread(args.held_out, [i for i in range(len(images)) if i not in taken])
+    preprocess = load_model_dir(source)[0].preprocess
+    root = _image_root(images_dir)
+
+    def pixels(rows: list[int]) -> "torch.Tensor":  # (N, 3, H, W)
+        return torch.stack([preprocess.load(root / images[i].path) for i in rows])
+
+    calibration_pixels, held_out_pixels = pixels(calibration), pixels(held_out)  # unreadable crops fail here
+    if folder != source:
+        shutil.copytree(source, folder, dirs_exist_ok=True)
+    entry = quantize_model_dir(
+        folder,
+        calibration_pixels,
+        held_out_pixels,
+        source=f"{len(calibration)} + {len(held_out)} crops of {images_dir.resolve().name}",
+    )
+    drift = entry["drift"]
+    print(
+        f"wrote {folder / entry['file']} ({entry['bytes'] / 1e6:.2f} MB, sha256 {entry['sha256'][:12]}...); "
+        f"on {args.held_out} held-out crops: embedding cosine mean {drift['cosine_mean']} "
+        f"(min {drift['cosine_min']}), label decisions kept {drift['decisions_kept']:.1%}; "
+        f"use it with --run {folder} --image-precision int8"
+    )
+    write_json(args.json, entry)
+    return 0
+
+
+def _image_root(images_dir: Path) -> Path:
+    """Where a folder's gallery paths resolve: a built dataset's image root, else the folder."""
+    from minterpr.data.dataset import BuiltDataset
+
+    return BuiltDataset(images_dir).image_root
 
 
 def fetch(args: argparse.Namespace) -> int:
@@ -187,6 +269,27 @@ def _add_publish(sub: argparse._SubParsersAction) -> None:
     )
 
 
+def _add_quantize(sub: argparse._SubParsersAction) -> None:
+    parser = _subcommand(
+        sub, QUANTIZE, "write the int8 image tower of a model directory (--image-precision int8)", quantize
+    )
+    parser.add_argument("model", metavar="MODEL", help="an exported model directory, or shipped[:NAME] with --out")
+    parser.add_argument(
+        "--data",
+        required=True,
+        metavar="DIR",
+        help="crops to calibrate and check it on: a built dataset (its val gallery) or a folder of crops "
+        "(e.g. your own cameras')",
+    )
+    parser.add_argument(
+        "--out", metavar="DIR", help="write a copy of the model directory there with the int8 tower (default: in place)"
+    )
+    parser.add_argument("--calibration", type=int, default=160, help="val crops the ranges come from (default 160)")
+    parser.add_argument(
+        "--held-out", type=int, default=160, help="other val crops the drift is measured on (default 160)"
+    )
+
+
 def register(subparsers: argparse._SubParsersAction) -> None:
     group = subparsers.add_parser(
         "models",
@@ -199,6 +302,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     _add_list(sub)
     _add_fetch(sub)
     _add_publish(sub)
+    _add_quantize(sub)
     export = importlib.import_module(EXPORT_MODULE)
     export.register(sub)
     export.register_alias(subparsers)  # `minterpr export`, the earlier name: left out of --help's list

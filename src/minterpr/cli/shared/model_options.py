@@ -1,5 +1,5 @@
 """The model a command scores with and the gallery it scores: the ``--run`` / ``--backend`` /
-``--appearance`` / ``--batch-size`` / ``--text-precision`` options, loading what they name (the one
+``--appearance`` / ``--batch-size`` / ``--text-precision`` / ``--image-precision`` options, loading what they name (the one
 way commands load a trained model: :func:`load_pipeline_of`), and a gallery's images and index.
 """
 
@@ -48,12 +48,15 @@ def add_backend_arguments(parser: argparse.ArgumentParser, default_run: str | No
         help="attribute backend: logit noise of a simulated attribute classifier (default: exact truth)",
     )
     add_text_precision_argument(parser)
+    add_image_precision_argument(parser)
 
 
 def check_backend_arguments(args: argparse.Namespace) -> None:
     """Refuse a combination of backend options that cannot work, before any data is read."""
     if getattr(args, "backend", None) == "attribute" and getattr(args, "text_precision", "fp32") != "fp32":
         raise CLIError("--text-precision needs --run: the attribute backend encodes no text")
+    if getattr(args, "backend", None) == "attribute" and getattr(args, "image_precision", "fp32") != "fp32":
+        raise CLIError("--image-precision needs --run: the attribute backend encodes no images")
 
 
 def load_backend(args: argparse.Namespace) -> tuple[RetrievalBackend, "RunExtras"]:
@@ -90,8 +93,8 @@ def load_pipeline_of(
     args: argparse.Namespace, run: str | Path | None = None, *, batch_size: int | None = None
 ) -> "Pipeline":
     """``run`` (default ``--run``) through :func:`minterpr.runtime.pipeline.load_pipeline`, the one
-    way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``
-    and ``--appearance`` where the command has them (without it: no appearance model). A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
+    way commands load a trained model: on ``--device`` (cpu when absent), with ``--text-precision``,
+    ``--image-precision`` and ``--appearance`` where the command has them (without it: no appearance model). A broken run raises :class:`~minterpr.errors.RunError` (one line, exit 2)."""
     from minterpr.runtime.pipeline import load_pipeline
 
     sizes = {} if batch_size is None else {"batch_size": batch_size}  # None: load_pipeline's default
@@ -99,6 +102,7 @@ def load_pipeline_of(
         args.run if run is None else run,
         device=getattr(args, "device", None) or DEFAULT_DEVICE,
         text_precision=getattr(args, "text_precision", "fp32"),
+        image_precision=getattr(args, "image_precision", "fp32"),
         # commands without --appearance keep no gallery: its vectors would go unused
         appearance=getattr(args, "appearance", None),
         **sizes,
@@ -136,6 +140,18 @@ def add_text_precision_argument(parser: argparse.ArgumentParser) -> None:
         default="fp32",
         help="the query text encoder's weights on ONNX Runtime (CPU): int8 makes a turn's new "
         "utterance ~1.5-2x faster and moves its features a little (default: fp32)",
+    )
+
+
+def add_image_precision_argument(parser: argparse.ArgumentParser) -> None:
+    """--image-precision, for the commands that embed a gallery with a trained model."""
+    parser.add_argument(
+        "--image-precision",
+        choices=("fp32", "int8"),
+        default="fp32",
+        help="the attribute model's image tower on ONNX Runtime (CPU): int8 uses the int8 file its model "
+        "directory ships (`minterpr models quantize`), faster gallery encoding, embeddings within "
+        "mean cosine ~0.99 (default: fp32)",
     )
 
 

@@ -61,14 +61,25 @@ class ImagePreprocess:
         return replace(self, size=(height, width))
 
     def __call__(self, image: Image.Image) -> torch.Tensor:
-        """PIL image (any mode) -> float tensor (3, H, W), normalised."""
+        """PIL image (any mode) -> float tensor (3, H, W), normalised: ``(x / 255 - mean) / std``,
+        computed as one multiply-add per value from the 8-bit pixels (2x faster than the
+        formula's three passes over floats; the same to ~1e-6, tests/test_preprocess_fast.py)."""
         height, width = self.size
         rgb = to_rgb(image).resize((width, height), PIL_FILTERS[self.interpolation])
-        array = np.asarray(rgb, dtype=np.float32) / 255.0  # (H, W, 3)
-        tensor = torch.from_numpy(array).permute(2, 0, 1)  # (3, H, W)
-        mean = torch.tensor(self.mean, dtype=torch.float32).view(3, 1, 1)
-        std = torch.tensor(self.std, dtype=torch.float32).view(3, 1, 1)
-        return (tensor - mean) / std
+        pixels = np.asarray(rgb).transpose(2, 0, 1)  # (3, H, W) uint8, a view
+        scale, shift = self._affine
+        out = np.empty(pixels.shape, np.float32)
+        np.multiply(pixels, scale, out=out)
+        out += shift
+        return torch.from_numpy(out)
+
+    @property
+    def _affine(self) -> tuple[np.ndarray, np.ndarray]:
+        """(scale, shift), each (3, 1, 1) float32: ``(x / 255 - mean) / std == x * scale + shift``."""
+        std = np.asarray(self.std, np.float64)
+        scale = (1.0 / (255.0 * std)).astype(np.float32).reshape(3, 1, 1)
+        shift = (-np.asarray(self.mean, np.float64) / std).astype(np.float32).reshape(3, 1, 1)
+        return scale, shift
 
     def load(self, path: str | PathLike[str]) -> torch.Tensor:
         """Open one image file -> (3, H, W); ImageError (naming the file) when it cannot be read."""

@@ -1,0 +1,185 @@
+"""The int8 image tower of a model directory (models.onnx_int8): made by `minterpr models quantize`,
+pinned in config.json, used by image_precision="int8" and refused, one line each, when it cannot be."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("onnxruntime.quantization")
+pytest.importorskip("onnx")
+
+import torch  # noqa: E402
+
+from minterpr.cli.main import main as cli  # noqa: E402
+from minterpr.errors import InputError, RunError  # noqa: E402
+from minterpr.models.onnx_int8 import INT8_FILE, INT8_KEY, drift  # noqa: E402
+from minterpr.runtime.pipeline import load_pipeline  # noqa: E402
+from minterpr.runtime.run import export_model_dir  # noqa: E402
+from support.datasets import make_tiny_dataset  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    return make_tiny_dataset(tmp_path_factory.mktemp("int8_data"))
+
+
+@pytest.fixture(scope="module")
+def quantised(tiny_run, data, tmp_path_factory):
+    """A model directory of the tiny run with its int8 image tower, and the command's JSON."""
+    folder = tmp_path_factory.mktemp("int8") / "model"
+    export_model_dir(tiny_run, folder)
+    report = folder.parent / "entry.json"
+    argv = ["models", "quantize", str(folder), "--data", str(data), "--calibration", "6", "--held-out", "6"]
+    assert cli([*argv, "--json", str(report)]) == 0
+    return folder, json.loads(report.read_text())
+
+
+def test_quantize_pins_the_file_and_records_how_it_was_made(quantised):
+    folder, entry = quantised
+    manifest = json.loads((folder / "config.json").read_text())
+    assert manifest[INT8_KEY] == entry and entry["file"] == INT8_FILE
+    assert (folder / INT8_FILE).stat().st_size == entry["bytes"] and oct((folder / INT8_FILE).stat().st_mode)[
+        -3:
+    ] == "644"
+    assert entry["calibration"]["crops"] == 6 and entry["calibration"]["held_out_crops"] == 6
+    assert 0.98 <= entry["drift"]["cosine_mean"] <= 1.0001 and entry["drift"]["decisions_kept"] >= 0.95
+
+
+def test_int8_pipeline_encodes_close_to_fp32(quantised, data):
+    folder, _ = quantised
+    fp32 = load_pipeline(folder, appearance="none")
+    int8 = load_pipeline(folder, image_precision="int8", appearance="none")
+    assert int8.backend.image_precision == "int8" and int8.backend.engine_name == "onnx"
+    assert fp32.backend.image_precision == "fp32"
+    from minterpr.data.dataset import BuiltDataset
+
+    images = BuiltDataset(data).gallery("test")
+    a = fp32.index_images(images, root=str(data), progress=False)
+    b = int8.index_images(images, root=str(data), progress=False)
+    # probabilities above 0.5 are logits above 0: the same decisions
+    summary = drift((a.embeddings, a.attribute_probs - 0.5), (b.embeddings, b.attribute_probs - 0.5))
+    assert summary["cosine_mean"] > 0.95 and summary["decisions_kept"] > 0.9
+    assert not np.allclose(a.embeddings, b.embeddings)  # int8 did run
+
+
+def test_int8_is_refused_in_one_line_where_it_cannot_run(quantised, tiny_run, tmp_path):
+    folder, _ = quantised
+    with pytest.raises(InputError, match="needs the model as an exported model directory"):
+        load_pipeline(tiny_run, image_precision="int8", appearance="none")  # a run, not a directory
+    plain = tmp_path / "plain"
+    export_model_dir(tiny_run, plain)
+    with pytest.raises(InputError, match="no int8 image tower .*minterpr models quantize"):
+        load_pipeline(plain, image_precision="int8", appearance="none")
+    with pytest.raises(ValueError, match="runs on ONNX Runtime"):
+        load_pipeline(folder, engine="torch", image_precision="int8", appearance="none")
+    with pytest.raises(ValueError, match="image precision must be one of fp32, int8"):
+        load_pipeline(folder, image_precision="fp16", appearance="none")
+
+
+def test_a_changed_or_foreign_file_is_refused_naming_it(quantised, tiny_run, tmp_path):
+    folder, _ = quantised
+    edited = tmp_path / "edited"
+    shutil.copytree(folder, edited)
+    with open(edited / INT8_FILE, "ab") as f:
+        f.write(b"\0")
+    with pytest.raises(RunError, match=rf"{INT8_FILE}.*differ from the .* pinned"):
+        load_pipeline(edited, image_precision="int8", appearance="none").backend.engine_name
+    # another model's weights under the same pinned file: the fingerprint says so
+    other = tmp_path / "other"
+    shutil.copytree(folder, other)
+    from minterpr.models import create_model, save_model
+
+    run = tmp_path / "other_run"
+    save_model(create_model("tiny"), run / "model.pt")
+    export_model_dir(run, tmp_path / "fresh")
+    manifest = json.loads((other / "config.json").read_text())
+    fresh = json.loads((tmp_path / "fresh" / "config.json").read_text())
+    shutil.copy(tmp_path / "fresh" / "model.safetensors", other / "model.safetensors")
+    (other / "config.json").write_text(json.dumps({**fresh, INT8_KEY: manifest[INT8_KEY]}))
+    with pytest.raises(RunError, match="made from other weights"):
+        load_pipeline(other, image_precision="int8", appearance="none").backend.engine_name
+
+
+def test_quantize_refuses_bad_requests_before_writing(quantised, tiny_run, data, tmp_path, capsys):
+    folder, _ = quantised
+    before = (folder / "config.json").read_bytes()
+    assert cli(["models", "quantize", str(folder), "--data", str(data), "--calibration", "0"]) == 2
+    assert "--calibration must be >= 1, got 0" in capsys.readouterr().err
+    assert cli(["models", "quantize", str(folder), "--data", str(data), "--calibration", "9000"]) == 2
+    assert "fewer than --calibration + --held-out" in capsys.readouterr().err
+    assert cli(["models", "quantize", str(tiny_run), "--data", str(data)]) == 2
+    assert "not an exported model directory" in capsys.readouterr().err
+    assert cli(["models", "quantize", "shipped", "--data", str(data)]) == 2  # in place: refused
+    assert "a shipped model is pinned by zoo.json" in capsys.readouterr().err
+    assert cli(["models", "quantize", str(folder), "--data", str(tmp_path / "absent")]) == 2
+    assert "no such folder" in capsys.readouterr().err
+    small = ["--calibration", "2", "--held-out", "2"]
+    assert cli(["models", "quantize", str(folder), "--data", str(data), *small, "--out", str(folder.parent)]) == 2
+    assert "exists and is not empty" in capsys.readouterr().err
+    assert (folder / "config.json").read_bytes() == before
+
+
+def test_a_copy_calibrated_on_a_folder_of_crops(quantised, data, tmp_path, capsys):
+    """--out leaves the source as it is; --data may be any folder of crops (a user's own cameras)."""
+    folder, _ = quantised
+    crops = tmp_path / "crops"
+    crops.mkdir()
+    for image in sorted((data / "images").rglob("*.jpg"))[:10]:
+        shutil.copy(image, crops / image.name)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    copy = tmp_path / "copy"
+    assert (
+        cli(
+            [
+                "models",
+                "quantize",
+                str(folder),
+                "--data",
+                str(crops),
+                "--calibration",
+                "5",
+                "--held-out",
+                "5",
+                "--out",
+                str(copy),
+            ]
+        )
+        == 0
+    )
+    assert "--image-precision int8" in capsys.readouterr().out
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    entry = json.loads((copy / "config.json").read_text())[INT8_KEY]
+    assert entry["calibration"]["source"] == "5 + 5 crops of crops"
+    assert load_pipeline(copy, image_precision="int8", appearance="none").backend.image_precision == "int8"
+
+
+def test_too_much_drift_is_refused_and_nothing_written(tiny_run, tmp_path, monkeypatch):
+    from minterpr.models import onnx_int8
+
+    folder = tmp_path / "model"
+    export_model_dir(tiny_run, folder)
+    before = (folder / "config.json").read_bytes()
+    monkeypatch.setattr(onnx_int8, "MIN_MEAN_COSINE", 1.01)  # no quantisation can meet it
+    pixels = torch.randn(4, 3, 64, 32)
+    with pytest.raises(RunError, match="int8 changes this model too much"):
+        onnx_int8.quantize_model_dir(folder, pixels, pixels, source="test")
+    assert (folder / "config.json").read_bytes() == before and not (folder / INT8_FILE).exists()
+
+
+def test_commands_take_image_precision(quantised, tiny_run, data, tmp_path, capsys):
+    folder, _ = quantised
+    store = tmp_path / "store"
+    argv = ["index", "build", "--images", str(data), "--split", "test", "--run", str(folder), "--appearance", "none"]
+    assert cli([*argv, "--out", str(store), "--image-precision", "int8"]) == 0
+    capsys.readouterr()
+    argv[argv.index("--run") + 1] = str(tiny_run)
+    assert cli([*argv, "--out", str(tmp_path / "other"), "--image-precision", "int8"]) == 2
+    assert "needs the model as an exported model directory" in capsys.readouterr().err
+    assert not (tmp_path / "other").exists()
+    assert cli(["simulate", "--backend", "attribute", "--data", str(data), "--image-precision", "int8"]) == 2
+    assert "--image-precision needs --run" in capsys.readouterr().err
