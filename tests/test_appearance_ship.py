@@ -98,7 +98,9 @@ def test_float16_storage_round_trip_and_its_drift(tmp_path):
     pixels = torch.randn(4, 3, 64, 32, generator=torch.Generator().manual_seed(3))
     assert torch.equal(full.embed(pixels), model.embed(pixels))  # float32: bit for bit
     drift = reid_half_drift(model, half, pixels=pixels)
-    assert 0.999 < drift < 1.0  # float16 rounds, within tolerance
+    # float16 rounds (the vectors move), within tolerance; the cosine itself may round to 1.0 in
+    # float32 on some CPUs, so the move is checked on the vectors
+    assert 0.999 < drift <= 1.0 and not torch.equal(half.embed(pixels), model.embed(pixels))
     assert "classifier" not in " ".join(half.state_dict())  # the training identities never ship
 
 

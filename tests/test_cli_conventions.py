@@ -60,6 +60,7 @@ COMMANDS = {
     "models list",
     "models fetch",
     "models publish-appearance",
+    "models quantize",
     "db current",
     "db upgrade",
     "db backup",
@@ -109,6 +110,7 @@ JSON_COMMANDS = {
     "models list",
     "models fetch",
     "models publish-appearance",
+    "models quantize",
 }
 
 

@@ -142,8 +142,11 @@ def save_model_dir(
     *,
     reference_pretrained: bool = True,
     precision: str = "float32",
+    keep: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write ``model`` as a model directory (module doc); returns what ``config.json`` holds.
+    ``keep``: more ``config.json`` entries, for files the folder already holds (an int8 tower
+    still valid for these weights: :func:`minterpr.models.onnx_int8.int8_kept`).
 
     ``reference_pretrained=False`` copies every tensor (a directory that needs no weights package).
     ``precision="float16"`` stores the copied floating-point tensors at half precision (half the
@@ -185,6 +188,7 @@ def save_model_dir(
         },
         "extras": EXTRAS_FILE,
         "pretrained": references,
+        **dict(keep or {}),
     }
     write_shared(out / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
     return manifest

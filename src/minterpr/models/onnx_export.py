@@ -351,43 +351,6 @@ class LazyOnnxEngine:
         raise NotImplementedError
 
 
-class ImageTowerEngine(LazyOnnxEngine):
-    """The image tower's engine choice for a backend: :func:`load_image_engine` when ONNX runs.
-    ``precision`` "int8" runs the int8 file of ``model_dir`` (:mod:`minterpr.models.onnx_int8`;
-    checked here, at once, that the directory has one): ONNX Runtime on a CPU device, where
-    "auto" then means "onnx" (a changed or foreign file is an error, never a silent fallback);
-    off the CPU "auto" runs torch in fp32, as the text encoder's int8 does."""
-
-    what = "images"
-
-    def __init__(
-        self,
-        model: "RetrievalModel",
-        engine: str,
-        *,
-        cache: str | os.PathLike[str] | None = None,
-        precision: str = "fp32",
-        model_dir: str | os.PathLike[str] | None = None,
-    ) -> None:
-        from .onnx_int8 import int8_engine
-
-        engine = int8_engine(model, engine, precision, model_dir)
-        super().__init__(model, engine, cache=cache)
-        self.precision, self.model_dir = precision, model_dir
-
-    @property
-    def precision_name(self) -> str:
-        """ "fp32" or "int8": the precision images are encoded in once resolved."""
-        return self.precision if self.engine_name == "onnx" else "fp32"
-
-    def _load_onnx(self) -> OnnxImageEngine:
-        if self.precision == "int8":
-            from .onnx_int8 import load_int8_image_engine
-
-            return load_int8_image_engine(self.model, self.model_dir)  # type: ignore[arg-type]
-        return load_image_engine(self.model, self.cache)
-
-
 def sibling_onnx_path(image_cache: str | os.PathLike[str] | None, part: str) -> Path | None:
     """Where the export of another part of the model is kept next to an image export file:
     ``x.onnx`` -> ``x.<part>.onnx`` (None without an image cache: that part exports in memory).

@@ -136,9 +136,7 @@ def int8_entry(model_dir: str | os.PathLike[str]) -> dict[str, Any]:
     return entry
 
 
-def int8_engine(
-    model: "RetrievalModel", engine: str, precision: str, model_dir: str | os.PathLike[str] | None
-) -> str:
+def int8_engine(model: "RetrievalModel", engine: str, precision: str, model_dir: str | os.PathLike[str] | None) -> str:
     """The engine the image tower runs on at ``precision``, checked before anything loads: fp32
     keeps ``engine``; int8 needs ONNX Runtime and a model directory with an int8 tower (one line
     each otherwise), and turns "auto" into "onnx" on a CPU device (never a silent fallback)."""
@@ -230,3 +228,21 @@ def quantize_model_dir(
     write_shared(folder / INT8_FILE, data)  # the file first: an entry never names a file not there
     write_shared(folder / CONFIG_FILE, (json.dumps(manifest, indent=1) + "\n").encode())
     return entry
+
+
+def int8_kept(out_dir: str | os.PathLike[str], model: "RetrievalModel") -> dict[str, Any]:
+    """``{"image_int8": entry}`` of a model directory about to be exported over, when its file is
+    there unchanged and was made from ``model``'s image weights (an export again of the same model
+    keeps it); {} otherwise."""
+    from minterpr.data.formats.safejson import JSONProblem, loads
+
+    from .model_dir import CONFIG_FILE
+
+    folder = Path(out_dir)
+    try:
+        entry = loads((folder / CONFIG_FILE).read_text(encoding="utf-8")).get(INT8_KEY)
+        data = (folder / str(entry["file"])).read_bytes()
+    except (OSError, UnicodeDecodeError, JSONProblem, AttributeError, KeyError, TypeError):
+        return {}
+    unchanged = hashlib.sha256(data).hexdigest() == entry.get("sha256")
+    return {INT8_KEY: entry} if unchanged and entry.get("image_fingerprint") == image_fingerprint(model) else {}

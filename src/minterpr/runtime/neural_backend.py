@@ -1,21 +1,18 @@
 """The neural retrieval backend: a :class:`~minterpr.models.RetrievalModel` behind ``RetrievalBackend``.
 
-Gallery images are loaded in batches with the model's own preprocessing (the next batch is
-decoded on a background thread while the current one runs through the network) and
-embedded once; conversations are turned into a one-dialogue batch and encoded in one pass,
-giving the query after every turn. Reference and example images are looked up in the index
-by path (their stored embedding) and only loaded from ``index.root`` when absent. Text
-features of a frozen text encoder are cached, so re-encoding a growing conversation only
-runs the text encoder on the new turn; that text encoder runs on the same ``engine``
-(:class:`minterpr.models.onnx_text.TextFeaturizer`: "auto" takes ONNX Runtime on CPU, ~2.5x faster).
+Gallery images are loaded in batches with the model's own preprocessing (the next batch decoded on a
+background thread while the current one runs through the network) and embedded once; conversations
+are encoded as a batch in one pass, giving the query after every turn. Reference and example images
+are looked up in the index by path (their stored embedding), loaded from ``index.root`` only when
+absent. Text features of the frozen text encoder are cached (a growing conversation only encodes its
+new turn), on the same ``engine`` (:class:`minterpr.models.onnx_text.TextFeaturizer`).
 
-The image network runs on one of two engines (``engine``): ``"torch"``, the model itself in
-eager float32 (the reference), or ``"onnx"``, its image tower exported to ONNX Runtime
-(:mod:`minterpr.models.onnx_export`; BatchNorm folded, same float32 results to ~1e-6, 2.5-4x
-faster on CPU); ``"auto"`` takes ONNX Runtime on a CPU device when it is installed and the
-export passes its check, else torch. On CPU the network sees at most ``forward_batch`` images
-per call (8 by default: small batches stay in cache and run faster there; the decode batch
-stays ``batch_size``); each image's result does not depend on its batch.
+The image network runs on ``engine`` ``"torch"``, the model itself in eager float32 (the reference),
+or ``"onnx"``, its image tower on ONNX Runtime (:mod:`minterpr.models.onnx_export`; BatchNorm folded,
+the same results to ~1e-6, 2.5-4x faster on CPU); ``"auto"`` takes ONNX Runtime on a CPU device when
+installed and the export passes its check, else torch. On CPU the network sees at most
+``forward_batch`` images per call (8 by default: small batches stay in cache; the decode batch stays
+``batch_size``); each image's result does not depend on its batch.
 
 Image paths stay inside the index root (:func:`minterpr.data.paths.resolve_under`) unless the
 backend is made with ``allow_outside_root=True``. An unreadable gallery image is skipped and
@@ -61,10 +58,7 @@ if TYPE_CHECKING:  # torch stays an optional dependency of minterpr.index
 
     from minterpr.models import RetrievalModel
 
-try:
-    from tqdm import tqdm
-except ImportError:  # pragma: no cover - tqdm is a core dependency
-    tqdm = None
+from tqdm import tqdm  # a core dependency
 
 
 def qa_text(turn: QATurn) -> str:
@@ -86,12 +80,9 @@ class NeuralBackend:
     backend). ``onnx_cache``: an ``.onnx`` file to
     keep that export in (reused only for the same weights); None exports in memory.
     ``forward_batch``: most images per network call (default 8 on CPU, ``batch_size`` elsewhere).
-    ``text_precision``: "fp32" (default) or "int8", the query text encoder's weights on ONNX
-    Runtime (opt-in: a turn's new utterance ~1.5-2x faster, features within cosine ~0.97 of fp32;
-    see :class:`~minterpr.models.onnx_text.TextFeaturizer`). ``image_precision``: "fp32" (default)
-    or "int8", the image tower on ONNX Runtime from the int8 file of ``model_dir`` (the exported
-    model directory the model was loaded from; opt-in: gallery encoding ~1.6x faster, embeddings
-    within mean cosine ~0.99 of fp32; see :mod:`minterpr.models.onnx_int8`).
+    ``text_precision`` / ``image_precision``: "fp32" (default) or "int8" (opt-in, ONNX Runtime) for the
+    query text encoder (:class:`~minterpr.models.onnx_text.TextFeaturizer`) and the image tower (the int8
+    file of ``model_dir``, the model directory the model came from: :mod:`minterpr.models.onnx_int8`).
 
     Threads: a backend and the indices it built may be shared by any number of threads (the
     model only runs inference, an index is read-only, and the text-feature cache is guarded by
@@ -129,7 +120,7 @@ class NeuralBackend:
         self.onnx_cache = onnx_cache
         on_cpu = str(self.device) == "cpu"
         self.forward_batch = forward_batch or (min(batch_size, CPU_FORWARD_BATCH) if on_cpu else batch_size)
-        from minterpr.models.onnx_export import ImageTowerEngine  # torch: loaded with the model
+        from minterpr.models.image_engine import ImageTowerEngine  # torch: loaded with the model
         from minterpr.models.onnx_query import QueryEncoder, query_cache_path
         from minterpr.models.onnx_text import TextFeaturizer, text_cache_path
 
@@ -148,7 +139,7 @@ class NeuralBackend:
 
     @property
     def image_precision(self) -> str:
-        """ "fp32" or "int8": the precision gallery images are encoded in (resolves the engine)."""
+        """ "fp32" or "int8": the precision images are encoded in (resolves the engine)."""
         return self._images.precision_name
 
     # ------------------------------------------------------------------ image engine
@@ -185,7 +176,7 @@ class NeuralBackend:
 
         embeddings, logits, kept, failed = [], [], [], []
         _ = self.engine_name  # resolve (and export) outside inference mode, before the first batch
-        bar = tqdm(total=len(paths), desc="indexing", unit="img", disable=not progress) if tqdm else None
+        bar = tqdm(total=len(paths), desc="indexing", unit="img", disable=not progress)
         try:
             with torch.inference_mode():
                 for start, (pixels, ok, bad) in zip(
@@ -200,23 +191,18 @@ class NeuralBackend:
                         embedding, logit = self._forward(pixels)
                         embeddings.append(embedding)
                         logits.append(logit)
-                    if bar is not None:
-                        bar.update(len(ok) + len(bad))
+                    bar.update(len(ok) + len(bad))
         finally:
-            if bar is not None:
-                bar.close()
+            bar.close()
         if not embeddings:
             labels = self.model.attribute_temperature.shape[0]
             return np.zeros((0, self.model.embed_dim), np.float32), np.zeros((0, labels), np.float32), kept, failed
         return torch.cat(embeddings).numpy(), torch.cat(logits).numpy(), kept, failed
 
     def image_outputs(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
-        """Image files -> (N, D) L2-normalised embeddings and (N, L) raw attribute logits (float32).
-
-        Every file must be readable: the first that is not raises its :class:`~minterpr.errors.ImageError`.
-        """
-        embeddings, logits, _, _ = self._outputs(paths, progress=progress, strict=True)
-        return embeddings, logits
+        """Image files -> (N, D) L2-normalised embeddings and (N, L) raw attribute logits (float32);
+        every file must be readable (the first that is not raises its :class:`~minterpr.errors.ImageError`)."""
+        return self._outputs(paths, progress=progress, strict=True)[:2]
 
     def embed_image_files(self, paths: Sequence[str], *, progress: bool = False) -> tuple[np.ndarray, np.ndarray]:
         """Image files -> (N, D) L2-normalised embeddings and (N, L) calibrated attribute probabilities."""

@@ -194,9 +194,16 @@ def export_model_dir(
     """
     from minterpr.models.model_dir import half_precision_drift, load_model_dir, save_model_dir
 
+    from minterpr.models.onnx_int8 import int8_kept
+
     run = load_run(path)
     manifest = save_model_dir(
-        run.model, out_dir, run.extras.to_dict(), reference_pretrained=not self_contained, precision=precision
+        run.model,
+        out_dir,
+        run.extras.to_dict(),
+        reference_pretrained=not self_contained,
+        precision=precision,
+        keep=int8_kept(out_dir, run.model),
     )
     if precision == "float16":
         drift = half_precision_drift(run.model, load_model_dir(out_dir)[0])
