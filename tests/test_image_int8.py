@@ -205,3 +205,20 @@ def test_exporting_the_same_model_again_keeps_its_int8_tower(quantised, tiny_run
     assert INT8_KEY not in json.loads((again / "config.json").read_text())
     with pytest.raises(InputError, match="no int8 image tower"):
         load_pipeline(again, image_precision="int8", appearance="none")
+
+
+def test_an_int8_ingestion_records_its_precision(quantised, data, tmp_path, capsys):
+    """The job records int8, so resuming it at fp32 is a change of settings, said in one line."""
+    folder, _ = quantised
+    crops = tmp_path / "crops"
+    crops.mkdir()
+    for image in sorted((data / "images").rglob("*.jpg"))[:4]:
+        shutil.copy(image, crops / image.name)
+    gallery = tmp_path / "gallery"
+    argv = ["ingest", str(crops), "--gallery", str(gallery), "--run", str(folder), "--appearance", "none"]
+    assert cli([*argv, "--image-precision", "int8"]) == 0
+    (job,) = gallery.rglob("job.json")
+    assert json.loads(job.read_text())["image_precision"] == "int8"
+    capsys.readouterr()
+    assert cli(argv) == 2  # the same source at fp32
+    assert "image_precision" in capsys.readouterr().err
