@@ -222,3 +222,28 @@ def test_an_int8_ingestion_records_its_precision(quantised, data, tmp_path, caps
     capsys.readouterr()
     assert cli(argv) == 2  # the same source at fp32
     assert "image_precision" in capsys.readouterr().err
+
+
+def test_a_refused_copy_is_not_left_behind(quantised, data, tmp_path, monkeypatch, capsys):
+    from minterpr.models import onnx_int8
+
+    folder, _ = quantised
+    monkeypatch.setattr(onnx_int8, "MIN_MEAN_COSINE", 1.01)
+    copy = tmp_path / "copy"
+    argv = ["models", "quantize", str(folder), "--data", str(data), "--calibration", "6", "--held-out", "6"]
+    assert cli([*argv, "--out", str(copy)]) == 2
+    assert "int8 changes this model too much" in capsys.readouterr().err and not copy.exists()
+
+
+def test_a_hub_snapshot_is_quantised_into_a_copy_only(quantised, data, tmp_path):
+    from support.hub import hub_cache, offline_python
+
+    folder, _ = quantised
+    cache = hub_cache(tmp_path / "hub", "minterpr/tiny-test", folder)
+    code = (
+        "from minterpr.cli.main import main\n"
+        f"print(main(['models', 'quantize', 'hf-hub:minterpr/tiny-test', '--data', {str(data)!r}, "
+        "'--calibration', '2', '--held-out', '2']))\n"
+    )
+    result = offline_python(code, cache)
+    assert result.stdout.strip() == "2" and "cached snapshot stays as it is" in result.stderr, result.stderr[-2000:]

@@ -129,7 +129,7 @@ def quantize(args: argparse.Namespace) -> int:
     from minterpr.errors import InputError
     from minterpr.models.model_dir import is_model_dir, load_model_dir
     from minterpr.models.onnx_int8 import quantize_model_dir
-    from minterpr.models.zoo import resolve_model, shipped_models_dir
+    from minterpr.models.zoo import HUB_PREFIX, resolve_model, shipped_models_dir
 
     for name in ("calibration", "held_out"):
         if getattr(args, name) < 1:
@@ -143,6 +143,8 @@ def quantize(args: argparse.Namespace) -> int:
         raise InputError(
             f"{source}: a shipped model is pinned by zoo.json and stays as it is: write a copy with --out DIR"
         )
+    if args.out is None and str(args.model).startswith(HUB_PREFIX):
+        raise InputError(f"{args.model}: a hub model's cached snapshot stays as it is: write a copy with --out DIR")
     images_dir = Path(args.data)
     if not images_dir.is_dir():
         raise InputError(f"{images_dir}: no such folder (a built dataset or a folder of crops)")
@@ -169,12 +171,17 @@ def quantize(args: argparse.Namespace) -> int:
     calibration_pixels, held_out_pixels = pixels(calibration), pixels(held_out)  # unreadable crops fail here
     if folder != source:
         shutil.copytree(source, folder, dirs_exist_ok=True)
-    entry = quantize_model_dir(
-        folder,
-        calibration_pixels,
-        held_out_pixels,
-        source=f"{len(calibration)} + {len(held_out)} crops of {images_dir.resolve().name}",
-    )
+    try:
+        entry = quantize_model_dir(
+            folder,
+            calibration_pixels,
+            held_out_pixels,
+            source=f"{len(calibration)} + {len(held_out)} crops of {images_dir.resolve().name}",
+        )
+    except BaseException:
+        if folder != source:  # no half-made copy left behind
+            shutil.rmtree(folder, ignore_errors=True)
+        raise
     drift = entry["drift"]
     print(
         f"wrote {folder / entry['file']} ({entry['bytes'] / 1e6:.2f} MB, sha256 {entry['sha256'][:12]}...); "
@@ -284,10 +291,8 @@ def _add_quantize(sub: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--out", metavar="DIR", help="write a copy of the model directory there with the int8 tower (default: in place)"
     )
-    parser.add_argument("--calibration", type=int, default=160, help="val crops the ranges come from (default 160)")
-    parser.add_argument(
-        "--held-out", type=int, default=160, help="other val crops the drift is measured on (default 160)"
-    )
+    parser.add_argument("--calibration", type=int, default=160, help="crops the ranges come from (default 160)")
+    parser.add_argument("--held-out", type=int, default=160, help="other crops the drift is measured on (default 160)")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
