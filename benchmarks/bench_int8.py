@@ -2,8 +2,8 @@
 
 Each model is exported to ONNX as the runtime exports it (the attribute model's image tower,
 ``export_onnx_image_tower``; the appearance model, ``export_onnx_reid``), quantised with
-``onnxruntime.quantization.quantize_static`` (QDQ, per-channel int8 weights, uint8 activations)
-calibrated on ``--calibration`` crops of the **val** split, then measured on the **test** split:
+``minterpr.models.onnx_int8.quantize_static_onnx`` (what ``minterpr models quantize`` writes: ONNX
+Runtime's static QDQ, per-channel int8 weights, uint8 activations) calibrated on ``--calibration`` crops of the **val** split, then measured on the **test** split:
 
 - speed: crops/s of float32 and int8 on ``--count`` test crops (batch ``--batch``, ``--threads``
   intra-op threads, the best of ``--repeats``; pixels decoded beforehand);
@@ -25,41 +25,11 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
-
-
-def quantize(model_bytes: bytes, calibration: np.ndarray, out: Path) -> bytes:
-    """``model_bytes`` quantised statically on ``calibration`` pixels (N, 3, H, W), batches of 16."""
-    import onnxruntime as ort
-    from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
-
-    source = out / "float.onnx"
-    source.write_bytes(model_bytes)
-    name = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"]).get_inputs()[0].name
-
-    class Batches(CalibrationDataReader):
-        def __init__(self) -> None:
-            self.batches = iter([{name: calibration[i : i + 16]} for i in range(0, len(calibration), 16)])
-
-        def get_next(self) -> dict[str, np.ndarray] | None:
-            return next(self.batches, None)
-
-    target = out / "int8.onnx"
-    quantize_static(
-        str(source),
-        str(target),
-        Batches(),
-        quant_format=QuantFormat.QDQ,
-        per_channel=True,
-        activation_type=QuantType.QUInt8,
-        weight_type=QuantType.QInt8,
-    )
-    return target.read_bytes()
 
 
 def session(model_bytes: bytes, threads: int) -> Callable[[np.ndarray], list[np.ndarray]]:
@@ -107,8 +77,9 @@ def measure(
     accuracy: Callable[[list[np.ndarray]], dict[str, float]],
 ) -> dict[str, Any]:
     """Float32 and int8 figures of one exported model (see the module doc)."""
-    with tempfile.TemporaryDirectory() as tmp:
-        int8 = quantize(model_bytes, pixels(calibration), Path(tmp))
+    from minterpr.models.onnx_int8 import quantize_static_onnx
+
+    int8 = quantize_static_onnx(model_bytes, pixels(calibration))  # what `minterpr models quantize` writes
     test_pixels = pixels(test)  # (N, 3, H, W)
     row: dict[str, Any] = {"model": name, "calibration_crops": len(calibration), "test_crops": len(test)}
     results = {}
