@@ -247,3 +247,20 @@ def test_a_hub_snapshot_is_quantised_into_a_copy_only(quantised, data, tmp_path)
     )
     result = offline_python(code, cache)
     assert result.stdout.strip() == "2" and "cached snapshot stays as it is" in result.stderr, result.stderr[-2000:]
+
+
+def test_sharded_embedding_at_int8_matches_the_pipeline_and_keeps_its_precision(quantised, data, tmp_path):
+    from minterpr.data.dataset import BuiltDataset
+    from minterpr.runtime.batch_embed import JOB_FILE, embed_gallery
+
+    folder, _ = quantised
+    images = BuiltDataset(data).gallery("test")
+    out = tmp_path / "shards"
+    result = embed_gallery(folder, images, str(data), out, shard_size=4, progress=False, image_precision="int8")
+    reference = load_pipeline(folder, image_precision="int8", appearance="none").index_images(
+        images, root=str(data), progress=False
+    )
+    np.testing.assert_allclose(result.embeddings, reference.embeddings, atol=1e-5)
+    assert json.loads((out / JOB_FILE).read_text())["image_precision"] == "int8"
+    with pytest.raises(InputError, match="precision differ"):  # the fp32 shards would mix with these
+        embed_gallery(folder, images, str(data), out, shard_size=4, progress=False)

@@ -137,8 +137,11 @@ def read_shard(out: Path, s: int, n: int) -> tuple[np.ndarray, np.ndarray, dict[
     return emb, probs, errors
 
 
-def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size: int, resume: bool) -> None:
-    """Write job.json, or check that the one there describes this job (else refuse: another job)."""
+def _job(
+    out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size: int, resume: bool, precision: str = "fp32"
+) -> None:
+    """Write job.json, or check that the one there describes this job (else refuse: another job);
+    ``precision`` is recorded when it is not fp32 (earlier jobs, all fp32, resume unchanged)."""
     digest = hashlib.sha256("\n".join(image.path for image in images).encode("utf-8")).hexdigest()[:16]
     job = {
         "format": JOB_FORMAT,
@@ -147,6 +150,7 @@ def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size
         "images": len(images),
         "gallery_sha256": digest,
         "shard_size": shard_size,
+        **({} if precision == "fp32" else {"image_precision": precision}),
     }
     path = out / JOB_FILE
     if path.is_file() and resume:
@@ -156,7 +160,7 @@ def _job(out: Path, fingerprint: str, images: Sequence[GalleryImage], shard_size
             old = None
         if old != job:
             raise InputError(
-                f"{out}: holds another embedding job (model, gallery or shard size differ: "
+                f"{out}: holds another embedding job (model, gallery, shard size or precision differ: "
                 f"{old} vs {job}); use another folder or resume=False"
             )
         return
@@ -204,8 +208,10 @@ def embed_shards(
 class EmbedActor:
     """A Ray Data actor: loads the run once, then embeds batches of ``{"position", "path"}`` rows."""
 
-    def __init__(self, run_dir: str, root: str | None, device: str, batch_size: int) -> None:
-        self.backend = load_pipeline(run_dir, device=device, batch_size=batch_size).backend
+    def __init__(self, run_dir: str, root: str | None, device: str, batch_size: int, image_precision: str) -> None:
+        self.backend = load_pipeline(
+            run_dir, device=device, batch_size=batch_size, image_precision=image_precision, appearance=None
+        ).backend
         self.root = root
 
     def __call__(self, batch: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -230,6 +236,7 @@ def _run_ray(
     num_actors: int,
     device: str,
     bar: Any,
+    image_precision: str = "fp32",
 ) -> None:
     try:
         import ray
@@ -247,7 +254,9 @@ def _run_ray(
     ]
     dataset = ray.data.from_items(rows).map_batches(
         EmbedActor,
-        fn_constructor_kwargs={"run_dir": run_dir, "root": root, "device": device, "batch_size": batch_size},
+        fn_constructor_kwargs=dict(
+            run_dir=run_dir, root=root, device=device, batch_size=batch_size, image_precision=image_precision
+        ),
         concurrency=num_actors,
         batch_size=batch_size,
         batch_format="numpy",
@@ -313,13 +322,16 @@ def embed_gallery(
     progress: bool = True,
     resume: bool = True,
     engine: str | None = None,
+    image_precision: str = "fp32",
 ) -> EmbeddedGallery:
     """Embed ``images`` (paths relative to ``root``, or GalleryImage records) with the run in
     ``run_dir`` into shards in ``out_dir`` and return the gallery's outputs (see the module doc).
 
     ``batch_size``: images per forward pass (per Ray batch); ``shard_size``: images per shard
     file (the unit of resumption); ``num_actors``: Ray actors (one model each, one CPU each);
-    ``resume=False`` redoes every shard. ``engine``: deprecated name of ``executor`` ("engine" now
+    ``resume=False`` redoes every shard. ``image_precision``: "fp32" or "int8" (the model
+    directory's int8 image tower, :mod:`minterpr.models.onnx_int8`; recorded in the job, so shards
+    of two precisions never mix). ``engine``: deprecated name of ``executor`` ("engine" now
     names the model's inference engine, see docs/extending.md).
     """
     if engine is not None:
@@ -334,8 +346,9 @@ def embed_gallery(
     root = None if root is None else os.fspath(root)
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    pipeline = load_pipeline(run_dir, device=device, batch_size=batch_size)  # the fingerprint; the local model
-    _job(out, pipeline.fingerprint, gallery, shard_size, resume)
+    # the fingerprint; the local model (an unusable precision fails here, before any shard)
+    pipeline = load_pipeline(run_dir, device=device, batch_size=batch_size, image_precision=image_precision)
+    _job(out, pipeline.fingerprint, gallery, shard_size, resume, image_precision)
     pending = [s for s, _ in _shards(len(gallery), shard_size) if not shard_done(out, s)]
     todo = sum(n for s, n in _shards(len(gallery), shard_size) if s in set(pending))
     bar = tqdm(total=todo, desc=f"embedding ({executor})", unit="img", disable=not progress) if tqdm else None
@@ -351,7 +364,19 @@ def embed_gallery(
                 None if bar is None else lambda _, n: bar.update(n),
             )
         elif pending:
-            _run_ray(os.fspath(run_dir), gallery, root, out, pending, shard_size, batch_size, num_actors, device, bar)
+            _run_ray(
+                os.fspath(run_dir),
+                gallery,
+                root,
+                out,
+                pending,
+                shard_size,
+                batch_size,
+                num_actors,
+                device,
+                bar,
+                image_precision,
+            )
     finally:
         if bar is not None:
             bar.close()
