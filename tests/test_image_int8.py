@@ -264,3 +264,13 @@ def test_sharded_embedding_at_int8_matches_the_pipeline_and_keeps_its_precision(
     assert json.loads((out / JOB_FILE).read_text())["image_precision"] == "int8"
     with pytest.raises(InputError, match="precision differ"):  # the fp32 shards would mix with these
         embed_gallery(folder, images, str(data), out, shard_size=4, progress=False)
+
+
+def test_models_list_says_which_directories_hold_an_int8_tower(quantised, tiny_run, tmp_path, capsys):
+    folder, _ = quantised
+    export_model_dir(tiny_run, tmp_path / "plain")
+    shutil.copytree(folder, tmp_path / "int8")
+    assert cli(["models", "list", str(tmp_path), "--no-fingerprints"]) == 0
+    lines = {line.split()[1]: line for line in capsys.readouterr().out.splitlines() if line.startswith("export")}
+    assert "int8 image tower" in lines[str(tmp_path / "int8")]
+    assert "int8" not in lines[str(tmp_path / "plain")]

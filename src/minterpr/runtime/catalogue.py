@@ -14,6 +14,8 @@ Example:
 
 from __future__ import annotations
 
+import json
+
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,6 +39,7 @@ class ModelEntry:
     )
     summary: str | None = None  # what it is for (zoo.json's one line, shipped models only)
     size_bytes: int | None = None  # bytes of its files (weights, config, notes); None for a run directory
+    image_int8: bool = False  # it holds an int8 image tower (`--image-precision int8`; models quantize)
 
 
 def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool = True) -> list[ModelEntry]:
@@ -87,9 +90,17 @@ def describe_models(roots: "list[str | os.PathLike[str]]", *, fingerprints: bool
                 run.model.config.image_encoder,
                 summary=shipped.get("summary"),
                 size_bytes=size,
+                image_int8=kind != "run" and _has_int8(path),
             )
         )
     return entries
+
+
+def _has_int8(path: Path) -> bool:
+    """Whether a loaded model directory's config.json names an int8 image tower (checked when used)."""
+    from minterpr.models.onnx_int8 import INT8_KEY
+
+    return INT8_KEY in json.loads((path / "config.json").read_text(encoding="utf-8"))
 
 
 def _appearance_entry(name: str, path: Path, fingerprints: bool, summary: str | None, size: int | None) -> ModelEntry:

@@ -83,6 +83,7 @@ def list_models(args: argparse.Namespace) -> int:
         print("no models found (the shipped ones come with a source checkout; train one with `minterpr train`)")
     for entry in entries:
         what = entry.problem or f"{entry.image_encoder}  fingerprint {entry.fingerprint or '-'}"
+        what += "  (int8 image tower: --image-precision int8)" if entry.image_int8 else ""
         if entry.kind == "shipped" and not entry.problem:
             size = "" if entry.size_bytes is None else f", {entry.size_bytes / 1e6:.1f} MB"
             use = "--appearance" if entry.role == "appearance" else "--run"
