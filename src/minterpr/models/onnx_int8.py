@@ -1,13 +1,14 @@
 """The attribute model's image tower in int8: a pinned file in the model directory, made once.
 
 Gallery encoding spends most of its time in the attribute model's image tower. ONNX Runtime's
-static quantisation (QDQ, per-channel int8 weights, uint8 activations) runs it ~1.6x faster on 2
-CPU cores, but it needs real crops to calibrate each activation's range, so unlike the text
-encoder's int8 (dynamic, made at load time) it cannot be made where the model is loaded.
-:func:`quantize_model_dir` (``minterpr models quantize DIR --data DATA``) makes it once, from val
-crops, and writes ``image_int8.onnx`` beside ``model.safetensors``; ``config.json``'s
+static quantisation (QDQ, per-channel int8 weights, uint8 activations) runs it up to ~1.6x faster
+on some 2-core CPUs and no faster on others (docs/benchmarks.md, "Int8 images"), but it needs real
+crops to calibrate each activation's range, so unlike the text encoder's int8 (dynamic, made at
+load time) it cannot be made where the model is loaded. :func:`quantize_model_dir` (``minterpr
+models quantize DIR --data CROPS [--out COPY]``) makes it once, from crops (a dataset's val gallery
+or the user's own), and writes ``image_int8.onnx`` beside ``model.safetensors``; ``config.json``'s
 ``"image_int8"`` entry pins its size and SHA-256 and records the float image fingerprint it was
-made from, the calibration and the drift measured on val crops it was not calibrated on.
+made from, the calibration and the drift measured on crops it was not calibrated on.
 
 :func:`load_int8_image_engine` opens it for a loaded model (``image_precision="int8"`` on
 :func:`minterpr.load_pipeline`, ``--image-precision int8`` on the commands that embed galleries):
@@ -44,11 +45,11 @@ INT8_FILE = "image_int8.onnx"  # beside model.safetensors
 INT8_KEY = "image_int8"  # config.json's entry for it
 PRECISIONS = ("fp32", "int8")  # the image tower's weights on ONNX Runtime
 CALIBRATION_BATCH = 16  # crops per calibration step (the ranges are the same for any batching)
-# a quantisation is refused when, on val crops it was not calibrated on, the embedding's mean
+# a quantisation is refused when, on crops it was not calibrated on, the embedding's mean
 # cosine to float32's falls below this or fewer label decisions (logit > 0) than this stay the
 # same (the shipped model: 0.993 and 0.978 on PETA test, docs/benchmarks.md)
 MIN_MEAN_COSINE, MIN_DECISIONS_KEPT = 0.98, 0.95
-QUANTIZE_HINT = "`minterpr models quantize {dir} --data DATA`"
+QUANTIZE_HINT = "`minterpr models quantize {dir} --data CROPS [--out COPY]`"
 
 
 def quantize_static_onnx(model_bytes: bytes, calibration: np.ndarray) -> bytes:
