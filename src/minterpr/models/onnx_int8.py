@@ -29,7 +29,7 @@ import logging
 import os
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 import torch
@@ -52,16 +52,34 @@ MIN_MEAN_COSINE, MIN_DECISIONS_KEPT = 0.98, 0.95
 QUANTIZE_HINT = "`minterpr models quantize {dir} --data CROPS [--out COPY]`"
 
 
+def quantize_in_files(model_bytes: bytes, quantize: Callable[[str, str], Any]) -> bytes:
+    """The bytes ``quantize(source, target)`` (an ``onnxruntime.quantization`` function, which works on
+    files) writes for ``model_bytes``, run in a scratch folder with the root logger at ERROR (the
+    quantizer logs a pre-processing tip there). Shared with the text encoder's int8
+    (:func:`minterpr.models.onnx_text.quantize_onnx_text_encoder`)."""
+    root = logging.getLogger()
+    level = root.level
+    with tempfile.TemporaryDirectory(prefix="minterpr-int8-") as folder:
+        source, target = Path(folder, "float.onnx"), Path(folder, "int8.onnx")
+        source.write_bytes(model_bytes)
+        root.setLevel(logging.ERROR)
+        try:
+            quantize(str(source), str(target))
+        finally:
+            root.setLevel(level)
+        return target.read_bytes()
+
+
 def quantize_static_onnx(model_bytes: bytes, calibration: np.ndarray) -> bytes:
     """``model_bytes`` (one float input (B, 3, H, W)) quantised statically, its activation ranges
     calibrated on ``calibration`` pixels (N, 3, H, W); the metadata (fingerprints) is kept."""
     try:
         import onnx
-        import onnxruntime as ort
         from onnxruntime.quantization import CalibrationDataReader, QuantFormat, QuantType, quantize_static
     except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
         raise ImportError(f"image precision int8 needs onnxruntime's quantization tools: {INSTALL_HINT}") from None
-    name = ort.InferenceSession(model_bytes, providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    graph = onnx.load_from_string(model_bytes)
+    name = graph.graph.input[0].name
     steps = [
         {name: np.ascontiguousarray(calibration[i : i + CALIBRATION_BATCH], dtype=np.float32)}
         for i in range(0, len(calibration), CALIBRATION_BATCH)
@@ -74,27 +92,22 @@ def quantize_static_onnx(model_bytes: bytes, calibration: np.ndarray) -> bytes:
         def get_next(self) -> dict[str, np.ndarray] | None:
             return next(self.steps, None)
 
-    root = logging.getLogger()
-    level = root.level
-    with tempfile.TemporaryDirectory(prefix="minterpr-int8-") as folder:
-        source, target = Path(folder, "float.onnx"), Path(folder, "int8.onnx")
-        source.write_bytes(model_bytes)
-        root.setLevel(logging.ERROR)  # the quantizer logs a pre-processing tip on the root logger
-        try:
-            quantize_static(
-                str(source),
-                str(target),
+    quantised = onnx.load_from_string(
+        quantize_in_files(
+            model_bytes,
+            lambda source, target: quantize_static(
+                source,
+                target,
                 Batches(),
                 quant_format=QuantFormat.QDQ,
                 per_channel=True,
                 activation_type=QuantType.QUInt8,
                 weight_type=QuantType.QInt8,
-            )
-        finally:
-            root.setLevel(level)
-        quantised = onnx.load(str(target))
+            ),
+        )
+    )
     kept = {p.key for p in quantised.metadata_props}
-    for prop in onnx.load_from_string(model_bytes).metadata_props:  # the quantizer drops them
+    for prop in graph.metadata_props:  # the quantizer drops them
         if prop.key not in kept:
             entry = quantised.metadata_props.add()
             entry.key, entry.value = prop.key, prop.value
@@ -156,12 +169,9 @@ def int8_engine(model: "RetrievalModel", engine: str, precision: str, model_dir:
     return "onnx" if engine == "auto" and str(model.device) == "cpu" else engine
 
 
-def load_int8_image_engine(
-    model: "RetrievalModel", model_dir: str | os.PathLike[str], *, threads: int | None = None
-) -> OnnxImageEngine:
-    """The int8 image tower of ``model_dir`` as an :class:`OnnxImageEngine` for ``model``:
-    RunError (naming the file) when its size or SHA-256 differ from the pinned ones or it was
-    made from weights other than ``model``'s."""
+def _pinned_file(model_dir: str | os.PathLike[str]) -> tuple[Path, dict[str, Any], bytes]:
+    """(path, entry, bytes) of a model directory's int8 image tower: InputError without an entry,
+    RunError (naming the file) when it cannot be read or its size or SHA-256 differ from the pinned ones."""
     entry = int8_entry(model_dir)
     path = Path(model_dir) / str(entry.get("file", INT8_FILE))
     try:
@@ -174,6 +184,16 @@ def load_int8_image_engine(
             f"{len(data):,} bytes that differ from the {entry.get('bytes')!r} pinned in config.json "
             f"(truncated, replaced or edited): {QUANTIZE_HINT.format(dir=model_dir)}",
         )
+    return path, entry, data
+
+
+def load_int8_image_engine(
+    model: "RetrievalModel", model_dir: str | os.PathLike[str], *, threads: int | None = None
+) -> OnnxImageEngine:
+    """The int8 image tower of ``model_dir`` as an :class:`OnnxImageEngine` for ``model``:
+    RunError (naming the file) when its size or SHA-256 differ from the pinned ones or it was
+    made from weights other than ``model``'s."""
+    path, _, data = _pinned_file(model_dir)
     engine = OnnxImageEngine(data, threads=threads)
     want = image_fingerprint(model)
     if engine.fingerprint != want:
@@ -191,19 +211,25 @@ def _outputs(run: Any, pixels: np.ndarray, batch: int = 32) -> tuple[np.ndarray,
 
 
 def quantize_model_dir(
-    model_dir: str | os.PathLike[str], calibration: torch.Tensor, held_out: torch.Tensor, *, source: str
+    model_dir: str | os.PathLike[str],
+    calibration: torch.Tensor,
+    held_out: torch.Tensor,
+    *,
+    source: str,
+    model: "RetrievalModel | None" = None,
 ) -> dict[str, Any]:
     """Write ``image_int8.onnx`` into a model directory and its entry into ``config.json``: the
     image tower quantised with activation ranges from ``calibration`` pixels (N, 3, H, W), its
     drift measured on ``held_out`` pixels (M, 3, H, W) and refused (RunError, nothing written)
     below :data:`MIN_MEAN_COSINE` / :data:`MIN_DECISIONS_KEPT`. ``source`` says where the crops
-    came from (recorded). Returns the entry."""
+    came from (recorded); ``model``: the directory's model when the caller has loaded it already
+    (else it is loaded here). Returns the entry."""
     from .model_dir import CONFIG_FILE, load_model_dir, read_model_json, write_shared
 
-    folder = Path(model_dir)
-    model, _ = load_model_dir(folder)
     if len(calibration) < 1 or len(held_out) < 1:
         raise InputError("quantising needs at least one calibration crop and one held-out crop")
+    folder = Path(model_dir)
+    model = model if model is not None else load_model_dir(folder)[0]
     fingerprint = image_fingerprint(model)
     exported = export_onnx_image_tower(model, fingerprint)
     data = quantize_static_onnx(exported, calibration.numpy())
@@ -235,15 +261,8 @@ def int8_kept(out_dir: str | os.PathLike[str], model: "RetrievalModel") -> dict[
     """``{"image_int8": entry}`` of a model directory about to be exported over, when its file is
     there unchanged and was made from ``model``'s image weights (an export again of the same model
     keeps it); {} otherwise."""
-    from minterpr.data.formats.safejson import JSONProblem, loads
-
-    from .model_dir import CONFIG_FILE
-
-    folder = Path(out_dir)
     try:
-        entry = loads((folder / CONFIG_FILE).read_text(encoding="utf-8")).get(INT8_KEY)
-        data = (folder / str(entry["file"])).read_bytes()
-    except (OSError, UnicodeDecodeError, JSONProblem, AttributeError, KeyError, TypeError):
+        _, entry, _ = _pinned_file(out_dir)
+    except (InputError, RunError):  # no entry, or a file not as pinned: nothing to keep
         return {}
-    unchanged = hashlib.sha256(data).hexdigest() == entry.get("sha256")
-    return {INT8_KEY: entry} if unchanged and entry.get("image_fingerprint") == image_fingerprint(model) else {}
+    return {INT8_KEY: entry} if entry.get("image_fingerprint") == image_fingerprint(model) else {}

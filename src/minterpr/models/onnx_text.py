@@ -182,26 +182,19 @@ def quantize_onnx_text_encoder(model_bytes: bytes, fingerprint: str) -> bytes:
     activations quantised on the fly), ``fingerprint`` recorded. About 4x smaller and 1.5-2x
     faster on one CPU thread; the features move (cosine ~0.97-0.99 to fp32), so rankings may
     change a little: measured in docs/benchmarks.md ("Turn latency")."""
-    import logging
-    import tempfile
+    from minterpr.models.onnx_int8 import quantize_in_files
 
     try:
         from onnxruntime.quantization import QuantType, quantize_dynamic
     except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
         raise ImportError(f"text precision int8 needs onnxruntime's quantization tools: {INSTALL_HINT}") from None
-    root = logging.getLogger()
-    level = root.level
-    with tempfile.TemporaryDirectory(prefix="minterpr-int8-") as folder:
-        source, target = Path(folder, "fp32.onnx"), Path(folder, "int8.onnx")
-        source.write_bytes(model_bytes)
-        root.setLevel(logging.ERROR)  # the quantizer logs a pre-processing tip on the root logger
-        try:
-            quantize_dynamic(
-                source, target, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
-            )
-        finally:
-            root.setLevel(level)
-        return with_fingerprint(target.read_bytes(), FINGERPRINT_KEY, fingerprint)
+    quantised = quantize_in_files(
+        model_bytes,
+        lambda source, target: quantize_dynamic(
+            source, target, weight_type=QuantType.QInt8, per_channel=True, op_types_to_quantize=["MatMul"]
+        ),
+    )
+    return with_fingerprint(quantised, FINGERPRINT_KEY, fingerprint)
 
 
 def load_text_engine(

@@ -148,7 +148,8 @@ def quantize(args: argparse.Namespace) -> int:
         raise InputError(f"{args.model}: a hub model's cached snapshot stays as it is: write a copy with --out DIR")
     images_dir = Path(args.data)
     if not images_dir.is_dir():
-        raise InputError(f"{images_dir}: no such folder (a built dataset or a folder of crops)")
+        what = "not a folder" if images_dir.exists() else "no such folder"
+        raise InputError(f"{images_dir}: {what} (--data names a built dataset or a folder of crops)")
     images = gallery_images(images_dir, None, "val")  # a dataset's val gallery, else every image in the folder
     want = args.calibration + args.held_out
     if len(images) < want:
@@ -163,11 +164,11 @@ def quantize(args: argparse.Namespace) -> int:
     calibration = spread(args.calibration, list(range(len(images))))
     taken = set(calibration)
     held_out = spread(args.held_out, [i for i in range(len(images)) if i not in taken])
-    preprocess = load_model_dir(source)[0].preprocess
+    model = load_model_dir(source)[0]  # a copy (--out) holds the same weights: loaded once
     root = _image_root(images_dir)
 
     def pixels(rows: list[int]) -> "torch.Tensor":  # (N, 3, H, W)
-        return torch.stack([preprocess.load(root / images[i].path) for i in rows])
+        return torch.stack([model.preprocess.load(root / images[i].path) for i in rows])
 
     calibration_pixels, held_out_pixels = pixels(calibration), pixels(held_out)  # unreadable crops fail here
     if folder != source:
@@ -178,6 +179,7 @@ def quantize(args: argparse.Namespace) -> int:
             calibration_pixels,
             held_out_pixels,
             source=f"{len(calibration)} + {len(held_out)} crops of {images_dir.resolve().name}",
+            model=model,
         )
     except BaseException:
         if folder != source:  # no half-made copy left behind

@@ -1,6 +1,7 @@
 """The model a command scores with and the gallery it scores: the ``--run`` / ``--backend`` /
-``--appearance`` / ``--batch-size`` / ``--text-precision`` / ``--image-precision`` options, loading what they name (the one
-way commands load a trained model: :func:`load_pipeline_of`), and a gallery's images and index.
+``--appearance`` / ``--batch-size`` / ``--text-precision`` / ``--image-precision`` options, loading
+what they name (the one way commands load a trained model: :func:`load_pipeline_of`), and a
+gallery's images and index.
 """
 
 from __future__ import annotations
@@ -150,8 +151,8 @@ def add_image_precision_argument(parser: argparse.ArgumentParser) -> None:
         choices=("fp32", "int8"),
         default="fp32",
         help="the attribute model's image tower on ONNX Runtime (CPU): int8 uses the int8 file its model "
-        "directory ships (`minterpr models quantize`), faster gallery encoding, embeddings within "
-        "mean cosine ~0.99 (default: fp32)",
+        "directory holds (`minterpr models quantize`); faster on some CPUs only, embeddings within mean "
+        "cosine ~0.99, a little less accurate (default: fp32)",
     )
 
 

@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from os import PathLike
 from typing import Iterable, Literal
 
@@ -73,9 +74,10 @@ class ImagePreprocess:
         out += shift
         return torch.from_numpy(out)
 
-    @property
+    @cached_property
     def _affine(self) -> tuple[np.ndarray, np.ndarray]:
-        """(scale, shift), each (3, 1, 1) float32: ``(x / 255 - mean) / std == x * scale + shift``."""
+        """(scale, shift), each (3, 1, 1) float32: ``(x / 255 - mean) / std == x * scale + shift``
+        (computed once per instance: it is on every crop's path)."""
         std = np.asarray(self.std, np.float64)
         scale = (1.0 / (255.0 * std)).astype(np.float32).reshape(3, 1, 1)
         shift = (-np.asarray(self.mean, np.float64) / std).astype(np.float32).reshape(3, 1, 1)
