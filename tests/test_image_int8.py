@@ -28,6 +28,14 @@ def data(tmp_path_factory):
     return make_tiny_dataset(tmp_path_factory.mktemp("int8_data"))
 
 
+def folder_of_crops(data, crops, count):
+    """A plain folder (no manifest) holding the dataset's first ``count`` crops: a user's own."""
+    crops.mkdir()
+    for image in sorted((data / "images").rglob("*.jpg"))[:count]:
+        shutil.copy(image, crops / image.name)
+    return crops
+
+
 @pytest.fixture(scope="module")
 def quantised(data, tmp_path_factory):
     """A model directory of a seeded tiny model with its int8 image tower, and the command's JSON
@@ -133,10 +141,7 @@ def test_quantize_refuses_bad_requests_before_writing(quantised, tiny_run, data,
 def test_a_copy_calibrated_on_a_folder_of_crops(quantised, data, tmp_path, capsys):
     """--out leaves the source as it is; --data may be any folder of crops (a user's own cameras)."""
     folder, _ = quantised
-    crops = tmp_path / "crops"
-    crops.mkdir()
-    for image in sorted((data / "images").rglob("*.jpg"))[:10]:
-        shutil.copy(image, crops / image.name)
+    crops = folder_of_crops(data, tmp_path / "crops", 10)
     before = {p.name: p.read_bytes() for p in folder.iterdir()}
     copy = tmp_path / "copy"
     assert (
@@ -210,10 +215,7 @@ def test_exporting_the_same_model_again_keeps_its_int8_tower(quantised, tiny_run
 def test_an_int8_ingestion_records_its_precision(quantised, data, tmp_path, capsys):
     """The job records int8, so resuming it at fp32 is a change of settings, said in one line."""
     folder, _ = quantised
-    crops = tmp_path / "crops"
-    crops.mkdir()
-    for image in sorted((data / "images").rglob("*.jpg"))[:4]:
-        shutil.copy(image, crops / image.name)
+    crops = folder_of_crops(data, tmp_path / "crops", 4)
     gallery = tmp_path / "gallery"
     argv = ["ingest", str(crops), "--gallery", str(gallery), "--run", str(folder), "--appearance", "none"]
     assert cli([*argv, "--image-precision", "int8"]) == 0
