@@ -5,7 +5,8 @@ it: the attribute model (EfficientNet-Lite2 at 160x80, ``models/peta-pa100k-lite
 appearance model (OSNet x0.25 at 256x128, flip-averaged, ``models/osnet-x0_25-reid``).
 
 1. **forward**: crops/s of each network alone on pixels already in memory (batch ``--batch``),
-   per engine, and of both together (one crop through both: 1 / (1/a + 1/b));
+   per engine, of both together (one crop through both: 1 / (1/a + 1/b)), and on ONNX Runtime of
+   both on one-thread lanes side by side, as ``index_images`` runs them (``both_on_lanes``);
 2. **end to end**: crops/s of ``load_pipeline(RUN, engine=..., image_precision=...).index_images(crops)``
    (decode and resize for each model, both forwards, probabilities), appearance on and off.
 
@@ -23,11 +24,13 @@ import json
 import os
 import time
 from pathlib import Path
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable
 
 import torch
 
 from minterpr.data.dataset import BuiltDataset
+from minterpr.runtime.image_batches import LANE_BATCH, lane_count
 from minterpr.runtime.pipeline import load_pipeline
 
 
@@ -67,13 +70,27 @@ def forward_rates(pipe: Any, paths: list[str], batch: int, repeats: int) -> dict
 
     a = best_rate(len(paths), attributes, repeats)
     b = best_rate(len(paths), appearance, repeats)
-    return {
+    rates = {
         "attribute_engine": images.engine_name,
         "appearance_engine": looks.engine_name,
         "attribute_crops_s": round(a, 1),
         "appearance_crops_s": round(b, 1),
         "both_crops_s": round(1 / (1 / a + 1 / b), 1),
     }
+    lanes = lane_count(images.engine_name) if looks.engine_name == images.engine_name else 1
+    if lanes > 1:  # what index_images does on ONNX Runtime: one-thread sessions, a batch per lane
+        attribute_lane, appearance_lane = images.onnx.lane(), looks._engine.onnx.lane()
+
+        def both_on_lanes() -> None:
+            def one(start: int) -> None:
+                attribute_lane(attr_pixels[start : start + LANE_BATCH])
+                appearance_lane(look_pixels[start : start + LANE_BATCH])
+
+            with ThreadPoolExecutor(lanes) as pool:
+                list(pool.map(one, range(0, len(paths), LANE_BATCH)))
+
+        rates.update(lanes=lanes, both_on_lanes_crops_s=round(best_rate(len(paths), both_on_lanes, repeats), 1))
+    return rates
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ from minterpr.errors import InputError, RunError
 from minterpr.fileio import atomic_write
 
 from .encoders.blocks import TFSameConv2d
+from .onnx_session import INSTALL_HINT, ImageSession
 
 logger = logging.getLogger(__name__)
 
@@ -58,7 +59,6 @@ EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weight
 OPSET = 17
 FINGERPRINT_KEY = "minterpr.image_fingerprint"
 CHECK_TOLERANCE = 1e-3  # largest |ONNX - PyTorch| accepted on the check batch (float32 gives ~1e-6)
-INSTALL_HINT = "pip install 'minterpr[onnx]'"
 
 EXPORT_LOCK = threading.Lock()  # the export patches torch.nn.functional while tracing
 
@@ -209,34 +209,12 @@ def with_fingerprint(model_bytes: bytes, key: str, fingerprint: str) -> bytes:
     return graph.SerializeToString()
 
 
-def cpu_session(model_bytes: bytes, key: str, threads: int | None = None) -> tuple[Any, str | None]:
-    """An ONNX Runtime CPU session of ``model_bytes`` and the fingerprint its metadata records
-    under ``key`` (None when absent). ``threads``: intra-op threads, torch's count by default."""
-    try:
-        import onnxruntime as ort
-    except ImportError:  # pragma: no cover - the [onnx] extra is installed in development
-        raise ImportError(f"engine='onnx' needs onnxruntime: {INSTALL_HINT}") from None
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads or torch.get_num_threads()  # as many as torch would use
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # errors only: its warnings are about its own rewrites (an int8 graph's constants left unused
-    # once its convolutions are fused: ~90 lines per load), nothing a user can act on
-    options.log_severity_level = 3
-    # no busy-waiting between calls: the thread decoding the next batch (or the session's other
-    # work between turns) needs those cores
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-    return session, session.get_modelmeta().custom_metadata_map.get(key)
-
-
-class OnnxImageEngine:
+class OnnxImageEngine(ImageSession):
     """An ONNX Runtime session of an exported image tower: ``engine(pixels)`` ->
     (embedding (B, D), attribute_logits (B, L)) float32 numpy arrays. Thread-safe (one session,
-    ONNX Runtime's ``run`` may be called from several threads)."""
+    ONNX Runtime's ``run`` may be called from several threads); ``lane()``: its one-thread twin."""
 
-    def __init__(self, model_bytes: bytes, *, threads: int | None = None) -> None:
-        self.session, self.fingerprint = cpu_session(model_bytes, FINGERPRINT_KEY, threads)
+    fingerprint_key = FINGERPRINT_KEY
 
     def __call__(self, pixels: torch.Tensor | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         array = pixels.detach().cpu().float().numpy() if isinstance(pixels, torch.Tensor) else pixels

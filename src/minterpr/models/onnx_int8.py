@@ -36,7 +36,8 @@ import torch
 
 from minterpr.errors import InputError, RunError
 
-from .onnx_export import INSTALL_HINT, OnnxImageEngine, export_onnx_image_tower, image_fingerprint
+from .onnx_export import OnnxImageEngine, export_onnx_image_tower, image_fingerprint
+from .onnx_session import INSTALL_HINT
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel

@@ -40,11 +40,11 @@ from minterpr.errors import RunError
 from minterpr.models.onnx_export import (
     OPSET,
     LazyOnnxEngine,
-    cpu_session,
     load_checked_engine,
     sibling_onnx_path,
     with_fingerprint,
 )
+from minterpr.models.onnx_session import cpu_session
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel

@@ -34,7 +34,8 @@ from torch import nn
 
 from minterpr.errors import RunError
 
-from .onnx_export import EXPORT_LOCK, OPSET, LazyOnnxEngine, cpu_session, load_checked_engine, with_fingerprint
+from .onnx_export import EXPORT_LOCK, OPSET, LazyOnnxEngine, load_checked_engine, with_fingerprint
+from .onnx_session import ImageSession
 from .reid import ReidModel
 
 EXPORT_VERSION = "1"  # bump when the exported graph changes for the same weights
@@ -88,11 +89,11 @@ def export_onnx_reid(model: ReidModel, fingerprint: str | None = None) -> bytes:
     return with_fingerprint(buffer.getvalue(), FINGERPRINT_KEY, fingerprint or reid_export_fingerprint(model))
 
 
-class OnnxReidEngine:
-    """An ONNX Runtime session of an exported appearance model: ``engine(pixels)`` -> (B, A) float32."""
+class OnnxReidEngine(ImageSession):
+    """An ONNX Runtime session of an exported appearance model: ``engine(pixels)`` -> (B, A) float32;
+    ``lane()``: its one-thread twin."""
 
-    def __init__(self, model_bytes: bytes, *, threads: int | None = None) -> None:
-        self.session, self.fingerprint = cpu_session(model_bytes, FINGERPRINT_KEY, threads)
+    fingerprint_key = FINGERPRINT_KEY
 
     def __call__(self, pixels: torch.Tensor | np.ndarray) -> np.ndarray:
         array = pixels.detach().cpu().float().numpy() if isinstance(pixels, torch.Tensor) else pixels

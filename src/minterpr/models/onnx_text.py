@@ -37,14 +37,13 @@ from torch import nn
 
 from minterpr.errors import RunError
 from minterpr.models.onnx_export import (
-    INSTALL_HINT,
     OPSET,
     LazyOnnxEngine,
-    cpu_session,
     load_checked_engine,
     sibling_onnx_path,
     with_fingerprint,
 )
+from minterpr.models.onnx_session import INSTALL_HINT, cpu_session
 
 if TYPE_CHECKING:
     from .query_model import RetrievalModel

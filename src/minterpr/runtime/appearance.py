@@ -79,12 +79,14 @@ class Appearance:
             self._engine = ReidEngine(self.model, self.engine, cache=self.onnx_cache)
         return str(self._engine.engine_name)
 
-    def embed_pixels(self, pixels: "torch.Tensor") -> np.ndarray:
-        """Preprocessed crops ``(B, 3, H, W)`` -> ``(B, A)`` float32 L2-normalised vectors."""
+    def embed_pixels(self, pixels: "torch.Tensor", *, lane: bool = False) -> np.ndarray:
+        """Preprocessed crops ``(B, 3, H, W)`` -> ``(B, A)`` float32 L2-normalised vectors
+        (``lane``: on the ONNX engine's one-thread twin, for batches run side by side)."""
         import torch
 
         if self.engine_name == "onnx":
-            return np.asarray(self._engine.onnx(pixels), dtype=np.float32)
+            onnx = self._engine.onnx.lane() if lane else self._engine.onnx
+            return np.asarray(onnx(pixels), dtype=np.float32)
         with torch.inference_mode():
             return self.model.embed(pixels).float().numpy()
 
@@ -97,20 +99,18 @@ class Appearance:
 
         from functools import partial
 
-        from minterpr.runtime.image_batches import load_readable, prefetched
+        from minterpr.runtime.image_batches import encode_readable, lane_count
 
-        vectors, kept, failed = [], [], []
-        load = partial(load_readable, self.model.preprocess)  # the attribute model's reader: next batch decoded ahead
+        lanes = lane_count(self.engine_name)
         with torch.inference_mode():
-            for start, (pixels, ok, bad) in zip(
-                range(0, len(paths), self.batch_size), prefetched(list(paths), self.batch_size, load)
-            ):
-                if bad and strict:
-                    raise bad[0][1]
-                kept += [start + i for i in ok]
-                failed += [(start + i, exc) for i, exc in bad]
-                if len(pixels):
-                    vectors.append(self.embed_pixels(pixels))  # (b, A)
+            vectors, kept, failed = encode_readable(
+                list(paths),
+                self.batch_size,
+                self.model.preprocess,
+                partial(self.embed_pixels, lane=lanes > 1),
+                lanes=lanes,
+                strict=strict,
+            )
         out = np.concatenate(vectors) if vectors else np.zeros((0, self.dim), np.float32)
         return np.ascontiguousarray(out, dtype=np.float32), kept, failed
 

@@ -1,7 +1,8 @@
 """The neural retrieval backend: a :class:`~minterpr.models.RetrievalModel` behind ``RetrievalBackend``.
 
-Gallery images are loaded in batches with the model's own preprocessing (the next batch decoded on a
-background thread while the current one runs through the network) and embedded once; conversations
+Gallery images are loaded in batches with the model's own preprocessing and embedded once (on ONNX
+Runtime one lane per core, each decoding and running its own batch; on torch the next batch decoded
+while this one runs: :mod:`minterpr.runtime.image_batches`); conversations
 are encoded as a batch in one pass, giving the query after every turn. Reference and example images
 are looked up in the index by path (their stored embedding), loaded from ``index.root`` only when
 absent. Text features of the frozen text encoder are cached (a growing conversation only encodes its
@@ -40,7 +41,7 @@ import numpy as np
 from minterpr.data.paths import resolve_under
 from minterpr.errors import ImageError, InputError
 from minterpr.index.gallery_index import GalleryIndex, summarise_skipped
-from minterpr.runtime.image_batches import load_readable, prefetched
+from minterpr.runtime.image_batches import encode_readable, lane_count
 from minterpr.types import DescriptionTurn, ExampleTurn, GalleryImage, QATurn, ReferenceTurn, Turn
 
 CPU_FORWARD_BATCH = 8  # images per network call on CPU: fastest of 8..64 on 2 cores (bench_encode.py)
@@ -148,16 +149,18 @@ class NeuralBackend:
         """The engine that encodes images: "torch" or "onnx" (resolving "auto" builds the export)."""
         return self._images.engine_name
 
-    def _forward(self, pixels: "torch.Tensor") -> tuple["torch.Tensor", "torch.Tensor"]:
-        """(b, 3, H, W) -> float32 CPU (b, D) embeddings and (b, L) logits, ``forward_batch`` at a time."""
+    def _forward(self, pixels: "torch.Tensor", *, lane: bool = False) -> tuple["torch.Tensor", "torch.Tensor"]:
+        """(b, 3, H, W) -> float32 CPU (b, D) embeddings and (b, L) logits, ``forward_batch`` at a time
+        (``lane``: on the ONNX engine's one-thread twin, for batches run side by side)."""
         import torch
 
         engine = self.engine_name
+        onnx = self._images.onnx.lane() if lane and engine == "onnx" else self._images.onnx
         embeddings, logits = [], []
         for start in range(0, len(pixels), self.forward_batch):
             chunk = pixels[start : start + self.forward_batch]
             if engine == "onnx":
-                embedding, logit = self._images.onnx(chunk)
+                embedding, logit = onnx(chunk)
                 embeddings.append(torch.from_numpy(embedding))
                 logits.append(torch.from_numpy(logit))
             else:
@@ -174,26 +177,22 @@ class NeuralBackend:
         (``strict``: the first failure is raised)."""
         import torch
 
-        embeddings, logits, kept, failed = [], [], [], []
-        _ = self.engine_name  # resolve (and export) outside inference mode, before the first batch
+        lanes = lane_count(self.engine_name)  # resolve (and export) outside inference mode, before the first batch
         bar = tqdm(total=len(paths), desc="indexing", unit="img", disable=not progress)
         try:
             with torch.inference_mode():
-                for start, (pixels, ok, bad) in zip(
-                    range(0, len(paths), self.batch_size),
-                    prefetched(list(paths), self.batch_size, partial(load_readable, self.model.preprocess)),
-                ):
-                    if bad and strict:
-                        raise bad[0][1]
-                    kept += [start + i for i in ok]
-                    failed += [(start + i, exc) for i, exc in bad]
-                    if len(pixels):
-                        embedding, logit = self._forward(pixels)
-                        embeddings.append(embedding)
-                        logits.append(logit)
-                    bar.update(len(ok) + len(bad))
+                outputs, kept, failed = encode_readable(
+                    list(paths),
+                    self.batch_size,
+                    self.model.preprocess,
+                    partial(self._forward, lane=lanes > 1),
+                    lanes=lanes,
+                    strict=strict,
+                    progress=bar.update,
+                )
         finally:
             bar.close()
+        embeddings, logits = [e for e, _ in outputs], [lo for _, lo in outputs]
         if not embeddings:
             labels = self.model.attribute_temperature.shape[0]
             return np.zeros((0, self.model.embed_dim), np.float32), np.zeros((0, labels), np.float32), kept, failed
