@@ -93,7 +93,7 @@ def forward_rates(pipe: Any, paths: list[str], batch: int, repeats: int) -> dict
     return rates
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", required=True, help="a built PETA dataset (its gallery_test.jsonl)")
     parser.add_argument("--count", type=int, default=256, help="crops measured (default 256)")
@@ -109,7 +109,10 @@ def main() -> None:
         "int8 image tower, ONNX Runtime only; default fp32)",
     )
     parser.add_argument("--json", help="write the results here")
-    args = parser.parse_args()
+    parser.add_argument(
+        "--appearance", default="shipped", help="the appearance model (default: the shipped one; load_pipeline's choices)"
+    )
+    args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     images = BuiltDataset(args.data).gallery("test")[: args.count]
     root = str(Path(args.data).absolute())
@@ -117,7 +120,7 @@ def main() -> None:
     results: dict[str, Any] = {"count": len(paths), "threads": args.threads, "load_before": os.getloadavg()}
     runs = [(e, p) for e in args.engines.split(",") for p in args.image_precisions.split(",")]
     for engine, precision in [(e, p) for e, p in runs if p == "fp32" or e != "torch"]:
-        pipe = load_pipeline(args.run, engine=engine, image_precision=precision, appearance="shipped")
+        pipe = load_pipeline(args.run, engine=engine, image_precision=precision, appearance=args.appearance)
         row = {"image_precision": precision, **forward_rates(pipe, paths, args.batch, args.repeats)}
         both = best_rate(len(paths), lambda: pipe.index_images(images, root=root, progress=False), args.repeats)
         pipe.appearance = None
@@ -129,7 +132,8 @@ def main() -> None:
     print("load average before / after:", results["load_before"], results["load_after"])
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1) + "\n", encoding="utf-8")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    raise SystemExit(main())

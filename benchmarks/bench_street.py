@@ -30,6 +30,10 @@ link them across the video and describe 13 of them as a witness would. This scri
     python benchmarks/bench_street.py --run shipped --yolox-nano ../shared/weights/yolox_nano.onnx \
         --hog-option upscale=1.5 --skip-tracking --search-detectors
     python benchmarks/bench_street.py --run shipped --skip-tracking --appearance runs/reid/best.pt
+    python benchmarks/bench_street.py --run shipped --skip-tracking --appearance none   # the attribute model alone
+
+The searches use the appearance model the page would (``--appearance auto``, the default: the
+shipped one beside a shipped attribute model, none beside other runs).
 """
 
 from __future__ import annotations
@@ -166,8 +170,10 @@ def main(argv=None) -> int:
     parser.add_argument("--json", help="write the figures here")
     parser.add_argument(
         "--appearance",
-        metavar="BEST_PT",
-        help="search with an appearance model (calibrated: minterpr calibrate appearance) beside the run",
+        default="auto",
+        metavar="auto|shipped|none|PATH",
+        help="the appearance model searched with beside the run (calibrated: minterpr calibrate appearance); "
+        "default auto: the shipped one beside a shipped attribute model, as ingestion and the page use it",
     )
     parser.add_argument(
         "--policy-temperature",
@@ -256,7 +262,8 @@ def main(argv=None) -> int:
                     )
                 figures["search"][name] = {
                     "gallery": len(images),
-                    "appearance": args.appearance,
+                    "appearance": args.appearance,  # as asked; the model searched with:
+                    "appearance_fingerprint": pipeline.appearance_fingerprint,
                     "identities": len({i.person_id for i in images if ":" not in i.person_id}),
                     "targets": report.extra.get("num_queries"),
                     "described": len(labels.described()),
@@ -317,7 +324,8 @@ def _print(figures) -> None:
     for name, s in (figures["search"] or {}).items():
         print(
             f"search over the {name} gallery: {s['gallery']} crops of {s['identities']} labelled people, "
-            f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}); "
+            f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}, appearance "
+            f"{s['appearance_fingerprint'] or 'none'}); "
             f"moves {s['moves']}:"
         )
         for row in s["rounds"]:

@@ -81,7 +81,7 @@ def batch_map(
             yield loaded, use(loaded)
         return
     size = max(1, min(batch_size, LANE_BATCH))
-    chunks = iter([paths[i : i + size] for i in range(0, len(paths), size)])
+    chunks = (paths[i : i + size] for i in range(0, len(paths), size))
 
     def run(chunk: Sequence[str]) -> tuple[T, R]:
         loaded = load(chunk)
