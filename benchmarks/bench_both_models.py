@@ -110,7 +110,9 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", help="write the results here")
     parser.add_argument(
-        "--appearance", default="shipped", help="the appearance model (default: the shipped one; load_pipeline's choices)"
+        "--appearance",
+        default="shipped",
+        help="the appearance model (default: the shipped one; load_pipeline's choices)",
     )
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
