@@ -14,22 +14,7 @@ from minterpr.data.reid import read_cuhk03, write_manifest  # noqa: E402
 from minterpr.interaction.appearance import read_same_person, same_person_path  # noqa: E402
 from minterpr.models.reid import ReidModel, ReidModelConfig  # noqa: E402
 from minterpr.runtime.appearance import load_appearance  # noqa: E402
-
-
-def make_cuhk03(root, people: int):
-    """A CUHK03-shaped folder: each person one colour, shots 00-01 on camera 0, 05-06 on camera 1."""
-    import numpy as np
-    from PIL import Image
-
-    folder = root / "images"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for person in range(people):
-        colour = rng.integers(0, 256, 3)
-        for shot in (0, 1, 5, 6):
-            pixels = np.clip(colour + rng.normal(0, 20, (32, 16, 3)), 0, 255).astype(np.uint8)
-            Image.fromarray(pixels).save(folder / f"{person:04d}_{shot:02d}.jpg")
-    return root
+from support.datasets import make_cuhk03  # noqa: E402
 
 
 def _model(tmp_path):

@@ -8,7 +8,6 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
-from PIL import Image  # noqa: E402
 
 from minterpr.cli.main import main  # noqa: E402
 from minterpr.data.errors import DataError  # noqa: E402
@@ -20,19 +19,7 @@ from minterpr.data.reid import (
     write_manifest,
 )
 from minterpr.evaluation.reid import reid_metrics  # noqa: E402
-
-
-def make_cuhk03(root, people: int = 6, shots: int = 4):
-    """A CUHK03-shaped folder: each person one colour, shots 00.. on camera 0, 05.. on camera 1."""
-    folder = root / "images"
-    folder.mkdir(parents=True)
-    rng = np.random.default_rng(0)
-    for person in range(people):
-        colour = rng.integers(0, 256, 3)
-        for shot in [*range(shots // 2), *range(5, 5 + shots - shots // 2)]:
-            pixels = np.clip(colour + rng.normal(0, 20, (32, 16, 3)), 0, 255).astype(np.uint8)
-            Image.fromarray(pixels).save(folder / f"{person:04d}_{shot:02d}.jpg")
-    return root
+from support.datasets import make_cuhk03  # noqa: E402
 
 
 def reference_metrics(q, g, qp, gp, qc, gc):

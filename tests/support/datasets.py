@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 from PIL import Image
 
 from minterpr.data.synthetic.dataset import SyntheticDatasetConfig, build_synthetic_dataset
@@ -187,4 +188,17 @@ def make_tiny_dataset(root: Path) -> Path:
         train_identities=6, val_identities=4, test_identities=4, image_size=(64, 32), workers=1
     )
     build_synthetic_dataset(root, SyntheticDatasetConfig(world=world), progress=False)
+    return root
+
+
+def make_cuhk03(root, people: int = 6, shots: int = 4):
+    """A CUHK03-shaped folder: each person one colour, shots 00.. on camera 0, 05.. on camera 1."""
+    folder = root / "images"
+    folder.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    for person in range(people):
+        colour = rng.integers(0, 256, 3)
+        for shot in [*range(shots // 2), *range(5, 5 + shots - shots // 2)]:
+            pixels = np.clip(colour + rng.normal(0, 20, (32, 16, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(pixels).save(folder / f"{person:04d}_{shot:02d}.jpg")
     return root

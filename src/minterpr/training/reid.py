@@ -30,6 +30,7 @@ import torch
 from minterpr.data.images import load_rgb
 from minterpr.data.reid import ReidImage, by_identity, query_gallery_split, read_manifest
 from minterpr.evaluation.reid import ReidMetrics, reid_metrics
+from minterpr.models.device import resolve_device
 from minterpr.models.losses import smoothed_id_loss, triplet_loss
 from minterpr.models.reid import ReidModel
 from minterpr.training.checkpoint import (
@@ -166,7 +167,9 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     index = {person: i for i, person in enumerate(people)}
     query, gallery = query_gallery_split(read_manifest(cfg.val), seed=cfg.seed)
     seed_everything(cfg.seed)
+    device = resolve_device(cfg.device)
     model = ReidModel(cfg.model, num_identities=len(people), weights=cfg.weights, channels_last=cfg.channels_last)
+    model.to(device)  # before the optimiser: its state follows the parameters' device
     optimiser = torch.optim.Adam(
         [p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
     )
@@ -213,8 +216,9 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
         epoch = step // per_epoch
         model.train()
         crops = sampler.batch()
-        pixels = normalise(augment_batch(cache.get([c.path for c in crops]), cfg.augment, generator))
-        labels = torch.tensor([index[c.person_id] for c in crops])
+        # augmented on the CPU (its generator: the same crops on any device), then moved
+        pixels = normalise(augment_batch(cache.get([c.path for c in crops]), cfg.augment, generator)).to(device)
+        labels = torch.tensor([index[c.person_id] for c in crops], device=device)
         for group in optimiser.param_groups:
             group["lr"] = learning_rate(cfg, step, total, per_epoch)
         out = model(pixels)
@@ -245,8 +249,9 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
             log.info("reid epoch %d: val rank-1 %.1f mAP %.1f", epoch + 1, metrics["rank1"], metrics["mAP"])
             if metrics["mAP"] > best.get("mAP", -1.0):
                 best_epoch, best = epoch, metrics
+                weights = {k: v.detach().cpu() for k, v in model.search_state_dict().items()}  # loads anywhere
                 save_checkpoint(
-                    {"model": model.search_state_dict(), "config": cfg.model.to_dict(), "epoch": epoch, "val": metrics},
+                    {"model": weights, "config": cfg.model.to_dict(), "epoch": epoch, "val": metrics},
                     run_dir / "best.pt",
                 )
             checkpoint()

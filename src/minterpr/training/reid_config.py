@@ -50,6 +50,7 @@ class ReidTrainConfig:
     eval_batch_size: int = 128  # crops per forward pass when validating
     channels_last: bool = True  # NHWC convolutions: about 3x faster OSNet steps on a CPU, same results
     checkpoint_every_steps: int = 100  # write RUN/last.pt every N steps (and at every epoch end)
+    device: str = "cpu"  # torch device of the steps: cpu, cuda, cuda:N or auto (may change on --resume)
 
     @property
     def batch_size(self) -> int:

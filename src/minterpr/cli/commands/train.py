@@ -61,6 +61,8 @@ def _run_reid(args: argparse.Namespace) -> int:
     from minterpr.training.reid import train_reid_from_file
 
     overrides = [] if args.resume and args.config is None else list(args.set or [])
+    if getattr(args, "device", None) is not None:  # may change on --resume, as for the retrieval model
+        overrides.append(f"device={args.device}")
     result = train_reid_from_file(args.config, args.out, overrides, resume=args.resume)
     print(
         f"model: {result.run_dir / 'best.pt'} (epoch {result.best_epoch + 1}: val rank-1 "
