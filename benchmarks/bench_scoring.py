@@ -86,6 +86,13 @@ def main(argv=None) -> int:
         metavar="T1,T2,...",
         help="the policies' temperatures to measure: numbers or 'fitted' (default: the policies' own)",
     )
+    parser.add_argument(
+        "--appearance",
+        default="none",
+        metavar="none|auto|shipped|PATH",
+        help="the appearance model whose vectors the gallery carries (image-to-image comparisons: duplicates, "
+        "rejections, plausible references); default none, as the figures recorded before it",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
 
@@ -97,7 +104,7 @@ def main(argv=None) -> int:
     from minterpr.interaction.policies import policy_temperature
     from minterpr.interaction.reranking import RerankConfig
     from minterpr.interaction.simulators import WitnessSimulator
-    from minterpr.runtime.run import load_run
+    from minterpr.runtime.pipeline import load_pipeline
 
     manifest = Path(args.data) / f"gallery_{args.split}.jsonl"
     rows = []
@@ -115,7 +122,8 @@ def main(argv=None) -> int:
         if not manifest.is_file():
             print(f"bench_scoring: no gallery manifest {manifest}", file=sys.stderr)
             return 2
-        run = load_run(args.run)
+        pipeline = load_pipeline(args.run, appearance=args.appearance)
+        run = pipeline.run
         temperatures = [policy_temperature(v, run.extras.match_temperature()) for v in given] or [None]
         # one point per (temperature, grid point); None: the policies' own
         points = [
@@ -124,6 +132,8 @@ def main(argv=None) -> int:
         backend = run.backend()
         gallery = read_gallery(manifest)
         index = backend.index_images(gallery, root=args.data, progress=False).require_complete("bench_scoring")
+        if pipeline.appearance is not None:
+            index = pipeline.appearance.add_to(index)
         drawn = {seed: one_target_per_identity(gallery, args.limit, seed) for seed in args.seeds}
         for point in points:
             start = time.perf_counter()
@@ -152,6 +162,7 @@ def main(argv=None) -> int:
                 **point,
                 "split": args.split,
                 "simulator": args.simulator,
+                "appearance": pipeline.appearance_fingerprint,
                 "seeds": args.seeds,
                 "searches": sum(n for n, _ in reports),
             }
