@@ -199,6 +199,32 @@ def is_model_dir(path: str | PathLike[str]) -> bool:
     return Path(path).is_dir() and (Path(path) / CONFIG_FILE).is_file()
 
 
+def read_pinned(
+    path: Path, want: Mapping[str, Any], *, unreadable: str, changed: str, pinned: str = "exported"
+) -> bytes:
+    """The bytes of ``path``, checked against the size and SHA-256 that ``want`` pins (its "bytes" and
+    "sha256"): RunError naming the file when it cannot be read ("cannot be read (why)" + ``unreadable``)
+    or differs ("N bytes that differ from the M ``pinned`` (truncated, replaced or edited)" + ``changed``).
+    Every pinned file of a model directory is read here: the weights of both models, the int8 tower.
+
+    Example:
+        >>> read_pinned(Path("/nonexistent/model.safetensors"), {}, unreadable="; export it", changed="")
+        Traceback (most recent call last):
+        minterpr.errors.RunError: /nonexistent/model.safetensors: cannot be read (No such file or directory); export it
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise RunError(path, f"cannot be read ({err.strerror or err}){unreadable}") from None
+    if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
+        raise RunError(
+            path,
+            f"{len(data):,} bytes that differ from the {want.get('bytes')!r} {pinned} "
+            f"(truncated, replaced or edited){changed}",
+        )
+    return data
+
+
 def read_model_json(path: Path) -> Any:
     try:
         return loads(path.read_text(encoding="utf-8"))
@@ -243,16 +269,7 @@ def load_model_dir(
     if not isinstance(extra, dict):
         raise RunError(folder / EXTRAS_FILE, f"expected a JSON object of extras, got {type(extra).__name__}")
     weights_path, want = folder / WEIGHTS_FILE, manifest.get("weights") or {}
-    try:
-        data = weights_path.read_bytes()
-    except OSError as err:
-        raise RunError(weights_path, f"cannot be read ({err.strerror or err}); export the model again") from None
-    if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
-        raise RunError(
-            weights_path,
-            f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
-            "(truncated, replaced or edited): copy or export it again",
-        )
+    data = read_pinned(weights_path, want, unreadable="; export the model again", changed=": copy or export it again")
     reader = safetensors_torch()
     try:
         tensors = reader.load(data)

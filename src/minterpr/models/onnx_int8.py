@@ -36,6 +36,7 @@ import torch
 
 from minterpr.errors import InputError, RunError
 
+from .model_dir import read_pinned
 from .onnx_export import OnnxImageEngine, export_onnx_image_tower, image_fingerprint
 from .onnx_session import INSTALL_HINT
 
@@ -175,17 +176,8 @@ def _pinned_file(model_dir: str | os.PathLike[str]) -> tuple[Path, dict[str, Any
     RunError (naming the file) when it cannot be read or its size or SHA-256 differ from the pinned ones."""
     entry = int8_entry(model_dir)
     path = Path(model_dir) / str(entry.get("file", INT8_FILE))
-    try:
-        data = path.read_bytes()
-    except OSError as err:
-        raise RunError(path, f"cannot be read ({err.strerror or err}): {QUANTIZE_HINT.format(dir=model_dir)}") from None
-    if len(data) != entry.get("bytes") or hashlib.sha256(data).hexdigest() != entry.get("sha256"):
-        raise RunError(
-            path,
-            f"{len(data):,} bytes that differ from the {entry.get('bytes')!r} pinned in config.json "
-            f"(truncated, replaced or edited): {QUANTIZE_HINT.format(dir=model_dir)}",
-        )
-    return path, entry, data
+    hint = f": {QUANTIZE_HINT.format(dir=model_dir)}"
+    return path, entry, read_pinned(path, entry, unreadable=hint, changed=hint, pinned="pinned in config.json")
 
 
 def load_int8_image_engine(

@@ -43,6 +43,7 @@ from .model_dir import (
     STORAGE_DTYPES,
     WEIGHTS_FILE,
     read_model_json,
+    read_pinned,
     safetensors_torch,
     write_shared,
 )
@@ -137,20 +138,12 @@ def load_reid_dir(path: str | PathLike[str]) -> ReidModel:
     if not isinstance(raw, dict):
         raise RunError(config_path, "no 'reid_config' object: the appearance model directory is damaged")
     weights_path, want = folder / WEIGHTS_FILE, manifest.get("weights") or {}
-    try:
-        data = weights_path.read_bytes()
-    except OSError as err:
-        raise RunError(
-            weights_path,
-            f"cannot be read ({err.strerror or err}): the appearance model directory "
-            "is incomplete; copy or export it again",
-        ) from None
-    if len(data) != want.get("bytes") or hashlib.sha256(data).hexdigest() != want.get("sha256"):
-        raise RunError(
-            weights_path,
-            f"{len(data):,} bytes that differ from the {want.get('bytes')!r} exported "
-            "(truncated, replaced or edited): copy or export it again",
-        )
+    data = read_pinned(
+        weights_path,
+        want,
+        unreadable=": the appearance model directory is incomplete; copy or export it again",
+        changed=": copy or export it again",
+    )
     try:
         tensors = safetensors_torch().load(data)
         model = ReidModel(ReidModelConfig.from_dict(raw))
