@@ -80,6 +80,9 @@ def test_bad_manifest_names_file_line_and_field(tmp_path):
     )
     with pytest.raises(DataError, match=r"bad.jsonl:2: person_id: must be a string"):
         read_manifest(path)
+    path.write_bytes(b'{"path": "a.jpg", "person_id": "x", "camera": "0"}\n\xd0\xff binary\n')
+    with pytest.raises(DataError, match=r"bad.jsonl:2: record: not UTF-8 text \(byte 51\)"):
+        read_manifest(path)
     with pytest.raises(DataError, match="no such folder"):
         read_cuhk03(tmp_path / "missing")
 

@@ -181,9 +181,14 @@ def read_manifest(path: str | PathLike[str]) -> list[ReidImage]:
     """A manifest written by :func:`write_manifest`; errors name the file, line and field."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        raw = path.read_bytes()
     except OSError as err:
         raise DataError(str(path), 0, "file", f"cannot read ({err.strerror or err})") from None
+    try:
+        lines = raw.decode("utf-8").splitlines()
+    except UnicodeDecodeError as err:
+        line = raw[: err.start].count(b"\n") + 1
+        raise DataError(str(path), line, "record", f"not UTF-8 text (byte {err.start}): not a manifest") from None
     images = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
