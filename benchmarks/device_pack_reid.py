@@ -161,7 +161,8 @@ def main(argv: list[str] | None = None) -> int:
 
     try:
         height, width = (int(v) for v in args.max_size.lower().split("x"))
-        if height < 1 or width < 1 or not 1 <= (args.webp or 1) <= 100 or args.budget_mib <= 0:
+        bad_webp = args.webp is not None and not 1 <= args.webp <= 100
+        if height < 1 or width < 1 or bad_webp or args.budget_mib <= 0:
             raise ValueError
     except ValueError:
         print(

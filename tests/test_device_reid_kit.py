@@ -68,6 +68,8 @@ def test_the_pack_holds_every_crop_relative_and_names_its_sources(manifests, tmp
     assert not small.exists() and not (tmp_path / "small.partial").exists()
     assert bench.main(["--manifests", str(train), "--out", str(small), "--max-size", "wide"]) == 2
     assert "--max-size must be HxW" in capsys.readouterr().err
+    assert bench.main(["--manifests", str(train), "--out", str(small), "--webp", "0"]) == 2
+    assert "--webp 1-100 (got 0)" in capsys.readouterr().err
     assert bench.main(["--manifests", str(train), "--out", str(small), "--namespace", "peta-grid"]) == 2
     assert "no identity in namespace peta-grid" in capsys.readouterr().err
 
