@@ -136,6 +136,17 @@ def test_unknown_config_name_lists_the_shipped_ones(tmp_path):
         load_config(tmp_path / "missing.yaml")
 
 
+def test_a_folder_named_like_a_shipped_config_does_not_hide_it(tmp_path, monkeypatch):
+    # found when `minterpr train --config reid` ran in a folder holding runs under reid/
+    monkeypatch.chdir(tmp_path)
+    shipped = load_config("tiny").to_dict()
+    (tmp_path / "tiny").mkdir()
+    assert load_config("tiny").to_dict() == shipped
+    (tmp_path / "mine").mkdir()
+    with pytest.raises(ConfigError, match="'mine' is a folder, not a config file"):
+        load_config("mine")
+
+
 # ModelConfig's implicit layout before a bare ModelConfig() became the default model (issue 23)
 OLD_IMPLICIT_LAYOUT = {
     "image_size": (128, 64),

@@ -116,13 +116,15 @@ def set_path(raw: dict[str, Any], dotted: str, value: Any, source: str) -> None:
 def resolve_config_path(name_or_path: str | os.PathLike[str]) -> tuple[str, str]:
     """(YAML text, source name) of a config file path or a shipped config name."""
     path = Path(name_or_path)
-    if path.suffix in (".yaml", ".yml") or path.exists():
+    if path.suffix in (".yaml", ".yml") or path.is_file():
         if not path.is_file():
             raise ConfigError(f"config file {str(path)!r} does not exist")
         return path.read_text(encoding="utf-8"), str(path)
     configs = importlib.resources.files(CONFIG_PACKAGE).joinpath("configs")
     resource = configs.joinpath(f"{name_or_path}.yaml")
     if not resource.is_file():
+        if path.exists():  # a folder that happens to be called like the config the user meant
+            raise ConfigError(f"config {str(path)!r} is a folder, not a config file or a shipped config name")
         names = sorted(p.name[:-5] for p in configs.iterdir() if p.name.endswith(".yaml"))
         raise ConfigError(f"unknown config {str(name_or_path)!r}: not a file, and not one of {', '.join(names)}")
     return resource.read_text(encoding="utf-8"), f"minterpr/configs/{name_or_path}.yaml"
