@@ -7,11 +7,14 @@ per identity and camera, same-camera matches left out): a retrieval run's image 
 (``--run``, e.g. ``shipped``: today's "search with this image"), torchreid OSNet weights used as
 they are (``--weights``), a trained appearance model (``--model RUN/best.pt``). ``--only PREFIX``
 keeps the identities whose id starts with it (``peta-grid:`` = the GRID fold, a camera set the
-appearance training never sees). Prints one line per embedding; ``--json`` writes them.
+appearance training never sees). ``--rerank K1,K2,LAMBDA`` (repeatable; ``default`` = the settings
+chosen on val) adds a line per embedding and setting after k-reciprocal re-ranking
+(:mod:`minterpr.index.reciprocal`). Prints one line per embedding; ``--json`` writes them.
 
 Usage:
     .venv/bin/python benchmarks/bench_appearance.py --data data/reid/peta_test.jsonl --run shipped \\
-        --weights ../shared/weights/osnet_x0_25_msmt17.pth --model runs/reid/best.pt [--only peta-grid:]
+        --weights ../shared/weights/osnet_x0_25_msmt17.pth --model runs/reid/best.pt [--only peta-grid:] \\
+        [--rerank default --rerank 20,6,0.3]
 """
 
 from __future__ import annotations
@@ -43,20 +46,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--weights", action="append", default=[], help="torchreid OSNet x0.25 file, untuned (repeatable)"
     )
-    parser.add_argument("--model", action="append", default=[], help="appearance model best.pt (repeatable)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        default=[],
+        help="appearance model: a directory or a reid run's best.pt (repeatable)",
+    )
     parser.add_argument("--only", help="keep identities whose id starts with this (a fold)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query draw")
+    parser.add_argument(
+        "--rerank", action="append", default=[], metavar="K1,K2,LAMBDA", help="also re-ranked (repeatable; 'default')"
+    )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args(argv)
 
     from minterpr.data.reid import query_gallery_split, read_manifest
     from minterpr.errors import MinterprError
-    from minterpr.evaluation.reid import reid_metrics
-    from minterpr.models.reid import ReidModel, ReidModelConfig, load_reid_model
+    from minterpr.evaluation.reid import reid_metrics, reid_metrics_from_distances
+    from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
+    from minterpr.models.reid import ReidModel, ReidModelConfig
+    from minterpr.models.reid_dir import load_reid_any
     from minterpr.training.reid import CropCache, embed_images
 
     try:
+        settings = [ReciprocalConfig() if r == "default" else ReciprocalConfig.parse(r) for r in args.rerank]
         images = [i for i in read_manifest(args.data) if not args.only or i.person_id.startswith(args.only)]
         query, gallery = query_gallery_split(images, seed=args.seed)
         if not query:
@@ -78,29 +92,38 @@ def main(argv: Sequence[str] | None = None) -> int:
                 features = _run_embeddings(source, both, args.batch_size)
             else:
                 model = (
-                    load_reid_model(source) if kind == "model" else ReidModel(ReidModelConfig(), weights=source).eval()
+                    load_reid_any(source) if kind == "model" else ReidModel(ReidModelConfig(), weights=source).eval()
                 )
                 features = embed_images(model, both, cache, args.batch_size).numpy()
         except (MinterprError, ValueError, OSError) as exc:
             parser.exit(2, f"bench_appearance: error: {source}: {exc}\n")
-        try:
-            metrics = reid_metrics(
-                features[: len(query)],
-                features[len(query) :],
-                [i.person_id for i in query],
-                [i.person_id for i in gallery],
-                [i.camera for i in query],
-                [i.camera for i in gallery],
+        q, g = features[: len(query)], features[len(query) :]
+        labels = (
+            [i.person_id for i in query],
+            [i.person_id for i in gallery],
+            [i.camera for i in query],
+            [i.camera for i in gallery],
+        )
+        scored = [("", lambda: reid_metrics(q, g, *labels))]
+        scored += [
+            (
+                f"+rerank:{c.k1},{c.k2},{c.lam:g}",
+                lambda c=c: reid_metrics_from_distances(k_reciprocal_distances(q, g, c), *labels),
             )
-        except ValueError as exc:
-            parser.exit(2, f"bench_appearance: error: {exc}\n")
-        row = {
-            "embedding": f"{kind}:{source}",
-            **{k: round(v, 1) if isinstance(v, float) else v for k, v in metrics.to_dict().items()},
-            "seconds": round(time.perf_counter() - start, 1),
-        }
-        rows.append(row)
-        print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
+            for c in settings
+        ]
+        for suffix, score in scored:
+            try:
+                metrics = score()
+            except ValueError as exc:
+                parser.exit(2, f"bench_appearance: error: {exc}\n")
+            row = {
+                "embedding": f"{kind}:{source}{suffix}",
+                **{k: round(v, 1) if isinstance(v, float) else v for k, v in metrics.to_dict().items()},
+                "seconds": round(time.perf_counter() - start, 1),
+            }
+            rows.append(row)
+            print(" ".join(f"{k}={v}" for k, v in row.items()), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps({"data": args.data, "only": args.only, "rows": rows}, indent=2) + "\n")
     return 0

@@ -19,7 +19,7 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -64,24 +64,67 @@ def reid_metrics(
     ranks: Sequence[int] = RANKS,
     chunk_size: int = 256,
 ) -> ReidMetrics:
-    """Rank-k, mAP and mINP of queries against a gallery (features (Q, D) and (G, D))."""
+    """Rank-k, mAP and mINP of queries against a gallery (features (Q, D) and (G, D)) by cosine."""
     query, gallery = _normalise(query_features), _normalise(gallery_features)
-    if len(query) != len(query_pids) or len(query) != len(query_cameras):
+    orders = (
+        np.argsort(-(query[start : start + chunk_size] @ gallery.T), axis=1, kind="stable")  # (C, G) best first
+        for start in range(0, len(query), chunk_size)
+    )
+    return _score(orders, len(query), len(gallery), query_pids, gallery_pids, query_cameras, gallery_cameras, ranks)
+
+
+def reid_metrics_from_distances(
+    distances: Any,
+    query_pids: Sequence[str],
+    gallery_pids: Sequence[str],
+    query_cameras: Sequence[str],
+    gallery_cameras: Sequence[str],
+    *,
+    ranks: Sequence[int] = RANKS,
+    chunk_size: int = 256,
+) -> ReidMetrics:
+    """The same scores from a (Q, G) distance matrix, smaller is closer (re-ranked distances).
+
+    >>> d = np.array([[0.1, 0.9, 0.05], [0.9, 0.1, 0.95]])
+    >>> m = reid_metrics_from_distances(d, ["a", "b"], ["a", "b", "b"], ["0", "0"], ["1", "1", "1"])
+    >>> round(m.cmc[1], 1), round(m.mean_ap, 1)
+    (50.0, 66.7)
+    """
+    dist = np.asarray(distances, dtype=np.float32)
+    if dist.ndim != 2:
+        raise ValueError(f"distances must be (Q, G), got shape {dist.shape}")
+    orders = (
+        np.argsort(dist[start : start + chunk_size], axis=1, kind="stable") for start in range(0, len(dist), chunk_size)
+    )
+    return _score(orders, dist.shape[0], dist.shape[1], query_pids, gallery_pids, query_cameras, gallery_cameras, ranks)
+
+
+def _score(
+    orders: Iterable[np.ndarray],
+    n_query: int,
+    n_gallery: int,
+    query_pids: Sequence[str],
+    gallery_pids: Sequence[str],
+    query_cameras: Sequence[str],
+    gallery_cameras: Sequence[str],
+    ranks: Sequence[int],
+) -> ReidMetrics:
+    """Tally rank-k, AP and INP over chunks of ranked gallery indices (C, G), queries in order."""
+    if n_query != len(query_pids) or n_query != len(query_cameras):
         raise ValueError("query features, identities and cameras differ in length")
-    if len(gallery) != len(gallery_pids) or len(gallery) != len(gallery_cameras):
+    if n_gallery != len(gallery_pids) or n_gallery != len(gallery_cameras):
         raise ValueError("gallery features, identities and cameras differ in length")
     q_pid, g_pid = np.asarray(query_pids, dtype=object), np.asarray(gallery_pids, dtype=object)
     q_cam, g_cam = np.asarray(query_cameras, dtype=object), np.asarray(gallery_cameras, dtype=object)
     hits = {k: 0 for k in ranks}
     ap_sum = inp_sum = 0.0
-    scored = 0
-    for start in range(0, len(query), chunk_size):
-        stop = start + chunk_size
-        similarity = query[start:stop] @ gallery.T  # (C, G)
-        order = np.argsort(-similarity, axis=1, kind="stable")  # (C, G) gallery indices, best first
+    scored = start = 0
+    for order in orders:
+        stop = start + len(order)
         same = q_pid[start:stop, None] == g_pid[order]  # (C, G) in ranked order
         same_camera = q_cam[start:stop, None] == g_cam[order]
         keep = ~(same & same_camera)  # drop same person, same camera
+        start = stop
         for row in range(order.shape[0]):
             matches = same[row][keep[row]]  # (G',) bool, ranked
             positions = np.flatnonzero(matches)  # 0-based ranks of the matches
@@ -99,5 +142,5 @@ def reid_metrics(
         mean_ap=100.0 * ap_sum / scored,
         mean_inp=100.0 * inp_sum / scored,
         queries=scored,
-        skipped=len(query) - scored,
+        skipped=n_query - scored,
     )
