@@ -104,19 +104,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             [i.camera for i in query],
             [i.camera for i in gallery],
         )
-        scored = [("", lambda: reid_metrics(q, g, *labels))]
-        scored += [
-            (
-                f"+rerank:{c.k1},{c.k2},{c.lam:g}",
-                lambda c=c: reid_metrics_from_distances(k_reciprocal_distances(q, g, c), *labels),
-            )
-            for c in settings
-        ]
-        for suffix, score in scored:
-            try:
-                metrics = score()
-            except ValueError as exc:
-                parser.exit(2, f"bench_appearance: error: {exc}\n")
+        try:
+            scored = [("", reid_metrics(q, g, *labels))]
+            for c in settings:
+                reranked = reid_metrics_from_distances(k_reciprocal_distances(q, g, c), *labels)
+                scored.append((f"+rerank:{c.k1},{c.k2},{c.lam:g}", reranked))
+        except ValueError as exc:
+            parser.exit(2, f"bench_appearance: error: {exc}\n")
+        for suffix, metrics in scored:
             row = {
                 "embedding": f"{kind}:{source}{suffix}",
                 **{k: round(v, 1) if isinstance(v, float) else v for k, v in metrics.to_dict().items()},

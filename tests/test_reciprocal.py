@@ -45,6 +45,17 @@ def test_vectorised_path_agrees_with_the_plain_one(config, seed):
     np.testing.assert_allclose(fast, plain, atol=1e-5)
 
 
+@pytest.mark.parametrize("config", [ReciprocalConfig(), ReciprocalConfig(20, 6, 0.3)])
+def test_within_one_set_each_crop_once(config):
+    feats, _, _ = _two_cameras(people=4, shots=3, seed=5)
+    fast = k_reciprocal_distances(feats, None, config)
+    assert fast.shape == (len(feats), len(feats))
+    np.testing.assert_allclose(fast, k_reciprocal_distances_reference(feats, None, config), atol=1e-5)
+    # the same crops given twice (as queries and as gallery) are another problem: every crop's twin
+    # takes a neighbour's place
+    assert not np.allclose(fast, k_reciprocal_distances(feats, feats, config), atol=1e-3)
+
+
 def test_more_neighbours_asked_than_items_exist():
     feats, _, _ = _two_cameras(people=2, shots=1)
     config = ReciprocalConfig(k1=20, k2=6, lam=0.3)
@@ -56,7 +67,7 @@ def test_more_neighbours_asked_than_items_exist():
 
 
 def test_lambda_one_is_the_original_ranking():
-    feats, pids, cams = _two_cameras(seed=3)
+    feats, _, _ = _two_cameras(seed=3)
     q, g = feats[::8], feats
     d = k_reciprocal_distances(q, g, ReciprocalConfig(lam=1.0))
     cos = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (g / np.linalg.norm(g, axis=1, keepdims=True)).T
@@ -107,8 +118,9 @@ def test_scores_from_distances_equal_scores_from_features():
 @pytest.fixture()
 def tiny_reid(tmp_path):
     pytest.importorskip("torch")
-    from minterpr.data.reid import read_cuhk03, write_manifest
     from support.datasets import make_cuhk03
+
+    from minterpr.data.reid import read_cuhk03, write_manifest
 
     images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=8))
     write_manifest(images, tmp_path / "val.jsonl")
@@ -154,3 +166,25 @@ def test_select_rerank_chooses_on_val_and_refuses_test(tiny_reid, tmp_path, caps
     with pytest.raises(SystemExit) as stop:
         bench.main(["--model", model, "--data", str(test_manifest)])
     assert stop.value.code == 2 and "choose on val" in capsys.readouterr().err
+
+
+def test_bench_appearance_adds_a_re_ranked_line(tiny_reid, tmp_path):
+    bench = _load_bench("bench_appearance")
+    out = tmp_path / "rows.json"
+    model = str(ROOT / "models" / "osnet-x0_25-reid")
+    assert bench.main(["--data", str(tiny_reid), "--model", model, "--rerank", "default", "--json", str(out)]) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [r["embedding"] for r in rows] == [f"model:{model}", f"model:{model}+rerank:8,3,0.3"]
+
+
+def test_bench_links_scores_crops_across_tracks():
+    bench = _load_bench("bench_links")
+    feats, pids, _ = _two_cameras(people=6, shots=3, seed=4)
+    # two tracks per person (the tracker lost them once), one unlabelled track
+    metadata = [{"track": 2 * int(p) + (k % 3 == 2)} for k, p in enumerate(pids)] + [{"track": 99}]
+    majority = {2 * p + half: str(p) for p in range(6) for half in (0, 1)}
+    vectors = np.concatenate([feats, np.ones((1, feats.shape[1]), np.float32)])
+    out = bench.across_tracks(metadata, vectors, majority, [ReciprocalConfig(3, 2, 0.3)])
+    assert (out["crops"], out["people"], out["tracks"]) == (len(pids), 6, 12)
+    assert out["cosine"]["queries"] == len(pids)  # every crop has its person in the other track
+    assert 0 <= out["rerank_3_2_0.3"]["pair_auc"] <= 100 and out["cosine"]["pair_auc"] > 50

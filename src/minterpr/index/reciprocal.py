@@ -68,9 +68,11 @@ class ReciprocalConfig:
         return {"k1": self.k1, "k2": self.k2, "lambda": self.lam}
 
 
-def _original_distances(query: Any, gallery: Any) -> tuple[np.ndarray, int]:
-    """(N, N) squared Euclidean distances of the unit vectors, each row scaled to a maximum of 1."""
-    x = np.concatenate([np.asarray(query, np.float32), np.asarray(gallery, np.float32)])  # (N, D)
+def _original_distances(query: Any, gallery: Any) -> tuple[np.ndarray, slice, slice]:
+    """(N, N) squared Euclidean distances of the unit vectors, each row scaled to a maximum of 1,
+    and the rows of the queries and the columns of the gallery in them (gallery None: the queries)."""
+    parts = [np.asarray(query, np.float32)] + ([] if gallery is None else [np.asarray(gallery, np.float32)])
+    x = np.concatenate(parts)  # (N, D)
     if x.ndim != 2:
         raise ValueError(f"re-ranking needs (N, D) features, got shape {x.shape}")
     if len(x) > MAX_ITEMS:
@@ -80,7 +82,9 @@ def _original_distances(query: Any, gallery: Any) -> tuple[np.ndarray, int]:
     x /= np.clip(np.linalg.norm(x, axis=1, keepdims=True), 1e-12, None)
     dist = np.clip(2.0 - 2.0 * (x @ x.T), 0.0, None)  # (N, N)
     dist /= np.clip(dist.max(axis=1, keepdims=True), 1e-12, None)  # the paper's scaling, row by row
-    return dist.astype(np.float32), len(query)
+    n_query = len(parts[0])
+    columns = slice(0, len(x)) if gallery is None else slice(n_query, len(x))
+    return dist.astype(np.float32), slice(0, n_query), columns
 
 
 def _ranks(dist: np.ndarray, k: int) -> np.ndarray:
@@ -110,8 +114,12 @@ def _reciprocal(ranks: np.ndarray, k: int) -> list[np.ndarray]:
 
 
 def k_reciprocal_distances(query: Any, gallery: Any, config: ReciprocalConfig = ReciprocalConfig()) -> np.ndarray:
-    """(Q, G) re-ranked distances of query vectors (Q, D) to gallery vectors (G, D); smaller is closer."""
-    dist, n_query = _original_distances(query, gallery)
+    """(Q, G) re-ranked distances of query vectors (Q, D) to gallery vectors (G, D); smaller is closer.
+
+    ``gallery=None`` compares the crops of ``query`` with each other, each crop once: (Q, Q), for a
+    gallery searched with its own crops (a footage gallery's crops against its other tracks).
+    """
+    dist, rows, columns = _original_distances(query, gallery)
     n = len(dist)
     half = int(np.around(config.k1 / 2))
     ranks = _ranks(dist, max(config.k1, config.k2, half) + 1)  # (N, K)
@@ -133,21 +141,21 @@ def k_reciprocal_distances(query: Any, gallery: Any, config: ReciprocalConfig = 
         for m in range(near):  # one (N, N) gather at a time, not an (N, k2, N) array
             expanded += weights[ranks[:, m]]
         weights = expanded / near
-    gallery_weights = weights[n_query:]  # (G, N)
-    jaccard = np.empty((n_query, n - n_query), np.float32)  # (Q, G)
-    for q in range(n_query):
+    gallery_weights = weights[columns]  # (G, N)
+    jaccard = np.empty((rows.stop, columns.stop - columns.start), np.float32)  # (Q, G)
+    for q in range(rows.stop):
         shared = np.flatnonzero(weights[q])  # the few items in query q's set
         overlap = np.minimum(gallery_weights[:, shared], weights[q, shared]).sum(axis=1)  # (G,)
         # both rows sum to 1, so the sum of maxima is 2 - the sum of minima
         jaccard[q] = 1.0 - overlap / (2.0 - overlap)
-    return (1.0 - config.lam) * jaccard + config.lam * dist[:n_query, n_query:]
+    return (1.0 - config.lam) * jaccard + config.lam * dist[rows, columns]
 
 
 def k_reciprocal_distances_reference(
     query: Any, gallery: Any, config: ReciprocalConfig = ReciprocalConfig()
 ) -> np.ndarray:
     """The plain version of :func:`k_reciprocal_distances`, one item and one pair at a time."""
-    dist, n_query = _original_distances(query, gallery)
+    dist, rows, columns = _original_distances(query, gallery)
     n = len(dist)
     order = [sorted(range(n), key=lambda j: (dist[i, j], j)) for i in range(n)]
 
@@ -171,13 +179,14 @@ def k_reciprocal_distances_reference(
             near = order[i][: config.k2]
             expanded.append({j: sum(vectors[m].get(j, 0.0) for m in near) / len(near) for j in range(n)})
         vectors = expanded
-    out = np.empty((n_query, n - n_query), np.float32)
-    for q in range(n_query):
-        for g in range(n - n_query):
-            a, b = vectors[q], vectors[n_query + g]
+    gallery_items = range(columns.start, columns.stop)
+    out = np.empty((rows.stop, len(gallery_items)), np.float32)
+    for q in range(rows.stop):
+        for col, g in enumerate(gallery_items):
+            a, b = vectors[q], vectors[g]
             keys = set(a) | set(b)
             low = sum(min(a.get(j, 0.0), b.get(j, 0.0)) for j in keys)
             high = sum(max(a.get(j, 0.0), b.get(j, 0.0)) for j in keys)
             jaccard = 1.0 - low / high
-            out[q, g] = (1.0 - config.lam) * jaccard + config.lam * dist[q, n_query + g]
+            out[q, col] = (1.0 - config.lam) * jaccard + config.lam * dist[q, g]
     return out
