@@ -20,6 +20,11 @@ re-ranking of the gallery's crops among themselves (:mod:`minterpr.index.recipro
 AUC of "same person" over every pair of crops from two tracks (how well the similarity separates
 one person from another, which is what the same-person probability and the links rest on).
 
+**Follow** (``follow_*``): "follow this person" from every labelled crop with its own track left out,
+the candidates offered (:class:`~minterpr.interaction.follow.FollowConfig`'s defaults) scored by
+precision and recall, with the cosine's same-person probability and with the re-ranked one, beside
+the mean probability shown with them (a calibrated one is near the precision).
+
     python benchmarks/bench_links.py --appearance /root/minterpr-long/reid/r1/best.pt --json links.json
 """
 
@@ -105,6 +110,45 @@ def across_tracks(metadata, vectors, majority, settings) -> dict:
     return out
 
 
+def follow_offers(metadata, vectors, majority, calibration) -> dict:
+    """ "Follow this person" from every labelled crop: of the crops offered (its own track left out), the
+    share showing its person (precision) and of its person's crops in other tracks, the share offered
+    (recall); by the cosine's calibration and by the re-ranked one (interaction.pair_scores)."""
+    from dataclasses import replace as with_fields
+
+    from minterpr.interaction.follow import follow
+    from minterpr.interaction.pair_scores import GalleryPairs
+
+    x = np.asarray(vectors, np.float32)
+    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    person = [majority.get(m["track"]) for m in metadata]
+    cameras, times = [m.get("camera") for m in metadata], [float(m.get("offset_s", 0.0)) for m in metadata]
+    ways = {"cosine": GalleryPairs(x, with_fields(calibration, reranked=None))}
+    if calibration.reranked is not None:
+        ways["reranked"] = GalleryPairs(x, calibration)
+    out = {}
+    for name, pairs in ways.items():
+        offered = right = wanted = 0
+        shown_p = 0.0  # the probabilities the analyst would read beside the offered crops
+        for anchor, who in enumerate(person):
+            if who is None:
+                continue
+            own = [i for i, m in enumerate(metadata) if m["track"] == metadata[anchor]["track"]]
+            lanes = follow(x, anchor, pairs.calibration, cameras=cameras, times=times, exclude=own, pairs=pairs)
+            shown = [c.row for lane in lanes for c in lane.candidates]
+            shown_p += sum(c.probability for lane in lanes for c in lane.candidates)
+            offered += len(shown)
+            right += sum(person[r] == who for r in shown)
+            wanted += sum(person[r] == who for r in range(len(person)) if r not in own)
+        out[name] = {
+            "offered_per_anchor": round(offered / max(sum(p is not None for p in person), 1), 2),
+            "precision": round(right / offered, 3) if offered else None,
+            "mean_probability_shown": round(shown_p / offered, 3) if offered else None,
+            "recall": round(right / wanted, 3) if wanted else None,
+        }
+    return out
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--appearance", required=True, help="appearance model (a re-id run's best.pt)")
@@ -159,6 +203,7 @@ def main(argv=None) -> int:
         _, majority = track_majority(labels, log, standardise=standardise)
         settings = (ReciprocalConfig(), ReciprocalConfig(20, 6, 0.3))  # the val choice and the paper's
         out[f"across_tracks_{boxes}"] = across_tracks(metadata, vectors, majority, settings)
+        out[f"follow_{boxes}"] = follow_offers(metadata, vectors, majority, calibration)
         unlinked = {m["track"]: f"t{m['track']}" for m in metadata}
         out[boxes] = {"no_links": pair_scores(unlinked, majority)}  # the tracker alone: every fragment its own group
         for name, config in (

@@ -32,12 +32,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
 from minterpr.records import count, finite, mapping, split_name
 
 SAME_PERSON_FILE = "same_person.json"  # beside the appearance model (run directory or model directory)
@@ -54,6 +55,13 @@ class SamePersonCalibration:
     pairs: int  # pairs it was fitted on (all same-person pairs + sampled others, reweighted to the base rate)
     split: str  # the split it was fitted on (val; never test)
     auc: float  # ROC AUC (%) of the cosine separating same from different people on that split
+    # None: the score is the cosine of the two vectors; set: the score is 1 - their k-reciprocal distance
+    #   among the gallery's crops with these settings (minterpr.index.reciprocal), and this record is a
+    #   ``reranked`` one
+    rerank: ReciprocalConfig | None = None
+    # the same fit on re-ranked scores of the same split (fit_same_person(..., rerank=...)): the probability
+    #   "follow this person" shows for two crops of one gallery (interaction.pair_scores); None: cosine
+    reranked: "SamePersonCalibration | None" = None
 
     def probability(self, cosine: np.ndarray | float, base_rate: float | None = None) -> np.ndarray:
         """Same-person probability of each cosine; ``base_rate``: the prior where it is used
@@ -66,7 +74,12 @@ class SamePersonCalibration:
         return 1.0 / (1.0 + np.exp(-logit))
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        out = {k: v for k, v in asdict(self).items() if k not in ("rerank", "reranked")}
+        if self.rerank is not None:
+            out["rerank"] = self.rerank.to_dict()
+        if self.reranked is not None:
+            out["reranked"] = self.reranked.to_dict()
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "SamePersonCalibration":
@@ -75,6 +88,21 @@ class SamePersonCalibration:
         base_rate = finite(data.get("base_rate"), "base_rate")
         if not 0.0 < base_rate < 1.0:
             raise ValueError(f"'base_rate': {base_rate} is not in (0, 1)")
+        rerank = data.get("rerank")
+        if rerank is not None:
+            rerank = mapping(rerank)
+            try:
+                rerank = ReciprocalConfig(int(rerank["k1"]), int(rerank["k2"]), float(rerank["lambda"]))
+            except (KeyError, TypeError, ValueError) as err:
+                raise ValueError(f"'rerank': needs k1, k2 and lambda ({err})") from None
+        reranked = data.get("reranked")
+        if reranked is not None:
+            try:
+                reranked = cls.from_dict(reranked)
+            except ValueError as err:
+                raise ValueError(f"'reranked': {err}") from None
+            if reranked.rerank is None:
+                raise ValueError("'reranked': has no 'rerank' settings")
         return cls(
             finite(data.get("scale"), "scale"),
             finite(data.get("bias"), "bias"),
@@ -82,6 +110,8 @@ class SamePersonCalibration:
             count(data.get("pairs"), "pairs"),
             split_name(data.get("split")),
             finite(data.get("auc"), "auc"),
+            rerank,
+            reranked,
         )
 
 
@@ -90,12 +120,11 @@ def _logit(p: float) -> float:
 
 
 def _pairs(
-    vectors: np.ndarray, people: np.ndarray, cameras: np.ndarray | None, max_negatives: int, rng: np.random.Generator
+    sims: np.ndarray, people: np.ndarray, cameras: np.ndarray | None, max_negatives: int, rng: np.random.Generator
 ) -> tuple[np.ndarray, np.ndarray, float]:
-    """(cosines, labels, weight of a sampled negative) over the pairs i < j; same-camera pairs of
-    one person are left out when cameras are known (the re-id protocol: they are too easy)."""
-    sims = vectors @ vectors.T  # (N, N)
-    i, j = np.triu_indices(len(vectors), k=1)
+    """(scores, labels, weight of a sampled negative) over the pairs i < j of an (N, N) score matrix;
+    same-camera pairs of one person are left out when cameras are known (the re-id protocol: they are too easy)."""
+    i, j = np.triu_indices(len(sims), k=1)
     same = people[i] == people[j]
     if cameras is not None:
         keep = ~same | (cameras[i] != cameras[j])
@@ -135,16 +164,19 @@ def fit_same_person(
     split: str,
     max_negatives: int = MAX_NEGATIVE_PAIRS,
     seed: int = 0,
+    rerank: ReciprocalConfig | None = None,
 ) -> SamePersonCalibration:
     """Fit :class:`SamePersonCalibration` on the pairs of ``vectors`` ((N, A), L2-normalised) of
     known people (weighted logistic regression by Newton's method: two parameters, convex).
+    ``rerank``: fit on 1 - the k-reciprocal distance of the pairs among these crops instead of their cosine.
     ValueError when there is no same-person pair or no other pair to fit on."""
     vectors = np.asarray(vectors, dtype=np.float32)
     people = np.asarray(person_ids)
     if vectors.ndim != 2 or len(vectors) != len(people):
         raise ValueError(f"fit_same_person: {len(people)} person ids for vectors of shape {vectors.shape}")
     cameras = None if camera_ids is None or any(c is None for c in camera_ids) else np.asarray(camera_ids)
-    cos, y, neg_weight = _pairs(vectors, people, cameras, max_negatives, np.random.default_rng(seed))
+    sims = vectors @ vectors.T if rerank is None else 1.0 - k_reciprocal_distances(vectors, None, rerank)  # (N, N)
+    cos, y, neg_weight = _pairs(sims, people, cameras, max_negatives, np.random.default_rng(seed))
     positives = int(y.sum())
     if positives == 0 or positives == len(y):
         raise ValueError("fit_same_person: needs pairs of the same person (on other cameras) and of different people")
@@ -161,7 +193,29 @@ def fit_same_person(
             break
     total = positives + neg_weight * (len(y) - positives)
     return SamePersonCalibration(
-        float(theta[0]), float(theta[1]), float(positives / total), int(round(total)), split, _auc(cos, y, neg_weight)
+        float(theta[0]),
+        float(theta[1]),
+        float(positives / total),
+        int(round(total)),
+        split,
+        _auc(cos, y, neg_weight),
+        rerank,
+    )
+
+
+def fit_same_person_both(
+    vectors: np.ndarray, person_ids: Sequence[str], camera_ids: Sequence[str | None] | None = None, *, split: str
+) -> SamePersonCalibration:
+    """The cosine fit with the re-ranked fit (:class:`ReciprocalConfig`'s defaults) nested as ``reranked``:
+    what ``minterpr calibrate appearance`` and a reid run store. The re-ranked one is skipped (None) when
+    the crops are more than re-ranking can compare at once."""
+    cosine = fit_same_person(vectors, person_ids, camera_ids, split=split)
+    from minterpr.index import reciprocal
+
+    if len(vectors) > reciprocal.MAX_ITEMS:
+        return cosine
+    return replace(
+        cosine, reranked=fit_same_person(vectors, person_ids, camera_ids, split=split, rerank=ReciprocalConfig())
     )
 
 

@@ -31,6 +31,7 @@ from minterpr.errors import InputError
 
 if TYPE_CHECKING:
     from minterpr.interaction.appearance import SamePersonCalibration
+    from minterpr.interaction.pair_scores import GalleryPairs
 
 
 @dataclass(frozen=True)
@@ -90,14 +91,20 @@ def follow(
     rows: Sequence[int] | None = None,
     exclude: Collection[int] = (),
     config: FollowConfig = FollowConfig(),
+    pairs: "GalleryPairs | None" = None,
 ) -> list[CameraLane]:
     """The crops among ``rows`` (default: every row) that may show the person of row ``anchor``,
-    per camera (see the module doc); the anchor and ``exclude`` (e.g. its own track) are left out."""
+    per camera (see the module doc); the anchor and ``exclude`` (e.g. its own track) are left out.
+    ``pairs``: the gallery's :class:`~minterpr.interaction.pair_scores.GalleryPairs` (re-ranked
+    same-person probabilities, with their own fit); None: ``calibration`` of the cosine."""
     if len(cameras) != len(vectors) or len(times) != len(vectors):
         raise InputError(f"follow: {len(cameras)} cameras and {len(times)} times for {len(vectors)} rows")
     skip = set(exclude) | {anchor}
     pool = [int(r) for r in (range(len(vectors)) if rows is None else rows) if int(r) not in skip]
-    probs = same_person_probabilities(vectors, anchor, pool, calibration, config.base_rate)
+    if pairs is None:
+        probs = same_person_probabilities(vectors, anchor, pool, calibration, config.base_rate)
+    else:
+        probs = pairs.probability([anchor], base_rate=config.base_rate)[0][np.asarray(pool, np.int64)]
     lanes: dict[str | None, list[FollowCandidate]] = {}
     for k in np.argsort(-probs, kind="stable").tolist():
         if probs[k] < config.min_probability:

@@ -26,6 +26,7 @@ from typing import Any
 import numpy as np
 
 from minterpr.interaction.follow import FollowConfig, follow, same_person_probabilities
+from minterpr.interaction.pair_scores import gallery_pairs
 from minterpr.serving.errors import ApiError
 from minterpr.serving.schemas.search import FollowCandidateView, FollowLane, FollowView
 
@@ -134,6 +135,7 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
     _confirmed_anchor(live, gallery_index)
     gallery, positions = live.gallery, live.positions
     rows = range(positions.gallery_size) if positions.rows is None else positions.rows.tolist()
+    pairs = gallery_pairs(gallery.index)
     lanes = follow(
         np.asarray(gallery.index.appearance),
         gallery_index,
@@ -143,6 +145,7 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
         rows=rows,
         exclude=_track_rows(live, gallery_index),
         config=config,
+        pairs=pairs,
     )
     link = gallery.metadata[gallery_index].get("link")
     judged = live.session.judgements
@@ -163,7 +166,8 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
                 )
             )
         out.append(FollowLane(camera=lane.camera, candidates=views))
-    base = calibration.base_rate if config.base_rate is None else config.base_rate
+    fit = calibration if pairs is None else pairs.calibration
+    base = fit.base_rate if config.base_rate is None else config.base_rate
     return FollowView(
         session_id=live.session_id, gallery_index=gallery_index, cameras=out, base_rate=base, statement=STATEMENT
     )
@@ -176,6 +180,9 @@ def same_person_of(live: Any, follow_of: int, gallery_index: int, config: Follow
     _confirmed_anchor(live, follow_of)
     if follow_of == gallery_index:
         raise ApiError(422, "invalid", "follow_of: the crop followed, not the candidate", field="follow_of")
+    pairs = gallery_pairs(live.gallery.index)
+    if pairs is not None:
+        return round(float(pairs.probability([follow_of], base_rate=config.base_rate)[0, gallery_index]), 4)
     p = same_person_probabilities(
         np.asarray(live.gallery.index.appearance), follow_of, [gallery_index], calibration, config.base_rate
     )

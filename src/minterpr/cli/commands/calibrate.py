@@ -25,8 +25,10 @@ untouched; :mod:`minterpr.interaction.fitted`). ``--dry-run`` fits and reports o
 
 * ``appearance``: the appearance model's cosine -> same-person probability, a logistic fit on every
   pair of a val re-id manifest (no searches; ``--model BEST_PT --data VAL_MANIFEST``), written as
-  ``same_person.json`` beside the model (:mod:`minterpr.interaction.appearance`). Sessions then compare
-  images by appearance (:class:`~minterpr.interaction.similarities.Similarities`).
+  ``same_person.json`` beside the model (:mod:`minterpr.interaction.appearance`), with a second fit
+  on the pairs' k-reciprocal re-ranked scores (``reranked``) that "follow this person" shows for two
+  crops of one gallery (:mod:`minterpr.interaction.pair_scores`). Sessions then compare images by appearance
+  (:class:`~minterpr.interaction.similarities.Similarities`).
 
 ``minterpr calibrate-match`` and ``minterpr calibrate-presence`` are the same commands under their
 earlier names, kept as aliases because model cards give them (models/peta-pa100k-lite2/MODEL_CARD.md).
@@ -282,6 +284,12 @@ def run_appearance(args: argparse.Namespace) -> int:
             f"base rate {record.base_rate:.4g}): P = sigmoid({record.scale:.4g} * cosine + {record.bias:.4g}), "
             f"AUC {record.auc:.1f} %" + ("; not stored (--dry-run)" if path is None else f"; stored in {path}")
         )
+        if record.reranked is not None:
+            r = record.reranked
+            print(
+                f"between crops of one gallery, re-ranked (k1 {r.rerank.k1}, k2 {r.rerank.k2}, lambda {r.rerank.lam:g}): "
+                f"P = sigmoid({r.scale:.4g} * (1 - distance) + {r.bias:.4g}), AUC {r.auc:.1f} %"
+            )
     write_json(args.json, json.dumps(record.to_dict(), indent=2))
     return 0
 
