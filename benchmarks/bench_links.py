@@ -111,11 +111,13 @@ def across_tracks(metadata, vectors, majority, settings) -> dict:
 
 
 def follow_offers(metadata, vectors, majority, calibration) -> dict:
-    """ "Follow this person" from every labelled crop: of the crops offered (its own track left out), the
+    """ "Follow this person" from every labelled crop: of the crops offered (its own track and the tracks
+    seen at the same time left out, as the follow panel does), the
     share showing its person (precision) and of its person's crops in other tracks, the share offered
     (recall); by the cosine's calibration and by the re-ranked one (interaction.pair_scores)."""
     from dataclasses import replace as with_fields
 
+    from minterpr.ingest.links import seen_at_once
     from minterpr.interaction.follow import follow
     from minterpr.interaction.pair_scores import GalleryPairs
 
@@ -134,7 +136,8 @@ def follow_offers(metadata, vectors, majority, calibration) -> dict:
             if who is None:
                 continue
             own = [i for i, m in enumerate(metadata) if m["track"] == metadata[anchor]["track"]]
-            lanes = follow(x, anchor, pairs.calibration, cameras=cameras, times=times, exclude=own, pairs=pairs)
+            skip = own + seen_at_once(metadata, anchor)  # as the follow panel: tracks seen at once are others
+            lanes = follow(x, anchor, pairs.calibration, cameras=cameras, times=times, exclude=skip, pairs=pairs)
             shown = [c.row for lane in lanes for c in lane.candidates]
             shown_p += sum(c.probability for lane in lanes for c in lane.candidates)
             offered += len(shown)

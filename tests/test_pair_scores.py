@@ -114,3 +114,27 @@ def test_follow_offers_by_the_pairs_probability():
     offered = {c.row: c.probability for lane in lanes for c in lane.candidates}
     assert offered and all(abs(p - probs[row]) < 1e-9 for row, p in offered.items())
     assert {row for row, p in enumerate(probs) if p >= 0.2 and row != 0} == set(offered)
+
+
+def test_tracks_seen_at_once_are_other_people_only_within_one_video():
+    from minterpr.ingest.links import seen_at_once
+
+    def crop(job, track, at, span=None):
+        return {
+            "job": job,
+            "track": track,
+            "offset_s": at,
+            **({} if span is None else {"track_span": [*span, *[0] * 8]}),
+        }
+
+    rows = [
+        crop("a", 0, 1.0, (0.0, 10.0)),  # the anchor's track, seen from 0 to 10 s
+        crop("a", 1, 12.0, (9.5, 20.0)),  # overlaps its end: someone else
+        crop("a", 2, 30.0, (25.0, 35.0)),  # later: may be the same person again
+        crop("b", 3, 5.0, (0.0, 10.0)),  # another video (camera) at the same time: may be them
+        {"path": "folder.jpg"},  # no track: a folder of crops
+        crop("a", 4, 3.0),  # a job ingested before spans: its kept crops' times (3 s) bound it
+        crop("a", 0, 8.0, (0.0, 10.0)),  # the anchor's track again
+    ]
+    assert seen_at_once(rows, 0) == [1, 5]
+    assert seen_at_once(rows, 2) == [] and seen_at_once(rows, 4) == []

@@ -96,21 +96,11 @@ def tracklets(metadata: Sequence[Mapping[str, Any]], appearance: np.ndarray) -> 
     """The tracklets of a gallery's rows: the crops of one ``(job, track)``; rows without a track
     (folders of crops) belong to none. A crop's span comes from ``track_span`` when ingestion
     stored it (the whole track, not just its kept crops), else from its kept crops' times."""
-    groups: dict[tuple[Any, Any], list[int]] = {}
-    for i, meta in enumerate(metadata):
-        if meta.get("track") is not None and meta.get("offset_s") is not None:
-            groups.setdefault((meta.get("job"), meta["track"]), []).append(i)
+    groups = _track_groups(metadata)
     out = []
     for (job, track), rows in groups.items():
         metas = [metadata[i] for i in rows]
-        span = metas[0].get(SPAN_KEY)
-        if isinstance(span, (list, tuple)) and len(span) == 10:
-            start, end = float(span[0]), float(span[1])
-            first, last = np.asarray(span[2:6], np.float64), np.asarray(span[6:10], np.float64)
-        else:  # a job ingested before spans were stored: its kept crops bound the track
-            order = sorted(range(len(metas)), key=lambda k: float(metas[k]["offset_s"]))
-            start, end = float(metas[order[0]]["offset_s"]), float(metas[order[-1]]["offset_s"])
-            first, last = (np.asarray(metas[order[k]].get("box", [0, 0, 0, 0]), np.float64) for k in (0, -1))
+        start, end, first, last = _span(metas)
         base = _seconds(metas[0].get("time")) - float(metas[0]["offset_s"])
         vector = np.asarray(appearance[rows], np.float64).mean(axis=0)
         vector /= max(float(np.linalg.norm(vector)), 1e-12)
@@ -118,6 +108,53 @@ def tracklets(metadata: Sequence[Mapping[str, Any]], appearance: np.ndarray) -> 
             _Tracklet(f"{job}:t{track}", rows, str(job), metas[0].get("camera"), start, end, base, first, last, vector)
         )
     return sorted(out, key=lambda t: (t.job, t.start, t.key))
+
+
+def _track_groups(metadata: Sequence[Mapping[str, Any]]) -> dict[tuple[Any, Any], list[int]]:
+    """(job, track) -> its rows, for rows with a track and a time."""
+    groups: dict[tuple[Any, Any], list[int]] = {}
+    for i, meta in enumerate(metadata):
+        if meta.get("track") is not None and meta.get("offset_s") is not None:
+            groups.setdefault((meta.get("job"), meta["track"]), []).append(i)
+    return groups
+
+
+def _span(metas: Sequence[Mapping[str, Any]]) -> tuple[float, float, np.ndarray, np.ndarray]:
+    """(start, end, first box, last box) of one track's crops: from ``track_span`` when ingestion
+    stored it (the whole track), else from its kept crops' times (a job ingested before spans)."""
+    span = metas[0].get(SPAN_KEY)
+    if isinstance(span, (list, tuple)) and len(span) == 10:
+        return float(span[0]), float(span[1]), np.asarray(span[2:6], np.float64), np.asarray(span[6:10], np.float64)
+    order = sorted(range(len(metas)), key=lambda k: float(metas[k]["offset_s"]))
+    start, end = float(metas[order[0]]["offset_s"]), float(metas[order[-1]]["offset_s"])
+    first, last = (np.asarray(metas[order[k]].get("box", [0, 0, 0, 0]), np.float64) for k in (0, -1))
+    return start, end, first, last
+
+
+def seen_at_once(metadata: Sequence[Mapping[str, Any]], row: int) -> list[int]:
+    """The rows of other tracks of ``row``'s video whose time spans overlap its track's: people seen
+    at the same time as this one in the same footage, so never the same person ("follow this person"
+    leaves them out). [] for a crop without a track.
+
+    >>> rows = [{"job": "j", "track": t, "offset_s": s, "track_span": [a, b] + [0] * 8}
+    ...         for t, s, a, b in [(0, 1.0, 0.0, 5.0), (1, 2.0, 4.0, 9.0), (2, 7.0, 6.0, 8.0), (0, 3.0, 0.0, 5.0)]]
+    >>> seen_at_once(rows, 0), seen_at_once(rows, 2)
+    ([1], [1])
+    """
+    meta = metadata[row]
+    if meta.get("track") is None or meta.get("offset_s") is None:
+        return []
+    groups = _track_groups(metadata)
+    own = (meta.get("job"), meta["track"])
+    start, end, _, _ = _span([metadata[i] for i in groups[own]])
+    out: list[int] = []
+    for key, rows in groups.items():
+        if key[0] != own[0] or key == own:
+            continue
+        other_start, other_end, _, _ = _span([metadata[i] for i in rows])
+        if other_start <= end and start <= other_end:
+            out += rows
+    return sorted(out)
 
 
 def _centre_distance(a: np.ndarray, b: np.ndarray) -> float:

@@ -2,7 +2,8 @@
 
 :func:`follow_view` is what ``GET /api/sessions/{id}/follow/{gallery_index}`` and the page's
 "Follow this person" panel show (:func:`minterpr.interaction.follow.follow` over the session's
-in-scope crops, the confirmed crop's own track left out: the export carries it already);
+in-scope crops, the confirmed crop's own track left out, as the export carries it already, and the
+tracks seen at the same time in its video, which show other people: :func:`~minterpr.ingest.links.seen_at_once`);
 :func:`same_person_of` is the probability a candidate's confirmation records. Both need the
 gallery's appearance vectors and the service's appearance model with its same-person
 calibration; without them a 409 says what to do. A candidate is confirmed or ruled out like any
@@ -25,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from minterpr.ingest.links import seen_at_once
 from minterpr.interaction.follow import FollowConfig, follow, same_person_probabilities
 from minterpr.interaction.pair_scores import gallery_pairs
 from minterpr.serving.errors import ApiError
@@ -143,7 +145,8 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
         cameras=gallery.cameras.tolist(),
         times=gallery.times.tolist(),
         rows=rows,
-        exclude=_track_rows(live, gallery_index),
+        # its own track (already its person) and tracks seen at the same time in its video (never its person)
+        exclude=_track_rows(live, gallery_index) | set(seen_at_once(gallery.metadata, gallery_index)),
         config=config,
         pairs=pairs,
     )
