@@ -7,7 +7,7 @@ per identity and camera, same-camera matches left out): a retrieval run's image 
 (``--run``, e.g. ``shipped``: today's "search with this image"), torchreid OSNet weights used as
 they are (``--weights``), a trained appearance model (``--model RUN/best.pt``). ``--only PREFIX``
 keeps the identities whose id starts with it (``peta-grid:`` = the GRID fold, a camera set the
-appearance training never sees). ``--rerank K1,K2,LAMBDA`` (repeatable; ``default`` = the settings
+appearance training never sees). ``--rerank K1,K2,LAMBDA[,QE_K,QE_ALPHA]`` (repeatable; ``default`` = the settings
 chosen on val) adds a line per embedding and setting after k-reciprocal re-ranking
 (:mod:`minterpr.index.reciprocal`). Prints one line per embedding; ``--json`` writes them.
 
@@ -55,7 +55,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", help="keep identities whose id starts with this (a fold)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query draw")
     parser.add_argument(
-        "--rerank", action="append", default=[], metavar="K1,K2,LAMBDA", help="also re-ranked (repeatable; 'default')"
+        "--rerank",
+        action="append",
+        default=[],
+        metavar="K1,K2,LAMBDA[,QE_K,QE_ALPHA]",
+        help="also re-ranked (repeatable; 'default')",
     )
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--json", help="also write the figures here")
@@ -108,7 +112,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             scored = [("", reid_metrics(q, g, *labels))]
             for c in settings:
                 reranked = reid_metrics_from_distances(k_reciprocal_distances(q, g, c), *labels)
-                scored.append((f"+rerank:{c.k1},{c.k2},{c.lam:g}", reranked))
+                scored.append((f"+rerank:{c.label()}", reranked))
         except ValueError as exc:
             parser.exit(2, f"bench_appearance: error: {exc}\n")
         for suffix, metrics in scored:

@@ -1,4 +1,4 @@
-"""Choose k-reciprocal re-ranking's settings (k1, k2, lambda) on val manifests, never on test.
+"""Choose re-ranking's settings (k-reciprocal k1, k2, lambda; query expansion k, alpha) on val, never test.
 
 Embeds each val manifest's query/gallery split once with the appearance model, scores every
 setting of the grid with the field's cross-camera protocol, prints one line per setting and manifest
@@ -8,7 +8,8 @@ manifest whose name says test is refused: the choice would leak the test split.
 
 Usage:
     .venv/bin/python benchmarks/select_rerank.py --model models/osnet-x0_25-reid \\
-        --data data/reid/val.jsonl --data data/reid/peta_val.jsonl [--k1 4,8,12,20 --k2 1,3,6 --lam 0.1,0.3,0.6]
+        --data data/reid/val.jsonl --data data/reid/peta_val.jsonl [--k1 4,8,12,20 --k2 1,3,6 --lam 0.1,0.3,0.6 \\
+        --qe-k 0,3,5,8 --qe-alpha 1,3]
 """
 
 from __future__ import annotations
@@ -32,6 +33,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--k1", default="4,6,8,12,20,30", help="k1 values (default 4,6,8,12,20,30)")
     parser.add_argument("--k2", default="1,3,6", help="k2 values (default 1,3,6)")
     parser.add_argument("--lam", default="0.1,0.3,0.6", help="lambda values (default 0.1,0.3,0.6)")
+    parser.add_argument("--qe-k", default="0,3,5,8", help="query expansion k values, 0 = none (default 0,3,5,8)")
+    parser.add_argument("--qe-alpha", default="1,3", help="query expansion alpha values (default 1,3)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the query draw")
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--json", help="also write every row and the choice here")
@@ -48,10 +51,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     if leaked:
         parser.exit(2, f"select_rerank: error: {leaked[0]}: a test manifest; choose on val, confirm on test after\n")
     try:
+        expansions = sorted(
+            {
+                (k, a if k else 0.0)
+                for k, a in itertools.product(_numbers(args.qe_k, int), _numbers(args.qe_alpha, float))
+            }
+        )  # (0, alpha) is one setting: no expansion
         grid = [
-            ReciprocalConfig(k1, k2, lam)
-            for k1, k2, lam in itertools.product(
-                _numbers(args.k1, int), _numbers(args.k2, int), _numbers(args.lam, float)
+            ReciprocalConfig(k1, k2, lam, qe_k, qe_alpha)
+            for (qe_k, qe_alpha), k1, k2, lam in itertools.product(
+                expansions, _numbers(args.k1, int), _numbers(args.k2, int), _numbers(args.lam, float)
             )
         ]
         model = load_reid_any(args.model)
@@ -81,12 +90,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         for path, q, g, labels in splits:
             m = reid_metrics_from_distances(k_reciprocal_distances(q, g, config), *labels)
             maps.append(m.mean_ap)
-            setting = f"{config.k1},{config.k2},{config.lam:g}"
+            setting = config.label()
             rows.append({"data": path, "setting": setting, "rank1": round(m.cmc[1], 1), "mAP": round(m.mean_ap, 1)})
             print(" ".join(f"{k}={v}" for k, v in rows[-1].items()), flush=True)
         mean_map[config] = sum(maps) / len(maps)
     best = max(grid, key=lambda c: (mean_map[c], -grid.index(c)))  # first of equals in grid order
-    print(f"best by mean val mAP ({mean_map[best]:.2f}): k1 {best.k1}, k2 {best.k2}, lambda {best.lam:g}")
+    print(f"best by mean val mAP ({mean_map[best]:.2f}): {best.label()} (k1, k2, lambda, query expansion k, alpha)")
     if args.json:
         Path(args.json).write_text(
             json.dumps({"model": args.model, "rows": rows, "best": best.to_dict()}, indent=2) + "\n"

@@ -36,7 +36,10 @@ def test_both_fits_are_stored_and_read_back(tmp_path):
     write_same_person(tmp_path / "best.pt", fit)
     assert read_same_person(tmp_path / "best.pt") == fit
     stored = json.loads((tmp_path / "same_person.json").read_text())
-    assert stored["reranked"]["rerank"] == {"k1": 8, "k2": 3, "lambda": 0.3} and "rerank" not in stored
+    assert (
+        stored["reranked"]["rerank"] == {"k1": 8, "k2": 3, "lambda": 0.3, "qe_k": 5, "qe_alpha": 3.0}
+        and "rerank" not in stored
+    )
 
 
 def test_a_file_from_before_the_re_ranked_fit_reads_as_cosine_only(tmp_path):

@@ -33,7 +33,12 @@ def _two_cameras(people=10, shots=4, shift=1.2, noise=0.6, seed=0):
 
 @pytest.mark.parametrize(
     "config",
-    [ReciprocalConfig(), ReciprocalConfig(3, 1, 0.0), ReciprocalConfig(20, 6, 0.3), ReciprocalConfig(4, 2, 1.0)],
+    [
+        ReciprocalConfig(),
+        ReciprocalConfig(3, 1, 0.0),
+        ReciprocalConfig(20, 6, 0.3, qe_k=0),
+        ReciprocalConfig(4, 2, 1.0, qe_k=2, qe_alpha=1.0),
+    ],
 )
 @pytest.mark.parametrize("seed", [0, 1])
 def test_vectorised_path_agrees_with_the_plain_one(config, seed):
@@ -69,7 +74,7 @@ def test_more_neighbours_asked_than_items_exist():
 def test_lambda_one_is_the_original_ranking():
     feats, _, _ = _two_cameras(seed=3)
     q, g = feats[::8], feats
-    d = k_reciprocal_distances(q, g, ReciprocalConfig(lam=1.0))
+    d = k_reciprocal_distances(q, g, ReciprocalConfig(lam=1.0, qe_k=0))
     cos = (q / np.linalg.norm(q, axis=1, keepdims=True)) @ (g / np.linalg.norm(g, axis=1, keepdims=True)).T
     assert (np.argsort(d, axis=1, kind="stable")[:, :5] == np.argsort(-cos, axis=1, kind="stable")[:, :5]).all()
 
@@ -93,8 +98,9 @@ def test_shared_neighbours_find_the_other_camera():
 
 
 def test_settings_parse_and_refuse():
-    assert ReciprocalConfig.parse(" 20, 6 ,0.3") == ReciprocalConfig(20, 6, 0.3)
-    for bad in ("20,6", "a,b,c", "20,6,0.3,1", "0,3,0.3", "8,3,1.5"):
+    assert ReciprocalConfig.parse(" 20, 6 ,0.3") == ReciprocalConfig(20, 6, 0.3, qe_k=0, qe_alpha=0.0)
+    assert ReciprocalConfig.parse("8,3,0.3,5,3") == ReciprocalConfig()
+    for bad in ("20,6", "a,b,c", "20,6,0.3,1", "0,3,0.3", "8,3,1.5", "8,3,0.3,-1,3"):
         with pytest.raises(ValueError, match="K1,K2,LAMBDA|k1 >= 1"):
             ReciprocalConfig.parse(bad)
 
@@ -134,7 +140,7 @@ def test_eval_reid_prints_and_writes_re_ranked_scores(tiny_reid, tmp_path, capsy
     args = ["eval-reid", "--model", str(model), "--data", str(tiny_reid)]
     assert main([*args, "--rerank", "3,2,0.3", "--json", str(tmp_path / "r.json")]) == 0
     out = capsys.readouterr().out
-    assert "re-ranked (k1 3, k2 2, lambda 0.3):" in out
+    assert "re-ranked (3,2,0.3: k1, k2, lambda, query expansion k and alpha):" in out
     report = json.loads((tmp_path / "r.json").read_text())
     assert report["reranked"]["k1"] == 3 and 0 <= report["reranked"]["mAP"] <= 100
     assert main([*args, "--rerank", "3,2"]) == 2
@@ -155,7 +161,22 @@ def test_select_rerank_chooses_on_val_and_refuses_test(tiny_reid, tmp_path, caps
     out = tmp_path / "choice.json"
     assert (
         bench.main(
-            ["--model", model, "--data", str(tiny_reid), "--k1", "2,3", "--k2", "1", "--lam", "0.3", "--json", str(out)]
+            [
+                "--model",
+                model,
+                "--data",
+                str(tiny_reid),
+                "--k1",
+                "2,3",
+                "--k2",
+                "1",
+                "--lam",
+                "0.3",
+                "--qe-k",
+                "0",
+                "--json",
+                str(out),
+            ]
         )
         == 0
     )
@@ -174,7 +195,7 @@ def test_bench_appearance_adds_a_re_ranked_line(tiny_reid, tmp_path):
     model = str(ROOT / "models" / "osnet-x0_25-reid")
     assert bench.main(["--data", str(tiny_reid), "--model", model, "--rerank", "default", "--json", str(out)]) == 0
     rows = json.loads(out.read_text())["rows"]
-    assert [r["embedding"] for r in rows] == [f"model:{model}", f"model:{model}+rerank:8,3,0.3"]
+    assert [r["embedding"] for r in rows] == [f"model:{model}", f"model:{model}+rerank:8,3,0.3,5,3"]
 
 
 def test_bench_links_scores_crops_across_tracks():
@@ -187,4 +208,4 @@ def test_bench_links_scores_crops_across_tracks():
     out = bench.across_tracks(metadata, vectors, majority, [ReciprocalConfig(3, 2, 0.3)])
     assert (out["crops"], out["people"], out["tracks"]) == (len(pids), 6, 12)
     assert out["cosine"]["queries"] == len(pids)  # every crop has its person in the other track
-    assert 0 <= out["rerank_3_2_0.3"]["pair_auc"] <= 100 and out["cosine"]["pair_auc"] > 50
+    assert 0 <= out["rerank_3,2,0.3,5,3"]["pair_auc"] <= 100 and out["cosine"]["pair_auc"] > 50

@@ -92,7 +92,13 @@ class SamePersonCalibration:
         if rerank is not None:
             rerank = mapping(rerank)
             try:
-                rerank = ReciprocalConfig(int(rerank["k1"]), int(rerank["k2"]), float(rerank["lambda"]))
+                rerank = ReciprocalConfig(
+                    int(rerank["k1"]),
+                    int(rerank["k2"]),
+                    float(rerank["lambda"]),
+                    int(rerank.get("qe_k", 0)),  # a fit stored before query expansion had none
+                    float(rerank.get("qe_alpha", 0.0)),
+                )
             except (KeyError, TypeError, ValueError) as err:
                 raise ValueError(f"'rerank': needs k1, k2 and lambda ({err})") from None
         reranked = data.get("reranked")

@@ -287,7 +287,7 @@ def run_appearance(args: argparse.Namespace) -> int:
         if record.reranked is not None:
             r = record.reranked
             print(
-                f"between crops of one gallery, re-ranked (k1 {r.rerank.k1}, k2 {r.rerank.k2}, lambda {r.rerank.lam:g}): "
+                f"between crops of one gallery, re-ranked ({r.rerank.label()}): "
                 f"P = sigmoid({r.scale:.4g} * (1 - distance) + {r.bias:.4g}), AUC {r.auc:.1f} %"
             )
     write_json(args.json, json.dumps(record.to_dict(), indent=2))

@@ -5,7 +5,7 @@ crop per identity and camera (seeded), the rest the gallery, same-identity crops
 own camera left out; rank-1/5/10, mAP and mINP (:mod:`minterpr.evaluation.reid`). The model is a
 reid run's ``best.pt`` or an appearance model directory (``--model``) or a torchreid OSNet state dict (``--weights``, never
 fine-tuned here: the baseline). ``--rerank`` adds the same scores after k-reciprocal re-ranking
-(:mod:`minterpr.index.reciprocal`; settings chosen on val unless given as K1,K2,LAMBDA), printed
+(:mod:`minterpr.index.reciprocal`; settings chosen on val unless given as K1,K2,LAMBDA[,QE_K,QE_ALPHA]), printed
 beside the plain ones: the field reports both.
 
 Example:
@@ -81,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         )
         print(_LINE.format(**metrics.to_dict()))
         if rerank is not None and reranked is not None:
-            print(f"re-ranked (k1 {rerank.k1}, k2 {rerank.k2}, lambda {rerank.lam:g}):")
+            print(f"re-ranked ({rerank.label()}: k1, k2, lambda, query expansion k and alpha):")
             print(_LINE.format(**reranked.to_dict()))
     return 0
 
@@ -111,8 +111,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--rerank",
         nargs="?",
         const="",
-        metavar="K1,K2,LAMBDA",
-        help="also score after k-reciprocal re-ranking (default settings 8,3,0.3, chosen on val)",
+        metavar="K1,K2,LAMBDA[,QE_K,QE_ALPHA]",
+        help="also score after re-ranking (default 8,3,0.3,5,3: k-reciprocal k1, k2, lambda, query expansion k and "
+        "alpha, chosen on val)",
     )
     parser.add_argument("--batch-size", type=int, default=128, help="crops per forward pass (default 128)")
     parser.set_defaults(handler=run)
