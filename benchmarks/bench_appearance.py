@@ -65,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the figures here")
     args = parser.parse_args(argv)
 
-    from minterpr.data.reid import query_gallery_split, read_manifest
+    from minterpr.data.reid import query_gallery_split, read_manifest, split_labels
     from minterpr.errors import MinterprError
     from minterpr.evaluation.reid import reid_metrics, reid_metrics_from_distances
     from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
@@ -102,12 +102,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         except (MinterprError, ValueError, OSError) as exc:
             parser.exit(2, f"bench_appearance: error: {source}: {exc}\n")
         q, g = features[: len(query)], features[len(query) :]
-        labels = (
-            [i.person_id for i in query],
-            [i.person_id for i in gallery],
-            [i.camera for i in query],
-            [i.camera for i in gallery],
-        )
+        labels = split_labels(query, gallery)
         try:
             scored = [("", reid_metrics(q, g, *labels))]
             for c in settings:

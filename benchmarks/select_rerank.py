@@ -40,7 +40,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--json", help="also write every row and the choice here")
     args = parser.parse_args(argv)
 
-    from minterpr.data.reid import query_gallery_split, read_manifest
+    from minterpr.data.reid import query_gallery_split, read_manifest, split_labels
     from minterpr.errors import MinterprError
     from minterpr.evaluation.reid import reid_metrics, reid_metrics_from_distances
     from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
@@ -70,12 +70,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             query, gallery = query_gallery_split(read_manifest(path), seed=args.seed)
             q = embed_images(model, query, cache, args.batch_size).numpy()  # (Q, F)
             g = embed_images(model, gallery, cache, args.batch_size).numpy()  # (G, F)
-            labels = (
-                [i.person_id for i in query],
-                [i.person_id for i in gallery],
-                [i.camera for i in query],
-                [i.camera for i in gallery],
-            )
+            labels = split_labels(query, gallery)
             splits.append((path, q, g, labels))
     except (MinterprError, ValueError, OSError) as exc:
         parser.exit(2, f"select_rerank: error: {exc}\n")

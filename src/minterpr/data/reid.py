@@ -171,6 +171,23 @@ def query_gallery_split(images: Sequence[ReidImage], *, seed: int) -> tuple[list
     return [i for i in images if i.path in queries], [i for i in images if i.path not in queries]
 
 
+def split_labels(
+    query: Sequence[ReidImage], gallery: Sequence[ReidImage]
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """The identities and cameras of a query/gallery split, in the order
+    :func:`minterpr.evaluation.reid.reid_metrics` takes them after the features.
+
+    >>> split_labels([ReidImage("a.jpg", "p", "1")], [ReidImage("b.jpg", "p", "2")])
+    (['p'], ['p'], ['1'], ['2'])
+    """
+    return (
+        [i.person_id for i in query],
+        [i.person_id for i in gallery],
+        [i.camera for i in query],
+        [i.camera for i in gallery],
+    )
+
+
 def write_manifest(images: Iterable[ReidImage], path: str | PathLike[str]) -> Path:
     """JSON lines of :class:`ReidImage`, written atomically."""
     text = "".join(json.dumps(asdict(image)) + "\n" for image in images)

@@ -28,7 +28,7 @@ import numpy as np
 import torch
 
 from minterpr.data.images import load_rgb
-from minterpr.data.reid import ReidImage, by_identity, query_gallery_split, read_manifest
+from minterpr.data.reid import ReidImage, by_identity, query_gallery_split, read_manifest, split_labels
 from minterpr.evaluation.reid import ReidMetrics, reid_metrics
 from minterpr.models.device import resolve_device
 from minterpr.models.losses import smoothed_id_loss, triplet_loss
@@ -111,14 +111,7 @@ def evaluate(
     """The field's protocol on a query/gallery split."""
     q = embed_images(model, query, cache, batch_size)
     g = embed_images(model, gallery, cache, batch_size)
-    return reid_metrics(
-        q.numpy(),
-        g.numpy(),
-        [i.person_id for i in query],
-        [i.person_id for i in gallery],
-        [i.camera for i in query],
-        [i.camera for i in gallery],
-    )
+    return reid_metrics(q.numpy(), g.numpy(), *split_labels(query, gallery))
 
 
 class PKSampler:

@@ -26,7 +26,7 @@ COMMAND = "minterpr eval-reid"
 
 def run(args: argparse.Namespace) -> int:
     from minterpr.data.errors import DataError
-    from minterpr.data.reid import query_gallery_split, read_manifest
+    from minterpr.data.reid import query_gallery_split, read_manifest, split_labels
     from minterpr.errors import MinterprError
     from minterpr.evaluation.reid import reid_metrics, reid_metrics_from_distances
     from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
@@ -49,12 +49,7 @@ def run(args: argparse.Namespace) -> int:
         cache = CropCache(model.config.image_size)
         q = embed_images(model, query, cache, args.batch_size).numpy()  # (Q, F)
         g = embed_images(model, gallery, cache, args.batch_size).numpy()  # (G, F)
-        labels = (
-            [i.person_id for i in query],
-            [i.person_id for i in gallery],
-            [i.camera for i in query],
-            [i.camera for i in gallery],
-        )
+        labels = split_labels(query, gallery)
         metrics = reid_metrics(q, g, *labels)
         reranked = (
             None if rerank is None else reid_metrics_from_distances(k_reciprocal_distances(q, g, rerank), *labels)
