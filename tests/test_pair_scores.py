@@ -141,3 +141,12 @@ def test_tracks_seen_at_once_are_other_people_only_within_one_video():
     ]
     assert seen_at_once(rows, 0) == [1, 5]
     assert seen_at_once(rows, 2) == [] and seen_at_once(rows, 4) == []
+
+
+def test_no_re_ranked_fit_for_more_crops_than_re_ranking_compares(monkeypatch):
+    from minterpr.index import reciprocal
+
+    x, ids = _crops()
+    monkeypatch.setattr(reciprocal, "MAX_ITEMS", len(x) - 1)
+    fit = fit_same_person_both(x, ids, split="val")
+    assert fit.reranked is None and fit == fit_same_person(x, ids, split="val")

@@ -284,7 +284,9 @@ def run_appearance(args: argparse.Namespace) -> int:
             f"base rate {record.base_rate:.4g}): P = sigmoid({record.scale:.4g} * cosine + {record.bias:.4g}), "
             f"AUC {record.auc:.1f} %" + ("; not stored (--dry-run)" if path is None else f"; stored in {path}")
         )
-        if record.reranked is not None:
+        if record.reranked is None:
+            print(f"no re-ranked fit: {len(images)} crops are more than re-ranking compares at once")
+        else:
             r = record.reranked
             print(
                 f"between crops of one gallery, re-ranked ({r.rerank.label()}): "
