@@ -34,8 +34,9 @@ from minterpr.serving.schemas.search import FollowCandidateView, FollowLane, Fol
 
 STATEMENT = (
     "These crops may show the same person as the crop you confirmed: each figure is the appearance "
-    "model's probability that two crops show one person, among crops like these. It is not an "
-    "identification; people can look alike. Confirm or rule out each one yourself."
+    "model's probability that two crops show one person, fitted on other cameras. Where many people "
+    "look alike (a crowd seen from above) it runs high: use it to choose what to look at first, not as "
+    "odds. It is not an identification. Confirm or rule out each one yourself."
 )
 UPDATE_HINT = "`minterpr index build --update`"  # adds appearance vectors to a gallery without them
 
