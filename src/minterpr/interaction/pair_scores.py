@@ -5,8 +5,9 @@
 (:class:`~minterpr.interaction.appearance.SamePersonCalibration`) overstates it on footage: on
 the street video, pairs of crops from two tracks given P ≥ 0.8 showed one person 19 % of the time.
 Re-ranked by shared neighbours (:mod:`minterpr.index.reciprocal`: two crops of one person sit
-among the same few crops) the same pairs separate better (ROC AUC 84.4 → 90.3) and the pairs it
-rates P ≥ 0.5 show one person 2.4 times as often (docs/appearance.md). So when the appearance
+among the same few crops) the same pairs separate better (ROC AUC 84.4 → 90.4), and the follow
+panel's offers are right a little more often (precision 0.310 → 0.334, fewer offers; recall
+0.513 → 0.460; docs/benchmarks.md, "Re-ranking by shared neighbours"). So when the appearance
 model's calibration carries a re-ranked fit (``reranked``) and the gallery has at most
 :data:`RERANK_MAX` crops, pairs of its crops are scored re-ranked, with that fit; otherwise by
 cosine with the cosine fit.
