@@ -7,8 +7,8 @@ gives :meth:`ImageSession.lane`, the same graph on **one** intra-op thread. A ga
 fastest with one such lane per core, each running its own batches at once
 (:func:`minterpr.runtime.image_batches.batch_map`): spreading one small batch of small crops over
 two threads leaves them waiting on each other, two batches side by side do not (both shipped
-models on 2 cores: 132 -> 194 crops/s on the forwards, 139 -> 174 end to end with decoding;
-docs/benchmarks.md). The lane computes what the session does (the same graph; float sums in
+models on 2 cores: 132-137 -> 187-194 crops/s on the forwards, 141 -> 163-166 end to end with
+decoding; docs/benchmarks.md, "Lanes"). The lane computes what the session does (the same graph; float sums in
 another order, ~1e-7).
 
 Example:
