@@ -22,8 +22,15 @@ from pathlib import Path
 from typing import Any, Sequence
 
 
-def _numbers(text: str, kind: type) -> list:
-    return [kind(p) for p in text.split(",") if p.strip()]
+def _numbers(text: str, kind: type, option: str) -> list:
+    """The comma-separated values of ``--option``; ValueError naming the option and the text."""
+    try:
+        values = [kind(p) for p in text.split(",") if p.strip()]
+    except ValueError:
+        values = []
+    if not values:
+        raise ValueError(f"--{option}: {text!r} is not a comma-separated list of {kind.__name__} values")
+    return values
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -54,13 +61,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         expansions = sorted(
             {
                 (k, a if k else 0.0)
-                for k, a in itertools.product(_numbers(args.qe_k, int), _numbers(args.qe_alpha, float))
+                for k, a in itertools.product(
+                    _numbers(args.qe_k, int, "qe-k"), _numbers(args.qe_alpha, float, "qe-alpha")
+                )
             }
         )  # (0, alpha) is one setting: no expansion
         grid = [
             ReciprocalConfig(k1, k2, lam, qe_k, qe_alpha)
             for (qe_k, qe_alpha), k1, k2, lam in itertools.product(
-                expansions, _numbers(args.k1, int), _numbers(args.k2, int), _numbers(args.lam, float)
+                expansions,
+                _numbers(args.k1, int, "k1"),
+                _numbers(args.k2, int, "k2"),
+                _numbers(args.lam, float, "lam"),
             )
         ]
         model = load_reid_any(args.model)

@@ -187,6 +187,9 @@ def test_select_rerank_chooses_on_val_and_refuses_test(tiny_reid, tmp_path, caps
     with pytest.raises(SystemExit) as stop:
         bench.main(["--model", model, "--data", str(test_manifest)])
     assert stop.value.code == 2 and "choose on val" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as stop:
+        bench.main(["--model", model, "--data", str(tiny_reid), "--qe-k", "five"])
+    assert stop.value.code == 2 and "--qe-k: 'five' is not a comma-separated list" in capsys.readouterr().err
 
 
 def test_bench_appearance_adds_a_re_ranked_line(tiny_reid, tmp_path):
