@@ -172,6 +172,41 @@ def test_device_on_model_commands_and_json_on_report_commands(name):
         assert build_parser().parse_args(argv).json is None
 
 
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_torch_threads_wherever_a_model_runs(name):
+    options = _options(LEAVES[name])
+    assert ("--torch-threads" in options) == (name in MODEL_COMMANDS)  # serve: its own, a setting
+    if name in MODEL_COMMANDS and name != "serve":
+        argv = _minimal_argv(name, LEAVES[name])
+        assert build_parser().parse_args([*argv, "--torch-threads", "1"]).torch_threads == 1
+        assert build_parser().parse_args(argv).torch_threads is None
+
+
+@pytest.mark.parametrize("value", ["0", "-2", "two"])
+def test_torch_threads_refuses_what_is_not_a_count(value, capsys):
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["eval-reid", "--model", "m", "--data", "d", "--torch-threads", value])
+    assert f"expected a whole number >= 1, got {value if value != 'two' else repr(value)}" in capsys.readouterr().err
+
+
+def test_torch_threads_sets_torch_before_the_handler_runs():
+    import torch
+
+    seen = []
+    parser = argparse.ArgumentParser(prog="minterpr toy")
+    parser.set_defaults(handler=lambda args: seen.append(torch.get_num_threads()) or 0)
+    add_common_options(parser, device=True)
+    before = torch.get_num_threads()
+    try:
+        args = parser.parse_args(["--torch-threads", "1"])
+        assert args.handler(args) == 0 and seen == [1]
+        args = parser.parse_args([])  # not given: torch's own is left as it is
+        torch.set_num_threads(before)
+        assert args.handler(args) == 0 and seen[-1] == before
+    finally:
+        torch.set_num_threads(before)
+
+
 def test_add_common_options_needs_the_handler_first():
     with pytest.raises(ValueError, match="set_defaults"):
         add_common_options(argparse.ArgumentParser(prog="x"))

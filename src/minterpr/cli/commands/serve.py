@@ -357,4 +357,4 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_vlm_arguments(parser)
     add_caption_arguments(parser, per_store=True)
     parser.set_defaults(handler=cmd_serve)
-    add_common_options(parser, device=True)
+    add_common_options(parser, device=True, threads=False)  # its own --torch-threads: a setting

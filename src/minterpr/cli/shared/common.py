@@ -12,6 +12,10 @@ for the model and gallery they score with, :mod:`~minterpr.cli.shared.service_st
   a command's results (tables, summaries, chat replies) stay on stdout.
 * ``--device DEVICE`` (``device=True``) on commands that run a model: ``cpu`` (default),
   ``cuda``, ``cuda:1``, ``mps``.
+* ``--torch-threads N`` (``threads``, by default where ``device`` is) on commands that run a model: torch's
+  intra-op threads (default: torch's own, one per core). Jobs sharing a machine should split
+  its cores: two trainings of two threads each on 2 cores stepped 7x slower than with one
+  thread each (docs/benchmarks.md, "Threads").
 * ``--json [PATH|-]`` (``json=True``) on commands that write a JSON report: to PATH (atomically),
   or with ``-`` (or no value) to stdout, and then nothing else goes to stdout: whatever the command
   would print there goes to stderr (:func:`write_json` writes the report).
@@ -114,11 +118,12 @@ def add_common_options(
     device: bool = False,
     json: bool = False,
     device_default: str | None = DEFAULT_DEVICE,
+    threads: bool | None = None,
     json_help: str | None = None,
     needs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
 ) -> None:
-    """Add ``--verbose``/``--quiet`` (and ``--device``, ``--json``) to ``parser`` and make its
+    """Add ``--verbose``/``--quiet`` (and ``--device``, ``--torch-threads``, ``--json``) to ``parser`` and make its
     handler configure logging (and stdout for ``--json -``) before it runs.
 
     Before the handler, the extras in ``needs`` must be installed and ``--json`` and the options
@@ -126,7 +131,7 @@ def add_common_options(
 
     Call it after ``parser.set_defaults(handler=...)``; ValueError otherwise (a programming error
     that every test building the parser finds). ``device_default``: None where the command has a
-    default of its own (``train``: the config's device).
+    default of its own (``train``: the config's device). ``threads``: None = with ``--device``.
     """
     handler = parser.get_default("handler")
     if handler is None:
@@ -142,6 +147,13 @@ def add_common_options(
             default=device_default,
             metavar="DEVICE",
             help=f"torch device the model runs on, e.g. cpu, cuda, cuda:1 (default: {default})",
+        )
+    if device if threads is None else threads:
+        group.add_argument(
+            "--torch-threads",
+            type=positive_int,
+            metavar="N",
+            help="torch's CPU threads (default: one per core); give each of several jobs on one machine its share",
         )
     if json:
         group.add_argument(
@@ -172,6 +184,7 @@ def _configured(
         if getattr(args, "quiet", False):
             quiet_third_party()
         require_extras(command, needs)
+        set_torch_threads(getattr(args, "torch_threads", None))
         check_output_path(getattr(args, "json", None), "--json")
         for dest in outputs:
             check_output_path(getattr(args, dest, None), "--" + dest.replace("_", "-"))
@@ -186,6 +199,27 @@ def _configured(
 
     run._common_options = True  # type: ignore[attr-defined]
     return run
+
+
+def positive_int(text: str) -> int:
+    """argparse type: a whole number >= 1 ("0" and "two" are one line naming the value)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def set_torch_threads(threads: int | None) -> None:
+    """``--torch-threads N``: torch's intra-op threads (ONNX Runtime sessions made later follow
+    :func:`torch.get_num_threads`); None leaves torch's default. torch is imported only when set."""
+    if threads is None:
+        return
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def quiet_third_party() -> None:
