@@ -189,6 +189,12 @@ def test_torch_threads_refuses_what_is_not_a_count(value, capsys):
     assert f"expected a whole number >= 1, got {value if value != 'two' else repr(value)}" in capsys.readouterr().err
 
 
+def test_serve_keeps_its_own_torch_threads_setting_and_its_message(capsys):
+    # serve's --torch-threads is a validated service setting: 0 is its one line, not torch's traceback
+    assert main(["serve", "--demo", "--torch-threads", "0"]) == 2
+    assert "torch_threads (command line) must be a number within 1..4096, got 0" in capsys.readouterr().err
+
+
 def test_torch_threads_sets_torch_before_the_handler_runs():
     import torch
 

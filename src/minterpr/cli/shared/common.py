@@ -148,7 +148,8 @@ def add_common_options(
             metavar="DEVICE",
             help=f"torch device the model runs on, e.g. cpu, cuda, cuda:1 (default: {default})",
         )
-    if device if threads is None else threads:
+    threads = device if threads is None else threads
+    if threads:
         group.add_argument(
             "--torch-threads",
             type=positive_int,
@@ -165,7 +166,7 @@ def add_common_options(
             or "write the JSON report to PATH; '-' (or no value): to stdout, and nothing else goes there",
         )
     parser.set_defaults(
-        handler=_configured(handler, parser.prog.removeprefix("minterpr ") or parser.prog, needs, outputs)
+        handler=_configured(handler, parser.prog.removeprefix("minterpr ") or parser.prog, needs, outputs, threads)
     )
 
 
@@ -174,6 +175,7 @@ def _configured(
     command: str = "",
     needs: tuple[str, ...] = (),
     outputs: tuple[str, ...] = (),
+    threads: bool = False,
 ) -> Callable[[argparse.Namespace], int]:
     if getattr(handler, "_common_options", False):
         return handler
@@ -184,7 +186,8 @@ def _configured(
         if getattr(args, "quiet", False):
             quiet_third_party()
         require_extras(command, needs)
-        set_torch_threads(getattr(args, "torch_threads", None))
+        if threads:  # only the common option (serve's own --torch-threads is a validated setting)
+            set_torch_threads(args.torch_threads)
         check_output_path(getattr(args, "json", None), "--json")
         for dest in outputs:
             check_output_path(getattr(args, dest, None), "--" + dest.replace("_", "-"))
