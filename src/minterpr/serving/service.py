@@ -105,9 +105,9 @@ def build_services(settings: ServeSettings, *, jobs: bool = True, upgrade: bool 
         settings.vlm.api_key()  # InputError naming the variable (never the key)
     Path(settings.data_dir).mkdir(parents=True, exist_ok=True)
     if settings.torch_threads is not None:
-        import torch
+        from minterpr.models.device import set_torch_threads  # torch only when asked for
 
-        torch.set_num_threads(settings.torch_threads)
+        set_torch_threads(settings.torch_threads)
     _owner_only(settings.resolved_database_url())
     db = Database(settings.resolved_database_url(), upgrade=upgrade)
     galleries = Galleries(

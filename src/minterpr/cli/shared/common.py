@@ -186,7 +186,9 @@ def _configured(
         if getattr(args, "quiet", False):
             quiet_third_party()
         require_extras(command, needs)
-        if threads:  # only the common option (serve's own --torch-threads is a validated setting)
+        if threads and args.torch_threads is not None:  # the common option (serve's own is a validated setting)
+            from minterpr.models.device import set_torch_threads  # torch only when asked for
+
             set_torch_threads(args.torch_threads)
         check_output_path(getattr(args, "json", None), "--json")
         for dest in outputs:
@@ -213,16 +215,6 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
     return value
-
-
-def set_torch_threads(threads: int | None) -> None:
-    """``--torch-threads N``: torch's intra-op threads (ONNX Runtime sessions made later follow
-    :func:`torch.get_num_threads`); None leaves torch's default. torch is imported only when set."""
-    if threads is None:
-        return
-    import torch
-
-    torch.set_num_threads(threads)
 
 
 def quiet_third_party() -> None:
