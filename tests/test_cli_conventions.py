@@ -189,6 +189,14 @@ def test_torch_threads_refuses_what_is_not_a_count(value, capsys):
     assert f"expected a whole number >= 1, got {value if value != 'two' else repr(value)}" in capsys.readouterr().err
 
 
+def test_torch_threads_refuses_a_count_that_would_crash_torch(capsys):
+    with pytest.raises(SystemExit):  # 100,000 segfaulted torch at its first matmul
+        build_parser().parse_args(["eval-reid", "--model", "m", "--data", "d", "--torch-threads", "100000"])
+    assert "expected at most 4096 threads, got 100000" in capsys.readouterr().err
+    argv = ["eval-reid", "--model", "m", "--data", "d", "--torch-threads", "4096"]
+    assert build_parser().parse_args(argv).torch_threads == 4096  # the service's bound, accepted
+
+
 def test_serve_keeps_its_own_torch_threads_setting_and_its_message(capsys):
     # serve's --torch-threads is a validated service setting: 0 is its one line, not torch's traceback
     assert main(["serve", "--demo", "--torch-threads", "0"]) == 2

@@ -18,6 +18,8 @@ from pathlib import Path
 from minterpr.errors import InputError
 from minterpr.vlm.config import VLMConfig
 
+MAX_TORCH_THREADS = 4096  # torch threads a process may ask for: 100,000 crashed torch (segfault) at its first matmul
+
 MIB = 1024 * 1024
 # the bounds of each numeric setting, both inclusive (None = unbounded above); a setting outside them is refused
 # at start, naming it: a `nan` login lifetime made every login answer 500, a zero request size refused everything
@@ -33,7 +35,7 @@ BOUNDS: dict[str, tuple[float, float | None]] = {
     "max_live_sessions": (1, 10_000_000),
     "retention_days": (1, 36_500),  # what POST /api/admin/retention accepts
     "thumbnail_height": (1, 4096),
-    "torch_threads": (1, 4096),
+    "torch_threads": (1, MAX_TORCH_THREADS),
     "vlm_caption_weight": (0.0, 1.0),
     "vlm_caption_max_calls": (1, None),
     "vlm_caption_max_tokens": (1, None),

@@ -152,7 +152,7 @@ def add_common_options(
     if threads:
         group.add_argument(
             "--torch-threads",
-            type=positive_int,
+            type=thread_count,
             metavar="N",
             help="torch's CPU threads (default: one per core); give each of several jobs on one machine its share",
         )
@@ -214,6 +214,16 @@ def positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {text!r}") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {value}")
+    return value
+
+
+def thread_count(text: str) -> int:
+    """argparse type of ``--torch-threads``: 1 to the service's bound (more crashes torch)."""
+    from minterpr.serving.settings import MAX_TORCH_THREADS
+
+    value = positive_int(text)
+    if value > MAX_TORCH_THREADS:
+        raise argparse.ArgumentTypeError(f"expected at most {MAX_TORCH_THREADS} threads, got {value}")
     return value
 
 
