@@ -19,6 +19,8 @@ import os
 import statistics
 import time
 
+from minterpr.cli.shared.common import positive_int
+
 
 def job(encoder: str, size: tuple[int, int], batch: int, steps: int, threads: int, start, out) -> None:
     """One process: ``steps`` timed training steps after one warm-up, each step's seconds to ``out``."""
@@ -67,12 +69,14 @@ def run_setting(args: argparse.Namespace, jobs: int, threads: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--jobs", type=int, nargs="+", default=[2], help="concurrent processes (default 2)")
-    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2], help="torch threads per job (default 1 2)")
+    parser.add_argument("--jobs", type=positive_int, nargs="+", default=[2], help="concurrent processes (default 2)")
+    parser.add_argument(
+        "--threads", type=positive_int, nargs="+", default=[1, 2], help="torch threads per job (default 1 2)"
+    )
     parser.add_argument("--encoder", default="osnet", help="an IMAGE_ENCODERS name (default osnet)")
-    parser.add_argument("--size", type=int, nargs=2, default=[192, 96], metavar=("H", "W"))
-    parser.add_argument("--batch", type=int, default=64)
-    parser.add_argument("--steps", type=int, default=5, help="timed steps per job (default 5)")
+    parser.add_argument("--size", type=positive_int, nargs=2, default=[192, 96], metavar=("H", "W"))
+    parser.add_argument("--batch", type=positive_int, default=64)
+    parser.add_argument("--steps", type=positive_int, default=5, help="timed steps per job (default 5)")
     args = parser.parse_args()
     print(f"{os.cpu_count()} cores; {args.encoder} {args.size[0]}x{args.size[1]}, batch {args.batch}")
     print(f"{'jobs':>5}{'threads/job':>13}{'s/step':>9}{'images/s (all jobs)':>21}")
