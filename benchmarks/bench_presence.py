@@ -14,7 +14,10 @@ Also printed, as a baseline, the rulings-out-only estimate of earlier versions
 (:func:`minterpr.interaction.presence.presence_probability`, prior 0.9, threshold 0.2).
 
 Also printed: how well the lowest presence probabilities separate the absent searches from the present
-ones confirmed and from those not confirmed within the turns (AUC, :func:`~minterpr.evaluation.presence_calibration.separation`).
+ones confirmed and from those not confirmed within the turns (AUC, :func:`~minterpr.evaluation.presence_calibration.separation`),
+and, for the present searches not confirmed, how many open images of other people fit everything said
+better than the target's best one at the last step (ground truth,
+:func:`~minterpr.evaluation.presence_calibration.outfitted_by`): the median, and the share under 5.
 
 Targets: >= 80 % of absent-target searches flagged within 5 turns, <= 5 % of present-target searches
 wrongly flagged. Prints one JSON line per number of turns and the headline line.
@@ -152,6 +155,15 @@ def main(argv: list[str] | None = None) -> int:
         value = separation(absent_lows, [lowest(model, s) for s in present if s.confirmed == confirmed])
         return None if value is None else round(value, 3)
 
+    def outfitted(unconfirmed) -> dict:
+        behind = np.array([s.outfitted_by for s in unconfirmed if s.outfitted_by is not None])
+        if not len(behind):
+            return {"unconfirmed_outfitted_by_median": None, "unconfirmed_outfitted_by_under_5_pct": None}
+        return {
+            "unconfirmed_outfitted_by_median": float(np.median(behind)),
+            "unconfirmed_outfitted_by_under_5_pct": round(100.0 * float(np.mean(behind < 5)), 1),
+        }
+
     print(
         json.dumps(
             {
@@ -176,6 +188,8 @@ def main(argv: list[str] | None = None) -> int:
                 "median_lowest_present": round(float(np.median([lowest(model, s) for s in present])), 4),
                 "auc_absent_vs_confirmed": auc(True),
                 "auc_absent_vs_unconfirmed": auc(False),
+                # why the unconfirmed are hard: open look-alikes fitting everything said better than the target
+                **outfitted([s for s in present if not s.confirmed]),
                 "gallery": len(index),
                 "fit_seconds": round(fit_seconds, 1),
                 "seconds": round(elapsed, 1),

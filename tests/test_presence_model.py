@@ -206,6 +206,18 @@ def test_on_a_small_world_an_absent_target_lowers_the_probability_more_than_a_pr
     assert fitted.weights["best_fit"] > 0  # fitting the facts well says "present"
 
 
+def test_how_many_look_alikes_outfit_the_target_is_counted_for_present_searches_only() -> None:
+    """With exact attribute readings (noise 0) the target fits everything said at least as well as
+    anyone: nobody out-fits it; with noisy readings some present searches have look-alikes ahead."""
+    exact = AttributeBackend(noise=0.0)
+    found = presence_searches(exact, exact.index_images(_world(seed=4)), searches=8, turns=2)
+    assert all(s.outfitted_by is None for s in found if not s.present)
+    assert [s.outfitted_by for s in found if s.present] == [0] * 8
+    noisy = AttributeBackend(noise=1.5, seed=2)
+    found = presence_searches(noisy, noisy.index_images(_world(seed=4)), searches=8, turns=2)
+    assert any(s.outfitted_by for s in found if s.present)
+
+
 def test_searches_without_the_target_search_without_its_images_and_fitting_needs_both_kinds() -> None:
     backend = AttributeBackend()
     index = backend.index_images(_world(people=6))

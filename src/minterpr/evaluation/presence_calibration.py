@@ -41,6 +41,7 @@ from minterpr.interaction.presence import (
     FEATURE_NAMES,
     PresenceModel,
     choose_threshold,
+    facts_fit,
     fit_logistic,
     session_features,
 )
@@ -63,6 +64,9 @@ class PresenceSearch:
     rows: (
         np.ndarray
     )  # (S, 6) session_features ((S, 7) with the appearance feature) after the description and each turn, in order
+    # present searches: how many open images of other people fit everything said better than the
+    # target's best open image, at the last step (ground truth, for the benchmark only); None when absent
+    outfitted_by: int | None = None
 
 
 def without_identity(index: GalleryIndex, person_id: str) -> GalleryIndex:
@@ -80,6 +84,35 @@ def identity_sample(index: GalleryIndex, share: float, seed: int = 0) -> Gallery
     pids = sorted({image.person_id for image in index.images})
     kept = set(np.random.default_rng(seed).permutation(pids)[: max(2, round(share * len(pids)))].tolist())
     return index.subset(np.array([k for k, image in enumerate(index.images) if image.person_id in kept], np.int64))
+
+
+def outfitted_by(session: Session, person_id: str) -> int | None:
+    """How many images not ruled out, of people other than ``person_id``, fit the session's facts
+    better (Σ log P(fact | image), the ``best_fit`` sum) than ``person_id``'s best image not ruled out;
+    None when none of theirs is left. Ground truth, so for measuring only: where a present person is
+    out-fitted by many look-alikes, no signal built on how well the images fit can tell "present" from
+    "absent" (docs/benchmarks.md, "Probably not in this footage").
+
+    >>> from minterpr.interaction.attribute_backend import AttributeBackend
+    >>> from minterpr.types import GalleryImage
+    >>> images = [GalleryImage(f"{i}.jpg", p, attributes={"gender": (g,)})
+    ...           for i, (p, g) in enumerate([("a", "female"), ("b", "male"), ("c", "female")])]
+    >>> backend = AttributeBackend(noise=0.0)
+    >>> session = Session(backend, backend.index_images(images))
+    >>> _ = session.describe("a man")
+    >>> outfitted_by(session, "a"), outfitted_by(session, "b")
+    (1, 0)
+    """
+    index = session.index
+    open_ = np.ones(len(index), bool)
+    for i, said in session.judgements.items():
+        open_[i] = said is not False
+    mine = np.array([image.person_id == person_id for image in index.images]) & open_
+    if index.attribute_probs is None or not mine.any():
+        return None
+    fit = facts_fit(index.attribute_probs, session.facts, session.reranking.prob_floor)
+    others = open_ & ~mine
+    return int((fit[others] > fit[mine].max()).sum())
 
 
 def _one_search(session: Session, user: Any, turns: int) -> tuple[list[np.ndarray], bool]:
@@ -124,8 +157,10 @@ def presence_searches(
     for q, target in enumerate(chosen):
         for present, gallery in ((True, index), (False, without_identity(index, target.person_id))):
             user = user_of.user(target, gallery, query=q, seed=seed)
-            rows, confirmed = _one_search(Session(backend, gallery, seed=seed + q, **options), user, turns)
-            out.append(PresenceSearch(target.person_id, present, confirmed, np.vstack(rows)))
+            session = Session(backend, gallery, seed=seed + q, **options)
+            rows, confirmed = _one_search(session, user, turns)
+            behind = outfitted_by(session, target.person_id) if present else None
+            out.append(PresenceSearch(target.person_id, present, confirmed, np.vstack(rows), behind))
     return out
 
 

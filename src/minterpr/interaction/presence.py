@@ -110,6 +110,15 @@ def _distinct(facts: Sequence[Fact]) -> list[Fact]:
     return list(dict.fromkeys(facts))
 
 
+def facts_fit(probs: np.ndarray, facts: Sequence[Fact], floor: float = PROB_FLOOR) -> np.ndarray:
+    """(N,) Σ over the distinct ``facts`` of log P(fact | image), from (N, L) calibrated attribute
+    probabilities: how well each image fits everything said (``best_fit`` is its max over the open images)."""
+    total = np.zeros(len(probs))
+    for fact in _distinct(facts):
+        total += fact_log_likelihood(fact, probs, floor)
+    return total
+
+
 def presence_features(
     scores: np.ndarray,
     temperature: float,
@@ -134,10 +143,7 @@ def presence_features(
     kept = ~rejected
     best = compatible = 0.0
     if probs is not None and kept.any():
-        total = np.zeros(len(probs))
-        for fact in _distinct(facts):
-            total += fact_log_likelihood(fact, probs, floor)
-        remaining = total[kept]
+        remaining = facts_fit(probs, facts, floor)[kept]
         best = float(remaining.max())
         compatible = float(best + np.log(np.exp(remaining - best).sum()))
     masses = np.clip(np.asarray(list(ruled_out), np.float64), 0.0, 1.0 - MATCH_CLIP)

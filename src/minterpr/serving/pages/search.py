@@ -217,9 +217,10 @@ def _register_sessions(router: Any, pages: Pages) -> None:
         filters = page_filters(*(str(data.get(k, "")) for k in ("camera", "from", "until", "n")))
         try:
             await run_in_threadpool(MOVES[move], pages.services.search, user, sid, data)
-        except ApiError as err:
+        except ApiError as err:  # bound here: the name is unbound once the except block ends
+            status, message = err.status, err.message
             return await run_in_threadpool(
-                lambda: _session_page(request, user, sid, filters, status=err.status, error=err.message)
+                lambda: _session_page(request, user, sid, filters, status=status, error=message)
             )
         query = {**{k: v for k, v in filters.items() if v}, "moved": "1"}
         return redirect(f"/sessions/{sid}?{urlencode(query)}")
