@@ -40,7 +40,7 @@ def noisy(attribute_gallery):
     return backend, backend.index_images(attribute_gallery)
 
 
-def _context(index, scores, facts=(), asked=(), judged=(), seed=0):
+def _context(index, scores, facts=(), asked=(), judged=(), seed=0, seen=()):
     scores = np.asarray(scores, dtype=np.float64)
     return PolicyContext(
         index,
@@ -50,6 +50,7 @@ def _context(index, scores, facts=(), asked=(), judged=(), seed=0):
         frozenset(asked),
         frozenset(judged),
         random.Random(seed),
+        seen=frozenset(seen),
     )
 
 
@@ -158,6 +159,38 @@ def test_reference_policies_show_unjudged_and_diverse_images():
     for name in REFERENCE_POLICIES.names():
         shown = REFERENCE_POLICIES.create(name).choose(_context(index, scores, judged=range(8)), 3)
         assert shown == [8]
+
+
+@pytest.mark.parametrize("name", REFERENCE_POLICIES.names())
+def test_every_reference_policy_shows_images_not_yet_shown_first(name):
+    """A passed-over image is not shown again while others are left, and no longer keeps its
+    look-alike off the screen: with 0 seen, diverse shows 1 (the same person) before 3 would be."""
+    index = _line_index()
+    scores = np.array([0.9, 0.89, 0.88, 0.8, 0.79, 0.78, 0.5, 0.4, 0.3])
+    policy = REFERENCE_POLICIES.create(name)
+    shown = policy.choose(_context(index, scores, seen=[0, 3, 6]), 3)
+    assert shown and not {0, 3, 6} & set(shown)
+    assert 1 in shown  # the best image not yet shown, though image 0 (seen) is its near-duplicate
+    # every image not judged was shown before: they come again, best first
+    assert policy.choose(_context(index, scores, judged=range(7), seen=[7, 8]), 1) == [7]
+
+
+def test_a_session_does_not_show_the_references_the_user_passed_over_again(noisy, attribute_gallery):
+    """The user rules out one of the three shown; the next references are three others, and the
+    history records what was shown after each turn (a replay shows the same)."""
+    backend, index = noisy
+    session = Session(backend, index, schedule="references", reference_policy="diverse", seed=4)
+    session.describe("a woman in a red top")
+    first = session.action.indices
+    assert session.history[-1].offered == tuple(first) and len(first) == 3
+    session.feedback(first[0], "not her, she had a backpack")
+    second = session.action.indices
+    assert len(second) == 3 and not set(first) & set(second)
+    assert [e.offered for e in session.history] == [tuple(first), tuple(second)]
+    replayed = Session.replay(
+        session.history, backend, index, schedule="references", reference_policy="diverse", seed=4
+    )
+    assert replayed.history == session.history and replayed.action == session.action
 
 
 def test_uncertain_shows_the_image_whose_comparison_splits_the_candidates():

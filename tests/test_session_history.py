@@ -47,6 +47,10 @@ def test_saved_history_replays_to_the_same_rankings(noisy, saved):
     assert document["format"] == "minterpr-session-history" and document["version"] == 1
     assert document["session"]["seed"] == 11 and len(document["turns"]) == len(session.history)
     assert read_history(path) == session.history
+    shown = [entry.offered for entry in session.history]  # the references shown after each turn
+    assert any(shown) and all(len(set(o)) == len(o) for o in shown)
+    _rewrite(path, lambda d: [t.pop("offered") for t in d["turns"]])  # written before it was kept: recomputed
+    assert [e.offered for e in read_history(path)] == [()] * len(shown)
     loaded = Session.load_history(path, backend, index, **OPTIONS)
     assert loaded.history == session.history
     assert np.array_equal(loaded.step.ranking, session.step.ranking) and loaded.step.action == session.step.action
@@ -80,6 +84,7 @@ def _rewrite(path, change):
         ),
         (lambda d: d["turns"][0].update(facts=[["gender", ["male"], "no"]]), ": turns[0].facts[0]: negated must be"),
         (lambda d: d["turns"][0].update(top=[1, -2]), ": turns[0].top: expected a list of gallery indices"),
+        (lambda d: d["turns"][0].update(offered="3"), ": turns[0].offered: expected a list of gallery indices"),
     ],
 )
 def test_broken_history_files_name_the_entry_and_field(saved, change, where):

@@ -39,6 +39,7 @@ def _same(a: Session, b: Session) -> None:
     assert np.array_equal(a.step.ranking, b.step.ranking) and np.allclose(a.step.scores, b.step.scores)
     assert a.action == b.action and [e.facts for e in a.history] == [e.facts for e in b.history]
     assert [e.top for e in a.history] == [e.top for e in b.history]
+    assert [e.offered for e in a.history] == [e.offered for e in b.history]  # the references shown after each
 
 
 def test_a_withdrawn_fact_ranks_as_if_never_recorded(gallery) -> None:

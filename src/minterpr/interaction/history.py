@@ -129,6 +129,9 @@ class HistoryEntry(NamedTuple):
     facts: tuple[Fact, ...]  # about the person sought
     top: tuple[int, ...]  # gallery indices of the best results after this turn
     shown: tuple[Fact, ...] = ()  # feedback only: facts said of the image shown ("these are blue"), not the target's
+    # gallery indices of the references the system showed after this turn (its next move); later steps
+    # offer other images first, as the user has seen these (interaction/policies.py)
+    offered: tuple[int, ...] = ()
 
     @property
     def understood(self) -> bool:
@@ -137,13 +140,15 @@ class HistoryEntry(NamedTuple):
 
     def to_dict(self) -> dict[str, Any]:
         """Plain JSON: {"type", turn fields..., "facts": [[slot, [values], negated]], "top": [...], "shown": [...]
-        (the shown image's facts, same form), "understood": bool (derived, for the page; ignored when read)}."""
+        (the shown image's facts, same form), "offered": [...] (the references shown next), "understood":
+        bool (derived, for the page; ignored when read)}."""
         data: dict[str, Any] = {"type": _NAMES[type(self.turn)], **self.turn.__dict__}
         data["facts"] = [
             [f.slot, list(f.values), f.negated, *_model_items(f)] for f in self.facts
         ]  # a model's fact carries its use (and anchor image) as 4th (5th) items
         data["top"] = list(self.top)
         data["shown"] = [[f.slot, list(f.values), f.negated] for f in self.shown]
+        data["offered"] = list(self.offered)
         data["understood"] = self.understood
         return data
 
@@ -199,10 +204,11 @@ def _parse_entry(data: Any) -> HistoryEntry:
     if kind not in _KINDS:
         raise _Bad("type", f"expected one of {', '.join(_KINDS)}, got {_short(kind)}")
     names = _FIELDS[kind]
-    unknown = sorted(set(data) - {"type", "facts", "top", "shown", "understood", *names})
+    unknown = sorted(set(data) - {"type", "facts", "top", "shown", "offered", "understood", *names})
     if unknown:
         raise _Bad(
-            unknown[0], f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top, shown, understood)"
+            unknown[0],
+            f"unknown field for a {kind} turn (expected {', '.join(names)}, facts, top, shown, offered, understood)",
         )
     for name in (*names, "facts", "top"):
         if name not in data:
@@ -222,10 +228,15 @@ def _parse_entry(data: Any) -> HistoryEntry:
         raise _Bad(f"shown{bad.field[len('facts') :]}", bad.reason) from None
     if "understood" in data and not isinstance(data["understood"], bool):
         raise _Bad("understood", f"expected true or false, got {_short(data['understood'])}")
-    top = data["top"]
-    if not isinstance(top, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in top):
-        raise _Bad("top", f"expected a list of gallery indices (integers >= 0), got {_short(top)}")
-    return HistoryEntry(_KINDS[kind](**{name: data[name] for name in names}), facts, tuple(top), shown)
+    top = _indices(data, "top", data["top"])
+    offered = _indices(data, "offered", data.get("offered", []))  # absent in histories written before it was kept
+    return HistoryEntry(_KINDS[kind](**{name: data[name] for name in names}), facts, top, shown, offered)
+
+
+def _indices(data: Mapping[str, Any], name: str, value: Any) -> tuple[int, ...]:
+    if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
+        raise _Bad(name, f"expected a list of gallery indices (integers >= 0), got {_short(value)}")
+    return tuple(value)
 
 
 def _short(value: Any) -> str:

@@ -75,6 +75,10 @@ class PolicyContext:
     # softmax temperature of the candidate distribution the policies weigh moves by (the session's
     # policy_temperature): a policy's own temperature, when set, overrides it
     temperature: float = TEMPERATURE
+    # gallery indices shown as references in earlier moves: the user has seen them, and one they passed
+    # over also stands in for its look-alikes (near-duplicates are not shown beside it), so references
+    # come from the images not yet shown while any are left (_unjudged)
+    seen: frozenset[int] = frozenset()
 
     @property
     def known_slots(self) -> frozenset[str]:
@@ -227,10 +231,20 @@ def compared_vectors(index: GalleryIndex, duplicate_threshold: float) -> tuple[n
 
 
 def _unjudged(ctx: PolicyContext, pool: int) -> np.ndarray:
-    """The best ``pool`` images not yet judged, best first."""
-    if not ctx.judged:
-        return ctx.ranking[:pool]
-    return ctx.ranking[~np.isin(ctx.ranking, list(ctx.judged))][:pool]
+    """The best ``pool`` images not yet judged: those not yet shown first, best first, then those shown
+    before (:attr:`PolicyContext.seen`). Without it a passed-over image at the top would be shown every
+    turn and keep its look-alikes, the person among them maybe, off the screen (docs/benchmarks.md).
+
+    >>> ctx = PolicyContext(None, np.zeros(5), np.array([3, 1, 4, 0, 2]), (), frozenset(), frozenset({1}),
+    ...                     random.Random(0), seen=frozenset({3}))
+    >>> _unjudged(ctx, 3).tolist(), _unjudged(ctx, 5).tolist()
+    ([4, 0, 2], [4, 0, 2, 3])
+    """
+    ranking = ctx.ranking[~np.isin(ctx.ranking, list(ctx.judged))] if ctx.judged else ctx.ranking
+    if ctx.seen:
+        seen = np.isin(ranking, list(ctx.seen))
+        ranking = np.concatenate([ranking[~seen], ranking[seen]])
+    return ranking[:pool]
 
 
 @dataclass
@@ -264,11 +278,13 @@ class DiverseReferences:
         vectors, threshold = compared_vectors(ctx.index, self.duplicate_threshold)
         emb = vectors[pool]
         similarity = emb @ emb.T  # (P, P)
+        seen = np.isin(pool, list(ctx.seen))  # (P,) shown in an earlier move (after the others: _unjudged)
         picked = [0]
         while len(picked) < min(k, len(pool)):
             redundancy = similarity[:, picked].max(axis=1)
             value = self.trade_off * relevance - (1.0 - self.trade_off) * redundancy
             value[redundancy > threshold] -= 2.0  # below any non-duplicate (values lie in [-1, 1])
+            value[seen] -= 4.0  # shown before: below any duplicate, only when nothing else is left
             value[picked] = -np.inf
             picked.append(int(np.argmax(value)))
         return [int(pool[j]) for j in picked]
@@ -327,7 +343,8 @@ class UncertainReferences:
         picked: list[int] = []
         # rounded: float noise (BLAS kernels differ with memory layout) must not reorder near-duplicates'
         # equal information; ties go to the better ranked image
-        for n in np.argsort(-np.round(np.asarray(info), 9), kind="stable"):
+        later = np.isin(pool, list(ctx.seen))  # shown in an earlier move: only when nothing else is left
+        for n in np.lexsort((-np.round(np.asarray(info), 9), later)):
             j = position[pool[n]]
             if not any(same[j, position[q]] for q in picked):
                 picked.append(pool[n])

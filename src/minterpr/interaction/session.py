@@ -237,7 +237,9 @@ class Session(SystemSide):
             if isinstance(err, Exception):
                 raise TurnError(f"could not add the {_TURN_NAMES[type(turn)]} turn: {_reason(err)}") from err
             raise
-        history[-1] = history[-1]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k]))
+        history[-1] = history[-1]._replace(
+            top=tuple(int(i) for i in step.ranking[: self.history_k]), offered=offered(step)
+        )
         self._history = history
         self._judged.append(judged)
         self._rng_states.append(state)
@@ -292,8 +294,10 @@ class Session(SystemSide):
             recomputed, rng_states = [], states[:k]
             for j in range(k, len(history)):
                 rng_states.append(self._rng.getstate())
-                step = self._compute(history[: j + 1], self._judged[j])  # the model's judgements stay
-                recomputed.append(history[j]._replace(top=tuple(int(i) for i in step.ranking[: self.history_k])))
+                # the turns before as recomputed (the references they showed), as a replay would see them
+                step = self._compute([*history[:k], *recomputed, history[j]], self._judged[j])  # judgements stay
+                top = tuple(int(i) for i in step.ranking[: self.history_k])
+                recomputed.append(history[j]._replace(top=top, offered=offered(step)))
         except BaseException as err:
             self._rng.setstate(state)
             if isinstance(err, Exception):
@@ -389,6 +393,11 @@ class Session(SystemSide):
 
 
 _TURN_NAMES = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}
+
+
+def offered(step: Step) -> tuple[int, ...]:
+    """The gallery indices of the references ``step`` shows (its next move); () for a question or nothing."""
+    return tuple(step.action.indices) if isinstance(step.action, ShowReferences) else ()
 
 
 def _reason(err: BaseException) -> str:

@@ -151,6 +151,8 @@ class SystemSide:
             frozenset(found.local(judgements)),
             self._rng,
             self.policy_temperature,
+            # the references shown after the earlier turns (the last entry's are this step's own)
+            frozenset(found.local({i for entry in history[:-1] for i in entry.offered})),
         )
         unsure = any(v is None for v in judgements.values())  # the user could not tell a shown image apart
         action = None if done else self._next_action(ctx, len(history), unsure)
