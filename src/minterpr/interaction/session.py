@@ -238,7 +238,7 @@ class Session(SystemSide):
                 raise TurnError(f"could not add the {_TURN_NAMES[type(turn)]} turn: {_reason(err)}") from err
             raise
         history[-1] = history[-1]._replace(
-            top=tuple(int(i) for i in step.ranking[: self.history_k]), offered=offered(step)
+            top=tuple(int(i) for i in step.ranking[: self.history_k]), offered=step.offered
         )
         self._history = history
         self._judged.append(judged)
@@ -297,7 +297,7 @@ class Session(SystemSide):
                 # the turns before as recomputed (the references they showed), as a replay would see them
                 step = self._compute([*history[:k], *recomputed, history[j]], self._judged[j])  # judgements stay
                 top = tuple(int(i) for i in step.ranking[: self.history_k])
-                recomputed.append(history[j]._replace(top=top, offered=offered(step)))
+                recomputed.append(history[j]._replace(top=top, offered=step.offered))
         except BaseException as err:
             self._rng.setstate(state)
             if isinstance(err, Exception):
@@ -393,11 +393,6 @@ class Session(SystemSide):
 
 
 _TURN_NAMES = {DescriptionTurn: "description", QATurn: "answer", ReferenceTurn: "feedback", ExampleTurn: "example"}
-
-
-def offered(step: Step) -> tuple[int, ...]:
-    """The gallery indices of the references ``step`` shows (its next move); () for a question or nothing."""
-    return tuple(step.action.indices) if isinstance(step.action, ShowReferences) else ()
 
 
 def _reason(err: BaseException) -> str:

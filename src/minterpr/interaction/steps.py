@@ -79,6 +79,11 @@ class Step:
         """The same for any gallery image, ranked or not."""
         return self._explain(gallery_position(gallery_index, self.num_images, "gallery_index"))
 
+    @property
+    def offered(self) -> tuple[int, ...]:
+        """The gallery indices of the references this step shows (its next move); () for a question or nothing."""
+        return tuple(self.action.indices) if isinstance(self.action, ShowReferences) else ()
+
     def rank_of(self, gallery_index: int) -> int | None:
         """0-based rank of a gallery image; None when it is beyond the shortlist."""
         found = np.flatnonzero(self.ranking == gallery_index)
