@@ -130,10 +130,11 @@ def test_replay_of_history_reproduces_rankings(noisy_index, attribute_gallery):
     user = SIMULATORS.create("oracle", wrong_answer_rate=0.2).user(attribute_gallery[40], index, query=0, seed=1)
     steps = _talk(session, user, 5)
     history = session.history
-    assert [len(entry) for entry in history] == [4] * len(history)  # (turn, facts, top, shown)
-    turn, facts, top, shown = history[1]
+    assert [len(entry) for entry in history] == [5] * len(history)  # (turn, facts, top, shown, offered)
+    turn, facts, top, shown, offered = history[1]
     assert shown == () and history[1].understood  # the oracle's feedback names no shown image's facts
     assert top == tuple(int(i) for i in steps[1].ranking[:10])
+    assert [e.offered for e in history] == [s.offered for s in steps]  # the references each step showed
     # through JSON, as a service would store it
     stored = json.loads(json.dumps([entry.to_dict() for entry in history]))
     rebuilt = Session.replay([HistoryEntry.from_dict(d) for d in stored], backend, index, **options)
