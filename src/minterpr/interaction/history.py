@@ -228,12 +228,12 @@ def _parse_entry(data: Any) -> HistoryEntry:
         raise _Bad(f"shown{bad.field[len('facts') :]}", bad.reason) from None
     if "understood" in data and not isinstance(data["understood"], bool):
         raise _Bad("understood", f"expected true or false, got {_short(data['understood'])}")
-    top = _indices(data, "top", data["top"])
-    offered = _indices(data, "offered", data.get("offered", []))  # absent in histories written before it was kept
+    top = _indices("top", data["top"])
+    offered = _indices("offered", data.get("offered", []))  # absent in histories written before it was kept
     return HistoryEntry(_KINDS[kind](**{name: data[name] for name in names}), facts, top, shown, offered)
 
 
-def _indices(data: Mapping[str, Any], name: str, value: Any) -> tuple[int, ...]:
+def _indices(name: str, value: Any) -> tuple[int, ...]:
     if not isinstance(value, list) or not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0 for i in value):
         raise _Bad(name, f"expected a list of gallery indices (integers >= 0), got {_short(value)}")
     return tuple(value)

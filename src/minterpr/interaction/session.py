@@ -26,6 +26,7 @@ A vision-language model:
     turn; its facts are recorded in the history (source "vlm"), so undo and replay do not ask it
     again. Any failure of the model leaves the turn as without it; ``vlm=None`` (the default) is
     today's session exactly.
+
 Errors:
     A turn is computed first and committed second. Every move (:meth:`~Session.describe`,
     :meth:`~Session.answer`, :meth:`~Session.feedback`, :meth:`~Session.example`,
@@ -40,6 +41,7 @@ Errors:
     paths name a gallery image or an existing file under the index root; files elsewhere only
     with ``allow_external_images=True`` (a local user's own terminal, as ``minterpr chat``).
     A session over an empty gallery is refused with :class:`~minterpr.errors.InputError`.
+
 Example:
     >>> from minterpr.interaction.attribute_backend import AttributeBackend
     >>> from minterpr.types import GalleryImage
@@ -235,7 +237,7 @@ class Session(SystemSide):
             if isinstance(err, Exception):
                 raise TurnError(f"could not add the {_TURN_NAMES[type(turn)]} turn: {_reason(err)}") from err
             raise
-        history[-1] = history[-1]._replace(top=self._top(step), offered=step.offered)
+        history[-1] = history[-1]._replace(top=step.top(self.history_k), offered=step.offered)
         self._history = history
         self._judged.append(judged)
         self._rng_states.append(state)
@@ -292,7 +294,7 @@ class Session(SystemSide):
                 rng_states.append(self._rng.getstate())
                 # the turns before as recomputed (the references they showed), as a replay sees them; judgements stay
                 step = self._compute([*history[:k], *recomputed, history[j]], self._judged[j])
-                recomputed.append(history[j]._replace(top=self._top(step), offered=step.offered))
+                recomputed.append(history[j]._replace(top=step.top(self.history_k), offered=step.offered))
         except BaseException as err:
             self._rng.setstate(state)
             if isinstance(err, Exception):
@@ -302,9 +304,6 @@ class Session(SystemSide):
         self._rng_states = rng_states
         self._step = step
         return step
-
-    def _top(self, step: Step) -> tuple[int, ...]:
-        return tuple(int(i) for i in step.ranking[: self.history_k])
 
     def _text(self, text: Any, what: str) -> str:
         return clean_text(text, what, self.max_text_chars)

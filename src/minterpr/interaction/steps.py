@@ -79,6 +79,10 @@ class Step:
         """The same for any gallery image, ranked or not."""
         return self._explain(gallery_position(gallery_index, self.num_images, "gallery_index"))
 
+    def top(self, k: int) -> tuple[int, ...]:
+        """The gallery indices of the ``k`` best results (what a history entry keeps)."""
+        return tuple(int(i) for i in self.ranking[:k])
+
     @property
     def offered(self) -> tuple[int, ...]:
         """The gallery indices of the references this step shows (its next move); () for a question or nothing."""
