@@ -36,12 +36,12 @@ import numpy as np
 from minterpr.errors import InputError
 from minterpr.evaluation.match_calibration import one_image_per_identity
 from minterpr.index.gallery_index import GalleryIndex, RetrievalBackend
+from minterpr.interaction.fact_likelihoods import attribute_log_likelihood
 from minterpr.interaction.presence import (
     APPEARANCE_FEATURES,
     FEATURE_NAMES,
     PresenceModel,
     choose_threshold,
-    facts_fit,
     fit_logistic,
     session_features,
 )
@@ -110,7 +110,7 @@ def outfitted_by(session: Session, person_id: str) -> int | None:
     mine = np.array([image.person_id == person_id for image in index.images]) & open_
     if index.attribute_probs is None or not mine.any():
         return None
-    fit = facts_fit(index.attribute_probs, session.facts, session.reranking.prob_floor)
+    fit = attribute_log_likelihood(session.facts, index.attribute_probs, session.reranking.prob_floor)
     others = open_ & ~mine
     return int((fit[others] > fit[mine].max()).sum())
 

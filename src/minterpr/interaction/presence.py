@@ -73,6 +73,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from minterpr.interaction.fact_likelihoods import attribute_log_likelihood
 from minterpr.language.evidence import PROB_FLOOR, fact_log_likelihood
 from minterpr.language.phrasing import Fact
 from minterpr.records import Unusable, count, finite, mapping, number_map, split_name
@@ -110,15 +111,6 @@ def _distinct(facts: Sequence[Fact]) -> list[Fact]:
     return list(dict.fromkeys(facts))
 
 
-def facts_fit(probs: np.ndarray, facts: Sequence[Fact], floor: float = PROB_FLOOR) -> np.ndarray:
-    """(N,) Σ over the distinct ``facts`` of log P(fact | image), from (N, L) calibrated attribute
-    probabilities: how well each image fits everything said (``best_fit`` is its max over the open images)."""
-    total = np.zeros(len(probs))
-    for fact in _distinct(facts):
-        total += fact_log_likelihood(fact, probs, floor)
-    return total
-
-
 def presence_features(
     scores: np.ndarray,
     temperature: float,
@@ -143,7 +135,7 @@ def presence_features(
     kept = ~rejected
     best = compatible = 0.0
     if probs is not None and kept.any():
-        remaining = facts_fit(probs, facts, floor)[kept]
+        remaining = attribute_log_likelihood(facts, probs, floor)[kept]  # (N,)[kept]: the re-ranking's own sum
         best = float(remaining.max())
         compatible = float(best + np.log(np.exp(remaining - best).sum()))
     masses = np.clip(np.asarray(list(ruled_out), np.float64), 0.0, 1.0 - MATCH_CLIP)
