@@ -43,6 +43,7 @@ from minterpr.interaction.presence import (
     PresenceModel,
     choose_threshold,
     fit_logistic,
+    ruled_out_images,
     session_features,
 )
 from minterpr.interaction.session import Session
@@ -104,9 +105,7 @@ def outfitted_by(session: Session, person_id: str) -> int | None:
     (1, 0)
     """
     index = session.index
-    open_ = np.ones(len(index), bool)
-    for i, said in session.judgements.items():
-        open_[i] = said is not False
+    open_ = ~ruled_out_images(session)
     mine = np.array([image.person_id == person_id for image in index.images]) & open_
     if index.attribute_probs is None or not mine.any():
         return None

@@ -211,15 +211,21 @@ def presence_features_reference(
     ]
 
 
+def ruled_out_images(session: Any) -> np.ndarray:
+    """(N,) bool over a session's gallery: the images the user's verdicts rule out."""
+    rejected = np.zeros(len(session.index), bool)
+    for i, verdict in session.judgements.items():
+        rejected[i] = verdict is False
+    return rejected
+
+
 def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | None:
     """:func:`presence_features` of a :class:`~minterpr.interaction.session.Session`'s current step
     (None before the first turn); ``ruled_out``: the match of each image ruled out when it was."""
     step = session.step
     if step is None:
         return None
-    rejected = np.zeros(len(session.index), bool)
-    for i, verdict in session.judgements.items():
-        rejected[i] = verdict is False
+    rejected = ruled_out_images(session)
     index = session.index
     looks = (index.appearance, index.same_person) if index.appearance is not None and index.same_person else None
     return presence_features(
