@@ -191,6 +191,10 @@ def main(argv=None) -> int:
         stored = open_gallery(gallery)
         metadata, vectors = stored.metadata, stored.index.appearance.copy()
     calibration = pipeline.appearance.same_person
+    if calibration.centred:  # compared as the calibration was fitted: about the gallery's centre
+        from minterpr.index.appearance_space import appearance_centre, centre_vectors
+
+        vectors = centre_vectors(vectors, appearance_centre(vectors))
     out = {
         "date": datetime.now(timezone.utc).strftime("%Y-%m-%d"),
         "machine": f"{platform.machine()} 2-core CPU",

@@ -163,6 +163,29 @@ def test_the_index_finds_the_rows_the_scan_finds(tmp_path, backend):
         close(stored)
 
 
+@pytest.mark.parametrize("backend", AGREEING)
+def test_centred_neighbours_from_the_index_are_the_scans(tmp_path, backend):
+    """With a calibration fitted about the gallery's centre, the index over the stored (uncentred)
+    vectors still finds the scan's neighbours: searched with example - centre, x . (e - c) ranks as
+    (x - c) . (e - c), the plain loop below."""
+    index, metadata = gallery(120, seed=5)
+    index.appearance = unit(index.appearance + 0.3)  # a part common to every crop, as a camera adds
+    save(index, tmp_path / "g", metadata, backend)
+    stored = open_gallery(tmp_path / "g").index
+    try:
+        stored.same_person = SamePersonCalibration(20.0, -14.0, 0.01, 100, "val", 95.0, centred=True)
+        centre = stored.appearance_centre()
+        assert centre is not None
+        for example in index.appearance[[0, 50, 119]]:
+            for k in (1, 10, 120):
+                fast = sorted(appearance_neighbours(stored, example, k))
+                assert fast == sorted(appearance_neighbours(stored, example, k, exact=True))
+                plain = [sum((x - c) * (e - c) for x, c, e in zip(row, centre, example)) for row in index.appearance]
+                assert fast == sorted(np.argsort(plain)[::-1][:k].tolist())
+    finally:
+        close(stored)
+
+
 @pytest.mark.parametrize("backend", ["exact", "faiss_hnsw"])
 def test_append_rewrite_and_update_keep_both_indexes_in_step(tmp_path, backend):
     folder = tmp_path / "g"

@@ -99,3 +99,17 @@ def test_simulate_with_an_appearance_model(tmp_path, capsys):
     assert main([*args, "--appearance", str(model), "--json", "-"]) == 0
     report = json.loads(capsys.readouterr().out)
     assert report["protocol"]["appearance"] == str(model)
+
+
+def test_calibrate_appearance_centred_fits_about_the_centre(tmp_path, capsys):
+    """--centred (opt-in): fitted on the crops less their centre, recorded, and said in the report line."""
+    model = _model(tmp_path)
+    write_manifest(read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=5)), tmp_path / "val.jsonl")
+    args = ["calibrate", "appearance", "--model", str(model), "--data", str(tmp_path / "val.jsonl")]
+    assert main([*args, "--centred"]) == 0
+    assert "about their gallery's centre" in capsys.readouterr().out
+    centred = read_same_person(model)
+    assert centred.centred and centred.reranked is not None and centred.reranked.centred
+    assert main(args) == 0
+    plain = read_same_person(model)
+    assert not plain.centred and (plain.scale, plain.bias) != (centred.scale, centred.bias)

@@ -145,3 +145,30 @@ def test_a_group_never_holds_two_tracks_on_screen_at_once():
     assert groups[0] != groups[1]
     with pytest.raises(InputError, match="3 metadata records for appearance vectors of shape"):
         link_tracklets(rows, vectors[:2], FIT)
+
+
+def test_relink_links_the_vectors_as_the_calibration_compares_them(tmp_path, monkeypatch):
+    """A calibration fitted about the centre (opt-in) links tracklets by the vectors less the gallery's
+    centre; any other by the vectors as stored."""
+    from dataclasses import replace
+    from types import SimpleNamespace
+
+    from minterpr.index.appearance_space import appearance_centre, centre_vectors
+    from minterpr.index.store import gallery_append, gallery_store
+    from minterpr.ingest import links
+
+    looks = np.array([_unit(a) for a in (0, 10, 40, 80)], np.float32)
+    rows = [_row("j", "c", k, 3.0 * k, 3.0 * k + 2, 0.0) for k in range(4)]
+    monkeypatch.setattr(
+        gallery_store,
+        "open_gallery",
+        lambda *a, **k: SimpleNamespace(index=SimpleNamespace(appearance=looks), metadata=rows),
+    )
+    monkeypatch.setattr(gallery_append, "rewrite_metadata", lambda folder, metadata: None)
+    seen = []
+    monkeypatch.setattr(links, "link_tracklets", lambda metadata, vectors, *rest: seen.append(vectors) or metadata)
+    relink(tmp_path, SURE)
+    relink(tmp_path, replace(SURE, centred=True))
+    np.testing.assert_array_equal(seen[0], looks)
+    np.testing.assert_allclose(seen[1], centre_vectors(looks, appearance_centre(looks)))
+    assert not np.allclose(seen[1], looks)

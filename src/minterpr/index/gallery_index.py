@@ -26,6 +26,7 @@ from typing import Any, Protocol, Sequence
 import numpy as np
 
 from minterpr.errors import InputError
+from minterpr.index.appearance_space import appearance_centre, centre_vectors
 from minterpr.types import GalleryImage, Turn
 
 SUMMARY_EXAMPLES = 3  # skipped images named in skipped_summary(); the rest are counted
@@ -65,6 +66,10 @@ class GalleryIndex:
     #   not fitted: with it, image-to-image comparisons use ``appearance`` and their thresholds are probabilities
     same_person: Any = field(default=None, repr=False, compare=False)
     _path_to_index: dict[str, int] | None = field(default_factory=dict, repr=False)  # None: built on first use
+    # (A,) the centre the appearance vectors are compared about and the (N, A) vectors so moved, on first use
+    #   (index.appearance_space; a copy made by dataclasses.replace computes them again)
+    _centre: Any = field(default=None, init=False, repr=False, compare=False)
+    _compared: Any = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.embeddings = np.ascontiguousarray(self.embeddings, dtype=np.float32)
@@ -120,6 +125,44 @@ class GalleryIndex:
             self._path_to_index = {image.path: j for j, image in enumerate(self.images)}
         return self._path_to_index.get(path)
 
+    def appearance_centre(self) -> np.ndarray | None:
+        """(A,) the point the appearance vectors are compared about: the gallery's
+        (:func:`~minterpr.index.appearance_space.appearance_centre`) when its calibration was fitted on
+        centred vectors (``same_person.centred``), else None (compared as they are). A subset keeps its gallery's."""
+        if self.appearance is None or not getattr(self.same_person, "centred", False):
+            return None
+        if self._centre is None:
+            self._centre = appearance_centre(self.appearance)
+        return self._centre
+
+    def compared_appearance(self) -> np.ndarray | None:
+        """(N, A) the appearance vectors as image-to-image comparisons take their cosine: less
+        :meth:`appearance_centre` and re-normalised when there is one, else ``appearance`` itself (cached).
+
+        Example:
+            >>> from types import SimpleNamespace
+            >>> index = GalleryIndex([GalleryImage(f"{i}.jpg", "x") for i in range(2)], np.eye(2, dtype=np.float32))
+            >>> index.appearance = np.array([[0.8, 0.6], [0.6, 0.8]], np.float32)
+            >>> index.compared_appearance() is index.appearance  # no calibration: as they are
+            True
+            >>> index.same_person = SimpleNamespace(centred=True)
+            >>> index.compared_appearance().astype(np.float64).round(2).tolist()
+            [[0.81, 0.59], [0.59, 0.81]]
+        """
+        centre = self.appearance_centre()
+        if centre is None:
+            return self.appearance
+        if self._compared is None:
+            self._compared = centre_vectors(self.appearance, centre)
+        return self._compared
+
+    def compared_vector(self, vector: np.ndarray) -> np.ndarray:
+        """(A,) an appearance vector from outside the gallery (an example image's) in the space of
+        :meth:`compared_appearance`."""
+        centre = self.appearance_centre()
+        vector = np.asarray(vector, dtype=np.float32)
+        return vector if centre is None else centre_vectors(vector, centre)
+
     @property
     def person_ids(self) -> np.ndarray:
         return np.array([image.person_id for image in self.images])
@@ -153,6 +196,8 @@ class GalleryIndex:
         sub.appearance = None if self.appearance is None else self.appearance[rows]
         sub.appearance_vectors = None  # its ids are the whole gallery's positions
         sub.same_person = self.same_person
+        sub._centre = self.appearance_centre()  # the gallery's centre, not the shortlist's
+        sub._compared = None if self._compared is None else self._compared[rows]
         sub.root, sub.skipped, sub.vectors, sub.fused = self.root, (), None, None
         sub._path_to_index = None  # built by the first index_of: most turns never ask
         return sub

@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from minterpr.errors import DatasetError, InputError
+from minterpr.index.appearance_space import appearance_centre, centre_vectors
 
 if TYPE_CHECKING:
     from minterpr.interaction.appearance import SamePersonCalibration
@@ -300,6 +301,9 @@ def relink(
             "linking tracklets needs the appearance model's same-person calibration (same_person.json "
             "beside it): fit it with `minterpr calibrate appearance`"
         )
-    linked = link_tracklets(stored.metadata, np.asarray(stored.index.appearance), calibration, config)
+    vectors = np.asarray(stored.index.appearance)
+    if calibration.centred:  # compared as the calibration was fitted: about the gallery's centre
+        vectors = centre_vectors(vectors, appearance_centre(vectors))
+    linked = link_tracklets(stored.metadata, vectors, calibration, config)
     rewrite_metadata(folder, linked)
     return len({m[LINK_KEY] for m in linked if LINK_P_KEY in m})

@@ -8,6 +8,15 @@ whose identities are known (never test). Its ``base_rate`` is that split's share
 pairs; a gallery with another share (one person among 10,000 crops, or a tracklet's 5 crops)
 shifts the log-odds by the difference of the two priors (:meth:`SamePersonCalibration.probability`).
 
+**About the gallery's centre (opt-in).** A camera adds a component common to all its crops
+(light, background, angle): among the street video's crops two *different* people have an
+appearance cosine of 0.33 on average, against 0.03 on CUHK03 val. A fit with ``centred=True``
+(``minterpr calibrate appearance --centred``) compares vectors less their centre
+(:mod:`minterpr.index.appearance_space`), and galleries then compare their crops about their own
+centre (:meth:`~minterpr.index.gallery_index.GalleryIndex.compared_appearance`). It is not the
+default: on PETA val it does not raise online R@1 (docs/benchmarks.md, "Appearance about the
+gallery's centre"). A record without ``centred`` (every one written before) compares the vectors as they are.
+
 It is stored beside the appearance model as ``same_person.json`` (:func:`read_same_person`,
 :func:`write_same_person`), written by ``minterpr calibrate appearance`` and at the end of a
 ``minterpr train --config reid`` run.
@@ -38,6 +47,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from minterpr.index.appearance_space import appearance_centre, centre_vectors
 from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
 from minterpr.records import count, finite, mapping, split_name
 
@@ -62,6 +72,9 @@ class SamePersonCalibration:
     # the same fit on re-ranked scores of the same split (fit_same_person(..., rerank=...)): the probability
     #   "follow this person" shows for two crops of one gallery (interaction.pair_scores); None: cosine
     reranked: "SamePersonCalibration | None" = None
+    # True: the cosines are of vectors centred on their gallery (centre_vectors, module doc), as fitted;
+    #   False: of the vectors as they are (every record written before centring)
+    centred: bool = False
 
     def probability(self, cosine: np.ndarray | float, base_rate: float | None = None) -> np.ndarray:
         """Same-person probability of each cosine; ``base_rate``: the prior where it is used
@@ -74,7 +87,9 @@ class SamePersonCalibration:
         return 1.0 / (1.0 + np.exp(-logit))
 
     def to_dict(self) -> dict[str, Any]:
-        out = {k: v for k, v in asdict(self).items() if k not in ("rerank", "reranked")}
+        out = {k: v for k, v in asdict(self).items() if k not in ("rerank", "reranked", "centred")}
+        if self.centred:  # written only when set: a plain record reads as every record before centring did
+            out["centred"] = True
         if self.rerank is not None:
             out["rerank"] = self.rerank.to_dict()
         if self.reranked is not None:
@@ -118,7 +133,14 @@ class SamePersonCalibration:
             finite(data.get("auc"), "auc"),
             rerank,
             reranked,
+            _flag(data.get("centred", False), "centred"),
         )
+
+
+def _flag(value: Any, name: str) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"'{name}': must be true or false, got {value!r}")
+    return value
 
 
 def _logit(p: float) -> float:
@@ -171,16 +193,20 @@ def fit_same_person(
     max_negatives: int = MAX_NEGATIVE_PAIRS,
     seed: int = 0,
     rerank: ReciprocalConfig | None = None,
+    centred: bool = False,
 ) -> SamePersonCalibration:
     """Fit :class:`SamePersonCalibration` on the pairs of ``vectors`` ((N, A), L2-normalised) of
     known people (weighted logistic regression by Newton's method: two parameters, convex).
     ``rerank``: fit on 1 - the k-reciprocal distance of the pairs among these crops instead of their cosine.
+    ``centred``: compare the vectors about their own centre, as galleries compare theirs (module doc).
     ValueError when there is no same-person pair or no other pair to fit on."""
     vectors = np.asarray(vectors, dtype=np.float32)
     people = np.asarray(person_ids)
     if vectors.ndim != 2 or len(vectors) != len(people):
         raise ValueError(f"fit_same_person: {len(people)} person ids for vectors of shape {vectors.shape}")
     cameras = None if camera_ids is None or any(c is None for c in camera_ids) else np.asarray(camera_ids)
+    if centred and len(vectors):
+        vectors = centre_vectors(vectors, appearance_centre(vectors))
     sims = vectors @ vectors.T if rerank is None else 1.0 - k_reciprocal_distances(vectors, None, rerank)  # (N, N)
     cos, y, neg_weight = _pairs(sims, people, cameras, max_negatives, np.random.default_rng(seed))
     positives = int(y.sum())
@@ -206,22 +232,31 @@ def fit_same_person(
         split,
         _auc(cos, y, neg_weight),
         rerank,
+        centred=centred,
     )
 
 
 def fit_same_person_both(
-    vectors: np.ndarray, person_ids: Sequence[str], camera_ids: Sequence[str | None] | None = None, *, split: str
+    vectors: np.ndarray,
+    person_ids: Sequence[str],
+    camera_ids: Sequence[str | None] | None = None,
+    *,
+    split: str,
+    centred: bool = False,
 ) -> SamePersonCalibration:
     """The cosine fit with the re-ranked fit (:class:`ReciprocalConfig`'s defaults) nested as ``reranked``:
     what ``minterpr calibrate appearance`` and a reid run store. The re-ranked one is skipped (None) when
-    the crops are more than re-ranking can compare at once."""
-    cosine = fit_same_person(vectors, person_ids, camera_ids, split=split)
+    the crops are more than re-ranking can compare at once. ``centred``: both fitted about the vectors' centre."""
+    cosine = fit_same_person(vectors, person_ids, camera_ids, split=split, centred=centred)
     from minterpr.index import reciprocal
 
     if len(vectors) > reciprocal.MAX_ITEMS:
         return cosine
     return replace(
-        cosine, reranked=fit_same_person(vectors, person_ids, camera_ids, split=split, rerank=ReciprocalConfig())
+        cosine,
+        reranked=fit_same_person(
+            vectors, person_ids, camera_ids, split=split, rerank=ReciprocalConfig(), centred=centred
+        ),
     )
 
 

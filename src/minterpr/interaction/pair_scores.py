@@ -95,6 +95,7 @@ def gallery_pairs(index: Any) -> GalleryPairs | None:
     vectors, calibration = getattr(index, "appearance", None), getattr(index, "same_person", None)
     if vectors is None or calibration is None:
         return None
+    vectors = index.compared_appearance()  # about the gallery's centre when the calibration was fitted so
     kept = getattr(index, "_gallery_pairs", None)
     if kept is not None and kept[0] is vectors and kept[1] is calibration:
         return kept[2]

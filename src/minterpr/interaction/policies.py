@@ -226,8 +226,8 @@ def compared_vectors(index: GalleryIndex, duplicate_threshold: float) -> tuple[n
     if calibration is None:
         return index.embeddings, duplicate_threshold
     if calibration.scale <= 0:
-        return index.appearance, float("inf")
-    return index.appearance, -calibration.bias / calibration.scale  # logit(0.5) = 0
+        return index.compared_appearance(), float("inf")
+    return index.compared_appearance(), -calibration.bias / calibration.scale  # logit(0.5) = 0
 
 
 def _unjudged(ctx: PolicyContext, pool: int) -> np.ndarray:

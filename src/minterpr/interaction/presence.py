@@ -227,7 +227,9 @@ def session_features(session: Any, ruled_out: Sequence[float]) -> np.ndarray | N
         return None
     rejected = ruled_out_images(session)
     index = session.index
-    looks = (index.appearance, index.same_person) if index.appearance is not None and index.same_person else None
+    looks = (
+        (index.compared_appearance(), index.same_person) if index.appearance is not None and index.same_person else None
+    )
     return presence_features(
         step.scores,
         step.match_temperature,

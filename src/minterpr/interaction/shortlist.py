@@ -175,6 +175,9 @@ def appearance_neighbours(index: GalleryIndex, example: np.ndarray, k: int, *, e
     else the reference it agrees with: an exact ``argpartition`` of the (N, A) scan."""
     n = len(index)
     example = np.asarray(example, np.float32)
+    centre = index.appearance_centre()
+    if centre is not None:  # x . (e - c) ranks as (x - c) . (e - c), the centred cosine's numerator
+        example = example - centre
     if index.appearance_vectors is not None and not exact:
         ids = np.asarray(index.appearance_vectors.search(example[None], min(k, n)).ids[0])
         return ids[(ids >= 0) & (ids < n)]

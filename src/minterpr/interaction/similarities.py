@@ -43,7 +43,9 @@ class Similarities:
     def __init__(self, index: GalleryIndex, *, dense: bool = False) -> None:
         # the same-person calibration when comparing appearance vectors, None when comparing embeddings
         self.calibration = index.same_person if index.appearance is not None else None
-        self.embeddings = index.appearance if self.calibration is not None else index.embeddings
+        # on appearance: the vectors as compared (about the gallery's centre when the calibration was fitted so)
+        self.embeddings = index.compared_appearance() if self.calibration is not None else index.embeddings
+        self._outside = index.compared_vector if self.calibration is not None else np.asarray
         n = len(self.embeddings)
         self._dense = np.zeros((n, n), self.embeddings.dtype) if dense else None
         self._done = np.zeros(n, dtype=bool)
@@ -75,8 +77,9 @@ class Similarities:
         return probs
 
     def to(self, vector: np.ndarray) -> np.ndarray:
-        """(N,) cosine of an outside (A,) appearance (or embedding) vector with every gallery image."""
-        return self.embeddings @ np.asarray(vector, dtype=self.embeddings.dtype)
+        """(N,) cosine of an outside (A,) appearance (or embedding) vector with every gallery image
+        (an appearance vector as it comes from the model: compared in the gallery's space)."""
+        return self.embeddings @ np.asarray(self._outside(vector), dtype=self.embeddings.dtype)
 
     def rows(self, images: Sequence[int] | np.ndarray) -> np.ndarray:
         """(k, N) cosine of each of ``images`` (gallery indices) with every gallery image."""

@@ -140,7 +140,7 @@ def follow_view(live: Any, gallery_index: int, config: FollowConfig = FollowConf
     rows = range(positions.gallery_size) if positions.rows is None else positions.rows.tolist()
     pairs = gallery_pairs(gallery.index)
     lanes = follow(
-        np.asarray(gallery.index.appearance),
+        np.asarray(gallery.index.compared_appearance()),
         gallery_index,
         calibration,
         cameras=gallery.cameras.tolist(),
@@ -188,6 +188,6 @@ def same_person_of(live: Any, follow_of: int, gallery_index: int, config: Follow
     if pairs is not None:
         return round(float(pairs.probability([follow_of], base_rate=config.base_rate)[0, gallery_index]), 4)
     p = same_person_probabilities(
-        np.asarray(live.gallery.index.appearance), follow_of, [gallery_index], calibration, config.base_rate
+        np.asarray(live.gallery.index.compared_appearance()), follow_of, [gallery_index], calibration, config.base_rate
     )
     return round(float(p[0]), 4)

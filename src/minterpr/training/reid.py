@@ -91,10 +91,12 @@ def fit_same_person_on(
     batch_size: int = 128,
     *,
     split: str = "val",
+    centred: bool = False,
 ) -> "SamePersonCalibration":
     """The same-person calibration of ``model`` on the crops of a re-id manifest (all its pairs; a
     person's pairs from one camera left out when every crop names its camera): see
     :func:`minterpr.interaction.appearance.fit_same_person_both` (the cosine fit and the re-ranked one).
+    ``centred``: fitted about the crops' centre (galleries then compare about theirs).
     ValueError when the crops hold no cross-camera pair of one person."""
     from minterpr.interaction.appearance import fit_same_person_both
 
@@ -102,7 +104,7 @@ def fit_same_person_on(
     with torch.inference_mode():
         vectors = embed_images(model, images, cache, batch_size).float().numpy()
     cameras = None if any(not image.camera for image in images) else [image.camera for image in images]
-    return fit_same_person_both(vectors, [image.person_id for image in images], cameras, split=split)
+    return fit_same_person_both(vectors, [image.person_id for image in images], cameras, split=split, centred=centred)
 
 
 def evaluate(

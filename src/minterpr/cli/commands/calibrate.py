@@ -273,7 +273,7 @@ def run_appearance(args: argparse.Namespace) -> int:
     try:
         images = read_manifest(args.data)
         model = load_reid_any(args.model).to(resolve_device(args.device))
-        record = fit_same_person_on(model, images, batch_size=args.batch_size, split=args.split)
+        record = fit_same_person_on(model, images, batch_size=args.batch_size, split=args.split, centred=args.centred)
         path = None if args.dry_run else write_same_person(args.model, record)
     except (DataError, MinterprError, ValueError, OSError) as err:
         print(f"{command}: error: {err}", file=sys.stderr)
@@ -282,7 +282,9 @@ def run_appearance(args: argparse.Namespace) -> int:
         print(
             f"same-person probability fitted on {record.split} ({len(images)} crops, {record.pairs} pairs, "
             f"base rate {record.base_rate:.4g}): P = sigmoid({record.scale:.4g} * cosine + {record.bias:.4g}), "
-            f"AUC {record.auc:.1f} %" + ("; not stored (--dry-run)" if path is None else f"; stored in {path}")
+            f"AUC {record.auc:.1f} %"
+            + (", vectors compared about their gallery's centre" if record.centred else "")
+            + ("; not stored (--dry-run)" if path is None else f"; stored in {path}")
         )
         if record.reranked is None:
             print(f"no re-ranked fit: {len(images)} crops are more than re-ranking compares at once")
@@ -317,6 +319,12 @@ def _add_appearance(sub: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--split", default="val", help="the manifest's split, recorded (default: val; test is refused)")
     parser.add_argument("--batch-size", type=int, default=128, help="crops per forward pass (default 128)")
+    parser.add_argument(
+        "--centred",
+        action="store_true",
+        help="fit on vectors less their centre; galleries then compare their crops about their own centre "
+        "(opt-in: measured in docs/benchmarks.md, 'Appearance about the gallery's centre')",
+    )
     parser.add_argument("--dry-run", action="store_true", help="fit and report only; store nothing")
     parser.set_defaults(handler=run_appearance)
     add_common_options(parser, device=True, json=True, needs=("model",))
