@@ -31,6 +31,7 @@ link them across the video and describe 13 of them as a witness would. This scri
         --hog-option upscale=1.5 --skip-tracking --search-detectors
     python benchmarks/bench_street.py --run shipped --skip-tracking --appearance runs/reid/best.pt
     python benchmarks/bench_street.py --run shipped --skip-tracking --appearance none   # the attribute model alone
+    python benchmarks/bench_street.py --run shipped --skip-tracking --seeds 0 1 2 3 4   # 65 searches, pooled
 
 The searches use the appearance model the page would (``--appearance auto``, the default: the
 shipped one beside a shipped attribute model, none beside other runs).
@@ -161,6 +162,14 @@ def main(argv=None) -> int:
         help="an option of the ONNX detector (repeatable), e.g. input_size=[640,640]",
     )
     parser.add_argument("--rounds", type=int, default=2, help="witness turns after the description (default 2)")
+    parser.add_argument(
+        "--seeds",
+        type=int,
+        nargs="+",
+        default=[0],
+        help="the witnesses' seeds (their wording, the system's draws): each a full set of searches, the "
+        "figures pooled over them (default: 0, the recorded figures; one search of 13 is 7.7 points)",
+    )
     parser.add_argument("--skip-tracking", action="store_true", help="no ingestion (detection and search only)")
     parser.add_argument(
         "--search-detectors",
@@ -250,16 +259,25 @@ def main(argv=None) -> int:
                         images, heights = detector_gallery(
                             labels, video, DETECTORS.create(spec[0], **spec[1]), tmp, standardise=True
                         )
-                    report = witness_search(
-                        run,
-                        labels,
-                        images,
-                        tmp,
-                        rounds=args.rounds,
-                        heights=heights,
-                        appearance=pipeline.appearance,
-                        policy_temperature=temperature,
-                    )
+                    reports = [
+                        witness_search(
+                            run,
+                            labels,
+                            images,
+                            tmp,
+                            rounds=args.rounds,
+                            seed=seed,
+                            heights=heights,
+                            appearance=pipeline.appearance,
+                            policy_temperature=temperature,
+                        )
+                        for seed in args.seeds
+                    ]
+                report = reports[0]  # the seeds search the same targets: their figures are pooled below
+                pooled = [
+                    {k: sum(r.rounds[i][k] for r in reports) / len(reports) for k in ("r1", "r5")}
+                    for i in range(len(report.rounds))
+                ]
                 figures["search"][name] = {
                     "gallery": len(images),
                     "appearance": args.appearance,  # as asked; the model searched with:
@@ -267,7 +285,9 @@ def main(argv=None) -> int:
                     "identities": len({i.person_id for i in images if ":" not in i.person_id}),
                     "targets": report.extra.get("num_queries"),
                     "described": len(labels.described()),
-                    "moves": report.extra.get("moves"),
+                    "seeds": args.seeds,
+                    "moves": {k: sum(r.extra["moves"][k] for r in reports) for k in report.extra["moves"]},
+                    "r1_by_seed": {seed: [row["r1"] for row in r.rounds] for seed, r in zip(args.seeds, reports)},
                     "rounds": [
                         {
                             "round": r,
@@ -275,7 +295,7 @@ def main(argv=None) -> int:
                             "r5": row["r5"],  # of the targets; of the described:
                             "r1_described": round(row["r1"] * report.extra["num_queries"] / len(labels.described()), 1),
                         }
-                        for r, row in enumerate(report.rounds)
+                        for r, row in enumerate(pooled)
                     ],
                 }
     except MinterprError as err:
@@ -326,13 +346,16 @@ def _print(figures) -> None:
             f"search over the {name} gallery: {s['gallery']} crops of {s['identities']} labelled people, "
             f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}, appearance "
             f"{s['appearance_fingerprint'] or 'none'}); "
-            f"moves {s['moves']}:"
+            f"moves {s['moves']}" + (f", pooled over witness seeds {s['seeds']}:" if len(s["seeds"]) > 1 else ":")
         )
         for row in s["rounds"]:
             print(
                 f"  round {row['round']}: R@1 {row['r1']:.1f}%  R@5 {row['r5']:.1f}%  "
                 f"(R@1 of the described people, one without a crop a miss: {row['r1_described']:.1f}%)"
             )
+        if len(s["seeds"]) > 1:
+            finals = ", ".join(f"{seed}: {r1[-1]:.1f}" for seed, r1 in s["r1_by_seed"].items())
+            print(f"  R@1 after the last turn by seed: {finals}")
 
 
 if __name__ == "__main__":
