@@ -32,6 +32,7 @@ link them across the video and describe 13 of them as a witness would. This scri
     python benchmarks/bench_street.py --run shipped --skip-tracking --appearance runs/reid/best.pt
     python benchmarks/bench_street.py --run shipped --skip-tracking --appearance none   # the attribute model alone
     python benchmarks/bench_street.py --run shipped --skip-tracking --seeds 0 1 2 3 4   # 65 searches, pooled
+    python benchmarks/bench_street.py --run shipped --skip-tracking --ranks   # each person's rank by round
 
 The searches use the appearance model the page would (``--appearance auto``, the default: the
 shipped one beside a shipped attribute model, none beside other runs).
@@ -172,6 +173,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--skip-tracking", action="store_true", help="no ingestion (detection and search only)")
     parser.add_argument(
+        "--ranks",
+        action="store_true",
+        help="also print each described person's rank (0-based, best crop) after each round, by seed "
+        "(always in --json): which searches are missed, and whether they fell or never came near",
+    )
+    parser.add_argument(
         "--search-detectors",
         action="store_true",
         help="also search the gallery each detector cuts on the labelled frames",
@@ -288,6 +295,7 @@ def main(argv=None) -> int:
                     "seeds": args.seeds,
                     "moves": {k: sum(r.extra["moves"][k] for r in reports) for k in report.extra["moves"]},
                     "r1_by_seed": {seed: [row["r1"] for row in r.rounds] for seed, r in zip(args.seeds, reports)},
+                    "ranks_by_seed": {seed: r.extra["ranks"] for seed, r in zip(args.seeds, reports)},
                     "rounds": [
                         {
                             "round": r,
@@ -301,13 +309,13 @@ def main(argv=None) -> int:
     except MinterprError as err:
         print(f"bench_street: {err}", file=sys.stderr)
         return 2
-    _print(figures)
+    _print(figures, ranks=args.ranks)
     if args.json:
         Path(args.json).write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
     return 0
 
 
-def _print(figures) -> None:
+def _print(figures, *, ranks: bool = False) -> None:
     lab = figures["labels"]
     print(
         f"labels: {lab['boxes']} boxes (+{lab['ignore_boxes']} ignore) on {lab['frames']} frames, "
@@ -356,6 +364,10 @@ def _print(figures) -> None:
         if len(s["seeds"]) > 1:
             finals = ", ".join(f"{seed}: {r1[-1]:.1f}" for seed, r1 in s["r1_by_seed"].items())
             print(f"  R@1 after the last turn by seed: {finals}")
+        if ranks:
+            for seed, by_person in s["ranks_by_seed"].items():
+                line = ", ".join(f"{who} {' → '.join(map(str, r))}" for who, r in by_person.items())
+                print(f"  ranks by round, seed {seed}: {line}")
 
 
 if __name__ == "__main__":

@@ -299,5 +299,10 @@ def test_witness_search_on_a_gallery_with_appearance_vectors(tmp_path, tiny_run,
     looks = load_appearance(tmp_path / "best.pt", engine="torch")
     report = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1, appearance=looks)
     assert report.protocol["appearance"] == looks.fingerprint and report.extra["num_queries"] >= 1
+    # each described person's rank by round: the R@1 of each round is the share at rank 0
+    ranks = report.extra["ranks"]
+    assert len(ranks) == report.extra["num_queries"] and all(len(r) == 2 for r in ranks.values())
+    for r, row in enumerate(report.rounds):
+        assert row["r1"] == pytest.approx(100.0 * np.mean([by_round[r] == 0 for by_round in ranks.values()]))
     plain = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1)
     assert plain.protocol["appearance"] is None

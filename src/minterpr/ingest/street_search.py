@@ -31,6 +31,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from minterpr.errors import DatasetError
 from minterpr.fileio import atomic_write
 from minterpr.ingest.labels import StreetLabels, load_labels
@@ -171,7 +173,9 @@ def witness_search(
 ) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
     (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
-    the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind).
+    the :class:`~minterpr.evaluation.report.EvaluationReport` (``extra["moves"]``: moves by kind;
+    ``extra["ranks"]``: each described person -> the 0-based rank of their best crop after each round,
+    which tells a miss that never came near from one that fell).
     ``appearance``: an appearance model (:func:`minterpr.runtime.appearance.load_appearance`) whose
     vectors the gallery carries, as ingestion stores them; its fingerprint goes into the protocol.
     ``policy_temperature``: the policies' temperature (None: theirs,
@@ -189,7 +193,16 @@ def witness_search(
     captions = {t.path: labels.people[t.person_id].description or "" for t in targets}
     knowledge = {t.path: dict(labels.people[t.person_id].attributes) for t in targets}
     witness = WitnessSimulator(captions=captions, knowledge=knowledge)
-    return simulate(
+    people = np.asarray(index.person_ids)
+    own = [np.flatnonzero(people == t.person_id) for t in targets]
+    ranks: dict[str, list[int]] = {t.person_id: [] for t in targets}
+
+    def observe(_round: int, sessions: Any) -> None:
+        for target, rows, session in zip(targets, own, sessions):
+            found = np.flatnonzero(np.isin(session.step.ranking, rows))  # ranking: gallery rows, best first
+            ranks[target.person_id].append(int(found[0]) if len(found) else len(people))
+
+    report = simulate(
         backend,
         index,
         targets,
@@ -204,4 +217,7 @@ def witness_search(
             "targets": len(targets),
             "appearance": None if appearance is None else appearance.fingerprint,
         },
+        observe=observe,
     )
+    report.extra["ranks"] = ranks
+    return report
