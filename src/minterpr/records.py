@@ -51,6 +51,13 @@ def count(value: Any, name: str) -> int:
     return value
 
 
+def flag(value: Any, name: str) -> bool:
+    """``value`` unless it is not a bool (1 and "yes" are not)."""
+    if not isinstance(value, bool):
+        raise ValueError(f"{name!r}: must be true or false, got {value!r}")
+    return value
+
+
 def split_name(value: Any, name: str = "split") -> str:
     """``value`` unless it is not a string (the name of the split a record was fitted on)."""
     if not isinstance(value, str):

@@ -41,7 +41,7 @@ def appearance_centre(vectors: np.ndarray) -> np.ndarray:
     vectors = np.asarray(vectors)
     if vectors.ndim != 2 or len(vectors) == 0:
         raise ValueError(f"appearance_centre: needs (N, A) vectors with N >= 1, got shape {vectors.shape}")
-    mean = np.asarray(vectors, dtype=np.float64).mean(axis=0)
+    mean = vectors.mean(axis=0, dtype=np.float64)  # accumulated in float64, without a float64 copy of the rows
     return (len(vectors) / (len(vectors) + CENTRE_PRIOR) * mean).astype(np.float32)
 
 

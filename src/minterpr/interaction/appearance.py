@@ -49,7 +49,7 @@ import numpy as np
 
 from minterpr.index.appearance_space import appearance_centre, centre_vectors
 from minterpr.index.reciprocal import ReciprocalConfig, k_reciprocal_distances
-from minterpr.records import count, finite, mapping, split_name
+from minterpr.records import count, finite, flag, mapping, split_name
 
 SAME_PERSON_FILE = "same_person.json"  # beside the appearance model (run directory or model directory)
 MAX_NEGATIVE_PAIRS = 200_000  # different-person pairs sampled for the fit (the positives are all kept)
@@ -133,14 +133,8 @@ class SamePersonCalibration:
             finite(data.get("auc"), "auc"),
             rerank,
             reranked,
-            _flag(data.get("centred", False), "centred"),
+            flag(data.get("centred", False), "centred"),
         )
-
-
-def _flag(value: Any, name: str) -> bool:
-    if not isinstance(value, bool):
-        raise ValueError(f"'{name}': must be true or false, got {value!r}")
-    return value
 
 
 def _logit(p: float) -> float:
