@@ -95,6 +95,8 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
+    if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds: distinct integers >= 0, got {' '.join(map(str, args.seeds))}")
 
     from pathlib import Path
 

@@ -197,6 +197,8 @@ def main(argv=None) -> int:
         help="the policies' temperature in the searches: a number, or 'fitted' (the run's match temperature)",
     )
     args = parser.parse_args(argv)
+    if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
+        parser.error(f"--seeds: distinct integers >= 0, got {' '.join(map(str, args.seeds))}")
 
     from minterpr.errors import MinterprError
     from minterpr.ingest.detectors import DETECTORS

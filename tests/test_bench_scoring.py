@@ -95,3 +95,16 @@ def test_the_policies_temperature_is_a_dimension_of_the_grid(bench, tiny_run, tm
     capsys.readouterr()
     assert bench.main([*argv, "--policy-temperature", "0.02,cold"]) == 2  # before any search
     assert "positive number or 'fitted', got 'cold'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "script, argv",
+    [("bench_scoring", ["--run", "nowhere", "--data", "nowhere"]), ("bench_street", ["--run", "nowhere"])],
+)
+@pytest.mark.parametrize("seeds", [["-1"], ["0", "0"]])
+def test_seeds_must_be_distinct_and_not_negative(script, argv, seeds, capsys):
+    """A seed below 0 or given twice is refused in one line before anything loads (it would pool one search twice)."""
+    with pytest.raises(SystemExit) as refused:
+        load_benchmark(script).main([*argv, "--seeds", *seeds])
+    assert refused.value.code == 2
+    assert "--seeds: distinct integers >= 0" in capsys.readouterr().err
