@@ -96,7 +96,7 @@ def read_gallery_identities(
     with ``path``, ``person_id`` and ``camera_id``); relative paths resolve from its folder.
     ``camera_from_name``: where ``camera_id`` is null, read it from a PETA file name."""
     manifest = Path(manifest)
-    base = manifest.parent
+    base = manifest.resolve().parent  # absolute: the paths go into manifests read from elsewhere
     rows: list[ReidImage] = []
     try:
         lines = manifest.read_text(encoding="utf-8").splitlines()
