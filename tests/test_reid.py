@@ -159,6 +159,42 @@ def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
     assert 0 <= report["rank1"] <= 100 and report["query"] == 6
 
 
+def test_training_starts_from_an_appearance_model(tmp_path):
+    from dataclasses import replace
+
+    from minterpr.errors import RunError
+    from minterpr.models.reid import ReidModel, load_reid_model
+    from minterpr.training.config import ConfigError
+    from minterpr.training.reid import start_from
+    from minterpr.training.reid_config import load_reid_config
+
+    images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=6))
+    train, val = split_identities(images, test_identities=2, seed=0)
+    data = tmp_path / "reid"
+    data.mkdir()
+    write_manifest(train, data / "all.jsonl")
+    write_manifest(val, data / "val.jsonl")
+    first = tmp_path / "first"
+    assert main(_train_args(data, first, 1)) == 0
+    source = load_reid_model(str(first / "best.pt"))
+    model = ReidModel(source.config, num_identities=5)
+    fresh = model.classifier.weight.detach().clone()
+    start_from(model, str(first))  # a run directory: its best.pt
+    state = model.state_dict()
+    assert all(torch.equal(state[key], value) for key, value in source.search_state_dict().items())
+    assert torch.equal(model.classifier.weight, fresh)  # new identities: a new classifier
+    other = ReidModel(replace(source.config, image_size=(64, 32)), num_identities=5)
+    with pytest.raises(RunError, match="model.image_size"):
+        start_from(other, str(first))
+    with pytest.raises(RunError, match="no appearance model here"):
+        start_from(model, str(tmp_path / "nothing"))
+    with pytest.raises(ConfigError, match="not both"):
+        load_reid_config("reid", ["weights=a.pth", "init=shipped"])
+    second = tmp_path / "second"
+    assert main(_train_args(data, second, 1) + ["--set", f"init={first / 'best.pt'}"]) == 0
+    assert (second / "best.pt").is_file()
+
+
 def test_eval_reid_bad_input_is_one_line(tmp_path, capsys):
     assert main(["eval-reid", "--weights", str(tmp_path / "none.pth"), "--data", str(tmp_path / "none.jsonl")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
@@ -199,3 +235,17 @@ def test_data_reid_writes_disjoint_manifests(tmp_path, monkeypatch):
     assert not (splits["train"] & splits["test"] or splits["val"] & splits["test"] or splits["train"] & splits["val"])
     assert json.loads((out / "split.json").read_text())["seed"] == 0
     assert main(["data", "reid", "--cuhk03", str(tmp_path / "nothing"), "--out", str(out)]) == 2
+
+
+def test_gallery_identities_resolve_from_anywhere(tmp_path, monkeypatch):
+    # a relative manifest path (``--peta data/peta``) still writes paths that resolve from any folder
+    folder = tmp_path / "peta"
+    folder.mkdir()
+    lines = [{"path": f"images/{n}.jpg", "person_id": p, "camera_id": None} for n, p in enumerate("aab")]
+    (folder / "gallery.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    monkeypatch.chdir(tmp_path)
+    from minterpr.data.reid import read_gallery_identities
+
+    rows = read_gallery_identities("peta/gallery.jsonl")
+    assert [row.person_id for row in rows] == ["a", "a"]
+    assert [row.path for row in rows] == [str(folder / "images" / f"{n}.jpg") for n in range(2)]

@@ -137,6 +137,33 @@ def with_appearance(
 AUTO, SHIPPED, NONE = "auto", "shipped", "none"  # the appearance choices besides a path (module doc)
 
 
+def appearance_file(path: str | Path) -> Path:
+    """Where the appearance model named by ``path`` lies: ``"shipped[:NAME]"`` resolved in the
+    model catalogue, a directory holding ``config.json``, or a run's ``best.pt`` (a run directory
+    means its ``best.pt``). A path with nothing there raises :class:`~minterpr.errors.RunError`.
+
+    Example:
+        >>> appearance_file("/nonexistent")  # doctest: +ELLIPSIS
+        Traceback (most recent call last):
+        minterpr.errors.RunError: /nonexistent: no appearance model here ...
+    """
+    from minterpr.errors import RunError
+    from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, SHIPPED_PREFIX, resolve_model
+
+    if isinstance(path, str) and (path == SHIPPED_PREFIX or path.startswith(SHIPPED_PREFIX + ":")):
+        path = f"{SHIPPED_PREFIX}:{path.partition(':')[2] or DEFAULT_APPEARANCE_MODEL}"
+    file = resolve_model(path) if isinstance(path, str) else Path(path)
+    if file.is_dir() and not (file / "config.json").is_file():
+        file = file / "best.pt"
+    if not file.exists():
+        raise RunError(
+            str(file),
+            "no appearance model here (the shipped one: --appearance shipped; train one with "
+            "`minterpr train --config reid`)",
+        )
+    return file
+
+
 def load_appearance(
     path: str | Path,
     *,
@@ -158,21 +185,10 @@ def load_appearance(
     """
     from minterpr.errors import RunError
     from minterpr.models.reid_dir import load_reid_any
-    from minterpr.models.zoo import DEFAULT_APPEARANCE_MODEL, SHIPPED_PREFIX, resolve_model
 
     if batch_size < 1:
         raise InputError(f"load_appearance: batch_size must be at least 1, got {batch_size}")
-    if isinstance(path, str) and (path == SHIPPED_PREFIX or path.startswith(SHIPPED_PREFIX + ":")):
-        path = f"{SHIPPED_PREFIX}:{path.partition(':')[2] or DEFAULT_APPEARANCE_MODEL}"
-    file = resolve_model(path) if isinstance(path, str) else Path(path)
-    if file.is_dir() and not (file / "config.json").is_file():
-        file = file / "best.pt"
-    if not file.exists():
-        raise RunError(
-            str(file),
-            "no appearance model here (the shipped one: --appearance shipped; train one with "
-            "`minterpr train --config reid`)",
-        )
+    file = appearance_file(path)
     from minterpr.interaction.appearance import read_same_person
 
     model = load_reid_any(file)

@@ -152,6 +152,31 @@ class ReidTrainResult:
     images_per_second: float
 
 
+def start_from(model: ReidModel, source: str) -> None:
+    """Load the encoder and neck of the appearance model ``source`` (``shipped[:NAME]``, a model
+    directory or a run's ``best.pt``) into ``model``, in float32; its classifier stays as initialised,
+    since the training identities are new. The networks must match (width, norm, size, feature)."""
+    from minterpr.errors import RunError
+    from minterpr.models.reid_dir import load_reid_any
+    from minterpr.runtime.appearance import appearance_file
+
+    file = appearance_file(source)
+    start = load_reid_any(file)
+    mine, theirs = model.config.to_dict(), start.config.to_dict()
+    differ = [key for key in ("width", "norm", "image_size", "feature_dim") if mine[key] != theirs[key]]
+    if differ:
+        key = differ[0]
+        raise RunError(str(file), f"its model.{key} is {theirs[key]!r}, the config's {mine[key]!r}: set model.{key}")
+    state = {k: v.float() if v.is_floating_point() else v for k, v in start.search_state_dict().items()}
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or any(not key.startswith("classifier.") for key in missing):
+        raise RunError(
+            str(file), f"weights do not fit the network (missing {missing[:3]}, unexpected {unexpected[:3]})"
+        )
+    model.encoder.set_channels_last(model.encoder.channels_last)  # loading copied into the old layout
+    log.info("started from %s", file)
+
+
 def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = False) -> ReidTrainResult:
     """Train (or resume) the appearance model into ``run_dir`` (config.yaml, metrics.jsonl, best.pt)."""
     run_dir = Path(run_dir)
@@ -164,6 +189,9 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     seed_everything(cfg.seed)
     device = resolve_device(cfg.device)
     model = ReidModel(cfg.model, num_identities=len(people), weights=cfg.weights, channels_last=cfg.channels_last)
+    last = run_dir / "last.pt"
+    if cfg.init and not (resume and last.is_file()):  # a resumed run's weights come from last.pt
+        start_from(model, cfg.init)
     model.to(device)  # before the optimiser: its state follows the parameters' device
     optimiser = torch.optim.Adam(
         [p for p in model.parameters() if p.requires_grad], lr=cfg.lr, weight_decay=cfg.weight_decay
@@ -173,7 +201,6 @@ def train_reid(cfg: ReidTrainConfig, run_dir: str | Path, *, resume: bool = Fals
     per_epoch = cfg.iterations_per_epoch or max(len(train_images) // cfg.batch_size, 1)
     total = per_epoch * cfg.epochs
     step, best_epoch, best = 0, -1, {}
-    last = run_dir / "last.pt"
     if resume and last.is_file():
         state = load_checkpoint(last)
         model.load_state_dict(state["model"])

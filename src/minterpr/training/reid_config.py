@@ -34,6 +34,7 @@ class ReidTrainConfig:
     train: list[str] = field(default_factory=list)  # re-id manifests to train on (minterpr data reid)
     val: str = ""  # manifest whose query/gallery split selects the epoch (never a test split)
     weights: str | None = None  # starting weights: a torchreid OSNet state dict file; None = random
+    init: str | None = None  # or start from a minterpr appearance model (shipped[:NAME], a directory, a best.pt)
     model: ReidModelConfig = field(default_factory=ReidModelConfig)  # the network
     epochs: int = 30  # passes of ``iterations_per_epoch`` PK batches
     identities_per_batch: int = 16  # P: identities in a batch
@@ -74,6 +75,8 @@ def reid_config_from_dict(raw: dict[str, Any], source: str = "<dict>") -> ReidTr
             f"{source}: epochs >= 1, identities_per_batch >= 2 and images_per_identity >= 2 "
             "(the triplet loss needs two identities of two crops)"
         )
+    if cfg.weights and cfg.init:
+        raise ConfigError(f"{source}: set weights (a torchreid file) or init (a minterpr appearance model), not both")
     if cfg.lr <= 0 or not 0 <= cfg.label_smoothing < 1 or cfg.triplet_margin < 0:
         raise ConfigError(f"{source}: lr > 0, 0 <= label_smoothing < 1 and triplet_margin >= 0")
     return cfg
