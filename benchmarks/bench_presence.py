@@ -40,14 +40,17 @@ import time
 import numpy as np
 
 
-def _index(backend_and_options, data: str, split_name: str):
+def _index(backend_and_options, data: str, split_name: str, reading=None):
     from minterpr.data.dataset import BuiltDataset
+    from minterpr.evaluation.label_reading import read_from_labels
 
     pipeline, backend, _ = backend_and_options
     split = BuiltDataset(data).split(split_name)
     if pipeline is not None:
-        return pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
-    return backend.index_images(split.gallery, root=str(split.image_root))
+        index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
+    else:
+        index = backend.index_images(split.gallery, root=str(split.image_root))
+    return index if reading is None else read_from_labels(index, confidence=reading[0], errors=reading[1])
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -79,9 +82,21 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the match's softmax temperature (default: the run's fitted one, else 0.02)",
     )
+    parser.add_argument(
+        "--label-reading",
+        metavar="CONFIDENCE[:ERRORS]",
+        help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
+    )
     args = parser.parse_args(argv)
     if args.split == args.fit_split:
         parser.error("--split and --fit-split must differ: the figures are not measured on the fitting split")
+    from minterpr.errors import InputError
+    from minterpr.evaluation.label_reading import parse_label_reading
+
+    try:
+        reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
+    except InputError as err:
+        parser.error(str(err))
 
     from minterpr.evaluation.presence_calibration import calibrate_presence, lowest, presence_searches, separation
     from minterpr.interaction.attribute_backend import AttributeBackend
@@ -103,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     model, fitted_here = stored, False
     if model is None or args.refit:
-        fit_index = _index((pipeline, backend, options), args.data, args.fit_split)
+        fit_index = _index((pipeline, backend, options), args.data, args.fit_split, reading)
         model = calibrate_presence(
             backend,
             fit_index,
@@ -115,7 +130,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         fitted_here = True
     fit_seconds = time.perf_counter() - started
-    index = _index((pipeline, backend, options), args.data, args.split)
+    index = _index((pipeline, backend, options), args.data, args.split, reading)
     if args.gallery_identities is not None:
         pids = sorted({image.person_id for image in index.images})
         kept = set(np.random.default_rng(args.seed).permutation(pids)[: args.gallery_identities].tolist())
@@ -172,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
                 "split": args.split,
                 "model": f"fitted here on {args.fit_split}" if fitted_here else "stored in the run",
                 "model_split": model.split,
+                "label_reading": args.label_reading,
                 "threshold": model.threshold,
                 "weights": dict(model.weights),
                 "bias": model.bias,

@@ -93,6 +93,11 @@ def main(argv=None) -> int:
         help="the appearance model whose vectors the gallery carries (image-to-image comparisons: duplicates, "
         "rejections, plausible references); default none, as the figures recorded before it",
     )
+    parser.add_argument(
+        "--label-reading",
+        metavar="CONFIDENCE[:ERRORS]",
+        help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
@@ -102,6 +107,7 @@ def main(argv=None) -> int:
 
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import MinterprError
+    from minterpr.evaluation.label_reading import parse_label_reading, read_from_labels
     from minterpr.evaluation.online import one_target_per_identity, simulate
     from minterpr.interaction.policies import policy_temperature
     from minterpr.interaction.reranking import RerankConfig
@@ -121,6 +127,7 @@ def main(argv=None) -> int:
         given = [] if args.policy_temperature is None else args.policy_temperature.split(",")
         for value in given:
             policy_temperature(value, 1.0)
+        reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
         if not manifest.is_file():
             print(f"bench_scoring: no gallery manifest {manifest}", file=sys.stderr)
             return 2
@@ -136,6 +143,8 @@ def main(argv=None) -> int:
         index = backend.index_images(gallery, root=args.data, progress=False).require_complete("bench_scoring")
         if pipeline.appearance is not None:
             index = pipeline.appearance.add_to(index)
+        if reading is not None:
+            index = read_from_labels(index, confidence=reading[0], errors=reading[1])
         drawn = {seed: one_target_per_identity(gallery, args.limit, seed) for seed in args.seeds}
         for point in points:
             start = time.perf_counter()
@@ -165,6 +174,7 @@ def main(argv=None) -> int:
                 "split": args.split,
                 "simulator": args.simulator,
                 "appearance": pipeline.appearance_fingerprint,
+                "label_reading": args.label_reading,
                 "seeds": args.seeds,
                 "searches": sum(n for n, _ in reports),
             }

@@ -196,11 +196,17 @@ def main(argv=None) -> int:
         metavar="T|fitted",
         help="the policies' temperature in the searches: a number, or 'fitted' (the run's match temperature)",
     )
+    parser.add_argument(
+        "--label-reading",
+        metavar="CONFIDENCE[:ERRORS]",
+        help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
+    )
     args = parser.parse_args(argv)
     if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds: distinct integers >= 0, got {' '.join(map(str, args.seeds))}")
 
     from minterpr.errors import MinterprError
+    from minterpr.evaluation.label_reading import parse_label_reading
     from minterpr.ingest.detectors import DETECTORS
     from minterpr.ingest.labels import load_labels
     from minterpr.ingest.street_search import detector_gallery, label_gallery, witness_search
@@ -208,6 +214,7 @@ def main(argv=None) -> int:
     from minterpr.runtime.pipeline import load_pipeline
 
     try:
+        reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
         labels = load_labels(args.labels)
         video = Path(args.video) if args.video else next((v for v in VIDEOS if v.is_file()), None)
         if video is None or not video.is_file():
@@ -237,6 +244,7 @@ def main(argv=None) -> int:
             },
             "run": args.run,
             "policy_temperature": args.policy_temperature,
+            "label_reading": args.label_reading,
             "detection": {},
             "tracking": {},
         }
@@ -279,6 +287,7 @@ def main(argv=None) -> int:
                             heights=heights,
                             appearance=pipeline.appearance,
                             policy_temperature=temperature,
+                            label_reading=reading,
                         )
                         for seed in args.seeds
                     ]

@@ -97,6 +97,16 @@ def test_the_policies_temperature_is_a_dimension_of_the_grid(bench, tiny_run, tm
     assert "positive number or 'fitted', got 'cold'" in capsys.readouterr().err
 
 
+def test_a_reading_from_the_labels_is_recorded_and_checked(bench, tiny_run, tmp_path, capsys, one_torch_thread):
+    data = make_tiny_dataset(tmp_path / "data")
+    argv = ["--run", str(tiny_run), "--data", str(data), "--split", "val", "--rounds", "1"]
+    assert bench.main([*argv, "--label-reading", "0.9:0.25"]) == 0
+    row = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert row["label_reading"] == "0.9:0.25" and row["searches"] == 4
+    assert bench.main([*argv, "--label-reading", "sure"]) == 2  # before any search
+    assert "expected CONFIDENCE[:ERRORS]" in capsys.readouterr().err
+
+
 @pytest.mark.parametrize(
     "script, argv",
     [("bench_scoring", ["--run", "nowhere", "--data", "nowhere"]), ("bench_street", ["--run", "nowhere"])],
@@ -108,3 +118,22 @@ def test_seeds_must_be_distinct_and_not_negative(script, argv, seeds, capsys):
         load_benchmark(script).main([*argv, "--seeds", *seeds])
     assert refused.value.code == 2
     assert "--seeds: distinct integers >= 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "script, argv",
+    [
+        ("bench_scoring", ["--run", "nowhere", "--data", "nowhere"]),
+        ("bench_presence", ["--data", "nowhere"]),
+        ("bench_street", ["--run", "nowhere", "--video", "nowhere.avi"]),
+    ],
+)
+def test_a_bad_label_reading_is_one_line(script, argv, capsys):
+    """``--label-reading`` is checked before anything loads: one line, exit 2."""
+    try:
+        code = load_benchmark(script).main([*argv, "--label-reading", "0.3"])
+    except SystemExit as refused:
+        code = refused.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "confidence in (0.5, 1]" in err[-1] and "--label-reading" in err[-1]

@@ -305,4 +305,6 @@ def test_witness_search_on_a_gallery_with_appearance_vectors(tmp_path, tiny_run,
     for r, row in enumerate(report.rounds):
         assert row["r1"] == pytest.approx(100.0 * np.mean([by_round[r] == 0 for by_round in ranks.values()]))
     plain = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1)
-    assert plain.protocol["appearance"] is None
+    assert plain.protocol["appearance"] is None and plain.protocol["label_reading"] is None
+    read = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1, label_reading=(0.9, 0.0))
+    assert read.protocol["label_reading"] == (0.9, 0.0)

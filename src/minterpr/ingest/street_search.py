@@ -170,6 +170,7 @@ def witness_search(
     heights: dict[str, float] | None = None,
     appearance: Any = None,
     policy_temperature: float | None = None,
+    label_reading: tuple[float, float] | None = None,
 ) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
     (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
@@ -179,7 +180,9 @@ def witness_search(
     ``appearance``: an appearance model (:func:`minterpr.runtime.appearance.load_appearance`) whose
     vectors the gallery carries, as ingestion stores them; its fingerprint goes into the protocol.
     ``policy_temperature``: the policies' temperature (None: theirs,
-    :data:`~minterpr.interaction.policies.TEMPERATURE`)."""
+    :data:`~minterpr.interaction.policies.TEMPERATURE`).
+    ``label_reading``: (confidence, errors) to read the labelled people's labelled slots from the
+    labels, a ceiling for the attribute model (:mod:`minterpr.evaluation.label_reading`)."""
     from minterpr.evaluation.online import simulate
     from minterpr.interaction.simulators import WitnessSimulator
 
@@ -187,6 +190,11 @@ def witness_search(
     index = backend.index_images(images, root=os.fspath(root), progress=False).require_complete("the street benchmark")
     if appearance is not None:
         index = appearance.add_to(index)
+    if label_reading is not None:
+        from minterpr.evaluation.label_reading import read_from_labels
+
+        known = {pid: dict(person.attributes) for pid, person in labels.people.items()}
+        index = read_from_labels(index, confidence=label_reading[0], errors=label_reading[1], attributes=known)
     targets = witness_targets(labels, images, heights)
     if not targets:
         raise DatasetError("labels", "no described person has a labelled crop")
@@ -216,6 +224,7 @@ def witness_search(
             "dataset": "street labels",
             "targets": len(targets),
             "appearance": None if appearance is None else appearance.fingerprint,
+            "label_reading": label_reading,
         },
         observe=observe,
     )
