@@ -120,13 +120,19 @@ def _train_args(data, run, epochs: int) -> list[str]:
     ]
 
 
-def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
-    images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=8))
-    train, val = split_identities(images, test_identities=3, seed=0)
+def _manifests(tmp_path, people: int, val_people: int):
+    """A drawn CUHK03 split into ``reid/all.jsonl`` (training) and ``reid/val.jsonl``: the folder."""
+    images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=people))
+    train, val = split_identities(images, test_identities=val_people, seed=0)
     data = tmp_path / "reid"
     data.mkdir()
     write_manifest(train, data / "all.jsonl")
     write_manifest(val, data / "val.jsonl")
+    return data
+
+
+def test_training_resumes_exactly_and_scores(tmp_path, capsys, monkeypatch):
+    data = _manifests(tmp_path, people=8, val_people=3)
     straight, stopped = tmp_path / "straight", tmp_path / "stopped"
     assert main(_train_args(data, straight, 2)) == 0
     from minterpr.training import reid as recipe
@@ -168,12 +174,7 @@ def test_training_starts_from_an_appearance_model(tmp_path):
     from minterpr.training.reid import start_from
     from minterpr.training.reid_config import load_reid_config
 
-    images = read_cuhk03(make_cuhk03(tmp_path / "cuhk03", people=6))
-    train, val = split_identities(images, test_identities=2, seed=0)
-    data = tmp_path / "reid"
-    data.mkdir()
-    write_manifest(train, data / "all.jsonl")
-    write_manifest(val, data / "val.jsonl")
+    data = _manifests(tmp_path, people=6, val_people=2)
     first = tmp_path / "first"
     assert main(_train_args(data, first, 1)) == 0
     source = load_reid_model(str(first / "best.pt"))
