@@ -40,8 +40,9 @@ import time
 import numpy as np
 
 
-def _index(backend_and_options, data: str, split_name: str, reading=None):
+def _index(backend_and_options, data: str, split_name: str, reading=None, identity=None):
     from minterpr.data.dataset import BuiltDataset
+    from minterpr.evaluation.identity_appearance import appearance_from_identity
     from minterpr.evaluation.label_reading import read_from_labels
 
     pipeline, backend, _ = backend_and_options
@@ -50,7 +51,9 @@ def _index(backend_and_options, data: str, split_name: str, reading=None):
         index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     else:
         index = backend.index_images(split.gallery, root=str(split.image_root))
-    return index if reading is None else read_from_labels(index, confidence=reading[0], errors=reading[1])
+    if reading is not None:
+        index = read_from_labels(index, confidence=reading[0], errors=reading[1])
+    return index if identity is None else appearance_from_identity(index, weight=identity)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -87,17 +90,35 @@ def main(argv: list[str] | None = None) -> int:
         metavar="CONFIDENCE[:ERRORS]",
         help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
     )
+    parser.add_argument(
+        "--identity-appearance",
+        metavar="WEIGHT",
+        help="a ceiling: the galleries' appearance vectors WEIGHT their person's identity, 1 - WEIGHT the model's (minterpr.evaluation.identity_appearance; needs --appearance)",
+    )
     args = parser.parse_args(argv)
     if args.split == args.fit_split:
         parser.error("--split and --fit-split must differ: the figures are not measured on the fitting split")
     from minterpr.errors import InputError
+    from minterpr.evaluation.identity_appearance import parse_identity_appearance
     from minterpr.evaluation.label_reading import parse_label_reading
 
     try:
         reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
+        identity = None if args.identity_appearance is None else parse_identity_appearance(args.identity_appearance)
     except InputError as err:
         parser.error(str(err))
+    if identity is not None and not (args.run and args.appearance):
+        parser.error("--identity-appearance needs --run and --appearance (the vectors it replaces)")
+    from minterpr.errors import MinterprError
 
+    try:
+        return _measure(args, reading, identity)
+    except MinterprError as err:  # a missing dataset or run, a bad model file: one line
+        print(f"bench_presence: {err}", file=sys.stderr)
+        return 2
+
+
+def _measure(args, reading, identity) -> int:
     from minterpr.evaluation.presence_calibration import calibrate_presence, lowest, presence_searches, separation
     from minterpr.interaction.attribute_backend import AttributeBackend
     from minterpr.interaction.presence import ABSENT_BELOW, PRIOR_PRESENT
@@ -118,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     model, fitted_here = stored, False
     if model is None or args.refit:
-        fit_index = _index((pipeline, backend, options), args.data, args.fit_split, reading)
+        fit_index = _index((pipeline, backend, options), args.data, args.fit_split, reading, identity)
         model = calibrate_presence(
             backend,
             fit_index,
@@ -130,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         fitted_here = True
     fit_seconds = time.perf_counter() - started
-    index = _index((pipeline, backend, options), args.data, args.split, reading)
+    index = _index((pipeline, backend, options), args.data, args.split, reading, identity)
     if args.gallery_identities is not None:
         pids = sorted({image.person_id for image in index.images})
         kept = set(np.random.default_rng(args.seed).permutation(pids)[: args.gallery_identities].tolist())
@@ -188,6 +209,7 @@ def main(argv: list[str] | None = None) -> int:
                 "model": f"fitted here on {args.fit_split}" if fitted_here else "stored in the run",
                 "model_split": model.split,
                 "label_reading": args.label_reading,
+                "identity_appearance": args.identity_appearance,
                 "threshold": model.threshold,
                 "weights": dict(model.weights),
                 "bias": model.bias,

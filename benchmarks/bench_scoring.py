@@ -98,6 +98,11 @@ def main(argv=None) -> int:
         metavar="CONFIDENCE[:ERRORS]",
         help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
     )
+    parser.add_argument(
+        "--identity-appearance",
+        metavar="WEIGHT",
+        help="a ceiling: the gallery's appearance vectors WEIGHT their person's identity, 1 - WEIGHT the model's (minterpr.evaluation.identity_appearance; needs --appearance)",
+    )
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
@@ -106,7 +111,8 @@ def main(argv=None) -> int:
     from pathlib import Path
 
     from minterpr.data.formats.gallery import read_gallery
-    from minterpr.errors import MinterprError
+    from minterpr.errors import InputError, MinterprError
+    from minterpr.evaluation.identity_appearance import appearance_from_identity, parse_identity_appearance
     from minterpr.evaluation.label_reading import parse_label_reading, read_from_labels
     from minterpr.evaluation.online import one_target_per_identity, simulate
     from minterpr.interaction.policies import policy_temperature
@@ -128,10 +134,13 @@ def main(argv=None) -> int:
         for value in given:
             policy_temperature(value, 1.0)
         reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
+        identity = None if args.identity_appearance is None else parse_identity_appearance(args.identity_appearance)
         if not manifest.is_file():
             print(f"bench_scoring: no gallery manifest {manifest}", file=sys.stderr)
             return 2
         pipeline = load_pipeline(args.run, appearance=args.appearance)
+        if identity is not None and pipeline.appearance is None:
+            raise InputError("--identity-appearance needs an appearance model (--appearance)")
         run = pipeline.run
         temperatures = [policy_temperature(v, run.extras.match_temperature()) for v in given] or [None]
         # one point per (temperature, grid point); None: the policies' own
@@ -145,6 +154,8 @@ def main(argv=None) -> int:
             index = pipeline.appearance.add_to(index)
         if reading is not None:
             index = read_from_labels(index, confidence=reading[0], errors=reading[1])
+        if identity is not None:
+            index = appearance_from_identity(index, weight=identity)
         drawn = {seed: one_target_per_identity(gallery, args.limit, seed) for seed in args.seeds}
         for point in points:
             start = time.perf_counter()
@@ -175,6 +186,7 @@ def main(argv=None) -> int:
                 "simulator": args.simulator,
                 "appearance": pipeline.appearance_fingerprint,
                 "label_reading": args.label_reading,
+                "identity_appearance": args.identity_appearance,
                 "seeds": args.seeds,
                 "searches": sum(n for n, _ in reports),
             }

@@ -201,11 +201,17 @@ def main(argv=None) -> int:
         metavar="CONFIDENCE[:ERRORS]",
         help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
     )
+    parser.add_argument(
+        "--identity-appearance",
+        metavar="WEIGHT",
+        help="a ceiling: the crops' appearance vectors WEIGHT their person's identity, 1 - WEIGHT the model's (minterpr.evaluation.identity_appearance; needs an appearance model)",
+    )
     args = parser.parse_args(argv)
     if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds: distinct integers >= 0, got {' '.join(map(str, args.seeds))}")
 
-    from minterpr.errors import MinterprError
+    from minterpr.errors import InputError, MinterprError
+    from minterpr.evaluation.identity_appearance import parse_identity_appearance
     from minterpr.evaluation.label_reading import parse_label_reading
     from minterpr.ingest.detectors import DETECTORS
     from minterpr.ingest.labels import load_labels
@@ -215,6 +221,7 @@ def main(argv=None) -> int:
 
     try:
         reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
+        identity = None if args.identity_appearance is None else parse_identity_appearance(args.identity_appearance)
         labels = load_labels(args.labels)
         video = Path(args.video) if args.video else next((v for v in VIDEOS if v.is_file()), None)
         if video is None or not video.is_file():
@@ -225,6 +232,8 @@ def main(argv=None) -> int:
             for given in (args.hog_option, args.onnx_option)
         )
         pipeline = load_pipeline(args.run, appearance=args.appearance)
+        if identity is not None and pipeline.appearance is None:
+            raise InputError("--identity-appearance needs an appearance model (--appearance)")
         run = pipeline.run  # one loaded model: the pipeline's
         temperature = (
             None
@@ -245,6 +254,7 @@ def main(argv=None) -> int:
             "run": args.run,
             "policy_temperature": args.policy_temperature,
             "label_reading": args.label_reading,
+            "identity_appearance": args.identity_appearance,
             "detection": {},
             "tracking": {},
         }
@@ -288,6 +298,7 @@ def main(argv=None) -> int:
                             appearance=pipeline.appearance,
                             policy_temperature=temperature,
                             label_reading=reading,
+                            identity_appearance=identity,
                         )
                         for seed in args.seeds
                     ]
@@ -360,12 +371,19 @@ def _print(figures, *, ranks: bool = False) -> None:
                 f"({r['people']} people, {r['tracks']} tracks), {r['crops_per_identity']:.2f} crops/identity "
                 f"({r['people_with_crops']} people with crops)"
             )
+    ceilings = [
+        f"{what} {figures[key]}"
+        for what, key in (("label reading", "label_reading"), ("identity appearance", "identity_appearance"))
+        if figures.get(key) is not None
+    ]
     for name, s in (figures["search"] or {}).items():
         print(
             f"search over the {name} gallery: {s['gallery']} crops of {s['identities']} labelled people, "
             f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}, appearance "
             f"{s['appearance_fingerprint'] or 'none'}); "
-            f"moves {s['moves']}" + (f", pooled over witness seeds {s['seeds']}:" if len(s["seeds"]) > 1 else ":")
+            + (f"ceilings: {', '.join(ceilings)}; " if ceilings else "")
+            + f"moves {s['moves']}"
+            + (f", pooled over witness seeds {s['seeds']}:" if len(s["seeds"]) > 1 else ":")
         )
         for row in s["rounds"]:
             print(

@@ -137,3 +137,37 @@ def test_a_bad_label_reading_is_one_line(script, argv, capsys):
     assert code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert "confidence in (0.5, 1]" in err[-1] and "--label-reading" in err[-1]
+
+
+@pytest.mark.parametrize(
+    "script, argv",
+    [
+        ("bench_scoring", ["--run", "nowhere", "--data", "nowhere"]),
+        ("bench_presence", ["--data", "nowhere"]),
+        ("bench_street", ["--run", "nowhere", "--video", "nowhere.avi"]),
+    ],
+)
+def test_a_bad_identity_appearance_is_one_line(script, argv, capsys):
+    """``--identity-appearance`` is checked before anything loads: one line, exit 2."""
+    try:
+        code = load_benchmark(script).main([*argv, "--identity-appearance", "2"])
+    except SystemExit as refused:
+        code = refused.code
+    assert code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert "--identity-appearance: a weight in [0, 1]" in err[-1]
+
+
+def test_identity_appearance_needs_an_appearance_model(bench, tiny_run, tmp_path, capsys, one_torch_thread):
+    """Without appearance vectors there is nothing to replace: one line, not a search without the ceiling."""
+    data = make_tiny_dataset(tmp_path / "data")
+    argv = ["--run", str(tiny_run), "--data", str(data), "--split", "val", "--rounds", "1"]
+    assert bench.main([*argv, "--identity-appearance", "1"]) == 2
+    assert "--identity-appearance needs an appearance model" in capsys.readouterr().err
+
+
+def test_bench_presence_without_its_dataset_is_one_line(capsys):
+    """A missing dataset folder is one line naming it and how to build one, exit 2 (it was a traceback)."""
+    assert load_benchmark("bench_presence").main(["--data", "nowhere"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("bench_presence: nowhere: no such dataset folder")

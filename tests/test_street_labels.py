@@ -308,3 +308,7 @@ def test_witness_search_on_a_gallery_with_appearance_vectors(tmp_path, tiny_run,
     assert plain.protocol["appearance"] is None and plain.protocol["label_reading"] is None
     read = witness_search(load_run(tiny_run), short, images, tmp_path / "crops", rounds=1, label_reading=(0.9, 0.0))
     assert read.protocol["label_reading"] == (0.9, 0.0)
+    ceiling = witness_search(
+        load_run(tiny_run), short, images, tmp_path / "crops", rounds=1, appearance=looks, identity_appearance=1.0
+    )
+    assert ceiling.protocol["identity_appearance"] == 1.0 and plain.protocol["identity_appearance"] is None

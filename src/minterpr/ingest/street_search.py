@@ -171,6 +171,7 @@ def witness_search(
     appearance: Any = None,
     policy_temperature: float | None = None,
     label_reading: tuple[float, float] | None = None,
+    identity_appearance: float | None = None,
 ) -> Any:
     """Simulated witness searches (see the module doc) with a loaded run
     (:func:`minterpr.runtime.run.load_run`), at its fitted match temperature as its page would;
@@ -182,7 +183,9 @@ def witness_search(
     ``policy_temperature``: the policies' temperature (None: theirs,
     :data:`~minterpr.interaction.policies.TEMPERATURE`).
     ``label_reading``: (confidence, errors) to read the labelled people's labelled slots from the
-    labels, a ceiling for the attribute model (:mod:`minterpr.evaluation.label_reading`)."""
+    labels, a ceiling for the attribute model (:mod:`minterpr.evaluation.label_reading`).
+    ``identity_appearance``: the weight of the crops' identities in their appearance vectors, a ceiling
+    for the appearance model (:mod:`minterpr.evaluation.identity_appearance`; needs ``appearance``)."""
     from minterpr.evaluation.online import simulate
     from minterpr.interaction.simulators import WitnessSimulator
 
@@ -195,6 +198,10 @@ def witness_search(
 
         known = {pid: dict(person.attributes) for pid, person in labels.people.items()}
         index = read_from_labels(index, confidence=label_reading[0], errors=label_reading[1], attributes=known)
+    if identity_appearance is not None:
+        from minterpr.evaluation.identity_appearance import appearance_from_identity
+
+        index = appearance_from_identity(index, weight=identity_appearance)
     targets = witness_targets(labels, images, heights)
     if not targets:
         raise DatasetError("labels", "no described person has a labelled crop")
@@ -225,6 +232,7 @@ def witness_search(
             "targets": len(targets),
             "appearance": None if appearance is None else appearance.fingerprint,
             "label_reading": label_reading,
+            "identity_appearance": identity_appearance,
         },
         observe=observe,
     )
