@@ -33,6 +33,13 @@ from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import Attributes
 
 
+RANGE = "confidence in (0.5, 1] and errors in [0, 1]"  # what a reading may be, in its errors' words
+
+
+def _in_range(confidence: float, errors: float) -> bool:
+    return 0.5 < confidence <= 1.0 and 0.0 <= errors <= 1.0
+
+
 def label_truth(index: GalleryIndex, attributes: Mapping[str, Attributes] | None = None) -> np.ndarray:
     """(N, L) 1 / 0 where an image's slot is labelled (has / lacks the value), NaN where it is not;
     columns are :meth:`~minterpr.language.ontology.Ontology.flat_labels`. ``attributes``: labels by
@@ -77,8 +84,8 @@ def read_from_labels(
     """A copy of ``index`` whose attribute probabilities come from the labels (module doc)."""
     if index.attribute_probs is None:
         raise InputError("read_from_labels: the index has no attribute probabilities to replace")
-    if not 0.5 < confidence <= 1.0 or not 0.0 <= errors <= 1.0:
-        raise InputError(f"read_from_labels: confidence in (0.5, 1] and errors in [0, 1], got {confidence}, {errors}")
+    if not _in_range(confidence, errors):
+        raise InputError(f"read_from_labels: {RANGE}, got {confidence}, {errors}")
     truth = misread(label_truth(index, attributes), index.person_ids, errors, seed)
     probs = index.attribute_probs.copy()
     known = np.isfinite(truth)
@@ -100,6 +107,6 @@ def parse_label_reading(text: str) -> tuple[float, float]:
         confidence, errors = float(head), float(tail) if tail else 0.0
     except ValueError:
         raise InputError(f"--label-reading: expected CONFIDENCE[:ERRORS], e.g. 0.9 or 0.9:0.25, got {text!r}") from None
-    if not 0.5 < confidence <= 1.0 or not 0.0 <= errors <= 1.0:
-        raise InputError(f"--label-reading: confidence in (0.5, 1] and errors in [0, 1], got {text!r}")
+    if not _in_range(confidence, errors):
+        raise InputError(f"--label-reading: {RANGE}, got {text!r}")
     return confidence, errors
