@@ -78,4 +78,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from minterpr.errors import MinterprError
+
+    try:
+        sys.exit(main())
+    except MinterprError as err:  # a missing dataset or run, a bad file: one line, exit 2
+        print(f"bench_auto_schedule: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
 from pathlib import Path
 from concurrent.futures import ThreadPoolExecutor
@@ -138,4 +139,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    from minterpr.errors import MinterprError
+
+    try:
+        sys.exit(main())
+    except MinterprError as err:  # a missing dataset or run, a bad file: one line, exit 2
+        print(f"bench_both_models: {err}", file=sys.stderr)
+        sys.exit(2)

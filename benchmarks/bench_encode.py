@@ -30,6 +30,7 @@ import contextlib
 import copy
 import json
 import os
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -249,4 +250,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from minterpr.errors import MinterprError
+
+    try:
+        sys.exit(main())
+    except MinterprError as err:  # a missing dataset or run, a bad file: one line, exit 2
+        print(f"bench_encode: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -22,11 +22,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 
 import numpy as np
 
 from minterpr import load_pipeline
-from minterpr.data.formats.gallery import read_gallery
+from minterpr.data.dataset import BuiltDataset
 from minterpr.evaluation.attribute_metrics import attribute_targets
 from minterpr.interaction.slot_answers import UNSURE, fit_slot_answers, group_of
 from minterpr.language.ontology import ONTOLOGY
@@ -34,7 +35,7 @@ from minterpr.language.ontology import ONTOLOGY
 
 def crops(pipeline, data: str, split: str):
     """(probs, targets, mask, camera sets) of a split's labelled crops."""
-    images = [i for i in read_gallery(f"{data}/gallery_{split}.jsonl") if i.attributes]
+    images = [i for i in BuiltDataset(data).gallery(split) if i.attributes]
     index = pipeline.index_images(images, root=data, progress=False)
     targets, mask = attribute_targets(index.images)
     groups = [group_of(i.camera_id, i.person_id) for i in index.images]
@@ -96,4 +97,10 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from minterpr.errors import MinterprError
+
+    try:
+        sys.exit(main())
+    except MinterprError as err:  # a missing dataset or run, a bad file: one line, exit 2
+        print(f"bench_slot_site_prior: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -383,4 +383,10 @@ def main(argv: list[str] | None = None) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    from minterpr.errors import MinterprError
+
+    try:
+        sys.exit(main())
+    except MinterprError as err:  # a missing dataset or run, a bad file: one line, exit 2
+        print(f"bench_turn_latency: {err}", file=sys.stderr)
+        sys.exit(2)

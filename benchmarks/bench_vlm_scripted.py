@@ -27,14 +27,14 @@ import time
 from pathlib import Path
 
 from minterpr.cli.main import main as cli
-from minterpr.data.formats.gallery import read_gallery
+from minterpr.data.dataset import BuiltDataset
 from minterpr.vlm.testing import ScriptedServer, Sighted
 
 
 def truth_map(data: str, split: str) -> dict[str, dict]:
     """sha256 of each gallery image's bytes -> its true attributes (what the sighted server knows)."""
     out = {}
-    for image in read_gallery(os.path.join(data, f"gallery_{split}.jsonl")):
+    for image in BuiltDataset(data).gallery(split):
         with open(os.path.join(data, image.path), "rb") as f:
             out[hashlib.sha256(f.read()).hexdigest()] = dict(image.attributes or {})
     return out
@@ -128,4 +128,10 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from minterpr.errors import MinterprError
+
+    try:
+        sys.exit(main())
+    except MinterprError as err:  # a missing dataset or run, a bad file: one line, exit 2
+        print(f"bench_vlm_scripted: {err}", file=sys.stderr)
+        sys.exit(2)

@@ -16,6 +16,7 @@ from minterpr.data.dataset import BuiltDataset
 from minterpr.data.formats.gallery import write_gallery
 from minterpr.data.formats.minterpedes import write_minterpedes
 from minterpr.data.layout import IMAGE_SUFFIXES
+from minterpr.errors import DatasetError
 from minterpr.ingest.sources import list_images
 from minterpr.training.adaptation import list_crops
 from minterpr.types import Dialogue, GalleryImage, RetrievalSample
@@ -55,6 +56,28 @@ def test_a_split_is_read_from_paths(tmp_path):
     assert [im.person_id for im in data.gallery("val")] == ["x:1", "x:2"]
     with pytest.raises(FileNotFoundError, match="train split"):
         data.split("train")
+    with pytest.raises(DatasetError, match="no gallery manifest for the 'test' split; this folder has val$"):
+        data.gallery("test")  # a folder with other splits names them
+    with pytest.raises(DatasetError, match="no gallery manifest for the 'val' split; build one with"):
+        BuiltDataset(tmp_path / "nowhere").gallery("val")  # no dataset at all: how to build one
+
+
+def test_a_benchmark_without_its_dataset_is_one_line(tmp_path):
+    """The benchmarks that read a dataset's gallery say what is missing in one line, exit 2 (a traceback before)."""
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_vlm_scripted.py"
+    done = subprocess.run(
+        [sys.executable, str(script), "--data", str(tmp_path / "nowhere"), "--out", str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"bench_vlm_scripted: {tmp_path / 'nowhere' / 'gallery_test.jsonl'}: no gallery manifest for the 'test' "
+        f"split; build one with `minterpr data synth --out {tmp_path / 'nowhere'}` or `minterpr data peta --root "
+        f"PETA --out {tmp_path / 'nowhere'}`, or fingerprint a folder you assembled yourself with `minterpr data "
+        f"mark {tmp_path / 'nowhere'}`"
+    ]
 
 
 def test_the_training_loader_is_the_built_dataset(tmp_path):

@@ -27,13 +27,15 @@ Example:
 from __future__ import annotations
 
 import os
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 
-from minterpr.data.build import check_if_built, require_built_dataset
+from minterpr.data.build import BUILD_HINT, check_if_built, require_built_dataset
 from minterpr.data.formats.gallery import read_gallery
 from minterpr.data.formats.minterpedes import read_minterpedes
 from minterpr.data.layout import DATASET_FILE, IMAGE_SUFFIXES, IMAGES_DIR, SPLITS, dialogues_file, gallery_file
+from minterpr.errors import DatasetError
 from minterpr.types import GalleryImage, RetrievalSample
 
 __all__ = ["BuiltDataset", "SplitData", "DATASET_FILE", "IMAGES_DIR", "IMAGE_SUFFIXES", "SPLITS"]
@@ -86,8 +88,28 @@ class BuiltDataset:
         return check_if_built(self.root)
 
     def gallery(self, split: str, *, check_images: bool = False) -> list[GalleryImage]:
-        """Every image of ``split``'s manifest (DataError naming the line of a bad record)."""
-        return read_gallery(self.gallery_path(split), check_images=check_images)
+        """Every image of ``split``'s manifest (DataError naming the line of a bad record;
+        DatasetError naming the folder's splits, or how to build one, when the manifest is missing).
+
+        Example:
+            >>> BuiltDataset("nowhere").gallery("test")
+            Traceback (most recent call last):
+            ...
+            minterpr.errors.DatasetError: nowhere/gallery_test.jsonl: no gallery manifest for the 'test' split; build one with `minterpr data synth --out nowhere` or `minterpr data peta --root PETA --out nowhere`, or fingerprint a folder you assembled yourself with `minterpr data mark nowhere`
+        """
+        path = self.gallery_path(split)
+        if not path.is_file():
+            present = self.splits()
+            raise DatasetError(
+                path,
+                f"no gallery manifest for the {split!r} split; "
+                + (
+                    f"this folder has {', '.join(present)}"
+                    if present
+                    else BUILD_HINT.format(dir=shlex.quote(os.fspath(self.root)))
+                ),
+            )
+        return read_gallery(path, check_images=check_images)
 
     def dialogues(self, split: str, *, check_images: bool = False) -> list[RetrievalSample]:
         """The dialogues of ``split``, file order."""
