@@ -128,34 +128,21 @@ def test_seeds_must_be_distinct_and_not_negative(script, argv, seeds, capsys):
         ("bench_street", ["--run", "nowhere", "--video", "nowhere.avi"]),
     ],
 )
-def test_a_bad_label_reading_is_one_line(script, argv, capsys):
-    """``--label-reading`` is checked before anything loads: one line, exit 2."""
-    try:
-        code = load_benchmark(script).main([*argv, "--label-reading", "0.3"])
-    except SystemExit as refused:
-        code = refused.code
-    assert code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert "confidence in (0.5, 1]" in err[-1] and "--label-reading" in err[-1]
-
-
 @pytest.mark.parametrize(
-    "script, argv",
+    "ceiling, said",
     [
-        ("bench_scoring", ["--run", "nowhere", "--data", "nowhere"]),
-        ("bench_presence", ["--data", "nowhere"]),
-        ("bench_street", ["--run", "nowhere", "--video", "nowhere.avi"]),
+        (["--label-reading", "0.3"], "--label-reading: confidence in (0.5, 1]"),
+        (["--identity-appearance", "2"], "--identity-appearance: a weight in [0, 1]"),
     ],
 )
-def test_a_bad_identity_appearance_is_one_line(script, argv, capsys):
-    """``--identity-appearance`` is checked before anything loads: one line, exit 2."""
+def test_a_bad_ceiling_is_one_line(script, argv, ceiling, said, capsys):
+    """A ceiling's setting is checked before anything loads: one line, exit 2."""
     try:
-        code = load_benchmark(script).main([*argv, "--identity-appearance", "2"])
+        code = load_benchmark(script).main([*argv, *ceiling])
     except SystemExit as refused:
         code = refused.code
     assert code == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert "--identity-appearance: a weight in [0, 1]" in err[-1]
+    assert said in capsys.readouterr().err.strip().splitlines()[-1]
 
 
 def test_identity_appearance_needs_an_appearance_model(bench, tiny_run, tmp_path, capsys, one_torch_thread):
