@@ -371,17 +371,14 @@ def _print(figures, *, ranks: bool = False) -> None:
                 f"({r['people']} people, {r['tracks']} tracks), {r['crops_per_identity']:.2f} crops/identity "
                 f"({r['people_with_crops']} people with crops)"
             )
-    ceilings = [
-        f"{what} {figures[key]}"
-        for what, key in (("label reading", "label_reading"), ("identity appearance", "identity_appearance"))
-        if figures.get(key) is not None
-    ]
+    kinds = ("label_reading", "identity_appearance")
+    ceilings = ", ".join(f"{k.replace('_', ' ')} {figures[k]}" for k in kinds if figures.get(k) is not None)
     for name, s in (figures["search"] or {}).items():
         print(
             f"search over the {name} gallery: {s['gallery']} crops of {s['identities']} labelled people, "
             f"{s['targets']} of {s['described']} described people have a crop ({figures['run']}, appearance "
             f"{s['appearance_fingerprint'] or 'none'}); "
-            + (f"ceilings: {', '.join(ceilings)}; " if ceilings else "")
+            + (f"ceilings: {ceilings}; " if ceilings else "")
             + f"moves {s['moves']}"
             + (f", pooled over witness seeds {s['seeds']}:" if len(s["seeds"]) > 1 else ":")
         )
