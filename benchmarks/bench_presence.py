@@ -39,11 +39,11 @@ import time
 
 import numpy as np
 
+from minterpr.evaluation.ceilings import add_ceiling_arguments
 
-def _index(backend_and_options, data: str, split_name: str, reading=None, identity=None):
+
+def _index(backend_and_options, data: str, split_name: str, ceilings):
     from minterpr.data.dataset import BuiltDataset
-    from minterpr.evaluation.identity_appearance import appearance_from_identity
-    from minterpr.evaluation.label_reading import read_from_labels
 
     pipeline, backend, _ = backend_and_options
     split = BuiltDataset(data).split(split_name)
@@ -51,9 +51,7 @@ def _index(backend_and_options, data: str, split_name: str, reading=None, identi
         index = pipeline.index_images(split.gallery, root=str(split.image_root), progress=False)
     else:
         index = backend.index_images(split.gallery, root=str(split.image_root))
-    if reading is not None:
-        index = read_from_labels(index, confidence=reading[0], errors=reading[1])
-    return index if identity is None else appearance_from_identity(index, weight=identity)
+    return ceilings.apply(index)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -85,40 +83,29 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="the match's softmax temperature (default: the run's fitted one, else 0.02)",
     )
-    parser.add_argument(
-        "--label-reading",
-        metavar="CONFIDENCE[:ERRORS]",
-        help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
-    )
-    parser.add_argument(
-        "--identity-appearance",
-        metavar="WEIGHT",
-        help="a ceiling: the galleries' appearance vectors WEIGHT their person's identity, 1 - WEIGHT the model's (minterpr.evaluation.identity_appearance; needs --appearance)",
-    )
+    add_ceiling_arguments(parser)
     args = parser.parse_args(argv)
     if args.split == args.fit_split:
         parser.error("--split and --fit-split must differ: the figures are not measured on the fitting split")
     from minterpr.errors import InputError
-    from minterpr.evaluation.identity_appearance import parse_identity_appearance
-    from minterpr.evaluation.label_reading import parse_label_reading
+    from minterpr.evaluation.ceilings import Ceilings
 
     try:
-        reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
-        identity = None if args.identity_appearance is None else parse_identity_appearance(args.identity_appearance)
+        ceilings = Ceilings.from_args(args)
     except InputError as err:
         parser.error(str(err))
-    if identity is not None and not (args.run and args.appearance):
+    if ceilings.identity_appearance is not None and not (args.run and args.appearance):
         parser.error("--identity-appearance needs --run and --appearance (the vectors it replaces)")
     from minterpr.errors import MinterprError
 
     try:
-        return _measure(args, reading, identity)
+        return _measure(args, ceilings)
     except MinterprError as err:  # a missing dataset or run, a bad model file: one line
         print(f"bench_presence: {err}", file=sys.stderr)
         return 2
 
 
-def _measure(args, reading, identity) -> int:
+def _measure(args, ceilings) -> int:
     from minterpr.evaluation.presence_calibration import calibrate_presence, lowest, presence_searches, separation
     from minterpr.interaction.attribute_backend import AttributeBackend
     from minterpr.interaction.presence import ABSENT_BELOW, PRIOR_PRESENT
@@ -139,7 +126,7 @@ def _measure(args, reading, identity) -> int:
     started = time.perf_counter()
     model, fitted_here = stored, False
     if model is None or args.refit:
-        fit_index = _index((pipeline, backend, options), args.data, args.fit_split, reading, identity)
+        fit_index = _index((pipeline, backend, options), args.data, args.fit_split, ceilings)
         model = calibrate_presence(
             backend,
             fit_index,
@@ -151,7 +138,7 @@ def _measure(args, reading, identity) -> int:
         )
         fitted_here = True
     fit_seconds = time.perf_counter() - started
-    index = _index((pipeline, backend, options), args.data, args.split, reading, identity)
+    index = _index((pipeline, backend, options), args.data, args.split, ceilings)
     if args.gallery_identities is not None:
         pids = sorted({image.person_id for image in index.images})
         kept = set(np.random.default_rng(args.seed).permutation(pids)[: args.gallery_identities].tolist())

@@ -29,6 +29,8 @@ import json
 import sys
 import time
 
+from minterpr.evaluation.ceilings import add_ceiling_arguments
+
 
 def parse_vary(items: list[str]) -> list[tuple[str, list[object]]]:
     """``["a=1,2", "b=true,false"]`` -> ``[("a", [1.0, 2.0]), ("b", [True, False])]``; ValueError naming the item."""
@@ -93,16 +95,7 @@ def main(argv=None) -> int:
         help="the appearance model whose vectors the gallery carries (image-to-image comparisons: duplicates, "
         "rejections, plausible references); default none, as the figures recorded before it",
     )
-    parser.add_argument(
-        "--label-reading",
-        metavar="CONFIDENCE[:ERRORS]",
-        help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
-    )
-    parser.add_argument(
-        "--identity-appearance",
-        metavar="WEIGHT",
-        help="a ceiling: the gallery's appearance vectors WEIGHT their person's identity, 1 - WEIGHT the model's (minterpr.evaluation.identity_appearance; needs --appearance)",
-    )
+    add_ceiling_arguments(parser)
     parser.add_argument("--json", help="write the figures here")
     args = parser.parse_args(argv)
     if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
@@ -112,8 +105,7 @@ def main(argv=None) -> int:
 
     from minterpr.data.formats.gallery import read_gallery
     from minterpr.errors import InputError, MinterprError
-    from minterpr.evaluation.identity_appearance import appearance_from_identity, parse_identity_appearance
-    from minterpr.evaluation.label_reading import parse_label_reading, read_from_labels
+    from minterpr.evaluation.ceilings import Ceilings
     from minterpr.evaluation.online import one_target_per_identity, simulate
     from minterpr.interaction.policies import policy_temperature
     from minterpr.interaction.reranking import RerankConfig
@@ -133,13 +125,12 @@ def main(argv=None) -> int:
         given = [] if args.policy_temperature is None else args.policy_temperature.split(",")
         for value in given:
             policy_temperature(value, 1.0)
-        reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
-        identity = None if args.identity_appearance is None else parse_identity_appearance(args.identity_appearance)
+        ceilings = Ceilings.from_args(args)
         if not manifest.is_file():
             print(f"bench_scoring: no gallery manifest {manifest}", file=sys.stderr)
             return 2
         pipeline = load_pipeline(args.run, appearance=args.appearance)
-        if identity is not None and pipeline.appearance is None:
+        if ceilings.identity_appearance is not None and pipeline.appearance is None:
             raise InputError("--identity-appearance needs an appearance model (--appearance)")
         run = pipeline.run
         temperatures = [policy_temperature(v, run.extras.match_temperature()) for v in given] or [None]
@@ -152,10 +143,7 @@ def main(argv=None) -> int:
         index = backend.index_images(gallery, root=args.data, progress=False).require_complete("bench_scoring")
         if pipeline.appearance is not None:
             index = pipeline.appearance.add_to(index)
-        if reading is not None:
-            index = read_from_labels(index, confidence=reading[0], errors=reading[1])
-        if identity is not None:
-            index = appearance_from_identity(index, weight=identity)
+        index = ceilings.apply(index)
         drawn = {seed: one_target_per_identity(gallery, args.limit, seed) for seed in args.seeds}
         for point in points:
             start = time.perf_counter()

@@ -49,6 +49,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from minterpr.evaluation.ceilings import add_ceiling_arguments
+
 REPO = Path(__file__).resolve().parents[1]
 LABELS = REPO / "benchmarks" / "data" / "vtest_labels.json"
 VIDEOS = (
@@ -196,23 +198,13 @@ def main(argv=None) -> int:
         metavar="T|fitted",
         help="the policies' temperature in the searches: a number, or 'fitted' (the run's match temperature)",
     )
-    parser.add_argument(
-        "--label-reading",
-        metavar="CONFIDENCE[:ERRORS]",
-        help="a ceiling: read the attributes from the labels, CONFIDENCE for a labelled value (1 - CONFIDENCE for the others), ERRORS the share of (person, slot) misread (minterpr.evaluation.label_reading)",
-    )
-    parser.add_argument(
-        "--identity-appearance",
-        metavar="WEIGHT",
-        help="a ceiling: the crops' appearance vectors WEIGHT their person's identity, 1 - WEIGHT the model's (minterpr.evaluation.identity_appearance; needs an appearance model)",
-    )
+    add_ceiling_arguments(parser)
     args = parser.parse_args(argv)
     if min(args.seeds) < 0 or len(set(args.seeds)) != len(args.seeds):
         parser.error(f"--seeds: distinct integers >= 0, got {' '.join(map(str, args.seeds))}")
 
     from minterpr.errors import InputError, MinterprError
-    from minterpr.evaluation.identity_appearance import parse_identity_appearance
-    from minterpr.evaluation.label_reading import parse_label_reading
+    from minterpr.evaluation.ceilings import Ceilings
     from minterpr.ingest.detectors import DETECTORS
     from minterpr.ingest.labels import load_labels
     from minterpr.ingest.street_search import detector_gallery, label_gallery, witness_search
@@ -220,8 +212,7 @@ def main(argv=None) -> int:
     from minterpr.runtime.pipeline import load_pipeline
 
     try:
-        reading = None if args.label_reading is None else parse_label_reading(args.label_reading)
-        identity = None if args.identity_appearance is None else parse_identity_appearance(args.identity_appearance)
+        ceilings = Ceilings.from_args(args)
         labels = load_labels(args.labels)
         video = Path(args.video) if args.video else next((v for v in VIDEOS if v.is_file()), None)
         if video is None or not video.is_file():
@@ -232,7 +223,7 @@ def main(argv=None) -> int:
             for given in (args.hog_option, args.onnx_option)
         )
         pipeline = load_pipeline(args.run, appearance=args.appearance)
-        if identity is not None and pipeline.appearance is None:
+        if ceilings.identity_appearance is not None and pipeline.appearance is None:
             raise InputError("--identity-appearance needs an appearance model (--appearance)")
         run = pipeline.run  # one loaded model: the pipeline's
         temperature = (
@@ -297,8 +288,8 @@ def main(argv=None) -> int:
                             heights=heights,
                             appearance=pipeline.appearance,
                             policy_temperature=temperature,
-                            label_reading=reading,
-                            identity_appearance=identity,
+                            label_reading=ceilings.label_reading,
+                            identity_appearance=ceilings.identity_appearance,
                         )
                         for seed in args.seeds
                     ]

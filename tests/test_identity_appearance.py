@@ -8,6 +8,7 @@ import pytest
 from minterpr.errors import InputError
 from minterpr.evaluation.identity_appearance import appearance_from_identity, parse_identity_appearance
 from minterpr.index.gallery_index import GalleryIndex
+from minterpr.language.ontology import ONTOLOGY
 from minterpr.types import GalleryImage
 
 
@@ -71,3 +72,25 @@ def test_bad_settings_are_one_line():
     for text, message in (("all", "expected a weight"), ("-0.1", "a weight in")):
         with pytest.raises(InputError, match=message):
             parse_identity_appearance(text)
+
+
+def test_the_ceilings_apply_both_in_one_place():
+    """``Ceilings`` (the benchmarks' flags) gives what the two ceilings give one after the other."""
+    import argparse
+
+    from minterpr.evaluation.ceilings import Ceilings, add_ceiling_arguments
+    from minterpr.evaluation.label_reading import read_from_labels
+
+    index = _index()
+    index.images[0] = GalleryImage("0.jpg", "x:a", attributes={"gender": ("male",)})
+    index.attribute_probs = np.full((len(index), len(ONTOLOGY.flat_labels())), 0.5, np.float32)
+    both = Ceilings(label_reading=(0.9, 0.0), identity_appearance=1.0).apply(index)
+    want = appearance_from_identity(read_from_labels(index, confidence=0.9), weight=1.0)
+    assert np.array_equal(both.attribute_probs, want.attribute_probs) and np.array_equal(
+        both.appearance, want.appearance
+    )
+    parser = argparse.ArgumentParser()
+    add_ceiling_arguments(parser)
+    assert Ceilings.from_args(parser.parse_args([])) == Ceilings() and Ceilings().apply(index) is index
+    with pytest.raises(InputError, match="--identity-appearance: a weight in"):
+        Ceilings.from_args(parser.parse_args(["--identity-appearance", "3"]))

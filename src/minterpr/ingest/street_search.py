@@ -193,15 +193,11 @@ def witness_search(
     index = backend.index_images(images, root=os.fspath(root), progress=False).require_complete("the street benchmark")
     if appearance is not None:
         index = appearance.add_to(index)
-    if label_reading is not None:
-        from minterpr.evaluation.label_reading import read_from_labels
+    if label_reading is not None or identity_appearance is not None:
+        from minterpr.evaluation.ceilings import Ceilings
 
         known = {pid: dict(person.attributes) for pid, person in labels.people.items()}
-        index = read_from_labels(index, confidence=label_reading[0], errors=label_reading[1], attributes=known)
-    if identity_appearance is not None:
-        from minterpr.evaluation.identity_appearance import appearance_from_identity
-
-        index = appearance_from_identity(index, weight=identity_appearance)
+        index = Ceilings(label_reading, identity_appearance).apply(index, attributes=known)
     targets = witness_targets(labels, images, heights)
     if not targets:
         raise DatasetError("labels", "no described person has a labelled crop")
